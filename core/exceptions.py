@@ -1,0 +1,98 @@
+"""Every exception the project raises, named by cause.
+
+Callers choose to retry, acknowledge or give up by type:
+
+- ``RetryableError`` subclasses: a transient fault (throttling, a dependency down); the caller may try again.
+- ``BadInputError`` subclasses: malformed, foreign or late input; acknowledged and counted, never retried.
+- ``ConflictError`` subclasses: a conditional write lost a race; they carry the record that won.
+
+Each is raised ``from`` the underlying botocore or kubernetes error where there is one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class NodeManagerError(Exception):
+    """Root of the project's exceptions."""
+
+
+class SettingsError(NodeManagerError):
+    """A setting (environment variable or CDK context value) is missing or invalid.
+
+    Attributes:
+        name: the setting's name, e.g. ``CLUSTER_NAME``.
+    """
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"setting {name}: {message}")
+        self.name = name
+
+
+class BadInputError(NodeManagerError):
+    """Input that must be acknowledged and counted, never retried."""
+
+    reason: str = "bad_input"
+
+
+class MalformedEventError(BadInputError):
+    """An event or message that does not have the documented shape."""
+
+    reason = "malformed"
+
+
+class RetryableError(NodeManagerError):
+    """A transient fault; the operation may be tried again."""
+
+
+class StoreUnavailableError(RetryableError):
+    """DynamoDB could not be reached or throttled the request."""
+
+
+class ConflictError(NodeManagerError):
+    """A conditional write lost to another writer.
+
+    Attributes:
+        current: the item as it is now (None when it does not exist).
+    """
+
+    def __init__(self, message: str, current: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.current = current
+
+
+class LockHeldError(ConflictError):
+    """The cluster lock is held by another holder whose lease has not expired."""
+
+    @property
+    def holder(self) -> str | None:
+        return None if self.current is None else self.current.get("holder")
+
+
+class LockLostError(ConflictError):
+    """This holder's lease was taken over (expired and acquired by another, with a higher fencing value)."""
+
+
+class CommandTransitionError(ConflictError):
+    """A command's status could not move as asked (another worker owns it, or it is already terminal)."""
+
+
+class CommandExistsError(ConflictError):
+    """A command with this id was already recorded (a duplicate event)."""
+
+
+class NodeNotFoundError(NodeManagerError):
+    """No Kubernetes node carries the instance's providerID.
+
+    Attributes:
+        instance_id: the EC2 instance id looked for.
+    """
+
+    def __init__(self, instance_id: str) -> None:
+        super().__init__(f"no node has providerID for instance {instance_id}")
+        self.instance_id = instance_id
+
+
+class KubernetesApiError(RetryableError):
+    """The Kubernetes API answered with an error that is worth retrying (5xx, connection)."""

@@ -1,0 +1,157 @@
+"""The contracts shared by the Lambdas and the agent: commands, their statuses, membership records.
+
+A command travels as JSON in an SQS message body (``Command.model_dump_json()``) and is recorded as a
+``CMD#<command_id>`` item; see DESIGN.md, "Contracts".
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+INSTANCE_ID_RE = re.compile(r"^i-[0-9a-f]{8,17}$")
+# spec.providerID of a node on AWS: aws:///<availability-zone>/<instance-id>
+# (https://kubernetes.io/docs/reference/kubernetes-api/cluster-resources/node-v1/#NodeSpec,
+#  format set by the AWS cloud provider).
+PROVIDER_ID_RE = re.compile(r"^aws:///(?P<az>[a-z0-9-]*)/(?P<instance_id>i-[0-9a-f]{8,17})$")
+
+
+class CommandKind(str, Enum):
+    CORDON = "cordon"
+    DRAIN = "drain"
+    UNCORDON = "uncordon"
+
+
+class CommandStatus(str, Enum):
+    """Status of a ``CMD#`` item. ``queued`` → ``running`` → one terminal status."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    TIMED_OUT = "timed_out"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # nothing to do: the instance has no node (it never joined, or is already gone)
+
+    @property
+    def terminal(self) -> bool:
+        return self not in (CommandStatus.QUEUED, CommandStatus.RUNNING)
+
+
+class DrainOptions(BaseModel):
+    """Drain options, mirroring ``kubectl drain``'s flags one for one.
+
+    Attributes:
+        ignore_daemonsets: leave DaemonSet-managed pods (``--ignore-daemonsets``); always true here, since the
+            DaemonSet controller would recreate them on the same node.
+        delete_emptydir_data: evict pods using emptyDir volumes, losing that data (``--delete-emptydir-data``).
+        force: evict pods that no controller manages (bare pods) (``--force``).
+        grace_period_seconds: override of each pod's terminationGracePeriodSeconds; None keeps the pod's own
+            (``--grace-period``).
+        uncordon_on_failure: uncordon the node (only if this system cordoned it) when the drain fails or times out.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ignore_daemonsets: bool = True
+    delete_emptydir_data: bool = True
+    force: bool = True
+    grace_period_seconds: int | None = Field(default=None, ge=0)
+    uncordon_on_failure: bool = False
+
+
+class Command(BaseModel):
+    """A cordon, drain or uncordon order for the agent.
+
+    Attributes:
+        command_id: unique and deterministic for its cause (e.g. ``spot-<event id>``), so a duplicate event
+            yields the same id and is recorded once.
+        cluster: the kOps cluster name; the agent ignores other clusters' commands.
+        instance_id: the EC2 instance whose node is the target; the agent resolves the node from
+            ``spec.providerID``.
+        node_name: the node's name when the sender knew it (membership); advisory only.
+        deadline: when the work must be over (UTC); for a Spot warning, event time + 120 s.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    command_id: str = Field(min_length=1, max_length=200)
+    cluster: str = Field(min_length=1)
+    kind: CommandKind
+    instance_id: str
+    node_name: str | None = None
+    reason: str = ""
+    deadline: datetime
+    options: DrainOptions = DrainOptions()
+
+    @field_validator("instance_id")
+    @classmethod
+    def _instance_id(cls, value: str) -> str:
+        if not INSTANCE_ID_RE.match(value):
+            raise ValueError(f"not an EC2 instance id: {value!r}")
+        return value
+
+    @field_validator("deadline")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("deadline must carry a time zone")
+        return value.astimezone(timezone.utc)
+
+    def seconds_left(self, now: datetime) -> float:
+        """Seconds from ``now`` to the deadline (negative once it passed)."""
+        return (self.deadline - now).total_seconds()
+
+
+class NodeRecord(BaseModel):
+    """Membership: which node is which instance in which ASG (a ``NODE#<instance-id>`` item).
+
+    Written by the agent's membership reporter; ``reported_at`` is compared by readers, since DynamoDB's TTL
+    deletion lags by up to days.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    instance_id: str
+    node_name: str
+    availability_zone: str = ""
+    asg_name: str | None = None
+    ready: bool = False
+    unschedulable: bool = False
+    roles: list[str] = Field(default_factory=list)
+    instance_group: str | None = None
+    reported_at: datetime
+
+    def fresh(self, now: datetime, max_age_seconds: float) -> bool:
+        return (now - self.reported_at).total_seconds() <= max_age_seconds
+
+
+def parse_provider_id(provider_id: str | None) -> tuple[str, str] | None:
+    """Split an AWS ``spec.providerID`` into (availability zone, instance id).
+
+    >>> parse_provider_id("aws:///us-east-1a/i-0abc12345678def01")
+    ('us-east-1a', 'i-0abc12345678def01')
+
+    Returns None for anything else (another cloud, an empty field, a malformed id).
+    """
+    if not provider_id:
+        return None
+    match = PROVIDER_ID_RE.match(provider_id)
+    if match is None:
+        return None
+    return match.group("az"), match.group("instance_id")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def to_epoch(value: datetime) -> int:
+    return int(value.timestamp())
+
+
+def jsonable(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json")
