@@ -1,0 +1,68 @@
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from pydantic import ValidationError
+
+from core.model import Command, CommandKind, CommandStatus, NodeRecord, parse_provider_id
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize(
+    "provider_id, expected",
+    [
+        ("aws:///us-east-1a/i-0abc12345678def01", ("us-east-1a", "i-0abc12345678def01")),
+        ("aws:///eu-west-3c/i-12345678", ("eu-west-3c", "i-12345678")),
+        ("aws:///us-east-1a/", None),
+        ("gce://project/zone/name", None),
+        ("aws:///us-east-1a/i-XYZ", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_parse_provider_id(provider_id, expected):
+    assert parse_provider_id(provider_id) == expected
+
+
+def _command(**kw):
+    base = dict(command_id="spot-1", cluster="c", kind="drain", instance_id="i-0123456789abcdef0",
+                deadline=NOW + timedelta(seconds=120))
+    base.update(kw)
+    return Command(**base)
+
+
+def test_command_round_trips_through_json():
+    cmd = _command(node_name="ip-10-0-0-1.ec2.internal")
+    again = Command.model_validate_json(cmd.model_dump_json())
+    assert again == cmd
+    assert again.kind is CommandKind.DRAIN
+    assert again.seconds_left(NOW) == 120
+
+
+@pytest.mark.parametrize("bad", [
+    {"instance_id": "not-an-instance"},
+    {"kind": "explode"},
+    {"deadline": datetime(2026, 1, 1)},  # naive
+    {"command_id": ""},
+    {"unexpected": 1},
+])
+def test_command_rejects_bad_fields(bad):
+    with pytest.raises(ValidationError):
+        _command(**bad)
+
+
+def test_deadline_normalised_to_utc():
+    cmd = _command(deadline=datetime(2026, 11, 29, 13, 2, tzinfo=timezone(timedelta(hours=1))))
+    assert cmd.deadline == NOW + timedelta(seconds=120)
+
+
+def test_terminal_statuses():
+    assert not CommandStatus.QUEUED.terminal and not CommandStatus.RUNNING.terminal
+    assert all(s.terminal for s in (CommandStatus.SUCCEEDED, CommandStatus.TIMED_OUT, CommandStatus.FAILED,
+                                    CommandStatus.SKIPPED))
+
+
+def test_node_record_freshness():
+    rec = NodeRecord(instance_id="i-0123456789abcdef0", node_name="n", reported_at=NOW)
+    assert rec.fresh(NOW + timedelta(seconds=60), 60)
+    assert not rec.fresh(NOW + timedelta(seconds=61), 60)
