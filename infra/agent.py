@@ -1,0 +1,58 @@
+"""AgentIdentity: the IAM role the in-cluster agent runs as.
+
+Trust, in order of preference:
+
+1. ``existing_role_arn``: a role managed elsewhere; the stack only attaches its policies to it (same account).
+2. ``oidc_provider_arn`` (IRSA): assumable with ``sts:AssumeRoleWithWebIdentity`` only by the agent's Kubernetes
+   service account, ``system:serviceaccount:<namespace>:<name>``, audience ``sts.amazonaws.com``
+   (https://docs.aws.amazon.com/eks/latest/userguide/associate-service-account-role.html; kOps serves the same
+   discovery documents when ``serviceAccountIssuerDiscovery`` is enabled).
+3. Otherwise: assumable by principals of this account that are allowed ``sts:AssumeRole`` on it (until the
+   cluster has an OIDC provider).
+
+Its permissions on the queue, the table and the event bus are granted by the stack.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+IRSA_AUDIENCE = "sts.amazonaws.com"
+
+
+class AgentIdentity(Construct):
+    """The agent's role.
+
+    Parameters:
+        oidc_provider_arn, oidc_issuer: the cluster's IAM OIDC provider and its issuer (host and path, no scheme).
+        service_account: ``<namespace>:<name>`` of the agent's service account (used with OIDC only).
+        existing_role_arn: use this role instead of creating one.
+
+    Attributes:
+        role: the role to grant to and to annotate the service account with (``eks.amazonaws.com/role-arn``).
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, oidc_provider_arn: str | None = None,
+                 oidc_issuer: str | None = None, service_account: str = "kube-system:node-manager-agent",
+                 existing_role_arn: str | None = None) -> None:
+        super().__init__(scope, construct_id)
+        if existing_role_arn is not None:
+            self.role: iam.IRole = iam.Role.from_role_arn(self, "Role", existing_role_arn, mutable=True)
+            return
+        if oidc_provider_arn is not None:
+            if not oidc_issuer:
+                raise ValueError("oidc_issuer is required with oidc_provider_arn")
+            namespace, name = service_account.split(":", 1)
+            provider = iam.OpenIdConnectProvider.from_open_id_connect_provider_arn(
+                self, "OidcProvider", oidc_provider_arn)
+            principal: iam.IPrincipal = iam.OpenIdConnectPrincipal(provider, conditions={
+                "StringEquals": {
+                    f"{oidc_issuer}:sub": f"system:serviceaccount:{namespace}:{name}",
+                    f"{oidc_issuer}:aud": IRSA_AUDIENCE,
+                },
+            })
+        else:
+            principal = iam.AccountRootPrincipal()
+        self.role = iam.Role(self, "Role", assumed_by=principal,
+                             description="node-manager agent (in-cluster): commands, membership, drain events")

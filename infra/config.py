@@ -1,0 +1,254 @@
+"""The deployment settings, read from the CDK context (``cdk.json`` → ``"context"``) and validated once.
+
+Shape of the context (every key but ``clusters[].name`` optional)::
+
+    {
+      "clusters": [
+        {
+          "name": "prod.k8s.example.com",           # the kOps cluster name (the KubernetesCluster tag value)
+          "account": "111122223333",                # else CDK_DEFAULT_ACCOUNT / env-agnostic
+          "region": "eu-west-1",                    # else CDK_DEFAULT_REGION / env-agnostic
+          "rebalance_policy": "cordon",             # ignore | cordon | drain (core.settings.RebalancePolicy)
+          "spot_deadline_seconds": 120,             # seconds from the warning to the reclaim
+          "early_replacement": true,                # detach the doomed instance so its ASG launches a replacement
+          "rebalance_drain_timeout_seconds": 600,   # drain deadline with rebalance_policy "drain"
+          "dry_run": false,                         # the Lambda plans and logs only
+          "lambda_architecture": "arm64",           # arm64 | x86_64
+          "log_retention_days": 30,                 # one of CloudWatch Logs' allowed values
+          "log_level": "INFO",
+          "reserved_concurrency": 5,                # 0: no reservation (see ClusterConfig)
+          "tracing": false,                         # X-Ray active tracing on the Lambda
+          "encryption": "aws-managed",              # aws-managed | kms (one customer managed key, rotated)
+          "event_retry_attempts": 3,                # EventBridge target retry policy
+          "event_max_age_seconds": 120,             #   (an interruption warning is worthless after ~2 minutes)
+          "agent_oidc_provider_arn": null,          # IRSA: arn:aws:iam::<account>:oidc-provider/<issuer>
+          "agent_service_account": "kube-system:node-manager-agent",
+          "agent_role_arn": null                    # use this existing role for the agent instead of creating one
+        }
+      ]
+    }
+
+A bad value raises ``core.exceptions.SettingsError`` whose ``name`` is the context key path, e.g.
+``clusters[0].spot_deadline_seconds``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from enum import Enum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from core.exceptions import SettingsError
+from core.settings import InterruptionSettings, RebalancePolicy
+
+CONTEXT_KEY = "clusters"
+# Cluster settings passed to the interruption Lambda as they are (same names as InterruptionSettings' fields).
+LAMBDA_SETTINGS = ("spot_deadline_seconds", "early_replacement", "rebalance_policy",
+                   "rebalance_drain_timeout_seconds", "dry_run")
+
+# CloudWatch Logs accepts only these retention periods (PutRetentionPolicy, "retentionInDays").
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
+                      2922, 3288, 3653)
+
+# kOps cluster names are DNS names (or end in .k8s.local for gossip clusters).
+_CLUSTER_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$")
+_SERVICE_ACCOUNT_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?:[a-z0-9]([-.a-z0-9]*[a-z0-9])?$")
+# IAM ARN of an OIDC identity provider: arn:<partition>:iam::<account>:oidc-provider/<issuer host and path>
+_OIDC_PROVIDER_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:oidc-provider/(?P<issuer>[^\s]+)$")
+_ROLE_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+
+
+def _as_in_lambda(field: str) -> Any:
+    """The type of ``InterruptionSettings.<field>`` with its bounds, so a bad value fails here, named."""
+    info = InterruptionSettings.model_fields[field]
+    return Annotated[(info.annotation, *info.metadata)]
+
+
+class Architecture(str, Enum):
+    """The Lambda's instruction set (``Architectures`` of AWS::Lambda::Function)."""
+
+    ARM64 = "arm64"
+    X86_64 = "x86_64"
+
+
+class Encryption(str, Enum):
+    """How the table and the queues are encrypted at rest.
+
+    - ``aws-managed``: DynamoDB's AWS managed key and SSE-SQS (no key to pay for or manage).
+    - ``kms``: one customer managed KMS key per stack, with yearly rotation.
+    """
+
+    AWS_MANAGED = "aws-managed"
+    KMS = "kms"
+
+
+class ClusterConfig(BaseModel):
+    """One cluster's deployment: becomes one stack."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    account: str | None = Field(default=None, pattern=r"^\d{12}$")
+    region: str | None = Field(default=None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
+    # These share name, type, bounds and default with core.settings.InterruptionSettings (LAMBDA_SETTINGS).
+    rebalance_policy: RebalancePolicy = InterruptionSettings.model_fields["rebalance_policy"].default
+    spot_deadline_seconds: _as_in_lambda("spot_deadline_seconds") = (  # type: ignore[valid-type]
+        InterruptionSettings.model_fields["spot_deadline_seconds"].default)
+    early_replacement: bool = InterruptionSettings.model_fields["early_replacement"].default
+    rebalance_drain_timeout_seconds: _as_in_lambda("rebalance_drain_timeout_seconds") = (  # type: ignore
+        InterruptionSettings.model_fields["rebalance_drain_timeout_seconds"].default)
+    dry_run: bool = InterruptionSettings.model_fields["dry_run"].default
+    lambda_architecture: Architecture = Architecture.ARM64
+    log_retention_days: int = 30
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # 0 means "no reservation": the function then shares the account's unreserved pool. (Lambda's own meaning of a
+    # reservation of 0, throttle everything, would switch interruption handling off; and a JSON null cannot carry
+    # the meaning either: jsii drops null values from the CDK context.)
+    reserved_concurrency: int = Field(default=5, ge=0, le=1000)
+    tracing: bool = False
+    encryption: Encryption = Encryption.AWS_MANAGED
+    event_retry_attempts: int = Field(default=3, ge=0, le=185)  # EventBridge RetryPolicy bounds
+    event_max_age_seconds: int = Field(default=120, ge=60, le=86400)
+    agent_oidc_provider_arn: str | None = None
+    agent_service_account: str = "kube-system:node-manager-agent"
+    agent_role_arn: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _cluster_name(cls, value: str) -> str:
+        if not _CLUSTER_NAME_RE.match(value):
+            raise ValueError("must be a kOps cluster name (lowercase DNS name, e.g. prod.k8s.example.com)")
+        return value
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _retention(cls, value: int) -> int:
+        if value not in LOG_RETENTION_DAYS:
+            raise ValueError(f"must be one of CloudWatch Logs' retention periods {list(LOG_RETENTION_DAYS)}")
+        return value
+
+    @field_validator("agent_oidc_provider_arn")
+    @classmethod
+    def _oidc_arn(cls, value: str | None) -> str | None:
+        if value is not None and not _OIDC_PROVIDER_ARN_RE.match(value):
+            raise ValueError("must be an IAM OIDC provider ARN, arn:aws:iam::<account>:oidc-provider/<issuer>")
+        return value
+
+    @field_validator("agent_role_arn")
+    @classmethod
+    def _role_arn(cls, value: str | None) -> str | None:
+        if value is not None and not _ROLE_ARN_RE.match(value):
+            raise ValueError("must be an IAM role ARN, arn:aws:iam::<account>:role/<name>")
+        return value
+
+    @field_validator("agent_service_account")
+    @classmethod
+    def _service_account(cls, value: str) -> str:
+        if not _SERVICE_ACCOUNT_RE.match(value):
+            raise ValueError("must be <namespace>:<service account name>")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ClusterConfig:
+        if self.agent_role_arn is not None and self.agent_oidc_provider_arn is not None:
+            raise ValueError("agent_role_arn and agent_oidc_provider_arn are exclusive: an existing role keeps "
+                             "its own trust policy")
+        # The Lambda validates its environment with the same model when it starts: fail at synth instead.
+        try:
+            InterruptionSettings.from_env(self.interruption_environment(
+                table_name="synth-check", queue_url="synth-check", idempotency_table_name="synth-check"))
+        except SettingsError as err:
+            field = {var: name for name, var in InterruptionSettings.ENV_VARS.items()}.get(err.name, err.name)
+            raise ValueError(f"{field}: {err}") from err
+        return self
+
+    @property
+    def oidc_issuer(self) -> str | None:
+        """The issuer (host and path, no scheme) of ``agent_oidc_provider_arn``, e.g. ``oidc.example.com/id/X``."""
+        if self.agent_oidc_provider_arn is None:
+            return None
+        match = _OIDC_PROVIDER_ARN_RE.match(self.agent_oidc_provider_arn)
+        assert match is not None  # checked by the validator
+        return match.group("issuer")
+
+    @property
+    def stack_name(self) -> str:
+        """CloudFormation stack name: ``NodeManager-<cluster name with dots as dashes>``."""
+        return "NodeManager-" + self.name.replace(".", "-")
+
+    def interruption_environment(self, *, table_name: str, queue_url: str,
+                                 idempotency_table_name: str) -> dict[str, str]:
+        """The interruption Lambda's settings as environment variables (names from ``InterruptionSettings``).
+
+        ``table_name``/``queue_url``/``idempotency_table_name`` are usually CDK tokens resolved at deploy time.
+        """
+        values = {
+            "cluster_name": self.name,
+            "table_name": table_name,
+            "queue_url": queue_url,
+            "idempotency_table_name": idempotency_table_name,
+        }
+        for field in LAMBDA_SETTINGS:
+            value = getattr(self, field)
+            values[field] = ("true" if value else "false") if isinstance(value, bool) else str(
+                value.value if isinstance(value, Enum) else value)
+        return {InterruptionSettings.ENV_VARS[field]: value for field, value in values.items()}
+
+
+class DeploymentConfig(BaseModel):
+    """Every cluster this app deploys (one stack each)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    clusters: tuple[ClusterConfig, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> DeploymentConfig:
+        seen: set[str] = set()
+        for cluster in self.clusters:
+            if cluster.stack_name in seen:
+                raise ValueError(f"two clusters map to the stack name {cluster.stack_name}")
+            seen.add(cluster.stack_name)
+        return self
+
+
+def _key_path(loc: tuple[int | str, ...]) -> str:
+    path = CONTEXT_KEY
+    for part in loc[1:] if loc and loc[0] == CONTEXT_KEY else loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
+
+
+def load_config(context: Mapping[str, Any]) -> DeploymentConfig:
+    """Validate the CDK context into a ``DeploymentConfig``.
+
+    Parameters:
+        context: the app's context values (``cdk.json`` ``"context"``, overridden by ``-c`` on the CLI). Only
+            the ``clusters`` key is read.
+
+    Raises:
+        SettingsError: ``clusters`` is missing, or a value does not validate; ``name`` is the key path, e.g.
+            ``clusters[1].log_retention_days``, and the message says what is allowed.
+
+    Example:
+        >>> load_config({"clusters": [{"name": "dev.k8s.local"}]}).clusters[0].lambda_architecture.value
+        'arm64'
+    """
+    if CONTEXT_KEY not in context:
+        raise SettingsError(CONTEXT_KEY, "missing: set context key 'clusters' in cdk.json (a list of clusters)")
+    raw = context[CONTEXT_KEY]
+    if isinstance(raw, str):  # `cdk synth -c clusters='[...]'` passes a string
+        import json
+
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as err:
+            raise SettingsError(CONTEXT_KEY, f"not valid JSON: {err}") from err
+    try:
+        return DeploymentConfig.model_validate({CONTEXT_KEY: raw})
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise SettingsError(_key_path(tuple(first["loc"])), first["msg"]) from err

@@ -1,0 +1,103 @@
+"""NodeManagerStack: one cluster's deployment. It composes the units and grants between them, nothing more.
+
+Units: ``StateStore`` (tables), ``CommandQueue`` (SQS), ``InterruptionHandler`` (Lambda + rules),
+``AgentIdentity`` (the agent's role), and, with ``encryption: kms``, one customer managed key shared by them.
+Later units (replenisher, refresher, lifecycle hooks, alarms) plug in the same way: a construct taking the
+``code`` asset and its settings, and grants here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from infra.agent import AgentIdentity
+from infra.bundling import PROJECT_ROOT, DependencyCache, lambda_code
+from infra.commands import CommandQueue
+from infra.config import ClusterConfig, Encryption
+from infra.interruption import InterruptionHandler
+from infra.permissions import attach_cluster_group_actions, attach_put_default_bus_events, attach_unscoped_describe
+from infra.state import StateStore
+
+# What the interruption Lambda reads: instance -> ASG, the group's tags, the instance's tags and state.
+INTERRUPTION_DESCRIBE_ACTIONS = (
+    "autoscaling:DescribeAutoScalingInstances",
+    "autoscaling:DescribeAutoScalingGroups",
+    "ec2:DescribeInstances",
+)
+# Early replacement: detach the doomed instance without decrementing desired capacity, so its ASG launches the
+# replacement now instead of after the reclaim.
+INTERRUPTION_GROUP_ACTIONS = ("autoscaling:DetachInstances",)
+AGENT_DESCRIBE_ACTIONS = ("autoscaling:DescribeAutoScalingInstances",)
+
+
+class NodeManagerStack(Stack):
+    """Everything node-manager needs in AWS for the cluster ``cluster.name``.
+
+    Parameters:
+        cluster: the validated settings of this cluster.
+        project_root: where ``core/``, ``lambdas/`` and ``requirements.txt`` are (the Lambda asset's sources).
+        dependency_cache: where the Lambda's pip installs are cached.
+        **kwargs: ``Stack`` keyword arguments (``env``, ``stack_name``, ...).
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, cluster: ClusterConfig,
+                 project_root: Path = PROJECT_ROOT, dependency_cache: DependencyCache | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+
+        key = None
+        if cluster.encryption is Encryption.KMS:
+            key = kms.Key(self, "Key", enable_key_rotation=True,
+                          description=f"node-manager state and commands of cluster {cluster.name}")
+
+        state = StateStore(self, "State", encryption_key=key)
+        commands = CommandQueue(self, "Commands", encryption_key=key)
+        code = lambda_code(cluster.lambda_architecture, project_root, dependency_cache)
+
+        interruption = InterruptionHandler(
+            self, "Interruption",
+            code=code,
+            settings_environment=cluster.interruption_environment(
+                table_name=state.table.table_name,
+                queue_url=commands.queue.queue_url,
+                idempotency_table_name=state.idempotency_table.table_name,
+            ),
+            architecture=cluster.lambda_architecture,
+            log_retention_days=cluster.log_retention_days,
+            log_level=cluster.log_level,
+            reserved_concurrency=cluster.reserved_concurrency or None,
+            tracing=cluster.tracing,
+            event_retry_attempts=cluster.event_retry_attempts,
+            event_max_age_seconds=cluster.event_max_age_seconds,
+            encryption_key=key,
+        )
+        state.grant_store_access(interruption.role)
+        state.grant_idempotency_access(interruption.role)
+        commands.grant_send(interruption.role)
+        for policy in (
+            attach_unscoped_describe(interruption, "DescribePolicy", interruption.role,
+                                     INTERRUPTION_DESCRIBE_ACTIONS),
+            attach_cluster_group_actions(interruption, "ClusterGroupsPolicy", interruption.role,
+                                         cluster_name=cluster.name, actions=INTERRUPTION_GROUP_ACTIONS),
+        ):
+            interruption.function.node.add_dependency(policy)  # no invocation before its permissions exist
+
+        agent = AgentIdentity(self, "Agent", oidc_provider_arn=cluster.agent_oidc_provider_arn,
+                              oidc_issuer=cluster.oidc_issuer, service_account=cluster.agent_service_account,
+                              existing_role_arn=cluster.agent_role_arn)
+        commands.grant_consume(agent.role)
+        state.grant_store_access(agent.role)
+        attach_put_default_bus_events(agent, "EventsPolicy", agent.role)
+        attach_unscoped_describe(agent, "DescribePolicy", agent.role, AGENT_DESCRIBE_ACTIONS)
+
+        self.state, self.commands, self.interruption, self.agent = state, commands, interruption, agent
+        CfnOutput(self, "AgentRoleArn", value=agent.role.role_arn,
+                  description="IAM role of the agent (service account annotation eks.amazonaws.com/role-arn)")
+        CfnOutput(self, "CommandQueueUrl", value=commands.queue.queue_url, description="QUEUE_URL of the agent")
+        CfnOutput(self, "StateTableName", value=state.table.table_name, description="TABLE_NAME of the agent")
+        CfnOutput(self, "InterruptionFunctionName", value=interruption.function.function_name)
