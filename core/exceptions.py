@@ -96,3 +96,54 @@ class NodeNotFoundError(NodeManagerError):
 
 class KubernetesApiError(RetryableError):
     """The Kubernetes API answered with an error that is worth retrying (5xx, connection)."""
+
+
+class WatchExpiredError(NodeManagerError):
+    """A Kubernetes watch's resourceVersion is too old (HTTP 410 Gone); the caller must list again."""
+
+
+class UnsupportedEventError(MalformedEventError):
+    """A well-formed event of a (source, detail-type) this handler does not handle (a rule matched too much)."""
+
+    reason = "unsupported_event"
+
+
+class AwsUnavailableError(RetryableError):
+    """An AWS API (EC2, Auto Scaling, SQS) throttled the request or failed on its side (5xx, connection).
+
+    Attributes:
+        operation: the API operation, e.g. ``DetachInstances``.
+        code: the AWS error code (``Throttling``, ``RequestLimitExceeded``, ...) or the connection error's name.
+    """
+
+    def __init__(self, operation: str, code: str, message: str = "") -> None:
+        super().__init__(f"{operation}: {code} {message}".rstrip())
+        self.operation = operation
+        self.code = code
+
+
+class AwsRequestError(NodeManagerError):
+    """An AWS API refused the request for a reason that retrying will not fix (access denied, validation).
+
+    Attributes:
+        operation: the API operation, e.g. ``DetachInstances``.
+        code: the AWS error code, e.g. ``AccessDenied``.
+    """
+
+    def __init__(self, operation: str, code: str, message: str = "") -> None:
+        super().__init__(f"{operation}: {code} {message}".rstrip())
+        self.operation = operation
+        self.code = code
+
+
+class KubernetesRejectedError(NodeManagerError):
+    """The Kubernetes API refused a request for good (a 4xx other than 404/409/429: 403 when the agent's
+    ClusterRole lacks a verb, 400 or 422 for a malformed request). Retrying the same request will not help.
+
+    Attributes:
+        status: the HTTP status code.
+    """
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status

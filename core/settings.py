@@ -77,6 +77,7 @@ class InterruptionSettings(_Settings):
         "rebalance_drain_timeout_seconds": "REBALANCE_DRAIN_TIMEOUT_SECONDS",
         "membership_max_age_seconds": "MEMBERSHIP_MAX_AGE_SECONDS",
         "command_ttl_seconds": "COMMAND_TTL_SECONDS",
+        "dry_run": "DRY_RUN",
     }
 
     cluster_name: str = Field(min_length=1)
@@ -89,6 +90,8 @@ class InterruptionSettings(_Settings):
     rebalance_drain_timeout_seconds: int = Field(default=600, ge=10, le=86400)
     membership_max_age_seconds: int = Field(default=600, ge=10)
     command_ttl_seconds: int = Field(default=7 * 86400, ge=3600)
+    # Plan and log only: no table writes, no SQS message, no DetachInstances.
+    dry_run: bool = False
 
 
 class AgentSettings(_Settings):
@@ -106,6 +109,7 @@ class AgentSettings(_Settings):
         "eviction_backoff_seconds": "EVICTION_BACKOFF_SECONDS",
         "eviction_backoff_max_seconds": "EVICTION_BACKOFF_MAX_SECONDS",
         "command_ttl_seconds": "COMMAND_TTL_SECONDS",
+        "shutdown_grace_seconds": "AGENT_SHUTDOWN_GRACE_SECONDS",
     }
 
     cluster_name: str = Field(min_length=1)
@@ -121,6 +125,9 @@ class AgentSettings(_Settings):
     eviction_backoff_seconds: float = Field(default=0.5, gt=0)
     eviction_backoff_max_seconds: float = Field(default=5.0, gt=0)
     command_ttl_seconds: int = Field(default=7 * 86400, ge=3600)
+    # on SIGTERM, how long in-flight commands may run on before they are handed back to another agent; keep it
+    # below the pod's terminationGracePeriodSeconds minus SQS_WAIT_SECONDS
+    shutdown_grace_seconds: float = Field(default=10.0, ge=0)
 
     @model_validator(mode="after")
     def _consistent(self) -> AgentSettings:

@@ -1,0 +1,73 @@
+"""The internal event type of the interruption Lambda: ``InterruptionNotice``.
+
+Every supported AWS event is converted into one ``InterruptionNotice`` by its module's converter, so the decision
+(``lambdas.interruption.decide``) never sees an AWS payload.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from enum import Enum
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from core.model import INSTANCE_ID_RE
+
+
+class NoticeKind(str, Enum):
+    """Which warning the notice carries."""
+
+    SPOT_INTERRUPTION = "spot_interruption"  # "EC2 Spot Instance Interruption Warning": 2 minutes' notice
+    REBALANCE_RECOMMENDATION = "rebalance_recommendation"  # "EC2 Instance Rebalance Recommendation": elevated risk
+
+
+class InstanceAction(str, Enum):
+    """What EC2 will do to an interrupted Spot instance (the warning's ``detail.instance-action``).
+
+    Source: "Spot Instance interruption notices", Amazon EC2 User Guide: ``hibernate``, ``stop`` or ``terminate``.
+    Only ``terminate`` means the instance never comes back.
+    """
+
+    TERMINATE = "terminate"
+    STOP = "stop"
+    HIBERNATE = "hibernate"
+
+
+class InterruptionNotice(BaseModel):
+    """One interruption-related warning about one instance.
+
+    Attributes:
+        kind: spot interruption or rebalance recommendation.
+        event_id: the EventBridge event ``id`` (a UUID); command ids and idempotency keys derive from it.
+        event_time: the event's ``time`` (UTC); the Spot deadline counts from it.
+        instance_id: the EC2 instance concerned (``detail.instance-id``).
+        instance_action: for a Spot warning, what EC2 will do; None for a rebalance recommendation.
+        source, detail_type, region, account: copied from the envelope, for logs.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: NoticeKind
+    event_id: str = Field(min_length=1, max_length=128)
+    event_time: datetime
+    instance_id: str
+    instance_action: InstanceAction | None = None
+    source: str
+    detail_type: str
+    region: str = ""
+    account: str = ""
+
+    @field_validator("instance_id")
+    @classmethod
+    def _instance_id(cls, value: str) -> str:
+        if not INSTANCE_ID_RE.match(value):
+            raise ValueError(f"not an EC2 instance id: {value!r}")
+        return value
+
+    @field_validator("event_time")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        # EventBridge writes "yyyy-mm-ddThh:mm:ssZ"; a time without zone is read as UTC rather than dropped.
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)

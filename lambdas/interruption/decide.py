@@ -1,0 +1,225 @@
+"""The decision: notice + world + clock + settings -> a plan (a list of actions). Pure: no I/O, no clock reads.
+
+Rules, in order:
+
+1. **Late**: a Spot warning is late once ``now`` is past ``event time + SPOT_DEADLINE_SECONDS`` (120 s: the
+   instance is gone or going); a rebalance recommendation once ``now`` is past ``event time +
+   REBALANCE_DRAIN_TIMEOUT_SECONDS``. Acknowledged, reason ``late``.
+2. **Scope**: the instance must be in an ASG tagged ``KubernetesCluster=<cluster>`` (``core.kops.managed_group``).
+   Otherwise acknowledged: ``other_cluster`` (tagged for another cluster), ``unmanaged_group`` (no cluster tag),
+   ``not_in_asg`` (a live instance in no ASG) or ``unknown_instance`` (EC2 does not know the id). An instance that
+   this system already detached (``DETACH#`` record) is judged by the group its record names.
+3. **Spot warning**: a ``drain`` command, id ``spot-<event id>``, deadline ``event time + SPOT_DEADLINE_SECONDS``,
+   ``node_name`` from the membership record when it is fresh (``MEMBERSHIP_MAX_AGE_SECONDS``), else None (the agent
+   resolves the node from ``spec.providerID``, or reports ``skipped`` when the instance never joined). Every
+   ``instance-action`` is drained: ``stop`` and ``hibernate`` take the node away for a while too.
+4. **Early replacement** (``EARLY_REPLACEMENT``, default on): for ``instance-action=terminate`` on a worker whose
+   lifecycle state is ``InService``, record ``DETACH#`` (``intended``), DetachInstances with
+   ShouldDecrementDesiredCapacity=False (the ASG launches the replacement now instead of two minutes later), then
+   mark it ``detached``. Never for ``stop``/``hibernate`` (the instance comes back and would then be surplus,
+   outside its ASG). Never for control-plane groups: a kOps master ASG has min = max = 1 and its instance is an
+   etcd member; detaching it makes the ASG launch a second master for the same etcd member slot while the old
+   one still runs, and etcd-manager expects exactly one master per instance group. The master is drained and
+   replaced by the ASG after the termination, as kOps intends. An ASG of the cluster with no kOps role tag is
+   treated the same way (unknown role: the conservative choice).
+5. **Rebalance recommendation**: ``REBALANCE_POLICY`` ``ignore`` (acknowledged, ``rebalance_ignored``), ``cordon``
+   (default; a ``cordon`` command) or ``drain`` (a ``drain`` command); id ``rebalance-<event id>``, deadline
+   ``now + REBALANCE_DRAIN_TIMEOUT_SECONDS``; no early replacement (no interruption is certain yet).
+6. **Duplicates** (the same event again, after the idempotency record expired or after a crash): a ``CMD#`` item
+   already ``queued`` is re-sent exactly as recorded (a crash may have happened between the record and the
+   send; the agent makes a second message harmless through the ``CMD#`` status); one ``running`` or terminal is
+   not. A ``DETACH#`` record still ``intended`` is completed (detach if the instance is still in its ASG, then mark
+   it); one ``detached`` is not repeated. An event that needs nothing more is acknowledged as ``duplicate``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from core.kops import CLUSTER_TAG, Role, managed_group, tag_map
+from core.model import Command, CommandKind, CommandStatus
+from core.settings import InterruptionSettings, RebalancePolicy
+from lambdas.events.notice import InstanceAction, InterruptionNotice, NoticeKind
+from lambdas.interruption.plan import (
+    EFFECTS,
+    Acknowledge,
+    Action,
+    DetachInstance,
+    IgnoreReason,
+    MarkDetached,
+    RecordCommand,
+    RecordDetach,
+    SendCommand,
+    Skip,
+    SkipReason,
+)
+from lambdas.interruption.world import World
+
+IN_SERVICE = "InService"
+DETACH_INTENDED = "intended"
+DETACH_DONE = "detached"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The actions to apply, in order.
+
+    Attributes:
+        actions: the steps; empty never (an event with nothing to do carries one ``Acknowledge``).
+    """
+
+    actions: tuple[Action, ...]
+
+    @property
+    def acknowledged(self) -> Acknowledge | None:
+        """The ``Acknowledge`` action when the plan changes nothing, else None."""
+        if any(isinstance(a, EFFECTS) for a in self.actions):
+            return None
+        return next((a for a in self.actions if isinstance(a, Acknowledge)), None)
+
+    def describe(self) -> list[str]:
+        return [a.describe() for a in self.actions]
+
+
+def command_id_for(notice: InterruptionNotice) -> str:
+    """The command id a notice yields, deterministic so a duplicate event finds its ``CMD#`` item.
+
+    >>> from datetime import datetime, timezone
+    >>> command_id_for(InterruptionNotice(kind=NoticeKind.SPOT_INTERRUPTION, event_id="abc",
+    ...     event_time=datetime(2024, 1, 1, tzinfo=timezone.utc), instance_id="i-0123456789abcdef0",
+    ...     instance_action=InstanceAction.TERMINATE, source="aws.ec2", detail_type="x"))
+    'spot-abc'
+    """
+    prefix = "spot" if notice.kind is NoticeKind.SPOT_INTERRUPTION else "rebalance"
+    return f"{prefix}-{notice.event_id}"
+
+
+def deadline_of(notice: InterruptionNotice, now: datetime, settings: InterruptionSettings) -> datetime:
+    """When the work for this notice must be over (UTC).
+
+    Spot warning: ``event time + SPOT_DEADLINE_SECONDS`` (EC2 acts two minutes after the warning).
+    Rebalance recommendation: ``now + REBALANCE_DRAIN_TIMEOUT_SECONDS``.
+    """
+    if notice.kind is NoticeKind.SPOT_INTERRUPTION:
+        return notice.event_time + timedelta(seconds=settings.spot_deadline_seconds)
+    return now + timedelta(seconds=settings.rebalance_drain_timeout_seconds)
+
+
+def too_late(notice: InterruptionNotice, now: datetime, settings: InterruptionSettings) -> bool:
+    """True once acting on the notice is pointless (see rule 1 of the module docstring)."""
+    if notice.kind is NoticeKind.SPOT_INTERRUPTION:
+        horizon = settings.spot_deadline_seconds
+    else:
+        horizon = settings.rebalance_drain_timeout_seconds
+    return now > notice.event_time + timedelta(seconds=horizon)
+
+
+def _out_of_scope(world: World, settings: InterruptionSettings) -> Acknowledge | None:
+    facts = world.instance
+    if facts.asg is None:
+        if not facts.known:
+            return Acknowledge(IgnoreReason.UNKNOWN_INSTANCE, f"EC2 does not know {facts.instance_id}")
+        return Acknowledge(IgnoreReason.NOT_IN_ASG, f"{facts.instance_id} is in no Auto Scaling group")
+    if managed_group(facts.asg, settings.cluster_name) is not None:
+        return None
+    name = facts.asg.get("AutoScalingGroupName", "?")
+    owner = tag_map(facts.asg.get("Tags", [])).get(CLUSTER_TAG)
+    if owner:
+        return Acknowledge(IgnoreReason.OTHER_CLUSTER, f"{facts.instance_id} is in ASG {name} of cluster {owner!r}")
+    return Acknowledge(IgnoreReason.UNMANAGED_GROUP, f"{facts.instance_id} is in ASG {name}, not tagged "
+                                                     f"{CLUSTER_TAG}={settings.cluster_name}")
+
+
+def _command_steps(command: Command, world: World) -> list[Action]:
+    recorded = world.command
+    if recorded is None:
+        return [RecordCommand(command), SendCommand(command)]
+    if recorded.get("status") == CommandStatus.QUEUED.value:
+        # Re-send what was recorded, not a rebuilt command (a rebalance deadline counts from the first "now").
+        return [SendCommand(Command.model_validate(recorded["command"]), resend=True)]
+    return [Skip("command", SkipReason.COMMAND_ALREADY_HANDLED)]
+
+
+def _early_replacement_steps(notice: InterruptionNotice, world: World,
+                             settings: InterruptionSettings, role: Role) -> list[Action]:
+    facts = world.instance
+    record = world.detach
+    if record is not None:
+        # An intent already recorded is completed whatever the settings say now (rule 6).
+        if record.get("state") == DETACH_INTENDED:
+            steps: list[Action] = []
+            if facts.in_asg:
+                steps.append(DetachInstance(facts.instance_id, str(record["asg_name"])))
+            steps.append(MarkDetached(facts.instance_id))
+            return steps
+        return [Skip("early_replacement", SkipReason.ALREADY_DETACHED)]
+    if not settings.early_replacement:
+        return [Skip("early_replacement", SkipReason.EARLY_REPLACEMENT_DISABLED)]
+    if notice.instance_action is not InstanceAction.TERMINATE:
+        return [Skip("early_replacement", SkipReason.INSTANCE_COMES_BACK)]
+    if role is Role.CONTROL_PLANE:
+        return [Skip("early_replacement", SkipReason.CONTROL_PLANE)]
+    if role is not Role.NODE:
+        return [Skip("early_replacement", SkipReason.UNKNOWN_ROLE)]
+    if facts.lifecycle_state != IN_SERVICE:
+        return [Skip("early_replacement", SkipReason.NOT_IN_SERVICE)]
+    asg_name = str(facts.asg["AutoScalingGroupName"]) if facts.asg else ""
+    return [
+        RecordDetach(facts.instance_id, asg_name, f"spot-interruption:{notice.event_id}"),
+        DetachInstance(facts.instance_id, asg_name),
+        MarkDetached(facts.instance_id),
+    ]
+
+
+def decide(notice: InterruptionNotice, now: datetime, settings: InterruptionSettings, world: World) -> Plan:
+    """Decide what to do about one notice (the rules are in the module docstring).
+
+    Args:
+        notice: the parsed event.
+        now: the current time (UTC, aware).
+        settings: the Lambda's settings.
+        world: what AWS and the table say (see ``world.World``).
+
+    Returns:
+        The plan: a non-empty tuple of actions, to be applied in order by ``execute.execute``.
+    """
+    if too_late(notice, now, settings):
+        late_by = (now - notice.event_time).total_seconds()
+        return Plan((Acknowledge(IgnoreReason.LATE, f"event is {late_by:.0f} s old"),))
+    ignored = _out_of_scope(world, settings)
+    if ignored is not None:
+        return Plan((ignored,))
+    assert world.instance.asg is not None  # _out_of_scope guarantees a managed group
+    group = managed_group(world.instance.asg, settings.cluster_name)
+    assert group is not None
+
+    if notice.kind is NoticeKind.REBALANCE_RECOMMENDATION:
+        if settings.rebalance_policy is RebalancePolicy.IGNORE:
+            return Plan((Acknowledge(IgnoreReason.REBALANCE_IGNORED, "REBALANCE_POLICY=ignore"),))
+        kind = CommandKind.DRAIN if settings.rebalance_policy is RebalancePolicy.DRAIN else CommandKind.CORDON
+        reason = "rebalance-recommendation"
+    else:
+        kind = CommandKind.DRAIN
+        action = notice.instance_action.value if notice.instance_action else "unknown"
+        reason = f"spot-interruption:{action}"
+
+    membership = world.membership
+    node_name = None
+    if membership is not None and membership.fresh(now, settings.membership_max_age_seconds):
+        node_name = membership.node_name
+    command = Command(
+        command_id=command_id_for(notice),
+        cluster=settings.cluster_name,
+        kind=kind,
+        instance_id=notice.instance_id,
+        node_name=node_name,
+        reason=reason,
+        deadline=deadline_of(notice, now, settings),
+    )
+    actions = _command_steps(command, world)
+    if notice.kind is NoticeKind.SPOT_INTERRUPTION:
+        actions += _early_replacement_steps(notice, world, settings, group.role)
+    if not any(isinstance(a, EFFECTS) for a in actions):
+        actions.append(Acknowledge(IgnoreReason.DUPLICATE, "command and early replacement already done"))
+    return Plan(tuple(actions))

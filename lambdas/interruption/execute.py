@@ -1,0 +1,129 @@
+"""The executor: applies a plan's actions in order. The only place with effects, and the only place dry-run lives.
+
+Races between concurrent deliveries of one event are settled here by the table's conditional writes:
+
+- ``RecordCommand`` losing (``CommandExistsError``): the ``SendCommand`` that follows is still done when the
+  recorded command is ``queued`` (the agent tolerates a second message through the ``CMD#`` status), and dropped
+  otherwise.
+- ``RecordDetach`` losing (the ``DETACH#`` item exists): the detach and mark that follow are dropped; the
+  invocation that won does them (if it crashes, the redelivered event finds the record ``intended`` and completes
+  it).
+
+Errors from the store or AWS propagate (retryable ones make the invocation fail, so Lambda retries the event).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from core.exceptions import CommandExistsError
+from core.model import CommandStatus
+from core.store import Store
+from lambdas.interruption.aws import InterruptionAws
+from lambdas.interruption.decide import DETACH_DONE, Plan
+from lambdas.interruption.plan import (
+    EFFECTS,
+    Acknowledge,
+    Action,
+    DetachInstance,
+    MarkDetached,
+    RecordCommand,
+    RecordDetach,
+    SendCommand,
+    Skip,
+)
+from lambdas.interruption.telemetry import Telemetry
+
+
+@dataclass(frozen=True)
+class Effects:
+    """What the executor acts with.
+
+    Attributes:
+        store: the cluster's table partition.
+        aws: the AWS adapter.
+        telemetry: metrics.
+        logger: a Powertools ``Logger`` (or any ``logging.Logger``-like object).
+        ttl_seconds: TTL of the ``CMD#`` and ``DETACH#`` items (``COMMAND_TTL_SECONDS``).
+    """
+
+    store: Store
+    aws: InterruptionAws
+    telemetry: Telemetry
+    logger: Any
+    ttl_seconds: int
+
+
+def execute(plan: Plan, effects: Effects, now: datetime, dry_run: bool = False) -> list[dict[str, str]]:
+    """Apply ``plan`` in order.
+
+    Args:
+        plan: from ``decide.decide``.
+        effects: store, AWS adapter, telemetry, logger.
+        now: the invocation's time, written into records.
+        dry_run: log what would be done, change nothing (acknowledgements are still logged and counted).
+
+    Returns:
+        One ``{"action": <description>, "result": <what happened>}`` per action, in order.
+
+    Raises:
+        StoreUnavailableError, AwsUnavailableError: transient faults (the event should be retried).
+        AwsRequestError: AWS refused a call (permissions, validation).
+    """
+    results: list[dict[str, str]] = []
+    unsent: set[str] = set()  # command ids whose SendCommand must be dropped
+    undetached: set[str] = set()  # instance ids whose detach steps must be dropped
+    for action in plan.actions:
+        if dry_run and isinstance(action, EFFECTS):
+            result = "dry run: not done"
+        else:
+            result = _apply(action, effects, now, unsent, undetached)
+        effects.logger.info(f"{action.describe()}: {result}",
+                            extra={"action": type(action).__name__, "result": result})
+        results.append({"action": action.describe(), "result": result})
+    return results
+
+
+def _apply(action: Action, effects: Effects, now: datetime, unsent: set[str], undetached: set[str]) -> str:
+    if isinstance(action, RecordCommand):
+        try:
+            effects.store.record_command(action.command, effects.ttl_seconds, now=now)
+        except CommandExistsError as err:
+            status = (err.current or {}).get("status")
+            if status == CommandStatus.QUEUED.value:
+                return "already recorded, still queued: sending"
+            unsent.add(action.command.command_id)
+            return f"already recorded with status {status}: not sending"
+        return "recorded"
+    if isinstance(action, SendCommand):
+        if action.command.command_id in unsent:
+            return "not sent (another delivery handled it)"
+        message_id = effects.aws.send_command(action.command)
+        effects.telemetry.count("CommandsQueued")
+        return f"sent (message {message_id})"
+    if isinstance(action, RecordDetach):
+        if not effects.store.record_detach(action.instance_id, action.asg_name, action.reason,
+                                           effects.ttl_seconds, now=now):
+            undetached.add(action.instance_id)
+            return "already recorded: another delivery detaches"
+        return "recorded"
+    if isinstance(action, DetachInstance):
+        if action.instance_id in undetached:
+            return "not done (another delivery detaches)"
+        if effects.aws.detach_instance(action.instance_id, action.asg_name):
+            effects.telemetry.count("InstancesDetached")
+            return "detached"
+        return "was no longer in the group"
+    if isinstance(action, MarkDetached):
+        if action.instance_id in undetached:
+            return "not done (another delivery detaches)"
+        effects.store.mark_detached(action.instance_id, DETACH_DONE, now=now)
+        return "marked"
+    if isinstance(action, Acknowledge):
+        effects.telemetry.count_by("EventsIgnored", "reason", action.reason.value)
+        return "acknowledged"
+    if isinstance(action, Skip):
+        return "skipped"
+    raise TypeError(f"unknown action {action!r}")

@@ -1,0 +1,259 @@
+"""Entry point of the interruption Lambda: wiring only (settings, clients, logging, metrics, idempotency).
+
+``lambda_handler(event, context)`` is what Lambda calls. On its first invocation it reads ``InterruptionSettings``
+from the environment and builds the boto3 clients, and keeps them for the life of the execution environment.
+``handle(event, deps, now)`` does the work and is what tests call with clients of their own.
+
+Outcomes (the return value; EventBridge invokes asynchronously, so it is only logged):
+
+- ``{"status": "rejected", "reason": "malformed" | "unsupported_event", "error": ...}``: the event does not have
+  the documented shape. Logged, counted (``EventsRejected``), and *not* raised, so Lambda does not retry it.
+- ``{"status": "acknowledged", "reason": <IgnoreReason>, ...}``: nothing to do (late, foreign, duplicate, ...).
+- ``{"status": "acted" | "dry_run", "actions": [...], ...}``: the plan was applied (or only logged).
+- Transient faults (throttling, DynamoDB or SQS unavailable, the same event being processed concurrently) are
+  raised, so Lambda's asynchronous retries (bounded by the function's retry attempts and maximum event age)
+  deliver the event again. The idempotency record of a failed invocation is deleted by Powertools, so the retry
+  runs again; the table's ``CMD#``/``DETACH#`` records make the rerun complete what the failed one started.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    idempotent_function,
+)
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyPersistenceLayerError,
+)
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import ValidationError
+
+from core.exceptions import MalformedEventError, RetryableError, StoreUnavailableError
+from core.model import NodeRecord, utcnow
+from core.settings import InterruptionSettings
+from core.store import Store
+from lambdas.events import InterruptionNotice, parse_notice
+from lambdas.interruption.aws import InterruptionAws
+from lambdas.interruption.decide import command_id_for, decide
+from lambdas.interruption.execute import Effects, execute
+from lambdas.interruption.telemetry import Telemetry
+from lambdas.interruption.world import World
+
+
+
+class _Stdout:
+    """A stream that writes to whatever ``sys.stdout`` is when a line is written (Lambda's log stream in
+    production; the test's capture in tests), since the logger below outlives any one invocation."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
+# Powertools Logger: JSON lines with the Lambda context and correlation id (= the event id). Its service name comes
+# from POWERTOOLS_SERVICE_NAME; nothing of the product's settings is read here.
+logger = Logger(stream=_Stdout())  # type: ignore[arg-type]
+
+IDEMPOTENCY_EXPIRY_SECONDS = 3600  # a duplicate within the hour gets the first answer back
+
+
+@dataclass
+class Deps:
+    """Everything ``handle`` needs, built once per execution environment (or by a test).
+
+    Attributes:
+        settings: the Lambda's settings.
+        store: the cluster's partition of the state table.
+        aws: the AWS adapter.
+        telemetry: metrics.
+        idempotency: Powertools idempotency (persistence layer, config), or None to run without it (no
+            ``IDEMPOTENCY_TABLE_NAME``); duplicates are then still caught by the ``CMD#``/``DETACH#`` records.
+    """
+
+    settings: InterruptionSettings
+    store: Store
+    aws: InterruptionAws
+    telemetry: Telemetry
+    idempotency: tuple[DynamoDBPersistenceLayer, IdempotencyConfig] | None = None
+    process: Any = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.idempotency is None:
+            self.process = process_event
+        else:
+            layer, config = self.idempotency
+            self.process = idempotent_function(
+                process_event, data_keyword_argument="event", persistence_store=layer, config=config
+            )
+
+    @classmethod
+    def from_clients(cls, settings: InterruptionSettings, *, dynamodb: Any, autoscaling: Any, ec2: Any, sqs: Any,
+                     dynamodb_client: Any | None = None, metrics: Metrics | None = None) -> Deps:
+        """Build from boto3 clients.
+
+        Args:
+            settings: the settings.
+            dynamodb: a boto3 ``dynamodb`` resource (for the state table).
+            autoscaling, ec2, sqs: boto3 clients.
+            dynamodb_client: a boto3 ``dynamodb`` client for the idempotency table (needed when
+                ``settings.idempotency_table_name`` is set).
+            metrics: a Powertools ``Metrics``; default one whose namespace is ``POWERTOOLS_METRICS_NAMESPACE``.
+        """
+        metrics = metrics or Metrics()
+        metrics.set_default_dimensions(cluster=settings.cluster_name)
+        idempotency = None
+        if settings.idempotency_table_name:
+            layer = DynamoDBPersistenceLayer(table_name=settings.idempotency_table_name,
+                                             boto3_client=dynamodb_client)
+            config = IdempotencyConfig(event_key_jmespath="id", expires_after_seconds=IDEMPOTENCY_EXPIRY_SECONDS,
+                                       response_hook=_mark_replayed)
+            idempotency = (layer, config)
+        return cls(
+            settings=settings,
+            store=Store(dynamodb.Table(settings.table_name), settings.cluster_name),
+            aws=InterruptionAws(autoscaling, ec2, sqs, settings.queue_url),
+            telemetry=Telemetry(metrics),
+            idempotency=idempotency,
+        )
+
+    @classmethod
+    def from_session(cls, settings: InterruptionSettings, session: boto3.session.Session) -> Deps:
+        """Build the real clients from one boto3 session (the Lambda's role, region and endpoints)."""
+        return cls.from_clients(
+            settings,
+            dynamodb=session.resource("dynamodb"),
+            autoscaling=session.client("autoscaling"),
+            ec2=session.client("ec2"),
+            sqs=session.client("sqs"),
+            dynamodb_client=session.client("dynamodb"),
+        )
+
+    def register_context(self, context: LambdaContext | None) -> None:
+        """Let idempotency know the invocation's remaining time (an in-progress record then expires with it)."""
+        if self.idempotency is not None and context is not None:
+            self.idempotency[1].register_lambda_context(context)
+
+
+def _mark_replayed(response: Any, data_record: Any) -> Any:
+    """Powertools response hook: a duplicate answered from the idempotency table says so."""
+    if isinstance(response, dict):
+        return {**response, "replayed": True}
+    return response
+
+
+def gather(notice: InterruptionNotice, deps: Deps) -> World:
+    """Read what ``decide`` needs: the instance's ASG facts, membership, and this notice's recorded intents.
+
+    Raises:
+        StoreUnavailableError, AwsUnavailableError, AwsRequestError: reads failed.
+    """
+    detach = deps.store.get_detach(notice.instance_id)
+    command = deps.store.get_command(command_id_for(notice))
+    membership = None
+    item = deps.store.get(f"NODE#{notice.instance_id}", consistent=False)
+    if item is not None:
+        try:
+            membership = NodeRecord.model_validate(item)
+        except ValidationError as err:
+            logger.warning("unreadable membership record ignored", extra={"error": str(err)})
+    facts = deps.aws.instance_facts(notice.instance_id, recorded_asg=detach.get("asg_name") if detach else None)
+    return World(instance=facts, membership=membership, command=command, detach=detach)
+
+
+def process_event(*, event: dict[str, Any], notice: InterruptionNotice, deps: Deps, now: datetime) -> dict[str, Any]:
+    """Gather, decide, execute one parsed event. Wrapped by Powertools idempotency on ``event["id"]``.
+
+    Returns:
+        The response (JSON-serialisable; it is what a duplicate gets back from the idempotency table).
+    """
+    world = gather(notice, deps)
+    plan = decide(notice, now, deps.settings, world)
+    effects = Effects(store=deps.store, aws=deps.aws, telemetry=deps.telemetry, logger=logger,
+                      ttl_seconds=deps.settings.command_ttl_seconds)
+    results = execute(plan, effects, now, dry_run=deps.settings.dry_run)
+    ack = plan.acknowledged
+    response: dict[str, Any] = {
+        "status": "acknowledged" if ack else ("dry_run" if deps.settings.dry_run else "acted"),
+        "event_id": notice.event_id,
+        "kind": notice.kind.value,
+        "instance_id": notice.instance_id,
+        "actions": results,
+    }
+    if ack is not None:
+        response["reason"] = ack.reason.value
+    logger.info(f"{notice.detail_type} {notice.event_id} for {notice.instance_id}: {response['status']}"
+                + (f" ({ack.reason.value})" if ack else f", {len(results)} actions"),
+                extra={"status": response["status"], "reason": response.get("reason")})
+    return response
+
+
+def handle(event: Any, deps: Deps, now: datetime | None = None) -> dict[str, Any]:
+    """Handle one EventBridge event.
+
+    Args:
+        event: the raw event.
+        deps: settings, clients and metrics.
+        now: the current time (UTC); default the clock. Tests pass it to play late events.
+
+    Returns:
+        The response dict (see the module docstring).
+
+    Raises:
+        RetryableError: a transient fault; the event should be delivered again.
+        AwsRequestError: AWS refused a call for a reason retrying will not fix (e.g. missing permission).
+    """
+    now = now or utcnow()
+    telemetry = deps.telemetry
+    telemetry.count("EventsReceived")
+    try:
+        try:
+            notice = parse_notice(event)
+        except MalformedEventError as err:
+            logger.warning(f"event rejected ({err.reason}): {err}", extra={"reason": err.reason})
+            telemetry.count_by("EventsRejected", "reason", err.reason)
+            return {"status": "rejected", "reason": err.reason, "error": str(err)}
+        logger.set_correlation_id(notice.event_id)
+        logger.append_keys(instance_id=notice.instance_id, notice_kind=notice.kind.value)
+        try:
+            response: dict[str, Any] = deps.process(event=dict(event), notice=notice, deps=deps, now=now)
+        except IdempotencyAlreadyInProgressError as err:
+            raise RetryableError(f"event {notice.event_id} is being handled by another invocation") from err
+        except IdempotencyPersistenceLayerError as err:
+            raise StoreUnavailableError(f"idempotency table: {err}") from err
+        if response.get("replayed"):
+            telemetry.count("EventsReplayed")
+            logger.info(f"duplicate event {notice.event_id}: answered from the idempotency record")
+        return response
+    finally:
+        logger.remove_keys(["instance_id", "notice_kind"])
+        telemetry.flush()
+
+
+_DEPS: Deps | None = None
+
+
+def _deps() -> Deps:
+    """The execution environment's ``Deps``, built on first use (settings read then, never at import)."""
+    global _DEPS
+    if _DEPS is None:
+        _DEPS = Deps.from_session(InterruptionSettings.from_env(), boto3.session.Session())
+    return _DEPS
+
+
+@logger.inject_lambda_context(correlation_id_path="id", clear_state=True)
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """The Lambda entry point (EventBridge target). See ``handle``."""
+    deps = _deps()
+    deps.register_context(context)
+    return handle(event, deps)

@@ -1,0 +1,122 @@
+"""The actions a plan is made of. Plans are built by ``decide`` (pure) and applied in order by ``execute``.
+
+Each action is a frozen value with a ``describe()`` line for logs and responses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Union
+
+from core.model import Command
+
+
+class IgnoreReason(str, Enum):
+    """Why a whole event was acknowledged without a command (the ``reason`` dimension of ``EventsIgnored``)."""
+
+    LATE = "late"  # the event's deadline has passed; the instance is gone or going
+    UNKNOWN_INSTANCE = "unknown_instance"  # EC2 does not know the instance id
+    NOT_IN_ASG = "not_in_asg"  # a live instance in no Auto Scaling group
+    OTHER_CLUSTER = "other_cluster"  # its ASG carries KubernetesCluster=<another cluster>
+    UNMANAGED_GROUP = "unmanaged_group"  # its ASG carries no KubernetesCluster tag
+    DUPLICATE = "duplicate"  # everything this event asks for was already done
+    REBALANCE_IGNORED = "rebalance_ignored"  # REBALANCE_POLICY=ignore
+
+
+class SkipReason(str, Enum):
+    """Why one step (the command or the early replacement) was left out of an otherwise acted-on event."""
+
+    COMMAND_ALREADY_HANDLED = "command_already_handled"  # its CMD# item is running or terminal
+    EARLY_REPLACEMENT_DISABLED = "early_replacement_disabled"
+    INSTANCE_COMES_BACK = "instance_comes_back"  # instance-action stop or hibernate
+    CONTROL_PLANE = "control_plane"  # masters are drained but never detached early
+    UNKNOWN_ROLE = "unknown_role"  # an ASG of the cluster without a kOps role tag: treated like a master
+    NOT_IN_SERVICE = "not_in_service"  # the ASG is already replacing or holding the instance
+    ALREADY_DETACHED = "already_detached"  # the DETACH# record says detached
+
+
+@dataclass(frozen=True)
+class RecordCommand:
+    """Write the ``CMD#<command_id>`` item as ``queued`` (Store.record_command), before sending it."""
+
+    command: Command
+
+    def describe(self) -> str:
+        return f"record {self.command.kind.value} command {self.command.command_id} for {self.command.instance_id}"
+
+
+@dataclass(frozen=True)
+class SendCommand:
+    """Send the command on the SQS queue (body ``Command.model_dump_json()``)."""
+
+    command: Command
+    resend: bool = False  # the CMD# item was already queued: a crash may have lost the first message
+
+    def describe(self) -> str:
+        verb = "re-send" if self.resend else "send"
+        return (f"{verb} {self.command.kind.value} command {self.command.command_id} for "
+                f"{self.command.instance_id} (node {self.command.node_name or 'unknown'}, "
+                f"deadline {self.command.deadline.isoformat()})")
+
+
+@dataclass(frozen=True)
+class RecordDetach:
+    """Write the ``DETACH#<instance_id>`` item as ``intended`` (Store.record_detach), before detaching."""
+
+    instance_id: str
+    asg_name: str
+    reason: str
+
+    def describe(self) -> str:
+        return f"record intent to detach {self.instance_id} from {self.asg_name}"
+
+
+@dataclass(frozen=True)
+class DetachInstance:
+    """DetachInstances with ShouldDecrementDesiredCapacity=False: the ASG launches the replacement at once."""
+
+    instance_id: str
+    asg_name: str
+
+    def describe(self) -> str:
+        return f"detach {self.instance_id} from {self.asg_name} without decrement"
+
+
+@dataclass(frozen=True)
+class MarkDetached:
+    """Set the ``DETACH#<instance_id>`` item's state to ``detached``."""
+
+    instance_id: str
+
+    def describe(self) -> str:
+        return f"mark {self.instance_id} detached"
+
+
+@dataclass(frozen=True)
+class Skip:
+    """One step deliberately not taken (logged, no effect)."""
+
+    step: str  # "command" or "early_replacement"
+    reason: SkipReason
+
+    def describe(self) -> str:
+        return f"skip {self.step}: {self.reason.value}"
+
+
+@dataclass(frozen=True)
+class Acknowledge:
+    """The event needs nothing (more): log it and count it in ``EventsIgnored`` with the reason."""
+
+    reason: IgnoreReason
+    detail: str = ""
+
+    def describe(self) -> str:
+        return f"acknowledge ({self.reason.value}): {self.detail}" if self.detail else \
+            f"acknowledge ({self.reason.value})"
+
+
+Action = Union[RecordCommand, SendCommand, RecordDetach, DetachInstance, MarkDetached, Skip, Acknowledge]
+
+# Actions that change something (the rest only log and count).
+EFFECTS = (RecordCommand, SendCommand, RecordDetach, DetachInstance, MarkDetached)

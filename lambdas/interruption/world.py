@@ -1,0 +1,55 @@
+"""What the decision looks at: what AWS said about the instance, and what the table has recorded.
+
+Plain frozen values, gathered by the handler (``aws.InterruptionAws.instance_facts`` and the ``Store``) and handed
+to ``decide.decide``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from core.model import NodeRecord
+
+
+@dataclass(frozen=True)
+class InstanceFacts:
+    """What AWS said about one instance.
+
+    Attributes:
+        instance_id: the instance.
+        known: False when EC2 does not know the id (DescribeInstances: ``InvalidInstanceID.NotFound`` or no
+            reservation). Only asked when the instance is in no ASG, so True otherwise.
+        asg: the instance's Auto Scaling group as one element of DescribeAutoScalingGroups'
+            ``AutoScalingGroups`` (with ``Tags``); for an instance already detached by this system, the group
+            named by its ``DETACH#`` record; None when there is none.
+        lifecycle_state: DescribeAutoScalingInstances' ``LifecycleState`` (``InService``, ``Terminating:Wait``,
+            ...); None when the instance is in no ASG now.
+    """
+
+    instance_id: str
+    known: bool = True
+    asg: Mapping[str, Any] | None = None
+    lifecycle_state: str | None = None
+
+    @property
+    def in_asg(self) -> bool:
+        return self.lifecycle_state is not None
+
+
+@dataclass(frozen=True)
+class World:
+    """Everything ``decide`` needs besides the notice, the clock and the settings.
+
+    Attributes:
+        instance: what AWS said about the instance.
+        membership: the ``NODE#`` record of the instance, if any (``decide`` checks its age itself).
+        command: the ``CMD#`` item of the command this notice would create, if already recorded.
+        detach: the ``DETACH#`` item of the instance, if an early replacement was already recorded.
+    """
+
+    instance: InstanceFacts
+    membership: NodeRecord | None = None
+    command: Mapping[str, Any] | None = None
+    detach: Mapping[str, Any] | None = None

@@ -1,0 +1,121 @@
+"""Parsing the AWS events of record (tests/events/) into InterruptionNotice, and rejecting the malformed ones."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from core.exceptions import MalformedEventError, UnsupportedEventError
+from lambdas.events import DISPATCH, InstanceAction, NoticeKind, parse_notice
+
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+
+
+def load(name: str) -> dict:
+    return json.loads((EVENTS / name).read_text())
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "action"),
+    [
+        ("spot-interruption-warning.json", NoticeKind.SPOT_INTERRUPTION, InstanceAction.TERMINATE),
+        ("spot-interruption-warning-stop.json", NoticeKind.SPOT_INTERRUPTION, InstanceAction.STOP),
+        ("spot-interruption-warning-hibernate.json", NoticeKind.SPOT_INTERRUPTION, InstanceAction.HIBERNATE),
+        ("rebalance-recommendation.json", NoticeKind.REBALANCE_RECOMMENDATION, None),
+    ],
+)
+def test_documented_events_become_notices(name, kind, action):
+    raw = load(name)
+    notice = parse_notice(raw)
+    assert notice.kind is kind
+    assert notice.instance_action is action
+    assert notice.event_id == raw["id"]
+    assert notice.instance_id == raw["detail"]["instance-id"]
+    assert notice.event_time == datetime.fromisoformat(raw["time"].replace("Z", "+00:00"))
+    assert notice.event_time.tzinfo is not None
+    assert (notice.source, notice.detail_type) == (raw["source"], raw["detail-type"])
+    assert (notice.region, notice.account) == (raw["region"], raw["account"])
+
+
+def test_fixtures_have_the_documented_envelope():
+    for path in sorted(EVENTS.glob("*.json")):
+        raw = json.loads(path.read_text())
+        if path.name.startswith("malformed-"):
+            continue
+        assert set(raw) == {"version", "id", "detail-type", "source", "account", "time", "region", "resources",
+                            "detail"}, path.name
+        assert raw["version"] == "0" and raw["source"] == "aws.ec2"
+        assert raw["time"].endswith("Z")
+        assert raw["resources"] == [r for r in raw["resources"] if raw["detail"]["instance-id"] in r]
+        assert (raw["source"], raw["detail-type"]) in DISPATCH
+
+
+@pytest.mark.parametrize(
+    ("name", "error", "mentions"),
+    [
+        ("malformed-missing-detail.json", MalformedEventError, "detail"),
+        ("malformed-bad-instance-id.json", MalformedEventError, "instance-id"),
+        ("malformed-unknown-instance-action.json", MalformedEventError, "instance-action"),
+        ("malformed-bad-time.json", MalformedEventError, "time"),
+        ("malformed-missing-id.json", MalformedEventError, "id"),
+        ("malformed-wrong-detail-type.json", UnsupportedEventError, "EC2 Instance State-change Notification"),
+    ],
+)
+def test_malformed_events_are_rejected_with_a_clear_error(name, error, mentions):
+    with pytest.raises(error) as info:
+        parse_notice(load(name))
+    assert mentions in str(info.value)
+    assert info.value.reason == error.reason
+
+
+def test_unsupported_is_told_apart_from_malformed():
+    assert UnsupportedEventError.reason == "unsupported_event"
+    assert MalformedEventError.reason == "malformed"
+
+
+@pytest.mark.parametrize("raw", [None, "text", 42, ["a"], {}])
+def test_non_events_are_malformed(raw):
+    with pytest.raises(MalformedEventError):
+        parse_notice(raw)
+
+
+def test_detail_that_is_not_an_object_is_malformed():
+    raw = load("spot-interruption-warning.json")
+    raw["detail"] = "i-0a1b2c3d4e5f60718"
+    with pytest.raises(MalformedEventError, match="detail"):
+        parse_notice(raw)
+
+
+def test_event_id_with_odd_characters_is_malformed():
+    raw = load("spot-interruption-warning.json")
+    raw["id"] = "abc def/../x"
+    with pytest.raises(MalformedEventError, match="id"):
+        parse_notice(raw)
+
+
+def test_time_without_zone_is_read_as_utc():
+    raw = load("rebalance-recommendation.json")
+    raw["time"] = "2024-03-05T10:05:00"
+    assert parse_notice(raw).event_time == datetime(2024, 3, 5, 10, 5, tzinfo=timezone.utc)
+
+
+def test_time_with_offset_is_converted_to_utc():
+    raw = load("rebalance-recommendation.json")
+    raw["time"] = "2024-03-05T12:05:00+02:00"
+    assert parse_notice(raw).event_time == datetime(2024, 3, 5, 10, 5, tzinfo=timezone.utc)
+
+
+def test_extra_detail_fields_are_tolerated():
+    raw = copy.deepcopy(load("spot-interruption-warning.json"))
+    raw["detail"]["something-new"] = "x"
+    assert parse_notice(raw).instance_action is InstanceAction.TERMINATE
+
+
+def test_replayed_event_parses():
+    raw = load("spot-interruption-warning.json")
+    raw["replay-name"] = "archive-replay"
+    assert parse_notice(raw).event_id == raw["id"]
