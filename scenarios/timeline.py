@@ -1,0 +1,83 @@
+"""A scenario's timeline and verdict, printed for the operator reading the main job's output."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+import sys
+from datetime import datetime
+from typing import TextIO
+
+
+@dataclass(frozen=True)
+class Entry:
+    at: float  # seconds since the timeline began
+    actor: str  # who did or saw it: world, lambda, agent, asg, kubernetes
+    what: str
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str  # e.g. "invariant 3: no instance terminated before its node was drained"
+    passed: bool
+    detail: str
+
+
+@dataclass
+class Timeline:
+    """Thread-safe record of what happened, with times relative to ``start``.
+
+    ``mark`` echoes each entry to ``progress`` as it happens (so a long step shows progress);
+    ``print_timeline`` prints them all in time order to ``out`` at the end (entries taken from recorded
+    timestamps, such as each pod's eviction time, land where they happened).
+    """
+
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    progress: TextIO = field(default_factory=lambda: sys.stderr)
+    start: float = field(default_factory=time.monotonic)
+    wall_start: float = field(default_factory=time.time)
+    entries: list[Entry] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def mark(self, actor: str, what: str, at: float | None = None) -> Entry:
+        entry = Entry(round((time.monotonic() if at is None else at) - self.start, 3), actor, what)
+        with self._lock:
+            self.entries.append(entry)
+            print(f"  ... {entry.at:8.3f}s  {actor:<10} {what}", file=self.progress, flush=True)
+        return entry
+
+    def mono(self, wall: datetime) -> float:
+        """The monotonic-clock reading matching a wall-clock time (to place a recorded timestamp on the timeline)."""
+        return self.start + (wall.timestamp() - self.wall_start)
+
+    def first(self, prefix: str) -> Entry | None:
+        with self._lock:
+            return next((e for e in self.entries if e.what.startswith(prefix)), None)
+
+    def check(self, name: str, passed: bool, detail: str = "") -> Check:
+        result = Check(name, bool(passed), detail)
+        with self._lock:
+            self.checks.append(result)
+        return result
+
+    @property
+    def ok(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    def print_timeline(self) -> None:
+        print("\nTimeline (seconds since start)", file=self.out)
+        with self._lock:
+            entries = sorted(self.entries, key=lambda e: e.at)
+        for e in entries:
+            print(f"  {e.at:8.3f}s  {e.actor:<10} {e.what}", file=self.out)
+
+    def print_verdict(self) -> None:
+        print("\nVerdict", file=self.out)
+        for c in self.checks:
+            mark = "PASS" if c.passed else "FAIL"
+            print(f"  [{mark}] {c.name}" + (f": {c.detail}" if c.detail else ""), file=self.out)
+        failed = sum(not c.passed for c in self.checks)
+        print(f"\n{'OK' if failed == 0 else 'BROKEN'}: {len(self.checks) - failed}/{len(self.checks)} checks passed",
+              file=self.out, flush=True)
