@@ -1,0 +1,150 @@
+"""pod_disposition / plan_drain: what the drain does with each kind of pod (kubectl drain's filters), from pods
+written as the apiserver returns them (JSON, camelCase) and converted by PodView.from_api."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent.drain import PodAction, daemonset_owners, plan_drain, pod_disposition
+from agent.kube import PodView
+from core.model import DrainOptions
+
+
+def pod(
+    name: str = "p",
+    *,
+    owner: str | None = "ReplicaSet",
+    controller: bool = True,
+    phase: str = "Running",
+    emptydir: bool = False,
+    mirror: bool = False,
+    deleting: bool = False,
+) -> PodView:
+    meta: dict[str, Any] = {"name": name, "namespace": "ns", "uid": f"uid-{name}"}
+    if owner:
+        meta["ownerReferences"] = [
+            {"apiVersion": "apps/v1", "kind": owner, "name": f"{owner.lower()}-1", "uid": "o", "controller": controller}
+        ]
+    if mirror:
+        meta["annotations"] = {"kubernetes.io/config.mirror": "abc123"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    volumes: list[dict[str, Any]] = [{"name": "token", "projected": {"sources": []}}]
+    if emptydir:
+        volumes.append({"name": "scratch", "emptyDir": {}})
+    return PodView.from_api(
+        {
+            "metadata": meta,
+            "spec": {"nodeName": "n1", "volumes": volumes, "containers": [{"name": "c", "image": "x"}]},
+            "status": {"phase": phase},
+        }
+    )
+
+
+DEFAULT = DrainOptions()  # kubectl drain --ignore-daemonsets --delete-emptydir-data --force
+STRICT = DrainOptions(ignore_daemonsets=False, delete_emptydir_data=False, force=False)
+
+CASES = [
+    # (id, pod, options, action, reason fragment)
+    ("replicaset pod", pod(), DEFAULT, PodAction.EVICT, "managed by ReplicaSet"),
+    ("statefulset pod", pod(owner="StatefulSet"), STRICT, PodAction.EVICT, "managed by StatefulSet"),
+    ("daemonset pod", pod(owner="DaemonSet"), DEFAULT, PodAction.SKIP, "daemonset"),
+    ("daemonset pod, not ignored", pod(owner="DaemonSet"), STRICT, PodAction.REFUSE, "daemonset"),
+    ("mirror pod", pod(owner="Node", mirror=True), DEFAULT, PodAction.SKIP, "mirror"),
+    ("mirror pod, strict", pod(owner=None, mirror=True), STRICT, PodAction.SKIP, "mirror"),
+    ("succeeded pod", pod(owner="Job", phase="Succeeded"), DEFAULT, PodAction.DELETE, "finished"),
+    ("failed bare pod, strict", pod(owner=None, phase="Failed"), STRICT, PodAction.DELETE, "finished"),
+    ("finished daemonset pod", pod(owner="DaemonSet", phase="Failed"), DEFAULT, PodAction.SKIP, "daemonset"),
+    ("terminating pod", pod(deleting=True), DEFAULT, PodAction.WAIT, "terminating"),
+    ("terminating bare pod, strict", pod(owner=None, deleting=True), STRICT, PodAction.WAIT, "terminating"),
+    ("emptydir pod", pod(emptydir=True), DEFAULT, PodAction.EVICT, "emptydir: local data lost"),
+    ("emptydir pod, strict", pod(emptydir=True), STRICT, PodAction.REFUSE, "emptydir"),
+    ("bare pod", pod(owner=None), DEFAULT, PodAction.EVICT, "unmanaged: will not be recreated"),
+    ("bare pod, strict", pod(owner=None), STRICT, PodAction.REFUSE, "unmanaged"),
+    ("owner that is not a controller", pod(controller=False), DEFAULT, PodAction.EVICT, "unmanaged"),
+    ("owner that is not a controller, strict", pod(controller=False), STRICT, PodAction.REFUSE, "unmanaged"),
+    ("pending pod", pod(phase="Pending"), DEFAULT, PodAction.EVICT, "managed by"),
+]
+
+
+@pytest.mark.parametrize(("case", "subject", "options", "action", "reason"), CASES, ids=[c[0] for c in CASES])
+def test_pod_disposition(case: str, subject: PodView, options: DrainOptions, action: PodAction, reason: str) -> None:
+    disposition = pod_disposition(subject, options)
+    assert disposition.action == action, case
+    assert reason in disposition.reason
+
+
+def test_bare_pod_with_emptydir_reports_both_losses() -> None:
+    disposition = pod_disposition(pod(owner=None, emptydir=True), DEFAULT)
+    assert disposition.action == PodAction.EVICT
+    assert "emptydir: local data lost" in disposition.reason
+    assert "unmanaged: will not be recreated" in disposition.reason
+
+
+def test_bare_pod_with_emptydir_refused_when_only_one_flag_allows_it() -> None:
+    only_force = DrainOptions(delete_emptydir_data=False, force=True)
+    assert pod_disposition(pod(owner=None, emptydir=True), only_force).action == PodAction.REFUSE
+    only_emptydir = DrainOptions(delete_emptydir_data=True, force=False)
+    assert pod_disposition(pod(owner=None, emptydir=True), only_emptydir).action == PodAction.REFUSE
+
+
+def test_pod_of_a_deleted_daemonset_is_an_orphan() -> None:
+    orphan = pod(owner="DaemonSet")
+    missing = frozenset({("ns", "daemonset-1")})
+    assert pod_disposition(orphan, DEFAULT, missing).action == PodAction.EVICT
+    assert pod_disposition(orphan, DrainOptions(force=False), missing).action == PodAction.REFUSE
+    # another namespace's DaemonSet of the same name is not this pod's
+    assert pod_disposition(orphan, DEFAULT, frozenset({("other", "daemonset-1")})).action == PodAction.SKIP
+
+
+def test_plan_keeps_order_and_lists_refusals() -> None:
+    pods = [pod("a"), pod("b", owner="DaemonSet"), pod("c", owner=None), pod("d", phase="Succeeded")]
+    plan = plan_drain(pods, DrainOptions(force=False))
+    assert [p.name for p, _ in plan.decisions] == ["a", "b", "c", "d"]
+    assert [p.name for p, _ in plan.refused] == ["c"]
+    assert [p.name for p, _ in plan.with_action(PodAction.EVICT, PodAction.DELETE)] == ["a", "d"]
+
+
+def test_daemonset_owners_ignores_terminating_and_other_controllers() -> None:
+    pods = [pod("a", owner="DaemonSet"), pod("b", owner="DaemonSet", deleting=True), pod("c")]
+    assert daemonset_owners(pods) == {("ns", "daemonset-1")}
+
+
+def test_pod_view_reads_the_api_fields() -> None:
+    view = PodView.from_api(
+        {
+            "metadata": {
+                "name": "web-1",
+                "namespace": "shop",
+                "uid": "u1",
+                "labels": {"app": "web"},
+                "deletionTimestamp": "2026-03-01T10:00:00Z",
+                "ownerReferences": [
+                    {"kind": "ReplicaSet", "name": "web-abc", "controller": True},
+                    {"kind": "Thing", "name": "x"},
+                ],
+            },
+            "spec": {
+                "nodeName": "ip-10-0-0-1.ec2.internal",
+                "terminationGracePeriodSeconds": 2,
+                "volumes": [{"name": "cache", "emptyDir": {"medium": "Memory"}}, {"name": "cfg", "configMap": {}}],
+            },
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+    )
+    assert view.key == "shop/web-1"
+    assert view.node_name == "ip-10-0-0-1.ec2.internal"
+    assert view.ready is True
+    assert view.emptydir_volumes == ("cache",)
+    assert view.controller is not None and view.controller.name == "web-abc"
+    assert view.deletion_timestamp is not None and view.deletion_timestamp.year == 2026
+    assert view.termination_grace_period_seconds == 2
+    assert view.labels == {"app": "web"}
+
+
+def test_pod_view_of_a_minimal_pod() -> None:
+    view = PodView.from_api({"metadata": {"name": "x", "namespace": "d"}})
+    assert view.controller is None and view.emptydir_volumes == () and view.phase == "" and not view.ready
+    assert pod_disposition(view, DEFAULT).action == PodAction.EVICT
