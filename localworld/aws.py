@@ -1,0 +1,150 @@
+"""AWS for the local world: moto as a server on 127.0.0.1, shared by the test process and every spawned process.
+
+Spawned processes (Lambda handlers, the agent) find it through ``AWS_ENDPOINT_URL``, which boto3 honours for every
+service (https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.request
+from typing import Any
+
+import boto3
+from moto.server import ThreadedMotoServer
+
+from localworld.kube import free_port
+
+ACCESS_KEY = "testing"
+SECRET_KEY = "testing"
+DEFAULT_REGION = "us-east-1"
+WARM_UP_SERVICES = ("ec2", "autoscaling", "dynamodb", "sqs", "events")
+
+
+def aws_env(endpoint_url: str, region: str = DEFAULT_REGION) -> dict[str, str]:
+    """Environment variables that point boto3 (in any process) at the moto server with fake credentials."""
+    return {
+        "AWS_ENDPOINT_URL": endpoint_url,
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        "AWS_DEFAULT_REGION": region,
+        "AWS_REGION": region,
+        # no instance-metadata lookups, no shared config from the machine
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_CONFIG_FILE": "/dev/null",
+        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+    }
+
+
+def session(endpoint_url: str, region: str = DEFAULT_REGION) -> WorldSession:
+    """A boto3 session bound to the moto server (see ``WorldSession``)."""
+    return WorldSession(endpoint_url, region)
+
+
+def client(service: str, endpoint_url: str, region: str = DEFAULT_REGION, **kwargs: Any) -> Any:
+    """A boto3 client for ``service`` on the moto server (fake credentials)."""
+    return session(endpoint_url, region).client(service, **kwargs)
+
+
+def resource(service: str, endpoint_url: str, region: str = DEFAULT_REGION, **kwargs: Any) -> Any:
+    """A boto3 resource for ``service`` on the moto server (fake credentials)."""
+    return session(endpoint_url, region).resource(service, **kwargs)
+
+
+class WorldSession:
+    """A ``boto3.Session`` with fake credentials whose ``client``/``resource`` default to the moto endpoint.
+
+    Attributes:
+        boto: the underlying ``boto3.Session``.
+        endpoint_url: the moto server's URL.
+        region: the region name.
+    """
+
+    def __init__(self, endpoint_url: str, region: str = DEFAULT_REGION) -> None:
+        self.endpoint_url = endpoint_url
+        self.region = region
+        self.boto = boto3.Session(
+            aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY, region_name=region
+        )
+
+    def client(self, service: str, **kwargs: Any) -> Any:
+        kwargs.setdefault("endpoint_url", self.endpoint_url)
+        return self.boto.client(service, **kwargs)  # type: ignore[call-overload]
+
+    def resource(self, service: str, **kwargs: Any) -> Any:
+        kwargs.setdefault("endpoint_url", self.endpoint_url)
+        return self.boto.resource(service, **kwargs)  # type: ignore[call-overload]
+
+
+class MotoServer:
+    """moto's ``ThreadedMotoServer`` on 127.0.0.1 at a free port (a thread of this process).
+
+    Attributes:
+        endpoint_url: ``http://127.0.0.1:<port>`` once started.
+    """
+
+    def __init__(self, port: int | None = None, region: str = DEFAULT_REGION) -> None:
+        self.port = port or free_port()
+        self.region = region
+        self.endpoint_url = f"http://127.0.0.1:{self.port}"
+        self._server: ThreadedMotoServer | None = None
+
+    def start(self) -> MotoServer:
+        """Start the server (idempotent); returns when it accepts connections."""
+        if self._server is None:
+            logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one access-log line per request otherwise
+            self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+            self._server.start()
+        return self
+
+    def warm_up(self, services: tuple[str, ...] = WARM_UP_SERVICES) -> None:
+        """One cheap call per service, so moto builds its backends (seconds for EC2) before a test needs them."""
+        calls = {
+            "ec2": lambda c: c.describe_instances(),
+            "autoscaling": lambda c: c.describe_auto_scaling_groups(),
+            "dynamodb": lambda c: c.list_tables(),
+            "sqs": lambda c: c.list_queues(),
+            "events": lambda c: c.list_rules(),
+            "lambda": lambda c: c.list_functions(),
+        }
+        sess = self.session()
+        for name in services:
+            if name in calls:
+                calls[name](sess.client(name))
+
+    def stop(self) -> None:
+        """Stop the server and join its thread (idempotent)."""
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def reset(self) -> None:
+        """Forget every resource in every service (``POST /moto-api/reset``)."""
+        req = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST", data=b"")
+        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - local moto server
+            resp.read()
+
+    def env(self) -> dict[str, str]:
+        return aws_env(self.endpoint_url, self.region)
+
+    def session(self) -> WorldSession:
+        return session(self.endpoint_url, self.region)
+
+    def client(self, service: str, **kwargs: Any) -> Any:
+        return self.session().client(service, **kwargs)
+
+    def resource(self, service: str, **kwargs: Any) -> Any:
+        return self.session().resource(service, **kwargs)
+
+    def __enter__(self) -> MotoServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def moto_data(endpoint_url: str) -> dict[str, Any]:
+    """moto's own view of its state (``GET /moto-api/data.json``), for debugging."""
+    with urllib.request.urlopen(f"{endpoint_url}/moto-api/data.json", timeout=30) as resp:  # noqa: S310
+        return dict(json.loads(resp.read()))
