@@ -1,0 +1,323 @@
+"""The membership reporter: keeps one ``NODE#<instance-id>`` item per Kubernetes node, saying which node is which
+instance in which Auto Scaling group, whether it is Ready and whether it is cordoned.
+
+The Lambdas read these items to turn an instance id (all an EC2 or Auto Scaling event carries) into a node, and to
+count Ready nodes per group. Each item carries ``reported_at`` and a TTL of ``MEMBERSHIP_TTL_SECONDS``; readers
+compare ``reported_at`` themselves (``NodeRecord.fresh``), since TTL deletion lags.
+
+Pure part: ``node_identity``, ``node_roles``, ``node_record``, ``membership_records``,
+``instances_to_forget``, ``batches`` (nodes + ASG map in, records out).
+I/O part: ``AsgLookup`` (DescribeAutoScalingInstances with a cache) and ``MembershipReporter`` (a watch on Nodes,
+and a periodic resync that re-lists, rewrites every item and deletes items of instances that have no node).
+
+Node → instance comes from ``spec.providerID`` (``aws:///<az>/<instance-id>``), never from the node's name, so
+nodes named by private DNS (``ip-10-0-1-17.ec2.internal``) or by instance id (``i-0abc...``) both work. Nodes
+without an AWS providerID (not yet initialised by the cloud provider, or not on AWS) are skipped and logged once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime
+from typing import Any, Protocol
+
+from agent.kube import NodeView
+from core.exceptions import KubernetesApiError, WatchExpiredError
+from core.model import NodeRecord, parse_provider_id, utcnow
+from core.settings import AgentSettings
+from core.store import Store
+
+log = logging.getLogger(__name__)
+
+INSTANCE_GROUP_LABEL = "kops.k8s.io/instancegroup"
+ROLE_LABEL_PREFIX = "node-role.kubernetes.io/"
+LEGACY_ROLE_LABEL = "kubernetes.io/role"  # kOps still sets it: "master" or "node"
+HTTP_GONE = 410  # a watch's resourceVersion is too old: list again
+DESCRIBE_ASG_INSTANCES_MAX_IDS = 50  # DescribeAutoScalingInstances: "You can specify up to 50 instances"
+
+
+# -- pure ------------------------------------------------------------------------------------------------------
+
+
+def node_identity(node: NodeView) -> tuple[str, str] | None:
+    """(availability zone, instance id) from the node's ``spec.providerID``, None when it has no AWS one. Pure."""
+    return parse_provider_id(node.provider_id)
+
+
+def node_roles(labels: Mapping[str, str] | None) -> list[str]:
+    """Roles from ``node-role.kubernetes.io/<role>`` labels and kOps' legacy ``kubernetes.io/role``; sorted. Pure.
+
+    >>> node_roles({"node-role.kubernetes.io/control-plane": "", "kubernetes.io/role": "master"})
+    ['control-plane', 'master']
+    """
+    labels = labels or {}
+    roles = {key[len(ROLE_LABEL_PREFIX):] for key in labels if key.startswith(ROLE_LABEL_PREFIX)}
+    if labels.get(LEGACY_ROLE_LABEL):
+        roles.add(labels[LEGACY_ROLE_LABEL])
+    roles.discard("")
+    return sorted(roles)
+
+
+def node_record(node: NodeView, asg_name: str | None, now: datetime) -> NodeRecord | None:
+    """The membership record of one node, or None when it has no AWS providerID. Pure."""
+    identity = node_identity(node)
+    if identity is None:
+        return None
+    az, instance_id = identity
+    return NodeRecord(
+        instance_id=instance_id,
+        node_name=node.name,
+        availability_zone=az,
+        asg_name=asg_name,
+        ready=node.ready,
+        unschedulable=node.unschedulable,
+        roles=node_roles(node.labels),
+        instance_group=node.labels.get(INSTANCE_GROUP_LABEL),
+        reported_at=now,
+    )
+
+
+def membership_records(nodes: Iterable[NodeView], asg_by_instance: Mapping[str, str | None], now: datetime
+                       ) -> list[NodeRecord]:
+    """Records for every node with an AWS providerID; ``asg_by_instance`` maps instance id → ASG name (None: in
+    no group, e.g. detached). Pure."""
+    records = []
+    for node in nodes:
+        identity = node_identity(node)
+        record = None if identity is None else node_record(node, asg_by_instance.get(identity[1]), now)
+        if record is not None:
+            records.append(record)
+    return records
+
+
+def instances_to_forget(recorded: Mapping[str, datetime], current: Iterable[str], listed_at: datetime) -> set[str]:
+    """Instance ids whose ``NODE#`` item names no node of the list taken at ``listed_at``. Pure.
+
+    Args:
+        recorded: instance id -> ``reported_at`` of its item.
+        current: instance ids of the listed nodes.
+        listed_at: when the list was asked for; an item written since (by another agent replica following its
+            watch) is newer than the list's evidence and is kept.
+    """
+    present = set(current)
+    return {iid for iid, reported_at in recorded.items() if iid not in present and reported_at < listed_at}
+
+
+def batches(items: list[str], size: int) -> Iterator[list[str]]:
+    """Consecutive slices of at most ``size`` items."""
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def same_content(a: NodeRecord, b: NodeRecord) -> bool:
+    """Two records that differ at most in ``reported_at`` (no need to write again between resyncs)."""
+    return a.model_dump(exclude={"reported_at"}) == b.model_dump(exclude={"reported_at"})
+
+
+# -- I/O -------------------------------------------------------------------------------------------------------
+
+
+class NodeEventLike(Protocol):
+    """One watch event (``agent.kube.NodeEvent``): ``type`` ADDED, MODIFIED, DELETED, BOOKMARK or ERROR."""
+
+    type: str
+    node: NodeView | None
+    resource_version: str | None
+    code: int | None
+
+
+class NodeSource(Protocol):
+    """Node reads the reporter needs (``agent.kube.KubeAdapter``)."""
+
+    def list_nodes_versioned(self) -> tuple[list[NodeView], str]:
+        """All nodes and the list's resourceVersion."""
+        ...
+
+    def watch_nodes(self, resource_version: str, timeout_seconds: int) -> Iterable[NodeEventLike]:
+        """Events after ``resource_version``; the iteration ends after ``timeout_seconds``."""
+        ...
+
+
+class AsgLookup:
+    """Instance id → Auto Scaling group name, from DescribeAutoScalingInstances, cached.
+
+    An instance never moves to another group; it can only leave one (DetachInstances), so the cache is only
+    refreshed on a resync (``refresh=True``). Instances in no group map to None (also cached).
+
+    Args:
+        autoscaling: a boto3 ``autoscaling`` client.
+    """
+
+    def __init__(self, autoscaling: Any) -> None:
+        self.autoscaling = autoscaling
+        self._cache: dict[str, str | None] = {}
+        self._lock = threading.Lock()
+
+    def resolve(self, instance_ids: Iterable[str], refresh: bool = False) -> dict[str, str | None]:
+        """ASG names of ``instance_ids`` (None for an instance in no group).
+
+        Raises:
+            botocore.exceptions.ClientError / BotoCoreError: the API failed (the caller retries on its next pass).
+        """
+        wanted = sorted(set(instance_ids))
+        with self._lock:
+            missing = wanted if refresh else [i for i in wanted if i not in self._cache]
+        found: dict[str, str | None] = {i: None for i in missing}
+        for batch in batches(missing, DESCRIBE_ASG_INSTANCES_MAX_IDS):
+            out = self.autoscaling.describe_auto_scaling_instances(InstanceIds=batch,
+                                                                   MaxRecords=DESCRIBE_ASG_INSTANCES_MAX_IDS)
+            for entry in out.get("AutoScalingInstances", []):
+                found[entry["InstanceId"]] = entry["AutoScalingGroupName"]
+        with self._lock:
+            self._cache.update(found)
+            if refresh:
+                for gone in set(self._cache) - set(wanted):
+                    del self._cache[gone]
+            return {i: self._cache.get(i) for i in wanted}
+
+
+class MembershipReporter:
+    """Watches Nodes and keeps the ``NODE#`` items current (see the module docstring).
+
+    Args:
+        nodes: node reads (``KubeAdapter``).
+        store: the cluster's table access.
+        asgs: instance → ASG lookup.
+        resync_seconds: period of the full re-list and rewrite (``MEMBERSHIP_RESYNC_SECONDS``).
+        ttl_seconds: TTL of each item (``MEMBERSHIP_TTL_SECONDS``).
+        clock: current UTC time; injectable for tests.
+    """
+
+    def __init__(self, nodes: NodeSource, store: Store, asgs: AsgLookup, resync_seconds: float, ttl_seconds: int,
+                 clock: Callable[[], datetime] = utcnow) -> None:
+        self.nodes = nodes
+        self.store = store
+        self.asgs = asgs
+        self.resync_seconds = resync_seconds
+        self.ttl_seconds = ttl_seconds
+        self.clock = clock
+        self._written: dict[str, NodeRecord] = {}  # instance id -> last record written
+        self._warned: set[str] = set()  # node names logged as having no AWS providerID
+        self._watch: Any = None  # the open watch, closed by ``close`` from another thread
+
+    @classmethod
+    def from_settings(cls, settings: AgentSettings, nodes: NodeSource, store: Store, autoscaling: Any
+                      ) -> MembershipReporter:
+        return cls(nodes, store, AsgLookup(autoscaling), settings.membership_resync_seconds,
+                   settings.membership_ttl_seconds)
+
+    def run(self, stop: threading.Event) -> None:
+        """Resync, then follow the watch, resyncing every ``resync_seconds``, until ``stop`` is set.
+
+        Never raises: an error is logged and followed by a re-list after a backoff (at most 30 s).
+        """
+        resource_version: str | None = None
+        next_resync = 0.0
+        failures = 0
+        while not stop.is_set():
+            try:
+                if resource_version is None or time.monotonic() >= next_resync:
+                    resource_version = self.resync()
+                    next_resync = time.monotonic() + self.resync_seconds
+                timeout = max(1, int(next_resync - time.monotonic()))
+                opened = time.monotonic()
+                resource_version = self._follow(resource_version, timeout, stop)
+                failures = 0
+                if time.monotonic() - opened < 1:
+                    stop.wait(1)  # a watch the server ended at once: do not spin
+            except WatchExpiredError:
+                log.info("node watch expired (410 Gone), listing again")
+                resource_version = None
+            except Exception:  # noqa: BLE001 - the reporter must survive anything; logged, backed off, re-listed
+                failures += 1
+                delay = min(30.0, 0.5 * 2 ** min(failures, 6))
+                log.exception("membership error, re-listing after seconds=%.1f", delay)
+                resource_version = None
+                stop.wait(delay)
+
+    def close(self) -> None:
+        """Close the open watch (from another thread, at shutdown), so ``run`` notices ``stop`` at once."""
+        watch = self._watch
+        if watch is not None and hasattr(watch, "close"):
+            watch.close()
+
+    def _follow(self, resource_version: str, timeout_seconds: int, stop: threading.Event) -> str:
+        """Apply watch events until the watch ends or ``stop``; returns the resourceVersion to resume from.
+
+        Raises:
+            WatchExpiredError: the apiserver answered 410 Gone (list again).
+        """
+        self._watch = self.nodes.watch_nodes(resource_version, timeout_seconds)
+        try:
+            for event in self._watch:
+                if stop.is_set():
+                    break
+                if event.type == "ERROR":
+                    if event.code == HTTP_GONE:
+                        raise WatchExpiredError(f"node watch from resourceVersion {resource_version}")
+                    raise KubernetesApiError(f"node watch error event code={event.code}")
+                if event.node is not None:
+                    self.apply(event.type, event.node)
+                resource_version = event.resource_version or resource_version
+        finally:
+            self._watch = None
+        return resource_version
+
+    def resync(self) -> str:
+        """List all nodes, refresh their ASGs, write every item, delete items of instances with no node.
+
+        Returns the list's resourceVersion (to watch from).
+        """
+        listed_at = self.clock()
+        nodes, resource_version = self.nodes.list_nodes_versioned()
+        ids = [identity[1] for node in nodes if (identity := self._identity(node)) is not None]
+        asg_by_instance = self.asgs.resolve(ids, refresh=True)
+        records = membership_records(nodes, asg_by_instance, self.clock())
+        for record in records:
+            self._write(record)
+        recorded = {str(item["instance_id"]): NodeRecord.model_validate(item).reported_at
+                    for item in self.store.query_prefix("NODE#")}
+        gone = sorted(instances_to_forget(recorded, ids, listed_at))
+        for instance_id in gone:
+            self._forget(instance_id)
+        log.info("membership resync nodes=%d written=%d forgotten=%s", len(nodes), len(records), gone)
+        return resource_version
+
+    def apply(self, event_type: str, node: NodeView) -> None:
+        """Apply one watch event: write the node's item if its content changed; delete it when the node is gone."""
+        identity = self._identity(node)
+        if identity is None:
+            return
+        instance_id = identity[1]
+        if event_type == "DELETED":
+            log.info("node deleted node=%s instance_id=%s", node.name, instance_id)
+            self._forget(instance_id)
+            return
+        if event_type not in ("ADDED", "MODIFIED"):
+            return
+        asg_name = self.asgs.resolve([instance_id]).get(instance_id)
+        record = node_record(node, asg_name, self.clock())
+        if record is None:
+            return
+        previous = self._written.get(instance_id)
+        if previous is None or not same_content(previous, record):
+            self._write(record)
+
+    def _identity(self, node: NodeView) -> tuple[str, str] | None:
+        identity = node_identity(node)
+        if identity is None and node.name not in self._warned:
+            self._warned.add(node.name)
+            log.warning("node has no AWS providerID, not reported node=%s provider_id=%r", node.name,
+                        node.provider_id)
+        return identity
+
+    def _write(self, record: NodeRecord) -> None:
+        self.store.put_node(record, self.ttl_seconds)
+        self._written[record.instance_id] = record
+
+    def _forget(self, instance_id: str) -> None:
+        self.store.delete_node(instance_id)
+        self._written.pop(instance_id, None)

@@ -1,0 +1,142 @@
+"""The consumer's and reporter's pure decisions: message sorting, refusals, deadlines, event names and details."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from agent.consumer import (
+    DEADLINE_PASSED,
+    Disposition,
+    Verdict,
+    deadline_passed,
+    on_refusal,
+    own_result,
+    parse_message,
+)
+from agent.report import detail_type, event_detail, summarize
+from core.model import Command, CommandKind, CommandStatus, utcnow
+
+NOW = utcnow()
+
+
+def _cmd(kind: str = "drain", cluster: str = "demo", deadline_in: float = 120) -> Command:
+    return Command(command_id="spot-1", cluster=cluster, kind=kind, instance_id="i-0123456789abcdef0",
+                   node_name="ip-10-0-1-17.ec2.internal", reason="spot interruption warning",
+                   deadline=NOW + timedelta(seconds=deadline_in))
+
+
+@pytest.mark.parametrize("body, why", [
+    ("not json at all", "body"),
+    ("", "body"),
+    ('{"command_id": "x"}', "cluster"),
+    (_cmd().model_dump_json().replace("i-0123456789abcdef0", "node-1"), "instance_id"),
+    (json.dumps({**json.loads(_cmd().model_dump_json()), "kind": "reboot"}), "kind"),
+    (json.dumps({**json.loads(_cmd().model_dump_json()), "extra": 1}), "extra"),
+])
+def test_garbage_bodies_are_malformed_and_say_where(body: str, why: str) -> None:
+    parsed = parse_message(body, "demo")
+    assert parsed.verdict is Verdict.MALFORMED
+    assert parsed.command is None
+    assert why in parsed.why
+
+
+def test_a_command_of_another_cluster_is_foreign() -> None:
+    parsed = parse_message(_cmd(cluster="other").model_dump_json(), "demo")
+    assert parsed.verdict is Verdict.FOREIGN
+    assert parsed.command is not None and parsed.command.cluster == "other"
+    assert "other" in parsed.why and "demo" in parsed.why
+
+
+def test_a_command_of_this_cluster_runs() -> None:
+    parsed = parse_message(_cmd().model_dump_json(), "demo")
+    assert parsed.verdict is Verdict.RUN
+    assert parsed.command == _cmd()
+
+
+def test_only_drains_are_not_started_after_their_deadline() -> None:
+    assert deadline_passed(_cmd("drain", deadline_in=-1), NOW)
+    assert not deadline_passed(_cmd("drain", deadline_in=5), NOW)
+    assert not deadline_passed(_cmd("cordon", deadline_in=-1), NOW)
+    assert not deadline_passed(_cmd("uncordon", deadline_in=-60), NOW)
+
+
+def test_a_finished_and_notified_command_is_a_duplicate() -> None:
+    item = {"status": "succeeded", "finished_at": NOW.isoformat(), "reported_at": NOW.isoformat()}
+    assert on_refusal(item, NOW.timestamp(), 60, 30) == (Disposition.DUPLICATE, 0)
+
+
+def test_a_finished_command_never_notified_is_notified_again_once_its_worker_is_surely_done() -> None:
+    item = {"status": "timed_out", "finished_at": (NOW - timedelta(seconds=31)).isoformat()}
+    assert on_refusal(item, NOW.timestamp(), 60, 30) == (Disposition.NOTIFY_AGAIN, 0)
+    # finished 10 s ago: its worker may still be notifying; look again when it should be done
+    recent = {"status": "failed", "finished_at": (NOW - timedelta(seconds=10)).isoformat()}
+    assert on_refusal(recent, NOW.timestamp(), 60, 30) == (Disposition.LATER, 21)
+
+
+def test_a_command_running_elsewhere_comes_back_when_its_heartbeat_would_be_stale() -> None:
+    item = {"status": "running", "heartbeat_at": NOW.timestamp() - 2, "worker": "other:1"}
+    assert on_refusal(item, NOW.timestamp(), 6, 5) == (Disposition.LATER, 5)
+    # far from stale: capped at the visibility timeout
+    assert on_refusal(item, NOW.timestamp(), 600, 30) == (Disposition.LATER, 30)
+    # already stale (the race was lost to another taker): look again at once
+    stale = {"status": "running", "heartbeat_at": NOW.timestamp() - 100}
+    assert on_refusal(stale, NOW.timestamp(), 60, 30) == (Disposition.LATER, 1)
+
+
+def test_a_refusal_without_an_item_or_while_queued_looks_again_soon() -> None:
+    assert on_refusal(None, NOW.timestamp(), 60, 30) == (Disposition.LATER, 1)
+    assert on_refusal({"status": "queued", "attempt": 3}, NOW.timestamp(), 60, 30) == (Disposition.LATER, 1)
+
+
+@pytest.mark.parametrize("kind, status, expected", [
+    (CommandKind.DRAIN, CommandStatus.SUCCEEDED, "Node Drain Succeeded"),
+    (CommandKind.DRAIN, CommandStatus.FAILED, "Node Drain Failed"),
+    (CommandKind.DRAIN, CommandStatus.TIMED_OUT, "Node Drain Failed"),
+    (CommandKind.DRAIN, CommandStatus.SKIPPED, "Node Drain Skipped"),
+    (CommandKind.CORDON, CommandStatus.SUCCEEDED, "Node Cordon Succeeded"),
+    (CommandKind.UNCORDON, CommandStatus.SUCCEEDED, "Node Uncordon Succeeded"),
+    (CommandKind.UNCORDON, CommandStatus.FAILED, "Node Uncordon Failed"),
+])
+def test_detail_types(kind: CommandKind, status: CommandStatus, expected: str) -> None:
+    assert detail_type(kind, status) == expected
+
+
+def test_no_detail_type_before_the_end() -> None:
+    with pytest.raises(ValueError):
+        detail_type(CommandKind.DRAIN, CommandStatus.RUNNING)
+
+
+def test_detail_carries_the_command_and_a_summary_of_the_result() -> None:
+    result = {
+        "node_name": "ip-10-0-1-17.ec2.internal",
+        "message": "drained 3 pods",
+        "pods": [{"action": "evict", "evicted_at": "2026-01-01T00:00:00Z"}, {"action": "evict", "gone": True},
+                 {"action": "delete", "evicted_at": "2026-01-01T00:00:01Z"}, {"action": "skip"},
+                 {"action": "evict", "attempts": 7, "evicted_at": None}],
+        "remaining": [{"namespace": "web", "name": "a", "why": "blocked by PodDisruptionBudget web"}],
+        "errors": ["x"],
+        "durations": {"total": 12.5},
+    }
+    detail = event_detail(_cmd(), CommandStatus.TIMED_OUT, result, attempt=2, worker="agent-1:7")
+    assert detail == {
+        "command_id": "spot-1",
+        "cluster": "demo",
+        "instance_id": "i-0123456789abcdef0",
+        "node_name": "ip-10-0-1-17.ec2.internal",
+        "kind": "drain",
+        "status": "timed_out",
+        "reason": "spot interruption warning",
+        "attempt": 2,
+        "worker": "agent-1:7",
+        "summary": {"message": "drained 3 pods", "evicted": 3, "remaining": 1, "errors": 1, "duration_seconds": 12.5},
+    }
+
+
+def test_a_result_decided_without_the_engine_summarizes_to_nothing_done() -> None:
+    result = own_result(_cmd(), CommandStatus.TIMED_OUT, DEADLINE_PASSED)
+    assert result["status"] == "timed_out" and result["message"] == DEADLINE_PASSED
+    assert summarize(result) == {"message": DEADLINE_PASSED, "evicted": 0, "remaining": 0, "errors": 0,
+                                 "duration_seconds": None}

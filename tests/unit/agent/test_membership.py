@@ -1,0 +1,242 @@
+"""Membership: the pure mapping nodes + ASG map -> NODE# records, the ASG lookup on moto, and the reporter's writes
+on moto's DynamoDB with nodes given in memory (the watch against a real apiserver is in
+tests/integration/test_agent_membership.py)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from agent.kube import NodeEvent, NodeView
+from agent.membership import (
+    DESCRIBE_ASG_INSTANCES_MAX_IDS,
+    AsgLookup,
+    MembershipReporter,
+    batches,
+    instances_to_forget,
+    membership_records,
+    node_record,
+    node_roles,
+)
+from core.model import NodeRecord, utcnow
+from core.store import Store
+from localworld.cluster import cluster_instances, create_kops_cluster
+
+NOW = utcnow()
+CLUSTER = "demo.k8s.local"
+
+
+def node(name: str, instance_id: str | None = "i-0aaaaaaaaaaaaaaa1", az: str = "us-east-1a", ready: bool = True,
+         unschedulable: bool = False, labels: dict[str, str] | None = None, rv: str = "1") -> NodeView:
+    return NodeView(name=name, resource_version=rv,
+                    provider_id=f"aws:///{az}/{instance_id}" if instance_id else "",
+                    unschedulable=unschedulable, labels=labels or {}, ready=ready)
+
+
+# -- pure ------------------------------------------------------------------------------------------------------
+
+
+def test_a_node_named_by_private_dns_maps_to_its_instance_from_the_provider_id() -> None:
+    record = node_record(
+        node("ip-10-0-1-17.ec2.internal", "i-0abc12345678def01", "us-east-1b", ready=True, unschedulable=True,
+             labels={"node-role.kubernetes.io/node": "", "kops.k8s.io/instancegroup": "nodes-us-east-1b"}),
+        "nodes-us-east-1b.demo.k8s.local", NOW)
+    assert record == NodeRecord(instance_id="i-0abc12345678def01", node_name="ip-10-0-1-17.ec2.internal",
+                                availability_zone="us-east-1b", asg_name="nodes-us-east-1b.demo.k8s.local",
+                                ready=True, unschedulable=True, roles=["node"], instance_group="nodes-us-east-1b",
+                                reported_at=NOW)
+
+
+def test_a_node_named_by_instance_id_works_the_same() -> None:
+    record = node_record(node("i-0abc12345678def01", "i-0abc12345678def01", ready=False), None, NOW)
+    assert record is not None
+    assert (record.instance_id, record.node_name, record.ready, record.asg_name) == (
+        "i-0abc12345678def01", "i-0abc12345678def01", False, None)
+
+
+@pytest.mark.parametrize("provider_id", ["", "kind://docker/kind/kind-worker", "aws:///us-east-1a/not-an-instance"])
+def test_a_node_without_an_aws_provider_id_has_no_record(provider_id: str) -> None:
+    assert node_record(NodeView(name="n", provider_id=provider_id), "asg", NOW) is None
+
+
+def test_roles_come_from_node_role_labels_and_the_legacy_kops_label() -> None:
+    assert node_roles({"node-role.kubernetes.io/control-plane": "", "node-role.kubernetes.io/master": "",
+                       "kubernetes.io/role": "master", "other": "x"}) == ["control-plane", "master"]
+    assert node_roles({"kubernetes.io/role": "node"}) == ["node"]
+    assert node_roles({}) == [] and node_roles(None) == []
+
+
+def test_records_for_every_aws_node_with_its_asg() -> None:
+    nodes = [node("a", "i-0aaaaaaaaaaaaaaa1"), node("b", "i-0aaaaaaaaaaaaaaa2"), node("c", None)]
+    records = membership_records(nodes, {"i-0aaaaaaaaaaaaaaa1": "asg-1"}, NOW)
+    assert [(r.node_name, r.asg_name) for r in records] == [("a", "asg-1"), ("b", None)]
+
+
+def test_instances_without_node_are_forgotten_unless_reported_after_the_list() -> None:
+    before, after = NOW - timedelta(seconds=30), NOW + timedelta(seconds=1)
+    recorded = {"i-1": before, "i-2": before, "i-3": before, "i-5": after}
+    assert instances_to_forget(recorded, ["i-2", "i-4"], listed_at=NOW) == {"i-1", "i-3"}
+    assert instances_to_forget({}, ["i-1"], listed_at=NOW) == set()
+
+
+def test_batches_respect_the_api_limit() -> None:
+    ids = [f"i-{n:017x}" for n in range(101)]
+    parts = list(batches(ids, DESCRIBE_ASG_INSTANCES_MAX_IDS))
+    assert [len(p) for p in parts] == [50, 50, 1]
+    assert [i for p in parts for i in p] == ids
+    assert list(batches([], 50)) == []
+
+
+# -- on moto ---------------------------------------------------------------------------------------------------
+
+
+class CountingAutoscaling:
+    """The moto autoscaling client, counting DescribeAutoScalingInstances calls and their sizes."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.calls: list[int] = []
+
+    def describe_auto_scaling_instances(self, **kwargs: Any) -> Any:
+        self.calls.append(len(kwargs["InstanceIds"]))
+        return self.real.describe_auto_scaling_instances(**kwargs)
+
+
+@dataclass
+class Aws:
+    session: Any
+    autoscaling: CountingAutoscaling
+    store: Store
+    instances: dict[str, tuple[str, str]]  # instance id -> (az, asg)
+
+
+@pytest.fixture
+def aws() -> Iterator[Aws]:
+    with mock_aws():
+        session = boto3.Session(region_name="us-east-1")
+        create_kops_cluster(session, name=CLUSTER, nodes_per_az=1)  # 3 masters + 3 workers
+        ec2 = session.client("ec2")
+        instances = {}
+        for inst in cluster_instances(ec2, CLUSTER):
+            tags = {t["Key"]: t["Value"] for t in inst.get("Tags", [])}
+            instances[inst["InstanceId"]] = (inst["Placement"]["AvailabilityZone"], tags["aws:autoscaling:groupName"])
+        store = Store(session.resource("dynamodb").Table("node-manager-state"), CLUSTER)
+        yield Aws(session, CountingAutoscaling(session.client("autoscaling")), store, instances)
+
+
+def test_asg_lookup_batches_caches_and_refreshes(aws: Aws) -> None:
+    lookup = AsgLookup(aws.autoscaling)
+    strangers = [f"i-0{n:016x}" for n in range(60)]  # not in any group
+    ids = [*aws.instances, *strangers]
+    found = lookup.resolve(ids)
+    assert {i: found[i] for i in aws.instances} == {i: asg for i, (_, asg) in aws.instances.items()}
+    assert all(found[i] is None for i in strangers)
+    assert sorted(aws.autoscaling.calls) == [16, 50]
+
+    lookup.resolve(ids[:10])
+    assert len(aws.autoscaling.calls) == 2  # cached
+    lookup.resolve(list(aws.instances), refresh=True)
+    assert aws.autoscaling.calls[2:] == [len(aws.instances)]
+
+
+class MemoryNodes:
+    """Nodes held in memory, with a scripted watch (each ``watch_nodes`` call yields the next batch of events)."""
+
+    def __init__(self, nodes: list[NodeView]) -> None:
+        self.nodes = list(nodes)
+        self.watches: list[list[NodeEvent]] = []
+        self.lists = 0
+        self.done = threading.Event()
+
+    def list_nodes_versioned(self) -> tuple[list[NodeView], str]:
+        self.lists += 1
+        return list(self.nodes), str(100 + self.lists)
+
+    def watch_nodes(self, resource_version: str, timeout_seconds: int) -> list[NodeEvent]:
+        if not self.watches:
+            self.done.set()
+            return []
+        return self.watches.pop(0)
+
+
+def cluster_nodes(aws: Aws, by_instance_id: bool = False) -> list[NodeView]:
+    return [node(iid if by_instance_id else f"ip-10-0-{n}-1.ec2.internal", iid, az,
+                 labels={"kops.k8s.io/instancegroup": asg.split(".")[0]})
+            for n, (iid, (az, asg)) in enumerate(sorted(aws.instances.items()))]
+
+
+def node_items(store: Store) -> dict[str, dict[str, Any]]:
+    return {item["instance_id"]: item for item in store.query_prefix("NODE#", consistent=True)}
+
+
+@pytest.mark.parametrize("by_instance_id", [False, True])
+def test_resync_writes_every_node_and_forgets_instances_without_one(aws: Aws, by_instance_id: bool) -> None:
+    aws.store.put_node(NodeRecord(instance_id="i-0deadbeefdeadbeef", node_name="gone",
+                                  reported_at=utcnow() - timedelta(minutes=1)), 600)
+    nodes = cluster_nodes(aws, by_instance_id)
+    reporter = MembershipReporter(MemoryNodes(nodes), aws.store, AsgLookup(aws.autoscaling), 60, 600)
+    assert reporter.resync() == "101"
+
+    items = node_items(aws.store)
+    assert set(items) == set(aws.instances)
+    for instance_id, (az, asg) in aws.instances.items():
+        assert items[instance_id]["asg_name"] == asg and items[instance_id]["availability_zone"] == az
+        assert items[instance_id]["expires_at"] >= int(utcnow().timestamp()) + 590
+    names = {items[i]["node_name"] for i in items}
+    assert names == {n.name for n in nodes}
+
+
+def test_watch_events_write_changes_and_delete_gone_nodes(aws: Aws) -> None:
+    nodes = cluster_nodes(aws)
+    source = MemoryNodes(nodes)
+    clock_now = [NOW]
+    reporter = MembershipReporter(source, aws.store, AsgLookup(aws.autoscaling), 60, 600,
+                                  clock=lambda: clock_now[0])
+    reporter.resync()
+    first, second = nodes[0], nodes[1]
+    before = node_items(aws.store)[second.instance_id]["reported_at"]
+
+    clock_now[0] = NOW + timedelta(seconds=5)
+    reporter.apply("MODIFIED", second)  # nothing changed but the heartbeat: no write
+    assert node_items(aws.store)[second.instance_id]["reported_at"] == before
+    cordoned = NodeView(**{**second.__dict__, "unschedulable": True, "ready": False})
+    reporter.apply("MODIFIED", cordoned)
+    item = node_items(aws.store)[second.instance_id]
+    assert item["unschedulable"] is True and item["ready"] is False and item["reported_at"] != before
+
+    reporter.apply("DELETED", first)
+    assert first.instance_id not in node_items(aws.store)
+    calls = len(aws.autoscaling.calls)
+    reporter.apply("ADDED", first)  # back (a known instance: its ASG comes from the cache)
+    assert node_items(aws.store)[first.instance_id]["asg_name"] == aws.instances[first.instance_id][1]
+    assert len(aws.autoscaling.calls) == calls
+
+
+def test_the_loop_lists_again_after_a_410_and_keeps_going(aws: Aws) -> None:
+    nodes = cluster_nodes(aws)
+    source = MemoryNodes(nodes)
+    gone = nodes[0]
+    source.watches = [
+        [NodeEvent(type="ERROR", code=410)],
+        [NodeEvent(type="DELETED", node=gone, resource_version="200")],
+    ]
+    source.nodes = nodes[1:]  # the node is gone by the time of the re-list too
+    reporter = MembershipReporter(source, aws.store, AsgLookup(aws.autoscaling), 3600, 7200)
+    stop = threading.Event()
+    loop = threading.Thread(target=reporter.run, args=(stop,))
+    loop.start()
+    try:
+        assert source.done.wait(10)
+    finally:
+        stop.set()
+        loop.join(10)
+    assert not loop.is_alive()
+    assert source.lists == 2  # the first list, and again after the 410
+    assert set(node_items(aws.store)) == {n.instance_id for n in nodes[1:]}
