@@ -34,7 +34,7 @@ class AgentIdentity(Construct):
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, oidc_provider_arn: str | None = None,
-                 oidc_issuer: str | None = None, service_account: str = "kube-system:node-manager-agent",
+                 oidc_issuer: str | None = None, service_account: str = "node-manager:agent",
                  existing_role_arn: str | None = None) -> None:
         super().__init__(scope, construct_id)
         if existing_role_arn is not None:

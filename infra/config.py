@@ -22,7 +22,7 @@ Shape of the context (every key but ``clusters[].name`` optional)::
           "event_retry_attempts": 3,                # EventBridge target retry policy
           "event_max_age_seconds": 120,             #   (an interruption warning is worthless after ~2 minutes)
           "agent_oidc_provider_arn": null,          # IRSA: arn:aws:iam::<account>:oidc-provider/<issuer>
-          "agent_service_account": "kube-system:node-manager-agent",
+          "agent_service_account": "node-manager:agent",
           "agent_role_arn": null                    # use this existing role for the agent instead of creating one
         }
       ]
@@ -113,7 +113,7 @@ class ClusterConfig(BaseModel):
     event_retry_attempts: int = Field(default=3, ge=0, le=185)  # EventBridge RetryPolicy bounds
     event_max_age_seconds: int = Field(default=120, ge=60, le=86400)
     agent_oidc_provider_arn: str | None = None
-    agent_service_account: str = "kube-system:node-manager-agent"
+    agent_service_account: str = "node-manager:agent"
     agent_role_arn: str | None = None
 
     @field_validator("name")
