@@ -47,7 +47,6 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Protocol
 
-from boto3.dynamodb.conditions import Attr
 from pydantic import ValidationError
 
 from agent.report import Outcome, Reporter
@@ -563,14 +562,7 @@ class CommandConsumer:
         """Return a started command to ``queued`` (so anyone may start it at once) and make its message visible."""
         now = self.clock()
         try:
-            self.store.update(
-                Store.command_sk(job.command.command_id),
-                {"status": CommandStatus.QUEUED.value, "worker": None, "heartbeat_at": None,
-                 "released_at": now.isoformat(), "updated_at": now.isoformat()},
-                condition=Attr("status").eq(CommandStatus.RUNNING.value) & Attr("worker").eq(self.config.worker_id)
-                & Attr("attempt").eq(job.attempt),
-                conflict=CommandTransitionError,
-            )
+            self.store.release_command(job.command.command_id, self.config.worker_id, job.attempt, now=now)
         except Exception:  # noqa: BLE001 - the item then goes stale and is taken over; logged
             log.exception("could not hand back command command_id=%s", job.command.command_id)
         self._set_visibility(job.receipt, visibility_seconds, job.message_id)

@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         ("handler invocation -> node cordoned", cordon, 1.0),
         (f"drain of a node with {PODS} grace-0 pods (ours)", ours, 1.0),
-        (f"kubectl drain of an identical node", theirs, None),
+        ("kubectl drain of an identical node", theirs, None),
     ]
     print(f"\n{args.runs} runs each, {os.cpu_count()} CPUs, {datetime.now(timezone.utc):%Y-%m-%d}\n")
     print("| measure | p50 | p99 | min | max | target |")

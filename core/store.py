@@ -278,6 +278,23 @@ class Store:
             conflict=CommandTransitionError,
         )
 
+    def release_command(self, command_id: str, worker: str, attempt: int, now: datetime | None = None) -> None:
+        """Hand a running command owned by (worker, attempt) back to ``queued``, so any worker may start it at once
+        (an agent shutting down). The attempt counter stays, so the next start is ``attempt + 1``.
+
+        Raises:
+            CommandTransitionError: the command is no longer this worker's (taken over or finished).
+        """
+        now = now or utcnow()
+        self.update(
+            self.command_sk(command_id),
+            {"status": CommandStatus.QUEUED.value, "worker": None, "heartbeat_at": None,
+             "released_at": now.isoformat(), "updated_at": now.isoformat()},
+            condition=Attr("status").eq(CommandStatus.RUNNING.value) & Attr("worker").eq(worker)
+            & Attr("attempt").eq(attempt),
+            conflict=CommandTransitionError,
+        )
+
     # -- membership (NODE#) --------------------------------------------------------------------------------
 
     def put_node(self, record: NodeRecord, ttl_seconds: int) -> None:

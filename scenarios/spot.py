@@ -118,7 +118,7 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     now = datetime.now(timezone.utc).replace(microsecond=0)
     event = spot_warning(instance_id, world.region, now)
     deadline = now + timedelta(seconds=120)
-    invoked = timeline.mark("lambda", f"EC2 Spot Instance Interruption Warning {event['id'][:8]} received "
+    timeline.mark("lambda", f"EC2 Spot Instance Interruption Warning {event['id'][:8]} received "
                                       f"(instance-action terminate, deadline {deadline:%H:%M:%S})")
     # The environment the CDK stack gives the Lambda (infra/interruption.py), minus what ClusterInfo.env() has.
     os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "interruption")

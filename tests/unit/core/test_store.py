@@ -91,3 +91,14 @@ def test_detach_intent_is_recorded_once(store):
     assert store.record_detach("i-0123456789abcdef0", "nodes-a", "spot", ttl_seconds=3600) is False
     store.mark_detached("i-0123456789abcdef0", "detached")
     assert store.get_detach("i-0123456789abcdef0")["state"] == "detached"
+
+
+def test_a_released_command_is_started_again_with_the_next_attempt(store):
+    store.record_command(_cmd(), ttl_seconds=3600)
+    first = store.start_command(_cmd(), "agent-a", stale_after_seconds=60, ttl_seconds=3600)
+    store.release_command("spot-1", "agent-a", first)
+    assert store.get_command("spot-1")["status"] == "queued"
+    # Not stale, yet another worker may take it at once, and the old worker can no longer finish it.
+    assert store.start_command(_cmd(), "agent-b", stale_after_seconds=60, ttl_seconds=3600) == first + 1
+    with pytest.raises(CommandTransitionError):
+        store.release_command("spot-1", "agent-a", first)
