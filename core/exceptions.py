@@ -82,6 +82,10 @@ class CommandExistsError(ConflictError):
     """A command with this id was already recorded (a duplicate event)."""
 
 
+class LedgerConflictError(ConflictError):
+    """A ``COMP#`` ledger item changed since it was read (its ``version`` moved on); ``current`` holds it."""
+
+
 class NodeNotFoundError(NodeManagerError):
     """No Kubernetes node carries the instance's providerID.
 
@@ -147,3 +151,21 @@ class KubernetesRejectedError(NodeManagerError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+class RunConflictError(ConflictError):
+    """A ``RUN#`` item changed since it was read (another invocation advanced the run first): read it again."""
+
+
+class InvalidRequestError(BadInputError):
+    """A manual refresher request (``aws lambda invoke`` payload, CLI) that does not validate.
+
+    Attributes:
+        errors: one line per problem, ``field: message``.
+    """
+
+    reason = "invalid_request"
+
+    def __init__(self, message: str, errors: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.errors = errors or []

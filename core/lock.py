@@ -49,18 +49,26 @@ class LeaseLock:
         self.store = store
         self.clock = clock
 
-    def acquire(self, holder: str, operation: str, lease_seconds: float) -> Lease:
+    def acquire(self, holder: str, operation: str, lease_seconds: float, *,
+                seen: dict | None = None, use_seen: bool = False) -> Lease:
         """Take the lock for ``lease_seconds``, or renew it if ``holder`` already holds it.
 
         A new holder (the lock was free or its lease had expired) gets fencing = previous + 1; a renewal keeps
         the fencing value.
 
+        Args:
+            seen, use_seen: with ``use_seen``, ``seen`` is the ``LOCK`` item as the caller already read it (None:
+                there was none), e.g. in a Query of the whole partition. The read is skipped and the acquisition
+                is conditioned on exactly that item, so it fails if the lock changed hands since the caller
+                looked (what the caller decided on that read is still valid once it holds the lock).
+
         Raises:
-            LockHeldError: another holder's lease is still valid (``current`` is the lock item).
+            LockHeldError: another holder's lease is still valid (``current`` is the lock item), or, with
+                ``use_seen``, the lock changed since it was read.
         """
         now = self.clock()
         expires = now + lease_seconds
-        current = self.store.get(LOCK_SK)
+        current = seen if use_seen else self.store.get(LOCK_SK)
         if current is not None and current.get("holder") == holder and float(current["lease_expires_at"]) > now:
             return self.renew(Lease(holder, current["operation"], int(current["fencing"]),
                                     float(current["lease_expires_at"])), lease_seconds)

@@ -115,6 +115,21 @@ class Store:
                 return
             kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
 
+    def query_partition(self, consistent: bool = False) -> Iterator[dict[str, Any]]:
+        """Every item of the cluster's partition (LOCK, NODE#, CMD#, COMP#, RUN#, DETACH#), following pagination
+        (DynamoDB returns up to 1 MB a call): one read of the whole state."""
+        kwargs: dict[str, Any] = {"KeyConditionExpression": Key("pk").eq(self.pk), "ConsistentRead": consistent}
+        while True:
+            try:
+                out = self.table.query(**kwargs)
+            except ClientError as err:
+                raise translate(err, "query partition") from err
+            for item in out.get("Items", []):
+                yield plain(item)
+            if "LastEvaluatedKey" not in out:
+                return
+            kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
+
     def put(self, sk: str, attrs: dict[str, Any], condition: Any = None,
             conflict: type[ConflictError] = ConflictError) -> None:
         item = dynamo({**attrs, "pk": self.pk, "sk": sk})

@@ -23,7 +23,19 @@ Shape of the context (every key but ``clusters[].name`` optional)::
           "event_max_age_seconds": 120,             #   (an interruption warning is worthless after ~2 minutes)
           "agent_oidc_provider_arn": null,          # IRSA: arn:aws:iam::<account>:oidc-provider/<issuer>
           "agent_service_account": "node-manager:agent",
-          "agent_role_arn": null                    # use this existing role for the agent instead of creating one
+          "agent_role_arn": null,                   # use this existing role for the agent instead of creating one
+          "refresh_schedule": "cron(0 3 ? * SUN *)", # the weekly refresh (EventBridge cron/rate expression, UTC)
+          "refresh_tick_minutes": 5,                # the refresher's safety-net tick
+          "refresh_max_age": "7d",                  # the weekly run replaces instances older than this
+          "refresh_max_surge": 1,
+          "refresh_drain_timeout_seconds": 600,
+          "refresh_drain_timeout_policy": "pause",  # pause | terminate (core.runs.DrainTimeoutPolicy)
+          "lifecycle_hook_groups": [],              # ASG names to give the termination hook node-manager-drain
+          "lifecycle_hook_heartbeat_seconds": 300,  # the hook's HeartbeatTimeout (the agent beats every 60 s)
+          "lock_alarm_seconds": 14400,              # LockHeldTooLong threshold
+          "agent_silent_minutes": 10,               # AgentSilent window
+          "alarm_topic_arn": null,                  # alarms notify this existing SNS topic, or
+          "create_alarm_topic": false               # a new topic the stack creates (subscribe to it yourself)
         }
       ]
     }
@@ -42,7 +54,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from core.exceptions import SettingsError
-from core.settings import InterruptionSettings, RebalancePolicy
+from core.settings import InterruptionSettings, RebalancePolicy, RefresherSettings
 
 CONTEXT_KEY = "clusters"
 # Cluster settings passed to the interruption Lambda as they are (same names as InterruptionSettings' fields).
@@ -115,6 +127,20 @@ class ClusterConfig(BaseModel):
     agent_oidc_provider_arn: str | None = None
     agent_service_account: str = "node-manager:agent"
     agent_role_arn: str | None = None
+    # The refresher (infra/refresher.py); the run defaults share names and bounds with RefresherSettings.
+    refresh_schedule: str = Field(default="cron(0 3 ? * SUN *)", pattern=r"^(cron|rate)\(.+\)$")
+    refresh_tick_minutes: int = Field(default=5, ge=1, le=60)
+    refresh_max_age: str = "7d"
+    refresh_max_surge: int = Field(default=1, ge=1, le=100)
+    refresh_drain_timeout_seconds: int = Field(default=600, ge=10, le=86400)
+    refresh_drain_timeout_policy: Literal["pause", "terminate"] = "pause"
+    # Operations (infra/lifecycle.py, infra/operations.py)
+    lifecycle_hook_groups: tuple[str, ...] = ()
+    lifecycle_hook_heartbeat_seconds: int = Field(default=300, ge=30, le=7200)  # Auto Scaling's bounds
+    lock_alarm_seconds: int = Field(default=4 * 3600, ge=300)
+    agent_silent_minutes: int = Field(default=10, ge=5, le=1440)
+    alarm_topic_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[\w-]+$")
+    create_alarm_topic: bool = False
 
     @field_validator("name")
     @classmethod
@@ -153,9 +179,15 @@ class ClusterConfig(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> ClusterConfig:
+        if self.alarm_topic_arn is not None and self.create_alarm_topic:
+            raise ValueError("alarm_topic_arn and create_alarm_topic are exclusive")
         if self.agent_role_arn is not None and self.agent_oidc_provider_arn is not None:
             raise ValueError("agent_role_arn and agent_oidc_provider_arn are exclusive: an existing role keeps "
                              "its own trust policy")
+        try:
+            RefresherSettings.from_env(self.refresher_environment(table_name="synth-check", queue_url="synth-check"))
+        except SettingsError as err:
+            raise ValueError(f"refresher: {err}") from err
         # The Lambda validates its environment with the same model when it starts: fail at synth instead.
         try:
             InterruptionSettings.from_env(self.interruption_environment(
@@ -164,6 +196,17 @@ class ClusterConfig(BaseModel):
             field = {var: name for name, var in InterruptionSettings.ENV_VARS.items()}.get(err.name, err.name)
             raise ValueError(f"{field}: {err}") from err
         return self
+
+    def refresher_environment(self, *, table_name: str, queue_url: str) -> dict[str, str]:
+        """The refresher Lambda's settings as environment variables (names from ``RefresherSettings``)."""
+        return {
+            "CLUSTER_NAME": self.name, "TABLE_NAME": table_name, "QUEUE_URL": queue_url,
+            "REFRESH_MAX_AGE": self.refresh_max_age, "REFRESH_MAX_SURGE": str(self.refresh_max_surge),
+            "REFRESH_DRAIN_TIMEOUT_SECONDS": str(self.refresh_drain_timeout_seconds),
+            "REFRESH_DRAIN_TIMEOUT_POLICY": self.refresh_drain_timeout_policy,
+            # the lease must outlive the gap between two ticks by far
+            "REFRESH_LOCK_LEASE_SECONDS": str(max(1800, self.refresh_tick_minutes * 60 * 6)),
+        }
 
     @property
     def oidc_issuer(self) -> str | None:

@@ -1,6 +1,7 @@
 """NodeManagerStack: one cluster's deployment. It composes the units and grants between them, nothing more.
 
 Units: ``StateStore`` (tables), ``CommandQueue`` (SQS), ``InterruptionHandler`` (Lambda + rules),
+``ReplenisherHandler`` (Lambda + rules), ``RefresherHandler`` (Lambda + weekly, tick and event rules),
 ``AgentIdentity`` (the agent's role), and, with ``encryption: kms``, one customer managed key shared by them.
 Later units (replenisher, refresher, lifecycle hooks, alarms) plug in the same way: a construct taking the
 ``code`` asset and its settings, and grants here.
@@ -20,7 +21,11 @@ from infra.bundling import PROJECT_ROOT, DependencyCache, lambda_code
 from infra.commands import CommandQueue
 from infra.config import ClusterConfig, Encryption
 from infra.interruption import InterruptionHandler
+from infra.lifecycle import LifecycleHooks
+from infra.operations import Operations, attach_put_metric_data
 from infra.permissions import attach_cluster_group_actions, attach_put_default_bus_events, attach_unscoped_describe
+from infra.refresher import RefresherHandler
+from infra.replenisher import ReplenisherHandler
 from infra.state import StateStore
 
 # What the interruption Lambda reads: instance -> ASG, the group's tags, the instance's tags and state.
@@ -31,9 +36,22 @@ INTERRUPTION_DESCRIBE_ACTIONS = (
 )
 # Early replacement: detach the doomed instance without decrementing desired capacity, so its ASG launches the
 # replacement now instead of after the reclaim.
-INTERRUPTION_GROUP_ACTIONS = ("autoscaling:DetachInstances",)
+INTERRUPTION_GROUP_ACTIONS = ("autoscaling:DetachInstances",
+                              # a hook for an instance drained moments ago is completed at once (no second drain)
+                              "autoscaling:CompleteLifecycleAction")
 AGENT_DESCRIBE_ACTIONS = ("autoscaling:DescribeAutoScalingInstances",)
+# The agent keeps a termination lifecycle action alive while it drains and completes it when the drain ends.
+AGENT_GROUP_ACTIONS = ("autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat")
+# What the replenisher reads: the cluster's groups with their instances, and launch times of unregistered ones.
+REPLENISHER_DESCRIBE_ACTIONS = ("autoscaling:DescribeAutoScalingGroups", "ec2:DescribeInstances")
+# Raise a donor (desired, MaxSize), give back by id (terminate with decrement), remove surplus/unregistered ones.
+REPLENISHER_GROUP_ACTIONS = ("autoscaling:UpdateAutoScalingGroup", "autoscaling:TerminateInstanceInAutoScalingGroup")
 
+# What the refresher reads: the cluster's groups and instances, launch times, launch template versions.
+REFRESHER_DESCRIBE_ACTIONS = ("autoscaling:DescribeAutoScalingGroups", "ec2:DescribeInstances",
+                              "ec2:DescribeLaunchTemplates")
+# Surge (desired, MaxSize) and remove the old instance by id with decrement (or a master without).
+REFRESHER_GROUP_ACTIONS = ("autoscaling:UpdateAutoScalingGroup", "autoscaling:TerminateInstanceInAutoScalingGroup")
 
 class NodeManagerStack(Stack):
     """Everything node-manager needs in AWS for the cluster ``cluster.name``.
@@ -87,6 +105,53 @@ class NodeManagerStack(Stack):
         ):
             interruption.function.node.add_dependency(policy)  # no invocation before its permissions exist
 
+        replenisher = ReplenisherHandler(
+            self, "Replenisher",
+            code=code,
+            cluster_name=cluster.name,
+            settings_environment={"CLUSTER_NAME": cluster.name, "TABLE_NAME": state.table.table_name,
+                                  "QUEUE_URL": commands.queue.queue_url,
+                                  "DRY_RUN": "true" if cluster.dry_run else "false"},
+            architecture=cluster.lambda_architecture,
+            log_retention_days=cluster.log_retention_days,
+            log_level=cluster.log_level,
+            tracing=cluster.tracing,
+            event_retry_attempts=cluster.event_retry_attempts,
+            encryption_key=key,
+        )
+        state.grant_store_access(replenisher.role)
+        commands.grant_send(replenisher.role)
+        for policy in (
+            attach_unscoped_describe(replenisher, "DescribePolicy", replenisher.role, REPLENISHER_DESCRIBE_ACTIONS),
+            attach_cluster_group_actions(replenisher, "ClusterGroupsPolicy", replenisher.role,
+                                         cluster_name=cluster.name, actions=REPLENISHER_GROUP_ACTIONS),
+        ):
+            replenisher.function.node.add_dependency(policy)
+
+        refresher = RefresherHandler(
+            self, "Refresher",
+            code=code,
+            cluster_name=cluster.name,
+            settings_environment=cluster.refresher_environment(table_name=state.table.table_name,
+                                                               queue_url=commands.queue.queue_url),
+            schedule_expression=cluster.refresh_schedule,
+            tick_minutes=cluster.refresh_tick_minutes,
+            architecture=cluster.lambda_architecture,
+            log_retention_days=cluster.log_retention_days,
+            log_level=cluster.log_level,
+            tracing=cluster.tracing,
+            event_retry_attempts=cluster.event_retry_attempts,
+            encryption_key=key,
+        )
+        state.grant_store_access(refresher.role)
+        commands.grant_send(refresher.role)
+        for policy in (
+            attach_unscoped_describe(refresher, "DescribePolicy", refresher.role, REFRESHER_DESCRIBE_ACTIONS),
+            attach_cluster_group_actions(refresher, "ClusterGroupsPolicy", refresher.role,
+                                         cluster_name=cluster.name, actions=REFRESHER_GROUP_ACTIONS),
+        ):
+            refresher.function.node.add_dependency(policy)
+
         agent = AgentIdentity(self, "Agent", oidc_provider_arn=cluster.agent_oidc_provider_arn,
                               oidc_issuer=cluster.oidc_issuer, service_account=cluster.agent_service_account,
                               existing_role_arn=cluster.agent_role_arn)
@@ -94,10 +159,36 @@ class NodeManagerStack(Stack):
         state.grant_store_access(agent.role)
         attach_put_default_bus_events(agent, "EventsPolicy", agent.role)
         attach_unscoped_describe(agent, "DescribePolicy", agent.role, AGENT_DESCRIBE_ACTIONS)
+        attach_cluster_group_actions(agent, "LifecycleHooksPolicy", agent.role, cluster_name=cluster.name,
+                                     actions=AGENT_GROUP_ACTIONS)
+        attach_put_metric_data(agent, "MetricsPolicy", agent.role)
+
+        # issue 5: termination hooks + state changes to the interruption Lambda; dashboard and alarms
+        self.lifecycle = LifecycleHooks(
+            self, "Lifecycle", group_names=cluster.lifecycle_hook_groups,
+            heartbeat_timeout_seconds=cluster.lifecycle_hook_heartbeat_seconds, function=interruption.function,
+            dead_letter_queue=interruption.dead_letter_queue, retry_attempts=cluster.event_retry_attempts,
+            max_event_age_seconds=3600)
+        self.operations = Operations(
+            self, "Operations", cluster_name=cluster.name,
+            dead_letter_queues={"Commands": commands.dead_letter_queue,
+                                "InterruptionEvents": interruption.dead_letter_queue,
+                                "ReplenisherEvents": replenisher.dead_letter_queue,
+                                "RefresherEvents": refresher.dead_letter_queue},
+            functions={"Interruption": interruption.function, "Replenisher": replenisher.function,
+                       "Refresher": refresher.function},
+            lock_alarm_seconds=cluster.lock_alarm_seconds, agent_silent_minutes=cluster.agent_silent_minutes,
+            alarm_topic_arn=cluster.alarm_topic_arn, create_alarm_topic=cluster.create_alarm_topic,
+            encryption_key=key)
 
         self.state, self.commands, self.interruption, self.agent = state, commands, interruption, agent
+        self.replenisher = replenisher
+        self.refresher = refresher
         CfnOutput(self, "AgentRoleArn", value=agent.role.role_arn,
                   description="IAM role of the agent (service account annotation eks.amazonaws.com/role-arn)")
         CfnOutput(self, "CommandQueueUrl", value=commands.queue.queue_url, description="QUEUE_URL of the agent")
         CfnOutput(self, "StateTableName", value=state.table.table_name, description="TABLE_NAME of the agent")
         CfnOutput(self, "InterruptionFunctionName", value=interruption.function.function_name)
+        CfnOutput(self, "ReplenisherFunctionName", value=replenisher.function.function_name)
+        CfnOutput(self, "RefresherFunctionName", value=refresher.function.function_name,
+                  description="python -m cli --function-name <this> refresh|status|cancel")

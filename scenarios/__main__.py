@@ -1,4 +1,4 @@
-"""The main job on the local world: ``python -m scenarios [spot-interruption]``.
+"""The main job on the local world: ``python -m scenarios [spot-interruption | replenish | refresh]``.
 
 Starts the local world (moto server, kube-apiserver, etcd), plays the scenario, prints its timeline and verdict, stops
 everything it started, and exits 1 if any check failed (a broken safety invariant), 2 if the scenario could not run.
@@ -13,10 +13,10 @@ import tempfile
 from pathlib import Path
 
 from localworld.world import LocalWorld
-from scenarios import spot
+from scenarios import refresh, replenish, spot
 from scenarios.timeline import Timeline
 
-SCENARIOS = {"spot-interruption": spot.run}
+SCENARIOS = {"spot-interruption": spot.run, "replenish": replenish.run, "refresh": refresh.run}
 
 
 def _alive(pid: int) -> bool:

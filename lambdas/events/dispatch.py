@@ -14,8 +14,8 @@ from aws_lambda_powertools.utilities.parser.exceptions import InvalidModelTypeEr
 from pydantic import BaseModel, ValidationError
 
 from core.exceptions import MalformedEventError, UnsupportedEventError
-from lambdas.events import rebalance, spot
-from lambdas.events.notice import InterruptionNotice
+from lambdas.events import agent_result, autoscaling, lifecycle, rebalance, spot, state_change
+from lambdas.events.notice import CapacityNotice, InterruptionNotice
 
 
 @dataclass(frozen=True)
@@ -23,12 +23,27 @@ class EventKind:
     """How to read one kind of event: its Powertools Parser model and its converter."""
 
     model: type[BaseModel]
-    convert: Callable[[Any], InterruptionNotice]
+    convert: Callable[[Any], Any]
 
 
 DISPATCH: Mapping[tuple[str, str], EventKind] = {
     (spot.SOURCE, spot.DETAIL_TYPE): EventKind(spot.SpotInterruptionWarning, spot.to_notice),
     (rebalance.SOURCE, rebalance.DETAIL_TYPE): EventKind(rebalance.RebalanceRecommendation, rebalance.to_notice),
+    (lifecycle.SOURCE, lifecycle.DETAIL_TYPE): EventKind(lifecycle.TerminateLifecycleAction, lifecycle.to_notice),
+    (state_change.SOURCE, state_change.DETAIL_TYPE): EventKind(state_change.InstanceStateChange,
+                                                               state_change.to_notice),
+}
+
+# The replenisher's events -> CapacityNotice.
+CAPACITY_DISPATCH: Mapping[tuple[str, str], EventKind] = {
+    (autoscaling.SOURCE, autoscaling.LAUNCH_UNSUCCESSFUL): EventKind(autoscaling.LaunchUnsuccessful,
+                                                                     autoscaling.unsuccessful_to_notice),
+    (autoscaling.SOURCE, autoscaling.LAUNCH_SUCCESSFUL): EventKind(autoscaling.LaunchSuccessful,
+                                                                   autoscaling.successful_to_notice),
+    (autoscaling.SCHEDULE_SOURCE, autoscaling.SCHEDULED_EVENT): EventKind(autoscaling.ScheduledEvent,
+                                                                          autoscaling.tick_to_notice),
+    **{(agent_result.SOURCE, detail_type): EventKind(agent_result.DrainResult, agent_result.to_notice)
+       for detail_type in agent_result.DRAIN_DETAIL_TYPES},
 }
 
 
@@ -63,12 +78,29 @@ def parse_notice(event: Any) -> InterruptionNotice:
     >>> notice.kind.value, notice.instance_id
     ('rebalance_recommendation', 'i-0123456789abcdef0')
     """
+    notice: InterruptionNotice = _parse(event, DISPATCH)
+    return notice
+
+
+def parse_capacity_notice(event: Any) -> CapacityNotice:
+    """Parse a raw event for the replenisher (``CAPACITY_DISPATCH``) into a ``CapacityNotice``.
+
+    Raises:
+        UnsupportedEventError, MalformedEventError: as ``parse_notice`` (a launch event without
+            ``AutoScalingGroupName``, an ``EC2InstanceId`` that is neither empty nor an instance id, an agent
+            event without ``command_id`` or ``cluster``).
+    """
+    notice: CapacityNotice = _parse(event, CAPACITY_DISPATCH)
+    return notice
+
+
+def _parse(event: Any, table: Mapping[tuple[str, str], EventKind]) -> Any:
     if not isinstance(event, Mapping):
         raise MalformedEventError(f"event is not a JSON object but {type(event).__name__}")
     key = (event.get("source"), event.get("detail-type"))
-    kind = DISPATCH.get(key)  # type: ignore[arg-type]
+    kind = table.get(key)  # type: ignore[arg-type]
     if kind is None:
-        handled = ", ".join(f"{s}/{d}" for s, d in DISPATCH)
+        handled = ", ".join(f"{s}/{d}" for s, d in table)
         raise UnsupportedEventError(
             f"unsupported event source={key[0]!r} detail-type={key[1]!r} (id={event.get('id')!r}); "
             f"handled: {handled}"

@@ -11,6 +11,7 @@ from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from core.lifecycle import LifecycleAction
 from core.model import INSTANCE_ID_RE
 
 
@@ -19,6 +20,8 @@ class NoticeKind(str, Enum):
 
     SPOT_INTERRUPTION = "spot_interruption"  # "EC2 Spot Instance Interruption Warning": 2 minutes' notice
     REBALANCE_RECOMMENDATION = "rebalance_recommendation"  # "EC2 Instance Rebalance Recommendation": elevated risk
+    TERMINATE_LIFECYCLE_ACTION = "terminate_lifecycle_action"  # "EC2 Instance-terminate Lifecycle Action" (hook)
+    INSTANCE_STATE_CHANGE = "instance_state_change"  # "EC2 Instance State-change Notification"
 
 
 class InstanceAction(str, Enum):
@@ -42,6 +45,8 @@ class InterruptionNotice(BaseModel):
         event_time: the event's ``time`` (UTC); the Spot deadline counts from it.
         instance_id: the EC2 instance concerned (``detail.instance-id``).
         instance_action: for a Spot warning, what EC2 will do; None for a rebalance recommendation.
+        lifecycle: for a terminate lifecycle action, the action (hook, group, token); None otherwise.
+        instance_state: for a state-change notification, the new state; None otherwise.
         source, detail_type, region, account: copied from the envelope, for logs.
     """
 
@@ -52,6 +57,8 @@ class InterruptionNotice(BaseModel):
     event_time: datetime
     instance_id: str
     instance_action: InstanceAction | None = None
+    lifecycle: LifecycleAction | None = None
+    instance_state: str | None = None
     source: str
     detail_type: str
     region: str = ""
@@ -68,6 +75,50 @@ class InterruptionNotice(BaseModel):
     @classmethod
     def _utc(cls, value: datetime) -> datetime:
         # EventBridge writes "yyyy-mm-ddThh:mm:ssZ"; a time without zone is read as UTC rather than dropped.
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+
+class CapacityKind(str, Enum):
+    """What woke the replenisher (its internal event kind)."""
+
+    LAUNCH_FAILED = "launch_failed"  # "EC2 Instance Launch Unsuccessful" (aws.autoscaling)
+    LAUNCH_SUCCEEDED = "launch_succeeded"  # "EC2 Instance Launch Successful" (aws.autoscaling)
+    TICK = "tick"  # "Scheduled Event" (aws.events): the periodic safety net
+    DRAIN_FINISHED = "drain_finished"  # "Node Drain Succeeded/Failed/Skipped" (node-manager.agent)
+
+
+class CapacityNotice(BaseModel):
+    """One event for the replenisher, whatever its source.
+
+    Attributes:
+        kind: see ``CapacityKind``.
+        event_id, event_time: the envelope's ``id`` and ``time`` (UTC).
+        asg_name: the Auto Scaling group (launch events), else None.
+        instance_id: the instance launched (Launch Successful), or the drained one (agent events); None when the
+            event names none (a failed Spot launch creates no instance).
+        status_message: Launch Unsuccessful's ``StatusMessage`` (why), for logs.
+        command_id, cluster: agent events only.
+        source, detail_type: copied from the envelope, for logs.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: CapacityKind
+    event_id: str = Field(min_length=1, max_length=128)
+    event_time: datetime
+    asg_name: str | None = None
+    instance_id: str | None = None
+    status_message: str = ""
+    command_id: str | None = None
+    cluster: str | None = None
+    source: str
+    detail_type: str
+
+    @field_validator("event_time")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
         if value.tzinfo is None:
             value = value.replace(tzinfo=timezone.utc)
         return value.astimezone(timezone.utc)

@@ -53,7 +53,8 @@ def state_table_id(template: Template) -> str:
 
 
 def function_id(template: Template) -> str:
-    return logical_id(template, "AWS::Lambda::Function")
+    """The interruption Lambda (the replenisher's has its own tests in test_replenisher_stack.py)."""
+    return logical_id(template, "AWS::Lambda::Function", {"Handler": HANDLER})
 
 
 def queue_ids(template: Template) -> tuple[str, str]:
@@ -106,7 +107,7 @@ def test_command_queue_redrives_to_its_dead_letter_queue_after_three_receives(te
 
 def test_every_queue_is_encrypted_and_refuses_plain_http(template: Template) -> None:
     queues = template.find_resources("AWS::SQS::Queue")
-    assert len(queues) == 3  # commands, their DLQ, the rules' DLQ
+    assert len(queues) == 5  # commands, their DLQ, the interruption, replenisher and refresher rules' DLQs
     for queue in queues.values():
         assert queue["Properties"].get("SqsManagedSseEnabled") is True or "KmsMasterKeyId" in queue["Properties"]
     secured = set()
@@ -144,7 +145,9 @@ def test_rule_sends_its_detail_type_to_the_lambda_with_retries_and_a_dead_letter
     ])}})
     template.has_resource_properties("AWS::Lambda::Permission", {
         "Principal": "events.amazonaws.com", "SourceArn": {"Fn::GetAtt": [rule_id, "Arn"]}})
-    template.resource_count_is("AWS::Events::Rule", 2)
+    # + the EC2 state-change rule (infra/lifecycle.py; the lifecycle-action rule exists only with hooked groups)
+    assert len(template.find_resources("AWS::Events::Rule", {"Properties": {"Targets": [
+        Match.object_like({"Arn": {"Fn::GetAtt": [fn, "Arn"]}})]}})) == 3
 
 
 def test_lambda_runtime_architecture_and_limits(template: Template) -> None:
@@ -196,7 +199,8 @@ def test_lambda_environment(template: Template) -> None:
 
 def test_lambda_detaches_only_instances_of_this_clusters_groups(template: Template) -> None:
     role = {"Ref": logical_id(template, "AWS::IAM::Role", {"AssumeRolePolicyDocument": {"Statement": [
-        Match.object_like({"Principal": {"Service": "lambda.amazonaws.com"}})]}})}
+        Match.object_like({"Principal": {"Service": "lambda.amazonaws.com"}})]},
+        "Description": Match.string_like_regexp("interruption")})}
     detach = [s for s in statements(template) if "autoscaling:DetachInstances" in as_list(s["Action"])]
     assert len(detach) == 1
     assert detach[0]["_roles"] == [role]
@@ -214,7 +218,11 @@ def test_every_mutating_ec2_or_autoscaling_call_is_scoped_to_the_cluster_tag(tem
 
 
 def test_unscopable_describe_calls_have_their_own_statement_on_star(template: Template) -> None:
-    star = [s for s in statements(template) if "*" in as_list(s["Resource"])]
+    everywhere = [s for s in statements(template) if "*" in as_list(s["Resource"])]
+    # the agent's PutMetricData (no resource-level permissions) is scoped by its namespace condition instead
+    [metrics] = [s for s in everywhere if as_list(s["Action"]) == ["cloudwatch:PutMetricData"]]
+    assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": "NodeManager"}}
+    star = [s for s in everywhere if s is not metrics]
     assert star, "the Describe calls must be allowed somewhere"
     for statement in star:
         assert all(a.split(":", 1)[1].startswith(READ_ONLY_PREFIXES) for a in as_list(statement["Action"]))
@@ -305,12 +313,28 @@ def test_every_acknowledgement_has_a_reason_and_covers_one_resource(synth: Synth
                      for path, rules in acks.items() for rule in rules)
     assert by_rule == sorted([
         ("Agent/DescribePolicy", "AwsSolutions-IAM5[Resource::*]"),
+        ("Agent/MetricsPolicy", "AwsSolutions-IAM5[Resource::*]"),
+        ("Agent/LifecycleHooksPolicy", "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:"
+                                       "<AWS::Region>:<AWS::AccountId>:autoScalingGroup:*:"
+                                       "autoScalingGroupName/*]"),
         ("Interruption/DescribePolicy", "AwsSolutions-IAM5[Resource::*]"),
         ("Interruption/ClusterGroupsPolicy", "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:"
                                              "<AWS::Region>:<AWS::AccountId>:autoScalingGroup:*:"
                                              "autoScalingGroupName/*]"),
         ("Interruption/EventDeadLetterQueue", "AwsSolutions-SQS3"),
         ("Interruption/Function", "AwsSolutions-L1"),
+        ("Replenisher/DescribePolicy", "AwsSolutions-IAM5[Resource::*]"),
+        ("Replenisher/ClusterGroupsPolicy", "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:"
+                                            "<AWS::Region>:<AWS::AccountId>:autoScalingGroup:*:"
+                                            "autoScalingGroupName/*]"),
+        ("Replenisher/EventDeadLetterQueue", "AwsSolutions-SQS3"),
+        ("Replenisher/Function", "AwsSolutions-L1"),
+        ("Refresher/DescribePolicy", "AwsSolutions-IAM5[Resource::*]"),
+        ("Refresher/ClusterGroupsPolicy", "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:"
+                                          "<AWS::Region>:<AWS::AccountId>:autoScalingGroup:*:"
+                                          "autoScalingGroupName/*]"),
+        ("Refresher/EventDeadLetterQueue", "AwsSolutions-SQS3"),
+        ("Refresher/Function", "AwsSolutions-L1"),
         ("State/IdempotencyTable", "AwsSolutions-DDB3"),
     ])
 

@@ -58,7 +58,9 @@ def key_id(template: Template) -> str:
 
 
 def function(template: Template) -> tuple[str, dict[str, Any]]:
-    return only(template.find_resources("AWS::Lambda::Function"))
+    """The interruption Lambda (the replenisher shares its asset)."""
+    return only(template.find_resources("AWS::Lambda::Function", {"Properties": {
+        "Handler": "lambdas.interruption.handler.lambda_handler"}}))
 
 
 def test_one_stack_per_cluster_with_its_own_environment(synth: Synthesis) -> None:
@@ -77,7 +79,7 @@ def test_customer_managed_key_is_rotated_and_encrypts_tables_and_queues(kms: Tem
         assert table["Properties"]["SSESpecification"] == {
             "SSEEnabled": True, "SSEType": "KMS", "KMSMasterKeyId": {"Fn::GetAtt": [key, "Arn"]}}
     queues = kms.find_resources("AWS::SQS::Queue")
-    assert len(queues) == 3
+    assert len(queues) == 5  # commands, their DLQ, one rules' DLQ per Lambda
     for queue in queues.values():
         assert queue["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key, "Arn"]}
         assert "SqsManagedSseEnabled" not in queue["Properties"]
@@ -134,7 +136,7 @@ def test_agent_role_trusts_only_the_agents_service_account(kms: Template) -> Non
 
 def test_existing_agent_role_gets_the_policies_and_is_the_output(byo: Template) -> None:
     roles = byo.find_resources("AWS::IAM::Role")
-    assert len(roles) == 1  # the Lambda's only
+    assert len(roles) == 3  # the Lambdas' only (interruption, replenisher, refresher): no agent role is made
     # IAM attaches inline policies by role name (the path is not part of it).
     agent_statements = [s for s in statements(byo) if s["_roles"] == ["node-manager-agent"]]
     actions = {a for s in agent_statements for a in as_list(s["Action"])}

@@ -1,0 +1,183 @@
+"""The compensation ledger: one ``COMP#<asg>`` item per Auto Scaling group the replenisher has dealt with.
+
+What it holds (DESIGN.md, "Table items"):
+
+- ``backoff``: the group's launch-failure history (``Backoff``): when it last failed, until when it is not trusted,
+  and the current window (5 min, doubling, capped at 30 min, reset after 3 h clean: ``ReplenisherSettings``).
+- ``compensation``: present while the group is owed capacity (``Compensation``): how much is owed, which donor
+  group was raised by how much (``Donor``: desired and MaxSize before, the targets, which instance ids were claimed
+  as the compensating ones), and, during the give-back, each instance's step (``GiveBack``).
+
+Every step the replenisher takes is written here *before* it acts (``Donor.state`` ``intended`` before the raise,
+``GiveBack.state`` ``terminating`` before the terminate), so the next invocation finds where a crashed one stopped
+and completes it: actions are absolute (set desired to the recorded target; terminate this instance id), never
+relative, so redoing one is harmless.
+
+Writes are whole-item puts conditioned on ``version`` (optimistic concurrency, besides the cluster lock);
+``LedgerConflictError`` means someone else wrote the item since it was read.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from enum import Enum
+from typing import Any
+
+from boto3.dynamodb.conditions import Attr
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.exceptions import LedgerConflictError
+from core.store import Store
+
+PREFIX = "COMP#"
+
+
+class DonorState(str, Enum):
+    INTENDED = "intended"  # recorded, desired capacity not yet raised
+    RAISED = "raised"  # desired (and MaxSize, if needed) raised
+    RESTORED = "restored"  # every compensating instance given back, MaxSize restored
+
+
+class GiveBackState(str, Enum):
+    DRAINING = "draining"  # drain command recorded and sent; waiting for its terminal status
+    TERMINATING = "terminating"  # terminate intended (recorded before the call)
+    TERMINATED = "terminated"  # terminated with ShouldDecrementDesiredCapacity=true
+    GONE = "gone"  # left the donor group on its own (interrupted, detached, terminated by someone else)
+
+
+class Backoff(BaseModel):
+    """Launch-failure history of one group.
+
+    Attributes:
+        last_failure_at: time of the latest "EC2 Instance Launch Unsuccessful" (UTC), or None.
+        window_seconds: the current backoff window (0: never failed).
+        streak: how many windows in a row ended with a new failure (1 for the first).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    last_failure_at: datetime | None = None
+    window_seconds: int = 0
+    streak: int = 0
+
+    @property
+    def until(self) -> datetime | None:
+        """When the group is trusted again (last failure + window), or None if it never failed."""
+        if self.last_failure_at is None:
+            return None
+        return self.last_failure_at + timedelta(seconds=self.window_seconds)
+
+    def in_backoff(self, now: datetime) -> bool:
+        until = self.until
+        return until is not None and now < until
+
+
+class Donor(BaseModel):
+    """A sibling group raised to cover the failed one.
+
+    Attributes:
+        asg_name: the donor group.
+        raised_by: how many instances it carries for the failed group.
+        desired_before, max_before: its DesiredCapacity and MaxSize when first raised for this ledger.
+        desired_target, max_target: what the raise sets (absolute values, so a redo is harmless).
+        baseline_ids: its instance ids before the raise (never claimed as compensating).
+        instance_ids: the compensating instances claimed so far (new ids, at most ``raised_by`` alive).
+        returned: how many were given back (terminated with decrement).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    asg_name: str
+    state: DonorState = DonorState.INTENDED
+    raised_by: int = Field(ge=0)
+    desired_before: int
+    max_before: int
+    desired_target: int
+    max_target: int
+    raised_at: datetime
+    baseline_ids: tuple[str, ...] = ()
+    instance_ids: tuple[str, ...] = ()
+    returned: int = 0
+
+
+class GiveBack(BaseModel):
+    """One compensating instance on its way out."""
+
+    model_config = ConfigDict(frozen=True)
+
+    instance_id: str
+    donor: str
+    command_id: str
+    state: GiveBackState = GiveBackState.DRAINING
+    deadline: datetime
+    updated_at: datetime
+
+
+class Compensation(BaseModel):
+    """What the failed group is owed and how it is covered.
+
+    Attributes:
+        pool: the compensation pool (``core.kops.pool_of``).
+        owed: the shortfall being covered (sum of the donors' ``raised_by``, unless no donor had room).
+        started_at: first raise intent.
+        healthy_since: since when the failed group has held its desired count of Ready nodes (None: not now).
+        returning: the give-back has started (no new raise for this ledger from then on).
+        donors: donor group -> ``Donor``.
+        give_back: instance id -> ``GiveBack``.
+        notes: what happened that an operator should know (an interrupted compensating instance, a resized donor).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    pool: str | None = None
+    owed: int = 0
+    started_at: datetime
+    healthy_since: datetime | None = None
+    returning: bool = False
+    donors: dict[str, Donor] = Field(default_factory=dict)
+    give_back: dict[str, GiveBack] = Field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+class Ledger(BaseModel):
+    """The ``COMP#<asg_name>`` item."""
+
+    model_config = ConfigDict(frozen=True)
+
+    asg_name: str
+    backoff: Backoff = Backoff()
+    compensation: Compensation | None = None
+    version: int = 0
+    updated_at: datetime | None = None
+
+    @property
+    def sk(self) -> str:
+        return f"{PREFIX}{self.asg_name}"
+
+
+def from_item(item: dict[str, Any]) -> Ledger:
+    """A ``COMP#`` item as read from the table (``pk``/``sk``/``expires_at`` ignored).
+
+    Raises:
+        pydantic.ValidationError: the item does not have the ledger's shape.
+    """
+    return Ledger.model_validate({k: v for k, v in item.items() if k not in ("pk", "sk", "expires_at")})
+
+
+def write(store: Store, ledger: Ledger, expected_version: int | None, now: datetime) -> Ledger:
+    """Put ``ledger`` as version ``expected_version + 1`` (1 for a new item).
+
+    Args:
+        expected_version: the version read (None: the item must not exist yet).
+
+    Returns:
+        The ledger as written.
+
+    Raises:
+        LedgerConflictError: the item changed (or appeared) since it was read; ``current`` holds it.
+        StoreUnavailableError: DynamoDB throttled or unavailable.
+    """
+    new = ledger.model_copy(update={"version": (expected_version or 0) + 1, "updated_at": now})
+    condition = Attr("pk").not_exists() if expected_version is None else Attr("version").eq(expected_version)
+    store.put(new.sk, new.model_dump(mode="json"), condition=condition, conflict=LedgerConflictError)
+    return new

@@ -1,0 +1,103 @@
+"""The executor: applies a replenisher plan's actions in order. The only place with effects, and the only place
+dry-run lives.
+
+A ledger write that loses its version condition (``LedgerConflictError``) stops the plan there: what follows was
+decided on a ledger someone else has changed, so it is left to the next invocation (which re-reads everything).
+The exception propagates, so the event is retried. Other store and AWS errors propagate too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from core import ledger as ledger_store
+from core.exceptions import CommandExistsError
+from core.model import CommandStatus
+from core.store import Store
+from lambdas.interruption.telemetry import Telemetry
+from lambdas.replenisher.aws import ReplenisherAws
+from lambdas.replenisher.decide import Plan
+from lambdas.replenisher.plan import EFFECTS, Action, Note, SendDrain, SetCapacity, Terminate, WriteLedger
+
+
+@dataclass(frozen=True)
+class Effects:
+    """What the executor acts with.
+
+    Attributes:
+        store: the cluster's table partition.
+        aws: the AWS adapter.
+        telemetry: metrics.
+        logger: a Powertools ``Logger`` (or any ``logging.Logger``-like object).
+        ttl_seconds: TTL of the ``CMD#`` items (``COMMAND_TTL_SECONDS``).
+        after_action: called with each action once it was applied (tests inject a crash there); None: nothing.
+    """
+
+    store: Store
+    aws: ReplenisherAws
+    telemetry: Telemetry
+    logger: Any
+    ttl_seconds: int
+    after_action: Callable[[Action], None] | None = None
+
+
+def execute(plan: Plan, effects: Effects, now: datetime, dry_run: bool = False) -> list[dict[str, str]]:
+    """Apply ``plan`` in order.
+
+    Args:
+        plan: from ``decide.decide``.
+        effects: store, AWS adapter, telemetry, logger.
+        now: the invocation's time, written into records.
+        dry_run: log what would be done, change nothing (notes are still logged and counted).
+
+    Returns:
+        One ``{"action": <description>, "result": <what happened>}`` per action applied, in order.
+
+    Raises:
+        LedgerConflictError: a ledger changed under this invocation (retry: the next run re-reads it).
+        StoreUnavailableError, AwsUnavailableError: transient faults.
+        AwsRequestError: AWS refused a call (permissions, validation).
+    """
+    results: list[dict[str, str]] = []
+    for action in plan.actions:
+        result = "dry run: not done" if dry_run and isinstance(action, EFFECTS) else _apply(action, effects, now)
+        effects.logger.info(f"{action.describe()}: {result}",
+                            extra={"action": type(action).__name__, "result": result})
+        results.append({"action": action.describe(), "result": result})
+        if effects.after_action is not None and not dry_run:
+            effects.after_action(action)
+    return results
+
+
+def _apply(action: Action, effects: Effects, now: datetime) -> str:
+    if isinstance(action, WriteLedger):
+        ledger_store.write(effects.store, action.ledger, action.expected_version, now)
+        return "written"
+    if isinstance(action, SetCapacity):
+        effects.aws.set_capacity(action.asg_name, action.desired, action.max_size)
+        effects.telemetry.count("CapacityChanges")
+        return "updated"
+    if isinstance(action, SendDrain):
+        resend = ""
+        try:
+            effects.store.record_command(action.command, effects.ttl_seconds, now=now)
+        except CommandExistsError as err:
+            status = (err.current or {}).get("status")
+            if status != CommandStatus.QUEUED.value:
+                return f"already recorded with status {status}: not sent"
+            resend = "re-"
+        message_id = effects.aws.send_command(action.command)
+        effects.telemetry.count("CommandsQueued")
+        return f"{resend}sent (message {message_id})"
+    if isinstance(action, Terminate):
+        if effects.aws.terminate(action.instance_id, action.decrement):
+            effects.telemetry.count("InstancesTerminated")
+            return "terminated"
+        return "no longer in an Auto Scaling group"
+    if isinstance(action, Note):
+        effects.telemetry.count_by("Skipped", "reason", action.reason.value)
+        return "noted"
+    raise TypeError(f"unknown action {action!r}")

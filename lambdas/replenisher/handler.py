@@ -1,0 +1,255 @@
+"""Entry point of the replenisher Lambda: wiring only (settings, clients, logging, metrics, the lock).
+
+``lambda_handler(event, context)`` is what Lambda calls (rules: "EC2 Instance Launch Unsuccessful", "EC2 Instance
+Launch Successful", the periodic "Scheduled Event", the agent's "Node Drain ..." results). On its first invocation
+it reads ``ReplenisherSettings`` from the environment and builds the boto3 clients. ``handle(event, deps, now)``
+does the work and is what tests call with clients of their own and an injected clock.
+
+One invocation: parse -> ``gather`` (DescribeAutoScalingGroups filtered on the cluster tag, one Query of the
+partition, DescribeInstances only for unregistered instances) -> ``decide`` (pure) -> take the cluster lock if the
+plan changes capacity (conditioned on the lock item just read, so a lock that changed hands since is noticed) ->
+``execute`` -> release the lock. Level-triggered: every invocation reconciles the whole cluster, so a missed or
+duplicated event costs nothing; Powertools idempotency is therefore not used (it would add two DynamoDB calls to
+every invocation for no gain). The stack gives the function a reserved concurrency of 1 so Auto Scaling's bursts of
+failure events are handled one after the other.
+
+Outcomes (the return value, logged):
+
+- ``{"status": "rejected", "reason": ...}``: not the documented shape; logged, counted (``EventsRejected``), not
+  raised (no retry).
+- ``{"status": "noted", "actions": [...]}``: nothing changed (foreign event, nothing to do, lock held, ...).
+- ``{"status": "acted" | "dry_run", "operation": ..., "actions": [...]}``: the plan was applied (or only logged).
+- Transient faults (throttling, DynamoDB unavailable, a ledger changed underneath) are raised so the rule's retry
+  policy delivers the event again.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import ValidationError
+
+from core import ledger as ledger_store
+from core.exceptions import LockHeldError, MalformedEventError
+from core.kops import managed_group
+from core.lock import LOCK_SK, LeaseLock
+from core.model import NodeRecord, utcnow
+from core.settings import ReplenisherSettings
+from core.store import Store
+from lambdas.events.dispatch import parse_capacity_notice
+from lambdas.events.notice import CapacityNotice
+from lambdas.interruption.telemetry import Telemetry
+from lambdas.replenisher.aws import ReplenisherAws
+from lambdas.replenisher.decide import OWN_COMMAND_PREFIXES, decide, runs_text
+from lambdas.replenisher.execute import Effects, execute
+from lambdas.replenisher.plan import Action
+from lambdas.replenisher.world import IN_SERVICE, Group, Instance, World, instance_ids_in, run_active
+
+
+class _Stdout:
+    """Writes to whatever ``sys.stdout`` is at the time (Lambda's stream, or a test's capture)."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
+logger = Logger(stream=_Stdout())  # type: ignore[arg-type]
+
+
+@dataclass
+class Deps:
+    """Everything ``handle`` needs, built once per execution environment (or by a test).
+
+    Attributes:
+        settings: the Lambda's settings.
+        store: the cluster's partition of the state table.
+        aws: the AWS adapter.
+        telemetry: metrics.
+        after_action: passed to the executor (tests inject crashes there); None in production.
+    """
+
+    settings: ReplenisherSettings
+    store: Store
+    aws: ReplenisherAws
+    telemetry: Telemetry
+    after_action: Callable[[Action], None] | None = None
+
+    @classmethod
+    def from_clients(cls, settings: ReplenisherSettings, *, dynamodb: Any, autoscaling: Any, ec2: Any, sqs: Any,
+                     metrics: Metrics | None = None) -> Deps:
+        """Build from boto3 clients (``dynamodb`` is a resource) and an optional Powertools ``Metrics``."""
+        metrics = metrics or Metrics()
+        metrics.set_default_dimensions(cluster=settings.cluster_name)
+        return cls(settings=settings, store=Store(dynamodb.Table(settings.table_name), settings.cluster_name),
+                   aws=ReplenisherAws(autoscaling, ec2, sqs, settings.queue_url), telemetry=Telemetry(metrics))
+
+    @classmethod
+    def from_session(cls, settings: ReplenisherSettings, session: boto3.session.Session) -> Deps:
+        """Build the real clients from one boto3 session."""
+        return cls.from_clients(settings, dynamodb=session.resource("dynamodb"),
+                                autoscaling=session.client("autoscaling"), ec2=session.client("ec2"),
+                                sqs=session.client("sqs"))
+
+
+def gather(deps: Deps, now: datetime) -> World:
+    """Read what ``decide`` needs (see ``world``'s module docstring for the calls).
+
+    Raises:
+        StoreUnavailableError, AwsUnavailableError, AwsRequestError: reads failed.
+    """
+    settings = deps.settings
+    groups: dict[str, Group] = {}
+    raw_groups = deps.aws.cluster_groups(settings.cluster_name)
+    ledgers = {}
+    nodes: dict[str, NodeRecord] = {}
+    commands = {}
+    protected: set[str] = set()
+    runs = []
+    lock = None
+    for item in deps.store.query_partition(consistent=True):
+        sk = str(item.get("sk", ""))
+        try:
+            if sk == LOCK_SK:
+                lock = item
+            elif sk.startswith(ledger_store.PREFIX):
+                led = ledger_store.from_item(item)
+                ledgers[led.asg_name] = led
+            elif sk.startswith("NODE#"):
+                record = NodeRecord.model_validate(item)
+                if record.fresh(now, settings.membership_max_age_seconds):
+                    nodes[record.instance_id] = record
+            elif sk.startswith("CMD#") and sk[4:].startswith(OWN_COMMAND_PREFIXES):
+                commands[sk[4:]] = item
+            elif sk.startswith("RUN#"):
+                if run_active(item):
+                    runs.append(item)
+                    protected |= instance_ids_in(item)
+            elif sk.startswith("DETACH#"):
+                protected.add(sk[7:])
+        except ValidationError as err:
+            logger.warning(f"unreadable item {sk} ignored", extra={"error": str(err)})
+            deps.telemetry.count_by("Skipped", "reason", "unreadable_item")
+    unregistered = []
+    for raw in raw_groups:
+        info = managed_group(raw, settings.cluster_name)
+        if info is None:
+            continue
+        instances = []
+        for inst in raw.get("Instances", []):
+            instances.append(Instance(instance_id=str(inst["InstanceId"]),
+                                      availability_zone=str(inst.get("AvailabilityZone", "")),
+                                      lifecycle_state=str(inst.get("LifecycleState", "")),
+                                      health_status=str(inst.get("HealthStatus", "Healthy"))))
+            if instances[-1].lifecycle_state == IN_SERVICE and instances[-1].instance_id not in nodes:
+                unregistered.append(instances[-1].instance_id)
+        groups[info.name] = Group(info=info, desired=int(raw.get("DesiredCapacity", 0)),
+                                  min_size=int(raw.get("MinSize", 0)), max_size=int(raw.get("MaxSize", 0)),
+                                  instances=tuple(instances))
+    if unregistered and nodes:  # without any membership nothing is judged by it: no need to ask
+        times = deps.aws.launch_times(sorted(unregistered))
+        for name, group in list(groups.items()):
+            groups[name] = Group(info=group.info, desired=group.desired, min_size=group.min_size,
+                                 max_size=group.max_size,
+                                 instances=tuple(Instance(i.instance_id, i.availability_zone, i.lifecycle_state,
+                                                          i.health_status, times.get(i.instance_id))
+                                                 for i in group.instances))
+    return World(groups=groups, ledgers=ledgers, nodes=nodes, commands=commands, protected=frozenset(protected),
+                 active_runs=runs_text(runs), lock=lock)
+
+
+def lock_free(lock: dict[str, Any] | None, now: datetime) -> bool:
+    """True when nobody holds a valid lease on the cluster lock (never taken, released, or expired)."""
+    if not lock or not lock.get("holder"):
+        return True
+    return float(lock.get("lease_expires_at", 0)) <= now.timestamp()
+
+
+def process(notice: CapacityNotice, deps: Deps, now: datetime, request_id: str) -> dict[str, Any]:
+    """Gather, decide, lock, execute one parsed event; returns the response."""
+    settings = deps.settings
+    world = gather(deps, now)
+    plan = decide(notice, now, settings, world, lock_free=lock_free(world.lock, now))
+    lease = None
+    locker = LeaseLock(deps.store, clock=now.timestamp)
+    if plan.needs_lock and not settings.dry_run:
+        assert plan.operation is not None
+        try:
+            lease = locker.acquire(f"replenisher:{request_id}", plan.operation.value, settings.lock_lease_seconds,
+                                   seen=dict(world.lock) if world.lock else None, use_seen=True)
+        except LockHeldError as err:
+            logger.info(f"lock taken meanwhile: {err}")
+            plan = decide(notice, now, settings, world, lock_free=False)
+    effects = Effects(store=deps.store, aws=deps.aws, telemetry=deps.telemetry, logger=logger,
+                      ttl_seconds=settings.command_ttl_seconds, after_action=deps.after_action)
+    try:
+        results = execute(plan, effects, now, dry_run=settings.dry_run)
+    finally:
+        if lease is not None:
+            locker.release(lease)
+    status = ("dry_run" if settings.dry_run else "acted") if plan.changes else "noted"
+    response = {"status": status, "event_id": notice.event_id, "kind": notice.kind.value,
+                "operation": plan.operation.value if plan.operation else None, "actions": results}
+    logger.info(f"{notice.detail_type} {notice.event_id}: {status}, {len(results)} actions",
+                extra={"status": status, "operation": response["operation"]})
+    return response
+
+
+def handle(event: Any, deps: Deps, now: datetime | None = None, request_id: str | None = None) -> dict[str, Any]:
+    """Handle one EventBridge event.
+
+    Args:
+        event: the raw event.
+        deps: settings, clients and metrics.
+        now: the current time (UTC); default the clock. Tests pass it to play hold periods and backoff.
+        request_id: the invocation's id (the lock holder is ``replenisher:<request id>``); default a new UUID.
+
+    Returns:
+        The response dict (see the module docstring).
+
+    Raises:
+        RetryableError: a transient fault (the event should be delivered again).
+        LedgerConflictError: a ledger changed under this invocation (retried likewise).
+        AwsRequestError: AWS refused a call for a reason retrying will not fix.
+    """
+    now = now or utcnow()
+    telemetry = deps.telemetry
+    telemetry.count("EventsReceived")
+    try:
+        try:
+            notice = parse_capacity_notice(event)
+        except MalformedEventError as err:
+            logger.warning(f"event rejected ({err.reason}): {err}", extra={"reason": err.reason})
+            telemetry.count_by("EventsRejected", "reason", err.reason)
+            return {"status": "rejected", "reason": err.reason, "error": str(err)}
+        logger.set_correlation_id(notice.event_id)
+        return process(notice, deps, now, request_id or str(uuid.uuid4()))
+    finally:
+        telemetry.flush()
+
+
+_DEPS: Deps | None = None
+
+
+def _deps() -> Deps:
+    """The execution environment's ``Deps``, built on first use (settings read then, never at import)."""
+    global _DEPS
+    if _DEPS is None:
+        _DEPS = Deps.from_session(ReplenisherSettings.from_env(), boto3.session.Session())
+    return _DEPS
+
+
+@logger.inject_lambda_context(correlation_id_path="id", clear_state=True)
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """The Lambda entry point (EventBridge target). See ``handle``."""
+    return handle(event, _deps(), request_id=getattr(context, "aws_request_id", None))

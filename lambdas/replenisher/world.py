@@ -1,0 +1,135 @@
+"""What the replenisher's decision looks at: the cluster's Auto Scaling groups and what the table has recorded.
+
+Plain frozen values, gathered once per invocation by ``handler.gather`` with a budget of calls:
+
+- one DescribeAutoScalingGroups, filtered on ``tag:KubernetesCluster=<cluster>`` and paginated (100 groups a page),
+  gives every managed group with its instances (``Group``);
+- one Query of the cluster's table partition (paginated by DynamoDB at 1 MB) gives the lock, the ledgers
+  (``COMP#``), the membership (``NODE#``), the commands (``CMD#``), the refresh runs (``RUN#``) and the early
+  replacements (``DETACH#``);
+- DescribeInstances only for the InService instances with no fresh membership record (their launch time decides
+  whether they are past the maximum provision time), 200 ids a call, none when every instance is registered.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from core.kops import ManagedGroup, Role
+from core.ledger import Ledger
+from core.model import NodeRecord
+
+ACTIVE_STATES = frozenset({"InService", "Pending", "Pending:Wait", "Pending:Proceed"})
+IN_SERVICE = "InService"
+INSTANCE_ID_IN_TEXT = re.compile(r"\bi-[0-9a-f]{8,17}\b")
+# RUN# statuses after which a refresh run no longer holds capacity (anything else counts as active)
+RUN_FINISHED = frozenset({"succeeded", "failed", "cancelled", "canceled", "aborted", "done", "completed"})
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One instance of a group (DescribeAutoScalingGroups' ``Instances`` entry, plus EC2's launch time when asked).
+
+    Attributes:
+        lifecycle_state: ``InService``, ``Pending``, ``Terminating``, ...
+        launch_time: from DescribeInstances, only for instances without a registered node; else None.
+    """
+
+    instance_id: str
+    availability_zone: str
+    lifecycle_state: str
+    health_status: str = "Healthy"
+    launch_time: datetime | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.lifecycle_state in ACTIVE_STATES
+
+
+@dataclass(frozen=True)
+class Group:
+    """A managed Auto Scaling group (tagged ``KubernetesCluster=<cluster>``)."""
+
+    info: ManagedGroup
+    desired: int
+    min_size: int
+    max_size: int
+    instances: tuple[Instance, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def role(self) -> Role:
+        return self.info.role
+
+    @property
+    def active(self) -> tuple[Instance, ...]:
+        """InService and Pending instances (what counts against the desired capacity)."""
+        return tuple(i for i in self.instances if i.active)
+
+    @property
+    def shortfall(self) -> int:
+        """Desired capacity minus InService/Pending instances (0 or more)."""
+        return max(0, self.desired - len(self.active))
+
+    def has(self, instance_id: str) -> bool:
+        return any(i.instance_id == instance_id and i.active for i in self.instances)
+
+
+@dataclass(frozen=True)
+class World:
+    """Everything ``decide`` needs besides the notice, the clock and the settings.
+
+    Attributes:
+        groups: managed group name -> ``Group``.
+        ledgers: group name -> its ``COMP#`` ledger (``Ledger``); unreadable items are left out (and logged).
+        nodes: instance id -> fresh membership record (older than ``MEMBERSHIP_MAX_AGE_SECONDS`` dropped).
+        commands: command id -> ``CMD#`` item, for the replenisher's own commands (``giveback-``/``surplus-``).
+        protected: instance ids named by an active ``RUN#`` item or a ``DETACH#`` item: never judged surplus.
+        active_runs: the active ``RUN#`` items as JSON text (``decide.runs_text``): the cleanup leaves alone any
+            group whose name appears in one.
+        lock: the ``LOCK`` item as read (None: never taken).
+    """
+
+    groups: Mapping[str, Group]
+    ledgers: Mapping[str, Ledger] = field(default_factory=dict)
+    nodes: Mapping[str, NodeRecord] = field(default_factory=dict)
+    commands: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    protected: frozenset[str] = frozenset()
+    active_runs: tuple[str, ...] = ()
+    lock: Mapping[str, Any] | None = None
+
+    def ledger(self, asg_name: str) -> Ledger:
+        return self.ledgers.get(asg_name) or Ledger(asg_name=asg_name)
+
+    def ready_nodes(self, group: Group) -> int:
+        """InService instances of ``group`` with a fresh, Ready membership record."""
+        return sum(1 for i in group.instances
+                   if i.lifecycle_state == IN_SERVICE and (n := self.nodes.get(i.instance_id)) and n.ready)
+
+
+def instance_ids_in(value: Any) -> set[str]:
+    """Every EC2 instance id found anywhere in ``value`` (nested dicts, lists, strings): how a refresh run's
+    instances are found without depending on the ``RUN#`` item's exact shape."""
+    found: set[str] = set()
+    if isinstance(value, str):
+        found.update(INSTANCE_ID_IN_TEXT.findall(value))
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            found |= instance_ids_in(key) | instance_ids_in(item)
+    elif isinstance(value, (list, tuple, set)):
+        for item in value:
+            found |= instance_ids_in(item)
+    return found
+
+
+def run_active(item: Mapping[str, Any]) -> bool:
+    """A ``RUN#`` item is active unless its ``status`` (or ``state``) is a finished one (``RUN_FINISHED``)."""
+    status = str(item.get("status") or item.get("state") or "").lower()
+    return status not in RUN_FINISHED

@@ -1,0 +1,94 @@
+"""The replenisher unit in the stack: its function, rules (retry policy + dead-letter queue), and IAM."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match, Template
+
+from core.kops import CLUSTER_TAG
+from core.settings import ReplenisherSettings
+from infra.replenisher import HANDLER
+
+from .conftest import Synthesis, as_list, only, statements, synthesize
+
+CLUSTER = "prod.k8s.example.com"
+STACK = "NodeManager-prod-k8s-example-com"
+CONTEXT = {"clusters": [{"name": CLUSTER, "account": "111122223333", "region": "eu-west-1",
+                         "event_retry_attempts": 2, "dry_run": True}]}
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Template:
+    synth: Synthesis = synthesize(CONTEXT, tmp_path_factory.mktemp("cdk.out"))
+    return synth.template(STACK)
+
+
+def replenisher(template: Template) -> tuple[str, dict[str, Any]]:
+    return only(template.find_resources("AWS::Lambda::Function", {"Properties": {"Handler": HANDLER}}))
+
+
+def rules_of(template: Template, fn: str) -> dict[str, dict[str, Any]]:
+    return template.find_resources("AWS::Events::Rule", {"Properties": {"Targets": [
+        Match.object_like({"Arn": {"Fn::GetAtt": [fn, "Arn"]}})]}})
+
+
+def test_function_shares_the_asset_runs_alone_and_reads_valid_settings(template: Template) -> None:
+    fn_id, fn = replenisher(template)
+    props = fn["Properties"]
+    interruption = only(template.find_resources("AWS::Lambda::Function", {"Properties": {
+        "Handler": "lambdas.interruption.handler.lambda_handler"}}))[1]
+    assert props["Code"] == interruption["Properties"]["Code"]  # one asset, another handler
+    assert props["ReservedConcurrentExecutions"] == 1
+    env = props["Environment"]["Variables"]
+    assert env["CLUSTER_NAME"] == CLUSTER and env["DRY_RUN"] == "true"
+    assert env["POWERTOOLS_SERVICE_NAME"] == "replenisher"
+    resolved = {k: v if isinstance(v, str) else f"resolved-{k.lower()}" for k, v in env.items()
+                if k in ReplenisherSettings.ENV_VARS.values()}
+    settings = ReplenisherSettings.from_env(resolved)
+    assert settings.dry_run and settings.cluster_name == CLUSTER
+
+
+def test_rules_for_launch_events_tick_and_drain_results_each_with_retries_and_a_dlq(template: Template) -> None:
+    fn_id, _ = replenisher(template)
+    rules = rules_of(template, fn_id)
+    patterns = {}
+    for rule in rules.values():
+        props = rule["Properties"]
+        (target,) = props["Targets"]
+        assert target["RetryPolicy"] == {"MaximumRetryAttempts": 2, "MaximumEventAgeInSeconds": 3600}
+        assert "DeadLetterConfig" in target
+        if "ScheduleExpression" in props:
+            patterns["tick"] = props["ScheduleExpression"]
+        else:
+            pattern = props["EventPattern"]
+            for detail_type in pattern["detail-type"]:
+                patterns[detail_type] = (pattern["source"], pattern.get("detail"))
+    suffix = {"AutoScalingGroupName": [{"suffix": f".{CLUSTER}"}]}
+    assert patterns == {
+        "EC2 Instance Launch Unsuccessful": (["aws.autoscaling"], suffix),
+        "EC2 Instance Launch Successful": (["aws.autoscaling"], suffix),
+        "tick": "rate(2 minutes)",
+        "Node Drain Succeeded": (["node-manager.agent"], {"cluster": [CLUSTER]}),
+        "Node Drain Failed": (["node-manager.agent"], {"cluster": [CLUSTER]}),
+        "Node Drain Skipped": (["node-manager.agent"], {"cluster": [CLUSTER]}),
+    }
+    dlqs = {r["Properties"]["Targets"][0]["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0] for r in rules.values()}
+    assert len(dlqs) == 1
+
+
+def test_mutating_calls_only_on_this_clusters_groups(template: Template) -> None:
+    role = {"Ref": only(template.find_resources("AWS::IAM::Role", {"Properties": {
+        "Description": Match.string_like_regexp("replenisher")}}))[0]}
+    mine = [s for s in statements(template) if s["_roles"] == [role]]
+    actions = {a: s for s in mine for a in as_list(s["Action"])}
+    for action in ("autoscaling:UpdateAutoScalingGroup", "autoscaling:TerminateInstanceInAutoScalingGroup"):
+        assert actions[action]["Condition"] == {"StringEquals": {f"autoscaling:ResourceTag/{CLUSTER_TAG}": CLUSTER}}
+        assert actions[action]["Resource"] != "*"
+    for action in ("autoscaling:DescribeAutoScalingGroups", "ec2:DescribeInstances"):
+        assert actions[action]["Resource"] == "*"
+    assert "sqs:SendMessage" in actions and "dynamodb:Query" in actions
+    assert not any(a.startswith("ec2:") and not a.split(":")[1].startswith("Describe") for a in actions)
