@@ -1,0 +1,127 @@
+"""Benchmark of a rolling refresh of N workers on the local world (not a test; results go to BENCHMARKS.md).
+
+Setup per size: 3 masters and N workers in 3 AZs (N / 3 per worker ASG); the simulator registers a new instance's
+Node ``--launch`` seconds after it first sees it (a launch of fixed simulated duration), and every worker carries a
+pod with a ``--drain``-second termination grace period (the kubelet completes the deletion then, so a drain takes
+that long). The refresher runs as in the ``refresh`` scenario (handler in this process, agent as a process, events
+pumped every 0.1 s as EventBridge delivers them; the tick is never pumped, so advancement is event-driven).
+
+Measured: wall time from the manual invocation to the run's end, for the worker groups only (``--all``,
+``max_surge``), beside the floor ``ceil(N / max_surge) x (launch + drain)``; overhead per node
+``(wall - floor) / N`` (target <= 5 s); AWS API calls the refresher made per replaced node (botocore
+``before-call`` events on its clients: Auto Scaling, EC2, SQS, DynamoDB).
+
+Usage: ``python -m bench.refresher [--sizes 9 30] [--launch 2] [--drain 2] [--max-surge 1] [--markdown]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import math
+import sys
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+from core.runs import RunStatus
+from lambdas.refresher.handler import Deps
+from localworld.workloads import deploy_pods_on_node
+from localworld.world import LocalWorld
+from scenarios.refreshing import RefreshHarness, wait_until
+
+AZS = ("us-east-1a", "us-east-1b", "us-east-1c")
+
+
+class CallCounter:
+    """Counts AWS API calls (``service.Operation``) made through the clients it is attached to."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def attach(self, client: Any) -> None:
+        client.meta.events.register("before-call", self._count)
+
+    def _count(self, model: Any, **_: Any) -> None:
+        with self._lock:
+            self.calls[f"{model.service_model.service_name}.{model.name}"] += 1
+
+    def hook(self, deps: Deps) -> Deps:
+        for client in (deps.aws.autoscaling, deps.aws.ec2, deps.aws.commands.sqs, deps.store.table.meta.client):
+            self.attach(client)
+        return deps
+
+
+def measure(world: LocalWorld, workers: int, launch: float, drain: int, max_surge: int) -> dict[str, Any]:
+    per_az = workers // len(AZS)
+    info = world.setup_cluster(azs=AZS, nodes_per_az=per_az, join_delay=launch, timeout=60 + launch * 2)
+    for node in world.simulator.nodes():  # type: ignore[union-attr]
+        if "node-role.kubernetes.io/node" in node["metadata"].get("labels", {}):
+            deploy_pods_on_node(world.api, node["metadata"]["name"], 1, grace=drain, namespace="bench",
+                                wait=False)
+    counter = CallCounter()
+    h = RefreshHarness(world, info, deps_hook=counter.hook,
+                       refresher_env={"REFRESH_POLL_SECONDS": "0.5", "REFRESH_WAIT_BUDGET_SECONDS": "60"})
+    with contextlib.redirect_stdout(io.StringIO()):
+        h.start(membership_timeout=60)
+        wait_until(lambda: all(p["status"].get("phase") == "Running" for p in world.simulator.pods("bench")),
+                   30, "the bench pods to run")
+        counter.calls.clear()
+        t0 = time.monotonic()
+        response = h.refresh(all=True, instance_groups=list(info.worker_asgs.values()), max_surge=max_surge)
+        run = h.wait_run(response["run"]["run_id"], 60 + workers * (launch + drain + 15))
+        wall = time.monotonic() - t0
+        h.stop()
+    assert run.status is RunStatus.SUCCEEDED, run.reason
+    replaced = sum(1 for s in run.steps if s.state.value == "done")
+    floor = math.ceil(workers / max_surge) * (launch + drain)
+    by_service: Counter[str] = Counter()
+    for key, n in counter.calls.items():
+        by_service[key.split(".")[0]] += n
+    return {
+        "workers": workers, "replaced": replaced, "max_surge": max_surge, "launch": launch, "drain": drain,
+        "wall": wall, "floor": floor, "overhead_per_node": (wall - floor) / workers,
+        "calls_per_node": sum(counter.calls.values()) / replaced,
+        "by_service": {k: v / replaced for k, v in sorted(by_service.items())},
+        "top_calls": counter.calls.most_common(6),
+        "events": len(h.bus.events()), "ticks": len(h.bus.events(source="aws.events")),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.refresher", description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[9, 30])
+    parser.add_argument("--launch", type=float, default=2.0, help="simulated launch-to-Ready seconds")
+    parser.add_argument("--drain", type=int, default=2, help="grace period of each worker's pod (seconds)")
+    parser.add_argument("--max-surge", type=int, default=1)
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args(argv)
+    results = []
+    with LocalWorld() as world:
+        for size in args.sizes:
+            world.reset()
+            result = measure(world, size, args.launch, args.drain, args.max_surge)
+            results.append(result)
+            print(f"N={size}: wall {result['wall']:.1f} s, floor {result['floor']:.1f} s, overhead "
+                  f"{result['overhead_per_node']:.2f} s/node, {result['calls_per_node']:.1f} AWS calls/node "
+                  f"{result['by_service']}, top {result['top_calls']}, {result['events']} events, "
+                  f"{result['ticks']} ticks", file=sys.stderr, flush=True)
+    if args.markdown:
+        print("| workers N | max surge | launch + drain (s) | floor (s) | wall (s) | overhead / node (s) | "
+              "AWS calls / node | of which DynamoDB / Auto Scaling / EC2 / SQS |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in results:
+            s = r["by_service"]
+            print(f"| {r['workers']} | {r['max_surge']} | {r['launch']:g} + {r['drain']} | {r['floor']:.0f} | "
+                  f"{r['wall']:.1f} | {r['overhead_per_node']:.2f} | {r['calls_per_node']:.1f} | "
+                  f"{s.get('dynamodb', 0):.1f} / {s.get('autoscaling', 0):.1f} / {s.get('ec2', 0):.1f} / "
+                  f"{s.get('sqs', 0):.1f} |")
+    ok = all(r["overhead_per_node"] <= 5.0 for r in results)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The operator CLI: ``python -m cli`` (see ``cli.main``)."""

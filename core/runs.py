@@ -1,0 +1,300 @@
+"""A refresh run's intent and progress: the ``RUN#<run id>`` item, its steps and their states.
+
+The refresher (``lambdas/refresher``) replaces instances one step at a time. Every change it makes to AWS is
+written here *before* it is made (the step moves to a state naming the intent, with ``intent_at``), so an invocation
+that crashes anywhere leaves a record the next invocation completes: it re-reads the world, sees whether the
+intended effect happened, and redoes it only when it did not and the intent is older than the effect grace period.
+
+Step states (``StepState``)::
+
+    worker: pending -> surging -> draining -> terminating -> done
+                          |           | drain timed out under "pause", or run cancelled while surging
+                          v           v
+                        undoing -> undo_draining -> undo_terminating -> undone     (the surge is given back)
+    master: pending -> draining -> terminating -> settling -> done
+                          | drain timed out under "pause" -> kept                   (never surged)
+    any pending step of a run that stops -> skipped
+
+The run's ``surge`` map says how much desired capacity the run added on top of each group's own
+(``raised``; desired capacity = ``original_desired + raised``) and whether it had to raise MaxSize. Other
+capacity operations (the replenisher) read it, with ``surge_instance_ids``, so they never judge the run's spare
+nodes as surplus; they also see the cluster lock held by ``refresher:<run id>``.
+
+Writes are optimistic: every save is conditioned on the ``version`` read, so two invocations advancing the same
+run (an event and the tick) never both record the same transition; the loser re-reads (``RunConflictError``).
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from boto3.dynamodb.conditions import Attr
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.exceptions import RunConflictError
+from core.store import Store
+
+RUN_PREFIX = "RUN#"
+LOCK_OPERATION = "refresh"  # the cluster lock's ``operation`` while a run holds it
+
+
+class RunStatus(str, Enum):
+    """Status of a run. ``running``, ``pausing`` and ``cancelling`` are active (the run holds the lock)."""
+
+    RUNNING = "running"
+    PAUSING = "pausing"  # a drain failed under the "pause" policy: in-flight steps are being finished or undone
+    CANCELLING = "cancelling"  # an operator cancelled: in-flight steps are being finished or undone
+    SUCCEEDED = "succeeded"
+    PAUSED = "paused"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+    @property
+    def active(self) -> bool:
+        return self in (RunStatus.RUNNING, RunStatus.PAUSING, RunStatus.CANCELLING)
+
+    @property
+    def stopping(self) -> bool:
+        return self in (RunStatus.PAUSING, RunStatus.CANCELLING)
+
+
+class StepState(str, Enum):
+    """State of one step (one old instance to replace); see the module docstring for the transitions."""
+
+    PENDING = "pending"
+    SURGING = "surging"  # desired capacity raised for this step; waiting for a new node to be Ready
+    DRAINING = "draining"  # drain command sent for the old node
+    TERMINATING = "terminating"  # TerminateInstanceInAutoScalingGroup asked for the old instance
+    SETTLING = "settling"  # master: waiting until every master is Ready on two consecutive checks
+    UNDOING = "undoing"  # giving the surge back: choosing what to remove
+    UNDO_DRAINING = "undo_draining"  # draining the surge node before removing it
+    UNDO_TERMINATING = "undo_terminating"  # terminating the surge instance with decrement
+    DONE = "done"  # the old instance was replaced
+    UNDONE = "undone"  # the old instance was kept and the surge given back
+    KEPT = "kept"  # master whose drain failed under "pause": kept, uncordoned
+    SKIPPED = "skipped"  # never started (the run stopped first)
+
+    @property
+    def final(self) -> bool:
+        return self in (StepState.DONE, StepState.UNDONE, StepState.KEPT, StepState.SKIPPED)
+
+    @property
+    def in_flight(self) -> bool:
+        return not self.final and self is not StepState.PENDING
+
+
+class DrainTimeoutPolicy(str, Enum):
+    """What a run does when the drain of an old node does not finish in time (or fails).
+
+    - ``pause`` (default): the run stops with the reason; the node is uncordoned (the drain command carries
+      ``uncordon_on_failure`` and an explicit uncordon command follows); a worker's surge is given back (the spare
+      node drained and terminated with decrement), so desired capacity and MaxSize end where they were.
+    - ``terminate``: a drain that timed out counts as done once its deadline passed; the instance is terminated
+      (as ``kops rolling-update --fail-on-drain-error=false`` does). A drain that *failed* (refused pods, API
+      errors) still pauses.
+    """
+
+    PAUSE = "pause"
+    TERMINATE = "terminate"
+
+
+class Selection(str, Enum):
+    MAX_AGE = "max_age"  # instances launched longer ago than max_age_seconds, or on an outdated launch template
+    ALL = "all"  # every instance of the chosen groups
+
+
+class RunOptions(BaseModel):
+    """How a run was asked for (validated request + settings defaults)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    trigger: str = "manual"  # manual | schedule | cli
+    selection: Selection = Selection.MAX_AGE
+    max_age_seconds: int | None = None
+    instance_groups: tuple[str, ...] | None = None
+    max_surge: int = Field(default=1, ge=1)
+    drain_timeout_seconds: int = Field(default=600, ge=1)
+    drain_timeout_policy: DrainTimeoutPolicy = DrainTimeoutPolicy.PAUSE
+
+
+class GroupSurge(BaseModel):
+    """One ASG of the run: its sizes when the run started and what the run added."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str
+    role: str
+    instance_group: str | None = None
+    min_size: int
+    original_desired: int
+    original_max: int
+    raised: int = 0  # surge units in place: desired capacity should be original_desired + raised
+    max_raised_to: int | None = None  # MaxSize the run set (None: untouched); restored at the group's end
+    max_restored: bool = False
+
+
+class RunStep(BaseModel):
+    """One old instance and how far its replacement went.
+
+    Attributes:
+        needs_update: why it was selected: ``max_age``, ``launch_template`` (its version differs from the
+            group's, kops' NEEDUPDATE) or ``forced``.
+        surge_baseline: the group's instance ids when the surge was asked for (a new instance is one not in it).
+        surge_instance_id: the spare chosen for this step (a new instance of the group, Ready).
+        intent_at: when the last effect of the current state was asked for (redone only after the grace period).
+        settle_first_ok_at: master: when all masters were first seen Ready after the replacement.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    index: int
+    group: str
+    role: str
+    instance_id: str
+    node_name: str | None = None
+    needs_update: str = ""
+    state: StepState = StepState.PENDING
+    surge_baseline: list[str] = Field(default_factory=list)
+    surge_instance_id: str | None = None
+    command_id: str | None = None
+    drain_status: str | None = None
+    drain_message: str | None = None
+    undo_command_id: str | None = None
+    uncordon_command_id: str | None = None
+    intent_at: datetime | None = None
+    settle_first_ok_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    note: str = ""
+
+
+class Run(BaseModel):
+    """A refresh run (the ``RUN#<run_id>`` item)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    run_id: str
+    cluster: str
+    status: RunStatus = RunStatus.RUNNING
+    reason: str = ""
+    options: RunOptions
+    groups: list[GroupSurge] = Field(default_factory=list)
+    steps: list[RunStep] = Field(default_factory=list)
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None = None
+    waiting: str = ""  # what the run waits for now (status displays)
+    cancel_requested: bool = False
+    lock_fencing: int | None = None
+    version: int = 0
+
+    @property
+    def holder(self) -> str:
+        """The cluster-lock holder name of this run."""
+        return lock_holder(self.run_id)
+
+    def group(self, name: str) -> GroupSurge:
+        return next(g for g in self.groups if g.name == name)
+
+    @property
+    def surge(self) -> dict[str, int]:
+        """ASG name -> surge units in place (only groups with some)."""
+        return {g.name: g.raised for g in self.groups if g.raised}
+
+    @property
+    def surge_instance_ids(self) -> list[str]:
+        """Spare instances of this run still in use (in-flight steps)."""
+        return sorted({s.surge_instance_id for s in self.steps if s.surge_instance_id and s.state.in_flight})
+
+    def to_item(self) -> dict[str, Any]:
+        item = self.model_dump(mode="json")
+        item["surge"] = {g.name: {"original_desired": g.original_desired, "original_max": g.original_max,
+                                  "raised": g.raised} for g in self.groups if g.raised or g.max_raised_to}
+        item["surge_instance_ids"] = self.surge_instance_ids
+        return item
+
+
+def new_run_id(now: datetime) -> str:
+    """``<UTC yyyymmddThhmmssZ>-<6 hex>``: sorts by start time, unique."""
+    return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
+
+
+def lock_holder(run_id: str) -> str:
+    return f"refresher:{run_id}"
+
+
+def run_id_of_holder(holder: str | None) -> str | None:
+    """The run id in a lock holder name ``refresher:<run id>``, else None."""
+    if holder and holder.startswith("refresher:"):
+        return holder.split(":", 1)[1]
+    return None
+
+
+class RunStore:
+    """``RUN#`` items of one cluster.
+
+    Args:
+        store: the cluster's table partition.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    @staticmethod
+    def sk(run_id: str) -> str:
+        return f"{RUN_PREFIX}{run_id}"
+
+    def create(self, run: Run) -> None:
+        """Write a new run (version 0).
+
+        Raises:
+            RunConflictError: a run with this id exists.
+        """
+        self.store.put(self.sk(run.run_id), run.to_item(), condition=Attr("pk").not_exists(),
+                       conflict=RunConflictError)
+
+    def get(self, run_id: str) -> Run | None:
+        item = self.store.get(self.sk(run_id))
+        return None if item is None else Run.model_validate(item)
+
+    def save(self, run: Run) -> Run:
+        """Write ``run`` if the stored version is still ``run.version``; returns it with version + 1.
+
+        Raises:
+            RunConflictError: another invocation saved first (``current`` holds its item).
+        """
+        saved = run.model_copy(update={"version": run.version + 1})
+        self.store.put(self.sk(run.run_id), saved.to_item(), condition=Attr("version").eq(run.version),
+                       conflict=RunConflictError)
+        return saved
+
+    def list(self, limit: int = 10) -> list[Run]:
+        """The most recent runs, newest first (run ids sort by start time)."""
+        runs = [Run.model_validate(item) for item in self.store.query_prefix(RUN_PREFIX, consistent=True)]
+        return sorted(runs, key=lambda r: r.run_id, reverse=True)[:limit]
+
+    def active(self) -> Run | None:
+        """The active run (running, pausing or cancelling), or None. At most one exists: runs start under the
+        cluster lock."""
+        for item in self.store.query_prefix(RUN_PREFIX, consistent=True):
+            if RunStatus(item.get("status", "failed")).active:
+                return Run.model_validate(item)
+        return None
+
+
+def surge_capacity(store: Store) -> dict[str, int]:
+    """ASG name -> desired capacity the active refresh run added (empty without an active run).
+
+    For other capacity operations (the replenisher): this capacity is the run's, never surplus.
+    """
+    run = RunStore(store).active()
+    return run.surge if run else {}
+
+
+def surge_instance_ids(store: Store) -> set[str]:
+    """Instances launched as spares by the active refresh run (empty without one)."""
+    run = RunStore(store).active()
+    return set(run.surge_instance_ids) if run else set()

@@ -1,0 +1,140 @@
+"""RefresherHandler: the refresher Lambda and the EventBridge rules that invoke it.
+
+Rules on the default bus, each target with a retry policy and the unit's dead-letter queue:
+
+- ``weekly``: the schedule from the settings (``refresh_schedule``, an EventBridge cron expression, UTC); its target
+  input is ``{"trigger": "schedule"}``: start a run with the settings' defaults.
+- ``tick``: every ``refresh_tick_minutes``, input ``{"trigger": "tick"}``: advance the active run whatever event
+  was missed, free a lock a crashed start left. Never starts a run.
+- ``drain-results``: the agent's ``Node Drain Succeeded/Failed/Skipped`` (source ``node-manager.agent``) for this
+  cluster and the refresher's own commands (``command_id`` prefix ``refresh-``): the step after a drain.
+- ``launch-successful``: ``EC2 Instance Launch Successful`` (source ``aws.autoscaling``) of the cluster's groups
+  (kOps names them ``<instance group>.<cluster>``): a spare or a master's replacement launched.
+
+Manual runs are ``aws lambda invoke`` (or ``python -m cli --function-name``) on the function; operators need
+``lambda:InvokeFunction`` on it. The function's permissions on other units are granted by the stack.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.bundling import PYTHON_RUNTIME
+from infra.commands import DEAD_LETTER_RETENTION, encrypted_queue
+from infra.config import Architecture
+from infra.interruption import LAMBDA_ARCHITECTURES, METRICS_NAMESPACE, retention
+from infra.nag import acknowledge
+
+HANDLER = "lambdas.refresher.handler.lambda_handler"
+AUTOSCALING_SOURCE = "aws.autoscaling"
+LAUNCH_SUCCESSFUL = "EC2 Instance Launch Successful"
+AGENT_SOURCE = "node-manager.agent"
+DRAIN_RESULTS = ("Node Drain Succeeded", "Node Drain Failed", "Node Drain Skipped")
+COMMAND_PREFIX = "refresh-"
+POWERTOOLS_SERVICE_NAME = "refresher"
+# An invocation polls for a node to become Ready for at most REFRESH_WAIT_BUDGET_SECONDS (60) and stops 5 s before
+# its timeout; 120 s leaves room for the calls around it.
+TIMEOUT = Duration.seconds(120)
+MEMORY_MB = 256
+# Every invocation re-reads the world, so a late event is still a useful wake-up: an hour.
+EVENT_MAX_AGE = Duration.hours(1)
+
+
+class RefresherHandler(Construct):
+    """The refresher Lambda, its log group and role, its four rules and their dead-letter queue.
+
+    Parameters:
+        code: the shared Lambda asset (``infra.bundling.lambda_code``), built for ``architecture``.
+        cluster_name: the kOps cluster (rules narrowed to its groups and its agent events).
+        settings_environment: the ``RefresherSettings`` variables (``ClusterConfig.refresher_environment``).
+        schedule_expression: the weekly rule's ``cron(...)``/``rate(...)`` expression.
+        tick_minutes: the safety-net tick's rate.
+        architecture, log_retention_days, log_level, tracing: the function's configuration.
+        event_retry_attempts: the rules' target retry attempts.
+        encryption_key: encrypt the dead-letter queue with it; None: SSE-SQS.
+
+    Attributes:
+        function, role, log_group, dead_letter_queue, rules (keyed by ``weekly``, ``tick``, ``drain-results``,
+        ``launch-successful``).
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, code: lambda_.Code, cluster_name: str,
+                 settings_environment: Mapping[str, str], schedule_expression: str, tick_minutes: int,
+                 architecture: Architecture, log_retention_days: int, log_level: str, tracing: bool,
+                 event_retry_attempts: int, encryption_key: kms.IKey | None = None) -> None:
+        super().__init__(scope, construct_id)
+
+        self.log_group = logs.LogGroup(self, "LogGroup", retention=retention(log_retention_days),
+                                       removal_policy=RemovalPolicy.DESTROY)
+        self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                             description="refresher Lambda of node-manager")
+        self.log_group.grant_write(self.role)
+        environment = {
+            **settings_environment,
+            "POWERTOOLS_SERVICE_NAME": POWERTOOLS_SERVICE_NAME,
+            "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+            "LOG_LEVEL": log_level,
+        }
+        if not tracing:
+            environment["POWERTOOLS_TRACE_DISABLED"] = "true"
+        self.function = lambda_.Function(
+            self, "Function",
+            description="Rolling refresh of the cluster's instances, surge first: weekly, on demand, and advanced "
+                        "by drain results and launches",
+            runtime=PYTHON_RUNTIME,
+            architecture=LAMBDA_ARCHITECTURES[architecture],
+            handler=HANDLER,
+            code=code,
+            role=self.role,
+            timeout=TIMEOUT,
+            memory_size=MEMORY_MB,
+            environment=environment,
+            log_group=self.log_group,
+            tracing=lambda_.Tracing.ACTIVE if tracing else None,
+            retry_attempts=2,
+            max_event_age=EVENT_MAX_AGE,
+        )
+        acknowledge(self.function, "AwsSolutions-L1",
+                    "The handlers and their dependencies are built and tested for Python 3.12 (the asset's "
+                    "wheels are cp312); moving to a newer runtime is a deliberate upgrade.")
+        if tracing:
+            acknowledge(self.role.node.find_child("DefaultPolicy"), "AwsSolutions-IAM5[Resource::*]",
+                        "X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions; "
+                        "added by Lambda active tracing.")
+
+        self.dead_letter_queue = encrypted_queue(self, "EventDeadLetterQueue", encryption_key=encryption_key,
+                                                 retention_period=DEAD_LETTER_RETENTION)
+        acknowledge(self.dead_letter_queue, "AwsSolutions-SQS3",
+                    "This queue is itself the dead-letter queue of the EventBridge rule targets.")
+
+        rules: dict[str, tuple[str, events.EventPattern | None, events.Schedule | None,
+                               events.RuleTargetInput | None]] = {
+            "weekly": ("WeeklyRule", None, events.Schedule.expression(schedule_expression),
+                       events.RuleTargetInput.from_object({"trigger": "schedule"})),
+            "tick": ("TickRule", None, events.Schedule.rate(Duration.minutes(tick_minutes)),
+                     events.RuleTargetInput.from_object({"trigger": "tick"})),
+            "drain-results": ("DrainResultRule", events.EventPattern(
+                source=[AGENT_SOURCE], detail_type=list(DRAIN_RESULTS),
+                detail={"cluster": [cluster_name], "command_id": [{"prefix": COMMAND_PREFIX}]}), None, None),
+            "launch-successful": ("LaunchSuccessfulRule", events.EventPattern(
+                source=[AUTOSCALING_SOURCE], detail_type=[LAUNCH_SUCCESSFUL],
+                detail={"AutoScalingGroupName": [{"suffix": f".{cluster_name}"}]}), None, None),
+        }
+        self.rules: dict[str, events.Rule] = {}
+        for key, (rule_id, pattern, schedule, target_input) in rules.items():
+            rule = events.Rule(self, rule_id, description=f"{key} -> refresher Lambda",
+                               event_pattern=pattern, schedule=schedule)
+            rule.add_target(targets.LambdaFunction(self.function, event=target_input,
+                                                   dead_letter_queue=self.dead_letter_queue,
+                                                   retry_attempts=event_retry_attempts,
+                                                   max_event_age=EVENT_MAX_AGE))
+            self.rules[key] = rule

@@ -1,0 +1,128 @@
+"""The executor: applies a plan's actions in order. The only place with effects, and the only place dry-run lives.
+
+``SaveRun`` comes first in a decision and is conditioned on the run's version: when another invocation saved first
+it raises ``RunConflictError`` and nothing else of the decision is done (the caller reads the run again and
+decides anew). ``AcquireLock`` raising ``LockHeldError`` stops a start the same way, before ``CreateRun``.
+
+``SendCommand`` records the ``CMD#`` item first (conditional: a command already recorded is sent again only while
+still ``queued``; the agent makes a second message harmless) and then sends it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from core.exceptions import CommandExistsError
+from core.lock import LeaseLock, Lease
+from core.model import CommandStatus
+from core.runs import LOCK_OPERATION, RunStore
+from core.store import Store
+from lambdas.refresher.aws import RefresherAws
+from lambdas.refresher.plan import (
+    EFFECTS,
+    AcquireLock,
+    Action,
+    CreateRun,
+    Metric,
+    MetricUnitName,
+    ReleaseLock,
+    SaveRun,
+    SendCommand,
+    SetCapacity,
+    TerminateInstance,
+)
+from lambdas.refresher.telemetry import RefresherTelemetry
+
+
+@dataclass(frozen=True)
+class Effects:
+    """What the executor acts with.
+
+    Attributes:
+        store: the cluster's table partition; runs: its ``RUN#`` items; lock: the cluster lock.
+        aws: the AWS adapter; telemetry: metrics; logger: a Powertools ``Logger`` (or a ``logging.Logger``).
+        ttl_seconds: TTL of ``CMD#`` items (``COMMAND_TTL_SECONDS``).
+    """
+
+    store: Store
+    runs: RunStore
+    lock: LeaseLock
+    aws: RefresherAws
+    telemetry: RefresherTelemetry
+    logger: Any
+    ttl_seconds: int
+
+
+def execute(actions: list[Action], effects: Effects, now: datetime, dry_run: bool = False) -> list[dict[str, str]]:
+    """Apply ``actions`` in order.
+
+    Args:
+        actions: from ``select``/``decide`` (a ``SaveRun`` or ``AcquireLock`` + ``CreateRun`` first).
+        effects: store, lock, AWS adapter, telemetry, logger.
+        now: the invocation's time, written into records.
+        dry_run: log what would be done and change nothing.
+
+    Returns:
+        One ``{"action": <description>, "result": <what happened>}`` per action done, in order.
+
+    Raises:
+        RunConflictError: the run changed since it was read (nothing after the ``SaveRun`` was done).
+        LockHeldError: another holder has the cluster lock (nothing after the ``AcquireLock`` was done).
+        StoreUnavailableError, AwsUnavailableError: transient faults; AwsRequestError: AWS refused a call.
+    """
+    results: list[dict[str, str]] = []
+    for action in actions:
+        if dry_run and isinstance(action, EFFECTS):
+            result = "dry run: not done"
+        else:
+            result = _apply(action, effects, now)
+        effects.logger.info(f"{action.describe()}: {result}",
+                            extra={"action": type(action).__name__, "result": result})
+        results.append({"action": action.describe(), "result": result})
+    return results
+
+
+def _apply(action: Action, effects: Effects, now: datetime) -> str:
+    if isinstance(action, SaveRun):
+        effects.runs.save(action.run)
+        return f"saved (version {action.run.version + 1})"
+    if isinstance(action, SendCommand):
+        try:
+            effects.store.record_command(action.command, effects.ttl_seconds, now=now)
+        except CommandExistsError as err:
+            status = (err.current or {}).get("status")
+            if status != CommandStatus.QUEUED.value:
+                return f"already recorded with status {status}: not sent again"
+        message_id = effects.aws.send_command(action.command)
+        effects.telemetry.count("CommandsQueued")
+        return f"sent (message {message_id})"
+    if isinstance(action, SetCapacity):
+        effects.aws.set_capacity(action.asg_name, action.desired, action.max_size)
+        return "updated"
+    if isinstance(action, TerminateInstance):
+        if effects.aws.terminate_in_group(action.instance_id, action.decrement):
+            return "terminating"
+        return "no longer in the group"
+    if isinstance(action, AcquireLock):
+        lease = effects.lock.acquire(action.holder, LOCK_OPERATION, action.lease_seconds)
+        return f"held (fencing {lease.fencing})"
+    if isinstance(action, CreateRun):
+        effects.runs.create(action.run)
+        effects.telemetry.count("RunsStarted")
+        return "created"
+    if isinstance(action, ReleaseLock):
+        current = effects.lock.current() or {}
+        if current.get("holder") != action.holder:
+            return f"not held (holder {current.get('holder')})"
+        effects.lock.release(Lease(action.holder, LOCK_OPERATION, int(current["fencing"]),
+                                   float(current.get("lease_expires_at", 0))))
+        return "released"
+    if isinstance(action, Metric):
+        if action.unit is MetricUnitName.SECONDS:
+            effects.telemetry.seconds(action.name, action.value)
+        else:
+            effects.telemetry.count(action.name, int(action.value))
+        return "counted"
+    raise TypeError(f"unknown action {action!r}")

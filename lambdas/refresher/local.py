@@ -1,0 +1,120 @@
+"""Running the refresher's handler in this process, as Lambda would: for the CLI's ``--local`` mode, the scenario,
+the tests and the benchmark. Not used in AWS.
+
+``LocalInvoker`` plays the Lambda service: synchronous invocations (``invoke``, as ``aws lambda invoke`` makes) and
+asynchronous ones (``invoke_async``, as EventBridge makes) run on a small pool of "execution environments", each
+with its own ``Deps`` (its own boto3 clients), so concurrent invocations meet each other as in AWS. ``subscribe``
+connects it to an event pump (``localworld.eventbus.EventBus``) for every event the CDK rules route to the function.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Any
+
+from lambdas.events import agent_result, autoscaling
+from lambdas.refresher.handler import Deps, handle
+from lambdas.refresher.triggers import SCHEDULE_SOURCE, SCHEDULED_EVENT
+
+
+class LocalLambdaContext:
+    """What the Lambda runtime passes as ``context`` (remaining time counts down from ``timeout_seconds``)."""
+
+    function_name = "node-manager-refresher"
+    function_version = "$LATEST"
+    memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:node-manager-refresher"
+
+    def __init__(self, timeout_seconds: float) -> None:
+        self.aws_request_id = str(uuid.uuid4())
+        self._ends = time.monotonic() + timeout_seconds
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._ends - time.monotonic()) * 1000))
+
+
+class LocalInvoker:
+    """Invoke the handler in this process.
+
+    Args:
+        make_deps: builds one execution environment's ``Deps`` (called once per worker thread).
+        concurrency: execution environments (worker threads) for asynchronous invocations.
+        timeout_seconds: the function's timeout (``context``'s remaining time).
+
+    Attributes:
+        responses: (event, response) of every finished invocation; errors: (event, exception) of failed ones.
+    """
+
+    def __init__(self, make_deps: Callable[[], Deps], concurrency: int = 2, timeout_seconds: float = 120.0) -> None:
+        self.make_deps = make_deps
+        self.timeout_seconds = timeout_seconds
+        self.responses: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        self.errors: list[tuple[dict[str, Any], BaseException]] = []
+        self._local = threading.local()
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="refresher")
+        self._pending: set[Future[Any]] = set()
+        self._lock = threading.Lock()
+
+    def deps(self) -> Deps:
+        """This thread's execution environment (built on first use)."""
+        if getattr(self._local, "deps", None) is None:
+            self._local.deps = self.make_deps()
+        return self._local.deps  # type: ignore[no-any-return]
+
+    def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
+        """A synchronous invocation: returns the response, raises what the handler raised."""
+        try:
+            response = handle(event, self.deps(), LocalLambdaContext(self.timeout_seconds))
+        except BaseException as err:
+            with self._lock:
+                self.errors.append((event, err))
+            raise
+        with self._lock:
+            self.responses.append((event, response))
+        return response
+
+    def invoke_async(self, event: dict[str, Any]) -> Future[Any]:
+        """An asynchronous invocation (EventBridge's): queued on the pool, errors kept in ``errors``."""
+        def run() -> dict[str, Any] | None:
+            try:
+                return self.invoke(event)
+            except Exception:  # noqa: BLE001 - kept in self.errors, as Lambda would log and retry
+                return None
+
+        future = self._pool.submit(run)
+        with self._lock:
+            self._pending.add(future)
+        future.add_done_callback(lambda f: self._forget(f))
+        return future
+
+    def _forget(self, future: Future[Any]) -> None:
+        with self._lock:
+            self._pending.discard(future)
+
+    def subscribe(self, bus: Any) -> None:
+        """Route what the stack's rules route to the function: the agent's drain results, Launch
+        Successful, scheduled events (the tick)."""
+        for detail_type in agent_result.DRAIN_DETAIL_TYPES:
+            bus.subscribe(agent_result.SOURCE, detail_type, self.invoke_async)
+        bus.subscribe(autoscaling.SOURCE, autoscaling.LAUNCH_SUCCESSFUL, self.invoke_async)
+        bus.subscribe(SCHEDULE_SOURCE, SCHEDULED_EVENT, self.invoke_async)
+
+    def settle(self, timeout: float) -> bool:
+        """Wait until no asynchronous invocation is queued or running (at most ``timeout`` s); True if none is."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                pending = set(self._pending)
+            if not pending:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            wait(pending, timeout=left)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,95 @@
+"""What the refresher's decisions look at: the cluster's groups and instances (Auto Scaling, EC2), membership
+(``NODE#``, written by the agent) and the run's commands (``CMD#``). Plain frozen values gathered by the handler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from core.kops import Role
+from core.model import NodeRecord
+
+# DescribeAutoScalingGroups' Instances[].LifecycleState values of an instance that is, or is becoming, a member.
+LIVE_STATES = frozenset({"Pending", "Pending:Wait", "Pending:Proceed", "InService"})
+
+
+@dataclass(frozen=True)
+class InstanceFacts:
+    """One instance of a group.
+
+    Attributes:
+        lifecycle_state: DescribeAutoScalingGroups ``Instances[].LifecycleState`` (``InService``, ``Pending``,
+            ``Terminating``, ...).
+        launch_template_version: ``Instances[].LaunchTemplate.Version`` (the version it was launched from), None
+            when the group uses no launch template.
+        launch_time: DescribeInstances ``LaunchTime`` (only gathered when a run is planned).
+    """
+
+    instance_id: str
+    availability_zone: str = ""
+    lifecycle_state: str = "InService"
+    launch_template_version: str | None = None
+    launch_time: datetime | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.lifecycle_state in LIVE_STATES
+
+
+@dataclass(frozen=True)
+class GroupFacts:
+    """One managed ASG (tagged ``KubernetesCluster=<cluster>``).
+
+    Attributes:
+        launch_template_version: the version the group launches now, resolved from ``$Latest``/``$Default``
+            through DescribeLaunchTemplates; None when unknown (no launch template, or not gathered).
+    """
+
+    name: str
+    role: Role
+    instance_group: str | None
+    min_size: int
+    max_size: int
+    desired: int
+    instances: tuple[InstanceFacts, ...] = ()
+    launch_template_version: str | None = None
+
+    def instance(self, instance_id: str) -> InstanceFacts | None:
+        return next((i for i in self.instances if i.instance_id == instance_id), None)
+
+    @property
+    def live(self) -> tuple[InstanceFacts, ...]:
+        return tuple(i for i in self.instances if i.live)
+
+    def has_live(self, instance_id: str) -> bool:
+        inst = self.instance(instance_id)
+        return inst is not None and inst.live
+
+
+@dataclass(frozen=True)
+class World:
+    """Everything the decisions need besides the run, the clock and the settings.
+
+    Attributes:
+        groups: the cluster's managed groups, by name.
+        nodes: fresh membership records by instance id (stale ones already dropped).
+        commands: ``CMD#`` items of the run's commands, by command id.
+        lock: the ``LOCK`` item as stored (None when never taken).
+        lock_lost: this run's lease was taken over by another holder.
+    """
+
+    groups: Mapping[str, GroupFacts] = field(default_factory=dict)
+    nodes: Mapping[str, NodeRecord] = field(default_factory=dict)
+    commands: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    lock: Mapping[str, Any] | None = None
+    lock_lost: bool = False
+
+    def ready(self, instance_id: str) -> bool:
+        record = self.nodes.get(instance_id)
+        return record is not None and record.ready
+
+    def masters(self) -> list[GroupFacts]:
+        return [g for g in self.groups.values() if g.role is Role.CONTROL_PLANE]
