@@ -9,9 +9,23 @@ Configuration (read once, at start):
 - AWS: the default boto3 credential chain and region (``AWS_REGION``); ``AWS_ENDPOINT_URL`` points every client at
   another endpoint (boto3 >= 1.28 reads it natively; the local world uses it for its moto server).
 
+Leader election (``LEADER_ELECTION``, on by default; agent/leader.py): every replica serves its probes and
+campaigns for the Lease; only the leader runs the consumer and the membership reporter. A replica that loses
+leadership (it could not renew within the renew deadline, or another took the Lease) stops working, hands its
+in-flight commands back and exits 1, so Kubernetes restarts it as a fresh standby (controller-runtime does the
+same).
+
 Shutdown on SIGTERM/SIGINT: polling stops (within ``SQS_WAIT_SECONDS``), in-flight commands get
 ``AGENT_SHUTDOWN_GRACE_SECONDS`` to finish, the rest are handed back to another agent (see agent/consumer.py),
-then the process exits 0. Exit code 2: invalid settings or Kubernetes configuration.
+the Lease is released (a standby takes over at its next read, ``LEADER_ELECTION_RETRY_SECONDS``), then the process
+exits 0. The pod's ``terminationGracePeriodSeconds`` must exceed SQS_WAIT_SECONDS + AGENT_SHUTDOWN_GRACE_SECONDS
+plus a few seconds (agent/deploy/manager/deployment.yaml: 30 > 10 + 10).
+
+Exit codes: 0 after SIGTERM/SIGINT, 1 after leadership was lost, 2 for invalid settings or Kubernetes
+configuration.
+
+Health and metrics: ``/healthz``, ``/readyz`` and ``/metrics`` on ``AGENT_HTTP_PORT`` (agent/health.py,
+agent/metrics.py). Logs: JSON lines on stderr (``LOG_FORMAT``, agent/logs.py).
 """
 
 from __future__ import annotations
@@ -23,7 +37,7 @@ import socket
 import sys
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
@@ -32,11 +46,17 @@ from botocore.config import Config
 from botocore.exceptions import NoRegionError
 from kubernetes import client, config
 
+from agent import logs
+from agent.cloudwatch import CloudWatchPublisher
 from agent.consumer import CommandConsumer, ConsumerConfig
 from agent.drain import DrainEngine
 from agent.events import NodeEventRecorder
+from agent.health import KUBERNETES, Health, HealthServer
+from agent.hooks import LifecycleHooks
 from agent.kube import KubeAdapter, make_api_client
+from agent.leader import LeaderElector
 from agent.membership import MembershipReporter
+from agent.metrics import AgentMetrics, CountingEvictions
 from agent.report import Reporter
 from core.exceptions import SettingsError
 from core.settings import AgentSettings
@@ -44,7 +64,9 @@ from core.store import Store
 
 log = logging.getLogger("agent")
 
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s"
+LOG_FORMAT = logs.TEXT_FORMAT
+MAIN_TICK_SECONDS = 1.0
+EXIT_OK, EXIT_LEADERSHIP_LOST, EXIT_BAD_SETTINGS = 0, 1, 2
 
 
 def worker_identity() -> str:
@@ -72,27 +94,92 @@ def kube_configuration(environ: Mapping[str, str]) -> client.Configuration:
 
 @dataclass
 class Agent:
-    """The two loops of the agent and how to stop them."""
+    """The agent's loops and how to start and stop them.
+
+    Attributes:
+        consumer, membership: the leader's two loops.
+        poll_wait_seconds: the consumer's long-poll wait (how long stopping its loop may take).
+        elector: leader election; None runs as the only replica (``LEADER_ELECTION=false``).
+        health: the probes' facts; server: the HTTP endpoint (None: no endpoint, e.g. in unit tests).
+        metrics: Prometheus metrics (the ``leader`` gauge is set here).
+    """
 
     consumer: CommandConsumer
     membership: MembershipReporter
     poll_wait_seconds: float
+    elector: LeaderElector | None = None
+    health: Health = field(default_factory=Health)
+    server: HealthServer | None = None
+    metrics: AgentMetrics | None = None
 
-    def run(self, stop: threading.Event) -> None:
-        """Run both loops until ``stop`` is set, then shut down (see the module docstring)."""
-        membership = threading.Thread(target=self.membership.run, args=(stop,), name="membership", daemon=True)
-        consumer = threading.Thread(target=self.consumer.run, args=(stop,), name="consumer", daemon=True)
+    def run(self, stop: threading.Event) -> int:
+        """Serve the probes, campaign, work while leading, until ``stop`` is set or leadership is lost; then
+        shut down (see the module docstring). Returns the exit code."""
+        if self.server is not None:
+            self.server.start()
+        work_stop = threading.Event()
+        # the election goes on (renewing) until the work has stopped, so no standby starts before the hand-back
+        election_stop = threading.Event()
+        election = None
+        if self.elector is not None:
+            election = threading.Thread(target=self.elector.run, args=(election_stop,),
+                                        kwargs={"tick": lambda: self.health.beat("leader-election")},
+                                        name="leader-election", daemon=True)
+            election.start()
+        else:
+            self.leadership_changed(True)
+        workers: list[threading.Thread] = []
+        lost = False
+        log.info("agent running")
+        while True:
+            self.health.beat("main")
+            if not workers and self.leading():
+                workers = self._start_workers(work_stop)
+            if self.elector is not None and self.elector.lost.is_set():
+                lost = True
+                log.error("leadership lost: stopping work, the process exits for a restart as a standby")
+                break
+            if stop.wait(MAIN_TICK_SECONDS):
+                break
+        log.info("agent stopping")
+        work_stop.set()
+        if workers:
+            self._stop_workers(workers)
+        if self.elector is not None:
+            election_stop.set()
+            if election is not None:
+                election.join(timeout=self.elector.retry_seconds + 12)
+            self.elector.release()
+        if self.server is not None:
+            self.server.stop()
+        log.info("agent stopped")
+        return EXIT_LEADERSHIP_LOST if lost else EXIT_OK
+
+    def leading(self) -> bool:
+        return self.elector is None or self.elector.leading.is_set()
+
+    def leadership_changed(self, leading: bool) -> None:
+        """Record the leader state for the readiness probe and the ``leader`` gauge."""
+        self.health.set_leader(leading)
+        if self.metrics is not None:
+            self.metrics.leader.set(1 if leading else 0)
+        log.info("leader state leading=%s", leading)
+
+    def _start_workers(self, work_stop: threading.Event) -> list[threading.Thread]:
+        membership = threading.Thread(target=self.membership.run, args=(work_stop,), name="membership",
+                                      daemon=True)
+        consumer = threading.Thread(target=self.consumer.run, args=(work_stop,), name="consumer", daemon=True)
         membership.start()
         consumer.start()
-        log.info("agent running")
-        while not stop.wait(1.0):
-            pass
-        log.info("agent stopping")
+        log.info("leading: consuming commands and reporting membership")
+        return [membership, consumer]
+
+    def _stop_workers(self, workers: list[threading.Thread]) -> None:
+        membership, consumer = workers
         self.membership.close()
         consumer.join(timeout=self.poll_wait_seconds + 5)
         self.consumer.shutdown()
         membership.join(timeout=2)
-        log.info("agent stopped")
 
 
 def build_agent(settings: AgentSettings, environ: Mapping[str, str], session: Any = None) -> Agent:
@@ -102,6 +189,9 @@ def build_agent(settings: AgentSettings, environ: Mapping[str, str], session: An
         SettingsError: the Kubernetes configuration cannot be loaded, or no AWS region is configured.
     """
     kube = KubeAdapter(make_api_client(kube_configuration(environ), pool_maxsize=settings.concurrency * 8 + 8))
+    metrics = AgentMetrics()
+    health = Health()
+    identity = worker_identity()
 
     session = session or boto3.session.Session()
     aws_config = Config(retries={"mode": "standard", "max_attempts": 5},
@@ -110,31 +200,54 @@ def build_agent(settings: AgentSettings, environ: Mapping[str, str], session: An
         sqs = session.client("sqs", config=aws_config)
         events = session.client("events", config=aws_config)
         autoscaling = session.client("autoscaling", config=aws_config)
+        cloudwatch = session.client("cloudwatch", config=aws_config) if settings.cloudwatch_metrics else None
         table = session.resource("dynamodb", config=aws_config).Table(settings.table_name)
     except NoRegionError as err:
         raise SettingsError("AWS_REGION", str(err)) from err
     store = Store(table, settings.cluster_name)
+    alarms = CloudWatchPublisher(cloudwatch, settings.cloudwatch_namespace, settings.cluster_name)
 
     recorder = NodeEventRecorder(kube)
-    engine = DrainEngine(kube, settings, events=recorder)
+    engine = DrainEngine(CountingEvictions(kube, metrics), settings, events=recorder)
     reporter = Reporter(store, events, settings.event_bus_name, post_node_event=recorder)
-    consumer = CommandConsumer(sqs, store, engine, reporter, ConsumerConfig.from_settings(settings, worker_identity()))
-    membership = MembershipReporter.from_settings(settings, kube, store, autoscaling)
-    return Agent(consumer, membership, settings.poll_wait_seconds)
+    hooks = LifecycleHooks(store, autoscaling, identity, metrics)
+    consumer = CommandConsumer(sqs, store, engine, reporter, ConsumerConfig.from_settings(settings, identity),
+                               metrics=metrics, health=health, hooks=hooks, alarms=alarms)
+
+    def on_resync(nodes: int) -> None:
+        health.reached(KUBERNETES)
+        metrics.membership_nodes.set(nodes)
+        alarms.membership_reported(nodes, store)
+
+    membership = MembershipReporter.from_settings(settings, kube, store, autoscaling, on_resync=on_resync)
+    server = HealthServer(health, metrics, settings.http_port, settings.liveness_max_age_seconds,
+                          settings.readiness_max_age_seconds)
+    agent = Agent(consumer, membership, settings.poll_wait_seconds, health=health, server=server, metrics=metrics)
+    if settings.leader_election:
+        agent.elector = LeaderElector(
+            kube, settings.leader_election_namespace, settings.leader_election_lease_name, identity,
+            lease_seconds=settings.lease_duration_seconds, renew_deadline_seconds=settings.renew_deadline_seconds,
+            retry_seconds=settings.retry_period_seconds, on_change=agent.leadership_changed,
+            on_api_reached=lambda: health.reached(KUBERNETES))
+    return agent
 
 
 def main(environ: Mapping[str, str] | None = None) -> int:
     """Entry point of ``python -m agent``; returns the exit code."""
     env = os.environ if environ is None else environ
-    logging.basicConfig(level=env.get("LOG_LEVEL", "INFO").upper(), format=LOG_FORMAT, stream=sys.stderr)
-    logging.getLogger("botocore").setLevel(logging.WARNING)
-    logging.getLogger("urllib3").setLevel(logging.WARNING)
+    level = env.get("LOG_LEVEL", "INFO")
     try:
         settings: AgentSettings = AgentSettings.from_env(env)
-        agent = build_agent(settings, env)
     except SettingsError as err:
+        logs.configure(level, "json", sys.stderr)
         log.error("cannot start: %s", err)
-        return 2
+        return EXIT_BAD_SETTINGS
+    logs.configure(level, settings.log_format, sys.stderr)
+    try:
+        agent = build_agent(settings, env)
+    except (SettingsError, OSError) as err:  # OSError: the HTTP port cannot be bound
+        log.error("cannot start: %s", err)
+        return EXIT_BAD_SETTINGS
     stop = threading.Event()
 
     def _on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -145,5 +258,4 @@ def main(environ: Mapping[str, str] | None = None) -> int:
     signal.signal(signal.SIGINT, _on_signal)
     log.info("agent starting cluster=%s queue=%s table=%s bus=%s", settings.cluster_name, settings.queue_url,
              settings.table_name, settings.event_bus_name)
-    agent.run(stop)
-    return 0
+    return agent.run(stop)

@@ -28,6 +28,15 @@ Decisions for the edge cases:
   from the engine end ``failed`` with the error in the result: retrying them would loop.
 - Shutdown: polling stops; in-flight commands get ``shutdown_grace_seconds`` to finish; the rest are handed back
   (item ``queued`` again, message visible at once) so another agent takes them without waiting for staleness.
+- Lifecycle hooks (``agent.hooks``): while a drain runs, its instance's pending termination lifecycle action gets
+  a heartbeat every ``lifecycle_heartbeat_seconds`` until the drain's deadline; when a drain ends (any terminal
+  status, and again for a duplicate delivery of a finished drain), the action is completed with CONTINUE before
+  the message is deleted.
+
+Observability: every log line written while a message's command is handled carries its ``command_id``,
+``instance_id`` and ``node`` (``agent.logs.command_context``); counts go to ``agent.metrics.AgentMetrics``, drain
+failures to CloudWatch (``agent.cloudwatch``), and the poll loop's ticks and successful receives to
+``agent.health.Health`` (liveness and readiness probes).
 
 Threads: one poll loop (``run``), one worker thread per in-flight command (at most ``concurrency``), one
 heartbeat thread. The boto3 clients are shared (they are thread-safe); the ``Store``'s Table resource is used for
@@ -49,6 +58,11 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from agent.cloudwatch import CloudWatchPublisher
+from agent.health import SQS, Health
+from agent.hooks import LifecycleHooks
+from agent.logs import command_context
+from agent.metrics import AgentMetrics
 from agent.report import Outcome, Reporter
 from core.exceptions import (
     CommandTransitionError,
@@ -93,6 +107,7 @@ class ConsumerConfig:
         command_ttl_seconds: TTL of a ``CMD#`` item created by this agent (a command with no record).
         shutdown_grace_seconds: how long shutdown waits for in-flight commands before handing them back.
         retry_delay_seconds: visibility delay of a command handed back after a retryable error.
+        lifecycle_heartbeat_seconds: period of RecordLifecycleActionHeartbeat while a drain runs.
     """
 
     cluster: str
@@ -105,6 +120,7 @@ class ConsumerConfig:
     command_ttl_seconds: int = 7 * 86400
     shutdown_grace_seconds: float = 20.0
     retry_delay_seconds: int = 5
+    lifecycle_heartbeat_seconds: float = 60.0
 
     @classmethod
     def from_settings(cls, settings: AgentSettings, worker_id: str) -> ConsumerConfig:
@@ -118,6 +134,7 @@ class ConsumerConfig:
             stale_running_seconds=settings.stale_running_seconds,
             command_ttl_seconds=settings.command_ttl_seconds,
             shutdown_grace_seconds=settings.shutdown_grace_seconds,
+            lifecycle_heartbeat_seconds=settings.lifecycle_heartbeat_seconds,
         )
 
     @property
@@ -243,6 +260,7 @@ class Job:
     attempt: int
     handed_back: bool = False
     lost: bool = False  # another worker took the command over (seen by the heartbeat)
+    lifecycle_beat_at: float = field(default_factory=time.monotonic)  # last lifecycle heartbeat (or the start)
     _closed: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -281,10 +299,20 @@ class CommandConsumer:
         reporter: writes the terminal status and notifies.
         config: knobs.
         clock: returns the current UTC time (injectable for tests).
+        metrics: Prometheus counts (optional).
+        health: the probes' facts (optional): the ``consumer`` loop's ticks, SQS reached.
+        hooks: lifecycle-hook heartbeats and completion (optional).
+        alarms: CloudWatch metrics for the stack's alarms (optional).
     """
 
     def __init__(self, sqs: Any, store: Store, engine: Engine, reporter: Reporter, config: ConsumerConfig,
-                 clock: Callable[[], datetime] = utcnow) -> None:
+                 clock: Callable[[], datetime] = utcnow, *, metrics: AgentMetrics | None = None,
+                 health: Health | None = None, hooks: LifecycleHooks | None = None,
+                 alarms: CloudWatchPublisher | None = None) -> None:
+        self.metrics = metrics
+        self.health = health
+        self.hooks = hooks
+        self.alarms = alarms
         self.sqs = sqs
         self.store = store
         self.engine = engine
@@ -308,14 +336,20 @@ class CommandConsumer:
         log.info("consumer polling queue=%s worker=%s concurrency=%d", self.config.queue_url,
                  self.config.worker_id, self.config.concurrency)
         while not stop.is_set():
+            if self.health is not None:
+                self.health.beat("consumer")
             free = self._wait_for_free_slot(stop)
             if free == 0:
                 continue
             try:
                 messages = self._receive(free)
                 failures = 0
+                if self.health is not None:
+                    self.health.reached(SQS)
             except Exception:  # noqa: BLE001 - the loop must survive anything; logged, then backed off
                 failures += 1
+                if self.metrics is not None:
+                    self.metrics.sqs_poll_errors.inc()
                 delay = min(30.0, 0.5 * 2 ** min(failures, 6))
                 log.exception("receive failed, backing off seconds=%.1f consecutive_failures=%d", delay, failures)
                 stop.wait(delay)
@@ -342,6 +376,8 @@ class CommandConsumer:
                 self._give_back(job, visibility_seconds=0)
                 self.counters.inc("handed_back")
         self._heartbeat_stop.set()
+        if self.health is not None:
+            self.health.retire("consumer")
         log.info("consumer shut down counts=%s", self.counters.snapshot())
 
     def _receive(self, free: int) -> list[dict[str, Any]]:
@@ -393,6 +429,7 @@ class CommandConsumer:
         parsed = parse_message(body, self.config.cluster)
         if parsed.verdict is Verdict.MALFORMED:
             self.counters.inc("malformed")
+            self._dropped("malformed")
             log.warning("malformed message, released for the dead-letter queue message_id=%s receive_count=%s "
                         "why=%r preview=%r", message_id,
                         message.get("Attributes", {}).get("ApproximateReceiveCount", "?"), parsed.why,
@@ -403,10 +440,19 @@ class CommandConsumer:
         assert command is not None
         if parsed.verdict is Verdict.FOREIGN:
             self.counters.inc("foreign")
+            self._dropped("foreign")
             log.warning("command for another cluster dropped message_id=%s command_id=%s %s", message_id,
                         command.command_id, parsed.why)
             self._delete(receipt, message_id)
             return
+        if self.metrics is not None:
+            self.metrics.commands_received.labels(kind=command.kind.value).inc()
+        with command_context(command_id=command.command_id, instance_id=command.instance_id,
+                             node=command.node_name):
+            self._start(message_id, receipt, command)
+
+    def _start(self, message_id: str, receipt: str, command: Command) -> None:
+        """Start the command (``queued`` → ``running``) and work it, or say why not (``_refused``)."""
         try:
             attempt = self.store.start_command(command, self.config.worker_id, self.config.stale_running_seconds,
                                                self.config.command_ttl_seconds, now=self.clock())
@@ -455,8 +501,13 @@ class CommandConsumer:
             self.counters.inc("errors")
             return
         self.counters.inc(outcome.status.value)
-        log.info("command finished command_id=%s status=%s attempt=%d message=%r", command.command_id,
-                 outcome.status.value, job.attempt, outcome.result.get("message", ""))
+        node = outcome.result.get("node_name") or command.node_name
+        with command_context(node=node or None):
+            log.info("command finished command_id=%s status=%s attempt=%d message=%r", command.command_id,
+                     outcome.status.value, job.attempt, outcome.result.get("message", ""))
+            self._observe(command, outcome)
+            if command.kind is CommandKind.DRAIN and self.hooks is not None:
+                self.hooks.complete(command.instance_id, f"drain {command.command_id} {outcome.status.value}")
         if notified:
             self._delete(job.receipt, job.message_id)
         else:
@@ -506,8 +557,12 @@ class CommandConsumer:
         item = current or {}
         if disposition is Disposition.DUPLICATE:
             self.counters.inc("duplicate")
+            self._dropped("duplicate")
             log.info("duplicate delivery of a finished command, message deleted command_id=%s status=%s "
                      "message_id=%s", command.command_id, item.get("status"), message_id)
+            if command.kind is CommandKind.DRAIN and self.hooks is not None:
+                # a worker that died between the drain's end and the hook's completion left it pending
+                self.hooks.complete(command.instance_id, f"drain {command.command_id} {item.get('status')}")
             self._delete(receipt, message_id)
         elif disposition is Disposition.NOTIFY_AGAIN:
             self.counters.inc("notified_again")
@@ -534,15 +589,47 @@ class CommandConsumer:
             self.heartbeat_once()
 
     def heartbeat_once(self) -> None:
-        """Extend each in-flight message's visibility and its ``CMD#`` heartbeat; flag jobs taken over as lost.
+        """Extend each in-flight message's visibility and its ``CMD#`` heartbeat; flag jobs taken over as lost;
+        record lifecycle-hook heartbeats for drains that are due one.
 
         Called every ``heartbeat_seconds`` by the heartbeat thread. Never raises.
         """
         for job in self._job_list():
-            try:
-                self._beat(job)
-            except Exception:  # noqa: BLE001 - one failed beat must not stop the others
-                log.exception("heartbeat failed command_id=%s", job.command.command_id)
+            with command_context(command_id=job.command.command_id, instance_id=job.command.instance_id,
+                                 node=job.command.node_name):
+                try:
+                    self._beat(job)
+                    self._lifecycle_beat(job)
+                except Exception:  # noqa: BLE001 - one failed beat must not stop the others
+                    log.exception("heartbeat failed command_id=%s", job.command.command_id)
+
+    def _lifecycle_beat(self, job: Job) -> None:
+        """RecordLifecycleActionHeartbeat for a drain whose instance has a pending action, every
+        ``lifecycle_heartbeat_seconds``, until the drain's deadline (the cap)."""
+        if self.hooks is None or job.command.kind is not CommandKind.DRAIN or job.handed_back or job.lost:
+            return
+        if time.monotonic() - job.lifecycle_beat_at < self.config.lifecycle_heartbeat_seconds:
+            return
+        if job.command.seconds_left(self.clock()) <= 0:
+            return  # past the cap: the action ends by the drain's end or the hook's own timeout
+        job.lifecycle_beat_at = time.monotonic()
+        self.hooks.heartbeat(job.command.instance_id)
+
+    def _observe(self, command: Command, outcome: Outcome) -> None:
+        """Count a finished command (Prometheus) and a failed drain (CloudWatch)."""
+        failed = outcome.status in (CommandStatus.FAILED, CommandStatus.TIMED_OUT)
+        if command.kind is CommandKind.DRAIN and failed and self.alarms is not None:
+            self.alarms.drain_failed()
+        if self.metrics is None:
+            return
+        self.metrics.commands_completed.labels(kind=command.kind.value, result=outcome.status.value).inc()
+        total = (outcome.result.get("durations") or {}).get("total")
+        if command.kind is CommandKind.DRAIN and total is not None:
+            self.metrics.drain_duration.labels(result=outcome.status.value).observe(float(total))
+
+    def _dropped(self, reason: str) -> None:
+        if self.metrics is not None:
+            self.metrics.messages_dropped.labels(reason=reason).inc()
 
     def _beat(self, job: Job) -> None:
         if job.handed_back or job.lost:

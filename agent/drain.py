@@ -16,6 +16,7 @@ drain ends ``timed_out`` listing the pods still there and why; the node stays co
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import math
 import queue
@@ -802,7 +803,9 @@ class DrainEngine:
         t_evict = self.clock.monotonic()
         try:
             for state in todo:
-                pool.submit(self._evict_until_done, state.pod, state.disposition.action, options, deadline, stop, inbox)
+                # each worker runs in a copy of this thread's context: its log lines carry the command's fields
+                pool.submit(contextvars.copy_context().run, self._evict_until_done, state.pod,
+                            state.disposition.action, options, deadline, stop, inbox)
             evictions_done_at: float | None = None
             while not progress.settled:
                 wait = deadline.remaining()
@@ -919,7 +922,9 @@ class _PodWatcher:
         self.clock = clock
         self._lock = threading.Lock()
         self._current: Any = None
-        self._thread = threading.Thread(target=self._run, name=f"watch-{node_name}", daemon=True)
+        # runs in a copy of the creating thread's context, so its log lines carry the command's fields
+        self._thread = threading.Thread(target=contextvars.copy_context().run, args=(self._run,),
+                                        name=f"watch-{node_name}", daemon=True)
 
     def start(self) -> None:
         self._thread.start()

@@ -16,7 +16,8 @@ https://kubernetes.io/docs/reference/using-api/api-concepts/#http-status-codes) 
 - 404 on a named read -> ``None``; 409 on a patch with a resourceVersion precondition -> ``None``.
 
 Permissions used (the agent's ClusterRole must grant exactly these): nodes get/list/watch/patch; pods
-get/list/watch/delete; pods/eviction create; events create/patch.
+get/list/watch/delete; pods/eviction create; apps daemonsets get; events create/patch; and, through a Role in
+the agent's own namespace only, coordination.k8s.io leases get/create/update (leader election).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from enum import Enum
 from typing import Any, Generic, NoReturn, TypeVar, cast
 
@@ -192,6 +193,51 @@ class PodView:
             deletion_timestamp=_parse_time(meta.get("deletionTimestamp")),
             termination_grace_period_seconds=spec.get("terminationGracePeriodSeconds"),
         )
+
+
+@dataclass(frozen=True)
+class LeaseView:
+    """A ``coordination.k8s.io/v1`` Lease as leader election reads it.
+
+    Attributes:
+        namespace, name: identity.
+        resource_version: ``metadata.resourceVersion``, the precondition of the next update (optimistic
+            concurrency: a replace carrying an older one is refused with 409 Conflict).
+        holder: ``spec.holderIdentity`` ("" when released or never held).
+        duration_seconds: ``spec.leaseDurationSeconds`` (None when unset).
+        acquire_time, renew_time: ``spec.acquireTime``/``spec.renewTime`` (MicroTime; None when unset).
+        transitions: ``spec.leaseTransitions`` (how many times the holder changed).
+    """
+
+    namespace: str
+    name: str
+    resource_version: str = ""
+    holder: str = ""
+    duration_seconds: int | None = None
+    acquire_time: datetime | None = None
+    renew_time: datetime | None = None
+    transitions: int = 0
+
+    @classmethod
+    def from_api(cls, obj: Mapping[str, Any]) -> LeaseView:
+        """Build from a Lease as JSON (the API's camelCase field names). Pure."""
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        return cls(
+            namespace=meta.get("namespace", ""),
+            name=meta.get("name", ""),
+            resource_version=meta.get("resourceVersion", ""),
+            holder=spec.get("holderIdentity") or "",
+            duration_seconds=spec.get("leaseDurationSeconds"),
+            acquire_time=_parse_time(spec.get("acquireTime")),
+            renew_time=_parse_time(spec.get("renewTime")),
+            transitions=int(spec.get("leaseTransitions") or 0),
+        )
+
+
+def micro_time(value: datetime) -> str:
+    """A ``MicroTime`` as the API writes it: RFC 3339 UTC with microseconds, e.g. ``2024-01-01T00:00:00.000000Z``."""
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 # ----------------------------------------------------------------------------------------------- evictions
@@ -439,6 +485,7 @@ class KubeAdapter:
     def __init__(self, api_client: client.ApiClient, request_timeout_seconds: float = 10.0) -> None:
         self._api = client.CoreV1Api(api_client)
         self._apps = client.AppsV1Api(api_client)
+        self._coordination = client.CoordinationV1Api(api_client)
         self._timeout = request_timeout_seconds
         self._eviction_version: str | None = None
         self._lock = threading.Lock()
@@ -681,6 +728,69 @@ class KubeAdapter:
         except (ApiException, *_TRANSPORT_ERRORS) as err:
             _raise(err, f"create event in {namespace}")
         self._drain_response(resp)
+
+    # ---------------------------------------------------------------------------------------------- leases
+
+    def get_lease(self, namespace: str, name: str) -> LeaseView | None:
+        """The Lease ``namespace/name``, None if there is none.
+
+        Raises:
+            KubernetesApiError: 5xx or connection failure. KubernetesRejectedError: other 4xx (403: the agent's
+            Role in ``namespace`` lacks ``leases get``).
+        """
+        try:
+            resp = self._coordination.read_namespaced_lease(name, namespace, _preload_content=False,
+                                                            _request_timeout=self._timeout)
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            _raise(err, f"get lease {namespace}/{name}")
+        except _TRANSPORT_ERRORS as err:
+            _raise(err, f"get lease {namespace}/{name}")
+        return LeaseView.from_api(self._json(resp))
+
+    def create_lease(self, namespace: str, name: str, spec: Mapping[str, Any]) -> LeaseView | None:
+        """Create the Lease with ``spec`` (JSON, camelCase); None when it already exists (409: someone else
+        created it first; read it again).
+
+        Raises:
+            KubernetesApiError: 5xx or connection failure. KubernetesRejectedError: other 4xx.
+        """
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": name, "namespace": namespace}, "spec": dict(spec)}
+        try:
+            resp = self._coordination.create_namespaced_lease(namespace, body, field_manager=FIELD_MANAGER,
+                                                              _preload_content=False, _request_timeout=self._timeout)
+        except ApiException as err:
+            if err.status == 409:
+                return None
+            _raise(err, f"create lease {namespace}/{name}")
+        except _TRANSPORT_ERRORS as err:
+            _raise(err, f"create lease {namespace}/{name}")
+        return LeaseView.from_api(self._json(resp))
+
+    def replace_lease(self, namespace: str, name: str, spec: Mapping[str, Any],
+                      resource_version: str) -> LeaseView | None:
+        """Replace the Lease's spec if it is still at ``resource_version``; None when it is not (409 Conflict:
+        another candidate wrote it since it was read), or when it was deleted meanwhile (404).
+
+        Raises:
+            KubernetesApiError: 5xx or connection failure. KubernetesRejectedError: other 4xx.
+        """
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": name, "namespace": namespace, "resourceVersion": resource_version},
+                "spec": dict(spec)}
+        try:
+            resp = self._coordination.replace_namespaced_lease(name, namespace, body, field_manager=FIELD_MANAGER,
+                                                               _preload_content=False,
+                                                               _request_timeout=self._timeout)
+        except ApiException as err:
+            if err.status in (404, 409):
+                return None
+            _raise(err, f"update lease {namespace}/{name}")
+        except _TRANSPORT_ERRORS as err:
+            _raise(err, f"update lease {namespace}/{name}")
+        return LeaseView.from_api(self._json(resp))
 
     # --------------------------------------------------------------------------------------------- helpers
 

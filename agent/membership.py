@@ -189,10 +189,14 @@ class MembershipReporter:
         resync_seconds: period of the full re-list and rewrite (``MEMBERSHIP_RESYNC_SECONDS``).
         ttl_seconds: TTL of each item (``MEMBERSHIP_TTL_SECONDS``).
         clock: current UTC time; injectable for tests.
+        on_resync: called with the number of nodes reported after each successful resync (the metrics gauge,
+            the CloudWatch heartbeat the "agent silent" alarm watches, the readiness probe's "Kubernetes
+            reached"); must not raise.
     """
 
     def __init__(self, nodes: NodeSource, store: Store, asgs: AsgLookup, resync_seconds: float, ttl_seconds: int,
-                 clock: Callable[[], datetime] = utcnow) -> None:
+                 clock: Callable[[], datetime] = utcnow, on_resync: Callable[[int], None] | None = None) -> None:
+        self.on_resync = on_resync
         self.nodes = nodes
         self.store = store
         self.asgs = asgs
@@ -204,10 +208,10 @@ class MembershipReporter:
         self._watch: Any = None  # the open watch, closed by ``close`` from another thread
 
     @classmethod
-    def from_settings(cls, settings: AgentSettings, nodes: NodeSource, store: Store, autoscaling: Any
-                      ) -> MembershipReporter:
+    def from_settings(cls, settings: AgentSettings, nodes: NodeSource, store: Store, autoscaling: Any,
+                      on_resync: Callable[[int], None] | None = None) -> MembershipReporter:
         return cls(nodes, store, AsgLookup(autoscaling), settings.membership_resync_seconds,
-                   settings.membership_ttl_seconds)
+                   settings.membership_ttl_seconds, on_resync=on_resync)
 
     def run(self, stop: threading.Event) -> None:
         """Resync, then follow the watch, resyncing every ``resync_seconds``, until ``stop`` is set.
@@ -284,6 +288,8 @@ class MembershipReporter:
         for instance_id in gone:
             self._forget(instance_id)
         log.info("membership resync nodes=%d written=%d forgotten=%s", len(nodes), len(records), gone)
+        if self.on_resync is not None:
+            self.on_resync(len(records))
         return resource_version
 
     def apply(self, event_type: str, node: NodeView) -> None:

@@ -28,8 +28,10 @@ _KINDS: dict[str, tuple[str, str, bool]] = {
 
 
 def manifests(folder: Path = RBAC_DIR) -> Iterator[dict[str, Any]]:
-    """Every YAML document in ``folder`` (sorted by file name), skipping empty ones."""
+    """Every YAML document in ``folder`` (sorted by file name), skipping empty ones and the kustomize file."""
     for path in sorted(folder.glob("*.yaml")):
+        if path.name == "kustomization.yaml":
+            continue
         for doc in yaml.safe_load_all(path.read_text()):
             if doc:
                 yield doc

@@ -341,6 +341,8 @@ class LocalWorld:
             env.update(self.cluster.env())
         env["PYTHONPATH"] = str(REPO_ROOT)
         env["PYTHONUNBUFFERED"] = "1"
+        # processes of the world share one host (pods would not): each agent's probe/metrics port is a free one
+        env["AGENT_HTTP_PORT"] = "0"
         env.update(extra or {})
         return env
 

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError
 
 from core.exceptions import AwsRequestError, AwsUnavailableError
+from core.lifecycle import LifecycleAction
 from core.model import Command
 from lambdas.interruption.world import InstanceFacts
 
@@ -77,9 +78,12 @@ class InterruptionAws:
         ec2: a boto3 ``ec2`` client.
         sqs: a boto3 ``sqs`` client.
         queue_url: the command queue (a FIFO queue is recognised by its ``.fifo`` suffix).
+        lifecycle_client: the ``autoscaling`` client CompleteLifecycleAction goes through (default
+            ``autoscaling``; tests pass one wrapped in botocore's Stubber, moto lacks the call).
     """
 
-    def __init__(self, autoscaling: Any, ec2: Any, sqs: Any, queue_url: str) -> None:
+    def __init__(self, autoscaling: Any, ec2: Any, sqs: Any, queue_url: str, lifecycle_client: Any = None) -> None:
+        self.lifecycle_client = lifecycle_client or autoscaling
         self.autoscaling = autoscaling
         self.ec2 = ec2
         self.sqs = sqs
@@ -157,6 +161,29 @@ class InterruptionAws:
             raise translate("DetachInstances", err) from err
         except (ConnectionError, HTTPClientError) as err:
             raise AwsUnavailableError("DetachInstances", type(err).__name__, str(err)) from err
+        return True
+
+    def complete_lifecycle_action(self, action: LifecycleAction) -> bool:
+        """CompleteLifecycleAction with ``CONTINUE`` (the instance may terminate now).
+
+        Returns:
+            True when Auto Scaling accepted it; False when it no longer knows the action (ValidationError "No
+            active Lifecycle Action": it timed out or someone else completed it).
+
+        Raises:
+            AwsUnavailableError, AwsRequestError: see the module docstring.
+        """
+        try:
+            self.lifecycle_client.complete_lifecycle_action(
+                LifecycleHookName=action.hook_name, AutoScalingGroupName=action.asg_name,
+                LifecycleActionToken=action.token, LifecycleActionResult="CONTINUE", InstanceId=action.instance_id)
+        except ClientError as err:
+            error = err.response.get("Error", {})
+            if error.get("Code") == "ValidationError" and "No active Lifecycle Action" in str(error.get("Message")):
+                return False
+            raise translate("CompleteLifecycleAction", err) from err
+        except (ConnectionError, HTTPClientError) as err:
+            raise AwsUnavailableError("CompleteLifecycleAction", type(err).__name__, str(err)) from err
         return True
 
     def send_command(self, command: Command) -> str:

@@ -30,14 +30,31 @@ Rules, in order:
    send; the agent makes a second message harmless through the ``CMD#`` status); one ``running`` or terminal is
    not. A ``DETACH#`` record still ``intended`` is completed (detach if the instance is still in its ASG, then mark
    it); one ``detached`` is not repeated. An event that needs nothing more is acknowledged as ``duplicate``.
+7. **Termination lifecycle action** (``decide_lifecycle``): only actions of our hook (``LIFECYCLE_HOOK_NAME``;
+   another tool's hook: ``foreign_hook``), not later than ``event time + LIFECYCLE_DRAIN_TIMEOUT_SECONDS``
+   (``late``), in scope as rule 2. The action is recorded (``HOOK#``, ``pending``; the same token again is a
+   duplicate). Then **one drain, not two**: if the instance already has a ``drain`` command that is ``queued`` or
+   ``running`` (a Spot drain, a refresher's drain), no new one: the agent completes the action when that drain
+   ends (``AwaitDrain``); if a drain of it ``succeeded`` within ``LIFECYCLE_RECENT_DRAIN_SECONDS``, the action is
+   completed now with CONTINUE (``CompleteHook``). Otherwise a ``drain`` command ``lifecycle-<event id>`` with
+   deadline ``event time + LIFECYCLE_DRAIN_TIMEOUT_SECONDS``; the agent keeps the action alive with heartbeats
+   while it drains and completes it with CONTINUE when the drain ends (whatever the result: an instance with no
+   node is continued at once).
+8. **Instance state change** (``decide_state_change``) to ``stopping``, ``shutting-down`` or ``terminated``: the
+   node is going, so its ``NODE#`` record is deleted and the instance's ``queued`` commands are cancelled (ended
+   ``skipped``, reason in the result). Other states: ``state_ignored``; an instance with no membership record:
+   ``not_a_member`` (the rule sees every instance of the account; only members are looked at further).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from core.kops import CLUSTER_TAG, Role, managed_group, tag_map
+from core.lifecycle import LifecycleAction
 from core.model import Command, CommandKind, CommandStatus
 from core.settings import InterruptionSettings, RebalancePolicy
 from lambdas.events.notice import InstanceAction, InterruptionNotice, NoticeKind
@@ -45,11 +62,16 @@ from lambdas.interruption.plan import (
     EFFECTS,
     Acknowledge,
     Action,
+    AwaitDrain,
+    CancelCommand,
+    CompleteHook,
     DetachInstance,
+    ForgetNode,
     IgnoreReason,
     MarkDetached,
     RecordCommand,
     RecordDetach,
+    RecordHook,
     SendCommand,
     Skip,
     SkipReason,
@@ -91,7 +113,8 @@ def command_id_for(notice: InterruptionNotice) -> str:
     ...     instance_action=InstanceAction.TERMINATE, source="aws.ec2", detail_type="x"))
     'spot-abc'
     """
-    prefix = "spot" if notice.kind is NoticeKind.SPOT_INTERRUPTION else "rebalance"
+    prefix = {NoticeKind.SPOT_INTERRUPTION: "spot", NoticeKind.REBALANCE_RECOMMENDATION: "rebalance",
+              NoticeKind.TERMINATE_LIFECYCLE_ACTION: "lifecycle"}.get(notice.kind, notice.kind.value)
     return f"{prefix}-{notice.event_id}"
 
 
@@ -184,6 +207,10 @@ def decide(notice: InterruptionNotice, now: datetime, settings: InterruptionSett
     Returns:
         The plan: a non-empty tuple of actions, to be applied in order by ``execute.execute``.
     """
+    if notice.kind is NoticeKind.TERMINATE_LIFECYCLE_ACTION:
+        return decide_lifecycle(notice, now, settings, world)
+    if notice.kind is NoticeKind.INSTANCE_STATE_CHANGE:
+        return decide_state_change(notice, world)
     if too_late(notice, now, settings):
         late_by = (now - notice.event_time).total_seconds()
         return Plan((Acknowledge(IgnoreReason.LATE, f"event is {late_by:.0f} s old"),))
@@ -223,3 +250,97 @@ def decide(notice: InterruptionNotice, now: datetime, settings: InterruptionSett
     if not any(isinstance(a, EFFECTS) for a in actions):
         actions.append(Acknowledge(IgnoreReason.DUPLICATE, "command and early replacement already done"))
     return Plan(tuple(actions))
+
+
+GOING_STATES = ("stopping", "shutting-down", "terminated")
+ACTIVE = (CommandStatus.QUEUED.value, CommandStatus.RUNNING.value)
+
+
+def _command_id(item: Mapping[str, Any]) -> str:
+    """The id of a ``CMD#`` item (its ``command.command_id``, else its sort key without ``CMD#``)."""
+    return str((item.get("command") or {}).get("command_id") or str(item.get("sk", "")).removeprefix("CMD#"))
+
+
+def _succeeded_recently(item: Mapping[str, Any], now: datetime, seconds: int) -> bool:
+    if item.get("status") != CommandStatus.SUCCEEDED.value or not item.get("finished_at"):
+        return False
+    finished = datetime.fromisoformat(str(item["finished_at"]))
+    return (now - finished).total_seconds() <= seconds
+
+
+def decide_lifecycle(notice: InterruptionNotice, now: datetime, settings: InterruptionSettings,
+                     world: World) -> Plan:
+    """Rule 7 of the module docstring: a termination lifecycle action becomes one drain (or none). Pure.
+
+    Args:
+        notice: kind ``terminate_lifecycle_action`` (``notice.lifecycle`` set).
+        world: ``instance`` (scope), ``membership`` (node name), ``command`` (this notice's own ``CMD#``),
+            ``hook`` (the instance's ``HOOK#``), ``commands`` (the instance's ``CMD#`` items).
+    """
+    action: LifecycleAction | None = notice.lifecycle
+    if action is None:
+        raise ValueError("a terminate lifecycle notice carries its action")
+    if action.hook_name != settings.lifecycle_hook_name:
+        return Plan((Acknowledge(IgnoreReason.FOREIGN_HOOK,
+                                 f"hook {action.hook_name!r} is not {settings.lifecycle_hook_name!r}"),))
+    if now > notice.event_time + timedelta(seconds=settings.lifecycle_drain_timeout_seconds):
+        late_by = (now - notice.event_time).total_seconds()
+        return Plan((Acknowledge(IgnoreReason.LATE, f"event is {late_by:.0f} s old"),))
+    ignored = _out_of_scope(world, settings)
+    if ignored is not None:
+        return Plan((ignored,))
+
+    steps: list[Action] = []
+    if world.hook is not None and world.hook.get("token") == action.token:
+        steps.append(Skip("hook", SkipReason.HOOK_ALREADY_RECORDED))
+    else:
+        steps.append(RecordHook(action))
+    own_id = command_id_for(notice)
+    drains = [c for c in world.commands
+              if c.get("kind") == CommandKind.DRAIN.value and _command_id(c) != own_id]
+    active = next((c for c in drains if c.get("status") in ACTIVE), None)
+    recent = next((c for c in drains if _succeeded_recently(c, now, settings.lifecycle_recent_drain_seconds)),
+                  None)
+    if world.command is None and active is not None:
+        steps.append(AwaitDrain(action, _command_id(active)))
+    elif world.command is None and recent is not None:
+        steps.append(CompleteHook(action, f"drain {_command_id(recent)} succeeded at {recent['finished_at']}"))
+    else:
+        membership = world.membership
+        node_name = None
+        if membership is not None and membership.fresh(now, settings.membership_max_age_seconds):
+            node_name = membership.node_name
+        command = Command(
+            command_id=own_id,
+            cluster=settings.cluster_name,
+            kind=CommandKind.DRAIN,
+            instance_id=notice.instance_id,
+            node_name=node_name,
+            reason=f"asg-lifecycle:{action.asg_name}",
+            deadline=notice.event_time + timedelta(seconds=settings.lifecycle_drain_timeout_seconds),
+        )
+        steps += _command_steps(command, world)
+    if not any(isinstance(a, EFFECTS) for a in steps):
+        steps.append(Acknowledge(IgnoreReason.DUPLICATE, "lifecycle action and its drain already handled"))
+    return Plan(tuple(steps))
+
+
+def decide_state_change(notice: InterruptionNotice, world: World) -> Plan:
+    """Rule 8 of the module docstring: an instance going away loses its membership and its queued commands. Pure.
+
+    Args:
+        notice: kind ``instance_state_change`` (``notice.instance_state`` set).
+        world: ``membership`` and ``commands`` of the instance.
+    """
+    state = notice.instance_state or ""
+    if state not in GOING_STATES:
+        return Plan((Acknowledge(IgnoreReason.STATE_IGNORED, f"state {state!r} keeps the node"),))
+    steps: list[Action] = []
+    if world.membership is not None:
+        steps.append(ForgetNode(notice.instance_id))
+    for item in world.commands:
+        if item.get("status") == CommandStatus.QUEUED.value:
+            steps.append(CancelCommand(_command_id(item), f"instance {state}"))
+    if not steps:
+        return Plan((Acknowledge(IgnoreReason.NOT_A_MEMBER, f"{notice.instance_id} has no membership record"),))
+    return Plan(tuple(steps))

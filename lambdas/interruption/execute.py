@@ -18,7 +18,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from core.exceptions import CommandExistsError
+from core.exceptions import AwsUnavailableError, CommandExistsError
+from core.lifecycle import (
+    HookState,
+    LifecycleAction,
+    cancel_queued_command,
+    claim_hook,
+    record_hook,
+    settle_hook,
+)
 from core.model import CommandStatus
 from core.store import Store
 from lambdas.interruption.aws import InterruptionAws
@@ -27,13 +35,20 @@ from lambdas.interruption.plan import (
     EFFECTS,
     Acknowledge,
     Action,
+    AwaitDrain,
+    CancelCommand,
+    CompleteHook,
     DetachInstance,
+    ForgetNode,
     MarkDetached,
     RecordCommand,
     RecordDetach,
+    RecordHook,
     SendCommand,
     Skip,
 )
+
+CLAIMER = "interruption-lambda"
 from lambdas.interruption.telemetry import Telemetry
 
 
@@ -121,9 +136,48 @@ def _apply(action: Action, effects: Effects, now: datetime, unsent: set[str], un
             return "not done (another delivery detaches)"
         effects.store.mark_detached(action.instance_id, DETACH_DONE, now=now)
         return "marked"
+    if isinstance(action, RecordHook):
+        if record_hook(effects.store, action.action, effects.ttl_seconds, now=now):
+            return "recorded"
+        return "already recorded"
+    if isinstance(action, CompleteHook):
+        return _complete_hook(action.action, effects, now)
+    if isinstance(action, AwaitDrain):
+        # the agent may have looked for HOOK# before RecordHook wrote it: if the drain ended meanwhile, finish here
+        item = effects.store.get_command(action.command_id)
+        if item is not None and CommandStatus(item.get("status", "queued")).terminal:
+            return f"drain already {item['status']}: " + _complete_hook(action.action, effects, now)
+        return "left to the agent (it completes the action when the drain ends)"
+    if isinstance(action, ForgetNode):
+        effects.store.delete_node(action.instance_id)
+        effects.telemetry.count("MembershipForgotten")
+        return "deleted"
+    if isinstance(action, CancelCommand):
+        if cancel_queued_command(effects.store, action.command_id, action.why, now=now):
+            effects.telemetry.count("CommandsCancelled")
+            return "cancelled"
+        return "no longer queued: left to the agent"
     if isinstance(action, Acknowledge):
         effects.telemetry.count_by("EventsIgnored", "reason", action.reason.value)
         return "acknowledged"
     if isinstance(action, Skip):
         return "skipped"
     raise TypeError(f"unknown action {action!r}")
+
+
+def _complete_hook(action: LifecycleAction, effects: Effects, now: datetime) -> str:
+    """Claim the ``HOOK#`` item, then CompleteLifecycleAction(CONTINUE); a transient failure puts the claim back
+    and is raised (the event is retried)."""
+    if not claim_hook(effects.store, action.instance_id, action.token, CLAIMER, now=now):
+        return "claimed by another finisher (or not pending)"
+    try:
+        accepted = effects.aws.complete_lifecycle_action(action)
+    except AwsUnavailableError:
+        settle_hook(effects.store, action.instance_id, action.token, HookState.PENDING, "retrying", now=now)
+        raise
+    settle_hook(effects.store, action.instance_id, action.token,
+                HookState.COMPLETED if accepted else HookState.GONE, CLAIMER, now=now)
+    if accepted:
+        effects.telemetry.count("LifecycleActionsCompleted")
+        return "completed with CONTINUE"
+    return "Auto Scaling no longer has the action"

@@ -38,15 +38,16 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from core.exceptions import MalformedEventError, RetryableError, StoreUnavailableError
+from core.lifecycle import commands_for_instance, get_hook
 from core.model import NodeRecord, utcnow
 from core.settings import InterruptionSettings
 from core.store import Store
-from lambdas.events import InterruptionNotice, parse_notice
+from lambdas.events import InterruptionNotice, NoticeKind, parse_notice
 from lambdas.interruption.aws import InterruptionAws
 from lambdas.interruption.decide import command_id_for, decide
 from lambdas.interruption.execute import Effects, execute
 from lambdas.interruption.telemetry import Telemetry
-from lambdas.interruption.world import World
+from lambdas.interruption.world import InstanceFacts, World
 
 
 
@@ -158,8 +159,6 @@ def gather(notice: InterruptionNotice, deps: Deps) -> World:
     Raises:
         StoreUnavailableError, AwsUnavailableError, AwsRequestError: reads failed.
     """
-    detach = deps.store.get_detach(notice.instance_id)
-    command = deps.store.get_command(command_id_for(notice))
     membership = None
     item = deps.store.get(f"NODE#{notice.instance_id}", consistent=False)
     if item is not None:
@@ -167,8 +166,20 @@ def gather(notice: InterruptionNotice, deps: Deps) -> World:
             membership = NodeRecord.model_validate(item)
         except ValidationError as err:
             logger.warning("unreadable membership record ignored", extra={"error": str(err)})
+    if notice.kind is NoticeKind.INSTANCE_STATE_CHANGE:
+        # every instance of the account changes state: only members are looked at further (no AWS calls)
+        commands = tuple(commands_for_instance(deps.store, notice.instance_id)) if item is not None else ()
+        return World(instance=InstanceFacts(notice.instance_id), membership=membership, commands=commands)
+    detach = deps.store.get_detach(notice.instance_id)
+    command = deps.store.get_command(command_id_for(notice))
+    hook = None
+    commands: tuple[dict[str, Any], ...] = ()
+    if notice.kind is NoticeKind.TERMINATE_LIFECYCLE_ACTION:
+        hook = get_hook(deps.store, notice.instance_id)
+        commands = tuple(commands_for_instance(deps.store, notice.instance_id))
     facts = deps.aws.instance_facts(notice.instance_id, recorded_asg=detach.get("asg_name") if detach else None)
-    return World(instance=facts, membership=membership, command=command, detach=detach)
+    return World(instance=facts, membership=membership, command=command, detach=detach, hook=hook,
+                 commands=commands)
 
 
 def process_event(*, event: dict[str, Any], notice: InterruptionNotice, deps: Deps, now: datetime) -> dict[str, Any]:

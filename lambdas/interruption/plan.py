@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Union
 
+from core.lifecycle import LifecycleAction
 from core.model import Command
 
 
@@ -22,6 +23,9 @@ class IgnoreReason(str, Enum):
     UNMANAGED_GROUP = "unmanaged_group"  # its ASG carries no KubernetesCluster tag
     DUPLICATE = "duplicate"  # everything this event asks for was already done
     REBALANCE_IGNORED = "rebalance_ignored"  # REBALANCE_POLICY=ignore
+    FOREIGN_HOOK = "foreign_hook"  # a lifecycle action of another tool's hook (not LIFECYCLE_HOOK_NAME)
+    STATE_IGNORED = "state_ignored"  # an instance state that does not take the node away (pending, running...)
+    NOT_A_MEMBER = "not_a_member"  # a state change of an instance with no membership record
 
 
 class SkipReason(str, Enum):
@@ -34,6 +38,8 @@ class SkipReason(str, Enum):
     UNKNOWN_ROLE = "unknown_role"  # an ASG of the cluster without a kOps role tag: treated like a master
     NOT_IN_SERVICE = "not_in_service"  # the ASG is already replacing or holding the instance
     ALREADY_DETACHED = "already_detached"  # the DETACH# record says detached
+    DRAIN_IN_PROGRESS = "drain_in_progress"  # a drain of the instance is queued or running: it completes the hook
+    HOOK_ALREADY_RECORDED = "hook_already_recorded"  # the same lifecycle action again (a duplicate event)
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,63 @@ class MarkDetached:
 
 
 @dataclass(frozen=True)
+class RecordHook:
+    """Write ``HOOK#<instance>`` as ``pending`` (``core.lifecycle.record_hook``): whoever ends the instance's drain
+    completes the action."""
+
+    action: LifecycleAction
+
+    def describe(self) -> str:
+        return (f"record lifecycle action {self.action.hook_name} of {self.action.instance_id} in "
+                f"{self.action.asg_name}")
+
+
+@dataclass(frozen=True)
+class CompleteHook:
+    """CompleteLifecycleAction(CONTINUE) now, if the ``HOOK#`` claim is won (a drain already succeeded)."""
+
+    action: LifecycleAction
+    why: str
+
+    def describe(self) -> str:
+        return f"complete lifecycle action of {self.action.instance_id} with CONTINUE ({self.why})"
+
+
+@dataclass(frozen=True)
+class AwaitDrain:
+    """Leave the action to the agent ending drain ``command_id``; the executor reads that ``CMD#`` again after
+    ``RecordHook`` and completes the action itself if the drain ended meanwhile (the agent may have looked for the
+    ``HOOK#`` item before it was written)."""
+
+    action: LifecycleAction
+    command_id: str
+
+    def describe(self) -> str:
+        return f"leave the lifecycle action of {self.action.instance_id} to drain {self.command_id}"
+
+
+@dataclass(frozen=True)
+class ForgetNode:
+    """Delete the instance's ``NODE#`` membership record (its node is going)."""
+
+    instance_id: str
+
+    def describe(self) -> str:
+        return f"forget membership of {self.instance_id}"
+
+
+@dataclass(frozen=True)
+class CancelCommand:
+    """End a ``queued`` command as ``skipped`` (``core.lifecycle.cancel_queued_command``)."""
+
+    command_id: str
+    why: str
+
+    def describe(self) -> str:
+        return f"cancel queued command {self.command_id} ({self.why})"
+
+
+@dataclass(frozen=True)
 class Skip:
     """One step deliberately not taken (logged, no effect)."""
 
@@ -116,7 +179,9 @@ class Acknowledge:
             f"acknowledge ({self.reason.value})"
 
 
-Action = Union[RecordCommand, SendCommand, RecordDetach, DetachInstance, MarkDetached, Skip, Acknowledge]
+Action = Union[RecordCommand, SendCommand, RecordDetach, DetachInstance, MarkDetached, RecordHook, CompleteHook,
+               AwaitDrain, ForgetNode, CancelCommand, Skip, Acknowledge]
 
 # Actions that change something (the rest only log and count).
-EFFECTS = (RecordCommand, SendCommand, RecordDetach, DetachInstance, MarkDetached)
+EFFECTS = (RecordCommand, SendCommand, RecordDetach, DetachInstance, MarkDetached, RecordHook, CompleteHook,
+           AwaitDrain, ForgetNode, CancelCommand)

@@ -47,9 +47,14 @@ class World:
         membership: the ``NODE#`` record of the instance, if any (``decide`` checks its age itself).
         command: the ``CMD#`` item of the command this notice would create, if already recorded.
         detach: the ``DETACH#`` item of the instance, if an early replacement was already recorded.
+        hook: for a lifecycle action, the instance's ``HOOK#`` item, if any.
+        commands: for a lifecycle action or a state change, the instance's ``CMD#`` items, newest first
+            (``core.lifecycle.commands_for_instance``); empty otherwise.
     """
 
     instance: InstanceFacts
     membership: NodeRecord | None = None
     command: Mapping[str, Any] | None = None
     detach: Mapping[str, Any] | None = None
+    hook: Mapping[str, Any] | None = None
+    commands: tuple[Mapping[str, Any], ...] = ()

@@ -345,8 +345,10 @@ def test_every_node_is_reported_with_its_asg_and_changes_follow_the_watch(world:
     def new_item() -> list[dict[str, Any]]:
         return [i for iid, i in harness.node_items().items() if iid not in expected and i["asg_name"] == asg]
 
-    [item] = wait_for(new_item, 20, "the new node's item", agent)
+    # the node registers NotReady, then turns Ready (two writes): the item follows both
+    [item] = wait_for(lambda: [i for i in new_item() if i["ready"]], 20, "the new node's item, Ready", agent)
     assert item["ready"] is True and item["node_name"].startswith("ip-")
+    assert len(new_item()) == 1
 
 
 def test_nodes_named_by_instance_id_are_reported_the_same(world: LocalWorld, tmp_path: Path) -> None:

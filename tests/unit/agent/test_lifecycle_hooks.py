@@ -1,0 +1,171 @@
+"""The agent completes termination lifecycle actions when a drain of the instance ends, and records heartbeats
+while it runs. CompleteLifecycleAction and RecordLifecycleActionHeartbeat are not in moto: they are checked with
+botocore's Stubber (the calls' exact parameters); SQS, DynamoDB and EventBridge are moto, as in test_consumer."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from agent.consumer import CommandConsumer, ConsumerConfig
+from agent.hooks import LifecycleHooks
+from agent.metrics import AgentMetrics
+from agent.report import Reporter
+from core.exceptions import NodeNotFoundError
+from core.lifecycle import HookState, LifecycleAction, get_hook, record_hook
+from core.model import Command
+from tests.unit.agent.test_consumer import INSTANCE, ScriptedEngine, World, command, session, succeed, world  # noqa: F401
+
+HOOK = LifecycleAction(instance_id=INSTANCE, asg_name="nodes-us-east-1a.demo.k8s.local",
+                       hook_name="node-manager-drain", token="3f2a9c1e-0000-4000-8000-000000000001",
+                       event_id="ev-1")
+HOOK_PARAMS = {"LifecycleHookName": HOOK.hook_name, "AutoScalingGroupName": HOOK.asg_name,
+               "LifecycleActionToken": HOOK.token, "InstanceId": INSTANCE}
+NO_ACTION = "No active Lifecycle Action found with token " + HOOK.token
+
+
+@pytest.fixture
+def stubbed() -> Iterator[tuple[Any, Stubber]]:
+    autoscaling = boto3.client("autoscaling", region_name="us-east-1", aws_access_key_id="x",
+                               aws_secret_access_key="x")
+    with Stubber(autoscaling) as stub:
+        yield autoscaling, stub
+        stub.assert_no_pending_responses()
+
+
+def consumer(world: World, engine: ScriptedEngine, autoscaling: Any, metrics: AgentMetrics | None = None,
+             **config: Any) -> CommandConsumer:
+    reporter = Reporter(world.store, world.events, world.info.event_bus_name)
+    cfg = ConsumerConfig(**{"cluster": "demo.k8s.local", "queue_url": world.info.queue_url, "worker_id": "agent-a:1",
+                            "wait_seconds": 0, **config})
+    hooks = LifecycleHooks(world.store, autoscaling, "agent-a:1", metrics)
+    return CommandConsumer(world.sqs, world.store, engine, reporter, cfg, metrics=metrics, hooks=hooks)
+
+
+def expect_complete(stub: Stubber) -> None:
+    stub.add_response("complete_lifecycle_action", {}, {**HOOK_PARAMS, "LifecycleActionResult": "CONTINUE"})
+
+
+def test_a_finished_drain_completes_the_pending_action_with_continue(world: World, stubbed: tuple[Any, Stubber]
+                                                                      ) -> None:
+    autoscaling, stub = stubbed
+    assert record_hook(world.store, HOOK, ttl_seconds=3600)
+    assert not record_hook(world.store, HOOK, ttl_seconds=3600)  # the same action again: a duplicate
+    expect_complete(stub)
+    metrics = AgentMetrics()
+    world.send(command("lifecycle-ev-1"))
+    consumer(world, ScriptedEngine(), autoscaling, metrics).handle(world.receive())
+    assert world.item("lifecycle-ev-1")["status"] == "succeeded"
+    hook = get_hook(world.store, INSTANCE)
+    assert hook is not None and hook["state"] == HookState.COMPLETED and hook["claimed_by"] == "agent-a:1"
+    assert 'node_manager_agent_lifecycle_actions_total{action="complete",result="ok"} 1.0' in \
+        metrics.render().decode()
+
+
+def test_an_instance_without_a_node_is_continued_at_once(world: World, stubbed: tuple[Any, Stubber]) -> None:
+    autoscaling, stub = stubbed
+    record_hook(world.store, HOOK, ttl_seconds=3600)
+    expect_complete(stub)
+
+    def no_node(cmd: Command) -> Any:
+        raise NodeNotFoundError(cmd.instance_id)
+
+    engine = ScriptedEngine(no_node)
+    world.send(command("lifecycle-ev-1"))
+    consumer(world, engine, autoscaling).handle(world.receive())
+    assert world.item("lifecycle-ev-1")["status"] == "skipped" and world.in_queue() == 0
+    assert get_hook(world.store, INSTANCE)["state"] == HookState.COMPLETED  # type: ignore[index]
+
+
+def test_an_action_auto_scaling_no_longer_knows_is_marked_gone_without_retrying(
+        world: World, stubbed: tuple[Any, Stubber]) -> None:
+    autoscaling, stub = stubbed
+    record_hook(world.store, HOOK, ttl_seconds=3600)
+    stub.add_client_error("complete_lifecycle_action", "ValidationError", NO_ACTION, 400)
+    world.send(command("lifecycle-ev-1"))
+    consumer(world, ScriptedEngine(), autoscaling).handle(world.receive())
+    assert world.item("lifecycle-ev-1")["status"] == "succeeded" and world.in_queue() == 0
+    assert get_hook(world.store, INSTANCE)["state"] == HookState.GONE  # type: ignore[index]
+
+
+def test_a_throttled_completion_leaves_the_action_pending_for_the_next_finisher(
+        world: World, stubbed: tuple[Any, Stubber]) -> None:
+    autoscaling, stub = stubbed
+    record_hook(world.store, HOOK, ttl_seconds=3600)
+    stub.add_client_error("complete_lifecycle_action", "Throttling", "Rate exceeded", 400)
+    expect_complete(stub)
+    hooks = LifecycleHooks(world.store, autoscaling, "agent-a:1")
+    assert hooks.complete(INSTANCE, "drain done") is False
+    assert get_hook(world.store, INSTANCE)["state"] == HookState.PENDING  # type: ignore[index]
+    assert hooks.complete(INSTANCE, "drain done") is True
+    assert hooks.complete(INSTANCE, "drain done") is False  # completed: nothing pending, no call
+
+
+def test_a_duplicate_delivery_of_a_finished_drain_completes_an_action_left_pending(
+        world: World, stubbed: tuple[Any, Stubber]) -> None:
+    autoscaling, stub = stubbed
+    world.send(command("lifecycle-ev-1"))
+    consumer(world, ScriptedEngine(), autoscaling).handle(world.receive())  # no action recorded yet: no call
+    record_hook(world.store, HOOK, ttl_seconds=3600)  # e.g. the worker died between the drain's end and the call
+    expect_complete(stub)
+    world.send(command("lifecycle-ev-1"), record=False)
+    consumer(world, ScriptedEngine(), autoscaling).handle(world.receive())
+    assert get_hook(world.store, INSTANCE)["state"] == HookState.COMPLETED  # type: ignore[index]
+    assert world.in_queue() == 0
+
+
+def test_a_long_drain_records_heartbeats_until_its_deadline(world: World, stubbed: tuple[Any, Stubber]) -> None:
+    autoscaling, stub = stubbed
+    record_hook(world.store, HOOK, ttl_seconds=3600)
+    release = threading.Event()
+
+    def slow(cmd: Command) -> Any:
+        release.wait(10)
+        return succeed(cmd)
+
+    c = consumer(world, ScriptedEngine(slow), autoscaling, lifecycle_heartbeat_seconds=0.0)
+    world.send(command("lifecycle-ev-1", deadline_in=120))
+    worker = threading.Thread(target=c.handle, args=(world.receive(),))
+    worker.start()
+    try:
+        while not c._job_list():  # noqa: SLF001 - wait until the job is in flight
+            threading.Event().wait(0.02)
+        stub.add_response("record_lifecycle_action_heartbeat", {}, HOOK_PARAMS)
+        c.heartbeat_once()
+        stub.add_response("record_lifecycle_action_heartbeat", {}, HOOK_PARAMS)
+        c.heartbeat_once()
+        stub.assert_no_pending_responses()
+        expect_complete(stub)
+    finally:
+        release.set()
+        worker.join(10)
+    assert get_hook(world.store, INSTANCE)["state"] == HookState.COMPLETED  # type: ignore[index]
+
+
+def test_no_heartbeat_past_the_drains_deadline(world: World, stubbed: tuple[Any, Stubber]) -> None:
+    autoscaling, stub = stubbed
+    record_hook(world.store, HOOK, ttl_seconds=3600)
+    release = threading.Event()
+
+    def slow(cmd: Command) -> Any:
+        release.wait(10)
+        return succeed(cmd)
+
+    c = consumer(world, ScriptedEngine(slow), autoscaling, lifecycle_heartbeat_seconds=0.0)
+    world.send(command("lifecycle-ev-1", deadline_in=1.5))
+    worker = threading.Thread(target=c.handle, args=(world.receive(),))
+    worker.start()
+    try:
+        while not c._job_list():  # noqa: SLF001
+            threading.Event().wait(0.02)
+        threading.Event().wait(1.6)
+        c.heartbeat_once()  # past the cap: no call (the Stubber would fail on an unexpected one)
+        expect_complete(stub)
+    finally:
+        release.set()
+        worker.join(10)
