@@ -22,12 +22,12 @@ from typing import Any
 from core.kops import ManagedGroup, Role
 from core.ledger import Ledger
 from core.model import NodeRecord
+from core.runs import RunStatus
 
 ACTIVE_STATES = frozenset({"InService", "Pending", "Pending:Wait", "Pending:Proceed"})
 IN_SERVICE = "InService"
 INSTANCE_ID_IN_TEXT = re.compile(r"\bi-[0-9a-f]{8,17}\b")
 # RUN# statuses after which a refresh run no longer holds capacity (anything else counts as active)
-RUN_FINISHED = frozenset({"succeeded", "failed", "cancelled", "canceled", "aborted", "done", "completed"})
 
 
 @dataclass(frozen=True)
@@ -130,6 +130,12 @@ def instance_ids_in(value: Any) -> set[str]:
 
 
 def run_active(item: Mapping[str, Any]) -> bool:
-    """A ``RUN#`` item is active unless its ``status`` (or ``state``) is a finished one (``RUN_FINISHED``)."""
-    status = str(item.get("status") or item.get("state") or "").lower()
-    return status not in RUN_FINISHED
+    """Whether a ``RUN#`` item is an active refresh run, by ``core.runs.RunStatus`` (running, pausing, cancelling).
+
+    A status this code does not know counts as active: protecting capacity by mistake costs a tick, judging a
+    run's surge as surplus would remove it under the run.
+    """
+    try:
+        return RunStatus(str(item.get("status", ""))).active
+    except ValueError:
+        return True

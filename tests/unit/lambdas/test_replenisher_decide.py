@@ -138,3 +138,14 @@ def test_ledger_round_trips_through_json() -> None:
     plan = decide(failure("a"), T0, SETTINGS, World(groups={"a": a, "b": b}, nodes=nodes_for(b)))
     written = plan.actions[0].ledger
     assert Ledger.model_validate(json.loads(json.dumps(written.model_dump(mode="json")))) == written
+
+
+@pytest.mark.parametrize("status, active", [
+    ("running", True), ("pausing", True), ("cancelling", True),
+    ("paused", False), ("succeeded", False), ("cancelled", False), ("failed", False),
+    ("something-new", True),  # unknown: protect the capacity rather than judge it surplus
+])
+def test_which_refresh_runs_protect_their_capacity(status, active):
+    from lambdas.replenisher.world import run_active
+
+    assert run_active({"status": status}) is active
