@@ -23,6 +23,14 @@ else
   say ".venv is up to date"
 fi
 
+# The tests compare our drain with `kubectl drain` and dry-run the agent's manifests with `kubectl apply -k`.
+# This kind of machine ships kubectl v1.32; elsewhere fall back to Debian's kubernetes-client (v1.20).
+if ! command -v kubectl >/dev/null 2>&1; then
+  say "kubectl not found: installing Debian's kubernetes-client"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq kubernetes-client >/dev/null
+fi
+
 if [ -z "${KUBEBUILDER_ASSETS:-}" ]; then
   KUBEBUILDER_ASSETS="$(scripts/install-kube-assets.sh | tail -1)"
 fi
