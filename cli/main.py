@@ -104,7 +104,7 @@ def payload_of(args: argparse.Namespace) -> dict[str, Any]:
 def render(response: Mapping[str, Any]) -> str:
     """A response as text for an operator."""
     lines = [f"status: {response.get('status')}"]
-    for key in ("reason", "error"):
+    for key in ("reason", "error", "refusal"):
         if response.get(key):
             lines.append(f"{key}: {response[key]}")
     for error in response.get("errors") or []:
@@ -112,7 +112,7 @@ def render(response: Mapping[str, Any]) -> str:
     if response.get("table"):
         lines += ["", str(response["table"])]
     if response.get("steps") and isinstance(response["steps"], list):
-        lines.append("")
+        lines += ["", "  step  group  instance  node  (needs update because)"]
         lines += [f"  {s['index']:>3}  {s['group']}  {s['instance_id']}  {s.get('node_name') or '-'}  "
                   f"({s['needs_update']})" for s in response["steps"]]
     run = response.get("run")
@@ -225,7 +225,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     out(json.dumps(response, indent=2, default=str) if args.json else render(response))
     if args.command == "refresh" and args.wait and response.get("run"):
         follow(invoker, args.cluster, response["run"]["run_id"], args.wait, args.local, out)
-    return 1 if response.get("status") in ("rejected", "refused") else 0
+    # A dry run that a real run would refuse (e.g. an unknown instance group) fails the same way.
+    return 1 if response.get("status") in ("rejected", "refused") or response.get("refusal") else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

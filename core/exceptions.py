@@ -42,6 +42,21 @@ class MalformedEventError(BadInputError):
     reason = "malformed"
 
 
+class EventTimeInFutureError(MalformedEventError):
+    """An event stamped later than now plus the allowed clock skew: acting on it would set deadlines, backoff
+    windows or hold periods in the future (a drain that never times out, an ASG never trusted again).
+
+    Attributes:
+        event_time: the event's time (UTC).
+    """
+
+    reason = "time_in_future"
+
+    def __init__(self, message: str, event_time: object = None) -> None:
+        super().__init__(message)
+        self.event_time = event_time
+
+
 class RetryableError(NodeManagerError):
     """A transient fault; the operation may be tried again."""
 

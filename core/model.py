@@ -90,7 +90,7 @@ class Command(BaseModel):
     @field_validator("instance_id")
     @classmethod
     def _instance_id(cls, value: str) -> str:
-        if not INSTANCE_ID_RE.match(value):
+        if not INSTANCE_ID_RE.fullmatch(value):
             raise ValueError(f"not an EC2 instance id: {value!r}")
         return value
 
@@ -99,7 +99,7 @@ class Command(BaseModel):
     def _aware(cls, value: datetime) -> datetime:
         if value.tzinfo is None:
             raise ValueError("deadline must carry a time zone")
-        return value.astimezone(timezone.utc)
+        return as_utc(value)
 
     def seconds_left(self, now: datetime) -> float:
         """Seconds from ``now`` to the deadline (negative once it passed)."""
@@ -139,10 +139,25 @@ def parse_provider_id(provider_id: str | None) -> tuple[str, str] | None:
     """
     if not provider_id:
         return None
-    match = PROVIDER_ID_RE.match(provider_id)
+    match = PROVIDER_ID_RE.fullmatch(provider_id)
     if match is None:
         return None
     return match.group("az"), match.group("instance_id")
+
+
+def as_utc(value: datetime) -> datetime:
+    """``value`` in UTC (a naive value is taken as UTC, as EventBridge writes ``...Z`` times).
+
+    Raises:
+        ValueError: the time cannot be expressed in UTC (e.g. ``9999-12-31T23:59:59-01:00``), so that pydantic
+            reports it as a validation error instead of an ``OverflowError`` escaping the parser.
+    """
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    try:
+        return value.astimezone(timezone.utc)
+    except OverflowError as err:
+        raise ValueError(f"time out of range in UTC: {value.isoformat()}") from err
 
 
 def utcnow() -> datetime:

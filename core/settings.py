@@ -190,7 +190,7 @@ class AgentSettings(_Settings):
         return self
 
 
-_DURATION_RE = re.compile(r"^(?:(?P<w>\d+)w)?(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
+_DURATION_RE = re.compile(r"^(?:(?P<w>\d+)w)?(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?\Z", re.ASCII)
 _DURATION_UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
 
 
@@ -207,10 +207,10 @@ def parse_duration(text: str | int) -> int:
         seconds = text
     else:
         raw = str(text).strip().lower()
-        if raw.isdigit():
+        if raw.isascii() and raw.isdigit():
             seconds = int(raw)
         else:
-            match = _DURATION_RE.match(raw)
+            match = _DURATION_RE.fullmatch(raw)
             if not raw or match is None:
                 raise ValueError(f"not a duration: {text!r} (use e.g. 7d, 168h, 1d12h, 90m)")
             seconds = sum(int(v) * _DURATION_UNITS[k] for k, v in match.groupdict().items() if v)

@@ -16,45 +16,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.bundling import PYTHON_RUNTIME
-from infra.commands import DEAD_LETTER_RETENTION, encrypted_queue
 from infra.config import Architecture
-from infra.nag import acknowledge
+from infra.function import event_dead_letter_queue, invoking_rule, unit_function
 
 HANDLER = "lambdas.interruption.handler.lambda_handler"
 EVENT_SOURCE = "aws.ec2"
 SPOT_INTERRUPTION_WARNING = "EC2 Spot Instance Interruption Warning"
 REBALANCE_RECOMMENDATION = "EC2 Instance Rebalance Recommendation"
 POWERTOOLS_SERVICE_NAME = "interruption"
-METRICS_NAMESPACE = "NodeManager"
 TIMEOUT = Duration.seconds(30)
 MEMORY_MB = 256
-
-LAMBDA_ARCHITECTURES = {
-    Architecture.ARM64: lambda_.Architecture.ARM_64,
-    Architecture.X86_64: lambda_.Architecture.X86_64,
-}
-_RETENTION_NAMES = {
-    1: "ONE_DAY", 3: "THREE_DAYS", 5: "FIVE_DAYS", 7: "ONE_WEEK", 14: "TWO_WEEKS", 30: "ONE_MONTH",
-    60: "TWO_MONTHS", 90: "THREE_MONTHS", 120: "FOUR_MONTHS", 150: "FIVE_MONTHS", 180: "SIX_MONTHS",
-    365: "ONE_YEAR", 400: "THIRTEEN_MONTHS", 545: "EIGHTEEN_MONTHS", 731: "TWO_YEARS", 1096: "THREE_YEARS",
-    1827: "FIVE_YEARS", 2192: "SIX_YEARS", 2557: "SEVEN_YEARS", 2922: "EIGHT_YEARS", 3288: "NINE_YEARS",
-    3653: "TEN_YEARS",
-}
-
-
-def retention(days: int) -> logs.RetentionDays:
-    """``logs.RetentionDays`` for ``days`` (one of ``infra.config.LOG_RETENTION_DAYS``; KeyError otherwise)."""
-    return logs.RetentionDays[_RETENTION_NAMES[days]]
 
 
 class InterruptionHandler(Construct):
@@ -77,60 +55,25 @@ class InterruptionHandler(Construct):
                  event_max_age_seconds: int, encryption_key: kms.IKey | None = None) -> None:
         super().__init__(scope, construct_id)
 
-        self.log_group = logs.LogGroup(self, "LogGroup", retention=retention(log_retention_days),
-                                       removal_policy=RemovalPolicy.DESTROY)
-        self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-                             description="interruption Lambda of node-manager")
-        self.log_group.grant_write(self.role)
-
-        environment = {
-            **settings_environment,
-            "POWERTOOLS_SERVICE_NAME": POWERTOOLS_SERVICE_NAME,
-            "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
-            "LOG_LEVEL": log_level,
-        }
-        if not tracing:
-            environment["POWERTOOLS_TRACE_DISABLED"] = "true"
+        # Asynchronous invocation (EventBridge): retry a failed run, but not past the event's usefulness.
         max_event_age = Duration.seconds(event_max_age_seconds)
-        self.function = lambda_.Function(
-            self, "Function",
+        unit = unit_function(
+            self, name=POWERTOOLS_SERVICE_NAME,
             description="Cordons and drains a node on an EC2 Spot interruption warning or rebalance recommendation",
-            runtime=PYTHON_RUNTIME,
-            architecture=LAMBDA_ARCHITECTURES[architecture],
-            handler=HANDLER,
-            code=code,
-            role=self.role,
-            timeout=TIMEOUT,
-            memory_size=MEMORY_MB,
-            reserved_concurrent_executions=reserved_concurrency,
-            environment=environment,
-            log_group=self.log_group,
-            tracing=lambda_.Tracing.ACTIVE if tracing else None,
-            # Asynchronous invocation (EventBridge): retry a failed run, but not past the event's usefulness.
-            retry_attempts=2,
-            max_event_age=max_event_age,
-        )
-        acknowledge(self.function, "AwsSolutions-L1",
-                    "The handlers and their dependencies are built and tested for Python 3.12 (the asset's "
-                    "wheels are cp312); moving to a newer runtime is a deliberate upgrade.")
-        if tracing:  # Lambda put the X-Ray statement in the role's default policy: acknowledge it there only
-            acknowledge(self.role.node.find_child("DefaultPolicy"), "AwsSolutions-IAM5[Resource::*]",
-                        "X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions; "
-                        "added by Lambda active tracing.")
-
-        self.dead_letter_queue = encrypted_queue(self, "EventDeadLetterQueue", encryption_key=encryption_key,
-                                                 retention_period=DEAD_LETTER_RETENTION)
-        acknowledge(self.dead_letter_queue, "AwsSolutions-SQS3",
-                    "This queue is itself the dead-letter queue of the EventBridge rule targets.")
+            handler=HANDLER, code=code, settings_environment=settings_environment, architecture=architecture,
+            log_retention_days=log_retention_days, log_level=log_level, tracing=tracing, timeout=TIMEOUT,
+            memory_mb=MEMORY_MB, max_event_age=max_event_age, reserved_concurrency=reserved_concurrency)
+        self.function, self.role, self.log_group = unit.function, unit.role, unit.log_group
+        self.dead_letter_queue = event_dead_letter_queue(self, encryption_key)
 
         self.rules: dict[str, events.Rule] = {}
         for rule_id, detail_type in (("SpotInterruptionRule", SPOT_INTERRUPTION_WARNING),
                                      ("RebalanceRecommendationRule", REBALANCE_RECOMMENDATION)):
-            rule = events.Rule(self, rule_id, description=f"{detail_type} -> interruption Lambda",
-                               event_pattern=events.EventPattern(source=[EVENT_SOURCE], detail_type=[detail_type]))
-            rule.add_target(targets.LambdaFunction(self.function, dead_letter_queue=self.dead_letter_queue,
-                                                   retry_attempts=event_retry_attempts, max_event_age=max_event_age))
-            self.rules[detail_type] = rule
+            self.rules[detail_type] = invoking_rule(
+                self, rule_id, description=f"{detail_type} -> interruption Lambda",
+                event_pattern=events.EventPattern(source=[EVENT_SOURCE], detail_type=[detail_type]),
+                function=self.function, dead_letter_queue=self.dead_letter_queue,
+                retry_attempts=event_retry_attempts, max_event_age=max_event_age)
 
         if encryption_key is not None:
             # EventBridge writes undeliverable events to the KMS-encrypted queue as events.amazonaws.com. The

@@ -20,20 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.bundling import PYTHON_RUNTIME
-from infra.commands import DEAD_LETTER_RETENTION, encrypted_queue
 from infra.config import Architecture
-from infra.interruption import LAMBDA_ARCHITECTURES, METRICS_NAMESPACE, retention
-from infra.nag import acknowledge
+from infra.function import event_dead_letter_queue, invoking_rule, unit_function
 
 HANDLER = "lambdas.replenisher.handler.lambda_handler"
 AUTOSCALING_SOURCE = "aws.autoscaling"
@@ -72,49 +66,15 @@ class ReplenisherHandler(Construct):
                  tick_minutes: int = DEFAULT_TICK_MINUTES, encryption_key: kms.IKey | None = None) -> None:
         super().__init__(scope, construct_id)
 
-        self.log_group = logs.LogGroup(self, "LogGroup", retention=retention(log_retention_days),
-                                       removal_policy=RemovalPolicy.DESTROY)
-        self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-                             description="replenisher Lambda of node-manager")
-        self.log_group.grant_write(self.role)
-        environment = {
-            **settings_environment,
-            "POWERTOOLS_SERVICE_NAME": POWERTOOLS_SERVICE_NAME,
-            "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
-            "LOG_LEVEL": log_level,
-        }
-        if not tracing:
-            environment["POWERTOOLS_TRACE_DISABLED"] = "true"
-        self.function = lambda_.Function(
-            self, "Function",
+        unit = unit_function(
+            self, name=POWERTOOLS_SERVICE_NAME,
             description="Covers an AZ that cannot launch from its siblings and gives the capacity back; "
                         "removes surplus masters and instances that never registered",
-            runtime=PYTHON_RUNTIME,
-            architecture=LAMBDA_ARCHITECTURES[architecture],
-            handler=HANDLER,
-            code=code,
-            role=self.role,
-            timeout=TIMEOUT,
-            memory_size=MEMORY_MB,
-            reserved_concurrent_executions=1,
-            environment=environment,
-            log_group=self.log_group,
-            tracing=lambda_.Tracing.ACTIVE if tracing else None,
-            retry_attempts=2,
-            max_event_age=EVENT_MAX_AGE,
-        )
-        acknowledge(self.function, "AwsSolutions-L1",
-                    "The handlers and their dependencies are built and tested for Python 3.12 (the asset's "
-                    "wheels are cp312); moving to a newer runtime is a deliberate upgrade.")
-        if tracing:
-            acknowledge(self.role.node.find_child("DefaultPolicy"), "AwsSolutions-IAM5[Resource::*]",
-                        "X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions; "
-                        "added by Lambda active tracing.")
-
-        self.dead_letter_queue = encrypted_queue(self, "EventDeadLetterQueue", encryption_key=encryption_key,
-                                                 retention_period=DEAD_LETTER_RETENTION)
-        acknowledge(self.dead_letter_queue, "AwsSolutions-SQS3",
-                    "This queue is itself the dead-letter queue of the EventBridge rule targets.")
+            handler=HANDLER, code=code, settings_environment=settings_environment, architecture=architecture,
+            log_retention_days=log_retention_days, log_level=log_level, tracing=tracing, timeout=TIMEOUT,
+            memory_mb=MEMORY_MB, max_event_age=EVENT_MAX_AGE, reserved_concurrency=1)
+        self.function, self.role, self.log_group = unit.function, unit.role, unit.log_group
+        self.dead_letter_queue = event_dead_letter_queue(self, encryption_key)
 
         group_suffix = {"AutoScalingGroupName": [{"suffix": f".{cluster_name}"}]}
         patterns: dict[str, tuple[str, events.EventPattern | None, events.Schedule | None]] = {
@@ -128,9 +88,7 @@ class ReplenisherHandler(Construct):
         }
         self.rules: dict[str, events.Rule] = {}
         for key, (rule_id, pattern, schedule) in patterns.items():
-            rule = events.Rule(self, rule_id, description=f"{key} -> replenisher Lambda",
-                               event_pattern=pattern, schedule=schedule)
-            rule.add_target(targets.LambdaFunction(self.function, dead_letter_queue=self.dead_letter_queue,
-                                                   retry_attempts=event_retry_attempts,
-                                                   max_event_age=EVENT_MAX_AGE))
-            self.rules[key] = rule
+            self.rules[key] = invoking_rule(
+                self, rule_id, description=f"{key} -> replenisher Lambda", event_pattern=pattern, schedule=schedule,
+                function=self.function, dead_letter_queue=self.dead_letter_queue,
+                retry_attempts=event_retry_attempts, max_event_age=EVENT_MAX_AGE)

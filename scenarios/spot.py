@@ -133,7 +133,7 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
         response = handle(event, deps)
     for action in response.get("actions", []):
         timeline.mark("lambda", str(action.get("action", action) if isinstance(action, dict) else action))
-    timeline.mark("lambda", f"handler returned: {response['status']}")
+    returned = timeline.mark("lambda", f"handler returned: {response['status']}")
     command_id = next((a.get("command_id") for a in response.get("actions", [])
                        if isinstance(a, dict) and a.get("command_id")), None)
     command_id = command_id or f"spot-{event['id']}"
@@ -186,12 +186,16 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
           f"status {item['status']}, finished {finished_wall:%H:%M:%S.%f}"[:-3] + f", deadline {deadline:%H:%M:%S}")
     check("cordoned by the agent before any eviction", node_watch.cordoned_by == command_id,
           f"cordon annotation {node_watch.cordoned_by!r}")
-    check("replacement launched before the drain finished",
-          bool(asg_watch.launched) and min(asg_watch.launched.values()) <= finished_at + asg_watch.interval,
-          f"replacement {new_id}")
+    finished_rel = finished_at - timeline.start
+    detached = any("without decrement" in str(a.get("action", "")) for a in response.get("actions", [])
+                   if isinstance(a, dict))
+    check("replacement launching before the drain finished",
+          detached and returned.at < finished_rel and new_id in asg_watch.launched,
+          f"DetachInstances without decrement returned at {returned.at:.3f}s, drain finished at {finished_rel:.3f}s, "
+          f"replacement {new_id} seen in the ASG")
     check("invariant 3: instance terminated only after its node was drained",
-          reclaimed.at >= 0 and item["status"] == "succeeded",
-          f"drain finished before the reclaim at {reclaimed.at:.3f}s")
+          item["status"] == "succeeded" and reclaimed.at > finished_rel,
+          f"drain finished at {finished_rel:.3f}s, reclaim at {reclaimed.at:.3f}s")
     check("invariant 4: desired capacity ends where it was, no extra instance",
           after["DesiredCapacity"] == before["DesiredCapacity"]
           and len(after["Instances"]) == before["DesiredCapacity"] and instance_id not in

@@ -68,7 +68,7 @@ class LaunchDetail(BaseModel):
     def _instance_id(cls, value: str | None) -> str:
         # a failed Spot launch names no instance (empty or absent); anything else must be an instance id
         value = value or ""
-        if value and not INSTANCE_ID_RE.match(value):
+        if value and not INSTANCE_ID_RE.fullmatch(value):
             raise ValueError(f"not an EC2 instance id: {value!r}")
         return value
 

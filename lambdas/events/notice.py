@@ -6,13 +6,14 @@ Every supported AWS event is converted into one ``InterruptionNotice`` by its mo
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.lifecycle import LifecycleAction
-from core.model import INSTANCE_ID_RE
+from core.exceptions import EventTimeInFutureError
+from core.model import INSTANCE_ID_RE, as_utc
 
 
 class NoticeKind(str, Enum):
@@ -67,7 +68,7 @@ class InterruptionNotice(BaseModel):
     @field_validator("instance_id")
     @classmethod
     def _instance_id(cls, value: str) -> str:
-        if not INSTANCE_ID_RE.match(value):
+        if not INSTANCE_ID_RE.fullmatch(value):
             raise ValueError(f"not an EC2 instance id: {value!r}")
         return value
 
@@ -75,9 +76,7 @@ class InterruptionNotice(BaseModel):
     @classmethod
     def _utc(cls, value: datetime) -> datetime:
         # EventBridge writes "yyyy-mm-ddThh:mm:ssZ"; a time without zone is read as UTC rather than dropped.
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
-        return value.astimezone(timezone.utc)
+        return as_utc(value)
 
 
 class CapacityKind(str, Enum):
@@ -119,6 +118,19 @@ class CapacityNotice(BaseModel):
     @field_validator("event_time")
     @classmethod
     def _utc(cls, value: datetime) -> datetime:
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
-        return value.astimezone(timezone.utc)
+        return as_utc(value)
+
+
+MAX_CLOCK_SKEW_SECONDS = 300  # EventBridge stamps events with the source's clock; allow that much ahead of ours
+
+
+def check_not_future(event_time: datetime, now: datetime, skew_seconds: float = MAX_CLOCK_SKEW_SECONDS) -> None:
+    """Refuse an event stamped more than ``skew_seconds`` after ``now`` (both UTC).
+
+    Raises:
+        EventTimeInFutureError: the event is from the future; it is rejected like a malformed one, never acted on.
+    """
+    if (event_time - now).total_seconds() > skew_seconds:
+        raise EventTimeInFutureError(
+            f"event time {event_time.isoformat()} is more than {skew_seconds:.0f} s after now ({now.isoformat()})",
+            event_time)

@@ -1,77 +1,24 @@
 """The interruption Lambda's only AWS adapter: Auto Scaling and EC2 look-ups, DetachInstances, SQS SendMessage.
 
-Thin: no decisions. botocore errors become ``core.exceptions`` types, raised ``from`` the botocore error:
-``AwsUnavailableError`` (retryable: throttling, 5xx, connection) or ``AwsRequestError`` (not retryable: access
-denied, validation).
+Thin: no decisions. botocore errors become ``core.exceptions`` types, raised ``from`` the botocore error, by
+``lambdas.common.aws``: ``AwsUnavailableError`` (retryable: throttling, 5xx, connection) or ``AwsRequestError``
+(not retryable: access denied, validation).
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError
-
-from core.exceptions import AwsRequestError, AwsUnavailableError
 from core.lifecycle import LifecycleAction
-from core.model import Command
+from lambdas.common import aws as common
 from lambdas.interruption.world import InstanceFacts
 
-T = TypeVar("T")
-
-# Error codes worth retrying (AWS "Common Errors" for EC2 / Auto Scaling / SQS, plus Auto Scaling's
-# ResourceContention, "already a pending update to an Auto Scaling resource").
-RETRYABLE_CODES = frozenset({
-    "Throttling",
-    "ThrottlingException",
-    "RequestLimitExceeded",
-    "RequestThrottled",
-    "TooManyRequestsException",
-    "ServiceUnavailable",
-    "Unavailable",
-    "InternalError",
-    "InternalFailure",
-    "InternalServerError",
-    "ResourceContention",
-    "RequestTimeout",
-    "RequestTimeoutException",
-})
 # DescribeInstances' answer for an id EC2 does not know ("Error codes for the Amazon EC2 API").
 UNKNOWN_INSTANCE_CODES = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
 
 
-def translate(operation: str, err: ClientError) -> AwsUnavailableError | AwsRequestError:
-    """The project's exception for an AWS error answer (to be raised ``from err``): retryable for throttling
-    and 5xx, not retryable otherwise."""
-    error = err.response.get("Error", {})
-    code = str(error.get("Code", "Unknown"))
-    message = str(error.get("Message", ""))
-    status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-    if code in RETRYABLE_CODES or status >= 500:
-        return AwsUnavailableError(operation, code, message)
-    return AwsRequestError(operation, code, message)
-
-
-def _call(operation: str, fn: Callable[..., T], **kwargs: Any) -> T:
-    """Call one AWS API operation, translating its errors.
-
-    Raises:
-        AwsUnavailableError: throttled, a 5xx, or no connection.
-        AwsRequestError: any other error answer.
-    """
-    try:
-        return fn(**kwargs)
-    except ClientError as err:
-        raise translate(operation, err) from err
-    except (ConnectionError, HTTPClientError) as err:
-        raise AwsUnavailableError(operation, type(err).__name__, str(err)) from err
-    except BotoCoreError as err:
-        raise AwsRequestError(operation, type(err).__name__, str(err)) from err
-
-
-class InterruptionAws:
-    """AWS calls of the interruption Lambda.
+class InterruptionAws(common.LambdaAws):
+    """AWS calls of the interruption Lambda (``send_command`` is ``lambdas.common.aws.LambdaAws``'s).
 
     Args:
         autoscaling: a boto3 ``autoscaling`` client.
@@ -83,18 +30,15 @@ class InterruptionAws:
     """
 
     def __init__(self, autoscaling: Any, ec2: Any, sqs: Any, queue_url: str, lifecycle_client: Any = None) -> None:
+        super().__init__(autoscaling, ec2, sqs, queue_url)
         self.lifecycle_client = lifecycle_client or autoscaling
-        self.autoscaling = autoscaling
-        self.ec2 = ec2
-        self.sqs = sqs
-        self.queue_url = queue_url
 
     # -- look-ups ------------------------------------------------------------------------------------------
 
     def describe_group(self, asg_name: str) -> dict[str, Any] | None:
         """One DescribeAutoScalingGroups call: the group (with ``Tags``), or None if it does not exist."""
-        out = _call("DescribeAutoScalingGroups", self.autoscaling.describe_auto_scaling_groups,
-                    AutoScalingGroupNames=[asg_name])
+        out = common.call("DescribeAutoScalingGroups", self.autoscaling.describe_auto_scaling_groups,
+                          AutoScalingGroupNames=[asg_name])
         groups = out.get("AutoScalingGroups", [])
         return dict(groups[0]) if groups else None
 
@@ -103,14 +47,10 @@ class InterruptionAws:
 
         A terminated instance stays known for about an hour after termination.
         """
-        try:
-            out = self.ec2.describe_instances(InstanceIds=[instance_id])
-        except ClientError as err:
-            if err.response.get("Error", {}).get("Code") in UNKNOWN_INSTANCE_CODES:
-                return False
-            raise translate("DescribeInstances", err) from err
-        except (ConnectionError, HTTPClientError) as err:
-            raise AwsUnavailableError("DescribeInstances", type(err).__name__, str(err)) from err
+        out = common.call_unless_gone("DescribeInstances", self.ec2.describe_instances,
+                                      lambda code, _: code in UNKNOWN_INSTANCE_CODES, InstanceIds=[instance_id])
+        if out is None:
+            return False
         return any(r.get("Instances") for r in out.get("Reservations", []))
 
     def instance_facts(self, instance_id: str, recorded_asg: str | None = None) -> InstanceFacts:
@@ -123,8 +63,8 @@ class InterruptionAws:
         Raises:
             AwsUnavailableError, AwsRequestError: see the module docstring.
         """
-        out = _call("DescribeAutoScalingInstances", self.autoscaling.describe_auto_scaling_instances,
-                    InstanceIds=[instance_id])
+        out = common.call("DescribeAutoScalingInstances", self.autoscaling.describe_auto_scaling_instances,
+                          InstanceIds=[instance_id])
         members = [m for m in out.get("AutoScalingInstances", []) if m.get("InstanceId") == instance_id]
         if members:
             member = members[0]
@@ -150,18 +90,11 @@ class InterruptionAws:
         Raises:
             AwsUnavailableError, AwsRequestError: see the module docstring.
         """
-        try:
-            self.autoscaling.detach_instances(
-                InstanceIds=[instance_id], AutoScalingGroupName=asg_name, ShouldDecrementDesiredCapacity=False
-            )
-        except ClientError as err:
-            error = err.response.get("Error", {})
-            if error.get("Code") == "ValidationError" and "not part of" in str(error.get("Message", "")):
-                return False
-            raise translate("DetachInstances", err) from err
-        except (ConnectionError, HTTPClientError) as err:
-            raise AwsUnavailableError("DetachInstances", type(err).__name__, str(err)) from err
-        return True
+        out = common.call_unless_gone(
+            "DetachInstances", self.autoscaling.detach_instances,
+            lambda code, message: code == "ValidationError" and "not part of" in message,
+            InstanceIds=[instance_id], AutoScalingGroupName=asg_name, ShouldDecrementDesiredCapacity=False)
+        return out is not None
 
     def complete_lifecycle_action(self, action: LifecycleAction) -> bool:
         """CompleteLifecycleAction with ``CONTINUE`` (the instance may terminate now).
@@ -173,41 +106,9 @@ class InterruptionAws:
         Raises:
             AwsUnavailableError, AwsRequestError: see the module docstring.
         """
-        try:
-            self.lifecycle_client.complete_lifecycle_action(
-                LifecycleHookName=action.hook_name, AutoScalingGroupName=action.asg_name,
-                LifecycleActionToken=action.token, LifecycleActionResult="CONTINUE", InstanceId=action.instance_id)
-        except ClientError as err:
-            error = err.response.get("Error", {})
-            if error.get("Code") == "ValidationError" and "No active Lifecycle Action" in str(error.get("Message")):
-                return False
-            raise translate("CompleteLifecycleAction", err) from err
-        except (ConnectionError, HTTPClientError) as err:
-            raise AwsUnavailableError("CompleteLifecycleAction", type(err).__name__, str(err)) from err
-        return True
-
-    def send_command(self, command: Command) -> str:
-        """SendMessage: body ``command.model_dump_json()``, attributes ``kind`` and ``cluster``.
-
-        On a FIFO queue the group is the instance (commands for one node stay in order) and the deduplication
-        id derives from the command id.
-
-        Returns:
-            The SQS MessageId.
-
-        Raises:
-            AwsUnavailableError, AwsRequestError: see the module docstring.
-        """
-        kwargs: dict[str, Any] = {
-            "QueueUrl": self.queue_url,
-            "MessageBody": command.model_dump_json(),
-            "MessageAttributes": {
-                "kind": {"DataType": "String", "StringValue": command.kind.value},
-                "cluster": {"DataType": "String", "StringValue": command.cluster},
-            },
-        }
-        if self.queue_url.endswith(".fifo"):
-            kwargs["MessageGroupId"] = command.instance_id
-            kwargs["MessageDeduplicationId"] = hashlib.sha256(command.command_id.encode()).hexdigest()[:128]
-        out = _call("SendMessage", self.sqs.send_message, **kwargs)
-        return str(out.get("MessageId", ""))
+        out = common.call_unless_gone(
+            "CompleteLifecycleAction", self.lifecycle_client.complete_lifecycle_action,
+            lambda code, message: code == "ValidationError" and "No active Lifecycle Action" in message,
+            LifecycleHookName=action.hook_name, AutoScalingGroupName=action.asg_name,
+            LifecycleActionToken=action.token, LifecycleActionResult="CONTINUE", InstanceId=action.instance_id)
+        return out is not None

@@ -29,6 +29,7 @@ from core.lifecycle import (
 )
 from core.model import CommandStatus
 from core.store import Store
+from lambdas.common.execute import apply_in_order
 from lambdas.interruption.aws import InterruptionAws
 from lambdas.interruption.decide import DETACH_DONE, Plan
 from lambdas.interruption.plan import (
@@ -87,18 +88,10 @@ def execute(plan: Plan, effects: Effects, now: datetime, dry_run: bool = False) 
         StoreUnavailableError, AwsUnavailableError: transient faults (the event should be retried).
         AwsRequestError: AWS refused a call (permissions, validation).
     """
-    results: list[dict[str, str]] = []
     unsent: set[str] = set()  # command ids whose SendCommand must be dropped
     undetached: set[str] = set()  # instance ids whose detach steps must be dropped
-    for action in plan.actions:
-        if dry_run and isinstance(action, EFFECTS):
-            result = "dry run: not done"
-        else:
-            result = _apply(action, effects, now, unsent, undetached)
-        effects.logger.info(f"{action.describe()}: {result}",
-                            extra={"action": type(action).__name__, "result": result})
-        results.append({"action": action.describe(), "result": result})
-    return results
+    return apply_in_order(plan.actions, lambda action: _apply(action, effects, now, unsent, undetached),
+                          effects=EFFECTS, logger=effects.logger, dry_run=dry_run)
 
 
 def _apply(action: Action, effects: Effects, now: datetime, unsent: set[str], undetached: set[str]) -> str:

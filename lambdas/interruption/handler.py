@@ -18,13 +18,12 @@ Outcomes (the return value; EventBridge invokes asynchronously, so it is only lo
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import boto3
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.utilities.idempotency import (
     DynamoDBPersistenceLayer,
     IdempotencyConfig,
@@ -42,7 +41,9 @@ from core.lifecycle import commands_for_instance, get_hook
 from core.model import NodeRecord, utcnow
 from core.settings import InterruptionSettings
 from core.store import Store
+from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, rejected, session_clients
 from lambdas.events import InterruptionNotice, NoticeKind, parse_notice
+from lambdas.events.notice import check_not_future
 from lambdas.interruption.aws import InterruptionAws
 from lambdas.interruption.decide import command_id_for, decide
 from lambdas.interruption.execute import Effects, execute
@@ -50,21 +51,9 @@ from lambdas.interruption.telemetry import Telemetry
 from lambdas.interruption.world import InstanceFacts, World
 
 
-
-class _Stdout:
-    """A stream that writes to whatever ``sys.stdout`` is when a line is written (Lambda's log stream in
-    production; the test's capture in tests), since the logger below outlives any one invocation."""
-
-    def write(self, text: str) -> int:
-        return sys.stdout.write(text)
-
-    def flush(self) -> None:
-        sys.stdout.flush()
-
-
 # Powertools Logger: JSON lines with the Lambda context and correlation id (= the event id). Its service name comes
 # from POWERTOOLS_SERVICE_NAME; nothing of the product's settings is read here.
-logger = Logger(stream=_Stdout())  # type: ignore[arg-type]
+logger = lambda_logger()
 
 IDEMPOTENCY_EXPIRY_SECONDS = 3600  # a duplicate within the hour gets the first answer back
 
@@ -111,8 +100,7 @@ class Deps:
                 ``settings.idempotency_table_name`` is set).
             metrics: a Powertools ``Metrics``; default one whose namespace is ``POWERTOOLS_METRICS_NAMESPACE``.
         """
-        metrics = metrics or Metrics()
-        metrics.set_default_dimensions(cluster=settings.cluster_name)
+        metrics = cluster_metrics(settings.cluster_name, metrics)
         idempotency = None
         if settings.idempotency_table_name:
             layer = DynamoDBPersistenceLayer(table_name=settings.idempotency_table_name,
@@ -131,14 +119,7 @@ class Deps:
     @classmethod
     def from_session(cls, settings: InterruptionSettings, session: boto3.session.Session) -> Deps:
         """Build the real clients from one boto3 session (the Lambda's role, region and endpoints)."""
-        return cls.from_clients(
-            settings,
-            dynamodb=session.resource("dynamodb"),
-            autoscaling=session.client("autoscaling"),
-            ec2=session.client("ec2"),
-            sqs=session.client("sqs"),
-            dynamodb_client=session.client("dynamodb"),
-        )
+        return cls.from_clients(settings, **session_clients(session), dynamodb_client=session.client("dynamodb"))
 
     def register_context(self, context: LambdaContext | None) -> None:
         """Let idempotency know the invocation's remaining time (an in-progress record then expires with it)."""
@@ -230,10 +211,9 @@ def handle(event: Any, deps: Deps, now: datetime | None = None) -> dict[str, Any
     try:
         try:
             notice = parse_notice(event)
+            check_not_future(notice.event_time, now)
         except MalformedEventError as err:
-            logger.warning(f"event rejected ({err.reason}): {err}", extra={"reason": err.reason})
-            telemetry.count_by("EventsRejected", "reason", err.reason)
-            return {"status": "rejected", "reason": err.reason, "error": str(err)}
+            return rejected(err, logger, telemetry, "EventsRejected")
         logger.set_correlation_id(notice.event_id)
         logger.append_keys(instance_id=notice.instance_id, notice_kind=notice.kind.value)
         try:
@@ -251,15 +231,8 @@ def handle(event: Any, deps: Deps, now: datetime | None = None) -> dict[str, Any
         telemetry.flush()
 
 
-_DEPS: Deps | None = None
-
-
-def _deps() -> Deps:
-    """The execution environment's ``Deps``, built on first use (settings read then, never at import)."""
-    global _DEPS
-    if _DEPS is None:
-        _DEPS = Deps.from_session(InterruptionSettings.from_env(), boto3.session.Session())
-    return _DEPS
+# The execution environment's ``Deps``, built on first use (settings read then, never at import).
+_deps = PerEnvironment(lambda: Deps.from_session(InterruptionSettings.from_env(), boto3.session.Session()))
 
 
 @logger.inject_lambda_context(correlation_id_path="id", clear_state=True)

@@ -1,7 +1,7 @@
 """The refresher's only AWS adapter: Auto Scaling, EC2 and SQS calls. Thin: no decisions.
 
 botocore errors become ``core.exceptions`` types raised ``from`` the botocore error (``AwsUnavailableError``:
-retryable; ``AwsRequestError``: not), through the interruption adapter's translation.
+retryable; ``AwsRequestError``: not), through ``lambdas.common.aws``.
 """
 
 from __future__ import annotations
@@ -9,14 +9,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
-
-from core.exceptions import AwsUnavailableError
-from core.kops import CLUSTER_TAG, managed_group
-from core.model import Command
-from lambdas.interruption.aws import InterruptionAws
-from lambdas.interruption.aws import _call as call_aws
-from lambdas.interruption.aws import translate
+from core.kops import managed_group
+from lambdas.common import aws as common
 from lambdas.refresher.world import GroupFacts, InstanceFacts
 
 DESCRIBE_INSTANCES_BATCH = 100
@@ -31,40 +25,26 @@ def _template_spec(asg: dict[str, Any]) -> dict[str, Any] | None:
     return dict(spec) if spec else None
 
 
-class RefresherAws:
-    """AWS calls of the refresher.
+class RefresherAws(common.LambdaAws):
+    """AWS calls of the refresher (``send_command`` is ``lambdas.common.aws.LambdaAws``'s).
 
     Args:
         autoscaling, ec2, sqs: boto3 clients (built by the entry point).
         queue_url: the agent's command queue.
     """
 
-    def __init__(self, autoscaling: Any, ec2: Any, sqs: Any, queue_url: str) -> None:
-        self.autoscaling = autoscaling
-        self.ec2 = ec2
-        self.commands = InterruptionAws(autoscaling, ec2, sqs, queue_url)
-
     # -- look-ups ------------------------------------------------------------------------------------------
 
     def describe_groups(self, cluster: str) -> list[dict[str, Any]]:
         """DescribeAutoScalingGroups filtered on ``KubernetesCluster=<cluster>`` (paginated, 100 per call)."""
-        groups: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {"Filters": [{"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster]}],
-                                  "MaxRecords": 100}
-        while True:
-            out = call_aws("DescribeAutoScalingGroups", self.autoscaling.describe_auto_scaling_groups, **kwargs)
-            groups.extend(out.get("AutoScalingGroups", []))
-            token = out.get("NextToken")
-            if not token:
-                return groups
-            kwargs["NextToken"] = token
+        return common.cluster_groups(self.autoscaling, cluster)
 
     def launch_times(self, instance_ids: list[str]) -> dict[str, datetime]:
         """DescribeInstances ``LaunchTime`` per instance (batches of 100 ids)."""
         times: dict[str, datetime] = {}
         for start in range(0, len(instance_ids), DESCRIBE_INSTANCES_BATCH):
             batch = instance_ids[start:start + DESCRIBE_INSTANCES_BATCH]
-            out = call_aws("DescribeInstances", self.ec2.describe_instances, InstanceIds=batch)
+            out = common.call("DescribeInstances", self.ec2.describe_instances, InstanceIds=batch)
             for reservation in out.get("Reservations", []):
                 for inst in reservation.get("Instances", []):
                     times[inst["InstanceId"]] = inst["LaunchTime"]
@@ -74,8 +54,8 @@ class RefresherAws:
         """DescribeLaunchTemplates: template id -> (default version, latest version), as strings."""
         if not template_ids:
             return {}
-        out = call_aws("DescribeLaunchTemplates", self.ec2.describe_launch_templates,
-                       LaunchTemplateIds=sorted(set(template_ids)))
+        out = common.call("DescribeLaunchTemplates", self.ec2.describe_launch_templates,
+                          LaunchTemplateIds=sorted(set(template_ids)))
         return {t["LaunchTemplateId"]: (str(t["DefaultVersionNumber"]), str(t["LatestVersionNumber"]))
                 for t in out.get("LaunchTemplates", [])}
 
@@ -127,12 +107,7 @@ class RefresherAws:
 
     def set_capacity(self, asg_name: str, desired: int | None, max_size: int | None) -> None:
         """UpdateAutoScalingGroup with absolute DesiredCapacity and/or MaxSize (idempotent)."""
-        kwargs: dict[str, Any] = {"AutoScalingGroupName": asg_name}
-        if desired is not None:
-            kwargs["DesiredCapacity"] = desired
-        if max_size is not None:
-            kwargs["MaxSize"] = max_size
-        call_aws("UpdateAutoScalingGroup", self.autoscaling.update_auto_scaling_group, **kwargs)
+        common.set_capacity(self.autoscaling, asg_name, desired, max_size)
 
     def terminate_in_group(self, instance_id: str, decrement: bool) -> bool:
         """TerminateInstanceInAutoScalingGroup.
@@ -141,20 +116,4 @@ class RefresherAws:
             True when asked; False when Auto Scaling no longer has the instance (already terminated or detached,
             e.g. by an invocation that crashed before recording it).
         """
-        try:
-            self.autoscaling.terminate_instance_in_auto_scaling_group(
-                InstanceId=instance_id, ShouldDecrementDesiredCapacity=decrement)
-        except ClientError as err:
-            error = err.response.get("Error", {})
-            message = str(error.get("Message", ""))
-            if error.get("Code") == "ValidationError" and ("not found" in message.lower()
-                                                           or "not part of" in message.lower()):
-                return False
-            raise translate("TerminateInstanceInAutoScalingGroup", err) from err
-        except (ConnectionError, HTTPClientError) as err:
-            raise AwsUnavailableError("TerminateInstanceInAutoScalingGroup", type(err).__name__, str(err)) from err
-        return True
-
-    def send_command(self, command: Command) -> str:
-        """SendMessage of the command (see ``InterruptionAws.send_command``); returns the message id."""
-        return self.commands.send_command(command)
+        return common.terminate_in_group(self.autoscaling, instance_id, decrement, ("not found", "not part of"))

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from core.exceptions import CommandExistsError
 from core.lock import LeaseLock, Lease
-from core.model import CommandStatus
 from core.runs import LOCK_OPERATION, RunStore
 from core.store import Store
+from lambdas.common.aws import record_and_send
+from lambdas.common.execute import apply_in_order
 from lambdas.refresher.aws import RefresherAws
 from lambdas.refresher.plan import (
     EFFECTS,
@@ -72,16 +72,8 @@ def execute(actions: list[Action], effects: Effects, now: datetime, dry_run: boo
         LockHeldError: another holder has the cluster lock (nothing after the ``AcquireLock`` was done).
         StoreUnavailableError, AwsUnavailableError: transient faults; AwsRequestError: AWS refused a call.
     """
-    results: list[dict[str, str]] = []
-    for action in actions:
-        if dry_run and isinstance(action, EFFECTS):
-            result = "dry run: not done"
-        else:
-            result = _apply(action, effects, now)
-        effects.logger.info(f"{action.describe()}: {result}",
-                            extra={"action": type(action).__name__, "result": result})
-        results.append({"action": action.describe(), "result": result})
-    return results
+    return apply_in_order(actions, lambda action: _apply(action, effects, now), effects=EFFECTS,
+                          logger=effects.logger, dry_run=dry_run)
 
 
 def _apply(action: Action, effects: Effects, now: datetime) -> str:
@@ -89,15 +81,11 @@ def _apply(action: Action, effects: Effects, now: datetime) -> str:
         effects.runs.save(action.run)
         return f"saved (version {action.run.version + 1})"
     if isinstance(action, SendCommand):
-        try:
-            effects.store.record_command(action.command, effects.ttl_seconds, now=now)
-        except CommandExistsError as err:
-            status = (err.current or {}).get("status")
-            if status != CommandStatus.QUEUED.value:
-                return f"already recorded with status {status}: not sent again"
-        message_id = effects.aws.send_command(action.command)
+        delivery = record_and_send(effects.store, effects.aws.send_command, action.command, effects.ttl_seconds, now)
+        if not delivery.sent:
+            return f"already recorded with status {delivery.previous_status}: not sent again"
         effects.telemetry.count("CommandsQueued")
-        return f"sent (message {message_id})"
+        return f"sent (message {delivery.message_id})"
     if isinstance(action, SetCapacity):
         effects.aws.set_capacity(action.asg_name, action.desired, action.max_size)
         return "updated"

@@ -26,7 +26,6 @@ Transient faults (throttling, DynamoDB unavailable) are raised: EventBridge retr
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -34,7 +33,7 @@ from datetime import datetime
 from typing import Any
 
 import boto3
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from core.exceptions import InvalidRequestError, LockHeldError, MalformedEventError, RunConflictError
@@ -53,6 +52,7 @@ from core.runs import (
 )
 from core.settings import RefresherSettings, parse_duration
 from core.store import Store
+from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, rejected, session_clients
 from lambdas.refresher.aws import RefresherAws
 from lambdas.refresher.decide import advance as decide_next
 from lambdas.refresher.execute import Effects, execute
@@ -64,17 +64,7 @@ from lambdas.refresher.triggers import Trigger, TriggerKind, parse_trigger
 from lambdas.refresher.world import World
 
 
-class _Stdout:
-    """Writes to whatever ``sys.stdout`` is at the time (Lambda's log stream; a test's or the CLI's capture)."""
-
-    def write(self, text: str) -> int:
-        return sys.stdout.write(text)
-
-    def flush(self) -> None:
-        sys.stdout.flush()
-
-
-logger = Logger(stream=_Stdout())  # type: ignore[arg-type]
+logger = lambda_logger()
 
 MAX_PASSES = 500  # decisions per invocation (each one changes the run or waits); a bound, never reached in practice
 CONTEXT_MARGIN_SECONDS = 5.0  # stop polling this long before the invocation's timeout
@@ -105,8 +95,7 @@ class Deps:
     def from_clients(cls, settings: RefresherSettings, *, dynamodb: Any, autoscaling: Any, ec2: Any, sqs: Any,
                      metrics: Metrics | None = None, **kwargs: Any) -> Deps:
         """Build from boto3 clients (``dynamodb`` is a resource, for the state table)."""
-        metrics = metrics or Metrics()
-        metrics.set_default_dimensions(cluster=settings.cluster_name)
+        metrics = cluster_metrics(settings.cluster_name, metrics)
         return cls(settings=settings, store=Store(dynamodb.Table(settings.table_name), settings.cluster_name),
                    aws=RefresherAws(autoscaling, ec2, sqs, settings.queue_url),
                    telemetry=RefresherTelemetry(metrics), **kwargs)
@@ -114,9 +103,7 @@ class Deps:
     @classmethod
     def from_session(cls, settings: RefresherSettings, session: Any, **kwargs: Any) -> Deps:
         """Build the clients from one boto3 session (the Lambda's role, region and endpoints)."""
-        return cls.from_clients(settings, dynamodb=session.resource("dynamodb"),
-                                autoscaling=session.client("autoscaling"), ec2=session.client("ec2"),
-                                sqs=session.client("sqs"), **kwargs)
+        return cls.from_clients(settings, **session_clients(session), **kwargs)
 
     def effects(self) -> Effects:
         return Effects(store=self.store, runs=self.runs, lock=self.lock, aws=self.aws, telemetry=self.telemetry,
@@ -397,9 +384,7 @@ def handle(event: Any, deps: Deps, context: LambdaContext | None = None) -> dict
             telemetry.count_by("RequestsRejected", "reason", err.reason)
             return {"status": "rejected", "reason": err.reason, "error": str(err), "errors": err.errors}
         except MalformedEventError as err:
-            logger.warning(f"event rejected ({err.reason}): {err}", extra={"reason": err.reason})
-            telemetry.count_by("RequestsRejected", "reason", err.reason)
-            return {"status": "rejected", "reason": err.reason, "error": str(err)}
+            return rejected(err, logger, telemetry, "RequestsRejected")
         if trigger.event_id:
             logger.set_correlation_id(trigger.event_id)
         logger.info(f"invoked by {trigger.describe()}", extra={"trigger": trigger.kind.value})
@@ -411,15 +396,8 @@ def handle(event: Any, deps: Deps, context: LambdaContext | None = None) -> dict
         telemetry.flush()
 
 
-_DEPS: Deps | None = None
-
-
-def _deps() -> Deps:
-    """The execution environment's ``Deps``, built on first use (settings read then, never at import)."""
-    global _DEPS
-    if _DEPS is None:
-        _DEPS = Deps.from_session(RefresherSettings.from_env(), boto3.session.Session())
-    return _DEPS
+# The execution environment's ``Deps``, built on first use (settings read then, never at import).
+_deps = PerEnvironment(lambda: Deps.from_session(RefresherSettings.from_env(), boto3.session.Session()))
 
 
 @logger.inject_lambda_context(clear_state=True)

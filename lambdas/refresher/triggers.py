@@ -84,6 +84,11 @@ def parse_trigger(event: Any) -> Trigger:
         raise MalformedEventError(f"input is not a JSON object but {type(event).__name__}")
     if "source" not in event:
         marker = event.get("trigger")
+        if marker is not None and set(event) != {"trigger"}:
+            # The rules send exactly {"trigger": ...}; anything beside it is a hand-made payload gone wrong
+            # (e.g. {"trigger": "schedule", "dry_run": true} would otherwise start a real run).
+            extra = sorted(str(k) for k in event if k != "trigger")
+            raise MalformedEventError(f"unexpected keys beside 'trigger': {', '.join(extra)[:200]}")
         if marker == "schedule":
             return Trigger(TriggerKind.SCHEDULE)
         if marker == "tick":

@@ -14,9 +14,9 @@ from datetime import datetime
 from typing import Any
 
 from core import ledger as ledger_store
-from core.exceptions import CommandExistsError
-from core.model import CommandStatus
 from core.store import Store
+from lambdas.common.aws import record_and_send
+from lambdas.common.execute import apply_in_order
 from lambdas.interruption.telemetry import Telemetry
 from lambdas.replenisher.aws import ReplenisherAws
 from lambdas.replenisher.decide import Plan
@@ -61,15 +61,8 @@ def execute(plan: Plan, effects: Effects, now: datetime, dry_run: bool = False) 
         StoreUnavailableError, AwsUnavailableError: transient faults.
         AwsRequestError: AWS refused a call (permissions, validation).
     """
-    results: list[dict[str, str]] = []
-    for action in plan.actions:
-        result = "dry run: not done" if dry_run and isinstance(action, EFFECTS) else _apply(action, effects, now)
-        effects.logger.info(f"{action.describe()}: {result}",
-                            extra={"action": type(action).__name__, "result": result})
-        results.append({"action": action.describe(), "result": result})
-        if effects.after_action is not None and not dry_run:
-            effects.after_action(action)
-    return results
+    return apply_in_order(plan.actions, lambda action: _apply(action, effects, now), effects=EFFECTS,
+                          logger=effects.logger, dry_run=dry_run, after_action=effects.after_action)
 
 
 def _apply(action: Action, effects: Effects, now: datetime) -> str:
@@ -81,17 +74,11 @@ def _apply(action: Action, effects: Effects, now: datetime) -> str:
         effects.telemetry.count("CapacityChanges")
         return "updated"
     if isinstance(action, SendDrain):
-        resend = ""
-        try:
-            effects.store.record_command(action.command, effects.ttl_seconds, now=now)
-        except CommandExistsError as err:
-            status = (err.current or {}).get("status")
-            if status != CommandStatus.QUEUED.value:
-                return f"already recorded with status {status}: not sent"
-            resend = "re-"
-        message_id = effects.aws.send_command(action.command)
+        delivery = record_and_send(effects.store, effects.aws.send_command, action.command, effects.ttl_seconds, now)
+        if not delivery.sent:
+            return f"already recorded with status {delivery.previous_status}: not sent"
         effects.telemetry.count("CommandsQueued")
-        return f"{resend}sent (message {message_id})"
+        return f"{'re-' if delivery.previous_status is not None else ''}sent (message {delivery.message_id})"
     if isinstance(action, Terminate):
         if effects.aws.terminate(action.instance_id, action.decrement):
             effects.telemetry.count("InstancesTerminated")

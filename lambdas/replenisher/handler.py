@@ -25,7 +25,6 @@ Outcomes (the return value, logged):
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from datetime import datetime
 from typing import Any
 
 import boto3
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
@@ -44,8 +43,10 @@ from core.lock import LOCK_SK, LeaseLock
 from core.model import NodeRecord, utcnow
 from core.settings import ReplenisherSettings
 from core.store import Store
+from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, rejected, session_clients
 from lambdas.events.dispatch import parse_capacity_notice
 from lambdas.events.notice import CapacityNotice
+from lambdas.events.notice import check_not_future
 from lambdas.interruption.telemetry import Telemetry
 from lambdas.replenisher.aws import ReplenisherAws
 from lambdas.replenisher.decide import OWN_COMMAND_PREFIXES, decide, runs_text
@@ -54,17 +55,7 @@ from lambdas.replenisher.plan import Action
 from lambdas.replenisher.world import IN_SERVICE, Group, Instance, World, instance_ids_in, run_active
 
 
-class _Stdout:
-    """Writes to whatever ``sys.stdout`` is at the time (Lambda's stream, or a test's capture)."""
-
-    def write(self, text: str) -> int:
-        return sys.stdout.write(text)
-
-    def flush(self) -> None:
-        sys.stdout.flush()
-
-
-logger = Logger(stream=_Stdout())  # type: ignore[arg-type]
+logger = lambda_logger()
 
 
 @dataclass
@@ -89,17 +80,14 @@ class Deps:
     def from_clients(cls, settings: ReplenisherSettings, *, dynamodb: Any, autoscaling: Any, ec2: Any, sqs: Any,
                      metrics: Metrics | None = None) -> Deps:
         """Build from boto3 clients (``dynamodb`` is a resource) and an optional Powertools ``Metrics``."""
-        metrics = metrics or Metrics()
-        metrics.set_default_dimensions(cluster=settings.cluster_name)
+        metrics = cluster_metrics(settings.cluster_name, metrics)
         return cls(settings=settings, store=Store(dynamodb.Table(settings.table_name), settings.cluster_name),
                    aws=ReplenisherAws(autoscaling, ec2, sqs, settings.queue_url), telemetry=Telemetry(metrics))
 
     @classmethod
     def from_session(cls, settings: ReplenisherSettings, session: boto3.session.Session) -> Deps:
         """Build the real clients from one boto3 session."""
-        return cls.from_clients(settings, dynamodb=session.resource("dynamodb"),
-                                autoscaling=session.client("autoscaling"), ec2=session.client("ec2"),
-                                sqs=session.client("sqs"))
+        return cls.from_clients(settings, **session_clients(session))
 
 
 def gather(deps: Deps, now: datetime) -> World:
@@ -228,25 +216,17 @@ def handle(event: Any, deps: Deps, now: datetime | None = None, request_id: str 
     try:
         try:
             notice = parse_capacity_notice(event)
+            check_not_future(notice.event_time, now)
         except MalformedEventError as err:
-            logger.warning(f"event rejected ({err.reason}): {err}", extra={"reason": err.reason})
-            telemetry.count_by("EventsRejected", "reason", err.reason)
-            return {"status": "rejected", "reason": err.reason, "error": str(err)}
+            return rejected(err, logger, telemetry, "EventsRejected")
         logger.set_correlation_id(notice.event_id)
         return process(notice, deps, now, request_id or str(uuid.uuid4()))
     finally:
         telemetry.flush()
 
 
-_DEPS: Deps | None = None
-
-
-def _deps() -> Deps:
-    """The execution environment's ``Deps``, built on first use (settings read then, never at import)."""
-    global _DEPS
-    if _DEPS is None:
-        _DEPS = Deps.from_session(ReplenisherSettings.from_env(), boto3.session.Session())
-    return _DEPS
+# The execution environment's ``Deps``, built on first use (settings read then, never at import).
+_deps = PerEnvironment(lambda: Deps.from_session(ReplenisherSettings.from_env(), boto3.session.Session()))
 
 
 @logger.inject_lambda_context(correlation_id_path="id", clear_state=True)

@@ -164,7 +164,12 @@ def test_drain_of_a_worker_with_the_world_workloads(
         world.rest, ns, "cache", 1, pod_template("cache", empty_dir=True), annotations={PREFER_NODE_ANNOTATION: target}
     )
     done = create_bare_pod(world.rest, ns, "finished-job", node_name=target)
-    world.rest.patch(f"/api/v1/namespaces/{ns}/pods/finished-job/status", {"status": {"phase": "Succeeded"}})
+    # Let the simulator (the kubelet) start it first, so its own status write cannot overwrite the Succeeded phase.
+    job_path = f"/api/v1/namespaces/{ns}/pods/finished-job"
+    sim.wait_for(lambda: (world.rest.get(job_path).get("status") or {}).get("phase") == "Running", 10, "job running")
+    world.rest.patch(f"{job_path}/status", {"status": {"phase": "Succeeded"}})
+    sim.wait_for(lambda: (world.rest.get(job_path).get("status") or {}).get("phase") == "Succeeded", 10,
+                 "job finished")
     sim.wait_for(
         lambda: len([p for p in pods_on_node(world.rest, target) if p["metadata"]["name"].startswith("cache")]) == 1
         and all(pod_ready(p) for p in non_daemonset_pods(world, target) if p["metadata"]["name"] != "finished-job"),

@@ -327,6 +327,18 @@ def test_event_five_minutes_late_is_acknowledged(world, capsys):
     assert counted(emf(capsys.readouterr().out), "EventsIgnored", reason="late") == 1
 
 
+def test_event_from_the_future_is_rejected_and_changes_nothing(world, capsys):
+    """An event stamped 2100 would set a drain deadline no PDB retry ever reaches, and detach a live instance."""
+    groups = {NODES: world.members(NODES)}
+    victim = groups[NODES][0]
+
+    response = handle(event("spot-interruption-warning.json", victim), world.deps(), now=T0 - timedelta(hours=1))
+
+    assert response["status"] == "rejected" and response["reason"] == "time_in_future"
+    _assert_nothing_changed(world, groups)
+    assert counted(emf(capsys.readouterr().out), "EventsRejected", reason="time_in_future") == 1
+
+
 # -- rebalance recommendation -------------------------------------------------------------------------------
 
 

@@ -375,8 +375,11 @@ def test_the_cli_runs_the_handler_locally_against_the_world(world: Any) -> None:
         return subprocess.run([sys.executable, "-m", "cli", "--local", *args], env=env, cwd=REPO_ROOT,
                               capture_output=True, text=True, timeout=60)
 
+    # No agent runs here, so no master is known Ready: the dry run still shows the plan, says the real run would be
+    # refused and why, and exits 1 as the real run would.
     dry = cli("refresh", "--dry-run", "--all")
-    assert dry.returncode == 0, dry.stderr
+    assert dry.returncode == 1, dry.stderr
+    assert "refusal:" in dry.stdout and "master" in dry.stdout
     assert "status: dry_run" in dry.stdout and "NEEDS-UPDATE" in dry.stdout and info.worker_asgs["us-east-1a"] \
         in dry.stdout
     status = cli("status")

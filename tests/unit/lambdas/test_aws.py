@@ -12,7 +12,8 @@ from moto import mock_aws
 
 from core.exceptions import AwsRequestError, AwsUnavailableError, RetryableError
 from core.model import Command
-from lambdas.interruption.aws import InterruptionAws, translate
+from lambdas.common.aws import translate
+from lambdas.interruption.aws import InterruptionAws
 
 REGION = "us-east-1"
 AMI = "ami-0123456789abcdef0"

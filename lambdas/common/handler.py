@@ -1,0 +1,89 @@
+"""Wiring the Lambdas' entry points share: the log stream, the cluster's metrics, the clients built from one boto3
+session, the ``Deps`` kept for the life of an execution environment, and the answer to a malformed event.
+
+Nothing here reads settings or builds clients at import: ``PerEnvironment`` builds on first use.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, Generic, Protocol, TypeVar
+
+from aws_lambda_powertools import Logger, Metrics
+
+from core.exceptions import MalformedEventError
+
+T = TypeVar("T")
+
+
+class StdoutStream:
+    """A stream that writes to whatever ``sys.stdout`` is when a line is written (Lambda's log stream in
+    production; a test's or the CLI's capture otherwise), since a module's logger outlives any one invocation."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
+def lambda_logger() -> Logger:
+    """A Powertools ``Logger`` writing JSON lines to ``StdoutStream``; its service name comes from
+    ``POWERTOOLS_SERVICE_NAME`` (nothing of the product's settings is read)."""
+    return Logger(stream=StdoutStream())  # type: ignore[arg-type]
+
+
+def cluster_metrics(cluster: str, metrics: Metrics | None = None) -> Metrics:
+    """``metrics`` (default a Powertools ``Metrics`` whose namespace is ``POWERTOOLS_METRICS_NAMESPACE``) with the
+    default dimension ``cluster=<cluster>``."""
+    metrics = metrics or Metrics()
+    metrics.set_default_dimensions(cluster=cluster)
+    return metrics
+
+
+def session_clients(session: Any) -> dict[str, Any]:
+    """The clients every Lambda's ``Deps.from_clients`` takes, from one boto3 session (the Lambda's role, region
+    and endpoints): ``dynamodb`` (a resource, for the state table), ``autoscaling``, ``ec2``, ``sqs``."""
+    return {"dynamodb": session.resource("dynamodb"), "autoscaling": session.client("autoscaling"),
+            "ec2": session.client("ec2"), "sqs": session.client("sqs")}
+
+
+class PerEnvironment(Generic[T]):
+    """A value built on first use and kept for the life of the execution environment (settings are read then,
+    never at import).
+
+    Args:
+        build: makes the value, e.g. ``lambda: Deps.from_session(Settings.from_env(), boto3.session.Session())``.
+    """
+
+    def __init__(self, build: Callable[[], T]) -> None:
+        self._build = build
+        self._value: T | None = None
+
+    def __call__(self) -> T:
+        if self._value is None:
+            self._value = self._build()
+        return self._value
+
+
+class _Counter(Protocol):
+    def count_by(self, name: str, dimension: str, value: str) -> None: ...
+
+
+MAX_ERROR_CHARS = 2000
+
+
+def rejected(err: MalformedEventError, logger: Any, telemetry: _Counter, metric: str) -> dict[str, Any]:
+    """Log and count (``metric`` by ``reason``) an event that does not have the documented shape.
+
+    Returns:
+        The response ``{"status": "rejected", "reason": ..., "error": ...}`` (not raised: nothing retries it).
+    """
+    # The error quotes the input; an event may be 256 KB, more than a CloudWatch log event holds.
+    message = str(err)
+    if len(message) > MAX_ERROR_CHARS:
+        message = f"{message[:MAX_ERROR_CHARS]}... ({len(message) - MAX_ERROR_CHARS} more characters)"
+    logger.warning(f"event rejected ({err.reason}): {message}", extra={"reason": err.reason})
+    telemetry.count_by(metric, "reason", err.reason)
+    return {"status": "rejected", "reason": err.reason, "error": message}
