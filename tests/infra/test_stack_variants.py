@@ -159,13 +159,16 @@ def python_312() -> str | None:
     return str(candidates[-1]) if candidates else None
 
 
-def test_x86_64_asset_imports_its_handler_under_cpython_312(synth: Synthesis, kms: Template,
-                                                            tmp_path: Path) -> None:
-    """Only the asset plus the runtime's boto3 on the path, in an isolated CPython 3.12 (this machine is x86_64)."""
+def test_the_asset_for_this_machines_architecture_imports_its_handler_under_cpython_312(
+        synth: Synthesis, kms: Template, byo: Template, tmp_path: Path) -> None:
+    """Only the asset plus the runtime's boto3 on the path, in an isolated CPython 3.12: the x86_64 variant on an
+    x86_64 machine, the default arm64 stack on an aarch64 one (a wheel for the other architecture cannot load)."""
     interpreter = python_312()
-    if interpreter is None or platform.machine() != "x86_64":
-        pytest.skip("needs CPython 3.12 on an x86_64 machine")
-    asset = synth.function_asset_dir(KMS_STACK, function(kms)[0])
+    assert interpreter is not None, "this test needs a CPython 3.12 interpreter (python3.12 on PATH or pyenv 3.12)"
+    stacks = {"x86_64": (KMS_STACK, kms), "aarch64": (BYO_STACK, byo)}
+    assert platform.machine() in stacks, f"no Lambda architecture matches this machine ({platform.machine()})"
+    stack, template = stacks[platform.machine()]
+    asset = synth.function_asset_dir(stack, function(template)[0])
     runtime = tmp_path / "runtime"
     runtime.mkdir()
     site_packages = Path(boto3.__file__).parent.parent
