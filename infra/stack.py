@@ -10,6 +10,7 @@ Later units (replenisher, refresher, lifecycle hooks, alarms) plug in the same w
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from aws_cdk import CfnOutput, Stack
@@ -119,14 +120,7 @@ class NodeManagerStack(Stack):
             event_retry_attempts=cluster.event_retry_attempts,
             encryption_key=key,
         )
-        state.grant_store_access(replenisher.role)
-        commands.grant_send(replenisher.role)
-        for policy in (
-            attach_unscoped_describe(replenisher, "DescribePolicy", replenisher.role, REPLENISHER_DESCRIBE_ACTIONS),
-            attach_cluster_group_actions(replenisher, "ClusterGroupsPolicy", replenisher.role,
-                                         cluster_name=cluster.name, actions=REPLENISHER_GROUP_ACTIONS),
-        ):
-            replenisher.function.node.add_dependency(policy)
+        _grant_capacity_operation(replenisher, state, commands, cluster.name, REPLENISHER_DESCRIBE_ACTIONS, REPLENISHER_GROUP_ACTIONS)
 
         refresher = RefresherHandler(
             self, "Refresher",
@@ -143,14 +137,7 @@ class NodeManagerStack(Stack):
             event_retry_attempts=cluster.event_retry_attempts,
             encryption_key=key,
         )
-        state.grant_store_access(refresher.role)
-        commands.grant_send(refresher.role)
-        for policy in (
-            attach_unscoped_describe(refresher, "DescribePolicy", refresher.role, REFRESHER_DESCRIBE_ACTIONS),
-            attach_cluster_group_actions(refresher, "ClusterGroupsPolicy", refresher.role,
-                                         cluster_name=cluster.name, actions=REFRESHER_GROUP_ACTIONS),
-        ):
-            refresher.function.node.add_dependency(policy)
+        _grant_capacity_operation(refresher, state, commands, cluster.name, REFRESHER_DESCRIBE_ACTIONS, REFRESHER_GROUP_ACTIONS)
 
         agent = AgentIdentity(self, "Agent", oidc_provider_arn=cluster.agent_oidc_provider_arn,
                               oidc_issuer=cluster.oidc_issuer, service_account=cluster.agent_service_account,
@@ -192,3 +179,18 @@ class NodeManagerStack(Stack):
         CfnOutput(self, "ReplenisherFunctionName", value=replenisher.function.function_name)
         CfnOutput(self, "RefresherFunctionName", value=refresher.function.function_name,
                   description="python -m cli --function-name <this> refresh|status|cancel")
+
+
+def _grant_capacity_operation(unit: Any, state: Any, commands: Any, cluster_name: str,
+                              describe_actions: Sequence[str], group_actions: Sequence[str]) -> None:
+    """What a capacity Lambda (replenisher, refresher) may do: read and write the state table, send commands to the
+    agent, the Describe calls that allow no resource scoping, and ``group_actions`` only on the cluster's ASGs.
+    The function depends on its policies, so it never runs before they exist."""
+    state.grant_store_access(unit.role)
+    commands.grant_send(unit.role)
+    for policy in (
+        attach_unscoped_describe(unit, "DescribePolicy", unit.role, describe_actions),
+        attach_cluster_group_actions(unit, "ClusterGroupsPolicy", unit.role,
+                                     cluster_name=cluster_name, actions=group_actions),
+    ):
+        unit.function.node.add_dependency(policy)
