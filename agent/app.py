@@ -122,9 +122,13 @@ class Agent:
         election_stop = threading.Event()
         election = None
         if self.elector is not None:
-            election = threading.Thread(target=self.elector.run, args=(election_stop,),
-                                        kwargs={"tick": lambda: self.health.beat("leader-election")},
-                                        name="leader-election", daemon=True)
+            election = threading.Thread(
+                target=self.elector.run,
+                args=(election_stop,),
+                kwargs={"tick": lambda: self.health.beat("leader-election")},
+                name="leader-election",
+                daemon=True,
+            )
             election.start()
         else:
             self.leadership_changed(True)
@@ -166,8 +170,7 @@ class Agent:
         log.info("leader state leading=%s", leading)
 
     def _start_workers(self, work_stop: threading.Event) -> list[threading.Thread]:
-        membership = threading.Thread(target=self.membership.run, args=(work_stop,), name="membership",
-                                      daemon=True)
+        membership = threading.Thread(target=self.membership.run, args=(work_stop,), name="membership", daemon=True)
         consumer = threading.Thread(target=self.consumer.run, args=(work_stop,), name="consumer", daemon=True)
         membership.start()
         consumer.start()
@@ -194,8 +197,9 @@ def build_agent(settings: AgentSettings, environ: Mapping[str, str], session: An
     identity = worker_identity()
 
     session = session or boto3.session.Session()
-    aws_config = Config(retries={"mode": "standard", "max_attempts": 5},
-                        max_pool_connections=settings.concurrency * 2 + 4)
+    aws_config = Config(
+        retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=settings.concurrency * 2 + 4
+    )
     try:
         sqs = session.client("sqs", config=aws_config)
         events = session.client("events", config=aws_config)
@@ -211,8 +215,17 @@ def build_agent(settings: AgentSettings, environ: Mapping[str, str], session: An
     engine = DrainEngine(CountingEvictions(kube, metrics), settings, events=recorder)
     reporter = Reporter(store, events, settings.event_bus_name, post_node_event=recorder)
     hooks = LifecycleHooks(store, autoscaling, identity, metrics)
-    consumer = CommandConsumer(sqs, store, engine, reporter, ConsumerConfig.from_settings(settings, identity),
-                               metrics=metrics, health=health, hooks=hooks, alarms=alarms)
+    consumer = CommandConsumer(
+        sqs,
+        store,
+        engine,
+        reporter,
+        ConsumerConfig.from_settings(settings, identity),
+        metrics=metrics,
+        health=health,
+        hooks=hooks,
+        alarms=alarms,
+    )
 
     def on_resync(nodes: int) -> None:
         health.reached(KUBERNETES)
@@ -220,15 +233,22 @@ def build_agent(settings: AgentSettings, environ: Mapping[str, str], session: An
         alarms.membership_reported(nodes, store)
 
     membership = MembershipReporter.from_settings(settings, kube, store, autoscaling, on_resync=on_resync)
-    server = HealthServer(health, metrics, settings.http_port, settings.liveness_max_age_seconds,
-                          settings.readiness_max_age_seconds)
+    server = HealthServer(
+        health, metrics, settings.http_port, settings.liveness_max_age_seconds, settings.readiness_max_age_seconds
+    )
     agent = Agent(consumer, membership, settings.poll_wait_seconds, health=health, server=server, metrics=metrics)
     if settings.leader_election:
         agent.elector = LeaderElector(
-            kube, settings.leader_election_namespace, settings.leader_election_lease_name, identity,
-            lease_seconds=settings.lease_duration_seconds, renew_deadline_seconds=settings.renew_deadline_seconds,
-            retry_seconds=settings.retry_period_seconds, on_change=agent.leadership_changed,
-            on_api_reached=lambda: health.reached(KUBERNETES))
+            kube,
+            settings.leader_election_namespace,
+            settings.leader_election_lease_name,
+            identity,
+            lease_seconds=settings.lease_duration_seconds,
+            renew_deadline_seconds=settings.renew_deadline_seconds,
+            retry_seconds=settings.retry_period_seconds,
+            on_change=agent.leadership_changed,
+            on_api_reached=lambda: health.reached(KUBERNETES),
+        )
     return agent
 
 
@@ -256,6 +276,11 @@ def main(environ: Mapping[str, str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    log.info("agent starting cluster=%s queue=%s table=%s bus=%s", settings.cluster_name, settings.queue_url,
-             settings.table_name, settings.event_bus_name)
+    log.info(
+        "agent starting cluster=%s queue=%s table=%s bus=%s",
+        settings.cluster_name,
+        settings.queue_url,
+        settings.table_name,
+        settings.event_bus_name,
+    )
     return agent.run(stop)

@@ -49,8 +49,9 @@ class CloudWatchPublisher:
         clock: epoch seconds.
     """
 
-    def __init__(self, cloudwatch: Any | None, namespace: str, cluster: str,
-                 clock: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self, cloudwatch: Any | None, namespace: str, cluster: str, clock: Callable[[], float] | None = None
+    ) -> None:
         self.cloudwatch = cloudwatch
         self.namespace = namespace
         self.cluster = cluster
@@ -61,11 +62,18 @@ class CloudWatchPublisher:
         if self.cloudwatch is None:
             return False
         try:
-            self.cloudwatch.put_metric_data(Namespace=self.namespace, MetricData=[{
-                "MetricName": name, "Value": float(value), "Unit": unit,
-                "Dimensions": [{"Name": "cluster", "Value": self.cluster}],
-            }])
-        except Exception:  # noqa: BLE001 - a lost data point shows as missing data; logged
+            self.cloudwatch.put_metric_data(
+                Namespace=self.namespace,
+                MetricData=[
+                    {
+                        "MetricName": name,
+                        "Value": float(value),
+                        "Unit": unit,
+                        "Dimensions": [{"Name": "cluster", "Value": self.cluster}],
+                    }
+                ],
+            )
+        except Exception:
             log.exception("PutMetricData failed metric=%s", name)
             return False
         return True
@@ -77,7 +85,7 @@ class CloudWatchPublisher:
             return
         try:
             item = store.get(LOCK_SK, consistent=False)
-        except Exception:  # noqa: BLE001 - the lock metric is skipped this time; logged
+        except Exception:
             log.exception("could not read the lock for its age")
             return
         self.put(LOCK_HELD_SECONDS, lock_held_seconds(item, self.clock()), unit="Seconds")

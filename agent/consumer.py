@@ -188,8 +188,9 @@ class Disposition(str, Enum):
     LATER = "later"  # someone else is at it: leave the message, visible again after a delay
 
 
-def on_refusal(current: Mapping[str, Any] | None, now: float, stale_running_seconds: float,
-               visibility_timeout_seconds: int) -> tuple[Disposition, int]:
+def on_refusal(
+    current: Mapping[str, Any] | None, now: float, stale_running_seconds: float, visibility_timeout_seconds: int
+) -> tuple[Disposition, int]:
     """What to do with a message whose command ``Store.start_command`` refused. Pure.
 
     Args:
@@ -218,8 +219,9 @@ def on_refusal(current: Mapping[str, Any] | None, now: float, stale_running_seco
     return Disposition.LATER, 1  # queued: lost a race with another starter; look again soon
 
 
-def own_result(command: Command, status: CommandStatus, message: str, errors: list[str] | None = None
-               ) -> dict[str, Any]:
+def own_result(
+    command: Command, status: CommandStatus, message: str, errors: list[str] | None = None
+) -> dict[str, Any]:
     """A result decided without the engine, in the shape of ``DrainResult``'s JSON (fields it can fill). Pure."""
     return {
         "command_id": command.command_id,
@@ -305,10 +307,20 @@ class CommandConsumer:
         alarms: CloudWatch metrics for the stack's alarms (optional).
     """
 
-    def __init__(self, sqs: Any, store: Store, engine: Engine, reporter: Reporter, config: ConsumerConfig,
-                 clock: Callable[[], datetime] = utcnow, *, metrics: AgentMetrics | None = None,
-                 health: Health | None = None, hooks: LifecycleHooks | None = None,
-                 alarms: CloudWatchPublisher | None = None) -> None:
+    def __init__(
+        self,
+        sqs: Any,
+        store: Store,
+        engine: Engine,
+        reporter: Reporter,
+        config: ConsumerConfig,
+        clock: Callable[[], datetime] = utcnow,
+        *,
+        metrics: AgentMetrics | None = None,
+        health: Health | None = None,
+        hooks: LifecycleHooks | None = None,
+        alarms: CloudWatchPublisher | None = None,
+    ) -> None:
         self.metrics = metrics
         self.health = health
         self.hooks = hooks
@@ -333,8 +345,12 @@ class CommandConsumer:
         """Poll until ``stop`` is set (returns within ``wait_seconds`` of it). Never raises."""
         self._start_heartbeat()
         failures = 0
-        log.info("consumer polling queue=%s worker=%s concurrency=%d", self.config.queue_url,
-                 self.config.worker_id, self.config.concurrency)
+        log.info(
+            "consumer polling queue=%s worker=%s concurrency=%d",
+            self.config.queue_url,
+            self.config.worker_id,
+            self.config.concurrency,
+        )
         while not stop.is_set():
             if self.health is not None:
                 self.health.beat("consumer")
@@ -346,7 +362,7 @@ class CommandConsumer:
                 failures = 0
                 if self.health is not None:
                     self.health.reached(SQS)
-            except Exception:  # noqa: BLE001 - the loop must survive anything; logged, then backed off
+            except Exception:
                 failures += 1
                 if self.metrics is not None:
                     self.metrics.sqs_poll_errors.inc()
@@ -371,8 +387,9 @@ class CommandConsumer:
         for job in self._job_list():
             if job.close():
                 job.handed_back = True
-                log.warning("shutdown: handing back command command_id=%s attempt=%d", job.command.command_id,
-                            job.attempt)
+                log.warning(
+                    "shutdown: handing back command command_id=%s attempt=%d", job.command.command_id, job.attempt
+                )
                 self._give_back(job, visibility_seconds=0)
                 self.counters.inc("handed_back")
         self._heartbeat_stop.set()
@@ -406,7 +423,7 @@ class CommandConsumer:
     def _work(self, message: dict[str, Any]) -> None:
         try:
             self.handle(message)
-        except Exception:  # noqa: BLE001 - a worker thread never dies silently; the message will come back
+        except Exception:
             log.exception("unexpected error handling message_id=%s", message.get("MessageId"))
             self.counters.inc("errors")
         finally:
@@ -430,10 +447,14 @@ class CommandConsumer:
         if parsed.verdict is Verdict.MALFORMED:
             self.counters.inc("malformed")
             self._dropped("malformed")
-            log.warning("malformed message, released for the dead-letter queue message_id=%s receive_count=%s "
-                        "why=%r preview=%r", message_id,
-                        message.get("Attributes", {}).get("ApproximateReceiveCount", "?"), parsed.why,
-                        body[:PREVIEW_CHARS])
+            log.warning(
+                "malformed message, released for the dead-letter queue message_id=%s receive_count=%s "
+                "why=%r preview=%r",
+                message_id,
+                message.get("Attributes", {}).get("ApproximateReceiveCount", "?"),
+                parsed.why,
+                body[:PREVIEW_CHARS],
+            )
             self._set_visibility(receipt, 0, message_id)
             return
         command = parsed.command
@@ -441,27 +462,41 @@ class CommandConsumer:
         if parsed.verdict is Verdict.FOREIGN:
             self.counters.inc("foreign")
             self._dropped("foreign")
-            log.warning("command for another cluster dropped message_id=%s command_id=%s %s", message_id,
-                        command.command_id, parsed.why)
+            log.warning(
+                "command for another cluster dropped message_id=%s command_id=%s %s",
+                message_id,
+                command.command_id,
+                parsed.why,
+            )
             self._delete(receipt, message_id)
             return
         if self.metrics is not None:
             self.metrics.commands_received.labels(kind=command.kind.value).inc()
-        with command_context(command_id=command.command_id, instance_id=command.instance_id,
-                             node=command.node_name):
+        with command_context(command_id=command.command_id, instance_id=command.instance_id, node=command.node_name):
             self._start(message_id, receipt, command)
 
     def _start(self, message_id: str, receipt: str, command: Command) -> None:
         """Start the command (``queued`` → ``running``) and work it, or say why not (``_refused``)."""
         try:
-            attempt = self.store.start_command(command, self.config.worker_id, self.config.stale_running_seconds,
-                                               self.config.command_ttl_seconds, now=self.clock())
+            attempt = self.store.start_command(
+                command,
+                self.config.worker_id,
+                self.config.stale_running_seconds,
+                self.config.command_ttl_seconds,
+                now=self.clock(),
+            )
         except CommandTransitionError as err:
             self._refused(message_id, receipt, command, err.current)
             return
         job = Job(message_id, receipt, command, attempt)
-        log.info("command started command_id=%s kind=%s instance_id=%s attempt=%d message_id=%s",
-                 command.command_id, command.kind.value, command.instance_id, attempt, message_id)
+        log.info(
+            "command started command_id=%s kind=%s instance_id=%s attempt=%d message_id=%s",
+            command.command_id,
+            command.kind.value,
+            command.instance_id,
+            attempt,
+            message_id,
+        )
         with self._jobs_lock:
             self._jobs[command.command_id] = job
         try:
@@ -477,104 +512,160 @@ class CommandConsumer:
             outcome = self._execute(command)
         except RetryableError as err:
             if job.close():
-                log.warning("retryable error, command handed back command_id=%s delay=%ds error=%s",
-                            command.command_id, self.config.retry_delay_seconds, err)
+                log.warning(
+                    "retryable error, command handed back command_id=%s delay=%ds error=%s",
+                    command.command_id,
+                    self.config.retry_delay_seconds,
+                    err,
+                )
                 self.counters.inc("retried")
                 self._give_back(job, visibility_seconds=self.config.retry_delay_seconds)
             return
         if not job.close():
-            log.warning("command ended after it was handed back, result dropped command_id=%s status=%s",
-                        command.command_id, outcome.status.value)
+            log.warning(
+                "command ended after it was handed back, result dropped command_id=%s status=%s",
+                command.command_id,
+                outcome.status.value,
+            )
             return
         try:
             notified = self.reporter.report(command, self.config.worker_id, job.attempt, outcome)
         except CommandTransitionError as err:
             current = err.current or {}
-            log.warning("lost the command before finishing it command_id=%s attempt=%d now=%s/%s/attempt %s",
-                        command.command_id, job.attempt, current.get("status"), current.get("worker"),
-                        current.get("attempt"))
+            log.warning(
+                "lost the command before finishing it command_id=%s attempt=%d now=%s/%s/attempt %s",
+                command.command_id,
+                job.attempt,
+                current.get("status"),
+                current.get("worker"),
+                current.get("attempt"),
+            )
             self.counters.inc("lost")
             return
         except StoreUnavailableError:
-            log.exception("could not write the terminal status, message left for redelivery command_id=%s",
-                          command.command_id)
+            log.exception(
+                "could not write the terminal status, message left for redelivery command_id=%s", command.command_id
+            )
             self.counters.inc("errors")
             return
         self.counters.inc(outcome.status.value)
         node = outcome.result.get("node_name") or command.node_name
         with command_context(node=node or None):
-            log.info("command finished command_id=%s status=%s attempt=%d message=%r", command.command_id,
-                     outcome.status.value, job.attempt, outcome.result.get("message", ""))
+            log.info(
+                "command finished command_id=%s status=%s attempt=%d message=%r",
+                command.command_id,
+                outcome.status.value,
+                job.attempt,
+                outcome.result.get("message", ""),
+            )
             self._observe(command, outcome)
             if command.kind is CommandKind.DRAIN and self.hooks is not None:
                 self.hooks.complete(command.instance_id, f"drain {command.command_id} {outcome.status.value}")
         if notified:
             self._delete(job.receipt, job.message_id)
         else:
-            log.warning("event not sent, message left so the notification is retried command_id=%s",
-                        command.command_id)
+            log.warning("event not sent, message left so the notification is retried command_id=%s", command.command_id)
 
     def _execute(self, command: Command) -> Outcome:
         """Run the command through the engine, or decide its end without it. Raises ``RetryableError``."""
         if deadline_passed(command, self.clock()):
-            log.warning("drain deadline passed before start command_id=%s deadline=%s", command.command_id,
-                        command.deadline.isoformat())
-            return Outcome(CommandStatus.TIMED_OUT,
-                           own_result(command, CommandStatus.TIMED_OUT, DEADLINE_PASSED), engine_posted_event=False)
+            log.warning(
+                "drain deadline passed before start command_id=%s deadline=%s",
+                command.command_id,
+                command.deadline.isoformat(),
+            )
+            return Outcome(
+                CommandStatus.TIMED_OUT,
+                own_result(command, CommandStatus.TIMED_OUT, DEADLINE_PASSED),
+                engine_posted_event=False,
+            )
         try:
             result = self.engine.run(command)
         except NodeNotFoundError as err:
-            log.info("no node for the instance, command skipped command_id=%s instance_id=%s",
-                     command.command_id, command.instance_id)
-            return Outcome(CommandStatus.SKIPPED, own_result(command, CommandStatus.SKIPPED, str(err)),
-                           engine_posted_event=True)  # no node, so no Event to post
+            log.info(
+                "no node for the instance, command skipped command_id=%s instance_id=%s",
+                command.command_id,
+                command.instance_id,
+            )
+            return Outcome(
+                CommandStatus.SKIPPED, own_result(command, CommandStatus.SKIPPED, str(err)), engine_posted_event=True
+            )  # no node, so no Event to post
         except RetryableError:
             raise
         except KubernetesRejectedError as err:
-            log.error("Kubernetes API refused a request, command failed command_id=%s status=%s error=%s",
-                      command.command_id, err.status, err)
-            return Outcome(CommandStatus.FAILED, own_result(command, CommandStatus.FAILED,
-                                                            f"Kubernetes API refused: {err}", [str(err)]),
-                           engine_posted_event=False)
-        except Exception as err:  # noqa: BLE001 - an engine bug ends the command failed, with the error recorded
+            log.error(
+                "Kubernetes API refused a request, command failed command_id=%s status=%s error=%s",
+                command.command_id,
+                err.status,
+                err,
+            )
+            return Outcome(
+                CommandStatus.FAILED,
+                own_result(command, CommandStatus.FAILED, f"Kubernetes API refused: {err}", [str(err)]),
+                engine_posted_event=False,
+            )
+        except Exception as err:
             log.exception("engine error command_id=%s", command.command_id)
             text = f"{type(err).__name__}: {err}"
-            return Outcome(CommandStatus.FAILED,
-                           own_result(command, CommandStatus.FAILED, f"engine error: {text}", [text]),
-                           engine_posted_event=False)
+            return Outcome(
+                CommandStatus.FAILED,
+                own_result(command, CommandStatus.FAILED, f"engine error: {text}", [text]),
+                engine_posted_event=False,
+            )
         status = CommandStatus(result.status)
         dumped: dict[str, Any] = result.model_dump(mode="json")
         if not status.terminal:
             text = f"engine returned non-terminal status {status.value}"
-            return Outcome(CommandStatus.FAILED, {**dumped, "status": CommandStatus.FAILED.value,
-                                                  "errors": [*dumped.get("errors", []), text]},
-                           engine_posted_event=False)
+            return Outcome(
+                CommandStatus.FAILED,
+                {**dumped, "status": CommandStatus.FAILED.value, "errors": [*dumped.get("errors", []), text]},
+                engine_posted_event=False,
+            )
         return Outcome(status, dumped, engine_posted_event=bool(getattr(result, "event_posted", False)))
 
     def _refused(self, message_id: str, receipt: str, command: Command, current: Mapping[str, Any] | None) -> None:
-        disposition, delay = on_refusal(current, self.clock().timestamp(), self.config.stale_running_seconds,
-                                        self.config.visibility_timeout_seconds)
+        disposition, delay = on_refusal(
+            current, self.clock().timestamp(), self.config.stale_running_seconds, self.config.visibility_timeout_seconds
+        )
         item = current or {}
         if disposition is Disposition.DUPLICATE:
             self.counters.inc("duplicate")
             self._dropped("duplicate")
-            log.info("duplicate delivery of a finished command, message deleted command_id=%s status=%s "
-                     "message_id=%s", command.command_id, item.get("status"), message_id)
+            log.info(
+                "duplicate delivery of a finished command, message deleted command_id=%s status=%s message_id=%s",
+                command.command_id,
+                item.get("status"),
+                message_id,
+            )
             if command.kind is CommandKind.DRAIN and self.hooks is not None:
                 # a worker that died between the drain's end and the hook's completion left it pending
                 self.hooks.complete(command.instance_id, f"drain {command.command_id} {item.get('status')}")
             self._delete(receipt, message_id)
         elif disposition is Disposition.NOTIFY_AGAIN:
             self.counters.inc("notified_again")
-            log.warning("finished command was never notified, notifying now command_id=%s status=%s",
-                        command.command_id, item.get("status"))
-            if self.reporter.notify(command, CommandStatus(item["status"]), item.get("result") or {},
-                                    int(item.get("attempt", 0)), str(item.get("worker", "")), post_node_event=False):
+            log.warning(
+                "finished command was never notified, notifying now command_id=%s status=%s",
+                command.command_id,
+                item.get("status"),
+            )
+            if self.reporter.notify(
+                command,
+                CommandStatus(item["status"]),
+                item.get("result") or {},
+                int(item.get("attempt", 0)),
+                str(item.get("worker", "")),
+                post_node_event=False,
+            ):
                 self._delete(receipt, message_id)
         else:
             self.counters.inc("busy_elsewhere")
-            log.info("command busy elsewhere, message left command_id=%s status=%s worker=%s retry_in=%ds",
-                     command.command_id, item.get("status"), item.get("worker"), delay)
+            log.info(
+                "command busy elsewhere, message left command_id=%s status=%s worker=%s retry_in=%ds",
+                command.command_id,
+                item.get("status"),
+                item.get("worker"),
+                delay,
+            )
             self._set_visibility(receipt, delay, message_id)
 
     # -- heartbeat, hand back ----------------------------------------------------------------------------------
@@ -595,12 +686,13 @@ class CommandConsumer:
         Called every ``heartbeat_seconds`` by the heartbeat thread. Never raises.
         """
         for job in self._job_list():
-            with command_context(command_id=job.command.command_id, instance_id=job.command.instance_id,
-                                 node=job.command.node_name):
+            with command_context(
+                command_id=job.command.command_id, instance_id=job.command.instance_id, node=job.command.node_name
+            ):
                 try:
                     self._beat(job)
                     self._lifecycle_beat(job)
-                except Exception:  # noqa: BLE001 - one failed beat must not stop the others
+                except Exception:
                     log.exception("heartbeat failed command_id=%s", job.command.command_id)
 
     def _lifecycle_beat(self, job: Job) -> None:
@@ -634,23 +726,30 @@ class CommandConsumer:
     def _beat(self, job: Job) -> None:
         if job.handed_back or job.lost:
             return
-        self.sqs.change_message_visibility(QueueUrl=self.config.queue_url, ReceiptHandle=job.receipt,
-                                           VisibilityTimeout=self.config.visibility_timeout_seconds)
+        self.sqs.change_message_visibility(
+            QueueUrl=self.config.queue_url,
+            ReceiptHandle=job.receipt,
+            VisibilityTimeout=self.config.visibility_timeout_seconds,
+        )
         try:
-            self.store.heartbeat_command(job.command.command_id, self.config.worker_id, job.attempt,
-                                         now=self.clock())
+            self.store.heartbeat_command(job.command.command_id, self.config.worker_id, job.attempt, now=self.clock())
         except CommandTransitionError as err:
             job.lost = True
             current = err.current or {}
-            log.warning("command taken over by another worker command_id=%s attempt=%d now=%s/attempt %s",
-                        job.command.command_id, job.attempt, current.get("worker"), current.get("attempt"))
+            log.warning(
+                "command taken over by another worker command_id=%s attempt=%d now=%s/attempt %s",
+                job.command.command_id,
+                job.attempt,
+                current.get("worker"),
+                current.get("attempt"),
+            )
 
     def _give_back(self, job: Job, visibility_seconds: int) -> None:
         """Return a started command to ``queued`` (so anyone may start it at once) and make its message visible."""
         now = self.clock()
         try:
             self.store.release_command(job.command.command_id, self.config.worker_id, job.attempt, now=now)
-        except Exception:  # noqa: BLE001 - the item then goes stale and is taken over; logged
+        except Exception:
             log.exception("could not hand back command command_id=%s", job.command.command_id)
         self._set_visibility(job.receipt, visibility_seconds, job.message_id)
 
@@ -663,12 +762,13 @@ class CommandConsumer:
     def _delete(self, receipt: str, message_id: str) -> None:
         try:
             self.sqs.delete_message(QueueUrl=self.config.queue_url, ReceiptHandle=receipt)
-        except Exception:  # noqa: BLE001 - the message comes back and is seen as a duplicate; logged
+        except Exception:
             log.exception("delete_message failed message_id=%s", message_id)
 
     def _set_visibility(self, receipt: str, seconds: int, message_id: str) -> None:
         try:
-            self.sqs.change_message_visibility(QueueUrl=self.config.queue_url, ReceiptHandle=receipt,
-                                               VisibilityTimeout=seconds)
-        except Exception:  # noqa: BLE001 - the message comes back after its visibility timeout anyway; logged
+            self.sqs.change_message_visibility(
+                QueueUrl=self.config.queue_url, ReceiptHandle=receipt, VisibilityTimeout=seconds
+            )
+        except Exception:
             log.exception("change_message_visibility failed message_id=%s seconds=%d", message_id, seconds)

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -78,7 +78,7 @@ class SystemClock:
     """The real clock."""
 
     def now(self) -> datetime:
-        return datetime.now(timezone.utc)
+        return datetime.now(UTC)
 
     def monotonic(self) -> float:
         return float(time.monotonic())
@@ -594,7 +594,10 @@ class DrainEngine:
         durations = Durations(resolve=self.clock.monotonic() - t0)
         log.info(
             "command start command_id=%s kind=%s node=%s instance=%s",
-            command.command_id, command.kind.value, node.name, command.instance_id,
+            command.command_id,
+            command.kind.value,
+            node.name,
+            command.instance_id,
         )
         if command.kind == CommandKind.UNCORDON:
             result = self._uncordon(command, node, started_at, durations)
@@ -604,7 +607,11 @@ class DrainEngine:
             result.event_posted = self.events.record(node, result)
         log.info(
             "command end command_id=%s kind=%s node=%s status=%s total=%.3fs message=%s",
-            command.command_id, command.kind.value, node.name, result.status.value, result.durations.total,
+            command.command_id,
+            command.kind.value,
+            node.name,
+            result.status.value,
+            result.durations.total,
             result.message,
         )
         return result
@@ -666,9 +673,7 @@ class DrainEngine:
 
     # --------------------------------------------------------------------------------------- kinds
 
-    def _uncordon(
-        self, command: Command, node: NodeView, started_at: datetime, durations: Durations
-    ) -> DrainResult:
+    def _uncordon(self, command: Command, node: NodeView, started_at: datetime, durations: Durations) -> DrainResult:
         t = self.clock.monotonic()
         _, decision = self.uncordon_node(node)
         durations.cordon = self.clock.monotonic() - t
@@ -708,7 +713,8 @@ class DrainEngine:
         )
         if command.kind == CommandKind.CORDON:
             result.message = (
-                f"node {node.name} was already cordoned by someone else" if decision.by_other
+                f"node {node.name} was already cordoned by someone else"
+                if decision.by_other
                 else f"cordoned node {node.name}"
             )
         else:
@@ -721,9 +727,7 @@ class DrainEngine:
         options = command.options
         deadline = Deadline.at(command.deadline, self.clock)
         pods, resource_version = self.kube.list_pods_on_node(node.name)
-        missing = frozenset(
-            ds for ds in daemonset_owners(pods) if not self.kube.daemonset_exists(*ds)
-        )
+        missing = frozenset(ds for ds in daemonset_owners(pods) if not self.kube.daemonset_exists(*ds))
         plan = plan_drain(pods, options, missing)
         progress = DrainProgress(plan)
         if plan.refused:
@@ -752,16 +756,15 @@ class DrainEngine:
             result.message = f"drain of {node.name} failed: {len(failures)} pod(s) could not be evicted; {counts}"
         else:
             result.status = CommandStatus.TIMED_OUT
-            result.message = (
-                f"drain of {node.name} timed out with {len(result.remaining)} pod(s) left: "
-                + ", ".join(f"{r.namespace}/{r.name} ({r.why})" for r in result.remaining[:10])
+            result.message = f"drain of {node.name} timed out with {len(result.remaining)} pod(s) left: " + ", ".join(
+                f"{r.namespace}/{r.name} ({r.why})" for r in result.remaining[:10]
             )
         if result.status != CommandStatus.SUCCEEDED:
             self._uncordon_after_failure(options, node, result)
 
     @staticmethod
     def _counts(progress: DrainProgress) -> str:
-        gone = {a: 0 for a in (PodAction.EVICT, PodAction.DELETE, PodAction.WAIT)}
+        gone = dict.fromkeys((PodAction.EVICT, PodAction.DELETE, PodAction.WAIT), 0)
         for state in progress.states.values():
             if state.gone:
                 gone[state.disposition.action] += 1
@@ -804,8 +807,16 @@ class DrainEngine:
         try:
             for state in todo:
                 # each worker runs in a copy of this thread's context: its log lines carry the command's fields
-                pool.submit(contextvars.copy_context().run, self._evict_until_done, state.pod,
-                            state.disposition.action, options, deadline, stop, inbox)
+                pool.submit(
+                    contextvars.copy_context().run,
+                    self._evict_until_done,
+                    state.pod,
+                    state.disposition.action,
+                    options,
+                    deadline,
+                    stop,
+                    inbox,
+                )
             evictions_done_at: float | None = None
             while not progress.settled:
                 wait = deadline.remaining()
@@ -882,7 +893,7 @@ class DrainEngine:
                 inbox.put(("update", EvictionUpdate(pod.key, attempts, response, final=False, at=now)))
                 if self.clock.sleep(min(delay, deadline.remaining()), stop):
                     return
-        except Exception as err:  # noqa: BLE001 - a worker must report, never die silently
+        except Exception as err:
             log.exception("eviction worker for %s crashed", pod.key)
             inbox.put(("update", EvictionUpdate(pod.key, attempts, None, final=True, error=f"internal error: {err}")))
 
@@ -923,8 +934,9 @@ class _PodWatcher:
         self._lock = threading.Lock()
         self._current: Any = None
         # runs in a copy of the creating thread's context, so its log lines carry the command's fields
-        self._thread = threading.Thread(target=contextvars.copy_context().run, args=(self._run,),
-                                        name=f"watch-{node_name}", daemon=True)
+        self._thread = threading.Thread(
+            target=contextvars.copy_context().run, args=(self._run,), name=f"watch-{node_name}", daemon=True
+        )
 
     def start(self) -> None:
         self._thread.start()
@@ -973,7 +985,7 @@ class _PodWatcher:
                 relist = True
                 self.inbox.put(("watch_error", str(err)))
                 self.clock.sleep(min(2.0, 0.1 * 2**failures, self.deadline.remaining()), self.stop_event)
-            except Exception as err:  # noqa: BLE001 - never die silently; the deadline still ends the wait
+            except Exception as err:
                 log.exception("pod watcher on %s crashed", self.node_name)
                 self.inbox.put(("watch_error", f"internal error: {err}"))
                 return

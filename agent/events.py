@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from agent.kube import KubeAdapter, NodeView
@@ -74,7 +74,7 @@ def node_event(
         now: the event time (aware).
         host: the reporting host (the agent's pod / node name), optional.
     """
-    stamp = now.astimezone(timezone.utc)
+    stamp = now.astimezone(UTC)
     iso = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
     involved: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", "name": node_name}
     if node_uid:
@@ -132,10 +132,10 @@ class NodeEventRecorder:
         self.post_outcome(node_name, kind, status, message)
 
     def _post(self, node_name: str, node_uid: str, reason: str, message: str, event_type: str) -> bool:
-        body = node_event(node_name, node_uid, reason, message, event_type, datetime.now(timezone.utc), self.host)
+        body = node_event(node_name, node_uid, reason, message, event_type, datetime.now(UTC), self.host)
         try:
             self.kube.create_event(EVENT_NAMESPACE, body)
-        except Exception:  # noqa: BLE001 - an Event is informative; failing to post one never fails the command
+        except Exception:
             log.exception("could not post Event %s on node %s", reason, node_name)
             return False
         return True

@@ -57,8 +57,11 @@ def liveness(snapshot: HealthSnapshot, now: float, max_age_seconds: float) -> Ve
     >>> liveness(HealthSnapshot(beats={"main": 0.0}), now=100.0, max_age_seconds=90).problems
     ('loop main silent for 100 s',)
     """
-    problems = tuple(f"loop {name} silent for {now - at:.0f} s"
-                     for name, at in sorted(snapshot.beats.items()) if now - at > max_age_seconds)
+    problems = tuple(
+        f"loop {name} silent for {now - at:.0f} s"
+        for name, at in sorted(snapshot.beats.items())
+        if now - at > max_age_seconds
+    )
     return Verdict(not problems, problems)
 
 
@@ -127,8 +130,15 @@ class HealthServer:
         host: bind address (all interfaces by default: the kubelet probes the pod IP).
     """
 
-    def __init__(self, health: Health, metrics: AgentMetrics, port: int, liveness_max_age_seconds: float,
-                 readiness_max_age_seconds: float, host: str = "0.0.0.0") -> None:  # noqa: S104 - probed by IP
+    def __init__(
+        self,
+        health: Health,
+        metrics: AgentMetrics,
+        port: int,
+        liveness_max_age_seconds: float,
+        readiness_max_age_seconds: float,
+        host: str = "0.0.0.0",
+    ) -> None:
         self.health = health
         self.metrics = metrics
         self.liveness_max_age_seconds = liveness_max_age_seconds
@@ -142,8 +152,9 @@ class HealthServer:
         return int(self._server.server_address[1])
 
     def start(self) -> HealthServer:
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.5},
-                                        name="http", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.5}, name="http", daemon=True
+        )
         self._thread.start()
         log.info("health and metrics endpoint listening port=%d", self.port)
         return self
@@ -160,8 +171,11 @@ class HealthServer:
             return 200, CONTENT_TYPE, self.metrics.render()
         if path in ("/healthz", "/readyz"):
             snapshot = self.health.snapshot()
-            verdict = (liveness(snapshot, now, self.liveness_max_age_seconds) if path == "/healthz"
-                       else readiness(snapshot, now, self.readiness_max_age_seconds))
+            verdict = (
+                liveness(snapshot, now, self.liveness_max_age_seconds)
+                if path == "/healthz"
+                else readiness(snapshot, now, self.readiness_max_age_seconds)
+            )
             body = "ok\n" if verdict.ok else "".join(f"{p}\n" for p in verdict.problems)
             return (200 if verdict.ok else 503), "text/plain; charset=utf-8", body.encode()
         return 404, "text/plain; charset=utf-8", b"not found\n"
@@ -170,7 +184,7 @@ class HealthServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            def do_GET(self) -> None:
                 status, content_type, body = server.answer(self.path.split("?", 1)[0])
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
@@ -178,7 +192,7 @@ class HealthServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - probes every few seconds
+            def log_message(self, format: str, *args: object) -> None:
                 log.debug("http %s", format % args)
 
         return Handler

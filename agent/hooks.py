@@ -52,8 +52,14 @@ class LifecycleHooks:
         clock: current UTC time.
     """
 
-    def __init__(self, store: Store, autoscaling: Any, identity: str, metrics: AgentMetrics | None = None,
-                 clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(
+        self,
+        store: Store,
+        autoscaling: Any,
+        identity: str,
+        metrics: AgentMetrics | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
         self.store = store
         self.autoscaling = autoscaling
         self.identity = identity
@@ -64,7 +70,7 @@ class LifecycleHooks:
         """The pending ``HOOK#`` item of ``instance_id``, None when there is none (or on a read error)."""
         try:
             item = get_hook(self.store, instance_id)
-        except Exception:  # noqa: BLE001 - a failed read only delays the hook; logged
+        except Exception:
             log.exception("could not read the lifecycle action instance_id=%s", instance_id)
             return None
         return item if item is not None and item.get("state") == HookState.PENDING else None
@@ -76,23 +82,31 @@ class LifecycleHooks:
             return False
         try:
             self.autoscaling.record_lifecycle_action_heartbeat(
-                LifecycleHookName=item["hook_name"], AutoScalingGroupName=item["asg_name"],
-                LifecycleActionToken=item["token"], InstanceId=instance_id)
+                LifecycleHookName=item["hook_name"],
+                AutoScalingGroupName=item["asg_name"],
+                LifecycleActionToken=item["token"],
+                InstanceId=instance_id,
+            )
         except ClientError as err:
             gone = action_gone(err)
             self._count("heartbeat", "gone" if gone else "error")
             if gone:
                 self._settle(instance_id, str(item["token"]), HookState.GONE, str(err))
-            log.warning("lifecycle heartbeat refused instance_id=%s hook=%s error=%s", instance_id,
-                        item["hook_name"], err)
+            log.warning(
+                "lifecycle heartbeat refused instance_id=%s hook=%s error=%s", instance_id, item["hook_name"], err
+            )
             return False
         except BotoCoreError as err:
             self._count("heartbeat", "error")
             log.warning("lifecycle heartbeat failed instance_id=%s error=%s", instance_id, err)
             return False
         self._count("heartbeat", "ok")
-        log.info("lifecycle action heartbeat recorded instance_id=%s hook=%s asg=%s", instance_id,
-                 item["hook_name"], item["asg_name"])
+        log.info(
+            "lifecycle action heartbeat recorded instance_id=%s hook=%s asg=%s",
+            instance_id,
+            item["hook_name"],
+            item["asg_name"],
+        )
         return True
 
     def complete(self, instance_id: str, why: str) -> bool:
@@ -106,19 +120,28 @@ class LifecycleHooks:
             if not claim_hook(self.store, instance_id, token, self.identity, now=self.clock()):
                 log.info("lifecycle action claimed by someone else instance_id=%s", instance_id)
                 return False
-        except Exception:  # noqa: BLE001 - the action then ends by the hook's default result; logged
+        except Exception:
             log.exception("could not claim the lifecycle action instance_id=%s", instance_id)
             return False
         try:
             self.autoscaling.complete_lifecycle_action(
-                LifecycleHookName=item["hook_name"], AutoScalingGroupName=item["asg_name"],
-                LifecycleActionToken=token, LifecycleActionResult=CONTINUE, InstanceId=instance_id)
+                LifecycleHookName=item["hook_name"],
+                AutoScalingGroupName=item["asg_name"],
+                LifecycleActionToken=token,
+                LifecycleActionResult=CONTINUE,
+                InstanceId=instance_id,
+            )
         except ClientError as err:
             gone = action_gone(err)
             self._count("complete", "gone" if gone else "error")
             self._settle(instance_id, token, HookState.GONE if gone else HookState.PENDING, str(err))
-            log.warning("CompleteLifecycleAction refused instance_id=%s hook=%s gone=%s error=%s", instance_id,
-                        item["hook_name"], gone, err)
+            log.warning(
+                "CompleteLifecycleAction refused instance_id=%s hook=%s gone=%s error=%s",
+                instance_id,
+                item["hook_name"],
+                gone,
+                err,
+            )
             return False
         except BotoCoreError as err:
             self._count("complete", "error")
@@ -127,14 +150,19 @@ class LifecycleHooks:
             return False
         self._count("complete", "ok")
         self._settle(instance_id, token, HookState.COMPLETED, why)
-        log.info("lifecycle action completed with CONTINUE instance_id=%s hook=%s asg=%s why=%s", instance_id,
-                 item["hook_name"], item["asg_name"], why)
+        log.info(
+            "lifecycle action completed with CONTINUE instance_id=%s hook=%s asg=%s why=%s",
+            instance_id,
+            item["hook_name"],
+            item["asg_name"],
+            why,
+        )
         return True
 
     def _settle(self, instance_id: str, token: str, state: str, detail: str) -> None:
         try:
             settle_hook(self.store, instance_id, token, state, detail, now=self.clock())
-        except Exception:  # noqa: BLE001 - the item stays "completing"; it expires; logged
+        except Exception:
             log.exception("could not record the lifecycle action's end instance_id=%s", instance_id)
 
     def _count(self, action: str, result: str) -> None:

@@ -27,7 +27,7 @@ import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any, Generic, NoReturn, TypeVar, cast
 
@@ -237,7 +237,7 @@ class LeaseView:
 
 def micro_time(value: datetime) -> str:
     """A ``MicroTime`` as the API writes it: RFC 3339 UTC with microseconds, e.g. ``2024-01-01T00:00:00.000000Z``."""
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 # ----------------------------------------------------------------------------------------------- evictions
@@ -311,8 +311,10 @@ def classify_eviction_error(http_status: int, body: str | None) -> EvictionRespo
         return EvictionResponse(EvictionStatus.GONE, http_status, message)
     if http_status == 429:
         return EvictionResponse(EvictionStatus.BLOCKED, http_status, message, pdb_name=blocking_pdb_name(status))
-    if http_status == 500 and "PodDisruptionBudget" in message and (
-        "more than one" in message or "multiple" in message.lower()
+    if (
+        http_status == 500
+        and "PodDisruptionBudget" in message
+        and ("more than one" in message or "multiple" in message.lower())
     ):
         return EvictionResponse(EvictionStatus.MULTIPLE_PDBS, http_status, message)
     retryable = http_status == 0 or http_status >= 500
@@ -739,8 +741,9 @@ class KubeAdapter:
             Role in ``namespace`` lacks ``leases get``).
         """
         try:
-            resp = self._coordination.read_namespaced_lease(name, namespace, _preload_content=False,
-                                                            _request_timeout=self._timeout)
+            resp = self._coordination.read_namespaced_lease(
+                name, namespace, _preload_content=False, _request_timeout=self._timeout
+            )
         except ApiException as err:
             if err.status == 404:
                 return None
@@ -756,11 +759,16 @@ class KubeAdapter:
         Raises:
             KubernetesApiError: 5xx or connection failure. KubernetesRejectedError: other 4xx.
         """
-        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": name, "namespace": namespace}, "spec": dict(spec)}
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": dict(spec),
+        }
         try:
-            resp = self._coordination.create_namespaced_lease(namespace, body, field_manager=FIELD_MANAGER,
-                                                              _preload_content=False, _request_timeout=self._timeout)
+            resp = self._coordination.create_namespaced_lease(
+                namespace, body, field_manager=FIELD_MANAGER, _preload_content=False, _request_timeout=self._timeout
+            )
         except ApiException as err:
             if err.status == 409:
                 return None
@@ -769,21 +777,30 @@ class KubeAdapter:
             _raise(err, f"create lease {namespace}/{name}")
         return LeaseView.from_api(self._json(resp))
 
-    def replace_lease(self, namespace: str, name: str, spec: Mapping[str, Any],
-                      resource_version: str) -> LeaseView | None:
+    def replace_lease(
+        self, namespace: str, name: str, spec: Mapping[str, Any], resource_version: str
+    ) -> LeaseView | None:
         """Replace the Lease's spec if it is still at ``resource_version``; None when it is not (409 Conflict:
         another candidate wrote it since it was read), or when it was deleted meanwhile (404).
 
         Raises:
             KubernetesApiError: 5xx or connection failure. KubernetesRejectedError: other 4xx.
         """
-        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": name, "namespace": namespace, "resourceVersion": resource_version},
-                "spec": dict(spec)}
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": namespace, "resourceVersion": resource_version},
+            "spec": dict(spec),
+        }
         try:
-            resp = self._coordination.replace_namespaced_lease(name, namespace, body, field_manager=FIELD_MANAGER,
-                                                               _preload_content=False,
-                                                               _request_timeout=self._timeout)
+            resp = self._coordination.replace_namespaced_lease(
+                name,
+                namespace,
+                body,
+                field_manager=FIELD_MANAGER,
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            )
         except ApiException as err:
             if err.status in (404, 409):
                 return None

@@ -51,8 +51,9 @@ class Move(str, Enum):
     WAIT = "wait"  # someone else holds it and renews it
 
 
-def choose(lease: LeaseView | None, identity: str, unchanged_for_seconds: float,
-           default_duration_seconds: float) -> Move:
+def choose(
+    lease: LeaseView | None, identity: str, unchanged_for_seconds: float, default_duration_seconds: float
+) -> Move:
     """The move of candidate ``identity`` given the Lease it read. Pure.
 
     Args:
@@ -70,8 +71,9 @@ def choose(lease: LeaseView | None, identity: str, unchanged_for_seconds: float,
     return Move.ACQUIRE if unchanged_for_seconds > duration else Move.WAIT
 
 
-def lease_spec(move: Move, lease: LeaseView | None, identity: str, now: datetime,
-               duration_seconds: float) -> dict[str, Any]:
+def lease_spec(
+    move: Move, lease: LeaseView | None, identity: str, now: datetime, duration_seconds: float
+) -> dict[str, Any]:
     """The Lease spec (JSON) candidate ``identity`` writes for ``move`` (CREATE, RENEW or ACQUIRE). Pure.
 
     A renewal keeps ``acquireTime`` and ``leaseTransitions``; an acquisition from another holder sets
@@ -101,8 +103,9 @@ class LeaseApi(Protocol):
 
     def create_lease(self, namespace: str, name: str, spec: Mapping[str, Any]) -> LeaseView | None: ...
 
-    def replace_lease(self, namespace: str, name: str, spec: Mapping[str, Any],
-                      resource_version: str) -> LeaseView | None: ...
+    def replace_lease(
+        self, namespace: str, name: str, spec: Mapping[str, Any], resource_version: str
+    ) -> LeaseView | None: ...
 
 
 class LeaderElector:
@@ -123,11 +126,21 @@ class LeaderElector:
         state_known: True once a round completed (leader or not).
     """
 
-    def __init__(self, leases: LeaseApi, namespace: str, name: str, identity: str, *, lease_seconds: float,
-                 renew_deadline_seconds: float, retry_seconds: float,
-                 on_change: Callable[[bool], None] | None = None,
-                 on_api_reached: Callable[[], None] | None = None,
-                 monotonic: Callable[[], float] = time.monotonic, now: Callable[[], datetime] = utcnow) -> None:
+    def __init__(
+        self,
+        leases: LeaseApi,
+        namespace: str,
+        name: str,
+        identity: str,
+        *,
+        lease_seconds: float,
+        renew_deadline_seconds: float,
+        retry_seconds: float,
+        on_change: Callable[[bool], None] | None = None,
+        on_api_reached: Callable[[], None] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        now: Callable[[], datetime] = utcnow,
+    ) -> None:
         self.leases = leases
         self.namespace = namespace
         self.name = name
@@ -173,8 +186,12 @@ class LeaderElector:
         if seen != self._seen:
             self._seen, self._seen_at = seen, now_mono
         if self.leading.is_set() and (lease is None or lease.holder != self.identity):
-            log.warning("lease taken by another replica lease=%s/%s holder=%s", self.namespace, self.name,
-                        lease.holder if lease else None)
+            log.warning(
+                "lease taken by another replica lease=%s/%s holder=%s",
+                self.namespace,
+                self.name,
+                lease.holder if lease else None,
+            )
             return False
         move = choose(lease, self.identity, now_mono - self._seen_at, self.lease_seconds)
         if move is Move.WAIT:
@@ -192,8 +209,14 @@ class LeaderElector:
             log.info("lost a lease race lease=%s/%s move=%s", self.namespace, self.name, move.value)
             return self.leading.is_set() and now_mono - self._renewed_at < self.renew_deadline_seconds
         if move is not Move.RENEW:
-            log.info("acquired the lease lease=%s/%s identity=%s previous=%s transitions=%d", self.namespace,
-                     self.name, self.identity, lease.holder if lease else None, written.transitions)
+            log.info(
+                "acquired the lease lease=%s/%s identity=%s previous=%s transitions=%d",
+                self.namespace,
+                self.name,
+                self.identity,
+                lease.holder if lease else None,
+                written.transitions,
+            )
         self._lease = written
         self._seen, self._seen_at = (written.resource_version, written.holder), now_mono
         self._renewed_at = now_mono

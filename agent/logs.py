@@ -21,15 +21,14 @@ import logging
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 _MARK = "_node_manager_handler"
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s"
 
 # The fields of the command being worked on in this context ({} outside a command).
-_CONTEXT: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("node_manager_log_context",
-                                                                            default={})
+_CONTEXT: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("node_manager_log_context", default={})
 
 
 def current_context() -> dict[str, str]:
@@ -54,7 +53,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
-            "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(),
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
             "level": record.levelname,
             "logger": record.name,
             "thread": record.threadName,

@@ -54,7 +54,7 @@ def node_roles(labels: Mapping[str, str] | None) -> list[str]:
     ['control-plane', 'master']
     """
     labels = labels or {}
-    roles = {key[len(ROLE_LABEL_PREFIX):] for key in labels if key.startswith(ROLE_LABEL_PREFIX)}
+    roles = {key[len(ROLE_LABEL_PREFIX) :] for key in labels if key.startswith(ROLE_LABEL_PREFIX)}
     if labels.get(LEGACY_ROLE_LABEL):
         roles.add(labels[LEGACY_ROLE_LABEL])
     roles.discard("")
@@ -80,8 +80,9 @@ def node_record(node: NodeView, asg_name: str | None, now: datetime) -> NodeReco
     )
 
 
-def membership_records(nodes: Iterable[NodeView], asg_by_instance: Mapping[str, str | None], now: datetime
-                       ) -> list[NodeRecord]:
+def membership_records(
+    nodes: Iterable[NodeView], asg_by_instance: Mapping[str, str | None], now: datetime
+) -> list[NodeRecord]:
     """Records for every node with an AWS providerID; ``asg_by_instance`` maps instance id → ASG name (None: in
     no group, e.g. detached). Pure."""
     records = []
@@ -109,7 +110,7 @@ def instances_to_forget(recorded: Mapping[str, datetime], current: Iterable[str]
 def batches(items: list[str], size: int) -> Iterator[list[str]]:
     """Consecutive slices of at most ``size`` items."""
     for start in range(0, len(items), size):
-        yield items[start:start + size]
+        yield items[start : start + size]
 
 
 def same_content(a: NodeRecord, b: NodeRecord) -> bool:
@@ -165,10 +166,11 @@ class AsgLookup:
         wanted = sorted(set(instance_ids))
         with self._lock:
             missing = wanted if refresh else [i for i in wanted if i not in self._cache]
-        found: dict[str, str | None] = {i: None for i in missing}
+        found: dict[str, str | None] = dict.fromkeys(missing)
         for batch in batches(missing, DESCRIBE_ASG_INSTANCES_MAX_IDS):
-            out = self.autoscaling.describe_auto_scaling_instances(InstanceIds=batch,
-                                                                   MaxRecords=DESCRIBE_ASG_INSTANCES_MAX_IDS)
+            out = self.autoscaling.describe_auto_scaling_instances(
+                InstanceIds=batch, MaxRecords=DESCRIBE_ASG_INSTANCES_MAX_IDS
+            )
             for entry in out.get("AutoScalingInstances", []):
                 found[entry["InstanceId"]] = entry["AutoScalingGroupName"]
         with self._lock:
@@ -194,8 +196,16 @@ class MembershipReporter:
             reached"); must not raise.
     """
 
-    def __init__(self, nodes: NodeSource, store: Store, asgs: AsgLookup, resync_seconds: float, ttl_seconds: int,
-                 clock: Callable[[], datetime] = utcnow, on_resync: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        nodes: NodeSource,
+        store: Store,
+        asgs: AsgLookup,
+        resync_seconds: float,
+        ttl_seconds: int,
+        clock: Callable[[], datetime] = utcnow,
+        on_resync: Callable[[int], None] | None = None,
+    ) -> None:
         self.on_resync = on_resync
         self.nodes = nodes
         self.store = store
@@ -208,10 +218,22 @@ class MembershipReporter:
         self._watch: Any = None  # the open watch, closed by ``close`` from another thread
 
     @classmethod
-    def from_settings(cls, settings: AgentSettings, nodes: NodeSource, store: Store, autoscaling: Any,
-                      on_resync: Callable[[int], None] | None = None) -> MembershipReporter:
-        return cls(nodes, store, AsgLookup(autoscaling), settings.membership_resync_seconds,
-                   settings.membership_ttl_seconds, on_resync=on_resync)
+    def from_settings(
+        cls,
+        settings: AgentSettings,
+        nodes: NodeSource,
+        store: Store,
+        autoscaling: Any,
+        on_resync: Callable[[int], None] | None = None,
+    ) -> MembershipReporter:
+        return cls(
+            nodes,
+            store,
+            AsgLookup(autoscaling),
+            settings.membership_resync_seconds,
+            settings.membership_ttl_seconds,
+            on_resync=on_resync,
+        )
 
     def run(self, stop: threading.Event) -> None:
         """Resync, then follow the watch, resyncing every ``resync_seconds``, until ``stop`` is set.
@@ -235,7 +257,7 @@ class MembershipReporter:
             except WatchExpiredError:
                 log.info("node watch expired (410 Gone), listing again")
                 resource_version = None
-            except Exception:  # noqa: BLE001 - the reporter must survive anything; logged, backed off, re-listed
+            except Exception:
                 failures += 1
                 delay = min(30.0, 0.5 * 2 ** min(failures, 6))
                 log.exception("membership error, re-listing after seconds=%.1f", delay)
@@ -282,8 +304,10 @@ class MembershipReporter:
         records = membership_records(nodes, asg_by_instance, self.clock())
         for record in records:
             self._write(record)
-        recorded = {str(item["instance_id"]): NodeRecord.model_validate(item).reported_at
-                    for item in self.store.query_prefix("NODE#")}
+        recorded = {
+            str(item["instance_id"]): NodeRecord.model_validate(item).reported_at
+            for item in self.store.query_prefix("NODE#")
+        }
         gone = sorted(instances_to_forget(recorded, ids, listed_at))
         for instance_id in gone:
             self._forget(instance_id)
@@ -316,8 +340,7 @@ class MembershipReporter:
         identity = node_identity(node)
         if identity is None and node.name not in self._warned:
             self._warned.add(node.name)
-            log.warning("node has no AWS providerID, not reported node=%s provider_id=%r", node.name,
-                        node.provider_id)
+            log.warning("node has no AWS providerID, not reported node=%s provider_id=%r", node.name, node.provider_id)
         return identity
 
     def _write(self, record: NodeRecord) -> None:

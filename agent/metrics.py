@@ -46,26 +46,41 @@ class AgentMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        self.commands_received = Counter(f"{PREFIX}_commands_received", "Commands received from SQS, by kind",
-                                         ["kind"], registry=r)
-        self.commands_completed = Counter(f"{PREFIX}_commands_completed",
-                                          "Commands finished by this agent, by kind and terminal status",
-                                          ["kind", "result"], registry=r)
-        self.messages_dropped = Counter(f"{PREFIX}_messages_dropped",
-                                        "SQS messages not run: malformed, foreign or duplicate", ["reason"],
-                                        registry=r)
-        self.drain_duration = Histogram(f"{PREFIX}_drain_duration_seconds", "Duration of drains, by result",
-                                        ["result"], buckets=DRAIN_BUCKETS, registry=r)
+        self.commands_received = Counter(
+            f"{PREFIX}_commands_received", "Commands received from SQS, by kind", ["kind"], registry=r
+        )
+        self.commands_completed = Counter(
+            f"{PREFIX}_commands_completed",
+            "Commands finished by this agent, by kind and terminal status",
+            ["kind", "result"],
+            registry=r,
+        )
+        self.messages_dropped = Counter(
+            f"{PREFIX}_messages_dropped",
+            "SQS messages not run: malformed, foreign or duplicate",
+            ["reason"],
+            registry=r,
+        )
+        self.drain_duration = Histogram(
+            f"{PREFIX}_drain_duration_seconds",
+            "Duration of drains, by result",
+            ["result"],
+            buckets=DRAIN_BUCKETS,
+            registry=r,
+        )
         self.pods_evicted = Counter(f"{PREFIX}_pods_evicted", "Evictions accepted by the API", registry=r)
-        self.evictions_blocked = Counter(f"{PREFIX}_evictions_blocked",
-                                         "Evictions refused with 429 by a PodDisruptionBudget", registry=r)
-        self.membership_nodes = Gauge(f"{PREFIX}_membership_nodes", "Nodes in the last membership report",
-                                      registry=r)
+        self.evictions_blocked = Counter(
+            f"{PREFIX}_evictions_blocked", "Evictions refused with 429 by a PodDisruptionBudget", registry=r
+        )
+        self.membership_nodes = Gauge(f"{PREFIX}_membership_nodes", "Nodes in the last membership report", registry=r)
         self.sqs_poll_errors = Counter(f"{PREFIX}_sqs_poll_errors", "Failed SQS ReceiveMessage calls", registry=r)
         self.leader = Gauge(f"{PREFIX}_leader", "1 while this replica holds the leader Lease", registry=r)
-        self.lifecycle_actions = Counter(f"{PREFIX}_lifecycle_actions",
-                                         "Lifecycle hook calls (complete, heartbeat) by result",
-                                         ["action", "result"], registry=r)
+        self.lifecycle_actions = Counter(
+            f"{PREFIX}_lifecycle_actions",
+            "Lifecycle hook calls (complete, heartbeat) by result",
+            ["action", "result"],
+            registry=r,
+        )
 
     def render(self) -> bytes:
         """The registry in the Prometheus text exposition format (``CONTENT_TYPE``)."""
@@ -89,10 +104,12 @@ class CountingEvictions:
         self._kube = kube
         self._metrics = metrics
 
-    def evict_pod(self, namespace: str, name: str, uid: str | None = None,
-                  grace_period_seconds: int | None = None) -> EvictionResponse:
-        response: EvictionResponse = self._kube.evict_pod(namespace, name, uid=uid,
-                                                          grace_period_seconds=grace_period_seconds)
+    def evict_pod(
+        self, namespace: str, name: str, uid: str | None = None, grace_period_seconds: int | None = None
+    ) -> EvictionResponse:
+        response: EvictionResponse = self._kube.evict_pod(
+            namespace, name, uid=uid, grace_period_seconds=grace_period_seconds
+        )
         self._metrics.record_eviction(response)
         return response
 

@@ -75,16 +75,18 @@ def summarize(result: Mapping[str, Any]) -> dict[str, Any]:
     durations = result.get("durations") or {}
     return {
         "message": str(result.get("message", "")),
-        "evicted": sum(1 for pod in pods
-                       if pod.get("action") in ("evict", "delete") and (pod.get("evicted_at") or pod.get("gone"))),
+        "evicted": sum(
+            1 for pod in pods if pod.get("action") in ("evict", "delete") and (pod.get("evicted_at") or pod.get("gone"))
+        ),
         "remaining": len(result.get("remaining") or []),
         "errors": len(result.get("errors") or []),
         "duration_seconds": durations.get("total"),
     }
 
 
-def event_detail(command: Command, status: CommandStatus, result: Mapping[str, Any], attempt: int,
-                 worker: str) -> dict[str, Any]:
+def event_detail(
+    command: Command, status: CommandStatus, result: Mapping[str, Any], attempt: int, worker: str
+) -> dict[str, Any]:
     """The ``Detail`` of the EventBridge event for one outcome (shape in the module docstring). Pure."""
     return {
         "command_id": command.command_id,
@@ -134,9 +136,15 @@ class Reporter:
         sleep: injectable for tests.
     """
 
-    def __init__(self, store: Store, events_client: Any, event_bus_name: str,
-                 post_node_event: NodeEventPoster | None = None, finish_attempts: int = 4,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        store: Store,
+        events_client: Any,
+        event_bus_name: str,
+        post_node_event: NodeEventPoster | None = None,
+        finish_attempts: int = 4,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.store = store
         self.events_client = events_client
         self.event_bus_name = event_bus_name
@@ -156,11 +164,19 @@ class Reporter:
                 (the message stays, so the command is retried by whoever receives it next).
         """
         self._finish(command.command_id, worker, attempt, outcome)
-        return self.notify(command, outcome.status, outcome.result, attempt, worker,
-                           post_node_event=not outcome.engine_posted_event)
+        return self.notify(
+            command, outcome.status, outcome.result, attempt, worker, post_node_event=not outcome.engine_posted_event
+        )
 
-    def notify(self, command: Command, status: CommandStatus, result: Mapping[str, Any], attempt: int,
-               worker: str, post_node_event: bool) -> bool:
+    def notify(
+        self,
+        command: Command,
+        status: CommandStatus,
+        result: Mapping[str, Any],
+        attempt: int,
+        worker: str,
+        post_node_event: bool,
+    ) -> bool:
         """Send the notifications of a finished command; once EventBridge accepted the event, mark the ``CMD#``
         item ``reported_at``.
 
@@ -172,9 +188,12 @@ class Reporter:
         if not self._put_event(command, status, result, attempt, worker):
             return False
         try:
-            self.store.update(Store.command_sk(command.command_id), {"reported_at": utcnow().isoformat()},
-                              condition=Attr("status").eq(status.value))
-        except Exception:  # noqa: BLE001 - reporting never fails the command; logged with its cause
+            self.store.update(
+                Store.command_sk(command.command_id),
+                {"reported_at": utcnow().isoformat()},
+                condition=Attr("status").eq(status.value),
+            )
+        except Exception:
             log.exception("could not mark command reported command_id=%s", command.command_id)
         return True
 
@@ -191,8 +210,9 @@ class Reporter:
                 self.sleep(delay)
                 delay *= 2
 
-    def _put_event(self, command: Command, status: CommandStatus, result: Mapping[str, Any], attempt: int,
-                   worker: str) -> bool:
+    def _put_event(
+        self, command: Command, status: CommandStatus, result: Mapping[str, Any], attempt: int, worker: str
+    ) -> bool:
         entry = {
             "Source": EVENT_SOURCE,
             "DetailType": detail_type(command.kind, status),
@@ -202,14 +222,21 @@ class Reporter:
         try:
             out = self.events_client.put_events(Entries=[entry])
         except (ClientError, BotoCoreError):
-            log.exception("EventBridge put_events failed command_id=%s detail_type=%s", command.command_id,
-                          entry["DetailType"])
+            log.exception(
+                "EventBridge put_events failed command_id=%s detail_type=%s", command.command_id, entry["DetailType"]
+            )
             return False
         if out.get("FailedEntryCount", 0):
             failed = out.get("Entries", [{}])[0]
-            log.error("EventBridge rejected event command_id=%s detail_type=%s code=%s message=%s",
-                      command.command_id, entry["DetailType"], failed.get("ErrorCode"), failed.get("ErrorMessage"))
+            log.error(
+                "EventBridge rejected event command_id=%s detail_type=%s code=%s message=%s",
+                command.command_id,
+                entry["DetailType"],
+                failed.get("ErrorCode"),
+                failed.get("ErrorMessage"),
+            )
             return False
-        log.info("event sent detail_type=%r command_id=%s status=%s", entry["DetailType"], command.command_id,
-                 status.value)
+        log.info(
+            "event sent detail_type=%r command_id=%s status=%s", entry["DetailType"], command.command_id, status.value
+        )
         return True

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -53,17 +53,24 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def _worker_nodes(world: LocalWorld) -> list[dict[str, Any]]:
-    return [n for n in world.simulator.nodes()  # type: ignore[union-attr]
-            if "node-role.kubernetes.io/node" in n["metadata"].get("labels", {})
-            and not n.get("spec", {}).get("unschedulable")]
+    return [
+        n
+        for n in world.simulator.nodes()  # type: ignore[union-attr]
+        if "node-role.kubernetes.io/node" in n["metadata"].get("labels", {})
+        and not n.get("spec", {}).get("unschedulable")
+    ]
 
 
 def wait_cordoned(core: k8s.CoreV1Api, node_name: str, resource_version: str, timeout: float) -> float:
     """Block on a watch until ``node_name`` is unschedulable; return ``time.perf_counter()`` at that moment."""
     w = watch.Watch()
     try:
-        for event in w.stream(core.list_node, field_selector=f"metadata.name={node_name}",
-                              resource_version=resource_version, timeout_seconds=int(timeout)):
+        for event in w.stream(
+            core.list_node,
+            field_selector=f"metadata.name={node_name}",
+            resource_version=resource_version,
+            timeout_seconds=int(timeout),
+        ):
             if event["object"].spec.unschedulable:
                 return time.perf_counter()
     finally:
@@ -94,18 +101,24 @@ def bench_cordon(world: LocalWorld, runs: int, log_dir: str) -> list[float]:
         name = node["metadata"]["name"]
         instance_id = node["spec"]["providerID"].rsplit("/", 1)[1]
         rv = core.read_node(name).metadata.resource_version
-        event = spot_warning(instance_id, world.region, datetime.now(timezone.utc))
+        event = spot_warning(instance_id, world.region, datetime.now(UTC))
         with contextlib.redirect_stdout(sink):
             start = time.perf_counter()
             handle(event, deps)
         cordoned = wait_cordoned(core, name, rv, timeout=30)
         latencies.append(cordoned - start)
         command_id = f"spot-{event['id']}"
-        _wait(lambda: (item := store.get_command(command_id)) and CommandStatus(item["status"]).terminal, 60,
-              f"command {command_id}")
+        _wait(
+            lambda: (item := store.get_command(command_id)) and CommandStatus(item["status"]).terminal,
+            60,
+            f"command {command_id}",
+        )
         ec2.terminate_instances(InstanceIds=[instance_id])  # Spot reclaims it; the detach already replaced it
-        _wait(lambda: len(_worker_nodes(world)) >= workers and world.simulator.node_for_instance(instance_id) is None,
-              60, "the replacement to be Ready")
+        _wait(
+            lambda: len(_worker_nodes(world)) >= workers and world.simulator.node_for_instance(instance_id) is None,
+            60,
+            "the replacement to be Ready",
+        )
         print(f"  cordon run {i + 1:2d}: {latencies[-1] * 1000:7.1f} ms", file=sys.stderr)
     agent.stop()
     return latencies
@@ -128,9 +141,14 @@ def bench_drain(world: LocalWorld, runs: int) -> tuple[list[float], list[float]]
             rs = deploy_pods_on_node(world.api, name, PODS, grace=0, namespace="bench", name=f"fill-{who}-{i}")
             if who == "ours":
                 instance_id = node["spec"]["providerID"].rsplit("/", 1)[1]
-                cmd = Command(command_id=f"bench-{uuid.uuid4()}", cluster=world.cluster.name, kind=CommandKind.DRAIN,
-                              instance_id=instance_id, node_name=name,
-                              deadline=datetime.now(timezone.utc) + timedelta(seconds=60))
+                cmd = Command(
+                    command_id=f"bench-{uuid.uuid4()}",
+                    cluster=world.cluster.name,
+                    kind=CommandKind.DRAIN,
+                    instance_id=instance_id,
+                    node_name=name,
+                    deadline=datetime.now(UTC) + timedelta(seconds=60),
+                )
                 start = time.perf_counter()
                 result = engine.run(cmd)
                 ours.append(time.perf_counter() - start)
@@ -138,17 +156,33 @@ def bench_drain(world: LocalWorld, runs: int) -> tuple[list[float], list[float]]
                     raise RuntimeError(f"our drain {result.status}: {result.message}")
             else:
                 start = time.perf_counter()
-                subprocess.run(["kubectl", "--kubeconfig", str(world.kubeconfig), "drain", name,
-                                "--ignore-daemonsets", "--delete-emptydir-data", "--force", "--timeout=60s"],
-                               check=True, capture_output=True)
+                subprocess.run(
+                    [
+                        "kubectl",
+                        "--kubeconfig",
+                        str(world.kubeconfig),
+                        "drain",
+                        name,
+                        "--ignore-daemonsets",
+                        "--delete-emptydir-data",
+                        "--force",
+                        "--timeout=60s",
+                    ],
+                    check=True,
+                    capture_output=True,
+                )
                 theirs.append(time.perf_counter() - start)
             # Back to an identical empty, schedulable node for the next round.
             k8s.AppsV1Api(world.api).delete_namespaced_replica_set(rs, "bench", grace_period_seconds=0)
-            core.patch_node(name, {"spec": {"unschedulable": None},
-                                   "metadata": {"annotations": {"node-manager.aws/cordoned-by": None}}})
+            core.patch_node(
+                name,
+                {"spec": {"unschedulable": None}, "metadata": {"annotations": {"node-manager.aws/cordoned-by": None}}},
+            )
             core.delete_collection_namespaced_pod("bench", grace_period_seconds=0)
-        print(f"  drain run {i + 1:2d}: ours {ours[-1] * 1000:7.1f} ms, kubectl {theirs[-1] * 1000:7.1f} ms",
-              file=sys.stderr)
+        print(
+            f"  drain run {i + 1:2d}: ours {ours[-1] * 1000:7.1f} ms, kubectl {theirs[-1] * 1000:7.1f} ms",
+            file=sys.stderr,
+        )
     return ours, theirs
 
 
@@ -179,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         (f"drain of a node with {PODS} grace-0 pods (ours)", ours, 1.0),
         ("kubectl drain of an identical node", theirs, None),
     ]
-    print(f"\n{args.runs} runs each, {os.cpu_count()} CPUs, {datetime.now(timezone.utc):%Y-%m-%d}\n")
+    print(f"\n{args.runs} runs each, {os.cpu_count()} CPUs, {datetime.now(UTC):%Y-%m-%d}\n")
     print("| measure | p50 | p99 | min | max | target |")
     print("|---|---|---|---|---|---|")
     for label, values, target in rows:
@@ -187,10 +221,14 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "" if target is None else (f"p50 <= {target:g} s: {'met' if p50 <= target else 'MISSED'}")
         print(f"| {label} | {p50:.3f} s | {p99:.3f} s | {min(values):.3f} s | {max(values):.3f} s | {verdict} |")
     r50, r99 = percentile(ratio, 50), percentile(ratio, 99)
-    print(f"| ours / kubectl (per run) | {r50:.3f} | {r99:.3f} | {min(ratio):.3f} | {max(ratio):.3f} | "
-          f"<= 0.3: {'met' if r50 <= 0.3 else 'MISSED'} |")
-    print(f"\nmean: cordon {statistics.mean(cordon):.3f} s, ours {statistics.mean(ours):.3f} s, "
-          f"kubectl {statistics.mean(theirs):.3f} s")
+    print(
+        f"| ours / kubectl (per run) | {r50:.3f} | {r99:.3f} | {min(ratio):.3f} | {max(ratio):.3f} | "
+        f"<= 0.3: {'met' if r50 <= 0.3 else 'MISSED'} |"
+    )
+    print(
+        f"\nmean: cordon {statistics.mean(cordon):.3f} s, ours {statistics.mean(ours):.3f} s, "
+        f"kubectl {statistics.mean(theirs):.3f} s"
+    )
     return 0
 
 

@@ -60,15 +60,21 @@ def measure(world: LocalWorld, workers: int, launch: float, drain: int, max_surg
     info = world.setup_cluster(azs=AZS, nodes_per_az=per_az, join_delay=launch, timeout=60 + launch * 2)
     for node in world.simulator.nodes():  # type: ignore[union-attr]
         if "node-role.kubernetes.io/node" in node["metadata"].get("labels", {}):
-            deploy_pods_on_node(world.api, node["metadata"]["name"], 1, grace=drain, namespace="bench",
-                                wait=False)
+            deploy_pods_on_node(world.api, node["metadata"]["name"], 1, grace=drain, namespace="bench", wait=False)
     counter = CallCounter()
-    h = RefreshHarness(world, info, deps_hook=counter.hook,
-                       refresher_env={"REFRESH_POLL_SECONDS": "0.5", "REFRESH_WAIT_BUDGET_SECONDS": "60"})
+    h = RefreshHarness(
+        world,
+        info,
+        deps_hook=counter.hook,
+        refresher_env={"REFRESH_POLL_SECONDS": "0.5", "REFRESH_WAIT_BUDGET_SECONDS": "60"},
+    )
     with contextlib.redirect_stdout(io.StringIO()):
         h.start(membership_timeout=60)
-        wait_until(lambda: all(p["status"].get("phase") == "Running" for p in world.simulator.pods("bench")),
-                   30, "the bench pods to run")
+        wait_until(
+            lambda: all(p["status"].get("phase") == "Running" for p in world.simulator.pods("bench")),
+            30,
+            "the bench pods to run",
+        )
         counter.calls.clear()
         t0 = time.monotonic()
         response = h.refresh(all=True, instance_groups=list(info.worker_asgs.values()), max_surge=max_surge)
@@ -82,12 +88,19 @@ def measure(world: LocalWorld, workers: int, launch: float, drain: int, max_surg
     for key, n in counter.calls.items():
         by_service[key.split(".")[0]] += n
     return {
-        "workers": workers, "replaced": replaced, "max_surge": max_surge, "launch": launch, "drain": drain,
-        "wall": wall, "floor": floor, "overhead_per_node": (wall - floor) / workers,
+        "workers": workers,
+        "replaced": replaced,
+        "max_surge": max_surge,
+        "launch": launch,
+        "drain": drain,
+        "wall": wall,
+        "floor": floor,
+        "overhead_per_node": (wall - floor) / workers,
         "calls_per_node": sum(counter.calls.values()) / replaced,
         "by_service": {k: v / replaced for k, v in sorted(by_service.items())},
         "top_calls": counter.calls.most_common(6),
-        "events": len(h.bus.events()), "ticks": len(h.bus.events(source="aws.events")),
+        "events": len(h.bus.events()),
+        "ticks": len(h.bus.events(source="aws.events")),
     }
 
 
@@ -105,20 +118,28 @@ def main(argv: list[str] | None = None) -> int:
             world.reset()
             result = measure(world, size, args.launch, args.drain, args.max_surge)
             results.append(result)
-            print(f"N={size}: wall {result['wall']:.1f} s, floor {result['floor']:.1f} s, overhead "
-                  f"{result['overhead_per_node']:.2f} s/node, {result['calls_per_node']:.1f} AWS calls/node "
-                  f"{result['by_service']}, top {result['top_calls']}, {result['events']} events, "
-                  f"{result['ticks']} ticks", file=sys.stderr, flush=True)
+            print(
+                f"N={size}: wall {result['wall']:.1f} s, floor {result['floor']:.1f} s, overhead "
+                f"{result['overhead_per_node']:.2f} s/node, {result['calls_per_node']:.1f} AWS calls/node "
+                f"{result['by_service']}, top {result['top_calls']}, {result['events']} events, "
+                f"{result['ticks']} ticks",
+                file=sys.stderr,
+                flush=True,
+            )
     if args.markdown:
-        print("| workers N | max surge | launch + drain (s) | floor (s) | wall (s) | overhead / node (s) | "
-              "AWS calls / node | of which DynamoDB / Auto Scaling / EC2 / SQS |")
+        print(
+            "| workers N | max surge | launch + drain (s) | floor (s) | wall (s) | overhead / node (s) | "
+            "AWS calls / node | of which DynamoDB / Auto Scaling / EC2 / SQS |"
+        )
         print("|---|---|---|---|---|---|---|---|")
         for r in results:
             s = r["by_service"]
-            print(f"| {r['workers']} | {r['max_surge']} | {r['launch']:g} + {r['drain']} | {r['floor']:.0f} | "
-                  f"{r['wall']:.1f} | {r['overhead_per_node']:.2f} | {r['calls_per_node']:.1f} | "
-                  f"{s.get('dynamodb', 0):.1f} / {s.get('autoscaling', 0):.1f} / {s.get('ec2', 0):.1f} / "
-                  f"{s.get('sqs', 0):.1f} |")
+            print(
+                f"| {r['workers']} | {r['max_surge']} | {r['launch']:g} + {r['drain']} | {r['floor']:.0f} | "
+                f"{r['wall']:.1f} | {r['overhead_per_node']:.2f} | {r['calls_per_node']:.1f} | "
+                f"{s.get('dynamodb', 0):.1f} / {s.get('autoscaling', 0):.1f} / {s.get('ec2', 0):.1f} / "
+                f"{s.get('sqs', 0):.1f} |"
+            )
     ok = all(r["overhead_per_node"] <= 5.0 for r in results)
     return 0 if ok else 1
 

@@ -25,7 +25,7 @@ import io
 import statistics
 import time
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -80,44 +80,76 @@ def build_cluster(session: boto3.session.Session) -> dict[str, list[str]]:
     """Create the 30 groups and their instances; returns pool -> worker group names (AZ order)."""
     ec2, autoscaling = session.client("ec2"), session.client("autoscaling")
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-    subnets = {az: ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{32 * i}.0/19", AvailabilityZone=az)
-               ["Subnet"]["SubnetId"] for i, az in enumerate(AZS)}
-    ec2.create_launch_template(LaunchTemplateName="nodes-lt", LaunchTemplateData={"ImageId": "ami-12c6146b",
-                                                                            "InstanceType": "m5.large"})
+    subnets = {
+        az: ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{32 * i}.0/19", AvailabilityZone=az)["Subnet"]["SubnetId"]
+        for i, az in enumerate(AZS)
+    }
+    ec2.create_launch_template(
+        LaunchTemplateName="nodes-lt", LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": "m5.large"}
+    )
 
     def group(name: str, az: str, size: int, max_size: int, tags: dict[str, str]) -> None:
         autoscaling.create_auto_scaling_group(
-            AutoScalingGroupName=name, MinSize=size, MaxSize=max_size, DesiredCapacity=size,
-            LaunchTemplate={"LaunchTemplateName": "nodes-lt", "Version": "$Latest"}, VPCZoneIdentifier=subnets[az],
-            Tags=[{"ResourceId": name, "ResourceType": "auto-scaling-group", "Key": k, "Value": v,
-                   "PropagateAtLaunch": True} for k, v in {CLUSTER_TAG: CLUSTER, **tags}.items()])
+            AutoScalingGroupName=name,
+            MinSize=size,
+            MaxSize=max_size,
+            DesiredCapacity=size,
+            LaunchTemplate={"LaunchTemplateName": "nodes-lt", "Version": "$Latest"},
+            VPCZoneIdentifier=subnets[az],
+            Tags=[
+                {
+                    "ResourceId": name,
+                    "ResourceType": "auto-scaling-group",
+                    "Key": k,
+                    "Value": v,
+                    "PropagateAtLaunch": True,
+                }
+                for k, v in {CLUSTER_TAG: CLUSTER, **tags}.items()
+            ],
+        )
 
     for az in AZS:
-        group(f"master-{az}.masters.{CLUSTER}", az, 1, 1,
-              {**{t: "1" for t in MASTER_ROLE_TAGS}, INSTANCE_GROUP_TAG: f"master-{az}"})
+        group(
+            f"master-{az}.masters.{CLUSTER}",
+            az,
+            1,
+            1,
+            {**dict.fromkeys(MASTER_ROLE_TAGS, "1"), INSTANCE_GROUP_TAG: f"master-{az}"},
+        )
     pools: dict[str, list[str]] = {}
     for p in range(POOLS):
         for az in AZS:
             name = f"nodes{p}-{az}.{CLUSTER}"
-            group(name, az, WORKERS_PER_GROUP, WORKERS_PER_GROUP * 2,
-                  {NODE_ROLE_TAG: "1", INSTANCE_GROUP_TAG: f"nodes{p}-{az}"})
+            group(
+                name,
+                az,
+                WORKERS_PER_GROUP,
+                WORKERS_PER_GROUP * 2,
+                {NODE_ROLE_TAG: "1", INSTANCE_GROUP_TAG: f"nodes{p}-{az}"},
+            )
             pools.setdefault(f"nodes{p}", []).append(name)
     return pools
 
 
 def report_membership(session: boto3.session.Session, store: Store) -> int:
     """A fresh NODE# record for every instance (as the agent's membership reporter writes them)."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     count = 0
     with store.table.batch_writer() as batch:
         for page in session.client("autoscaling").get_paginator("describe_auto_scaling_groups").paginate():
             for g in page["AutoScalingGroups"]:
                 for inst in g["Instances"]:
-                    record = NodeRecord(instance_id=inst["InstanceId"], node_name=f"ip-{inst['InstanceId'][2:]}",
-                                        availability_zone=inst["AvailabilityZone"],
-                                        asg_name=g["AutoScalingGroupName"], ready=True, reported_at=now)
-                    batch.put_item(Item={"pk": store.pk, "sk": f"NODE#{record.instance_id}",
-                                         **record.model_dump(mode="json")})
+                    record = NodeRecord(
+                        instance_id=inst["InstanceId"],
+                        node_name=f"ip-{inst['InstanceId'][2:]}",
+                        availability_zone=inst["AvailabilityZone"],
+                        asg_name=g["AutoScalingGroupName"],
+                        ready=True,
+                        reported_at=now,
+                    )
+                    batch.put_item(
+                        Item={"pk": store.pk, "sk": f"NODE#{record.instance_id}", **record.model_dump(mode="json")}
+                    )
                     count += 1
     return count
 
@@ -128,8 +160,9 @@ Result = tuple[float, float, int, Counter[str]]  # wall s, of which in AWS calls
 def run(runs: int) -> dict[str, list[Result]]:
     results: dict[str, list[Result]] = {"failure": [], "duplicate": [], "tick": []}
     with mock_aws():
-        session = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing",
-                                        region_name=REGION)
+        session = boto3.session.Session(
+            aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION
+        )
         t0 = time.perf_counter()
         pools = build_cluster(session)
         dynamodb = session.resource("dynamodb")
@@ -138,8 +171,14 @@ def run(runs: int) -> dict[str, list[Result]]:
         queue_url = sqs.create_queue(QueueName="commands")["QueueUrl"]
         settings = ReplenisherSettings(cluster_name=CLUSTER, table_name=TABLE, queue_url=queue_url)
         autoscaling, ec2 = session.client("autoscaling"), session.client("ec2")
-        deps = Deps.from_clients(settings, dynamodb=dynamodb, autoscaling=autoscaling, ec2=ec2, sqs=sqs,
-                                 metrics=Metrics(namespace="bench", service="replenisher"))
+        deps = Deps.from_clients(
+            settings,
+            dynamodb=dynamodb,
+            autoscaling=autoscaling,
+            ec2=ec2,
+            sqs=sqs,
+            metrics=Metrics(namespace="bench", service="replenisher"),
+        )
         nodes = report_membership(session, deps.store)
         print(f"cluster: 30 ASGs, {nodes} instances with membership, built in {time.perf_counter() - t0:.1f} s")
         counter = CallCounter()
@@ -150,13 +189,25 @@ def run(runs: int) -> dict[str, list[Result]]:
         for k, (pool, names) in enumerate(sorted(pools.items())[:runs]):
             failed = names[0]
             outage.fail(failed)
-            ids = [i["InstanceId"] for i in autoscaling.describe_auto_scaling_groups(
-                AutoScalingGroupNames=[failed])["AutoScalingGroups"][0]["Instances"]][:2]
+            ids = [
+                i["InstanceId"]
+                for i in autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[failed])["AutoScalingGroups"][
+                    0
+                ]["Instances"]
+            ][:2]
             ec2.terminate_instances(InstanceIds=ids)
-            now = datetime.now(timezone.utc)
+            now = datetime.now(UTC)
             for label, event in (
-                ("failure", launch_event(failed, successful=False, time=now, availability_zone=AZS[0],
-                                         status_message="There is no Spot capacity available.")),
+                (
+                    "failure",
+                    launch_event(
+                        failed,
+                        successful=False,
+                        time=now,
+                        availability_zone=AZS[0],
+                        status_message="There is no Spot capacity available.",
+                    ),
+                ),
                 ("duplicate", launch_event(failed, successful=False, time=now, availability_zone=AZS[0])),
                 ("tick", scheduled_event("tick", time=now)),
             ):
@@ -170,9 +221,14 @@ def run(runs: int) -> dict[str, list[Result]]:
                 if label == "failure":
                     assert response["operation"] == "replenish", response
             outage.recover(failed)
-            print(f"run {k + 1}: " + ", ".join(
-                f"{label} {r[0]:.3f} s ({r[0] - r[1]:.3f} s own) / {r[2]} calls"
-                for label in ("failure", "duplicate", "tick") for r in [results[label][-1]]))
+            print(
+                f"run {k + 1}: "
+                + ", ".join(
+                    f"{label} {r[0]:.3f} s ({r[0] - r[1]:.3f} s own) / {r[2]} calls"
+                    for label in ("failure", "duplicate", "tick")
+                    for r in [results[label][-1]]
+                )
+            )
     return results
 
 
@@ -183,14 +239,27 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results = run(min(args.runs, POOLS))
     rows = []
-    for label, what in (("failure", "Launch Unsuccessful -> siblings raised"),
-                        ("duplicate", "the same failure again (retry)"), ("tick", "periodic tick, nothing to do")):
+    for label, what in (
+        ("failure", "Launch Unsuccessful -> siblings raised"),
+        ("duplicate", "the same failure again (retry)"),
+        ("tick", "periodic tick, nothing to do"),
+    ):
         walls = [r[0] for r in results[label]]
         owns = [r[0] - r[1] for r in results[label]]
         calls = [r[2] for r in results[label]]
         breakdown = results[label][-1][3]
-        rows.append((what, statistics.median(walls), max(walls), statistics.median(owns), max(owns), min(calls),
-                     max(calls), ", ".join(f"{op} {n}" for op, n in sorted(breakdown.items()))))
+        rows.append(
+            (
+                what,
+                statistics.median(walls),
+                max(walls),
+                statistics.median(owns),
+                max(owns),
+                min(calls),
+                max(calls),
+                ", ".join(f"{op} {n}" for op, n in sorted(breakdown.items())),
+            )
+        )
     if args.markdown:
         print("| invocation | wall p50 (max) | outside AWS calls p50 (max) | AWS calls | calls (last run) |")
         print("|---|---|---|---|---|")
@@ -199,8 +268,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {what} | {p50:.3f} s ({worst:.3f} s) | {own:.3f} s ({own_worst:.3f} s) | {calls} | {detail} |")
     else:
         for what, p50, worst, own, own_worst, lo, hi, detail in rows:
-            print(f"{what}: wall p50 {p50:.3f} s max {worst:.3f} s; outside calls p50 {own:.3f} s max "
-                  f"{own_worst:.3f} s; calls {lo}-{hi} ({detail})")
+            print(
+                f"{what}: wall p50 {p50:.3f} s max {worst:.3f} s; outside calls p50 {own:.3f} s max "
+                f"{own_worst:.3f} s; calls {lo}-{hi} ({detail})"
+            )
     return 0
 
 

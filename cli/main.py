@@ -41,13 +41,16 @@ def lambda_invoker(function_name: str, client: Any) -> Invoke:
     Raises:
         RuntimeError: the function failed (``FunctionError``), with its error message.
     """
+
     def invoke(payload: dict[str, Any]) -> dict[str, Any]:
-        out = client.invoke(FunctionName=function_name, InvocationType="RequestResponse",
-                            Payload=json.dumps(payload).encode())
+        out = client.invoke(
+            FunctionName=function_name, InvocationType="RequestResponse", Payload=json.dumps(payload).encode()
+        )
         body = json.loads(out["Payload"].read() or b"null")
         if out.get("FunctionError"):
             raise RuntimeError(f"{function_name} failed: {body}")
         return body if isinstance(body, dict) else {"status": "unknown", "body": body}
+
     return invoke
 
 
@@ -66,17 +69,20 @@ def local_invoker(environ: Mapping[str, str]) -> Invoke:
 
     settings = RefresherSettings.from_env(environ)
     namespace = environ.get("POWERTOOLS_METRICS_NAMESPACE", "NodeManager")
-    deps = Deps.from_session(settings, boto3.session.Session(),
-                             metrics=Metrics(namespace=namespace, service="refresher"))
+    deps = Deps.from_session(
+        settings, boto3.session.Session(), metrics=Metrics(namespace=namespace, service="refresher")
+    )
     return lambda payload: handle(payload, deps, LocalLambdaContext(900))
 
 
 def quiet(invoke: Invoke) -> Invoke:
     """In-process invocations print the handler's JSON log lines on stdout (as Lambda does): keep them off the
     operator's output."""
+
     def run(payload: dict[str, Any]) -> dict[str, Any]:
         with contextlib.redirect_stdout(io.StringIO()):
             return invoke(payload)
+
     return run
 
 
@@ -113,8 +119,10 @@ def render(response: Mapping[str, Any]) -> str:
         lines += ["", str(response["table"])]
     if response.get("steps") and isinstance(response["steps"], list):
         lines += ["", "  step  group  instance  node  (needs update because)"]
-        lines += [f"  {s['index']:>3}  {s['group']}  {s['instance_id']}  {s.get('node_name') or '-'}  "
-                  f"({s['needs_update']})" for s in response["steps"]]
+        lines += [
+            f"  {s['index']:>3}  {s['group']}  {s['instance_id']}  {s.get('node_name') or '-'}  ({s['needs_update']})"
+            for s in response["steps"]
+        ]
     run = response.get("run")
     if run:
         lines += ["", _run_line(run)]
@@ -122,21 +130,29 @@ def render(response: Mapping[str, Any]) -> str:
         lines.append(_run_line(item))
         if i == 0:
             for s in item.get("step_details", []):
-                lines.append(f"    {s['index']:>3} {s['state']:<16} {s['group']}  {s['instance_id']}  "
-                             f"spare={s.get('spare') or '-'}  drain={s.get('drain') or '-'}  {s.get('note') or ''}")
+                lines.append(
+                    f"    {s['index']:>3} {s['state']:<16} {s['group']}  {s['instance_id']}  "
+                    f"spare={s.get('spare') or '-'}  drain={s.get('drain') or '-'}  {s.get('note') or ''}"
+                )
     if "lock" in response:
         lock = response.get("lock") or {}
-        lines.append(f"lock: {lock.get('holder') or 'free'}"
-                     + (f" ({lock.get('operation')}, fencing {lock.get('fencing')})" if lock.get("holder") else ""))
+        lines.append(
+            f"lock: {lock.get('holder') or 'free'}"
+            + (f" ({lock.get('operation')}, fencing {lock.get('fencing')})" if lock.get("holder") else "")
+        )
     if "ledger" in response:
         lines.append(f"ledger (COMP#): {len(response['ledger'])} item(s)")
-        lines += [f"  {item.get('sk')}: {json.dumps({k: v for k, v in item.items() if k not in ('pk', 'sk')})}"
-                  for item in response["ledger"]]
+        lines += [
+            f"  {item.get('sk')}: {json.dumps({k: v for k, v in item.items() if k not in ('pk', 'sk')})}"
+            for item in response["ledger"]
+        ]
     if "membership" in response:
         lines.append(f"membership: {len(response['membership'])} node(s)")
-        lines += [f"  {m['node_name']:<40} {m['instance_id']}  {m.get('asg') or '-'}  "
-                  f"{'Ready' if m['ready'] else 'NotReady'}{' cordoned' if m.get('unschedulable') else ''}"
-                  for m in response["membership"]]
+        lines += [
+            f"  {m['node_name']:<40} {m['instance_id']}  {m.get('asg') or '-'}  "
+            f"{'Ready' if m['ready'] else 'NotReady'}{' cordoned' if m.get('unschedulable') else ''}"
+            for m in response["membership"]
+        ]
     return "\n".join(lines)
 
 
@@ -172,8 +188,9 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def follow(invoke: Invoke, cluster: str, run_id: str, seconds: float, local: bool,
-           out: Callable[[str], None]) -> dict[str, Any]:
+def follow(
+    invoke: Invoke, cluster: str, run_id: str, seconds: float, local: bool, out: Callable[[str], None]
+) -> dict[str, Any]:
     """Until the run ends or ``seconds`` pass: in local mode invoke the tick (nothing else advances the run),
     then read the status. Returns the last status response."""
     deadline = time.monotonic() + seconds
@@ -195,8 +212,12 @@ def follow(invoke: Invoke, cluster: str, run_id: str, seconds: float, local: boo
     return last
 
 
-def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None,
-         invoker: Invoke | None = None, out: Callable[[str], None] = print) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    invoker: Invoke | None = None,
+    out: Callable[[str], None] = print,
+) -> int:
     """Entry point; returns the exit code. ``invoker`` replaces the chosen mode (tests)."""
     args = parser().parse_args(argv)
     env = os.environ if environ is None else environ

@@ -70,10 +70,16 @@ def record_hook(store: Store, action: LifecycleAction, ttl_seconds: int, now: da
     """
     now = now or utcnow()
     try:
-        store.put(hook_sk(action.instance_id),
-                  {**action.model_dump(), "state": HookState.PENDING, "recorded_at": now.isoformat(),
-                   "expires_at": to_epoch(now) + ttl_seconds},
-                  condition=Attr("pk").not_exists() | Attr("token").ne(action.token))
+        store.put(
+            hook_sk(action.instance_id),
+            {
+                **action.model_dump(),
+                "state": HookState.PENDING,
+                "recorded_at": now.isoformat(),
+                "expires_at": to_epoch(now) + ttl_seconds,
+            },
+            condition=Attr("pk").not_exists() | Attr("token").ne(action.token),
+        )
     except ConflictError:
         return False
     return True
@@ -89,23 +95,28 @@ def claim_hook(store: Store, instance_id: str, token: str, claimer: str, now: da
     it is not pending, or it is another action."""
     now = now or utcnow()
     try:
-        store.update(hook_sk(instance_id), {"state": HookState.COMPLETING, "claimed_by": claimer,
-                                            "updated_at": now.isoformat()},
-                     condition=Attr("state").eq(HookState.PENDING) & Attr("token").eq(token))
+        store.update(
+            hook_sk(instance_id),
+            {"state": HookState.COMPLETING, "claimed_by": claimer, "updated_at": now.isoformat()},
+            condition=Attr("state").eq(HookState.PENDING) & Attr("token").eq(token),
+        )
     except ConflictError:
         return False
     return True
 
 
-def settle_hook(store: Store, instance_id: str, token: str, state: str, detail: str = "",
-                now: datetime | None = None) -> None:
+def settle_hook(
+    store: Store, instance_id: str, token: str, state: str, detail: str = "", now: datetime | None = None
+) -> None:
     """Record how a claimed action ended (``COMPLETED`` or ``GONE``), or put it back to ``PENDING`` after a
     failed call so the next finisher retries. Lost races (another action now) are ignored."""
     now = now or utcnow()
     try:
-        store.update(hook_sk(instance_id), {"state": state, "detail": detail or None,
-                                            "updated_at": now.isoformat()},
-                     condition=Attr("token").eq(token))
+        store.update(
+            hook_sk(instance_id),
+            {"state": state, "detail": detail or None, "updated_at": now.isoformat()},
+            condition=Attr("token").eq(token),
+        )
     except ConflictError:
         pass
 
@@ -116,8 +127,11 @@ def commands_for_instance(store: Store, instance_id: str, kind: CommandKind | No
     Reads the cluster's whole ``CMD#`` range (items expire after ``COMMAND_TTL_SECONDS``, a week by default:
     hundreds of items at most) and filters here.
     """
-    items = [item for item in store.query_prefix("CMD#", consistent=True)
-             if item.get("instance_id") == instance_id and (kind is None or item.get("kind") == kind.value)]
+    items = [
+        item
+        for item in store.query_prefix("CMD#", consistent=True)
+        if item.get("instance_id") == instance_id and (kind is None or item.get("kind") == kind.value)
+    ]
     return sorted(items, key=lambda item: str(item.get("created_at", "")), reverse=True)
 
 
@@ -126,13 +140,26 @@ def cancel_queued_command(store: Store, command_id: str, why: str, now: datetime
     message as a finished duplicate when it arrives. Returns False when it was no longer queued (an agent started
     it: that agent finds no node, or drains what is left, and reports as usual)."""
     now = now or utcnow()
-    result = {"status": CommandStatus.SKIPPED.value, "message": f"cancelled: {why}", "pods": [], "remaining": [],
-              "errors": []}
+    result = {
+        "status": CommandStatus.SKIPPED.value,
+        "message": f"cancelled: {why}",
+        "pods": [],
+        "remaining": [],
+        "errors": [],
+    }
     try:
-        store.update(Store.command_sk(command_id),
-                     {"status": CommandStatus.SKIPPED.value, "result": result, "cancelled": why,
-                      "finished_at": now.isoformat(), "reported_at": now.isoformat(), "updated_at": now.isoformat()},
-                     condition=Attr("status").eq(CommandStatus.QUEUED.value))
+        store.update(
+            Store.command_sk(command_id),
+            {
+                "status": CommandStatus.SKIPPED.value,
+                "result": result,
+                "cancelled": why,
+                "finished_at": now.isoformat(),
+                "reported_at": now.isoformat(),
+                "updated_at": now.isoformat(),
+            },
+            condition=Attr("status").eq(CommandStatus.QUEUED.value),
+        )
     except ConflictError:
         return False
     return True

@@ -49,8 +49,9 @@ class LeaseLock:
         self.store = store
         self.clock = clock
 
-    def acquire(self, holder: str, operation: str, lease_seconds: float, *,
-                seen: dict | None = None, use_seen: bool = False) -> Lease:
+    def acquire(
+        self, holder: str, operation: str, lease_seconds: float, *, seen: dict | None = None, use_seen: bool = False
+    ) -> Lease:
         """Take the lock for ``lease_seconds``, or renew it if ``holder`` already holds it.
 
         A new holder (the lock was free or its lease had expired) gets fencing = previous + 1; a renewal keeps
@@ -70,20 +71,31 @@ class LeaseLock:
         expires = now + lease_seconds
         current = seen if use_seen else self.store.get(LOCK_SK)
         if current is not None and current.get("holder") == holder and float(current["lease_expires_at"]) > now:
-            return self.renew(Lease(holder, current["operation"], int(current["fencing"]),
-                                    float(current["lease_expires_at"])), lease_seconds)
+            return self.renew(
+                Lease(holder, current["operation"], int(current["fencing"]), float(current["lease_expires_at"])),
+                lease_seconds,
+            )
         previous = int(current["fencing"]) if current else 0
         # Free, expired, or released; the condition pins the exact item we looked at (by fencing) so two
         # contenders reading the same expired lease cannot both win.
-        condition = Attr("pk").not_exists() if current is None else (
-            Attr("fencing").eq(previous)
-            & (Attr("lease_expires_at").lt(Decimal(str(now))) | Attr("holder").not_exists())
+        condition = (
+            Attr("pk").not_exists()
+            if current is None
+            else (
+                Attr("fencing").eq(previous)
+                & (Attr("lease_expires_at").lt(Decimal(str(now))) | Attr("holder").not_exists())
+            )
         )
         try:
             self.store.put(
                 LOCK_SK,
-                {"holder": holder, "operation": operation, "lease_expires_at": expires,
-                 "fencing": previous + 1, "acquired_at": now},
+                {
+                    "holder": holder,
+                    "operation": operation,
+                    "lease_expires_at": expires,
+                    "fencing": previous + 1,
+                    "acquired_at": now,
+                },
                 condition=condition,
                 conflict=LockHeldError,
             )
@@ -107,8 +119,7 @@ class LeaseLock:
                 conflict=LockLostError,
             )
         except LockLostError as err:
-            raise LockLostError(f"lease of {lease.holder} was lost to {self._who(err.current)}",
-                                err.current) from err
+            raise LockLostError(f"lease of {lease.holder} was lost to {self._who(err.current)}", err.current) from err
         return Lease(lease.holder, lease.operation, lease.fencing, expires)
 
     def release(self, lease: Lease) -> None:

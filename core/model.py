@@ -7,7 +7,7 @@ A command travels as JSON in an SQS message body (``Command.model_dump_json()``)
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
@@ -153,15 +153,15 @@ def as_utc(value: datetime) -> datetime:
             reports it as a validation error instead of an ``OverflowError`` escaping the parser.
     """
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
+        value = value.replace(tzinfo=UTC)
     try:
-        return value.astimezone(timezone.utc)
+        return value.astimezone(UTC)
     except OverflowError as err:
         raise ValueError(f"time out of range in UTC: {value.isoformat()}") from err
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def to_epoch(value: datetime) -> int:

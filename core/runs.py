@@ -211,8 +211,11 @@ class Run(BaseModel):
 
     def to_item(self) -> dict[str, Any]:
         item = self.model_dump(mode="json")
-        item["surge"] = {g.name: {"original_desired": g.original_desired, "original_max": g.original_max,
-                                  "raised": g.raised} for g in self.groups if g.raised or g.max_raised_to}
+        item["surge"] = {
+            g.name: {"original_desired": g.original_desired, "original_max": g.original_max, "raised": g.raised}
+            for g in self.groups
+            if g.raised or g.max_raised_to
+        }
         item["surge_instance_ids"] = self.surge_instance_ids
         return item
 
@@ -253,8 +256,7 @@ class RunStore:
         Raises:
             RunConflictError: a run with this id exists.
         """
-        self.store.put(self.sk(run.run_id), run.to_item(), condition=Attr("pk").not_exists(),
-                       conflict=RunConflictError)
+        self.store.put(self.sk(run.run_id), run.to_item(), condition=Attr("pk").not_exists(), conflict=RunConflictError)
 
     def get(self, run_id: str) -> Run | None:
         item = self.store.get(self.sk(run_id))
@@ -267,8 +269,9 @@ class RunStore:
             RunConflictError: another invocation saved first (``current`` holds its item).
         """
         saved = run.model_copy(update={"version": run.version + 1})
-        self.store.put(self.sk(run.run_id), saved.to_item(), condition=Attr("version").eq(run.version),
-                       conflict=RunConflictError)
+        self.store.put(
+            self.sk(run.run_id), saved.to_item(), condition=Attr("version").eq(run.version), conflict=RunConflictError
+        )
         return saved
 
     def list(self, limit: int = 10) -> list[Run]:

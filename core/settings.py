@@ -176,11 +176,15 @@ class AgentSettings(_Settings):
     @model_validator(mode="after")
     def _consistent(self) -> AgentSettings:
         if not self.retry_period_seconds < self.renew_deadline_seconds < self.lease_duration_seconds:
-            raise ValueError("leader election needs LEADER_ELECTION_RETRY_SECONDS < "
-                             "LEADER_ELECTION_RENEW_DEADLINE_SECONDS < LEADER_ELECTION_LEASE_SECONDS")
+            raise ValueError(
+                "leader election needs LEADER_ELECTION_RETRY_SECONDS < "
+                "LEADER_ELECTION_RENEW_DEADLINE_SECONDS < LEADER_ELECTION_LEASE_SECONDS"
+            )
         if self.liveness_max_age_seconds <= self.poll_wait_seconds + 30:
-            raise ValueError("LIVENESS_MAX_AGE_SECONDS must exceed SQS_WAIT_SECONDS + 30 (the poll loop's longest "
-                             "wait plus its longest backoff)")
+            raise ValueError(
+                "LIVENESS_MAX_AGE_SECONDS must exceed SQS_WAIT_SECONDS + 30 (the poll loop's longest "
+                "wait plus its longest backoff)"
+            )
         if self.eviction_backoff_max_seconds < self.eviction_backoff_seconds:
             raise ValueError("EVICTION_BACKOFF_MAX_SECONDS must be >= EVICTION_BACKOFF_SECONDS")
         if self.stale_running_seconds < self.visibility_timeout_seconds:
@@ -190,7 +194,9 @@ class AgentSettings(_Settings):
         return self
 
 
-_DURATION_RE = re.compile(r"^(?:(?P<w>\d+)w)?(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?\Z", re.ASCII)
+_DURATION_RE = re.compile(
+    r"^(?:(?P<w>\d+)w)?(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?\Z", re.ASCII
+)
 _DURATION_UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
 
 

@@ -130,8 +130,9 @@ class Store:
                 return
             kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
 
-    def put(self, sk: str, attrs: dict[str, Any], condition: Any = None,
-            conflict: type[ConflictError] = ConflictError) -> None:
+    def put(
+        self, sk: str, attrs: dict[str, Any], condition: Any = None, conflict: type[ConflictError] = ConflictError
+    ) -> None:
         item = dynamo({**attrs, "pk": self.pk, "sk": sk})
         kwargs: dict[str, Any] = {"Item": item}
         if condition is not None:
@@ -152,8 +153,9 @@ class Store:
         except ClientError as err:
             raise translate(err, f"delete {sk}", conflict) from err
 
-    def update(self, sk: str, values: dict[str, Any], condition: Any = None,
-               conflict: type[ConflictError] = ConflictError) -> dict[str, Any]:
+    def update(
+        self, sk: str, values: dict[str, Any], condition: Any = None, conflict: type[ConflictError] = ConflictError
+    ) -> dict[str, Any]:
         """Set the given attributes (None removes one); returns the item after the update."""
         sets = {k: v for k, v in values.items() if v is not None}
         removes = [k for k, v in values.items() if v is None]
@@ -213,8 +215,9 @@ class Store:
     def get_command(self, command_id: str) -> dict[str, Any] | None:
         return self.get(self.command_sk(command_id))
 
-    def start_command(self, command: Command, worker: str, stale_after_seconds: int, ttl_seconds: int,
-                      now: datetime | None = None) -> int:
+    def start_command(
+        self, command: Command, worker: str, stale_after_seconds: int, ttl_seconds: int, now: datetime | None = None
+    ) -> int:
         """Move a command to ``running`` for ``worker``; returns its attempt number (1, 2, ...).
 
         Allowed from: no item (a command that arrived without a record), ``queued``, or ``running`` whose
@@ -226,7 +229,7 @@ class Store:
         """
         now = now or utcnow()
         sk = self.command_sk(command.command_id)
-        stale_before = (now.timestamp() - stale_after_seconds)
+        stale_before = now.timestamp() - stale_after_seconds
         condition = (
             Attr("pk").not_exists()
             | Attr("status").eq(CommandStatus.QUEUED.value)
@@ -254,8 +257,14 @@ class Store:
         )
         return attempt
 
-    def heartbeat_command(self, command_id: str, worker: str, attempt: int, progress: dict[str, Any] | None = None,
-                          now: datetime | None = None) -> None:
+    def heartbeat_command(
+        self,
+        command_id: str,
+        worker: str,
+        attempt: int,
+        progress: dict[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> None:
         """Refresh a running command's heartbeat (and optional progress) while this worker owns it.
 
         Raises:
@@ -268,13 +277,21 @@ class Store:
         self.update(
             self.command_sk(command_id),
             values,
-            condition=Attr("status").eq(CommandStatus.RUNNING.value) & Attr("worker").eq(worker)
+            condition=Attr("status").eq(CommandStatus.RUNNING.value)
+            & Attr("worker").eq(worker)
             & Attr("attempt").eq(attempt),
             conflict=CommandTransitionError,
         )
 
-    def finish_command(self, command_id: str, worker: str, attempt: int, status: CommandStatus,
-                       result: dict[str, Any], now: datetime | None = None) -> None:
+    def finish_command(
+        self,
+        command_id: str,
+        worker: str,
+        attempt: int,
+        status: CommandStatus,
+        result: dict[str, Any],
+        now: datetime | None = None,
+    ) -> None:
         """Move a running command owned by (worker, attempt) to a terminal ``status`` with its ``result``.
 
         Raises:
@@ -286,9 +303,9 @@ class Store:
         now = now or utcnow()
         self.update(
             self.command_sk(command_id),
-            {"status": status.value, "result": result, "finished_at": now.isoformat(),
-             "updated_at": now.isoformat()},
-            condition=Attr("status").eq(CommandStatus.RUNNING.value) & Attr("worker").eq(worker)
+            {"status": status.value, "result": result, "finished_at": now.isoformat(), "updated_at": now.isoformat()},
+            condition=Attr("status").eq(CommandStatus.RUNNING.value)
+            & Attr("worker").eq(worker)
             & Attr("attempt").eq(attempt),
             conflict=CommandTransitionError,
         )
@@ -303,9 +320,15 @@ class Store:
         now = now or utcnow()
         self.update(
             self.command_sk(command_id),
-            {"status": CommandStatus.QUEUED.value, "worker": None, "heartbeat_at": None,
-             "released_at": now.isoformat(), "updated_at": now.isoformat()},
-            condition=Attr("status").eq(CommandStatus.RUNNING.value) & Attr("worker").eq(worker)
+            {
+                "status": CommandStatus.QUEUED.value,
+                "worker": None,
+                "heartbeat_at": None,
+                "released_at": now.isoformat(),
+                "updated_at": now.isoformat(),
+            },
+            condition=Attr("status").eq(CommandStatus.RUNNING.value)
+            & Attr("worker").eq(worker)
             & Attr("attempt").eq(attempt),
             conflict=CommandTransitionError,
         )
@@ -337,8 +360,9 @@ class Store:
 
     # -- early replacement (DETACH#) -----------------------------------------------------------------------
 
-    def record_detach(self, instance_id: str, asg_name: str, reason: str, ttl_seconds: int,
-                      now: datetime | None = None) -> bool:
+    def record_detach(
+        self, instance_id: str, asg_name: str, reason: str, ttl_seconds: int, now: datetime | None = None
+    ) -> bool:
         """Record the intent to detach ``instance_id`` from ``asg_name`` (before doing it).
 
         Returns False when it was already recorded (a duplicate event): the caller must not detach twice
@@ -348,8 +372,14 @@ class Store:
         try:
             self.put(
                 f"DETACH#{instance_id}",
-                {"instance_id": instance_id, "asg_name": asg_name, "reason": reason, "state": "intended",
-                 "recorded_at": now.isoformat(), "expires_at": to_epoch(now) + ttl_seconds},
+                {
+                    "instance_id": instance_id,
+                    "asg_name": asg_name,
+                    "reason": reason,
+                    "state": "intended",
+                    "recorded_at": now.isoformat(),
+                    "expires_at": to_epoch(now) + ttl_seconds,
+                },
                 condition=Attr("pk").not_exists(),
             )
         except ConflictError:

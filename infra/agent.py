@@ -33,9 +33,16 @@ class AgentIdentity(Construct):
         role: the role to grant to and to annotate the service account with (``eks.amazonaws.com/role-arn``).
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, oidc_provider_arn: str | None = None,
-                 oidc_issuer: str | None = None, service_account: str = "node-manager:agent",
-                 existing_role_arn: str | None = None) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        oidc_provider_arn: str | None = None,
+        oidc_issuer: str | None = None,
+        service_account: str = "node-manager:agent",
+        existing_role_arn: str | None = None,
+    ) -> None:
         super().__init__(scope, construct_id)
         if existing_role_arn is not None:
             self.role: iam.IRole = iam.Role.from_role_arn(self, "Role", existing_role_arn, mutable=True)
@@ -45,14 +52,22 @@ class AgentIdentity(Construct):
                 raise ValueError("oidc_issuer is required with oidc_provider_arn")
             namespace, name = service_account.split(":", 1)
             provider = iam.OpenIdConnectProvider.from_open_id_connect_provider_arn(
-                self, "OidcProvider", oidc_provider_arn)
-            principal: iam.IPrincipal = iam.OpenIdConnectPrincipal(provider, conditions={
-                "StringEquals": {
-                    f"{oidc_issuer}:sub": f"system:serviceaccount:{namespace}:{name}",
-                    f"{oidc_issuer}:aud": IRSA_AUDIENCE,
+                self, "OidcProvider", oidc_provider_arn
+            )
+            principal: iam.IPrincipal = iam.OpenIdConnectPrincipal(
+                provider,
+                conditions={
+                    "StringEquals": {
+                        f"{oidc_issuer}:sub": f"system:serviceaccount:{namespace}:{name}",
+                        f"{oidc_issuer}:aud": IRSA_AUDIENCE,
+                    },
                 },
-            })
+            )
         else:
             principal = iam.AccountRootPrincipal()
-        self.role = iam.Role(self, "Role", assumed_by=principal,
-                             description="node-manager agent (in-cluster): commands, membership, drain events")
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=principal,
+            description="node-manager agent (in-cluster): commands, membership, drain events",
+        )

@@ -19,7 +19,6 @@ from infra.config import ClusterConfig, DeploymentConfig, load_config
 from infra.nag import add_checks
 from infra.stack import NodeManagerStack
 
-
 # Make the built-in CloudFormation schema validation (run at synth) fail the synth instead of only warning.
 STRICT_TEMPLATE_VALIDATION = "@aws-cdk/core:validateAgainstDefaultRules"
 
@@ -36,12 +35,19 @@ def read_cdk_json_context(path: Path = PROJECT_ROOT / "cdk.json") -> dict[str, A
 
 def environment_of(cluster: ClusterConfig) -> Environment:
     """The stack's account/region: the cluster's, else the CLI's defaults, else environment-agnostic."""
-    return Environment(account=cluster.account or os.environ.get("CDK_DEFAULT_ACCOUNT"),
-                       region=cluster.region or os.environ.get("CDK_DEFAULT_REGION"))
+    return Environment(
+        account=cluster.account or os.environ.get("CDK_DEFAULT_ACCOUNT"),
+        region=cluster.region or os.environ.get("CDK_DEFAULT_REGION"),
+    )
 
 
-def build_app(context: Mapping[str, Any] | None = None, *, outdir: str | None = None,
-              project_root: Path = PROJECT_ROOT, dependency_cache: DependencyCache | None = None) -> App:
+def build_app(
+    context: Mapping[str, Any] | None = None,
+    *,
+    outdir: str | None = None,
+    project_root: Path = PROJECT_ROOT,
+    dependency_cache: DependencyCache | None = None,
+) -> App:
     """The app with one stack per cluster of ``context`` (default: ``cdk.json``'s context).
 
     Synthesizing the app runs cdk-nag's AwsSolutions pack and CDK's CloudFormation schema validation; any
@@ -60,9 +66,15 @@ def build_app(context: Mapping[str, Any] | None = None, *, outdir: str | None = 
     clusters = app.node.try_get_context("clusters")
     config: DeploymentConfig = load_config({} if clusters is None else {"clusters": clusters})
     for cluster in config.clusters:
-        stack = NodeManagerStack(app, cluster.stack_name, cluster=cluster, env=environment_of(cluster),
-                                 project_root=project_root, dependency_cache=dependency_cache,
-                                 description=f"node-manager for kOps cluster {cluster.name}")
+        stack = NodeManagerStack(
+            app,
+            cluster.stack_name,
+            cluster=cluster,
+            env=environment_of(cluster),
+            project_root=project_root,
+            dependency_cache=dependency_cache,
+            description=f"node-manager for kOps cluster {cluster.name}",
+        )
         Tags.of(stack).add("node-manager/cluster", cluster.name)
     add_checks(app)
     return app

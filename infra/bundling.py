@@ -119,8 +119,12 @@ class DependencyCache:
         timeout_seconds: deadline for one pip run.
     """
 
-    def __init__(self, root: Path = DEFAULT_CACHE_DIR, pip: Sequence[str] = (sys.executable, "-m", "pip"),
-                 timeout_seconds: float = 600.0) -> None:
+    def __init__(
+        self,
+        root: Path = DEFAULT_CACHE_DIR,
+        pip: Sequence[str] = (sys.executable, "-m", "pip"),
+        timeout_seconds: float = 600.0,
+    ) -> None:
         self.root = root
         self.pip = tuple(pip)
         self.timeout_seconds = timeout_seconds
@@ -148,11 +152,23 @@ class DependencyCache:
             with tempfile.NamedTemporaryFile("w", suffix=".txt", dir=staging, delete=False) as reqs:
                 reqs.write("\n".join(requirements) + "\n")
             command = [
-                *self.pip, "install", "--quiet", "--no-input", "--disable-pip-version-check",
+                *self.pip,
+                "install",
+                "--quiet",
+                "--no-input",
+                "--disable-pip-version-check",
                 "--no-compile",  # no .pyc of *this* interpreter in the asset
-                "--target", str(staging / "site"),
-                "--platform", platform, "--implementation", "cp", "--python-version", python_version,
-                "--only-binary=:all:", "-r", reqs.name,
+                "--target",
+                str(staging / "site"),
+                "--platform",
+                platform,
+                "--implementation",
+                "cp",
+                "--python-version",
+                python_version,
+                "--only-binary=:all:",
+                "-r",
+                reqs.name,
             ]
             try:
                 subprocess.run(command, check=True, capture_output=True, text=True, timeout=self.timeout_seconds)
@@ -191,8 +207,9 @@ class LocalPythonBundler:
         cache: where pip results are kept.
     """
 
-    def __init__(self, architecture: Architecture, project_root: Path = PROJECT_ROOT,
-                 cache: DependencyCache | None = None) -> None:
+    def __init__(
+        self, architecture: Architecture, project_root: Path = PROJECT_ROOT, cache: DependencyCache | None = None
+    ) -> None:
         self.architecture = architecture
         self.project_root = project_root
         self.cache = cache or DependencyCache()
@@ -221,8 +238,9 @@ class LocalPythonBundler:
         return True
 
 
-def lambda_code(architecture: Architecture, project_root: Path = PROJECT_ROOT,
-                cache: DependencyCache | None = None) -> lambda_.Code:
+def lambda_code(
+    architecture: Architecture, project_root: Path = PROJECT_ROOT, cache: DependencyCache | None = None
+) -> lambda_.Code:
     """The asset for every Python Lambda of this project on ``architecture`` (share it between functions).
 
     Docker is never used: the ``image`` is a placeholder that CDK only needs when local bundling declines.

@@ -27,12 +27,19 @@ PRODUCER_KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
 CONSUMER_KEY_ACTIONS = ("kms:Decrypt",)
 
 
-def encrypted_queue(scope: Construct, construct_id: str, *, encryption_key: kms.IKey | None,
-                    retention_period: Duration, dead_letter_queue: sqs.DeadLetterQueue | None = None,
-                    visibility_timeout: Duration | None = None) -> sqs.Queue:
+def encrypted_queue(
+    scope: Construct,
+    construct_id: str,
+    *,
+    encryption_key: kms.IKey | None,
+    retention_period: Duration,
+    dead_letter_queue: sqs.DeadLetterQueue | None = None,
+    visibility_timeout: Duration | None = None,
+) -> sqs.Queue:
     """A queue encrypted at rest (SSE-SQS when ``encryption_key`` is None, else SSE-KMS) that enforces TLS."""
     return sqs.Queue(
-        scope, construct_id,
+        scope,
+        construct_id,
         encryption=sqs.QueueEncryption.KMS if encryption_key is not None else sqs.QueueEncryption.SQS_MANAGED,
         encryption_master_key=encryption_key,
         enforce_ssl=True,
@@ -55,17 +62,26 @@ class CommandQueue(Construct):
         dead_letter_queue: where a command lands after ``MAX_RECEIVE_COUNT`` receives.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, encryption_key: kms.IKey | None = None,
-                 visibility_timeout_seconds: int = 30) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        encryption_key: kms.IKey | None = None,
+        visibility_timeout_seconds: int = 30,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.encryption_key = encryption_key
         self.dead_letter_queue = encrypted_queue(
-            self, "DeadLetterQueue", encryption_key=encryption_key, retention_period=DEAD_LETTER_RETENTION)
+            self, "DeadLetterQueue", encryption_key=encryption_key, retention_period=DEAD_LETTER_RETENTION
+        )
         self.queue = encrypted_queue(
-            self, "Queue", encryption_key=encryption_key, retention_period=COMMAND_RETENTION,
+            self,
+            "Queue",
+            encryption_key=encryption_key,
+            retention_period=COMMAND_RETENTION,
             visibility_timeout=Duration.seconds(visibility_timeout_seconds),
-            dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letter_queue,
-                                                  max_receive_count=MAX_RECEIVE_COUNT),
+            dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letter_queue, max_receive_count=MAX_RECEIVE_COUNT),
         )
 
     def grant_send(self, grantee: iam.IGrantable) -> None:

@@ -58,12 +58,39 @@ from core.settings import InterruptionSettings, RebalancePolicy, RefresherSettin
 
 CONTEXT_KEY = "clusters"
 # Cluster settings passed to the interruption Lambda as they are (same names as InterruptionSettings' fields).
-LAMBDA_SETTINGS = ("spot_deadline_seconds", "early_replacement", "rebalance_policy",
-                   "rebalance_drain_timeout_seconds", "dry_run")
+LAMBDA_SETTINGS = (
+    "spot_deadline_seconds",
+    "early_replacement",
+    "rebalance_policy",
+    "rebalance_drain_timeout_seconds",
+    "dry_run",
+)
 
 # CloudWatch Logs accepts only these retention periods (PutRetentionPolicy, "retentionInDays").
-LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
-                      2922, 3288, 3653)
+LOG_RETENTION_DAYS = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
 
 # kOps cluster names are DNS names (or end in .k8s.local for gossip clusters).
 _CLUSTER_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$")
@@ -108,10 +135,12 @@ class ClusterConfig(BaseModel):
     # These share name, type, bounds and default with core.settings.InterruptionSettings (LAMBDA_SETTINGS).
     rebalance_policy: RebalancePolicy = InterruptionSettings.model_fields["rebalance_policy"].default
     spot_deadline_seconds: _as_in_lambda("spot_deadline_seconds") = (  # type: ignore[valid-type]
-        InterruptionSettings.model_fields["spot_deadline_seconds"].default)
+        InterruptionSettings.model_fields["spot_deadline_seconds"].default
+    )
     early_replacement: bool = InterruptionSettings.model_fields["early_replacement"].default
     rebalance_drain_timeout_seconds: _as_in_lambda("rebalance_drain_timeout_seconds") = (  # type: ignore
-        InterruptionSettings.model_fields["rebalance_drain_timeout_seconds"].default)
+        InterruptionSettings.model_fields["rebalance_drain_timeout_seconds"].default
+    )
     dry_run: bool = InterruptionSettings.model_fields["dry_run"].default
     lambda_architecture: Architecture = Architecture.ARM64
     log_retention_days: int = 30
@@ -182,16 +211,20 @@ class ClusterConfig(BaseModel):
         if self.alarm_topic_arn is not None and self.create_alarm_topic:
             raise ValueError("alarm_topic_arn and create_alarm_topic are exclusive")
         if self.agent_role_arn is not None and self.agent_oidc_provider_arn is not None:
-            raise ValueError("agent_role_arn and agent_oidc_provider_arn are exclusive: an existing role keeps "
-                             "its own trust policy")
+            raise ValueError(
+                "agent_role_arn and agent_oidc_provider_arn are exclusive: an existing role keeps its own trust policy"
+            )
         try:
             RefresherSettings.from_env(self.refresher_environment(table_name="synth-check", queue_url="synth-check"))
         except SettingsError as err:
             raise ValueError(f"refresher: {err}") from err
         # The Lambda validates its environment with the same model when it starts: fail at synth instead.
         try:
-            InterruptionSettings.from_env(self.interruption_environment(
-                table_name="synth-check", queue_url="synth-check", idempotency_table_name="synth-check"))
+            InterruptionSettings.from_env(
+                self.interruption_environment(
+                    table_name="synth-check", queue_url="synth-check", idempotency_table_name="synth-check"
+                )
+            )
         except SettingsError as err:
             field = {var: name for name, var in InterruptionSettings.ENV_VARS.items()}.get(err.name, err.name)
             raise ValueError(f"{field}: {err}") from err
@@ -200,8 +233,11 @@ class ClusterConfig(BaseModel):
     def refresher_environment(self, *, table_name: str, queue_url: str) -> dict[str, str]:
         """The refresher Lambda's settings as environment variables (names from ``RefresherSettings``)."""
         return {
-            "CLUSTER_NAME": self.name, "TABLE_NAME": table_name, "QUEUE_URL": queue_url,
-            "REFRESH_MAX_AGE": self.refresh_max_age, "REFRESH_MAX_SURGE": str(self.refresh_max_surge),
+            "CLUSTER_NAME": self.name,
+            "TABLE_NAME": table_name,
+            "QUEUE_URL": queue_url,
+            "REFRESH_MAX_AGE": self.refresh_max_age,
+            "REFRESH_MAX_SURGE": str(self.refresh_max_surge),
             "REFRESH_DRAIN_TIMEOUT_SECONDS": str(self.refresh_drain_timeout_seconds),
             "REFRESH_DRAIN_TIMEOUT_POLICY": self.refresh_drain_timeout_policy,
             # the lease must outlive the gap between two ticks by far
@@ -222,8 +258,9 @@ class ClusterConfig(BaseModel):
         """CloudFormation stack name: ``NodeManager-<cluster name with dots as dashes>``."""
         return "NodeManager-" + self.name.replace(".", "-")
 
-    def interruption_environment(self, *, table_name: str, queue_url: str,
-                                 idempotency_table_name: str) -> dict[str, str]:
+    def interruption_environment(
+        self, *, table_name: str, queue_url: str, idempotency_table_name: str
+    ) -> dict[str, str]:
         """The interruption Lambda's settings as environment variables (names from ``InterruptionSettings``).
 
         ``table_name``/``queue_url``/``idempotency_table_name`` are usually CDK tokens resolved at deploy time.
@@ -236,8 +273,11 @@ class ClusterConfig(BaseModel):
         }
         for field in LAMBDA_SETTINGS:
             value = getattr(self, field)
-            values[field] = ("true" if value else "false") if isinstance(value, bool) else str(
-                value.value if isinstance(value, Enum) else value)
+            values[field] = (
+                ("true" if value else "false")
+                if isinstance(value, bool)
+                else str(value.value if isinstance(value, Enum) else value)
+            )
         return {InterruptionSettings.ENV_VARS[field]: value for field, value in values.items()}
 
 

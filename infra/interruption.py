@@ -49,41 +49,72 @@ class InterruptionHandler(Construct):
         function, role, log_group, dead_letter_queue, rules (keyed by detail-type).
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, code: lambda_.Code,
-                 settings_environment: Mapping[str, str], architecture: Architecture, log_retention_days: int,
-                 log_level: str, reserved_concurrency: int | None, tracing: bool, event_retry_attempts: int,
-                 event_max_age_seconds: int, encryption_key: kms.IKey | None = None) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        code: lambda_.Code,
+        settings_environment: Mapping[str, str],
+        architecture: Architecture,
+        log_retention_days: int,
+        log_level: str,
+        reserved_concurrency: int | None,
+        tracing: bool,
+        event_retry_attempts: int,
+        event_max_age_seconds: int,
+        encryption_key: kms.IKey | None = None,
+    ) -> None:
         super().__init__(scope, construct_id)
 
         # Asynchronous invocation (EventBridge): retry a failed run, but not past the event's usefulness.
         max_event_age = Duration.seconds(event_max_age_seconds)
         unit = unit_function(
-            self, name=POWERTOOLS_SERVICE_NAME,
+            self,
+            name=POWERTOOLS_SERVICE_NAME,
             description="Cordons and drains a node on an EC2 Spot interruption warning or rebalance recommendation",
-            handler=HANDLER, code=code, settings_environment=settings_environment, architecture=architecture,
-            log_retention_days=log_retention_days, log_level=log_level, tracing=tracing, timeout=TIMEOUT,
-            memory_mb=MEMORY_MB, max_event_age=max_event_age, reserved_concurrency=reserved_concurrency)
+            handler=HANDLER,
+            code=code,
+            settings_environment=settings_environment,
+            architecture=architecture,
+            log_retention_days=log_retention_days,
+            log_level=log_level,
+            tracing=tracing,
+            timeout=TIMEOUT,
+            memory_mb=MEMORY_MB,
+            max_event_age=max_event_age,
+            reserved_concurrency=reserved_concurrency,
+        )
         self.function, self.role, self.log_group = unit.function, unit.role, unit.log_group
         self.dead_letter_queue = event_dead_letter_queue(self, encryption_key)
 
         self.rules: dict[str, events.Rule] = {}
-        for rule_id, detail_type in (("SpotInterruptionRule", SPOT_INTERRUPTION_WARNING),
-                                     ("RebalanceRecommendationRule", REBALANCE_RECOMMENDATION)):
+        for rule_id, detail_type in (
+            ("SpotInterruptionRule", SPOT_INTERRUPTION_WARNING),
+            ("RebalanceRecommendationRule", REBALANCE_RECOMMENDATION),
+        ):
             self.rules[detail_type] = invoking_rule(
-                self, rule_id, description=f"{detail_type} -> interruption Lambda",
+                self,
+                rule_id,
+                description=f"{detail_type} -> interruption Lambda",
                 event_pattern=events.EventPattern(source=[EVENT_SOURCE], detail_type=[detail_type]),
-                function=self.function, dead_letter_queue=self.dead_letter_queue,
-                retry_attempts=event_retry_attempts, max_event_age=max_event_age)
+                function=self.function,
+                dead_letter_queue=self.dead_letter_queue,
+                retry_attempts=event_retry_attempts,
+                max_event_age=max_event_age,
+            )
 
         if encryption_key is not None:
             # EventBridge writes undeliverable events to the KMS-encrypted queue as events.amazonaws.com. The
             # rules' ARNs cannot be named here (key -> rule -> queue -> key would be a cycle): any rule of this
             # account and region.
             rule_arns = Stack.of(self).format_arn(service="events", resource="rule", resource_name="*")
-            encryption_key.add_to_resource_policy(iam.PolicyStatement(
-                sid="EventBridgeRulesToDeadLetterQueue",
-                principals=[iam.ServicePrincipal("events.amazonaws.com")],
-                actions=["kms:GenerateDataKey", "kms:Decrypt"],
-                resources=["*"],
-                conditions={"ArnLike": {"aws:SourceArn": rule_arns}},
-            ))
+            encryption_key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid="EventBridgeRulesToDeadLetterQueue",
+                    principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                    actions=["kms:GenerateDataKey", "kms:Decrypt"],
+                    resources=["*"],
+                    conditions={"ArnLike": {"aws:SourceArn": rule_arns}},
+                )
+            )

@@ -55,13 +55,23 @@ class LifecycleHooks(Construct):
         hooks (one per group), lifecycle_rule (None without groups), state_change_rule.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, group_names: Sequence[str],
-                 heartbeat_timeout_seconds: int, function: lambda_.IFunction, dead_letter_queue: sqs.IQueue,
-                 retry_attempts: int, max_event_age_seconds: int) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        group_names: Sequence[str],
+        heartbeat_timeout_seconds: int,
+        function: lambda_.IFunction,
+        dead_letter_queue: sqs.IQueue,
+        retry_attempts: int,
+        max_event_age_seconds: int,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.hooks = [
             autoscaling.CfnLifecycleHook(
-                self, f"Hook{index}",
+                self,
+                f"Hook{index}",
                 auto_scaling_group_name=name,
                 lifecycle_hook_name=HOOK_NAME,
                 lifecycle_transition=TERMINATING,
@@ -72,18 +82,32 @@ class LifecycleHooks(Construct):
         ]
 
         def target() -> targets.LambdaFunction:
-            return targets.LambdaFunction(function, dead_letter_queue=dead_letter_queue, retry_attempts=retry_attempts,
-                                          max_event_age=Duration.seconds(max_event_age_seconds))
+            return targets.LambdaFunction(
+                function,
+                dead_letter_queue=dead_letter_queue,
+                retry_attempts=retry_attempts,
+                max_event_age=Duration.seconds(max_event_age_seconds),
+            )
 
         self.lifecycle_rule: events.Rule | None = None
         if group_names:
             self.lifecycle_rule = events.Rule(
-                self, "LifecycleActionRule", description=f"{LIFECYCLE_ACTION} of hook {HOOK_NAME} -> interruption",
-                event_pattern=events.EventPattern(source=["aws.autoscaling"], detail_type=[LIFECYCLE_ACTION],
-                                                  detail={"LifecycleHookName": [HOOK_NAME]}))
+                self,
+                "LifecycleActionRule",
+                description=f"{LIFECYCLE_ACTION} of hook {HOOK_NAME} -> interruption",
+                event_pattern=events.EventPattern(
+                    source=["aws.autoscaling"],
+                    detail_type=[LIFECYCLE_ACTION],
+                    detail={"LifecycleHookName": [HOOK_NAME]},
+                ),
+            )
             self.lifecycle_rule.add_target(target())
         self.state_change_rule = events.Rule(
-            self, "StateChangeRule", description=f"{STATE_CHANGE} (going states) -> interruption",
-            event_pattern=events.EventPattern(source=["aws.ec2"], detail_type=[STATE_CHANGE],
-                                              detail={"state": list(GOING_STATES)}))
+            self,
+            "StateChangeRule",
+            description=f"{STATE_CHANGE} (going states) -> interruption",
+            event_pattern=events.EventPattern(
+                source=["aws.ec2"], detail_type=[STATE_CHANGE], detail={"state": list(GOING_STATES)}
+            ),
+        )
         self.state_change_rule.add_target(target())

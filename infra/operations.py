@@ -58,57 +58,135 @@ class Operations(Construct):
         alarms: name -> alarm; dashboard; topic (None without notifications).
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str,
-                 dead_letter_queues: Mapping[str, sqs.IQueue], functions: Mapping[str, lambda_.IFunction],
-                 lock_alarm_seconds: int, agent_silent_minutes: int, alarm_topic_arn: str | None = None,
-                 create_alarm_topic: bool = False, encryption_key: kms.IKey | None = None) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster_name: str,
+        dead_letter_queues: Mapping[str, sqs.IQueue],
+        functions: Mapping[str, lambda_.IFunction],
+        lock_alarm_seconds: int,
+        agent_silent_minutes: int,
+        alarm_topic_arn: str | None = None,
+        create_alarm_topic: bool = False,
+        encryption_key: kms.IKey | None = None,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.topic = self._topic(alarm_topic_arn, create_alarm_topic, encryption_key)
         dims = {"cluster": cluster_name}
         self.alarms: dict[str, cloudwatch.Alarm] = {}
 
         for name, queue in dead_letter_queues.items():
-            self._alarm(f"DeadLetter{name}", queue.metric_approximate_number_of_messages_visible(
-                period=PERIOD, statistic="Maximum"), threshold=0,
-                description=f"{name}: a message reached the dead-letter queue")
-        self._alarm("DrainFailures", cloudwatch.Metric(namespace=NAMESPACE, metric_name=DRAIN_FAILURES,
-                                                       dimensions_map=dims, period=PERIOD, statistic="Sum"),
-                    threshold=0, description="a drain ended failed or timed_out")
-        self._alarm("LockHeldTooLong", cloudwatch.Metric(namespace=NAMESPACE, metric_name=LOCK_HELD_SECONDS,
-                                                         dimensions_map=dims, period=PERIOD, statistic="Maximum"),
-                    threshold=lock_alarm_seconds,
-                    description=f"the cluster lock is held by one holder for more than {lock_alarm_seconds} s")
+            self._alarm(
+                f"DeadLetter{name}",
+                queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
+                threshold=0,
+                description=f"{name}: a message reached the dead-letter queue",
+            )
+        self._alarm(
+            "DrainFailures",
+            cloudwatch.Metric(
+                namespace=NAMESPACE, metric_name=DRAIN_FAILURES, dimensions_map=dims, period=PERIOD, statistic="Sum"
+            ),
+            threshold=0,
+            description="a drain ended failed or timed_out",
+        )
+        self._alarm(
+            "LockHeldTooLong",
+            cloudwatch.Metric(
+                namespace=NAMESPACE,
+                metric_name=LOCK_HELD_SECONDS,
+                dimensions_map=dims,
+                period=PERIOD,
+                statistic="Maximum",
+            ),
+            threshold=lock_alarm_seconds,
+            description=f"the cluster lock is held by one holder for more than {lock_alarm_seconds} s",
+        )
         periods = max(1, -(-agent_silent_minutes // 5))
-        self._alarm("AgentSilent", cloudwatch.Metric(namespace=NAMESPACE, metric_name=MEMBERSHIP_REPORTS,
-                                                     dimensions_map=dims, period=PERIOD, statistic="SampleCount"),
-                    threshold=1, comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD, periods=periods,
-                    missing=cloudwatch.TreatMissingData.BREACHING,
-                    description=f"no membership report from the agent for {periods * 5} minutes")
+        self._alarm(
+            "AgentSilent",
+            cloudwatch.Metric(
+                namespace=NAMESPACE,
+                metric_name=MEMBERSHIP_REPORTS,
+                dimensions_map=dims,
+                period=PERIOD,
+                statistic="SampleCount",
+            ),
+            threshold=1,
+            comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            periods=periods,
+            missing=cloudwatch.TreatMissingData.BREACHING,
+            description=f"no membership report from the agent for {periods * 5} minutes",
+        )
         for name, function in functions.items():
-            self._alarm(f"LambdaErrors{name}", function.metric_errors(period=PERIOD, statistic="Sum"), threshold=0,
-                        description=f"the {name} Lambda failed an invocation")
+            self._alarm(
+                f"LambdaErrors{name}",
+                function.metric_errors(period=PERIOD, statistic="Sum"),
+                threshold=0,
+                description=f"the {name} Lambda failed an invocation",
+            )
 
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=None)
         self.dashboard.add_widgets(
             cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms.values()), width=24),
         )
         self.dashboard.add_widgets(
-            cloudwatch.GraphWidget(title="Agent membership reports (nodes)", width=8, left=[
-                cloudwatch.Metric(namespace=NAMESPACE, metric_name=MEMBERSHIP_REPORTS, dimensions_map=dims,
-                                  period=PERIOD, statistic="Maximum")]),
-            cloudwatch.GraphWidget(title="Drain failures", width=8, left=[
-                cloudwatch.Metric(namespace=NAMESPACE, metric_name=DRAIN_FAILURES, dimensions_map=dims,
-                                  period=PERIOD, statistic="Sum")]),
-            cloudwatch.GraphWidget(title="Lock held (s)", width=8, left=[
-                cloudwatch.Metric(namespace=NAMESPACE, metric_name=LOCK_HELD_SECONDS, dimensions_map=dims,
-                                  period=PERIOD, statistic="Maximum")]),
+            cloudwatch.GraphWidget(
+                title="Agent membership reports (nodes)",
+                width=8,
+                left=[
+                    cloudwatch.Metric(
+                        namespace=NAMESPACE,
+                        metric_name=MEMBERSHIP_REPORTS,
+                        dimensions_map=dims,
+                        period=PERIOD,
+                        statistic="Maximum",
+                    )
+                ],
+            ),
+            cloudwatch.GraphWidget(
+                title="Drain failures",
+                width=8,
+                left=[
+                    cloudwatch.Metric(
+                        namespace=NAMESPACE,
+                        metric_name=DRAIN_FAILURES,
+                        dimensions_map=dims,
+                        period=PERIOD,
+                        statistic="Sum",
+                    )
+                ],
+            ),
+            cloudwatch.GraphWidget(
+                title="Lock held (s)",
+                width=8,
+                left=[
+                    cloudwatch.Metric(
+                        namespace=NAMESPACE,
+                        metric_name=LOCK_HELD_SECONDS,
+                        dimensions_map=dims,
+                        period=PERIOD,
+                        statistic="Maximum",
+                    )
+                ],
+            ),
         )
         self.dashboard.add_widgets(
-            cloudwatch.GraphWidget(title="Lambda errors", width=12, left=[
-                f.metric_errors(period=PERIOD, statistic="Sum") for f in functions.values()]),
-            cloudwatch.GraphWidget(title="Dead-letter queues", width=12, left=[
-                q.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum")
-                for q in dead_letter_queues.values()]),
+            cloudwatch.GraphWidget(
+                title="Lambda errors",
+                width=12,
+                left=[f.metric_errors(period=PERIOD, statistic="Sum") for f in functions.values()],
+            ),
+            cloudwatch.GraphWidget(
+                title="Dead-letter queues",
+                width=12,
+                left=[
+                    q.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum")
+                    for q in dead_letter_queues.values()
+                ],
+            ),
         )
         for name, alarm in self.alarms.items():
             CfnOutput(self, f"{name}AlarmName", value=alarm.alarm_name, description=alarm_description(alarm))
@@ -116,13 +194,27 @@ class Operations(Construct):
         if self.topic is not None:
             CfnOutput(self, "AlarmTopicArn", value=self.topic.topic_arn, description="alarms notify this topic")
 
-    def _alarm(self, name: str, metric: cloudwatch.IMetric, *, threshold: float, description: str,
-               comparison: cloudwatch.ComparisonOperator = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-               periods: int = 1, missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
-               ) -> None:
-        alarm = cloudwatch.Alarm(self, name, metric=metric, threshold=threshold, evaluation_periods=periods,
-                                 comparison_operator=comparison, treat_missing_data=missing,
-                                 alarm_description=f"node-manager: {description} (README, Operations)")
+    def _alarm(
+        self,
+        name: str,
+        metric: cloudwatch.IMetric,
+        *,
+        threshold: float,
+        description: str,
+        comparison: cloudwatch.ComparisonOperator = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        periods: int = 1,
+        missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
+    ) -> None:
+        alarm = cloudwatch.Alarm(
+            self,
+            name,
+            metric=metric,
+            threshold=threshold,
+            evaluation_periods=periods,
+            comparison_operator=comparison,
+            treat_missing_data=missing,
+            alarm_description=f"node-manager: {description} (README, Operations)",
+        )
         if self.topic is not None:
             alarm.add_alarm_action(actions.SnsAction(self.topic))
             alarm.add_ok_action(actions.SnsAction(self.topic))
@@ -133,18 +225,25 @@ class Operations(Construct):
             return sns.Topic.from_topic_arn(self, "AlarmTopic", arn)
         if not create:
             return None
-        topic = sns.Topic(self, "AlarmTopic", enforce_ssl=True, master_key=key,
-                          display_name="node-manager alarms")
+        topic = sns.Topic(self, "AlarmTopic", enforce_ssl=True, master_key=key, display_name="node-manager alarms")
         if key is not None:
             # CloudWatch publishes alarm notifications to an encrypted topic only with a key it may use
-            key.add_to_resource_policy(iam.PolicyStatement(
-                sid="CloudWatchAlarmsToTopic", principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-                actions=["kms:Decrypt", "kms:GenerateDataKey*"], resources=["*"]))
+            key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid="CloudWatchAlarmsToTopic",
+                    principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                    actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                    resources=["*"],
+                )
+            )
         else:
-            acknowledge(topic, "AwsSolutions-SNS2",
-                        "CloudWatch alarm actions cannot publish to a topic encrypted with the AWS managed SNS key; "
-                        "with encryption: kms the topic uses the stack's customer managed key. Alarm notifications "
-                        "carry no secrets.")
+            acknowledge(
+                topic,
+                "AwsSolutions-SNS2",
+                "CloudWatch alarm actions cannot publish to a topic encrypted with the AWS managed SNS key; "
+                "with encryption: kms the topic uses the stack's customer managed key. Alarm notifications "
+                "carry no secrets.",
+            )
         return topic
 
 
@@ -153,15 +252,28 @@ def alarm_description(alarm: cloudwatch.Alarm) -> str:
     return f"CloudWatch alarm {alarm.node.id}"
 
 
-def attach_put_metric_data(scope: Construct, construct_id: str, role: iam.IRole, namespace: str = NAMESPACE
-                           ) -> iam.Policy:
+def attach_put_metric_data(
+    scope: Construct, construct_id: str, role: iam.IRole, namespace: str = NAMESPACE
+) -> iam.Policy:
     """Allow ``cloudwatch:PutMetricData`` into ``namespace`` only (condition key ``cloudwatch:namespace``; the
     action supports no resource-level permissions, so the resource is ``*``)."""
-    policy = iam.Policy(scope, construct_id, roles=[role], statements=[
-        iam.PolicyStatement(sid="PutMetricDataInOwnNamespace", actions=["cloudwatch:PutMetricData"],
-                            resources=["*"], conditions={"StringEquals": {"cloudwatch:namespace": namespace}}),
-    ])
-    acknowledge(policy, "AwsSolutions-IAM5[Resource::*]",
-                f"cloudwatch:PutMetricData supports no resource-level permissions; the statement is limited to the "
-                f"{namespace} namespace by the cloudwatch:namespace condition.")
+    policy = iam.Policy(
+        scope,
+        construct_id,
+        roles=[role],
+        statements=[
+            iam.PolicyStatement(
+                sid="PutMetricDataInOwnNamespace",
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": namespace}},
+            ),
+        ],
+    )
+    acknowledge(
+        policy,
+        "AwsSolutions-IAM5[Resource::*]",
+        f"cloudwatch:PutMetricData supports no resource-level permissions; the statement is limited to the "
+        f"{namespace} namespace by the cloudwatch:namespace condition.",
+    )
     return policy

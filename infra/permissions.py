@@ -26,8 +26,9 @@ from infra.nag import acknowledge
 CLUSTER_TAG_CONDITION_KEY = f"autoscaling:ResourceTag/{CLUSTER_TAG}"
 
 
-def attach_unscoped_describe(scope: Construct, construct_id: str, role: iam.IRole,
-                             actions: Sequence[str]) -> iam.Policy:
+def attach_unscoped_describe(
+    scope: Construct, construct_id: str, role: iam.IRole, actions: Sequence[str]
+) -> iam.Policy:
     """Allow read-only ``actions`` that support no resource-level permissions, on ``*``.
 
     Raises:
@@ -36,12 +37,20 @@ def attach_unscoped_describe(scope: Construct, construct_id: str, role: iam.IRol
     verbs = [action.split(":", 1)[1] for action in actions]
     if not actions or any(not verb.startswith(("Describe", "List", "Get")) for verb in verbs):
         raise ValueError(f"only read-only calls may be allowed on every resource, got {list(actions)}")
-    policy = iam.Policy(scope, construct_id, roles=[role], statements=[
-        iam.PolicyStatement(sid="DescribeWithoutResourceScope", actions=sorted(actions), resources=["*"]),
-    ])
-    acknowledge(policy, "AwsSolutions-IAM5[Resource::*]",
-                f"{', '.join(sorted(actions))} support no resource-level permissions (IAM Service Authorization "
-                "Reference), so '*' is the only possible resource; they only read.")
+    policy = iam.Policy(
+        scope,
+        construct_id,
+        roles=[role],
+        statements=[
+            iam.PolicyStatement(sid="DescribeWithoutResourceScope", actions=sorted(actions), resources=["*"]),
+        ],
+    )
+    acknowledge(
+        policy,
+        "AwsSolutions-IAM5[Resource::*]",
+        f"{', '.join(sorted(actions))} support no resource-level permissions (IAM Service Authorization "
+        "Reference), so '*' is the only possible resource; they only read.",
+    )
     return policy
 
 
@@ -51,12 +60,12 @@ def auto_scaling_group_arn_pattern() -> str:
     Built from the pseudo parameters even in a stack with a concrete account and region, so the ARN (and the
     cdk-nag finding that names it) is the same in every environment.
     """
-    return (f"arn:{Aws.PARTITION}:autoscaling:{Aws.REGION}:{Aws.ACCOUNT_ID}:"
-            "autoScalingGroup:*:autoScalingGroupName/*")
+    return f"arn:{Aws.PARTITION}:autoscaling:{Aws.REGION}:{Aws.ACCOUNT_ID}:autoScalingGroup:*:autoScalingGroupName/*"
 
 
-def attach_cluster_group_actions(scope: Construct, construct_id: str, role: iam.IRole, *, cluster_name: str,
-                                 actions: Sequence[str]) -> iam.Policy:
+def attach_cluster_group_actions(
+    scope: Construct, construct_id: str, role: iam.IRole, *, cluster_name: str, actions: Sequence[str]
+) -> iam.Policy:
     """Allow Auto Scaling ``actions`` only on the groups tagged ``KubernetesCluster=<cluster_name>``.
 
     The group names are not known at deploy time (kOps creates them), so the resource is every group of this
@@ -68,25 +77,37 @@ def attach_cluster_group_actions(scope: Construct, construct_id: str, role: iam.
     if not actions or any(not action.startswith("autoscaling:") for action in actions):
         raise ValueError(f"only autoscaling: actions can be scoped by {CLUSTER_TAG_CONDITION_KEY}")
     arn_pattern = auto_scaling_group_arn_pattern()
-    policy = iam.Policy(scope, construct_id, roles=[role], statements=[
-        iam.PolicyStatement(
-            sid="OnlyThisClustersGroups",
-            actions=sorted(actions),
-            resources=[arn_pattern],
-            conditions={"StringEquals": {CLUSTER_TAG_CONDITION_KEY: cluster_name}},
-        ),
-    ])
-    acknowledge(policy,
-                "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:<AWS::Region>:<AWS::AccountId>:"
-                "autoScalingGroup:*:autoScalingGroupName/*]",
-                f"kOps names the groups, so they cannot be listed here; the statement is limited to groups tagged "
-                f"{CLUSTER_TAG}={cluster_name} by the {CLUSTER_TAG_CONDITION_KEY} condition.")
+    policy = iam.Policy(
+        scope,
+        construct_id,
+        roles=[role],
+        statements=[
+            iam.PolicyStatement(
+                sid="OnlyThisClustersGroups",
+                actions=sorted(actions),
+                resources=[arn_pattern],
+                conditions={"StringEquals": {CLUSTER_TAG_CONDITION_KEY: cluster_name}},
+            ),
+        ],
+    )
+    acknowledge(
+        policy,
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:<AWS::Region>:<AWS::AccountId>:"
+        "autoScalingGroup:*:autoScalingGroupName/*]",
+        f"kOps names the groups, so they cannot be listed here; the statement is limited to groups tagged "
+        f"{CLUSTER_TAG}={cluster_name} by the {CLUSTER_TAG_CONDITION_KEY} condition.",
+    )
     return policy
 
 
 def attach_put_default_bus_events(scope: Construct, construct_id: str, role: iam.IRole) -> iam.Policy:
     """Allow ``events:PutEvents`` on this account's default event bus (``event-bus/default``)."""
     bus_arn = Stack.of(scope).format_arn(service="events", resource="event-bus", resource_name="default")
-    return iam.Policy(scope, construct_id, roles=[role], statements=[
-        iam.PolicyStatement(sid="PutEventsOnDefaultBus", actions=["events:PutEvents"], resources=[bus_arn]),
-    ])
+    return iam.Policy(
+        scope,
+        construct_id,
+        roles=[role],
+        statements=[
+            iam.PolicyStatement(sid="PutEventsOnDefaultBus", actions=["events:PutEvents"], resources=[bus_arn]),
+        ],
+    )

@@ -61,38 +61,91 @@ class RefresherHandler(Construct):
         ``launch-successful``).
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, code: lambda_.Code, cluster_name: str,
-                 settings_environment: Mapping[str, str], schedule_expression: str, tick_minutes: int,
-                 architecture: Architecture, log_retention_days: int, log_level: str, tracing: bool,
-                 event_retry_attempts: int, encryption_key: kms.IKey | None = None) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        code: lambda_.Code,
+        cluster_name: str,
+        settings_environment: Mapping[str, str],
+        schedule_expression: str,
+        tick_minutes: int,
+        architecture: Architecture,
+        log_retention_days: int,
+        log_level: str,
+        tracing: bool,
+        event_retry_attempts: int,
+        encryption_key: kms.IKey | None = None,
+    ) -> None:
         super().__init__(scope, construct_id)
 
         unit = unit_function(
-            self, name=POWERTOOLS_SERVICE_NAME,
+            self,
+            name=POWERTOOLS_SERVICE_NAME,
             description="Rolling refresh of the cluster's instances, surge first: weekly, on demand, and advanced "
-                        "by drain results and launches",
-            handler=HANDLER, code=code, settings_environment=settings_environment, architecture=architecture,
-            log_retention_days=log_retention_days, log_level=log_level, tracing=tracing, timeout=TIMEOUT,
-            memory_mb=MEMORY_MB, max_event_age=EVENT_MAX_AGE)
+            "by drain results and launches",
+            handler=HANDLER,
+            code=code,
+            settings_environment=settings_environment,
+            architecture=architecture,
+            log_retention_days=log_retention_days,
+            log_level=log_level,
+            tracing=tracing,
+            timeout=TIMEOUT,
+            memory_mb=MEMORY_MB,
+            max_event_age=EVENT_MAX_AGE,
+        )
         self.function, self.role, self.log_group = unit.function, unit.role, unit.log_group
         self.dead_letter_queue = event_dead_letter_queue(self, encryption_key)
 
-        rules: dict[str, tuple[str, events.EventPattern | None, events.Schedule | None,
-                               events.RuleTargetInput | None]] = {
-            "weekly": ("WeeklyRule", None, events.Schedule.expression(schedule_expression),
-                       events.RuleTargetInput.from_object({"trigger": "schedule"})),
-            "tick": ("TickRule", None, events.Schedule.rate(Duration.minutes(tick_minutes)),
-                     events.RuleTargetInput.from_object({"trigger": "tick"})),
-            "drain-results": ("DrainResultRule", events.EventPattern(
-                source=[AGENT_SOURCE], detail_type=list(DRAIN_RESULTS),
-                detail={"cluster": [cluster_name], "command_id": [{"prefix": COMMAND_PREFIX}]}), None, None),
-            "launch-successful": ("LaunchSuccessfulRule", events.EventPattern(
-                source=[AUTOSCALING_SOURCE], detail_type=[LAUNCH_SUCCESSFUL],
-                detail={"AutoScalingGroupName": [{"suffix": f".{cluster_name}"}]}), None, None),
+        rules: dict[
+            str, tuple[str, events.EventPattern | None, events.Schedule | None, events.RuleTargetInput | None]
+        ] = {
+            "weekly": (
+                "WeeklyRule",
+                None,
+                events.Schedule.expression(schedule_expression),
+                events.RuleTargetInput.from_object({"trigger": "schedule"}),
+            ),
+            "tick": (
+                "TickRule",
+                None,
+                events.Schedule.rate(Duration.minutes(tick_minutes)),
+                events.RuleTargetInput.from_object({"trigger": "tick"}),
+            ),
+            "drain-results": (
+                "DrainResultRule",
+                events.EventPattern(
+                    source=[AGENT_SOURCE],
+                    detail_type=list(DRAIN_RESULTS),
+                    detail={"cluster": [cluster_name], "command_id": [{"prefix": COMMAND_PREFIX}]},
+                ),
+                None,
+                None,
+            ),
+            "launch-successful": (
+                "LaunchSuccessfulRule",
+                events.EventPattern(
+                    source=[AUTOSCALING_SOURCE],
+                    detail_type=[LAUNCH_SUCCESSFUL],
+                    detail={"AutoScalingGroupName": [{"suffix": f".{cluster_name}"}]},
+                ),
+                None,
+                None,
+            ),
         }
         self.rules: dict[str, events.Rule] = {}
         for key, (rule_id, pattern, schedule, target_input) in rules.items():
             self.rules[key] = invoking_rule(
-                self, rule_id, description=f"{key} -> refresher Lambda", event_pattern=pattern, schedule=schedule,
-                target_input=target_input, function=self.function, dead_letter_queue=self.dead_letter_queue,
-                retry_attempts=event_retry_attempts, max_event_age=EVENT_MAX_AGE)
+                self,
+                rule_id,
+                description=f"{key} -> refresher Lambda",
+                event_pattern=pattern,
+                schedule=schedule,
+                target_input=target_input,
+                function=self.function,
+                dead_letter_queue=self.dead_letter_queue,
+                retry_attempts=event_retry_attempts,
+                max_event_age=EVENT_MAX_AGE,
+            )

@@ -60,35 +60,77 @@ class ReplenisherHandler(Construct):
         ``launch-successful``, ``tick``, ``drain-results``).
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, code: lambda_.Code, cluster_name: str,
-                 settings_environment: Mapping[str, str], architecture: Architecture, log_retention_days: int,
-                 log_level: str, tracing: bool, event_retry_attempts: int,
-                 tick_minutes: int = DEFAULT_TICK_MINUTES, encryption_key: kms.IKey | None = None) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        code: lambda_.Code,
+        cluster_name: str,
+        settings_environment: Mapping[str, str],
+        architecture: Architecture,
+        log_retention_days: int,
+        log_level: str,
+        tracing: bool,
+        event_retry_attempts: int,
+        tick_minutes: int = DEFAULT_TICK_MINUTES,
+        encryption_key: kms.IKey | None = None,
+    ) -> None:
         super().__init__(scope, construct_id)
 
         unit = unit_function(
-            self, name=POWERTOOLS_SERVICE_NAME,
+            self,
+            name=POWERTOOLS_SERVICE_NAME,
             description="Covers an AZ that cannot launch from its siblings and gives the capacity back; "
-                        "removes surplus masters and instances that never registered",
-            handler=HANDLER, code=code, settings_environment=settings_environment, architecture=architecture,
-            log_retention_days=log_retention_days, log_level=log_level, tracing=tracing, timeout=TIMEOUT,
-            memory_mb=MEMORY_MB, max_event_age=EVENT_MAX_AGE, reserved_concurrency=1)
+            "removes surplus masters and instances that never registered",
+            handler=HANDLER,
+            code=code,
+            settings_environment=settings_environment,
+            architecture=architecture,
+            log_retention_days=log_retention_days,
+            log_level=log_level,
+            tracing=tracing,
+            timeout=TIMEOUT,
+            memory_mb=MEMORY_MB,
+            max_event_age=EVENT_MAX_AGE,
+            reserved_concurrency=1,
+        )
         self.function, self.role, self.log_group = unit.function, unit.role, unit.log_group
         self.dead_letter_queue = event_dead_letter_queue(self, encryption_key)
 
         group_suffix = {"AutoScalingGroupName": [{"suffix": f".{cluster_name}"}]}
         patterns: dict[str, tuple[str, events.EventPattern | None, events.Schedule | None]] = {
-            "launch-unsuccessful": ("LaunchUnsuccessfulRule", events.EventPattern(
-                source=[AUTOSCALING_SOURCE], detail_type=[LAUNCH_UNSUCCESSFUL], detail=group_suffix), None),
-            "launch-successful": ("LaunchSuccessfulRule", events.EventPattern(
-                source=[AUTOSCALING_SOURCE], detail_type=[LAUNCH_SUCCESSFUL], detail=group_suffix), None),
+            "launch-unsuccessful": (
+                "LaunchUnsuccessfulRule",
+                events.EventPattern(
+                    source=[AUTOSCALING_SOURCE], detail_type=[LAUNCH_UNSUCCESSFUL], detail=group_suffix
+                ),
+                None,
+            ),
+            "launch-successful": (
+                "LaunchSuccessfulRule",
+                events.EventPattern(source=[AUTOSCALING_SOURCE], detail_type=[LAUNCH_SUCCESSFUL], detail=group_suffix),
+                None,
+            ),
             "tick": ("TickRule", None, events.Schedule.rate(Duration.minutes(tick_minutes))),
-            "drain-results": ("DrainResultRule", events.EventPattern(
-                source=[AGENT_SOURCE], detail_type=list(DRAIN_RESULTS), detail={"cluster": [cluster_name]}), None),
+            "drain-results": (
+                "DrainResultRule",
+                events.EventPattern(
+                    source=[AGENT_SOURCE], detail_type=list(DRAIN_RESULTS), detail={"cluster": [cluster_name]}
+                ),
+                None,
+            ),
         }
         self.rules: dict[str, events.Rule] = {}
         for key, (rule_id, pattern, schedule) in patterns.items():
             self.rules[key] = invoking_rule(
-                self, rule_id, description=f"{key} -> replenisher Lambda", event_pattern=pattern, schedule=schedule,
-                function=self.function, dead_letter_queue=self.dead_letter_queue,
-                retry_attempts=event_retry_attempts, max_event_age=EVENT_MAX_AGE)
+                self,
+                rule_id,
+                description=f"{key} -> replenisher Lambda",
+                event_pattern=pattern,
+                schedule=schedule,
+                function=self.function,
+                dead_letter_queue=self.dead_letter_queue,
+                retry_attempts=event_retry_attempts,
+                max_event_age=EVENT_MAX_AGE,
+            )

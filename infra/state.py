@@ -62,24 +62,30 @@ class StateStore(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, encryption_key: kms.IKey | None = None) -> None:
         super().__init__(scope, construct_id)
         self.encryption_key = encryption_key
-        encryption = (dynamodb.TableEncryption.CUSTOMER_MANAGED if encryption_key is not None
-                      else dynamodb.TableEncryption.AWS_MANAGED)
+        encryption = (
+            dynamodb.TableEncryption.CUSTOMER_MANAGED
+            if encryption_key is not None
+            else dynamodb.TableEncryption.AWS_MANAGED
+        )
 
         self.table = dynamodb.Table(
-            self, "Table",
+            self,
+            "Table",
             partition_key=_attribute(schema.PARTITION_KEY),
             sort_key=_attribute(schema.SORT_KEY),
             time_to_live_attribute=schema.TTL_ATTRIBUTE,
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=True),
+                point_in_time_recovery_enabled=True
+            ),
             encryption=encryption,
             encryption_key=encryption_key,
             removal_policy=RemovalPolicy.RETAIN,
         )
 
         self.idempotency_table = dynamodb.Table(
-            self, "IdempotencyTable",
+            self,
+            "IdempotencyTable",
             partition_key=_attribute(schema.IDEMPOTENCY_KEY),
             time_to_live_attribute=IDEMPOTENCY_TTL_ATTRIBUTE,
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
@@ -87,9 +93,12 @@ class StateStore(Construct):
             encryption_key=encryption_key,
             removal_policy=RemovalPolicy.DESTROY,
         )
-        acknowledge(self.idempotency_table, "AwsSolutions-DDB3",
-                    "Idempotency records only deduplicate events for about an hour (Powertools' expiry) and "
-                    "restoring them has no use; the state table has point-in-time recovery.")
+        acknowledge(
+            self.idempotency_table,
+            "AwsSolutions-DDB3",
+            "Idempotency records only deduplicate events for about an hour (Powertools' expiry) and "
+            "restoring them has no use; the state table has point-in-time recovery.",
+        )
 
     def grant_store_access(self, grantee: iam.IGrantable) -> None:
         """Let ``grantee`` use the state table through ``core.store.Store`` (``STORE_ACTIONS``)."""

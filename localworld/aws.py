@@ -64,9 +64,7 @@ class WorldSession:
     def __init__(self, endpoint_url: str, region: str = DEFAULT_REGION) -> None:
         self.endpoint_url = endpoint_url
         self.region = region
-        self.boto = boto3.Session(
-            aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY, region_name=region
-        )
+        self.boto = boto3.Session(aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY, region_name=region)
 
     def client(self, service: str, **kwargs: Any) -> Any:
         kwargs.setdefault("endpoint_url", self.endpoint_url)
@@ -122,7 +120,7 @@ class MotoServer:
     def reset(self) -> None:
         """Forget every resource in every service (``POST /moto-api/reset``)."""
         req = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST", data=b"")
-        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - local moto server
+        with urllib.request.urlopen(req, timeout=30) as resp:
             resp.read()
 
     def env(self) -> dict[str, str]:
@@ -146,5 +144,5 @@ class MotoServer:
 
 def moto_data(endpoint_url: str) -> dict[str, Any]:
     """moto's own view of its state (``GET /moto-api/data.json``), for debugging."""
-    with urllib.request.urlopen(f"{endpoint_url}/moto-api/data.json", timeout=30) as resp:  # noqa: S310
+    with urllib.request.urlopen(f"{endpoint_url}/moto-api/data.json", timeout=30) as resp:
         return dict(json.loads(resp.read()))

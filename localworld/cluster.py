@@ -145,7 +145,7 @@ def create_kops_cluster(
         )
         tags = {
             CLUSTER_TAG: name,
-            **{t: "1" for t in MASTER_ROLE_TAGS},
+            **dict.fromkeys(MASTER_ROLE_TAGS, "1"),
             INSTANCE_GROUP_TAG: f"master-{az}",
             "Name": asg,
         }
@@ -264,7 +264,7 @@ def create_foreign_asg(
     client("ec2").create_launch_template(
         LaunchTemplateName=lt, LaunchTemplateData={"ImageId": IMAGE_ID, "InstanceType": WORKER_INSTANCE_TYPES[0]}
     )
-    role_tags = {NODE_ROLE_TAG: "1"} if role == "node" else {t: "1" for t in MASTER_ROLE_TAGS}
+    role_tags = {NODE_ROLE_TAG: "1"} if role == "node" else dict.fromkeys(MASTER_ROLE_TAGS, "1")
     group = f"nodes-{az}" if role == "node" else f"master-{az}"
     client("autoscaling").create_auto_scaling_group(
         AutoScalingGroupName=name,

@@ -38,7 +38,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 DEFAULT_ACCOUNT = "123456789012"  # moto's default account id
@@ -53,16 +53,24 @@ Handler = Callable[[Event], Any]
 
 
 def _iso(value: datetime) -> str:
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _iso_ms(value: datetime) -> str:
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def envelope(source: str, detail_type: str, detail: Mapping[str, Any], *, time: datetime,
-             resources: Iterable[str] = (), account: str = DEFAULT_ACCOUNT, region: str = "us-east-1",
-             event_id: str | None = None) -> Event:
+def envelope(
+    source: str,
+    detail_type: str,
+    detail: Mapping[str, Any],
+    *,
+    time: datetime,
+    resources: Iterable[str] = (),
+    account: str = DEFAULT_ACCOUNT,
+    region: str = "us-east-1",
+    event_id: str | None = None,
+) -> Event:
     """An EventBridge event: ``{"version": "0", "id", "detail-type", "source", "account", "time", "region",
     "resources", "detail"}`` (``time`` as ``yyyy-mm-ddThh:mm:ssZ``; ``id`` a fresh UUID unless given)."""
     return {
@@ -80,14 +88,26 @@ def envelope(source: str, detail_type: str, detail: Mapping[str, Any], *, time: 
 
 def asg_arn(asg_name: str, *, account: str = DEFAULT_ACCOUNT, region: str = "us-east-1") -> str:
     """An Auto Scaling group ARN (the group's UUID part is made up: nothing here reads it)."""
-    return (f"arn:aws:autoscaling:{region}:{account}:autoScalingGroup:{uuid.uuid5(uuid.NAMESPACE_DNS, asg_name)}:"
-            f"autoScalingGroupName/{asg_name}")
+    return (
+        f"arn:aws:autoscaling:{region}:{account}:autoScalingGroup:{uuid.uuid5(uuid.NAMESPACE_DNS, asg_name)}:"
+        f"autoScalingGroupName/{asg_name}"
+    )
 
 
-def launch_event(asg_name: str, *, successful: bool, time: datetime, instance_id: str = "",
-                 availability_zone: str = "", subnet_id: str = "", status_message: str = "", cause: str = "",
-                 started: datetime | None = None, account: str = DEFAULT_ACCOUNT,
-                 region: str = "us-east-1") -> Event:
+def launch_event(
+    asg_name: str,
+    *,
+    successful: bool,
+    time: datetime,
+    instance_id: str = "",
+    availability_zone: str = "",
+    subnet_id: str = "",
+    status_message: str = "",
+    cause: str = "",
+    started: datetime | None = None,
+    account: str = DEFAULT_ACCOUNT,
+    region: str = "us-east-1",
+) -> Event:
     """An ``"EC2 Instance Launch Successful"`` or ``"EC2 Instance Launch Unsuccessful"`` event (source
     ``aws.autoscaling``) in the shape of the Auto Scaling event reference.
 
@@ -116,15 +136,30 @@ def launch_event(asg_name: str, *, successful: bool, time: datetime, instance_id
     resources = [asg_arn(asg_name, account=account, region=region)]
     if instance_id:
         resources.append(f"arn:aws:ec2:{region}:{account}:instance/{instance_id}")
-    return envelope(AUTOSCALING_SOURCE, LAUNCH_SUCCESSFUL if successful else LAUNCH_UNSUCCESSFUL, detail,
-                    time=time, resources=resources, account=account, region=region)
+    return envelope(
+        AUTOSCALING_SOURCE,
+        LAUNCH_SUCCESSFUL if successful else LAUNCH_UNSUCCESSFUL,
+        detail,
+        time=time,
+        resources=resources,
+        account=account,
+        region=region,
+    )
 
 
-def scheduled_event(rule_name: str, *, time: datetime, account: str = DEFAULT_ACCOUNT,
-                    region: str = "us-east-1") -> Event:
+def scheduled_event(
+    rule_name: str, *, time: datetime, account: str = DEFAULT_ACCOUNT, region: str = "us-east-1"
+) -> Event:
     """The ``"Scheduled Event"`` (source ``aws.events``, empty ``detail``, the rule's ARN as the only resource)."""
-    return envelope(SCHEDULE_SOURCE, SCHEDULED_EVENT, {}, time=time, account=account, region=region,
-                    resources=[f"arn:aws:events:{region}:{account}:rule/{rule_name}"])
+    return envelope(
+        SCHEDULE_SOURCE,
+        SCHEDULED_EVENT,
+        {},
+        time=time,
+        account=account,
+        region=region,
+        resources=[f"arn:aws:events:{region}:{account}:rule/{rule_name}"],
+    )
 
 
 @dataclass
@@ -155,9 +190,16 @@ class EventBus:
         account, region: put in every event's envelope.
     """
 
-    def __init__(self, session: Any, *, observer_queue_url: str | None = None, watch_asgs: bool = True,
-                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
-                 account: str = DEFAULT_ACCOUNT, region: str = "us-east-1") -> None:
+    def __init__(
+        self,
+        session: Any,
+        *,
+        observer_queue_url: str | None = None,
+        watch_asgs: bool = True,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        account: str = DEFAULT_ACCOUNT,
+        region: str = "us-east-1",
+    ) -> None:
         self.autoscaling = session.client("autoscaling")
         self.sqs = session.client("sqs") if observer_queue_url else None
         self.observer_queue_url = observer_queue_url
@@ -252,22 +294,30 @@ class EventBus:
             for instance_id, entry in view.instances.items():
                 if instance_id in known:
                     continue
-                events.append(launch_event(
-                    name, successful=True, time=now, instance_id=instance_id,
-                    availability_zone=str(entry.get("AvailabilityZone", "")),
-                    subnet_id=view.subnets.split(",")[0],
-                    cause=(f"At {_iso(now)} an instance was started in response to a difference between desired "
-                           f"and actual capacity, increasing the capacity from {len(known)} to "
-                           f"{len(view.instances)}."),
-                    account=self.account, region=self.region))
+                events.append(
+                    launch_event(
+                        name,
+                        successful=True,
+                        time=now,
+                        instance_id=instance_id,
+                        availability_zone=str(entry.get("AvailabilityZone", "")),
+                        subnet_id=view.subnets.split(",")[0],
+                        cause=(
+                            f"At {_iso(now)} an instance was started in response to a difference between desired "
+                            f"and actual capacity, increasing the capacity from {len(known)} to "
+                            f"{len(view.instances)}."
+                        ),
+                        account=self.account,
+                        region=self.region,
+                    )
+                )
         return events
 
     def _observer_events(self) -> list[Event]:
         assert self.sqs is not None
         events: list[Event] = []
         for _ in range(10):  # at most 100 messages per poll: a bound, the rest waits for the next one
-            out = self.sqs.receive_message(QueueUrl=self.observer_queue_url, MaxNumberOfMessages=10,
-                                           WaitTimeSeconds=0)
+            out = self.sqs.receive_message(QueueUrl=self.observer_queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
             messages = out.get("Messages", [])
             if not messages:
                 break
@@ -321,6 +371,9 @@ class EventBus:
     def events(self, source: str | None = None, detail_type: str | None = None) -> list[Event]:
         """Dispatched events, oldest first, optionally only of one source / detail-type."""
         with self._lock:
-            return [e for e, _ in self.history
-                    if (source is None or e.get("source") == source)
-                    and (detail_type is None or e.get("detail-type") == detail_type)]
+            return [
+                e
+                for e, _ in self.history
+                if (source is None or e.get("source") == source)
+                and (detail_type is None or e.get("detail-type") == detail_type)
+            ]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from moto.backends import get_backend
@@ -27,13 +27,15 @@ from moto.backends import get_backend
 from localworld.eventbus import DEFAULT_ACCOUNT, Event, EventBus, launch_event
 
 NO_SPOT_CAPACITY = "There is no Spot capacity available that matches your request."
-INSUFFICIENT_CAPACITY = ("We currently do not have sufficient capacity in the Availability Zone you requested. "
-                         "Launching EC2 instance failed.")
+INSUFFICIENT_CAPACITY = (
+    "We currently do not have sufficient capacity in the Availability Zone you requested. "
+    "Launching EC2 instance failed."
+)
 ACTIVE_STATES = ("InService", "Pending", "Pending:Wait", "Pending:Proceed")
 
 
 def _iso(value: datetime) -> str:
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class CapacityOutage:
@@ -46,9 +48,15 @@ class CapacityOutage:
         status_message: the failure's ``StatusMessage`` (default: no Spot capacity).
     """
 
-    def __init__(self, bus: EventBus | None = None, *, account: str = DEFAULT_ACCOUNT, region: str = "us-east-1",
-                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
-                 status_message: str = NO_SPOT_CAPACITY) -> None:
+    def __init__(
+        self,
+        bus: EventBus | None = None,
+        *,
+        account: str = DEFAULT_ACCOUNT,
+        region: str = "us-east-1",
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        status_message: str = NO_SPOT_CAPACITY,
+    ) -> None:
         self.bus = bus
         self.account = account
         self.region = region
@@ -120,11 +128,19 @@ class CapacityOutage:
         subnet = (group.vpc_zone_identifier or "").split(",")[0]
         zones = list(group.availability_zones or [])
         event = launch_event(
-            group.name, successful=False, time=now, availability_zone=zones[0] if zones else "", subnet_id=subnet,
+            group.name,
+            successful=False,
+            time=now,
+            availability_zone=zones[0] if zones else "",
+            subnet_id=subnet,
             status_message=self.status_message,
-            cause=(f"At {_iso(now)} an instance was started in response to a difference between desired and actual "
-                   f"capacity, increasing the capacity from {active} to {active + count_needed}."),
-            account=self.account, region=self.region)
+            cause=(
+                f"At {_iso(now)} an instance was started in response to a difference between desired and actual "
+                f"capacity, increasing the capacity from {active} to {active + count_needed}."
+            ),
+            account=self.account,
+            region=self.region,
+        )
         with self._lock:
             self.attempts[group.name] = self.attempts.get(group.name, 0) + 1
             self.events.append(event)

@@ -154,7 +154,7 @@ def _write_pki(folder: Path) -> None:
             serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
         )
 
-    now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
     later = now + dt.timedelta(days=7)
     ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localworld-ca")])
@@ -169,8 +169,15 @@ def _write_pki(folder: Path) -> None:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False, data_encipherment=False,
-                key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
@@ -198,9 +205,7 @@ def _write_pki(folder: Path) -> None:
         )
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -274,7 +279,7 @@ class KubeApiServer:
         _write_pki(pki)
         (self.workdir / "tokens.csv").write_text(
             f'{self.tokens["admin"]},admin,admin-uid,"system:masters"\n'
-            f'{self.tokens["agent"]},{AGENT_USER},agent-uid,'
+            f"{self.tokens['agent']},{AGENT_USER},agent-uid,"
             f'"system:serviceaccounts,system:serviceaccounts:{AGENT_NAMESPACE}"\n'
         )
         shm = Path("/dev/shm")
@@ -373,7 +378,7 @@ class KubeApiServer:
                 raise KubeStartError(f"{name} exited with {proc.returncode}:\n{self._log_tail(name)}")
             try:
                 req = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.tokens['admin']}"})
-                with urllib.request.urlopen(req, timeout=2, context=ssl_context) as resp:  # noqa: S310
+                with urllib.request.urlopen(req, timeout=2, context=ssl_context) as resp:
                     if resp.status == 200:
                         return
             except Exception as err:  # noqa: BLE001 - not up yet: connection refused, 500 while hooks run
@@ -520,7 +525,6 @@ class KubeApiServer:
                 except ApiException as err:
                     if err.status != 404:
                         raise
-
 
     def _finalize_terminating_namespaces(self, rest: KubeRest) -> None:
         """Play the namespace controller for namespaces a test deleted: once emptied (above), drop the ``kubernetes``

@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from kubernetes.client import ApiClient
@@ -80,14 +80,14 @@ KINDS = {
 
 
 def now_rfc3339() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(value: str | None) -> float | None:
     """Epoch seconds of an RFC 3339 timestamp as the API writes it (``2024-01-01T00:00:00Z``)."""
     if not value:
         return None
-    return datetime.strptime(value[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
+    return datetime.strptime(value[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp()
 
 
 def key_of(obj: Mapping[str, Any]) -> str:
@@ -240,6 +240,7 @@ def expected_scale(
             scales[ref["uid"]] = int((owner.get("spec") or {}).get("replicas", 1))
     return sum(scales.values()) + sum(ds_counts.values())
 
+
 def pdb_status(
     pdb: Mapping[str, Any],
     pods: Mapping[str, JSON],
@@ -269,7 +270,9 @@ def pdb_status(
         if at is not None and at + DISRUPTED_POD_TIMEOUT < now:
             continue
         disrupted[name] = stamp
-    healthy = sum(1 for p in matched if pod_ready(p) and not is_terminating(p) and p["metadata"]["name"] not in disrupted)
+    healthy = sum(
+        1 for p in matched if pod_ready(p) and not is_terminating(p) and p["metadata"]["name"] not in disrupted
+    )
     fail_safe = False
     if spec.get("maxUnavailable") is not None:
         expected = expected_scale(matched, rsets, dsets, deploys)
@@ -556,9 +559,7 @@ class ClusterSimulator:
             TimeoutError: the world kept changing for ``timeout`` seconds.
         """
         start = self._passes
-        self.wait_for(
-            lambda: self._passes >= start + 2 and self._idle_passes >= 2, timeout, "the simulator to settle"
-        )
+        self.wait_for(lambda: self._passes >= start + 2 and self._idle_passes >= 2, timeout, "the simulator to settle")
 
     # ------------------------------------------------------------------ EC2
     def _ec2_loop(self) -> None:
@@ -580,7 +581,7 @@ class ClusterSimulator:
                     self._instances = self._describe_cluster_instances()
                     last_status, last_full = current, time.monotonic()
                     self._wake.set()
-            except Exception:  # noqa: BLE001 - the loop must survive a moto hiccup
+            except Exception:
                 if self._stop.is_set():
                     return
                 self.errors += 1
@@ -610,7 +611,7 @@ class ClusterSimulator:
                     self._wake.set()  # look again at once: our writes may enable more work
                 self._idle_passes = 0 if actions else self._idle_passes + 1
                 self._last_actions = len(actions)
-            except Exception:  # noqa: BLE001 - a failing pass logs and the loop continues
+            except Exception:
                 if self._stop.is_set():
                     return
                 self.errors += 1
@@ -629,7 +630,7 @@ class ClusterSimulator:
             else:
                 self.errors += 1
                 log.warning("%s failed: %s %s %s", name, err.status, err.reason, (err.body or "")[:300])
-        except Exception:  # noqa: BLE001
+        except Exception:
             if not self._stop.is_set():
                 self.errors += 1
                 log.exception("%s failed", name)
@@ -893,7 +894,7 @@ class ClusterSimulator:
     # ------------------------------------------------------------------ scheduling
     @staticmethod
     def _load(pods: Mapping[str, JSON], nodes: Mapping[str, JSON]) -> dict[str, int]:
-        load = {name: 0 for name in nodes}
+        load = dict.fromkeys(nodes, 0)
         for pod in pods.values():
             node_name = (pod.get("spec") or {}).get("nodeName")
             if node_name in load and is_live(pod):
@@ -923,9 +924,14 @@ class ClusterSimulator:
     ) -> None:
         for key, pod in pods.items():
             spec = pod.get("spec") or {}
-            if spec.get("nodeName") or not is_live(pod) or spec.get("schedulerName", "default-scheduler") not in (
-                "default-scheduler",
-                "",
+            if (
+                spec.get("nodeName")
+                or not is_live(pod)
+                or spec.get("schedulerName", "default-scheduler")
+                not in (
+                    "default-scheduler",
+                    "",
+                )
             ):
                 continue
             uid = pod["metadata"]["uid"]
@@ -1014,7 +1020,10 @@ class ClusterSimulator:
                 node = self._pick_node(template_spec, nodes, load, prefer)
                 body = self._new_pod(rs, "ReplicaSet", node)
                 actions.append(
-                    (f"create pod for {key}", lambda body=body, node=node: self._create_pod(body, nodes.get(node or "")))
+                    (
+                        f"create pod for {key}",
+                        lambda body=body, node=node: self._create_pod(body, nodes.get(node or "")),
+                    )
                 )
             if missing < 0:
                 # surplus: unbound first, then not ready, then the newest (ReplicaSet controller's ActivePods order)
@@ -1026,7 +1035,7 @@ class ClusterSimulator:
                         p["metadata"].get("creationTimestamp", ""),
                     ),
                 )
-                for pod in victims[: -missing]:
+                for pod in victims[:-missing]:
                     if not self._recently("scale-down", pod["metadata"]["uid"]):
                         actions.append((f"scale down {key}", lambda pod=pod: self._delete_pod(pod)))
 
@@ -1057,7 +1066,9 @@ class ClusterSimulator:
                 if self._recently("ds-create", f"{meta['uid']}/{name}"):
                     continue
                 body = self._new_pod(ds, "DaemonSet", name)
-                actions.append((f"create {key} pod on {name}", lambda body=body, node=node: self._create_pod(body, node)))
+                actions.append(
+                    (f"create {key} pod on {name}", lambda body=body, node=node: self._create_pod(body, node))
+                )
 
     def _plan_gc(
         self,

@@ -188,13 +188,13 @@ def get_pdb(api: ApiClient | KubeRest, namespace: str, name: str) -> JSON:
 
 
 def list_pdbs(api: ApiClient | KubeRest, namespace: str | None = None) -> list[JSON]:
-    path = f"{PDB_API}/namespaces/{q(namespace)}/poddisruptionbudgets" if namespace else f"{PDB_API}/poddisruptionbudgets"
+    path = (
+        f"{PDB_API}/namespaces/{q(namespace)}/poddisruptionbudgets" if namespace else f"{PDB_API}/poddisruptionbudgets"
+    )
     return list(_rest(api).get(path).get("items", []))
 
 
-def block_with_pdb(
-    api: ApiClient | KubeRest, namespace: str, app: str, name: str | None = None
-) -> str:
+def block_with_pdb(api: ApiClient | KubeRest, namespace: str, app: str, name: str | None = None) -> str:
     """A PDB with ``maxUnavailable: 0`` over ``app=<app>``: it allows no disruption, so evictions answer 429.
 
     Returns the PDB's name (default ``<app>-blocker``).

@@ -314,13 +314,21 @@ class LocalWorld:
         azs = tuple(azs)
         self.stop_simulator()
         info = create_kops_cluster(
-            self.session, name=name, azs=azs, nodes_per_az=nodes_per_az, spot=spot, region=self.region,
+            self.session,
+            name=name,
+            azs=azs,
+            nodes_per_az=nodes_per_az,
+            spot=spot,
+            region=self.region,
             **cluster_kwargs,
         )
         self.cluster = info
         self.simulator = ClusterSimulator(
-            self.session.client("ec2"), self.kube.api_client("admin"), info.name,
-            node_naming=node_naming, join_delay=join_delay,
+            self.session.client("ec2"),
+            self.kube.api_client("admin"),
+            info.name,
+            node_naming=node_naming,
+            join_delay=join_delay,
         ).start()
         if wait_ready:
             expected = len(azs) * (1 + nodes_per_az)

@@ -45,8 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as err:  # noqa: BLE001 - reported as a failed run, after cleanup
             failed_to_run = err
             timeline.mark("world", f"scenario aborted: {type(err).__name__}: {err}")
-        pids = [p.pid for p in world._spawned] + [  # noqa: SLF001 - the demo checks its own cleanup
-            proc.pid for proc in (world.kube._apiserver, world.kube._etcd) if proc is not None]  # noqa: SLF001
+        pids = [p.pid for p in world._spawned] + [
+            proc.pid for proc in (world.kube._apiserver, world.kube._etcd) if proc is not None
+        ]
     leftover = [pid for pid in pids if _alive(pid)]
     timeline.check("no process left running", not leftover, f"{len(pids)} processes started, left: {leftover}")
     timeline.print_timeline()

@@ -45,8 +45,9 @@ class _Loop(threading.Thread):
 class NodeWatcher(threading.Thread):
     """Marks the moment a node becomes unschedulable (cordoned), and by whom (our annotation or not)."""
 
-    def __init__(self, api: k8s.ApiClient, node_name: str, timeline: Timeline,
-                 annotation: str = "node-manager.aws/cordoned-by") -> None:
+    def __init__(
+        self, api: k8s.ApiClient, node_name: str, timeline: Timeline, annotation: str = "node-manager.aws/cordoned-by"
+    ) -> None:
         super().__init__(name=f"watch-node-{node_name}", daemon=True)
         self.core = k8s.CoreV1Api(api)
         self.node_name = node_name
@@ -59,8 +60,9 @@ class NodeWatcher(threading.Thread):
 
     def run(self) -> None:
         try:
-            for event in self._watch.stream(self.core.list_node, field_selector=f"metadata.name={self.node_name}",
-                                            timeout_seconds=300):
+            for event in self._watch.stream(
+                self.core.list_node, field_selector=f"metadata.name={self.node_name}", timeout_seconds=300
+            ):
                 node = event["object"]
                 if event["type"] == "DELETED":
                     self.deleted_at = time.monotonic()
@@ -96,8 +98,10 @@ class PdbGuard(_Loop):
                 continue
             self.samples += 1
             if status.get("currentHealthy", 0) < status["desiredHealthy"]:
-                self.violations.append(f"{pdb['metadata']['name']}: {status.get('currentHealthy')} healthy < "
-                                       f"{status['desiredHealthy']} desired")
+                self.violations.append(
+                    f"{pdb['metadata']['name']}: {status.get('currentHealthy')} healthy < "
+                    f"{status['desiredHealthy']} desired"
+                )
 
 
 class AsgWatcher(_Loop):

@@ -17,6 +17,7 @@ import sys
 import threading
 from datetime import datetime
 from pathlib import Path
+
 from core.runs import Run, RunStatus, StepState
 from localworld.workloads import deploy_workloads, wait_pods_ready
 from localworld.world import LocalWorld
@@ -58,8 +59,11 @@ class Watcher(threading.Thread):
         self.min_ready = min(self.min_ready, ready_workers(h.world))
         nodes = h.world.simulator.nodes()  # type: ignore[union-attr]
         masters = [n for n in nodes if MASTER_LABEL in n["metadata"].get("labels", {})]
-        ready_masters = sum(1 for n in masters if any(c["type"] == "Ready" and c["status"] == "True"
-                                                      for c in n.get("status", {}).get("conditions", [])))
+        ready_masters = sum(
+            1
+            for n in masters
+            if any(c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", []))
+        )
         for node in masters:
             name = node["metadata"]["name"]
             if node["spec"].get("unschedulable") and name not in self._cordoned:
@@ -68,8 +72,7 @@ class Watcher(threading.Thread):
         groups = h.groups()
         members = {i["InstanceId"] for g in groups.values() for i in g["Instances"]}
         for name in h.info.master_asgs.values():
-            self.master_desired_max[name] = max(self.master_desired_max.get(name, 0),
-                                                groups[name]["DesiredCapacity"])
+            self.master_desired_max[name] = max(self.master_desired_max.get(name, 0), groups[name]["DesiredCapacity"])
         if self.run_id is None:
             latest = h.runs.list(1)
             if not latest:
@@ -86,12 +89,16 @@ class Watcher(threading.Thread):
                     extra = f" (spare {step.surge_instance_id} Ready)"
                 if step.state is StepState.SURGING:
                     extra = f" (desired of {step.group} raised)"
-                self.timeline.mark("refresher", f"step {step.index:>2} {step.group.split('.')[0]:<22} "
-                                                f"{step.instance_id}: {step.state.value}{extra}")
+                self.timeline.mark(
+                    "refresher",
+                    f"step {step.index:>2} {step.group.split('.')[0]:<22} "
+                    f"{step.instance_id}: {step.state.value}{extra}",
+                )
         if run.status.value != self.status:
             self.status = run.status.value
-            self.timeline.mark("refresher", f"run {run.run_id}: {run.status.value}"
-                                            + (f" ({run.reason})" if run.reason else ""))
+            self.timeline.mark(
+                "refresher", f"run {run.run_id}: {run.status.value}" + (f" ({run.reason})" if run.reason else "")
+            )
 
     def stop(self) -> None:
         self.halt.set()
@@ -108,18 +115,25 @@ def _drained_before_terminated(h: RefreshHarness, run: Run, left: dict[str, floa
         finished = item.get("finished_at")
         gone = left.get(step.instance_id)
         ok_status = item.get("status") in ("succeeded", "skipped") or (
-            item.get("status") == "timed_out" and run.options.drain_timeout_policy.value == "terminate")
+            item.get("status") == "timed_out" and run.options.drain_timeout_policy.value == "terminate"
+        )
         if not finished or gone is None or not ok_status or datetime.fromisoformat(finished).timestamp() > gone:
             bad.append(f"{step.instance_id} ({item.get('status')})")
-    return not bad, (f"{sum(1 for s in run.steps if s.state is StepState.DONE)} instances, each drained first"
-                     if not bad else "not drained first: " + ", ".join(bad))
+    return not bad, (
+        f"{sum(1 for s in run.steps if s.state is StepState.DONE)} instances, each drained first"
+        if not bad
+        else "not drained first: " + ", ".join(bad)
+    )
 
 
 def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     """Play the scenario on a started world; the checks land in ``timeline``."""
     info = world.setup_cluster()
-    timeline.mark("world", f"kOps cluster {info.name}: {len(info.master_asgs)} master ASGs, "
-                           f"{len(info.worker_asgs)} Spot worker ASGs, {len(world.simulator.nodes())} nodes Ready")
+    timeline.mark(
+        "world",
+        f"kOps cluster {info.name}: {len(info.master_asgs)} master ASGs, "
+        f"{len(info.worker_asgs)} Spot worker ASGs, {len(world.simulator.nodes())} nodes Ready",
+    )
     workloads = deploy_workloads(world.api, NAMESPACE)
     expected = workloads.controlled_pods + len(world.simulator.nodes()) + 1  # type: ignore[union-attr]
     wait_pods_ready(world.api, NAMESPACE, expected, timeout=30)
@@ -132,22 +146,31 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     with lambda_log, contextlib.redirect_stdout(lambda_log):
         try:
             h.start()
-            timeline.mark("agent", f"membership reported for {len(world.simulator.nodes())} nodes "  # type: ignore
-                                   f"(agent pid {h.agent.pid if h.agent else '?'})")
+            timeline.mark(
+                "agent",
+                f"membership reported for {len(world.simulator.nodes())} nodes "  # type: ignore
+                f"(agent pid {h.agent.pid if h.agent else '?'})",
+            )
             before = h.groups()
             old = {i["InstanceId"] for g in before.values() for i in g["Instances"]}
             plan = h.refresh(all=True, dry_run=True)
             timeline.mark("refresher", "dry run: plan returned, nothing changed")
-            print("\nPlan (dry run)\n" + "\n".join("  " + line for line in plan["table"].splitlines()),
-                  file=out, flush=True)
+            print(
+                "\nPlan (dry run)\n" + "\n".join("  " + line for line in plan["table"].splitlines()),
+                file=out,
+                flush=True,
+            )
             watcher = Watcher(h, timeline)
             watcher.start()
             started = h.refresh(all=True)
             if started["status"] != "started":
                 raise RuntimeError(f"the refresh did not start: {started.get('reason') or started['status']}")
             run_id = started["run"]["run_id"]
-            timeline.mark("refresher", f"run {run_id} started: {len(started['steps'])} instances, masters first "
-                                       f"(max surge 1, drain timeout policy pause)")
+            timeline.mark(
+                "refresher",
+                f"run {run_id} started: {len(started['steps'])} instances, masters first "
+                f"(max surge 1, drain timeout policy pause)",
+            )
             final = h.wait_run(run_id, 240)
             watcher.sample()
             watcher.stop()
@@ -156,40 +179,66 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
             h.stop()
 
     events = h.bus.events()
-    timeline.mark("world", f"EventBridge (pump) delivered {len(events)} events: "
-                           f"{len(h.bus.events(source='node-manager.agent'))} agent results, "
-                           f"{len(h.bus.events(source='aws.autoscaling'))} launches; tick never pumped")
+    timeline.mark(
+        "world",
+        f"EventBridge (pump) delivered {len(events)} events: "
+        f"{len(h.bus.events(source='node-manager.agent'))} agent results, "
+        f"{len(h.bus.events(source='aws.autoscaling'))} launches; tick never pumped",
+    )
     masters = [s for s in final.steps if s.role == "control-plane"]
     check = timeline.check
-    check("the run replaced every instance", final.status is RunStatus.SUCCEEDED
-          and all(s.state is StepState.DONE for s in final.steps) and not (old & h.running_instances()),
-          f"run {final.status.value}, {sum(s.state is StepState.DONE for s in final.steps)}/{len(final.steps)} done")
-    check("invariant 1: Ready workers never below the start", watcher.min_ready >= watcher.start_ready,
-          f"start {watcher.start_ready}, minimum {watcher.min_ready}")
-    sequential = all(a.finished_at and b.started_at and a.finished_at <= b.started_at
-                     for a, b in zip(masters, masters[1:]))
+    check(
+        "the run replaced every instance",
+        final.status is RunStatus.SUCCEEDED
+        and all(s.state is StepState.DONE for s in final.steps)
+        and not (old & h.running_instances()),
+        f"run {final.status.value}, {sum(s.state is StepState.DONE for s in final.steps)}/{len(final.steps)} done",
+    )
+    check(
+        "invariant 1: Ready workers never below the start",
+        watcher.min_ready >= watcher.start_ready,
+        f"start {watcher.start_ready}, minimum {watcher.min_ready}",
+    )
+    sequential = all(
+        a.finished_at and b.started_at and a.finished_at <= b.started_at for a, b in zip(masters, masters[1:])
+    )
     first_worker = next((s for s in final.steps if s.role == "node"), None)
-    check("invariant 2: masters first, one at a time, only while all Ready, never surged",
-          sequential and len(watcher.master_cordon_ready) == len(masters)
-          and all(r == len(info.master_asgs) for _, r in watcher.master_cordon_ready)
-          and all(v == 1 for v in watcher.master_desired_max.values())
-          and bool(first_worker and masters and masters[-1].finished_at and first_worker.started_at
-                   and masters[-1].finished_at <= first_worker.started_at),
-          f"{len(masters)} masters in sequence; Ready masters when each was cordoned: "
-          f"{[r for _, r in watcher.master_cordon_ready]}; highest master desired "
-          f"{max(watcher.master_desired_max.values(), default=0)}")
+    check(
+        "invariant 2: masters first, one at a time, only while all Ready, never surged",
+        sequential
+        and len(watcher.master_cordon_ready) == len(masters)
+        and all(r == len(info.master_asgs) for _, r in watcher.master_cordon_ready)
+        and all(v == 1 for v in watcher.master_desired_max.values())
+        and bool(
+            first_worker
+            and masters
+            and masters[-1].finished_at
+            and first_worker.started_at
+            and masters[-1].finished_at <= first_worker.started_at
+        ),
+        f"{len(masters)} masters in sequence; Ready masters when each was cordoned: "
+        f"{[r for _, r in watcher.master_cordon_ready]}; highest master desired "
+        f"{max(watcher.master_desired_max.values(), default=0)}",
+    )
     ok3, detail3 = _drained_before_terminated(h, final, watcher.left_group_at)
     check("invariant 3: no instance terminated before its node was drained", ok3, detail3)
     in_groups = {i["InstanceId"] for g in after.values() for i in g["Instances"]}
-    same = all(after[n]["DesiredCapacity"] == g["DesiredCapacity"] and after[n]["MaxSize"] == g["MaxSize"]
-               for n, g in before.items())
+    same = all(
+        after[n]["DesiredCapacity"] == g["DesiredCapacity"] and after[n]["MaxSize"] == g["MaxSize"]
+        for n, g in before.items()
+    )
     lock = h.store.get("LOCK") or {}
-    check("invariant 4: every surge undone: desired and MaxSize back, nothing outside a group, lock released",
-          same and h.running_instances() == in_groups and not lock.get("holder"),
-          f"desired {sum(g['DesiredCapacity'] for g in before.values())} -> "
-          f"{sum(g['DesiredCapacity'] for g in after.values())}, {len(h.running_instances() - in_groups)} "
-          f"outside, lock holder {lock.get('holder')}")
-    check("advancement came from events", bool(h.bus.events(source="node-manager.agent"))
-          and not h.bus.events(source="aws.events"), "agent results and launches, no tick")
+    check(
+        "invariant 4: every surge undone: desired and MaxSize back, nothing outside a group, lock released",
+        same and h.running_instances() == in_groups and not lock.get("holder"),
+        f"desired {sum(g['DesiredCapacity'] for g in before.values())} -> "
+        f"{sum(g['DesiredCapacity'] for g in after.values())}, {len(h.running_instances() - in_groups)} "
+        f"outside, lock holder {lock.get('holder')}",
+    )
+    check(
+        "advancement came from events",
+        bool(h.bus.events(source="node-manager.agent")) and not h.bus.events(source="aws.events"),
+        "agent results and launches, no tick",
+    )
     if watcher.errors:
         timeline.mark("world", f"watcher errors: {watcher.errors[:3]}")

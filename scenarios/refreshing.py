@@ -114,9 +114,17 @@ class RefreshHarness:
         deps_hook: wraps each ``Deps`` built (tests inject faults through it).
     """
 
-    def __init__(self, world: LocalWorld, info: ClusterInfo, *, refresher_env: Mapping[str, str] | None = None,
-                 agent_env: Mapping[str, str] | None = None, concurrency: int = 4, log_dir: Path | None = None,
-                 deps_hook: Callable[[Deps], Deps] | None = None) -> None:
+    def __init__(
+        self,
+        world: LocalWorld,
+        info: ClusterInfo,
+        *,
+        refresher_env: Mapping[str, str] | None = None,
+        agent_env: Mapping[str, str] | None = None,
+        concurrency: int = 4,
+        log_dir: Path | None = None,
+        deps_hook: Callable[[Deps], Deps] | None = None,
+    ) -> None:
         self.world = world
         self.info = info
         self.env = {**info.env(), **REFRESHER_ENV, **(refresher_env or {})}
@@ -131,8 +139,9 @@ class RefreshHarness:
         self.agent: Spawned | None = None
 
     def _make_deps(self) -> Deps:
-        deps = Deps.from_session(self.settings, self.world.session,
-                                 metrics=Metrics(namespace="NodeManager", service="refresher"))
+        deps = Deps.from_session(
+            self.settings, self.world.session, metrics=Metrics(namespace="NodeManager", service="refresher")
+        )
         return self.deps_hook(deps) if self.deps_hook else deps
 
     def start(self, membership_timeout: float = 30.0) -> RefreshHarness:
@@ -140,8 +149,9 @@ class RefreshHarness:
         log = self.log_dir / "agent.log" if self.log_dir else None
         self.agent = self.world.spawn("agent", env_overrides=self.agent_env, log_path=log)
         expected = len(self.world.simulator.nodes())  # type: ignore[union-attr]
-        wait_until(lambda: len(self.store.list_nodes(600)) >= expected, membership_timeout,
-                   "the agent to report membership")
+        wait_until(
+            lambda: len(self.store.list_nodes(600)) >= expected, membership_timeout, "the agent to report membership"
+        )
         self.invoker.subscribe(self.bus)
         self.bus.baseline()
         self.bus.start(interval=0.1)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -47,15 +47,21 @@ def _sizes(autoscaling: Any, names: list[str]) -> dict[str, tuple[int, int, tupl
     out = {}
     for page in autoscaling.get_paginator("describe_auto_scaling_groups").paginate(AutoScalingGroupNames=names):
         for g in page["AutoScalingGroups"]:
-            out[g["AutoScalingGroupName"]] = (g["DesiredCapacity"], g["MaxSize"],
-                                              tuple(sorted(i["InstanceId"] for i in g["Instances"])))
+            out[g["AutoScalingGroupName"]] = (
+                g["DesiredCapacity"],
+                g["MaxSize"],
+                tuple(sorted(i["InstanceId"] for i in g["Instances"])),
+            )
     return out
 
 
 def _ready_workers(world: LocalWorld) -> int:
-    return sum(1 for n in world.simulator.nodes()  # type: ignore[union-attr]
-               if "node-role.kubernetes.io/node" in n["metadata"].get("labels", {})
-               and any(c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", [])))
+    return sum(
+        1
+        for n in world.simulator.nodes()  # type: ignore[union-attr]
+        if "node-role.kubernetes.io/node" in n["metadata"].get("labels", {})
+        and any(c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", []))
+    )
 
 
 class Driver:
@@ -73,11 +79,15 @@ class Driver:
         self.responses.append((at, event["detail-type"], response))
         for action in response.get("actions", []):
             text, result = action["action"], action["result"]
-            if text.startswith("nothing_to_do") or text.endswith((": compensation state", ": raised",
-                                                                     ": give-back progress recorded")):
+            if text.startswith("nothing_to_do") or text.endswith(
+                (": compensation state", ": raised", ": give-back progress recorded")
+            ):
                 continue  # routine bookkeeping; the timeline keeps the steps that matter
-            if text.startswith("write ledger") and "launch failure" in text and any(
-                    "launch failure" in e.what for e in self.timeline.entries[-30:]):
+            if (
+                text.startswith("write ledger")
+                and "launch failure" in text
+                and any("launch failure" in e.what for e in self.timeline.entries[-30:])
+            ):
                 continue
             self.timeline.mark("lambda", f"[{event['detail-type']}] {text}: {result}")
             if text.startswith("terminate ") and result == "terminated":
@@ -86,15 +96,20 @@ class Driver:
 
     def launched(self, event: dict[str, Any]) -> None:
         detail = event["detail"]
-        self.timeline.mark("asg", f"EC2 Instance Launch Successful: {detail['EC2InstanceId']} in "
-                                  f"{detail['AutoScalingGroupName']}")
+        self.timeline.mark(
+            "asg", f"EC2 Instance Launch Successful: {detail['EC2InstanceId']} in {detail['AutoScalingGroupName']}"
+        )
 
     def subscribe(self) -> None:
         self.bus.subscribe("aws.autoscaling", LAUNCH_SUCCESSFUL, self.launched)
-        for source, detail_type in (("aws.autoscaling", LAUNCH_UNSUCCESSFUL), ("aws.autoscaling", LAUNCH_SUCCESSFUL),
-                                    ("aws.events", "Scheduled Event"), ("node-manager.agent", "Node Drain Succeeded"),
-                                    ("node-manager.agent", "Node Drain Failed"),
-                                    ("node-manager.agent", "Node Drain Skipped")):
+        for source, detail_type in (
+            ("aws.autoscaling", LAUNCH_UNSUCCESSFUL),
+            ("aws.autoscaling", LAUNCH_SUCCESSFUL),
+            ("aws.events", "Scheduled Event"),
+            ("node-manager.agent", "Node Drain Succeeded"),
+            ("node-manager.agent", "Node Drain Failed"),
+            ("node-manager.agent", "Node Drain Skipped"),
+        ):
             self.bus.subscribe(source, detail_type, self.handler)
 
 
@@ -106,8 +121,11 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     masters = list(info.master_asgs.values())
     failed = info.worker_asgs[FAILED_AZ]
     donors = [n for n in workers if n != failed]
-    timeline.mark("world", f"kOps cluster {info.name}: {len(masters)} master ASGs, {len(workers)} Spot worker "
-                           f"ASGs, {len(world.simulator.nodes())} nodes Ready")  # type: ignore[union-attr]
+    timeline.mark(
+        "world",
+        f"kOps cluster {info.name}: {len(masters)} master ASGs, {len(workers)} Spot worker "
+        f"ASGs, {len(world.simulator.nodes())} nodes Ready",
+    )  # type: ignore[union-attr]
     workloads = deploy_workloads(world.api, NAMESPACE)
     wait_pods_ready(world.api, NAMESPACE, workloads.controlled_pods + len(world.simulator.nodes()) + 1, timeout=30)
     timeline.mark("world", "workloads running: Deployments with PDBs, a DaemonSet, an emptyDir pod, a bare pod")
@@ -120,9 +138,14 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     ready_before = _ready_workers(world)
 
     settings = ReplenisherSettings.from_env({**info.env(), **SCENARIO_SETTINGS})
-    deps = Deps.from_clients(settings, dynamodb=world.resource("dynamodb"), autoscaling=autoscaling,
-                             ec2=world.client("ec2"), sqs=world.client("sqs"),
-                             metrics=Metrics(namespace="NodeManager", service="replenisher"))
+    deps = Deps.from_clients(
+        settings,
+        dynamodb=world.resource("dynamodb"),
+        autoscaling=autoscaling,
+        ec2=world.client("ec2"),
+        sqs=world.client("sqs"),
+        metrics=Metrics(namespace="NodeManager", service="replenisher"),
+    )
     bus = EventBus(world.session, observer_queue_url=info.observer_queue_url)
     bus.baseline()
     outage = CapacityOutage(bus)
@@ -131,8 +154,11 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     lambda_log = (log_dir / "replenisher.log").open("a")
     driver = Driver(world, timeline, deps, bus, lambda_log)
     driver.subscribe()
-    timeline.mark("world", f"replenisher wired to the event pump (hold {settings.recovery_hold_seconds} s, "
-                           f"backoff from {settings.backoff_initial_seconds} s: shortened for the demo)")
+    timeline.mark(
+        "world",
+        f"replenisher wired to the event pump (hold {settings.recovery_hold_seconds} s, "
+        f"backoff from {settings.backoff_initial_seconds} s: shortened for the demo)",
+    )
 
     last_tick = last_retry = 0.0
 
@@ -165,9 +191,13 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
         lost = list(before[failed][2][:LOST])
         world.client("ec2").terminate_instances(InstanceIds=lost)
         timeline.mark("aws", f"Spot reclaims {', '.join(lost)} in {FAILED_AZ}; the group retries and fails")
-        covered = run_until(lambda: _ready_workers(world) >= ready_before and
-                            _sizes(autoscaling, donors) != {n: before[n] for n in donors}, 60,
-                            "the shortfall to be covered by the siblings")
+        covered = run_until(
+            lambda: (
+                _ready_workers(world) >= ready_before and _sizes(autoscaling, donors) != {n: before[n] for n in donors}
+            ),
+            60,
+            "the shortfall to be covered by the siblings",
+        )
         assert covered
         timeline.mark("kubernetes", f"{_ready_workers(world)} worker nodes Ready again (was {ready_before})")
         end = time.monotonic() + 6  # a few more retries: duplicates of the failure
@@ -176,16 +206,28 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
         timeline.mark("aws", f"{failures} 'EC2 Instance Launch Unsuccessful' events so far")
         during = _sizes(autoscaling, workers)
         ledger_item = store.get(f"COMP#{failed}")
-        borrowed = {i for d in ledger_store.from_item(ledger_item).compensation.donors.values()  # type: ignore
-                    for i in d.instance_ids} if ledger_item else set()
+        borrowed = (
+            {
+                i
+                for d in ledger_store.from_item(ledger_item).compensation.donors.values()  # type: ignore
+                for i in d.instance_ids
+            }
+            if ledger_item
+            else set()
+        )
 
         # 2. AZ a recovers; the borrowed instances go back once it held its nodes for the hold period.
         new = outage.recover(failed)
         timeline.mark("aws", f"{FAILED_AZ} has capacity again: {failed} launches {', '.join(new)}")
-        run_until(lambda: store.get(f"COMP#{failed}") is not None and
-                  (store.get(f"COMP#{failed}") or {}).get("compensation") is None, 150,
-                  "the borrowed capacity to be given back")
-        timeline.mark("lambda", "compensation of {failed} given back: ledger cleared".format(failed=failed))
+        run_until(
+            lambda: (
+                store.get(f"COMP#{failed}") is not None
+                and (store.get(f"COMP#{failed}") or {}).get("compensation") is None
+            ),
+            150,
+            "the borrowed capacity to be given back",
+        )
+        timeline.mark("lambda", f"compensation of {failed} given back: ledger cleared")
         time.sleep(0.5)
     finally:
         pdb_guard.stop()
@@ -196,35 +238,60 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     commands = {item["instance_id"]: item for item in store.query_prefix("CMD#giveback-")}
     check = timeline.check
     raises = [r for _, _, r in driver.responses if r.get("operation") == "replenish"]
-    check("the shortfall was covered once despite the repeated failure events",
-          len(raises) == 1 and sum(during[n][0] - before[n][0] for n in donors) == LOST,
-          f"{failures} failure events, {len(raises)} raise, donors desired "
-          + ", ".join(f"{before[n][0]}->{during[n][0]}" for n in donors))
-    check("invariant 2: masters never compensated (their groups untouched)",
-          all(after[m][:2] == before[m][:2] for m in masters)
-          and not any(store.get(f"COMP#{m}") and (store.get(f"COMP#{m}") or {}).get("compensation")
-                      for m in masters), "master groups' desired and MaxSize unchanged")
+    check(
+        "the shortfall was covered once despite the repeated failure events",
+        len(raises) == 1 and sum(during[n][0] - before[n][0] for n in donors) == LOST,
+        f"{failures} failure events, {len(raises)} raise, donors desired "
+        + ", ".join(f"{before[n][0]}->{during[n][0]}" for n in donors),
+    )
+    check(
+        "invariant 2: masters never compensated (their groups untouched)",
+        all(after[m][:2] == before[m][:2] for m in masters)
+        and not any(store.get(f"COMP#{m}") and (store.get(f"COMP#{m}") or {}).get("compensation") for m in masters),
+        "master groups' desired and MaxSize unchanged",
+    )
     drained_first = all(
-        (c := commands.get(i)) is not None and c.get("status") == "succeeded"
+        (c := commands.get(i)) is not None
+        and c.get("status") == "succeeded"
         and timeline.mono(datetime.fromisoformat(c["finished_at"])) <= driver.terminated_at.get(i, 0)
-        for i in borrowed)
-    check("invariant 3: every borrowed instance drained (by the agent) before it was terminated",
-          bool(borrowed) and drained_first and set(driver.terminated_at) == borrowed,
-          f"borrowed {sorted(borrowed)}, terminated {sorted(driver.terminated_at)}")
+        for i in borrowed
+    )
+    check(
+        "invariant 3: every borrowed instance drained (by the agent) before it was terminated",
+        bool(borrowed) and drained_first and set(driver.terminated_at) == borrowed,
+        f"borrowed {sorted(borrowed)}, terminated {sorted(driver.terminated_at)}",
+    )
     remaining = {i for n in workers for i in after[n][2]}
     recorded_first = all(
-        any(a["action"].startswith("write ledger") and "intent" in a["action"]
-            for a in r["actions"][:next(k for k, a in enumerate(r["actions"]) if a["action"].startswith("set "))])
-        for r in raises)
-    check("invariant 4: increase recorded before made, undone exactly once; sizes end where they were",
-          recorded_first and all(after[n][:2] == before[n][:2] for n in workers) and not (borrowed & remaining),
-          ", ".join(f"{n.split('.')[0]} {before[n][:2]}->{after[n][:2]}" for n in workers))
-    check("invariant 5: PodDisruptionBudgets honoured, DaemonSet pods stayed",
-          not pdb_guard.violations and pdb_guard.samples > 0 and all(
-              any(p.get("action") == "skip" and "daemonset" in (p.get("reason") or "")
-                  for p in (commands[i].get("result") or {}).get("pods", [])) for i in borrowed if i in commands),
-          f"{pdb_guard.samples} PDB samples, violations {pdb_guard.violations[:3]}")
-    check("no capacity lost at the end", _ready_workers(world) >= ready_before,
-          f"{_ready_workers(world)} worker nodes Ready (was {ready_before})")
+        any(
+            a["action"].startswith("write ledger") and "intent" in a["action"]
+            for a in r["actions"][: next(k for k, a in enumerate(r["actions"]) if a["action"].startswith("set "))]
+        )
+        for r in raises
+    )
+    check(
+        "invariant 4: increase recorded before made, undone exactly once; sizes end where they were",
+        recorded_first and all(after[n][:2] == before[n][:2] for n in workers) and not (borrowed & remaining),
+        ", ".join(f"{n.split('.')[0]} {before[n][:2]}->{after[n][:2]}" for n in workers),
+    )
+    check(
+        "invariant 5: PodDisruptionBudgets honoured, DaemonSet pods stayed",
+        not pdb_guard.violations
+        and pdb_guard.samples > 0
+        and all(
+            any(
+                p.get("action") == "skip" and "daemonset" in (p.get("reason") or "")
+                for p in (commands[i].get("result") or {}).get("pods", [])
+            )
+            for i in borrowed
+            if i in commands
+        ),
+        f"{pdb_guard.samples} PDB samples, violations {pdb_guard.violations[:3]}",
+    )
+    check(
+        "no capacity lost at the end",
+        _ready_workers(world) >= ready_before,
+        f"{_ready_workers(world)} worker nodes Ready (was {ready_before})",
+    )
     check("the agent is still running", agent.alive(), f"pid {agent.pid}")
-    timeline.mark("world", f"done at {datetime.now(timezone.utc):%H:%M:%S}")
+    timeline.mark("world", f"done at {datetime.now(UTC):%H:%M:%S}")

@@ -15,7 +15,7 @@ import json
 import os
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +69,7 @@ def _pick_target(world: LocalWorld) -> tuple[str, str]:
         labels = node["metadata"].get("labels", {})
         if "node-role.kubernetes.io/node" not in labels:
             continue
-        pods = [p for p in pods_on_node(world.api, node["metadata"]["name"])
-                if p["metadata"]["namespace"] == NAMESPACE]
+        pods = [p for p in pods_on_node(world.api, node["metadata"]["name"]) if p["metadata"]["namespace"] == NAMESPACE]
         bare = any(not p["metadata"].get("ownerReferences") for p in pods)
         score = len(pods) + (100 if bare else 0)
         instance_id = node["spec"]["providerID"].rsplit("/", 1)[1]
@@ -85,8 +84,11 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     """Play the scenario on a started world; the checks land in ``timeline``."""
     info = world.setup_cluster()
     asg_client = world.client("autoscaling")
-    timeline.mark("world", f"kOps cluster {info.name}: {len(info.master_asgs)} master ASGs, "
-                           f"{len(info.worker_asgs)} Spot worker ASGs, {len(world.simulator.nodes())} nodes Ready")
+    timeline.mark(
+        "world",
+        f"kOps cluster {info.name}: {len(info.master_asgs)} master ASGs, "
+        f"{len(info.worker_asgs)} Spot worker ASGs, {len(world.simulator.nodes())} nodes Ready",
+    )
     workloads = deploy_workloads(world.api, NAMESPACE)
     # controlled pods + one DaemonSet pod per node + the bare pod
     expected = workloads.controlled_pods + len(world.simulator.nodes()) + 1  # type: ignore[union-attr]
@@ -96,17 +98,21 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     agent = world.spawn("agent", log_path=log_dir / "agent.log")
     store = Store(world.resource("dynamodb").Table(info.table_name), info.name)
     node_count = len(world.simulator.nodes())
-    wait_until(lambda: len(store.list_nodes(max_age_seconds=600)) >= node_count, 60,
-               "the agent to report membership")
+    wait_until(lambda: len(store.list_nodes(max_age_seconds=600)) >= node_count, 60, "the agent to report membership")
     timeline.mark("agent", f"membership reported: {node_count} nodes mapped to instances and ASGs (pid {agent.pid})")
 
     node_name, instance_id = _pick_target(world)
-    asg_name = next(r["AutoScalingGroupName"] for r in asg_client.describe_auto_scaling_instances(
-        InstanceIds=[instance_id])["AutoScalingInstances"])
+    asg_name = next(
+        r["AutoScalingGroupName"]
+        for r in asg_client.describe_auto_scaling_instances(InstanceIds=[instance_id])["AutoScalingInstances"]
+    )
     before = asg_client.describe_auto_scaling_groups(AutoScalingGroupNames=[asg_name])["AutoScalingGroups"][0]
     pods_before = {p["metadata"]["name"] for p in pods_on_node(world.api, node_name)}
-    timeline.mark("world", f"target: node {node_name} = {instance_id} in {asg_name} "
-                           f"(desired {before['DesiredCapacity']}, {len(pods_before)} pods)")
+    timeline.mark(
+        "world",
+        f"target: node {node_name} = {instance_id} in {asg_name} "
+        f"(desired {before['DesiredCapacity']}, {len(pods_before)} pods)",
+    )
 
     node_watch = NodeWatcher(world.api, node_name, timeline)
     pdb_guard = PdbGuard(world.api, NAMESPACE)
@@ -115,11 +121,14 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
         watcher.start()
     time.sleep(0.2)  # let the watchers take their first look
 
-    now = datetime.now(timezone.utc).replace(microsecond=0)
+    now = datetime.now(UTC).replace(microsecond=0)
     event = spot_warning(instance_id, world.region, now)
     deadline = now + timedelta(seconds=120)
-    timeline.mark("lambda", f"EC2 Spot Instance Interruption Warning {event['id'][:8]} received "
-                                      f"(instance-action terminate, deadline {deadline:%H:%M:%S})")
+    timeline.mark(
+        "lambda",
+        f"EC2 Spot Instance Interruption Warning {event['id'][:8]} received "
+        f"(instance-action terminate, deadline {deadline:%H:%M:%S})",
+    )
     # The environment the CDK stack gives the Lambda (infra/interruption.py), minus what ClusterInfo.env() has.
     os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "interruption")
     os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "NodeManager")
@@ -134,8 +143,9 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     for action in response.get("actions", []):
         timeline.mark("lambda", str(action.get("action", action) if isinstance(action, dict) else action))
     returned = timeline.mark("lambda", f"handler returned: {response['status']}")
-    command_id = next((a.get("command_id") for a in response.get("actions", [])
-                       if isinstance(a, dict) and a.get("command_id")), None)
+    command_id = next(
+        (a.get("command_id") for a in response.get("actions", []) if isinstance(a, dict) and a.get("command_id")), None
+    )
     command_id = command_id or f"spot-{event['id']}"
 
     def terminal() -> dict[str, Any] | None:
@@ -151,29 +161,46 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
         when = timeline.mono(datetime.fromisoformat(pod["evicted_at"])) if pod.get("evicted_at") else finished_at
         timeline.mark("agent", f"pod {pod['namespace']}/{pod['name']}: {pod['action']}{why}", at=when)
     took = result.get("durations", {}).get("total")
-    timeline.mark("agent", f"drain {item['status']}" + (f" in {took:.3f} s" if took is not None else "") + ": "
-                           f"{result.get('message', '')}", at=finished_at)
+    timeline.mark(
+        "agent",
+        f"drain {item['status']}" + (f" in {took:.3f} s" if took is not None else "") + ": "
+        f"{result.get('message', '')}",
+        at=finished_at,
+    )
 
     # The replacement: launched by the ASG when the instance was detached, then registered Ready by the simulator.
     replacement = wait_until(lambda: set(asg_watch.launched), 30, "the replacement instance")
     new_id = sorted(replacement)[0]
-    wait_until(lambda: (n := world.simulator.node_for_instance(new_id)) and any(  # type: ignore[union-attr]
-        c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", [])),
-        30, "the replacement node to be Ready")
+    wait_until(
+        lambda: (
+            (n := world.simulator.node_for_instance(new_id))
+            and any(  # type: ignore[union-attr]
+                c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", [])
+            )
+        ),
+        30,
+        "the replacement node to be Ready",
+    )
     timeline.mark("kubernetes", f"replacement node for {new_id} Ready")
 
     # A duplicate delivery of the same event (EventBridge delivers at least once) changes nothing.
     with contextlib.redirect_stdout(lambda_log):
         again = handle(event, deps)
     lambda_log.close()
-    timeline.mark("lambda", f"duplicate delivery of {event['id'][:8]}: {again['status']}"
-                            + (" (replayed from the idempotency record)" if again.get("replayed") else ""))
+    timeline.mark(
+        "lambda",
+        f"duplicate delivery of {event['id'][:8]}: {again['status']}"
+        + (" (replayed from the idempotency record)" if again.get("replayed") else ""),
+    )
 
     # Spot reclaims the instance at the deadline; the local world plays it now that the drain is over.
     world.client("ec2").terminate_instances(InstanceIds=[instance_id])
     reclaimed = timeline.mark("aws", f"Spot reclaims {instance_id} (terminated)")
-    wait_until(lambda: node_watch.deleted_at is not None or world.simulator.node_for_instance(instance_id) is None,
-               30, "the old node to go")
+    wait_until(
+        lambda: node_watch.deleted_at is not None or world.simulator.node_for_instance(instance_id) is None,
+        30,
+        "the old node to go",
+    )
     time.sleep(0.3)
     for watcher in (pdb_guard, asg_watch):
         watcher.stop()
@@ -182,35 +209,54 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     daemonset_left = [p for p in result.get("pods", []) if p.get("action") == "skip"]
 
     check = timeline.check
-    check("drained before the deadline", item["status"] == "succeeded" and finished_wall <= deadline,
-          f"status {item['status']}, finished {finished_wall:%H:%M:%S.%f}"[:-3] + f", deadline {deadline:%H:%M:%S}")
-    check("cordoned by the agent before any eviction", node_watch.cordoned_by == command_id,
-          f"cordon annotation {node_watch.cordoned_by!r}")
+    check(
+        "drained before the deadline",
+        item["status"] == "succeeded" and finished_wall <= deadline,
+        f"status {item['status']}, finished {finished_wall:%H:%M:%S.%f}"[:-3] + f", deadline {deadline:%H:%M:%S}",
+    )
+    check(
+        "cordoned by the agent before any eviction",
+        node_watch.cordoned_by == command_id,
+        f"cordon annotation {node_watch.cordoned_by!r}",
+    )
     finished_rel = finished_at - timeline.start
-    detached = any("without decrement" in str(a.get("action", "")) for a in response.get("actions", [])
-                   if isinstance(a, dict))
+    detached = any(
+        "without decrement" in str(a.get("action", "")) for a in response.get("actions", []) if isinstance(a, dict)
+    )
     # The executor sends the drain before it detaches, so a fast drain may end before DetachInstances returns; what
     # early replacement promises is a replacement launched at the warning, not two minutes later at the reclaim.
     launched_rel = asg_watch.launched.get(new_id, float("inf")) - timeline.start
-    check("replacement launched at the warning, before the reclaim",
-          detached and returned.at < reclaimed.at and launched_rel < reclaimed.at,
-          f"DetachInstances without decrement returned at {returned.at:.3f}s, replacement {new_id} seen in the ASG "
-          f"at {launched_rel:.3f}s, reclaim at {reclaimed.at:.3f}s")
-    check("invariant 3: instance terminated only after its node was drained",
-          item["status"] == "succeeded" and reclaimed.at > finished_rel,
-          f"drain finished at {finished_rel:.3f}s, reclaim at {reclaimed.at:.3f}s")
-    check("invariant 4: desired capacity ends where it was, no extra instance",
-          after["DesiredCapacity"] == before["DesiredCapacity"]
-          and len(after["Instances"]) == before["DesiredCapacity"] and instance_id not in
-          {i["InstanceId"] for i in after["Instances"]},
-          f"desired {before['DesiredCapacity']} -> {after['DesiredCapacity']}, {len(after['Instances'])} instances")
-    check("invariant 5: PodDisruptionBudgets honoured, DaemonSet pods stayed",
-          not pdb_guard.violations and pdb_guard.samples > 0 and any(
-              "daemonset" in (p.get("reason") or "") for p in daemonset_left),
-          f"{pdb_guard.samples} PDB samples, violations {pdb_guard.violations[:3]}, "
-          f"{len(daemonset_left)} pods left in place")
-    check("invariant 7: the duplicate event changed nothing",
-          again["status"] in ("acted", "acknowledged") and (again.get("replayed") or again.get("reason") == "duplicate")
-          and len([i for i in store.query_prefix("CMD#")]) == 1,
-          f"second delivery {again['status']}, {len(list(store.query_prefix('CMD#')))} command(s) recorded")
+    check(
+        "replacement launched at the warning, before the reclaim",
+        detached and returned.at < reclaimed.at and launched_rel < reclaimed.at,
+        f"DetachInstances without decrement returned at {returned.at:.3f}s, replacement {new_id} seen in the ASG "
+        f"at {launched_rel:.3f}s, reclaim at {reclaimed.at:.3f}s",
+    )
+    check(
+        "invariant 3: instance terminated only after its node was drained",
+        item["status"] == "succeeded" and reclaimed.at > finished_rel,
+        f"drain finished at {finished_rel:.3f}s, reclaim at {reclaimed.at:.3f}s",
+    )
+    check(
+        "invariant 4: desired capacity ends where it was, no extra instance",
+        after["DesiredCapacity"] == before["DesiredCapacity"]
+        and len(after["Instances"]) == before["DesiredCapacity"]
+        and instance_id not in {i["InstanceId"] for i in after["Instances"]},
+        f"desired {before['DesiredCapacity']} -> {after['DesiredCapacity']}, {len(after['Instances'])} instances",
+    )
+    check(
+        "invariant 5: PodDisruptionBudgets honoured, DaemonSet pods stayed",
+        not pdb_guard.violations
+        and pdb_guard.samples > 0
+        and any("daemonset" in (p.get("reason") or "") for p in daemonset_left),
+        f"{pdb_guard.samples} PDB samples, violations {pdb_guard.violations[:3]}, "
+        f"{len(daemonset_left)} pods left in place",
+    )
+    check(
+        "invariant 7: the duplicate event changed nothing",
+        again["status"] in ("acted", "acknowledged")
+        and (again.get("replayed") or again.get("reason") == "duplicate")
+        and len([i for i in store.query_prefix("CMD#")]) == 1,
+        f"second delivery {again['status']}, {len(list(store.query_prefix('CMD#')))} command(s) recorded",
+    )
     check("the agent is still running", agent.alive(), f"pid {agent.pid}")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
-import sys
 from datetime import datetime
 from typing import TextIO
 
@@ -79,5 +79,8 @@ class Timeline:
             mark = "PASS" if c.passed else "FAIL"
             print(f"  [{mark}] {c.name}" + (f": {c.detail}" if c.detail else ""), file=self.out)
         failed = sum(not c.passed for c in self.checks)
-        print(f"\n{'OK' if failed == 0 else 'BROKEN'}: {len(self.checks) - failed}/{len(self.checks)} checks passed",
-              file=self.out, flush=True)
+        print(
+            f"\n{'OK' if failed == 0 else 'BROKEN'}: {len(self.checks) - failed}/{len(self.checks)} checks passed",
+            file=self.out,
+            flush=True,
+        )

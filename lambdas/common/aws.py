@@ -25,21 +25,23 @@ T = TypeVar("T")
 
 # Error codes worth retrying (AWS "Common Errors" for EC2 / Auto Scaling / SQS, plus Auto Scaling's
 # ResourceContention, "already a pending update to an Auto Scaling resource").
-RETRYABLE_CODES = frozenset({
-    "Throttling",
-    "ThrottlingException",
-    "RequestLimitExceeded",
-    "RequestThrottled",
-    "TooManyRequestsException",
-    "ServiceUnavailable",
-    "Unavailable",
-    "InternalError",
-    "InternalFailure",
-    "InternalServerError",
-    "ResourceContention",
-    "RequestTimeout",
-    "RequestTimeoutException",
-})
+RETRYABLE_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "RequestThrottled",
+        "TooManyRequestsException",
+        "ServiceUnavailable",
+        "Unavailable",
+        "InternalError",
+        "InternalFailure",
+        "InternalServerError",
+        "ResourceContention",
+        "RequestTimeout",
+        "RequestTimeoutException",
+    }
+)
 DESCRIBE_GROUPS_PAGE = 100  # DescribeAutoScalingGroups' maximum MaxRecords
 
 
@@ -72,8 +74,7 @@ def call(operation: str, fn: Callable[..., T], **kwargs: Any) -> T:
         raise AwsRequestError(operation, type(err).__name__, str(err)) from err
 
 
-def call_unless_gone(operation: str, fn: Callable[..., T], gone: Callable[[str, str], bool],
-                     **kwargs: Any) -> T | None:
+def call_unless_gone(operation: str, fn: Callable[..., T], gone: Callable[[str, str], bool], **kwargs: Any) -> T | None:
     """Call one AWS API operation whose target may legitimately be gone already (an instance no longer in its
     group, a lifecycle action already completed).
 
@@ -109,8 +110,10 @@ def cluster_groups(autoscaling: Any, cluster: str) -> list[dict[str, Any]]:
         AwsUnavailableError, AwsRequestError.
     """
     groups: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {"Filters": [{"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster]}],
-                              "MaxRecords": DESCRIBE_GROUPS_PAGE}
+    kwargs: dict[str, Any] = {
+        "Filters": [{"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster]}],
+        "MaxRecords": DESCRIBE_GROUPS_PAGE,
+    }
     while True:
         out = call("DescribeAutoScalingGroups", autoscaling.describe_auto_scaling_groups, **kwargs)
         groups.extend(out.get("AutoScalingGroups", []))
@@ -150,9 +153,12 @@ def terminate_in_group(autoscaling: Any, instance_id: str, decrement: bool, gone
         AwsUnavailableError, AwsRequestError.
     """
     out = call_unless_gone(
-        "TerminateInstanceInAutoScalingGroup", autoscaling.terminate_instance_in_auto_scaling_group,
+        "TerminateInstanceInAutoScalingGroup",
+        autoscaling.terminate_instance_in_auto_scaling_group,
         lambda code, message: code == "ValidationError" and any(m in message.lower() for m in gone_messages),
-        InstanceId=instance_id, ShouldDecrementDesiredCapacity=decrement)
+        InstanceId=instance_id,
+        ShouldDecrementDesiredCapacity=decrement,
+    )
     return out is not None
 
 
@@ -228,8 +234,9 @@ class Delivery:
         return self.message_id is not None
 
 
-def record_and_send(store: Store, send: Callable[[Command], str], command: Command, ttl_seconds: int,
-                    now: datetime) -> Delivery:
+def record_and_send(
+    store: Store, send: Callable[[Command], str], command: Command, ttl_seconds: int, now: datetime
+) -> Delivery:
     """Record the command's ``CMD#`` item (conditional: first writer wins), then send it with ``send``; a command
     recorded already is sent (again) only while its item is still ``queued`` (an earlier attempt crashed before
     or after sending; the agent's conditional transitions make a second message harmless).

@@ -13,8 +13,15 @@ class Describable(Protocol):
 A = TypeVar("A", bound=Describable)
 
 
-def apply_in_order(actions: Sequence[A], apply: Callable[[A], str], *, effects: tuple[type, ...], logger: Any,
-                   dry_run: bool, after_action: Callable[[A], None] | None = None) -> list[dict[str, str]]:
+def apply_in_order(
+    actions: Sequence[A],
+    apply: Callable[[A], str],
+    *,
+    effects: tuple[type, ...],
+    logger: Any,
+    dry_run: bool,
+    after_action: Callable[[A], None] | None = None,
+) -> list[dict[str, str]]:
     """Apply ``actions`` in order with ``apply`` (which returns what happened), logging each.
 
     Args:

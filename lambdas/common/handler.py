@@ -45,8 +45,12 @@ def cluster_metrics(cluster: str, metrics: Metrics | None = None) -> Metrics:
 def session_clients(session: Any) -> dict[str, Any]:
     """The clients every Lambda's ``Deps.from_clients`` takes, from one boto3 session (the Lambda's role, region
     and endpoints): ``dynamodb`` (a resource, for the state table), ``autoscaling``, ``ec2``, ``sqs``."""
-    return {"dynamodb": session.resource("dynamodb"), "autoscaling": session.client("autoscaling"),
-            "ec2": session.client("ec2"), "sqs": session.client("sqs")}
+    return {
+        "dynamodb": session.resource("dynamodb"),
+        "autoscaling": session.client("autoscaling"),
+        "ec2": session.client("ec2"),
+        "sqs": session.client("sqs"),
+    }
 
 
 class PerEnvironment(Generic[T]):

@@ -41,6 +41,13 @@ class DrainResult(AwsEventModel):
 
 def to_notice(event: DrainResult) -> CapacityNotice:
     """The result as a ``CapacityNotice`` of kind ``drain_finished``."""
-    return CapacityNotice(kind=CapacityKind.DRAIN_FINISHED, event_id=event.id, event_time=event.time,
-                          instance_id=event.detail.instance_id, command_id=event.detail.command_id,
-                          cluster=event.detail.cluster, source=event.source, detail_type=event.detail_type)
+    return CapacityNotice(
+        kind=CapacityKind.DRAIN_FINISHED,
+        event_id=event.id,
+        event_time=event.time,
+        instance_id=event.detail.instance_id,
+        command_id=event.detail.command_id,
+        cluster=event.detail.cluster,
+        source=event.source,
+        detail_type=event.detail_type,
+    )

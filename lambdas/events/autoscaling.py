@@ -110,5 +110,10 @@ def successful_to_notice(event: LaunchSuccessful) -> CapacityNotice:
 
 def tick_to_notice(event: ScheduledEvent) -> CapacityNotice:
     """The schedule's event as a ``CapacityNotice`` of kind ``tick``."""
-    return CapacityNotice(kind=CapacityKind.TICK, event_id=event.id, event_time=event.time, source=event.source,
-                          detail_type=event.detail_type)
+    return CapacityNotice(
+        kind=CapacityKind.TICK,
+        event_id=event.id,
+        event_time=event.time,
+        source=event.source,
+        detail_type=event.detail_type,
+    )

@@ -16,4 +16,4 @@ EVENT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9-]{0,127}$"
 class AwsEventModel(EventBridgeModel):
     """An EventBridge event whose ``id`` can safely become part of a command id and an idempotency key."""
 
-    id: str = Field(pattern=EVENT_ID_PATTERN)  # noqa: A003
+    id: str = Field(pattern=EVENT_ID_PATTERN)

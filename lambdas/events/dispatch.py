@@ -30,20 +30,26 @@ DISPATCH: Mapping[tuple[str, str], EventKind] = {
     (spot.SOURCE, spot.DETAIL_TYPE): EventKind(spot.SpotInterruptionWarning, spot.to_notice),
     (rebalance.SOURCE, rebalance.DETAIL_TYPE): EventKind(rebalance.RebalanceRecommendation, rebalance.to_notice),
     (lifecycle.SOURCE, lifecycle.DETAIL_TYPE): EventKind(lifecycle.TerminateLifecycleAction, lifecycle.to_notice),
-    (state_change.SOURCE, state_change.DETAIL_TYPE): EventKind(state_change.InstanceStateChange,
-                                                               state_change.to_notice),
+    (state_change.SOURCE, state_change.DETAIL_TYPE): EventKind(
+        state_change.InstanceStateChange, state_change.to_notice
+    ),
 }
 
 # The replenisher's events -> CapacityNotice.
 CAPACITY_DISPATCH: Mapping[tuple[str, str], EventKind] = {
-    (autoscaling.SOURCE, autoscaling.LAUNCH_UNSUCCESSFUL): EventKind(autoscaling.LaunchUnsuccessful,
-                                                                     autoscaling.unsuccessful_to_notice),
-    (autoscaling.SOURCE, autoscaling.LAUNCH_SUCCESSFUL): EventKind(autoscaling.LaunchSuccessful,
-                                                                   autoscaling.successful_to_notice),
-    (autoscaling.SCHEDULE_SOURCE, autoscaling.SCHEDULED_EVENT): EventKind(autoscaling.ScheduledEvent,
-                                                                          autoscaling.tick_to_notice),
-    **{(agent_result.SOURCE, detail_type): EventKind(agent_result.DrainResult, agent_result.to_notice)
-       for detail_type in agent_result.DRAIN_DETAIL_TYPES},
+    (autoscaling.SOURCE, autoscaling.LAUNCH_UNSUCCESSFUL): EventKind(
+        autoscaling.LaunchUnsuccessful, autoscaling.unsuccessful_to_notice
+    ),
+    (autoscaling.SOURCE, autoscaling.LAUNCH_SUCCESSFUL): EventKind(
+        autoscaling.LaunchSuccessful, autoscaling.successful_to_notice
+    ),
+    (autoscaling.SCHEDULE_SOURCE, autoscaling.SCHEDULED_EVENT): EventKind(
+        autoscaling.ScheduledEvent, autoscaling.tick_to_notice
+    ),
+    **{
+        (agent_result.SOURCE, detail_type): EventKind(agent_result.DrainResult, agent_result.to_notice)
+        for detail_type in agent_result.DRAIN_DETAIL_TYPES
+    },
 }
 
 
@@ -102,8 +108,7 @@ def _parse(event: Any, table: Mapping[tuple[str, str], EventKind]) -> Any:
     if kind is None:
         handled = ", ".join(f"{s}/{d}" for s, d in table)
         raise UnsupportedEventError(
-            f"unsupported event source={key[0]!r} detail-type={key[1]!r} (id={event.get('id')!r}); "
-            f"handled: {handled}"
+            f"unsupported event source={key[0]!r} detail-type={key[1]!r} (id={event.get('id')!r}); handled: {handled}"
         )
     try:
         model = parse(event=dict(event), model=kind.model)

@@ -11,8 +11,8 @@ from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from core.lifecycle import LifecycleAction
 from core.exceptions import EventTimeInFutureError
+from core.lifecycle import LifecycleAction
 from core.model import INSTANCE_ID_RE, as_utc
 
 
@@ -133,4 +133,5 @@ def check_not_future(event_time: datetime, now: datetime, skew_seconds: float = 
     if (event_time - now).total_seconds() > skew_seconds:
         raise EventTimeInFutureError(
             f"event time {event_time.isoformat()} is more than {skew_seconds:.0f} s after now ({now.isoformat()})",
-            event_time)
+            event_time,
+        )

@@ -37,8 +37,9 @@ class InterruptionAws(common.LambdaAws):
 
     def describe_group(self, asg_name: str) -> dict[str, Any] | None:
         """One DescribeAutoScalingGroups call: the group (with ``Tags``), or None if it does not exist."""
-        out = common.call("DescribeAutoScalingGroups", self.autoscaling.describe_auto_scaling_groups,
-                          AutoScalingGroupNames=[asg_name])
+        out = common.call(
+            "DescribeAutoScalingGroups", self.autoscaling.describe_auto_scaling_groups, AutoScalingGroupNames=[asg_name]
+        )
         groups = out.get("AutoScalingGroups", [])
         return dict(groups[0]) if groups else None
 
@@ -47,8 +48,12 @@ class InterruptionAws(common.LambdaAws):
 
         A terminated instance stays known for about an hour after termination.
         """
-        out = common.call_unless_gone("DescribeInstances", self.ec2.describe_instances,
-                                      lambda code, _: code in UNKNOWN_INSTANCE_CODES, InstanceIds=[instance_id])
+        out = common.call_unless_gone(
+            "DescribeInstances",
+            self.ec2.describe_instances,
+            lambda code, _: code in UNKNOWN_INSTANCE_CODES,
+            InstanceIds=[instance_id],
+        )
         if out is None:
             return False
         return any(r.get("Instances") for r in out.get("Reservations", []))
@@ -63,8 +68,9 @@ class InterruptionAws(common.LambdaAws):
         Raises:
             AwsUnavailableError, AwsRequestError: see the module docstring.
         """
-        out = common.call("DescribeAutoScalingInstances", self.autoscaling.describe_auto_scaling_instances,
-                          InstanceIds=[instance_id])
+        out = common.call(
+            "DescribeAutoScalingInstances", self.autoscaling.describe_auto_scaling_instances, InstanceIds=[instance_id]
+        )
         members = [m for m in out.get("AutoScalingInstances", []) if m.get("InstanceId") == instance_id]
         if members:
             member = members[0]
@@ -91,9 +97,13 @@ class InterruptionAws(common.LambdaAws):
             AwsUnavailableError, AwsRequestError: see the module docstring.
         """
         out = common.call_unless_gone(
-            "DetachInstances", self.autoscaling.detach_instances,
+            "DetachInstances",
+            self.autoscaling.detach_instances,
             lambda code, message: code == "ValidationError" and "not part of" in message,
-            InstanceIds=[instance_id], AutoScalingGroupName=asg_name, ShouldDecrementDesiredCapacity=False)
+            InstanceIds=[instance_id],
+            AutoScalingGroupName=asg_name,
+            ShouldDecrementDesiredCapacity=False,
+        )
         return out is not None
 
     def complete_lifecycle_action(self, action: LifecycleAction) -> bool:
@@ -107,8 +117,13 @@ class InterruptionAws(common.LambdaAws):
             AwsUnavailableError, AwsRequestError: see the module docstring.
         """
         out = common.call_unless_gone(
-            "CompleteLifecycleAction", self.lifecycle_client.complete_lifecycle_action,
+            "CompleteLifecycleAction",
+            self.lifecycle_client.complete_lifecycle_action,
             lambda code, message: code == "ValidationError" and "No active Lifecycle Action" in message,
-            LifecycleHookName=action.hook_name, AutoScalingGroupName=action.asg_name,
-            LifecycleActionToken=action.token, LifecycleActionResult="CONTINUE", InstanceId=action.instance_id)
+            LifecycleHookName=action.hook_name,
+            AutoScalingGroupName=action.asg_name,
+            LifecycleActionToken=action.token,
+            LifecycleActionResult="CONTINUE",
+            InstanceId=action.instance_id,
+        )
         return out is not None

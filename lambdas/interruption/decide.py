@@ -113,8 +113,11 @@ def command_id_for(notice: InterruptionNotice) -> str:
     ...     instance_action=InstanceAction.TERMINATE, source="aws.ec2", detail_type="x"))
     'spot-abc'
     """
-    prefix = {NoticeKind.SPOT_INTERRUPTION: "spot", NoticeKind.REBALANCE_RECOMMENDATION: "rebalance",
-              NoticeKind.TERMINATE_LIFECYCLE_ACTION: "lifecycle"}.get(notice.kind, notice.kind.value)
+    prefix = {
+        NoticeKind.SPOT_INTERRUPTION: "spot",
+        NoticeKind.REBALANCE_RECOMMENDATION: "rebalance",
+        NoticeKind.TERMINATE_LIFECYCLE_ACTION: "lifecycle",
+    }.get(notice.kind, notice.kind.value)
     return f"{prefix}-{notice.event_id}"
 
 
@@ -150,8 +153,10 @@ def _out_of_scope(world: World, settings: InterruptionSettings) -> Acknowledge |
     owner = tag_map(facts.asg.get("Tags", [])).get(CLUSTER_TAG)
     if owner:
         return Acknowledge(IgnoreReason.OTHER_CLUSTER, f"{facts.instance_id} is in ASG {name} of cluster {owner!r}")
-    return Acknowledge(IgnoreReason.UNMANAGED_GROUP, f"{facts.instance_id} is in ASG {name}, not tagged "
-                                                     f"{CLUSTER_TAG}={settings.cluster_name}")
+    return Acknowledge(
+        IgnoreReason.UNMANAGED_GROUP,
+        f"{facts.instance_id} is in ASG {name}, not tagged {CLUSTER_TAG}={settings.cluster_name}",
+    )
 
 
 def _command_steps(command: Command, world: World) -> list[Action]:
@@ -164,8 +169,9 @@ def _command_steps(command: Command, world: World) -> list[Action]:
     return [Skip("command", SkipReason.COMMAND_ALREADY_HANDLED)]
 
 
-def _early_replacement_steps(notice: InterruptionNotice, world: World,
-                             settings: InterruptionSettings, role: Role) -> list[Action]:
+def _early_replacement_steps(
+    notice: InterruptionNotice, world: World, settings: InterruptionSettings, role: Role
+) -> list[Action]:
     facts = world.instance
     record = world.detach
     if record is not None:
@@ -268,8 +274,7 @@ def _succeeded_recently(item: Mapping[str, Any], now: datetime, seconds: int) ->
     return (now - finished).total_seconds() <= seconds
 
 
-def decide_lifecycle(notice: InterruptionNotice, now: datetime, settings: InterruptionSettings,
-                     world: World) -> Plan:
+def decide_lifecycle(notice: InterruptionNotice, now: datetime, settings: InterruptionSettings, world: World) -> Plan:
     """Rule 7 of the module docstring: a termination lifecycle action becomes one drain (or none). Pure.
 
     Args:
@@ -281,8 +286,13 @@ def decide_lifecycle(notice: InterruptionNotice, now: datetime, settings: Interr
     if action is None:
         raise ValueError("a terminate lifecycle notice carries its action")
     if action.hook_name != settings.lifecycle_hook_name:
-        return Plan((Acknowledge(IgnoreReason.FOREIGN_HOOK,
-                                 f"hook {action.hook_name!r} is not {settings.lifecycle_hook_name!r}"),))
+        return Plan(
+            (
+                Acknowledge(
+                    IgnoreReason.FOREIGN_HOOK, f"hook {action.hook_name!r} is not {settings.lifecycle_hook_name!r}"
+                ),
+            )
+        )
     if now > notice.event_time + timedelta(seconds=settings.lifecycle_drain_timeout_seconds):
         late_by = (now - notice.event_time).total_seconds()
         return Plan((Acknowledge(IgnoreReason.LATE, f"event is {late_by:.0f} s old"),))
@@ -296,11 +306,9 @@ def decide_lifecycle(notice: InterruptionNotice, now: datetime, settings: Interr
     else:
         steps.append(RecordHook(action))
     own_id = command_id_for(notice)
-    drains = [c for c in world.commands
-              if c.get("kind") == CommandKind.DRAIN.value and _command_id(c) != own_id]
+    drains = [c for c in world.commands if c.get("kind") == CommandKind.DRAIN.value and _command_id(c) != own_id]
     active = next((c for c in drains if c.get("status") in ACTIVE), None)
-    recent = next((c for c in drains if _succeeded_recently(c, now, settings.lifecycle_recent_drain_seconds)),
-                  None)
+    recent = next((c for c in drains if _succeeded_recently(c, now, settings.lifecycle_recent_drain_seconds)), None)
     if world.command is None and active is not None:
         steps.append(AwaitDrain(action, _command_id(active)))
     elif world.command is None and recent is not None:

@@ -90,8 +90,13 @@ def execute(plan: Plan, effects: Effects, now: datetime, dry_run: bool = False) 
     """
     unsent: set[str] = set()  # command ids whose SendCommand must be dropped
     undetached: set[str] = set()  # instance ids whose detach steps must be dropped
-    return apply_in_order(plan.actions, lambda action: _apply(action, effects, now, unsent, undetached),
-                          effects=EFFECTS, logger=effects.logger, dry_run=dry_run)
+    return apply_in_order(
+        plan.actions,
+        lambda action: _apply(action, effects, now, unsent, undetached),
+        effects=EFFECTS,
+        logger=effects.logger,
+        dry_run=dry_run,
+    )
 
 
 def _apply(action: Action, effects: Effects, now: datetime, unsent: set[str], undetached: set[str]) -> str:
@@ -112,8 +117,9 @@ def _apply(action: Action, effects: Effects, now: datetime, unsent: set[str], un
         effects.telemetry.count("CommandsQueued")
         return f"sent (message {message_id})"
     if isinstance(action, RecordDetach):
-        if not effects.store.record_detach(action.instance_id, action.asg_name, action.reason,
-                                           effects.ttl_seconds, now=now):
+        if not effects.store.record_detach(
+            action.instance_id, action.asg_name, action.reason, effects.ttl_seconds, now=now
+        ):
             undetached.add(action.instance_id)
             return "already recorded: another delivery detaches"
         return "recorded"
@@ -168,8 +174,14 @@ def _complete_hook(action: LifecycleAction, effects: Effects, now: datetime) -> 
     except AwsUnavailableError:
         settle_hook(effects.store, action.instance_id, action.token, HookState.PENDING, "retrying", now=now)
         raise
-    settle_hook(effects.store, action.instance_id, action.token,
-                HookState.COMPLETED if accepted else HookState.GONE, CLAIMER, now=now)
+    settle_hook(
+        effects.store,
+        action.instance_id,
+        action.token,
+        HookState.COMPLETED if accepted else HookState.GONE,
+        CLAIMER,
+        now=now,
+    )
     if accepted:
         effects.telemetry.count("LifecycleActionsCompleted")
         return "completed with CONTINUE"

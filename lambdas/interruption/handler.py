@@ -50,7 +50,6 @@ from lambdas.interruption.execute import Effects, execute
 from lambdas.interruption.telemetry import Telemetry
 from lambdas.interruption.world import InstanceFacts, World
 
-
 # Powertools Logger: JSON lines with the Lambda context and correlation id (= the event id). Its service name comes
 # from POWERTOOLS_SERVICE_NAME; nothing of the product's settings is read here.
 logger = lambda_logger()
@@ -88,8 +87,17 @@ class Deps:
             )
 
     @classmethod
-    def from_clients(cls, settings: InterruptionSettings, *, dynamodb: Any, autoscaling: Any, ec2: Any, sqs: Any,
-                     dynamodb_client: Any | None = None, metrics: Metrics | None = None) -> Deps:
+    def from_clients(
+        cls,
+        settings: InterruptionSettings,
+        *,
+        dynamodb: Any,
+        autoscaling: Any,
+        ec2: Any,
+        sqs: Any,
+        dynamodb_client: Any | None = None,
+        metrics: Metrics | None = None,
+    ) -> Deps:
         """Build from boto3 clients.
 
         Args:
@@ -103,10 +111,10 @@ class Deps:
         metrics = cluster_metrics(settings.cluster_name, metrics)
         idempotency = None
         if settings.idempotency_table_name:
-            layer = DynamoDBPersistenceLayer(table_name=settings.idempotency_table_name,
-                                             boto3_client=dynamodb_client)
-            config = IdempotencyConfig(event_key_jmespath="id", expires_after_seconds=IDEMPOTENCY_EXPIRY_SECONDS,
-                                       response_hook=_mark_replayed)
+            layer = DynamoDBPersistenceLayer(table_name=settings.idempotency_table_name, boto3_client=dynamodb_client)
+            config = IdempotencyConfig(
+                event_key_jmespath="id", expires_after_seconds=IDEMPOTENCY_EXPIRY_SECONDS, response_hook=_mark_replayed
+            )
             idempotency = (layer, config)
         return cls(
             settings=settings,
@@ -159,8 +167,7 @@ def gather(notice: InterruptionNotice, deps: Deps) -> World:
         hook = get_hook(deps.store, notice.instance_id)
         commands = tuple(commands_for_instance(deps.store, notice.instance_id))
     facts = deps.aws.instance_facts(notice.instance_id, recorded_asg=detach.get("asg_name") if detach else None)
-    return World(instance=facts, membership=membership, command=command, detach=detach, hook=hook,
-                 commands=commands)
+    return World(instance=facts, membership=membership, command=command, detach=detach, hook=hook, commands=commands)
 
 
 def process_event(*, event: dict[str, Any], notice: InterruptionNotice, deps: Deps, now: datetime) -> dict[str, Any]:
@@ -171,8 +178,13 @@ def process_event(*, event: dict[str, Any], notice: InterruptionNotice, deps: De
     """
     world = gather(notice, deps)
     plan = decide(notice, now, deps.settings, world)
-    effects = Effects(store=deps.store, aws=deps.aws, telemetry=deps.telemetry, logger=logger,
-                      ttl_seconds=deps.settings.command_ttl_seconds)
+    effects = Effects(
+        store=deps.store,
+        aws=deps.aws,
+        telemetry=deps.telemetry,
+        logger=logger,
+        ttl_seconds=deps.settings.command_ttl_seconds,
+    )
     results = execute(plan, effects, now, dry_run=deps.settings.dry_run)
     ack = plan.acknowledged
     response: dict[str, Any] = {
@@ -184,9 +196,11 @@ def process_event(*, event: dict[str, Any], notice: InterruptionNotice, deps: De
     }
     if ack is not None:
         response["reason"] = ack.reason.value
-    logger.info(f"{notice.detail_type} {notice.event_id} for {notice.instance_id}: {response['status']}"
-                + (f" ({ack.reason.value})" if ack else f", {len(results)} actions"),
-                extra={"status": response["status"], "reason": response.get("reason")})
+    logger.info(
+        f"{notice.detail_type} {notice.event_id} for {notice.instance_id}: {response['status']}"
+        + (f" ({ack.reason.value})" if ack else f", {len(results)} actions"),
+        extra={"status": response["status"], "reason": response.get("reason")},
+    )
     return response
 
 

@@ -61,9 +61,11 @@ class SendCommand:
 
     def describe(self) -> str:
         verb = "re-send" if self.resend else "send"
-        return (f"{verb} {self.command.kind.value} command {self.command.command_id} for "
-                f"{self.command.instance_id} (node {self.command.node_name or 'unknown'}, "
-                f"deadline {self.command.deadline.isoformat()})")
+        return (
+            f"{verb} {self.command.kind.value} command {self.command.command_id} for "
+            f"{self.command.instance_id} (node {self.command.node_name or 'unknown'}, "
+            f"deadline {self.command.deadline.isoformat()})"
+        )
 
 
 @dataclass(frozen=True)
@@ -107,8 +109,7 @@ class RecordHook:
     action: LifecycleAction
 
     def describe(self) -> str:
-        return (f"record lifecycle action {self.action.hook_name} of {self.action.instance_id} in "
-                f"{self.action.asg_name}")
+        return f"record lifecycle action {self.action.hook_name} of {self.action.instance_id} in {self.action.asg_name}"
 
 
 @dataclass(frozen=True)
@@ -175,13 +176,36 @@ class Acknowledge:
     detail: str = ""
 
     def describe(self) -> str:
-        return f"acknowledge ({self.reason.value}): {self.detail}" if self.detail else \
-            f"acknowledge ({self.reason.value})"
+        return (
+            f"acknowledge ({self.reason.value}): {self.detail}" if self.detail else f"acknowledge ({self.reason.value})"
+        )
 
 
-Action = Union[RecordCommand, SendCommand, RecordDetach, DetachInstance, MarkDetached, RecordHook, CompleteHook,
-               AwaitDrain, ForgetNode, CancelCommand, Skip, Acknowledge]
+Action = Union[
+    RecordCommand,
+    SendCommand,
+    RecordDetach,
+    DetachInstance,
+    MarkDetached,
+    RecordHook,
+    CompleteHook,
+    AwaitDrain,
+    ForgetNode,
+    CancelCommand,
+    Skip,
+    Acknowledge,
+]
 
 # Actions that change something (the rest only log and count).
-EFFECTS = (RecordCommand, SendCommand, RecordDetach, DetachInstance, MarkDetached, RecordHook, CompleteHook,
-           AwaitDrain, ForgetNode, CancelCommand)
+EFFECTS = (
+    RecordCommand,
+    SendCommand,
+    RecordDetach,
+    DetachInstance,
+    MarkDetached,
+    RecordHook,
+    CompleteHook,
+    AwaitDrain,
+    ForgetNode,
+    CancelCommand,
+)

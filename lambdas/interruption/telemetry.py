@@ -35,9 +35,13 @@ class Telemetry:
     def count_by(self, name: str, dimension: str, value: str) -> None:
         """Publish one count of ``name`` with an extra dimension (its own EMF record, published at once, so
         the dimension does not spread to the invocation's other metrics)."""
-        with single_metric(name=name, unit=MetricUnit.Count, value=1,
-                           namespace=self.metrics.provider.namespace,
-                           default_dimensions=dict(self.metrics.default_dimensions)) as metric:
+        with single_metric(
+            name=name,
+            unit=MetricUnit.Count,
+            value=1,
+            namespace=self.metrics.provider.namespace,
+            default_dimensions=dict(self.metrics.default_dimensions),
+        ) as metric:
             metric.add_dimension(name=dimension, value=value)
 
     def flush(self) -> None:

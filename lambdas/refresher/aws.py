@@ -43,7 +43,7 @@ class RefresherAws(common.LambdaAws):
         """DescribeInstances ``LaunchTime`` per instance (batches of 100 ids)."""
         times: dict[str, datetime] = {}
         for start in range(0, len(instance_ids), DESCRIBE_INSTANCES_BATCH):
-            batch = instance_ids[start:start + DESCRIBE_INSTANCES_BATCH]
+            batch = instance_ids[start : start + DESCRIBE_INSTANCES_BATCH]
             out = common.call("DescribeInstances", self.ec2.describe_instances, InstanceIds=batch)
             for reservation in out.get("Reservations", []):
                 for inst in reservation.get("Instances", []):
@@ -54,10 +54,13 @@ class RefresherAws(common.LambdaAws):
         """DescribeLaunchTemplates: template id -> (default version, latest version), as strings."""
         if not template_ids:
             return {}
-        out = common.call("DescribeLaunchTemplates", self.ec2.describe_launch_templates,
-                          LaunchTemplateIds=sorted(set(template_ids)))
-        return {t["LaunchTemplateId"]: (str(t["DefaultVersionNumber"]), str(t["LatestVersionNumber"]))
-                for t in out.get("LaunchTemplates", [])}
+        out = common.call(
+            "DescribeLaunchTemplates", self.ec2.describe_launch_templates, LaunchTemplateIds=sorted(set(template_ids))
+        )
+        return {
+            t["LaunchTemplateId"]: (str(t["DefaultVersionNumber"]), str(t["LatestVersionNumber"]))
+            for t in out.get("LaunchTemplates", [])
+        }
 
     def groups(self, cluster: str, *, with_launch_facts: bool = False) -> dict[str, GroupFacts]:
         """The cluster's managed groups as ``GroupFacts``.
@@ -70,8 +73,11 @@ class RefresherAws(common.LambdaAws):
         versions: dict[str, tuple[str, str]] = {}
         times: dict[str, datetime] = {}
         if with_launch_facts:
-            ids = [spec["LaunchTemplateId"] for spec in (_template_spec(g) for g in raw)
-                   if spec and spec.get("LaunchTemplateId")]
+            ids = [
+                spec["LaunchTemplateId"]
+                for spec in (_template_spec(g) for g in raw)
+                if spec and spec.get("LaunchTemplateId")
+            ]
             versions = self.template_versions(ids)
             times = self.launch_times([i["InstanceId"] for g in raw for i in g.get("Instances", [])])
         out: dict[str, GroupFacts] = {}
@@ -90,16 +96,22 @@ class RefresherAws(common.LambdaAws):
                     instance_id=i["InstanceId"],
                     availability_zone=i.get("AvailabilityZone", ""),
                     lifecycle_state=i.get("LifecycleState", ""),
-                    launch_template_version=(str(i["LaunchTemplate"]["Version"])
-                                             if (i.get("LaunchTemplate") or {}).get("Version") else None),
+                    launch_template_version=(
+                        str(i["LaunchTemplate"]["Version"]) if (i.get("LaunchTemplate") or {}).get("Version") else None
+                    ),
                     launch_time=times.get(i["InstanceId"]),
                 )
                 for i in asg.get("Instances", [])
             )
             out[group.name] = GroupFacts(
-                name=group.name, role=group.role, instance_group=group.instance_group,
-                min_size=int(asg["MinSize"]), max_size=int(asg["MaxSize"]), desired=int(asg["DesiredCapacity"]),
-                instances=instances, launch_template_version=version,
+                name=group.name,
+                role=group.role,
+                instance_group=group.instance_group,
+                min_size=int(asg["MinSize"]),
+                max_size=int(asg["MaxSize"]),
+                desired=int(asg["DesiredCapacity"]),
+                instances=instances,
+                launch_template_version=version,
             )
         return out
 

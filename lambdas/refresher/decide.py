@@ -143,18 +143,38 @@ class _Pass:
         base = f"refresh-{self.run.run_id}-{step.index}"
         return f"{base}-{suffix}" if suffix else base
 
-    def command(self, step: RunStep, kind: CommandKind, instance_id: str, node_name: str | None, command_id: str,
-                seconds: int, uncordon_on_failure: bool = False) -> Command:
-        return Command(command_id=command_id, cluster=self.run.cluster, kind=kind, instance_id=instance_id,
-                       node_name=node_name, reason=f"refresh {self.run.run_id} step {step.index}",
-                       deadline=self.now + timedelta(seconds=seconds),
-                       options=DrainOptions(uncordon_on_failure=uncordon_on_failure))
+    def command(
+        self,
+        step: RunStep,
+        kind: CommandKind,
+        instance_id: str,
+        node_name: str | None,
+        command_id: str,
+        seconds: int,
+        uncordon_on_failure: bool = False,
+    ) -> Command:
+        return Command(
+            command_id=command_id,
+            cluster=self.run.cluster,
+            kind=kind,
+            instance_id=instance_id,
+            node_name=node_name,
+            reason=f"refresh {self.run.run_id} step {step.index}",
+            deadline=self.now + timedelta(seconds=seconds),
+            options=DrainOptions(uncordon_on_failure=uncordon_on_failure),
+        )
 
     def drain_command(self, step: RunStep) -> Command:
         pause = self.run.options.drain_timeout_policy is DrainTimeoutPolicy.PAUSE
-        return self.command(step, CommandKind.DRAIN, step.instance_id, self.node_name(step.instance_id, step),
-                            step.command_id or self.command_id(step), self.run.options.drain_timeout_seconds,
-                            uncordon_on_failure=pause)
+        return self.command(
+            step,
+            CommandKind.DRAIN,
+            step.instance_id,
+            self.node_name(step.instance_id, step),
+            step.command_id or self.command_id(step),
+            self.run.options.drain_timeout_seconds,
+            uncordon_on_failure=pause,
+        )
 
     def unsent(self, command_id: str) -> bool:
         """The command may never have reached the queue: not recorded, or still ``queued`` (a crash between the
@@ -178,26 +198,36 @@ class _Pass:
 
     def add_capacity_effect(self, effect: SetCapacity) -> None:
         """Only the last desired value for a group matters (absolute values): replace an earlier one."""
-        self.effects = [e for e in self.effects if not (isinstance(e, SetCapacity) and e.asg_name == effect.asg_name
-                                                        and e.desired is not None)]
+        self.effects = [
+            e
+            for e in self.effects
+            if not (isinstance(e, SetCapacity) and e.asg_name == effect.asg_name and e.desired is not None)
+        ]
         self.effects.append(effect)
 
     def olds_being_replaced(self, group: str) -> set[str]:
-        return {s.instance_id for s in self.run.steps if s.group == group
-                and s.state in (StepState.DRAINING, StepState.TERMINATING)}
+        return {
+            s.instance_id
+            for s in self.run.steps
+            if s.group == group and s.state in (StepState.DRAINING, StepState.TERMINATING)
+        }
 
     def ready_besides(self, facts: GroupFacts, exclude: set[str]) -> int:
         return sum(1 for i in facts.live if i.instance_id not in exclude and self.world.ready(i.instance_id))
 
     def claimed_spares(self, but: RunStep) -> set[str]:
-        return {s.surge_instance_id for s in self.run.steps if s is not but and s.surge_instance_id
-                and s.state.in_flight}
+        return {
+            s.surge_instance_id for s in self.run.steps if s is not but and s.surge_instance_id and s.state.in_flight
+        }
 
     def new_instances(self, step: RunStep, facts: GroupFacts) -> list[str]:
         olds = {s.instance_id for s in self.run.steps}
         claimed = self.claimed_spares(step)
-        return [i.instance_id for i in facts.live if i.instance_id not in step.surge_baseline
-                and i.instance_id not in claimed and i.instance_id not in olds]
+        return [
+            i.instance_id
+            for i in facts.live
+            if i.instance_id not in step.surge_baseline and i.instance_id not in claimed and i.instance_id not in olds
+        ]
 
     def finish_step(self, step: RunStep, state: StepState, note: str = "") -> None:
         step.state = state
@@ -231,8 +261,10 @@ class _Pass:
             if self.older_than_grace(step.intent_at):
                 step.intent_at = self.now
                 self.add_capacity_effect(self.capacity(group))
-                self.change(f"step {step.index}: desired capacity of {group.name} is {facts.desired}, "
-                            f"raise it again to {expected}")
+                self.change(
+                    f"step {step.index}: desired capacity of {group.name} is {facts.desired}, "
+                    f"raise it again to {expected}"
+                )
             else:
                 self.wait(WaitKind.EFFECT, f"{group.name} desired capacity to reach {expected}")
             return
@@ -247,8 +279,10 @@ class _Pass:
             self.effects.append(SendCommand(self.drain_command(step)))
             self.change(f"step {step.index}: spare {ready[0]} Ready, drain {step.instance_id}")
         elif ready:
-            self.wait(WaitKind.NODE_READY, f"{group.name} to have {group.original_desired} Ready nodes besides "
-                                           f"those being replaced")
+            self.wait(
+                WaitKind.NODE_READY,
+                f"{group.name} to have {group.original_desired} Ready nodes besides those being replaced",
+            )
         elif spares:
             self.wait(WaitKind.NODE_READY, f"spare {spares[0]} of {group.name} to be Ready")
         else:
@@ -292,16 +326,26 @@ class _Pass:
             return
         proceed = status in (CommandStatus.SUCCEEDED.value, CommandStatus.SKIPPED.value) or (
             status == CommandStatus.TIMED_OUT.value
-            and self.run.options.drain_timeout_policy is DrainTimeoutPolicy.TERMINATE)
+            and self.run.options.drain_timeout_policy is DrainTimeoutPolicy.TERMINATE
+        )
         if step.drain_status != status:
             step.drain_status, step.drain_message = status, message
         if not proceed:
             who = step.node_name or step.instance_id
             self.stop_run(RunStatus.PAUSING, f"drain of {who} {status}: {message}".rstrip(": "))
             step.uncordon_command_id = self.command_id(step, UNCORDON_COMMAND_SUFFIX)
-            self.effects.append(SendCommand(self.command(
-                step, CommandKind.UNCORDON, step.instance_id, self.node_name(step.instance_id, step),
-                step.uncordon_command_id, 120)))
+            self.effects.append(
+                SendCommand(
+                    self.command(
+                        step,
+                        CommandKind.UNCORDON,
+                        step.instance_id,
+                        self.node_name(step.instance_id, step),
+                        step.uncordon_command_id,
+                        120,
+                    )
+                )
+            )
             if worker:
                 step.state = StepState.UNDOING
                 step.note = f"drain {status}: node uncordoned, surge given back"
@@ -314,8 +358,11 @@ class _Pass:
             assert facts is not None
             exclude = self.olds_being_replaced(step.group)
             if self.ready_besides(facts, exclude) < group.original_desired:
-                self.wait(WaitKind.NODE_READY, f"{group.name} to have {group.original_desired} Ready nodes "
-                                               f"besides those being replaced before terminating {step.instance_id}")
+                self.wait(
+                    WaitKind.NODE_READY,
+                    f"{group.name} to have {group.original_desired} Ready nodes "
+                    f"besides those being replaced before terminating {step.instance_id}",
+                )
                 return
         step.state = StepState.TERMINATING
         step.intent_at = self.now
@@ -336,8 +383,7 @@ class _Pass:
             return
         if self.older_than_grace(step.intent_at):
             step.intent_at = self.now
-            self.effects.append(TerminateInstance(step.group, step.instance_id,
-                                                  decrement=step.role == Role.NODE.value))
+            self.effects.append(TerminateInstance(step.group, step.instance_id, decrement=step.role == Role.NODE.value))
             self.change(f"step {step.index}: {step.instance_id} still in service, terminate it again")
         else:
             self.wait(WaitKind.TERMINATION, f"{step.instance_id} to leave {step.group}")
@@ -386,8 +432,11 @@ class _Pass:
                 elif len(facts.live) <= target:
                     group.raised -= 1
                     self.add_capacity_effect(SetCapacity(group.name, desired=target))
-                    self.finish_step(step, StepState.UNDONE, (step.note or "surge given back")
-                                     + f"; nothing launched, desired lowered to {target}")
+                    self.finish_step(
+                        step,
+                        StepState.UNDONE,
+                        (step.note or "surge given back") + f"; nothing launched, desired lowered to {target}",
+                    )
                 else:
                     self.wait(WaitKind.LAUNCH, f"a spare of {group.name} to give back")
                 return
@@ -395,8 +444,13 @@ class _Pass:
             step.undo_command_id = self.command_id(step, UNDO_COMMAND_SUFFIX)
             step.state = StepState.UNDO_DRAINING
             step.intent_at = self.now
-            self.effects.append(SendCommand(self.command(step, CommandKind.DRAIN, spare, self.node_name(spare),
-                                                         step.undo_command_id, UNDO_DRAIN_SECONDS)))
+            self.effects.append(
+                SendCommand(
+                    self.command(
+                        step, CommandKind.DRAIN, spare, self.node_name(spare), step.undo_command_id, UNDO_DRAIN_SECONDS
+                    )
+                )
+            )
             self.change(f"step {step.index}: drain spare {spare} before giving it back")
         else:
             step.state = StepState.UNDO_TERMINATING
@@ -409,9 +463,18 @@ class _Pass:
         if self.unsent(step.undo_command_id):
             if self.older_than_grace(step.intent_at):
                 step.intent_at = self.now
-                self.effects.append(SendCommand(self.command(
-                    step, CommandKind.DRAIN, step.surge_instance_id, self.node_name(step.surge_instance_id),
-                    step.undo_command_id, UNDO_DRAIN_SECONDS)))
+                self.effects.append(
+                    SendCommand(
+                        self.command(
+                            step,
+                            CommandKind.DRAIN,
+                            step.surge_instance_id,
+                            self.node_name(step.surge_instance_id),
+                            step.undo_command_id,
+                            UNDO_DRAIN_SECONDS,
+                        )
+                    )
+                )
                 self.change(f"step {step.index}: undo drain not recorded, send it again")
             else:
                 self.wait(WaitKind.EFFECT, f"undo drain {step.undo_command_id} to be recorded")
@@ -469,8 +532,10 @@ class _Pass:
             step.started_at = step.intent_at = self.now
             step.surge_baseline = sorted(i.instance_id for i in facts.instances)
             self.add_capacity_effect(self.capacity(group))
-            self.change(f"step {step.index}: surge {group.name} to {group.original_desired + group.raised} "
-                        f"for {step.instance_id}")
+            self.change(
+                f"step {step.index}: surge {group.name} to {group.original_desired + group.raised} "
+                f"for {step.instance_id}"
+            )
             in_flight += 1
 
     def start_master(self, step: RunStep) -> None:
@@ -509,15 +574,17 @@ class _Pass:
                     self.finish_step(step, StepState.SKIPPED, f"run {run.status.value}")
         if not all(s.state.final for s in run.steps):
             return
-        final = {RunStatus.RUNNING: RunStatus.SUCCEEDED, RunStatus.PAUSING: RunStatus.PAUSED,
-                 RunStatus.CANCELLING: RunStatus.CANCELLED}[run.status]
+        final = {
+            RunStatus.RUNNING: RunStatus.SUCCEEDED,
+            RunStatus.PAUSING: RunStatus.PAUSED,
+            RunStatus.CANCELLING: RunStatus.CANCELLED,
+        }[run.status]
         run.status = final
         run.finished_at = self.now
         run.waiting = ""
         self.change(f"run {final.value}" + (f": {run.reason}" if run.reason else ""))
         self.effects.append(ReleaseLock(run.holder))
-        self.effects.append(Metric("RunDuration", (self.now - run.created_at).total_seconds(),
-                                   MetricUnitName.SECONDS))
+        self.effects.append(Metric("RunDuration", (self.now - run.created_at).total_seconds(), MetricUnitName.SECONDS))
         if final is not RunStatus.SUCCEEDED:
             self.effects.append(Metric("RunFailures" if final is RunStatus.PAUSED else "RunsCancelled"))
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from core.lock import LeaseLock, Lease
+from core.lock import Lease, LeaseLock
 from core.runs import LOCK_OPERATION, RunStore
 from core.store import Store
 from lambdas.common.aws import record_and_send
@@ -72,8 +72,9 @@ def execute(actions: list[Action], effects: Effects, now: datetime, dry_run: boo
         LockHeldError: another holder has the cluster lock (nothing after the ``AcquireLock`` was done).
         StoreUnavailableError, AwsUnavailableError: transient faults; AwsRequestError: AWS refused a call.
     """
-    return apply_in_order(actions, lambda action: _apply(action, effects, now), effects=EFFECTS,
-                          logger=effects.logger, dry_run=dry_run)
+    return apply_in_order(
+        actions, lambda action: _apply(action, effects, now), effects=EFFECTS, logger=effects.logger, dry_run=dry_run
+    )
 
 
 def _apply(action: Action, effects: Effects, now: datetime) -> str:
@@ -104,8 +105,9 @@ def _apply(action: Action, effects: Effects, now: datetime) -> str:
         current = effects.lock.current() or {}
         if current.get("holder") != action.holder:
             return f"not held (holder {current.get('holder')})"
-        effects.lock.release(Lease(action.holder, LOCK_OPERATION, int(current["fencing"]),
-                                   float(current.get("lease_expires_at", 0))))
+        effects.lock.release(
+            Lease(action.holder, LOCK_OPERATION, int(current["fencing"]), float(current.get("lease_expires_at", 0)))
+        )
         return "released"
     if isinstance(action, Metric):
         if action.unit is MetricUnitName.SECONDS:

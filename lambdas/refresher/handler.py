@@ -63,7 +63,6 @@ from lambdas.refresher.telemetry import RefresherTelemetry
 from lambdas.refresher.triggers import Trigger, TriggerKind, parse_trigger
 from lambdas.refresher.world import World
 
-
 logger = lambda_logger()
 
 MAX_PASSES = 500  # decisions per invocation (each one changes the run or waits); a bound, never reached in practice
@@ -92,13 +91,26 @@ class Deps:
         self.lock = LeaseLock(self.store, clock=lambda: self.clock().timestamp())
 
     @classmethod
-    def from_clients(cls, settings: RefresherSettings, *, dynamodb: Any, autoscaling: Any, ec2: Any, sqs: Any,
-                     metrics: Metrics | None = None, **kwargs: Any) -> Deps:
+    def from_clients(
+        cls,
+        settings: RefresherSettings,
+        *,
+        dynamodb: Any,
+        autoscaling: Any,
+        ec2: Any,
+        sqs: Any,
+        metrics: Metrics | None = None,
+        **kwargs: Any,
+    ) -> Deps:
         """Build from boto3 clients (``dynamodb`` is a resource, for the state table)."""
         metrics = cluster_metrics(settings.cluster_name, metrics)
-        return cls(settings=settings, store=Store(dynamodb.Table(settings.table_name), settings.cluster_name),
-                   aws=RefresherAws(autoscaling, ec2, sqs, settings.queue_url),
-                   telemetry=RefresherTelemetry(metrics), **kwargs)
+        return cls(
+            settings=settings,
+            store=Store(dynamodb.Table(settings.table_name), settings.cluster_name),
+            aws=RefresherAws(autoscaling, ec2, sqs, settings.queue_url),
+            telemetry=RefresherTelemetry(metrics),
+            **kwargs,
+        )
 
     @classmethod
     def from_session(cls, settings: RefresherSettings, session: Any, **kwargs: Any) -> Deps:
@@ -106,11 +118,19 @@ class Deps:
         return cls.from_clients(settings, **session_clients(session), **kwargs)
 
     def effects(self) -> Effects:
-        return Effects(store=self.store, runs=self.runs, lock=self.lock, aws=self.aws, telemetry=self.telemetry,
-                       logger=logger, ttl_seconds=self.settings.command_ttl_seconds)
+        return Effects(
+            store=self.store,
+            runs=self.runs,
+            lock=self.lock,
+            aws=self.aws,
+            telemetry=self.telemetry,
+            logger=logger,
+            ttl_seconds=self.settings.command_ttl_seconds,
+        )
 
 
 # -- reading the world --------------------------------------------------------------------------------------------
+
 
 def gather(run: Run, deps: Deps, lock_lost: bool = False) -> World:
     """The world a run's next decision needs: every group of the cluster (the masters' check needs them all),
@@ -140,23 +160,40 @@ def run_summary(run: Run, steps: bool = False) -> dict[str, Any]:
     for step in run.steps:
         counts[step.state.value] = counts.get(step.state.value, 0) + 1
     out: dict[str, Any] = {
-        "run_id": run.run_id, "status": run.status.value, "reason": run.reason, "waiting": run.waiting,
-        "trigger": run.options.trigger, "created_at": run.created_at.isoformat(),
+        "run_id": run.run_id,
+        "status": run.status.value,
+        "reason": run.reason,
+        "waiting": run.waiting,
+        "trigger": run.options.trigger,
+        "created_at": run.created_at.isoformat(),
         "updated_at": run.updated_at.isoformat(),
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
-        "steps": counts, "surge": run.surge, "surge_instance_ids": run.surge_instance_ids,
+        "steps": counts,
+        "surge": run.surge,
+        "surge_instance_ids": run.surge_instance_ids,
         "cancel_requested": run.cancel_requested,
     }
     if steps:
         out["step_details"] = [
-            {"index": s.index, "group": s.group, "role": s.role, "instance_id": s.instance_id,
-             "node_name": s.node_name, "needs_update": s.needs_update, "state": s.state.value,
-             "spare": s.surge_instance_id, "drain": s.drain_status, "note": s.note}
-            for s in run.steps]
+            {
+                "index": s.index,
+                "group": s.group,
+                "role": s.role,
+                "instance_id": s.instance_id,
+                "node_name": s.node_name,
+                "needs_update": s.needs_update,
+                "state": s.state.value,
+                "spare": s.surge_instance_id,
+                "drain": s.drain_status,
+                "note": s.note,
+            }
+            for s in run.steps
+        ]
     return out
 
 
 # -- the work -----------------------------------------------------------------------------------------------------
+
 
 def advance_run(deps: Deps, run_id: str | None, budget_seconds: float) -> dict[str, Any]:
     """Advance the run ``run_id`` (or the active one) until it waits for something not worth polling for, or the
@@ -210,9 +247,14 @@ def options_of(request: RefreshRequest | None, settings: RefresherSettings, trig
     """A run's options: the request's values, else the settings' defaults."""
     policy = DrainTimeoutPolicy(settings.drain_timeout_policy)
     if request is None:
-        return RunOptions(trigger=trigger, selection=Selection.MAX_AGE, max_age_seconds=settings.max_age_seconds,
-                          max_surge=settings.max_surge, drain_timeout_seconds=settings.drain_timeout_seconds,
-                          drain_timeout_policy=policy)
+        return RunOptions(
+            trigger=trigger,
+            selection=Selection.MAX_AGE,
+            max_age_seconds=settings.max_age_seconds,
+            max_surge=settings.max_surge,
+            drain_timeout_seconds=settings.drain_timeout_seconds,
+            drain_timeout_policy=policy,
+        )
     return RunOptions(
         trigger=trigger,
         selection=Selection.ALL if request.all else Selection.MAX_AGE,
@@ -240,8 +282,17 @@ def start(options: RunOptions, dry_run: bool, deps: Deps, budget_seconds: float)
     base: dict[str, Any] = {
         "table": table,
         "groups": [asdict(r) for r in plan.rows],
-        "steps": [{"index": s.index, "group": s.group, "role": s.role, "instance_id": s.instance_id,
-                   "node_name": s.node_name, "needs_update": s.needs_update} for s in plan.steps],
+        "steps": [
+            {
+                "index": s.index,
+                "group": s.group,
+                "role": s.role,
+                "instance_id": s.instance_id,
+                "node_name": s.node_name,
+                "needs_update": s.needs_update,
+            }
+            for s in plan.steps
+        ],
     }
     logger.info("refresh plan\n" + table, extra={"groups": base["groups"], "steps": len(plan.steps)})
     if plan.refusal and not dry_run:
@@ -249,11 +300,26 @@ def start(options: RunOptions, dry_run: bool, deps: Deps, budget_seconds: float)
         return {**base, "status": "refused", "reason": plan.refusal}
     run_id = new_run_id(now)
     chosen = {s.group for s in plan.steps}
-    run = Run(run_id=run_id, cluster=deps.settings.cluster_name, options=options, created_at=now, updated_at=now,
-              groups=[GroupSurge(name=g.name, role=g.role.value, instance_group=g.instance_group,
-                                 min_size=g.min_size, original_desired=g.desired, original_max=g.max_size)
-                      for g in groups.values() if g.name in chosen],
-              steps=list(plan.steps))
+    run = Run(
+        run_id=run_id,
+        cluster=deps.settings.cluster_name,
+        options=options,
+        created_at=now,
+        updated_at=now,
+        groups=[
+            GroupSurge(
+                name=g.name,
+                role=g.role.value,
+                instance_group=g.instance_group,
+                min_size=g.min_size,
+                original_desired=g.desired,
+                original_max=g.max_size,
+            )
+            for g in groups.values()
+            if g.name in chosen
+        ],
+        steps=list(plan.steps),
+    )
     actions = [AcquireLock(run.holder, deps.settings.lock_lease_seconds), CreateRun(run)]
     if dry_run:
         results = execute(actions, deps.effects(), now, dry_run=True)
@@ -264,10 +330,11 @@ def start(options: RunOptions, dry_run: bool, deps: Deps, budget_seconds: float)
         results = execute(actions, deps.effects(), now)
     except LockHeldError as err:
         logger.warning(f"refresh refused: the cluster lock is held by {err.holder}")
-        return {**base, "status": "refused", "reason": f"cluster lock held by {err.holder}",
-                "lock": err.current}
-    logger.info(f"run {run_id} started: {len(plan.steps)} instances to replace",
-                extra={"run_id": run_id, "trigger": options.trigger})
+        return {**base, "status": "refused", "reason": f"cluster lock held by {err.holder}", "lock": err.current}
+    logger.info(
+        f"run {run_id} started: {len(plan.steps)} instances to replace",
+        extra={"run_id": run_id, "trigger": options.trigger},
+    )
     out = advance_run(deps, run_id, budget_seconds)
     return {**base, **out, "status": "started", "actions": results + out["actions"]}
 
@@ -285,10 +352,12 @@ def free_orphan_lock(deps: Deps) -> str | None:
     acquired = float(item.get("acquired_at", 0) or 0)
     if deps.clock().timestamp() - acquired < deps.settings.effect_grace_seconds and run is None:
         return None  # a start may be between the lock and the run right now
-    deps.lock.release(Lease(item["holder"], LOCK_OPERATION, int(item["fencing"]),
-                            float(item.get("lease_expires_at", 0))))
-    logger.warning(f"released the cluster lock of {item['holder']}: its run is "
-                   + ("missing" if run is None else run.status.value))
+    deps.lock.release(
+        Lease(item["holder"], LOCK_OPERATION, int(item["fencing"]), float(item.get("lease_expires_at", 0)))
+    )
+    logger.warning(
+        f"released the cluster lock of {item['holder']}: its run is " + ("missing" if run is None else run.status.value)
+    )
     return str(item["holder"])
 
 
@@ -302,9 +371,17 @@ def status(request: StatusRequest, deps: Deps) -> dict[str, Any]:
         "runs": [run_summary(r, steps=(i == 0)) for i, r in enumerate(runs)],
         "lock": deps.lock.current(),
         "ledger": list(deps.store.query_prefix("COMP#", consistent=True)),
-        "membership": [{"instance_id": n.instance_id, "node_name": n.node_name, "asg": n.asg_name,
-                        "ready": n.ready, "unschedulable": n.unschedulable, "roles": n.roles}
-                       for n in sorted(nodes, key=lambda n: (n.asg_name or "", n.node_name))],
+        "membership": [
+            {
+                "instance_id": n.instance_id,
+                "node_name": n.node_name,
+                "asg": n.asg_name,
+                "ready": n.ready,
+                "unschedulable": n.unschedulable,
+                "roles": n.roles,
+            }
+            for n in sorted(nodes, key=lambda n: (n.asg_name or "", n.node_name))
+        ],
     }
 
 
@@ -337,8 +414,11 @@ def dispatch(trigger: Trigger, deps: Deps, budget: float) -> dict[str, Any]:
         request = trigger.request
         if request is None or request.cluster != settings.cluster_name:
             cluster = None if request is None else request.cluster
-            return {"status": "rejected", "reason": "other_cluster",
-                    "error": f"this function refreshes {settings.cluster_name!r}, not {cluster!r}"}
+            return {
+                "status": "rejected",
+                "reason": "other_cluster",
+                "error": f"this function refreshes {settings.cluster_name!r}, not {cluster!r}",
+            }
         if isinstance(request, StatusRequest):
             return status(request, deps)
         if isinstance(request, CancelRequest):
@@ -389,8 +469,10 @@ def handle(event: Any, deps: Deps, context: LambdaContext | None = None) -> dict
             logger.set_correlation_id(trigger.event_id)
         logger.info(f"invoked by {trigger.describe()}", extra={"trigger": trigger.kind.value})
         response = dispatch(trigger, deps, _budget(deps, context))
-        logger.info(f"{trigger.describe()}: {response['status']}",
-                    extra={"status": response["status"], "run": (response.get("run") or {}).get("run_id")})
+        logger.info(
+            f"{trigger.describe()}: {response['status']}",
+            extra={"status": response["status"], "run": (response.get("run") or {}).get("run_id")},
+        )
         return response
     finally:
         telemetry.flush()

@@ -79,6 +79,7 @@ class LocalInvoker:
 
     def invoke_async(self, event: dict[str, Any]) -> Future[Any]:
         """An asynchronous invocation (EventBridge's): queued on the pool, errors kept in ``errors``."""
+
         def run() -> dict[str, Any] | None:
             try:
                 return self.invoke(event)

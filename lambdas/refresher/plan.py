@@ -56,8 +56,10 @@ class SetCapacity:
     max_size: int | None = None
 
     def describe(self) -> str:
-        parts = [f"desired {self.desired}" if self.desired is not None else "",
-                 f"max {self.max_size}" if self.max_size is not None else ""]
+        parts = [
+            f"desired {self.desired}" if self.desired is not None else "",
+            f"max {self.max_size}" if self.max_size is not None else "",
+        ]
         return f"set {self.asg_name} " + ", ".join(p for p in parts if p)
 
 
@@ -68,8 +70,10 @@ class SendCommand:
     command: Command
 
     def describe(self) -> str:
-        return (f"send {self.command.kind.value} command {self.command.command_id} for {self.command.instance_id}"
-                f" (node {self.command.node_name or 'unknown'})")
+        return (
+            f"send {self.command.kind.value} command {self.command.command_id} for {self.command.instance_id}"
+            f" (node {self.command.node_name or 'unknown'})"
+        )
 
 
 @dataclass(frozen=True)

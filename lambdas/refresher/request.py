@@ -97,13 +97,15 @@ def parse_request(payload: Any) -> Request:
             lists them as ``field: message``).
     """
     if not isinstance(payload, dict):
-        raise InvalidRequestError(f"request must be a JSON object, not {type(payload).__name__}",
-                                  ["request: not an object"])
+        raise InvalidRequestError(
+            f"request must be a JSON object, not {type(payload).__name__}", ["request: not an object"]
+        )
     action = payload.get("action", "refresh")
     model = _MODELS.get(action) if isinstance(action, str) else None
     if model is None:
-        raise InvalidRequestError(f"unknown action {action!r}; use one of {sorted(_MODELS)}",
-                                  [f"action: unknown {action!r}"])
+        raise InvalidRequestError(
+            f"unknown action {action!r}; use one of {sorted(_MODELS)}", [f"action: unknown {action!r}"]
+        )
     try:
         return model.model_validate(payload)  # type: ignore[return-value]
     except ValidationError as err:

@@ -82,8 +82,11 @@ def needs_update(group: GroupFacts, options: RunOptions, now: datetime, max_age_
     for inst in group.live:
         if options.selection is Selection.ALL:
             out[inst.instance_id] = FORCED
-        elif (group.launch_template_version is not None and inst.launch_template_version is not None
-              and inst.launch_template_version != group.launch_template_version):
+        elif (
+            group.launch_template_version is not None
+            and inst.launch_template_version is not None
+            and inst.launch_template_version != group.launch_template_version
+        ):
             out[inst.instance_id] = LAUNCH_TEMPLATE
         elif inst.launch_time is not None and (now - inst.launch_time).total_seconds() > max_age_seconds:
             out[inst.instance_id] = MAX_AGE
@@ -115,16 +118,32 @@ def select(options: RunOptions, world: World, now: datetime, max_age_seconds: in
     steps: list[RunStep] = []
     for group in order:
         reasons = needs_update(group, options, now, max_age_seconds)
-        rows.append(GroupRow(group=group.name, role=group.role.value, needs_update=len(reasons),
-                             ready=sum(1 for i in group.live if world.ready(i.instance_id)),
-                             min_size=group.min_size, desired=group.desired, max_size=group.max_size))
-        live = sorted((i for i in group.live if i.instance_id in reasons),
-                      key=lambda i: (i.launch_time or now, i.instance_id))
+        rows.append(
+            GroupRow(
+                group=group.name,
+                role=group.role.value,
+                needs_update=len(reasons),
+                ready=sum(1 for i in group.live if world.ready(i.instance_id)),
+                min_size=group.min_size,
+                desired=group.desired,
+                max_size=group.max_size,
+            )
+        )
+        live = sorted(
+            (i for i in group.live if i.instance_id in reasons), key=lambda i: (i.launch_time or now, i.instance_id)
+        )
         for inst in live:
             record = world.nodes.get(inst.instance_id)
-            steps.append(RunStep(index=len(steps), group=group.name, role=group.role.value,
-                                 instance_id=inst.instance_id, node_name=record.node_name if record else None,
-                                 needs_update=reasons[inst.instance_id]))
+            steps.append(
+                RunStep(
+                    index=len(steps),
+                    group=group.name,
+                    role=group.role.value,
+                    instance_id=inst.instance_id,
+                    node_name=record.node_name if record else None,
+                    needs_update=reasons[inst.instance_id],
+                )
+            )
     problems = masters_not_ready(world)
     refusal = ("masters not all Ready: " + "; ".join(problems)) if problems else None
     return SelectionPlan(tuple(rows), tuple(steps), refusal)
@@ -133,12 +152,14 @@ def select(options: RunOptions, world: World, now: datetime, max_age_seconds: in
 def format_table(rows: tuple[GroupRow, ...] | list[GroupRow]) -> str:
     """The plan table as text, one line per group::
 
-        GROUP                               ROLE           NEEDS-UPDATE  READY  MIN  DESIRED  MAX
-        master-us-east-1a.masters.demo...   control-plane             1      1    1        1    1
+    GROUP                               ROLE           NEEDS-UPDATE  READY  MIN  DESIRED  MAX
+    master-us-east-1a.masters.demo...   control-plane             1      1    1        1    1
     """
     header = ("GROUP", "ROLE", "NEEDS-UPDATE", "READY", "MIN", "DESIRED", "MAX")
-    lines = [header] + [(r.group, r.role, str(r.needs_update), str(r.ready), str(r.min_size), str(r.desired),
-                         str(r.max_size)) for r in rows]
+    lines = [header] + [
+        (r.group, r.role, str(r.needs_update), str(r.ready), str(r.min_size), str(r.desired), str(r.max_size))
+        for r in rows
+    ]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     out = []
     for line in lines:

@@ -102,12 +102,21 @@ def parse_trigger(event: Any) -> Trigger:
             return Trigger(TriggerKind.TICK, event_id=str(event.get("id", "")))
         if source == agent_result.SOURCE and detail_type in agent_result.DRAIN_DETAIL_TYPES:
             parsed = parse(event=dict(event), model=agent_result.DrainResult)
-            return Trigger(TriggerKind.AGENT_RESULT, event_id=parsed.id, cluster=parsed.detail.cluster,
-                           command_id=parsed.detail.command_id, instance_id=parsed.detail.instance_id)
+            return Trigger(
+                TriggerKind.AGENT_RESULT,
+                event_id=parsed.id,
+                cluster=parsed.detail.cluster,
+                command_id=parsed.detail.command_id,
+                instance_id=parsed.detail.instance_id,
+            )
         if source == autoscaling.SOURCE and detail_type == autoscaling.LAUNCH_SUCCESSFUL:
             launched = parse(event=dict(event), model=autoscaling.LaunchSuccessful)
-            return Trigger(TriggerKind.LAUNCH, event_id=launched.id, instance_id=launched.detail.instance_id or None,
-                           asg_name=launched.detail.asg_name)
+            return Trigger(
+                TriggerKind.LAUNCH,
+                event_id=launched.id,
+                instance_id=launched.detail.instance_id or None,
+                asg_name=launched.detail.asg_name,
+            )
     except ValidationError as err:
         raise MalformedEventError(f"{detail_type} event id={event.get('id')!r}: {_describe(err)}") from err
     raise UnsupportedEventError(f"unsupported event source={source!r} detail-type={detail_type!r}")

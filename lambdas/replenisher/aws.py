@@ -41,7 +41,7 @@ class ReplenisherAws(common.LambdaAws):
         """
         times: dict[str, datetime] = {}
         for start in range(0, len(instance_ids), FILTER_VALUES):
-            chunk = instance_ids[start:start + FILTER_VALUES]
+            chunk = instance_ids[start : start + FILTER_VALUES]
             kwargs: dict[str, Any] = {"Filters": [{"Name": "instance-id", "Values": chunk}]}
             while True:
                 out = common.call("DescribeInstances", self.ec2.describe_instances, **kwargs)

@@ -168,14 +168,16 @@ class _Builder:
         ledger = ledger.model_copy(deep=True)
         name = ledger.asg_name
         before = self.ledgers.get(name)
-        if before is not None and before.model_dump(exclude={"version", "updated_at"}) == \
-                ledger.model_dump(exclude={"version", "updated_at"}):
+        if before is not None and before.model_dump(exclude={"version", "updated_at"}) == ledger.model_dump(
+            exclude={"version", "updated_at"}
+        ):
             return
         last = self.actions[-1] if self.actions else None
         if isinstance(last, WriteLedger) and last.ledger.asg_name == name:
             # nothing happened since the last write of this ledger: one write says both
-            self.actions[-1] = WriteLedger(ledger.model_copy(update={"version": last.ledger.version}),
-                                           last.expected_version, f"{last.why}; {why}")
+            self.actions[-1] = WriteLedger(
+                ledger.model_copy(update={"version": last.ledger.version}), last.expected_version, f"{last.why}; {why}"
+            )
             self.ledgers[name] = ledger.model_copy(update={"version": (last.expected_version or 0) + 1})
             return
         expected = self.versions.get(name)
@@ -203,13 +205,19 @@ class _Builder:
     # -- facts across ledgers ------------------------------------------------------------------------------
 
     def donor_records(self, donor: str, exclude: str | None = None) -> list[Donor]:
-        return [c.donors[donor] for name, led in self.ledgers.items()
-                if name != exclude and (c := led.compensation) is not None and donor in c.donors]
+        return [
+            c.donors[donor]
+            for name, led in self.ledgers.items()
+            if name != exclude and (c := led.compensation) is not None and donor in c.donors
+        ]
 
     def original_max(self, donor: str) -> int:
         records = self.donor_records(donor)
-        return min([r.max_before for r in records] + [self.max_size.get(donor, 0)]) if records \
+        return (
+            min([r.max_before for r in records] + [self.max_size.get(donor, 0)])
+            if records
             else self.max_size.get(donor, 0)
+        )
 
     def claimed_elsewhere(self, ledger_name: str, donor: str) -> set[str]:
         claimed: set[str] = set()
@@ -223,8 +231,9 @@ class _Builder:
         return claimed
 
 
-def decide(notice: CapacityNotice, now: datetime, settings: ReplenisherSettings, world: World,
-           lock_free: bool = True) -> Plan:
+def decide(
+    notice: CapacityNotice, now: datetime, settings: ReplenisherSettings, world: World, lock_free: bool = True
+) -> Plan:
     """Decide what to do (the rules are in the module docstring).
 
     Args:
@@ -241,8 +250,9 @@ def decide(notice: CapacityNotice, now: datetime, settings: ReplenisherSettings,
     b = _Builder(world, settings, now)
     if notice.kind in (CapacityKind.LAUNCH_FAILED, CapacityKind.LAUNCH_SUCCEEDED):
         if notice.asg_name not in world.groups:
-            return Plan((Note(Reason.NOT_MANAGED, f"{notice.asg_name} is not tagged for cluster "
-                                                  f"{settings.cluster_name}"),))
+            return Plan(
+                (Note(Reason.NOT_MANAGED, f"{notice.asg_name} is not tagged for cluster {settings.cluster_name}"),)
+            )
     if notice.kind is CapacityKind.DRAIN_FINISHED:
         if notice.cluster != settings.cluster_name or not (notice.command_id or "").startswith(OWN_COMMAND_PREFIXES):
             return Plan((Note(Reason.NOT_OURS, f"command {notice.command_id} of cluster {notice.cluster}"),))
@@ -251,8 +261,10 @@ def decide(notice: CapacityNotice, now: datetime, settings: ReplenisherSettings,
         _record_failure(b, notice)
     if not lock_free:
         holder = (world.lock or {}).get("holder")
-        b.note(Reason.LOCK_HELD, f"{holder} holds the lock ({(world.lock or {}).get('operation')}): "
-                                 "acting at the next invocation")
+        b.note(
+            Reason.LOCK_HELD,
+            f"{holder} holds the lock ({(world.lock or {}).get('operation')}): acting at the next invocation",
+        )
         return _finish(b)
 
     for name in sorted(world.groups):
@@ -277,6 +289,7 @@ def _finish(b: _Builder) -> Plan:
 
 # -- rule 2 ----------------------------------------------------------------------------------------------------
 
+
 def _record_failure(b: _Builder, notice: CapacityNotice) -> None:
     assert notice.asg_name is not None
     group = b.world.groups[notice.asg_name]
@@ -284,8 +297,10 @@ def _record_failure(b: _Builder, notice: CapacityNotice) -> None:
     update: dict[str, object] = {"backoff": record_failure(ledger.backoff, notice.event_time, b.settings)}
     if ledger.compensation is not None and ledger.compensation.healthy_since is not None:
         update["compensation"] = ledger.compensation.model_copy(update={"healthy_since": None})
-    b.write(ledger.model_copy(update=update), f"launch failure at {notice.event_time.isoformat()}: "
-                                              f"{notice.status_message or 'no message'}")
+    b.write(
+        ledger.model_copy(update=update),
+        f"launch failure at {notice.event_time.isoformat()}: {notice.status_message or 'no message'}",
+    )
     if group.role is Role.CONTROL_PLANE:
         b.note(Reason.CONTROL_PLANE, f"{group.name} is a control-plane group: never compensated in another AZ")
     elif group.role is not Role.NODE:
@@ -293,6 +308,7 @@ def _record_failure(b: _Builder, notice: CapacityNotice) -> None:
 
 
 # -- rules 4 to 8 ----------------------------------------------------------------------------------------------
+
 
 def _reconcile_group(b: _Builder, group: Group) -> None:
     ledger = b.ledger(group.name)
@@ -317,8 +333,10 @@ def _reconcile_group(b: _Builder, group: Group) -> None:
             b.write(ledger.model_copy(update={"compensation": comp}), "shortfall recorded")
         return
     comp = _check_recovery(b, group, ledger, comp)
-    b.write(b.ledger(group.name).model_copy(update={"compensation": comp}),
-            _progress(group.name, b.ledger(group.name).compensation, comp))
+    b.write(
+        b.ledger(group.name).model_copy(update={"compensation": comp}),
+        _progress(group.name, b.ledger(group.name).compensation, comp),
+    )
     if comp.returning:
         _give_back(b, group, b.ledger(group.name))
 
@@ -372,12 +390,14 @@ def _claim_all(b: _Builder, ledger_name: str, comp: Compensation) -> Compensatio
         group = b.world.groups[name]
         alive = [i for i in d.instance_ids if group.has(i)]
         for lost in (i for i in d.instance_ids if not group.has(i)):
-            notes.append(f"{b.now.isoformat()} compensating instance {lost} left {name} (interrupted or "
-                         "replaced): its replacement is claimed instead")
+            notes.append(
+                f"{b.now.isoformat()} compensating instance {lost} left {name} (interrupted or "
+                "replaced): its replacement is claimed instead"
+            )
         need = d.raised_by - d.returned - len(alive)
         taken = b.claimed_elsewhere(ledger_name, name) | set(d.baseline_ids) | set(alive)
         candidates = sorted(i.instance_id for i in group.active if i.instance_id not in taken)
-        claimed = tuple(alive + candidates[:max(0, need)])
+        claimed = tuple(alive + candidates[: max(0, need)])
         if claimed != d.instance_ids:
             donors[name] = d.model_copy(update={"instance_ids": claimed})
     return comp.model_copy(update={"donors": donors, "notes": tuple(notes)})
@@ -416,8 +436,11 @@ def _compensate(b: _Builder, group: Group, ledger: Ledger, comp: Compensation) -
     room = {s.name: _headroom(b, s.name) for s in siblings}
     room = {k: v for k, v in room.items() if v > 0}
     if not room:
-        b.note(Reason.NO_HEALTHY_SIBLING, f"{group.name} is short of {delta}: no sibling of pool "
-                                          f"{group.info.pool!r} in another AZ is out of backoff with headroom")
+        b.note(
+            Reason.NO_HEALTHY_SIBLING,
+            f"{group.name} is short of {delta}: no sibling of pool "
+            f"{group.info.pool!r} in another AZ is out of backoff with headroom",
+        )
         return comp
     units: dict[str, int] = {}
     for _ in range(delta):
@@ -450,9 +473,11 @@ def _compensate(b: _Builder, group: Group, ledger: Ledger, comp: Compensation) -
             returned=prior.returned if prior else 0,
         )
     comp = comp.model_copy(update={"donors": donors, "healthy_since": None})
-    b.write(b.ledger(group.name).model_copy(update={"compensation": comp}),
-            f"intent: cover {covered} of {group.name}'s shortfall with " +
-            ", ".join(f"{n} +{k}" for n, k in sorted(units.items())))
+    b.write(
+        b.ledger(group.name).model_copy(update={"compensation": comp}),
+        f"intent: cover {covered} of {group.name}'s shortfall with "
+        + ", ".join(f"{n} +{k}" for n, k in sorted(units.items())),
+    )
     for name in sorted(units):
         _raise(b, donors[name], f"compensation for {group.name}")
         donors[name] = donors[name].model_copy(update={"state": DonorState.RAISED})
@@ -478,15 +503,26 @@ def _check_recovery(b: _Builder, group: Group, ledger: Ledger, comp: Compensatio
 
 
 def _giveback_entry(b: _Builder, instance_id: str, donor: str) -> GiveBack:
-    return GiveBack(instance_id=instance_id, donor=donor, command_id=f"{GIVEBACK_PREFIX}{instance_id}",
-                    deadline=b.now + timedelta(seconds=b.settings.giveback_drain_timeout_seconds), updated_at=b.now)
+    return GiveBack(
+        instance_id=instance_id,
+        donor=donor,
+        command_id=f"{GIVEBACK_PREFIX}{instance_id}",
+        deadline=b.now + timedelta(seconds=b.settings.giveback_drain_timeout_seconds),
+        updated_at=b.now,
+    )
 
 
 def _drain_command(b: _Builder, instance_id: str, command_id: str, deadline: datetime, reason: str) -> Command:
     node = b.world.nodes.get(instance_id)
-    return Command(command_id=command_id, cluster=b.settings.cluster_name, kind=CommandKind.DRAIN,
-                   instance_id=instance_id, node_name=node.node_name if node else None, reason=reason,
-                   deadline=deadline)
+    return Command(
+        command_id=command_id,
+        cluster=b.settings.cluster_name,
+        kind=CommandKind.DRAIN,
+        instance_id=instance_id,
+        node_name=node.node_name if node else None,
+        reason=reason,
+        deadline=deadline,
+    )
 
 
 def _drain_done(b: _Builder, command_id: str, deadline: datetime) -> bool:
@@ -521,21 +557,28 @@ def _give_back(b: _Builder, group: Group, ledger: Ledger) -> None:
         if gb.state is GiveBackState.DRAINING:
             if donor_group is None or not donor_group.has(iid):
                 give_back[iid] = gb.model_copy(update={"state": GiveBackState.GONE, "updated_at": b.now})
-                notes.append(f"{b.now.isoformat()} {iid} left {gb.donor} before it was given back (interrupted "
-                             "or terminated by someone else)")
+                notes.append(
+                    f"{b.now.isoformat()} {iid} left {gb.donor} before it was given back (interrupted "
+                    "or terminated by someone else)"
+                )
             elif _drain_done(b, gb.command_id, gb.deadline):
                 give_back[iid] = gb.model_copy(update={"state": GiveBackState.TERMINATING, "updated_at": b.now})
     for name, d in comp.donors.items():
         if d.state is DonorState.RESTORED or name not in b.world.groups:
             continue
-        in_flight = [g for g in give_back.values() if g.donor == name
-                     and g.state in (GiveBackState.DRAINING, GiveBackState.TERMINATING)]
+        in_flight = [
+            g
+            for g in give_back.values()
+            if g.donor == name and g.state in (GiveBackState.DRAINING, GiveBackState.TERMINATING)
+        ]
         outstanding = d.raised_by - d.returned
         still_held = max(0, b.desired[name] - d.desired_before)
         target = min(outstanding, still_held)
         if target < outstanding and not any(f"{name} was resized" in n for n in notes):
-            notes.append(f"{b.now.isoformat()} {name} was resized by someone else (desired {b.desired[name]}, "
-                         f"raised from {d.desired_before} by {d.raised_by}): only {target} more given back")
+            notes.append(
+                f"{b.now.isoformat()} {name} was resized by someone else (desired {b.desired[name]}, "
+                f"raised from {d.desired_before} by {d.raised_by}): only {target} more given back"
+            )
         need = target - len(in_flight)
         if need > 0:
             taken = b.claimed_elsewhere(group.name, name) | set(d.baseline_ids) | set(give_back)
@@ -565,35 +608,47 @@ def _give_back(b: _Builder, group: Group, ledger: Ledger) -> None:
     for name, d in sorted(donors.items()):
         if d.state is DonorState.RESTORED:
             continue
-        in_flight = [g for g in give_back.values() if g.donor == name
-                     and g.state in (GiveBackState.DRAINING, GiveBackState.TERMINATING)]
+        in_flight = [
+            g
+            for g in give_back.values()
+            if g.donor == name and g.state in (GiveBackState.DRAINING, GiveBackState.TERMINATING)
+        ]
         if in_flight:
             continue
         outstanding = d.raised_by - d.returned
-        if name in b.world.groups and outstanding > 0 and min(outstanding,
-                                                              max(0, b.desired[name] - d.desired_before)) > 0:
+        if (
+            name in b.world.groups
+            and outstanding > 0
+            and min(outstanding, max(0, b.desired[name] - d.desired_before)) > 0
+        ):
             continue  # a replacement still has to be claimed and given back
-        if name in b.world.groups and not [r for r in b.donor_records(name, exclude=group.name)
-                                           if r.state is not DonorState.RESTORED]:
+        if name in b.world.groups and not [
+            r for r in b.donor_records(name, exclude=group.name) if r.state is not DonorState.RESTORED
+        ]:
             original = b.original_max(name)
             restore = max(original, b.desired[name])
             if b.max_size[name] > original and b.max_size[name] != restore:
-                b.set_capacity(name, None, restore, f"MaxSize restored after compensating {group.name}",
-                               Operation.SCALE_BACK)
+                b.set_capacity(
+                    name, None, restore, f"MaxSize restored after compensating {group.name}", Operation.SCALE_BACK
+                )
             if restore > original:
-                notes.append(f"{b.now.isoformat()} {name}: MaxSize left at {restore}, its desired capacity, "
-                             f"above the original {original}")
+                notes.append(
+                    f"{b.now.isoformat()} {name}: MaxSize left at {restore}, its desired capacity, "
+                    f"above the original {original}"
+                )
         donors[name] = d.model_copy(update={"state": DonorState.RESTORED})
     comp = comp.model_copy(update={"give_back": give_back, "donors": donors, "notes": tuple(notes)})
     if all(d.state is DonorState.RESTORED for d in donors.values()):
-        b.write(b.ledger(group.name).model_copy(update={"compensation": None}),
-                f"compensation of {group.name} given back and cleared" +
-                (f" (notes: {'; '.join(notes)})" if notes else ""))
+        b.write(
+            b.ledger(group.name).model_copy(update={"compensation": None}),
+            f"compensation of {group.name} given back and cleared" + (f" (notes: {'; '.join(notes)})" if notes else ""),
+        )
     else:
         b.write(b.ledger(group.name).model_copy(update={"compensation": comp}), "given back so far")
 
 
 # -- rule 9 ----------------------------------------------------------------------------------------------------
+
 
 def _cleanup(b: _Builder) -> None:
     world = b.world
@@ -602,8 +657,7 @@ def _cleanup(b: _Builder) -> None:
     for led in b.ledgers.values():
         if led.compensation is not None:
             protected.update(g.instance_id for g in led.compensation.give_back.values())
-    run_groups = {name for name in world.groups
-                  for text in world.active_runs if name in text}
+    run_groups = {name for name in world.groups for text in world.active_runs if name in text}
     for name in sorted(world.groups):
         group = world.groups[name]
         if group.role is not Role.CONTROL_PLANE or name in run_groups:
@@ -630,8 +684,11 @@ def _cleanup(b: _Builder) -> None:
             if inst.instance_id in world.nodes:
                 command_id = f"{SURPLUS_PREFIX}{inst.instance_id}"
                 item = world.commands.get(command_id)
-                deadline = datetime.fromisoformat(str(item["command"]["deadline"])) if item else \
-                    b.now + timedelta(seconds=b.settings.giveback_drain_timeout_seconds)
+                deadline = (
+                    datetime.fromisoformat(str(item["command"]["deadline"]))
+                    if item
+                    else b.now + timedelta(seconds=b.settings.giveback_drain_timeout_seconds)
+                )
                 if not _drain_done(b, command_id, deadline):
                     _send_if_needed(b, _drain_command(b, inst.instance_id, command_id, deadline, why))
                     b.operations.add(Operation.SURPLUS_CLEANUP)
@@ -660,8 +717,11 @@ def _cleanup(b: _Builder) -> None:
                 continue
             b.cleanups += 1
             age = int((b.now - inst.launch_time).total_seconds())
-            b.actions.append(Terminate(inst.instance_id, name, False,
-                                       f"InService {age} s without a registered node: the group replaces it"))
+            b.actions.append(
+                Terminate(
+                    inst.instance_id, name, False, f"InService {age} s without a registered node: the group replaces it"
+                )
+            )
             b.operations.add(Operation.SURPLUS_CLEANUP)
 
 

@@ -61,8 +61,14 @@ def execute(plan: Plan, effects: Effects, now: datetime, dry_run: bool = False) 
         StoreUnavailableError, AwsUnavailableError: transient faults.
         AwsRequestError: AWS refused a call (permissions, validation).
     """
-    return apply_in_order(plan.actions, lambda action: _apply(action, effects, now), effects=EFFECTS,
-                          logger=effects.logger, dry_run=dry_run, after_action=effects.after_action)
+    return apply_in_order(
+        plan.actions,
+        lambda action: _apply(action, effects, now),
+        effects=EFFECTS,
+        logger=effects.logger,
+        dry_run=dry_run,
+        after_action=effects.after_action,
+    )
 
 
 def _apply(action: Action, effects: Effects, now: datetime) -> str:

@@ -45,15 +45,13 @@ from core.settings import ReplenisherSettings
 from core.store import Store
 from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, rejected, session_clients
 from lambdas.events.dispatch import parse_capacity_notice
-from lambdas.events.notice import CapacityNotice
-from lambdas.events.notice import check_not_future
+from lambdas.events.notice import CapacityNotice, check_not_future
 from lambdas.interruption.telemetry import Telemetry
 from lambdas.replenisher.aws import ReplenisherAws
 from lambdas.replenisher.decide import OWN_COMMAND_PREFIXES, decide, runs_text
 from lambdas.replenisher.execute import Effects, execute
 from lambdas.replenisher.plan import Action
 from lambdas.replenisher.world import IN_SERVICE, Group, Instance, World, instance_ids_in, run_active
-
 
 logger = lambda_logger()
 
@@ -77,12 +75,24 @@ class Deps:
     after_action: Callable[[Action], None] | None = None
 
     @classmethod
-    def from_clients(cls, settings: ReplenisherSettings, *, dynamodb: Any, autoscaling: Any, ec2: Any, sqs: Any,
-                     metrics: Metrics | None = None) -> Deps:
+    def from_clients(
+        cls,
+        settings: ReplenisherSettings,
+        *,
+        dynamodb: Any,
+        autoscaling: Any,
+        ec2: Any,
+        sqs: Any,
+        metrics: Metrics | None = None,
+    ) -> Deps:
         """Build from boto3 clients (``dynamodb`` is a resource) and an optional Powertools ``Metrics``."""
         metrics = cluster_metrics(settings.cluster_name, metrics)
-        return cls(settings=settings, store=Store(dynamodb.Table(settings.table_name), settings.cluster_name),
-                   aws=ReplenisherAws(autoscaling, ec2, sqs, settings.queue_url), telemetry=Telemetry(metrics))
+        return cls(
+            settings=settings,
+            store=Store(dynamodb.Table(settings.table_name), settings.cluster_name),
+            aws=ReplenisherAws(autoscaling, ec2, sqs, settings.queue_url),
+            telemetry=Telemetry(metrics),
+        )
 
     @classmethod
     def from_session(cls, settings: ReplenisherSettings, session: boto3.session.Session) -> Deps:
@@ -135,25 +145,47 @@ def gather(deps: Deps, now: datetime) -> World:
             continue
         instances = []
         for inst in raw.get("Instances", []):
-            instances.append(Instance(instance_id=str(inst["InstanceId"]),
-                                      availability_zone=str(inst.get("AvailabilityZone", "")),
-                                      lifecycle_state=str(inst.get("LifecycleState", "")),
-                                      health_status=str(inst.get("HealthStatus", "Healthy"))))
+            instances.append(
+                Instance(
+                    instance_id=str(inst["InstanceId"]),
+                    availability_zone=str(inst.get("AvailabilityZone", "")),
+                    lifecycle_state=str(inst.get("LifecycleState", "")),
+                    health_status=str(inst.get("HealthStatus", "Healthy")),
+                )
+            )
             if instances[-1].lifecycle_state == IN_SERVICE and instances[-1].instance_id not in nodes:
                 unregistered.append(instances[-1].instance_id)
-        groups[info.name] = Group(info=info, desired=int(raw.get("DesiredCapacity", 0)),
-                                  min_size=int(raw.get("MinSize", 0)), max_size=int(raw.get("MaxSize", 0)),
-                                  instances=tuple(instances))
+        groups[info.name] = Group(
+            info=info,
+            desired=int(raw.get("DesiredCapacity", 0)),
+            min_size=int(raw.get("MinSize", 0)),
+            max_size=int(raw.get("MaxSize", 0)),
+            instances=tuple(instances),
+        )
     if unregistered and nodes:  # without any membership nothing is judged by it: no need to ask
         times = deps.aws.launch_times(sorted(unregistered))
         for name, group in list(groups.items()):
-            groups[name] = Group(info=group.info, desired=group.desired, min_size=group.min_size,
-                                 max_size=group.max_size,
-                                 instances=tuple(Instance(i.instance_id, i.availability_zone, i.lifecycle_state,
-                                                          i.health_status, times.get(i.instance_id))
-                                                 for i in group.instances))
-    return World(groups=groups, ledgers=ledgers, nodes=nodes, commands=commands, protected=frozenset(protected),
-                 active_runs=runs_text(runs), lock=lock)
+            groups[name] = Group(
+                info=group.info,
+                desired=group.desired,
+                min_size=group.min_size,
+                max_size=group.max_size,
+                instances=tuple(
+                    Instance(
+                        i.instance_id, i.availability_zone, i.lifecycle_state, i.health_status, times.get(i.instance_id)
+                    )
+                    for i in group.instances
+                ),
+            )
+    return World(
+        groups=groups,
+        ledgers=ledgers,
+        nodes=nodes,
+        commands=commands,
+        protected=frozenset(protected),
+        active_runs=runs_text(runs),
+        lock=lock,
+    )
 
 
 def lock_free(lock: dict[str, Any] | None, now: datetime) -> bool:
@@ -173,23 +205,41 @@ def process(notice: CapacityNotice, deps: Deps, now: datetime, request_id: str) 
     if plan.needs_lock and not settings.dry_run:
         assert plan.operation is not None
         try:
-            lease = locker.acquire(f"replenisher:{request_id}", plan.operation.value, settings.lock_lease_seconds,
-                                   seen=dict(world.lock) if world.lock else None, use_seen=True)
+            lease = locker.acquire(
+                f"replenisher:{request_id}",
+                plan.operation.value,
+                settings.lock_lease_seconds,
+                seen=dict(world.lock) if world.lock else None,
+                use_seen=True,
+            )
         except LockHeldError as err:
             logger.info(f"lock taken meanwhile: {err}")
             plan = decide(notice, now, settings, world, lock_free=False)
-    effects = Effects(store=deps.store, aws=deps.aws, telemetry=deps.telemetry, logger=logger,
-                      ttl_seconds=settings.command_ttl_seconds, after_action=deps.after_action)
+    effects = Effects(
+        store=deps.store,
+        aws=deps.aws,
+        telemetry=deps.telemetry,
+        logger=logger,
+        ttl_seconds=settings.command_ttl_seconds,
+        after_action=deps.after_action,
+    )
     try:
         results = execute(plan, effects, now, dry_run=settings.dry_run)
     finally:
         if lease is not None:
             locker.release(lease)
     status = ("dry_run" if settings.dry_run else "acted") if plan.changes else "noted"
-    response = {"status": status, "event_id": notice.event_id, "kind": notice.kind.value,
-                "operation": plan.operation.value if plan.operation else None, "actions": results}
-    logger.info(f"{notice.detail_type} {notice.event_id}: {status}, {len(results)} actions",
-                extra={"status": status, "operation": response["operation"]})
+    response = {
+        "status": status,
+        "event_id": notice.event_id,
+        "kind": notice.kind.value,
+        "operation": plan.operation.value if plan.operation else None,
+        "actions": results,
+    }
+    logger.info(
+        f"{notice.detail_type} {notice.event_id}: {status}, {len(results)} actions",
+        extra={"status": status, "operation": response["operation"]},
+    )
     return response
 
 

@@ -76,8 +76,10 @@ class SendDrain:
     command: Command
 
     def describe(self) -> str:
-        return (f"drain {self.command.instance_id} (command {self.command.command_id}, "
-                f"deadline {self.command.deadline.isoformat()})")
+        return (
+            f"drain {self.command.instance_id} (command {self.command.command_id}, "
+            f"deadline {self.command.deadline.isoformat()})"
+        )
 
 
 @dataclass(frozen=True)

@@ -110,8 +110,11 @@ class World:
 
     def ready_nodes(self, group: Group) -> int:
         """InService instances of ``group`` with a fresh, Ready membership record."""
-        return sum(1 for i in group.instances
-                   if i.lifecycle_state == IN_SERVICE and (n := self.nodes.get(i.instance_id)) and n.ready)
+        return sum(
+            1
+            for i in group.instances
+            if i.lifecycle_state == IN_SERVICE and (n := self.nodes.get(i.instance_id)) and n.ready
+        )
 
 
 def instance_ids_in(value: Any) -> set[str]:

@@ -22,9 +22,23 @@ def test_az_outage_is_covered_then_given_back_through_the_agent(world, tmp_path)
     names = {c.name.split(":")[0] for c in timeline.checks}
     assert {"invariant 2", "invariant 3", "invariant 4", "invariant 5"} <= names
     story = [e.what for e in sorted(timeline.entries, key=lambda e: e.at)]
-    first = {key: next(i for i, w in enumerate(story) if key in w)
-             for key in ("no Spot capacity", "intent: cover", "capacity again", "give-back starts",
-                         "with decrement", "given back and cleared")}
-    order = ["no Spot capacity", "intent: cover", "capacity again", "give-back starts", "with decrement",
-             "given back and cleared"]
+    first = {
+        key: next(i for i, w in enumerate(story) if key in w)
+        for key in (
+            "no Spot capacity",
+            "intent: cover",
+            "capacity again",
+            "give-back starts",
+            "with decrement",
+            "given back and cleared",
+        )
+    }
+    order = [
+        "no Spot capacity",
+        "intent: cover",
+        "capacity again",
+        "give-back starts",
+        "with decrement",
+        "given back and cleared",
+    ]
     assert [first[k] for k in order] == sorted(first[k] for k in order)

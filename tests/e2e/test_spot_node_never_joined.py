@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import boto3
 
@@ -33,18 +32,23 @@ def test_a_node_that_never_joined_is_skipped_and_still_replaced(world, tmp_path,
     world.simulator.wait_for(lambda: world.simulator.node_for_instance(instance_id) is None, 10, "node gone")
 
     autoscaling = world.client("autoscaling")
-    asg_name = autoscaling.describe_auto_scaling_instances(
-        InstanceIds=[instance_id])["AutoScalingInstances"][0]["AutoScalingGroupName"]
-    desired = autoscaling.describe_auto_scaling_groups(
-        AutoScalingGroupNames=[asg_name])["AutoScalingGroups"][0]["DesiredCapacity"]
+    asg_name = autoscaling.describe_auto_scaling_instances(InstanceIds=[instance_id])["AutoScalingInstances"][0][
+        "AutoScalingGroupName"
+    ]
+    desired = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[asg_name])["AutoScalingGroups"][0][
+        "DesiredCapacity"
+    ]
 
     agent = world.spawn("agent", log_path=tmp_path / "agent.log")
-    for key, value in {**aws_env(world.moto.endpoint_url, world.region), "POWERTOOLS_SERVICE_NAME": "interruption",
-                       "POWERTOOLS_METRICS_NAMESPACE": "NodeManager"}.items():
+    for key, value in {
+        **aws_env(world.moto.endpoint_url, world.region),
+        "POWERTOOLS_SERVICE_NAME": "interruption",
+        "POWERTOOLS_METRICS_NAMESPACE": "NodeManager",
+    }.items():
         monkeypatch.setenv(key, value)
     deps = Deps.from_session(InterruptionSettings.from_env(info.env()), boto3.session.Session())
     deps.register_context(LocalLambdaContext(timeout_seconds=30))
-    event = spot_warning(instance_id, world.region, datetime.now(timezone.utc))
+    event = spot_warning(instance_id, world.region, datetime.now(UTC))
     with contextlib.redirect_stdout(io.StringIO()):
         response = handle(event, deps)
     assert response["status"] == "acted"

@@ -24,8 +24,10 @@ def test_spot_warning_ends_drained_and_replaced(world, tmp_path):
     assert any(n.startswith("invariant 3") for n in names) and any(n.startswith("invariant 4") for n in names)
     # The timeline tells the whole story, in order.
     story = [e.what for e in sorted(timeline.entries, key=lambda e: e.at)]
-    first = {key: next(i for i, w in enumerate(story) if key in w)
-             for key in ("received", "cordoned", "drain succeeded", "launched replacement", "Spot reclaims")}
+    first = {
+        key: next(i for i, w in enumerate(story) if key in w)
+        for key in ("received", "cordoned", "drain succeeded", "launched replacement", "Spot reclaims")
+    }
     assert first["received"] < first["cordoned"] < first["drain succeeded"] < first["Spot reclaims"]
     assert first["launched replacement"] < first["Spot reclaims"]
 

@@ -15,10 +15,10 @@ from typing import Any
 # jsii prints a banner on every start under node 20 (past its end of life); it changes nothing here.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-from aws_cdk import App, Stack  # noqa: E402
-from aws_cdk.assertions import Template  # noqa: E402
+from aws_cdk import App, Stack
+from aws_cdk.assertions import Template
 
-from infra.application import build_app  # noqa: E402
+from infra.application import build_app
 
 ELF_MACHINES = {"arm64": 183, "x86_64": 62}  # e_machine: EM_AARCH64, EM_X86_64
 

@@ -29,7 +29,8 @@ from .conftest import ELF_MACHINES, elf_machine
 def tree_digest(root: Path) -> list[tuple[str, str]]:
     return sorted(
         (str(path.relative_to(root)), hashlib.sha256(path.read_bytes()).hexdigest())
-        for path in root.rglob("*") if path.is_file()
+        for path in root.rglob("*")
+        if path.is_file()
     )
 
 
@@ -81,13 +82,15 @@ def test_cache_key_depends_on_requirements_and_platform() -> None:
         DependencyCache.key(reqs, PIP_PLATFORMS[Architecture.ARM64], python_version="3.13"),
     }
     assert len(keys) == 4
-    assert DependencyCache.key(reqs, "manylinux2014_aarch64") == DependencyCache.key(list(reqs),
-                                                                                     "manylinux2014_aarch64")
+    assert DependencyCache.key(reqs, "manylinux2014_aarch64") == DependencyCache.key(
+        list(reqs), "manylinux2014_aarch64"
+    )
 
 
 @pytest.mark.parametrize("architecture", list(Architecture))
 def test_bundle_is_repeatable_and_holds_only_what_the_lambda_needs(
-        project: Path, tmp_path: Path, architecture: Architecture) -> None:
+    project: Path, tmp_path: Path, architecture: Architecture
+) -> None:
     bundler = LocalPythonBundler(architecture, project_root=project)
     first, second = tmp_path / "first", tmp_path / "second"
     first.mkdir()

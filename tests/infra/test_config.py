@@ -39,30 +39,36 @@ def test_the_repository_cdk_json_validates() -> None:
     assert config.clusters
 
 
-@pytest.mark.parametrize(("context", "key", "says"), [
-    ({}, "clusters", "missing"),
-    ({"clusters": []}, "clusters", "at least 1"),
-    ({"clusters": "not json"}, "clusters", "JSON"),
-    (clusters(spot_deadline_seconds=5), "clusters[0].spot_deadline_seconds", "greater than or equal to 10"),
-    (clusters(spot_deadline_seconds="soon"), "clusters[0].spot_deadline_seconds", "integer"),
-    (clusters(rebalance_policy="reboot"), "clusters[0].rebalance_policy", "'ignore', 'cordon' or 'drain'"),
-    (clusters(lambda_architecture="ppc64"), "clusters[0].lambda_architecture", "'arm64' or 'x86_64'"),
-    (clusters(log_retention_days=10), "clusters[0].log_retention_days", "retention periods"),
-    (clusters(encryption="none"), "clusters[0].encryption", "'aws-managed' or 'kms'"),
-    (clusters(early_replacement="perhaps"), "clusters[0].early_replacement", "boolean"),
-    (clusters(reserved_concurrency=-1), "clusters[0].reserved_concurrency", "greater than or equal to 0"),
-    (clusters(rebalance_drain_timeout_seconds=1), "clusters[0].rebalance_drain_timeout_seconds", "greater than"),
-    (clusters(event_max_age_seconds=30), "clusters[0].event_max_age_seconds", "greater than or equal to 60"),
-    (clusters(account="12345"), "clusters[0].account", "pattern"),
-    (clusters(name="Prod_Cluster"), "clusters[0].name", "kOps cluster name"),
-    (clusters(agent_oidc_provider_arn="oidc.example.com"), "clusters[0].agent_oidc_provider_arn", "OIDC"),
-    (clusters(agent_service_account="agent"), "clusters[0].agent_service_account", "<namespace>:"),
-    (clusters(agent_role_arn="arn:aws:iam::111122223333:user/x"), "clusters[0].agent_role_arn", "role ARN"),
-    (clusters(typo_key=1), "clusters[0].typo_key", "Extra inputs"),
-    ({"clusters": [{"name": "a.example.com"}, {"name": "b.example.com", "log_level": "LOUD"}]},
-     "clusters[1].log_level", "'DEBUG'"),
-    ({"clusters": [{"rebalance_policy": "drain"}]}, "clusters[0].name", "Field required"),
-])
+@pytest.mark.parametrize(
+    ("context", "key", "says"),
+    [
+        ({}, "clusters", "missing"),
+        ({"clusters": []}, "clusters", "at least 1"),
+        ({"clusters": "not json"}, "clusters", "JSON"),
+        (clusters(spot_deadline_seconds=5), "clusters[0].spot_deadline_seconds", "greater than or equal to 10"),
+        (clusters(spot_deadline_seconds="soon"), "clusters[0].spot_deadline_seconds", "integer"),
+        (clusters(rebalance_policy="reboot"), "clusters[0].rebalance_policy", "'ignore', 'cordon' or 'drain'"),
+        (clusters(lambda_architecture="ppc64"), "clusters[0].lambda_architecture", "'arm64' or 'x86_64'"),
+        (clusters(log_retention_days=10), "clusters[0].log_retention_days", "retention periods"),
+        (clusters(encryption="none"), "clusters[0].encryption", "'aws-managed' or 'kms'"),
+        (clusters(early_replacement="perhaps"), "clusters[0].early_replacement", "boolean"),
+        (clusters(reserved_concurrency=-1), "clusters[0].reserved_concurrency", "greater than or equal to 0"),
+        (clusters(rebalance_drain_timeout_seconds=1), "clusters[0].rebalance_drain_timeout_seconds", "greater than"),
+        (clusters(event_max_age_seconds=30), "clusters[0].event_max_age_seconds", "greater than or equal to 60"),
+        (clusters(account="12345"), "clusters[0].account", "pattern"),
+        (clusters(name="Prod_Cluster"), "clusters[0].name", "kOps cluster name"),
+        (clusters(agent_oidc_provider_arn="oidc.example.com"), "clusters[0].agent_oidc_provider_arn", "OIDC"),
+        (clusters(agent_service_account="agent"), "clusters[0].agent_service_account", "<namespace>:"),
+        (clusters(agent_role_arn="arn:aws:iam::111122223333:user/x"), "clusters[0].agent_role_arn", "role ARN"),
+        (clusters(typo_key=1), "clusters[0].typo_key", "Extra inputs"),
+        (
+            {"clusters": [{"name": "a.example.com"}, {"name": "b.example.com", "log_level": "LOUD"}]},
+            "clusters[1].log_level",
+            "'DEBUG'",
+        ),
+        ({"clusters": [{"rebalance_policy": "drain"}]}, "clusters[0].name", "Field required"),
+    ],
+)
 def test_a_bad_value_names_its_key(context: dict[str, Any], key: str, says: str) -> None:
     with pytest.raises(SettingsError) as caught:
         load_config(context)
@@ -72,8 +78,12 @@ def test_a_bad_value_names_its_key(context: dict[str, Any], key: str, says: str)
 
 def test_exclusive_agent_trust_settings() -> None:
     with pytest.raises(SettingsError, match="exclusive") as caught:
-        load_config(clusters(agent_role_arn="arn:aws:iam::111122223333:role/agent",
-                             agent_oidc_provider_arn="arn:aws:iam::111122223333:oidc-provider/oidc.example.com"))
+        load_config(
+            clusters(
+                agent_role_arn="arn:aws:iam::111122223333:role/agent",
+                agent_oidc_provider_arn="arn:aws:iam::111122223333:oidc-provider/oidc.example.com",
+            )
+        )
     assert caught.value.name == "clusters[0]"
 
 
@@ -88,19 +98,31 @@ def test_context_given_as_a_json_string_on_the_command_line() -> None:
 
 
 def test_oidc_issuer_comes_from_the_provider_arn() -> None:
-    cluster = load_config(clusters(
-        agent_oidc_provider_arn="arn:aws:iam::111122223333:oidc-provider/oidc.example.com/id/ABC")).clusters[0]
+    cluster = load_config(
+        clusters(agent_oidc_provider_arn="arn:aws:iam::111122223333:oidc-provider/oidc.example.com/id/ABC")
+    ).clusters[0]
     assert cluster.oidc_issuer == "oidc.example.com/id/ABC"
 
 
 def test_lambda_environment_uses_the_lambdas_own_names_and_validates_there() -> None:
-    cluster = load_config(clusters(rebalance_policy="drain", spot_deadline_seconds=90, early_replacement=False,
-                                   rebalance_drain_timeout_seconds=300, dry_run=True)).clusters[0]
+    cluster = load_config(
+        clusters(
+            rebalance_policy="drain",
+            spot_deadline_seconds=90,
+            early_replacement=False,
+            rebalance_drain_timeout_seconds=300,
+            dry_run=True,
+        )
+    ).clusters[0]
     env = cluster.interruption_environment(table_name="t", queue_url="https://q", idempotency_table_name="i")
     assert set(env) <= set(InterruptionSettings.ENV_VARS.values())
     settings = InterruptionSettings.from_env(env)
     assert (settings.cluster_name, settings.table_name, settings.queue_url, settings.idempotency_table_name) == (
-        "dev.k8s.local", "t", "https://q", "i")
+        "dev.k8s.local",
+        "t",
+        "https://q",
+        "i",
+    )
     assert settings.rebalance_policy is RebalancePolicy.DRAIN
     assert settings.spot_deadline_seconds == 90
     assert settings.early_replacement is False
@@ -112,15 +134,15 @@ def test_lambda_settings_default_as_in_the_lambda() -> None:
     cluster = load_config(clusters()).clusters[0]
     env = cluster.interruption_environment(table_name="t", queue_url="q", idempotency_table_name="i")
     from_deploy = InterruptionSettings.from_env(env)
-    lambda_defaults = InterruptionSettings(cluster_name="dev.k8s.local", table_name="t", queue_url="q",
-                                           idempotency_table_name="i")
+    lambda_defaults = InterruptionSettings(
+        cluster_name="dev.k8s.local", table_name="t", queue_url="q", idempotency_table_name="i"
+    )
     assert from_deploy == lambda_defaults
 
 
 def test_bounds_follow_the_lambda_settings() -> None:
     """A deadline the Lambda would refuse at start is refused at synth, with the same bound."""
-    upper = next(m.le for m in InterruptionSettings.model_fields["spot_deadline_seconds"].metadata
-                 if hasattr(m, "le"))
+    upper = next(m.le for m in InterruptionSettings.model_fields["spot_deadline_seconds"].metadata if hasattr(m, "le"))
     assert ClusterConfig(name="a.b", spot_deadline_seconds=upper).spot_deadline_seconds == upper
     with pytest.raises(ValidationError):
         ClusterConfig(name="a.b", spot_deadline_seconds=upper + 1)

@@ -16,13 +16,33 @@ from .conftest import Synthesis, as_list, statements, synthesize
 
 STACK = "NodeManager-ops-k8s-local"
 GROUPS = ["nodes-us-east-1a.ops.k8s.local", "master-us-east-1a.masters.ops.k8s.local"]
-CONTEXT = {"clusters": [{"name": "ops.k8s.local", "account": "111122223333", "region": "us-east-1",
-                         "lifecycle_hook_groups": GROUPS, "lifecycle_hook_heartbeat_seconds": 600,
-                         "lock_alarm_seconds": 7200, "agent_silent_minutes": 15, "create_alarm_topic": True,
-                         "encryption": "kms"}]}
-ALARMS = {"DeadLetterCommands", "DeadLetterInterruptionEvents", "DeadLetterReplenisherEvents",
-          "DeadLetterRefresherEvents", "DrainFailures", "LockHeldTooLong", "AgentSilent", "LambdaErrorsInterruption",
-          "LambdaErrorsReplenisher", "LambdaErrorsRefresher"}
+CONTEXT = {
+    "clusters": [
+        {
+            "name": "ops.k8s.local",
+            "account": "111122223333",
+            "region": "us-east-1",
+            "lifecycle_hook_groups": GROUPS,
+            "lifecycle_hook_heartbeat_seconds": 600,
+            "lock_alarm_seconds": 7200,
+            "agent_silent_minutes": 15,
+            "create_alarm_topic": True,
+            "encryption": "kms",
+        }
+    ]
+}
+ALARMS = {
+    "DeadLetterCommands",
+    "DeadLetterInterruptionEvents",
+    "DeadLetterReplenisherEvents",
+    "DeadLetterRefresherEvents",
+    "DrainFailures",
+    "LockHeldTooLong",
+    "AgentSilent",
+    "LambdaErrorsInterruption",
+    "LambdaErrorsReplenisher",
+    "LambdaErrorsRefresher",
+}
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +68,11 @@ def test_each_named_group_gets_the_termination_hook(template: Template) -> None:
 
 
 def _rule_to_interruption(template: Template, detail_type: str) -> dict[str, Any]:
-    rules = [r for r in template.find_resources("AWS::Events::Rule").values()
-             if r["Properties"].get("EventPattern", {}).get("detail-type") == [detail_type]]
+    rules = [
+        r
+        for r in template.find_resources("AWS::Events::Rule").values()
+        if r["Properties"].get("EventPattern", {}).get("detail-type") == [detail_type]
+    ]
     assert len(rules) == 1, detail_type
     return rules[0]["Properties"]
 
@@ -60,8 +83,9 @@ def test_lifecycle_actions_of_our_hook_and_going_states_reach_the_interruption_l
     assert lifecycle["EventPattern"]["detail"] == {"LifecycleHookName": ["node-manager-drain"]}
     state = _rule_to_interruption(template, "EC2 Instance State-change Notification")
     assert state["EventPattern"]["detail"] == {"state": ["stopping", "shutting-down", "terminated"]}
-    functions = template.find_resources("AWS::Lambda::Function", {"Properties": {
-        "Handler": "lambdas.interruption.handler.lambda_handler"}})
+    functions = template.find_resources(
+        "AWS::Lambda::Function", {"Properties": {"Handler": "lambdas.interruption.handler.lambda_handler"}}
+    )
     [function_id] = functions
     for rule in (lifecycle, state):
         [target] = rule["Targets"]
@@ -86,8 +110,11 @@ def test_every_alarm_is_a_stack_output_and_notifies_the_topic(synth: Synthesis, 
 
 
 def _alarm(template: Template, metric: str) -> dict[str, Any]:
-    [alarm] = [a["Properties"] for a in template.find_resources("AWS::CloudWatch::Alarm").values()
-               if a["Properties"].get("MetricName") == metric]
+    [alarm] = [
+        a["Properties"]
+        for a in template.find_resources("AWS::CloudWatch::Alarm").values()
+        if a["Properties"].get("MetricName") == metric
+    ]
     return alarm
 
 
@@ -101,48 +128,75 @@ def test_alarm_definitions(template: Template) -> None:
     assert lock["Threshold"] == 7200 and lock["ComparisonOperator"] == "GreaterThanThreshold"
     drains = _alarm(template, "DrainFailures")
     assert drains["Statistic"] == "Sum" and drains["Threshold"] == 0 and drains["TreatMissingData"] == "notBreaching"
-    dlq = [a["Properties"] for a in template.find_resources("AWS::CloudWatch::Alarm").values()
-           if a["Properties"].get("MetricName") == "ApproximateNumberOfMessagesVisible"]
+    dlq = [
+        a["Properties"]
+        for a in template.find_resources("AWS::CloudWatch::Alarm").values()
+        if a["Properties"].get("MetricName") == "ApproximateNumberOfMessagesVisible"
+    ]
     assert len(dlq) == 4 and all(a["Threshold"] == 0 for a in dlq)
-    errors = [a["Properties"] for a in template.find_resources("AWS::CloudWatch::Alarm").values()
-              if a["Properties"].get("MetricName") == "Errors"]
+    errors = [
+        a["Properties"]
+        for a in template.find_resources("AWS::CloudWatch::Alarm").values()
+        if a["Properties"].get("MetricName") == "Errors"
+    ]
     assert len(errors) == 3 and all(a["Namespace"] == "AWS/Lambda" for a in errors)
 
 
 def test_the_created_topic_is_encrypted_and_ssl_only(template: Template) -> None:
     template.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": Match.any_value()})
-    template.has_resource_properties("AWS::SNS::TopicPolicy", Match.object_like({"PolicyDocument": {
-        "Statement": Match.array_with([Match.object_like({"Effect": "Deny", "Condition": {
-            "Bool": {"aws:SecureTransport": "false"}}})])}}))
+    template.has_resource_properties(
+        "AWS::SNS::TopicPolicy",
+        Match.object_like(
+            {
+                "PolicyDocument": {
+                    "Statement": Match.array_with(
+                        [Match.object_like({"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}})]
+                    )
+                }
+            }
+        ),
+    )
 
 
 def test_lifecycle_and_metric_permissions_are_scoped(template: Template) -> None:
     found = {}
     for statement in statements(template):
         for action in as_list(statement["Action"]):
-            if action in ("autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat",
-                          "cloudwatch:PutMetricData"):
+            if action in (
+                "autoscaling:CompleteLifecycleAction",
+                "autoscaling:RecordLifecycleActionHeartbeat",
+                "cloudwatch:PutMetricData",
+            ):
                 found.setdefault(action, []).append(statement)
     assert len(found["autoscaling:CompleteLifecycleAction"]) == 2  # the agent and the interruption Lambda
     assert len(found["autoscaling:RecordLifecycleActionHeartbeat"]) == 1  # the agent only
     for action in ("autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat"):
         for statement in found[action]:
-            assert statement["Condition"] == {"StringEquals": {
-                "autoscaling:ResourceTag/KubernetesCluster": "ops.k8s.local"}}
+            assert statement["Condition"] == {
+                "StringEquals": {"autoscaling:ResourceTag/KubernetesCluster": "ops.k8s.local"}
+            }
     [metrics] = found["cloudwatch:PutMetricData"]
     assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": "NodeManager"}}
 
 
 def test_an_existing_topic_and_no_groups(tmp_path_factory: pytest.TempPathFactory) -> None:
     arn = "arn:aws:sns:us-east-1:111122223333:ops-alarms"
-    synth = synthesize({"clusters": [{"name": "ops.k8s.local", "account": "111122223333", "region": "us-east-1",
-                                      "alarm_topic_arn": arn}]}, tmp_path_factory.mktemp("cdk.out"))
+    synth = synthesize(
+        {
+            "clusters": [
+                {"name": "ops.k8s.local", "account": "111122223333", "region": "us-east-1", "alarm_topic_arn": arn}
+            ]
+        },
+        tmp_path_factory.mktemp("cdk.out"),
+    )
     template = synth.template(STACK)
     template.resource_count_is("AWS::AutoScaling::LifecycleHook", 0)
     template.resource_count_is("AWS::SNS::Topic", 0)
     for alarm in template.find_resources("AWS::CloudWatch::Alarm").values():
         assert alarm["Properties"]["AlarmActions"] == [arn]
-    detail_types = [r["Properties"].get("EventPattern", {}).get("detail-type")
-                    for r in template.find_resources("AWS::Events::Rule").values()]
+    detail_types = [
+        r["Properties"].get("EventPattern", {}).get("detail-type")
+        for r in template.find_resources("AWS::Events::Rule").values()
+    ]
     assert ["EC2 Instance-terminate Lifecycle Action"] not in detail_types
     assert ["EC2 Instance State-change Notification"] in detail_types

@@ -17,10 +17,20 @@ from .conftest import Synthesis, as_list, only, statements, synthesize
 
 CLUSTER = "prod.k8s.example.com"
 STACK = "NodeManager-prod-k8s-example-com"
-CONTEXT = {"clusters": [{"name": CLUSTER, "account": "111122223333", "region": "eu-west-1",
-                         "event_retry_attempts": 2, "refresh_schedule": "cron(30 4 ? * SAT *)",
-                         "refresh_tick_minutes": 3, "refresh_max_age": "14d",
-                         "refresh_drain_timeout_policy": "terminate"}]}
+CONTEXT = {
+    "clusters": [
+        {
+            "name": CLUSTER,
+            "account": "111122223333",
+            "region": "eu-west-1",
+            "event_retry_attempts": 2,
+            "refresh_schedule": "cron(30 4 ? * SAT *)",
+            "refresh_tick_minutes": 3,
+            "refresh_max_age": "14d",
+            "refresh_drain_timeout_policy": "terminate",
+        }
+    ]
+}
 
 pytestmark = pytest.mark.slow
 
@@ -38,14 +48,20 @@ def refresher(template: Template) -> tuple[str, dict[str, Any]]:
 def test_function_shares_the_asset_and_reads_valid_settings(template: Template) -> None:
     _, fn = refresher(template)
     props = fn["Properties"]
-    interruption = only(template.find_resources("AWS::Lambda::Function", {"Properties": {
-        "Handler": "lambdas.interruption.handler.lambda_handler"}}))[1]
+    interruption = only(
+        template.find_resources(
+            "AWS::Lambda::Function", {"Properties": {"Handler": "lambdas.interruption.handler.lambda_handler"}}
+        )
+    )[1]
     assert props["Code"] == interruption["Properties"]["Code"]  # one asset, another handler
     assert props["Timeout"] >= 90  # the in-invocation wait budget (60 s) fits
     env = props["Environment"]["Variables"]
     assert env["POWERTOOLS_SERVICE_NAME"] == "refresher"
-    resolved = {k: v if isinstance(v, str) else f"resolved-{k.lower()}" for k, v in env.items()
-                if k in RefresherSettings.ENV_VARS.values()}
+    resolved = {
+        k: v if isinstance(v, str) else f"resolved-{k.lower()}"
+        for k, v in env.items()
+        if k in RefresherSettings.ENV_VARS.values()
+    }
     settings = RefresherSettings.from_env(resolved)
     assert settings.cluster_name == CLUSTER and settings.max_age_seconds == 14 * 86400
     assert settings.drain_timeout_policy == "terminate"
@@ -54,8 +70,9 @@ def test_function_shares_the_asset_and_reads_valid_settings(template: Template) 
 
 def test_weekly_tick_drain_result_and_launch_rules_each_with_retries_and_a_dlq(template: Template) -> None:
     fn_id, _ = refresher(template)
-    rules = template.find_resources("AWS::Events::Rule", {"Properties": {"Targets": [
-        Match.object_like({"Arn": {"Fn::GetAtt": [fn_id, "Arn"]}})]}})
+    rules = template.find_resources(
+        "AWS::Events::Rule", {"Properties": {"Targets": [Match.object_like({"Arn": {"Fn::GetAtt": [fn_id, "Arn"]}})]}}
+    )
     assert len(rules) == 4
     schedules, patterns, inputs = set(), [], []
     for rule in rules.values():
@@ -83,16 +100,24 @@ def test_group_changes_only_on_the_clusters_groups_and_describes_read_only(templ
     fn_id, fn = refresher(template)
     role = fn["Properties"]["Role"]["Fn::GetAtt"][0]
     mine = [s for s in statements(template) if {"Ref": role} in s["_roles"]]
-    mutating = [s for s in mine if any(a.startswith("autoscaling:") and not a.startswith("autoscaling:Describe")
-                                       for a in as_list(s["Action"]))]
+    mutating = [
+        s
+        for s in mine
+        if any(a.startswith("autoscaling:") and not a.startswith("autoscaling:Describe") for a in as_list(s["Action"]))
+    ]
     assert len(mutating) == 1
     (group,) = mutating
-    assert set(as_list(group["Action"])) == {"autoscaling:UpdateAutoScalingGroup",
-                                             "autoscaling:TerminateInstanceInAutoScalingGroup"}
+    assert set(as_list(group["Action"])) == {
+        "autoscaling:UpdateAutoScalingGroup",
+        "autoscaling:TerminateInstanceInAutoScalingGroup",
+    }
     assert group["Condition"] == {"StringEquals": {f"autoscaling:ResourceTag/{CLUSTER_TAG}": CLUSTER}}
     unscoped = [s for s in mine if s.get("Resource") == "*"]
     assert {a for s in unscoped for a in as_list(s["Action"])} == {
-        "autoscaling:DescribeAutoScalingGroups", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates"}
+        "autoscaling:DescribeAutoScalingGroups",
+        "ec2:DescribeInstances",
+        "ec2:DescribeLaunchTemplates",
+    }
     actions = {a for s in mine for a in as_list(s["Action"])}
     assert "sqs:SendMessage" in actions and "dynamodb:PutItem" in actions
     assert "autoscaling:DetachInstances" not in actions and "ec2:TerminateInstances" not in actions

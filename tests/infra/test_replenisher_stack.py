@@ -15,8 +15,11 @@ from .conftest import Synthesis, as_list, only, statements, synthesize
 
 CLUSTER = "prod.k8s.example.com"
 STACK = "NodeManager-prod-k8s-example-com"
-CONTEXT = {"clusters": [{"name": CLUSTER, "account": "111122223333", "region": "eu-west-1",
-                         "event_retry_attempts": 2, "dry_run": True}]}
+CONTEXT = {
+    "clusters": [
+        {"name": CLUSTER, "account": "111122223333", "region": "eu-west-1", "event_retry_attempts": 2, "dry_run": True}
+    ]
+}
 
 pytestmark = pytest.mark.slow
 
@@ -32,22 +35,29 @@ def replenisher(template: Template) -> tuple[str, dict[str, Any]]:
 
 
 def rules_of(template: Template, fn: str) -> dict[str, dict[str, Any]]:
-    return template.find_resources("AWS::Events::Rule", {"Properties": {"Targets": [
-        Match.object_like({"Arn": {"Fn::GetAtt": [fn, "Arn"]}})]}})
+    return template.find_resources(
+        "AWS::Events::Rule", {"Properties": {"Targets": [Match.object_like({"Arn": {"Fn::GetAtt": [fn, "Arn"]}})]}}
+    )
 
 
 def test_function_shares_the_asset_runs_alone_and_reads_valid_settings(template: Template) -> None:
     fn_id, fn = replenisher(template)
     props = fn["Properties"]
-    interruption = only(template.find_resources("AWS::Lambda::Function", {"Properties": {
-        "Handler": "lambdas.interruption.handler.lambda_handler"}}))[1]
+    interruption = only(
+        template.find_resources(
+            "AWS::Lambda::Function", {"Properties": {"Handler": "lambdas.interruption.handler.lambda_handler"}}
+        )
+    )[1]
     assert props["Code"] == interruption["Properties"]["Code"]  # one asset, another handler
     assert props["ReservedConcurrentExecutions"] == 1
     env = props["Environment"]["Variables"]
     assert env["CLUSTER_NAME"] == CLUSTER and env["DRY_RUN"] == "true"
     assert env["POWERTOOLS_SERVICE_NAME"] == "replenisher"
-    resolved = {k: v if isinstance(v, str) else f"resolved-{k.lower()}" for k, v in env.items()
-                if k in ReplenisherSettings.ENV_VARS.values()}
+    resolved = {
+        k: v if isinstance(v, str) else f"resolved-{k.lower()}"
+        for k, v in env.items()
+        if k in ReplenisherSettings.ENV_VARS.values()
+    }
     settings = ReplenisherSettings.from_env(resolved)
     assert settings.dry_run and settings.cluster_name == CLUSTER
 
@@ -81,8 +91,13 @@ def test_rules_for_launch_events_tick_and_drain_results_each_with_retries_and_a_
 
 
 def test_mutating_calls_only_on_this_clusters_groups(template: Template) -> None:
-    role = {"Ref": only(template.find_resources("AWS::IAM::Role", {"Properties": {
-        "Description": Match.string_like_regexp("replenisher")}}))[0]}
+    role = {
+        "Ref": only(
+            template.find_resources(
+                "AWS::IAM::Role", {"Properties": {"Description": Match.string_like_regexp("replenisher")}}
+            )
+        )[0]
+    }
     mine = [s for s in statements(template) if s["_roles"] == [role]]
     actions = {a: s for s in mine for a in as_list(s["Action"])}
     for action in ("autoscaling:UpdateAutoScalingGroup", "autoscaling:TerminateInstanceInAutoScalingGroup"):

@@ -21,13 +21,24 @@ from .conftest import ELF_MACHINES, Synthesis, as_list, elf_machine, only, state
 
 CLUSTER = "prod.k8s.example.com"
 STACK = "NodeManager-prod-k8s-example-com"
-CONTEXT = {"clusters": [{
-    "name": CLUSTER, "account": "111122223333", "region": "eu-west-1",
-    "rebalance_policy": "drain", "spot_deadline_seconds": 100, "early_replacement": False,
-    "rebalance_drain_timeout_seconds": 300,
-    "log_retention_days": 14, "log_level": "DEBUG", "reserved_concurrency": 3,
-    "event_retry_attempts": 2, "event_max_age_seconds": 90,
-}]}
+CONTEXT = {
+    "clusters": [
+        {
+            "name": CLUSTER,
+            "account": "111122223333",
+            "region": "eu-west-1",
+            "rebalance_policy": "drain",
+            "spot_deadline_seconds": 100,
+            "early_replacement": False,
+            "rebalance_drain_timeout_seconds": 300,
+            "log_retention_days": 14,
+            "log_level": "DEBUG",
+            "reserved_concurrency": 3,
+            "event_retry_attempts": 2,
+            "event_max_age_seconds": 90,
+        }
+    ]
+}
 READ_ONLY_PREFIXES = ("Describe", "List", "Get")
 
 pytestmark = pytest.mark.slow  # one synth (local bundling, cdk-nag, CloudFormation validation): several seconds
@@ -48,8 +59,11 @@ def logical_id(template: Template, resource_type: str, props: dict[str, Any] | N
 
 
 def state_table_id(template: Template) -> str:
-    return logical_id(template, "AWS::DynamoDB::Table", {"TimeToLiveSpecification": {
-        "AttributeName": schema.TTL_ATTRIBUTE, "Enabled": True}})
+    return logical_id(
+        template,
+        "AWS::DynamoDB::Table",
+        {"TimeToLiveSpecification": {"AttributeName": schema.TTL_ATTRIBUTE, "Enabled": True}},
+    )
 
 
 def function_id(template: Template) -> str:
@@ -59,23 +73,28 @@ def function_id(template: Template) -> str:
 
 def queue_ids(template: Template) -> tuple[str, str]:
     """(command queue, its dead-letter queue)."""
-    queue_id, queue = only(template.find_resources("AWS::SQS::Queue", {"Properties": {
-        "RedrivePolicy": Match.any_value()}}))
+    queue_id, queue = only(
+        template.find_resources("AWS::SQS::Queue", {"Properties": {"RedrivePolicy": Match.any_value()}})
+    )
     return queue_id, queue["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
 
 
 # -- StateStore ---------------------------------------------------------------------------------------------------
 
+
 def test_state_table_matches_core_schema(template: Template) -> None:
     expected = schema.state_table("x")
-    template.has_resource_properties("AWS::DynamoDB::Table", {
-        "KeySchema": expected["KeySchema"],
-        "AttributeDefinitions": Match.array_equals(expected["AttributeDefinitions"]),
-        "BillingMode": expected["BillingMode"],
-        "TimeToLiveSpecification": {"AttributeName": schema.TTL_ATTRIBUTE, "Enabled": True},
-        "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
-        "SSESpecification": {"SSEEnabled": True},
-    })
+    template.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {
+            "KeySchema": expected["KeySchema"],
+            "AttributeDefinitions": Match.array_equals(expected["AttributeDefinitions"]),
+            "BillingMode": expected["BillingMode"],
+            "TimeToLiveSpecification": {"AttributeName": schema.TTL_ATTRIBUTE, "Enabled": True},
+            "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+            "SSESpecification": {"SSEEnabled": True},
+        },
+    )
 
 
 def test_state_table_is_kept_when_the_stack_goes(template: Template) -> None:
@@ -85,17 +104,21 @@ def test_state_table_is_kept_when_the_stack_goes(template: Template) -> None:
 
 def test_idempotency_table_matches_core_schema(template: Template) -> None:
     expected = schema.idempotency_table("x")
-    template.has_resource_properties("AWS::DynamoDB::Table", {
-        "KeySchema": expected["KeySchema"],
-        "AttributeDefinitions": expected["AttributeDefinitions"],
-        "BillingMode": expected["BillingMode"],
-        "TimeToLiveSpecification": {"AttributeName": "expiration", "Enabled": True},
-        "SSESpecification": {"SSEEnabled": True},
-    })
+    template.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {
+            "KeySchema": expected["KeySchema"],
+            "AttributeDefinitions": expected["AttributeDefinitions"],
+            "BillingMode": expected["BillingMode"],
+            "TimeToLiveSpecification": {"AttributeName": "expiration", "Enabled": True},
+            "SSESpecification": {"SSEEnabled": True},
+        },
+    )
     template.resource_count_is("AWS::DynamoDB::Table", 2)
 
 
 # -- CommandQueue -------------------------------------------------------------------------------------------------
+
 
 def test_command_queue_redrives_to_its_dead_letter_queue_after_three_receives(template: Template) -> None:
     queue_id, dlq_id = queue_ids(template)
@@ -114,20 +137,26 @@ def test_every_queue_is_encrypted_and_refuses_plain_http(template: Template) -> 
     for policy in template.find_resources("AWS::SQS::QueuePolicy").values():
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
             if statement["Effect"] == "Deny" and statement.get("Condition") == {
-                    "Bool": {"aws:SecureTransport": "false"}}:
+                "Bool": {"aws:SecureTransport": "false"}
+            }:
                 secured.add(statement["Resource"]["Fn::GetAtt"][0])
     assert secured == set(queues)
 
 
 # -- InterruptionHandler ------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("detail_type", [SPOT_INTERRUPTION_WARNING, REBALANCE_RECOMMENDATION])
 def test_rule_sends_its_detail_type_to_the_lambda_with_retries_and_a_dead_letter_queue(
-        template: Template, detail_type: str) -> None:
+    template: Template, detail_type: str
+) -> None:
     assert detail_type in ("EC2 Spot Instance Interruption Warning", "EC2 Instance Rebalance Recommendation")
     fn = function_id(template)
-    rule_id, rule = only(template.find_resources("AWS::Events::Rule", {"Properties": {
-        "EventPattern": {"source": ["aws.ec2"], "detail-type": [detail_type]}}}))
+    rule_id, rule = only(
+        template.find_resources(
+            "AWS::Events::Rule", {"Properties": {"EventPattern": {"source": ["aws.ec2"], "detail-type": [detail_type]}}}
+        )
+    )
     assert set(rule["Properties"]["EventPattern"]) == {"source", "detail-type"}
     assert "EventBusName" not in rule["Properties"]  # the default bus, where aws.ec2 events arrive
     (target,) = rule["Properties"]["Targets"]
@@ -138,28 +167,55 @@ def test_rule_sends_its_detail_type_to_the_lambda_with_retries_and_a_dead_letter
     assert resources[dlq_id]["Type"] == "AWS::SQS::Queue"
     assert resources[dlq_id]["Properties"]["SqsManagedSseEnabled"] is True
     # EventBridge may write to the DLQ only on behalf of this rule, and invoke the Lambda only for it.
-    template.has_resource_properties("AWS::SQS::QueuePolicy", {"PolicyDocument": {"Statement": Match.array_with([
-        Match.object_like({"Effect": "Allow", "Action": "sqs:SendMessage",
-                           "Principal": {"Service": "events.amazonaws.com"},
-                           "Condition": {"ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": [rule_id, "Arn"]}}}}),
-    ])}})
-    template.has_resource_properties("AWS::Lambda::Permission", {
-        "Principal": "events.amazonaws.com", "SourceArn": {"Fn::GetAtt": [rule_id, "Arn"]}})
+    template.has_resource_properties(
+        "AWS::SQS::QueuePolicy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Effect": "Allow",
+                                "Action": "sqs:SendMessage",
+                                "Principal": {"Service": "events.amazonaws.com"},
+                                "Condition": {"ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": [rule_id, "Arn"]}}},
+                            }
+                        ),
+                    ]
+                )
+            }
+        },
+    )
+    template.has_resource_properties(
+        "AWS::Lambda::Permission", {"Principal": "events.amazonaws.com", "SourceArn": {"Fn::GetAtt": [rule_id, "Arn"]}}
+    )
     # + the EC2 state-change rule (infra/lifecycle.py; the lifecycle-action rule exists only with hooked groups)
-    assert len(template.find_resources("AWS::Events::Rule", {"Properties": {"Targets": [
-        Match.object_like({"Arn": {"Fn::GetAtt": [fn, "Arn"]}})]}})) == 3
+    assert (
+        len(
+            template.find_resources(
+                "AWS::Events::Rule",
+                {"Properties": {"Targets": [Match.object_like({"Arn": {"Fn::GetAtt": [fn, "Arn"]}})]}},
+            )
+        )
+        == 3
+    )
 
 
 def test_lambda_runtime_architecture_and_limits(template: Template) -> None:
-    template.has_resource_properties("AWS::Lambda::Function", {
-        "Runtime": "python3.12",
-        "Architectures": ["arm64"],
-        "Handler": HANDLER,
-        "Timeout": 30,
-        "ReservedConcurrentExecutions": 3,
-    })
-    template.has_resource_properties("AWS::Lambda::EventInvokeConfig", {
-        "FunctionName": {"Ref": function_id(template)}, "MaximumEventAgeInSeconds": 90})
+    template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "Runtime": "python3.12",
+            "Architectures": ["arm64"],
+            "Handler": HANDLER,
+            "Timeout": 30,
+            "ReservedConcurrentExecutions": 3,
+        },
+    )
+    template.has_resource_properties(
+        "AWS::Lambda::EventInvokeConfig",
+        {"FunctionName": {"Ref": function_id(template)}, "MaximumEventAgeInSeconds": 90},
+    )
     assert HANDLER == "lambdas.interruption.handler.lambda_handler"
 
 
@@ -172,8 +228,9 @@ def test_lambda_logs_to_its_own_log_group_with_retention(template: Template) -> 
 def test_lambda_environment(template: Template) -> None:
     env = template.to_json()["Resources"][function_id(template)]["Properties"]["Environment"]["Variables"]
     queue_id, _ = queue_ids(template)
-    idempotency_id = logical_id(template, "AWS::DynamoDB::Table", {"TimeToLiveSpecification": {
-        "AttributeName": "expiration", "Enabled": True}})
+    idempotency_id = logical_id(
+        template, "AWS::DynamoDB::Table", {"TimeToLiveSpecification": {"AttributeName": "expiration", "Enabled": True}}
+    )
     assert env == {
         "CLUSTER_NAME": CLUSTER,
         "TABLE_NAME": {"Ref": state_table_id(template)},
@@ -197,10 +254,20 @@ def test_lambda_environment(template: Template) -> None:
 
 # -- IAM ----------------------------------------------------------------------------------------------------------
 
+
 def test_lambda_detaches_only_instances_of_this_clusters_groups(template: Template) -> None:
-    role = {"Ref": logical_id(template, "AWS::IAM::Role", {"AssumeRolePolicyDocument": {"Statement": [
-        Match.object_like({"Principal": {"Service": "lambda.amazonaws.com"}})]},
-        "Description": Match.string_like_regexp("interruption")})}
+    role = {
+        "Ref": logical_id(
+            template,
+            "AWS::IAM::Role",
+            {
+                "AssumeRolePolicyDocument": {
+                    "Statement": [Match.object_like({"Principal": {"Service": "lambda.amazonaws.com"}})]
+                },
+                "Description": Match.string_like_regexp("interruption"),
+            },
+        )
+    }
     detach = [s for s in statements(template) if "autoscaling:DetachInstances" in as_list(s["Action"])]
     assert len(detach) == 1
     assert detach[0]["_roles"] == [role]
@@ -229,8 +296,11 @@ def test_unscopable_describe_calls_have_their_own_statement_on_star(template: Te
         assert "Condition" not in statement
         assert len(as_list(statement["Resource"])) == 1
     granted = {a for s in star for a in as_list(s["Action"])}
-    assert {"autoscaling:DescribeAutoScalingInstances", "autoscaling:DescribeAutoScalingGroups",
-            "ec2:DescribeInstances"} <= granted
+    assert {
+        "autoscaling:DescribeAutoScalingInstances",
+        "autoscaling:DescribeAutoScalingGroups",
+        "ec2:DescribeInstances",
+    } <= granted
 
 
 def test_lambda_uses_table_and_queue_through_grants_on_those_resources_only(template: Template) -> None:
@@ -255,8 +325,9 @@ def test_agent_role_is_assumable_by_the_account_without_oidc(template: Template)
     role = template.to_json()["Resources"][agent_role_id(template)]["Properties"]
     (statement,) = role["AssumeRolePolicyDocument"]["Statement"]
     assert statement["Action"] == "sts:AssumeRole"
-    assert statement["Principal"]["AWS"] == {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"},
-                                                                ":iam::111122223333:root"]]}
+    assert statement["Principal"]["AWS"] == {
+        "Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::111122223333:root"]]
+    }
 
 
 def test_agent_role_permissions(template: Template) -> None:
@@ -272,8 +343,9 @@ def test_agent_role_permissions(template: Template) -> None:
     for action in ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"):
         assert granted[action] == [{"Fn::GetAtt": [state_table_id(template), "Arn"]}]
     (bus,) = granted["events:PutEvents"]
-    assert bus == {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"},
-                                     ":events:eu-west-1:111122223333:event-bus/default"]]}
+    assert bus == {
+        "Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":events:eu-west-1:111122223333:event-bus/default"]]
+    }
     assert granted["autoscaling:DescribeAutoScalingInstances"] == ["*"]
     assert "sqs:SendMessage" not in granted and "autoscaling:DetachInstances" not in granted
 
@@ -285,6 +357,7 @@ def test_outputs(template: Template) -> None:
 
 
 # -- cdk-nag ------------------------------------------------------------------------------------------------------
+
 
 def test_cdk_nag_reports_nothing_unacknowledged(synth: Synthesis) -> None:
     report = synth.validation_report()
@@ -309,37 +382,55 @@ def test_every_acknowledgement_has_a_reason_and_covers_one_resource(synth: Synth
         assert path.count("/") >= 2, f"{path}: acknowledge on the resource's construct, not the stack"
         for rule, reason in rules.items():
             assert len(reason.strip()) > 20, (path, rule)
-    by_rule = sorted((path.split("/", 1)[1], re.sub(r"^annotation::", "", rule, flags=re.IGNORECASE))
-                     for path, rules in acks.items() for rule in rules)
-    assert by_rule == sorted([
-        ("Agent/DescribePolicy", "AwsSolutions-IAM5[Resource::*]"),
-        ("Agent/MetricsPolicy", "AwsSolutions-IAM5[Resource::*]"),
-        ("Agent/LifecycleHooksPolicy", "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:"
-                                       "<AWS::Region>:<AWS::AccountId>:autoScalingGroup:*:"
-                                       "autoScalingGroupName/*]"),
-        ("Interruption/DescribePolicy", "AwsSolutions-IAM5[Resource::*]"),
-        ("Interruption/ClusterGroupsPolicy", "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:"
-                                             "<AWS::Region>:<AWS::AccountId>:autoScalingGroup:*:"
-                                             "autoScalingGroupName/*]"),
-        ("Interruption/EventDeadLetterQueue", "AwsSolutions-SQS3"),
-        ("Interruption/Function", "AwsSolutions-L1"),
-        ("Replenisher/DescribePolicy", "AwsSolutions-IAM5[Resource::*]"),
-        ("Replenisher/ClusterGroupsPolicy", "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:"
-                                            "<AWS::Region>:<AWS::AccountId>:autoScalingGroup:*:"
-                                            "autoScalingGroupName/*]"),
-        ("Replenisher/EventDeadLetterQueue", "AwsSolutions-SQS3"),
-        ("Replenisher/Function", "AwsSolutions-L1"),
-        ("Refresher/DescribePolicy", "AwsSolutions-IAM5[Resource::*]"),
-        ("Refresher/ClusterGroupsPolicy", "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:"
-                                          "<AWS::Region>:<AWS::AccountId>:autoScalingGroup:*:"
-                                          "autoScalingGroupName/*]"),
-        ("Refresher/EventDeadLetterQueue", "AwsSolutions-SQS3"),
-        ("Refresher/Function", "AwsSolutions-L1"),
-        ("State/IdempotencyTable", "AwsSolutions-DDB3"),
-    ])
+    by_rule = sorted(
+        (path.split("/", 1)[1], re.sub(r"^annotation::", "", rule, flags=re.IGNORECASE))
+        for path, rules in acks.items()
+        for rule in rules
+    )
+    assert by_rule == sorted(
+        [
+            ("Agent/DescribePolicy", "AwsSolutions-IAM5[Resource::*]"),
+            ("Agent/MetricsPolicy", "AwsSolutions-IAM5[Resource::*]"),
+            (
+                "Agent/LifecycleHooksPolicy",
+                "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:"
+                "<AWS::Region>:<AWS::AccountId>:autoScalingGroup:*:"
+                "autoScalingGroupName/*]",
+            ),
+            ("Interruption/DescribePolicy", "AwsSolutions-IAM5[Resource::*]"),
+            (
+                "Interruption/ClusterGroupsPolicy",
+                "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:"
+                "<AWS::Region>:<AWS::AccountId>:autoScalingGroup:*:"
+                "autoScalingGroupName/*]",
+            ),
+            ("Interruption/EventDeadLetterQueue", "AwsSolutions-SQS3"),
+            ("Interruption/Function", "AwsSolutions-L1"),
+            ("Replenisher/DescribePolicy", "AwsSolutions-IAM5[Resource::*]"),
+            (
+                "Replenisher/ClusterGroupsPolicy",
+                "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:"
+                "<AWS::Region>:<AWS::AccountId>:autoScalingGroup:*:"
+                "autoScalingGroupName/*]",
+            ),
+            ("Replenisher/EventDeadLetterQueue", "AwsSolutions-SQS3"),
+            ("Replenisher/Function", "AwsSolutions-L1"),
+            ("Refresher/DescribePolicy", "AwsSolutions-IAM5[Resource::*]"),
+            (
+                "Refresher/ClusterGroupsPolicy",
+                "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:"
+                "<AWS::Region>:<AWS::AccountId>:autoScalingGroup:*:"
+                "autoScalingGroupName/*]",
+            ),
+            ("Refresher/EventDeadLetterQueue", "AwsSolutions-SQS3"),
+            ("Refresher/Function", "AwsSolutions-L1"),
+            ("State/IdempotencyTable", "AwsSolutions-DDB3"),
+        ]
+    )
 
 
 # -- the Lambda asset ---------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def asset(synth: Synthesis, template: Template) -> Path:
@@ -360,16 +451,22 @@ def test_asset_native_code_is_for_the_lambdas_platform(asset: Path) -> None:
     assert {elf_machine(so) for so in shared_objects} == {ELF_MACHINES["arm64"]}
     for wheel in asset.glob("*.dist-info/WHEEL"):
         tags = [line.split(":", 1)[1].strip() for line in wheel.read_text().splitlines() if line.startswith("Tag:")]
-        assert all(tag.startswith(("py3-none-any", "cp312-cp312-manylinux")) and
-                   tag.endswith(("any", "aarch64")) for tag in tags), (wheel, tags)
+        assert all(
+            tag.startswith(("py3-none-any", "cp312-cp312-manylinux")) and tag.endswith(("any", "aarch64"))
+            for tag in tags
+        ), (wheel, tags)
 
 
 def test_asset_has_no_bytecode_tests_or_foreign_interpreters(asset: Path) -> None:
     paths = [str(p.relative_to(asset)) for p in asset.rglob("*")]
     assert [p for p in paths if "cpython-311" in p or "__pycache__" in p or p.endswith(".pyc")] == []
     assert not (asset / "tests").exists()
-    assert [p for p in paths if p.startswith(("core/", "lambdas/")) and
-            (Path(p).name.startswith("test_") or "/tests/" in p or Path(p).name == "conftest.py")] == []
+    assert [
+        p
+        for p in paths
+        if p.startswith(("core/", "lambdas/"))
+        and (Path(p).name.startswith("test_") or "/tests/" in p or Path(p).name == "conftest.py")
+    ] == []
 
 
 def test_asset_dependencies_are_the_pinned_ones_and_not_boto3(asset: Path) -> None:

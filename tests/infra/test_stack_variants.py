@@ -27,13 +27,23 @@ BYO_STACK = "NodeManager-byo-example-com"
 ISSUER = "oidc.example.com/id/ABC123"
 PROVIDER_ARN = f"arn:aws:iam::111122223333:oidc-provider/{ISSUER}"
 AGENT_ROLE_ARN = "arn:aws:iam::111122223333:role/platform/node-manager-agent"
-CONTEXT = {"clusters": [
-    {"name": "kms.example.com", "account": "111122223333", "region": "us-east-1",
-     "lambda_architecture": "x86_64", "encryption": "kms", "tracing": True, "reserved_concurrency": 0,
-     "rebalance_policy": "ignore", "agent_oidc_provider_arn": PROVIDER_ARN,
-     "agent_service_account": "node-manager:agent"},
-    {"name": "byo.example.com", "agent_role_arn": AGENT_ROLE_ARN},
-]}
+CONTEXT = {
+    "clusters": [
+        {
+            "name": "kms.example.com",
+            "account": "111122223333",
+            "region": "us-east-1",
+            "lambda_architecture": "x86_64",
+            "encryption": "kms",
+            "tracing": True,
+            "reserved_concurrency": 0,
+            "rebalance_policy": "ignore",
+            "agent_oidc_provider_arn": PROVIDER_ARN,
+            "agent_service_account": "node-manager:agent",
+        },
+        {"name": "byo.example.com", "agent_role_arn": AGENT_ROLE_ARN},
+    ]
+}
 
 pytestmark = pytest.mark.slow  # one synth of two stacks
 
@@ -59,8 +69,11 @@ def key_id(template: Template) -> str:
 
 def function(template: Template) -> tuple[str, dict[str, Any]]:
     """The interruption Lambda (the replenisher shares its asset)."""
-    return only(template.find_resources("AWS::Lambda::Function", {"Properties": {
-        "Handler": "lambdas.interruption.handler.lambda_handler"}}))
+    return only(
+        template.find_resources(
+            "AWS::Lambda::Function", {"Properties": {"Handler": "lambdas.interruption.handler.lambda_handler"}}
+        )
+    )
 
 
 def test_one_stack_per_cluster_with_its_own_environment(synth: Synthesis) -> None:
@@ -77,7 +90,10 @@ def test_customer_managed_key_is_rotated_and_encrypts_tables_and_queues(kms: Tem
     assert len(tables) == 2
     for table in tables.values():
         assert table["Properties"]["SSESpecification"] == {
-            "SSEEnabled": True, "SSEType": "KMS", "KMSMasterKeyId": {"Fn::GetAtt": [key, "Arn"]}}
+            "SSEEnabled": True,
+            "SSEType": "KMS",
+            "KMSMasterKeyId": {"Fn::GetAtt": [key, "Arn"]},
+        }
     queues = kms.find_resources("AWS::SQS::Queue")
     assert len(queues) == 5  # commands, their DLQ, one rules' DLQ per Lambda
     for queue in queues.values():
@@ -86,14 +102,37 @@ def test_customer_managed_key_is_rotated_and_encrypts_tables_and_queues(kms: Tem
 
 
 def test_eventbridge_may_use_the_key_for_the_dead_letter_queue_of_its_rules_only(kms: Template) -> None:
-    kms.has_resource_properties("AWS::KMS::Key", {"KeyPolicy": {"Statement": Match.array_with([
-        Match.object_like({
-            "Principal": {"Service": "events.amazonaws.com"},
-            "Action": ["kms:GenerateDataKey", "kms:Decrypt"],
-            "Condition": {"ArnLike": {"aws:SourceArn": {"Fn::Join": ["", [
-                "arn:", {"Ref": "AWS::Partition"}, ":events:us-east-1:111122223333:rule/*"]]}}},
-        }),
-    ])}})
+    kms.has_resource_properties(
+        "AWS::KMS::Key",
+        {
+            "KeyPolicy": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Principal": {"Service": "events.amazonaws.com"},
+                                "Action": ["kms:GenerateDataKey", "kms:Decrypt"],
+                                "Condition": {
+                                    "ArnLike": {
+                                        "aws:SourceArn": {
+                                            "Fn::Join": [
+                                                "",
+                                                [
+                                                    "arn:",
+                                                    {"Ref": "AWS::Partition"},
+                                                    ":events:us-east-1:111122223333:rule/*",
+                                                ],
+                                            ]
+                                        }
+                                    }
+                                },
+                            }
+                        ),
+                    ]
+                )
+            }
+        },
+    )
 
 
 def test_key_grants_name_exact_actions(kms: Template) -> None:
@@ -123,15 +162,18 @@ def test_x86_64_asset_carries_x86_64_cpython_312_wheels(synth: Synthesis, kms: T
 
 
 def test_agent_role_trusts_only_the_agents_service_account(kms: Template) -> None:
-    role = only(kms.find_resources("AWS::IAM::Role", {"Properties": {
-        "Description": Match.string_like_regexp("agent")}}))[1]
+    role = only(
+        kms.find_resources("AWS::IAM::Role", {"Properties": {"Description": Match.string_like_regexp("agent")}})
+    )[1]
     (statement,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
     assert statement["Principal"] == {"Federated": PROVIDER_ARN}
-    assert statement["Condition"] == {"StringEquals": {
-        f"{ISSUER}:sub": "system:serviceaccount:node-manager:agent",
-        f"{ISSUER}:aud": "sts.amazonaws.com",
-    }}
+    assert statement["Condition"] == {
+        "StringEquals": {
+            f"{ISSUER}:sub": "system:serviceaccount:node-manager:agent",
+            f"{ISSUER}:aud": "sts.amazonaws.com",
+        }
+    }
 
 
 def test_existing_agent_role_gets_the_policies_and_is_the_output(byo: Template) -> None:
@@ -140,8 +182,14 @@ def test_existing_agent_role_gets_the_policies_and_is_the_output(byo: Template) 
     # IAM attaches inline policies by role name (the path is not part of it).
     agent_statements = [s for s in statements(byo) if s["_roles"] == ["node-manager-agent"]]
     actions = {a for s in agent_statements for a in as_list(s["Action"])}
-    assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "dynamodb:PutItem",
-            "events:PutEvents", "autoscaling:DescribeAutoScalingInstances"} <= actions
+    assert {
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+        "sqs:ChangeMessageVisibility",
+        "dynamodb:PutItem",
+        "events:PutEvents",
+        "autoscaling:DescribeAutoScalingInstances",
+    } <= actions
     byo.has_output("AgentRoleArn", {"Value": AGENT_ROLE_ARN})
 
 
@@ -160,7 +208,8 @@ def python_312() -> str | None:
 
 
 def test_the_asset_for_this_machines_architecture_imports_its_handler_under_cpython_312(
-        synth: Synthesis, kms: Template, byo: Template, tmp_path: Path) -> None:
+    synth: Synthesis, kms: Template, byo: Template, tmp_path: Path
+) -> None:
     """Only the asset plus the runtime's boto3 on the path, in an isolated CPython 3.12: the x86_64 variant on an
     x86_64 machine, the default arm64 stack on an aarch64 one (a wheel for the other architecture cannot load)."""
     interpreter = python_312()
@@ -175,11 +224,18 @@ def test_the_asset_for_this_machines_architecture_imports_its_handler_under_cpyt
     for name in RUNTIME_PROVIDED:
         (runtime / name).symlink_to(site_packages / name)
     module, attribute = HANDLER.rsplit(".", 1)
-    script = (f"import sys; sys.path[:0] = [{str(asset)!r}, {str(runtime)!r}]; "
-              f"import importlib; handler = getattr(importlib.import_module({module!r}), {attribute!r}); "
-              "import pydantic_core; print(callable(handler), pydantic_core.__file__)")
-    result = subprocess.run([interpreter, "-I", "-S", "-c", script], capture_output=True, text=True, timeout=120,
-                            env={"PATH": os.environ.get("PATH", ""), "AWS_DEFAULT_REGION": "us-east-1"})
+    script = (
+        f"import sys; sys.path[:0] = [{str(asset)!r}, {str(runtime)!r}]; "
+        f"import importlib; handler = getattr(importlib.import_module({module!r}), {attribute!r}); "
+        "import pydantic_core; print(callable(handler), pydantic_core.__file__)"
+    )
+    result = subprocess.run(
+        [interpreter, "-I", "-S", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": os.environ.get("PATH", ""), "AWS_DEFAULT_REGION": "us-east-1"},
+    )
     assert result.returncode == 0, result.stderr
     is_callable, loaded_from = result.stdout.split()
     assert is_callable == "True"

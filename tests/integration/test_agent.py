@@ -70,10 +70,22 @@ class Harness:
     def agent(self, name: str = "agent", **env: str) -> Spawned:
         return self.world.spawn("agent", {**AGENT_ENV, **env}, log_path=self.tmp_path / f"{name}.log")
 
-    def command(self, command_id: str, instance_id: str, kind: str = "drain", deadline_in: float = 60,
-                cluster: str | None = None) -> Command:
-        return Command(command_id=command_id, cluster=cluster or self.info.name, kind=kind, instance_id=instance_id,
-                       reason="test", deadline=utcnow() + timedelta(seconds=deadline_in))
+    def command(
+        self,
+        command_id: str,
+        instance_id: str,
+        kind: str = "drain",
+        deadline_in: float = 60,
+        cluster: str | None = None,
+    ) -> Command:
+        return Command(
+            command_id=command_id,
+            cluster=cluster or self.info.name,
+            kind=kind,
+            instance_id=instance_id,
+            reason="test",
+            deadline=utcnow() + timedelta(seconds=deadline_in),
+        )
 
     def send(self, command: Command, record: bool = True) -> None:
         """What the interruption Lambda does: record the command as queued, then send it."""
@@ -87,20 +99,21 @@ class Harness:
     def in_queue(self, url: str | None = None) -> int:
         attrs = self.sqs.get_queue_attributes(
             QueueUrl=url or self.info.queue_url,
-            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
         return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
 
     def observed(self) -> list[dict[str, Any]]:
         """Every agent event the EventBridge rule delivered to the observer queue so far (accumulated)."""
         while True:
-            out = self.sqs.receive_message(QueueUrl=self.info.observer_queue_url, MaxNumberOfMessages=10,
-                                           WaitTimeSeconds=0)
+            out = self.sqs.receive_message(
+                QueueUrl=self.info.observer_queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0
+            )
             if not out.get("Messages"):
                 return list(self._observed)
             for message in out["Messages"]:
                 self._observed.append(json.loads(message["Body"]))
-                self.sqs.delete_message(QueueUrl=self.info.observer_queue_url,
-                                        ReceiptHandle=message["ReceiptHandle"])
+                self.sqs.delete_message(QueueUrl=self.info.observer_queue_url, ReceiptHandle=message["ReceiptHandle"])
 
     def status(self, command_id: str) -> str | None:
         item = self.store.get_command(command_id)
@@ -184,8 +197,9 @@ def test_a_duplicate_delivery_of_a_finished_command_does_not_drain_again(small: 
     wait_for(lambda: small.status(command.command_id) == "succeeded", 30, "the first drain", agent)
     wait_for(lambda: drain_events(small, command.command_id), 10, "the first event", agent)
     # someone uncordons the node; a second drain would cordon it again
-    small.world.core.patch_node(node, {"spec": {"unschedulable": None},
-                                       "metadata": {"annotations": {"node-manager.aws/cordoned-by": None}}})
+    small.world.core.patch_node(
+        node, {"spec": {"unschedulable": None}, "metadata": {"annotations": {"node-manager.aws/cordoned-by": None}}}
+    )
 
     small.send(command, record=False)  # SQS delivers the same command again
     wait_for(lambda: "duplicate delivery" in log_of(agent), 15, "the duplicate to be seen", agent)
@@ -321,8 +335,7 @@ def reported(harness: Harness) -> dict[str, dict[str, Any]]:
     return {iid: {k: item.get(k) for k in keys} for iid, item in harness.node_items().items()}
 
 
-def test_every_node_is_reported_with_its_asg_and_changes_follow_the_watch(world: LocalWorld, tmp_path: Path
-                                                                          ) -> None:
+def test_every_node_is_reported_with_its_asg_and_changes_follow_the_watch(world: LocalWorld, tmp_path: Path) -> None:
     harness = Harness(world, world.setup_cluster(nodes_per_az=1), tmp_path)
     agent = harness.agent()
     expected = expected_membership(harness)
@@ -352,8 +365,9 @@ def test_every_node_is_reported_with_its_asg_and_changes_follow_the_watch(world:
 
 
 def test_nodes_named_by_instance_id_are_reported_the_same(world: LocalWorld, tmp_path: Path) -> None:
-    harness = Harness(world, world.setup_cluster(azs=("us-east-1a", "us-east-1b"), nodes_per_az=1,
-                                                 node_naming="id"), tmp_path)
+    harness = Harness(
+        world, world.setup_cluster(azs=("us-east-1a", "us-east-1b"), nodes_per_az=1, node_naming="id"), tmp_path
+    )
     agent = harness.agent()
     expected = expected_membership(harness)
     assert len(expected) == 4 and all(e["node_name"] == iid for iid, e in expected.items())

@@ -18,7 +18,7 @@ import pytest
 
 from agent.kube import KubeAdapter
 from localworld.world import LocalWorld, Spawned
-from tests.integration.test_agent import AGENT_ENV, Harness, log_of, wait_for
+from tests.integration.test_agent import Harness, log_of, wait_for
 
 pytestmark = pytest.mark.world
 
@@ -64,8 +64,7 @@ def test_the_lease_adapter_refuses_a_write_based_on_a_stale_read(world: LocalWor
     assert stale is None and kube.get_lease(NAMESPACE, "test-lease").holder == "b"  # type: ignore[union-attr]
 
 
-def test_one_leader_works_the_standby_takes_over_within_15_s_of_a_sigkill(world: LocalWorld, tmp_path: Path
-                                                                           ) -> None:
+def test_one_leader_works_the_standby_takes_over_within_15_s_of_a_sigkill(world: LocalWorld, tmp_path: Path) -> None:
     harness = Harness(world, world.setup_cluster(azs=("us-east-1a", "us-east-1b"), nodes_per_az=1), tmp_path)
     first = harness.agent("first")
     wait_for(lambda: holder(world) == identity(first), 15, "the first agent to lead", first)

@@ -23,8 +23,9 @@ DEFAULT = ROOT / "agent" / "deploy" / "default"
 
 
 def render() -> list[dict[str, Any]]:
-    out = subprocess.run(["kubectl", "kustomize", str(DEFAULT)], check=True, capture_output=True, text=True,
-                         timeout=60).stdout
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(DEFAULT)], check=True, capture_output=True, text=True, timeout=60
+    ).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
 
@@ -35,8 +36,9 @@ def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[
 
 def test_rbac_is_exactly_what_the_agent_uses() -> None:
     docs = render()
-    rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): sorted(r["verbs"])
-             for r in one(docs, "ClusterRole")["rules"]}
+    rules = {
+        (tuple(r["apiGroups"]), tuple(r["resources"])): sorted(r["verbs"]) for r in one(docs, "ClusterRole")["rules"]
+    }
     assert rules == {
         (("",), ("nodes",)): ["get", "list", "patch", "watch"],
         (("",), ("pods",)): ["delete", "get", "list", "watch"],
@@ -46,8 +48,9 @@ def test_rbac_is_exactly_what_the_agent_uses() -> None:
     }
     role = one(docs, "Role")
     assert role["metadata"]["namespace"] == "node-manager"
-    assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                              "verbs": ["get", "create", "update"]}]
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}
+    ]
     assert not any("leases" in r["resources"] for r in one(docs, "ClusterRole")["rules"])
     account = one(docs, "ServiceAccount", "agent")
     assert account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].startswith("arn:aws:iam::")
@@ -64,10 +67,14 @@ def test_the_deployment_is_two_replicas_on_control_plane_nodes_restricted_and_pr
     assert anti["topologyKey"] == "kubernetes.io/hostname"
     assert anti["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert {t["matchExpressions"][0]["key"] for t in terms} == {"node-role.kubernetes.io/control-plane",
-                                                                "node-role.kubernetes.io/master"}
-    assert {t["key"] for t in pod["tolerations"]} == {"node-role.kubernetes.io/control-plane",
-                                                      "node-role.kubernetes.io/master"}
+    assert {t["matchExpressions"][0]["key"] for t in terms} == {
+        "node-role.kubernetes.io/control-plane",
+        "node-role.kubernetes.io/master",
+    }
+    assert {t["key"] for t in pod["tolerations"]} == {
+        "node-role.kubernetes.io/control-plane",
+        "node-role.kubernetes.io/master",
+    }
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     security = container["securityContext"]
@@ -97,8 +104,13 @@ def test_the_apiserver_accepts_every_manifest_in_a_server_side_dry_run(world: Lo
             assert doc["apiVersion"] == "policy/v1"
             doc["apiVersion"] = "policy/v1beta1"  # what v1.20 serves (see the module docstring)
     manifest = yaml.safe_dump_all(docs)
-    result = subprocess.run(["kubectl", "--kubeconfig", str(world.kubeconfig), "apply", "--dry-run=server",
-                             "-f", "-"], input=manifest, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        ["kubectl", "--kubeconfig", str(world.kubeconfig), "apply", "--dry-run=server", "-f", "-"],
+        input=manifest,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert len(lines) == len(docs) and all("(server dry run)" in line for line in lines), result.stdout
@@ -108,6 +120,11 @@ def test_the_apiserver_accepts_every_manifest_in_a_server_side_dry_run(world: Lo
 def test_the_dry_run_catches_a_broken_manifest(world: LocalWorld, broken: str) -> None:
     deployment = one(render(), "Deployment")
     text = yaml.safe_dump(deployment).replace("replicas: 2", broken)
-    result = subprocess.run(["kubectl", "--kubeconfig", str(world.kubeconfig), "apply", "--dry-run=server",
-                             "--validate=false", "-f", "-"], input=text, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        ["kubectl", "--kubeconfig", str(world.kubeconfig), "apply", "--dry-run=server", "--validate=false", "-f", "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode != 0

@@ -168,11 +168,12 @@ def test_drain_of_a_worker_with_the_world_workloads(
     job_path = f"/api/v1/namespaces/{ns}/pods/finished-job"
     sim.wait_for(lambda: (world.rest.get(job_path).get("status") or {}).get("phase") == "Running", 10, "job running")
     world.rest.patch(f"{job_path}/status", {"status": {"phase": "Succeeded"}})
-    sim.wait_for(lambda: (world.rest.get(job_path).get("status") or {}).get("phase") == "Succeeded", 10,
-                 "job finished")
+    sim.wait_for(lambda: (world.rest.get(job_path).get("status") or {}).get("phase") == "Succeeded", 10, "job finished")
     sim.wait_for(
-        lambda: len([p for p in pods_on_node(world.rest, target) if p["metadata"]["name"].startswith("cache")]) == 1
-        and all(pod_ready(p) for p in non_daemonset_pods(world, target) if p["metadata"]["name"] != "finished-job"),
+        lambda: (
+            len([p for p in pods_on_node(world.rest, target) if p["metadata"]["name"].startswith("cache")]) == 1
+            and all(pod_ready(p) for p in non_daemonset_pods(world, target) if p["metadata"]["name"] != "finished-job")
+        ),
         10,
         "target pods Ready",
     )
@@ -236,8 +237,10 @@ def test_pdb_allowing_no_disruption_times_out_with_the_pods_left(
     app = deploy_pods_on_node(world.rest, target, 3, grace=0, namespace="held", name="held")
     pdb = block_with_pdb(world.rest, "held", app)
     world.simulator.wait_for(  # type: ignore[union-attr]
-        lambda: get_pdb(world.rest, "held", pdb).get("status", {}).get("observedGeneration") == 1
-        and get_pdb(world.rest, "held", pdb)["status"]["currentHealthy"] == 3,
+        lambda: (
+            get_pdb(world.rest, "held", pdb).get("status", {}).get("observedGeneration") == 1
+            and get_pdb(world.rest, "held", pdb)["status"]["currentHealthy"] == 3
+        ),
         10,
         "PDB status current",
     )
@@ -400,9 +403,20 @@ def test_measure_drain_of_30_grace0_pods(world: LocalWorld, cluster: ClusterInfo
 
     started = time.monotonic()
     kubectl = subprocess.run(
-        ["kubectl", "--kubeconfig", str(world.kubeconfig), "drain", theirs, "--ignore-daemonsets",
-         "--delete-emptydir-data", "--force", "--timeout=60s"],
-        capture_output=True, text=True, timeout=90,
+        [
+            "kubectl",
+            "--kubeconfig",
+            str(world.kubeconfig),
+            "drain",
+            theirs,
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--force",
+            "--timeout=60s",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
     )
     kubectl_seconds = time.monotonic() - started
     d = result.durations
@@ -418,7 +432,9 @@ def test_event_for_an_outcome_decided_without_the_engine(world: LocalWorld, clus
     recorder(target, CommandKind.DRAIN, CommandStatus.TIMED_OUT, "deadline passed before start")
     (event,) = node_events(world, target)
     assert (event["reason"], event["type"], event["message"]) == (
-        "NodeDrainTimedOut", "Warning", "deadline passed before start"
+        "NodeDrainTimedOut",
+        "Warning",
+        "deadline passed before start",
     )
     assert event["source"] == {"component": "aws-node-manager", "host": "test-agent"}
 
@@ -426,7 +442,7 @@ def test_event_for_an_outcome_decided_without_the_engine(world: LocalWorld, clus
 def test_failing_to_post_the_event_does_not_fail_the_command(world: LocalWorld, cluster: ClusterInfo) -> None:
     cfg = world.kube.configuration("agent")
     assert cfg.api_key, "the agent's configuration authenticates with a bearer token"
-    cfg.api_key = {key: "Bearer not-a-valid-token" for key in cfg.api_key}
+    cfg.api_key = dict.fromkeys(cfg.api_key, "Bearer not-a-valid-token")
     cfg.api_key_prefix = {}
     cfg.refresh_api_key_hook = None  # load_kube_config's hook would put the real token back
     unauthenticated = make_api_client(cfg)

@@ -55,9 +55,16 @@ def test_handler_errors_are_kept_and_agent_events_are_pumped(world: LocalWorld) 
     got: list[dict] = []
     bus.subscribe("node-manager.agent", "Node Drain Succeeded", broken)
     bus.subscribe("node-manager.agent", "Node Drain Succeeded", got.append)
-    world.client("events").put_events(Entries=[{
-        "Source": "node-manager.agent", "DetailType": "Node Drain Succeeded",
-        "Detail": json.dumps({"command_id": "c1"}), "EventBusName": "default"}])
+    world.client("events").put_events(
+        Entries=[
+            {
+                "Source": "node-manager.agent",
+                "DetailType": "Node Drain Succeeded",
+                "Detail": json.dumps({"command_id": "c1"}),
+                "EventBusName": "default",
+            }
+        ]
+    )
     deliveries = bus.pump()
     assert [d.error for d in deliveries] == ["RuntimeError: boom", None]
     assert got and got[0]["detail"]["command_id"] == "c1"

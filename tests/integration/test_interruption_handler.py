@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ NODES = "nodes-us-east-1a.demo.k8s.local"
 MASTER = "master-us-east-1a.masters.demo.k8s.local"
 FOREIGN = "nodes-us-east-1a.other.k8s.local"
 UNTAGGED = "batch-workers"
-T0 = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(seconds=5)
+T0 = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=5)
 AMI = "ami-0123456789abcdef0"  # moto does not check image ids; its default image catalogue is not loaded
 
 pytestmark = pytest.mark.filterwarnings(
@@ -66,14 +66,24 @@ class World:
     bare_instance: str
 
     def settings(self, **overrides: Any) -> InterruptionSettings:
-        values = {"cluster_name": CLUSTER, "table_name": "state", "queue_url": self.queue_url,
-                  "idempotency_table_name": "idempotency", **overrides}
+        values = {
+            "cluster_name": CLUSTER,
+            "table_name": "state",
+            "queue_url": self.queue_url,
+            "idempotency_table_name": "idempotency",
+            **overrides,
+        }
         return InterruptionSettings(**values)
 
     def deps(self, autoscaling: Any = None, **overrides: Any) -> Deps:
-        return Deps.from_clients(self.settings(**overrides), dynamodb=self.dynamodb,
-                                 autoscaling=autoscaling or self.autoscaling, ec2=self.ec2, sqs=self.sqs,
-                                 dynamodb_client=self.dynamodb_client)
+        return Deps.from_clients(
+            self.settings(**overrides),
+            dynamodb=self.dynamodb,
+            autoscaling=autoscaling or self.autoscaling,
+            ec2=self.ec2,
+            sqs=self.sqs,
+            dynamodb_client=self.dynamodb_client,
+        )
 
     def group(self, name: str) -> dict[str, Any]:
         return self.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"][0]
@@ -82,8 +92,9 @@ class World:
         return sorted(i["InstanceId"] for i in self.group(name)["Instances"])
 
     def messages(self) -> list[dict[str, Any]]:
-        out = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10,
-                                       MessageAttributeNames=["All"], WaitTimeSeconds=0)
+        out = self.sqs.receive_message(
+            QueueUrl=self.queue_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], WaitTimeSeconds=0
+        )
         return out.get("Messages", [])
 
     def commands(self) -> list[dict[str, Any]]:
@@ -97,10 +108,14 @@ def _asg(autoscaling: Any, name: str, subnet: str, size: int, tags: dict[str, st
     autoscaling.create_auto_scaling_group(
         AutoScalingGroupName=name,
         LaunchTemplate={"LaunchTemplateName": "kops", "Version": "$Latest"},
-        MinSize=size, MaxSize=size + 2, DesiredCapacity=size,
+        MinSize=size,
+        MaxSize=size + 2,
+        DesiredCapacity=size,
         VPCZoneIdentifier=subnet,
-        Tags=[{"Key": k, "Value": v, "PropagateAtLaunch": True, "ResourceId": name,
-               "ResourceType": "auto-scaling-group"} for k, v in tags.items()],
+        Tags=[
+            {"Key": k, "Value": v, "PropagateAtLaunch": True, "ResourceId": name, "ResourceType": "auto-scaling-group"}
+            for k, v in tags.items()
+        ],
     )
 
 
@@ -120,18 +135,25 @@ def world(monkeypatch):
         dynamodb.create_table(**state_table("state"))
         dynamodb.create_table(**idempotency_table("idempotency"))
         queue_url = sqs.create_queue(QueueName="commands")["QueueUrl"]
-        ec2.create_launch_template(LaunchTemplateName="kops",
-                                   LaunchTemplateData={"ImageId": AMI, "InstanceType": "m5.large"})
+        ec2.create_launch_template(
+            LaunchTemplateName="kops", LaunchTemplateData={"ImageId": AMI, "InstanceType": "m5.large"}
+        )
         subnet = next(s["SubnetId"] for s in ec2.describe_subnets()["Subnets"] if s["AvailabilityZone"] == "us-east-1a")
         kops = {CLUSTER_TAG: CLUSTER}
         _asg(autoscaling, NODES, subnet, 2, {**kops, NODE_ROLE_TAG: "1", INSTANCE_GROUP_TAG: "nodes-us-east-1a"})
-        _asg(autoscaling, MASTER, subnet, 1, {**kops, "k8s.io/role/control-plane": "1",
-                                              INSTANCE_GROUP_TAG: "master-us-east-1a"})
+        _asg(
+            autoscaling,
+            MASTER,
+            subnet,
+            1,
+            {**kops, "k8s.io/role/control-plane": "1", INSTANCE_GROUP_TAG: "master-us-east-1a"},
+        )
         _asg(autoscaling, FOREIGN, subnet, 1, {CLUSTER_TAG: "other.k8s.local", NODE_ROLE_TAG: "1"})
         _asg(autoscaling, UNTAGGED, subnet, 1, {"team": "batch"})
         bare = ec2.run_instances(ImageId=AMI, MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
-        yield World(autoscaling, ec2, sqs, dynamodb, dynamodb_client, queue_url,
-                    Store(dynamodb.Table("state"), CLUSTER), bare)
+        yield World(
+            autoscaling, ec2, sqs, dynamodb, dynamodb_client, queue_url, Store(dynamodb.Table("state"), CLUSTER), bare
+        )
 
 
 def emf(out: str) -> list[dict[str, Any]]:
@@ -157,8 +179,10 @@ def counted(records: list[dict[str, Any]], name: str, **dimensions: str) -> int:
 
 
 def member(world: World, instance_id: str, name: str = "ip-10-0-1-5.ec2.internal") -> None:
-    world.store.put_node(NodeRecord(instance_id=instance_id, node_name=name, asg_name=NODES, ready=True,
-                                    reported_at=datetime.now(timezone.utc)), ttl_seconds=600)
+    world.store.put_node(
+        NodeRecord(instance_id=instance_id, node_name=name, asg_name=NODES, ready=True, reported_at=datetime.now(UTC)),
+        ttl_seconds=600,
+    )
 
 
 # -- Spot warning -------------------------------------------------------------------------------------------
@@ -169,8 +193,11 @@ def test_spot_warning_queues_a_drain_and_replaces_the_instance_early(world, caps
     member(world, victim)
     desired = world.group(NODES)["DesiredCapacity"]
 
-    response = handle(event("spot-interruption-warning.json", victim, event_id="ev-spot-1"), world.deps(),
-                      now=T0 + timedelta(seconds=3))
+    response = handle(
+        event("spot-interruption-warning.json", victim, event_id="ev-spot-1"),
+        world.deps(),
+        now=T0 + timedelta(seconds=3),
+    )
 
     assert response["status"] == "acted"
     [item] = world.commands()
@@ -300,8 +327,12 @@ def _assert_nothing_changed(world: World, groups: dict[str, list[str]]) -> None:
 
 @pytest.mark.parametrize(
     ("target", "reason"),
-    [(FOREIGN, "other_cluster"), (UNTAGGED, "unmanaged_group"), ("bare", "not_in_asg"),
-     ("unknown", "unknown_instance")],
+    [
+        (FOREIGN, "other_cluster"),
+        (UNTAGGED, "unmanaged_group"),
+        ("bare", "not_in_asg"),
+        ("unknown", "unknown_instance"),
+    ],
 )
 def test_instances_outside_the_cluster_are_acknowledged(world, capsys, target, reason):
     groups = {name: world.members(name) for name in (NODES, MASTER, FOREIGN, UNTAGGED)}
@@ -348,8 +379,11 @@ def test_rebalance_recommendation_follows_the_policy(world, policy, kind):
     before = world.members(NODES)
     now = T0 + timedelta(seconds=10)
 
-    response = handle(event("rebalance-recommendation.json", victim, event_id="ev-rb"),
-                      world.deps(rebalance_policy=policy, rebalance_drain_timeout_seconds=900), now=now)
+    response = handle(
+        event("rebalance-recommendation.json", victim, event_id="ev-rb"),
+        world.deps(rebalance_policy=policy, rebalance_drain_timeout_seconds=900),
+        now=now,
+    )
 
     messages = world.messages()
     if kind is None:
@@ -371,10 +405,14 @@ def test_rebalance_recommendation_follows_the_policy(world, policy, kind):
 
 @pytest.mark.parametrize(
     ("fixture", "reason"),
-    [("malformed-missing-detail.json", "malformed"), ("malformed-bad-instance-id.json", "malformed"),
-     ("malformed-wrong-detail-type.json", "unsupported_event"),
-     ("malformed-unknown-instance-action.json", "malformed"), ("malformed-bad-time.json", "malformed"),
-     ("malformed-missing-id.json", "malformed")],
+    [
+        ("malformed-missing-detail.json", "malformed"),
+        ("malformed-bad-instance-id.json", "malformed"),
+        ("malformed-wrong-detail-type.json", "unsupported_event"),
+        ("malformed-unknown-instance-action.json", "malformed"),
+        ("malformed-bad-time.json", "malformed"),
+        ("malformed-missing-id.json", "malformed"),
+    ],
 )
 def test_malformed_events_are_rejected_without_raising(world, capsys, fixture, reason):
     groups = {NODES: world.members(NODES)}
@@ -413,8 +451,13 @@ class DetachFailsOnce:
     def detach_instances(self, **kwargs: Any) -> Any:
         if self.failures:
             self.failures -= 1
-            raise ClientError({"Error": {"Code": "Throttling", "Message": "Rate exceeded"},
-                               "ResponseMetadata": {"HTTPStatusCode": 400}}, "DetachInstances")
+            raise ClientError(
+                {
+                    "Error": {"Code": "Throttling", "Message": "Rate exceeded"},
+                    "ResponseMetadata": {"HTTPStatusCode": 400},
+                },
+                "DetachInstances",
+            )
         return self._client.detach_instances(**kwargs)
 
 
@@ -446,12 +489,14 @@ def test_intent_recorded_but_instance_already_detached_is_only_marked(world):
     """A crash after DetachInstances but before the mark: the instance is out of its group already."""
     victim = world.members(NODES)[0]
     world.store.record_detach(victim, NODES, "spot-interruption:ev-x", ttl_seconds=3600)
-    world.autoscaling.detach_instances(InstanceIds=[victim], AutoScalingGroupName=NODES,
-                                       ShouldDecrementDesiredCapacity=False)
+    world.autoscaling.detach_instances(
+        InstanceIds=[victim], AutoScalingGroupName=NODES, ShouldDecrementDesiredCapacity=False
+    )
     members = world.members(NODES)
 
-    response = handle(event("spot-interruption-warning.json", victim, event_id="ev-x"), world.deps(),
-                      now=T0 + timedelta(seconds=20))
+    response = handle(
+        event("spot-interruption-warning.json", victim, event_id="ev-x"), world.deps(), now=T0 + timedelta(seconds=20)
+    )
 
     assert response["status"] == "acted"
     assert world.members(NODES) == members
@@ -464,8 +509,9 @@ def test_dry_run_changes_nothing(world):
     groups = {NODES: world.members(NODES)}
     victim = groups[NODES][0]
 
-    response = handle(event("spot-interruption-warning.json", victim), world.deps(dry_run=True),
-                      now=T0 + timedelta(seconds=1))
+    response = handle(
+        event("spot-interruption-warning.json", victim), world.deps(dry_run=True), now=T0 + timedelta(seconds=1)
+    )
 
     assert response["status"] == "dry_run"
     assert [a["result"] for a in response["actions"]] == ["dry run: not done"] * 5
@@ -490,11 +536,15 @@ class FakeContext:
 
 
 def test_lambda_handler_reads_settings_from_the_environment(world, monkeypatch, capsys):
-    for var, value in {"CLUSTER_NAME": CLUSTER, "TABLE_NAME": "state", "QUEUE_URL": world.queue_url,
-                       "IDEMPOTENCY_TABLE_NAME": "idempotency"}.items():
+    for var, value in {
+        "CLUSTER_NAME": CLUSTER,
+        "TABLE_NAME": "state",
+        "QUEUE_URL": world.queue_url,
+        "IDEMPOTENCY_TABLE_NAME": "idempotency",
+    }.items():
         monkeypatch.setenv(var, value)
     victim = world.members(NODES)[0]
-    raw = event("spot-interruption-warning-stop.json", victim, time=datetime.now(timezone.utc))
+    raw = event("spot-interruption-warning-stop.json", victim, time=datetime.now(UTC))
 
     response = lambda_handler(raw, FakeContext())
 

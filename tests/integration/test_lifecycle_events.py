@@ -30,13 +30,20 @@ HOOK = "node-manager-drain"
 TOKEN = "87654321-4321-4321-4321-210987654321"
 
 
-def hook_event(instance_id: str, *, event_id: str = "ev-hook-1", hook: str = HOOK, asg: str = NODES,
-               token: str = TOKEN) -> dict[str, Any]:
+def hook_event(
+    instance_id: str, *, event_id: str = "ev-hook-1", hook: str = HOOK, asg: str = NODES, token: str = TOKEN
+) -> dict[str, Any]:
     raw = json.loads((EVENTS / "lifecycle-terminate-action.json").read_text())
     raw["id"] = event_id
     raw["time"] = T0.strftime("%Y-%m-%dT%H:%M:%SZ")
-    raw["detail"].update({"EC2InstanceId": instance_id, "LifecycleHookName": hook, "AutoScalingGroupName": asg,
-                          "LifecycleActionToken": token})
+    raw["detail"].update(
+        {
+            "EC2InstanceId": instance_id,
+            "LifecycleHookName": hook,
+            "AutoScalingGroupName": asg,
+            "LifecycleActionToken": token,
+        }
+    )
     return raw
 
 
@@ -57,21 +64,39 @@ def stubbed() -> Iterator[Stubber]:
 
 def deps_with(world: World, stub: Stubber, **overrides: Any) -> Deps:  # noqa: F811
     deps = world.deps(**overrides)
-    deps.aws = InterruptionAws(world.autoscaling, world.ec2, world.sqs, world.queue_url,
-                               lifecycle_client=stub.client)
+    deps.aws = InterruptionAws(world.autoscaling, world.ec2, world.sqs, world.queue_url, lifecycle_client=stub.client)
     return deps
 
 
 def expect_continue(stub: Stubber, instance_id: str) -> None:
-    stub.add_response("complete_lifecycle_action", {}, {
-        "LifecycleHookName": HOOK, "AutoScalingGroupName": NODES, "LifecycleActionToken": TOKEN,
-        "LifecycleActionResult": "CONTINUE", "InstanceId": instance_id})
+    stub.add_response(
+        "complete_lifecycle_action",
+        {},
+        {
+            "LifecycleHookName": HOOK,
+            "AutoScalingGroupName": NODES,
+            "LifecycleActionToken": TOKEN,
+            "LifecycleActionResult": "CONTINUE",
+            "InstanceId": instance_id,
+        },
+    )
 
 
-def drain_item(world: World, command_id: str, instance_id: str, status: CommandStatus,  # noqa: F811
-               finished_ago: float | None = None) -> None:
-    command = Command(command_id=command_id, cluster=CLUSTER, kind="drain", instance_id=instance_id,
-                      reason="refresh", deadline=utcnow() + timedelta(minutes=10))
+def drain_item(
+    world: World,
+    command_id: str,
+    instance_id: str,
+    status: CommandStatus,  # noqa: F811
+    finished_ago: float | None = None,
+) -> None:
+    command = Command(
+        command_id=command_id,
+        cluster=CLUSTER,
+        kind="drain",
+        instance_id=instance_id,
+        reason="refresh",
+        deadline=utcnow() + timedelta(minutes=10),
+    )
     world.store.record_command(command, ttl_seconds=3600, now=utcnow() - timedelta(minutes=5))
     values: dict[str, Any] = {"status": status.value}
     if finished_ago is not None:
@@ -107,8 +132,10 @@ def test_a_hook_of_another_tool_or_a_foreign_group_is_left_alone(world: World, s
     assert get_hook(world.store, instance) is None and world.messages() == []
 
 
-def test_a_hook_for_an_instance_our_refresher_is_draining_waits_for_that_drain(world: World,  # noqa: F811
-                                                                              stubbed: Stubber) -> None:
+def test_a_hook_for_an_instance_our_refresher_is_draining_waits_for_that_drain(
+    world: World,  # noqa: F811
+    stubbed: Stubber,
+) -> None:
     instance = world.members(NODES)[0]
     drain_item(world, "refresh-run1-step3", instance, CommandStatus.RUNNING)
     response = handle(hook_event(instance), deps_with(world, stubbed))
@@ -136,23 +163,33 @@ def test_an_old_or_failed_drain_does_not_count_a_new_drain_is_sent(world: World,
 
 
 def test_a_drain_that_ended_between_the_read_and_the_hook_record_is_completed_by_the_lambda(
-        world: World, stubbed: Stubber) -> None:  # noqa: F811
+    world: World, stubbed: Stubber
+) -> None:  # noqa: F811
     instance = world.members(NODES)[0]
     drain_item(world, "refresh-run1-step3", instance, CommandStatus.SUCCEEDED, finished_ago=1)
     action = LifecycleAction(instance_id=instance, asg_name=NODES, hook_name=HOOK, token=TOKEN, event_id="e")
     deps = deps_with(world, stubbed)
     expect_continue(stubbed, instance)
-    results = execute(Plan((RecordHook(action), AwaitDrain(action, "refresh-run1-step3"))),
-                      Effects(store=world.store, aws=deps.aws, telemetry=Telemetry(deps.telemetry.metrics),
-                              logger=__import__("logging").getLogger("test"), ttl_seconds=3600), utcnow())
+    results = execute(
+        Plan((RecordHook(action), AwaitDrain(action, "refresh-run1-step3"))),
+        Effects(
+            store=world.store,
+            aws=deps.aws,
+            telemetry=Telemetry(deps.telemetry.metrics),
+            logger=__import__("logging").getLogger("test"),
+            ttl_seconds=3600,
+        ),
+        utcnow(),
+    )
     assert results[1]["result"].startswith("drain already succeeded: completed with CONTINUE")
 
 
 def test_an_action_auto_scaling_forgot_is_not_retried(world: World, stubbed: Stubber) -> None:  # noqa: F811
     instance = world.members(NODES)[0]
     drain_item(world, "refresh-run1-step3", instance, CommandStatus.SUCCEEDED, finished_ago=60)
-    stubbed.add_client_error("complete_lifecycle_action", "ValidationError",
-                             f"No active Lifecycle Action found with token {TOKEN}", 400)
+    stubbed.add_client_error(
+        "complete_lifecycle_action", "ValidationError", f"No active Lifecycle Action found with token {TOKEN}", 400
+    )
     response = handle(hook_event(instance), deps_with(world, stubbed))
     assert "no longer has the action" in json.dumps(response["actions"])
     assert get_hook(world.store, instance)["state"] == HookState.GONE  # type: ignore[index]
@@ -172,14 +209,20 @@ def test_a_terminated_member_loses_its_record_and_its_queued_commands(world: Wor
     assert world.store.get_command("refresh-running")["status"] == "running"  # type: ignore[index]
     # the agent meeting the cancelled command's message treats it as a finished duplicate
     from agent.consumer import Disposition, on_refusal
+
     assert on_refusal(cancelled, utcnow().timestamp(), 60, 30)[0] is Disposition.DUPLICATE
     # a second delivery finds nothing left to do
-    assert handle(state_event(instance, "terminated", "ev-state-2"), deps_with(world, stubbed))["reason"] == \
-        "not_a_member"
+    assert (
+        handle(state_event(instance, "terminated", "ev-state-2"), deps_with(world, stubbed))["reason"] == "not_a_member"
+    )
 
 
 @pytest.mark.parametrize("state, reason", [("running", "state_ignored"), ("stopping", "not_a_member")])
-def test_other_states_and_non_members_are_acknowledged(world: World, stubbed: Stubber, state: str,  # noqa: F811
-                                                       reason: str) -> None:
+def test_other_states_and_non_members_are_acknowledged(
+    world: World,
+    stubbed: Stubber,
+    state: str,  # noqa: F811
+    reason: str,
+) -> None:
     response = handle(state_event(world.bare_instance, state), deps_with(world, stubbed))
     assert response["status"] == "acknowledged" and response["reason"] == reason

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-
 from aws_lambda_powertools import Metrics
 
 from core.exceptions import LockHeldError
@@ -105,8 +104,9 @@ def test_pdb_blocking_a_drain_proceeds_under_terminate(world: Any) -> None:
         old = before[worker_asg]["Instances"][0]["InstanceId"]
         target = node_of(world, old)["metadata"]["name"]
         block_with_pdb(world.api, "bench", deploy_pods_on_node(world.api, target, 1, namespace="bench"))
-        response = h.refresh(all=True, instance_groups=[worker_asg], drain_timeout="10s",
-                             drain_timeout_policy="terminate")
+        response = h.refresh(
+            all=True, instance_groups=[worker_asg], drain_timeout="10s", drain_timeout_policy="terminate"
+        )
         run = h.wait_run(response["run"]["run_id"], 60)
         assert run.status is RunStatus.SUCCEEDED, run.reason
         assert run.steps[0].drain_status == "timed_out" and run.steps[0].state is StepState.DONE
@@ -120,12 +120,26 @@ def test_a_master_not_ready_refuses_the_start_and_says_why(world: Any) -> None:
         master = h.groups()[info.master_asgs["us-east-1a"]]["Instances"][0]["InstanceId"]
         name = node_of(world, master)["metadata"]["name"]
         world.simulator.stop()  # no kubelet: the NotReady condition stays as written
-        body = {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
-                                           "message": "test", "lastHeartbeatTime": _now(), "lastTransitionTime":
-                                           _now()}]}}
+        body = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "False",
+                        "reason": "KubeletNotReady",
+                        "message": "test",
+                        "lastHeartbeatTime": _now(),
+                        "lastTransitionTime": _now(),
+                    }
+                ]
+            }
+        }
         world.core.patch_node_status(name, body)
-        wait_until(lambda: (r := h.store.get_node(master, 600)) is not None and not r.ready, 15,
-                   "the agent to report the master NotReady")
+        wait_until(
+            lambda: (r := h.store.get_node(master, 600)) is not None and not r.ready,
+            15,
+            "the agent to report the master NotReady",
+        )
         before = h.groups()
         response = h.refresh(all=True)
         assert response["status"] == "refused"
@@ -134,7 +148,7 @@ def test_a_master_not_ready_refuses_the_start_and_says_why(world: Any) -> None:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Crash(Exception):
@@ -162,17 +176,21 @@ def crash_once(method: str, after: bool, state: dict[str, bool]) -> Any:
     return hook
 
 
-@pytest.mark.parametrize("method,after", [
-    ("set_capacity", True),  # after the surge was asked for, before the drain
-    ("send_command", False),  # the drain recorded as intent, the command never sent
-    ("terminate_in_group", True),  # after the terminate, before the state write
-])
+@pytest.mark.parametrize(
+    "method,after",
+    [
+        ("set_capacity", True),  # after the surge was asked for, before the drain
+        ("send_command", False),  # the drain recorded as intent, the command never sent
+        ("terminate_in_group", True),  # after the terminate, before the state write
+    ],
+)
 def test_a_crash_at_a_step_resumes_with_no_leaked_instance(world: Any, method: str, after: bool) -> None:
     info = world.setup_cluster(azs=("us-east-1a",), nodes_per_az=1)
     worker_asg = info.worker_asgs["us-east-1a"]
     state = {"armed": True}
-    with harness(world, info, deps_hook=crash_once(method, after, state),
-                 refresher_env={"REFRESH_EFFECT_GRACE_SECONDS": "1"}) as h:
+    with harness(
+        world, info, deps_hook=crash_once(method, after, state), refresher_env={"REFRESH_EFFECT_GRACE_SECONDS": "1"}
+    ) as h:
         before = h.groups()
         old = before[worker_asg]["Instances"][0]["InstanceId"]
         with contextlib.suppress(Crash):  # the crash may hit this invocation or one an event started
@@ -180,8 +198,12 @@ def test_a_crash_at_a_step_resumes_with_no_leaked_instance(world: Any, method: s
         wait_until(lambda: not state["armed"], 20, f"the crash in {method}")
         run_id = h.runs.list(1)[0].run_id
         # the tick (the safety net) finds the intent and completes it once the grace period passed
-        run = wait_until(lambda: (h.invoke({"trigger": "tick"}) and not h.run(run_id).status.active
-                                  and h.run(run_id)), 40, "the run to finish after the crash", interval=0.5)
+        run = wait_until(
+            lambda: h.invoke({"trigger": "tick"}) and not h.run(run_id).status.active and h.run(run_id),
+            40,
+            "the run to finish after the crash",
+            interval=0.5,
+        )
         assert run.status is RunStatus.SUCCEEDED, run.reason
         assert old not in h.running_instances()
         assert_capacity_restored(h, before)
@@ -208,9 +230,9 @@ def test_a_launch_failure_during_surge_waits_without_removing_capacity(world: An
 
 
 def test_a_spot_interruption_of_the_spare_mid_run(world: Any) -> None:
+    from core.settings import InterruptionSettings
     from lambdas.interruption.handler import Deps as InterruptionDeps
     from lambdas.interruption.handler import handle as interruption_handle
-    from core.settings import InterruptionSettings
     from scenarios.spot import spot_warning
 
     info = world.setup_cluster(azs=("us-east-1a",), nodes_per_az=1)
@@ -230,13 +252,20 @@ def test_a_spot_interruption_of_the_spare_mid_run(world: Any) -> None:
         # Spot interrupts the spare: the interruption Lambda drains it and detaches it; its ASG launches another
         settings = InterruptionSettings.from_env(info.env())
         ideps = InterruptionDeps.from_clients(
-            settings, dynamodb=world.resource("dynamodb"), autoscaling=world.client("autoscaling"),
-            ec2=world.client("ec2"), sqs=world.client("sqs"), dynamodb_client=world.client("dynamodb"),
-            metrics=Metrics(namespace="NodeManager", service="interruption"))
-        assert interruption_handle(spot_warning(spare, world.region, datetime.now(timezone.utc)),
-                                   ideps)["status"] == "acted"
-        wait_until(lambda: spare not in {i["InstanceId"] for i in h.groups()[worker_asg]["Instances"]}, 10,
-                   "the spare detached")
+            settings,
+            dynamodb=world.resource("dynamodb"),
+            autoscaling=world.client("autoscaling"),
+            ec2=world.client("ec2"),
+            sqs=world.client("sqs"),
+            dynamodb_client=world.client("dynamodb"),
+            metrics=Metrics(namespace="NodeManager", service="interruption"),
+        )
+        assert interruption_handle(spot_warning(spare, world.region, datetime.now(UTC)), ideps)["status"] == "acted"
+        wait_until(
+            lambda: spare not in {i["InstanceId"] for i in h.groups()[worker_asg]["Instances"]},
+            10,
+            "the spare detached",
+        )
         world.rest.delete(f"/apis/policy/v1beta1/namespaces/bench/poddisruptionbudgets/{pdb}")
         run = h.wait_run(run_id, 60)
         guard.stop()
@@ -272,17 +301,21 @@ def test_the_lock_and_the_surge_are_visible_to_the_replenisher_while_a_run_holds
 def _replenisher_tick(world: Any, info: Any) -> bool | None:
     """Deliver a tick to the replenisher's handler if it exists (issue 3); True if it changed something."""
     try:
-        from lambdas.replenisher import handler as replenisher
         from core.settings import ReplenisherSettings  # type: ignore[attr-defined]
+        from lambdas.replenisher import handler as replenisher
     except ImportError:
         return None
     from localworld.eventbus import scheduled_event
 
     deps = replenisher.Deps.from_clients(
-        ReplenisherSettings.from_env(info.env()), dynamodb=world.resource("dynamodb"),
-        autoscaling=world.client("autoscaling"), ec2=world.client("ec2"), sqs=world.client("sqs"),
-        metrics=Metrics(namespace="NodeManager", service="replenisher"))
-    out = replenisher.handle(scheduled_event("tick", time=datetime.now(timezone.utc)), deps)
+        ReplenisherSettings.from_env(info.env()),
+        dynamodb=world.resource("dynamodb"),
+        autoscaling=world.client("autoscaling"),
+        ec2=world.client("ec2"),
+        sqs=world.client("sqs"),
+        metrics=Metrics(namespace="NodeManager", service="replenisher"),
+    )
+    out = replenisher.handle(scheduled_event("tick", time=datetime.now(UTC)), deps)
     return out.get("status") == "acted"
 
 
@@ -300,17 +333,21 @@ def test_a_dry_run_changes_nothing(world: Any) -> None:
         assert h.store.table.scan()["Items"] == items  # no RUN#, no LOCK, no CMD#
 
 
-@pytest.mark.parametrize("payload,field", [
-    ({"action": "refresh"}, "cluster"),
-    ({"action": "refresh", "cluster": "demo.k8s.local", "max_age": "soon"}, "max_age"),
-    ({"action": "refresh", "cluster": "demo.k8s.local", "max_age": "7d", "all": True}, "either max_age or all"),
-    ({"action": "refresh", "cluster": "demo.k8s.local", "max_surge": 0}, "max_surge"),
-    ({"action": "refresh", "cluster": "demo.k8s.local", "drain_timeout": "1s"}, "drain_timeout"),
-    ({"action": "refresh", "cluster": "demo.k8s.local", "selection": "all"}, "selection"),
-    ({"action": "reboot", "cluster": "demo.k8s.local"}, "action"),
-])
-def test_an_invalid_manual_payload_is_rejected_and_changes_nothing(world: Any, payload: dict[str, Any],
-                                                                    field: str) -> None:
+@pytest.mark.parametrize(
+    "payload,field",
+    [
+        ({"action": "refresh"}, "cluster"),
+        ({"action": "refresh", "cluster": "demo.k8s.local", "max_age": "soon"}, "max_age"),
+        ({"action": "refresh", "cluster": "demo.k8s.local", "max_age": "7d", "all": True}, "either max_age or all"),
+        ({"action": "refresh", "cluster": "demo.k8s.local", "max_surge": 0}, "max_surge"),
+        ({"action": "refresh", "cluster": "demo.k8s.local", "drain_timeout": "1s"}, "drain_timeout"),
+        ({"action": "refresh", "cluster": "demo.k8s.local", "selection": "all"}, "selection"),
+        ({"action": "reboot", "cluster": "demo.k8s.local"}, "action"),
+    ],
+)
+def test_an_invalid_manual_payload_is_rejected_and_changes_nothing(
+    world: Any, payload: dict[str, Any], field: str
+) -> None:
     info = world.setup_cluster(azs=("us-east-1a",), nodes_per_az=1, wait_ready=False)
     h = RefreshHarness(world, info)
     before = h.groups()
@@ -326,8 +363,11 @@ def test_instances_on_the_current_launch_template_version_are_skipped(world: Any
     stale_asg = info.worker_asgs["us-east-1a"]
     ec2 = world.client("ec2")
     # a new version of one group's template: that group launches version 2 ($Latest), its instances run version 1
-    ec2.create_launch_template_version(LaunchTemplateName=info.launch_templates[stale_asg], SourceVersion="1",
-                                       LaunchTemplateData={"InstanceType": "m5a.large"})
+    ec2.create_launch_template_version(
+        LaunchTemplateName=info.launch_templates[stale_asg],
+        SourceVersion="1",
+        LaunchTemplateData={"InstanceType": "m5a.large"},
+    )
     with harness(world, info) as h:
         before = h.groups()
         response = h.refresh(max_age="52w")  # nothing is that old: only the template decides
@@ -372,16 +412,25 @@ def test_the_cli_runs_the_handler_locally_against_the_world(world: Any) -> None:
     before = RefreshHarness(world, info).groups()
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "cli", "--local", *args], env=env, cwd=REPO_ROOT,
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "cli", "--local", *args],
+            env=env,
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     # No agent runs here, so no master is known Ready: the dry run still shows the plan, says the real run would be
     # refused and why, and exits 1 as the real run would.
     dry = cli("refresh", "--dry-run", "--all")
     assert dry.returncode == 1, dry.stderr
     assert "refusal:" in dry.stdout and "master" in dry.stdout
-    assert "status: dry_run" in dry.stdout and "NEEDS-UPDATE" in dry.stdout and info.worker_asgs["us-east-1a"] \
-        in dry.stdout
+    assert (
+        "status: dry_run" in dry.stdout
+        and "NEEDS-UPDATE" in dry.stdout
+        and info.worker_asgs["us-east-1a"] in dry.stdout
+    )
     status = cli("status")
     assert status.returncode == 0 and "lock: free" in status.stdout and "ledger (COMP#): 0" in status.stdout
     bad = cli("refresh", "--max-age", "soon")

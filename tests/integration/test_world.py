@@ -47,11 +47,19 @@ def test_eviction_body_versions_on_this_server(small: LocalWorld) -> None:
     core = world.core
     with pytest.raises(ApiException) as err:
         core.create_namespaced_pod_eviction(
-            pods[0], NS, k8s.V1Eviction(api_version="policy/v1", kind="Eviction", metadata=k8s.V1ObjectMeta(name=pods[0], namespace=NS))
+            pods[0],
+            NS,
+            k8s.V1Eviction(
+                api_version="policy/v1", kind="Eviction", metadata=k8s.V1ObjectMeta(name=pods[0], namespace=NS)
+            ),
         )
     assert err.value.status == 400
     core.create_namespaced_pod_eviction(
-        pods[1], NS, k8s.V1Eviction(api_version="policy/v1beta1", kind="Eviction", metadata=k8s.V1ObjectMeta(name=pods[1], namespace=NS))
+        pods[1],
+        NS,
+        k8s.V1Eviction(
+            api_version="policy/v1beta1", kind="Eviction", metadata=k8s.V1ObjectMeta(name=pods[1], namespace=NS)
+        ),
     )
 
 
@@ -165,7 +173,11 @@ def test_deployment_pods_run_ready_with_owner_chain_and_pdb_status(small: LocalW
     rs = world.rest.get(f"/apis/apps/v1/namespaces/{NS}/replicasets/{wl.replicasets['web']}")
     deploy = world.rest.get(f"/apis/apps/v1/namespaces/{NS}/deployments/web")
     assert rs["metadata"]["ownerReferences"][0]["uid"] == deploy["metadata"]["uid"]
-    workers = {n["metadata"]["name"] for n in world.simulator.nodes() if "node-role.kubernetes.io/node" in n["metadata"]["labels"]}
+    workers = {
+        n["metadata"]["name"]
+        for n in world.simulator.nodes()
+        if "node-role.kubernetes.io/node" in n["metadata"]["labels"]
+    }
     for pod in web:
         assert pod["metadata"]["ownerReferences"][0]["uid"] == rs["metadata"]["uid"]
         assert pod["spec"]["nodeName"] in workers, "workloads land on workers only (masters are tainted)"
@@ -324,7 +336,11 @@ def test_agent_token_has_only_the_agent_rbac(small: LocalWorld) -> None:
         lambda: agent.delete_node(worker),
         lambda: agent.list_namespaced_secret("default"),
         lambda: agent.create_namespaced_pod(
-            NS, k8s.V1Pod(metadata=k8s.V1ObjectMeta(name="x"), spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="c", image="i")]))
+            NS,
+            k8s.V1Pod(
+                metadata=k8s.V1ObjectMeta(name="x"),
+                spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="c", image="i")]),
+            ),
         ),
         lambda: k8s.CoordinationV1Api(world.agent_api).create_namespaced_lease(
             NS, k8s.V1Lease(metadata=k8s.V1ObjectMeta(name="elsewhere"))
@@ -344,16 +360,28 @@ def test_kubectl_drain_empties_a_node_with_30_pods(small: LocalWorld, capsys: py
     deploy_workloads(world.api, NS)
     wait_pods_ready(world.api, NS, 18)
     worker = next(
-        n["metadata"]["name"] for n in world.simulator.nodes() if "node-role.kubernetes.io/node" in n["metadata"]["labels"]
+        n["metadata"]["name"]
+        for n in world.simulator.nodes()
+        if "node-role.kubernetes.io/node" in n["metadata"]["labels"]
     )
     fill = deploy_pods_on_node(world.api, worker, 30, grace=0)
     started = time.monotonic()
     result = subprocess.run(
         [
-            "kubectl", "--kubeconfig", str(world.kubeconfig), "drain", worker,
-            "--ignore-daemonsets", "--delete-emptydir-data", "--force", "--timeout=60s",
+            "kubectl",
+            "--kubeconfig",
+            str(world.kubeconfig),
+            "drain",
+            worker,
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--force",
+            "--timeout=60s",
         ],
-        capture_output=True, text=True, timeout=90, check=False,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
     )
     elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stderr

@@ -10,7 +10,9 @@ from localworld.simulator import fits, pdb_status, scaled_value, selector_matche
 NS = "ns"
 
 
-def pod(name: str, app: str, *, ready: bool = True, owner: str | None = "rs-uid", terminating: bool = False) -> dict[str, Any]:
+def pod(
+    name: str, app: str, *, ready: bool = True, owner: str | None = "rs-uid", terminating: bool = False
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": NS, "uid": f"uid-{name}", "labels": {"app": app}}
     if owner:
         meta["ownerReferences"] = [{"kind": "ReplicaSet", "name": "rs", "uid": owner, "controller": True}]
@@ -35,7 +37,13 @@ def status_of(budget: dict[str, Any], pods: list[dict[str, Any]], replicas: int 
 
 
 def test_min_available_counts_ready_pods_that_are_not_terminating() -> None:
-    pods = [pod("a", "web"), pod("b", "web"), pod("c", "web", ready=False), pod("d", "web", terminating=True), pod("x", "db")]
+    pods = [
+        pod("a", "web"),
+        pod("b", "web"),
+        pod("c", "web", ready=False),
+        pod("d", "web", terminating=True),
+        pod("x", "db"),
+    ]
     s = status_of(pdb({"minAvailable": 1}), pods)
     assert (s["currentHealthy"], s["desiredHealthy"], s["disruptionsAllowed"], s["expectedPods"]) == (2, 1, 1, 4)
     assert s["observedGeneration"] == 3
@@ -62,7 +70,10 @@ def test_pods_without_controller_fail_safe_for_max_unavailable() -> None:
 
 def test_disrupted_pods_are_not_healthy_until_gone_and_entries_of_gone_pods_are_dropped() -> None:
     pods = [pod("a", "web"), pod("b", "web"), pod("c", "web", terminating=True)]
-    budget = pdb({"minAvailable": 1}, {"disruptedPods": {"a": "2999-01-01T00:00:00Z", "c": "2999-01-01T00:00:00Z", "z": "2999-01-01T00:00:00Z"}})
+    budget = pdb(
+        {"minAvailable": 1},
+        {"disruptedPods": {"a": "2999-01-01T00:00:00Z", "c": "2999-01-01T00:00:00Z", "z": "2999-01-01T00:00:00Z"}},
+    )
     s = status_of(budget, pods)
     assert s["disruptedPods"] == {"a": "2999-01-01T00:00:00Z"}
     assert (s["currentHealthy"], s["disruptionsAllowed"]) == (1, 0)

@@ -23,8 +23,13 @@ def endpoint():
 
 @pytest.fixture
 def table(endpoint):
-    ddb = boto3.resource("dynamodb", endpoint_url=endpoint, region_name="us-east-1",
-                         aws_access_key_id="testing", aws_secret_access_key="testing")
+    ddb = boto3.resource(
+        "dynamodb",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
     created = ddb.create_table(**state_table(f"lock-{threading.get_ident()}-{id(endpoint)}"))
     yield created
     created.delete()
@@ -36,9 +41,16 @@ def _contend(table, holders, clock=None):
 
     def contender(name):
         # Each contender has its own client, as separate Lambda invocations would.
-        store = Store(boto3.resource("dynamodb", endpoint_url=table.meta.client.meta.endpoint_url,
-                                     region_name="us-east-1", aws_access_key_id="testing",
-                                     aws_secret_access_key="testing").Table(table.name), "demo")
+        store = Store(
+            boto3.resource(
+                "dynamodb",
+                endpoint_url=table.meta.client.meta.endpoint_url,
+                region_name="us-east-1",
+                aws_access_key_id="testing",
+                aws_secret_access_key="testing",
+            ).Table(table.name),
+            "demo",
+        )
         lock = LeaseLock(store, clock=clock) if clock else LeaseLock(store)
         barrier.wait()
         try:

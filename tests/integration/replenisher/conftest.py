@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +18,11 @@ from aws_lambda_powertools import Metrics
 from core import ledger as ledger_store
 from core.model import NodeRecord, parse_provider_id
 from core.settings import ReplenisherSettings
+from lambdas.replenisher.handler import Deps, handle
 from localworld.cluster import ClusterInfo
 from localworld.eventbus import EventBus, launch_event, scheduled_event
 from localworld.faults import CapacityOutage
 from localworld.world import LocalWorld
-from lambdas.replenisher.handler import Deps, handle
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 
@@ -53,8 +53,11 @@ class Rig:
         out = {}
         for az in self.info.azs:
             g = self.group(az)
-            out[az[-1]] = (g["DesiredCapacity"], g["MaxSize"],
-                           sum(1 for i in g["Instances"] if i["LifecycleState"] in ("InService", "Pending")))
+            out[az[-1]] = (
+                g["DesiredCapacity"],
+                g["MaxSize"],
+                sum(1 for i in g["Instances"] if i["LifecycleState"] in ("InService", "Pending")),
+            )
         return out
 
     def report_membership(self, now: datetime, ready: bool = True, skip: set[str] | None = None) -> int:
@@ -64,8 +67,11 @@ class Rig:
         running = set()
         for g in self.autoscaling.describe_auto_scaling_groups()["AutoScalingGroups"]:
             running |= {i["InstanceId"]: g["AutoScalingGroupName"] for i in g["Instances"]}.keys()
-        asg_of = {i["InstanceId"]: g["AutoScalingGroupName"]
-                  for g in self.autoscaling.describe_auto_scaling_groups()["AutoScalingGroups"] for i in g["Instances"]}
+        asg_of = {
+            i["InstanceId"]: g["AutoScalingGroupName"]
+            for g in self.autoscaling.describe_auto_scaling_groups()["AutoScalingGroups"]
+            for i in g["Instances"]
+        }
         n = 0
         for item in store.query_prefix("NODE#"):
             store.delete(item["sk"])
@@ -73,9 +79,17 @@ class Rig:
             parsed = parse_provider_id((node.get("spec") or {}).get("providerID"))
             if parsed is None or parsed[1] not in asg_of or parsed[1] in (skip or set()):
                 continue
-            store.put_node(NodeRecord(instance_id=parsed[1], node_name=node["metadata"]["name"],
-                                      availability_zone=parsed[0], asg_name=asg_of[parsed[1]], ready=ready,
-                                      reported_at=now), 3600)
+            store.put_node(
+                NodeRecord(
+                    instance_id=parsed[1],
+                    node_name=node["metadata"]["name"],
+                    availability_zone=parsed[0],
+                    asg_name=asg_of[parsed[1]],
+                    ready=ready,
+                    reported_at=now,
+                ),
+                3600,
+            )
             n += 1
         return n
 
@@ -92,9 +106,16 @@ class Rig:
 
     def failure(self, az: str, now: datetime, kind: str = "worker") -> dict[str, Any]:
         name = (self.info.worker_asgs if kind == "worker" else self.info.master_asgs)[az]
-        return self.invoke(launch_event(name, successful=False, time=now, availability_zone=az,
-                                        status_message="There is no Spot capacity available that matches your "
-                                                       "request."), now)
+        return self.invoke(
+            launch_event(
+                name,
+                successful=False,
+                time=now,
+                availability_zone=az,
+                status_message="There is no Spot capacity available that matches your request.",
+            ),
+            now,
+        )
 
     def ledger(self, az: str) -> ledger_store.Ledger | None:
         item = self.deps.store.get(f"COMP#{self.info.worker_asgs[az]}")
@@ -126,12 +147,17 @@ def rig(world: LocalWorld) -> Iterator[Rig]:
     info = world.setup_cluster(nodes_per_az=2)
     env = {**info.env(), "RECOVERY_HOLD_SECONDS": "600"}
     settings = ReplenisherSettings.from_env(env)
-    deps = Deps.from_clients(settings, dynamodb=world.resource("dynamodb"), autoscaling=world.client("autoscaling"),
-                             ec2=world.client("ec2"), sqs=world.client("sqs"),
-                             metrics=Metrics(namespace="test", service="replenisher"))
+    deps = Deps.from_clients(
+        settings,
+        dynamodb=world.resource("dynamodb"),
+        autoscaling=world.client("autoscaling"),
+        ec2=world.client("ec2"),
+        sqs=world.client("sqs"),
+        metrics=Metrics(namespace="test", service="replenisher"),
+    )
     bus = EventBus(world.session)
     outage = CapacityOutage(bus)
-    rig = Rig(world, info, deps, bus, outage, datetime.now(timezone.utc))
+    rig = Rig(world, info, deps, bus, outage, datetime.now(UTC))
     try:
         yield rig
     finally:

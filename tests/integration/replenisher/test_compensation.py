@@ -19,7 +19,9 @@ def test_shortfall_covered_once_despite_20_duplicate_failures(rig: Rig) -> None:
     ledger = rig.ledger("us-east-1a")
     assert ledger is not None and ledger.compensation is not None
     assert {d: v.raised_by for d, v in ledger.compensation.donors.items()} == {
-        rig.info.worker_asgs["us-east-1b"]: 1, rig.info.worker_asgs["us-east-1c"]: 1}
+        rig.info.worker_asgs["us-east-1b"]: 1,
+        rig.info.worker_asgs["us-east-1c"]: 1,
+    }
     claimed = [i for d in ledger.compensation.donors.values() for i in d.instance_ids]
     assert len(claimed) == 2
     acted = [r for r in rig.responses if r["status"] == "acted" and r["operation"] == "replenish"]
@@ -138,8 +140,9 @@ def test_interrupted_compensating_instance_is_replaced_and_the_replacement_given
     (victim,) = donor.instance_ids
     # the interruption Lambda's early replacement: detached without decrement, then reclaimed by EC2
     rig.deps.store.record_detach(victim, donor_name, "spot-interruption:x", 3600)
-    rig.autoscaling.detach_instances(InstanceIds=[victim], AutoScalingGroupName=donor_name,
-                                     ShouldDecrementDesiredCapacity=False)
+    rig.autoscaling.detach_instances(
+        InstanceIds=[victim], AutoScalingGroupName=donor_name, ShouldDecrementDesiredCapacity=False
+    )
     rig.world.client("ec2").terminate_instances(InstanceIds=[victim])
     rig.tick(rig.at(1))
     donor = rig.ledger("us-east-1a").compensation.donors[donor_name]

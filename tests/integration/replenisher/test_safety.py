@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from core.lock import LeaseLock
+from lambdas.replenisher.plan import Terminate, WriteLedger
 from localworld.cluster import create_foreign_asg
 from localworld.eventbus import launch_event
-from lambdas.replenisher.plan import Terminate, WriteLedger
 from tests.integration.replenisher.conftest import Rig, load_event
 
 
@@ -31,8 +31,9 @@ def test_surplus_master_is_removed(rig: Rig) -> None:
     rig.autoscaling.update_auto_scaling_group(AutoScalingGroupName=name, MaxSize=2, DesiredCapacity=2)
     group = rig.group("us-east-1b", kind="master")
     assert len(group["Instances"]) == 2
-    member = next(i["InstanceId"] for i in group["Instances"]
-                  if rig.deps.store.get(f"NODE#{i['InstanceId']}") is not None)
+    member = next(
+        i["InstanceId"] for i in group["Instances"] if rig.deps.store.get(f"NODE#{i['InstanceId']}") is not None
+    )
     response = rig.tick(rig.at(0.5))  # the new one has no node yet: surplus, terminated at once
     assert response["operation"] == "surplus-cleanup"
     group = rig.group("us-east-1b", kind="master")
@@ -89,6 +90,7 @@ def test_crash_after_the_intent_is_recorded_is_completed_once(rig: Rig) -> None:
     rig.report_membership(rig.at(0))
     rig.outage.fail(rig.info.worker_asgs["us-east-1a"])
     rig.lose("us-east-1a", 2)
+
     def after(action: object) -> None:  # crash right after the raise intent is written
         if isinstance(action, WriteLedger) and "intent" in action.why:
             raise Crash("crash after the intent")
@@ -155,7 +157,8 @@ def test_events_of_another_clusters_group_change_nothing(rig: Rig) -> None:
         response = rig.invoke(launch_event(foreign, successful=successful, time=rig.at(0)), rig.at(0))
         assert response["status"] == "noted"
         assert [a["action"] for a in response["actions"]] == [
-            f"not_managed: {foreign} is not tagged for cluster {rig.info.name}"]
+            f"not_managed: {foreign} is not tagged for cluster {rig.info.name}"
+        ]
     event = load_event("agent-drain-succeeded.json")
     event["detail"]["cluster"] = "foreign.k8s.local"
     assert rig.invoke(event, rig.at(0))["status"] == "noted"

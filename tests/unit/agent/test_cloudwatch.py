@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import boto3
 from moto import mock_aws
@@ -38,12 +38,24 @@ def test_membership_heartbeat_lock_age_and_drain_failures_are_published() -> Non
         metrics = cloudwatch.list_metrics(Namespace="NodeManager")["Metrics"]
         assert {m["MetricName"] for m in metrics} == {MEMBERSHIP_REPORTS, LOCK_HELD_SECONDS, DRAIN_FAILURES}
         assert all(m["Dimensions"] == [{"Name": "cluster", "Value": "demo.k8s.local"}] for m in metrics)
-        data = cloudwatch.get_metric_data(MetricDataQueries=[{
-            "Id": "lock", "MetricStat": {"Metric": {"Namespace": "NodeManager", "MetricName": LOCK_HELD_SECONDS,
-                                                    "Dimensions": [{"Name": "cluster", "Value": "demo.k8s.local"}]},
-                                         "Period": 60, "Stat": "Maximum"}}],
-            StartTime=datetime.now(timezone.utc) - timedelta(minutes=10),
-            EndTime=datetime.now(timezone.utc) + timedelta(minutes=10))
+        data = cloudwatch.get_metric_data(
+            MetricDataQueries=[
+                {
+                    "Id": "lock",
+                    "MetricStat": {
+                        "Metric": {
+                            "Namespace": "NodeManager",
+                            "MetricName": LOCK_HELD_SECONDS,
+                            "Dimensions": [{"Name": "cluster", "Value": "demo.k8s.local"}],
+                        },
+                        "Period": 60,
+                        "Stat": "Maximum",
+                    },
+                }
+            ],
+            StartTime=datetime.now(UTC) - timedelta(minutes=10),
+            EndTime=datetime.now(UTC) + timedelta(minutes=10),
+        )
         assert data["MetricDataResults"][0]["Values"] == [300.0]
 
 

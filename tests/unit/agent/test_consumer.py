@@ -19,6 +19,7 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
+
 from agent.consumer import DEADLINE_PASSED, CommandConsumer, ConsumerConfig
 from agent.drain import DrainResult, PodOutcome
 from agent.report import Reporter
@@ -33,11 +34,18 @@ INSTANCE = "i-0123456789abcdef0"
 
 def succeed(command: Command) -> DrainResult:
     now = utcnow()
-    return DrainResult(command_id=command.command_id, kind=command.kind, instance_id=command.instance_id,
-                       node_name="ip-10-0-1-17.ec2.internal", status=CommandStatus.SUCCEEDED, message="drained",
-                       pods=[PodOutcome(namespace="web", name="web-1", action="evict", attempts=1, evicted_at=now,
-                                        gone=True)],
-                       started_at=now, finished_at=now, event_posted=True)
+    return DrainResult(
+        command_id=command.command_id,
+        kind=command.kind,
+        instance_id=command.instance_id,
+        node_name="ip-10-0-1-17.ec2.internal",
+        status=CommandStatus.SUCCEEDED,
+        message="drained",
+        pods=[PodOutcome(namespace="web", name="web-1", action="evict", attempts=1, evicted_at=now, gone=True)],
+        started_at=now,
+        finished_at=now,
+        event_posted=True,
+    )
 
 
 class ScriptedEngine:
@@ -80,12 +88,27 @@ class World:
     events: Any
     store: Store
 
-    def consumer(self, engine: ScriptedEngine, worker: str = "agent-a:1", clock: Callable[[], datetime] = utcnow,
-                 bus: str | None = None, poster: Any = None, **config: Any) -> CommandConsumer:
+    def consumer(
+        self,
+        engine: ScriptedEngine,
+        worker: str = "agent-a:1",
+        clock: Callable[[], datetime] = utcnow,
+        bus: str | None = None,
+        poster: Any = None,
+        **config: Any,
+    ) -> CommandConsumer:
         reporter = Reporter(self.store, self.events, bus or self.info.event_bus_name, post_node_event=poster)
-        cfg = ConsumerConfig(**{"cluster": CLUSTER, "queue_url": self.info.queue_url, "worker_id": worker,
-                                "wait_seconds": 0, "visibility_timeout_seconds": 30, "stale_running_seconds": 60,
-                                **config})
+        cfg = ConsumerConfig(
+            **{
+                "cluster": CLUSTER,
+                "queue_url": self.info.queue_url,
+                "worker_id": worker,
+                "wait_seconds": 0,
+                "visibility_timeout_seconds": 30,
+                "stale_running_seconds": 60,
+                **config,
+            }
+        )
         return CommandConsumer(self.sqs, self.store, engine, reporter, cfg, clock=clock)
 
     def send(self, command: Command, record: bool = True) -> None:
@@ -95,9 +118,13 @@ class World:
         self.sqs.send_message(QueueUrl=self.info.queue_url, MessageBody=command.model_dump_json())
 
     def receive(self, queue_url: str | None = None) -> dict[str, Any] | None:
-        out = self.sqs.receive_message(QueueUrl=queue_url or self.info.queue_url, MaxNumberOfMessages=1,
-                                       WaitTimeSeconds=0, VisibilityTimeout=30,
-                                       MessageSystemAttributeNames=["ApproximateReceiveCount"])
+        out = self.sqs.receive_message(
+            QueueUrl=queue_url or self.info.queue_url,
+            MaxNumberOfMessages=1,
+            WaitTimeSeconds=0,
+            VisibilityTimeout=30,
+            MessageSystemAttributeNames=["ApproximateReceiveCount"],
+        )
         messages = out.get("Messages", [])
         return messages[0] if messages else None
 
@@ -105,22 +132,23 @@ class World:
         """Messages in the queue, visible or in flight."""
         attrs = self.sqs.get_queue_attributes(
             QueueUrl=queue_url or self.info.queue_url,
-            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
         return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
 
     def observed(self) -> list[tuple[str, dict[str, Any]]]:
         """(detail-type, detail) of every agent event EventBridge delivered to the observer queue so far."""
         seen = []
         while True:
-            out = self.sqs.receive_message(QueueUrl=self.info.observer_queue_url, MaxNumberOfMessages=10,
-                                           WaitTimeSeconds=0)
+            out = self.sqs.receive_message(
+                QueueUrl=self.info.observer_queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0
+            )
             if not out.get("Messages"):
                 return seen
             for message in out["Messages"]:
                 event = json.loads(message["Body"])
                 seen.append((event["detail-type"], event["detail"]))
-                self.sqs.delete_message(QueueUrl=self.info.observer_queue_url,
-                                        ReceiptHandle=message["ReceiptHandle"])
+                self.sqs.delete_message(QueueUrl=self.info.observer_queue_url, ReceiptHandle=message["ReceiptHandle"])
 
     def item(self, command_id: str = "spot-1") -> dict[str, Any]:
         item = self.store.get_command(command_id)
@@ -142,11 +170,18 @@ def world(session: Any) -> Iterator[World]:
         yield World(session, info, session.client("sqs"), session.client("events"), store)
 
 
-def command(command_id: str = "spot-1", kind: str = "drain", deadline_in: float = 120,
-            cluster: str = CLUSTER) -> Command:
-    return Command(command_id=command_id, cluster=cluster, kind=kind, instance_id=INSTANCE,
-                   node_name="ip-10-0-1-17.ec2.internal", reason="spot interruption warning",
-                   deadline=utcnow() + timedelta(seconds=deadline_in))
+def command(
+    command_id: str = "spot-1", kind: str = "drain", deadline_in: float = 120, cluster: str = CLUSTER
+) -> Command:
+    return Command(
+        command_id=command_id,
+        cluster=cluster,
+        kind=kind,
+        instance_id=INSTANCE,
+        node_name="ip-10-0-1-17.ec2.internal",
+        reason="spot interruption warning",
+        deadline=utcnow() + timedelta(seconds=deadline_in),
+    )
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -197,8 +232,7 @@ def test_a_command_without_a_record_is_run_and_recorded(world: World) -> None:
     assert world.item()["status"] == "succeeded"
 
 
-def test_garbage_is_logged_and_ends_in_the_dead_letter_queue(world: World, caplog: pytest.LogCaptureFixture
-                                                             ) -> None:
+def test_garbage_is_logged_and_ends_in_the_dead_letter_queue(world: World, caplog: pytest.LogCaptureFixture) -> None:
     engine = ScriptedEngine()
     consumer = world.consumer(engine)
     world.sqs.send_message(QueueUrl=world.info.queue_url, MessageBody="{not json")
@@ -216,12 +250,14 @@ def test_garbage_is_logged_and_ends_in_the_dead_letter_queue(world: World, caplo
     assert f"message_id={dead['MessageId']}" in caplog.text and "'{not json'" in caplog.text
 
 
-def test_a_command_for_another_cluster_is_dropped_with_a_log_line(world: World, caplog: pytest.LogCaptureFixture
-                                                                  ) -> None:
+def test_a_command_for_another_cluster_is_dropped_with_a_log_line(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
     engine = ScriptedEngine()
     consumer = world.consumer(engine)
-    world.sqs.send_message(QueueUrl=world.info.queue_url,
-                           MessageBody=command(cluster="other.k8s.local").model_dump_json())
+    world.sqs.send_message(
+        QueueUrl=world.info.queue_url, MessageBody=command(cluster="other.k8s.local").model_dump_json()
+    )
     with caplog.at_level(logging.WARNING, logger="agent.consumer"):
         consumer.handle(world.receive())
     assert engine.ran == []
@@ -264,8 +300,7 @@ def test_a_drain_whose_deadline_passed_is_not_started(world: World) -> None:
     assert item["status"] == "timed_out" and item["result"]["message"] == DEADLINE_PASSED
     [(detail_type, detail)] = world.observed()
     assert detail_type == "Node Drain Failed" and detail["status"] == "timed_out"
-    assert poster.posted == [("ip-10-0-1-17.ec2.internal", CommandKind.DRAIN, CommandStatus.TIMED_OUT,
-                              DEADLINE_PASSED)]
+    assert poster.posted == [("ip-10-0-1-17.ec2.internal", CommandKind.DRAIN, CommandStatus.TIMED_OUT, DEADLINE_PASSED)]
 
 
 def test_the_event_on_the_node_is_left_to_the_engine_when_it_posted_one(world: World) -> None:
@@ -321,8 +356,9 @@ def test_a_command_running_on_a_live_worker_is_left_alone(world: World) -> None:
 
 def test_a_stale_running_command_is_taken_over_with_the_next_attempt(world: World) -> None:
     world.send(command())
-    world.store.start_command(command(), "agent-b:2", stale_after_seconds=60, ttl_seconds=3600,
-                              now=utcnow() - timedelta(seconds=120))  # agent-b died two minutes ago
+    world.store.start_command(
+        command(), "agent-b:2", stale_after_seconds=60, ttl_seconds=3600, now=utcnow() - timedelta(seconds=120)
+    )  # agent-b died two minutes ago
     world.consumer(ScriptedEngine()).handle(world.receive())
     item = world.item()
     assert item["status"] == "succeeded" and item["attempt"] == 2 and item["worker"] == "agent-a:1"
@@ -333,8 +369,9 @@ def test_a_stale_running_command_is_taken_over_with_the_next_attempt(world: Worl
 def test_a_worker_that_lost_its_command_mid_run_reports_nothing(world: World) -> None:
     def taken_over(cmd: Command) -> DrainResult:
         # while this worker drains, another takes the command over (this one's heartbeat looked stale)
-        world.store.start_command(cmd, "agent-b:2", stale_after_seconds=60, ttl_seconds=3600,
-                                  now=utcnow() + timedelta(seconds=120))
+        world.store.start_command(
+            cmd, "agent-b:2", stale_after_seconds=60, ttl_seconds=3600, now=utcnow() + timedelta(seconds=120)
+        )
         return succeed(cmd)
 
     world.send(command())
@@ -372,8 +409,9 @@ def test_an_event_not_sent_keeps_the_terminal_status_and_is_sent_when_the_messag
     assert world.in_queue() == 1 and world.observed() == []
 
     # the visibility timeout lapses; the message comes back 31 s after the command finished
-    world.sqs.change_message_visibility(QueueUrl=world.info.queue_url, ReceiptHandle=first["ReceiptHandle"],
-                                        VisibilityTimeout=0)
+    world.sqs.change_message_visibility(
+        QueueUrl=world.info.queue_url, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=0
+    )
     clock = Clock()
     clock.now = utcnow() + timedelta(seconds=31)
     world.consumer(engine, clock=clock).handle(world.receive())
@@ -401,8 +439,9 @@ class Gate:
         return succeed(cmd)
 
 
-def test_the_heartbeat_keeps_the_command_alive_and_notices_a_takeover(world: World,
-                                                                      caplog: pytest.LogCaptureFixture) -> None:
+def test_the_heartbeat_keeps_the_command_alive_and_notices_a_takeover(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
     gate = Gate()
     clock = Clock()
     consumer = world.consumer(ScriptedEngine(gate), clock=clock)
@@ -415,8 +454,9 @@ def test_the_heartbeat_keeps_the_command_alive_and_notices_a_takeover(world: Wor
         consumer.heartbeat_once()
         assert world.item()["heartbeat_at"] == pytest.approx(clock.now.timestamp())
 
-        world.store.start_command(command(), "agent-b:2", stale_after_seconds=1, ttl_seconds=3600,
-                                  now=clock.now + timedelta(seconds=5))
+        world.store.start_command(
+            command(), "agent-b:2", stale_after_seconds=1, ttl_seconds=3600, now=clock.now + timedelta(seconds=5)
+        )
         with caplog.at_level(logging.WARNING, logger="agent.consumer"):
             consumer.heartbeat_once()
         assert "command taken over by another worker" in caplog.text
@@ -467,8 +507,9 @@ def test_the_poll_loop_runs_every_command_once_within_its_concurrency(world: Wor
     loop = threading.Thread(target=consumer.run, args=(stop,))
     loop.start()
     try:
-        wait_until(lambda: all(world.item(i)["status"] == "succeeded" for i in ids) and world.in_queue() == 0,
-                   timeout=20)
+        wait_until(
+            lambda: all(world.item(i)["status"] == "succeeded" for i in ids) and world.in_queue() == 0, timeout=20
+        )
     finally:
         stop.set()
         loop.join(10)

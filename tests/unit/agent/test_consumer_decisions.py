@@ -23,19 +23,28 @@ NOW = utcnow()
 
 
 def _cmd(kind: str = "drain", cluster: str = "demo", deadline_in: float = 120) -> Command:
-    return Command(command_id="spot-1", cluster=cluster, kind=kind, instance_id="i-0123456789abcdef0",
-                   node_name="ip-10-0-1-17.ec2.internal", reason="spot interruption warning",
-                   deadline=NOW + timedelta(seconds=deadline_in))
+    return Command(
+        command_id="spot-1",
+        cluster=cluster,
+        kind=kind,
+        instance_id="i-0123456789abcdef0",
+        node_name="ip-10-0-1-17.ec2.internal",
+        reason="spot interruption warning",
+        deadline=NOW + timedelta(seconds=deadline_in),
+    )
 
 
-@pytest.mark.parametrize("body, why", [
-    ("not json at all", "body"),
-    ("", "body"),
-    ('{"command_id": "x"}', "cluster"),
-    (_cmd().model_dump_json().replace("i-0123456789abcdef0", "node-1"), "instance_id"),
-    (json.dumps({**json.loads(_cmd().model_dump_json()), "kind": "reboot"}), "kind"),
-    (json.dumps({**json.loads(_cmd().model_dump_json()), "extra": 1}), "extra"),
-])
+@pytest.mark.parametrize(
+    "body, why",
+    [
+        ("not json at all", "body"),
+        ("", "body"),
+        ('{"command_id": "x"}', "cluster"),
+        (_cmd().model_dump_json().replace("i-0123456789abcdef0", "node-1"), "instance_id"),
+        (json.dumps({**json.loads(_cmd().model_dump_json()), "kind": "reboot"}), "kind"),
+        (json.dumps({**json.loads(_cmd().model_dump_json()), "extra": 1}), "extra"),
+    ],
+)
 def test_garbage_bodies_are_malformed_and_say_where(body: str, why: str) -> None:
     parsed = parse_message(body, "demo")
     assert parsed.verdict is Verdict.MALFORMED
@@ -91,15 +100,18 @@ def test_a_refusal_without_an_item_or_while_queued_looks_again_soon() -> None:
     assert on_refusal({"status": "queued", "attempt": 3}, NOW.timestamp(), 60, 30) == (Disposition.LATER, 1)
 
 
-@pytest.mark.parametrize("kind, status, expected", [
-    (CommandKind.DRAIN, CommandStatus.SUCCEEDED, "Node Drain Succeeded"),
-    (CommandKind.DRAIN, CommandStatus.FAILED, "Node Drain Failed"),
-    (CommandKind.DRAIN, CommandStatus.TIMED_OUT, "Node Drain Failed"),
-    (CommandKind.DRAIN, CommandStatus.SKIPPED, "Node Drain Skipped"),
-    (CommandKind.CORDON, CommandStatus.SUCCEEDED, "Node Cordon Succeeded"),
-    (CommandKind.UNCORDON, CommandStatus.SUCCEEDED, "Node Uncordon Succeeded"),
-    (CommandKind.UNCORDON, CommandStatus.FAILED, "Node Uncordon Failed"),
-])
+@pytest.mark.parametrize(
+    "kind, status, expected",
+    [
+        (CommandKind.DRAIN, CommandStatus.SUCCEEDED, "Node Drain Succeeded"),
+        (CommandKind.DRAIN, CommandStatus.FAILED, "Node Drain Failed"),
+        (CommandKind.DRAIN, CommandStatus.TIMED_OUT, "Node Drain Failed"),
+        (CommandKind.DRAIN, CommandStatus.SKIPPED, "Node Drain Skipped"),
+        (CommandKind.CORDON, CommandStatus.SUCCEEDED, "Node Cordon Succeeded"),
+        (CommandKind.UNCORDON, CommandStatus.SUCCEEDED, "Node Uncordon Succeeded"),
+        (CommandKind.UNCORDON, CommandStatus.FAILED, "Node Uncordon Failed"),
+    ],
+)
 def test_detail_types(kind: CommandKind, status: CommandStatus, expected: str) -> None:
     assert detail_type(kind, status) == expected
 
@@ -113,9 +125,13 @@ def test_detail_carries_the_command_and_a_summary_of_the_result() -> None:
     result = {
         "node_name": "ip-10-0-1-17.ec2.internal",
         "message": "drained 3 pods",
-        "pods": [{"action": "evict", "evicted_at": "2026-01-01T00:00:00Z"}, {"action": "evict", "gone": True},
-                 {"action": "delete", "evicted_at": "2026-01-01T00:00:01Z"}, {"action": "skip"},
-                 {"action": "evict", "attempts": 7, "evicted_at": None}],
+        "pods": [
+            {"action": "evict", "evicted_at": "2026-01-01T00:00:00Z"},
+            {"action": "evict", "gone": True},
+            {"action": "delete", "evicted_at": "2026-01-01T00:00:01Z"},
+            {"action": "skip"},
+            {"action": "evict", "attempts": 7, "evicted_at": None},
+        ],
         "remaining": [{"namespace": "web", "name": "a", "why": "blocked by PodDisruptionBudget web"}],
         "errors": ["x"],
         "durations": {"total": 12.5},
@@ -138,5 +154,10 @@ def test_detail_carries_the_command_and_a_summary_of_the_result() -> None:
 def test_a_result_decided_without_the_engine_summarizes_to_nothing_done() -> None:
     result = own_result(_cmd(), CommandStatus.TIMED_OUT, DEADLINE_PASSED)
     assert result["status"] == "timed_out" and result["message"] == DEADLINE_PASSED
-    assert summarize(result) == {"message": DEADLINE_PASSED, "evicted": 0, "remaining": 0, "errors": 0,
-                                 "duration_seconds": None}
+    assert summarize(result) == {
+        "message": DEADLINE_PASSED,
+        "evicted": 0,
+        "remaining": 0,
+        "errors": 0,
+        "duration_seconds": None,
+    }

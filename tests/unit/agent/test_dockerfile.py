@@ -61,7 +61,7 @@ def closure(names: set[str]) -> set[str]:
             continue
         for req in requires:
             match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)", req)
-            if match and "python_version < \"3" not in req:
+            if match and 'python_version < "3' not in req:
                 todo.append(norm(match.group(1)))
     return seen
 
@@ -76,8 +76,9 @@ def third_party_imports() -> set[str]:
                     found |= {alias.name.split(".")[0] for alias in node.names}
                 elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                     found.add(node.module.split(".")[0])
-    return {name for name in found if name not in local and name not in sys.stdlib_module_names
-            and name != "__future__"}
+    return {
+        name for name in found if name not in local and name not in sys.stdlib_module_names and name != "__future__"
+    }
 
 
 def test_the_base_image_is_pinned_to_the_tested_python() -> None:

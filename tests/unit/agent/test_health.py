@@ -25,14 +25,17 @@ def test_liveness_fails_when_a_loop_went_silent() -> None:
     assert not verdict.ok and verdict.problems == ("loop consumer silent for 61 s",)
 
 
-@pytest.mark.parametrize("snapshot, ok, problem", [
-    (HealthSnapshot(), False, "leader state unknown"),
-    (HealthSnapshot(reached={KUBERNETES: 95.0}, leader=False), True, None),  # a standby needs no SQS
-    (HealthSnapshot(reached={KUBERNETES: 95.0}, leader=True), False, "sqs not reached yet"),
-    (HealthSnapshot(reached={KUBERNETES: 95.0, SQS: 10.0}, leader=True), False, "sqs not reached for 90 s"),
-    (HealthSnapshot(reached={KUBERNETES: 30.0, SQS: 99.0}, leader=True), False, "kubernetes not reached for 70 s"),
-    (HealthSnapshot(reached={KUBERNETES: 95.0, SQS: 99.0}, leader=True), True, None),
-])
+@pytest.mark.parametrize(
+    "snapshot, ok, problem",
+    [
+        (HealthSnapshot(), False, "leader state unknown"),
+        (HealthSnapshot(reached={KUBERNETES: 95.0}, leader=False), True, None),  # a standby needs no SQS
+        (HealthSnapshot(reached={KUBERNETES: 95.0}, leader=True), False, "sqs not reached yet"),
+        (HealthSnapshot(reached={KUBERNETES: 95.0, SQS: 10.0}, leader=True), False, "sqs not reached for 90 s"),
+        (HealthSnapshot(reached={KUBERNETES: 30.0, SQS: 99.0}, leader=True), False, "kubernetes not reached for 70 s"),
+        (HealthSnapshot(reached={KUBERNETES: 95.0, SQS: 99.0}, leader=True), True, None),
+    ],
+)
 def test_readiness(snapshot: HealthSnapshot, ok: bool, problem: str | None) -> None:
     verdict = readiness(snapshot, 100.0, 60)
     assert verdict.ok is ok
@@ -52,8 +55,9 @@ class Clock:
 def served() -> Iterator[tuple[HealthServer, Health, AgentMetrics, Clock]]:
     clock = Clock()
     health, metrics = Health(clock), AgentMetrics()
-    server = HealthServer(health, metrics, port=0, liveness_max_age_seconds=60, readiness_max_age_seconds=30,
-                          host="127.0.0.1").start()
+    server = HealthServer(
+        health, metrics, port=0, liveness_max_age_seconds=60, readiness_max_age_seconds=30, host="127.0.0.1"
+    ).start()
     try:
         yield server, health, metrics, clock
     finally:
@@ -68,8 +72,7 @@ def get(server: HealthServer, path: str) -> tuple[int, str]:
         return err.code, err.read().decode()
 
 
-def test_the_endpoint_answers_the_probes_and_metrics(served: tuple[HealthServer, Health, AgentMetrics, Clock]
-                                                     ) -> None:
+def test_the_endpoint_answers_the_probes_and_metrics(served: tuple[HealthServer, Health, AgentMetrics, Clock]) -> None:
     server, health, metrics, clock = served
     assert get(server, "/readyz") == (503, "leader state unknown\nkubernetes not reached yet\n")
     health.beat("main")
@@ -97,10 +100,14 @@ def test_metrics_names_and_eviction_counting() -> None:
 
     class Kube:
         def __init__(self) -> None:
-            self.answers = [EvictionResponse(EvictionStatus.BLOCKED, 429), EvictionResponse(EvictionStatus.EVICTED, 201)]
+            self.answers = [
+                EvictionResponse(EvictionStatus.BLOCKED, 429),
+                EvictionResponse(EvictionStatus.EVICTED, 201),
+            ]
 
-        def evict_pod(self, namespace: str, name: str, uid: str | None = None,
-                      grace_period_seconds: int | None = None) -> EvictionResponse:
+        def evict_pod(
+            self, namespace: str, name: str, uid: str | None = None, grace_period_seconds: int | None = None
+        ) -> EvictionResponse:
             return self.answers.pop(0)
 
         def get_node(self, name: str) -> str:
@@ -113,13 +120,21 @@ def test_metrics_names_and_eviction_counting() -> None:
     metrics.commands_completed.labels(kind="drain", result="succeeded").inc()
     metrics.drain_duration.labels(result="succeeded").observe(12.5)
     text = metrics.render().decode()
-    for line in ("node_manager_agent_pods_evicted_total 1.0", "node_manager_agent_evictions_blocked_total 1.0",
-                 'node_manager_agent_commands_completed_total{kind="drain",result="succeeded"} 1.0',
-                 'node_manager_agent_drain_duration_seconds_bucket{le="20.0",result="succeeded"} 1.0'):
+    for line in (
+        "node_manager_agent_pods_evicted_total 1.0",
+        "node_manager_agent_evictions_blocked_total 1.0",
+        'node_manager_agent_commands_completed_total{kind="drain",result="succeeded"} 1.0',
+        'node_manager_agent_drain_duration_seconds_bucket{le="20.0",result="succeeded"} 1.0',
+    ):
         assert line in text
-    for name in ("node_manager_agent_commands_received_total", "node_manager_agent_membership_nodes",
-                 "node_manager_agent_sqs_poll_errors_total", "node_manager_agent_leader",
-                 "node_manager_agent_messages_dropped_total", "node_manager_agent_lifecycle_actions_total"):
+    for name in (
+        "node_manager_agent_commands_received_total",
+        "node_manager_agent_membership_nodes",
+        "node_manager_agent_sqs_poll_errors_total",
+        "node_manager_agent_leader",
+        "node_manager_agent_messages_dropped_total",
+        "node_manager_agent_lifecycle_actions_total",
+    ):
         assert f"# TYPE {name.removesuffix('_total')}" in text
 
 
@@ -136,8 +151,10 @@ def test_json_lines_carry_the_command_context_also_from_threads_started_in_it() 
         with command_context(command_id="spot-1", instance_id="i-0123456789abcdef0", node=None):
             with command_context(node="ip-10-0-1-17.ec2.internal"):
                 import contextvars
-                worker = threading.Thread(target=contextvars.copy_context().run,
-                                          args=(logger.info, "from a worker %d", 7), name="evict_0")
+
+                worker = threading.Thread(
+                    target=contextvars.copy_context().run, args=(logger.info, "from a worker %d", 7), name="evict_0"
+                )
                 worker.start()
                 worker.join()
                 try:

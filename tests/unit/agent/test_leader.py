@@ -5,7 +5,7 @@ kube-apiserver, in two processes, is in tests/integration/test_agent_operation.p
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -14,23 +14,34 @@ from agent.kube import LeaseView
 from agent.leader import LeaderElector, Move, choose, lease_spec
 from core.exceptions import KubernetesApiError
 
-T0 = datetime(2024, 3, 5, 10, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
 
 
 def lease(holder: str, rv: str = "1", duration: int | None = 10, transitions: int = 0) -> LeaseView:
-    return LeaseView(namespace="node-manager", name="agent", resource_version=rv, holder=holder,
-                     duration_seconds=duration, acquire_time=T0, renew_time=T0, transitions=transitions)
+    return LeaseView(
+        namespace="node-manager",
+        name="agent",
+        resource_version=rv,
+        holder=holder,
+        duration_seconds=duration,
+        acquire_time=T0,
+        renew_time=T0,
+        transitions=transitions,
+    )
 
 
-@pytest.mark.parametrize("current, unchanged_for, move", [
-    (None, 0.0, Move.CREATE),
-    (lease("me"), 0.0, Move.RENEW),
-    (lease("me"), 999.0, Move.RENEW),
-    (lease(""), 0.0, Move.ACQUIRE),  # released
-    (lease("other"), 9.9, Move.WAIT),
-    (lease("other"), 10.1, Move.ACQUIRE),  # silent for a whole lease
-    (lease("other", duration=None), 5.1, Move.ACQUIRE),  # no duration on the Lease: ours (5 s here)
-])
+@pytest.mark.parametrize(
+    "current, unchanged_for, move",
+    [
+        (None, 0.0, Move.CREATE),
+        (lease("me"), 0.0, Move.RENEW),
+        (lease("me"), 999.0, Move.RENEW),
+        (lease(""), 0.0, Move.ACQUIRE),  # released
+        (lease("other"), 9.9, Move.WAIT),
+        (lease("other"), 10.1, Move.ACQUIRE),  # silent for a whole lease
+        (lease("other", duration=None), 5.1, Move.ACQUIRE),  # no duration on the Lease: ours (5 s here)
+    ],
+)
 def test_choose(current: LeaseView | None, unchanged_for: float, move: Move) -> None:
     assert choose(current, "me", unchanged_for, default_duration_seconds=5) is move
 
@@ -63,8 +74,12 @@ class FakeLeases:
 
     def _store(self, spec: Mapping[str, Any]) -> LeaseView:
         self.rv += 1
-        self.lease = LeaseView.from_api({"metadata": {"namespace": "node-manager", "name": "agent",
-                                                      "resourceVersion": str(self.rv)}, "spec": dict(spec)})
+        self.lease = LeaseView.from_api(
+            {
+                "metadata": {"namespace": "node-manager", "name": "agent", "resourceVersion": str(self.rv)},
+                "spec": dict(spec),
+            }
+        )
         self.writes.append(spec["holderIdentity"])
         return self.lease
 
@@ -76,8 +91,9 @@ class FakeLeases:
         self._check()
         return None if self.lease is not None else self._store(spec)
 
-    def replace_lease(self, namespace: str, name: str, spec: Mapping[str, Any],
-                      resource_version: str) -> LeaseView | None:
+    def replace_lease(
+        self, namespace: str, name: str, spec: Mapping[str, Any], resource_version: str
+    ) -> LeaseView | None:
         self._check()
         if self.lease is None or self.lease.resource_version != resource_version:
             return None
@@ -92,12 +108,22 @@ class Clock:
         return self.t
 
 
-def elector(leases: FakeLeases, identity: str, clock: Clock, changes: list[tuple[str, bool]] | None = None
-            ) -> LeaderElector:
+def elector(
+    leases: FakeLeases, identity: str, clock: Clock, changes: list[tuple[str, bool]] | None = None
+) -> LeaderElector:
     log = changes if changes is not None else []
-    return LeaderElector(leases, "node-manager", "agent", identity, lease_seconds=10, renew_deadline_seconds=7,
-                         retry_seconds=2, monotonic=clock, now=lambda: T0 + timedelta(seconds=clock.t),
-                         on_change=lambda leading: log.append((identity, leading)))
+    return LeaderElector(
+        leases,
+        "node-manager",
+        "agent",
+        identity,
+        lease_seconds=10,
+        renew_deadline_seconds=7,
+        retry_seconds=2,
+        monotonic=clock,
+        now=lambda: T0 + timedelta(seconds=clock.t),
+        on_change=lambda leading: log.append((identity, leading)),
+    )
 
 
 def test_one_leads_the_other_waits_then_takes_over_when_the_leader_goes_silent() -> None:

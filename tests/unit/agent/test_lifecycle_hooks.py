@@ -21,28 +21,43 @@ from core.lifecycle import HookState, LifecycleAction, get_hook, record_hook
 from core.model import Command
 from tests.unit.agent.test_consumer import INSTANCE, ScriptedEngine, World, command, session, succeed, world  # noqa: F401
 
-HOOK = LifecycleAction(instance_id=INSTANCE, asg_name="nodes-us-east-1a.demo.k8s.local",
-                       hook_name="node-manager-drain", token="3f2a9c1e-0000-4000-8000-000000000001",
-                       event_id="ev-1")
-HOOK_PARAMS = {"LifecycleHookName": HOOK.hook_name, "AutoScalingGroupName": HOOK.asg_name,
-               "LifecycleActionToken": HOOK.token, "InstanceId": INSTANCE}
+HOOK = LifecycleAction(
+    instance_id=INSTANCE,
+    asg_name="nodes-us-east-1a.demo.k8s.local",
+    hook_name="node-manager-drain",
+    token="3f2a9c1e-0000-4000-8000-000000000001",
+    event_id="ev-1",
+)
+HOOK_PARAMS = {
+    "LifecycleHookName": HOOK.hook_name,
+    "AutoScalingGroupName": HOOK.asg_name,
+    "LifecycleActionToken": HOOK.token,
+    "InstanceId": INSTANCE,
+}
 NO_ACTION = "No active Lifecycle Action found with token " + HOOK.token
 
 
 @pytest.fixture
 def stubbed() -> Iterator[tuple[Any, Stubber]]:
-    autoscaling = boto3.client("autoscaling", region_name="us-east-1", aws_access_key_id="x",
-                               aws_secret_access_key="x")
+    autoscaling = boto3.client("autoscaling", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     with Stubber(autoscaling) as stub:
         yield autoscaling, stub
         stub.assert_no_pending_responses()
 
 
-def consumer(world: World, engine: ScriptedEngine, autoscaling: Any, metrics: AgentMetrics | None = None,
-             **config: Any) -> CommandConsumer:
+def consumer(
+    world: World, engine: ScriptedEngine, autoscaling: Any, metrics: AgentMetrics | None = None, **config: Any
+) -> CommandConsumer:
     reporter = Reporter(world.store, world.events, world.info.event_bus_name)
-    cfg = ConsumerConfig(**{"cluster": "demo.k8s.local", "queue_url": world.info.queue_url, "worker_id": "agent-a:1",
-                            "wait_seconds": 0, **config})
+    cfg = ConsumerConfig(
+        **{
+            "cluster": "demo.k8s.local",
+            "queue_url": world.info.queue_url,
+            "worker_id": "agent-a:1",
+            "wait_seconds": 0,
+            **config,
+        }
+    )
     hooks = LifecycleHooks(world.store, autoscaling, "agent-a:1", metrics)
     return CommandConsumer(world.sqs, world.store, engine, reporter, cfg, metrics=metrics, hooks=hooks)
 
@@ -51,8 +66,9 @@ def expect_complete(stub: Stubber) -> None:
     stub.add_response("complete_lifecycle_action", {}, {**HOOK_PARAMS, "LifecycleActionResult": "CONTINUE"})
 
 
-def test_a_finished_drain_completes_the_pending_action_with_continue(world: World, stubbed: tuple[Any, Stubber]
-                                                                      ) -> None:
+def test_a_finished_drain_completes_the_pending_action_with_continue(
+    world: World, stubbed: tuple[Any, Stubber]
+) -> None:
     autoscaling, stub = stubbed
     assert record_hook(world.store, HOOK, ttl_seconds=3600)
     assert not record_hook(world.store, HOOK, ttl_seconds=3600)  # the same action again: a duplicate
@@ -63,8 +79,7 @@ def test_a_finished_drain_completes_the_pending_action_with_continue(world: Worl
     assert world.item("lifecycle-ev-1")["status"] == "succeeded"
     hook = get_hook(world.store, INSTANCE)
     assert hook is not None and hook["state"] == HookState.COMPLETED and hook["claimed_by"] == "agent-a:1"
-    assert 'node_manager_agent_lifecycle_actions_total{action="complete",result="ok"} 1.0' in \
-        metrics.render().decode()
+    assert 'node_manager_agent_lifecycle_actions_total{action="complete",result="ok"} 1.0' in metrics.render().decode()
 
 
 def test_an_instance_without_a_node_is_continued_at_once(world: World, stubbed: tuple[Any, Stubber]) -> None:
@@ -83,7 +98,8 @@ def test_an_instance_without_a_node_is_continued_at_once(world: World, stubbed: 
 
 
 def test_an_action_auto_scaling_no_longer_knows_is_marked_gone_without_retrying(
-        world: World, stubbed: tuple[Any, Stubber]) -> None:
+    world: World, stubbed: tuple[Any, Stubber]
+) -> None:
     autoscaling, stub = stubbed
     record_hook(world.store, HOOK, ttl_seconds=3600)
     stub.add_client_error("complete_lifecycle_action", "ValidationError", NO_ACTION, 400)
@@ -94,7 +110,8 @@ def test_an_action_auto_scaling_no_longer_knows_is_marked_gone_without_retrying(
 
 
 def test_a_throttled_completion_leaves_the_action_pending_for_the_next_finisher(
-        world: World, stubbed: tuple[Any, Stubber]) -> None:
+    world: World, stubbed: tuple[Any, Stubber]
+) -> None:
     autoscaling, stub = stubbed
     record_hook(world.store, HOOK, ttl_seconds=3600)
     stub.add_client_error("complete_lifecycle_action", "Throttling", "Rate exceeded", 400)
@@ -107,7 +124,8 @@ def test_a_throttled_completion_leaves_the_action_pending_for_the_next_finisher(
 
 
 def test_a_duplicate_delivery_of_a_finished_drain_completes_an_action_left_pending(
-        world: World, stubbed: tuple[Any, Stubber]) -> None:
+    world: World, stubbed: tuple[Any, Stubber]
+) -> None:
     autoscaling, stub = stubbed
     world.send(command("lifecycle-ev-1"))
     consumer(world, ScriptedEngine(), autoscaling).handle(world.receive())  # no action recorded yet: no call
@@ -133,7 +151,7 @@ def test_a_long_drain_records_heartbeats_until_its_deadline(world: World, stubbe
     worker = threading.Thread(target=c.handle, args=(world.receive(),))
     worker.start()
     try:
-        while not c._job_list():  # noqa: SLF001 - wait until the job is in flight
+        while not c._job_list():
             threading.Event().wait(0.02)
         stub.add_response("record_lifecycle_action_heartbeat", {}, HOOK_PARAMS)
         c.heartbeat_once()
@@ -161,7 +179,7 @@ def test_no_heartbeat_past_the_drains_deadline(world: World, stubbed: tuple[Any,
     worker = threading.Thread(target=c.handle, args=(world.receive(),))
     worker.start()
     try:
-        while not c._job_list():  # noqa: SLF001
+        while not c._job_list():
             threading.Event().wait(0.02)
         threading.Event().wait(1.6)
         c.heartbeat_once()  # past the cap: no call (the Stubber would fail on an unexpected one)

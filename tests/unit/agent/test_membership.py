@@ -33,11 +33,23 @@ NOW = utcnow()
 CLUSTER = "demo.k8s.local"
 
 
-def node(name: str, instance_id: str | None = "i-0aaaaaaaaaaaaaaa1", az: str = "us-east-1a", ready: bool = True,
-         unschedulable: bool = False, labels: dict[str, str] | None = None, rv: str = "1") -> NodeView:
-    return NodeView(name=name, resource_version=rv,
-                    provider_id=f"aws:///{az}/{instance_id}" if instance_id else "",
-                    unschedulable=unschedulable, labels=labels or {}, ready=ready)
+def node(
+    name: str,
+    instance_id: str | None = "i-0aaaaaaaaaaaaaaa1",
+    az: str = "us-east-1a",
+    ready: bool = True,
+    unschedulable: bool = False,
+    labels: dict[str, str] | None = None,
+    rv: str = "1",
+) -> NodeView:
+    return NodeView(
+        name=name,
+        resource_version=rv,
+        provider_id=f"aws:///{az}/{instance_id}" if instance_id else "",
+        unschedulable=unschedulable,
+        labels=labels or {},
+        ready=ready,
+    )
 
 
 # -- pure ------------------------------------------------------------------------------------------------------
@@ -45,20 +57,39 @@ def node(name: str, instance_id: str | None = "i-0aaaaaaaaaaaaaaa1", az: str = "
 
 def test_a_node_named_by_private_dns_maps_to_its_instance_from_the_provider_id() -> None:
     record = node_record(
-        node("ip-10-0-1-17.ec2.internal", "i-0abc12345678def01", "us-east-1b", ready=True, unschedulable=True,
-             labels={"node-role.kubernetes.io/node": "", "kops.k8s.io/instancegroup": "nodes-us-east-1b"}),
-        "nodes-us-east-1b.demo.k8s.local", NOW)
-    assert record == NodeRecord(instance_id="i-0abc12345678def01", node_name="ip-10-0-1-17.ec2.internal",
-                                availability_zone="us-east-1b", asg_name="nodes-us-east-1b.demo.k8s.local",
-                                ready=True, unschedulable=True, roles=["node"], instance_group="nodes-us-east-1b",
-                                reported_at=NOW)
+        node(
+            "ip-10-0-1-17.ec2.internal",
+            "i-0abc12345678def01",
+            "us-east-1b",
+            ready=True,
+            unschedulable=True,
+            labels={"node-role.kubernetes.io/node": "", "kops.k8s.io/instancegroup": "nodes-us-east-1b"},
+        ),
+        "nodes-us-east-1b.demo.k8s.local",
+        NOW,
+    )
+    assert record == NodeRecord(
+        instance_id="i-0abc12345678def01",
+        node_name="ip-10-0-1-17.ec2.internal",
+        availability_zone="us-east-1b",
+        asg_name="nodes-us-east-1b.demo.k8s.local",
+        ready=True,
+        unschedulable=True,
+        roles=["node"],
+        instance_group="nodes-us-east-1b",
+        reported_at=NOW,
+    )
 
 
 def test_a_node_named_by_instance_id_works_the_same() -> None:
     record = node_record(node("i-0abc12345678def01", "i-0abc12345678def01", ready=False), None, NOW)
     assert record is not None
     assert (record.instance_id, record.node_name, record.ready, record.asg_name) == (
-        "i-0abc12345678def01", "i-0abc12345678def01", False, None)
+        "i-0abc12345678def01",
+        "i-0abc12345678def01",
+        False,
+        None,
+    )
 
 
 @pytest.mark.parametrize("provider_id", ["", "kind://docker/kind/kind-worker", "aws:///us-east-1a/not-an-instance"])
@@ -67,8 +98,14 @@ def test_a_node_without_an_aws_provider_id_has_no_record(provider_id: str) -> No
 
 
 def test_roles_come_from_node_role_labels_and_the_legacy_kops_label() -> None:
-    assert node_roles({"node-role.kubernetes.io/control-plane": "", "node-role.kubernetes.io/master": "",
-                       "kubernetes.io/role": "master", "other": "x"}) == ["control-plane", "master"]
+    assert node_roles(
+        {
+            "node-role.kubernetes.io/control-plane": "",
+            "node-role.kubernetes.io/master": "",
+            "kubernetes.io/role": "master",
+            "other": "x",
+        }
+    ) == ["control-plane", "master"]
     assert node_roles({"kubernetes.io/role": "node"}) == ["node"]
     assert node_roles({}) == [] and node_roles(None) == []
 
@@ -167,9 +204,15 @@ class MemoryNodes:
 
 
 def cluster_nodes(aws: Aws, by_instance_id: bool = False) -> list[NodeView]:
-    return [node(iid if by_instance_id else f"ip-10-0-{n}-1.ec2.internal", iid, az,
-                 labels={"kops.k8s.io/instancegroup": asg.split(".")[0]})
-            for n, (iid, (az, asg)) in enumerate(sorted(aws.instances.items()))]
+    return [
+        node(
+            iid if by_instance_id else f"ip-10-0-{n}-1.ec2.internal",
+            iid,
+            az,
+            labels={"kops.k8s.io/instancegroup": asg.split(".")[0]},
+        )
+        for n, (iid, (az, asg)) in enumerate(sorted(aws.instances.items()))
+    ]
 
 
 def node_items(store: Store) -> dict[str, dict[str, Any]]:
@@ -178,8 +221,10 @@ def node_items(store: Store) -> dict[str, dict[str, Any]]:
 
 @pytest.mark.parametrize("by_instance_id", [False, True])
 def test_resync_writes_every_node_and_forgets_instances_without_one(aws: Aws, by_instance_id: bool) -> None:
-    aws.store.put_node(NodeRecord(instance_id="i-0deadbeefdeadbeef", node_name="gone",
-                                  reported_at=utcnow() - timedelta(minutes=1)), 600)
+    aws.store.put_node(
+        NodeRecord(instance_id="i-0deadbeefdeadbeef", node_name="gone", reported_at=utcnow() - timedelta(minutes=1)),
+        600,
+    )
     nodes = cluster_nodes(aws, by_instance_id)
     reporter = MembershipReporter(MemoryNodes(nodes), aws.store, AsgLookup(aws.autoscaling), 60, 600)
     assert reporter.resync() == "101"
@@ -197,8 +242,7 @@ def test_watch_events_write_changes_and_delete_gone_nodes(aws: Aws) -> None:
     nodes = cluster_nodes(aws)
     source = MemoryNodes(nodes)
     clock_now = [NOW]
-    reporter = MembershipReporter(source, aws.store, AsgLookup(aws.autoscaling), 60, 600,
-                                  clock=lambda: clock_now[0])
+    reporter = MembershipReporter(source, aws.store, AsgLookup(aws.autoscaling), 60, 600, clock=lambda: clock_now[0])
     reporter.resync()
     first, second = nodes[0], nodes[1]
     before = node_items(aws.store)[second.instance_id]["reported_at"]

@@ -4,13 +4,18 @@ from core.kops import Role, managed_group, pool_of
 
 
 def _asg(tags, name="nodes-us-east-1a.demo.k8s.local", zones=("us-east-1a",)):
-    return {"AutoScalingGroupName": name, "AvailabilityZones": list(zones),
-            "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+    return {
+        "AutoScalingGroupName": name,
+        "AvailabilityZones": list(zones),
+        "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
+    }
 
 
 def test_worker_group_of_cluster():
-    group = managed_group(_asg({"KubernetesCluster": "demo", "k8s.io/role/node": "1",
-                                "kops.k8s.io/instancegroup": "nodes-us-east-1a"}), "demo")
+    group = managed_group(
+        _asg({"KubernetesCluster": "demo", "k8s.io/role/node": "1", "kops.k8s.io/instancegroup": "nodes-us-east-1a"}),
+        "demo",
+    )
     assert group is not None
     assert group.role is Role.NODE
     assert group.instance_group == "nodes-us-east-1a"
@@ -28,12 +33,15 @@ def test_foreign_and_untagged_groups_are_not_managed():
     assert managed_group(_asg({}), "demo") is None
 
 
-@pytest.mark.parametrize("tags, zones, pool", [
-    ({"kops.k8s.io/instancegroup": "nodes-us-east-1a"}, ("us-east-1a",), "nodes"),
-    ({"kops.k8s.io/instancegroup": "spot-big-eu-west-3b"}, (), "spot-big"),
-    ({"kops.k8s.io/instancegroup": "nodes"}, ("us-east-1a",), "nodes"),
-    ({"kops.k8s.io/instancegroup": "nodes-us-east-1a", "node-manager/pool": "general"}, (), "general"),
-    ({}, (), None),
-])
+@pytest.mark.parametrize(
+    "tags, zones, pool",
+    [
+        ({"kops.k8s.io/instancegroup": "nodes-us-east-1a"}, ("us-east-1a",), "nodes"),
+        ({"kops.k8s.io/instancegroup": "spot-big-eu-west-3b"}, (), "spot-big"),
+        ({"kops.k8s.io/instancegroup": "nodes"}, ("us-east-1a",), "nodes"),
+        ({"kops.k8s.io/instancegroup": "nodes-us-east-1a", "node-manager/pool": "general"}, (), "general"),
+        ({}, (), None),
+    ],
+)
 def test_pool(tags, zones, pool):
     assert pool_of(tags, zones) == pool

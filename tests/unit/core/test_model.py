@@ -1,11 +1,11 @@
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from pydantic import ValidationError
 
 from core.model import Command, CommandKind, CommandStatus, NodeRecord, parse_provider_id
 
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
@@ -25,8 +25,13 @@ def test_parse_provider_id(provider_id, expected):
 
 
 def _command(**kw):
-    base = dict(command_id="spot-1", cluster="c", kind="drain", instance_id="i-0123456789abcdef0",
-                deadline=NOW + timedelta(seconds=120))
+    base = dict(
+        command_id="spot-1",
+        cluster="c",
+        kind="drain",
+        instance_id="i-0123456789abcdef0",
+        deadline=NOW + timedelta(seconds=120),
+    )
     base.update(kw)
     return Command(**base)
 
@@ -39,13 +44,16 @@ def test_command_round_trips_through_json():
     assert again.seconds_left(NOW) == 120
 
 
-@pytest.mark.parametrize("bad", [
-    {"instance_id": "not-an-instance"},
-    {"kind": "explode"},
-    {"deadline": datetime(2026, 1, 1)},  # naive
-    {"command_id": ""},
-    {"unexpected": 1},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"instance_id": "not-an-instance"},
+        {"kind": "explode"},
+        {"deadline": datetime(2026, 1, 1)},  # naive
+        {"command_id": ""},
+        {"unexpected": 1},
+    ],
+)
 def test_command_rejects_bad_fields(bad):
     with pytest.raises(ValidationError):
         _command(**bad)
@@ -58,8 +66,10 @@ def test_deadline_normalised_to_utc():
 
 def test_terminal_statuses():
     assert not CommandStatus.QUEUED.terminal and not CommandStatus.RUNNING.terminal
-    assert all(s.terminal for s in (CommandStatus.SUCCEEDED, CommandStatus.TIMED_OUT, CommandStatus.FAILED,
-                                    CommandStatus.SKIPPED))
+    assert all(
+        s.terminal
+        for s in (CommandStatus.SUCCEEDED, CommandStatus.TIMED_OUT, CommandStatus.FAILED, CommandStatus.SKIPPED)
+    )
 
 
 def test_node_record_freshness():

@@ -20,11 +20,14 @@ def test_values_are_parsed_and_frozen():
         s.cluster_name = "x"  # type: ignore[misc]
 
 
-@pytest.mark.parametrize("env, var", [
-    ({"TABLE_NAME": "t", "QUEUE_URL": "q"}, "CLUSTER_NAME"),
-    ({**BASE, "REBALANCE_POLICY": "panic"}, "REBALANCE_POLICY"),
-    ({**BASE, "SPOT_DEADLINE_SECONDS": "1"}, "SPOT_DEADLINE_SECONDS"),
-])
+@pytest.mark.parametrize(
+    "env, var",
+    [
+        ({"TABLE_NAME": "t", "QUEUE_URL": "q"}, "CLUSTER_NAME"),
+        ({**BASE, "REBALANCE_POLICY": "panic"}, "REBALANCE_POLICY"),
+        ({**BASE, "SPOT_DEADLINE_SECONDS": "1"}, "SPOT_DEADLINE_SECONDS"),
+    ],
+)
 def test_errors_name_the_variable(env, var):
     with pytest.raises(SettingsError) as info:
         InterruptionSettings.from_env(env)

@@ -21,8 +21,13 @@ def store():
 
 
 def _cmd(cid="spot-1"):
-    return Command(command_id=cid, cluster="demo", kind="drain", instance_id="i-0123456789abcdef0",
-                   deadline=utcnow() + timedelta(seconds=120))
+    return Command(
+        command_id=cid,
+        cluster="demo",
+        kind="drain",
+        instance_id="i-0123456789abcdef0",
+        deadline=utcnow() + timedelta(seconds=120),
+    )
 
 
 def test_a_command_is_recorded_once(store):
@@ -60,8 +65,9 @@ def test_terminal_command_cannot_restart(store):
     attempt = store.start_command(_cmd(), "agent-a", stale_after_seconds=60, ttl_seconds=3600)
     store.finish_command("spot-1", "agent-a", attempt, CommandStatus.TIMED_OUT, {"remaining": ["web-1"]})
     with pytest.raises(CommandTransitionError) as info:
-        store.start_command(_cmd(), "agent-b", stale_after_seconds=0, ttl_seconds=3600,
-                            now=utcnow() + timedelta(hours=1))
+        store.start_command(
+            _cmd(), "agent-b", stale_after_seconds=0, ttl_seconds=3600, now=utcnow() + timedelta(hours=1)
+        )
     assert info.value.current["status"] == "timed_out"
 
 
@@ -77,8 +83,10 @@ def test_finish_needs_a_terminal_status(store):
 def test_membership_freshness_is_checked_by_the_reader(store):
     now = utcnow()
     store.put_node(NodeRecord(instance_id="i-0123456789abcdef0", node_name="a", reported_at=now), ttl_seconds=600)
-    store.put_node(NodeRecord(instance_id="i-0123456789abcdef1", node_name="b",
-                              reported_at=now - timedelta(hours=2)), ttl_seconds=600)
+    store.put_node(
+        NodeRecord(instance_id="i-0123456789abcdef1", node_name="b", reported_at=now - timedelta(hours=2)),
+        ttl_seconds=600,
+    )
     # The stale item is still in the table (TTL deletion lags), but readers skip it.
     assert store.get("NODE#i-0123456789abcdef1") is not None
     assert [r.node_name for r in store.list_nodes(max_age_seconds=600, now=now)] == ["a"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -20,15 +20,23 @@ AMI = "ami-0123456789abcdef0"
 
 
 def client_error(code: str, message: str = "", status: int = 400, operation: str = "Op") -> ClientError:
-    return ClientError({"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}},
-                       operation)
+    return ClientError(
+        {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}}, operation
+    )
 
 
 @pytest.mark.parametrize(
     ("code", "status", "retryable"),
-    [("Throttling", 400, True), ("RequestLimitExceeded", 400, True), ("ResourceContention", 500, True),
-     ("InternalFailure", 500, True), ("SomethingNew", 503, True), ("AccessDenied", 403, False),
-     ("ValidationError", 400, False), ("UnauthorizedOperation", 403, False)],
+    [
+        ("Throttling", 400, True),
+        ("RequestLimitExceeded", 400, True),
+        ("ResourceContention", 500, True),
+        ("InternalFailure", 500, True),
+        ("SomethingNew", 503, True),
+        ("AccessDenied", 403, False),
+        ("ValidationError", 400, False),
+        ("UnauthorizedOperation", 403, False),
+    ],
 )
 def test_errors_are_translated_by_cause(code, status, retryable):
     err = translate("DetachInstances", client_error(code, "text", status))
@@ -47,6 +55,7 @@ class Raising:
     def __getattr__(self, name: str) -> Any:
         def call(**_: Any) -> Any:
             raise self.error
+
         return call
 
 
@@ -59,8 +68,11 @@ def test_connection_failures_are_retryable():
 
 def test_detach_of_an_instance_no_longer_in_the_group_is_reported_not_raised():
     # The message Auto Scaling answers with in that case.
-    err = client_error("ValidationError", "The instance i-0123456789abcdef0 is not part of Auto Scaling group "
-                       "nodes.", operation="DetachInstances")
+    err = client_error(
+        "ValidationError",
+        "The instance i-0123456789abcdef0 is not part of Auto Scaling group nodes.",
+        operation="DetachInstances",
+    )
     aws = InterruptionAws(Raising(err), None, None, "q")
     assert aws.detach_instance("i-0123456789abcdef0", "nodes") is False
 
@@ -83,10 +95,22 @@ def aws(monkeypatch):
         ec2.create_launch_template(LaunchTemplateName="kops", LaunchTemplateData={"ImageId": AMI})
         subnet = ec2.describe_subnets()["Subnets"][0]["SubnetId"]
         autoscaling.create_auto_scaling_group(
-            AutoScalingGroupName="nodes", LaunchTemplate={"LaunchTemplateName": "kops"}, MinSize=1, MaxSize=3,
-            DesiredCapacity=1, VPCZoneIdentifier=subnet,
-            Tags=[{"Key": "KubernetesCluster", "Value": "demo", "PropagateAtLaunch": True, "ResourceId": "nodes",
-                   "ResourceType": "auto-scaling-group"}])
+            AutoScalingGroupName="nodes",
+            LaunchTemplate={"LaunchTemplateName": "kops"},
+            MinSize=1,
+            MaxSize=3,
+            DesiredCapacity=1,
+            VPCZoneIdentifier=subnet,
+            Tags=[
+                {
+                    "Key": "KubernetesCluster",
+                    "Value": "demo",
+                    "PropagateAtLaunch": True,
+                    "ResourceId": "nodes",
+                    "ResourceType": "auto-scaling-group",
+                }
+            ],
+        )
         yield InterruptionAws(autoscaling, ec2, sqs, sqs.create_queue(QueueName="q")["QueueUrl"])
 
 
@@ -114,21 +138,33 @@ def test_facts_of_a_bare_and_of_an_unknown_instance(aws):
 
 
 def test_command_message_carries_the_command_and_its_attributes(aws):
-    command = Command(command_id="spot-1", cluster="demo", kind="drain", instance_id="i-0123456789abcdef0",
-                      deadline=datetime.now(timezone.utc) + timedelta(seconds=120))
+    command = Command(
+        command_id="spot-1",
+        cluster="demo",
+        kind="drain",
+        instance_id="i-0123456789abcdef0",
+        deadline=datetime.now(UTC) + timedelta(seconds=120),
+    )
     message_id = aws.send_command(command)
     [message] = aws.sqs.receive_message(QueueUrl=aws.queue_url, MessageAttributeNames=["All"])["Messages"]
     assert message["MessageId"] == message_id
     assert Command.model_validate_json(message["Body"]) == command
-    assert {k: v["StringValue"] for k, v in message["MessageAttributes"].items()} == {"kind": "drain",
-                                                                                    "cluster": "demo"}
+    assert {k: v["StringValue"] for k, v in message["MessageAttributes"].items()} == {
+        "kind": "drain",
+        "cluster": "demo",
+    }
 
 
 def test_fifo_queue_gets_group_and_deduplication_ids(aws):
     fifo = aws.sqs.create_queue(QueueName="q.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
     fifo_aws = InterruptionAws(aws.autoscaling, aws.ec2, aws.sqs, fifo)
-    command = Command(command_id="spot-1", cluster="demo", kind="drain", instance_id="i-0123456789abcdef0",
-                      deadline=datetime.now(timezone.utc) + timedelta(seconds=120))
+    command = Command(
+        command_id="spot-1",
+        cluster="demo",
+        kind="drain",
+        instance_id="i-0123456789abcdef0",
+        deadline=datetime.now(UTC) + timedelta(seconds=120),
+    )
     fifo_aws.send_command(command)
     fifo_aws.send_command(command)  # deduplicated by SQS
     out = aws.sqs.receive_message(QueueUrl=fifo, MaxNumberOfMessages=10, AttributeNames=["All"])["Messages"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -27,7 +27,7 @@ from lambdas.interruption.world import InstanceFacts, World
 
 CLUSTER = "demo.k8s.local"
 INSTANCE = "i-0a1b2c3d4e5f60718"
-T0 = datetime(2024, 3, 5, 10, 15, 30, tzinfo=timezone.utc)
+T0 = datetime(2024, 3, 5, 10, 15, 30, tzinfo=UTC)
 NODES_ASG = "nodes-us-east-1a.demo.k8s.local"
 MASTER_ASG = "master-us-east-1a.masters.demo.k8s.local"
 
@@ -38,15 +38,26 @@ def settings(**overrides) -> InterruptionSettings:
 
 
 def spot(action: InstanceAction = InstanceAction.TERMINATE, event_id: str = "ev-1") -> InterruptionNotice:
-    return InterruptionNotice(kind=NoticeKind.SPOT_INTERRUPTION, event_id=event_id, event_time=T0,
-                              instance_id=INSTANCE, instance_action=action, source="aws.ec2",
-                              detail_type="EC2 Spot Instance Interruption Warning")
+    return InterruptionNotice(
+        kind=NoticeKind.SPOT_INTERRUPTION,
+        event_id=event_id,
+        event_time=T0,
+        instance_id=INSTANCE,
+        instance_action=action,
+        source="aws.ec2",
+        detail_type="EC2 Spot Instance Interruption Warning",
+    )
 
 
 def rebalance(event_id: str = "ev-2") -> InterruptionNotice:
-    return InterruptionNotice(kind=NoticeKind.REBALANCE_RECOMMENDATION, event_id=event_id, event_time=T0,
-                              instance_id=INSTANCE, source="aws.ec2",
-                              detail_type="EC2 Instance Rebalance Recommendation")
+    return InterruptionNotice(
+        kind=NoticeKind.REBALANCE_RECOMMENDATION,
+        event_id=event_id,
+        event_time=T0,
+        instance_id=INSTANCE,
+        source="aws.ec2",
+        detail_type="EC2 Instance Rebalance Recommendation",
+    )
 
 
 def asg(name: str = NODES_ASG, cluster: str | None = CLUSTER, role_tag: str | None = NODE_ROLE_TAG) -> dict:
@@ -55,15 +66,31 @@ def asg(name: str = NODES_ASG, cluster: str | None = CLUSTER, role_tag: str | No
         tags.append({"Key": CLUSTER_TAG, "Value": cluster})
     if role_tag is not None:
         tags.append({"Key": role_tag, "Value": "1"})
-    return {"AutoScalingGroupName": name, "AvailabilityZones": ["us-east-1a"], "Tags": tags,
-            "MinSize": 1, "MaxSize": 4, "DesiredCapacity": 2}
+    return {
+        "AutoScalingGroupName": name,
+        "AvailabilityZones": ["us-east-1a"],
+        "Tags": tags,
+        "MinSize": 1,
+        "MaxSize": 4,
+        "DesiredCapacity": 2,
+    }
 
 
-def world(group: dict | None = None, state: str | None = "InService", known: bool = True, membership=None,
-          command=None, detach=None) -> World:
+def world(
+    group: dict | None = None,
+    state: str | None = "InService",
+    known: bool = True,
+    membership=None,
+    command=None,
+    detach=None,
+) -> World:
     group = asg() if group is None and state is not None else group
-    return World(instance=InstanceFacts(INSTANCE, known=known, asg=group, lifecycle_state=state),
-                 membership=membership, command=command, detach=detach)
+    return World(
+        instance=InstanceFacts(INSTANCE, known=known, asg=group, lifecycle_state=state),
+        membership=membership,
+        command=command,
+        detach=detach,
+    )
 
 
 def member(reported_at: datetime, name: str = "ip-10-0-1-5.ec2.internal") -> NodeRecord:
@@ -129,8 +156,11 @@ def test_stop_and_hibernate_are_drained_but_never_detached(action):
 
 @pytest.mark.parametrize(
     ("role_tag", "reason"),
-    [("k8s.io/role/master", SkipReason.CONTROL_PLANE), ("k8s.io/role/control-plane", SkipReason.CONTROL_PLANE),
-     (None, SkipReason.UNKNOWN_ROLE)],
+    [
+        ("k8s.io/role/master", SkipReason.CONTROL_PLANE),
+        ("k8s.io/role/control-plane", SkipReason.CONTROL_PLANE),
+        (None, SkipReason.UNKNOWN_ROLE),
+    ],
 )
 def test_masters_and_unknown_roles_are_drained_but_not_detached(role_tag, reason):
     plan = decide(spot(), NOW, settings(), world(group=asg(MASTER_ASG, role_tag=role_tag)))
@@ -176,8 +206,10 @@ def test_late_events_are_acknowledged(notice, age, late):
 @pytest.mark.parametrize(
     ("facts", "reason"),
     [
-        (InstanceFacts(INSTANCE, asg=asg(cluster="other.k8s.local"), lifecycle_state="InService"),
-         IgnoreReason.OTHER_CLUSTER),
+        (
+            InstanceFacts(INSTANCE, asg=asg(cluster="other.k8s.local"), lifecycle_state="InService"),
+            IgnoreReason.OTHER_CLUSTER,
+        ),
         (InstanceFacts(INSTANCE, asg=asg(cluster=None), lifecycle_state="InService"), IgnoreReason.UNMANAGED_GROUP),
         (InstanceFacts(INSTANCE, known=True, asg=None, lifecycle_state=None), IgnoreReason.NOT_IN_ASG),
         (InstanceFacts(INSTANCE, known=False, asg=None, lifecycle_state=None), IgnoreReason.UNKNOWN_INSTANCE),
@@ -207,8 +239,9 @@ def test_other_cluster_detail_names_the_owner():
 @pytest.mark.parametrize("group", [asg(), asg(MASTER_ASG, role_tag="k8s.io/role/master")])
 def test_rebalance_follows_the_policy_and_never_detaches(policy, kind, group):
     now = T0 + timedelta(seconds=30)
-    plan = decide(rebalance(), now, settings(rebalance_policy=policy, rebalance_drain_timeout_seconds=900),
-                  world(group=group))
+    plan = decide(
+        rebalance(), now, settings(rebalance_policy=policy, rebalance_drain_timeout_seconds=900), world(group=group)
+    )
     assert kinds(plan) == ["RecordCommand", "SendCommand"]
     command = plan.actions[0].command
     assert command.kind is kind
@@ -240,8 +273,12 @@ def first_command() -> Command:
 
 def test_queued_command_is_resent_as_recorded():
     original = first_command().model_copy(update={"node_name": "recorded-name"})
-    plan = decide(spot(), NOW + timedelta(seconds=10), settings(),
-                  world(command=recorded(original, "queued"), detach={"state": "detached", "asg_name": NODES_ASG}))
+    plan = decide(
+        spot(),
+        NOW + timedelta(seconds=10),
+        settings(),
+        world(command=recorded(original, "queued"), detach={"state": "detached", "asg_name": NODES_ASG}),
+    )
     assert plan.actions[0] == SendCommand(original, resend=True)
     assert plan.actions[1] == Skip("early_replacement", SkipReason.ALREADY_DETACHED)
     assert plan.acknowledged is None
@@ -249,31 +286,45 @@ def test_queued_command_is_resent_as_recorded():
 
 @pytest.mark.parametrize("status", ["running", "succeeded", "failed", "timed_out", "skipped"])
 def test_started_or_finished_command_is_not_resent(status):
-    plan = decide(spot(), NOW, settings(),
-                  world(command=recorded(first_command(), status), detach={"state": "detached",
-                                                                           "asg_name": NODES_ASG}))
+    plan = decide(
+        spot(),
+        NOW,
+        settings(),
+        world(command=recorded(first_command(), status), detach={"state": "detached", "asg_name": NODES_ASG}),
+    )
     assert kinds(plan) == ["Skip", "Skip", "Acknowledge"]
     assert plan.acknowledged == Acknowledge(IgnoreReason.DUPLICATE, "command and early replacement already done")
 
 
 def test_intended_detach_is_completed_while_the_instance_is_still_in_its_group():
-    plan = decide(spot(), NOW, settings(),
-                  world(command=recorded(first_command(), "running"),
-                        detach={"state": "intended", "asg_name": NODES_ASG}))
+    plan = decide(
+        spot(),
+        NOW,
+        settings(),
+        world(command=recorded(first_command(), "running"), detach={"state": "intended", "asg_name": NODES_ASG}),
+    )
     assert plan.actions[1:] == (DetachInstance(INSTANCE, NODES_ASG), MarkDetached(INSTANCE))
 
 
 def test_intended_detach_of_an_instance_already_out_of_its_group_is_only_marked():
     facts = InstanceFacts(INSTANCE, known=True, asg=asg(), lifecycle_state=None)
-    plan = decide(spot(), NOW, settings(),
-                  World(instance=facts, command=recorded(first_command(), "queued"),
-                        detach={"state": "intended", "asg_name": NODES_ASG}))
+    plan = decide(
+        spot(),
+        NOW,
+        settings(),
+        World(
+            instance=facts,
+            command=recorded(first_command(), "queued"),
+            detach={"state": "intended", "asg_name": NODES_ASG},
+        ),
+    )
     assert [type(a) for a in plan.actions] == [SendCommand, MarkDetached]
 
 
 def test_intended_detach_is_completed_even_if_early_replacement_was_turned_off_since():
-    plan = decide(spot(), NOW, settings(early_replacement=False),
-                  world(detach={"state": "intended", "asg_name": NODES_ASG}))
+    plan = decide(
+        spot(), NOW, settings(early_replacement=False), world(detach={"state": "intended", "asg_name": NODES_ASG})
+    )
     assert kinds(plan) == ["RecordCommand", "SendCommand", "DetachInstance", "MarkDetached"]
 
 
@@ -293,11 +344,16 @@ def test_command_ids_are_deterministic_and_distinct_per_kind():
 
 @pytest.mark.parametrize(
     ("action", "role_tag", "early", "state"),
-    list(itertools.product(list(InstanceAction), [NODE_ROLE_TAG, "k8s.io/role/master", None], [True, False],
-                           ["InService", "Terminating:Wait"])),
+    list(
+        itertools.product(
+            list(InstanceAction),
+            [NODE_ROLE_TAG, "k8s.io/role/master", None],
+            [True, False],
+            ["InService", "Terminating:Wait"],
+        )
+    ),
 )
-def test_detach_happens_only_for_terminate_on_in_service_workers_with_the_setting_on(action, role_tag, early,
-                                                                                      state):
+def test_detach_happens_only_for_terminate_on_in_service_workers_with_the_setting_on(action, role_tag, early, state):
     group = asg(role_tag=role_tag)
     plan = decide(spot(action), NOW, settings(early_replacement=early), world(group=group, state=state))
     detaches = [a for a in plan.actions if isinstance(a, (RecordDetach, DetachInstance))]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -46,8 +46,17 @@ def test_fixtures_have_the_documented_envelope():
         raw = json.loads(path.read_text())
         if path.name.startswith("malformed-") or raw.get("source") != "aws.ec2":
             continue  # other sources' fixtures (replenisher, agent) are checked by their own tests
-        assert set(raw) == {"version", "id", "detail-type", "source", "account", "time", "region", "resources",
-                            "detail"}, path.name
+        assert set(raw) == {
+            "version",
+            "id",
+            "detail-type",
+            "source",
+            "account",
+            "time",
+            "region",
+            "resources",
+            "detail",
+        }, path.name
         assert raw["version"] == "0" and raw["source"] == "aws.ec2"
         assert raw["time"].endswith("Z")
         assert raw["resources"] == [r for r in raw["resources"] if raw["detail"]["instance-id"] in r]
@@ -100,13 +109,13 @@ def test_event_id_with_odd_characters_is_malformed():
 def test_time_without_zone_is_read_as_utc():
     raw = load("rebalance-recommendation.json")
     raw["time"] = "2024-03-05T10:05:00"
-    assert parse_notice(raw).event_time == datetime(2024, 3, 5, 10, 5, tzinfo=timezone.utc)
+    assert parse_notice(raw).event_time == datetime(2024, 3, 5, 10, 5, tzinfo=UTC)
 
 
 def test_time_with_offset_is_converted_to_utc():
     raw = load("rebalance-recommendation.json")
     raw["time"] = "2024-03-05T12:05:00+02:00"
-    assert parse_notice(raw).event_time == datetime(2024, 3, 5, 10, 5, tzinfo=timezone.utc)
+    assert parse_notice(raw).event_time == datetime(2024, 3, 5, 10, 5, tzinfo=UTC)
 
 
 def test_extra_detail_fields_are_tolerated():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
@@ -28,7 +28,7 @@ from lambdas.interruption.telemetry import Telemetry
 
 REGION = "us-east-1"
 AMI = "ami-0123456789abcdef0"
-NOW = datetime(2024, 3, 5, 10, 15, 30, tzinfo=timezone.utc)
+NOW = datetime(2024, 3, 5, 10, 15, 30, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -43,12 +43,22 @@ def effects(monkeypatch):
         ddb.create_table(**state_table("state"))
         ec2.create_launch_template(LaunchTemplateName="kops", LaunchTemplateData={"ImageId": AMI})
         autoscaling.create_auto_scaling_group(
-            AutoScalingGroupName="nodes", LaunchTemplate={"LaunchTemplateName": "kops"}, MinSize=1, MaxSize=3,
-            DesiredCapacity=1, VPCZoneIdentifier=ec2.describe_subnets()["Subnets"][0]["SubnetId"])
+            AutoScalingGroupName="nodes",
+            LaunchTemplate={"LaunchTemplateName": "kops"},
+            MinSize=1,
+            MaxSize=3,
+            DesiredCapacity=1,
+            VPCZoneIdentifier=ec2.describe_subnets()["Subnets"][0]["SubnetId"],
+        )
         aws = InterruptionAws(autoscaling, ec2, sqs, sqs.create_queue(QueueName="q")["QueueUrl"])
         metrics = Metrics()
-        yield Effects(store=Store(ddb.Table("state"), "demo"), aws=aws, telemetry=Telemetry(metrics),
-                      logger=Logger(service="test"), ttl_seconds=3600)
+        yield Effects(
+            store=Store(ddb.Table("state"), "demo"),
+            aws=aws,
+            telemetry=Telemetry(metrics),
+            logger=Logger(service="test"),
+            ttl_seconds=3600,
+        )
         metrics.clear_metrics()  # Powertools keeps metrics in class-level state shared by every Metrics()
 
 
@@ -62,15 +72,27 @@ def messages(effects: Effects) -> list[dict]:
 
 
 def command(instance_id: str) -> Command:
-    return Command(command_id="spot-ev", cluster="demo", kind="drain", instance_id=instance_id,
-                   deadline=NOW + timedelta(seconds=120))
+    return Command(
+        command_id="spot-ev",
+        cluster="demo",
+        kind="drain",
+        instance_id=instance_id,
+        deadline=NOW + timedelta(seconds=120),
+    )
 
 
 def test_actions_are_applied_in_order(effects):
     victim = instance(effects)
     cmd = command(victim)
-    plan = Plan((RecordCommand(cmd), SendCommand(cmd), RecordDetach(victim, "nodes", "r"),
-                 DetachInstance(victim, "nodes"), MarkDetached(victim)))
+    plan = Plan(
+        (
+            RecordCommand(cmd),
+            SendCommand(cmd),
+            RecordDetach(victim, "nodes", "r"),
+            DetachInstance(victim, "nodes"),
+            MarkDetached(victim),
+        )
+    )
     results = execute(plan, effects, NOW)
     assert [r["result"] for r in results][:3] == ["recorded", results[1]["result"], "recorded"]
     assert results[1]["result"].startswith("sent (message ")
@@ -100,11 +122,14 @@ def test_losing_the_command_record_to_a_queued_command_still_sends(effects):
 def test_losing_the_detach_record_drops_the_detach(effects):
     victim = instance(effects)
     effects.store.record_detach(victim, "nodes", "other delivery", 3600, now=NOW)
-    results = execute(Plan((RecordDetach(victim, "nodes", "r"), DetachInstance(victim, "nodes"),
-                            MarkDetached(victim))), effects, NOW)
-    assert [r["result"] for r in results] == ["already recorded: another delivery detaches",
-                                              "not done (another delivery detaches)",
-                                              "not done (another delivery detaches)"]
+    results = execute(
+        Plan((RecordDetach(victim, "nodes", "r"), DetachInstance(victim, "nodes"), MarkDetached(victim))), effects, NOW
+    )
+    assert [r["result"] for r in results] == [
+        "already recorded: another delivery detaches",
+        "not done (another delivery detaches)",
+        "not done (another delivery detaches)",
+    ]
     assert instance(effects) == victim
     assert effects.store.get_detach(victim)["state"] == "intended"
 
@@ -112,8 +137,16 @@ def test_losing_the_detach_record_drops_the_detach(effects):
 def test_dry_run_only_describes(effects):
     victim = instance(effects)
     cmd = command(victim)
-    plan = Plan((RecordCommand(cmd), SendCommand(cmd), RecordDetach(victim, "nodes", "r"),
-                 DetachInstance(victim, "nodes"), MarkDetached(victim), Acknowledge(IgnoreReason.DUPLICATE)))
+    plan = Plan(
+        (
+            RecordCommand(cmd),
+            SendCommand(cmd),
+            RecordDetach(victim, "nodes", "r"),
+            DetachInstance(victim, "nodes"),
+            MarkDetached(victim),
+            Acknowledge(IgnoreReason.DUPLICATE),
+        )
+    )
     results = execute(plan, effects, NOW, dry_run=True)
     assert [r["action"] for r in results] == plan.describe()
     assert [r["result"] for r in results] == ["dry run: not done"] * 5 + ["acknowledged"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,7 @@ from lambdas.events.dispatch import parse_capacity_notice
 from lambdas.events.notice import check_not_future
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
 def _event(name: str, time: str) -> dict:
@@ -24,19 +24,24 @@ def _event(name: str, time: str) -> dict:
 
 
 @pytest.mark.parametrize("time", ["9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00+01:00"])
-@pytest.mark.parametrize("parse, name", [(parse_notice, "spot-interruption-warning.json"),
-                                         (parse_capacity_notice, "autoscaling-launch-unsuccessful.json")])
+@pytest.mark.parametrize(
+    "parse, name",
+    [(parse_notice, "spot-interruption-warning.json"), (parse_capacity_notice, "autoscaling-launch-unsuccessful.json")],
+)
 def test_times_outside_utc_are_malformed_not_overflow(parse, name, time):
     with pytest.raises(MalformedEventError):
         parse(_event(name, time))
 
 
-@pytest.mark.parametrize("time, future", [
-    ("2026-11-29T12:04:59Z", False),  # within the allowed clock skew
-    ("2026-11-29T12:05:01Z", True),
-    ("2100-01-01T00:00:00Z", True),
-    ("9999-12-31T23:59:59Z", True),
-])
+@pytest.mark.parametrize(
+    "time, future",
+    [
+        ("2026-11-29T12:04:59Z", False),  # within the allowed clock skew
+        ("2026-11-29T12:05:01Z", True),
+        ("2100-01-01T00:00:00Z", True),
+        ("9999-12-31T23:59:59Z", True),
+    ],
+)
 def test_future_events_are_refused(time, future):
     notice = parse_notice(_event("spot-interruption-warning.json", time))
     if future:

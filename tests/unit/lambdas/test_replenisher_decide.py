@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -20,16 +20,29 @@ from lambdas.replenisher.plan import Note, Operation, Reason, SetCapacity, Termi
 from lambdas.replenisher.world import Group, Instance, World, instance_ids_in
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
-T0 = datetime(2024, 3, 5, 10, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
 SETTINGS = ReplenisherSettings(cluster_name="c.k8s.local", table_name="t", queue_url="q")
 
 
-def group(name: str, az: str, desired: int, ids: list[str], role: Role = Role.NODE, max_size: int = 6,
-          pool: str | None = "nodes") -> Group:
-    info = ManagedGroup(name=name, cluster="c.k8s.local", role=role, instance_group=name, pool=pool,
-                        availability_zones=(az,))
-    return Group(info=info, desired=desired, min_size=0, max_size=max_size,
-                 instances=tuple(Instance(i, az, "InService", launch_time=T0 - timedelta(hours=1)) for i in ids))
+def group(
+    name: str,
+    az: str,
+    desired: int,
+    ids: list[str],
+    role: Role = Role.NODE,
+    max_size: int = 6,
+    pool: str | None = "nodes",
+) -> Group:
+    info = ManagedGroup(
+        name=name, cluster="c.k8s.local", role=role, instance_group=name, pool=pool, availability_zones=(az,)
+    )
+    return Group(
+        info=info,
+        desired=desired,
+        min_size=0,
+        max_size=max_size,
+        instances=tuple(Instance(i, az, "InService", launch_time=T0 - timedelta(hours=1)) for i in ids),
+    )
 
 
 def ids(prefix: str, n: int) -> list[str]:
@@ -37,13 +50,22 @@ def ids(prefix: str, n: int) -> list[str]:
 
 
 def failure(asg: str, at: datetime = T0) -> CapacityNotice:
-    return CapacityNotice(kind=CapacityKind.LAUNCH_FAILED, event_id="e1", event_time=at, asg_name=asg,
-                          source="aws.autoscaling", detail_type="EC2 Instance Launch Unsuccessful")
+    return CapacityNotice(
+        kind=CapacityKind.LAUNCH_FAILED,
+        event_id="e1",
+        event_time=at,
+        asg_name=asg,
+        source="aws.autoscaling",
+        detail_type="EC2 Instance Launch Unsuccessful",
+    )
 
 
 def nodes_for(*groups: Group) -> dict[str, NodeRecord]:
-    return {i.instance_id: NodeRecord(instance_id=i.instance_id, node_name=i.instance_id, ready=True,
-                                      reported_at=T0) for g in groups for i in g.instances}
+    return {
+        i.instance_id: NodeRecord(instance_id=i.instance_id, node_name=i.instance_id, ready=True, reported_at=T0)
+        for g in groups
+        for i in g.instances
+    }
 
 
 def test_failure_raises_siblings_evenly_intent_first() -> None:
@@ -53,7 +75,9 @@ def test_failure_raises_siblings_evenly_intent_first() -> None:
     assert kinds == ["WriteLedger", "SetCapacity", "SetCapacity", "WriteLedger"]
     intent = plan.actions[0].ledger
     assert intent.compensation.owed == 2 and {d: v.raised_by for d, v in intent.compensation.donors.items()} == {
-        "b": 1, "c": 1}
+        "b": 1,
+        "c": 1,
+    }
     assert all(v.state.value == "intended" for v in intent.compensation.donors.values())
     assert [(x.asg_name, x.desired) for x in plan.actions if isinstance(x, SetCapacity)] == [("b", 4), ("c", 4)]
     assert plan.operation is Operation.REPLENISH
@@ -89,8 +113,9 @@ def test_unregistered_instance_past_provision_time_terminated_without_decrement(
     b = group("b", "az-b", 2, ids("b", 2))
     stray = b.instances[0].instance_id
     nodes = {k: v for k, v in nodes_for(b).items() if k != stray}
-    tick = CapacityNotice(kind=CapacityKind.TICK, event_id="t", event_time=T0, source="aws.events",
-                          detail_type="Scheduled Event")
+    tick = CapacityNotice(
+        kind=CapacityKind.TICK, event_id="t", event_time=T0, source="aws.events", detail_type="Scheduled Event"
+    )
     plan = decide(tick, T0, SETTINGS, World(groups={"b": b}, nodes=nodes))
     assert [(x.instance_id, x.decrement) for x in plan.actions if isinstance(x, Terminate)] == [(stray, False)]
     protected = decide(tick, T0, SETTINGS, World(groups={"b": b}, nodes=nodes, protected=frozenset({stray})))
@@ -111,12 +136,15 @@ def test_instance_ids_found_anywhere_in_a_run_item() -> None:
     assert instance_ids_in(item) == {"i-0123456789abcdef0", "i-0aaaaaaaabbbbbbbb"}
 
 
-@pytest.mark.parametrize(("name", "kind"), [
-    ("autoscaling-launch-unsuccessful.json", CapacityKind.LAUNCH_FAILED),
-    ("autoscaling-launch-successful.json", CapacityKind.LAUNCH_SUCCEEDED),
-    ("scheduled-tick.json", CapacityKind.TICK),
-    ("agent-drain-succeeded.json", CapacityKind.DRAIN_FINISHED),
-])
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("autoscaling-launch-unsuccessful.json", CapacityKind.LAUNCH_FAILED),
+        ("autoscaling-launch-successful.json", CapacityKind.LAUNCH_SUCCEEDED),
+        ("scheduled-tick.json", CapacityKind.TICK),
+        ("agent-drain-succeeded.json", CapacityKind.DRAIN_FINISHED),
+    ],
+)
 def test_fixtures_of_record_parse(name: str, kind: CapacityKind) -> None:
     raw = json.loads((EVENTS / name).read_text())
     assert set(raw) == {"version", "id", "detail-type", "source", "account", "time", "region", "resources", "detail"}
@@ -140,11 +168,19 @@ def test_ledger_round_trips_through_json() -> None:
     assert Ledger.model_validate(json.loads(json.dumps(written.model_dump(mode="json")))) == written
 
 
-@pytest.mark.parametrize("status, active", [
-    ("running", True), ("pausing", True), ("cancelling", True),
-    ("paused", False), ("succeeded", False), ("cancelled", False), ("failed", False),
-    ("something-new", True),  # unknown: protect the capacity rather than judge it surplus
-])
+@pytest.mark.parametrize(
+    "status, active",
+    [
+        ("running", True),
+        ("pausing", True),
+        ("cancelling", True),
+        ("paused", False),
+        ("succeeded", False),
+        ("cancelled", False),
+        ("failed", False),
+        ("something-new", True),  # unknown: protect the capacity rather than judge it surplus
+    ],
+)
 def test_which_refresh_runs_protect_their_capacity(status, active):
     from lambdas.replenisher.world import run_active
 

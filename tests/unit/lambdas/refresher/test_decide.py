@@ -3,7 +3,7 @@ Synthetic worlds (no I/O): what a crash leaves behind must lead to exactly one r
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -19,7 +19,7 @@ from lambdas.refresher.select import format_table, select
 from lambdas.refresher.triggers import TriggerKind, parse_trigger
 from lambdas.refresher.world import GroupFacts, InstanceFacts, World
 
-T0 = datetime(2024, 3, 5, 10, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
 SETTINGS = RefresherSettings(cluster_name="c", table_name="t", queue_url="q", effect_grace_seconds=30)
 NODES = "nodes-a.c"
 OLD, SPARE, OTHER = "i-00000000000000001", "i-00000000000000002", "i-00000000000000003"
@@ -30,21 +30,44 @@ def node(iid: str, ready: bool = True) -> NodeRecord:
 
 
 def world(instances: list[str], desired: int, ready: list[str] | None = None) -> World:
-    group = GroupFacts(NODES, Role.NODE, "nodes-a", 1, 4, desired,
-                       tuple(InstanceFacts(i, launch_template_version="1") for i in instances), "1")
+    group = GroupFacts(
+        NODES,
+        Role.NODE,
+        "nodes-a",
+        1,
+        4,
+        desired,
+        tuple(InstanceFacts(i, launch_template_version="1") for i in instances),
+        "1",
+    )
     ready = instances if ready is None else ready
     return World(groups={NODES: group}, nodes={i: node(i) for i in ready})
 
 
 def run(state: StepState, raised: int, intent: datetime, **step: object) -> Run:
-    return Run(run_id="r1", cluster="c", options=RunOptions(selection=Selection.ALL), created_at=T0, updated_at=T0,
-               groups=[GroupSurge(name=NODES, role="node", min_size=1, original_desired=2, original_max=4,
-                                  raised=raised)],
-               steps=[RunStep(index=0, group=NODES, role="node", instance_id=OLD, state=state, intent_at=intent,
-                              surge_baseline=[OLD, OTHER], **step)])
+    return Run(
+        run_id="r1",
+        cluster="c",
+        options=RunOptions(selection=Selection.ALL),
+        created_at=T0,
+        updated_at=T0,
+        groups=[GroupSurge(name=NODES, role="node", min_size=1, original_desired=2, original_max=4, raised=raised)],
+        steps=[
+            RunStep(
+                index=0,
+                group=NODES,
+                role="node",
+                instance_id=OLD,
+                state=state,
+                intent_at=intent,
+                surge_baseline=[OLD, OTHER],
+                **step,
+            )
+        ],
+    )
 
 
-def effects(decision, kind):  # noqa: ANN001, ANN201
+def effects(decision, kind):
     return [a for a in decision.actions if isinstance(a, kind)]
 
 
@@ -73,20 +96,26 @@ def test_the_old_node_is_drained_only_once_a_spare_is_ready_and_capacity_holds()
 
 def test_a_terminated_instance_found_gone_is_recorded_once_without_a_second_terminate() -> None:
     # crash after TerminateInstanceInAutoScalingGroup, before the state write: the instance is gone
-    decision = advance(run(StepState.TERMINATING, 1, T0, surge_instance_id=SPARE), world([OTHER, SPARE], 2),
-                       SETTINGS, T0 + timedelta(seconds=60))
+    decision = advance(
+        run(StepState.TERMINATING, 1, T0, surge_instance_id=SPARE),
+        world([OTHER, SPARE], 2),
+        SETTINGS,
+        T0 + timedelta(seconds=60),
+    )
     assert not effects(decision, TerminateInstance)
     assert decision.run.steps[0].state is StepState.DONE and decision.run.groups[0].raised == 0
     assert decision.run.status is RunStatus.SUCCEEDED
 
 
 def test_a_failed_drain_pauses_and_gives_the_surge_back() -> None:
-    commands = {"refresh-r1-0": {"status": "timed_out", "result": {"message": "pdb"},
-                                 "command": {"deadline": T0.isoformat()}}}
+    commands = {
+        "refresh-r1-0": {"status": "timed_out", "result": {"message": "pdb"}, "command": {"deadline": T0.isoformat()}}
+    }
     base = world([OLD, OTHER, SPARE], 3)
     w = World(groups=base.groups, nodes=base.nodes, commands=commands)
-    decision = advance(run(StepState.DRAINING, 1, T0, command_id="refresh-r1-0", surge_instance_id=SPARE), w,
-                       SETTINGS, T0)
+    decision = advance(
+        run(StepState.DRAINING, 1, T0, command_id="refresh-r1-0", surge_instance_id=SPARE), w, SETTINGS, T0
+    )
     assert decision.run.status is RunStatus.PAUSING and "timed_out" in decision.run.reason
     kinds = [a.command.kind.value for a in effects(decision, SendCommand)]
     assert kinds == ["uncordon", "drain"]  # uncordon the old, drain the spare before giving it back
@@ -94,11 +123,19 @@ def test_a_failed_drain_pauses_and_gives_the_surge_back() -> None:
 
 
 def test_selection_skips_instances_on_the_current_template_and_orders_masters_first() -> None:
-    master = GroupFacts("m.c", Role.CONTROL_PLANE, "master-a", 1, 1, 1, (InstanceFacts(OTHER, "a", "InService", "3",
-                                                                                       T0),), "3")
-    workers = GroupFacts(NODES, Role.NODE, "nodes-a", 1, 2, 2, (InstanceFacts(OLD, "a", "InService", "1", T0),
-                                                                InstanceFacts(SPARE, "a", "InService", "2", T0)),
-                         "2")
+    master = GroupFacts(
+        "m.c", Role.CONTROL_PLANE, "master-a", 1, 1, 1, (InstanceFacts(OTHER, "a", "InService", "3", T0),), "3"
+    )
+    workers = GroupFacts(
+        NODES,
+        Role.NODE,
+        "nodes-a",
+        1,
+        2,
+        2,
+        (InstanceFacts(OLD, "a", "InService", "1", T0), InstanceFacts(SPARE, "a", "InService", "2", T0)),
+        "2",
+    )
     w = World(groups={NODES: workers, "m.c": master}, nodes={OTHER: node(OTHER)})
     plan = select(RunOptions(selection=Selection.MAX_AGE), w, T0 + timedelta(days=1), 7 * 86400)
     assert [(s.instance_id, s.needs_update) for s in plan.steps] == [(OLD, "launch_template")]
@@ -109,8 +146,17 @@ def test_selection_skips_instances_on_the_current_template_and_orders_masters_fi
     assert "masters not all Ready" in (select(RunOptions(), not_ready, T0, 1).refusal or "")
 
 
-@pytest.mark.parametrize("payload", [None, [], {"action": "refresh"}, {"cluster": "c", "max_age": "7 days"},
-                                     {"cluster": "c", "all": True, "max_age": "1d"}, {"cluster": "c", "x": 1}])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        None,
+        [],
+        {"action": "refresh"},
+        {"cluster": "c", "max_age": "7 days"},
+        {"cluster": "c", "all": True, "max_age": "1d"},
+        {"cluster": "c", "x": 1},
+    ],
+)
 def test_invalid_requests_are_refused_with_their_fields(payload: object) -> None:
     with pytest.raises(InvalidRequestError) as err:
         parse_request(payload)
