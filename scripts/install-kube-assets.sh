@@ -48,7 +48,8 @@ if [ ! -x "$ASSETS/kube-apiserver" ]; then
     say "apt-get source kubernetes (into $BUILD)"
     apt-get source -qq kubernetes >/dev/null
   fi
-  src="$(ls -d kubernetes-*/ | head -1)"
+  srcs=(kubernetes-*/)
+  src="${srcs[0]}"
   cd "$src"
   mkdir -p .go/src/k8s.io
   [ -e .go/src/k8s.io/kubernetes ] || ln -s ../../.. .go/src/k8s.io/kubernetes
@@ -62,5 +63,7 @@ if [ ! -x "$ASSETS/kube-apiserver" ]; then
 fi
 
 "$ASSETS/kube-apiserver" --version >&2
-"$ASSETS/etcd" --version 2>&1 | head -1 >&2
+# Not `| head -1`: under pipefail, etcd killed by SIGPIPE after head exits fails the script (exit 141).
+etcd_version="$("$ASSETS/etcd" --version 2>&1)"
+echo "${etcd_version%%$'\n'*}" >&2
 echo "$ASSETS"
