@@ -14,6 +14,7 @@ COPY requirements.txt ./
 RUN pip install --no-cache-dir -r requirements.txt
 
 COPY core/ ./core/
+COPY adapters/ ./adapters/
 COPY agent/ ./agent/
 
 # Non-root (the Deployment's runAsUser); the root filesystem is read-only in the pod, /tmp is an emptyDir.

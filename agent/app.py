@@ -46,6 +46,7 @@ from botocore.config import Config
 from botocore.exceptions import NoRegionError
 from kubernetes import client, config
 
+from adapters.dynamo.store import Store
 from agent import logs
 from agent.cloudwatch import CloudWatchPublisher
 from agent.consumer import CommandConsumer, ConsumerConfig
@@ -60,7 +61,6 @@ from agent.metrics import AgentMetrics, CountingEvictions
 from agent.report import Reporter
 from core.exceptions import SettingsError
 from core.settings import AgentSettings
-from core.store import Store
 
 log = logging.getLogger("agent")
 

@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from core.lock import LOCK_SK
-from core.store import Store
+from adapters.dynamo.lock import LOCK_SK
+from adapters.dynamo.store import Store
 
 log = logging.getLogger(__name__)
 

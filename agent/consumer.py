@@ -58,6 +58,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from adapters.dynamo.store import Store
 from agent.cloudwatch import CloudWatchPublisher
 from agent.health import SQS, Health
 from agent.hooks import LifecycleHooks
@@ -73,7 +74,6 @@ from core.exceptions import (
 )
 from core.model import Command, CommandKind, CommandStatus, utcnow
 from core.settings import AgentSettings
-from core.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -25,10 +25,11 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from adapters.dynamo.hooks import claim_hook, get_hook, settle_hook
+from adapters.dynamo.store import Store
 from agent.metrics import AgentMetrics
-from core.lifecycle import HookState, claim_hook, get_hook, settle_hook
+from core.lifecycle import HookState
 from core.model import utcnow
-from core.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -24,11 +24,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
+from adapters.dynamo.store import Store
 from agent.kube import NodeView
 from core.exceptions import KubernetesApiError, WatchExpiredError
 from core.model import NodeRecord, parse_provider_id, utcnow
 from core.settings import AgentSettings
-from core.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -38,9 +38,9 @@ from typing import Any, Protocol
 from boto3.dynamodb.conditions import Attr
 from botocore.exceptions import BotoCoreError, ClientError
 
+from adapters.dynamo.store import Store
 from core.exceptions import StoreUnavailableError
 from core.model import Command, CommandKind, CommandStatus, utcnow
-from core.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -31,11 +31,11 @@ import boto3
 from kubernetes import client as k8s
 from kubernetes import watch
 
+from adapters.dynamo.store import Store
 from agent.drain import DrainEngine
 from agent.kube import KubeAdapter, make_api_client
 from core.model import Command, CommandKind, CommandStatus
 from core.settings import AgentSettings, InterruptionSettings
-from core.store import Store
 from lambdas.interruption.handler import Deps, handle
 from localworld.aws import aws_env
 from localworld.workloads import deploy_pods_on_node

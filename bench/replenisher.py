@@ -32,11 +32,11 @@ import boto3
 from aws_lambda_powertools import Metrics
 from moto import mock_aws
 
+from adapters.dynamo.store import Store
 from core import schema
 from core.kops import CLUSTER_TAG, INSTANCE_GROUP_TAG, MASTER_ROLE_TAGS, NODE_ROLE_TAG
 from core.model import NodeRecord
 from core.settings import ReplenisherSettings
-from core.store import Store
 from lambdas.replenisher.handler import Deps, handle
 from localworld.eventbus import launch_event, scheduled_event
 from localworld.faults import CapacityOutage

@@ -13,23 +13,16 @@ Every step the replenisher takes is written here *before* it acts (``Donor.state
 and completes it: actions are absolute (set desired to the recorded target; terminate this instance id), never
 relative, so redoing one is harmless.
 
-Writes are whole-item puts conditioned on ``version`` (optimistic concurrency, besides the cluster lock);
-``LedgerConflictError`` means someone else wrote the item since it was read.
+Writes (``adapters.dynamo.ledger``) are whole-item puts conditioned on ``version`` (optimistic concurrency, besides
+the cluster lock); ``LedgerConflictError`` means someone else wrote the item since it was read.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Any
 
-from boto3.dynamodb.conditions import Attr
 from pydantic import BaseModel, ConfigDict, Field
-
-from core.exceptions import LedgerConflictError
-from core.store import Store
-
-PREFIX = "COMP#"
 
 
 class DonorState(str, Enum):
@@ -149,35 +142,3 @@ class Ledger(BaseModel):
     compensation: Compensation | None = None
     version: int = 0
     updated_at: datetime | None = None
-
-    @property
-    def sk(self) -> str:
-        return f"{PREFIX}{self.asg_name}"
-
-
-def from_item(item: dict[str, Any]) -> Ledger:
-    """A ``COMP#`` item as read from the table (``pk``/``sk``/``expires_at`` ignored).
-
-    Raises:
-        pydantic.ValidationError: the item does not have the ledger's shape.
-    """
-    return Ledger.model_validate({k: v for k, v in item.items() if k not in ("pk", "sk", "expires_at")})
-
-
-def write(store: Store, ledger: Ledger, expected_version: int | None, now: datetime) -> Ledger:
-    """Put ``ledger`` as version ``expected_version + 1`` (1 for a new item).
-
-    Args:
-        expected_version: the version read (None: the item must not exist yet).
-
-    Returns:
-        The ledger as written.
-
-    Raises:
-        LedgerConflictError: the item changed (or appeared) since it was read; ``current`` holds it.
-        StoreUnavailableError: DynamoDB throttled or unavailable.
-    """
-    new = ledger.model_copy(update={"version": (expected_version or 0) + 1, "updated_at": now})
-    condition = Attr("pk").not_exists() if expected_version is None else Attr("version").eq(expected_version)
-    store.put(new.sk, new.model_dump(mode="json"), condition=condition, conflict=LedgerConflictError)
-    return new

@@ -10,21 +10,14 @@ launched is never judged surplus by another (DESIGN.md). The item holds::
 
 A holder passes its fencing value along with the writes it makes under the lock, so a writer whose lease was
 taken over can be told apart from the current one (the classic fencing-token scheme).
+
+The lease model and its rules are here; the conditional writes are ``adapters.dynamo.lock.LeaseLock``.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal
-
-from boto3.dynamodb.conditions import Attr
-
-from core.exceptions import ConflictError, LockHeldError, LockLostError
-from core.store import Store
-
-LOCK_SK = "LOCK"
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -37,111 +30,24 @@ class Lease:
     expires_at: float  # epoch seconds
 
 
-class LeaseLock:
-    """Acquire, renew and release the cluster lock.
+def renewable_by(item: dict[str, Any] | None, holder: str, now: float) -> Lease | None:
+    """The lease ``holder`` still holds according to the ``LOCK`` item (so acquiring is a renewal), else None.
 
     Args:
-        store: the cluster's table access.
-        clock: returns epoch seconds; injectable for tests.
+        now: epoch seconds.
     """
+    if item is None or item.get("holder") != holder or float(item["lease_expires_at"]) <= now:
+        return None
+    return Lease(holder, str(item["operation"]), int(item["fencing"]), float(item["lease_expires_at"]))
 
-    def __init__(self, store: Store, clock: Callable[[], float] = time.time) -> None:
-        self.store = store
-        self.clock = clock
 
-    def acquire(
-        self, holder: str, operation: str, lease_seconds: float, *, seen: dict | None = None, use_seen: bool = False
-    ) -> Lease:
-        """Take the lock for ``lease_seconds``, or renew it if ``holder`` already holds it.
+def fencing_of(item: dict[str, Any] | None) -> int:
+    """The fencing counter of the ``LOCK`` item (0 when there is none); a new holder gets this plus one."""
+    return int(item["fencing"]) if item else 0
 
-        A new holder (the lock was free or its lease had expired) gets fencing = previous + 1; a renewal keeps
-        the fencing value.
 
-        Args:
-            seen, use_seen: with ``use_seen``, ``seen`` is the ``LOCK`` item as the caller already read it (None:
-                there was none), e.g. in a Query of the whole partition. The read is skipped and the acquisition
-                is conditioned on exactly that item, so it fails if the lock changed hands since the caller
-                looked (what the caller decided on that read is still valid once it holds the lock).
-
-        Raises:
-            LockHeldError: another holder's lease is still valid (``current`` is the lock item), or, with
-                ``use_seen``, the lock changed since it was read.
-        """
-        now = self.clock()
-        expires = now + lease_seconds
-        current = seen if use_seen else self.store.get(LOCK_SK)
-        if current is not None and current.get("holder") == holder and float(current["lease_expires_at"]) > now:
-            return self.renew(
-                Lease(holder, current["operation"], int(current["fencing"]), float(current["lease_expires_at"])),
-                lease_seconds,
-            )
-        previous = int(current["fencing"]) if current else 0
-        # Free, expired, or released; the condition pins the exact item we looked at (by fencing) so two
-        # contenders reading the same expired lease cannot both win.
-        condition = (
-            Attr("pk").not_exists()
-            if current is None
-            else (
-                Attr("fencing").eq(previous)
-                & (Attr("lease_expires_at").lt(Decimal(str(now))) | Attr("holder").not_exists())
-            )
-        )
-        try:
-            self.store.put(
-                LOCK_SK,
-                {
-                    "holder": holder,
-                    "operation": operation,
-                    "lease_expires_at": expires,
-                    "fencing": previous + 1,
-                    "acquired_at": now,
-                },
-                condition=condition,
-                conflict=LockHeldError,
-            )
-        except LockHeldError as err:
-            raise LockHeldError(f"lock held by {self._who(err.current)}", err.current) from err
-        return Lease(holder, operation, previous + 1, expires)
-
-    def renew(self, lease: Lease, lease_seconds: float) -> Lease:
-        """Extend a held lease.
-
-        Raises:
-            LockLostError: the lease expired and was taken over, or released.
-        """
-        now = self.clock()
-        expires = now + lease_seconds
-        try:
-            self.store.update(
-                LOCK_SK,
-                {"lease_expires_at": expires, "renewed_at": now},
-                condition=Attr("holder").eq(lease.holder) & Attr("fencing").eq(lease.fencing),
-                conflict=LockLostError,
-            )
-        except LockLostError as err:
-            raise LockLostError(f"lease of {lease.holder} was lost to {self._who(err.current)}", err.current) from err
-        return Lease(lease.holder, lease.operation, lease.fencing, expires)
-
-    def release(self, lease: Lease) -> None:
-        """Give the lock up; the fencing counter stays so the next holder gets a higher value.
-
-        Releasing a lease already lost is not an error (there is nothing left to give up).
-        """
-        try:
-            self.store.update(
-                LOCK_SK,
-                {"holder": None, "operation": None, "lease_expires_at": 0, "released_at": self.clock()},
-                condition=Attr("holder").eq(lease.holder) & Attr("fencing").eq(lease.fencing),
-            )
-        except ConflictError:
-            pass
-
-    def current(self) -> dict | None:
-        """The lock item as stored (holder None when free), for status displays."""
-        return self.store.get(LOCK_SK)
-
-    @staticmethod
-    def _who(item: dict | None) -> str:
-        if not item:
-            return "nobody"
-        return f"{item.get('holder')} ({item.get('operation')}, fencing {item.get('fencing')})"
+def describe(item: dict[str, Any] | None) -> str:
+    """Who holds the lock, for messages: ``holder (operation, fencing n)`` or ``nobody``."""
+    if not item:
+        return "nobody"
+    return f"{item.get('holder')} ({item.get('operation')}, fencing {item.get('fencing')})"

@@ -21,7 +21,8 @@ capacity operations (the replenisher) read it, with ``surge_instance_ids``, so t
 nodes as surplus; they also see the cluster lock held by ``refresher:<run id>``.
 
 Writes are optimistic: every save is conditioned on the ``version`` read, so two invocations advancing the same
-run (an event and the tick) never both record the same transition; the loser re-reads (``RunConflictError``).
+run (an event and the tick) never both record the same transition; the loser re-reads (``RunConflictError``). The
+table access is ``adapters.dynamo.runs``.
 """
 
 from __future__ import annotations
@@ -31,13 +32,8 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from boto3.dynamodb.conditions import Attr
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.exceptions import RunConflictError
-from core.store import Store
-
-RUN_PREFIX = "RUN#"
 LOCK_OPERATION = "refresh"  # the cluster lock's ``operation`` while a run holds it
 
 
@@ -234,70 +230,3 @@ def run_id_of_holder(holder: str | None) -> str | None:
     if holder and holder.startswith("refresher:"):
         return holder.split(":", 1)[1]
     return None
-
-
-class RunStore:
-    """``RUN#`` items of one cluster.
-
-    Args:
-        store: the cluster's table partition.
-    """
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-
-    @staticmethod
-    def sk(run_id: str) -> str:
-        return f"{RUN_PREFIX}{run_id}"
-
-    def create(self, run: Run) -> None:
-        """Write a new run (version 0).
-
-        Raises:
-            RunConflictError: a run with this id exists.
-        """
-        self.store.put(self.sk(run.run_id), run.to_item(), condition=Attr("pk").not_exists(), conflict=RunConflictError)
-
-    def get(self, run_id: str) -> Run | None:
-        item = self.store.get(self.sk(run_id))
-        return None if item is None else Run.model_validate(item)
-
-    def save(self, run: Run) -> Run:
-        """Write ``run`` if the stored version is still ``run.version``; returns it with version + 1.
-
-        Raises:
-            RunConflictError: another invocation saved first (``current`` holds its item).
-        """
-        saved = run.model_copy(update={"version": run.version + 1})
-        self.store.put(
-            self.sk(run.run_id), saved.to_item(), condition=Attr("version").eq(run.version), conflict=RunConflictError
-        )
-        return saved
-
-    def list(self, limit: int = 10) -> list[Run]:
-        """The most recent runs, newest first (run ids sort by start time)."""
-        runs = [Run.model_validate(item) for item in self.store.query_prefix(RUN_PREFIX, consistent=True)]
-        return sorted(runs, key=lambda r: r.run_id, reverse=True)[:limit]
-
-    def active(self) -> Run | None:
-        """The active run (running, pausing or cancelling), or None. At most one exists: runs start under the
-        cluster lock."""
-        for item in self.store.query_prefix(RUN_PREFIX, consistent=True):
-            if RunStatus(item.get("status", "failed")).active:
-                return Run.model_validate(item)
-        return None
-
-
-def surge_capacity(store: Store) -> dict[str, int]:
-    """ASG name -> desired capacity the active refresh run added (empty without an active run).
-
-    For other capacity operations (the replenisher): this capacity is the run's, never surplus.
-    """
-    run = RunStore(store).active()
-    return run.surge if run else {}
-
-
-def surge_instance_ids(store: Store) -> set[str]:
-    """Instances launched as spares by the active refresh run (empty without one)."""
-    run = RunStore(store).active()
-    return set(run.surge_instance_ids) if run else set()

@@ -1,6 +1,6 @@
 """The Lambda asset, bundled on this machine without Docker, for the Lambda's own platform.
 
-The asset holds the project's ``core/`` and ``lambdas/`` packages (no tests, no bytecode) and the Lambda's runtime
+The asset holds the project's ``core/``, ``adapters/`` and ``lambdas/`` packages (no tests, no bytecode) and the Lambda's runtime
 dependencies installed by pip *for the Lambda's platform* (manylinux2014 aarch64 or x86_64, CPython 3.12), whatever
 this machine is. boto3 is not bundled: the Lambda Python runtime provides it
 (https://docs.aws.amazon.com/lambda/latest/dg/lambda-python.html, "Runtime-included SDK versions").
@@ -37,7 +37,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PYTHON_VERSION = "3.12"
 PYTHON_RUNTIME = lambda_.Runtime.PYTHON_3_12
 # Packages of this project copied into the asset (import roots of the Lambda handlers).
-SOURCE_PACKAGES = ("core", "lambdas")
+SOURCE_PACKAGES = ("core", "adapters", "lambdas")
 # Distributions the Lambdas need at run time beyond the runtime's own boto3 (names as in requirements.txt).
 LAMBDA_RUNTIME_PACKAGES = ("aws-lambda-powertools", "pydantic")
 # pip platform tag per Lambda architecture (manylinux2014 = glibc 2.17, older than Amazon Linux 2023's 2.34).

@@ -19,9 +19,10 @@ from typing import Any, TypeVar
 
 from aws_lambda_powertools import Metrics
 
-from core.runs import Run, RunStore
+from adapters.dynamo.runs import RunStore
+from adapters.dynamo.store import Store
+from core.runs import Run
 from core.settings import RefresherSettings
-from core.store import Store
 from lambdas.refresher.handler import Deps
 from lambdas.refresher.local import LocalInvoker
 from localworld.cluster import ClusterInfo

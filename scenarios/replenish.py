@@ -24,9 +24,9 @@ from typing import Any
 
 from aws_lambda_powertools import Metrics
 
-from core import ledger as ledger_store
+from adapters.dynamo import ledger as ledger_store
+from adapters.dynamo.store import Store
 from core.settings import ReplenisherSettings
-from core.store import Store
 from lambdas.replenisher.handler import Deps, handle
 from localworld.eventbus import LAUNCH_SUCCESSFUL, LAUNCH_UNSUCCESSFUL, EventBus
 from localworld.faults import CapacityOutage

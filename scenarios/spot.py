@@ -21,9 +21,9 @@ from typing import Any
 
 import boto3
 
+from adapters.dynamo.store import Store
 from core.model import CommandStatus
 from core.settings import InterruptionSettings
-from core.store import Store
 from lambdas.interruption.handler import Deps, handle
 from localworld.aws import aws_env
 from localworld.workloads import deploy_workloads, pods_on_node, wait_pods_ready

@@ -12,91 +12,15 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError
-
-from core.exceptions import AwsRequestError, AwsUnavailableError, CommandExistsError
+from adapters.aws.calls import call, call_unless_gone
+from adapters.dynamo.store import Store
+from core.exceptions import CommandExistsError
 from core.kops import CLUSTER_TAG
 from core.model import Command, CommandStatus
-from core.store import Store
 
-T = TypeVar("T")
-
-# Error codes worth retrying (AWS "Common Errors" for EC2 / Auto Scaling / SQS, plus Auto Scaling's
-# ResourceContention, "already a pending update to an Auto Scaling resource").
-RETRYABLE_CODES = frozenset(
-    {
-        "Throttling",
-        "ThrottlingException",
-        "RequestLimitExceeded",
-        "RequestThrottled",
-        "TooManyRequestsException",
-        "ServiceUnavailable",
-        "Unavailable",
-        "InternalError",
-        "InternalFailure",
-        "InternalServerError",
-        "ResourceContention",
-        "RequestTimeout",
-        "RequestTimeoutException",
-    }
-)
 DESCRIBE_GROUPS_PAGE = 100  # DescribeAutoScalingGroups' maximum MaxRecords
-
-
-def translate(operation: str, err: ClientError) -> AwsUnavailableError | AwsRequestError:
-    """The project's exception for an AWS error answer (to be raised ``from err``): retryable for throttling
-    and 5xx, not retryable otherwise."""
-    error = err.response.get("Error", {})
-    code = str(error.get("Code", "Unknown"))
-    message = str(error.get("Message", ""))
-    status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-    if code in RETRYABLE_CODES or status >= 500:
-        return AwsUnavailableError(operation, code, message)
-    return AwsRequestError(operation, code, message)
-
-
-def call(operation: str, fn: Callable[..., T], **kwargs: Any) -> T:
-    """Call one AWS API operation (``fn(**kwargs)``), translating its errors.
-
-    Raises:
-        AwsUnavailableError: throttled, a 5xx, or no connection.
-        AwsRequestError: any other error answer, or any other botocore error.
-    """
-    try:
-        return fn(**kwargs)
-    except ClientError as err:
-        raise translate(operation, err) from err
-    except (ConnectionError, HTTPClientError) as err:
-        raise AwsUnavailableError(operation, type(err).__name__, str(err)) from err
-    except BotoCoreError as err:
-        raise AwsRequestError(operation, type(err).__name__, str(err)) from err
-
-
-def call_unless_gone(operation: str, fn: Callable[..., T], gone: Callable[[str, str], bool], **kwargs: Any) -> T | None:
-    """Call one AWS API operation whose target may legitimately be gone already (an instance no longer in its
-    group, a lifecycle action already completed).
-
-    Args:
-        gone: called with an error answer's code and message; True when the answer means "already gone".
-
-    Returns:
-        The answer, or None when ``gone`` recognised the error answer.
-
-    Raises:
-        AwsUnavailableError: throttled, a 5xx, or no connection.
-        AwsRequestError: any other error answer.
-    """
-    try:
-        return fn(**kwargs)
-    except ClientError as err:
-        error = err.response.get("Error", {})
-        if gone(str(error.get("Code", "")), str(error.get("Message", ""))):
-            return None
-        raise translate(operation, err) from err
-    except (ConnectionError, HTTPClientError) as err:
-        raise AwsUnavailableError(operation, type(err).__name__, str(err)) from err
 
 
 def cluster_groups(autoscaling: Any, cluster: str) -> list[dict[str, Any]]:

@@ -18,17 +18,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from adapters.dynamo.commands import cancel_queued_command
+from adapters.dynamo.hooks import claim_hook, record_hook, settle_hook
+from adapters.dynamo.store import Store
 from core.exceptions import AwsUnavailableError, CommandExistsError
-from core.lifecycle import (
-    HookState,
-    LifecycleAction,
-    cancel_queued_command,
-    claim_hook,
-    record_hook,
-    settle_hook,
-)
+from core.lifecycle import HookState, LifecycleAction
 from core.model import CommandStatus
-from core.store import Store
 from lambdas.common.execute import apply_in_order
 from lambdas.interruption.aws import InterruptionAws
 from lambdas.interruption.decide import DETACH_DONE, Plan

@@ -36,11 +36,12 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
+from adapters.dynamo.commands import commands_for_instance
+from adapters.dynamo.hooks import get_hook
+from adapters.dynamo.store import Store
 from core.exceptions import MalformedEventError, RetryableError, StoreUnavailableError
-from core.lifecycle import commands_for_instance, get_hook
 from core.model import NodeRecord, utcnow
 from core.settings import InterruptionSettings
-from core.store import Store
 from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, rejected, session_clients
 from lambdas.events import InterruptionNotice, NoticeKind, parse_notice
 from lambdas.events.notice import check_not_future

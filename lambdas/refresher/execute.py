@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from core.lock import Lease, LeaseLock
-from core.runs import LOCK_OPERATION, RunStore
-from core.store import Store
-from lambdas.common.aws import record_and_send
+from adapters.dynamo.commands import record_and_send
+from adapters.dynamo.lock import LeaseLock
+from adapters.dynamo.runs import RunStore
+from adapters.dynamo.store import Store
+from core.lock import Lease
+from core.runs import LOCK_OPERATION
 from lambdas.common.execute import apply_in_order
 from lambdas.refresher.aws import RefresherAws
 from lambdas.refresher.plan import (

@@ -36,8 +36,11 @@ import boto3
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from adapters.dynamo.lock import LeaseLock
+from adapters.dynamo.runs import RunStore
+from adapters.dynamo.store import Store
 from core.exceptions import InvalidRequestError, LockHeldError, MalformedEventError, RunConflictError
-from core.lock import Lease, LeaseLock
+from core.lock import Lease
 from core.model import utcnow
 from core.runs import (
     LOCK_OPERATION,
@@ -45,13 +48,11 @@ from core.runs import (
     GroupSurge,
     Run,
     RunOptions,
-    RunStore,
     Selection,
     new_run_id,
     run_id_of_holder,
 )
 from core.settings import RefresherSettings, parse_duration
-from core.store import Store
 from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, rejected, session_clients
 from lambdas.refresher.aws import RefresherAws
 from lambdas.refresher.decide import advance as decide_next

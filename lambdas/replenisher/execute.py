@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from core import ledger as ledger_store
-from core.store import Store
-from lambdas.common.aws import record_and_send
+from adapters.dynamo import ledger as ledger_store
+from adapters.dynamo.commands import record_and_send
+from adapters.dynamo.store import Store
 from lambdas.common.execute import apply_in_order
 from lambdas.interruption.telemetry import Telemetry
 from lambdas.replenisher.aws import ReplenisherAws

@@ -36,13 +36,13 @@ from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
-from core import ledger as ledger_store
+from adapters.dynamo import ledger as ledger_store
+from adapters.dynamo.lock import LOCK_SK, LeaseLock
+from adapters.dynamo.store import Store
 from core.exceptions import LockHeldError, MalformedEventError
 from core.kops import managed_group
-from core.lock import LOCK_SK, LeaseLock
 from core.model import NodeRecord, utcnow
 from core.settings import ReplenisherSettings
-from core.store import Store
 from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, rejected, session_clients
 from lambdas.events.dispatch import parse_capacity_notice
 from lambdas.events.notice import CapacityNotice, check_not_future

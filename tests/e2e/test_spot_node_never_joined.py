@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 
 import boto3
 
+from adapters.dynamo.store import Store
 from core.model import parse_provider_id
 from core.settings import InterruptionSettings
-from core.store import Store
 from lambdas.interruption.handler import Deps, handle
 from localworld.aws import aws_env
 from scenarios.spot import LocalLambdaContext, spot_warning

@@ -36,10 +36,11 @@ def tree_digest(root: Path) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A project tree with the real requirements.txt and core/ plus tests and bytecode that must be left out."""
+    """A project tree with the real requirements.txt, core/ and adapters/ plus tests and bytecode that must be left out."""
     root = tmp_path_factory.mktemp("project")
     shutil.copyfile(PROJECT_ROOT / "requirements.txt", root / "requirements.txt")
-    shutil.copytree(PROJECT_ROOT / "core", root / "core", ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("core", "adapters"):
+        shutil.copytree(PROJECT_ROOT / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
     handler = root / "lambdas" / "interruption"
     handler.mkdir(parents=True)
     (root / "lambdas" / "__init__.py").write_text("")
@@ -102,9 +103,10 @@ def test_bundle_is_repeatable_and_holds_only_what_the_lambda_needs(
     files = {path for path, _ in tree_digest(first)}
     assert "lambdas/interruption/handler.py" in files
     assert {f"core/{p.name}" for p in (project / "core").glob("*.py")} <= files
+    assert {str(p.relative_to(project)) for p in (project / "adapters").rglob("*.py")} <= files
     assert not any(f.startswith("tests/") for f in files)
     assert not any("__pycache__" in f or f.endswith(".pyc") for f in files)
-    own = [f for f in files if f.startswith(("core/", "lambdas/"))]
+    own = [f for f in files if f.startswith(("core/", "adapters/", "lambdas/"))]
     assert [f for f in own if "/test_" in f or "/tests/" in f or f.endswith("conftest.py")] == []
     shared_objects = [first / f for f in files if f.endswith(".so")]
     assert shared_objects

@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 
 import pytest
 
+from adapters.dynamo.store import Store
 from core.kops import INSTANCE_GROUP_TAG
 from core.model import Command, parse_provider_id, utcnow
-from core.store import Store
 from localworld.cluster import ClusterInfo, cluster_instances
 from localworld.workloads import block_with_pdb, deploy_pods_on_node, pods_on_node
 from localworld.world import LocalWorld, Spawned

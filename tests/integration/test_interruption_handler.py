@@ -19,12 +19,12 @@ from aws_lambda_powertools import Metrics
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from adapters.dynamo.store import Store
 from core.exceptions import AwsUnavailableError, RetryableError
 from core.kops import CLUSTER_TAG, INSTANCE_GROUP_TAG, NODE_ROLE_TAG
 from core.model import Command, CommandStatus, NodeRecord
 from core.schema import idempotency_table, state_table
 from core.settings import InterruptionSettings
-from core.store import Store
 from lambdas.interruption.handler import Deps, handle, lambda_handler
 
 EVENTS = Path(__file__).resolve().parents[1] / "events"

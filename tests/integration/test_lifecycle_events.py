@@ -15,7 +15,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from core.lifecycle import HookState, LifecycleAction, get_hook
+from adapters.dynamo.hooks import get_hook
+from core.lifecycle import HookState, LifecycleAction
 from core.model import Command, CommandStatus, utcnow
 from lambdas.interruption.aws import InterruptionAws
 from lambdas.interruption.decide import Plan

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 from aws_lambda_powertools import Metrics
 
+from adapters.dynamo.lock import LeaseLock
+from adapters.dynamo.runs import surge_capacity, surge_instance_ids
 from core.exceptions import LockHeldError
-from core.lock import LeaseLock
-from core.runs import RunStatus, StepState, surge_capacity, surge_instance_ids
+from core.runs import RunStatus, StepState
 from lambdas.refresher.handler import Deps
 from localworld.faults import CapacityOutage
 from localworld.workloads import block_with_pdb, deploy_pods_on_node

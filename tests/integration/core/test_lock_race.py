@@ -6,10 +6,10 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
+from adapters.dynamo.lock import LeaseLock
+from adapters.dynamo.store import Store
 from core.exceptions import LockHeldError, LockLostError
-from core.lock import LeaseLock
 from core.schema import state_table
-from core.store import Store
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from aws_lambda_powertools import Metrics
 
-from core import ledger as ledger_store
+from adapters.dynamo import ledger as ledger_store
+from core.ledger import Ledger
 from core.model import NodeRecord, parse_provider_id
 from core.settings import ReplenisherSettings
 from lambdas.replenisher.handler import Deps, handle
@@ -117,7 +118,7 @@ class Rig:
             now,
         )
 
-    def ledger(self, az: str) -> ledger_store.Ledger | None:
+    def ledger(self, az: str) -> Ledger | None:
         item = self.deps.store.get(f"COMP#{self.info.worker_asgs[az]}")
         return None if item is None else ledger_store.from_item(item)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.lock import LeaseLock
+from adapters.dynamo.lock import LeaseLock
 from lambdas.replenisher.plan import Terminate, WriteLedger
 from localworld.cluster import create_foreign_asg
 from localworld.eventbus import launch_event

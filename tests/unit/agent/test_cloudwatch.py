@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 import boto3
 from moto import mock_aws
 
+from adapters.dynamo.lock import LeaseLock
+from adapters.dynamo.store import Store
 from agent.cloudwatch import (
     DRAIN_FAILURES,
     LOCK_HELD_SECONDS,
@@ -14,9 +16,7 @@ from agent.cloudwatch import (
     CloudWatchPublisher,
     lock_held_seconds,
 )
-from core.lock import LeaseLock
 from core.schema import state_table
-from core.store import Store
 
 
 def test_lock_age_is_zero_when_free_and_counts_from_the_acquisition() -> None:

@@ -20,12 +20,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from adapters.dynamo.store import Store
 from agent.consumer import DEADLINE_PASSED, CommandConsumer, ConsumerConfig
 from agent.drain import DrainResult, PodOutcome
 from agent.report import Reporter
 from core.exceptions import KubernetesApiError, KubernetesRejectedError, NodeNotFoundError
 from core.model import Command, CommandKind, CommandStatus, utcnow
-from core.store import Store
 from localworld.cluster import ClusterInfo, create_kops_cluster
 
 CLUSTER = "demo.k8s.local"

@@ -67,9 +67,9 @@ def closure(names: set[str]) -> set[str]:
 
 
 def third_party_imports() -> set[str]:
-    local = {"agent", "core", "lambdas", "localworld"}
+    local = {"agent", "core", "adapters", "lambdas", "localworld"}
     found = set()
-    for package in ("agent", "core"):
+    for package in ("agent", "core", "adapters"):
         for path in (ROOT / package).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.Import):
@@ -97,9 +97,9 @@ def test_it_installs_requirements_txt_and_nothing_else() -> None:
     assert installs == ["pip install --no-cache-dir -r requirements.txt"]
     copied = [rest for keyword, rest in steps if keyword == "COPY"]
     assert copied.index("requirements.txt ./") < [k for k, _ in steps if k in ("COPY", "RUN")].index("RUN")
-    assert {"core/ ./core/", "agent/ ./agent/"} <= set(copied)
+    assert {"core/ ./core/", "adapters/ ./adapters/", "agent/ ./agent/"} <= set(copied)
     ignored = (ROOT / ".dockerignore").read_text().splitlines()
-    assert {"!requirements.txt", "!core/", "!agent/"} <= set(ignored)
+    assert {"!requirements.txt", "!core/", "!adapters/", "!agent/"} <= set(ignored)
 
 
 def test_every_module_the_agent_imports_comes_from_the_requirements() -> None:
@@ -110,7 +110,7 @@ def test_every_module_the_agent_imports_comes_from_the_requirements() -> None:
         dists = {norm(d) for d in by_module.get(module, [])}
         if not dists & provided:
             missing[module] = sorted(dists)
-    assert missing == {}, f"imported by agent/ or core/ but not installed by requirements.txt: {missing}"
+    assert missing == {}, f"imported by agent/, core/ or adapters/ but not installed by requirements.txt: {missing}"
     assert "prometheus-client" in requirement_names() and "kubernetes" in requirement_names()
 
 

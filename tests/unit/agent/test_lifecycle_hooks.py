@@ -12,12 +12,13 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
+from adapters.dynamo.hooks import get_hook, record_hook
 from agent.consumer import CommandConsumer, ConsumerConfig
 from agent.hooks import LifecycleHooks
 from agent.metrics import AgentMetrics
 from agent.report import Reporter
 from core.exceptions import NodeNotFoundError
-from core.lifecycle import HookState, LifecycleAction, get_hook, record_hook
+from core.lifecycle import HookState, LifecycleAction
 from core.model import Command
 from tests.unit.agent.test_consumer import INSTANCE, ScriptedEngine, World, command, session, succeed, world  # noqa: F401
 

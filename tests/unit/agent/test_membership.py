@@ -14,6 +14,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from adapters.dynamo.store import Store
 from agent.kube import NodeEvent, NodeView
 from agent.membership import (
     DESCRIBE_ASG_INSTANCES_MAX_IDS,
@@ -26,7 +27,6 @@ from agent.membership import (
     node_roles,
 )
 from core.model import NodeRecord, utcnow
-from core.store import Store
 from localworld.cluster import cluster_instances, create_kops_cluster
 
 NOW = utcnow()

@@ -6,10 +6,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from adapters.dynamo.store import Store
 from core.exceptions import CommandExistsError, CommandTransitionError
 from core.model import Command, CommandStatus, NodeRecord, utcnow
 from core.schema import state_table
-from core.store import Store
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 from moto import mock_aws
 
+from adapters.aws.calls import translate
 from core.exceptions import AwsRequestError, AwsUnavailableError, RetryableError
 from core.model import Command
-from lambdas.common.aws import translate
 from lambdas.interruption.aws import InterruptionAws
 
 REGION = "us-east-1"

@@ -9,9 +9,9 @@ import pytest
 from aws_lambda_powertools import Logger, Metrics
 from moto import mock_aws
 
+from adapters.dynamo.store import Store
 from core.model import Command
 from core.schema import state_table
-from core.store import Store
 from lambdas.interruption.aws import InterruptionAws
 from lambdas.interruption.decide import Plan
 from lambdas.interruption.execute import Effects, execute

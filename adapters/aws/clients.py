@@ -1,0 +1,86 @@
+"""Building boto3 clients: one botocore ``Config`` per kind of process, and clients made on first use.
+
+The Lambdas' calls must give up before the Lambda does: a connect or read that hangs would otherwise run into the
+function's timeout (30 s for the interruption Lambda, the shortest) and the invocation would die without its
+error. ``LAMBDA_CONFIG`` bounds each attempt (connect 3 s, read 10 s) and lets botocore retry throttling and
+transient errors in its ``standard`` mode (3 attempts, exponential backoff with jitter).
+
+``LazyClients`` builds a client the first time an attribute of it is used, so a Lambda pays (at cold start) only
+for the clients its invocations actually call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+LAMBDA_CONNECT_TIMEOUT_SECONDS = 3
+LAMBDA_READ_TIMEOUT_SECONDS = 10
+LAMBDA_MAX_ATTEMPTS = 3
+
+
+def client_config(
+    *,
+    connect_timeout: float = LAMBDA_CONNECT_TIMEOUT_SECONDS,
+    read_timeout: float = LAMBDA_READ_TIMEOUT_SECONDS,
+    max_attempts: int = LAMBDA_MAX_ATTEMPTS,
+    max_pool_connections: int = 10,
+) -> Config:
+    """A botocore ``Config`` with the given per-attempt timeouts (seconds) and ``standard`` retries."""
+    return Config(
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        retries={"mode": "standard", "max_attempts": max_attempts},
+        max_pool_connections=max_pool_connections,
+    )
+
+
+LAMBDA_CONFIG = client_config()
+
+
+class LazyClient:
+    """A stand-in for a boto3 client (or resource) that builds it on first attribute access, then delegates.
+
+    Args:
+        build: makes the client, e.g. ``lambda: session.client("ec2", config=LAMBDA_CONFIG)``.
+    """
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self._build = build
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def built(self) -> bool:
+        """Whether the client was made (some attribute of it was used)."""
+        return self._client is not None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = self._build()
+        return getattr(self._client, name)
+
+
+def new_session() -> boto3.session.Session:
+    """A boto3 session with the default credential chain, region and endpoints (``AWS_ENDPOINT_URL``)."""
+    return boto3.session.Session()
+
+
+def lazy_clients(session: Any, names: tuple[str, ...], config: Config = LAMBDA_CONFIG) -> dict[str, Any]:
+    """``LazyClient`` per service name, built from ``session`` with ``config``; the name ``dynamodb`` gives the
+    DynamoDB *resource* (the state table is used through ``Table``), ``dynamodb_client`` the low-level client."""
+
+    def build(name: str) -> Callable[[], Any]:
+        if name == "dynamodb":
+            return lambda: session.resource("dynamodb", config=config)
+        if name == "dynamodb_client":
+            return lambda: session.client("dynamodb", config=config)
+        return lambda: session.client(name, config=config)
+
+    return {name: LazyClient(build(name)) for name in names}

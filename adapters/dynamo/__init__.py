@@ -1,0 +1,1 @@
+"""The state table: low-level access (``table``) and one module per item kind."""

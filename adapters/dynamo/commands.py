@@ -1,0 +1,269 @@
+"""Commands in the table: the ``CMD#<command-id>`` items, their status transitions, and look-ups by instance.
+
+An item holds the command (``command``, as sent on SQS), ``kind``, ``instance_id``, ``status`` (``queued`` ->
+``running`` -> a terminal status, or back to ``queued`` when released), ``attempt``, the running ``worker`` and its
+``heartbeat_at`` (epoch seconds), ``result`` once terminal, timestamps, and ``expires_at``. Every transition is a
+conditional write; losing one raises a ``ConflictError`` subclass carrying the current item.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from adapters.dynamo.table import Attr, Table
+from core.exceptions import CommandExistsError, CommandTransitionError, ConflictError
+from core.model import Command, CommandKind, CommandStatus, to_epoch, utcnow
+
+PREFIX = "CMD#"
+
+
+def command_sk(command_id: str) -> str:
+    """The sort key of a command's item."""
+    return f"{PREFIX}{command_id}"
+
+
+class CommandItems(Table):
+    """``CMD#`` items of one cluster: record, start, heartbeat, finish, release (see the module docstring)."""
+
+    @staticmethod
+    def command_sk(command_id: str) -> str:
+        """The sort key of a command's item."""
+        return command_sk(command_id)
+
+    def record_command(self, command: Command, ttl_seconds: int, now: datetime | None = None) -> None:
+        """Record a new command as ``queued``.
+
+        Raises:
+            CommandExistsError: a command with this id is already recorded (carries it as ``current``).
+        """
+        now = now or utcnow()
+        self.put(
+            command_sk(command.command_id),
+            {
+                "command": command.model_dump(mode="json"),
+                "kind": command.kind.value,
+                "instance_id": command.instance_id,
+                "status": CommandStatus.QUEUED.value,
+                "attempt": 0,
+                "created_at": now.isoformat(),
+                "updated_at": now.isoformat(),
+                "expires_at": to_epoch(now) + ttl_seconds,
+            },
+            condition=Attr("pk").not_exists(),
+            conflict=CommandExistsError,
+        )
+
+    def get_command(self, command_id: str) -> dict[str, Any] | None:
+        return self.get(command_sk(command_id))
+
+    def start_command(
+        self, command: Command, worker: str, stale_after_seconds: int, ttl_seconds: int, now: datetime | None = None
+    ) -> int:
+        """Move a command to ``running`` for ``worker``; returns its attempt number (1, 2, ...).
+
+        Allowed from: no item (a command that arrived without a record), ``queued``, or ``running`` whose
+        heartbeat is older than ``stale_after_seconds`` (the worker died; its message was redelivered).
+
+        Raises:
+            CommandTransitionError: the command is terminal, or another live worker runs it (``current``
+                holds the item).
+        """
+        now = now or utcnow()
+        sk = command_sk(command.command_id)
+        stale_before = now.timestamp() - stale_after_seconds
+        condition = (
+            Attr("pk").not_exists()
+            | Attr("status").eq(CommandStatus.QUEUED.value)
+            | (Attr("status").eq(CommandStatus.RUNNING.value) & Attr("heartbeat_at").lt(Decimal(str(stale_before))))
+        )
+        current = self.get(sk)
+        attempt = int(current.get("attempt", 0)) + 1 if current else 1
+        self.update(
+            sk,
+            {
+                "command": current["command"] if current else command.model_dump(mode="json"),
+                "kind": command.kind.value,
+                "instance_id": command.instance_id,
+                "status": CommandStatus.RUNNING.value,
+                "attempt": attempt,
+                "worker": worker,
+                "heartbeat_at": now.timestamp(),
+                "started_at": now.isoformat(),
+                "updated_at": now.isoformat(),
+                "created_at": current.get("created_at", now.isoformat()) if current else now.isoformat(),
+                "expires_at": to_epoch(now) + ttl_seconds,
+            },
+            condition=condition & (Attr("attempt").not_exists() | Attr("attempt").eq(attempt - 1)),
+            conflict=CommandTransitionError,
+        )
+        return attempt
+
+    def heartbeat_command(
+        self,
+        command_id: str,
+        worker: str,
+        attempt: int,
+        progress: dict[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> None:
+        """Refresh a running command's heartbeat (and optional progress) while this worker owns it.
+
+        Raises:
+            CommandTransitionError: the command was taken over or finished.
+        """
+        now = now or utcnow()
+        values: dict[str, Any] = {"heartbeat_at": now.timestamp(), "updated_at": now.isoformat()}
+        if progress is not None:
+            values["progress"] = progress
+        self.update(
+            command_sk(command_id),
+            values,
+            condition=Attr("status").eq(CommandStatus.RUNNING.value)
+            & Attr("worker").eq(worker)
+            & Attr("attempt").eq(attempt),
+            conflict=CommandTransitionError,
+        )
+
+    def finish_command(
+        self,
+        command_id: str,
+        worker: str,
+        attempt: int,
+        status: CommandStatus,
+        result: dict[str, Any],
+        now: datetime | None = None,
+    ) -> None:
+        """Move a running command owned by (worker, attempt) to a terminal ``status`` with its ``result``.
+
+        Raises:
+            ValueError: ``status`` is not terminal.
+            CommandTransitionError: another worker took the command over, or it is already terminal.
+        """
+        if not status.terminal:
+            raise ValueError(f"{status.value} is not a terminal status")
+        now = now or utcnow()
+        self.update(
+            command_sk(command_id),
+            {"status": status.value, "result": result, "finished_at": now.isoformat(), "updated_at": now.isoformat()},
+            condition=Attr("status").eq(CommandStatus.RUNNING.value)
+            & Attr("worker").eq(worker)
+            & Attr("attempt").eq(attempt),
+            conflict=CommandTransitionError,
+        )
+
+    def release_command(self, command_id: str, worker: str, attempt: int, now: datetime | None = None) -> None:
+        """Hand a running command owned by (worker, attempt) back to ``queued``, so any worker may start it at once
+        (an agent shutting down). The attempt counter stays, so the next start is ``attempt + 1``.
+
+        Raises:
+            CommandTransitionError: the command is no longer this worker's (taken over or finished).
+        """
+        now = now or utcnow()
+        self.update(
+            command_sk(command_id),
+            {
+                "status": CommandStatus.QUEUED.value,
+                "worker": None,
+                "heartbeat_at": None,
+                "released_at": now.isoformat(),
+                "updated_at": now.isoformat(),
+            },
+            condition=Attr("status").eq(CommandStatus.RUNNING.value)
+            & Attr("worker").eq(worker)
+            & Attr("attempt").eq(attempt),
+            conflict=CommandTransitionError,
+        )
+
+    def mark_reported(self, command_id: str, status: CommandStatus, now: datetime | None = None) -> None:
+        """Stamp ``reported_at`` on a command still in ``status`` (its EventBridge event was accepted).
+
+        Raises:
+            ConflictError: the command's status moved on.
+        """
+        now = now or utcnow()
+        self.update(command_sk(command_id), {"reported_at": now.isoformat()}, condition=Attr("status").eq(status.value))
+
+
+def commands_for_instance(table: Table, instance_id: str, kind: CommandKind | None = None) -> list[dict[str, Any]]:
+    """The ``CMD#`` items of ``instance_id`` (of ``kind`` when given), newest first (by ``created_at``).
+
+    Reads the cluster's whole ``CMD#`` range (items expire after ``COMMAND_TTL_SECONDS``, a week by default:
+    hundreds of items at most) and filters here.
+    """
+    items = [
+        item
+        for item in table.query_prefix(PREFIX, consistent=True)
+        if item.get("instance_id") == instance_id and (kind is None or item.get("kind") == kind.value)
+    ]
+    return sorted(items, key=lambda item: str(item.get("created_at", "")), reverse=True)
+
+
+def cancel_queued_command(table: Table, command_id: str, why: str, now: datetime | None = None) -> bool:
+    """End a ``queued`` command as ``skipped`` with ``why`` (its instance is going away): the agent deletes its
+    message as a finished duplicate when it arrives. Returns False when it was no longer queued (an agent started
+    it: that agent finds no node, or drains what is left, and reports as usual)."""
+    now = now or utcnow()
+    result = {
+        "status": CommandStatus.SKIPPED.value,
+        "message": f"cancelled: {why}",
+        "pods": [],
+        "remaining": [],
+        "errors": [],
+    }
+    try:
+        table.update(
+            command_sk(command_id),
+            {
+                "status": CommandStatus.SKIPPED.value,
+                "result": result,
+                "cancelled": why,
+                "finished_at": now.isoformat(),
+                "reported_at": now.isoformat(),
+                "updated_at": now.isoformat(),
+            },
+            condition=Attr("status").eq(CommandStatus.QUEUED.value),
+        )
+    except ConflictError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What ``record_and_send`` did with a command.
+
+    Attributes:
+        message_id: the SQS MessageId, or None when the command was not sent.
+        previous_status: the status of the ``CMD#`` item found already recorded (None: recorded now).
+    """
+
+    message_id: str | None
+    previous_status: str | None
+
+    @property
+    def sent(self) -> bool:
+        return self.message_id is not None
+
+
+def record_and_send(
+    store: CommandItems, send: Callable[[Command], str], command: Command, ttl_seconds: int, now: datetime
+) -> Delivery:
+    """Record the command's ``CMD#`` item (conditional: first writer wins), then send it with ``send``; a command
+    recorded already is sent (again) only while its item is still ``queued`` (an earlier attempt crashed before
+    or after sending; the agent's conditional transitions make a second message harmless).
+
+    Raises:
+        StoreUnavailableError, AwsUnavailableError, AwsRequestError.
+    """
+    previous = None
+    try:
+        store.record_command(command, ttl_seconds, now=now)
+    except CommandExistsError as err:
+        previous = (err.current or {}).get("status")
+        if previous != CommandStatus.QUEUED.value:
+            return Delivery(message_id=None, previous_status=previous)
+    return Delivery(message_id=send(command), previous_status=previous)
