@@ -6,8 +6,8 @@ Configuration (read once, at start):
 - ``AgentSettings`` from the environment (``CLUSTER_NAME``, ``TABLE_NAME``, ``QUEUE_URL``, ... see core/settings.py).
 - Kubernetes: the file named by ``KUBECONFIG`` when set (``kubernetes.config.load_kube_config``), else the pod's
   service account (``load_incluster_config``).
-- AWS: the default boto3 credential chain and region (``AWS_REGION``); ``AWS_ENDPOINT_URL`` points every client at
-  another endpoint (boto3 >= 1.28 reads it natively; the local world uses it for its moto server).
+- AWS: the default credential chain and region (``AWS_REGION``); ``AWS_ENDPOINT_URL`` points every client at
+  another endpoint (the SDK reads it natively; the local world uses it for its moto server).
 
 Leader election (``LEADER_ELECTION``, on by default; agent/leader.py): every replica serves its probes and
 campaigns for the Lease; only the leader runs the consumer and the membership reporter. A replica that loses
@@ -41,11 +41,11 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-import boto3
-from botocore.config import Config
-from botocore.exceptions import NoRegionError
 from kubernetes import client, config
 
+from adapters.aws.autoscaling import AutoScaling
+from adapters.aws.clients import agent_config, clients, new_session
+from adapters.aws.cloudwatch import MetricSink
 from adapters.dynamo.store import Store
 from agent import logs
 from agent.cloudwatch import CloudWatchPublisher
@@ -196,20 +196,14 @@ def build_agent(settings: AgentSettings, environ: Mapping[str, str], session: An
     health = Health()
     identity = worker_identity()
 
-    session = session or boto3.session.Session()
-    aws_config = Config(
-        retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=settings.concurrency * 2 + 4
-    )
-    try:
-        sqs = session.client("sqs", config=aws_config)
-        events = session.client("events", config=aws_config)
-        autoscaling = session.client("autoscaling", config=aws_config)
-        cloudwatch = session.client("cloudwatch", config=aws_config) if settings.cloudwatch_metrics else None
-        table = session.resource("dynamodb", config=aws_config).Table(settings.table_name)
-    except NoRegionError as err:
-        raise SettingsError("AWS_REGION", str(err)) from err
-    store = Store(table, settings.cluster_name)
-    alarms = CloudWatchPublisher(cloudwatch, settings.cloudwatch_namespace, settings.cluster_name)
+    session = session or new_session()
+    names = ("sqs", "events", "autoscaling", "dynamodb") + (("cloudwatch",) if settings.cloudwatch_metrics else ())
+    aws = clients(session, names, agent_config(settings.concurrency, settings.poll_wait_seconds))
+    sqs, events = aws["sqs"], aws["events"]
+    autoscaling = AutoScaling(aws["autoscaling"])
+    store = Store(aws["dynamodb"].Table(settings.table_name), settings.cluster_name)
+    sink = MetricSink(aws["cloudwatch"], settings.cloudwatch_namespace) if "cloudwatch" in aws else None
+    alarms = CloudWatchPublisher(sink, settings.cluster_name)
 
     recorder = NodeEventRecorder(kube)
     engine = DrainEngine(CountingEvictions(kube, metrics), settings, events=recorder)

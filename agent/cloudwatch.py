@@ -21,8 +21,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from adapters.aws.ports import MetricPublisher
 from adapters.dynamo.lock import LOCK_SK
-from adapters.dynamo.store import Store
+from adapters.dynamo.table import Table
 
 log = logging.getLogger(__name__)
 
@@ -43,42 +44,29 @@ class CloudWatchPublisher:
     """Puts the alarm metrics (see the module docstring).
 
     Args:
-        cloudwatch: a boto3 ``cloudwatch`` client; None disables publishing (``AGENT_CLOUDWATCH_METRICS=false``).
-        namespace: ``CLOUDWATCH_NAMESPACE``.
+        sink: where data points go (``adapters.aws.cloudwatch.MetricSink`` into ``CLOUDWATCH_NAMESPACE``); None
+            disables publishing (``AGENT_CLOUDWATCH_METRICS=false``).
         cluster: the ``cluster`` dimension's value.
         clock: epoch seconds.
     """
 
-    def __init__(
-        self, cloudwatch: Any | None, namespace: str, cluster: str, clock: Callable[[], float] | None = None
-    ) -> None:
-        self.cloudwatch = cloudwatch
-        self.namespace = namespace
+    def __init__(self, sink: MetricPublisher | None, cluster: str, clock: Callable[[], float] | None = None) -> None:
+        self.sink = sink
         self.cluster = cluster
         self.clock = clock or time.time
 
     def put(self, name: str, value: float, unit: str = "Count") -> bool:
         """One data point of ``name``; True when CloudWatch accepted it."""
-        if self.cloudwatch is None:
+        if self.sink is None:
             return False
         try:
-            self.cloudwatch.put_metric_data(
-                Namespace=self.namespace,
-                MetricData=[
-                    {
-                        "MetricName": name,
-                        "Value": float(value),
-                        "Unit": unit,
-                        "Dimensions": [{"Name": "cluster", "Value": self.cluster}],
-                    }
-                ],
-            )
+            self.sink.put(name, value, unit, {"cluster": self.cluster})
         except Exception:
             log.exception("PutMetricData failed metric=%s", name)
             return False
         return True
 
-    def membership_reported(self, nodes: int, store: Store | None = None) -> None:
+    def membership_reported(self, nodes: int, store: Table | None = None) -> None:
         """After a membership resync: the heartbeat, and the lock's age read from ``store``."""
         self.put(MEMBERSHIP_REPORTS, nodes)
         if store is None:

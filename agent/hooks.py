@@ -11,9 +11,10 @@ The interruption Lambda records each termination lifecycle action of a managed g
   ``CompleteLifecycleAction`` with ``CONTINUE``: the instance is going anyway, the hook only bought the drain its
   time. The claim on the ``HOOK#`` item makes sure only one finisher calls it.
 
-Auto Scaling's answer ``ValidationError`` "No active Lifecycle Action found" (the action timed out or was
-completed by someone else) is final: the item is marked ``gone``. Throttling and other errors put the item back to
-``pending`` (the next drain end, or the hook's default result, finishes it). Nothing here raises.
+Completing goes through ``adapters.dynamo.hooks.finish``, the one finisher the interruption Lambda uses too. Auto
+Scaling's answer ``ValidationError`` "No active Lifecycle Action found" (the action timed out or was completed by
+someone else) is final: the item is marked ``gone``. Throttling and other errors put the item back to ``pending``
+(the next drain end, or the hook's default result, finishes it). Nothing here raises.
 """
 
 from __future__ import annotations
@@ -23,23 +24,15 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from adapters.dynamo.hooks import claim_hook, get_hook, settle_hook
-from adapters.dynamo.store import Store
+from adapters.aws.ports import LifecycleActions
+from adapters.dynamo.hooks import Finish, action_of, finish, get_hook, settle_hook
+from adapters.dynamo.table import Table
 from agent.metrics import AgentMetrics
+from core.exceptions import AwsRequestError, AwsUnavailableError
 from core.lifecycle import HookState
 from core.model import utcnow
 
 log = logging.getLogger(__name__)
-
-CONTINUE = "CONTINUE"
-
-
-def action_gone(err: ClientError) -> bool:
-    """Auto Scaling no longer has this action (timed out, completed, or its instance is gone). Pure."""
-    error = err.response.get("Error", {})
-    return error.get("Code") == "ValidationError" and "No active Lifecycle Action" in str(error.get("Message", ""))
 
 
 class LifecycleHooks:
@@ -47,7 +40,7 @@ class LifecycleHooks:
 
     Args:
         store: the cluster's table access (``HOOK#`` items).
-        autoscaling: a boto3 ``autoscaling`` client.
+        autoscaling: the Auto Scaling adapter (``adapters.aws.autoscaling.AutoScaling``).
         identity: this agent (recorded as the claimer).
         metrics: counts calls by result.
         clock: current UTC time.
@@ -55,8 +48,8 @@ class LifecycleHooks:
 
     def __init__(
         self,
-        store: Store,
-        autoscaling: Any,
+        store: Table,
+        autoscaling: LifecycleActions,
         identity: str,
         metrics: AgentMetrics | None = None,
         clock: Callable[[], datetime] = utcnow,
@@ -74,39 +67,35 @@ class LifecycleHooks:
         except Exception:
             log.exception("could not read the lifecycle action instance_id=%s", instance_id)
             return None
-        return item if item is not None and item.get("state") == HookState.PENDING else None
+        return item if item is not None and item.get("state") == HookState.PENDING.value else None
 
     def heartbeat(self, instance_id: str) -> bool:
         """RecordLifecycleActionHeartbeat for the pending action of ``instance_id``; True when recorded."""
         item = self.pending(instance_id)
         if item is None:
             return False
+        action = action_of(item)
         try:
-            self.autoscaling.record_lifecycle_action_heartbeat(
-                LifecycleHookName=item["hook_name"],
-                AutoScalingGroupName=item["asg_name"],
-                LifecycleActionToken=item["token"],
-                InstanceId=instance_id,
-            )
-        except ClientError as err:
-            gone = action_gone(err)
-            self._count("heartbeat", "gone" if gone else "error")
-            if gone:
-                self._settle(instance_id, str(item["token"]), HookState.GONE, str(err))
+            recorded = self.autoscaling.record_heartbeat(action)
+        except (AwsUnavailableError, AwsRequestError) as err:
+            self._count("heartbeat", "error")
             log.warning(
-                "lifecycle heartbeat refused instance_id=%s hook=%s error=%s", instance_id, item["hook_name"], err
+                "lifecycle heartbeat failed instance_id=%s hook=%s error=%s", instance_id, action.hook_name, err
             )
             return False
-        except BotoCoreError as err:
-            self._count("heartbeat", "error")
-            log.warning("lifecycle heartbeat failed instance_id=%s error=%s", instance_id, err)
+        if not recorded:
+            self._count("heartbeat", "gone")
+            self._settle(instance_id, action.token, HookState.GONE, "no active lifecycle action")
+            log.warning(
+                "lifecycle heartbeat refused instance_id=%s hook=%s: action gone", instance_id, action.hook_name
+            )
             return False
         self._count("heartbeat", "ok")
         log.info(
             "lifecycle action heartbeat recorded instance_id=%s hook=%s asg=%s",
             instance_id,
-            item["hook_name"],
-            item["asg_name"],
+            action.hook_name,
+            action.asg_name,
         )
         return True
 
@@ -116,51 +105,40 @@ class LifecycleHooks:
         item = self.pending(instance_id)
         if item is None:
             return False
-        token = str(item["token"])
+        action = action_of(item)
         try:
-            if not claim_hook(self.store, instance_id, token, self.identity, now=self.clock()):
-                log.info("lifecycle action claimed by someone else instance_id=%s", instance_id)
-                return False
-        except Exception:
-            log.exception("could not claim the lifecycle action instance_id=%s", instance_id)
-            return False
-        try:
-            self.autoscaling.complete_lifecycle_action(
-                LifecycleHookName=item["hook_name"],
-                AutoScalingGroupName=item["asg_name"],
-                LifecycleActionToken=token,
-                LifecycleActionResult=CONTINUE,
-                InstanceId=instance_id,
+            outcome = finish(
+                self.store, action, self.identity, self.autoscaling.complete_lifecycle_action, why, now=self.clock()
             )
-        except ClientError as err:
-            gone = action_gone(err)
-            self._count("complete", "gone" if gone else "error")
-            self._settle(instance_id, token, HookState.GONE if gone else HookState.PENDING, str(err))
-            log.warning(
-                "CompleteLifecycleAction refused instance_id=%s hook=%s gone=%s error=%s",
-                instance_id,
-                item["hook_name"],
-                gone,
-                err,
-            )
-            return False
-        except BotoCoreError as err:
+        except (AwsUnavailableError, AwsRequestError) as err:
             self._count("complete", "error")
-            self._settle(instance_id, token, HookState.PENDING, str(err))
-            log.warning("CompleteLifecycleAction failed instance_id=%s error=%s", instance_id, err)
+            log.warning(
+                "CompleteLifecycleAction failed instance_id=%s hook=%s error=%s", instance_id, action.hook_name, err
+            )
+            return False
+        except Exception:
+            log.exception("could not finish the lifecycle action instance_id=%s", instance_id)
+            return False
+        if outcome is Finish.CLAIMED_ELSEWHERE:
+            log.info("lifecycle action claimed by someone else instance_id=%s", instance_id)
+            return False
+        if outcome is Finish.GONE:
+            self._count("complete", "gone")
+            log.warning(
+                "CompleteLifecycleAction refused instance_id=%s hook=%s: action gone", instance_id, action.hook_name
+            )
             return False
         self._count("complete", "ok")
-        self._settle(instance_id, token, HookState.COMPLETED, why)
         log.info(
             "lifecycle action completed with CONTINUE instance_id=%s hook=%s asg=%s why=%s",
             instance_id,
-            item["hook_name"],
-            item["asg_name"],
+            action.hook_name,
+            action.asg_name,
             why,
         )
         return True
 
-    def _settle(self, instance_id: str, token: str, state: str, detail: str) -> None:
+    def _settle(self, instance_id: str, token: str, state: HookState, detail: str) -> None:
         try:
             settle_hook(self.store, instance_id, token, state, detail, now=self.clock())
         except Exception:

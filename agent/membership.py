@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
+from adapters.aws.ports import GroupReader
 from adapters.dynamo.store import Store
 from agent.kube import NodeView
 from core.exceptions import KubernetesApiError, WatchExpiredError
@@ -149,10 +150,10 @@ class AsgLookup:
     refreshed on a resync (``refresh=True``). Instances in no group map to None (also cached).
 
     Args:
-        autoscaling: a boto3 ``autoscaling`` client.
+        autoscaling: the Auto Scaling adapter (``adapters.aws.autoscaling.AutoScaling``).
     """
 
-    def __init__(self, autoscaling: Any) -> None:
+    def __init__(self, autoscaling: GroupReader) -> None:
         self.autoscaling = autoscaling
         self._cache: dict[str, str | None] = {}
         self._lock = threading.Lock()
@@ -161,18 +162,13 @@ class AsgLookup:
         """ASG names of ``instance_ids`` (None for an instance in no group).
 
         Raises:
-            botocore.exceptions.ClientError / BotoCoreError: the API failed (the caller retries on its next pass).
+            AwsUnavailableError, AwsRequestError: the API failed (the caller retries on its next pass).
         """
         wanted = sorted(set(instance_ids))
         with self._lock:
             missing = wanted if refresh else [i for i in wanted if i not in self._cache]
         found: dict[str, str | None] = dict.fromkeys(missing)
-        for batch in batches(missing, DESCRIBE_ASG_INSTANCES_MAX_IDS):
-            out = self.autoscaling.describe_auto_scaling_instances(
-                InstanceIds=batch, MaxRecords=DESCRIBE_ASG_INSTANCES_MAX_IDS
-            )
-            for entry in out.get("AutoScalingInstances", []):
-                found[entry["InstanceId"]] = entry["AutoScalingGroupName"]
+        found.update(self.autoscaling.group_names(missing))
         with self._lock:
             self._cache.update(found)
             if refresh:
@@ -223,7 +219,7 @@ class MembershipReporter:
         settings: AgentSettings,
         nodes: NodeSource,
         store: Store,
-        autoscaling: Any,
+        autoscaling: GroupReader,
         on_resync: Callable[[int], None] | None = None,
     ) -> MembershipReporter:
         return cls(

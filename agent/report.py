@@ -35,11 +35,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from boto3.dynamodb.conditions import Attr
-from botocore.exceptions import BotoCoreError, ClientError
-
+from adapters.aws.events import EventBus
 from adapters.dynamo.store import Store
-from core.exceptions import StoreUnavailableError
+from core.exceptions import AwsRequestError, AwsUnavailableError, StoreUnavailableError
 from core.model import Command, CommandKind, CommandStatus, utcnow
 
 log = logging.getLogger(__name__)
@@ -129,7 +127,7 @@ class Reporter:
 
     Args:
         store: the cluster's table access.
-        events_client: a boto3 ``events`` (EventBridge) client.
+        events_client: a boto3 ``events`` (EventBridge) client (put through ``adapters.aws.events.EventBus``).
         event_bus_name: name or ARN of the bus (``EVENT_BUS_NAME``).
         post_node_event: posts a Kubernetes Event on a Node for outcomes the engine did not report; None to skip.
         finish_attempts: tries of the ``CMD#`` terminal write when DynamoDB throttles (``StoreUnavailableError``).
@@ -146,8 +144,7 @@ class Reporter:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.store = store
-        self.events_client = events_client
-        self.event_bus_name = event_bus_name
+        self.bus = EventBus(events_client, event_bus_name)
         self.post_node_event = post_node_event
         self.finish_attempts = finish_attempts
         self.sleep = sleep
@@ -188,11 +185,7 @@ class Reporter:
         if not self._put_event(command, status, result, attempt, worker):
             return False
         try:
-            self.store.update(
-                Store.command_sk(command.command_id),
-                {"reported_at": utcnow().isoformat()},
-                condition=Attr("status").eq(status.value),
-            )
+            self.store.mark_reported(command.command_id, status, now=utcnow())
         except Exception:
             log.exception("could not mark command reported command_id=%s", command.command_id)
         return True
@@ -213,30 +206,21 @@ class Reporter:
     def _put_event(
         self, command: Command, status: CommandStatus, result: Mapping[str, Any], attempt: int, worker: str
     ) -> bool:
-        entry = {
-            "Source": EVENT_SOURCE,
-            "DetailType": detail_type(command.kind, status),
-            "Detail": json.dumps(event_detail(command, status, result, attempt, worker), default=str),
-            "EventBusName": self.event_bus_name,
-        }
+        kind = detail_type(command.kind, status)
+        detail = json.dumps(event_detail(command, status, result, attempt, worker), default=str)
         try:
-            out = self.events_client.put_events(Entries=[entry])
-        except (ClientError, BotoCoreError):
-            log.exception(
-                "EventBridge put_events failed command_id=%s detail_type=%s", command.command_id, entry["DetailType"]
-            )
+            rejection = self.bus.put(EVENT_SOURCE, kind, detail)
+        except (AwsUnavailableError, AwsRequestError):
+            log.exception("EventBridge put_events failed command_id=%s detail_type=%s", command.command_id, kind)
             return False
-        if out.get("FailedEntryCount", 0):
-            failed = out.get("Entries", [{}])[0]
+        if rejection is not None:
             log.error(
                 "EventBridge rejected event command_id=%s detail_type=%s code=%s message=%s",
                 command.command_id,
-                entry["DetailType"],
-                failed.get("ErrorCode"),
-                failed.get("ErrorMessage"),
+                kind,
+                rejection.code,
+                rejection.message,
             )
             return False
-        log.info(
-            "event sent detail_type=%r command_id=%s status=%s", entry["DetailType"], command.command_id, status.value
-        )
+        log.info("event sent detail_type=%r command_id=%s status=%s", kind, command.command_id, status.value)
         return True

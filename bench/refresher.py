@@ -50,7 +50,12 @@ class CallCounter:
             self.calls[f"{model.service_model.service_name}.{model.name}"] += 1
 
     def hook(self, deps: Deps) -> Deps:
-        for client in (deps.aws.autoscaling, deps.aws.ec2, deps.aws.commands.sqs, deps.store.table.meta.client):
+        for client in (
+            deps.aws.autoscaling.client,
+            deps.aws.ec2.client,
+            deps.aws.queue.client,
+            deps.store.table.meta.client,
+        ):
             self.attach(client)
         return deps
 

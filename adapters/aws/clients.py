@@ -17,6 +17,9 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import NoRegionError
+
+from core.exceptions import SettingsError
 
 LAMBDA_CONNECT_TIMEOUT_SECONDS = 3
 LAMBDA_READ_TIMEOUT_SECONDS = 10
@@ -40,6 +43,21 @@ def client_config(
 
 
 LAMBDA_CONFIG = client_config()
+
+AGENT_CONNECT_TIMEOUT_SECONDS = 5
+AGENT_MAX_ATTEMPTS = 5
+AGENT_READ_MARGIN_SECONDS = 15  # a long poll (ReceiveMessage WaitTimeSeconds) answers after its wait: read longer
+
+
+def agent_config(concurrency: int, poll_wait_seconds: int) -> Config:
+    """The agent's ``Config``: a read timeout past the SQS long poll, 5 standard attempts, and a connection pool
+    for its worker threads (``concurrency`` commands at once)."""
+    return client_config(
+        connect_timeout=AGENT_CONNECT_TIMEOUT_SECONDS,
+        read_timeout=poll_wait_seconds + AGENT_READ_MARGIN_SECONDS,
+        max_attempts=AGENT_MAX_ATTEMPTS,
+        max_pool_connections=concurrency * 2 + 4,
+    )
 
 
 class LazyClient:
@@ -70,6 +88,22 @@ class LazyClient:
 def new_session() -> boto3.session.Session:
     """A boto3 session with the default credential chain, region and endpoints (``AWS_ENDPOINT_URL``)."""
     return boto3.session.Session()
+
+
+def clients(session: Any, names: tuple[str, ...], config: Config) -> dict[str, Any]:
+    """Clients made now (a long-running process: a missing region shows at start), by service name; ``dynamodb`` is
+    the DynamoDB resource.
+
+    Raises:
+        SettingsError: no AWS region is configured (``AWS_REGION``).
+    """
+    try:
+        return {
+            name: session.resource(name, config=config) if name == "dynamodb" else session.client(name, config=config)
+            for name in names
+        }
+    except NoRegionError as err:
+        raise SettingsError("AWS_REGION", str(err)) from err
 
 
 def lazy_clients(session: Any, names: tuple[str, ...], config: Config = LAMBDA_CONFIG) -> dict[str, Any]:

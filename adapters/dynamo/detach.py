@@ -55,7 +55,7 @@ class DetachItems(Table):
         """The ``DETACH#`` item of ``instance_id`` (consistent read), None if there is none."""
         return self.get(detach_sk(instance_id))
 
-    def mark_detached(self, instance_id: str, state: str, now: datetime | None = None) -> None:
+    def mark_detached(self, instance_id: str, state: DetachState | str, now: datetime | None = None) -> None:
         """Move the record to ``state`` (``DetachState.DETACHED`` once DetachInstances is done)."""
         now = now or utcnow()
-        self.update(detach_sk(instance_id), {"state": state, "updated_at": now.isoformat()})
+        self.update(detach_sk(instance_id), {"state": DetachState(state).value, "updated_at": now.isoformat()})

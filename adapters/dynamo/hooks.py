@@ -10,6 +10,7 @@ An item::
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from datetime import datetime
 from enum import Enum
@@ -78,14 +79,12 @@ def settle_hook(
     """Record how a claimed action ended (``COMPLETED`` or ``GONE``), or put it back to ``PENDING`` after a
     failed call so the next finisher retries. Lost races (another action now) are ignored."""
     now = now or utcnow()
-    try:
+    with contextlib.suppress(ConflictError):
         table.update(
             hook_sk(instance_id),
             {"state": HookState(state).value, "detail": detail or None, "updated_at": now.isoformat()},
             condition=Attr("token").eq(token),
         )
-    except ConflictError:
-        pass
 
 
 class Finish(str, Enum):

@@ -4,6 +4,7 @@ writes.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from decimal import Decimal
@@ -110,14 +111,12 @@ class LeaseLock:
 
         Releasing a lease already lost is not an error (there is nothing left to give up).
         """
-        try:
+        with contextlib.suppress(ConflictError):
             self.table.update(
                 LOCK_SK,
                 {"holder": None, "operation": None, "lease_expires_at": 0, "released_at": self.clock()},
                 condition=Attr("holder").eq(lease.holder) & Attr("fencing").eq(lease.fencing),
             )
-        except ConflictError:
-            pass
 
     def current(self) -> dict[str, Any] | None:
         """The lock item as stored (holder None when free), for status displays."""

@@ -1,4 +1,4 @@
-"""Wiring the Lambdas' entry points share: the log stream, the cluster's metrics, the clients built from one boto3
+"""Wiring the Lambdas' entry points share: the log stream, the cluster's metrics, the clients built from one AWS
 session, the ``Deps`` kept for the life of an execution environment, and the answer to a malformed event.
 
 Nothing here reads settings or builds clients at import: ``PerEnvironment`` builds on first use.
@@ -12,6 +12,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics
 
+from adapters.aws.clients import lazy_clients
 from core.exceptions import MalformedEventError
 
 T = TypeVar("T")
@@ -44,13 +45,9 @@ def cluster_metrics(cluster: str, metrics: Metrics | None = None) -> Metrics:
 
 def session_clients(session: Any) -> dict[str, Any]:
     """The clients every Lambda's ``Deps.from_clients`` takes, from one boto3 session (the Lambda's role, region
-    and endpoints): ``dynamodb`` (a resource, for the state table), ``autoscaling``, ``ec2``, ``sqs``."""
-    return {
-        "dynamodb": session.resource("dynamodb"),
-        "autoscaling": session.client("autoscaling"),
-        "ec2": session.client("ec2"),
-        "sqs": session.client("sqs"),
-    }
+    and endpoints): ``dynamodb`` (a resource, for the state table), ``autoscaling``, ``ec2``, ``sqs``; each made on
+    first use, with the Lambdas' timeouts and retries (``adapters.aws.clients.LAMBDA_CONFIG``)."""
+    return lazy_clients(session, ("dynamodb", "autoscaling", "ec2", "sqs"))
 
 
 class PerEnvironment(Generic[T]):
@@ -58,7 +55,7 @@ class PerEnvironment(Generic[T]):
     never at import).
 
     Args:
-        build: makes the value, e.g. ``lambda: Deps.from_session(Settings.from_env(), boto3.session.Session())``.
+        build: makes the value, e.g. ``lambda: Deps.from_session(Settings.from_env(), new_session())``.
     """
 
     def __init__(self, build: Callable[[], T]) -> None:

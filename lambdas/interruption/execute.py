@@ -18,15 +18,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from adapters.aws.ports import AwsPort
 from adapters.dynamo.commands import cancel_queued_command
-from adapters.dynamo.hooks import claim_hook, record_hook, settle_hook
+from adapters.dynamo.hooks import Finish, finish, record_hook
 from adapters.dynamo.store import Store
-from core.exceptions import AwsUnavailableError, CommandExistsError
-from core.lifecycle import HookState, LifecycleAction
+from core.detach import DetachState
+from core.exceptions import CommandExistsError
+from core.lifecycle import LifecycleAction
 from core.model import CommandStatus
 from lambdas.common.execute import apply_in_order
-from lambdas.interruption.aws import InterruptionAws
-from lambdas.interruption.decide import DETACH_DONE, Plan
+from lambdas.interruption.decide import Plan
 from lambdas.interruption.plan import (
     EFFECTS,
     Acknowledge,
@@ -43,9 +44,9 @@ from lambdas.interruption.plan import (
     SendCommand,
     Skip,
 )
+from lambdas.interruption.telemetry import Telemetry
 
 CLAIMER = "interruption-lambda"
-from lambdas.interruption.telemetry import Telemetry
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class Effects:
     """
 
     store: Store
-    aws: InterruptionAws
+    aws: AwsPort
     telemetry: Telemetry
     logger: Any
     ttl_seconds: int
@@ -108,7 +109,7 @@ def _apply(action: Action, effects: Effects, now: datetime, unsent: set[str], un
     if isinstance(action, SendCommand):
         if action.command.command_id in unsent:
             return "not sent (another delivery handled it)"
-        message_id = effects.aws.send_command(action.command)
+        message_id = effects.aws.queue.send_command(action.command)
         effects.telemetry.count("CommandsQueued")
         return f"sent (message {message_id})"
     if isinstance(action, RecordDetach):
@@ -121,14 +122,14 @@ def _apply(action: Action, effects: Effects, now: datetime, unsent: set[str], un
     if isinstance(action, DetachInstance):
         if action.instance_id in undetached:
             return "not done (another delivery detaches)"
-        if effects.aws.detach_instance(action.instance_id, action.asg_name):
+        if effects.aws.autoscaling.detach_instance(action.instance_id, action.asg_name):
             effects.telemetry.count("InstancesDetached")
             return "detached"
         return "was no longer in the group"
     if isinstance(action, MarkDetached):
         if action.instance_id in undetached:
             return "not done (another delivery detaches)"
-        effects.store.mark_detached(action.instance_id, DETACH_DONE, now=now)
+        effects.store.mark_detached(action.instance_id, DetachState.DETACHED, now=now)
         return "marked"
     if isinstance(action, RecordHook):
         if record_hook(effects.store, action.action, effects.ttl_seconds, now=now):
@@ -160,24 +161,12 @@ def _apply(action: Action, effects: Effects, now: datetime, unsent: set[str], un
 
 
 def _complete_hook(action: LifecycleAction, effects: Effects, now: datetime) -> str:
-    """Claim the ``HOOK#`` item, then CompleteLifecycleAction(CONTINUE); a transient failure puts the claim back
-    and is raised (the event is retried)."""
-    if not claim_hook(effects.store, action.instance_id, action.token, CLAIMER, now=now):
+    """Finish the lifecycle action (``adapters.dynamo.hooks.finish``: claim, CompleteLifecycleAction(CONTINUE),
+    record); a failed call puts the claim back and is raised (the event is retried)."""
+    outcome = finish(effects.store, action, CLAIMER, effects.aws.autoscaling.complete_lifecycle_action, now=now)
+    if outcome is Finish.CLAIMED_ELSEWHERE:
         return "claimed by another finisher (or not pending)"
-    try:
-        accepted = effects.aws.complete_lifecycle_action(action)
-    except AwsUnavailableError:
-        settle_hook(effects.store, action.instance_id, action.token, HookState.PENDING, "retrying", now=now)
-        raise
-    settle_hook(
-        effects.store,
-        action.instance_id,
-        action.token,
-        HookState.COMPLETED if accepted else HookState.GONE,
-        CLAIMER,
-        now=now,
-    )
-    if accepted:
+    if outcome is Finish.COMPLETED:
         effects.telemetry.count("LifecycleActionsCompleted")
         return "completed with CONTINUE"
     return "Auto Scaling no longer has the action"

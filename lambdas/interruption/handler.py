@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import boto3
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.utilities.idempotency import (
     DynamoDBPersistenceLayer,
@@ -36,6 +35,9 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
+from adapters.aws.clients import lazy_clients, new_session
+from adapters.aws.gateway import AwsGateway
+from adapters.aws.ports import AwsPort
 from adapters.dynamo.commands import commands_for_instance
 from adapters.dynamo.hooks import get_hook
 from adapters.dynamo.store import Store
@@ -45,11 +47,10 @@ from core.settings import InterruptionSettings
 from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, rejected, session_clients
 from lambdas.events import InterruptionNotice, NoticeKind, parse_notice
 from lambdas.events.notice import check_not_future
-from lambdas.interruption.aws import InterruptionAws
 from lambdas.interruption.decide import command_id_for, decide
 from lambdas.interruption.execute import Effects, execute
 from lambdas.interruption.telemetry import Telemetry
-from lambdas.interruption.world import InstanceFacts, World
+from lambdas.interruption.world import InstanceFacts, World, read_instance_facts
 
 # Powertools Logger: JSON lines with the Lambda context and correlation id (= the event id). Its service name comes
 # from POWERTOOLS_SERVICE_NAME; nothing of the product's settings is read here.
@@ -73,7 +74,7 @@ class Deps:
 
     settings: InterruptionSettings
     store: Store
-    aws: InterruptionAws
+    aws: AwsPort
     telemetry: Telemetry
     idempotency: tuple[DynamoDBPersistenceLayer, IdempotencyConfig] | None = None
     process: Any = field(init=False, repr=False)
@@ -120,15 +121,16 @@ class Deps:
         return cls(
             settings=settings,
             store=Store(dynamodb.Table(settings.table_name), settings.cluster_name),
-            aws=InterruptionAws(autoscaling, ec2, sqs, settings.queue_url),
+            aws=AwsGateway.from_clients(autoscaling, ec2, sqs, settings.queue_url),
             telemetry=Telemetry(metrics),
             idempotency=idempotency,
         )
 
     @classmethod
-    def from_session(cls, settings: InterruptionSettings, session: boto3.session.Session) -> Deps:
+    def from_session(cls, settings: InterruptionSettings, session: Any) -> Deps:
         """Build the real clients from one boto3 session (the Lambda's role, region and endpoints)."""
-        return cls.from_clients(settings, **session_clients(session), dynamodb_client=session.client("dynamodb"))
+        clients = {**session_clients(session), **lazy_clients(session, ("dynamodb_client",))}
+        return cls.from_clients(settings, **clients)
 
     def register_context(self, context: LambdaContext | None) -> None:
         """Let idempotency know the invocation's remaining time (an in-progress record then expires with it)."""
@@ -167,7 +169,9 @@ def gather(notice: InterruptionNotice, deps: Deps) -> World:
     if notice.kind is NoticeKind.TERMINATE_LIFECYCLE_ACTION:
         hook = get_hook(deps.store, notice.instance_id)
         commands = tuple(commands_for_instance(deps.store, notice.instance_id))
-    facts = deps.aws.instance_facts(notice.instance_id, recorded_asg=detach.get("asg_name") if detach else None)
+    facts = read_instance_facts(
+        deps.aws.autoscaling, deps.aws.ec2, notice.instance_id, recorded_asg=detach.get("asg_name") if detach else None
+    )
     return World(instance=facts, membership=membership, command=command, detach=detach, hook=hook, commands=commands)
 
 
@@ -247,7 +251,7 @@ def handle(event: Any, deps: Deps, now: datetime | None = None) -> dict[str, Any
 
 
 # The execution environment's ``Deps``, built on first use (settings read then, never at import).
-_deps = PerEnvironment(lambda: Deps.from_session(InterruptionSettings.from_env(), boto3.session.Session()))
+_deps = PerEnvironment(lambda: Deps.from_session(InterruptionSettings.from_env(), new_session()))
 
 
 @logger.inject_lambda_context(correlation_id_path="id", clear_state=True)

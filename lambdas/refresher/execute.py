@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from adapters.aws.ports import AwsPort
 from adapters.dynamo.commands import record_and_send
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.runs import RunStore
@@ -21,7 +22,6 @@ from adapters.dynamo.store import Store
 from core.lock import Lease
 from core.runs import LOCK_OPERATION
 from lambdas.common.execute import apply_in_order
-from lambdas.refresher.aws import RefresherAws
 from lambdas.refresher.plan import (
     EFFECTS,
     AcquireLock,
@@ -51,7 +51,7 @@ class Effects:
     store: Store
     runs: RunStore
     lock: LeaseLock
-    aws: RefresherAws
+    aws: AwsPort
     telemetry: RefresherTelemetry
     logger: Any
     ttl_seconds: int
@@ -84,16 +84,18 @@ def _apply(action: Action, effects: Effects, now: datetime) -> str:
         effects.runs.save(action.run)
         return f"saved (version {action.run.version + 1})"
     if isinstance(action, SendCommand):
-        delivery = record_and_send(effects.store, effects.aws.send_command, action.command, effects.ttl_seconds, now)
+        delivery = record_and_send(
+            effects.store, effects.aws.queue.send_command, action.command, effects.ttl_seconds, now
+        )
         if not delivery.sent:
             return f"already recorded with status {delivery.previous_status}: not sent again"
         effects.telemetry.count("CommandsQueued")
         return f"sent (message {delivery.message_id})"
     if isinstance(action, SetCapacity):
-        effects.aws.set_capacity(action.asg_name, action.desired, action.max_size)
+        effects.aws.autoscaling.set_capacity(action.asg_name, action.desired, action.max_size)
         return "updated"
     if isinstance(action, TerminateInstance):
-        if effects.aws.terminate_in_group(action.instance_id, action.decrement):
+        if effects.aws.autoscaling.terminate_in_group(action.instance_id, action.decrement):
             return "terminating"
         return "no longer in the group"
     if isinstance(action, AcquireLock):

@@ -1,7 +1,7 @@
 """Entry point of the refresher Lambda: wiring (settings, clients, logging, metrics) and the invocation loop.
 
 ``lambda_handler(event, context)`` is what Lambda calls; on its first invocation it reads ``RefresherSettings`` and
-builds the boto3 clients. ``handle(event, deps, context)`` does the work and is what tests, the CLI's ``--local``
+builds the AWS clients. ``handle(event, deps, context)`` does the work and is what tests, the CLI's ``--local``
 mode and the scenario call with clients of their own.
 
 Each invocation is short and level-triggered: it reads the run and the world, decides the next step(s)
@@ -32,10 +32,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-import boto3
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from adapters.aws.clients import new_session
+from adapters.aws.gateway import AwsGateway
+from adapters.aws.ports import AwsPort
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store
@@ -54,7 +56,6 @@ from core.runs import (
 )
 from core.settings import RefresherSettings, parse_duration
 from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, rejected, session_clients
-from lambdas.refresher.aws import RefresherAws
 from lambdas.refresher.decide import advance as decide_next
 from lambdas.refresher.execute import Effects, execute
 from lambdas.refresher.plan import AcquireLock, CreateRun
@@ -62,7 +63,7 @@ from lambdas.refresher.request import CancelRequest, RefreshRequest, StatusReque
 from lambdas.refresher.select import format_table, select
 from lambdas.refresher.telemetry import RefresherTelemetry
 from lambdas.refresher.triggers import Trigger, TriggerKind, parse_trigger
-from lambdas.refresher.world import World
+from lambdas.refresher.world import World, read_groups
 
 logger = lambda_logger()
 
@@ -80,7 +81,7 @@ class Deps:
 
     settings: RefresherSettings
     store: Store
-    aws: RefresherAws
+    aws: AwsPort
     telemetry: RefresherTelemetry
     clock: Callable[[], datetime] = utcnow
     sleep: Callable[[float], None] = time.sleep
@@ -108,7 +109,7 @@ class Deps:
         return cls(
             settings=settings,
             store=Store(dynamodb.Table(settings.table_name), settings.cluster_name),
-            aws=RefresherAws(autoscaling, ec2, sqs, settings.queue_url),
+            aws=AwsGateway.from_clients(autoscaling, ec2, sqs, settings.queue_url),
             telemetry=RefresherTelemetry(metrics),
             **kwargs,
         )
@@ -141,7 +142,7 @@ def gather(run: Run, deps: Deps, lock_lost: bool = False) -> World:
         StoreUnavailableError, AwsUnavailableError, AwsRequestError: reads failed.
     """
     now = deps.clock()
-    groups = deps.aws.groups(deps.settings.cluster_name)
+    groups = read_groups(deps.aws.autoscaling, deps.aws.ec2, deps.settings.cluster_name)
     nodes = {r.instance_id: r for r in deps.store.list_nodes(deps.settings.membership_max_age_seconds, now)}
     commands = {}
     for step in run.steps:
@@ -275,7 +276,7 @@ def start(options: RunOptions, dry_run: bool, deps: Deps, budget_seconds: float)
         out = advance_run(deps, active.run_id, budget_seconds)
         return {**out, "status": "already_running"}
     now = deps.clock()
-    groups = deps.aws.groups(deps.settings.cluster_name, with_launch_facts=True)
+    groups = read_groups(deps.aws.autoscaling, deps.aws.ec2, deps.settings.cluster_name, with_launch_facts=True)
     nodes = {r.instance_id: r for r in deps.store.list_nodes(deps.settings.membership_max_age_seconds, now)}
     world = World(groups=groups, nodes=nodes)
     plan = select(options, world, now, options.max_age_seconds or deps.settings.max_age_seconds)
@@ -480,7 +481,7 @@ def handle(event: Any, deps: Deps, context: LambdaContext | None = None) -> dict
 
 
 # The execution environment's ``Deps``, built on first use (settings read then, never at import).
-_deps = PerEnvironment(lambda: Deps.from_session(RefresherSettings.from_env(), boto3.session.Session()))
+_deps = PerEnvironment(lambda: Deps.from_session(RefresherSettings.from_env(), new_session()))
 
 
 @logger.inject_lambda_context(clear_state=True)

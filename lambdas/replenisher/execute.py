@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from adapters.aws.ports import AwsPort
 from adapters.dynamo import ledger as ledger_store
 from adapters.dynamo.commands import record_and_send
 from adapters.dynamo.store import Store
 from lambdas.common.execute import apply_in_order
 from lambdas.interruption.telemetry import Telemetry
-from lambdas.replenisher.aws import ReplenisherAws
 from lambdas.replenisher.decide import Plan
 from lambdas.replenisher.plan import EFFECTS, Action, Note, SendDrain, SetCapacity, Terminate, WriteLedger
 
@@ -37,7 +37,7 @@ class Effects:
     """
 
     store: Store
-    aws: ReplenisherAws
+    aws: AwsPort
     telemetry: Telemetry
     logger: Any
     ttl_seconds: int
@@ -76,17 +76,19 @@ def _apply(action: Action, effects: Effects, now: datetime) -> str:
         ledger_store.write(effects.store, action.ledger, action.expected_version, now)
         return "written"
     if isinstance(action, SetCapacity):
-        effects.aws.set_capacity(action.asg_name, action.desired, action.max_size)
+        effects.aws.autoscaling.set_capacity(action.asg_name, action.desired, action.max_size)
         effects.telemetry.count("CapacityChanges")
         return "updated"
     if isinstance(action, SendDrain):
-        delivery = record_and_send(effects.store, effects.aws.send_command, action.command, effects.ttl_seconds, now)
+        delivery = record_and_send(
+            effects.store, effects.aws.queue.send_command, action.command, effects.ttl_seconds, now
+        )
         if not delivery.sent:
             return f"already recorded with status {delivery.previous_status}: not sent"
         effects.telemetry.count("CommandsQueued")
         return f"{'re-' if delivery.previous_status is not None else ''}sent (message {delivery.message_id})"
     if isinstance(action, Terminate):
-        if effects.aws.terminate(action.instance_id, action.decrement):
+        if effects.aws.autoscaling.terminate_in_group(action.instance_id, action.decrement):
             effects.telemetry.count("InstancesTerminated")
             return "terminated"
         return "no longer in an Auto Scaling group"

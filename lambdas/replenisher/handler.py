@@ -2,7 +2,7 @@
 
 ``lambda_handler(event, context)`` is what Lambda calls (rules: "EC2 Instance Launch Unsuccessful", "EC2 Instance
 Launch Successful", the periodic "Scheduled Event", the agent's "Node Drain ..." results). On its first invocation
-it reads ``ReplenisherSettings`` from the environment and builds the boto3 clients. ``handle(event, deps, now)``
+it reads ``ReplenisherSettings`` from the environment and builds the AWS clients. ``handle(event, deps, now)``
 does the work and is what tests call with clients of their own and an injected clock.
 
 One invocation: parse -> ``gather`` (DescribeAutoScalingGroups filtered on the cluster tag, one Query of the
@@ -31,11 +31,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import boto3
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
+from adapters.aws.clients import new_session
+from adapters.aws.gateway import AwsGateway
+from adapters.aws.ports import AwsPort
 from adapters.dynamo import ledger as ledger_store
 from adapters.dynamo.lock import LOCK_SK, LeaseLock
 from adapters.dynamo.store import Store
@@ -47,7 +49,6 @@ from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logge
 from lambdas.events.dispatch import parse_capacity_notice
 from lambdas.events.notice import CapacityNotice, check_not_future
 from lambdas.interruption.telemetry import Telemetry
-from lambdas.replenisher.aws import ReplenisherAws
 from lambdas.replenisher.decide import OWN_COMMAND_PREFIXES, decide, runs_text
 from lambdas.replenisher.execute import Effects, execute
 from lambdas.replenisher.plan import Action
@@ -70,7 +71,7 @@ class Deps:
 
     settings: ReplenisherSettings
     store: Store
-    aws: ReplenisherAws
+    aws: AwsPort
     telemetry: Telemetry
     after_action: Callable[[Action], None] | None = None
 
@@ -90,12 +91,12 @@ class Deps:
         return cls(
             settings=settings,
             store=Store(dynamodb.Table(settings.table_name), settings.cluster_name),
-            aws=ReplenisherAws(autoscaling, ec2, sqs, settings.queue_url),
+            aws=AwsGateway.from_clients(autoscaling, ec2, sqs, settings.queue_url),
             telemetry=Telemetry(metrics),
         )
 
     @classmethod
-    def from_session(cls, settings: ReplenisherSettings, session: boto3.session.Session) -> Deps:
+    def from_session(cls, settings: ReplenisherSettings, session: Any) -> Deps:
         """Build the real clients from one boto3 session."""
         return cls.from_clients(settings, **session_clients(session))
 
@@ -108,7 +109,7 @@ def gather(deps: Deps, now: datetime) -> World:
     """
     settings = deps.settings
     groups: dict[str, Group] = {}
-    raw_groups = deps.aws.cluster_groups(settings.cluster_name)
+    raw_groups = deps.aws.autoscaling.cluster_groups(settings.cluster_name)
     ledgers = {}
     nodes: dict[str, NodeRecord] = {}
     commands = {}
@@ -163,7 +164,7 @@ def gather(deps: Deps, now: datetime) -> World:
             instances=tuple(instances),
         )
     if unregistered and nodes:  # without any membership nothing is judged by it: no need to ask
-        times = deps.aws.launch_times(sorted(unregistered))
+        times = deps.aws.ec2.launch_times(sorted(unregistered))
         for name, group in list(groups.items()):
             groups[name] = Group(
                 info=group.info,
@@ -276,7 +277,7 @@ def handle(event: Any, deps: Deps, now: datetime | None = None, request_id: str 
 
 
 # The execution environment's ``Deps``, built on first use (settings read then, never at import).
-_deps = PerEnvironment(lambda: Deps.from_session(ReplenisherSettings.from_env(), boto3.session.Session()))
+_deps = PerEnvironment(lambda: Deps.from_session(ReplenisherSettings.from_env(), new_session()))
 
 
 @logger.inject_lambda_context(correlation_id_path="id", clear_state=True)

@@ -15,10 +15,13 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
+from adapters.aws.autoscaling import AutoScaling
+from adapters.aws.ec2 import Ec2
+from adapters.aws.gateway import AwsGateway
+from adapters.aws.sqs import CommandQueue
 from adapters.dynamo.hooks import get_hook
 from core.lifecycle import HookState, LifecycleAction
 from core.model import Command, CommandStatus, utcnow
-from lambdas.interruption.aws import InterruptionAws
 from lambdas.interruption.decide import Plan
 from lambdas.interruption.execute import Effects, execute
 from lambdas.interruption.handler import Deps, handle
@@ -65,7 +68,11 @@ def stubbed() -> Iterator[Stubber]:
 
 def deps_with(world: World, stub: Stubber, **overrides: Any) -> Deps:  # noqa: F811
     deps = world.deps(**overrides)
-    deps.aws = InterruptionAws(world.autoscaling, world.ec2, world.sqs, world.queue_url, lifecycle_client=stub.client)
+    deps.aws = AwsGateway(
+        AutoScaling(world.autoscaling, lifecycle_client=stub.client),
+        Ec2(world.ec2),
+        CommandQueue(world.sqs, world.queue_url),
+    )
     return deps
 
 

@@ -157,11 +157,12 @@ class Crash(Exception):
 
 
 def crash_once(method: str, after: bool, state: dict[str, bool]) -> Any:
-    """A ``deps_hook`` that makes the first call of ``RefresherAws.<method>`` crash, before or after it acted
+    """A ``deps_hook`` that makes the first call of the AWS adapter's ``<method>`` crash, before or after it acted
     (``state["armed"]`` turns False when it did)."""
 
     def hook(deps: Deps) -> Deps:
-        real = getattr(deps.aws, method)
+        adapter = deps.aws.queue if method == "send_command" else deps.aws.autoscaling
+        real = getattr(adapter, method)
 
         def faulty(*args: Any, **kwargs: Any) -> Any:
             if state["armed"]:
@@ -171,7 +172,7 @@ def crash_once(method: str, after: bool, state: dict[str, bool]) -> Any:
                 raise Crash(f"crash {'after' if after else 'before'} {method}")
             return real(*args, **kwargs)
 
-        setattr(deps.aws, method, faulty)
+        setattr(adapter, method, faulty)
         return deps
 
     return hook

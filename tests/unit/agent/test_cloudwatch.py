@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import boto3
 from moto import mock_aws
 
+from adapters.aws.cloudwatch import MetricSink
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.store import Store
 from agent.cloudwatch import (
@@ -32,7 +33,7 @@ def test_membership_heartbeat_lock_age_and_drain_failures_are_published() -> Non
         dynamodb.create_table(**state_table("state"))
         store = Store(dynamodb.Table("state"), "demo.k8s.local")
         LeaseLock(store, clock=lambda: 1000.0).acquire("refresher:r1", "refresh", lease_seconds=600)
-        publisher = CloudWatchPublisher(cloudwatch, "NodeManager", "demo.k8s.local", clock=lambda: 1300.0)
+        publisher = CloudWatchPublisher(MetricSink(cloudwatch, "NodeManager"), "demo.k8s.local", clock=lambda: 1300.0)
         publisher.membership_reported(12, store)
         publisher.drain_failed()
         metrics = cloudwatch.list_metrics(Namespace="NodeManager")["Metrics"]
@@ -64,5 +65,5 @@ def test_publishing_never_raises_and_can_be_switched_off() -> None:
         def put_metric_data(self, **_: object) -> None:
             raise RuntimeError("no network")
 
-    assert CloudWatchPublisher(Broken(), "NodeManager", "c").put(DRAIN_FAILURES, 1) is False
-    assert CloudWatchPublisher(None, "NodeManager", "c").put(DRAIN_FAILURES, 1) is False
+    assert CloudWatchPublisher(MetricSink(Broken(), "NodeManager"), "c").put(DRAIN_FAILURES, 1) is False
+    assert CloudWatchPublisher(None, "c").put(DRAIN_FAILURES, 1) is False

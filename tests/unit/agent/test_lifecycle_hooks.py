@@ -12,6 +12,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
+from adapters.aws.autoscaling import AutoScaling
 from adapters.dynamo.hooks import get_hook, record_hook
 from agent.consumer import CommandConsumer, ConsumerConfig
 from agent.hooks import LifecycleHooks
@@ -59,7 +60,7 @@ def consumer(
             **config,
         }
     )
-    hooks = LifecycleHooks(world.store, autoscaling, "agent-a:1", metrics)
+    hooks = LifecycleHooks(world.store, AutoScaling(autoscaling), "agent-a:1", metrics)
     return CommandConsumer(world.sqs, world.store, engine, reporter, cfg, metrics=metrics, hooks=hooks)
 
 
@@ -117,7 +118,7 @@ def test_a_throttled_completion_leaves_the_action_pending_for_the_next_finisher(
     record_hook(world.store, HOOK, ttl_seconds=3600)
     stub.add_client_error("complete_lifecycle_action", "Throttling", "Rate exceeded", 400)
     expect_complete(stub)
-    hooks = LifecycleHooks(world.store, autoscaling, "agent-a:1")
+    hooks = LifecycleHooks(world.store, AutoScaling(autoscaling), "agent-a:1")
     assert hooks.complete(INSTANCE, "drain done") is False
     assert get_hook(world.store, INSTANCE)["state"] == HookState.PENDING  # type: ignore[index]
     assert hooks.complete(INSTANCE, "drain done") is True

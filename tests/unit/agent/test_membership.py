@@ -14,6 +14,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from adapters.aws.autoscaling import AutoScaling
 from adapters.dynamo.store import Store
 from agent.kube import NodeEvent, NodeView
 from agent.membership import (
@@ -169,7 +170,7 @@ def aws() -> Iterator[Aws]:
 
 
 def test_asg_lookup_batches_caches_and_refreshes(aws: Aws) -> None:
-    lookup = AsgLookup(aws.autoscaling)
+    lookup = AsgLookup(AutoScaling(aws.autoscaling))
     strangers = [f"i-0{n:016x}" for n in range(60)]  # not in any group
     ids = [*aws.instances, *strangers]
     found = lookup.resolve(ids)
@@ -226,7 +227,7 @@ def test_resync_writes_every_node_and_forgets_instances_without_one(aws: Aws, by
         600,
     )
     nodes = cluster_nodes(aws, by_instance_id)
-    reporter = MembershipReporter(MemoryNodes(nodes), aws.store, AsgLookup(aws.autoscaling), 60, 600)
+    reporter = MembershipReporter(MemoryNodes(nodes), aws.store, AsgLookup(AutoScaling(aws.autoscaling)), 60, 600)
     assert reporter.resync() == "101"
 
     items = node_items(aws.store)
@@ -242,7 +243,9 @@ def test_watch_events_write_changes_and_delete_gone_nodes(aws: Aws) -> None:
     nodes = cluster_nodes(aws)
     source = MemoryNodes(nodes)
     clock_now = [NOW]
-    reporter = MembershipReporter(source, aws.store, AsgLookup(aws.autoscaling), 60, 600, clock=lambda: clock_now[0])
+    reporter = MembershipReporter(
+        source, aws.store, AsgLookup(AutoScaling(aws.autoscaling)), 60, 600, clock=lambda: clock_now[0]
+    )
     reporter.resync()
     first, second = nodes[0], nodes[1]
     before = node_items(aws.store)[second.instance_id]["reported_at"]
@@ -272,7 +275,7 @@ def test_the_loop_lists_again_after_a_410_and_keeps_going(aws: Aws) -> None:
         [NodeEvent(type="DELETED", node=gone, resource_version="200")],
     ]
     source.nodes = nodes[1:]  # the node is gone by the time of the re-list too
-    reporter = MembershipReporter(source, aws.store, AsgLookup(aws.autoscaling), 3600, 7200)
+    reporter = MembershipReporter(source, aws.store, AsgLookup(AutoScaling(aws.autoscaling)), 3600, 7200)
     stop = threading.Event()
     loop = threading.Thread(target=reporter.run, args=(stop,))
     loop.start()

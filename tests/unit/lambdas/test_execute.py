@@ -9,10 +9,10 @@ import pytest
 from aws_lambda_powertools import Logger, Metrics
 from moto import mock_aws
 
+from adapters.aws.gateway import AwsGateway
 from adapters.dynamo.store import Store
 from core.model import Command
 from core.schema import state_table
-from lambdas.interruption.aws import InterruptionAws
 from lambdas.interruption.decide import Plan
 from lambdas.interruption.execute import Effects, execute
 from lambdas.interruption.plan import (
@@ -50,7 +50,7 @@ def effects(monkeypatch):
             DesiredCapacity=1,
             VPCZoneIdentifier=ec2.describe_subnets()["Subnets"][0]["SubnetId"],
         )
-        aws = InterruptionAws(autoscaling, ec2, sqs, sqs.create_queue(QueueName="q")["QueueUrl"])
+        aws = AwsGateway.from_clients(autoscaling, ec2, sqs, sqs.create_queue(QueueName="q")["QueueUrl"])
         metrics = Metrics()
         yield Effects(
             store=Store(ddb.Table("state"), "demo"),
@@ -63,12 +63,13 @@ def effects(monkeypatch):
 
 
 def instance(effects: Effects) -> str:
-    groups = effects.aws.autoscaling.describe_auto_scaling_groups()["AutoScalingGroups"]
+    groups = effects.aws.autoscaling.client.describe_auto_scaling_groups()["AutoScalingGroups"]
     return groups[0]["Instances"][0]["InstanceId"]
 
 
 def messages(effects: Effects) -> list[dict]:
-    return effects.aws.sqs.receive_message(QueueUrl=effects.aws.queue_url, MaxNumberOfMessages=10).get("Messages", [])
+    queue = effects.aws.queue
+    return queue.client.receive_message(QueueUrl=queue.queue_url, MaxNumberOfMessages=10).get("Messages", [])
 
 
 def command(instance_id: str) -> Command:

@@ -1,23 +1,12 @@
-"""The table store's conditional transitions, on moto's DynamoDB."""
+"""``CMD#`` items: conditional transitions, look-ups by instance, cancellation (moto's DynamoDB)."""
 
 from datetime import timedelta
 
-import boto3
 import pytest
-from moto import mock_aws
 
-from adapters.dynamo.store import Store
+from adapters.dynamo.commands import Delivery, cancel_queued_command, commands_for_instance, record_and_send
 from core.exceptions import CommandExistsError, CommandTransitionError
-from core.model import Command, CommandStatus, NodeRecord, utcnow
-from core.schema import state_table
-
-
-@pytest.fixture
-def store():
-    with mock_aws():
-        ddb = boto3.resource("dynamodb", region_name="us-east-1")
-        ddb.create_table(**state_table("state"))
-        yield Store(ddb.Table("state"), "demo")
+from core.model import Command, CommandKind, CommandStatus, utcnow
 
 
 def _cmd(cid="spot-1"):
@@ -80,27 +69,6 @@ def test_finish_needs_a_terminal_status(store):
         store.finish_command("spot-1", "agent-a", 1, CommandStatus.RUNNING, {})
 
 
-def test_membership_freshness_is_checked_by_the_reader(store):
-    now = utcnow()
-    store.put_node(NodeRecord(instance_id="i-0123456789abcdef0", node_name="a", reported_at=now), ttl_seconds=600)
-    store.put_node(
-        NodeRecord(instance_id="i-0123456789abcdef1", node_name="b", reported_at=now - timedelta(hours=2)),
-        ttl_seconds=600,
-    )
-    # The stale item is still in the table (TTL deletion lags), but readers skip it.
-    assert store.get("NODE#i-0123456789abcdef1") is not None
-    assert [r.node_name for r in store.list_nodes(max_age_seconds=600, now=now)] == ["a"]
-    assert store.get_node("i-0123456789abcdef1", max_age_seconds=600, now=now) is None
-    assert store.get_node("i-0123456789abcdef0", max_age_seconds=600, now=now).node_name == "a"
-
-
-def test_detach_intent_is_recorded_once(store):
-    assert store.record_detach("i-0123456789abcdef0", "nodes-a", "spot", ttl_seconds=3600) is True
-    assert store.record_detach("i-0123456789abcdef0", "nodes-a", "spot", ttl_seconds=3600) is False
-    store.mark_detached("i-0123456789abcdef0", "detached")
-    assert store.get_detach("i-0123456789abcdef0")["state"] == "detached"
-
-
 def test_a_released_command_is_started_again_with_the_next_attempt(store):
     store.record_command(_cmd(), ttl_seconds=3600)
     first = store.start_command(_cmd(), "agent-a", stale_after_seconds=60, ttl_seconds=3600)
@@ -110,3 +78,41 @@ def test_a_released_command_is_started_again_with_the_next_attempt(store):
     assert store.start_command(_cmd(), "agent-b", stale_after_seconds=60, ttl_seconds=3600) == first + 1
     with pytest.raises(CommandTransitionError):
         store.release_command("spot-1", "agent-a", first)
+
+
+def test_commands_of_an_instance_newest_first_and_cancelling_only_a_queued_one(store):
+    store.record_command(_cmd("spot-1"), ttl_seconds=3600, now=utcnow() - timedelta(minutes=5))
+    store.record_command(_cmd("spot-2"), ttl_seconds=3600)
+    assert [i["command"]["command_id"] for i in commands_for_instance(store, "i-0123456789abcdef0")] == [
+        "spot-2",
+        "spot-1",
+    ]
+    assert commands_for_instance(store, "i-0123456789abcdef0", CommandKind.CORDON) == []
+    assert cancel_queued_command(store, "spot-2", "instance terminating") is True
+    assert store.get_command("spot-2")["status"] == CommandStatus.SKIPPED.value
+    assert cancel_queued_command(store, "spot-2", "again") is False
+
+
+def test_record_and_send_sends_again_only_while_queued(store):
+    sent: list[str] = []
+
+    def send(command: Command) -> str:
+        sent.append(command.command_id)
+        return f"m-{len(sent)}"
+
+    now = utcnow()
+    assert record_and_send(store, send, _cmd(), 3600, now) == Delivery(message_id="m-1", previous_status=None)
+    assert record_and_send(store, send, _cmd(), 3600, now) == Delivery(message_id="m-2", previous_status="queued")
+    store.start_command(_cmd(), "agent-a", stale_after_seconds=60, ttl_seconds=3600)
+    delivery = record_and_send(store, send, _cmd(), 3600, now)
+    assert not delivery.sent and delivery.previous_status == "running" and sent == ["spot-1", "spot-1"]
+
+
+def test_mark_reported_only_while_the_status_holds(store):
+    store.record_command(_cmd(), ttl_seconds=3600)
+    attempt = store.start_command(_cmd(), "agent-a", stale_after_seconds=60, ttl_seconds=3600)
+    store.finish_command("spot-1", "agent-a", attempt, CommandStatus.SUCCEEDED, {"message": "ok"})
+    store.mark_reported("spot-1", CommandStatus.SUCCEEDED)
+    assert "reported_at" in store.get_command("spot-1")
+    with pytest.raises(Exception, match="update CMD#spot-1"):
+        store.mark_reported("spot-1", CommandStatus.FAILED)

@@ -1,0 +1,83 @@
+"""EC2: whether an instance exists, launch times, launch template versions. Thin: no decisions; errors translated by
+``adapters.aws.calls``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from adapters.aws.calls import call, call_unless_gone
+
+FILTER_VALUES = 200  # values per DescribeInstances filter
+# DescribeInstances' answer for an id EC2 does not know ("Error codes for the Amazon EC2 API").
+UNKNOWN_INSTANCE_CODES = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
+
+
+class Ec2:
+    """EC2 calls.
+
+    Args:
+        client: a boto3 ``ec2`` client (or an ``adapters.aws.clients.LazyClient``).
+    """
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def instance_known(self, instance_id: str) -> bool:
+        """One DescribeInstances call: False when EC2 does not know the id (NotFound, or no reservation).
+
+        A terminated instance stays known for about an hour after termination.
+
+        Raises:
+            AwsUnavailableError, AwsRequestError.
+        """
+        out = call_unless_gone(
+            "DescribeInstances",
+            self.client.describe_instances,
+            lambda code, _: code in UNKNOWN_INSTANCE_CODES,
+            InstanceIds=[instance_id],
+        )
+        if out is None:
+            return False
+        return any(r.get("Instances") for r in out.get("Reservations", []))
+
+    def launch_times(self, instance_ids: Iterable[str]) -> dict[str, datetime]:
+        """EC2 launch time of each instance: DescribeInstances with an ``instance-id`` filter, 200 ids a call,
+        following ``NextToken``; unknown ids are simply absent. No call for no ids.
+
+        Raises:
+            AwsUnavailableError, AwsRequestError.
+        """
+        ids = list(dict.fromkeys(instance_ids))
+        times: dict[str, datetime] = {}
+        for start in range(0, len(ids), FILTER_VALUES):
+            kwargs: dict[str, Any] = {
+                "Filters": [{"Name": "instance-id", "Values": ids[start : start + FILTER_VALUES]}]
+            }
+            while True:
+                out = call("DescribeInstances", self.client.describe_instances, **kwargs)
+                for reservation in out.get("Reservations", []):
+                    for inst in reservation.get("Instances", []):
+                        if inst.get("LaunchTime") is not None:
+                            times[str(inst["InstanceId"])] = inst["LaunchTime"]
+                token = out.get("NextToken")
+                if not token:
+                    break
+                kwargs["NextToken"] = token
+        return times
+
+    def template_versions(self, template_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
+        """DescribeLaunchTemplates: template id -> (default version, latest version), as strings. No call for no ids.
+
+        Raises:
+            AwsUnavailableError, AwsRequestError.
+        """
+        ids = sorted(set(template_ids))
+        if not ids:
+            return {}
+        out = call("DescribeLaunchTemplates", self.client.describe_launch_templates, LaunchTemplateIds=ids)
+        return {
+            t["LaunchTemplateId"]: (str(t["DefaultVersionNumber"]), str(t["LatestVersionNumber"]))
+            for t in out.get("LaunchTemplates", [])
+        }

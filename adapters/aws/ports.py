@@ -1,0 +1,92 @@
+"""Ports: the typed surface of the AWS adapters that the Lambdas' executors and handlers, and the agent, depend on.
+
+Each ``Protocol`` is what one adapter offers (``adapters.aws.autoscaling.AutoScaling``, ``ec2.Ec2``,
+``sqs.CommandQueue``, ``events.EventBus``, ``cloudwatch.MetricSink``); an in-memory implementation (a simulation, a
+test double) satisfies it without boto3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any, Protocol
+
+from adapters.aws.autoscaling import Membership
+from adapters.aws.events import Rejection
+from core.lifecycle import LifecycleAction
+from core.model import Command
+
+
+class GroupReader(Protocol):
+    """Auto Scaling look-ups."""
+
+    def cluster_groups(self, cluster: str) -> list[dict[str, Any]]: ...
+
+    def describe_group(self, asg_name: str) -> dict[str, Any] | None: ...
+
+    def membership(self, instance_id: str) -> Membership | None: ...
+
+    def group_names(self, instance_ids: Iterable[str]) -> dict[str, str]: ...
+
+
+class CapacityWriter(Protocol):
+    """Auto Scaling effects on capacity: absolute sizes, termination, early replacement."""
+
+    def set_capacity(self, asg_name: str, desired: int | None, max_size: int | None) -> None: ...
+
+    def terminate_in_group(self, instance_id: str, decrement: bool) -> bool: ...
+
+    def detach_instance(self, instance_id: str, asg_name: str) -> bool: ...
+
+
+class LifecycleActions(Protocol):
+    """Termination lifecycle actions: True when Auto Scaling accepted, False when the action is gone."""
+
+    def complete_lifecycle_action(self, action: LifecycleAction) -> bool: ...
+
+    def record_heartbeat(self, action: LifecycleAction) -> bool: ...
+
+
+class AutoScalingPort(GroupReader, CapacityWriter, LifecycleActions, Protocol):
+    """Everything ``adapters.aws.autoscaling.AutoScaling`` offers."""
+
+
+class Ec2Port(Protocol):
+    """EC2 look-ups."""
+
+    def instance_known(self, instance_id: str) -> bool: ...
+
+    def launch_times(self, instance_ids: Iterable[str]) -> dict[str, datetime]: ...
+
+    def template_versions(self, template_ids: Iterable[str]) -> dict[str, tuple[str, str]]: ...
+
+
+class CommandSender(Protocol):
+    """Sends a command to the agent; returns the message id."""
+
+    def send_command(self, command: Command) -> str: ...
+
+
+class AwsPort(Protocol):
+    """The AWS adapters a Lambda acts through (``adapters.aws.gateway.AwsGateway``)."""
+
+    @property
+    def autoscaling(self) -> AutoScalingPort: ...
+
+    @property
+    def ec2(self) -> Ec2Port: ...
+
+    @property
+    def queue(self) -> CommandSender: ...
+
+
+class EventPublisher(Protocol):
+    """Puts one event on the bus; None when accepted, else the rejection."""
+
+    def put(self, source: str, detail_type: str, detail: str) -> Rejection | None: ...
+
+
+class MetricPublisher(Protocol):
+    """Puts one metric data point."""
+
+    def put(self, name: str, value: float, unit: str, dimensions: Mapping[str, str]) -> None: ...

@@ -1,0 +1,86 @@
+"""The Auto Scaling adapter: "already gone" answers are results, other errors are raised (moto and fakes)."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from adapters.aws.autoscaling import AutoScaling
+from adapters.aws.gateway import AwsGateway
+from core.exceptions import AwsRequestError
+from tests.unit.adapters.aws.test_calls import Raising, client_error
+
+REGION = "us-east-1"
+AMI = "ami-0123456789abcdef0"
+
+
+def test_detach_of_an_instance_no_longer_in_the_group_is_reported_not_raised():
+    # The message Auto Scaling answers with in that case.
+    err = client_error(
+        "ValidationError",
+        "The instance i-0123456789abcdef0 is not part of Auto Scaling group nodes.",
+        operation="DetachInstances",
+    )
+    assert AutoScaling(Raising(err)).detach_instance("i-0123456789abcdef0", "nodes") is False
+
+
+def test_other_detach_errors_are_raised_from_the_botocore_error():
+    err = client_error("AccessDenied", "no", 403, "DetachInstances")
+    with pytest.raises(AwsRequestError) as info:
+        AutoScaling(Raising(err)).detach_instance("i-0123456789abcdef0", "nodes")
+    assert info.value.__cause__ is err
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+    with mock_aws():
+        ec2 = boto3.client("ec2", region_name=REGION)
+        autoscaling = boto3.client("autoscaling", region_name=REGION)
+        sqs = boto3.client("sqs", region_name=REGION)
+        ec2.create_launch_template(LaunchTemplateName="kops", LaunchTemplateData={"ImageId": AMI})
+        subnet = ec2.describe_subnets()["Subnets"][0]["SubnetId"]
+        autoscaling.create_auto_scaling_group(
+            AutoScalingGroupName="nodes",
+            LaunchTemplate={"LaunchTemplateName": "kops"},
+            MinSize=1,
+            MaxSize=3,
+            DesiredCapacity=1,
+            VPCZoneIdentifier=subnet,
+            Tags=[
+                {
+                    "Key": "KubernetesCluster",
+                    "Value": "demo",
+                    "PropagateAtLaunch": True,
+                    "ResourceId": "nodes",
+                    "ResourceType": "auto-scaling-group",
+                }
+            ],
+        )
+        yield AwsGateway.from_clients(autoscaling, ec2, sqs, sqs.create_queue(QueueName="q")["QueueUrl"])
+
+
+def first_instance(aws: AwsGateway) -> str:
+    return str(
+        aws.autoscaling.client.describe_auto_scaling_groups()["AutoScalingGroups"][0]["Instances"][0]["InstanceId"]
+    )
+
+
+def test_membership_and_groups_of_the_cluster(aws):
+    instance = first_instance(aws)
+    member = aws.autoscaling.membership(instance)
+    assert member is not None and member.asg_name == "nodes" and member.lifecycle_state == "InService"
+    assert aws.autoscaling.group_names([instance, "i-0fedcba9876543210"]) == {instance: "nodes"}
+    assert [g["AutoScalingGroupName"] for g in aws.autoscaling.cluster_groups("demo")] == ["nodes"]
+    assert aws.autoscaling.cluster_groups("other") == []
+
+
+def test_terminate_of_an_instance_no_longer_in_the_group_is_reported_not_raised(aws):
+    instance = first_instance(aws)
+    assert aws.autoscaling.detach_instance(instance, "nodes") is True
+    assert aws.autoscaling.membership(instance) is None
+    err = client_error(
+        "ValidationError", f"Instance Id not found - No managed instance found for instance ID: {instance}"
+    )
+    assert AutoScaling(Raising(err)).terminate_in_group(instance, decrement=True) is False
