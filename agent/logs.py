@@ -22,13 +22,18 @@ import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any, TextIO
+
+from core.settings import LogFormat
 
 _MARK = "_node_manager_handler"
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s"
 
 # The fields of the command being worked on in this context ({} outside a command).
-_CONTEXT: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("node_manager_log_context", default={})
+_CONTEXT: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar(
+    "node_manager_log_context", default=MappingProxyType({})
+)
 
 
 def current_context() -> dict[str, str]:
@@ -83,12 +88,14 @@ class TextFormatter(logging.Formatter):
         return f"{head} [{pairs}]{sep}{tail}"
 
 
-def configure(level: str = "INFO", fmt: str = "json", stream: TextIO | None = None) -> logging.Handler:
+def configure(
+    level: str = "INFO", fmt: LogFormat | str = LogFormat.JSON, stream: TextIO | None = None
+) -> logging.Handler:
     """Send every log record to ``stream`` (default stderr) in ``fmt`` (``json`` or ``text``) at ``level``;
     quiets botocore and urllib3 to WARNING. Replaces a handler an earlier call installed (others, such as a test's
     log capture, stay). Returns the handler."""
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.setFormatter(JsonFormatter() if LogFormat(fmt) is LogFormat.JSON else TextFormatter())
     setattr(handler, _MARK, True)
     root = logging.getLogger()
     for old in list(root.handlers):

@@ -15,6 +15,14 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core.exceptions import SettingsError
+from core.runs import DrainTimeoutPolicy
+
+
+class LogFormat(str, Enum):
+    """``LOG_FORMAT`` of the agent (``agent.logs``): one JSON object per line, or human-readable text."""
+
+    JSON = "json"
+    TEXT = "text"
 
 
 class RebalancePolicy(str, Enum):
@@ -165,7 +173,7 @@ class AgentSettings(_Settings):
     http_port: int = Field(default=8080, ge=0, le=65535)
     readiness_max_age_seconds: float = Field(default=60.0, gt=0)
     liveness_max_age_seconds: float = Field(default=90.0, gt=0)
-    log_format: str = Field(default="json", pattern="^(json|text)$")
+    log_format: LogFormat = LogFormat.JSON
     # CloudWatch metrics the alarms watch (agent/cloudwatch.py): membership heartbeat, drain failures, lock age
     cloudwatch_metrics: bool = True
     cloudwatch_namespace: str = Field(default="NodeManager", min_length=1)
@@ -251,7 +259,7 @@ class RefresherSettings(_Settings):
     max_age: str = "7d"
     max_surge: int = Field(default=1, ge=1, le=100)
     drain_timeout_seconds: int = Field(default=600, ge=10, le=86400)
-    drain_timeout_policy: str = Field(default="pause", pattern="^(pause|terminate)$")
+    drain_timeout_policy: DrainTimeoutPolicy = DrainTimeoutPolicy.PAUSE
     # the cluster lock's lease; renewed by every invocation, so it must exceed the tick period
     lock_lease_seconds: int = Field(default=1800, ge=60)
     # an intent recorded this long ago whose effect is not visible is redone (a crashed invocation)

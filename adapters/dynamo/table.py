@@ -66,7 +66,7 @@ def translate(
         return AwsRequestError("DynamoDB", type(err).__name__, f"{message}: {err}")
     code, text = error_of(err)
     if code == "ConditionalCheckFailedException":
-        item = err.response.get("Item")
+        item: Any = err.response.get("Item")  # ALL_OLD: the item as it is, in DynamoDB JSON
         current = None
         if item:
             des = TypeDeserializer()
