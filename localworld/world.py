@@ -29,7 +29,7 @@ from localworld.cluster import DEFAULT_AZS, ClusterInfo, create_kops_cluster
 from localworld.kube import KubeApiServer, die_with_parent
 from localworld.rbac import apply_agent_rbac
 from localworld.rest import KubeRest
-from localworld.simulator import ClusterSimulator
+from localworld.simulator.reconcile import ClusterSimulator
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
