@@ -14,7 +14,7 @@ from typing import Any
 import boto3
 from moto.server import ThreadedMotoServer
 
-from localworld.kube import free_port
+from localworld.kube_processes import free_port
 
 ACCESS_KEY = "testing"
 SECRET_KEY = "testing"

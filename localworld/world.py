@@ -26,7 +26,8 @@ from kubernetes import client as k8s
 
 from localworld.aws import MotoServer, WorldSession, aws_env
 from localworld.cluster import DEFAULT_AZS, ClusterInfo, create_kops_cluster
-from localworld.kube import KubeApiServer, die_with_parent
+from localworld.kube import KubeApiServer
+from localworld.kube_processes import die_with_parent
 from localworld.rbac import apply_agent_rbac
 from localworld.rest import KubeRest
 from localworld.simulator.reconcile import ClusterSimulator
