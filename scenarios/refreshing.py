@@ -23,9 +23,9 @@ from core.runs import Run, RunStore
 from core.settings import RefresherSettings
 from core.store import Store
 from lambdas.refresher.handler import Deps
-from lambdas.refresher.local import LocalInvoker
 from localworld.cluster import ClusterInfo
 from localworld.eventbus import EventBus
+from localworld.refresher_invoker import LocalInvoker
 from localworld.world import LocalWorld, Spawned
 
 T = TypeVar("T")

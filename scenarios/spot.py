@@ -26,6 +26,7 @@ from core.settings import InterruptionSettings
 from core.store import Store
 from lambdas.interruption.handler import Deps, handle
 from localworld.aws import aws_env
+from localworld.lambda_context import INTERRUPTION_FUNCTION, LocalLambdaContext
 from localworld.workloads import deploy_workloads, pods_on_node, wait_pods_ready
 from localworld.world import LocalWorld
 from scenarios.observe import AsgWatcher, NodeWatcher, PdbGuard, wait_until
@@ -44,22 +45,6 @@ def spot_warning(instance_id: str, region: str, when: datetime, action: str = "t
     event["resources"] = [f"arn:aws:ec2:{region}:{event['account']}:instance/{instance_id}"]
     event["detail"] = {"instance-id": instance_id, "instance-action": action}
     return event
-
-
-class LocalLambdaContext:
-    """What the Lambda runtime passes as ``context``, for running the handler in this process."""
-
-    function_name = "node-manager-interruption"
-    function_version = "$LATEST"
-    memory_limit_in_mb = 256
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:node-manager-interruption"
-
-    def __init__(self, timeout_seconds: float) -> None:
-        self.aws_request_id = str(uuid.uuid4())
-        self._ends = time.monotonic() + timeout_seconds
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self._ends - time.monotonic()) * 1000))
 
 
 def _pick_target(world: LocalWorld) -> tuple[str, str]:
@@ -135,7 +120,7 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     os.environ.update(aws_env(world.moto.endpoint_url, world.region))
     settings = InterruptionSettings.from_env(info.env())
     deps = Deps.from_session(settings, boto3.session.Session())
-    deps.register_context(LocalLambdaContext(timeout_seconds=30))
+    deps.register_context(LocalLambdaContext(30, INTERRUPTION_FUNCTION))
     timeline.mark("lambda", "cold start done: settings read, clients built")
     lambda_log = (log_dir / "lambda.log").open("a")
     with contextlib.redirect_stdout(lambda_log):  # the Lambda's JSON logs and metrics go to its own log
