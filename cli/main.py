@@ -240,7 +240,7 @@ def main(
     payload = payload_of(args)
     try:
         response = invoker(payload)
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:  # noqa: BLE001 - any failure of the invocation is reported to the operator as exit 1
         out(f"invocation failed: {err}")
         return 1
     out(json.dumps(response, indent=2, default=str) if args.json else render(response))

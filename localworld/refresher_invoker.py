@@ -47,7 +47,8 @@ class LocalInvoker:
         """This thread's execution environment (built on first use)."""
         if getattr(self._local, "deps", None) is None:
             self._local.deps = self.make_deps()
-        return self._local.deps  # type: ignore[no-any-return]
+        deps: Deps = self._local.deps
+        return deps
 
     def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
         """A synchronous invocation: returns the response, raises what the handler raised."""

@@ -50,7 +50,7 @@ def spot_warning(instance_id: str, region: str, when: datetime, action: str = "t
 def _pick_target(world: LocalWorld) -> tuple[str, str]:
     """The worker node carrying the most workload pods (a bare pod on it if possible): (node name, instance id)."""
     best: tuple[int, str, str] | None = None
-    for node in world.simulator.nodes():  # type: ignore[union-attr]
+    for node in world.running_simulator().nodes():
         labels = node["metadata"].get("labels", {})
         if "node-role.kubernetes.io/node" not in labels:
             continue
@@ -72,17 +72,17 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     timeline.mark(
         "world",
         f"kOps cluster {info.name}: {len(info.master_asgs)} master ASGs, "
-        f"{len(info.worker_asgs)} Spot worker ASGs, {len(world.simulator.nodes())} nodes Ready",
+        f"{len(info.worker_asgs)} Spot worker ASGs, {len(world.running_simulator().nodes())} nodes Ready",
     )
     workloads = deploy_workloads(world.api, NAMESPACE)
     # controlled pods + one DaemonSet pod per node + the bare pod
-    expected = workloads.controlled_pods + len(world.simulator.nodes()) + 1  # type: ignore[union-attr]
+    expected = workloads.controlled_pods + len(world.running_simulator().nodes()) + 1
     wait_pods_ready(world.api, NAMESPACE, expected, timeout=30)
     timeline.mark("world", "workloads running: Deployments with PDBs, a DaemonSet, an emptyDir pod, a bare pod")
 
     agent = world.spawn("agent", log_path=log_dir / "agent.log")
     store = Store(world.resource("dynamodb").Table(info.table_name), info.name)
-    node_count = len(world.simulator.nodes())
+    node_count = len(world.running_simulator().nodes())
     wait_until(lambda: len(store.list_nodes(max_age_seconds=600)) >= node_count, 60, "the agent to report membership")
     timeline.mark("agent", f"membership reported: {node_count} nodes mapped to instances and ASGs (pid {agent.pid})")
 
@@ -158,10 +158,8 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     new_id = sorted(replacement)[0]
     wait_until(
         lambda: (
-            (n := world.simulator.node_for_instance(new_id))
-            and any(  # type: ignore[union-attr]
-                c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", [])
-            )
+            (n := world.running_simulator().node_for_instance(new_id))
+            and any(c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", []))
         ),
         30,
         "the replacement node to be Ready",
@@ -182,7 +180,7 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     world.client("ec2").terminate_instances(InstanceIds=[instance_id])
     reclaimed = timeline.mark("aws", f"Spot reclaims {instance_id} (terminated)")
     wait_until(
-        lambda: node_watch.deleted_at is not None or world.simulator.node_for_instance(instance_id) is None,
+        lambda: node_watch.deleted_at is not None or world.running_simulator().node_for_instance(instance_id) is None,
         30,
         "the old node to go",
     )
@@ -241,7 +239,7 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
         "invariant 7: the duplicate event changed nothing",
         again["status"] in ("acted", "acknowledged")
         and (again.get("replayed") or again.get("reason") == "duplicate")
-        and len([i for i in store.query_prefix("CMD#")]) == 1,
+        and len(list(store.query_prefix("CMD#"))) == 1,
         f"second delivery {again['status']}, {len(list(store.query_prefix('CMD#')))} command(s) recorded",
     )
     check("the agent is still running", agent.alive(), f"pid {agent.pid}")
