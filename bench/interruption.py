@@ -38,9 +38,10 @@ from core.model import Command, CommandKind, CommandStatus
 from core.settings import AgentSettings, InterruptionSettings
 from lambdas.interruption.handler import Deps, handle
 from localworld.aws import aws_env
+from localworld.lambda_context import INTERRUPTION_FUNCTION, LocalLambdaContext
 from localworld.workloads import deploy_pods_on_node
 from localworld.world import LocalWorld
-from scenarios.spot import LocalLambdaContext, spot_warning
+from scenarios.spot import spot_warning
 
 PODS = 30
 
@@ -90,7 +91,7 @@ def bench_cordon(world: LocalWorld, runs: int, log_dir: str) -> list[float]:
     os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "NodeManager")
     os.environ.update(aws_env(world.moto.endpoint_url, world.region))
     deps = Deps.from_session(InterruptionSettings.from_env(info.env()), boto3.session.Session())
-    deps.register_context(LocalLambdaContext(timeout_seconds=30))
+    deps.register_context(LocalLambdaContext(30, INTERRUPTION_FUNCTION))
     core = k8s.CoreV1Api(world.api)
     ec2 = world.client("ec2")
     latencies: list[float] = []

@@ -65,14 +65,14 @@ def local_invoker(environ: Mapping[str, str]) -> Invoke:
 
     from core.settings import RefresherSettings
     from lambdas.refresher.handler import Deps, handle
-    from lambdas.refresher.local import LocalLambdaContext
+    from localworld.lambda_context import REFRESHER_FUNCTION, LocalLambdaContext
 
     settings = RefresherSettings.from_env(environ)
     namespace = environ.get("POWERTOOLS_METRICS_NAMESPACE", "NodeManager")
     deps = Deps.from_session(
         settings, boto3.session.Session(), metrics=Metrics(namespace=namespace, service="refresher")
     )
-    return lambda payload: handle(payload, deps, LocalLambdaContext(900))
+    return lambda payload: handle(payload, deps, LocalLambdaContext(900, REFRESHER_FUNCTION))
 
 
 def quiet(invoke: Invoke) -> Invoke:
@@ -240,7 +240,7 @@ def main(
     payload = payload_of(args)
     try:
         response = invoker(payload)
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:  # noqa: BLE001 - any failure of the invocation is reported to the operator as exit 1
         out(f"invocation failed: {err}")
         return 1
     out(json.dumps(response, indent=2, default=str) if args.json else render(response))

@@ -14,7 +14,7 @@ from typing import Any
 import boto3
 from moto.server import ThreadedMotoServer
 
-from localworld.kube import free_port
+from localworld.kube_processes import free_port
 
 ACCESS_KEY = "testing"
 SECRET_KEY = "testing"
@@ -68,11 +68,11 @@ class WorldSession:
 
     def client(self, service: str, **kwargs: Any) -> Any:
         kwargs.setdefault("endpoint_url", self.endpoint_url)
-        return self.boto.client(service, **kwargs)  # type: ignore[call-overload]
+        return self.boto.client(service, **kwargs)  # type: ignore[call-overload]  # name known at run time
 
     def resource(self, service: str, **kwargs: Any) -> Any:
         kwargs.setdefault("endpoint_url", self.endpoint_url)
-        return self.boto.resource(service, **kwargs)  # type: ignore[call-overload]
+        return self.boto.resource(service, **kwargs)  # type: ignore[call-overload]  # name known at run time
 
 
 class MotoServer:

@@ -17,6 +17,7 @@ The failure event's ``StatusMessage`` and ``Cause`` follow what Auto Scaling rep
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -151,9 +152,7 @@ class CapacityOutage:
     def clear(self) -> None:
         """End every outage without launching anything (groups of a reset moto are simply forgotten)."""
         for name in list(self.failing):
-            try:
+            with contextlib.suppress(KeyError):  # the group is gone (a reset moto)
                 self._group(name).__dict__.pop("replace_autoscaling_group_instances", None)
-            except KeyError:
-                pass
         with self._lock:
             self._failing.clear()

@@ -20,7 +20,8 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from localworld.rest import JSON, KubeRest, q
-from localworld.simulator import PREFER_NODE_ANNOTATION, is_live, node_ready, pod_ready
+from localworld.simulator.objects import is_live, node_ready, pod_ready
+from localworld.simulator.replicaset import PREFER_NODE_ANNOTATION
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.2"
 PDB_API = "/apis/policy/v1beta1"

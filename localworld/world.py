@@ -12,6 +12,7 @@ Typical use (tests get it from ``tests/conftest.py``'s fixtures)::
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import subprocess
@@ -26,10 +27,11 @@ from kubernetes import client as k8s
 
 from localworld.aws import MotoServer, WorldSession, aws_env
 from localworld.cluster import DEFAULT_AZS, ClusterInfo, create_kops_cluster
-from localworld.kube import KubeApiServer, die_with_parent
+from localworld.kube import KubeApiServer
+from localworld.kube_processes import die_with_parent
 from localworld.rbac import apply_agent_rbac
 from localworld.rest import KubeRest
-from localworld.simulator import ClusterSimulator
+from localworld.simulator.reconcile import ClusterSimulator
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,10 +77,8 @@ class Spawned:
     def _signal(self, sig: int) -> None:
         if self.proc.poll() is not None:
             return
-        try:
+        with contextlib.suppress(ProcessLookupError):  # it exited since poll()
             os.killpg(self.proc.pid, sig)
-        except ProcessLookupError:
-            pass
 
     def terminate(self) -> None:
         """SIGTERM to the process group (a graceful stop)."""
@@ -197,10 +197,8 @@ class LocalWorld:
         self.kube.stop()
         self.moto.stop()
         self._started = False
-        try:
+        with contextlib.suppress(Exception):  # at interpreter exit atexit may already be torn down
             atexit.unregister(self.stop)
-        except Exception:  # noqa: BLE001
-            pass
         if self._prev_sigterm is not None and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._prev_sigterm)
             self._prev_sigterm = None
@@ -235,6 +233,16 @@ class LocalWorld:
                 proc.wait(10)
             except subprocess.TimeoutExpired:
                 say(f"process {proc.pid} ({' '.join(proc.argv)}) did not die after SIGKILL")
+
+    def running_simulator(self) -> ClusterSimulator:
+        """The simulator ``setup_cluster`` started.
+
+        Raises:
+            RuntimeError: no cluster is set up (or the simulator was stopped).
+        """
+        if self.simulator is None:
+            raise RuntimeError("the simulator is not running: call setup_cluster() first")
+        return self.simulator
 
     def stop_simulator(self) -> None:
         if self.simulator is not None:

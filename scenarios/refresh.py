@@ -13,6 +13,7 @@ undone (desired and MaxSize back, no instance outside its group, lock released).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sys
 import threading
 from datetime import datetime
@@ -57,7 +58,7 @@ class Watcher(threading.Thread):
     def sample(self) -> None:
         h = self.h
         self.min_ready = min(self.min_ready, ready_workers(h.world))
-        nodes = h.world.simulator.nodes()  # type: ignore[union-attr]
+        nodes = h.world.running_simulator().nodes()
         masters = [n for n in nodes if MASTER_LABEL in n["metadata"].get("labels", {})]
         ready_masters = sum(
             1
@@ -132,10 +133,10 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     timeline.mark(
         "world",
         f"kOps cluster {info.name}: {len(info.master_asgs)} master ASGs, "
-        f"{len(info.worker_asgs)} Spot worker ASGs, {len(world.simulator.nodes())} nodes Ready",
+        f"{len(info.worker_asgs)} Spot worker ASGs, {len(world.running_simulator().nodes())} nodes Ready",
     )
     workloads = deploy_workloads(world.api, NAMESPACE)
-    expected = workloads.controlled_pods + len(world.simulator.nodes()) + 1  # type: ignore[union-attr]
+    expected = workloads.controlled_pods + len(world.running_simulator().nodes()) + 1
     wait_pods_ready(world.api, NAMESPACE, expected, timeout=30)
     timeline.mark("world", "workloads running: Deployments with PDBs, a DaemonSet, an emptyDir pod, a bare pod")
 
@@ -148,7 +149,7 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
             h.start()
             timeline.mark(
                 "agent",
-                f"membership reported for {len(world.simulator.nodes())} nodes "  # type: ignore
+                f"membership reported for {len(world.running_simulator().nodes())} nodes "
                 f"(agent pid {h.agent.pid if h.agent else '?'})",
             )
             before = h.groups()
@@ -200,7 +201,7 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
         f"start {watcher.start_ready}, minimum {watcher.min_ready}",
     )
     sequential = all(
-        a.finished_at and b.started_at and a.finished_at <= b.started_at for a, b in zip(masters, masters[1:])
+        a.finished_at and b.started_at and a.finished_at <= b.started_at for a, b in itertools.pairwise(masters)
     )
     first_worker = next((s for s in final.steps if s.role == "node"), None)
     check(

@@ -24,9 +24,9 @@ from adapters.dynamo.store import Store
 from core.runs import Run
 from core.settings import RefresherSettings
 from lambdas.refresher.handler import Deps
-from lambdas.refresher.local import LocalInvoker
 from localworld.cluster import ClusterInfo
 from localworld.eventbus import EventBus
+from localworld.refresher_invoker import LocalInvoker
 from localworld.world import LocalWorld, Spawned
 
 T = TypeVar("T")
@@ -71,7 +71,7 @@ def wait_until(predicate: Callable[[], T], timeout: float, what: str, interval: 
 def ready_workers(world: LocalWorld) -> int:
     """Worker nodes whose Ready condition is True (from the simulator's informer cache)."""
     count = 0
-    for node in world.simulator.nodes():  # type: ignore[union-attr]
+    for node in world.running_simulator().nodes():
         if WORKER_LABEL not in node["metadata"].get("labels", {}):
             continue
         if any(c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions", [])):
@@ -149,7 +149,7 @@ class RefreshHarness:
         """Spawn the agent, wait until it reported every node, start the event pump."""
         log = self.log_dir / "agent.log" if self.log_dir else None
         self.agent = self.world.spawn("agent", env_overrides=self.agent_env, log_path=log)
-        expected = len(self.world.simulator.nodes())  # type: ignore[union-attr]
+        expected = len(self.world.running_simulator().nodes())
         wait_until(
             lambda: len(self.store.list_nodes(600)) >= expected, membership_timeout, "the agent to report membership"
         )

@@ -58,7 +58,7 @@ def _sizes(autoscaling: Any, names: list[str]) -> dict[str, tuple[int, int, tupl
 def _ready_workers(world: LocalWorld) -> int:
     return sum(
         1
-        for n in world.simulator.nodes()  # type: ignore[union-attr]
+        for n in world.running_simulator().nodes()
         if "node-role.kubernetes.io/node" in n["metadata"].get("labels", {})
         and any(c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", []))
     )
@@ -124,14 +124,16 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     timeline.mark(
         "world",
         f"kOps cluster {info.name}: {len(masters)} master ASGs, {len(workers)} Spot worker "
-        f"ASGs, {len(world.simulator.nodes())} nodes Ready",
-    )  # type: ignore[union-attr]
+        f"ASGs, {len(world.running_simulator().nodes())} nodes Ready",
+    )
     workloads = deploy_workloads(world.api, NAMESPACE)
-    wait_pods_ready(world.api, NAMESPACE, workloads.controlled_pods + len(world.simulator.nodes()) + 1, timeout=30)
+    wait_pods_ready(
+        world.api, NAMESPACE, workloads.controlled_pods + len(world.running_simulator().nodes()) + 1, timeout=30
+    )
     timeline.mark("world", "workloads running: Deployments with PDBs, a DaemonSet, an emptyDir pod, a bare pod")
     agent = world.spawn("agent", log_path=log_dir / "agent.log")
     store = Store(world.resource("dynamodb").Table(info.table_name), info.name)
-    node_count = len(world.simulator.nodes())  # type: ignore[union-attr]
+    node_count = len(world.running_simulator().nodes())
     wait_until(lambda: len(store.list_nodes(max_age_seconds=600)) >= node_count, 60, "the agent's membership")
     timeline.mark("agent", f"membership reported: {node_count} nodes (pid {agent.pid})")
     before = _sizes(autoscaling, workers + masters)
@@ -206,15 +208,8 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
         timeline.mark("aws", f"{failures} 'EC2 Instance Launch Unsuccessful' events so far")
         during = _sizes(autoscaling, workers)
         ledger_item = store.get(f"COMP#{failed}")
-        borrowed = (
-            {
-                i
-                for d in ledger_store.from_item(ledger_item).compensation.donors.values()  # type: ignore
-                for i in d.instance_ids
-            }
-            if ledger_item
-            else set()
-        )
+        compensation = ledger_store.from_item(ledger_item).compensation if ledger_item else None
+        borrowed = {i for d in compensation.donors.values() for i in d.instance_ids} if compensation else set()
 
         # 2. AZ a recovers; the borrowed instances go back once it held its nodes for the hold period.
         new = outage.recover(failed)

@@ -26,6 +26,7 @@ from core.model import CommandStatus
 from core.settings import InterruptionSettings
 from lambdas.interruption.handler import Deps, handle
 from localworld.aws import aws_env
+from localworld.lambda_context import INTERRUPTION_FUNCTION, LocalLambdaContext
 from localworld.workloads import deploy_workloads, pods_on_node, wait_pods_ready
 from localworld.world import LocalWorld
 from scenarios.observe import AsgWatcher, NodeWatcher, PdbGuard, wait_until
@@ -46,26 +47,10 @@ def spot_warning(instance_id: str, region: str, when: datetime, action: str = "t
     return event
 
 
-class LocalLambdaContext:
-    """What the Lambda runtime passes as ``context``, for running the handler in this process."""
-
-    function_name = "node-manager-interruption"
-    function_version = "$LATEST"
-    memory_limit_in_mb = 256
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:node-manager-interruption"
-
-    def __init__(self, timeout_seconds: float) -> None:
-        self.aws_request_id = str(uuid.uuid4())
-        self._ends = time.monotonic() + timeout_seconds
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self._ends - time.monotonic()) * 1000))
-
-
 def _pick_target(world: LocalWorld) -> tuple[str, str]:
     """The worker node carrying the most workload pods (a bare pod on it if possible): (node name, instance id)."""
     best: tuple[int, str, str] | None = None
-    for node in world.simulator.nodes():  # type: ignore[union-attr]
+    for node in world.running_simulator().nodes():
         labels = node["metadata"].get("labels", {})
         if "node-role.kubernetes.io/node" not in labels:
             continue
@@ -87,17 +72,17 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     timeline.mark(
         "world",
         f"kOps cluster {info.name}: {len(info.master_asgs)} master ASGs, "
-        f"{len(info.worker_asgs)} Spot worker ASGs, {len(world.simulator.nodes())} nodes Ready",
+        f"{len(info.worker_asgs)} Spot worker ASGs, {len(world.running_simulator().nodes())} nodes Ready",
     )
     workloads = deploy_workloads(world.api, NAMESPACE)
     # controlled pods + one DaemonSet pod per node + the bare pod
-    expected = workloads.controlled_pods + len(world.simulator.nodes()) + 1  # type: ignore[union-attr]
+    expected = workloads.controlled_pods + len(world.running_simulator().nodes()) + 1
     wait_pods_ready(world.api, NAMESPACE, expected, timeout=30)
     timeline.mark("world", "workloads running: Deployments with PDBs, a DaemonSet, an emptyDir pod, a bare pod")
 
     agent = world.spawn("agent", log_path=log_dir / "agent.log")
     store = Store(world.resource("dynamodb").Table(info.table_name), info.name)
-    node_count = len(world.simulator.nodes())
+    node_count = len(world.running_simulator().nodes())
     wait_until(lambda: len(store.list_nodes(max_age_seconds=600)) >= node_count, 60, "the agent to report membership")
     timeline.mark("agent", f"membership reported: {node_count} nodes mapped to instances and ASGs (pid {agent.pid})")
 
@@ -135,7 +120,7 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     os.environ.update(aws_env(world.moto.endpoint_url, world.region))
     settings = InterruptionSettings.from_env(info.env())
     deps = Deps.from_session(settings, boto3.session.Session())
-    deps.register_context(LocalLambdaContext(timeout_seconds=30))
+    deps.register_context(LocalLambdaContext(30, INTERRUPTION_FUNCTION))
     timeline.mark("lambda", "cold start done: settings read, clients built")
     lambda_log = (log_dir / "lambda.log").open("a")
     with contextlib.redirect_stdout(lambda_log):  # the Lambda's JSON logs and metrics go to its own log
@@ -173,10 +158,8 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     new_id = sorted(replacement)[0]
     wait_until(
         lambda: (
-            (n := world.simulator.node_for_instance(new_id))
-            and any(  # type: ignore[union-attr]
-                c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", [])
-            )
+            (n := world.running_simulator().node_for_instance(new_id))
+            and any(c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", []))
         ),
         30,
         "the replacement node to be Ready",
@@ -197,7 +180,7 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     world.client("ec2").terminate_instances(InstanceIds=[instance_id])
     reclaimed = timeline.mark("aws", f"Spot reclaims {instance_id} (terminated)")
     wait_until(
-        lambda: node_watch.deleted_at is not None or world.simulator.node_for_instance(instance_id) is None,
+        lambda: node_watch.deleted_at is not None or world.running_simulator().node_for_instance(instance_id) is None,
         30,
         "the old node to go",
     )
@@ -256,7 +239,7 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
         "invariant 7: the duplicate event changed nothing",
         again["status"] in ("acted", "acknowledged")
         and (again.get("replayed") or again.get("reason") == "duplicate")
-        and len([i for i in store.query_prefix("CMD#")]) == 1,
+        and len(list(store.query_prefix("CMD#"))) == 1,
         f"second delivery {again['status']}, {len(list(store.query_prefix('CMD#')))} command(s) recorded",
     )
     check("the agent is still running", agent.alive(), f"pid {agent.pid}")

@@ -22,7 +22,7 @@ if str(ROOT) not in sys.path:  # tests import core/, agent/, lambdas/, localworl
     sys.path.insert(0, str(ROOT))
 
 from localworld.cluster import ClusterInfo  # noqa: E402
-from localworld.kube import KubeAssetsMissingError, find_assets  # noqa: E402
+from localworld.kube_processes import KubeAssetsMissingError, find_assets  # noqa: E402
 from localworld.world import LocalWorld  # noqa: E402
 
 WORLD_FIXTURES = {"local_world", "world", "cluster"}

@@ -19,7 +19,8 @@ from core.model import parse_provider_id
 from core.settings import InterruptionSettings
 from lambdas.interruption.handler import Deps, handle
 from localworld.aws import aws_env
-from scenarios.spot import LocalLambdaContext, spot_warning
+from localworld.lambda_context import INTERRUPTION_FUNCTION, LocalLambdaContext
+from scenarios.spot import spot_warning
 
 
 def test_a_node_that_never_joined_is_skipped_and_still_replaced(world, tmp_path, monkeypatch):
@@ -47,7 +48,7 @@ def test_a_node_that_never_joined_is_skipped_and_still_replaced(world, tmp_path,
     }.items():
         monkeypatch.setenv(key, value)
     deps = Deps.from_session(InterruptionSettings.from_env(info.env()), boto3.session.Session())
-    deps.register_context(LocalLambdaContext(timeout_seconds=30))
+    deps.register_context(LocalLambdaContext(30, INTERRUPTION_FUNCTION))
     event = spot_warning(instance_id, world.region, datetime.now(UTC))
     with contextlib.redirect_stdout(io.StringIO()):
         response = handle(event, deps)

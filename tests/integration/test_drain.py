@@ -22,7 +22,8 @@ from core.exceptions import NodeNotFoundError
 from core.model import Command, CommandKind, CommandStatus, DrainOptions, parse_provider_id, utcnow
 from localworld.cluster import ClusterInfo
 from localworld.rest import KubeRest, q
-from localworld.simulator import PREFER_NODE_ANNOTATION, is_live, pod_ready
+from localworld.simulator.objects import is_live, pod_ready
+from localworld.simulator.replicaset import PREFER_NODE_ANNOTATION
 from localworld.workloads import (
     Workloads,
     block_with_pdb,

@@ -1,11 +1,10 @@
-"""The simulator's pure parts: PDB status arithmetic (as the disruption controller computes it), label selectors,
-tolerations. No world needed."""
+"""The disruption controller's pure part: PDB status arithmetic, as the real controller computes it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from localworld.simulator import fits, pdb_status, scaled_value, selector_matches, tolerates
+from localworld.simulator.disruption import pdb_status, scaled_value
 
 NS = "ns"
 
@@ -86,23 +85,6 @@ def test_empty_selector_selects_nothing_in_policy_v1beta1() -> None:
     assert s["currentHealthy"] == 0 and s["disruptionsAllowed"] == 0
 
 
-def test_selectors_and_tolerations() -> None:
-    sel = {"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "tier", "operator": "In", "values": ["fe"]}]}
-    assert selector_matches(sel, {"app": "web", "tier": "fe"}, empty_matches=False)
-    assert not selector_matches(sel, {"app": "web", "tier": "be"}, empty_matches=False)
-    assert selector_matches({"matchExpressions": [{"key": "x", "operator": "DoesNotExist"}]}, {}, empty_matches=False)
-    taint = {"key": "node-role.kubernetes.io/master", "effect": "NoSchedule"}
-    assert tolerates([{"operator": "Exists"}], taint)
-    assert tolerates([{"key": "node-role.kubernetes.io/master", "operator": "Exists", "effect": "NoSchedule"}], taint)
-    assert not tolerates([{"key": "other", "operator": "Exists"}], taint)
-    node = {
-        "metadata": {"labels": {"zone": "a"}},
-        "spec": {"unschedulable": True, "taints": [taint]},
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-    }
-    tolerant = {"tolerations": [{"operator": "Exists"}]}
-    assert not fits(tolerant, node)
-    assert fits(tolerant, node, ignore_unschedulable=True)
-    assert not fits({}, node, ignore_unschedulable=True)
-    assert not fits({**tolerant, "nodeSelector": {"zone": "b"}}, node, ignore_unschedulable=True)
+def test_scaled_value_rounds_percentages_as_asked() -> None:
     assert scaled_value("25%", 10, round_up=True) == 3 and scaled_value("25%", 10, round_up=False) == 2
+    assert scaled_value(3, 10, round_up=True) == 3 and scaled_value("4", 10, round_up=False) == 4

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -64,7 +65,7 @@ def test_spawned_process_gets_the_world_env_and_is_killed_on_reset(world: LocalW
     assert env["KUBECONFIG"] == str(world.agent_kubeconfig)
     assert {k: env[k] for k in info.env()} == info.env()
     assert env["PROBE_EXTRA"] == "x"
-    kubeconfig = yaml.safe_load(open(env["KUBECONFIG"]))
+    kubeconfig = yaml.safe_load(Path(env["KUBECONFIG"]).read_text())
     assert kubeconfig["clusters"][0]["cluster"]["server"] == world.kube.url
     assert proc.alive()
     world.reset()

@@ -16,7 +16,7 @@ from kubernetes.client.exceptions import ApiException
 
 from core.model import parse_provider_id
 from localworld.cluster import cluster_instances, create_foreign_asg, launch_untagged_instance
-from localworld.simulator import is_live, node_ready, pod_ready
+from localworld.simulator.objects import is_live, node_ready, pod_ready
 from localworld.workloads import (
     block_with_pdb,
     deploy_pods_on_node,

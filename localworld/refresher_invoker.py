@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
@@ -19,22 +18,7 @@ from typing import Any
 from lambdas.events import agent_result, autoscaling
 from lambdas.refresher.handler import Deps, handle
 from lambdas.refresher.triggers import SCHEDULE_SOURCE, SCHEDULED_EVENT
-
-
-class LocalLambdaContext:
-    """What the Lambda runtime passes as ``context`` (remaining time counts down from ``timeout_seconds``)."""
-
-    function_name = "node-manager-refresher"
-    function_version = "$LATEST"
-    memory_limit_in_mb = 256
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:node-manager-refresher"
-
-    def __init__(self, timeout_seconds: float) -> None:
-        self.aws_request_id = str(uuid.uuid4())
-        self._ends = time.monotonic() + timeout_seconds
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self._ends - time.monotonic()) * 1000))
+from localworld.lambda_context import REFRESHER_FUNCTION, LocalLambdaContext
 
 
 class LocalInvoker:
@@ -63,12 +47,13 @@ class LocalInvoker:
         """This thread's execution environment (built on first use)."""
         if getattr(self._local, "deps", None) is None:
             self._local.deps = self.make_deps()
-        return self._local.deps  # type: ignore[no-any-return]
+        deps: Deps = self._local.deps
+        return deps
 
     def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
         """A synchronous invocation: returns the response, raises what the handler raised."""
         try:
-            response = handle(event, self.deps(), LocalLambdaContext(self.timeout_seconds))
+            response = handle(event, self.deps(), LocalLambdaContext(self.timeout_seconds, REFRESHER_FUNCTION))
         except BaseException as err:
             with self._lock:
                 self.errors.append((event, err))
