@@ -10,7 +10,7 @@ Measures, over ``--runs`` runs each:
 3. ``kubectl drain --ignore-daemonsets --delete-emptydir-data --force`` of an identically loaded node, in the same
    run, alternating with 2; reports our time divided by kubectl's (target <= 0.3).
 
-Usage: ``python -m bench.interruption --runs 20 [--markdown]``
+Usage: ``python -m bench.interruption --runs 20``; ``--smoke`` is one run of each and does not judge the numbers.
 """
 
 from __future__ import annotations
@@ -199,7 +199,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.interruption", description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--logs", default="/tmp/node-manager-bench")
+    parser.add_argument("--smoke", action="store_true", help="one run of each measure; numbers not judged")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.runs = 1
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     os.makedirs(args.logs, exist_ok=True)
