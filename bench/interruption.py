@@ -53,9 +53,10 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def _worker_nodes(world: LocalWorld) -> list[dict[str, Any]]:
+    assert world.simulator is not None, "the world's cluster is set up"
     return [
         n
-        for n in world.simulator.nodes()  # type: ignore[union-attr]
+        for n in world.simulator.nodes()
         if "node-role.kubernetes.io/node" in n["metadata"].get("labels", {})
         and not n.get("spec", {}).get("unschedulable")
     ]
@@ -109,13 +110,17 @@ def bench_cordon(world: LocalWorld, runs: int, log_dir: str) -> list[float]:
         latencies.append(cordoned - start)
         command_id = f"spot-{event['id']}"
         _wait(
-            lambda: (item := store.get_command(command_id)) and CommandStatus(item["status"]).terminal,
+            lambda command_id=command_id: (
+                (item := store.get_command(command_id)) and CommandStatus(item["status"]).terminal
+            ),
             60,
             f"command {command_id}",
         )
         ec2.terminate_instances(InstanceIds=[instance_id])  # Spot reclaims it; the detach already replaced it
         _wait(
-            lambda: len(_worker_nodes(world)) >= workers and world.simulator.node_for_instance(instance_id) is None,
+            lambda instance_id=instance_id: (
+                len(_worker_nodes(world)) >= workers and world.simulator.node_for_instance(instance_id) is None
+            ),
             60,
             "the replacement to be Ready",
         )
@@ -210,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         world.setup_cluster()
         cordon = bench_cordon(world, args.runs, args.logs)
         ours, theirs = bench_drain(world, args.runs)
-    ratio = [o / t for o, t in zip(ours, theirs)]
+    ratio = [o / t for o, t in zip(ours, theirs, strict=True)]
     rows = [
         ("handler invocation -> node cordoned", cordon, 1.0),
         (f"drain of a node with {PODS} grace-0 pods (ours)", ours, 1.0),

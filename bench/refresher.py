@@ -71,7 +71,8 @@ class CallCounter:
 def measure(world: LocalWorld, workers: int, launch: float, drain: int, max_surge: int) -> dict[str, Any]:
     per_az = workers // len(AZS)
     info = world.setup_cluster(azs=AZS, nodes_per_az=per_az, join_delay=launch, timeout=60 + launch * 2)
-    for node in world.simulator.nodes():  # type: ignore[union-attr]
+    assert world.simulator is not None, "setup_cluster starts the simulator"
+    for node in world.simulator.nodes():
         if "node-role.kubernetes.io/node" in node["metadata"].get("labels", {}):
             deploy_pods_on_node(world.api, node["metadata"]["name"], 1, grace=drain, namespace="bench", wait=False)
     counter = CallCounter()

@@ -181,15 +181,14 @@ def run(runs: int, workers_per_group: int = WORKERS_PER_GROUP) -> dict[str, list
             metrics=Metrics(namespace="bench", service="replenisher"),
         )
         nodes = report_membership(session, deps.store)
-        print(
-            f"cluster: {3 + POOLS * len(AZS)} ASGs, {nodes} instances with membership, built in {time.perf_counter() - t0:.1f} s"
-        )
+        built = time.perf_counter() - t0
+        print(f"cluster: {3 + POOLS * len(AZS)} ASGs, {nodes} instances with membership, built in {built:.1f} s")
         counter = CallCounter()
         for client in (autoscaling, ec2, sqs, dynamodb.meta.client):
             counter.attach(client)
         outage = CapacityOutage()
         sink = io.StringIO()
-        for k, (pool, names) in enumerate(sorted(pools.items())[:runs]):
+        for k, (_pool, names) in enumerate(sorted(pools.items())[:runs]):
             failed = names[0]
             outage.fail(failed)
             ids = [

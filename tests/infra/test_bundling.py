@@ -65,7 +65,7 @@ def test_runtime_requirements_are_the_pinned_lines_of_requirements_txt() -> None
     lines = runtime_requirements(PROJECT_ROOT / "requirements.txt")
     file_lines = {line.strip() for line in (PROJECT_ROOT / "requirements.txt").read_text().splitlines()}
     assert len(lines) == len(LAMBDA_RUNTIME_PACKAGES)
-    for package, line in zip(LAMBDA_RUNTIME_PACKAGES, lines):
+    for package, line in zip(LAMBDA_RUNTIME_PACKAGES, lines, strict=True):
         assert line in file_lines
         assert line.startswith(package) and "==" in line
     assert not any(line.startswith(("boto3", "botocore", "kubernetes")) for line in lines)
