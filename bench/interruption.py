@@ -10,7 +10,7 @@ Measures, over ``--runs`` runs each:
 3. ``kubectl drain --ignore-daemonsets --delete-emptydir-data --force`` of an identically loaded node, in the same
    run, alternating with 2; reports our time divided by kubectl's (target <= 0.3).
 
-Usage: ``python -m bench.interruption --runs 20 [--markdown]``
+Usage: ``python -m bench.interruption --runs 20``; ``--smoke`` is one run of each and does not judge the numbers.
 """
 
 from __future__ import annotations
@@ -54,9 +54,10 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def _worker_nodes(world: LocalWorld) -> list[dict[str, Any]]:
+    assert world.simulator is not None, "the world's cluster is set up"
     return [
         n
-        for n in world.simulator.nodes()  # type: ignore[union-attr]
+        for n in world.simulator.nodes()
         if "node-role.kubernetes.io/node" in n["metadata"].get("labels", {})
         and not n.get("spec", {}).get("unschedulable")
     ]
@@ -110,13 +111,17 @@ def bench_cordon(world: LocalWorld, runs: int, log_dir: str) -> list[float]:
         latencies.append(cordoned - start)
         command_id = f"spot-{event['id']}"
         _wait(
-            lambda: (item := store.get_command(command_id)) and CommandStatus(item["status"]).terminal,
+            lambda command_id=command_id: (
+                (item := store.get_command(command_id)) and CommandStatus(item["status"]).terminal
+            ),
             60,
             f"command {command_id}",
         )
         ec2.terminate_instances(InstanceIds=[instance_id])  # Spot reclaims it; the detach already replaced it
         _wait(
-            lambda: len(_worker_nodes(world)) >= workers and world.simulator.node_for_instance(instance_id) is None,
+            lambda instance_id=instance_id: (
+                len(_worker_nodes(world)) >= workers and world.simulator.node_for_instance(instance_id) is None
+            ),
             60,
             "the replacement to be Ready",
         )
@@ -200,7 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.interruption", description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--logs", default="/tmp/node-manager-bench")
+    parser.add_argument("--smoke", action="store_true", help="one run of each measure; numbers not judged")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.runs = 1
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     os.makedirs(args.logs, exist_ok=True)
@@ -208,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         world.setup_cluster()
         cordon = bench_cordon(world, args.runs, args.logs)
         ours, theirs = bench_drain(world, args.runs)
-    ratio = [o / t for o, t in zip(ours, theirs)]
+    ratio = [o / t for o, t in zip(ours, theirs, strict=True)]
     rows = [
         ("handler invocation -> node cordoned", cordon, 1.0),
         (f"drain of a node with {PODS} grace-0 pods (ours)", ours, 1.0),

@@ -14,7 +14,8 @@ Every AWS API call the handler makes (Auto Scaling, EC2, SQS, DynamoDB) is count
 event hook on its clients; wall time is ``time.perf_counter`` around ``handle``. Targets: at most 10 calls and at
 most 1 s per invocation.
 
-Usage: ``python -m bench.replenisher --runs 9 [--markdown]``
+Usage: ``python -m bench.replenisher --runs 9 [--markdown]``; ``--smoke`` plays one failure on a cluster of 3
+instances per worker group and does not judge the numbers.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ class CallCounter:
         return calls, spent
 
 
-def build_cluster(session: boto3.session.Session) -> dict[str, list[str]]:
+def build_cluster(session: boto3.session.Session, workers_per_group: int = WORKERS_PER_GROUP) -> dict[str, list[str]]:
     """Create the 30 groups and their instances; returns pool -> worker group names (AZ order)."""
     ec2, autoscaling = session.client("ec2"), session.client("autoscaling")
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
@@ -123,8 +124,8 @@ def build_cluster(session: boto3.session.Session) -> dict[str, list[str]]:
             group(
                 name,
                 az,
-                WORKERS_PER_GROUP,
-                WORKERS_PER_GROUP * 2,
+                workers_per_group,
+                workers_per_group * 2,
                 {NODE_ROLE_TAG: "1", INSTANCE_GROUP_TAG: f"nodes{p}-{az}"},
             )
             pools.setdefault(f"nodes{p}", []).append(name)
@@ -157,14 +158,14 @@ def report_membership(session: boto3.session.Session, store: Store) -> int:
 Result = tuple[float, float, int, Counter[str]]  # wall s, of which in AWS calls s, call count, calls by operation
 
 
-def run(runs: int) -> dict[str, list[Result]]:
+def run(runs: int, workers_per_group: int = WORKERS_PER_GROUP) -> dict[str, list[Result]]:
     results: dict[str, list[Result]] = {"failure": [], "duplicate": [], "tick": []}
     with mock_aws():
         session = boto3.session.Session(
             aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION
         )
         t0 = time.perf_counter()
-        pools = build_cluster(session)
+        pools = build_cluster(session, workers_per_group)
         dynamodb = session.resource("dynamodb")
         session.client("dynamodb").create_table(**schema.state_table(TABLE))
         sqs = session.client("sqs")
@@ -180,13 +181,14 @@ def run(runs: int) -> dict[str, list[Result]]:
             metrics=Metrics(namespace="bench", service="replenisher"),
         )
         nodes = report_membership(session, deps.store)
-        print(f"cluster: 30 ASGs, {nodes} instances with membership, built in {time.perf_counter() - t0:.1f} s")
+        built = time.perf_counter() - t0
+        print(f"cluster: {3 + POOLS * len(AZS)} ASGs, {nodes} instances with membership, built in {built:.1f} s")
         counter = CallCounter()
         for client in (autoscaling, ec2, sqs, dynamodb.meta.client):
             counter.attach(client)
         outage = CapacityOutage()
         sink = io.StringIO()
-        for k, (pool, names) in enumerate(sorted(pools.items())[:runs]):
+        for k, (_pool, names) in enumerate(sorted(pools.items())[:runs]):
             failed = names[0]
             outage.fail(failed)
             ids = [
@@ -236,8 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.replenisher", description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=POOLS, help=f"failures played, one per pool (max {POOLS})")
     parser.add_argument("--markdown", action="store_true", help="print the result table as Markdown")
+    parser.add_argument("--smoke", action="store_true", help="one failure on the smallest cluster; not judged")
     args = parser.parse_args(argv)
-    results = run(min(args.runs, POOLS))
+    results = run(1, workers_per_group=3) if args.smoke else run(min(args.runs, POOLS))
     rows = []
     for label, what in (
         ("failure", "Launch Unsuccessful -> siblings raised"),

@@ -134,11 +134,11 @@ class ClusterConfig(BaseModel):
     region: str | None = Field(default=None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
     # These share name, type, bounds and default with core.settings.InterruptionSettings (LAMBDA_SETTINGS).
     rebalance_policy: RebalancePolicy = InterruptionSettings.model_fields["rebalance_policy"].default
-    spot_deadline_seconds: _as_in_lambda("spot_deadline_seconds") = (  # type: ignore[valid-type]
+    spot_deadline_seconds: _as_in_lambda("spot_deadline_seconds") = (  # type: ignore[valid-type]  # type built at import from the Lambda's field
         InterruptionSettings.model_fields["spot_deadline_seconds"].default
     )
     early_replacement: bool = InterruptionSettings.model_fields["early_replacement"].default
-    rebalance_drain_timeout_seconds: _as_in_lambda("rebalance_drain_timeout_seconds") = (  # type: ignore
+    rebalance_drain_timeout_seconds: _as_in_lambda("rebalance_drain_timeout_seconds") = (  # type: ignore[valid-type]  # as above
         InterruptionSettings.model_fields["rebalance_drain_timeout_seconds"].default
     )
     dry_run: bool = InterruptionSettings.model_fields["dry_run"].default

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepares a fresh machine for the demo and the tests, and reuses what an earlier run built:
-#   1. the virtualenv .venv with requirements-dev.txt (re-installed only when the requirements change);
+#   1. the virtualenv .venv with requirements-dev.txt and requirements-lint.txt (the static checks' tools),
+#      re-installed only when any requirements file changes;
 #   2. etcd and kube-apiserver for the local world (scripts/install-kube-assets.sh; cached outside the repo).
 set -euo pipefail
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
@@ -10,13 +11,15 @@ say() { echo "[bootstrap] $*" >&2; }
 PY="${PYTHON:-python3}"
 
 stamp=.venv/.requirements.sha256
-want="$(cat requirements.txt requirements-dev.txt | sha256sum | cut -d' ' -f1)"
+want="$(cat requirements.txt requirements-dev.txt requirements-lint.txt | sha256sum | cut -d' ' -f1)"
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   [ -x .venv/bin/python ] || { say "creating .venv with $($PY --version)"; "$PY" -m venv .venv; }
-  say "installing requirements-dev.txt into .venv (about a minute the first time)"
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt 2>&1 \
+  say "installing requirements-dev.txt and requirements-lint.txt into .venv (about a minute the first time)"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt \
+    -r requirements-lint.txt 2>&1 \
     | grep -v "is ignored: it is neither a file nor a directory" || true
-  .venv/bin/python -c "import aws_cdk, moto, kubernetes, aws_lambda_powertools" \
+  .venv/bin/python -c "import aws_cdk, moto, kubernetes, aws_lambda_powertools, importlinter, mypy" \
+    && .venv/bin/ruff --version >/dev/null \
     || { say "the requirements did not install"; exit 1; }
   echo "$want" > "$stamp"
 else

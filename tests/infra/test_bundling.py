@@ -8,17 +8,22 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from infra.bundling import (
     LAMBDA_RUNTIME_PACKAGES,
+    LAMBDA_TASK_ROOT,
     PIP_PLATFORMS,
     PROJECT_ROOT,
+    PYTHON_VERSION,
     BundlingError,
     DependencyCache,
     LocalPythonBundler,
+    compile_bytecode,
+    lambda_python,
     runtime_requirements,
 )
 from infra.config import Architecture
@@ -61,7 +66,7 @@ def test_runtime_requirements_are_the_pinned_lines_of_requirements_txt() -> None
     lines = runtime_requirements(PROJECT_ROOT / "requirements.txt")
     file_lines = {line.strip() for line in (PROJECT_ROOT / "requirements.txt").read_text().splitlines()}
     assert len(lines) == len(LAMBDA_RUNTIME_PACKAGES)
-    for package, line in zip(LAMBDA_RUNTIME_PACKAGES, lines):
+    for package, line in zip(LAMBDA_RUNTIME_PACKAGES, lines, strict=True):
         assert line in file_lines
         assert line.startswith(package) and "==" in line
     assert not any(line.startswith(("boto3", "botocore", "kubernetes")) for line in lines)
@@ -81,8 +86,9 @@ def test_cache_key_depends_on_requirements_and_platform() -> None:
         DependencyCache.key(reqs, PIP_PLATFORMS[Architecture.X86_64]),
         DependencyCache.key(["pydantic==2.14.3"], PIP_PLATFORMS[Architecture.ARM64]),
         DependencyCache.key(reqs, PIP_PLATFORMS[Architecture.ARM64], python_version="3.13"),
+        DependencyCache.key(reqs, PIP_PLATFORMS[Architecture.ARM64], bytecode=True),
     }
-    assert len(keys) == 4
+    assert len(keys) == 5
     assert DependencyCache.key(reqs, "manylinux2014_aarch64") == DependencyCache.key(
         list(reqs), "manylinux2014_aarch64"
     )
@@ -105,9 +111,17 @@ def test_bundle_is_repeatable_and_holds_only_what_the_lambda_needs(
     assert {f"core/{p.name}" for p in (project / "core").glob("*.py")} <= files
     assert {str(p.relative_to(project)) for p in (project / "adapters").rglob("*.py")} <= files
     assert not any(f.startswith("tests/") for f in files)
-    assert not any("__pycache__" in f or f.endswith(".pyc") for f in files)
     own = [f for f in files if f.startswith(("core/", "adapters/", "lambdas/"))]
     assert [f for f in own if "/test_" in f or "/tests/" in f or f.endswith("conftest.py")] == []
+    # Bytecode for the Lambda's Python only, next to every module, ours and the dependencies'.
+    tag = "cpython-" + PYTHON_VERSION.replace(".", "")
+    pycs = {f for f in files if f.endswith(".pyc")}
+    assert pycs and all(f.endswith(f".{tag}.pyc") and f.rsplit("/", 2)[-2] == "__pycache__" for f in pycs)
+    for source in (
+        f for f in files if f.endswith(".py") and f.startswith(("core/", "adapters/", "lambdas/", "pydantic/"))
+    ):
+        folder, name = source.rsplit("/", 1)
+        assert f"{folder}/__pycache__/{name[:-3]}.{tag}.pyc" in pycs, source
     shared_objects = [first / f for f in files if f.endswith(".so")]
     assert shared_objects
     assert {elf_machine(so) for so in shared_objects} == {ELF_MACHINES[architecture.value]}
@@ -126,3 +140,50 @@ def test_pip_failure_is_reported_and_leaves_no_cache_entry(tmp_path: Path) -> No
     with pytest.raises(BundlingError, match="pip install for manylinux2014_aarch64 failed"):
         cache.install(["this-distribution-does-not-exist-node-manager==0.0.0"], "manylinux2014_aarch64")
     assert os.listdir(tmp_path / "cache") == []
+
+
+@pytest.fixture(scope="module")
+def python312() -> str:
+    python = lambda_python()
+    assert python is not None, "this machine kind has a CPython 3.12 (pyenv); set LAMBDA_PYTHON elsewhere"
+    return python
+
+
+def test_bytecode_is_hash_based_unchecked_and_names_the_lambda_task_root(python312: str, tmp_path: Path) -> None:
+    package = tmp_path / "core"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "model.py").write_text("VALUE = frozenset({'a', 'b', 'c'})\n")
+    compile_bytecode(package, python312, ddir=f"{LAMBDA_TASK_ROOT}/core")
+    pyc = (package / "__pycache__" / "model.cpython-312.pyc").read_bytes()
+    flags = int.from_bytes(pyc[4:8], "little")
+    assert flags == 0b01  # PEP 552: hash-based, check_source off
+    probe = "import marshal, sys; code = marshal.loads(open(sys.argv[1], 'rb').read()[16:]); print(code.co_filename)"
+    out = subprocess.run(
+        [python312, "-c", probe, str(package / "__pycache__" / "model.cpython-312.pyc")],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert out.stdout.strip() == f"{LAMBDA_TASK_ROOT}/core/model.py"
+    first = pyc
+    compile_bytecode(package, python312, ddir=f"{LAMBDA_TASK_ROOT}/core")
+    assert (package / "__pycache__" / "model.cpython-312.pyc").read_bytes() == first
+
+
+def test_the_lambdas_python_imports_the_asset_from_its_bytecode_without_reading_the_sources(
+    python312: str, tmp_path: Path
+) -> None:
+    """Unchecked-hash pycs are taken as they are: with every source of core/ broken, core still imports."""
+    asset = tmp_path / "asset"
+    asset.mkdir()
+    LocalPythonBundler(Architecture.X86_64).bundle(asset)
+    for source in (asset / "core").rglob("*.py"):
+        source.write_text("raise RuntimeError('the source was compiled at import')\n")
+    probe = "import core.model, core.settings, pydantic, aws_lambda_powertools; print('ok')"
+    out = subprocess.run(
+        [python312, "-I", "-B", "-c", f"import sys; sys.path.insert(0, {str(asset)!r}); {probe}"],
+        capture_output=True,
+        text=True,
+    )
+    assert (out.returncode, out.stdout.strip()) == (0, "ok"), out.stderr

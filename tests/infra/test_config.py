@@ -31,7 +31,7 @@ def test_defaults() -> None:
 def test_settings_are_frozen() -> None:
     cluster = load_config(clusters()).clusters[0]
     with pytest.raises(ValidationError):
-        cluster.spot_deadline_seconds = 30  # type: ignore[misc]
+        cluster.spot_deadline_seconds = 30  # type: ignore[misc]  # the assignment a frozen model must refuse
 
 
 def test_the_repository_cdk_json_validates() -> None:

@@ -97,7 +97,7 @@ def test_weekly_tick_drain_result_and_launch_rules_each_with_retries_and_a_dlq(t
 
 
 def test_group_changes_only_on_the_clusters_groups_and_describes_read_only(template: Template) -> None:
-    fn_id, fn = refresher(template)
+    _fn_id, fn = refresher(template)
     role = fn["Properties"]["Role"]["Fn::GetAtt"][0]
     mine = [s for s in statements(template) if {"Ref": role} in s["_roles"]]
     mutating = [

@@ -41,7 +41,7 @@ def rules_of(template: Template, fn: str) -> dict[str, dict[str, Any]]:
 
 
 def test_function_shares_the_asset_runs_alone_and_reads_valid_settings(template: Template) -> None:
-    fn_id, fn = replenisher(template)
+    _fn_id, fn = replenisher(template)
     props = fn["Properties"]
     interruption = only(
         template.find_resources(
