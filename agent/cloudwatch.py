@@ -23,7 +23,7 @@ from typing import Any
 
 from adapters.aws.ports import MetricPublisher
 from adapters.dynamo.lock import LOCK_SK
-from adapters.dynamo.table import Table
+from adapters.dynamo.ports import ItemReader
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class CloudWatchPublisher:
             return False
         return True
 
-    def membership_reported(self, nodes: int, store: Table | None = None) -> None:
+    def membership_reported(self, nodes: int, store: ItemReader | None = None) -> None:
         """After a membership resync: the heartbeat, and the lock's age read from ``store``."""
         self.put(MEMBERSHIP_REPORTS, nodes)
         if store is None:

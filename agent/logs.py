@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, TextIO
 
+from adapters.aws.clients import SDK_LOGGERS
 from core.settings import LogFormat
 
 _MARK = "_node_manager_handler"
@@ -92,8 +93,8 @@ def configure(
     level: str = "INFO", fmt: LogFormat | str = LogFormat.JSON, stream: TextIO | None = None
 ) -> logging.Handler:
     """Send every log record to ``stream`` (default stderr) in ``fmt`` (``json`` or ``text``) at ``level``;
-    quiets botocore and urllib3 to WARNING. Replaces a handler an earlier call installed (others, such as a test's
-    log capture, stay). Returns the handler."""
+    quiets the SDKs' own loggers (``adapters.aws.clients.SDK_LOGGERS``) to WARNING. Replaces a handler an earlier
+    call installed (others, such as a test's log capture, stay). Returns the handler."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if LogFormat(fmt) is LogFormat.JSON else TextFormatter())
     setattr(handler, _MARK, True)
@@ -103,6 +104,6 @@ def configure(
             root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
-    logging.getLogger("botocore").setLevel(logging.WARNING)
-    logging.getLogger("urllib3").setLevel(logging.WARNING)
+    for name in SDK_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
     return handler

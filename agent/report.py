@@ -127,7 +127,7 @@ class Reporter:
 
     Args:
         store: the cluster's table access.
-        events_client: a boto3 ``events`` (EventBridge) client (put through ``adapters.aws.events.EventBus``).
+        events_client: an ``events`` (EventBridge) client (put through ``adapters.aws.events.EventBus``).
         event_bus_name: name or ARN of the bus (``EVENT_BUS_NAME``).
         post_node_event: posts a Kubernetes Event on a Node for outcomes the engine did not report; None to skip.
         finish_attempts: tries of the ``CMD#`` terminal write when DynamoDB throttles (``StoreUnavailableError``).

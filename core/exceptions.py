@@ -6,7 +6,7 @@ Callers choose to retry, acknowledge or give up by type:
 - ``BadInputError`` subclasses: malformed, foreign or late input; acknowledged and counted, never retried.
 - ``ConflictError`` subclasses: a conditional write lost a race; they carry the record that won.
 
-Each is raised ``from`` the underlying botocore or kubernetes error where there is one.
+Each is raised ``from`` the underlying AWS SDK or Kubernetes client error where there is one.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from infra.nag import acknowledge
 # Powertools' DynamoDBPersistenceLayer default ``expiry_attr``.
 IDEMPOTENCY_TTL_ATTRIBUTE = "expiration"
 
-# What core/store.py calls (GetItem, Query, PutItem, UpdateItem, DeleteItem, all conditional where it matters).
+# What adapters/dynamo/table.py calls (GetItem, Query, PutItem, UpdateItem, DeleteItem; conditional where it matters).
 STORE_ACTIONS = (
     "dynamodb:GetItem",
     "dynamodb:Query",
@@ -101,7 +101,7 @@ class StateStore(Construct):
         )
 
     def grant_store_access(self, grantee: iam.IGrantable) -> None:
-        """Let ``grantee`` use the state table through ``core.store.Store`` (``STORE_ACTIONS``)."""
+        """Let ``grantee`` use the state table through ``adapters.dynamo`` (``STORE_ACTIONS``)."""
         self.table.grant(grantee, *STORE_ACTIONS)
         self._grant_key(grantee)
 

@@ -21,6 +21,9 @@ from botocore.exceptions import NoRegionError
 
 from core.exceptions import SettingsError
 
+# Loggers of the AWS SDK and its HTTP library: chatty at INFO, so processes quiet them to WARNING.
+SDK_LOGGERS = ("botocore", "urllib3")
+
 LAMBDA_CONNECT_TIMEOUT_SECONDS = 3
 LAMBDA_READ_TIMEOUT_SECONDS = 10
 LAMBDA_MAX_ATTEMPTS = 3

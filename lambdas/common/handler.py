@@ -44,7 +44,7 @@ def cluster_metrics(cluster: str, metrics: Metrics | None = None) -> Metrics:
 
 
 def session_clients(session: Any) -> dict[str, Any]:
-    """The clients every Lambda's ``Deps.from_clients`` takes, from one boto3 session (the Lambda's role, region
+    """The clients every Lambda's ``Deps.from_clients`` takes, from one AWS SDK session (the Lambda's role, region
     and endpoints): ``dynamodb`` (a resource, for the state table), ``autoscaling``, ``ec2``, ``sqs``; each made on
     first use, with the Lambdas' timeouts and retries (``adapters.aws.clients.LAMBDA_CONFIG``)."""
     return lazy_clients(session, ("dynamodb", "autoscaling", "ec2", "sqs"))

@@ -1,7 +1,7 @@
 """Entry point of the interruption Lambda: wiring only (settings, clients, logging, metrics, idempotency).
 
 ``lambda_handler(event, context)`` is what Lambda calls. On its first invocation it reads ``InterruptionSettings``
-from the environment and builds the boto3 clients, and keeps them for the life of the execution environment.
+from the environment and builds the AWS clients, and keeps them for the life of the execution environment.
 ``handle(event, deps, now)`` does the work and is what tests call with clients of their own.
 
 Outcomes (the return value; EventBridge invokes asynchronously, so it is only logged):
@@ -40,6 +40,7 @@ from adapters.aws.gateway import AwsGateway
 from adapters.aws.ports import AwsPort
 from adapters.dynamo.commands import commands_for_instance
 from adapters.dynamo.hooks import get_hook
+from adapters.dynamo.idempotency import persistence_layer
 from adapters.dynamo.store import Store
 from core.exceptions import MalformedEventError, RetryableError, StoreUnavailableError
 from core.model import NodeRecord, utcnow
@@ -100,20 +101,20 @@ class Deps:
         dynamodb_client: Any | None = None,
         metrics: Metrics | None = None,
     ) -> Deps:
-        """Build from boto3 clients.
+        """Build from AWS SDK clients.
 
         Args:
             settings: the settings.
-            dynamodb: a boto3 ``dynamodb`` resource (for the state table).
-            autoscaling, ec2, sqs: boto3 clients.
-            dynamodb_client: a boto3 ``dynamodb`` client for the idempotency table (needed when
+            dynamodb: a ``dynamodb`` resource (for the state table).
+            autoscaling, ec2, sqs: AWS SDK clients.
+            dynamodb_client: a ``dynamodb`` client for the idempotency table (needed when
                 ``settings.idempotency_table_name`` is set).
             metrics: a Powertools ``Metrics``; default one whose namespace is ``POWERTOOLS_METRICS_NAMESPACE``.
         """
         metrics = cluster_metrics(settings.cluster_name, metrics)
         idempotency = None
         if settings.idempotency_table_name:
-            layer = DynamoDBPersistenceLayer(table_name=settings.idempotency_table_name, boto3_client=dynamodb_client)
+            layer = persistence_layer(settings.idempotency_table_name, dynamodb_client)
             config = IdempotencyConfig(
                 event_key_jmespath="id", expires_after_seconds=IDEMPOTENCY_EXPIRY_SECONDS, response_hook=_mark_replayed
             )
@@ -128,7 +129,7 @@ class Deps:
 
     @classmethod
     def from_session(cls, settings: InterruptionSettings, session: Any) -> Deps:
-        """Build the real clients from one boto3 session (the Lambda's role, region and endpoints)."""
+        """Build the real clients from one AWS SDK session (the Lambda's role, region and endpoints)."""
         clients = {**session_clients(session), **lazy_clients(session, ("dynamodb_client",))}
         return cls.from_clients(settings, **clients)
 

@@ -103,8 +103,8 @@ class MarkDetached:
 
 @dataclass(frozen=True)
 class RecordHook:
-    """Write ``HOOK#<instance>`` as ``pending`` (``core.lifecycle.record_hook``): whoever ends the instance's drain
-    completes the action."""
+    """Write ``HOOK#<instance>`` as ``pending`` (``adapters.dynamo.hooks.record_hook``): whoever ends the instance's
+    drain completes the action."""
 
     action: LifecycleAction
 
@@ -148,7 +148,7 @@ class ForgetNode:
 
 @dataclass(frozen=True)
 class CancelCommand:
-    """End a ``queued`` command as ``skipped`` (``core.lifecycle.cancel_queued_command``)."""
+    """End a ``queued`` command as ``skipped`` (``adapters.dynamo.commands.cancel_queued_command``)."""
 
     command_id: str
     why: str

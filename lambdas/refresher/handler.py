@@ -104,7 +104,7 @@ class Deps:
         metrics: Metrics | None = None,
         **kwargs: Any,
     ) -> Deps:
-        """Build from boto3 clients (``dynamodb`` is a resource, for the state table)."""
+        """Build from AWS SDK clients (``dynamodb`` is a resource, for the state table)."""
         metrics = cluster_metrics(settings.cluster_name, metrics)
         return cls(
             settings=settings,
@@ -116,7 +116,7 @@ class Deps:
 
     @classmethod
     def from_session(cls, settings: RefresherSettings, session: Any, **kwargs: Any) -> Deps:
-        """Build the clients from one boto3 session (the Lambda's role, region and endpoints)."""
+        """Build the clients from one AWS SDK session (the Lambda's role, region and endpoints)."""
         return cls.from_clients(settings, **session_clients(session), **kwargs)
 
     def effects(self) -> Effects:

@@ -86,7 +86,7 @@ class Deps:
         sqs: Any,
         metrics: Metrics | None = None,
     ) -> Deps:
-        """Build from boto3 clients (``dynamodb`` is a resource) and an optional Powertools ``Metrics``."""
+        """Build from AWS SDK clients (``dynamodb`` is a resource) and an optional Powertools ``Metrics``."""
         metrics = cluster_metrics(settings.cluster_name, metrics)
         return cls(
             settings=settings,
@@ -97,7 +97,7 @@ class Deps:
 
     @classmethod
     def from_session(cls, settings: ReplenisherSettings, session: Any) -> Deps:
-        """Build the real clients from one boto3 session."""
+        """Build the real clients from one AWS SDK session."""
         return cls.from_clients(settings, **session_clients(session))
 
 
