@@ -53,20 +53,25 @@ from core.runs import (
 from core.settings import RefresherSettings, parse_duration
 from core.store import Store
 from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, rejected, session_clients
+from lambdas.events.dispatch import parse_event
+from lambdas.events.event import Event, EventKind
+from lambdas.events.request import CancelRequest, RefreshRequest, StatusRequest
 from lambdas.refresher.aws import RefresherAws
 from lambdas.refresher.decide import advance as decide_next
 from lambdas.refresher.execute import Effects, execute
 from lambdas.refresher.plan import AcquireLock, CreateRun
-from lambdas.refresher.request import CancelRequest, RefreshRequest, StatusRequest
 from lambdas.refresher.select import format_table, select
 from lambdas.refresher.telemetry import RefresherTelemetry
-from lambdas.refresher.triggers import Trigger, TriggerKind, parse_trigger
 from lambdas.refresher.world import World
 
 logger = lambda_logger()
 
 MAX_PASSES = 500  # decisions per invocation (each one changes the run or waits); a bound, never reached in practice
 CONTEXT_MARGIN_SECONDS = 5.0  # stop polling this long before the invocation's timeout
+
+KINDS = frozenset(
+    {EventKind.SCHEDULE, EventKind.TICK, EventKind.REQUEST, EventKind.DRAIN_FINISHED, EventKind.LAUNCH_SUCCEEDED}
+)  # what invokes the refresher (see ``lambdas.events.event``)
 
 
 @dataclass
@@ -408,9 +413,9 @@ def _budget(deps: Deps, context: LambdaContext | None) -> float:
     return max(0.0, budget)
 
 
-def dispatch(trigger: Trigger, deps: Deps, budget: float) -> dict[str, Any]:
+def dispatch(trigger: Event, deps: Deps, budget: float) -> dict[str, Any]:
     settings = deps.settings
-    if trigger.kind is TriggerKind.REQUEST:
+    if trigger.kind is EventKind.REQUEST:
         request = trigger.request
         if request is None or request.cluster != settings.cluster_name:
             cluster = None if request is None else request.cluster
@@ -424,20 +429,20 @@ def dispatch(trigger: Trigger, deps: Deps, budget: float) -> dict[str, Any]:
         if isinstance(request, CancelRequest):
             return cancel(request, deps, budget)
         return start(options_of(request, settings, "manual"), request.dry_run, deps, budget)
-    if trigger.kind is TriggerKind.SCHEDULE:
+    if trigger.kind is EventKind.SCHEDULE:
         return start(options_of(None, settings, "schedule"), False, deps, budget)
-    if trigger.kind is TriggerKind.TICK:
+    if trigger.kind is EventKind.TICK:
         released = free_orphan_lock(deps)
         out = advance_run(deps, None, budget)
         return {**out, "released_lock": released} if released else out
-    if trigger.kind is TriggerKind.AGENT_RESULT:
+    if trigger.kind is EventKind.DRAIN_FINISHED:
         if trigger.cluster != settings.cluster_name:
             return {"status": "acknowledged", "reason": "other_cluster"}
         if not (trigger.command_id or "").startswith("refresh-"):
             return {"status": "acknowledged", "reason": "not_ours"}
         out = advance_run(deps, None, budget)
         return out if out["status"] != "idle" else {"status": "acknowledged", "reason": "no_active_run"}
-    if trigger.kind is TriggerKind.LAUNCH:
+    if trigger.kind is EventKind.LAUNCH_SUCCEEDED:
         active = deps.runs.active()
         if active is None:
             return {"status": "acknowledged", "reason": "no_active_run"}
@@ -458,7 +463,7 @@ def handle(event: Any, deps: Deps, context: LambdaContext | None = None) -> dict
     telemetry.count("InvocationsReceived")
     try:
         try:
-            trigger = parse_trigger(event)
+            trigger = parse_event(event, KINDS, deps.clock())
         except InvalidRequestError as err:
             logger.warning(f"request rejected: {err}", extra={"reason": err.reason, "errors": err.errors})
             telemetry.count_by("RequestsRejected", "reason", err.reason)

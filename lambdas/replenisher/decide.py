@@ -68,7 +68,7 @@ from core.kops import Role
 from core.ledger import Backoff, Compensation, Donor, DonorState, GiveBack, GiveBackState, Ledger
 from core.model import Command, CommandKind, CommandStatus
 from core.settings import ReplenisherSettings
-from lambdas.events.notice import CapacityKind, CapacityNotice
+from lambdas.events.event import Event, EventKind
 from lambdas.replenisher.plan import (
     CAPACITY_EFFECTS,
     EFFECTS,
@@ -231,9 +231,7 @@ class _Builder:
         return claimed
 
 
-def decide(
-    notice: CapacityNotice, now: datetime, settings: ReplenisherSettings, world: World, lock_free: bool = True
-) -> Plan:
+def decide(notice: Event, now: datetime, settings: ReplenisherSettings, world: World, lock_free: bool = True) -> Plan:
     """Decide what to do (the rules are in the module docstring).
 
     Args:
@@ -248,16 +246,16 @@ def decide(
         operation its capacity changes need.
     """
     b = _Builder(world, settings, now)
-    if notice.kind in (CapacityKind.LAUNCH_FAILED, CapacityKind.LAUNCH_SUCCEEDED):
+    if notice.kind in (EventKind.LAUNCH_FAILED, EventKind.LAUNCH_SUCCEEDED):
         if notice.asg_name not in world.groups:
             return Plan(
                 (Note(Reason.NOT_MANAGED, f"{notice.asg_name} is not tagged for cluster {settings.cluster_name}"),)
             )
-    if notice.kind is CapacityKind.DRAIN_FINISHED:
+    if notice.kind is EventKind.DRAIN_FINISHED:
         if notice.cluster != settings.cluster_name or not (notice.command_id or "").startswith(OWN_COMMAND_PREFIXES):
             return Plan((Note(Reason.NOT_OURS, f"command {notice.command_id} of cluster {notice.cluster}"),))
 
-    if notice.kind is CapacityKind.LAUNCH_FAILED:
+    if notice.kind is EventKind.LAUNCH_FAILED:
         _record_failure(b, notice)
     if not lock_free:
         holder = (world.lock or {}).get("holder")
@@ -290,7 +288,7 @@ def _finish(b: _Builder) -> Plan:
 # -- rule 2 ----------------------------------------------------------------------------------------------------
 
 
-def _record_failure(b: _Builder, notice: CapacityNotice) -> None:
+def _record_failure(b: _Builder, notice: Event) -> None:
     assert notice.asg_name is not None
     group = b.world.groups[notice.asg_name]
     ledger = b.ledger(group.name)

@@ -44,8 +44,8 @@ from core.model import NodeRecord, utcnow
 from core.settings import ReplenisherSettings
 from core.store import Store
 from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, rejected, session_clients
-from lambdas.events.dispatch import parse_capacity_notice
-from lambdas.events.notice import CapacityNotice, check_not_future
+from lambdas.events.dispatch import parse_event
+from lambdas.events.event import Event, EventKind, check_not_future
 from lambdas.interruption.telemetry import Telemetry
 from lambdas.replenisher.aws import ReplenisherAws
 from lambdas.replenisher.decide import OWN_COMMAND_PREFIXES, decide, runs_text
@@ -54,6 +54,10 @@ from lambdas.replenisher.plan import Action
 from lambdas.replenisher.world import IN_SERVICE, Group, Instance, World, instance_ids_in, run_active
 
 logger = lambda_logger()
+
+KINDS = frozenset(
+    {EventKind.LAUNCH_FAILED, EventKind.LAUNCH_SUCCEEDED, EventKind.TICK, EventKind.DRAIN_FINISHED}
+)  # the events this Lambda reconciles on
 
 
 @dataclass
@@ -195,7 +199,7 @@ def lock_free(lock: dict[str, Any] | None, now: datetime) -> bool:
     return float(lock.get("lease_expires_at", 0)) <= now.timestamp()
 
 
-def process(notice: CapacityNotice, deps: Deps, now: datetime, request_id: str) -> dict[str, Any]:
+def process(notice: Event, deps: Deps, now: datetime, request_id: str) -> dict[str, Any]:
     """Gather, decide, lock, execute one parsed event; returns the response."""
     settings = deps.settings
     world = gather(deps, now)
@@ -265,7 +269,7 @@ def handle(event: Any, deps: Deps, now: datetime | None = None, request_id: str 
     telemetry.count("EventsReceived")
     try:
         try:
-            notice = parse_capacity_notice(event)
+            notice = parse_event(event, KINDS, now)
             check_not_future(notice.event_time, now)
         except MalformedEventError as err:
             return rejected(err, logger, telemetry, "EventsRejected")

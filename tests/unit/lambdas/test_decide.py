@@ -10,7 +10,7 @@ import pytest
 from core.kops import CLUSTER_TAG, INSTANCE_GROUP_TAG, NODE_ROLE_TAG
 from core.model import Command, CommandKind, NodeRecord
 from core.settings import InterruptionSettings, RebalancePolicy
-from lambdas.events import InstanceAction, InterruptionNotice, NoticeKind
+from lambdas.events.event import Event, EventKind, InstanceAction
 from lambdas.interruption.decide import command_id_for, decide
 from lambdas.interruption.plan import (
     Acknowledge,
@@ -37,9 +37,9 @@ def settings(**overrides) -> InterruptionSettings:
     return InterruptionSettings(**{**base, **overrides})
 
 
-def spot(action: InstanceAction = InstanceAction.TERMINATE, event_id: str = "ev-1") -> InterruptionNotice:
-    return InterruptionNotice(
-        kind=NoticeKind.SPOT_INTERRUPTION,
+def spot(action: InstanceAction = InstanceAction.TERMINATE, event_id: str = "ev-1") -> Event:
+    return Event(
+        kind=EventKind.SPOT_INTERRUPTION,
         event_id=event_id,
         event_time=T0,
         instance_id=INSTANCE,
@@ -49,9 +49,9 @@ def spot(action: InstanceAction = InstanceAction.TERMINATE, event_id: str = "ev-
     )
 
 
-def rebalance(event_id: str = "ev-2") -> InterruptionNotice:
-    return InterruptionNotice(
-        kind=NoticeKind.REBALANCE_RECOMMENDATION,
+def rebalance(event_id: str = "ev-2") -> Event:
+    return Event(
+        kind=EventKind.REBALANCE_RECOMMENDATION,
         event_id=event_id,
         event_time=T0,
         instance_id=INSTANCE,

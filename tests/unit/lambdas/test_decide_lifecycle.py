@@ -9,7 +9,7 @@ import pytest
 
 from core.lifecycle import LifecycleAction
 from core.model import CommandKind, NodeRecord
-from lambdas.events import InterruptionNotice, NoticeKind
+from lambdas.events.event import Event, EventKind
 from lambdas.interruption.decide import decide
 from lambdas.interruption.plan import (
     Acknowledge,
@@ -30,9 +30,9 @@ from tests.unit.lambdas.test_decide import INSTANCE, NODES_ASG, T0, asg, setting
 TOKEN = "87654321-4321-4321-4321-210987654321"
 
 
-def hook_notice(hook: str = "node-manager-drain") -> InterruptionNotice:
-    return InterruptionNotice(
-        kind=NoticeKind.TERMINATE_LIFECYCLE_ACTION,
+def hook_notice(hook: str = "node-manager-drain") -> Event:
+    return Event(
+        kind=EventKind.TERMINATE_LIFECYCLE_ACTION,
         event_id="ev-h",
         event_time=T0,
         instance_id=INSTANCE,
@@ -44,9 +44,9 @@ def hook_notice(hook: str = "node-manager-drain") -> InterruptionNotice:
     )
 
 
-def state_notice(state: str) -> InterruptionNotice:
-    return InterruptionNotice(
-        kind=NoticeKind.INSTANCE_STATE_CHANGE,
+def state_notice(state: str) -> Event:
+    return Event(
+        kind=EventKind.INSTANCE_STATE_CHANGE,
         event_id="ev-s",
         event_time=T0,
         instance_id=INSTANCE,
@@ -126,9 +126,7 @@ def test_a_duplicate_hook_event_changes_nothing_once_its_drain_runs() -> None:
         ),
     ],
 )
-def test_hooks_that_are_not_ours_to_act_on(
-    notice: InterruptionNotice, now: Any, world: World, reason: IgnoreReason
-) -> None:
+def test_hooks_that_are_not_ours_to_act_on(notice: Event, now: Any, world: World, reason: IgnoreReason) -> None:
     plan = decide(notice, now, settings(), world)
     assert plan.actions == (Acknowledge(reason, plan.actions[0].detail),)
 

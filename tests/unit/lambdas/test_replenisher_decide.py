@@ -13,8 +13,7 @@ from core.kops import ManagedGroup, Role
 from core.ledger import Backoff, Ledger
 from core.model import NodeRecord
 from core.settings import ReplenisherSettings
-from lambdas.events.dispatch import parse_capacity_notice
-from lambdas.events.notice import CapacityKind, CapacityNotice
+from lambdas.events.event import Event, EventKind
 from lambdas.replenisher.decide import decide, record_failure
 from lambdas.replenisher.plan import Note, Operation, Reason, SetCapacity, Terminate, WriteLedger
 from lambdas.replenisher.world import Group, Instance, World, instance_ids_in
@@ -49,9 +48,9 @@ def ids(prefix: str, n: int) -> list[str]:
     return [f"i-{prefix}{k:07x}" for k in range(n)]
 
 
-def failure(asg: str, at: datetime = T0) -> CapacityNotice:
-    return CapacityNotice(
-        kind=CapacityKind.LAUNCH_FAILED,
+def failure(asg: str, at: datetime = T0) -> Event:
+    return Event(
+        kind=EventKind.LAUNCH_FAILED,
         event_id="e1",
         event_time=at,
         asg_name=asg,
@@ -113,9 +112,7 @@ def test_unregistered_instance_past_provision_time_terminated_without_decrement(
     b = group("b", "az-b", 2, ids("b", 2))
     stray = b.instances[0].instance_id
     nodes = {k: v for k, v in nodes_for(b).items() if k != stray}
-    tick = CapacityNotice(
-        kind=CapacityKind.TICK, event_id="t", event_time=T0, source="aws.events", detail_type="Scheduled Event"
-    )
+    tick = Event(kind=EventKind.TICK, event_id="t", event_time=T0, source="aws.events", detail_type="Scheduled Event")
     plan = decide(tick, T0, SETTINGS, World(groups={"b": b}, nodes=nodes))
     assert [(x.instance_id, x.decrement) for x in plan.actions if isinstance(x, Terminate)] == [(stray, False)]
     protected = decide(tick, T0, SETTINGS, World(groups={"b": b}, nodes=nodes, protected=frozenset({stray})))
@@ -134,31 +131,6 @@ def test_backoff_window_grows_and_resets() -> None:
 def test_instance_ids_found_anywhere_in_a_run_item() -> None:
     item = {"status": "running", "steps": [{"spare": "i-0123456789abcdef0"}, "old i-0aaaaaaaabbbbbbbb"]}
     assert instance_ids_in(item) == {"i-0123456789abcdef0", "i-0aaaaaaaabbbbbbbb"}
-
-
-@pytest.mark.parametrize(
-    ("name", "kind"),
-    [
-        ("autoscaling-launch-unsuccessful.json", CapacityKind.LAUNCH_FAILED),
-        ("autoscaling-launch-successful.json", CapacityKind.LAUNCH_SUCCEEDED),
-        ("scheduled-tick.json", CapacityKind.TICK),
-        ("agent-drain-succeeded.json", CapacityKind.DRAIN_FINISHED),
-    ],
-)
-def test_fixtures_of_record_parse(name: str, kind: CapacityKind) -> None:
-    raw = json.loads((EVENTS / name).read_text())
-    assert set(raw) == {"version", "id", "detail-type", "source", "account", "time", "region", "resources", "detail"}
-    notice = parse_capacity_notice(raw)
-    assert notice.kind is kind and notice.event_id == raw["id"]
-    if kind is CapacityKind.LAUNCH_FAILED:
-        assert notice.asg_name == raw["detail"]["AutoScalingGroupName"] and notice.instance_id is None
-
-
-def test_launch_event_with_a_bad_instance_id_is_malformed() -> None:
-    raw = json.loads((EVENTS / "autoscaling-launch-successful.json").read_text())
-    raw["detail"]["EC2InstanceId"] = "not-an-instance"
-    with pytest.raises(MalformedEventError, match="EC2InstanceId"):
-        parse_capacity_notice(raw)
 
 
 def test_ledger_round_trips_through_json() -> None:

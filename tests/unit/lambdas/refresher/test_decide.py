@@ -7,16 +7,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from core.exceptions import InvalidRequestError, MalformedEventError, UnsupportedEventError
 from core.kops import Role
 from core.model import NodeRecord
 from core.runs import GroupSurge, Run, RunOptions, RunStatus, RunStep, Selection, StepState
 from core.settings import RefresherSettings
 from lambdas.refresher.decide import advance
 from lambdas.refresher.plan import SaveRun, SendCommand, SetCapacity, TerminateInstance
-from lambdas.refresher.request import parse_request
 from lambdas.refresher.select import format_table, select
-from lambdas.refresher.triggers import TriggerKind, parse_trigger
 from lambdas.refresher.world import GroupFacts, InstanceFacts, World
 
 T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
@@ -144,30 +141,3 @@ def test_selection_skips_instances_on_the_current_template_and_orders_masters_fi
     assert "NEEDS-UPDATE" in format_table(forced.rows) and forced.refusal is None
     not_ready = World(groups=w.groups, nodes={OTHER: node(OTHER, ready=False)})
     assert "masters not all Ready" in (select(RunOptions(), not_ready, T0, 1).refusal or "")
-
-
-@pytest.mark.parametrize(
-    "payload",
-    [
-        None,
-        [],
-        {"action": "refresh"},
-        {"cluster": "c", "max_age": "7 days"},
-        {"cluster": "c", "all": True, "max_age": "1d"},
-        {"cluster": "c", "x": 1},
-    ],
-)
-def test_invalid_requests_are_refused_with_their_fields(payload: object) -> None:
-    with pytest.raises(InvalidRequestError) as err:
-        parse_request(payload)
-    assert err.value.errors
-
-
-def test_triggers() -> None:
-    assert parse_trigger({"trigger": "tick"}).kind is TriggerKind.TICK
-    assert parse_trigger({"trigger": "schedule"}).kind is TriggerKind.SCHEDULE
-    assert parse_trigger({"cluster": "c", "max_age": "168h"}).request.max_age == "168h"  # type: ignore[union-attr]
-    with pytest.raises(UnsupportedEventError):
-        parse_trigger({"source": "aws.ec2", "detail-type": "EC2 Spot Instance Interruption Warning"})
-    with pytest.raises(MalformedEventError):
-        parse_trigger({"source": "aws.autoscaling", "detail-type": "EC2 Instance Launch Successful", "id": "x"})

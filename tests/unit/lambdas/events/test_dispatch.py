@@ -1,4 +1,4 @@
-"""Parsing the AWS events of record (tests/events/) into InterruptionNotice, and rejecting the malformed ones."""
+"""Parsing the AWS events of record (tests/events/) into ``Event``, and rejecting the malformed ones."""
 
 from __future__ import annotations
 
@@ -10,9 +10,18 @@ from pathlib import Path
 import pytest
 
 from core.exceptions import MalformedEventError, UnsupportedEventError
-from lambdas.events import DISPATCH, InstanceAction, NoticeKind, parse_notice
+from lambdas.events.dispatch import DISPATCH, parse_event
+from lambdas.events.event import Event, EventKind, InstanceAction
+from lambdas.interruption.handler import KINDS as INTERRUPTION_KINDS
+from lambdas.refresher.handler import KINDS as REFRESHER_KINDS
+from lambdas.replenisher.handler import KINDS as REPLENISHER_KINDS
 
-EVENTS = Path(__file__).resolve().parents[2] / "events"
+EVENTS = Path(__file__).resolve().parents[3] / "events"
+NOW = datetime(2024, 3, 5, 10, 16, tzinfo=UTC)
+
+
+def parse_notice(raw: object) -> Event:
+    return parse_event(raw, INTERRUPTION_KINDS, NOW)
 
 
 def load(name: str) -> dict:
@@ -22,10 +31,10 @@ def load(name: str) -> dict:
 @pytest.mark.parametrize(
     ("name", "kind", "action"),
     [
-        ("spot-interruption-warning.json", NoticeKind.SPOT_INTERRUPTION, InstanceAction.TERMINATE),
-        ("spot-interruption-warning-stop.json", NoticeKind.SPOT_INTERRUPTION, InstanceAction.STOP),
-        ("spot-interruption-warning-hibernate.json", NoticeKind.SPOT_INTERRUPTION, InstanceAction.HIBERNATE),
-        ("rebalance-recommendation.json", NoticeKind.REBALANCE_RECOMMENDATION, None),
+        ("spot-interruption-warning.json", EventKind.SPOT_INTERRUPTION, InstanceAction.TERMINATE),
+        ("spot-interruption-warning-stop.json", EventKind.SPOT_INTERRUPTION, InstanceAction.STOP),
+        ("spot-interruption-warning-hibernate.json", EventKind.SPOT_INTERRUPTION, InstanceAction.HIBERNATE),
+        ("rebalance-recommendation.json", EventKind.REBALANCE_RECOMMENDATION, None),
     ],
 )
 def test_documented_events_become_notices(name, kind, action):
@@ -128,3 +137,62 @@ def test_replayed_event_parses():
     raw = load("spot-interruption-warning.json")
     raw["replay-name"] = "archive-replay"
     assert parse_notice(raw).event_id == raw["id"]
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("autoscaling-launch-unsuccessful.json", EventKind.LAUNCH_FAILED),
+        ("autoscaling-launch-successful.json", EventKind.LAUNCH_SUCCEEDED),
+        ("scheduled-tick.json", EventKind.TICK),
+        ("agent-drain-succeeded.json", EventKind.DRAIN_FINISHED),
+    ],
+)
+def test_replenisher_fixtures_of_record_parse(name: str, kind: EventKind) -> None:
+    raw = load(name)
+    assert set(raw) == {"version", "id", "detail-type", "source", "account", "time", "region", "resources", "detail"}
+    event = parse_event(raw, REPLENISHER_KINDS, NOW)
+    assert event.kind is kind and event.event_id == raw["id"]
+    if kind is EventKind.LAUNCH_FAILED:
+        assert event.asg_name == raw["detail"]["AutoScalingGroupName"] and event.instance_id is None
+
+
+def test_launch_event_with_a_bad_instance_id_is_malformed() -> None:
+    raw = load("autoscaling-launch-successful.json")
+    raw["detail"]["EC2InstanceId"] = "not-an-instance"
+    with pytest.raises(MalformedEventError, match="EC2InstanceId"):
+        parse_event(raw, REPLENISHER_KINDS, NOW)
+
+
+@pytest.mark.parametrize(
+    ("name", "kinds"),
+    [
+        ("autoscaling-launch-unsuccessful.json", INTERRUPTION_KINDS),
+        ("spot-interruption-warning.json", REPLENISHER_KINDS),
+        ("autoscaling-launch-unsuccessful.json", REFRESHER_KINDS),
+        ("lifecycle-terminate-action.json", REFRESHER_KINDS),
+    ],
+)
+def test_each_lambda_refuses_the_kinds_it_does_not_accept(name: str, kinds: frozenset[EventKind]) -> None:
+    with pytest.raises(UnsupportedEventError):
+        parse_event(load(name), kinds, NOW)
+
+
+@pytest.mark.parametrize("raw", [{"trigger": "tick"}, {"action": "status", "cluster": "c"}, {"action": "x"}])
+def test_direct_invocations_are_unsupported_where_not_accepted(raw: dict) -> None:
+    with pytest.raises(UnsupportedEventError):
+        parse_event(raw, REPLENISHER_KINDS, NOW)
+    with pytest.raises(UnsupportedEventError):
+        parse_event(raw, INTERRUPTION_KINDS, NOW)
+
+
+def test_agent_result_and_launch_carry_what_the_refresher_reads() -> None:
+    result = parse_event(load("agent-drain-succeeded.json"), REFRESHER_KINDS, NOW)
+    raw = load("agent-drain-succeeded.json")
+    assert (result.kind, result.cluster, result.command_id) == (
+        EventKind.DRAIN_FINISHED,
+        raw["detail"]["cluster"],
+        raw["detail"]["command_id"],
+    )
+    launch = parse_event(load("autoscaling-launch-successful.json"), REFRESHER_KINDS, NOW)
+    assert launch.describe() == "launch of i-0b1c2d3e4f5a60719 in nodes-us-east-1a.demo.k8s.local"

@@ -1,7 +1,6 @@
-"""Auto Scaling launch events and the replenisher's scheduled tick.
+"""EC2 Instance Launch Unsuccessful: an Auto Scaling group tried to launch and could not (no Spot capacity in the
+AZ, a price, a quota). Auto Scaling retries every few seconds and each attempt is one event.
 
-"EC2 Instance Launch Unsuccessful" (source ``aws.autoscaling``): an ASG tried to launch and could not (no Spot
-capacity in the AZ, a price, a quota). Auto Scaling retries every few seconds and each attempt is one event.
 Example (shape from "Amazon EC2 Auto Scaling event reference", EC2 Auto Scaling User Guide; fixture of record
 ``tests/events/autoscaling-launch-unsuccessful.json``)::
 
@@ -13,7 +12,9 @@ Example (shape from "Amazon EC2 Auto Scaling event reference", EC2 Auto Scaling 
         "account": "123456789012",
         "time": "2024-03-05T10:15:30Z",
         "region": "us-east-1",
-        "resources": ["arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:...:autoScalingGroupName/nodes-us-east-1a.demo.k8s.local"],
+        "resources": [
+            "arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:...:autoScalingGroupName/nodes-us-east-1a..."
+        ],
         "detail": {
             "StatusCode": "Failed",
             "AutoScalingGroupName": "nodes-us-east-1a.demo.k8s.local",
@@ -22,16 +23,13 @@ Example (shape from "Amazon EC2 Auto Scaling event reference", EC2 Auto Scaling 
             "StatusMessage": "There is no Spot capacity available that matches your request.",
             "StartTime": "2024-03-05T10:15:29.113Z", "EndTime": "2024-03-05T10:15:30.002Z",
             "EC2InstanceId": "",
-            "Cause": "At 2024-03-05T10:15:28Z an instance was started in response to a difference between desired and actual capacity, increasing the capacity from 2 to 3.",
+            "Cause": "At 2024-03-05T10:15:28Z an instance was started in response to a difference between desired
+                      and actual capacity, increasing the capacity from 2 to 3.",
             "Origin": "EC2", "Destination": "AutoScalingGroup"
         }
     }
 
-"EC2 Instance Launch Successful" has the same ``detail`` with ``StatusCode`` ``InProgress``, no ``StatusMessage``,
-and the new instance in ``EC2InstanceId`` (fixture ``tests/events/autoscaling-launch-successful.json``).
-
-"Scheduled Event" (source ``aws.events``): what a rule with a schedule expression sends; ``detail`` is ``{}`` and
-``resources`` holds the rule's ARN (fixture ``tests/events/scheduled-tick.json``).
+``LaunchDetail`` is also the ``detail`` of "EC2 Instance Launch Successful" (``launch_successful``).
 """
 
 from __future__ import annotations
@@ -42,13 +40,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.model import INSTANCE_ID_RE
 from lambdas.events.base import AwsEventModel
-from lambdas.events.notice import CapacityKind, CapacityNotice
+from lambdas.events.event import Event, EventKind
 
 SOURCE = "aws.autoscaling"
-LAUNCH_UNSUCCESSFUL = "EC2 Instance Launch Unsuccessful"
-LAUNCH_SUCCESSFUL = "EC2 Instance Launch Successful"
-SCHEDULE_SOURCE = "aws.events"
-SCHEDULED_EVENT = "Scheduled Event"
+DETAIL_TYPE = "EC2 Instance Launch Unsuccessful"
 
 
 class LaunchDetail(BaseModel):
@@ -74,46 +69,25 @@ class LaunchDetail(BaseModel):
 
 
 class LaunchUnsuccessful(AwsEventModel):
+    """The whole event (EventBridge envelope with a typed ``detail``)."""
+
     detail: LaunchDetail
 
 
-class LaunchSuccessful(AwsEventModel):
-    detail: LaunchDetail
-
-
-class ScheduledEvent(AwsEventModel):
-    detail: dict[str, Any] = Field(default_factory=dict)
-
-
-def _launch_notice(event: LaunchUnsuccessful | LaunchSuccessful, kind: CapacityKind) -> CapacityNotice:
-    return CapacityNotice(
+def launch_event(event: AwsEventModel, detail: LaunchDetail, kind: EventKind) -> Event:
+    """A launch event (either outcome) as an ``Event`` of ``kind``."""
+    return Event(
         kind=kind,
         event_id=event.id,
         event_time=event.time,
-        asg_name=event.detail.asg_name,
-        instance_id=event.detail.instance_id or None,
-        status_message=event.detail.status_message,
+        asg_name=detail.asg_name,
+        instance_id=detail.instance_id or None,
+        status_message=detail.status_message,
         source=event.source,
         detail_type=event.detail_type,
     )
 
 
-def unsuccessful_to_notice(event: LaunchUnsuccessful) -> CapacityNotice:
-    """The failure as a ``CapacityNotice`` of kind ``launch_failed``."""
-    return _launch_notice(event, CapacityKind.LAUNCH_FAILED)
-
-
-def successful_to_notice(event: LaunchSuccessful) -> CapacityNotice:
-    """The launch as a ``CapacityNotice`` of kind ``launch_succeeded``."""
-    return _launch_notice(event, CapacityKind.LAUNCH_SUCCEEDED)
-
-
-def tick_to_notice(event: ScheduledEvent) -> CapacityNotice:
-    """The schedule's event as a ``CapacityNotice`` of kind ``tick``."""
-    return CapacityNotice(
-        kind=CapacityKind.TICK,
-        event_id=event.id,
-        event_time=event.time,
-        source=event.source,
-        detail_type=event.detail_type,
-    )
+def to_event(event: LaunchUnsuccessful) -> Event:
+    """The failure as an ``Event`` of kind ``launch_failed``."""
+    return launch_event(event, event.detail, EventKind.LAUNCH_FAILED)

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from core.exceptions import EventTimeInFutureError, MalformedEventError
-from lambdas.events import parse_notice
-from lambdas.events.dispatch import parse_capacity_notice
-from lambdas.events.notice import check_not_future
+from lambdas.events.dispatch import parse_event
+from lambdas.events.event import check_not_future
+from lambdas.interruption.handler import KINDS as INTERRUPTION_KINDS
+from lambdas.replenisher.handler import KINDS as REPLENISHER_KINDS
 
-EVENTS = Path(__file__).resolve().parents[2] / "events"
+EVENTS = Path(__file__).resolve().parents[3] / "events"
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
@@ -25,12 +26,15 @@ def _event(name: str, time: str) -> dict:
 
 @pytest.mark.parametrize("time", ["9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00+01:00"])
 @pytest.mark.parametrize(
-    "parse, name",
-    [(parse_notice, "spot-interruption-warning.json"), (parse_capacity_notice, "autoscaling-launch-unsuccessful.json")],
+    "kinds, name",
+    [
+        (INTERRUPTION_KINDS, "spot-interruption-warning.json"),
+        (REPLENISHER_KINDS, "autoscaling-launch-unsuccessful.json"),
+    ],
 )
-def test_times_outside_utc_are_malformed_not_overflow(parse, name, time):
+def test_times_outside_utc_are_malformed_not_overflow(kinds, name, time):
     with pytest.raises(MalformedEventError):
-        parse(_event(name, time))
+        parse_event(_event(name, time), kinds, NOW)
 
 
 @pytest.mark.parametrize(
@@ -43,7 +47,7 @@ def test_times_outside_utc_are_malformed_not_overflow(parse, name, time):
     ],
 )
 def test_future_events_are_refused(time, future):
-    notice = parse_notice(_event("spot-interruption-warning.json", time))
+    notice = parse_event(_event("spot-interruption-warning.json", time), INTERRUPTION_KINDS, NOW)
     if future:
         with pytest.raises(EventTimeInFutureError) as info:
             check_not_future(notice.event_time, NOW)

@@ -1,4 +1,12 @@
-"""Manual requests to the refresher: the ``aws lambda invoke`` payloads (also what the CLI sends).
+"""Direct invocations of the refresher (no EventBridge envelope, no ``source``): the rules' constant inputs and
+the manual requests.
+
+The refresher's two rules send a constant input (infra/refresher.py), exactly one key::
+
+    {"trigger": "schedule"}     # the weekly schedule: start a run with the settings' defaults  -> kind ``schedule``
+    {"trigger": "tick"}         # the periodic tick: advance the active run                      -> kind ``tick``
+
+Manual requests are the ``aws lambda invoke`` payloads (also what the CLI sends) -> kind ``request``.
 
 Start a refresh (every field but ``cluster`` optional; defaults from ``RefresherSettings``)::
 
@@ -18,11 +26,13 @@ Anything else is refused with ``InvalidRequestError`` naming each field at fault
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from enum import Enum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from core.exceptions import InvalidRequestError
+from core.exceptions import InvalidRequestError, MalformedEventError
 from core.runs import DrainTimeoutPolicy
 from core.settings import parse_duration
 
@@ -86,7 +96,11 @@ class CancelRequest(BaseModel):
 
 
 Request = RefreshRequest | StatusRequest | CancelRequest
-_MODELS: dict[str, type[BaseModel]] = {"refresh": RefreshRequest, "status": StatusRequest, "cancel": CancelRequest}
+_MODELS: dict[str, type[RefreshRequest] | type[StatusRequest] | type[CancelRequest]] = {
+    "refresh": RefreshRequest,
+    "status": StatusRequest,
+    "cancel": CancelRequest,
+}
 
 
 def parse_request(payload: Any) -> Request:
@@ -107,7 +121,35 @@ def parse_request(payload: Any) -> Request:
             f"unknown action {action!r}; use one of {sorted(_MODELS)}", [f"action: unknown {action!r}"]
         )
     try:
-        return model.model_validate(payload)  # type: ignore[return-value]
+        request: Request = model.model_validate(payload)
     except ValidationError as err:
         errors = [f"{'.'.join(str(p) for p in e['loc']) or 'request'}: {e['msg']}" for e in err.errors()]
         raise InvalidRequestError(f"invalid {action} request: {'; '.join(errors)}", errors) from err
+    return request
+
+
+class Marker(str, Enum):
+    """A rule's constant input ``{"trigger": <marker>}``."""
+
+    SCHEDULE = "schedule"
+    TICK = "tick"
+
+
+def read_direct(payload: Mapping[str, Any]) -> Marker | Request:
+    """Read a direct invocation (an object without ``source``): a rule's constant input or a manual request.
+
+    Raises:
+        MalformedEventError: ``trigger`` with another key beside it, or an unknown ``trigger``.
+        InvalidRequestError: a manual request that does not validate (see ``parse_request``).
+    """
+    marker = payload.get("trigger")
+    if marker is not None and set(payload) != {"trigger"}:
+        # The rules send exactly {"trigger": ...}; anything beside it is a hand-made payload gone wrong
+        # (e.g. {"trigger": "schedule", "dry_run": true} would otherwise start a real run).
+        extra = sorted(str(k) for k in payload if k != "trigger")
+        raise MalformedEventError(f"unexpected keys beside 'trigger': {', '.join(extra)[:200]}")
+    if marker is None:
+        return parse_request(dict(payload))
+    if marker in (Marker.SCHEDULE.value, Marker.TICK.value):
+        return Marker(marker)
+    raise MalformedEventError(f"unknown trigger {marker!r} (expected 'schedule' or 'tick')")
