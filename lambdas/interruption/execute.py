@@ -30,6 +30,7 @@ from core.lifecycle import (
 from core.model import CommandStatus
 from core.store import Store
 from lambdas.common.execute import apply_in_order
+from lambdas.common.telemetry import Telemetry
 from lambdas.interruption.aws import InterruptionAws
 from lambdas.interruption.decide import DETACH_DONE, Plan
 from lambdas.interruption.plan import (
@@ -50,7 +51,6 @@ from lambdas.interruption.plan import (
 )
 
 CLAIMER = "interruption-lambda"
-from lambdas.interruption.telemetry import Telemetry
 
 
 @dataclass(frozen=True)

@@ -36,18 +36,18 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
-from core.exceptions import MalformedEventError, RetryableError, StoreUnavailableError
+from core.exceptions import RetryableError, StoreUnavailableError
 from core.lifecycle import commands_for_instance, get_hook
 from core.model import NodeRecord, utcnow
 from core.settings import InterruptionSettings
 from core.store import Store
-from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, rejected, session_clients
-from lambdas.events.dispatch import parse_event
-from lambdas.events.event import Event, EventKind, check_not_future
+from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, session_clients
+from lambdas.common.prologue import admit, invocation
+from lambdas.common.telemetry import Telemetry
+from lambdas.events.event import Event, EventKind
 from lambdas.interruption.aws import InterruptionAws
 from lambdas.interruption.decide import command_id_for, decide
 from lambdas.interruption.execute import Effects, execute
-from lambdas.interruption.telemetry import Telemetry
 from lambdas.interruption.world import InstanceFacts, World
 
 # Powertools Logger: JSON lines with the Lambda context and correlation id (= the event id). Its service name comes
@@ -230,15 +230,10 @@ def handle(event: Any, deps: Deps, now: datetime | None = None) -> dict[str, Any
     """
     now = now or utcnow()
     telemetry = deps.telemetry
-    telemetry.count("EventsReceived")
-    try:
-        try:
-            notice = parse_event(event, KINDS, now)
-            check_not_future(notice.event_time, now)
-        except MalformedEventError as err:
-            return rejected(err, logger, telemetry, "EventsRejected")
-        logger.set_correlation_id(notice.event_id)
-        logger.append_keys(instance_id=notice.instance, notice_kind=notice.kind.value)
+    with invocation(logger, telemetry, "EventsReceived"):
+        notice = admit(event, KINDS, now, logger, telemetry, "EventsRejected")
+        if not isinstance(notice, Event):
+            return notice
         try:
             response: dict[str, Any] = deps.process(event=dict(event), notice=notice, deps=deps, now=now)
         except IdempotencyAlreadyInProgressError as err:
@@ -249,9 +244,6 @@ def handle(event: Any, deps: Deps, now: datetime | None = None) -> dict[str, Any
             telemetry.count("EventsReplayed")
             logger.info(f"duplicate event {notice.event_id}: answered from the idempotency record")
         return response
-    finally:
-        logger.remove_keys(["instance_id", "notice_kind"])
-        telemetry.flush()
 
 
 # The execution environment's ``Deps``, built on first use (settings read then, never at import).

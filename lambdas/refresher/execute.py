@@ -19,6 +19,7 @@ from core.runs import LOCK_OPERATION, RunStore
 from core.store import Store
 from lambdas.common.aws import record_and_send
 from lambdas.common.execute import apply_in_order
+from lambdas.common.telemetry import Telemetry
 from lambdas.refresher.aws import RefresherAws
 from lambdas.refresher.plan import (
     EFFECTS,
@@ -33,7 +34,6 @@ from lambdas.refresher.plan import (
     SetCapacity,
     TerminateInstance,
 )
-from lambdas.refresher.telemetry import RefresherTelemetry
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Effects:
     runs: RunStore
     lock: LeaseLock
     aws: RefresherAws
-    telemetry: RefresherTelemetry
+    telemetry: Telemetry
     logger: Any
     ttl_seconds: int
 

@@ -36,7 +36,7 @@ import boto3
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from core.exceptions import InvalidRequestError, LockHeldError, MalformedEventError, RunConflictError
+from core.exceptions import LockHeldError, RunConflictError
 from core.lock import Lease, LeaseLock
 from core.model import utcnow
 from core.runs import (
@@ -52,8 +52,9 @@ from core.runs import (
 )
 from core.settings import RefresherSettings, parse_duration
 from core.store import Store
-from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, rejected, session_clients
-from lambdas.events.dispatch import parse_event
+from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, session_clients
+from lambdas.common.prologue import admit, invocation
+from lambdas.common.telemetry import Telemetry
 from lambdas.events.event import Event, EventKind
 from lambdas.events.request import CancelRequest, RefreshRequest, StatusRequest
 from lambdas.refresher.aws import RefresherAws
@@ -61,7 +62,6 @@ from lambdas.refresher.decide import advance as decide_next
 from lambdas.refresher.execute import Effects, execute
 from lambdas.refresher.plan import AcquireLock, CreateRun
 from lambdas.refresher.select import format_table, select
-from lambdas.refresher.telemetry import RefresherTelemetry
 from lambdas.refresher.world import World
 
 logger = lambda_logger()
@@ -85,7 +85,7 @@ class Deps:
     settings: RefresherSettings
     store: Store
     aws: RefresherAws
-    telemetry: RefresherTelemetry
+    telemetry: Telemetry
     clock: Callable[[], datetime] = utcnow
     sleep: Callable[[float], None] = time.sleep
     runs: RunStore = field(init=False)
@@ -113,7 +113,7 @@ class Deps:
             settings=settings,
             store=Store(dynamodb.Table(settings.table_name), settings.cluster_name),
             aws=RefresherAws(autoscaling, ec2, sqs, settings.queue_url),
-            telemetry=RefresherTelemetry(metrics),
+            telemetry=Telemetry(metrics),
             **kwargs,
         )
 
@@ -460,18 +460,11 @@ def handle(event: Any, deps: Deps, context: LambdaContext | None = None) -> dict
         AwsRequestError: AWS refused a call for a reason retrying will not fix (e.g. a missing permission).
     """
     telemetry = deps.telemetry
-    telemetry.count("InvocationsReceived")
-    try:
-        try:
-            trigger = parse_event(event, KINDS, deps.clock())
-        except InvalidRequestError as err:
-            logger.warning(f"request rejected: {err}", extra={"reason": err.reason, "errors": err.errors})
-            telemetry.count_by("RequestsRejected", "reason", err.reason)
-            return {"status": "rejected", "reason": err.reason, "error": str(err), "errors": err.errors}
-        except MalformedEventError as err:
-            return rejected(err, logger, telemetry, "RequestsRejected")
-        if trigger.event_id:
-            logger.set_correlation_id(trigger.event_id)
+    with invocation(logger, telemetry, "InvocationsReceived"):
+        # the refresher never refused events from the future: its decisions read the clock, not the event's time
+        trigger = admit(event, KINDS, deps.clock(), logger, telemetry, "RequestsRejected", reject_future=False)
+        if not isinstance(trigger, Event):
+            return trigger
         logger.info(f"invoked by {trigger.describe()}", extra={"trigger": trigger.kind.value})
         response = dispatch(trigger, deps, _budget(deps, context))
         logger.info(
@@ -479,8 +472,6 @@ def handle(event: Any, deps: Deps, context: LambdaContext | None = None) -> dict
             extra={"status": response["status"], "run": (response.get("run") or {}).get("run_id")},
         )
         return response
-    finally:
-        telemetry.flush()
 
 
 # The execution environment's ``Deps``, built on first use (settings read then, never at import).

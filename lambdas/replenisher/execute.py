@@ -17,7 +17,7 @@ from core import ledger as ledger_store
 from core.store import Store
 from lambdas.common.aws import record_and_send
 from lambdas.common.execute import apply_in_order
-from lambdas.interruption.telemetry import Telemetry
+from lambdas.common.telemetry import Telemetry
 from lambdas.replenisher.aws import ReplenisherAws
 from lambdas.replenisher.decide import Plan
 from lambdas.replenisher.plan import EFFECTS, Action, Note, SendDrain, SetCapacity, Terminate, WriteLedger

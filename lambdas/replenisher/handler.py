@@ -37,16 +37,16 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from core import ledger as ledger_store
-from core.exceptions import LockHeldError, MalformedEventError
+from core.exceptions import LockHeldError
 from core.kops import managed_group
 from core.lock import LOCK_SK, LeaseLock
 from core.model import NodeRecord, utcnow
 from core.settings import ReplenisherSettings
 from core.store import Store
-from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, rejected, session_clients
-from lambdas.events.dispatch import parse_event
-from lambdas.events.event import Event, EventKind, check_not_future
-from lambdas.interruption.telemetry import Telemetry
+from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, session_clients
+from lambdas.common.prologue import admit, invocation
+from lambdas.common.telemetry import Telemetry
+from lambdas.events.event import Event, EventKind
 from lambdas.replenisher.aws import ReplenisherAws
 from lambdas.replenisher.decide import OWN_COMMAND_PREFIXES, decide, runs_text
 from lambdas.replenisher.execute import Effects, execute
@@ -266,17 +266,11 @@ def handle(event: Any, deps: Deps, now: datetime | None = None, request_id: str 
     """
     now = now or utcnow()
     telemetry = deps.telemetry
-    telemetry.count("EventsReceived")
-    try:
-        try:
-            notice = parse_event(event, KINDS, now)
-            check_not_future(notice.event_time, now)
-        except MalformedEventError as err:
-            return rejected(err, logger, telemetry, "EventsRejected")
-        logger.set_correlation_id(notice.event_id)
+    with invocation(logger, telemetry, "EventsReceived"):
+        notice = admit(event, KINDS, now, logger, telemetry, "EventsRejected")
+        if not isinstance(notice, Event):
+            return notice
         return process(notice, deps, now, request_id or str(uuid.uuid4()))
-    finally:
-        telemetry.flush()
 
 
 # The execution environment's ``Deps``, built on first use (settings read then, never at import).

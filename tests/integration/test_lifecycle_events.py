@@ -22,7 +22,7 @@ from lambdas.interruption.decide import Plan
 from lambdas.interruption.execute import Effects, execute
 from lambdas.interruption.handler import Deps, handle
 from lambdas.interruption.plan import AwaitDrain, RecordHook
-from lambdas.interruption.telemetry import Telemetry
+from lambdas.common.telemetry import Telemetry
 from tests.integration.test_interruption_handler import CLUSTER, EVENTS, NODES, T0, World, member, world  # noqa: F401
 
 pytestmark = pytest.mark.filterwarnings("ignore:Couldn't determine the remaining time left")

@@ -24,7 +24,7 @@ from lambdas.interruption.plan import (
     RecordDetach,
     SendCommand,
 )
-from lambdas.interruption.telemetry import Telemetry
+from lambdas.common.telemetry import Telemetry
 
 REGION = "us-east-1"
 AMI = "ami-0123456789abcdef0"

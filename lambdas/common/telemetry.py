@@ -1,14 +1,28 @@
-"""Counting for the interruption Lambda: CloudWatch metrics in Embedded Metric Format through Powertools Metrics.
+"""The Lambdas' metrics: CloudWatch metrics in Embedded Metric Format through Powertools Metrics (namespace
+``POWERTOOLS_METRICS_NAMESPACE``, default dimensions ``service`` and ``cluster``). Unit Count unless said.
 
-Metrics (unit Count, namespace ``POWERTOOLS_METRICS_NAMESPACE``, default dimensions ``service`` and ``cluster``):
+Every Lambda (``lambdas.common.prologue``):
 
-- ``EventsReceived``: every invocation.
-- ``EventsRejected`` with dimension ``reason`` (``malformed``, ``unsupported_event``): events not of the
-  documented shape.
+- ``EventsReceived`` (interruption, replenisher) / ``InvocationsReceived`` (refresher): every invocation.
+- ``EventsRejected`` / ``RequestsRejected`` with dimension ``reason`` (``malformed``, ``unsupported_event``,
+  ``time_in_future``, ``invalid_request``): inputs not of the documented shape.
+
+The interruption Lambda:
+
 - ``EventsIgnored`` with dimension ``reason`` (``plan.IgnoreReason``): acknowledged without a command.
 - ``EventsReplayed``: duplicates answered from the idempotency record.
 - ``CommandsQueued``: SQS messages sent (re-sends included).
 - ``InstancesDetached``: early replacements started.
+
+The refresher:
+
+- ``RunsStarted``, ``NodesReplaced``, ``RunDuration`` (Seconds, when a run ends), ``RunFailures`` (runs paused by a
+  drain that failed or timed out), ``RunsCancelled``.
+
+The replenisher:
+
+- ``CapacityChanges``, ``CommandsQueued``, ``InstancesTerminated``.
+- ``Skipped`` with dimension ``reason`` (``plan.Reason``, ``unreadable_item``): what a plan noted and left alone.
 """
 
 from __future__ import annotations
@@ -43,6 +57,10 @@ class Telemetry:
             default_dimensions=dict(self.metrics.default_dimensions),
         ) as metric:
             metric.add_dimension(name=dimension, value=value)
+
+    def seconds(self, name: str, value: float) -> None:
+        """Add a duration in seconds to the metric ``name``."""
+        self.metrics.add_metric(name=name, unit=MetricUnit.Seconds, value=value)
 
     def flush(self) -> None:
         """Publish the metrics added since the last flush (nothing when there are none)."""
