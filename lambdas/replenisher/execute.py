@@ -19,7 +19,7 @@ from lambdas.common.aws import record_and_send
 from lambdas.common.execute import apply_in_order
 from lambdas.common.telemetry import Telemetry
 from lambdas.replenisher.aws import ReplenisherAws
-from lambdas.replenisher.decide import Plan
+from lambdas.replenisher.decide.builder import Plan
 from lambdas.replenisher.plan import EFFECTS, Action, Note, SendDrain, SetCapacity, Terminate, WriteLedger
 
 

@@ -48,7 +48,9 @@ from lambdas.common.prologue import admit, invocation
 from lambdas.common.telemetry import Telemetry
 from lambdas.events.event import Event, EventKind
 from lambdas.replenisher.aws import ReplenisherAws
-from lambdas.replenisher.decide import OWN_COMMAND_PREFIXES, decide, runs_text
+from lambdas.replenisher.decide import decide
+from lambdas.replenisher.decide.builder import OWN_COMMAND_PREFIXES
+from lambdas.replenisher.decide.cleanup import runs_text
 from lambdas.replenisher.execute import Effects, execute
 from lambdas.replenisher.plan import Action
 from lambdas.replenisher.world import IN_SERVICE, Group, Instance, World, instance_ids_in, run_active

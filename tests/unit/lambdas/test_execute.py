@@ -12,6 +12,7 @@ from moto import mock_aws
 from core.model import Command
 from core.schema import state_table
 from core.store import Store
+from lambdas.common.telemetry import Telemetry
 from lambdas.interruption.aws import InterruptionAws
 from lambdas.interruption.decide import Plan
 from lambdas.interruption.execute import Effects, execute
@@ -24,7 +25,6 @@ from lambdas.interruption.plan import (
     RecordDetach,
     SendCommand,
 )
-from lambdas.common.telemetry import Telemetry
 
 REGION = "us-east-1"
 AMI = "ami-0123456789abcdef0"

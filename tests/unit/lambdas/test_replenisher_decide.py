@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from core.exceptions import MalformedEventError
 from core.kops import ManagedGroup, Role
 from core.ledger import Backoff, Ledger
 from core.model import NodeRecord
 from core.settings import ReplenisherSettings
 from lambdas.events.event import Event, EventKind
-from lambdas.replenisher.decide import decide, record_failure
+from lambdas.replenisher.decide import decide
+from lambdas.replenisher.decide.backoff import record_failure
 from lambdas.replenisher.plan import Note, Operation, Reason, SetCapacity, Terminate, WriteLedger
 from lambdas.replenisher.world import Group, Instance, World, instance_ids_in
 
@@ -122,7 +122,7 @@ def test_unregistered_instance_past_provision_time_terminated_without_decrement(
 def test_backoff_window_grows_and_resets() -> None:
     b = record_failure(Backoff(), T0, SETTINGS)
     assert b.in_backoff(T0 + timedelta(minutes=4)) and not b.in_backoff(T0 + timedelta(minutes=6))
-    for k in range(5):  # fails again each time right after the window ended
+    for _ in range(5):  # fails again each time right after the window ended
         b = record_failure(b, b.until + timedelta(seconds=1), SETTINGS)
     assert b.window_seconds == SETTINGS.backoff_max_seconds
     assert record_failure(b, b.last_failure_at - timedelta(minutes=1), SETTINGS) == b  # a late event changes nothing

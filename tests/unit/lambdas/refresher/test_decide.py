@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from core.kops import Role
 from core.model import NodeRecord
 from core.runs import GroupSurge, Run, RunOptions, RunStatus, RunStep, Selection, StepState
