@@ -41,6 +41,7 @@ from core.exceptions import LockHeldError
 from core.kops import managed_group
 from core.lock import LOCK_SK, LeaseLock
 from core.model import NodeRecord, utcnow
+from core.runs import Run
 from core.settings import ReplenisherSettings
 from core.store import Store
 from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, session_clients
@@ -50,10 +51,10 @@ from lambdas.events.event import Event, EventKind
 from lambdas.replenisher.aws import ReplenisherAws
 from lambdas.replenisher.decide import decide
 from lambdas.replenisher.decide.builder import OWN_COMMAND_PREFIXES
-from lambdas.replenisher.decide.cleanup import runs_text
+from lambdas.replenisher.decide.cleanup import run_instances
 from lambdas.replenisher.execute import Effects, execute
 from lambdas.replenisher.plan import Action
-from lambdas.replenisher.world import IN_SERVICE, Group, Instance, World, instance_ids_in, run_active
+from lambdas.replenisher.world import IN_SERVICE, Group, Instance, World, run_active
 
 logger = lambda_logger()
 
@@ -119,7 +120,8 @@ def gather(deps: Deps, now: datetime) -> World:
     nodes: dict[str, NodeRecord] = {}
     commands = {}
     protected: set[str] = set()
-    runs = []
+    runs: list[Run] = []
+    runs_unreadable = False
     lock = None
     for item in deps.store.query_partition(consistent=True):
         sk = str(item.get("sk", ""))
@@ -137,8 +139,13 @@ def gather(deps: Deps, now: datetime) -> World:
                 commands[sk[4:]] = item
             elif sk.startswith("RUN#"):
                 if run_active(item):
-                    runs.append(item)
-                    protected |= instance_ids_in(item)
+                    try:
+                        run = Run.model_validate(item)
+                    except ValidationError:
+                        runs_unreadable = True
+                        raise
+                    runs.append(run)
+                    protected |= run_instances(run)
             elif sk.startswith("DETACH#"):
                 protected.add(sk[7:])
         except ValidationError as err:
@@ -189,7 +196,8 @@ def gather(deps: Deps, now: datetime) -> World:
         nodes=nodes,
         commands=commands,
         protected=frozenset(protected),
-        active_runs=runs_text(runs),
+        active_runs=tuple(runs),
+        runs_unreadable=runs_unreadable,
         lock=lock,
     )
 

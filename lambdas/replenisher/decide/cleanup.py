@@ -3,15 +3,13 @@ without a registered node. Pure."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any
 
 from core.kops import Role
+from core.runs import Run
 from lambdas.replenisher.decide.builder import SURPLUS_PREFIX, Builder, drain_command, drain_done, send_if_needed
 from lambdas.replenisher.plan import Operation, Reason, Terminate
-from lambdas.replenisher.world import IN_SERVICE, Instance, run_active
+from lambdas.replenisher.world import IN_SERVICE, Instance
 
 ETCD_MEMBERS_PER_GROUP = 1  # kOps: one etcd member per control-plane instance group (master-<az>)
 
@@ -23,7 +21,12 @@ def cleanup(b: Builder) -> None:
     for led in b.ledgers.values():
         if led.compensation is not None:
             protected.update(g.instance_id for g in led.compensation.give_back.values())
-    run_groups = {name for name in world.groups for text in world.active_runs if name in text}
+    if world.runs_unreadable:
+        b.note(Reason.PROTECTED, "an active refresh run could not be read: no cleanup until it can")
+        return
+    run_groups = {g.name for run in world.active_runs for g in run.groups} | {
+        s.group for run in world.active_runs for s in run.steps
+    }
     for name in sorted(world.groups):
         group = world.groups[name]
         if group.role is not Role.CONTROL_PLANE or name in run_groups:
@@ -91,6 +94,13 @@ def cleanup(b: Builder) -> None:
             b.operations.add(Operation.SURPLUS_CLEANUP)
 
 
-def runs_text(items: Iterable[dict[str, Any]]) -> tuple[str, ...]:
-    """The active ``RUN#`` items as JSON text (how the cleanup finds the groups a run names)."""
-    return tuple(json.dumps(item, default=str, sort_keys=True) for item in items if run_active(item))
+def run_instances(run: Run) -> set[str]:
+    """The instances a refresh run names, never judged surplus while it is active: each step's old instance, its
+    spare and the group's instances when its surge started (``surge_baseline``)."""
+    ids: set[str] = set()
+    for step in run.steps:
+        ids.add(step.instance_id)
+        ids.update(step.surge_baseline)
+        if step.surge_instance_id:
+            ids.add(step.surge_instance_id)
+    return ids

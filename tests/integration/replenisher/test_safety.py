@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.lock import LeaseLock
+from core.runs import GroupSurge, Run, RunOptions, RunStep, StepState
 from lambdas.replenisher.plan import Terminate, WriteLedger
 from localworld.cluster import create_foreign_asg
 from localworld.eventbus import launch_event
@@ -60,7 +61,16 @@ def test_unregistered_capacity_of_a_refresh_run_or_replacement_is_never_surplus(
     spare = rig.group("us-east-1c")["Instances"][0]["InstanceId"]
     replacement = rig.group("us-east-1b")["Instances"][0]["InstanceId"]
     rig.report_membership(rig.at(16), skip={spare, replacement})
-    rig.deps.store.put("RUN#r1", {"status": "running", "steps": [{"spare": spare}]})
+    old = rig.group("us-east-1c")["Instances"][1]["InstanceId"]
+    surge = GroupSurge(name="refreshed", role="node", min_size=0, original_desired=2, original_max=4, raised=1)
+    step = RunStep(
+        index=0, group="refreshed", role="node", instance_id=old, state=StepState.SURGING, surge_instance_id=spare
+    )
+    at = rig.at(16)
+    run = Run(
+        run_id="r1", cluster="c", options=RunOptions(), groups=[surge], steps=[step], created_at=at, updated_at=at
+    )
+    rig.deps.store.put("RUN#r1", run.to_item())
     rig.deps.store.put(f"DETACH#{replacement}", {"state": "detached"})
     response = rig.tick(rig.at(16))
     assert response["operation"] is None

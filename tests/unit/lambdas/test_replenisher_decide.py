@@ -11,12 +11,14 @@ import pytest
 from core.kops import ManagedGroup, Role
 from core.ledger import Backoff, Ledger
 from core.model import NodeRecord
+from core.runs import GroupSurge, Run, RunOptions, RunStep, StepState
 from core.settings import ReplenisherSettings
 from lambdas.events.event import Event, EventKind
 from lambdas.replenisher.decide import decide
 from lambdas.replenisher.decide.backoff import record_failure
 from lambdas.replenisher.plan import Note, Operation, Reason, SetCapacity, Terminate, WriteLedger
-from lambdas.replenisher.world import Group, Instance, World, instance_ids_in
+from lambdas.replenisher.decide.cleanup import run_instances
+from lambdas.replenisher.world import Group, Instance, World
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
@@ -128,9 +130,40 @@ def test_backoff_window_grows_and_resets() -> None:
     assert record_failure(b, b.last_failure_at - timedelta(minutes=1), SETTINGS) == b  # a late event changes nothing
 
 
-def test_instance_ids_found_anywhere_in_a_run_item() -> None:
-    item = {"status": "running", "steps": [{"spare": "i-0123456789abcdef0"}, "old i-0aaaaaaaabbbbbbbb"]}
-    assert instance_ids_in(item) == {"i-0123456789abcdef0", "i-0aaaaaaaabbbbbbbb"}
+def _run(group_name: str, old: str, spare: str | None, baseline: list[str]) -> Run:
+    step = RunStep(
+        index=0,
+        group=group_name,
+        role="node",
+        instance_id=old,
+        state=StepState.DRAINING,
+        surge_instance_id=spare,
+        surge_baseline=baseline,
+    )
+    surge = GroupSurge(name=group_name, role="node", min_size=0, original_desired=2, original_max=4, raised=1)
+    return Run(
+        run_id="r1", cluster="c", options=RunOptions(), groups=[surge], steps=[step], created_at=T0, updated_at=T0
+    )
+
+
+def test_a_run_protects_its_old_instances_spares_and_baseline() -> None:
+    run = _run("b", "i-0aaaaaaaabbbbbbbb", "i-0123456789abcdef0", ["i-0aaaaaaaabbbbbbbb", "i-0cccccccccccccccc"])
+    assert run_instances(run) == {"i-0123456789abcdef0", "i-0aaaaaaaabbbbbbbb", "i-0cccccccccccccccc"}
+    assert run_instances(Run.model_validate(json.loads(json.dumps(run.to_item())))) == run_instances(run)
+
+
+def test_groups_of_an_active_run_are_not_cleaned_up_and_an_unreadable_run_stops_the_cleanup() -> None:
+    b = group("b", "az-b", 2, ids("b", 2))
+    stray = b.instances[0].instance_id
+    nodes = {k: v for k, v in nodes_for(b).items() if k != stray}
+    tick = Event(kind=EventKind.TICK, event_id="t", event_time=T0, source="aws.events", detail_type="Scheduled Event")
+    in_run = World(groups={"b": b}, nodes=nodes, active_runs=(_run("b", ids("b", 2)[1], None, []),))
+    assert not any(isinstance(x, Terminate) for x in decide(tick, T0, SETTINGS, in_run).actions)
+    other = World(groups={"b": b}, nodes=nodes, active_runs=(_run("other", "i-0dddddddddddddddd", None, []),))
+    assert any(isinstance(x, Terminate) for x in decide(tick, T0, SETTINGS, other).actions)
+    unreadable = decide(tick, T0, SETTINGS, World(groups={"b": b}, nodes=nodes, runs_unreadable=True))
+    assert not any(isinstance(x, Terminate) for x in unreadable.actions)
+    assert any(isinstance(x, Note) and x.reason is Reason.PROTECTED for x in unreadable.actions)
 
 
 def test_ledger_round_trips_through_json() -> None:
