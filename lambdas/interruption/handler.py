@@ -33,6 +33,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
     IdempotencyPersistenceLayerError,
 )
+from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
@@ -144,7 +145,7 @@ class Deps:
             self.idempotency[1].register_lambda_context(context)
 
 
-def _mark_replayed(response: Any, data_record: Any) -> Any:
+def _mark_replayed(response: Any, idempotent_data: DataRecord) -> Any:
     """Powertools response hook: a duplicate answered from the idempotency table says so."""
     if isinstance(response, dict):
         return {**response, "replayed": True}
@@ -166,8 +167,8 @@ def gather(notice: Event, deps: Deps) -> World:
             logger.warning("unreadable membership record ignored", extra={"error": str(err)})
     if notice.kind is EventKind.INSTANCE_STATE_CHANGE:
         # every instance of the account changes state: only members are looked at further (no AWS calls)
-        commands = tuple(commands_for_instance(deps.store, notice.instance)) if item is not None else ()
-        return World(instance=InstanceFacts(notice.instance), membership=membership, commands=commands)
+        members = tuple(commands_for_instance(deps.store, notice.instance)) if item is not None else ()
+        return World(instance=InstanceFacts(notice.instance), membership=membership, commands=members)
     detach = deps.store.get_detach(notice.instance)
     command = deps.store.get_command(command_id_for(notice))
     hook = None

@@ -26,7 +26,7 @@ Outcomes (the return value, logged):
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -202,7 +202,7 @@ def gather(deps: Deps, now: datetime) -> World:
     )
 
 
-def lock_free(lock: dict[str, Any] | None, now: datetime) -> bool:
+def lock_free(lock: Mapping[str, Any] | None, now: datetime) -> bool:
     """True when nobody holds a valid lease on the cluster lock (never taken, released, or expired)."""
     if not lock or not lock.get("holder"):
         return True
