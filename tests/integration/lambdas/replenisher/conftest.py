@@ -24,7 +24,7 @@ from localworld.eventbus import EventBus, launch_event, scheduled_event
 from localworld.faults import CapacityOutage
 from localworld.world import LocalWorld
 
-EVENTS = Path(__file__).resolve().parents[2] / "events"
+EVENTS = Path(__file__).resolve().parents[3] / "events"
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The replenisher's pure decision: world in, plan out (no AWS, no table)."""
+"""Rule 9, the cleanup: what a refresh run protects from it."""
 
 from __future__ import annotations
 
@@ -9,18 +9,16 @@ from pathlib import Path
 import pytest
 
 from core.kops import ManagedGroup, Role
-from core.ledger import Backoff, Ledger
 from core.model import NodeRecord
 from core.runs import GroupSurge, Run, RunOptions, RunStep, StepState
 from core.settings import ReplenisherSettings
 from lambdas.events.event import Event, EventKind
 from lambdas.replenisher.decide import decide
-from lambdas.replenisher.decide.backoff import record_failure
-from lambdas.replenisher.plan import Note, Operation, Reason, SetCapacity, Terminate, WriteLedger
 from lambdas.replenisher.decide.cleanup import run_instances
+from lambdas.replenisher.plan import Note, Reason, Terminate
 from lambdas.replenisher.world import Group, Instance, World
 
-EVENTS = Path(__file__).resolve().parents[2] / "events"
+EVENTS = Path(__file__).resolve().parents[3] / "events"
 T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
 SETTINGS = ReplenisherSettings(cluster_name="c.k8s.local", table_name="t", queue_url="q")
 
@@ -69,67 +67,6 @@ def nodes_for(*groups: Group) -> dict[str, NodeRecord]:
     }
 
 
-def test_failure_raises_siblings_evenly_intent_first() -> None:
-    a, b, c = group("a", "az-a", 3, ids("a", 1)), group("b", "az-b", 3, ids("b", 3)), group("c", "az-c", 3, ids("c", 3))
-    plan = decide(failure("a"), T0, SETTINGS, World(groups={"a": a, "b": b, "c": c}, nodes=nodes_for(a, b, c)))
-    kinds = [type(x).__name__ for x in plan.actions]
-    assert kinds == ["WriteLedger", "SetCapacity", "SetCapacity", "WriteLedger"]
-    intent = plan.actions[0].ledger
-    assert intent.compensation.owed == 2 and {d: v.raised_by for d, v in intent.compensation.donors.items()} == {
-        "b": 1,
-        "c": 1,
-    }
-    assert all(v.state.value == "intended" for v in intent.compensation.donors.values())
-    assert [(x.asg_name, x.desired) for x in plan.actions if isinstance(x, SetCapacity)] == [("b", 4), ("c", 4)]
-    assert plan.operation is Operation.REPLENISH
-
-
-def test_master_failure_is_recorded_never_compensated() -> None:
-    m = group("m", "az-a", 1, [], role=Role.CONTROL_PLANE, max_size=1, pool="master")
-    m2 = group("m2", "az-b", 1, ids("b", 1), role=Role.CONTROL_PLANE, max_size=1, pool="master")
-    plan = decide(failure("m"), T0, SETTINGS, World(groups={"m": m, "m2": m2}, nodes=nodes_for(m2)))
-    assert not any(isinstance(x, SetCapacity) for x in plan.actions)
-    assert any(isinstance(x, Note) and x.reason is Reason.CONTROL_PLANE for x in plan.actions)
-    assert plan.operation is None
-
-
-def test_lock_held_records_the_failure_only() -> None:
-    a, b = group("a", "az-a", 3, []), group("b", "az-b", 3, ids("b", 3))
-    world = World(groups={"a": a, "b": b}, lock={"holder": "refresher:r1", "operation": "refresh"})
-    plan = decide(failure("a"), T0, SETTINGS, world, lock_free=False)
-    assert [type(x) for x in plan.actions] == [WriteLedger, Note]
-    assert plan.actions[1].reason is Reason.LOCK_HELD and plan.operation is None
-
-
-def test_donor_headroom_is_capped_by_the_max_size_factor() -> None:
-    a = group("a", "az-a", 5, [])
-    b = group("b", "az-b", 3, ids("b", 3), max_size=3)  # cap floor(3 * 2.0) = 6: room for 3
-    plan = decide(failure("a"), T0, SETTINGS, World(groups={"a": a, "b": b}, nodes=nodes_for(b)))
-    (raise_,) = [x for x in plan.actions if isinstance(x, SetCapacity)]
-    assert (raise_.desired, raise_.max_size) == (6, 6)
-    assert any(isinstance(x, Note) and x.reason is Reason.PARTIAL_COVER for x in plan.actions)
-
-
-def test_unregistered_instance_past_provision_time_terminated_without_decrement() -> None:
-    b = group("b", "az-b", 2, ids("b", 2))
-    stray = b.instances[0].instance_id
-    nodes = {k: v for k, v in nodes_for(b).items() if k != stray}
-    tick = Event(kind=EventKind.TICK, event_id="t", event_time=T0, source="aws.events", detail_type="Scheduled Event")
-    plan = decide(tick, T0, SETTINGS, World(groups={"b": b}, nodes=nodes))
-    assert [(x.instance_id, x.decrement) for x in plan.actions if isinstance(x, Terminate)] == [(stray, False)]
-    protected = decide(tick, T0, SETTINGS, World(groups={"b": b}, nodes=nodes, protected=frozenset({stray})))
-    assert not any(isinstance(x, Terminate) for x in protected.actions)
-
-
-def test_backoff_window_grows_and_resets() -> None:
-    b = record_failure(Backoff(), T0, SETTINGS)
-    assert b.in_backoff(T0 + timedelta(minutes=4)) and not b.in_backoff(T0 + timedelta(minutes=6))
-    for _ in range(5):  # fails again each time right after the window ended
-        b = record_failure(b, b.until + timedelta(seconds=1), SETTINGS)
-    assert b.window_seconds == SETTINGS.backoff_max_seconds
-    assert record_failure(b, b.last_failure_at - timedelta(minutes=1), SETTINGS) == b  # a late event changes nothing
-
-
 def _run(group_name: str, old: str, spare: str | None, baseline: list[str]) -> Run:
     step = RunStep(
         index=0,
@@ -164,13 +101,6 @@ def test_groups_of_an_active_run_are_not_cleaned_up_and_an_unreadable_run_stops_
     unreadable = decide(tick, T0, SETTINGS, World(groups={"b": b}, nodes=nodes, runs_unreadable=True))
     assert not any(isinstance(x, Terminate) for x in unreadable.actions)
     assert any(isinstance(x, Note) and x.reason is Reason.PROTECTED for x in unreadable.actions)
-
-
-def test_ledger_round_trips_through_json() -> None:
-    a, b = group("a", "az-a", 3, []), group("b", "az-b", 3, ids("b", 3))
-    plan = decide(failure("a"), T0, SETTINGS, World(groups={"a": a, "b": b}, nodes=nodes_for(b)))
-    written = plan.actions[0].ledger
-    assert Ledger.model_validate(json.loads(json.dumps(written.model_dump(mode="json")))) == written
 
 
 @pytest.mark.parametrize(

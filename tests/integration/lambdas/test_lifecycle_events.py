@@ -23,7 +23,7 @@ from lambdas.interruption.execute import Effects, execute
 from lambdas.interruption.handler import Deps, handle
 from lambdas.interruption.plan import AwaitDrain, RecordHook
 from lambdas.common.telemetry import Telemetry
-from tests.integration.test_interruption_handler import CLUSTER, EVENTS, NODES, T0, World, member, world  # noqa: F401
+from tests.integration.lambdas.test_interruption_handler import CLUSTER, EVENTS, NODES, T0, World, member, world  # noqa: F401
 
 pytestmark = pytest.mark.filterwarnings("ignore:Couldn't determine the remaining time left")
 HOOK = "node-manager-drain"

@@ -27,7 +27,7 @@ from core.settings import InterruptionSettings
 from core.store import Store
 from lambdas.interruption.handler import Deps, handle, lambda_handler
 
-EVENTS = Path(__file__).resolve().parents[1] / "events"
+EVENTS = Path(__file__).resolve().parents[2] / "events"
 REGION = "us-east-1"
 CLUSTER = "demo.k8s.local"
 NODES = "nodes-us-east-1a.demo.k8s.local"

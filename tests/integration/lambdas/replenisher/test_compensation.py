@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.integration.replenisher.conftest import Rig
+from tests.integration.lambdas.replenisher.conftest import Rig
 
 
 def test_shortfall_covered_once_despite_20_duplicate_failures(rig: Rig) -> None:

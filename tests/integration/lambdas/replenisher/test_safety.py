@@ -9,7 +9,7 @@ from core.runs import GroupSurge, Run, RunOptions, RunStep, StepState
 from lambdas.replenisher.plan import Terminate, WriteLedger
 from localworld.cluster import create_foreign_asg
 from localworld.eventbus import launch_event
-from tests.integration.replenisher.conftest import Rig, load_event
+from tests.integration.lambdas.replenisher.conftest import Rig, load_event
 
 
 class Crash(Exception):
