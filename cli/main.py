@@ -87,7 +87,7 @@ def quiet(invoke: Invoke) -> Invoke:
 
 
 def payload_of(args: argparse.Namespace) -> dict[str, Any]:
-    """The request payload for the command (the shapes of ``lambdas/refresher/request.py``)."""
+    """The request payload for the command (the shapes of ``lambdas/events/request.py``)."""
     base: dict[str, Any] = {"action": args.command, "cluster": args.cluster}
     if args.command == "refresh":
         base["dry_run"] = args.dry_run

@@ -15,9 +15,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from lambdas.events import agent_result, autoscaling
+from lambdas.events import agent_result, launch_successful, scheduled
 from lambdas.refresher.handler import Deps, handle
-from lambdas.refresher.triggers import SCHEDULE_SOURCE, SCHEDULED_EVENT
 from localworld.lambda_context import REFRESHER_FUNCTION, LocalLambdaContext
 
 
@@ -86,8 +85,8 @@ class LocalInvoker:
         Successful, scheduled events (the tick)."""
         for detail_type in agent_result.DRAIN_DETAIL_TYPES:
             bus.subscribe(agent_result.SOURCE, detail_type, self.invoke_async)
-        bus.subscribe(autoscaling.SOURCE, autoscaling.LAUNCH_SUCCESSFUL, self.invoke_async)
-        bus.subscribe(SCHEDULE_SOURCE, SCHEDULED_EVENT, self.invoke_async)
+        bus.subscribe(launch_successful.SOURCE, launch_successful.DETAIL_TYPE, self.invoke_async)
+        bus.subscribe(scheduled.SOURCE, scheduled.DETAIL_TYPE, self.invoke_async)
 
     def settle(self, timeout: float) -> bool:
         """Wait until no asynchronous invocation is queued or running (at most ``timeout`` s); True if none is."""

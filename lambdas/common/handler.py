@@ -1,5 +1,6 @@
 """Wiring the Lambdas' entry points share: the log stream, the cluster's metrics, the clients built from one AWS
-session, the ``Deps`` kept for the life of an execution environment, and the answer to a malformed event.
+session, the ``Deps`` kept for the life of an execution environment. (Reading the input and answering bad input is
+``lambdas.common.prologue``.)
 
 Nothing here reads settings or builds clients at import: ``PerEnvironment`` builds on first use.
 """
@@ -8,12 +9,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics
 
 from adapters.aws.clients import lazy_clients
-from core.exceptions import MalformedEventError
 
 T = TypeVar("T")
 
@@ -32,7 +32,7 @@ class StdoutStream:
 def lambda_logger() -> Logger:
     """A Powertools ``Logger`` writing JSON lines to ``StdoutStream``; its service name comes from
     ``POWERTOOLS_SERVICE_NAME`` (nothing of the product's settings is read)."""
-    return Logger(stream=StdoutStream())  # type: ignore[arg-type]
+    return Logger(stream=StdoutStream())  # type: ignore[arg-type]  # asks for IO[str]; only write/flush are used
 
 
 def cluster_metrics(cluster: str, metrics: Metrics | None = None) -> Metrics:
@@ -66,25 +66,3 @@ class PerEnvironment(Generic[T]):
         if self._value is None:
             self._value = self._build()
         return self._value
-
-
-class _Counter(Protocol):
-    def count_by(self, name: str, dimension: str, value: str) -> None: ...
-
-
-MAX_ERROR_CHARS = 2000
-
-
-def rejected(err: MalformedEventError, logger: Any, telemetry: _Counter, metric: str) -> dict[str, Any]:
-    """Log and count (``metric`` by ``reason``) an event that does not have the documented shape.
-
-    Returns:
-        The response ``{"status": "rejected", "reason": ..., "error": ...}`` (not raised: nothing retries it).
-    """
-    # The error quotes the input; an event may be 256 KB, more than a CloudWatch log event holds.
-    message = str(err)
-    if len(message) > MAX_ERROR_CHARS:
-        message = f"{message[:MAX_ERROR_CHARS]}... ({len(message) - MAX_ERROR_CHARS} more characters)"
-    logger.warning(f"event rejected ({err.reason}): {message}", extra={"reason": err.reason})
-    telemetry.count_by(metric, "reason", err.reason)
-    return {"status": "rejected", "reason": err.reason, "error": message}

@@ -1,12 +1,6 @@
-"""Parse AWS events into the project's internal event types.
+"""Parse the Lambdas' inputs into the one internal event type, ``lambdas.events.event.Event``.
 
-One module per event kind (``spot``, ``rebalance``), each opening with an example payload; ``dispatch`` holds
-the table keyed by (source, detail-type) and the single entry point, ``parse_notice``.
+One module per event kind (``spot``, ``rebalance``, ``lifecycle``, ``state_change``, ``launch_unsuccessful``,
+``launch_successful``, ``scheduled``, ``agent_result``, ``request``), each opening with an example payload;
+``dispatch`` holds the one table keyed by (source, detail-type) and the single entry point, ``parse_event``.
 """
-
-from __future__ import annotations
-
-from lambdas.events.dispatch import DISPATCH, parse_notice
-from lambdas.events.notice import InstanceAction, InterruptionNotice, NoticeKind
-
-__all__ = ["DISPATCH", "InstanceAction", "InterruptionNotice", "NoticeKind", "parse_notice"]

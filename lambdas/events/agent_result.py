@@ -20,7 +20,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from lambdas.events.base import AwsEventModel
-from lambdas.events.notice import CapacityKind, CapacityNotice
+from lambdas.events.event import Event, EventKind
 
 SOURCE = "node-manager.agent"
 DRAIN_DETAIL_TYPES = ("Node Drain Succeeded", "Node Drain Failed", "Node Drain Skipped")
@@ -39,10 +39,10 @@ class DrainResult(AwsEventModel):
     detail: DrainResultDetail
 
 
-def to_notice(event: DrainResult) -> CapacityNotice:
-    """The result as a ``CapacityNotice`` of kind ``drain_finished``."""
-    return CapacityNotice(
-        kind=CapacityKind.DRAIN_FINISHED,
+def to_event(event: DrainResult) -> Event:
+    """The result as an ``Event`` of kind ``drain_finished``."""
+    return Event(
+        kind=EventKind.DRAIN_FINISHED,
         event_id=event.id,
         event_time=event.time,
         instance_id=event.detail.instance_id,

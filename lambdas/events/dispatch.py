@@ -1,56 +1,51 @@
-"""The dispatch table: (source, detail-type) -> the event's model and its converter to ``InterruptionNotice``.
+"""The one dispatch table: (source, detail-type) -> how to read that input into an ``Event``.
 
-``parse_notice`` is the only entry point; it does no I/O.
+``parse_event`` is the only entry point; each Lambda calls it with the kinds it accepts. It does no I/O.
+
+A direct invocation (a JSON object without ``source``: a rule's constant input or a manual request, see
+``request``) has no (source, detail-type); it is filed under the pseudo key ``DIRECT``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, TypeVar
 
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.parser.exceptions import InvalidModelTypeError
 from pydantic import BaseModel, ValidationError
 
 from core.exceptions import MalformedEventError, UnsupportedEventError
-from lambdas.events import agent_result, autoscaling, lifecycle, rebalance, spot, state_change
-from lambdas.events.notice import CapacityNotice, InterruptionNotice
+from lambdas.events import (
+    agent_result,
+    launch_successful,
+    launch_unsuccessful,
+    lifecycle,
+    rebalance,
+    request,
+    scheduled,
+    spot,
+    state_change,
+)
+from lambdas.events.event import Event, EventKind
+
+M = TypeVar("M", bound=BaseModel)
+
+DIRECT = ("", "")  # the key of a direct invocation (no EventBridge envelope)
 
 
 @dataclass(frozen=True)
-class EventKind:
-    """How to read one kind of event: its Powertools Parser model and its converter."""
+class Reader:
+    """How to read one (source, detail-type): the kinds it can produce and the function that reads it.
 
-    model: type[BaseModel]
-    convert: Callable[[Any], Any]
+    ``read(raw, received_at)`` returns the ``Event`` or raises ``MalformedEventError`` (or
+    ``InvalidRequestError`` for a manual request).
+    """
 
-
-DISPATCH: Mapping[tuple[str, str], EventKind] = {
-    (spot.SOURCE, spot.DETAIL_TYPE): EventKind(spot.SpotInterruptionWarning, spot.to_notice),
-    (rebalance.SOURCE, rebalance.DETAIL_TYPE): EventKind(rebalance.RebalanceRecommendation, rebalance.to_notice),
-    (lifecycle.SOURCE, lifecycle.DETAIL_TYPE): EventKind(lifecycle.TerminateLifecycleAction, lifecycle.to_notice),
-    (state_change.SOURCE, state_change.DETAIL_TYPE): EventKind(
-        state_change.InstanceStateChange, state_change.to_notice
-    ),
-}
-
-# The replenisher's events -> CapacityNotice.
-CAPACITY_DISPATCH: Mapping[tuple[str, str], EventKind] = {
-    (autoscaling.SOURCE, autoscaling.LAUNCH_UNSUCCESSFUL): EventKind(
-        autoscaling.LaunchUnsuccessful, autoscaling.unsuccessful_to_notice
-    ),
-    (autoscaling.SOURCE, autoscaling.LAUNCH_SUCCESSFUL): EventKind(
-        autoscaling.LaunchSuccessful, autoscaling.successful_to_notice
-    ),
-    (autoscaling.SCHEDULE_SOURCE, autoscaling.SCHEDULED_EVENT): EventKind(
-        autoscaling.ScheduledEvent, autoscaling.tick_to_notice
-    ),
-    **{
-        (agent_result.SOURCE, detail_type): EventKind(agent_result.DrainResult, agent_result.to_notice)
-        for detail_type in agent_result.DRAIN_DETAIL_TYPES
-    },
-}
+    kinds: frozenset[EventKind]
+    read: Callable[[Mapping[str, Any], datetime], Event]
 
 
 def _describe(err: ValidationError) -> str:
@@ -62,61 +57,101 @@ def _describe(err: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def parse_notice(event: Any) -> InterruptionNotice:
-    """Parse a raw EventBridge event (the Lambda's ``event`` argument) into an ``InterruptionNotice``.
+def _aws(kind: EventKind, model: type[M], convert: Callable[[M], Event]) -> Reader:
+    """A reader of an EventBridge event: Powertools Parser ``model``, then ``convert``."""
+
+    def read(raw: Mapping[str, Any], received_at: datetime) -> Event:
+        where = f"{raw.get('detail-type')} event id={raw.get('id')!r}"
+        try:
+            return convert(parse(event=dict(raw), model=model))
+        except ValidationError as err:
+            raise MalformedEventError(f"{where}: {_describe(err)}") from err
+        except InvalidModelTypeError as err:
+            raise MalformedEventError(f"{where}: {err}") from err
+
+    return Reader(frozenset({kind}), read)
+
+
+def _read_direct(raw: Mapping[str, Any], received_at: datetime) -> Event:
+    """A rule's constant input or a manual request, stamped ``received_at``."""
+    got = request.read_direct(raw)
+    if got is request.Marker.SCHEDULE:
+        return Event(kind=EventKind.SCHEDULE, event_time=received_at)
+    if got is request.Marker.TICK:
+        return Event(kind=EventKind.TICK, event_time=received_at)
+    return Event(kind=EventKind.REQUEST, event_time=received_at, request=got)
+
+
+DISPATCH: Mapping[tuple[str, str], Reader] = {
+    (spot.SOURCE, spot.DETAIL_TYPE): _aws(EventKind.SPOT_INTERRUPTION, spot.SpotInterruptionWarning, spot.to_event),
+    (rebalance.SOURCE, rebalance.DETAIL_TYPE): _aws(
+        EventKind.REBALANCE_RECOMMENDATION, rebalance.RebalanceRecommendation, rebalance.to_event
+    ),
+    (lifecycle.SOURCE, lifecycle.DETAIL_TYPE): _aws(
+        EventKind.TERMINATE_LIFECYCLE_ACTION, lifecycle.TerminateLifecycleAction, lifecycle.to_event
+    ),
+    (state_change.SOURCE, state_change.DETAIL_TYPE): _aws(
+        EventKind.INSTANCE_STATE_CHANGE, state_change.InstanceStateChange, state_change.to_event
+    ),
+    (launch_unsuccessful.SOURCE, launch_unsuccessful.DETAIL_TYPE): _aws(
+        EventKind.LAUNCH_FAILED, launch_unsuccessful.LaunchUnsuccessful, launch_unsuccessful.to_event
+    ),
+    (launch_successful.SOURCE, launch_successful.DETAIL_TYPE): _aws(
+        EventKind.LAUNCH_SUCCEEDED, launch_successful.LaunchSuccessful, launch_successful.to_event
+    ),
+    (scheduled.SOURCE, scheduled.DETAIL_TYPE): _aws(EventKind.TICK, scheduled.ScheduledEvent, scheduled.to_event),
+    **{
+        (agent_result.SOURCE, detail_type): _aws(
+            EventKind.DRAIN_FINISHED, agent_result.DrainResult, agent_result.to_event
+        )
+        for detail_type in agent_result.DRAIN_DETAIL_TYPES
+    },
+    DIRECT: Reader(frozenset({EventKind.SCHEDULE, EventKind.TICK, EventKind.REQUEST}), _read_direct),
+}
+
+
+def parse_event(raw: Any, kinds: Collection[EventKind], received_at: datetime) -> Event:
+    """Parse one Lambda input (the decoded JSON ``event`` argument) into an ``Event`` of one of ``kinds``.
 
     Args:
-        event: the decoded JSON event.
+        raw: the decoded JSON input.
+        kinds: the kinds the calling Lambda accepts; any other is unsupported.
+        received_at: when it was received (UTC); the time of inputs that carry none.
 
     Returns:
-        The notice.
+        The event.
 
     Raises:
-        UnsupportedEventError: the (source, detail-type) pair is not in ``DISPATCH`` (e.g. an EC2 state-change
-            notification reaching this function through a too-wide rule).
-        MalformedEventError: the event does not have the documented shape (not an object, no ``id``, no
+        UnsupportedEventError: the (source, detail-type) pair is not in ``DISPATCH`` or may yield a kind not in
+            ``kinds`` (e.g. an EC2 state-change notification reaching a Lambda through a too-wide rule).
+        MalformedEventError: the input does not have the documented shape (not an object, no ``id``, no
             ``detail``, an instance id that is not ``i-`` + 8 to 17 hex digits, an unknown ``instance-action``,
-            an unreadable ``time``). The message names the fields at fault.
+            an unreadable ``time``, a launch event without ``AutoScalingGroupName``, an agent event without
+            ``command_id``, a ``trigger`` input with other keys). The message names the fields at fault.
+        InvalidRequestError: a manual request that does not validate (``errors`` lists the fields).
 
-    >>> notice = parse_notice({"version": "0", "id": "1", "detail-type": "EC2 Instance Rebalance Recommendation",
+    >>> from datetime import UTC
+    >>> event = parse_event({"version": "0", "id": "1", "detail-type": "EC2 Instance Rebalance Recommendation",
     ...     "source": "aws.ec2", "account": "1", "time": "2024-01-01T00:00:00Z", "region": "us-east-1",
-    ...     "resources": [], "detail": {"instance-id": "i-0123456789abcdef0"}})
-    >>> notice.kind.value, notice.instance_id
+    ...     "resources": [], "detail": {"instance-id": "i-0123456789abcdef0"}},
+    ...     {EventKind.REBALANCE_RECOMMENDATION}, datetime(2024, 1, 1, tzinfo=UTC))
+    >>> event.kind.value, event.instance_id
     ('rebalance_recommendation', 'i-0123456789abcdef0')
     """
-    notice: InterruptionNotice = _parse(event, DISPATCH)
-    return notice
-
-
-def parse_capacity_notice(event: Any) -> CapacityNotice:
-    """Parse a raw event for the replenisher (``CAPACITY_DISPATCH``) into a ``CapacityNotice``.
-
-    Raises:
-        UnsupportedEventError, MalformedEventError: as ``parse_notice`` (a launch event without
-            ``AutoScalingGroupName``, an ``EC2InstanceId`` that is neither empty nor an instance id, an agent
-            event without ``command_id`` or ``cluster``).
-    """
-    notice: CapacityNotice = _parse(event, CAPACITY_DISPATCH)
-    return notice
-
-
-def _parse(event: Any, table: Mapping[tuple[str, str], EventKind]) -> Any:
-    if not isinstance(event, Mapping):
-        raise MalformedEventError(f"event is not a JSON object but {type(event).__name__}")
-    key = (event.get("source"), event.get("detail-type"))
-    kind = table.get(key)  # type: ignore[arg-type]
-    if kind is None:
-        handled = ", ".join(f"{s}/{d}" for s, d in table)
+    if not isinstance(raw, Mapping):
+        raise MalformedEventError(f"event is not a JSON object but {type(raw).__name__}")
+    source, detail_type = raw.get("source"), raw.get("detail-type")
+    key: tuple[Any, Any] = (source, detail_type) if "source" in raw else DIRECT
+    reader = DISPATCH.get(key)
+    if reader is None or not reader.kinds <= set(kinds):
+        handled = ", ".join(f"{s}/{d}" if (s, d) != DIRECT else "direct invocation" for s, d in _keys(kinds))
         raise UnsupportedEventError(
-            f"unsupported event source={key[0]!r} detail-type={key[1]!r} (id={event.get('id')!r}); handled: {handled}"
+            f"unsupported event source={source!r} detail-type={detail_type!r} (id={raw.get('id')!r}); "
+            f"handled: {handled}"
         )
-    try:
-        model = parse(event=dict(event), model=kind.model)
-    except ValidationError as err:
-        raise MalformedEventError(f"{key[1]} event id={event.get('id')!r}: {_describe(err)}") from err
-    except InvalidModelTypeError as err:
-        raise MalformedEventError(f"{key[1]} event id={event.get('id')!r}: {err}") from err
-    try:
-        return kind.convert(model)
-    except ValidationError as err:
-        raise MalformedEventError(f"{key[1]} event id={event.get('id')!r}: {_describe(err)}") from err
+    return reader.read(raw, received_at)
+
+
+def _keys(kinds: Collection[EventKind]) -> list[tuple[str, str]]:
+    """The keys of ``DISPATCH`` whose reader yields only ``kinds``."""
+    return [key for key, reader in DISPATCH.items() if reader.kinds <= set(kinds)]

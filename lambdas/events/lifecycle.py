@@ -16,7 +16,9 @@ Example (shape from "Amazon EC2 Auto Scaling event reference", EC2 Auto Scaling 
         "account": "123456789012",
         "time": "2024-03-05T10:15:30Z",
         "region": "us-east-1",
-        "resources": ["arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:...:autoScalingGroupName/nodes-us-east-1a.demo.k8s.local"],
+        "resources": [
+            "arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:...:autoScalingGroupName/nodes-us-east-1a..."
+        ],
         "detail": {
             "LifecycleActionToken": "87654321-4321-4321-4321-210987654321",
             "AutoScalingGroupName": "nodes-us-east-1a.demo.k8s.local",
@@ -39,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.lifecycle import LifecycleAction
 from core.model import INSTANCE_ID_RE
 from lambdas.events.base import AwsEventModel
-from lambdas.events.notice import InterruptionNotice, NoticeKind
+from lambdas.events.event import Event, EventKind
 
 SOURCE = "aws.autoscaling"
 DETAIL_TYPE = "EC2 Instance-terminate Lifecycle Action"
@@ -64,10 +66,10 @@ class TerminateLifecycleAction(AwsEventModel):
     detail: TerminateLifecycleDetail
 
 
-def to_notice(event: TerminateLifecycleAction) -> InterruptionNotice:
-    """The event as an ``InterruptionNotice`` of kind ``terminate_lifecycle_action`` carrying the action."""
-    return InterruptionNotice(
-        kind=NoticeKind.TERMINATE_LIFECYCLE_ACTION,
+def to_event(event: TerminateLifecycleAction) -> Event:
+    """The event as an ``Event`` of kind ``terminate_lifecycle_action`` carrying the action."""
+    return Event(
+        kind=EventKind.TERMINATE_LIFECYCLE_ACTION,
         event_id=event.id,
         event_time=event.time,
         instance_id=event.detail.instance_id,

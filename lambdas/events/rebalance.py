@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.model import INSTANCE_ID_RE
 from lambdas.events.base import AwsEventModel
-from lambdas.events.notice import InterruptionNotice, NoticeKind
+from lambdas.events.event import Event, EventKind
 
 SOURCE = "aws.ec2"
 DETAIL_TYPE = "EC2 Instance Rebalance Recommendation"
@@ -44,10 +44,10 @@ class RebalanceRecommendation(AwsEventModel):
     detail: RebalanceDetail
 
 
-def to_notice(event: RebalanceRecommendation) -> InterruptionNotice:
-    """The recommendation as an ``InterruptionNotice`` of kind ``rebalance_recommendation``."""
-    return InterruptionNotice(
-        kind=NoticeKind.REBALANCE_RECOMMENDATION,
+def to_event(event: RebalanceRecommendation) -> Event:
+    """The recommendation as an ``Event`` of kind ``rebalance_recommendation``."""
+    return Event(
+        kind=EventKind.REBALANCE_RECOMMENDATION,
         event_id=event.id,
         event_time=event.time,
         instance_id=event.detail.instance_id,

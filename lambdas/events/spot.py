@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.model import INSTANCE_ID_RE
 from lambdas.events.base import AwsEventModel
-from lambdas.events.notice import InstanceAction, InterruptionNotice, NoticeKind
+from lambdas.events.event import Event, EventKind, InstanceAction
 
 SOURCE = "aws.ec2"
 DETAIL_TYPE = "EC2 Spot Instance Interruption Warning"
@@ -47,10 +47,10 @@ class SpotInterruptionWarning(AwsEventModel):
     detail: SpotInterruptionDetail
 
 
-def to_notice(event: SpotInterruptionWarning) -> InterruptionNotice:
-    """The warning as an ``InterruptionNotice`` of kind ``spot_interruption``."""
-    return InterruptionNotice(
-        kind=NoticeKind.SPOT_INTERRUPTION,
+def to_event(event: SpotInterruptionWarning) -> Event:
+    """The warning as an ``Event`` of kind ``spot_interruption``."""
+    return Event(
+        kind=EventKind.SPOT_INTERRUPTION,
         event_id=event.id,
         event_time=event.time,
         instance_id=event.detail.instance_id,

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.model import INSTANCE_ID_RE
 from lambdas.events.base import AwsEventModel
-from lambdas.events.notice import InterruptionNotice, NoticeKind
+from lambdas.events.event import Event, EventKind
 
 SOURCE = "aws.ec2"
 DETAIL_TYPE = "EC2 Instance State-change Notification"
@@ -52,10 +52,10 @@ class InstanceStateChange(AwsEventModel):
     detail: StateChangeDetail
 
 
-def to_notice(event: InstanceStateChange) -> InterruptionNotice:
-    """The event as an ``InterruptionNotice`` of kind ``instance_state_change`` carrying the new state."""
-    return InterruptionNotice(
-        kind=NoticeKind.INSTANCE_STATE_CHANGE,
+def to_event(event: InstanceStateChange) -> Event:
+    """The event as an ``Event`` of kind ``instance_state_change`` carrying the new state."""
+    return Event(
+        kind=EventKind.INSTANCE_STATE_CHANGE,
         event_id=event.id,
         event_time=event.time,
         instance_id=event.detail.instance_id,

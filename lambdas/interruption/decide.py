@@ -57,7 +57,7 @@ from core.kops import CLUSTER_TAG, Role, managed_group, tag_map
 from core.lifecycle import LifecycleAction
 from core.model import Command, CommandKind, CommandStatus
 from core.settings import InterruptionSettings, RebalancePolicy
-from lambdas.events.notice import InstanceAction, InterruptionNotice, NoticeKind
+from lambdas.events.event import Event, EventKind, InstanceAction
 from lambdas.interruption.plan import (
     EFFECTS,
     Acknowledge,
@@ -104,37 +104,37 @@ class Plan:
         return [a.describe() for a in self.actions]
 
 
-def command_id_for(notice: InterruptionNotice) -> str:
+def command_id_for(notice: Event) -> str:
     """The command id a notice yields, deterministic so a duplicate event finds its ``CMD#`` item.
 
     >>> from datetime import datetime, timezone
-    >>> command_id_for(InterruptionNotice(kind=NoticeKind.SPOT_INTERRUPTION, event_id="abc",
+    >>> command_id_for(Event(kind=EventKind.SPOT_INTERRUPTION, event_id="abc",
     ...     event_time=datetime(2024, 1, 1, tzinfo=timezone.utc), instance_id="i-0123456789abcdef0",
     ...     instance_action=InstanceAction.TERMINATE, source="aws.ec2", detail_type="x"))
     'spot-abc'
     """
     prefix = {
-        NoticeKind.SPOT_INTERRUPTION: "spot",
-        NoticeKind.REBALANCE_RECOMMENDATION: "rebalance",
-        NoticeKind.TERMINATE_LIFECYCLE_ACTION: "lifecycle",
+        EventKind.SPOT_INTERRUPTION: "spot",
+        EventKind.REBALANCE_RECOMMENDATION: "rebalance",
+        EventKind.TERMINATE_LIFECYCLE_ACTION: "lifecycle",
     }.get(notice.kind, notice.kind.value)
     return f"{prefix}-{notice.event_id}"
 
 
-def deadline_of(notice: InterruptionNotice, now: datetime, settings: InterruptionSettings) -> datetime:
+def deadline_of(notice: Event, now: datetime, settings: InterruptionSettings) -> datetime:
     """When the work for this notice must be over (UTC).
 
     Spot warning: ``event time + SPOT_DEADLINE_SECONDS`` (EC2 acts two minutes after the warning).
     Rebalance recommendation: ``now + REBALANCE_DRAIN_TIMEOUT_SECONDS``.
     """
-    if notice.kind is NoticeKind.SPOT_INTERRUPTION:
+    if notice.kind is EventKind.SPOT_INTERRUPTION:
         return notice.event_time + timedelta(seconds=settings.spot_deadline_seconds)
     return now + timedelta(seconds=settings.rebalance_drain_timeout_seconds)
 
 
-def too_late(notice: InterruptionNotice, now: datetime, settings: InterruptionSettings) -> bool:
+def too_late(notice: Event, now: datetime, settings: InterruptionSettings) -> bool:
     """True once acting on the notice is pointless (see rule 1 of the module docstring)."""
-    if notice.kind is NoticeKind.SPOT_INTERRUPTION:
+    if notice.kind is EventKind.SPOT_INTERRUPTION:
         horizon = settings.spot_deadline_seconds
     else:
         horizon = settings.rebalance_drain_timeout_seconds
@@ -169,9 +169,7 @@ def _command_steps(command: Command, world: World) -> list[Action]:
     return [Skip("command", SkipReason.COMMAND_ALREADY_HANDLED)]
 
 
-def _early_replacement_steps(
-    notice: InterruptionNotice, world: World, settings: InterruptionSettings, role: Role
-) -> list[Action]:
+def _early_replacement_steps(notice: Event, world: World, settings: InterruptionSettings, role: Role) -> list[Action]:
     facts = world.instance
     record = world.detach
     if record is not None:
@@ -201,7 +199,7 @@ def _early_replacement_steps(
     ]
 
 
-def decide(notice: InterruptionNotice, now: datetime, settings: InterruptionSettings, world: World) -> Plan:
+def decide(notice: Event, now: datetime, settings: InterruptionSettings, world: World) -> Plan:
     """Decide what to do about one notice (the rules are in the module docstring).
 
     Args:
@@ -213,9 +211,9 @@ def decide(notice: InterruptionNotice, now: datetime, settings: InterruptionSett
     Returns:
         The plan: a non-empty tuple of actions, to be applied in order by ``execute.execute``.
     """
-    if notice.kind is NoticeKind.TERMINATE_LIFECYCLE_ACTION:
+    if notice.kind is EventKind.TERMINATE_LIFECYCLE_ACTION:
         return decide_lifecycle(notice, now, settings, world)
-    if notice.kind is NoticeKind.INSTANCE_STATE_CHANGE:
+    if notice.kind is EventKind.INSTANCE_STATE_CHANGE:
         return decide_state_change(notice, world)
     if too_late(notice, now, settings):
         late_by = (now - notice.event_time).total_seconds()
@@ -227,7 +225,7 @@ def decide(notice: InterruptionNotice, now: datetime, settings: InterruptionSett
     group = managed_group(world.instance.asg, settings.cluster_name)
     assert group is not None
 
-    if notice.kind is NoticeKind.REBALANCE_RECOMMENDATION:
+    if notice.kind is EventKind.REBALANCE_RECOMMENDATION:
         if settings.rebalance_policy is RebalancePolicy.IGNORE:
             return Plan((Acknowledge(IgnoreReason.REBALANCE_IGNORED, "REBALANCE_POLICY=ignore"),))
         kind = CommandKind.DRAIN if settings.rebalance_policy is RebalancePolicy.DRAIN else CommandKind.CORDON
@@ -245,13 +243,13 @@ def decide(notice: InterruptionNotice, now: datetime, settings: InterruptionSett
         command_id=command_id_for(notice),
         cluster=settings.cluster_name,
         kind=kind,
-        instance_id=notice.instance_id,
+        instance_id=notice.instance,
         node_name=node_name,
         reason=reason,
         deadline=deadline_of(notice, now, settings),
     )
     actions = _command_steps(command, world)
-    if notice.kind is NoticeKind.SPOT_INTERRUPTION:
+    if notice.kind is EventKind.SPOT_INTERRUPTION:
         actions += _early_replacement_steps(notice, world, settings, group.role)
     if not any(isinstance(a, EFFECTS) for a in actions):
         actions.append(Acknowledge(IgnoreReason.DUPLICATE, "command and early replacement already done"))
@@ -274,7 +272,7 @@ def _succeeded_recently(item: Mapping[str, Any], now: datetime, seconds: int) ->
     return (now - finished).total_seconds() <= seconds
 
 
-def decide_lifecycle(notice: InterruptionNotice, now: datetime, settings: InterruptionSettings, world: World) -> Plan:
+def decide_lifecycle(notice: Event, now: datetime, settings: InterruptionSettings, world: World) -> Plan:
     """Rule 7 of the module docstring: a termination lifecycle action becomes one drain (or none). Pure.
 
     Args:
@@ -322,7 +320,7 @@ def decide_lifecycle(notice: InterruptionNotice, now: datetime, settings: Interr
             command_id=own_id,
             cluster=settings.cluster_name,
             kind=CommandKind.DRAIN,
-            instance_id=notice.instance_id,
+            instance_id=notice.instance,
             node_name=node_name,
             reason=f"asg-lifecycle:{action.asg_name}",
             deadline=notice.event_time + timedelta(seconds=settings.lifecycle_drain_timeout_seconds),
@@ -333,7 +331,7 @@ def decide_lifecycle(notice: InterruptionNotice, now: datetime, settings: Interr
     return Plan(tuple(steps))
 
 
-def decide_state_change(notice: InterruptionNotice, world: World) -> Plan:
+def decide_state_change(notice: Event, world: World) -> Plan:
     """Rule 8 of the module docstring: an instance going away loses its membership and its queued commands. Pure.
 
     Args:
@@ -345,7 +343,7 @@ def decide_state_change(notice: InterruptionNotice, world: World) -> Plan:
         return Plan((Acknowledge(IgnoreReason.STATE_IGNORED, f"state {state!r} keeps the node"),))
     steps: list[Action] = []
     if world.membership is not None:
-        steps.append(ForgetNode(notice.instance_id))
+        steps.append(ForgetNode(notice.instance))
     for item in world.commands:
         if item.get("status") == CommandStatus.QUEUED.value:
             steps.append(CancelCommand(_command_id(item), f"instance {state}"))

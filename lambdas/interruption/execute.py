@@ -27,6 +27,7 @@ from core.exceptions import CommandExistsError
 from core.lifecycle import LifecycleAction
 from core.model import CommandStatus
 from lambdas.common.execute import apply_in_order
+from lambdas.common.telemetry import Telemetry
 from lambdas.interruption.decide import Plan
 from lambdas.interruption.plan import (
     EFFECTS,
@@ -44,7 +45,6 @@ from lambdas.interruption.plan import (
     SendCommand,
     Skip,
 )
-from lambdas.interruption.telemetry import Telemetry
 
 CLAIMER = "interruption-lambda"
 

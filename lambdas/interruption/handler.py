@@ -32,6 +32,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
     IdempotencyPersistenceLayerError,
 )
+from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
@@ -42,20 +43,29 @@ from adapters.dynamo.commands import commands_for_instance
 from adapters.dynamo.hooks import get_hook
 from adapters.dynamo.idempotency import persistence_layer
 from adapters.dynamo.store import Store
-from core.exceptions import MalformedEventError, RetryableError, StoreUnavailableError
+from core.exceptions import RetryableError, StoreUnavailableError
 from core.model import NodeRecord, utcnow
 from core.settings import InterruptionSettings
-from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, rejected, session_clients
-from lambdas.events import InterruptionNotice, NoticeKind, parse_notice
-from lambdas.events.notice import check_not_future
+from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, session_clients
+from lambdas.common.prologue import admit, invocation
+from lambdas.common.telemetry import Telemetry
+from lambdas.events.event import Event, EventKind
 from lambdas.interruption.decide import command_id_for, decide
 from lambdas.interruption.execute import Effects, execute
-from lambdas.interruption.telemetry import Telemetry
 from lambdas.interruption.world import InstanceFacts, World, read_instance_facts
 
 # Powertools Logger: JSON lines with the Lambda context and correlation id (= the event id). Its service name comes
 # from POWERTOOLS_SERVICE_NAME; nothing of the product's settings is read here.
 logger = lambda_logger()
+
+KINDS = frozenset(
+    {
+        EventKind.SPOT_INTERRUPTION,
+        EventKind.REBALANCE_RECOMMENDATION,
+        EventKind.TERMINATE_LIFECYCLE_ACTION,
+        EventKind.INSTANCE_STATE_CHANGE,
+    }
+)  # the events this Lambda acts on; each names its instance (``Event.instance``)
 
 IDEMPOTENCY_EXPIRY_SECONDS = 3600  # a duplicate within the hour gets the first answer back
 
@@ -139,44 +149,44 @@ class Deps:
             self.idempotency[1].register_lambda_context(context)
 
 
-def _mark_replayed(response: Any, data_record: Any) -> Any:
+def _mark_replayed(response: Any, idempotent_data: DataRecord) -> Any:
     """Powertools response hook: a duplicate answered from the idempotency table says so."""
     if isinstance(response, dict):
         return {**response, "replayed": True}
     return response
 
 
-def gather(notice: InterruptionNotice, deps: Deps) -> World:
+def gather(notice: Event, deps: Deps) -> World:
     """Read what ``decide`` needs: the instance's ASG facts, membership, and this notice's recorded intents.
 
     Raises:
         StoreUnavailableError, AwsUnavailableError, AwsRequestError: reads failed.
     """
     membership = None
-    item = deps.store.get(f"NODE#{notice.instance_id}", consistent=False)
+    item = deps.store.get(f"NODE#{notice.instance}", consistent=False)
     if item is not None:
         try:
             membership = NodeRecord.model_validate(item)
         except ValidationError as err:
             logger.warning("unreadable membership record ignored", extra={"error": str(err)})
-    if notice.kind is NoticeKind.INSTANCE_STATE_CHANGE:
+    if notice.kind is EventKind.INSTANCE_STATE_CHANGE:
         # every instance of the account changes state: only members are looked at further (no AWS calls)
-        commands = tuple(commands_for_instance(deps.store, notice.instance_id)) if item is not None else ()
-        return World(instance=InstanceFacts(notice.instance_id), membership=membership, commands=commands)
-    detach = deps.store.get_detach(notice.instance_id)
+        members = tuple(commands_for_instance(deps.store, notice.instance)) if item is not None else ()
+        return World(instance=InstanceFacts(notice.instance), membership=membership, commands=members)
+    detach = deps.store.get_detach(notice.instance)
     command = deps.store.get_command(command_id_for(notice))
     hook = None
     commands: tuple[dict[str, Any], ...] = ()
-    if notice.kind is NoticeKind.TERMINATE_LIFECYCLE_ACTION:
-        hook = get_hook(deps.store, notice.instance_id)
-        commands = tuple(commands_for_instance(deps.store, notice.instance_id))
+    if notice.kind is EventKind.TERMINATE_LIFECYCLE_ACTION:
+        hook = get_hook(deps.store, notice.instance)
+        commands = tuple(commands_for_instance(deps.store, notice.instance))
     facts = read_instance_facts(
-        deps.aws.autoscaling, deps.aws.ec2, notice.instance_id, recorded_asg=detach.get("asg_name") if detach else None
+        deps.aws.autoscaling, deps.aws.ec2, notice.instance, recorded_asg=detach.get("asg_name") if detach else None
     )
     return World(instance=facts, membership=membership, command=command, detach=detach, hook=hook, commands=commands)
 
 
-def process_event(*, event: dict[str, Any], notice: InterruptionNotice, deps: Deps, now: datetime) -> dict[str, Any]:
+def process_event(*, event: dict[str, Any], notice: Event, deps: Deps, now: datetime) -> dict[str, Any]:
     """Gather, decide, execute one parsed event. Wrapped by Powertools idempotency on ``event["id"]``.
 
     Returns:
@@ -197,13 +207,13 @@ def process_event(*, event: dict[str, Any], notice: InterruptionNotice, deps: De
         "status": "acknowledged" if ack else ("dry_run" if deps.settings.dry_run else "acted"),
         "event_id": notice.event_id,
         "kind": notice.kind.value,
-        "instance_id": notice.instance_id,
+        "instance_id": notice.instance,
         "actions": results,
     }
     if ack is not None:
         response["reason"] = ack.reason.value
     logger.info(
-        f"{notice.detail_type} {notice.event_id} for {notice.instance_id}: {response['status']}"
+        f"{notice.detail_type} {notice.event_id} for {notice.instance}: {response['status']}"
         + (f" ({ack.reason.value})" if ack else f", {len(results)} actions"),
         extra={"status": response["status"], "reason": response.get("reason")},
     )
@@ -227,15 +237,10 @@ def handle(event: Any, deps: Deps, now: datetime | None = None) -> dict[str, Any
     """
     now = now or utcnow()
     telemetry = deps.telemetry
-    telemetry.count("EventsReceived")
-    try:
-        try:
-            notice = parse_notice(event)
-            check_not_future(notice.event_time, now)
-        except MalformedEventError as err:
-            return rejected(err, logger, telemetry, "EventsRejected")
-        logger.set_correlation_id(notice.event_id)
-        logger.append_keys(instance_id=notice.instance_id, notice_kind=notice.kind.value)
+    with invocation(logger, telemetry, "EventsReceived"):
+        notice = admit(event, KINDS, now, logger, telemetry, "EventsRejected")
+        if not isinstance(notice, Event):
+            return notice
         try:
             response: dict[str, Any] = deps.process(event=dict(event), notice=notice, deps=deps, now=now)
         except IdempotencyAlreadyInProgressError as err:
@@ -246,9 +251,6 @@ def handle(event: Any, deps: Deps, now: datetime | None = None) -> dict[str, Any
             telemetry.count("EventsReplayed")
             logger.info(f"duplicate event {notice.event_id}: answered from the idempotency record")
         return response
-    finally:
-        logger.remove_keys(["instance_id", "notice_kind"])
-        telemetry.flush()
 
 
 # The execution environment's ``Deps``, built on first use (settings read then, never at import).

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Union
 
 from core.lifecycle import LifecycleAction
 from core.model import Command
@@ -181,20 +180,20 @@ class Acknowledge:
         )
 
 
-Action = Union[
-    RecordCommand,
-    SendCommand,
-    RecordDetach,
-    DetachInstance,
-    MarkDetached,
-    RecordHook,
-    CompleteHook,
-    AwaitDrain,
-    ForgetNode,
-    CancelCommand,
-    Skip,
-    Acknowledge,
-]
+Action = (
+    RecordCommand
+    | SendCommand
+    | RecordDetach
+    | DetachInstance
+    | MarkDetached
+    | RecordHook
+    | CompleteHook
+    | AwaitDrain
+    | ForgetNode
+    | CancelCommand
+    | Skip
+    | Acknowledge
+)
 
 # Actions that change something (the rest only log and count).
 EFFECTS = (

@@ -22,6 +22,7 @@ from adapters.dynamo.store import Store
 from core.lock import Lease
 from core.runs import LOCK_OPERATION
 from lambdas.common.execute import apply_in_order
+from lambdas.common.telemetry import Telemetry
 from lambdas.refresher.plan import (
     EFFECTS,
     AcquireLock,
@@ -35,7 +36,6 @@ from lambdas.refresher.plan import (
     SetCapacity,
     TerminateInstance,
 )
-from lambdas.refresher.telemetry import RefresherTelemetry
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class Effects:
     runs: RunStore
     lock: LeaseLock
     aws: AwsPort
-    telemetry: RefresherTelemetry
+    telemetry: Telemetry
     logger: Any
     ttl_seconds: int
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Union
 
 from core.model import Command
 from core.runs import Run
@@ -117,7 +116,7 @@ class Metric:
         return f"metric {self.name} {self.value:g} {self.unit.value}"
 
 
-Action = Union[AcquireLock, CreateRun, SaveRun, SetCapacity, SendCommand, TerminateInstance, ReleaseLock, Metric]
+Action = AcquireLock | CreateRun | SaveRun | SetCapacity | SendCommand | TerminateInstance | ReleaseLock | Metric
 
 # Actions that change something (dry-run leaves them undone).
 EFFECTS = (AcquireLock, CreateRun, SaveRun, SetCapacity, SendCommand, TerminateInstance, ReleaseLock)

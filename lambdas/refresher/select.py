@@ -164,6 +164,6 @@ def format_table(rows: tuple[GroupRow, ...] | list[GroupRow]) -> str:
     out = []
     for line in lines:
         cells = [line[0].ljust(widths[0]), line[1].ljust(widths[1])]
-        cells += [cell.rjust(width) for cell, width in zip(line[2:], widths[2:])]
+        cells += [cell.rjust(width) for cell, width in zip(line[2:], widths[2:], strict=True)]
         out.append("  ".join(cells).rstrip())
     return "\n".join(out)

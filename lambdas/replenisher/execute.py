@@ -18,8 +18,8 @@ from adapters.dynamo import ledger as ledger_store
 from adapters.dynamo.commands import record_and_send
 from adapters.dynamo.store import Store
 from lambdas.common.execute import apply_in_order
-from lambdas.interruption.telemetry import Telemetry
-from lambdas.replenisher.decide import Plan
+from lambdas.common.telemetry import Telemetry
+from lambdas.replenisher.decide.builder import Plan
 from lambdas.replenisher.plan import EFFECTS, Action, Note, SendDrain, SetCapacity, Terminate, WriteLedger
 
 

@@ -26,7 +26,7 @@ Outcomes (the return value, logged):
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -41,20 +41,27 @@ from adapters.aws.ports import AwsPort
 from adapters.dynamo import ledger as ledger_store
 from adapters.dynamo.lock import LOCK_SK, LeaseLock
 from adapters.dynamo.store import Store
-from core.exceptions import LockHeldError, MalformedEventError
+from core.exceptions import LockHeldError
 from core.kops import managed_group
 from core.model import NodeRecord, utcnow
+from core.runs import Run
 from core.settings import ReplenisherSettings
-from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, rejected, session_clients
-from lambdas.events.dispatch import parse_capacity_notice
-from lambdas.events.notice import CapacityNotice, check_not_future
-from lambdas.interruption.telemetry import Telemetry
-from lambdas.replenisher.decide import OWN_COMMAND_PREFIXES, decide, runs_text
+from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, session_clients
+from lambdas.common.prologue import admit, invocation
+from lambdas.common.telemetry import Telemetry
+from lambdas.events.event import Event, EventKind
+from lambdas.replenisher.decide import decide
+from lambdas.replenisher.decide.builder import OWN_COMMAND_PREFIXES
+from lambdas.replenisher.decide.cleanup import run_instances
 from lambdas.replenisher.execute import Effects, execute
 from lambdas.replenisher.plan import Action
-from lambdas.replenisher.world import IN_SERVICE, Group, Instance, World, instance_ids_in, run_active
+from lambdas.replenisher.world import IN_SERVICE, Group, Instance, World, run_active
 
 logger = lambda_logger()
+
+KINDS = frozenset(
+    {EventKind.LAUNCH_FAILED, EventKind.LAUNCH_SUCCEEDED, EventKind.TICK, EventKind.DRAIN_FINISHED}
+)  # the events this Lambda reconciles on
 
 
 @dataclass
@@ -114,7 +121,8 @@ def gather(deps: Deps, now: datetime) -> World:
     nodes: dict[str, NodeRecord] = {}
     commands = {}
     protected: set[str] = set()
-    runs = []
+    runs: list[Run] = []
+    runs_unreadable = False
     lock = None
     for item in deps.store.query_partition(consistent=True):
         sk = str(item.get("sk", ""))
@@ -132,8 +140,13 @@ def gather(deps: Deps, now: datetime) -> World:
                 commands[sk[4:]] = item
             elif sk.startswith("RUN#"):
                 if run_active(item):
-                    runs.append(item)
-                    protected |= instance_ids_in(item)
+                    try:
+                        run = Run.model_validate(item)
+                    except ValidationError:
+                        runs_unreadable = True
+                        raise
+                    runs.append(run)
+                    protected |= run_instances(run)
             elif sk.startswith("DETACH#"):
                 protected.add(sk[7:])
         except ValidationError as err:
@@ -184,19 +197,20 @@ def gather(deps: Deps, now: datetime) -> World:
         nodes=nodes,
         commands=commands,
         protected=frozenset(protected),
-        active_runs=runs_text(runs),
+        active_runs=tuple(runs),
+        runs_unreadable=runs_unreadable,
         lock=lock,
     )
 
 
-def lock_free(lock: dict[str, Any] | None, now: datetime) -> bool:
+def lock_free(lock: Mapping[str, Any] | None, now: datetime) -> bool:
     """True when nobody holds a valid lease on the cluster lock (never taken, released, or expired)."""
     if not lock or not lock.get("holder"):
         return True
     return float(lock.get("lease_expires_at", 0)) <= now.timestamp()
 
 
-def process(notice: CapacityNotice, deps: Deps, now: datetime, request_id: str) -> dict[str, Any]:
+def process(notice: Event, deps: Deps, now: datetime, request_id: str) -> dict[str, Any]:
     """Gather, decide, lock, execute one parsed event; returns the response."""
     settings = deps.settings
     world = gather(deps, now)
@@ -263,17 +277,11 @@ def handle(event: Any, deps: Deps, now: datetime | None = None, request_id: str 
     """
     now = now or utcnow()
     telemetry = deps.telemetry
-    telemetry.count("EventsReceived")
-    try:
-        try:
-            notice = parse_capacity_notice(event)
-            check_not_future(notice.event_time, now)
-        except MalformedEventError as err:
-            return rejected(err, logger, telemetry, "EventsRejected")
-        logger.set_correlation_id(notice.event_id)
+    with invocation(logger, telemetry, "EventsReceived"):
+        notice = admit(event, KINDS, now, logger, telemetry, "EventsRejected")
+        if not isinstance(notice, Event):
+            return notice
         return process(notice, deps, now, request_id or str(uuid.uuid4()))
-    finally:
-        telemetry.flush()
 
 
 # The execution environment's ``Deps``, built on first use (settings read then, never at import).

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Union
 
 from core.ledger import Ledger
 from core.model import Command
@@ -107,7 +106,7 @@ class Note:
         return f"{self.reason.value}: {self.detail}" if self.detail else self.reason.value
 
 
-Action = Union[WriteLedger, SetCapacity, SendDrain, Terminate, Note]
+Action = WriteLedger | SetCapacity | SendDrain | Terminate | Note
 EFFECTS = (WriteLedger, SetCapacity, SendDrain, Terminate)
 # Effects that change capacity (they need the cluster lock); ledger writes of backoff only do not.
 CAPACITY_EFFECTS = (SetCapacity, SendDrain, Terminate)

@@ -13,7 +13,6 @@ Plain frozen values, gathered once per invocation by ``handler.gather`` with a b
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,11 +21,10 @@ from typing import Any
 from core.kops import ManagedGroup, Role
 from core.ledger import Ledger
 from core.model import NodeRecord
-from core.runs import RunStatus
+from core.runs import Run, RunStatus
 
 ACTIVE_STATES = frozenset({"InService", "Pending", "Pending:Wait", "Pending:Proceed"})
 IN_SERVICE = "InService"
-INSTANCE_ID_IN_TEXT = re.compile(r"\bi-[0-9a-f]{8,17}\b")
 # RUN# statuses after which a refresh run no longer holds capacity (anything else counts as active)
 
 
@@ -92,8 +90,10 @@ class World:
         nodes: instance id -> fresh membership record (older than ``MEMBERSHIP_MAX_AGE_SECONDS`` dropped).
         commands: command id -> ``CMD#`` item, for the replenisher's own commands (``giveback-``/``surplus-``).
         protected: instance ids named by an active ``RUN#`` item or a ``DETACH#`` item: never judged surplus.
-        active_runs: the active ``RUN#`` items as JSON text (``decide.runs_text``): the cleanup leaves alone any
-            group whose name appears in one.
+        active_runs: the active refresh runs (``RUN#`` items read as ``core.runs.Run``): the cleanup leaves alone
+            the groups a run names.
+        runs_unreadable: an active-looking ``RUN#`` item did not validate as a ``Run``: what it protects is unknown,
+            so the cleanup does nothing this invocation.
         lock: the ``LOCK`` item as read (None: never taken).
     """
 
@@ -102,7 +102,8 @@ class World:
     nodes: Mapping[str, NodeRecord] = field(default_factory=dict)
     commands: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     protected: frozenset[str] = frozenset()
-    active_runs: tuple[str, ...] = ()
+    active_runs: tuple[Run, ...] = ()
+    runs_unreadable: bool = False
     lock: Mapping[str, Any] | None = None
 
     def ledger(self, asg_name: str) -> Ledger:
@@ -115,21 +116,6 @@ class World:
             for i in group.instances
             if i.lifecycle_state == IN_SERVICE and (n := self.nodes.get(i.instance_id)) and n.ready
         )
-
-
-def instance_ids_in(value: Any) -> set[str]:
-    """Every EC2 instance id found anywhere in ``value`` (nested dicts, lists, strings): how a refresh run's
-    instances are found without depending on the ``RUN#`` item's exact shape."""
-    found: set[str] = set()
-    if isinstance(value, str):
-        found.update(INSTANCE_ID_IN_TEXT.findall(value))
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            found |= instance_ids_in(key) | instance_ids_in(item)
-    elif isinstance(value, (list, tuple, set)):
-        for item in value:
-            found |= instance_ids_in(item)
-    return found
 
 
 def run_active(item: Mapping[str, Any]) -> bool:

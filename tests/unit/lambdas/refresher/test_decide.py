@@ -1,22 +1,16 @@
-"""The refresher's pure decisions: selection, the step state machine's redo rules, request and trigger parsing.
+"""The refresher's pure decisions: the step state machine's redo rules.
 Synthetic worlds (no I/O): what a crash leaves behind must lead to exactly one redo, after the grace period."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
-from core.exceptions import InvalidRequestError, MalformedEventError, UnsupportedEventError
 from core.kops import Role
 from core.model import NodeRecord
 from core.runs import GroupSurge, Run, RunOptions, RunStatus, RunStep, Selection, StepState
 from core.settings import RefresherSettings
 from lambdas.refresher.decide import advance
 from lambdas.refresher.plan import SaveRun, SendCommand, SetCapacity, TerminateInstance
-from lambdas.refresher.request import parse_request
-from lambdas.refresher.select import format_table, select
-from lambdas.refresher.triggers import TriggerKind, parse_trigger
 from lambdas.refresher.world import GroupFacts, InstanceFacts, World
 
 T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
@@ -120,54 +114,3 @@ def test_a_failed_drain_pauses_and_gives_the_surge_back() -> None:
     kinds = [a.command.kind.value for a in effects(decision, SendCommand)]
     assert kinds == ["uncordon", "drain"]  # uncordon the old, drain the spare before giving it back
     assert decision.run.steps[0].state is StepState.UNDO_DRAINING
-
-
-def test_selection_skips_instances_on_the_current_template_and_orders_masters_first() -> None:
-    master = GroupFacts(
-        "m.c", Role.CONTROL_PLANE, "master-a", 1, 1, 1, (InstanceFacts(OTHER, "a", "InService", "3", T0),), "3"
-    )
-    workers = GroupFacts(
-        NODES,
-        Role.NODE,
-        "nodes-a",
-        1,
-        2,
-        2,
-        (InstanceFacts(OLD, "a", "InService", "1", T0), InstanceFacts(SPARE, "a", "InService", "2", T0)),
-        "2",
-    )
-    w = World(groups={NODES: workers, "m.c": master}, nodes={OTHER: node(OTHER)})
-    plan = select(RunOptions(selection=Selection.MAX_AGE), w, T0 + timedelta(days=1), 7 * 86400)
-    assert [(s.instance_id, s.needs_update) for s in plan.steps] == [(OLD, "launch_template")]
-    forced = select(RunOptions(selection=Selection.ALL), w, T0, 7 * 86400)
-    assert [s.group for s in forced.steps] == ["m.c", NODES, NODES]
-    assert "NEEDS-UPDATE" in format_table(forced.rows) and forced.refusal is None
-    not_ready = World(groups=w.groups, nodes={OTHER: node(OTHER, ready=False)})
-    assert "masters not all Ready" in (select(RunOptions(), not_ready, T0, 1).refusal or "")
-
-
-@pytest.mark.parametrize(
-    "payload",
-    [
-        None,
-        [],
-        {"action": "refresh"},
-        {"cluster": "c", "max_age": "7 days"},
-        {"cluster": "c", "all": True, "max_age": "1d"},
-        {"cluster": "c", "x": 1},
-    ],
-)
-def test_invalid_requests_are_refused_with_their_fields(payload: object) -> None:
-    with pytest.raises(InvalidRequestError) as err:
-        parse_request(payload)
-    assert err.value.errors
-
-
-def test_triggers() -> None:
-    assert parse_trigger({"trigger": "tick"}).kind is TriggerKind.TICK
-    assert parse_trigger({"trigger": "schedule"}).kind is TriggerKind.SCHEDULE
-    assert parse_trigger({"cluster": "c", "max_age": "168h"}).request.max_age == "168h"  # type: ignore[union-attr]
-    with pytest.raises(UnsupportedEventError):
-        parse_trigger({"source": "aws.ec2", "detail-type": "EC2 Spot Instance Interruption Warning"})
-    with pytest.raises(MalformedEventError):
-        parse_trigger({"source": "aws.autoscaling", "detail-type": "EC2 Instance Launch Successful", "id": "x"})

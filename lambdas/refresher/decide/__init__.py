@@ -1,0 +1,69 @@
+"""The next step of a refresh run: run + world + clock + settings -> a decision. Pure: no I/O, no clock reads.
+
+Level-triggered: every call looks at the whole run and the whole world, so it does not matter which event (a drain
+finishing, an instance launching, the tick) caused it, or whether an earlier invocation crashed.
+
+**Order.** Control-plane steps first, one at a time and never surged; each starts only while every master is
+Ready, and ends only once every master is Ready on two checks ``master_settle_seconds`` apart after the
+replacement. Then worker groups one after the other; within a group up to ``max_surge`` steps at once.
+
+**Worker step** (surge first, max unavailable 0):
+
+1. ``pending -> surging``: desired capacity is raised to ``original_desired + raised`` (MaxSize too if needed),
+   after recording the intent and the group's current instances (``surge_baseline``).
+2. ``surging -> draining``: once a new instance of the group (not in the baseline, not another step's spare) has a
+   Ready node *and* the group has at least ``original_desired`` Ready instances besides the old ones being
+   replaced, the old node is drained through the agent (a ``drain`` command, deadline now + drain timeout,
+   ``uncordon_on_failure`` under the ``pause`` policy). No spare yet: the run waits; it never removes capacity.
+3. ``draining -> terminating``: when the drain succeeded (or was skipped: no node), or timed out under the
+   ``terminate`` policy, and the group still has ``original_desired`` Ready instances besides the old ones: the old
+   instance is terminated with ShouldDecrementDesiredCapacity=True, which gives the surge unit back.
+4. ``terminating -> done`` once the instance left the group (``raised`` - 1).
+
+A drain that failed, or timed out under ``pause``, pauses the run: an uncordon command is sent for the old node
+(belt and braces beside ``uncordon_on_failure``) and the step gives its surge back (``undoing``): the spare is
+drained (its pods go back to the old node, uncordoned) then terminated with decrement; a spare that has no node
+yet is terminated at once; a surge that launched nothing is lowered back (only when the group holds no more
+instances than the lower value, so Auto Scaling has nothing to pick). The undo's own drain proceeds to the
+termination whatever its outcome: the spare is the run's own capacity.
+
+**Cancel** (``cancel_requested``): steps not started are skipped, steps still surging give their surge back, steps
+draining or terminating finish; then the run ends ``cancelled``.
+
+**Redo.** An intent whose effect is not visible is redone once it is older than ``effect_grace_seconds`` (an
+invocation crashed between the record and the effect): desired capacity is set again (an absolute value), a command
+not recorded is sent again, an instance still in service is terminated again. Effects visible are only recorded.
+
+**Waiting.** The decision says what the run waits for; waits on a node becoming Ready, a launch, a termination or
+the masters' second check are worth polling for a while inside the invocation; a wait on a drain is not (the
+agent's event ends it).
+
+Modules: ``context`` (the pass's state and helpers, ``Decision``), ``worker`` (surge and start of worker steps),
+``master`` (control-plane steps), ``replace`` (drain outcome, termination), ``undo`` (giving a surge back),
+``lifecycle`` (one pass: stop, steps, groups' MaxSize, the run's end).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from core.runs import Run
+from core.settings import RefresherSettings
+from lambdas.refresher.decide.context import Context, Decision
+from lambdas.refresher.decide.lifecycle import decide_pass
+from lambdas.refresher.world import World
+
+
+def advance(run: Run, world: World, settings: RefresherSettings, now: datetime) -> Decision:
+    """Decide the run's next step (rules in the module docstring).
+
+    Args:
+        run: the run as stored (its ``version`` conditions the save).
+        world: groups (all of the cluster's, for the masters' check), fresh membership, the run's commands, lock.
+        settings: grace periods, settle interval, agent grace.
+        now: the current time (UTC).
+
+    Returns:
+        The decision: the new run state (saved first when it changed), the effects, and what it waits for.
+    """
+    return decide_pass(Context(run, world, settings, now))

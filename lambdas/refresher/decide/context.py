@@ -1,0 +1,207 @@
+"""What one decision pass over a refresh run works on (``Context``: a mutable copy of the run, the world, the
+effects and waits gathered, and the helpers every step uses), and what it returns (``Decision``, ``Wait``). Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import Enum
+
+from core.model import Command, CommandKind, CommandStatus, DrainOptions
+from core.runs import DrainTimeoutPolicy, GroupSurge, Run, RunStatus, RunStep, StepState
+from core.settings import RefresherSettings
+from lambdas.refresher.plan import Action, SaveRun, SetCapacity
+from lambdas.refresher.world import GroupFacts, World
+
+UNDO_COMMAND_SUFFIX = "undo"
+UNCORDON_COMMAND_SUFFIX = "uncordon"
+UNDO_DRAIN_SECONDS = 300  # deadline of the drain of a spare being given back
+
+
+class WaitKind(str, Enum):
+    DRAIN = "drain"  # the agent's result event ends it: return
+    NODE_READY = "node_ready"
+    LAUNCH = "launch"
+    TERMINATION = "termination"
+    SETTLE = "settle"
+    EFFECT = "effect"  # an intent younger than the grace period: its invocation is probably still at it
+
+    @property
+    def pollable(self) -> bool:
+        return self is not WaitKind.DRAIN
+
+
+@dataclass(frozen=True)
+class Wait:
+    kind: WaitKind
+    what: str
+    after_seconds: float | None = None  # poll again no sooner than this (masters' second check)
+
+
+@dataclass
+class Decision:
+    """What to do now.
+
+    Attributes:
+        run: the run's new state (the input's when nothing changed).
+        actions: ``SaveRun`` first when the run changed, then the effects, in order.
+        waits: what the run waits for afterwards (empty when it is over or moves on at once).
+    """
+
+    run: Run
+    actions: list[Action] = field(default_factory=list)
+    waits: list[Wait] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return any(isinstance(a, SaveRun) for a in self.actions)
+
+    @property
+    def pollable(self) -> Wait | None:
+        """The wait worth polling for, if every wait is (a drain in flight makes polling pointless)."""
+        if not self.waits or any(not w.kind.pollable for w in self.waits):
+            return None
+        return min(self.waits, key=lambda w: w.after_seconds or 0)
+
+
+class Context:
+    """One decision pass: a mutable copy of the run plus the effects and notes gathered."""
+
+    def __init__(self, run: Run, world: World, settings: RefresherSettings, now: datetime) -> None:
+        self.run = run.model_copy(deep=True)
+        self.world = world
+        self.settings = settings
+        self.now = now
+        self.effects: list[Action] = []
+        self.changes: list[str] = []
+        self.waits: list[Wait] = []
+
+    def change(self, note: str) -> None:
+        self.changes.append(note)
+
+    def wait(self, kind: WaitKind, what: str, after: float | None = None) -> None:
+        self.waits.append(Wait(kind, what, after))
+
+    def older_than_grace(self, when: datetime | None) -> bool:
+        return when is None or (self.now - when).total_seconds() >= self.settings.effect_grace_seconds
+
+    def facts(self, step: RunStep) -> GroupFacts | None:
+        return self.world.groups.get(step.group)
+
+    def command_id(self, step: RunStep, suffix: str = "") -> str:
+        base = f"refresh-{self.run.run_id}-{step.index}"
+        return f"{base}-{suffix}" if suffix else base
+
+    def command(
+        self,
+        step: RunStep,
+        kind: CommandKind,
+        instance_id: str,
+        node_name: str | None,
+        command_id: str,
+        seconds: int,
+        uncordon_on_failure: bool = False,
+    ) -> Command:
+        return Command(
+            command_id=command_id,
+            cluster=self.run.cluster,
+            kind=kind,
+            instance_id=instance_id,
+            node_name=node_name,
+            reason=f"refresh {self.run.run_id} step {step.index}",
+            deadline=self.now + timedelta(seconds=seconds),
+            options=DrainOptions(uncordon_on_failure=uncordon_on_failure),
+        )
+
+    def drain_command(self, step: RunStep) -> Command:
+        pause = self.run.options.drain_timeout_policy is DrainTimeoutPolicy.PAUSE
+        return self.command(
+            step,
+            CommandKind.DRAIN,
+            step.instance_id,
+            self.node_name(step.instance_id, step),
+            step.command_id or self.command_id(step),
+            self.run.options.drain_timeout_seconds,
+            uncordon_on_failure=pause,
+        )
+
+    def unsent(self, command_id: str) -> bool:
+        """The command may never have reached the queue: not recorded, or still ``queued`` (a crash between the
+        record and the send). Sending it again is harmless: the agent works a command once, by its ``CMD#``."""
+        item = self.world.commands.get(command_id)
+        return item is None or item.get("status") == CommandStatus.QUEUED.value
+
+    def node_name(self, instance_id: str, step: RunStep | None = None) -> str | None:
+        record = self.world.nodes.get(instance_id)
+        if record is not None:
+            return record.node_name
+        return step.node_name if step is not None and step.instance_id == instance_id else None
+
+    def capacity(self, group: GroupSurge) -> SetCapacity:
+        desired = group.original_desired + group.raised
+        max_size = None
+        if desired > group.original_max:
+            max_size = desired
+            group.max_raised_to = max(group.max_raised_to or 0, desired)
+        return SetCapacity(group.name, desired=desired, max_size=max_size)
+
+    def add_capacity_effect(self, effect: SetCapacity) -> None:
+        """Only the last desired value for a group matters (absolute values): replace an earlier one."""
+        self.effects = [
+            e
+            for e in self.effects
+            if not (isinstance(e, SetCapacity) and e.asg_name == effect.asg_name and e.desired is not None)
+        ]
+        self.effects.append(effect)
+
+    def olds_being_replaced(self, group: str) -> set[str]:
+        return {
+            s.instance_id
+            for s in self.run.steps
+            if s.group == group and s.state in (StepState.DRAINING, StepState.TERMINATING)
+        }
+
+    def ready_besides(self, facts: GroupFacts, exclude: set[str]) -> int:
+        return sum(1 for i in facts.live if i.instance_id not in exclude and self.world.ready(i.instance_id))
+
+    def claimed_spares(self, but: RunStep) -> set[str]:
+        return {
+            s.surge_instance_id for s in self.run.steps if s is not but and s.surge_instance_id and s.state.in_flight
+        }
+
+    def new_instances(self, step: RunStep, facts: GroupFacts) -> list[str]:
+        olds = {s.instance_id for s in self.run.steps}
+        claimed = self.claimed_spares(step)
+        return [
+            i.instance_id
+            for i in facts.live
+            if i.instance_id not in step.surge_baseline and i.instance_id not in claimed and i.instance_id not in olds
+        ]
+
+    def finish_step(self, step: RunStep, state: StepState, note: str = "") -> None:
+        step.state = state
+        step.finished_at = self.now
+        if note:
+            step.note = note
+        self.change(f"step {step.index} ({step.instance_id}) {state.value}" + (f": {note}" if note else ""))
+
+    def stop_run(self, status: RunStatus, reason: str) -> None:
+        if self.run.status is RunStatus.RUNNING:
+            self.run.status = status
+            self.run.reason = reason
+            self.change(f"run {status.value}: {reason}")
+
+    def drain_outcome(self, step: RunStep, command_id: str) -> tuple[str | None, str]:
+        """The drain's terminal status ("" message) or None while it runs; a command unfinished long after its
+        deadline counts as timed out (the agent is gone)."""
+        item = self.world.commands.get(command_id)
+        if item is None:
+            return None, ""
+        status = CommandStatus(item["status"])
+        if status.terminal:
+            result = item.get("result") or {}
+            return status.value, str(result.get("message", ""))
+        deadline = datetime.fromisoformat(str(item["command"]["deadline"]))
+        if (self.now - deadline).total_seconds() > self.settings.agent_grace_seconds:
+            return CommandStatus.TIMED_OUT.value, "no result from the agent after the deadline"
+        return None, ""

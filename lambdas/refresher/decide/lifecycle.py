@@ -1,0 +1,107 @@
+"""The run's lifecycle in one pass: stop it (lock lost, cancel), move every step on (terminations first), start new
+steps, restore MaxSize of finished groups, end the run and release the lock. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from core.kops import Role
+from core.runs import RunStatus, RunStep, StepState
+from lambdas.refresher.decide.context import Context, Decision
+from lambdas.refresher.decide.master import settling, start_master
+from lambdas.refresher.decide.replace import draining, terminating
+from lambdas.refresher.decide.undo import undo_draining, undo_terminating, undoing
+from lambdas.refresher.decide.worker import start_workers, surging
+from lambdas.refresher.plan import Action, Metric, MetricUnitName, ReleaseLock, SaveRun, SetCapacity
+
+
+def start_steps(p: Context) -> None:
+    """Start the next steps of the first group not finished: one master at a time, workers up to ``max_surge``."""
+    current = next((s.group for s in p.run.steps if not s.state.final), None)
+    if current is None:
+        return
+    steps = [s for s in p.run.steps if s.group == current]
+    role = steps[0].role
+    if role == Role.CONTROL_PLANE.value:
+        if any(s.state.in_flight for s in p.run.steps if s.role == role):
+            return
+        step = next(s for s in steps if s.state is StepState.PENDING)
+        start_master(p, step)
+        return
+    start_workers(p, current, steps)
+
+
+def finish_groups(p: Context) -> None:
+    """Restore the MaxSize of each group whose steps are all final and whose surge is all given back."""
+    for group in p.run.groups:
+        steps = [s for s in p.run.steps if s.group == group.name]
+        if group.max_raised_to is None or group.max_restored or not all(s.state.final for s in steps):
+            continue
+        if group.raised == 0:
+            group.max_restored = True
+            p.effects.append(SetCapacity(group.name, max_size=group.original_max))
+            p.change(f"{group.name}: MaxSize back to {group.original_max}")
+
+
+def finish_run(p: Context) -> None:
+    """End the run once every step is final (pending steps of a stopping run are skipped); release the lock."""
+    run = p.run
+    if run.status.stopping and any(s.state is StepState.PENDING for s in run.steps):
+        for step in run.steps:
+            if step.state is StepState.PENDING:
+                p.finish_step(step, StepState.SKIPPED, f"run {run.status.value}")
+    if not all(s.state.final for s in run.steps):
+        return
+    final = {
+        RunStatus.RUNNING: RunStatus.SUCCEEDED,
+        RunStatus.PAUSING: RunStatus.PAUSED,
+        RunStatus.CANCELLING: RunStatus.CANCELLED,
+    }[run.status]
+    run.status = final
+    run.finished_at = p.now
+    run.waiting = ""
+    p.change(f"run {final.value}" + (f": {run.reason}" if run.reason else ""))
+    p.effects.append(ReleaseLock(run.holder))
+    p.effects.append(Metric("RunDuration", (p.now - run.created_at).total_seconds(), MetricUnitName.SECONDS))
+    if final is not RunStatus.SUCCEEDED:
+        p.effects.append(Metric("RunFailures" if final is RunStatus.PAUSED else "RunsCancelled"))
+
+
+def decide_pass(p: Context) -> Decision:
+    """One pass over the run (rules in the package docstring): the decision with the run saved first if it changed."""
+    run = p.run
+    if not run.status.active:
+        return Decision(run)
+    if p.world.lock_lost:
+        p.stop_run(RunStatus.PAUSING, "the cluster lock was taken over by another holder")
+    if run.cancel_requested and run.status is RunStatus.RUNNING:
+        p.stop_run(RunStatus.CANCELLING, "cancelled by an operator")
+    handlers: dict[StepState, Callable[[Context, RunStep], None]] = {
+        StepState.TERMINATING: terminating,
+        StepState.UNDO_TERMINATING: undo_terminating,
+        StepState.SETTLING: settling,
+        StepState.DRAINING: draining,
+        StepState.UNDO_DRAINING: undo_draining,
+        StepState.SURGING: surging,
+        StepState.UNDOING: undoing,
+    }
+    # terminations first: they give surge units back before anything compares desired capacity
+    for state in handlers:
+        for step in [s for s in run.steps if s.state is state]:
+            handlers[state](p, step)
+    if run.status is RunStatus.RUNNING:
+        start_steps(p)
+    finish_groups(p)
+    finish_run(p)
+    if run.status.active:
+        waiting = "; ".join(w.what for w in p.waits)
+        if waiting != run.waiting:
+            run.waiting = waiting
+            if not p.changes:
+                p.change("waiting: " + (waiting or "nothing"))
+    actions: list[Action] = []
+    if p.changes:
+        run.updated_at = p.now
+        actions.append(SaveRun(run, tuple(p.changes)))
+    actions.extend(p.effects)
+    return Decision(run, actions, p.waits if run.status.active else [])

@@ -1,0 +1,100 @@
+"""The replacement of an old instance, worker or master (rules 3 and 4): its drain's outcome decides between
+terminating it and pausing the run; then it must leave its group. Pure."""
+
+from __future__ import annotations
+
+from core.kops import Role
+from core.model import CommandKind, CommandStatus
+from core.runs import DrainTimeoutPolicy, RunStatus, RunStep, StepState
+from lambdas.refresher.decide.context import UNCORDON_COMMAND_SUFFIX, Context, WaitKind
+from lambdas.refresher.plan import Metric, SendCommand, TerminateInstance
+
+
+def draining(p: Context, step: RunStep) -> None:
+    """A step draining its old node: resend a drain not taken up; on success (or a timeout under ``terminate``)
+    terminate the old instance; on failure pause the run, uncordon the node and give the surge back (workers)."""
+    assert step.command_id is not None
+    facts = p.facts(step)
+    worker = step.role == Role.NODE.value
+    if worker and (facts is None or not facts.has_live(step.instance_id)):
+        step.state = StepState.UNDOING
+        step.note = "the old instance left its group during the drain: surge given back"
+        p.change(f"step {step.index} undoing: {step.note}")
+        return
+    if p.unsent(step.command_id):
+        if p.older_than_grace(step.intent_at):
+            step.intent_at = p.now
+            p.effects.append(SendCommand(p.drain_command(step)))
+            p.change(f"step {step.index}: drain command {step.command_id} not taken up, send it again")
+        else:
+            p.wait(WaitKind.EFFECT, f"the agent to take drain command {step.command_id} up")
+        return
+    status, message = p.drain_outcome(step, step.command_id)
+    if status is None:
+        p.wait(WaitKind.DRAIN, f"drain of {step.node_name or step.instance_id}")
+        return
+    proceed = status in (CommandStatus.SUCCEEDED.value, CommandStatus.SKIPPED.value) or (
+        status == CommandStatus.TIMED_OUT.value and p.run.options.drain_timeout_policy is DrainTimeoutPolicy.TERMINATE
+    )
+    if step.drain_status != status:
+        step.drain_status, step.drain_message = status, message
+    if not proceed:
+        who = step.node_name or step.instance_id
+        p.stop_run(RunStatus.PAUSING, f"drain of {who} {status}: {message}".rstrip(": "))
+        step.uncordon_command_id = p.command_id(step, UNCORDON_COMMAND_SUFFIX)
+        p.effects.append(
+            SendCommand(
+                p.command(
+                    step,
+                    CommandKind.UNCORDON,
+                    step.instance_id,
+                    p.node_name(step.instance_id, step),
+                    step.uncordon_command_id,
+                    120,
+                )
+            )
+        )
+        if worker:
+            step.state = StepState.UNDOING
+            step.note = f"drain {status}: node uncordoned, surge given back"
+            p.change(f"step {step.index} undoing: {step.note}")
+        else:
+            p.finish_step(step, StepState.KEPT, f"drain {status}: master kept and uncordoned")
+        return
+    if worker:
+        group = p.run.group(step.group)
+        assert facts is not None
+        exclude = p.olds_being_replaced(step.group)
+        if p.ready_besides(facts, exclude) < group.original_desired:
+            p.wait(
+                WaitKind.NODE_READY,
+                f"{group.name} to have {group.original_desired} Ready nodes "
+                f"besides those being replaced before terminating {step.instance_id}",
+            )
+            return
+    step.state = StepState.TERMINATING
+    step.intent_at = p.now
+    p.effects.append(TerminateInstance(step.group, step.instance_id, decrement=worker))
+    p.change(f"step {step.index}: drain {status}, terminate {step.instance_id}")
+
+
+def terminating(p: Context, step: RunStep) -> None:
+    """A step terminating its old instance: done (workers) or settling (masters) once it left its group; else
+    terminate it again after the grace period."""
+    facts = p.facts(step)
+    if facts is None or not facts.has_live(step.instance_id):
+        if step.role == Role.NODE.value:
+            p.run.group(step.group).raised -= 1
+            p.finish_step(step, StepState.DONE, "replaced")
+            p.effects.append(Metric("NodesReplaced"))
+        else:
+            step.state = StepState.SETTLING
+            step.settle_first_ok_at = None
+            p.change(f"step {step.index}: master {step.instance_id} gone, wait for the masters to settle")
+        return
+    if p.older_than_grace(step.intent_at):
+        step.intent_at = p.now
+        p.effects.append(TerminateInstance(step.group, step.instance_id, decrement=step.role == Role.NODE.value))
+        p.change(f"step {step.index}: {step.instance_id} still in service, terminate it again")
+    else:
+        p.wait(WaitKind.TERMINATION, f"{step.instance_id} to leave {step.group}")

@@ -1,0 +1,107 @@
+"""Giving a step's surge back (a paused or cancelled run, an old instance gone): drain the spare if it has a node,
+terminate it with decrement, or lower a surge that launched nothing. Pure."""
+
+from __future__ import annotations
+
+from core.model import CommandKind
+from core.runs import RunStep, StepState
+from lambdas.refresher.decide.context import UNDO_COMMAND_SUFFIX, UNDO_DRAIN_SECONDS, Context, WaitKind
+from lambdas.refresher.plan import SendCommand, SetCapacity, TerminateInstance
+
+
+def undoing(p: Context, step: RunStep) -> None:
+    """Give a step's surge back: pick the spare (one without a node first), drain it if it has a node, else terminate
+    it with decrement; lower a surge that launched nothing."""
+    group, facts = p.run.group(step.group), p.facts(step)
+    if facts is None:
+        group.raised -= 1
+        p.finish_step(step, StepState.UNDONE, f"group {step.group} is gone")
+        return
+    spare = step.surge_instance_id
+    if spare is None or not facts.has_live(spare):
+        candidates = p.new_instances(step, facts)
+        if candidates:
+            # a spare without a node first: nothing to drain
+            candidates.sort(key=lambda iid: iid in p.world.nodes)
+            step.surge_instance_id = candidates[0]
+            spare = candidates[0]
+            p.change(f"step {step.index}: give back spare {spare}")
+        else:
+            target = group.original_desired + group.raised - 1
+            if facts.desired <= target:
+                group.raised -= 1
+                p.finish_step(step, StepState.UNDONE, step.note or "surge given back")
+            elif len(facts.live) <= target:
+                group.raised -= 1
+                p.add_capacity_effect(SetCapacity(group.name, desired=target))
+                p.finish_step(
+                    step,
+                    StepState.UNDONE,
+                    (step.note or "surge given back") + f"; nothing launched, desired lowered to {target}",
+                )
+            else:
+                p.wait(WaitKind.LAUNCH, f"a spare of {group.name} to give back")
+            return
+    if spare in p.world.nodes:
+        step.undo_command_id = p.command_id(step, UNDO_COMMAND_SUFFIX)
+        step.state = StepState.UNDO_DRAINING
+        step.intent_at = p.now
+        p.effects.append(
+            SendCommand(
+                p.command(step, CommandKind.DRAIN, spare, p.node_name(spare), step.undo_command_id, UNDO_DRAIN_SECONDS)
+            )
+        )
+        p.change(f"step {step.index}: drain spare {spare} before giving it back")
+    else:
+        step.state = StepState.UNDO_TERMINATING
+        step.intent_at = p.now
+        p.effects.append(TerminateInstance(step.group, spare, decrement=True))
+        p.change(f"step {step.index}: spare {spare} has no node, terminate it with decrement")
+
+
+def undo_draining(p: Context, step: RunStep) -> None:
+    """The spare's drain: resend it if never recorded; whatever its outcome, terminate the spare with decrement."""
+    assert step.undo_command_id is not None and step.surge_instance_id is not None
+    if p.unsent(step.undo_command_id):
+        if p.older_than_grace(step.intent_at):
+            step.intent_at = p.now
+            p.effects.append(
+                SendCommand(
+                    p.command(
+                        step,
+                        CommandKind.DRAIN,
+                        step.surge_instance_id,
+                        p.node_name(step.surge_instance_id),
+                        step.undo_command_id,
+                        UNDO_DRAIN_SECONDS,
+                    )
+                )
+            )
+            p.change(f"step {step.index}: undo drain not recorded, send it again")
+        else:
+            p.wait(WaitKind.EFFECT, f"undo drain {step.undo_command_id} to be recorded")
+        return
+    status, _ = p.drain_outcome(step, step.undo_command_id)
+    if status is None:
+        p.wait(WaitKind.DRAIN, f"drain of spare {step.surge_instance_id}")
+        return
+    step.state = StepState.UNDO_TERMINATING
+    step.intent_at = p.now
+    p.effects.append(TerminateInstance(step.group, step.surge_instance_id, decrement=True))
+    p.change(f"step {step.index}: spare drain {status}, terminate {step.surge_instance_id} with decrement")
+
+
+def undo_terminating(p: Context, step: RunStep) -> None:
+    """The spare's termination: the step is undone once the spare left its group; else terminate it again."""
+    assert step.surge_instance_id is not None
+    facts = p.facts(step)
+    if facts is None or not facts.has_live(step.surge_instance_id):
+        p.run.group(step.group).raised -= 1
+        p.finish_step(step, StepState.UNDONE, step.note or "surge given back")
+        return
+    if p.older_than_grace(step.intent_at):
+        step.intent_at = p.now
+        p.effects.append(TerminateInstance(step.group, step.surge_instance_id, decrement=True))
+        p.change(f"step {step.index}: spare {step.surge_instance_id} still in service, terminate again")
+    else:
+        p.wait(WaitKind.TERMINATION, f"spare {step.surge_instance_id} to leave {step.group}")

@@ -1,0 +1,393 @@
+"""The refresher's application service: what each kind of invocation does to the refresh runs.
+
+``serve`` answers one parsed invocation; ``start`` plans and starts a run, ``advance_run`` moves the active one on
+until it waits for something not worth polling for (the decisions are ``lambdas.refresher.decide``'s, the effects
+``lambdas.refresher.execute``'s), ``status`` and ``cancel`` answer the manual requests, ``free_orphan_lock`` repairs
+what a crash between the lock and the run left. ``handler`` wires it to Lambda.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any, Protocol
+
+from adapters.aws.ports import AwsPort
+from adapters.dynamo.lock import LeaseLock
+from adapters.dynamo.runs import RunStore
+from adapters.dynamo.store import Store
+from core.exceptions import LockHeldError, RunConflictError
+from core.lock import Lease
+from core.runs import (
+    LOCK_OPERATION,
+    DrainTimeoutPolicy,
+    GroupSurge,
+    Run,
+    RunOptions,
+    Selection,
+    new_run_id,
+    run_id_of_holder,
+)
+from core.settings import RefresherSettings, parse_duration
+from lambdas.common.handler import lambda_logger
+from lambdas.events.event import Event, EventKind
+from lambdas.events.request import CancelRequest, RefreshRequest, StatusRequest
+from lambdas.refresher.decide import advance as decide_next
+from lambdas.refresher.execute import Effects, execute
+from lambdas.refresher.plan import AcquireLock, Action, CreateRun
+from lambdas.refresher.select import format_table, select
+from lambdas.refresher.world import World, read_groups
+
+# The refresher's one Powertools Logger (``handler`` injects the Lambda context into it).
+logger = lambda_logger()
+
+MAX_PASSES = 500  # decisions per invocation (each one changes the run or waits); a bound, never reached in practice
+
+
+class RefresherDeps(Protocol):
+    """What the service needs (``handler.Deps`` in production and tests)."""
+
+    @property
+    def settings(self) -> RefresherSettings: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def aws(self) -> AwsPort: ...
+
+    @property
+    def runs(self) -> RunStore: ...
+
+    @property
+    def lock(self) -> LeaseLock: ...
+
+    @property
+    def clock(self) -> Callable[[], datetime]: ...
+
+    @property
+    def sleep(self) -> Callable[[float], None]: ...
+
+    def effects(self) -> Effects: ...
+
+
+# -- reading the world --------------------------------------------------------------------------------------------
+
+
+def gather(run: Run, deps: RefresherDeps, lock_lost: bool = False) -> World:
+    """The world a run's next decision needs: every group of the cluster (the masters' check needs them all),
+    fresh membership, the ``CMD#`` items of the run's unfinished commands.
+
+    Raises:
+        StoreUnavailableError, AwsUnavailableError, AwsRequestError: reads failed.
+    """
+    now = deps.clock()
+    groups = read_groups(deps.aws.autoscaling, deps.aws.ec2, deps.settings.cluster_name)
+    nodes = {r.instance_id: r for r in deps.store.list_nodes(deps.settings.membership_max_age_seconds, now)}
+    commands = {}
+    for step in run.steps:
+        if not step.state.in_flight:
+            continue
+        for command_id in (step.command_id, step.undo_command_id):
+            if command_id:
+                item = deps.store.get_command(command_id)
+                if item is not None:
+                    commands[command_id] = item
+    return World(groups=groups, nodes=nodes, commands=commands, lock_lost=lock_lost)
+
+
+def run_summary(run: Run, steps: bool = False) -> dict[str, Any]:
+    """A run as the responses and the CLI show it."""
+    counts: dict[str, int] = {}
+    for step in run.steps:
+        counts[step.state.value] = counts.get(step.state.value, 0) + 1
+    out: dict[str, Any] = {
+        "run_id": run.run_id,
+        "status": run.status.value,
+        "reason": run.reason,
+        "waiting": run.waiting,
+        "trigger": run.options.trigger,
+        "created_at": run.created_at.isoformat(),
+        "updated_at": run.updated_at.isoformat(),
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        "steps": counts,
+        "surge": run.surge,
+        "surge_instance_ids": run.surge_instance_ids,
+        "cancel_requested": run.cancel_requested,
+    }
+    if steps:
+        out["step_details"] = [
+            {
+                "index": s.index,
+                "group": s.group,
+                "role": s.role,
+                "instance_id": s.instance_id,
+                "node_name": s.node_name,
+                "needs_update": s.needs_update,
+                "state": s.state.value,
+                "spare": s.surge_instance_id,
+                "drain": s.drain_status,
+                "note": s.note,
+            }
+            for s in run.steps
+        ]
+    return out
+
+
+# -- the work -----------------------------------------------------------------------------------------------------
+
+
+def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) -> dict[str, Any]:
+    """Advance the run ``run_id`` (or the active one) until it waits for something not worth polling for, or the
+    budget is spent. Renews the cluster lock once.
+
+    Returns:
+        ``{"status": "advanced" | "idle", "run": summary, "actions": [...]}``; ``idle`` when there is no active run.
+    """
+    deadline = time.monotonic() + budget_seconds
+    results: list[dict[str, str]] = []
+    renewed = False
+    lock_lost = False
+    run: Run | None = None
+    for _ in range(MAX_PASSES):
+        run = deps.runs.get(run_id) if run_id else deps.runs.active()
+        if run is None or not run.status.active:
+            break
+        run_id = run.run_id
+        if not renewed:
+            try:
+                deps.lock.acquire(run.holder, LOCK_OPERATION, deps.settings.lock_lease_seconds)
+            except LockHeldError as err:
+                logger.warning(f"run {run.run_id} lost the cluster lock to {err.holder}")
+                lock_lost = True
+            renewed = True
+        world = gather(run, deps, lock_lost)
+        now = deps.clock()
+        decision = decide_next(run, world, deps.settings, now)
+        if decision.actions:
+            try:
+                results += execute(decision.actions, deps.effects(), now)
+            except RunConflictError:
+                logger.info(f"run {run.run_id} was advanced by another invocation: reading it again")
+                continue
+            if decision.changed:
+                continue
+        wait = decision.pollable
+        if wait is None:
+            break
+        delay = max(deps.settings.poll_seconds, wait.after_seconds or 0.0)
+        if time.monotonic() + delay > deadline:
+            break
+        deps.sleep(delay)
+    if run is None:
+        return {"status": "idle", "actions": results}
+    final = deps.runs.get(run.run_id) or run
+    return {"status": "advanced", "run": run_summary(final), "actions": results}
+
+
+def options_of(request: RefreshRequest | None, settings: RefresherSettings, trigger: str) -> RunOptions:
+    """A run's options: the request's values, else the settings' defaults."""
+    policy = DrainTimeoutPolicy(settings.drain_timeout_policy)
+    if request is None:
+        return RunOptions(
+            trigger=trigger,
+            selection=Selection.MAX_AGE,
+            max_age_seconds=settings.max_age_seconds,
+            max_surge=settings.max_surge,
+            drain_timeout_seconds=settings.drain_timeout_seconds,
+            drain_timeout_policy=policy,
+        )
+    return RunOptions(
+        trigger=trigger,
+        selection=Selection.ALL if request.all else Selection.MAX_AGE,
+        max_age_seconds=parse_duration(request.max_age) if request.max_age else settings.max_age_seconds,
+        instance_groups=request.instance_groups,
+        max_surge=request.max_surge or settings.max_surge,
+        drain_timeout_seconds=request.drain_timeout_seconds or settings.drain_timeout_seconds,
+        drain_timeout_policy=request.drain_timeout_policy or policy,
+    )
+
+
+def start(options: RunOptions, dry_run: bool, deps: RefresherDeps, budget_seconds: float) -> dict[str, Any]:
+    """Plan a run and, unless ``dry_run``, start it (lock, ``RUN#``) and advance it."""
+    active = deps.runs.active()
+    if active is not None:
+        logger.info(f"refresh asked while run {active.run_id} is active: advancing that one")
+        out = advance_run(deps, active.run_id, budget_seconds)
+        return {**out, "status": "already_running"}
+    now = deps.clock()
+    groups = read_groups(deps.aws.autoscaling, deps.aws.ec2, deps.settings.cluster_name, with_launch_facts=True)
+    nodes = {r.instance_id: r for r in deps.store.list_nodes(deps.settings.membership_max_age_seconds, now)}
+    world = World(groups=groups, nodes=nodes)
+    plan = select(options, world, now, options.max_age_seconds or deps.settings.max_age_seconds)
+    table = format_table(plan.rows)
+    base: dict[str, Any] = {
+        "table": table,
+        "groups": [asdict(r) for r in plan.rows],
+        "steps": [
+            {
+                "index": s.index,
+                "group": s.group,
+                "role": s.role,
+                "instance_id": s.instance_id,
+                "node_name": s.node_name,
+                "needs_update": s.needs_update,
+            }
+            for s in plan.steps
+        ],
+    }
+    logger.info("refresh plan\n" + table, extra={"groups": base["groups"], "steps": len(plan.steps)})
+    if plan.refusal and not dry_run:
+        logger.warning(f"refresh refused: {plan.refusal}")
+        return {**base, "status": "refused", "reason": plan.refusal}
+    run_id = new_run_id(now)
+    chosen = {s.group for s in plan.steps}
+    run = Run(
+        run_id=run_id,
+        cluster=deps.settings.cluster_name,
+        options=options,
+        created_at=now,
+        updated_at=now,
+        groups=[
+            GroupSurge(
+                name=g.name,
+                role=g.role.value,
+                instance_group=g.instance_group,
+                min_size=g.min_size,
+                original_desired=g.desired,
+                original_max=g.max_size,
+            )
+            for g in groups.values()
+            if g.name in chosen
+        ],
+        steps=list(plan.steps),
+    )
+    actions: list[Action] = [AcquireLock(run.holder, deps.settings.lock_lease_seconds), CreateRun(run)]
+    if dry_run:
+        results = execute(actions, deps.effects(), now, dry_run=True)
+        return {**base, "status": "dry_run", "refusal": plan.refusal, "actions": results}
+    if not plan.steps:
+        return {**base, "status": "nothing_to_do"}
+    try:
+        results = execute(actions, deps.effects(), now)
+    except LockHeldError as err:
+        logger.warning(f"refresh refused: the cluster lock is held by {err.holder}")
+        return {**base, "status": "refused", "reason": f"cluster lock held by {err.holder}", "lock": err.current}
+    logger.info(
+        f"run {run_id} started: {len(plan.steps)} instances to replace",
+        extra={"run_id": run_id, "trigger": options.trigger},
+    )
+    out = advance_run(deps, run_id, budget_seconds)
+    return {**base, **out, "status": "started", "actions": results + out["actions"]}
+
+
+def free_orphan_lock(deps: RefresherDeps) -> str | None:
+    """Release a lock held by a refresher run that does not exist or is over (a crash between taking the lock and
+    writing the run, or between ending the run and releasing). Returns the holder released, if any."""
+    item = deps.lock.current() or {}
+    run_id = run_id_of_holder(item.get("holder"))
+    if run_id is None:
+        return None
+    run = deps.runs.get(run_id)
+    if run is not None and run.status.active:
+        return None
+    acquired = float(item.get("acquired_at", 0) or 0)
+    if deps.clock().timestamp() - acquired < deps.settings.effect_grace_seconds and run is None:
+        return None  # a start may be between the lock and the run right now
+    deps.lock.release(
+        Lease(item["holder"], LOCK_OPERATION, int(item["fencing"]), float(item.get("lease_expires_at", 0)))
+    )
+    logger.warning(
+        f"released the cluster lock of {item['holder']}: its run is " + ("missing" if run is None else run.status.value)
+    )
+    return str(item["holder"])
+
+
+def status(request: StatusRequest, deps: RefresherDeps) -> dict[str, Any]:
+    """Runs (newest first; the newest with its steps), the compensation ledger, the lock, membership."""
+    runs = deps.runs.list(request.limit)
+    now = deps.clock()
+    nodes = deps.store.list_nodes(deps.settings.membership_max_age_seconds, now)
+    return {
+        "status": "ok",
+        "runs": [run_summary(r, steps=(i == 0)) for i, r in enumerate(runs)],
+        "lock": deps.lock.current(),
+        "ledger": list(deps.store.query_prefix("COMP#", consistent=True)),
+        "membership": [
+            {
+                "instance_id": n.instance_id,
+                "node_name": n.node_name,
+                "asg": n.asg_name,
+                "ready": n.ready,
+                "unschedulable": n.unschedulable,
+                "roles": n.roles,
+            }
+            for n in sorted(nodes, key=lambda n: (n.asg_name or "", n.node_name))
+        ],
+    }
+
+
+def cancel(request: CancelRequest, deps: RefresherDeps, budget_seconds: float) -> dict[str, Any]:
+    """Ask the run to stop: steps in flight are finished or undone, then it ends ``cancelled``."""
+    for _ in range(10):
+        run = deps.runs.get(request.run_id) if request.run_id else deps.runs.active()
+        if run is None or not run.status.active:
+            return {"status": "refused", "reason": f"no active run{' ' + request.run_id if request.run_id else ''}"}
+        try:
+            deps.runs.save(run.model_copy(update={"cancel_requested": True, "updated_at": deps.clock()}))
+        except RunConflictError:
+            continue
+        logger.info(f"run {run.run_id}: cancel requested")
+        out = advance_run(deps, run.run_id, budget_seconds)
+        return {**out, "status": "cancel_requested"}
+    raise RunConflictError("the run kept changing while cancelling; try again")
+
+
+def serve(trigger: Event, deps: RefresherDeps, budget: float) -> dict[str, Any]:
+    """Answer one invocation (see ``handler``'s module docstring for the responses): a manual request (status,
+    cancel, refresh), the schedule (start a run), the tick (free an orphan lock, advance the active run), an agent
+    result or a launch (advance the run it concerns).
+
+    Args:
+        trigger: the parsed input.
+        deps: settings, adapters, clock.
+        budget: seconds this invocation may spend polling for waits worth polling.
+    """
+    settings = deps.settings
+    if trigger.kind is EventKind.REQUEST:
+        request = trigger.request
+        if request is None or request.cluster != settings.cluster_name:
+            cluster = None if request is None else request.cluster
+            return {
+                "status": "rejected",
+                "reason": "other_cluster",
+                "error": f"this function refreshes {settings.cluster_name!r}, not {cluster!r}",
+            }
+        if isinstance(request, StatusRequest):
+            return status(request, deps)
+        if isinstance(request, CancelRequest):
+            return cancel(request, deps, budget)
+        return start(options_of(request, settings, "manual"), request.dry_run, deps, budget)
+    if trigger.kind is EventKind.SCHEDULE:
+        return start(options_of(None, settings, "schedule"), False, deps, budget)
+    if trigger.kind is EventKind.TICK:
+        released = free_orphan_lock(deps)
+        out = advance_run(deps, None, budget)
+        return {**out, "released_lock": released} if released else out
+    if trigger.kind is EventKind.DRAIN_FINISHED:
+        if trigger.cluster != settings.cluster_name:
+            return {"status": "acknowledged", "reason": "other_cluster"}
+        if not (trigger.command_id or "").startswith("refresh-"):
+            return {"status": "acknowledged", "reason": "not_ours"}
+        out = advance_run(deps, None, budget)
+        return out if out["status"] != "idle" else {"status": "acknowledged", "reason": "no_active_run"}
+    if trigger.kind is EventKind.LAUNCH_SUCCEEDED:
+        active = deps.runs.active()
+        if active is None:
+            return {"status": "acknowledged", "reason": "no_active_run"}
+        if trigger.asg_name not in {g.name for g in active.groups}:
+            return {"status": "acknowledged", "reason": "not_in_run"}
+        return advance_run(deps, active.run_id, budget)
+    raise AssertionError(f"unhandled trigger {trigger.kind}")

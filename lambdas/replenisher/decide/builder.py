@@ -1,0 +1,188 @@
+"""The working state a replenisher plan is built in (``Builder``), the plan itself (``Plan``), and the drain
+commands the give-back and the cleanup share. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from core.ledger import Donor, Ledger
+from core.model import Command, CommandKind, CommandStatus
+from core.settings import ReplenisherSettings
+from lambdas.replenisher.plan import (
+    CAPACITY_EFFECTS,
+    EFFECTS,
+    Action,
+    Note,
+    Operation,
+    Reason,
+    SendDrain,
+    SetCapacity,
+    WriteLedger,
+)
+from lambdas.replenisher.world import World
+
+GIVEBACK_PREFIX = "giveback-"
+SURPLUS_PREFIX = "surplus-"
+OWN_COMMAND_PREFIXES = (GIVEBACK_PREFIX, SURPLUS_PREFIX)
+RESEND_AFTER = timedelta(minutes=2)  # a command still queued this long after it was recorded is sent again
+PASSED = (CommandStatus.SUCCEEDED.value, CommandStatus.SKIPPED.value, CommandStatus.TIMED_OUT.value)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The actions to apply in order, and the lock operation they need (None: no capacity change)."""
+
+    actions: tuple[Action, ...]
+    operation: Operation | None = None
+
+    @property
+    def needs_lock(self) -> bool:
+        return self.operation is not None
+
+    @property
+    def changes(self) -> bool:
+        return any(isinstance(a, EFFECTS) for a in self.actions)
+
+    def describe(self) -> list[str]:
+        return [a.describe() for a in self.actions]
+
+
+@dataclass
+class Builder:
+    """Working state while a plan is built: ledgers as they will be, their versions, planned group sizes."""
+
+    world: World
+    settings: ReplenisherSettings
+    now: datetime
+    actions: list[Action] = field(default_factory=list)
+    ledgers: dict[str, Ledger] = field(default_factory=dict)
+    versions: dict[str, int | None] = field(default_factory=dict)
+    desired: dict[str, int] = field(default_factory=dict)
+    max_size: dict[str, int] = field(default_factory=dict)
+    operations: set[Operation] = field(default_factory=set)
+    cleanups: int = 0
+
+    def __post_init__(self) -> None:
+        for name, ledger in self.world.ledgers.items():
+            self.ledgers[name] = ledger
+            self.versions[name] = ledger.version
+        for name, group in self.world.groups.items():
+            self.desired[name] = group.desired
+            self.max_size[name] = group.max_size
+
+    def ledger(self, name: str) -> Ledger:
+        return self.ledgers.get(name) or Ledger(asg_name=name)
+
+    def write(self, ledger: Ledger, why: str) -> None:
+        """Append a ledger write if ``ledger`` differs from the last one written/read (a deep copy is kept, so
+        the caller may go on changing its dicts)."""
+        ledger = ledger.model_copy(deep=True)
+        name = ledger.asg_name
+        before = self.ledgers.get(name)
+        if before is not None and before.model_dump(exclude={"version", "updated_at"}) == ledger.model_dump(
+            exclude={"version", "updated_at"}
+        ):
+            return
+        last = self.actions[-1] if self.actions else None
+        if isinstance(last, WriteLedger) and last.ledger.asg_name == name:
+            # nothing happened since the last write of this ledger: one write says both
+            self.actions[-1] = WriteLedger(
+                ledger.model_copy(update={"version": last.ledger.version}), last.expected_version, f"{last.why}; {why}"
+            )
+            self.ledgers[name] = ledger.model_copy(update={"version": (last.expected_version or 0) + 1})
+            return
+        expected = self.versions.get(name)
+        self.actions.append(WriteLedger(ledger, expected, why))
+        self.versions[name] = (expected or 0) + 1
+        self.ledgers[name] = ledger.model_copy(update={"version": (expected or 0) + 1})
+
+    def set_capacity(self, name: str, desired: int | None, max_size: int | None, why: str, op: Operation) -> None:
+        if desired is not None and desired == self.desired.get(name):
+            desired = None
+        if max_size is not None and max_size == self.max_size.get(name):
+            max_size = None
+        if desired is None and max_size is None:
+            return
+        self.actions.append(SetCapacity(name, desired, max_size, why))
+        if desired is not None:
+            self.desired[name] = desired
+        if max_size is not None:
+            self.max_size[name] = max_size
+        self.operations.add(op)
+
+    def note(self, reason: Reason, detail: str = "") -> None:
+        self.actions.append(Note(reason, detail))
+
+    # -- facts across ledgers ------------------------------------------------------------------------------
+
+    def donor_records(self, donor: str, exclude: str | None = None) -> list[Donor]:
+        return [
+            c.donors[donor]
+            for name, led in self.ledgers.items()
+            if name != exclude and (c := led.compensation) is not None and donor in c.donors
+        ]
+
+    def original_max(self, donor: str) -> int:
+        records = self.donor_records(donor)
+        return (
+            min([r.max_before for r in records] + [self.max_size.get(donor, 0)])
+            if records
+            else self.max_size.get(donor, 0)
+        )
+
+    def claimed_elsewhere(self, ledger_name: str, donor: str) -> set[str]:
+        claimed: set[str] = set()
+        for name, led in self.ledgers.items():
+            if name == ledger_name or led.compensation is None:
+                continue
+            comp = led.compensation
+            if donor in comp.donors:
+                claimed.update(comp.donors[donor].instance_ids)
+            claimed.update(g.instance_id for g in comp.give_back.values() if g.donor == donor)
+        return claimed
+
+
+def finish(b: Builder) -> Plan:
+    if not b.actions:
+        b.note(Reason.NOTHING_TO_DO)
+    operation = None
+    for op in (Operation.REPLENISH, Operation.SCALE_BACK, Operation.SURPLUS_CLEANUP):
+        if op in b.operations:
+            operation = op
+            break
+    if operation is None and any(isinstance(a, CAPACITY_EFFECTS) for a in b.actions):
+        operation = Operation.SCALE_BACK
+    return Plan(tuple(b.actions), operation)
+
+
+def drain_command(b: Builder, instance_id: str, command_id: str, deadline: datetime, reason: str) -> Command:
+    node = b.world.nodes.get(instance_id)
+    return Command(
+        command_id=command_id,
+        cluster=b.settings.cluster_name,
+        kind=CommandKind.DRAIN,
+        instance_id=instance_id,
+        node_name=node.node_name if node else None,
+        reason=reason,
+        deadline=deadline,
+    )
+
+
+def drain_done(b: Builder, command_id: str, deadline: datetime) -> bool:
+    """The drain allows the terminate: terminal and passed (succeeded, skipped, timed out), or its deadline is
+    over whatever its status (policy: a node is not held forever by a drain that cannot finish)."""
+    item = b.world.commands.get(command_id)
+    if item is not None and item.get("status") in PASSED:
+        return True
+    return b.now > deadline
+
+
+def send_if_needed(b: Builder, command: Command) -> None:
+    item = b.world.commands.get(command.command_id)
+    if item is None:
+        b.actions.append(SendDrain(command))
+    elif item.get("status") == CommandStatus.QUEUED.value:
+        created = item.get("created_at")
+        if created and b.now - datetime.fromisoformat(str(created)) > RESEND_AFTER:
+            b.actions.append(SendDrain(Command.model_validate(item["command"])))

@@ -1,0 +1,106 @@
+"""Rule 9, clean up: surplus control-plane instances beyond their etcd members, and instances InService too long
+without a registered node. Pure."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from core.kops import Role
+from core.runs import Run
+from lambdas.replenisher.decide.builder import SURPLUS_PREFIX, Builder, drain_command, drain_done, send_if_needed
+from lambdas.replenisher.plan import Operation, Reason, Terminate
+from lambdas.replenisher.world import IN_SERVICE, Instance
+
+ETCD_MEMBERS_PER_GROUP = 1  # kOps: one etcd member per control-plane instance group (master-<az>)
+
+
+def cleanup(b: Builder) -> None:
+    world = b.world
+    limit = b.settings.cleanup_limit
+    protected = set(world.protected)
+    for led in b.ledgers.values():
+        if led.compensation is not None:
+            protected.update(g.instance_id for g in led.compensation.give_back.values())
+    if world.runs_unreadable:
+        b.note(Reason.PROTECTED, "an active refresh run could not be read: no cleanup until it can")
+        return
+    run_groups = {g.name for run in world.active_runs for g in run.groups} | {
+        s.group for run in world.active_runs for s in run.steps
+    }
+    for name in sorted(world.groups):
+        group = world.groups[name]
+        if group.role is not Role.CONTROL_PLANE or name in run_groups:
+            continue
+        active = list(group.active)
+        if len(active) <= ETCD_MEMBERS_PER_GROUP:
+            continue
+
+        def rank(i: Instance) -> tuple[int, str]:
+            node = world.nodes.get(i.instance_id)
+            return (0 if node and node.ready else 1 if node else 2, i.instance_id)
+
+        surplus = sorted(active, key=rank)[ETCD_MEMBERS_PER_GROUP:]
+        for inst in surplus:
+            if inst.instance_id in protected:
+                b.note(Reason.PROTECTED, f"surplus master {inst.instance_id} belongs to a refresh or replacement")
+                continue
+            if b.cleanups >= limit:
+                b.note(Reason.CLEANUP_LIMIT, f"surplus master {inst.instance_id} left for the next invocation")
+                continue
+            b.cleanups += 1
+            decrement = b.desired[name] > ETCD_MEMBERS_PER_GROUP
+            why = f"surplus master: {name} defines {ETCD_MEMBERS_PER_GROUP} etcd member"
+            if inst.instance_id in world.nodes:
+                command_id = f"{SURPLUS_PREFIX}{inst.instance_id}"
+                item = world.commands.get(command_id)
+                deadline = (
+                    datetime.fromisoformat(str(item["command"]["deadline"]))
+                    if item
+                    else b.now + timedelta(seconds=b.settings.giveback_drain_timeout_seconds)
+                )
+                if not drain_done(b, command_id, deadline):
+                    send_if_needed(b, drain_command(b, inst.instance_id, command_id, deadline, why))
+                    b.operations.add(Operation.SURPLUS_CLEANUP)
+                    continue
+            b.actions.append(Terminate(inst.instance_id, name, decrement, why))
+            if decrement:
+                b.desired[name] -= 1
+            b.operations.add(Operation.SURPLUS_CLEANUP)
+            protected.add(inst.instance_id)
+
+    if not world.nodes:
+        if any(i.lifecycle_state == IN_SERVICE for g in world.groups.values() for i in g.instances):
+            b.note(Reason.MEMBERSHIP_UNAVAILABLE, "no fresh NODE# record: unregistered instances are not judged")
+        return
+    horizon = timedelta(seconds=b.settings.max_provision_seconds)
+    for name in sorted(world.groups):
+        if name in run_groups:
+            continue
+        for inst in world.groups[name].instances:
+            if inst.lifecycle_state != IN_SERVICE or inst.instance_id in world.nodes or inst.launch_time is None:
+                continue
+            if b.now - inst.launch_time <= horizon or inst.instance_id in protected:
+                continue
+            if b.cleanups >= limit:
+                b.note(Reason.CLEANUP_LIMIT, f"unregistered {inst.instance_id} left for the next invocation")
+                continue
+            b.cleanups += 1
+            age = int((b.now - inst.launch_time).total_seconds())
+            b.actions.append(
+                Terminate(
+                    inst.instance_id, name, False, f"InService {age} s without a registered node: the group replaces it"
+                )
+            )
+            b.operations.add(Operation.SURPLUS_CLEANUP)
+
+
+def run_instances(run: Run) -> set[str]:
+    """The instances a refresh run names, never judged surplus while it is active: each step's old instance, its
+    spare and the group's instances when its surge started (``surge_baseline``)."""
+    ids: set[str] = set()
+    for step in run.steps:
+        ids.add(step.instance_id)
+        ids.update(step.surge_baseline)
+        if step.surge_instance_id:
+            ids.add(step.surge_instance_id)
+    return ids

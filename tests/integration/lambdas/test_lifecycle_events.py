@@ -1,0 +1,236 @@
+"""The interruption Lambda on termination lifecycle actions and EC2 state changes, against moto (in process).
+
+CompleteLifecycleAction is not in moto: the Lambda's calls to it go through a client wrapped in botocore's
+Stubber, which checks the exact parameters; everything else (ASGs, tables, queue) is moto.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from adapters.aws.autoscaling import AutoScaling
+from adapters.aws.ec2 import Ec2
+from adapters.aws.gateway import AwsGateway
+from adapters.aws.sqs import CommandQueue
+from adapters.dynamo.hooks import get_hook
+from core.lifecycle import HookState, LifecycleAction
+from core.model import Command, CommandStatus, utcnow
+from lambdas.common.telemetry import Telemetry
+from lambdas.interruption.decide import Plan
+from lambdas.interruption.execute import Effects, execute
+from lambdas.interruption.handler import Deps, handle
+from lambdas.interruption.plan import AwaitDrain, RecordHook
+from tests.integration.lambdas.test_interruption_handler import CLUSTER, EVENTS, NODES, T0, World, member, world  # noqa: F401
+
+pytestmark = pytest.mark.filterwarnings("ignore:Couldn't determine the remaining time left")
+HOOK = "node-manager-drain"
+TOKEN = "87654321-4321-4321-4321-210987654321"
+
+
+def hook_event(
+    instance_id: str, *, event_id: str = "ev-hook-1", hook: str = HOOK, asg: str = NODES, token: str = TOKEN
+) -> dict[str, Any]:
+    raw = json.loads((EVENTS / "lifecycle-terminate-action.json").read_text())
+    raw["id"] = event_id
+    raw["time"] = T0.strftime("%Y-%m-%dT%H:%M:%SZ")
+    raw["detail"].update(
+        {
+            "EC2InstanceId": instance_id,
+            "LifecycleHookName": hook,
+            "AutoScalingGroupName": asg,
+            "LifecycleActionToken": token,
+        }
+    )
+    return raw
+
+
+def state_event(instance_id: str, state: str, event_id: str = "ev-state-1") -> dict[str, Any]:
+    raw = json.loads((EVENTS / "ec2-state-change-terminated.json").read_text())
+    raw.update(id=event_id, time=T0.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    raw["detail"] = {"instance-id": instance_id, "state": state}
+    return raw
+
+
+@pytest.fixture
+def stubbed() -> Iterator[Stubber]:
+    client = boto3.client("autoscaling", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    with Stubber(client) as stub:
+        yield stub
+        stub.assert_no_pending_responses()
+
+
+def deps_with(world: World, stub: Stubber, **overrides: Any) -> Deps:  # noqa: F811
+    deps = world.deps(**overrides)
+    deps.aws = AwsGateway(
+        AutoScaling(world.autoscaling, lifecycle_client=stub.client),
+        Ec2(world.ec2),
+        CommandQueue(world.sqs, world.queue_url),
+    )
+    return deps
+
+
+def expect_continue(stub: Stubber, instance_id: str) -> None:
+    stub.add_response(
+        "complete_lifecycle_action",
+        {},
+        {
+            "LifecycleHookName": HOOK,
+            "AutoScalingGroupName": NODES,
+            "LifecycleActionToken": TOKEN,
+            "LifecycleActionResult": "CONTINUE",
+            "InstanceId": instance_id,
+        },
+    )
+
+
+def drain_item(
+    world: World,
+    command_id: str,
+    instance_id: str,
+    status: CommandStatus,
+    finished_ago: float | None = None,
+) -> None:
+    command = Command(
+        command_id=command_id,
+        cluster=CLUSTER,
+        kind="drain",
+        instance_id=instance_id,
+        reason="refresh",
+        deadline=utcnow() + timedelta(minutes=10),
+    )
+    world.store.record_command(command, ttl_seconds=3600, now=utcnow() - timedelta(minutes=5))
+    values: dict[str, Any] = {"status": status.value}
+    if finished_ago is not None:
+        values["finished_at"] = (utcnow() - timedelta(seconds=finished_ago)).isoformat()
+    world.store.update(f"CMD#{command_id}", values)
+
+
+def test_a_hook_becomes_one_drain_and_is_recorded_for_the_agent(world: World, stubbed: Stubber) -> None:  # noqa: F811
+    instance = world.members(NODES)[0]
+    member(world, instance)
+    response = handle(hook_event(instance), deps_with(world, stubbed))
+    assert response["status"] == "acted"
+    [message] = world.messages()
+    command = Command.model_validate_json(message["Body"])
+    assert command.command_id == "lifecycle-ev-hook-1" and command.kind.value == "drain"
+    assert command.deadline == T0 + timedelta(seconds=900) and command.reason == f"asg-lifecycle:{NODES}"
+    assert command.node_name == "ip-10-0-1-5.ec2.internal"
+    hook = get_hook(world.store, instance)
+    assert hook is not None and hook["state"] == HookState.PENDING and hook["token"] == TOKEN
+
+    # the same event again (idempotency record), and again without it (CMD#/HOOK# records): still one drain
+    assert handle(hook_event(instance), deps_with(world, stubbed)).get("replayed") is True
+    again = handle(hook_event(instance), deps_with(world, stubbed, idempotency_table_name=None))
+    assert again["status"] == "acted"  # re-sends the still-queued command (the agent drops the duplicate)
+    assert [c["command"]["command_id"] for c in world.commands()] == ["lifecycle-ev-hook-1"]
+    assert "skip hook: hook_already_recorded" in json.dumps(again["actions"])
+
+
+def test_a_hook_of_another_tool_or_a_foreign_group_is_left_alone(world: World, stubbed: Stubber) -> None:  # noqa: F811
+    instance = world.members(NODES)[0]
+    response = handle(hook_event(instance, hook="someone-elses-hook"), deps_with(world, stubbed))
+    assert response["status"] == "acknowledged" and response["reason"] == "foreign_hook"
+    assert get_hook(world.store, instance) is None and world.messages() == []
+
+
+def test_a_hook_for_an_instance_our_refresher_is_draining_waits_for_that_drain(
+    world: World,  # noqa: F811
+    stubbed: Stubber,
+) -> None:
+    instance = world.members(NODES)[0]
+    drain_item(world, "refresh-run1-step3", instance, CommandStatus.RUNNING)
+    response = handle(hook_event(instance), deps_with(world, stubbed))
+    assert response["status"] == "acted" and world.messages() == []  # no second drain
+    assert "left to the agent" in json.dumps(response["actions"])
+    assert get_hook(world.store, instance)["state"] == HookState.PENDING  # type: ignore[index]
+
+
+def test_a_hook_after_a_recent_successful_drain_is_continued_at_once(world: World, stubbed: Stubber) -> None:  # noqa: F811
+    instance = world.members(NODES)[0]
+    drain_item(world, "refresh-run1-step3", instance, CommandStatus.SUCCEEDED, finished_ago=60)
+    expect_continue(stubbed, instance)
+    response = handle(hook_event(instance), deps_with(world, stubbed))
+    assert "completed with CONTINUE" in json.dumps(response["actions"]) and world.messages() == []
+    assert get_hook(world.store, instance)["state"] == HookState.COMPLETED  # type: ignore[index]
+
+
+def test_an_old_or_failed_drain_does_not_count_a_new_drain_is_sent(world: World, stubbed: Stubber) -> None:  # noqa: F811
+    instance = world.members(NODES)[0]
+    drain_item(world, "spot-old", instance, CommandStatus.SUCCEEDED, finished_ago=7200)
+    drain_item(world, "refresh-failed", instance, CommandStatus.TIMED_OUT, finished_ago=30)
+    handle(hook_event(instance), deps_with(world, stubbed))
+    [message] = world.messages()
+    assert json.loads(message["Body"])["command_id"] == "lifecycle-ev-hook-1"
+
+
+def test_a_drain_that_ended_between_the_read_and_the_hook_record_is_completed_by_the_lambda(
+    world: World, stubbed: Stubber
+) -> None:
+    instance = world.members(NODES)[0]
+    drain_item(world, "refresh-run1-step3", instance, CommandStatus.SUCCEEDED, finished_ago=1)
+    action = LifecycleAction(instance_id=instance, asg_name=NODES, hook_name=HOOK, token=TOKEN, event_id="e")
+    deps = deps_with(world, stubbed)
+    expect_continue(stubbed, instance)
+    results = execute(
+        Plan((RecordHook(action), AwaitDrain(action, "refresh-run1-step3"))),
+        Effects(
+            store=world.store,
+            aws=deps.aws,
+            telemetry=Telemetry(deps.telemetry.metrics),
+            logger=__import__("logging").getLogger("test"),
+            ttl_seconds=3600,
+        ),
+        utcnow(),
+    )
+    assert results[1]["result"].startswith("drain already succeeded: completed with CONTINUE")
+
+
+def test_an_action_auto_scaling_forgot_is_not_retried(world: World, stubbed: Stubber) -> None:  # noqa: F811
+    instance = world.members(NODES)[0]
+    drain_item(world, "refresh-run1-step3", instance, CommandStatus.SUCCEEDED, finished_ago=60)
+    stubbed.add_client_error(
+        "complete_lifecycle_action", "ValidationError", f"No active Lifecycle Action found with token {TOKEN}", 400
+    )
+    response = handle(hook_event(instance), deps_with(world, stubbed))
+    assert "no longer has the action" in json.dumps(response["actions"])
+    assert get_hook(world.store, instance)["state"] == HookState.GONE  # type: ignore[index]
+
+
+def test_a_terminated_member_loses_its_record_and_its_queued_commands(world: World, stubbed: Stubber) -> None:  # noqa: F811
+    instance = world.members(NODES)[0]
+    member(world, instance)
+    drain_item(world, "spot-queued", instance, CommandStatus.QUEUED)
+    drain_item(world, "refresh-running", instance, CommandStatus.RUNNING)
+    response = handle(state_event(instance, "shutting-down"), deps_with(world, stubbed))
+    assert response["status"] == "acted"
+    assert world.store.get(f"NODE#{instance}") is None
+    cancelled = world.store.get_command("spot-queued")
+    assert cancelled is not None and cancelled["status"] == "skipped" and cancelled["reported_at"]
+    assert cancelled["result"]["message"] == "cancelled: instance shutting-down"
+    assert world.store.get_command("refresh-running")["status"] == "running"  # type: ignore[index]
+    # the agent meeting the cancelled command's message treats it as a finished duplicate
+    from agent.consumer import Disposition, on_refusal
+
+    assert on_refusal(cancelled, utcnow().timestamp(), 60, 30)[0] is Disposition.DUPLICATE
+    # a second delivery finds nothing left to do
+    assert (
+        handle(state_event(instance, "terminated", "ev-state-2"), deps_with(world, stubbed))["reason"] == "not_a_member"
+    )
+
+
+@pytest.mark.parametrize("state, reason", [("running", "state_ignored"), ("stopping", "not_a_member")])
+def test_other_states_and_non_members_are_acknowledged(
+    world: World,
+    stubbed: Stubber,
+    state: str,
+    reason: str,
+) -> None:
+    response = handle(state_event(world.bare_instance, state), deps_with(world, stubbed))
+    assert response["status"] == "acknowledged" and response["reason"] == reason

@@ -1,0 +1,155 @@
+"""The executor: order, races settled by the table's conditional writes, dry run (moto for the effects)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import boto3
+import pytest
+from aws_lambda_powertools import Logger, Metrics
+from moto import mock_aws
+
+from adapters.aws.gateway import AwsGateway
+from adapters.dynamo.store import Store
+from core.model import Command
+from core.schema import state_table
+from lambdas.common.telemetry import Telemetry
+from lambdas.interruption.decide import Plan
+from lambdas.interruption.execute import Effects, execute
+from lambdas.interruption.plan import (
+    Acknowledge,
+    DetachInstance,
+    IgnoreReason,
+    MarkDetached,
+    RecordCommand,
+    RecordDetach,
+    SendCommand,
+)
+
+REGION = "us-east-1"
+AMI = "ami-0123456789abcdef0"
+NOW = datetime(2024, 3, 5, 10, 15, 30, tzinfo=UTC)
+
+
+@pytest.fixture
+def effects(monkeypatch):
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "NodeManagerTest")
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+    with mock_aws():
+        ec2 = boto3.client("ec2", region_name=REGION)
+        autoscaling = boto3.client("autoscaling", region_name=REGION)
+        sqs = boto3.client("sqs", region_name=REGION)
+        ddb = boto3.resource("dynamodb", region_name=REGION)
+        ddb.create_table(**state_table("state"))
+        ec2.create_launch_template(LaunchTemplateName="kops", LaunchTemplateData={"ImageId": AMI})
+        autoscaling.create_auto_scaling_group(
+            AutoScalingGroupName="nodes",
+            LaunchTemplate={"LaunchTemplateName": "kops"},
+            MinSize=1,
+            MaxSize=3,
+            DesiredCapacity=1,
+            VPCZoneIdentifier=ec2.describe_subnets()["Subnets"][0]["SubnetId"],
+        )
+        aws = AwsGateway.from_clients(autoscaling, ec2, sqs, sqs.create_queue(QueueName="q")["QueueUrl"])
+        metrics = Metrics()
+        yield Effects(
+            store=Store(ddb.Table("state"), "demo"),
+            aws=aws,
+            telemetry=Telemetry(metrics),
+            logger=Logger(service="test"),
+            ttl_seconds=3600,
+        )
+        metrics.clear_metrics()  # Powertools keeps metrics in class-level state shared by every Metrics()
+
+
+def instance(effects: Effects) -> str:
+    groups = effects.aws.autoscaling.client.describe_auto_scaling_groups()["AutoScalingGroups"]
+    return groups[0]["Instances"][0]["InstanceId"]
+
+
+def messages(effects: Effects) -> list[dict]:
+    queue = effects.aws.queue
+    return queue.client.receive_message(QueueUrl=queue.queue_url, MaxNumberOfMessages=10).get("Messages", [])
+
+
+def command(instance_id: str) -> Command:
+    return Command(
+        command_id="spot-ev",
+        cluster="demo",
+        kind="drain",
+        instance_id=instance_id,
+        deadline=NOW + timedelta(seconds=120),
+    )
+
+
+def test_actions_are_applied_in_order(effects):
+    victim = instance(effects)
+    cmd = command(victim)
+    plan = Plan(
+        (
+            RecordCommand(cmd),
+            SendCommand(cmd),
+            RecordDetach(victim, "nodes", "r"),
+            DetachInstance(victim, "nodes"),
+            MarkDetached(victim),
+        )
+    )
+    results = execute(plan, effects, NOW)
+    assert [r["result"] for r in results][:3] == ["recorded", results[1]["result"], "recorded"]
+    assert results[1]["result"].startswith("sent (message ")
+    assert [r["result"] for r in results][3:] == ["detached", "marked"]
+    assert effects.store.get_command("spot-ev")["status"] == "queued"
+    assert effects.store.get_detach(victim)["state"] == "detached"
+    assert len(messages(effects)) == 1
+
+
+def test_losing_the_command_record_to_a_started_command_drops_the_send(effects):
+    cmd = command(instance(effects))
+    effects.store.record_command(cmd, 3600, now=NOW)
+    effects.store.start_command(cmd, "agent", stale_after_seconds=60, ttl_seconds=3600, now=NOW)
+    results = execute(Plan((RecordCommand(cmd), SendCommand(cmd))), effects, NOW)
+    assert results[0]["result"] == "already recorded with status running: not sending"
+    assert results[1]["result"] == "not sent (another delivery handled it)"
+    assert messages(effects) == []
+
+
+def test_losing_the_command_record_to_a_queued_command_still_sends(effects):
+    cmd = command(instance(effects))
+    effects.store.record_command(cmd, 3600, now=NOW)
+    execute(Plan((RecordCommand(cmd), SendCommand(cmd))), effects, NOW)
+    assert len(messages(effects)) == 1
+
+
+def test_losing_the_detach_record_drops_the_detach(effects):
+    victim = instance(effects)
+    effects.store.record_detach(victim, "nodes", "other delivery", 3600, now=NOW)
+    results = execute(
+        Plan((RecordDetach(victim, "nodes", "r"), DetachInstance(victim, "nodes"), MarkDetached(victim))), effects, NOW
+    )
+    assert [r["result"] for r in results] == [
+        "already recorded: another delivery detaches",
+        "not done (another delivery detaches)",
+        "not done (another delivery detaches)",
+    ]
+    assert instance(effects) == victim
+    assert effects.store.get_detach(victim)["state"] == "intended"
+
+
+def test_dry_run_only_describes(effects):
+    victim = instance(effects)
+    cmd = command(victim)
+    plan = Plan(
+        (
+            RecordCommand(cmd),
+            SendCommand(cmd),
+            RecordDetach(victim, "nodes", "r"),
+            DetachInstance(victim, "nodes"),
+            MarkDetached(victim),
+            Acknowledge(IgnoreReason.DUPLICATE),
+        )
+    )
+    results = execute(plan, effects, NOW, dry_run=True)
+    assert [r["action"] for r in results] == plan.describe()
+    assert [r["result"] for r in results] == ["dry run: not done"] * 5 + ["acknowledged"]
+    assert effects.store.get_command("spot-ev") is None and effects.store.get_detach(victim) is None
+    assert messages(effects) == [] and instance(effects) == victim

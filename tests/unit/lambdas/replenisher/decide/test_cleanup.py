@@ -1,0 +1,122 @@
+"""Rule 9, the cleanup: what a refresh run protects from it."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from core.kops import ManagedGroup, Role
+from core.model import NodeRecord
+from core.runs import GroupSurge, Run, RunOptions, RunStep, StepState
+from core.settings import ReplenisherSettings
+from lambdas.events.event import Event, EventKind
+from lambdas.replenisher.decide import decide
+from lambdas.replenisher.decide.cleanup import run_instances
+from lambdas.replenisher.plan import Note, Reason, Terminate
+from lambdas.replenisher.world import Group, Instance, World
+
+EVENTS = Path(__file__).resolve().parents[3] / "events"
+T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
+SETTINGS = ReplenisherSettings(cluster_name="c.k8s.local", table_name="t", queue_url="q")
+
+
+def group(
+    name: str,
+    az: str,
+    desired: int,
+    ids: list[str],
+    role: Role = Role.NODE,
+    max_size: int = 6,
+    pool: str | None = "nodes",
+) -> Group:
+    info = ManagedGroup(
+        name=name, cluster="c.k8s.local", role=role, instance_group=name, pool=pool, availability_zones=(az,)
+    )
+    return Group(
+        info=info,
+        desired=desired,
+        min_size=0,
+        max_size=max_size,
+        instances=tuple(Instance(i, az, "InService", launch_time=T0 - timedelta(hours=1)) for i in ids),
+    )
+
+
+def ids(prefix: str, n: int) -> list[str]:
+    return [f"i-{prefix}{k:07x}" for k in range(n)]
+
+
+def failure(asg: str, at: datetime = T0) -> Event:
+    return Event(
+        kind=EventKind.LAUNCH_FAILED,
+        event_id="e1",
+        event_time=at,
+        asg_name=asg,
+        source="aws.autoscaling",
+        detail_type="EC2 Instance Launch Unsuccessful",
+    )
+
+
+def nodes_for(*groups: Group) -> dict[str, NodeRecord]:
+    return {
+        i.instance_id: NodeRecord(instance_id=i.instance_id, node_name=i.instance_id, ready=True, reported_at=T0)
+        for g in groups
+        for i in g.instances
+    }
+
+
+def _run(group_name: str, old: str, spare: str | None, baseline: list[str]) -> Run:
+    step = RunStep(
+        index=0,
+        group=group_name,
+        role="node",
+        instance_id=old,
+        state=StepState.DRAINING,
+        surge_instance_id=spare,
+        surge_baseline=baseline,
+    )
+    surge = GroupSurge(name=group_name, role="node", min_size=0, original_desired=2, original_max=4, raised=1)
+    return Run(
+        run_id="r1", cluster="c", options=RunOptions(), groups=[surge], steps=[step], created_at=T0, updated_at=T0
+    )
+
+
+def test_a_run_protects_its_old_instances_spares_and_baseline() -> None:
+    run = _run("b", "i-0aaaaaaaabbbbbbbb", "i-0123456789abcdef0", ["i-0aaaaaaaabbbbbbbb", "i-0cccccccccccccccc"])
+    assert run_instances(run) == {"i-0123456789abcdef0", "i-0aaaaaaaabbbbbbbb", "i-0cccccccccccccccc"}
+    assert run_instances(Run.model_validate(json.loads(json.dumps(run.to_item())))) == run_instances(run)
+
+
+def test_groups_of_an_active_run_are_not_cleaned_up_and_an_unreadable_run_stops_the_cleanup() -> None:
+    b = group("b", "az-b", 2, ids("b", 2))
+    stray = b.instances[0].instance_id
+    nodes = {k: v for k, v in nodes_for(b).items() if k != stray}
+    tick = Event(kind=EventKind.TICK, event_id="t", event_time=T0, source="aws.events", detail_type="Scheduled Event")
+    in_run = World(groups={"b": b}, nodes=nodes, active_runs=(_run("b", ids("b", 2)[1], None, []),))
+    assert not any(isinstance(x, Terminate) for x in decide(tick, T0, SETTINGS, in_run).actions)
+    other = World(groups={"b": b}, nodes=nodes, active_runs=(_run("other", "i-0dddddddddddddddd", None, []),))
+    assert any(isinstance(x, Terminate) for x in decide(tick, T0, SETTINGS, other).actions)
+    unreadable = decide(tick, T0, SETTINGS, World(groups={"b": b}, nodes=nodes, runs_unreadable=True))
+    assert not any(isinstance(x, Terminate) for x in unreadable.actions)
+    assert any(isinstance(x, Note) and x.reason is Reason.PROTECTED for x in unreadable.actions)
+
+
+@pytest.mark.parametrize(
+    "status, active",
+    [
+        ("running", True),
+        ("pausing", True),
+        ("cancelling", True),
+        ("paused", False),
+        ("succeeded", False),
+        ("cancelled", False),
+        ("failed", False),
+        ("something-new", True),  # unknown: protect the capacity rather than judge it surplus
+    ],
+)
+def test_which_refresh_runs_protect_their_capacity(status, active):
+    from lambdas.replenisher.world import run_active
+
+    assert run_active({"status": status}) is active
