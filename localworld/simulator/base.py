@@ -67,7 +67,7 @@ class Shared:
 
     rest: KubeRest
     informers: Mapping[str, Informer]
-    pods: PodWriter
+    pod_writer: PodWriter
     recent: Recent
 
 
@@ -80,7 +80,7 @@ class Controller:
     def __init__(self, shared: Shared) -> None:
         self.rest = shared.rest
         self.informers = shared.informers
-        self.pods = shared.pods
+        self.pod_writer = shared.pod_writer
         self.recent = shared.recent
 
     def plan(self, view: View, actions: list[Action]) -> None:

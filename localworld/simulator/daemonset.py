@@ -27,5 +27,5 @@ class DaemonSetController(Controller):
                     continue
                 body = new_pod(ds, "DaemonSet", name)
                 actions.append(
-                    (f"create {key} pod on {name}", lambda body=body, node=node: self.pods.create(body, node))
+                    (f"create {key} pod on {name}", lambda body=body, node=node: self.pod_writer.create(body, node))
                 )

@@ -41,7 +41,7 @@ class GarbageCollector(Controller):
 
         for key, pod in view.pods.items():
             if not is_terminating(pod) and orphaned(pod) and not self.recent.check("gc", pod["metadata"]["uid"]):
-                actions.append((f"collect pod {key}", lambda pod=pod: self.pods.delete(pod)))
+                actions.append((f"collect pod {key}", lambda pod=pod: self.pod_writer.delete(pod)))
         for key, rs in view.rsets.items():
             meta = rs["metadata"]
             if not meta.get("deletionTimestamp") and orphaned(rs) and not self.recent.check("gc", meta["uid"]):

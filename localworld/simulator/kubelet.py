@@ -33,7 +33,9 @@ class Kubelet(Controller):
             node_name = spec.get("nodeName")
             if node_name and node_name not in nodes and node_name in self._known_nodes:
                 if not self.recent.check("gc-orphan", uid):
-                    actions.append((f"delete pod {key} of deleted node", lambda pod=pod: self.pods.force_delete(pod)))
+                    actions.append(
+                        (f"delete pod {key} of deleted node", lambda pod=pod: self.pod_writer.force_delete(pod))
+                    )
                 continue
             if is_terminating(pod):
                 seen_terminating.add(uid)
@@ -41,7 +43,7 @@ class Kubelet(Controller):
                 grace = meta.get("deletionGracePeriodSeconds")
                 grace = 0 if grace is None else int(grace)
                 if grace > 0 and now - since >= grace and not self.recent.check("finish-delete", uid):
-                    actions.append((f"finish deletion of {key}", lambda pod=pod: self.pods.force_delete(pod)))
+                    actions.append((f"finish deletion of {key}", lambda pod=pod: self.pod_writer.force_delete(pod)))
                 continue
             if not node_name or is_finished(pod):
                 continue
@@ -52,7 +54,7 @@ class Kubelet(Controller):
             if status.get("phase") == "Running" and pod_ready(pod):
                 continue
             if not self.recent.check("run", uid):
-                actions.append((f"start pod {key}", lambda pod=pod, node=node: self.pods.start(pod, node)))
+                actions.append((f"start pod {key}", lambda pod=pod, node=node: self.pod_writer.start(pod, node)))
         for uid in list(self._terminating_since):
             if uid not in seen_terminating:
                 del self._terminating_since[uid]

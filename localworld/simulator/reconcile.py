@@ -76,7 +76,7 @@ class ClusterSimulator:
         shared = Shared(
             rest=self.rest,
             informers=self._informers,
-            pods=PodWriter(self.rest, self._informers["pods"]),
+            pod_writer=PodWriter(self.rest, self._informers["pods"]),
             recent=Recent(),
         )
         self._nodes = NodeLifecycle(

@@ -37,7 +37,7 @@ class ReplicaSetController(Controller):
                 actions.append(
                     (
                         f"create pod for {key}",
-                        lambda body=body, node=node: self.pods.create(body, nodes.get(node or "")),
+                        lambda body=body, node=node: self.pod_writer.create(body, nodes.get(node or "")),
                     )
                 )
             if missing < 0:
@@ -52,4 +52,4 @@ class ReplicaSetController(Controller):
                 )
                 for pod in victims[:-missing]:
                     if not self.recent.check("scale-down", pod["metadata"]["uid"]):
-                        actions.append((f"scale down {key}", lambda pod=pod: self.pods.delete(pod)))
+                        actions.append((f"scale down {key}", lambda pod=pod: self.pod_writer.delete(pod)))

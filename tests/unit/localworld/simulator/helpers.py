@@ -34,7 +34,7 @@ NO_API: Any = None  # planning calls no API; a call would fail on None
 def shared() -> Shared:
     """Shared parts with no API behind them (informers never started)."""
     informers = {name: Informer(NO_API, name, lambda: None, threading.Event()) for name in ("nodes", "pods", "pdbs")}
-    return Shared(rest=NO_API, informers=informers, pods=PodWriter(NO_API, informers["pods"]), recent=Recent())
+    return Shared(rest=NO_API, informers=informers, pod_writer=PodWriter(NO_API, informers["pods"]), recent=Recent())
 
 
 def view(nodes: list[dict[str, Any]], pods: list[dict[str, Any]], **rest: Any) -> View:
