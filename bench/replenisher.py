@@ -132,11 +132,12 @@ def build_cluster(session: boto3.session.Session, workers_per_group: int = WORKE
     return pools
 
 
-def report_membership(session: boto3.session.Session, store: Store) -> int:
-    """A fresh NODE# record for every instance (as the agent's membership reporter writes them)."""
+def report_membership(session: boto3.session.Session, table: Any, cluster: str) -> int:
+    """A fresh NODE# record for every instance (as the agent's membership reporter writes them), written straight
+    into ``table`` (a boto3 DynamoDB ``Table``) in the documented item layout (docs/DESIGN.md, "Table items")."""
     now = datetime.now(UTC)
     count = 0
-    with store.table.batch_writer() as batch:
+    with table.batch_writer() as batch:
         for page in session.client("autoscaling").get_paginator("describe_auto_scaling_groups").paginate():
             for g in page["AutoScalingGroups"]:
                 for inst in g["Instances"]:
@@ -149,7 +150,11 @@ def report_membership(session: boto3.session.Session, store: Store) -> int:
                         reported_at=now,
                     )
                     batch.put_item(
-                        Item={"pk": store.pk, "sk": f"NODE#{record.instance_id}", **record.model_dump(mode="json")}
+                        Item={
+                            "pk": f"CLUSTER#{cluster}",
+                            "sk": f"NODE#{record.instance_id}",
+                            **record.model_dump(mode="json"),
+                        }
                     )
                     count += 1
     return count
@@ -180,7 +185,7 @@ def run(runs: int, workers_per_group: int = WORKERS_PER_GROUP) -> dict[str, list
             sqs=sqs,
             metrics=Metrics(namespace="bench", service="replenisher"),
         )
-        nodes = report_membership(session, deps.store)
+        nodes = report_membership(session, dynamodb.Table(TABLE), CLUSTER)
         built = time.perf_counter() - t0
         print(f"cluster: {3 + POOLS * len(AZS)} ASGs, {nodes} instances with membership, built in {built:.1f} s")
         counter = CallCounter()
