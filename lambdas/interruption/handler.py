@@ -50,8 +50,9 @@ from lambdas.events import InterruptionNotice, NoticeKind, parse_notice
 from lambdas.events.notice import check_not_future
 from lambdas.interruption.decide import command_id_for, decide
 from lambdas.interruption.execute import Effects, execute
+from lambdas.interruption.gather import read_instance_facts
 from lambdas.interruption.telemetry import Telemetry
-from lambdas.interruption.world import InstanceFacts, World, read_instance_facts
+from lambdas.interruption.world import InstanceFacts, World
 
 # Powertools Logger: JSON lines with the Lambda context and correlation id (= the event id). Its service name comes
 # from POWERTOOLS_SERVICE_NAME; nothing of the product's settings is read here.

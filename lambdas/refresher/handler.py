@@ -58,12 +58,13 @@ from core.settings import RefresherSettings, parse_duration
 from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, rejected, session_clients
 from lambdas.refresher.decide import advance as decide_next
 from lambdas.refresher.execute import Effects, execute
+from lambdas.refresher.gather import read_groups
 from lambdas.refresher.plan import AcquireLock, CreateRun
 from lambdas.refresher.request import CancelRequest, RefreshRequest, StatusRequest
 from lambdas.refresher.select import format_table, select
 from lambdas.refresher.telemetry import RefresherTelemetry
 from lambdas.refresher.triggers import Trigger, TriggerKind, parse_trigger
-from lambdas.refresher.world import World, read_groups
+from lambdas.refresher.world import World
 
 logger = lambda_logger()
 
