@@ -9,10 +9,10 @@ crash is harmless.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from adapters.aws.calls import call, call_unless_gone
+from adapters.aws.ports import Membership
 from core.kops import CLUSTER_TAG
 from core.lifecycle import LifecycleAction
 
@@ -30,19 +30,6 @@ def _not_in_group(code: str, message: str) -> bool:
 
 def _action_gone(code: str, message: str) -> bool:
     return code == "ValidationError" and NO_ACTIVE_ACTION in message
-
-
-@dataclass(frozen=True)
-class Membership:
-    """An instance's place in Auto Scaling (DescribeAutoScalingInstances).
-
-    Attributes:
-        asg_name: its group.
-        lifecycle_state: ``InService``, ``Terminating:Wait``, ... (empty when not reported).
-    """
-
-    asg_name: str
-    lifecycle_state: str
 
 
 class AutoScaling:

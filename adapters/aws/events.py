@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from adapters.aws.calls import call
-
-
-@dataclass(frozen=True)
-class Rejection:
-    """EventBridge refused the entry (PutEvents answered, with ``FailedEntryCount`` 1)."""
-
-    code: str
-    message: str
+from adapters.aws.ports import Rejection
 
 
 class EventBus:

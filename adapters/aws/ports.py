@@ -2,19 +2,39 @@
 
 Each ``Protocol`` is what one adapter offers (``adapters.aws.autoscaling.AutoScaling``, ``ec2.Ec2``,
 ``sqs.CommandQueue``, ``events.EventBus``, ``cloudwatch.MetricSink``); an in-memory implementation (a simulation, a
-test double) satisfies it without boto3.
+test double) satisfies it without boto3. This module imports no SDK: the deciders' modules may name its types.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from adapters.aws.autoscaling import Membership
-from adapters.aws.events import Rejection
 from core.lifecycle import LifecycleAction
 from core.model import Command
+
+
+@dataclass(frozen=True)
+class Membership:
+    """An instance's place in Auto Scaling (DescribeAutoScalingInstances).
+
+    Attributes:
+        asg_name: its group.
+        lifecycle_state: ``InService``, ``Terminating:Wait``, ... (empty when not reported).
+    """
+
+    asg_name: str
+    lifecycle_state: str
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """EventBridge refused the entry (PutEvents answered, with ``FailedEntryCount`` 1)."""
+
+    code: str
+    message: str
 
 
 class GroupReader(Protocol):

@@ -14,6 +14,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from adapters.dynamo.ports import CommandStore
 from adapters.dynamo.table import Attr, Table
 from core.exceptions import CommandExistsError, CommandTransitionError, ConflictError
 from core.model import Command, CommandKind, CommandStatus, to_epoch, utcnow
@@ -250,7 +251,7 @@ class Delivery:
 
 
 def record_and_send(
-    store: CommandItems, send: Callable[[Command], str], command: Command, ttl_seconds: int, now: datetime
+    store: CommandStore, send: Callable[[Command], str], command: Command, ttl_seconds: int, now: datetime
 ) -> Delivery:
     """Record the command's ``CMD#`` item (conditional: first writer wins), then send it with ``send``; a command
     recorded already is sent (again) only while its item is still ``queued`` (an earlier attempt crashed before

@@ -52,7 +52,8 @@ from lambdas.common.telemetry import Telemetry
 from lambdas.events.event import Event, EventKind
 from lambdas.interruption.decide import command_id_for, decide
 from lambdas.interruption.execute import Effects, execute
-from lambdas.interruption.world import InstanceFacts, World, read_instance_facts
+from lambdas.interruption.gather import read_instance_facts
+from lambdas.interruption.world import InstanceFacts, World
 
 # Powertools Logger: JSON lines with the Lambda context and correlation id (= the event id). Its service name comes
 # from POWERTOOLS_SERVICE_NAME; nothing of the product's settings is read here.

@@ -38,7 +38,8 @@ from lambdas.refresher.decide import advance as decide_next
 from lambdas.refresher.execute import Effects, execute
 from lambdas.refresher.plan import AcquireLock, Action, CreateRun
 from lambdas.refresher.select import format_table, select
-from lambdas.refresher.world import World, read_groups
+from lambdas.refresher.gather import read_groups
+from lambdas.refresher.world import World
 
 # The refresher's one Powertools Logger (``handler`` injects the Lambda context into it).
 logger = lambda_logger()

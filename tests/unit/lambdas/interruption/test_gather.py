@@ -11,7 +11,7 @@ from adapters.aws.autoscaling import AutoScaling
 from adapters.aws.ec2 import Ec2
 from adapters.aws.gateway import AwsGateway
 from core.exceptions import AwsUnavailableError
-from lambdas.interruption.world import read_instance_facts
+from lambdas.interruption.gather import read_instance_facts
 from tests.unit.adapters.aws.test_calls import Raising
 
 REGION = "us-east-1"
