@@ -36,9 +36,9 @@ from lambdas.events.event import Event, EventKind
 from lambdas.events.request import CancelRequest, RefreshRequest, StatusRequest
 from lambdas.refresher.decide import advance as decide_next
 from lambdas.refresher.execute import Effects, execute
+from lambdas.refresher.gather import read_groups
 from lambdas.refresher.plan import AcquireLock, Action, CreateRun
 from lambdas.refresher.select import format_table, select
-from lambdas.refresher.gather import read_groups
 from lambdas.refresher.world import World
 
 # The refresher's one Powertools Logger (``handler`` injects the Lambda context into it).
