@@ -44,7 +44,6 @@ from typing import Any
 import boto3
 from botocore.config import Config
 from botocore.exceptions import NoRegionError
-from kubernetes import client, config
 
 from agent import logs
 from agent.cloudwatch import CloudWatchPublisher
@@ -53,7 +52,7 @@ from agent.drain import DrainEngine
 from agent.events import NodeEventRecorder
 from agent.health import KUBERNETES, Health, HealthServer
 from agent.hooks import LifecycleHooks
-from agent.kube import KubeAdapter, make_api_client
+from agent.kube.client import KubeAdapter, kube_configuration, make_api_client
 from agent.leader import LeaderElector
 from agent.membership import MembershipReporter
 from agent.metrics import AgentMetrics, CountingEvictions
@@ -72,24 +71,6 @@ EXIT_OK, EXIT_LEADERSHIP_LOST, EXIT_BAD_SETTINGS = 0, 1, 2
 def worker_identity() -> str:
     """This process's identity in ``CMD#`` items: ``<hostname>:<pid>`` (the hostname is the pod's name)."""
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def kube_configuration(environ: Mapping[str, str]) -> client.Configuration:
-    """The Kubernetes client configuration: ``KUBECONFIG`` if set, else in-cluster.
-
-    Raises:
-        SettingsError: the kubeconfig cannot be loaded, or the process is not in a pod.
-    """
-    configuration = client.Configuration()
-    path = environ.get("KUBECONFIG")
-    try:
-        if path:
-            config.load_kube_config(config_file=path, client_configuration=configuration)
-        else:
-            config.load_incluster_config(client_configuration=configuration)
-    except (config.ConfigException, OSError) as err:
-        raise SettingsError("KUBECONFIG", f"cannot load the Kubernetes configuration: {err}") from err
-    return configuration
 
 
 @dataclass

@@ -32,16 +32,9 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel, Field
 
-from agent.kube import (
-    CORDON_ANNOTATION,
-    MIRROR_POD_ANNOTATION,
-    EvictionResponse,
-    EvictionStatus,
-    KubeAdapter,
-    NodeView,
-    PodEvent,
-    PodView,
-)
+from agent.kube.client import KubeAdapter
+from agent.kube.eviction import EvictionResponse, EvictionStatus
+from agent.kube.views import CORDON_ANNOTATION, MIRROR_POD_ANNOTATION, NodeView, PodEvent, PodView
 from core.exceptions import KubernetesApiError, KubernetesRejectedError, NodeManagerError, NodeNotFoundError
 from core.model import Command, CommandKind, CommandStatus, DrainOptions
 

@@ -14,7 +14,8 @@ import socket
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from agent.kube import KubeAdapter, NodeView
+from agent.kube.client import KubeAdapter
+from agent.kube.views import NodeView
 from core.model import CommandKind, CommandStatus
 
 if TYPE_CHECKING:

@@ -33,7 +33,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Protocol
 
-from agent.kube import LeaseView, micro_time
+from agent.kube.views import LeaseView, micro_time
 from core.exceptions import NodeManagerError
 from core.model import utcnow
 

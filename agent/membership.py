@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
-from agent.kube import NodeView
+from agent.kube.views import NodeView
 from core.exceptions import KubernetesApiError, WatchExpiredError
 from core.model import NodeRecord, parse_provider_id, utcnow
 from core.settings import AgentSettings

@@ -32,7 +32,7 @@ from kubernetes import client as k8s
 from kubernetes import watch
 
 from agent.drain import DrainEngine
-from agent.kube import KubeAdapter, make_api_client
+from agent.kube.client import KubeAdapter, make_api_client
 from core.model import Command, CommandKind, CommandStatus
 from core.settings import AgentSettings, InterruptionSettings
 from core.store import Store

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agent.kube import KubeAdapter
+from agent.kube.client import KubeAdapter
 from localworld.world import LocalWorld, Spawned
 from tests.integration.test_agent import Harness, log_of, wait_for
 

@@ -17,7 +17,8 @@ import pytest
 
 from agent.drain import DrainEngine, DrainResult, PodAction
 from agent.events import NodeEventRecorder
-from agent.kube import CORDON_ANNOTATION, KubeAdapter, make_api_client
+from agent.kube.client import KubeAdapter, make_api_client
+from agent.kube.views import CORDON_ANNOTATION
 from core.exceptions import NodeNotFoundError
 from core.model import Command, CommandKind, CommandStatus, DrainOptions, parse_provider_id, utcnow
 from localworld.cluster import ClusterInfo

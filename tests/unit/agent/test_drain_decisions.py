@@ -22,17 +22,14 @@ from agent.drain import (
     plan_drain,
 )
 from agent.events import event_reason, node_event
-from agent.kube import (
-    CORDON_ANNOTATION,
+from agent.kube.eviction import (
     EvictionResponse,
     EvictionStatus,
-    NodeView,
-    PodEvent,
-    PodView,
     blocking_pdb_name,
     classify_eviction_error,
     eviction_api_version,
 )
+from agent.kube.views import CORDON_ANNOTATION, NodeView, PodEvent, PodView
 from core.model import CommandKind, CommandStatus, DrainOptions
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -228,7 +225,7 @@ def pod(name: str, uid: str | None = None, **extra: object) -> PodView:
 
 
 def make_progress() -> DrainProgress:
-    from agent.kube import OwnerRef
+    from agent.kube.views import OwnerRef
 
     rs = (OwnerRef("ReplicaSet", "rs", True),)
     pods = [

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from agent.health import KUBERNETES, SQS, Health, HealthServer, HealthSnapshot, liveness, readiness
-from agent.kube import EvictionResponse, EvictionStatus
+from agent.kube.eviction import EvictionResponse, EvictionStatus
 from agent.logs import JsonFormatter, TextFormatter, command_context, configure, current_context
 from agent.metrics import AgentMetrics, CountingEvictions
 

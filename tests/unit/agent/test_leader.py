@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agent.kube import LeaseView
+from agent.kube.views import LeaseView
 from agent.leader import LeaderElector, Move, choose, lease_spec
 from core.exceptions import KubernetesApiError
 

@@ -14,7 +14,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from agent.kube import NodeEvent, NodeView
+from agent.kube.views import NodeEvent, NodeView
 from agent.membership import (
     DESCRIBE_ASG_INSTANCES_MAX_IDS,
     AsgLookup,
