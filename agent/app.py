@@ -48,7 +48,7 @@ from botocore.exceptions import NoRegionError
 from agent import logs
 from agent.cloudwatch import CloudWatchPublisher
 from agent.consumer import CommandConsumer, ConsumerConfig
-from agent.drain import DrainEngine
+from agent.drain.engine import DrainEngine
 from agent.events import NodeEventRecorder
 from agent.health import KUBERNETES, Health, HealthServer
 from agent.hooks import LifecycleHooks

@@ -83,7 +83,7 @@ DEADLINE_PASSED = "deadline passed before start"
 
 
 class Engine(Protocol):
-    """What the consumer needs of ``agent.drain.DrainEngine``."""
+    """What the consumer needs of ``agent.drain.engine.DrainEngine``."""
 
     def run(self, command: Command) -> Any:
         """Execute ``command``; returns a ``DrainResult`` (``.status``: terminal ``CommandStatus``,

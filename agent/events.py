@@ -12,14 +12,12 @@ from __future__ import annotations
 import logging
 import socket
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from agent.drain.results import DrainResult
 from agent.kube.client import KubeAdapter
 from agent.kube.views import NodeView
 from core.model import CommandKind, CommandStatus
-
-if TYPE_CHECKING:
-    from agent.drain import DrainResult
 
 log = logging.getLogger(__name__)
 

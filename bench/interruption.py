@@ -31,7 +31,7 @@ import boto3
 from kubernetes import client as k8s
 from kubernetes import watch
 
-from agent.drain import DrainEngine
+from agent.drain.engine import DrainEngine
 from agent.kube.client import KubeAdapter, make_api_client
 from core.model import Command, CommandKind, CommandStatus
 from core.settings import AgentSettings, InterruptionSettings

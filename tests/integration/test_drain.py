@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-from agent.drain import DrainEngine, DrainResult, PodAction
+from agent.drain.engine import DrainEngine
+from agent.drain.policy import PodAction
+from agent.drain.results import DrainResult
 from agent.events import NodeEventRecorder
 from agent.kube.client import KubeAdapter, make_api_client
 from agent.kube.views import CORDON_ANNOTATION

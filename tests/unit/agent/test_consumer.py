@@ -21,7 +21,7 @@ import pytest
 from moto import mock_aws
 
 from agent.consumer import DEADLINE_PASSED, CommandConsumer, ConsumerConfig
-from agent.drain import DrainResult, PodOutcome
+from agent.drain.results import DrainResult, PodOutcome
 from agent.report import Reporter
 from core.exceptions import KubernetesApiError, KubernetesRejectedError, NodeNotFoundError
 from core.model import Command, CommandKind, CommandStatus, utcnow

@@ -9,18 +9,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agent.drain import (
-    Deadline,
-    DrainProgress,
-    DrainResult,
-    EvictionUpdate,
-    PodAction,
-    PodOutcome,
-    backoff_delay,
-    decide_cordon,
-    decide_uncordon,
-    plan_drain,
-)
+from agent.drain.cordon import decide_cordon, decide_uncordon
+from agent.drain.policy import PodAction, plan_drain
+from agent.drain.progress import DrainProgress, EvictionUpdate
+from agent.drain.results import DrainResult, PodOutcome
 from agent.events import event_reason, node_event
 from agent.kube.eviction import (
     EvictionResponse,
@@ -30,6 +22,7 @@ from agent.kube.eviction import (
     eviction_api_version,
 )
 from agent.kube.views import CORDON_ANNOTATION, NodeView, PodEvent, PodView
+from core.clock import Deadline, backoff_delay
 from core.model import CommandKind, CommandStatus, DrainOptions
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
