@@ -47,7 +47,8 @@ from botocore.exceptions import NoRegionError
 
 from agent import logs
 from agent.cloudwatch import CloudWatchPublisher
-from agent.consumer import CommandConsumer, ConsumerConfig
+from agent.consumer.config import ConsumerConfig
+from agent.consumer.loop import CommandConsumer
 from agent.drain.engine import DrainEngine
 from agent.events import NodeEventRecorder
 from agent.health import KUBERNETES, Health, HealthServer

@@ -20,7 +20,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from agent.consumer import DEADLINE_PASSED, CommandConsumer, ConsumerConfig
+from agent.consumer.config import ConsumerConfig
+from agent.consumer.decisions import DEADLINE_PASSED
+from agent.consumer.loop import CommandConsumer
 from agent.drain.results import DrainResult, PodOutcome
 from agent.report import Reporter
 from core.exceptions import KubernetesApiError, KubernetesRejectedError, NodeNotFoundError

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from agent.consumer import (
+from agent.consumer.decisions import (
     DEADLINE_PASSED,
     Disposition,
     Verdict,

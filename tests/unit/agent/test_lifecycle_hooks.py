@@ -12,7 +12,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from agent.consumer import CommandConsumer, ConsumerConfig
+from agent.consumer.config import ConsumerConfig
+from agent.consumer.loop import CommandConsumer
 from agent.hooks import LifecycleHooks
 from agent.metrics import AgentMetrics
 from agent.report import Reporter
@@ -151,7 +152,7 @@ def test_a_long_drain_records_heartbeats_until_its_deadline(world: World, stubbe
     worker = threading.Thread(target=c.handle, args=(world.receive(),))
     worker.start()
     try:
-        while not c._job_list():
+        while not c.worker.jobs.list():
             threading.Event().wait(0.02)
         stub.add_response("record_lifecycle_action_heartbeat", {}, HOOK_PARAMS)
         c.heartbeat_once()
@@ -179,7 +180,7 @@ def test_no_heartbeat_past_the_drains_deadline(world: World, stubbed: tuple[Any,
     worker = threading.Thread(target=c.handle, args=(world.receive(),))
     worker.start()
     try:
-        while not c._job_list():
+        while not c.worker.jobs.list():
             threading.Event().wait(0.02)
         threading.Event().wait(1.6)
         c.heartbeat_once()  # past the cap: no call (the Stubber would fail on an unexpected one)
