@@ -14,7 +14,7 @@ import socket
 from datetime import UTC, datetime
 from typing import Any
 
-from agent.drain.results import DrainResult
+from agent.drain.results import NodeCommandResult
 from agent.kube.client import KubeAdapter
 from agent.kube.views import NodeView
 from core.model import CommandKind, CommandStatus
@@ -114,7 +114,7 @@ class NodeEventRecorder:
         self.kube = kube
         self.host = socket.gethostname() if host is None else host
 
-    def record(self, node: NodeView, result: DrainResult) -> bool:
+    def record(self, node: NodeView, result: NodeCommandResult) -> bool:
         """Post the Event summarizing ``result`` on ``node``; True when posted."""
         reason, event_type = event_reason(
             result.kind, result.status, by_other=result.cordoned_by_other, changed=result.uncordoned

@@ -17,7 +17,7 @@ from core.model import Command, CommandKind, CommandStatus
 DEADLINE_PASSED = "deadline passed before start"
 
 
-class Verdict(str, Enum):
+class MessageVerdict(str, Enum):
     RUN = "run"
     FOREIGN = "foreign"
     MALFORMED = "malformed"
@@ -27,7 +27,7 @@ class Verdict(str, Enum):
 class Parsed:
     """What a message body is: ``command`` is set for RUN and FOREIGN; ``why`` explains the others."""
 
-    verdict: Verdict
+    verdict: MessageVerdict
     command: Command | None = None
     why: str = ""
 
@@ -36,17 +36,19 @@ def parse_message(body: str, cluster: str) -> Parsed:
     """Sort an SQS message body (``Command.model_dump_json()`` as the Lambdas send it). Pure.
 
     >>> parse_message("not json", "demo").verdict
-    <Verdict.MALFORMED: 'malformed'>
+    <MessageVerdict.MALFORMED: 'malformed'>
     """
     try:
         command = Command.model_validate_json(body)
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "body"
-        return Parsed(Verdict.MALFORMED, why=f"{where}: {first['msg']}")
+        return Parsed(MessageVerdict.MALFORMED, why=f"{where}: {first['msg']}")
     if command.cluster != cluster:
-        return Parsed(Verdict.FOREIGN, command, f"for cluster {command.cluster!r}, this agent serves {cluster!r}")
-    return Parsed(Verdict.RUN, command)
+        return Parsed(
+            MessageVerdict.FOREIGN, command, f"for cluster {command.cluster!r}, this agent serves {cluster!r}"
+        )
+    return Parsed(MessageVerdict.RUN, command)
 
 
 def deadline_passed(command: Command, now: datetime) -> bool:
@@ -54,7 +56,7 @@ def deadline_passed(command: Command, now: datetime) -> bool:
     return command.kind is CommandKind.DRAIN and command.seconds_left(now) <= 0
 
 
-class Disposition(str, Enum):
+class RefusalDisposition(str, Enum):
     DUPLICATE = "duplicate"  # finished and notified: delete the message
     NOTIFY_AGAIN = "notify_again"  # finished, never notified, its worker surely gone: notify, then delete
     LATER = "later"  # someone else is at it: leave the message, visible again after a delay
@@ -62,7 +64,7 @@ class Disposition(str, Enum):
 
 def on_refusal(
     current: Mapping[str, Any] | None, now: float, stale_running_seconds: float, visibility_timeout_seconds: int
-) -> tuple[Disposition, int]:
+) -> tuple[RefusalDisposition, int]:
     """What to do with a message whose command ``Store.start_command`` refused. Pure.
 
     Args:
@@ -75,26 +77,26 @@ def on_refusal(
         finished moments ago but not notified yet, when its worker should have notified.
     """
     if current is None:
-        return Disposition.LATER, 1
+        return RefusalDisposition.LATER, 1
     status = CommandStatus(current.get("status", CommandStatus.QUEUED.value))
     if status.terminal:
         if current.get("reported_at"):
-            return Disposition.DUPLICATE, 0
+            return RefusalDisposition.DUPLICATE, 0
         finished = _epoch(current.get("finished_at"))
         age = now - finished if finished is not None else math.inf
         if age >= visibility_timeout_seconds:
-            return Disposition.NOTIFY_AGAIN, 0
-        return Disposition.LATER, _clamp(visibility_timeout_seconds - age + 1, visibility_timeout_seconds)
+            return RefusalDisposition.NOTIFY_AGAIN, 0
+        return RefusalDisposition.LATER, _clamp(visibility_timeout_seconds - age + 1, visibility_timeout_seconds)
     if status is CommandStatus.RUNNING:
         heartbeat = float(current.get("heartbeat_at", 0))
-        return Disposition.LATER, _clamp(heartbeat + stale_running_seconds - now + 1, visibility_timeout_seconds)
-    return Disposition.LATER, 1  # queued: lost a race with another starter; look again soon
+        return RefusalDisposition.LATER, _clamp(heartbeat + stale_running_seconds - now + 1, visibility_timeout_seconds)
+    return RefusalDisposition.LATER, 1  # queued: lost a race with another starter; look again soon
 
 
 def own_result(
     command: Command, status: CommandStatus, message: str, errors: list[str] | None = None
 ) -> dict[str, Any]:
-    """A result decided without the engine, in the shape of ``DrainResult``'s JSON (fields it can fill). Pure."""
+    """A result decided without the engine, in the shape of ``NodeCommandResult``'s JSON (fields it can fill). Pure."""
     return {
         "command_id": command.command_id,
         "kind": command.kind.value,

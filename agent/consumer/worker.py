@@ -16,8 +16,8 @@ from agent.cloudwatch import CloudWatchPublisher
 from agent.consumer.config import ConsumerConfig
 from agent.consumer.decisions import (
     DEADLINE_PASSED,
-    Disposition,
-    Verdict,
+    MessageVerdict,
+    RefusalDisposition,
     deadline_passed,
     on_refusal,
     own_result,
@@ -47,7 +47,7 @@ class Engine(Protocol):
     """What the consumer needs of ``agent.drain.engine.DrainEngine``."""
 
     def run(self, command: Command) -> Any:
-        """Execute ``command``; returns a ``DrainResult`` (``.status``: terminal ``CommandStatus``,
+        """Execute ``command``; returns a ``NodeCommandResult`` (``.status``: terminal ``CommandStatus``,
         ``.event_posted``, ``.model_dump(mode="json")``). Raises ``NodeNotFoundError``, ``RetryableError``,
         ``KubernetesRejectedError``."""
         ...
@@ -93,7 +93,7 @@ class CommandWorker:
         body = str(message.get("Body", ""))
         self.counters.inc("received")
         parsed = parse_message(body, self.config.cluster)
-        if parsed.verdict is Verdict.MALFORMED:
+        if parsed.verdict is MessageVerdict.MALFORMED:
             self.counters.inc("malformed")
             self._dropped("malformed")
             log.warning(
@@ -108,7 +108,7 @@ class CommandWorker:
             return
         command = parsed.command
         assert command is not None
-        if parsed.verdict is Verdict.FOREIGN:
+        if parsed.verdict is MessageVerdict.FOREIGN:
             self.counters.inc("foreign")
             self._dropped("foreign")
             log.warning(
@@ -274,7 +274,7 @@ class CommandWorker:
             current, self.clock().timestamp(), self.config.stale_running_seconds, self.config.visibility_timeout_seconds
         )
         item = current or {}
-        if disposition is Disposition.DUPLICATE:
+        if disposition is RefusalDisposition.DUPLICATE:
             self.counters.inc("duplicate")
             self._dropped("duplicate")
             log.info(
@@ -287,7 +287,7 @@ class CommandWorker:
                 # a worker that died between the drain's end and the hook's completion left it pending
                 self.hooks.complete(command.instance_id, f"drain {command.command_id} {item.get('status')}")
             self._delete(receipt, message_id)
-        elif disposition is Disposition.NOTIFY_AGAIN:
+        elif disposition is RefusalDisposition.NOTIFY_AGAIN:
             self.counters.inc("notified_again")
             log.warning(
                 "finished command was never notified, notifying now command_id=%s status=%s",

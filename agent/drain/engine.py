@@ -3,7 +3,7 @@
 The steps read like a runbook (``DrainEngine``): ``find_node`` (by ``spec.providerID``, never by name) →
 ``cordon_node`` (marking the cordon as ours) → ``list_pods_on_node`` → ``plan_drain`` (pure: what to do with each
 pod, ``pod_disposition``) → ``evict_pods`` (parallel, through the Eviction API; PodDisruptionBudgets answer 429 and
-are retried with backoff) → ``wait_until_gone`` (a watch on the node's pods, not polling) → ``DrainResult``.
+are retried with backoff) → ``wait_until_gone`` (a watch on the node's pods, not polling) → ``NodeCommandResult``.
 
 The package splits that by responsibility: ``policy`` (pure pod policy), ``cordon`` (pure cordon decisions),
 ``progress`` (the pure progress state machine), ``results`` (result models), ``evict`` (parallel evictions with
@@ -32,7 +32,7 @@ from agent.drain.cordon import CordonDecision, UncordonDecision, decide_cordon, 
 from agent.drain.evict import Evictor
 from agent.drain.policy import PodAction, daemonset_owners, plan_drain
 from agent.drain.progress import DrainProgress
-from agent.drain.results import DrainResult, Durations, RemainingPod
+from agent.drain.results import Durations, NodeCommandResult, RemainingPod
 from agent.kube.client import KubeAdapter
 from agent.kube.views import NodeView
 from core.clock import Clock, Deadline, SystemClock
@@ -59,7 +59,7 @@ class BackoffSettings(Protocol):
 class ResultEvents(Protocol):
     """Posts a result's Kubernetes Event on its Node (``agent.events.NodeEventRecorder`` does)."""
 
-    def record(self, node: NodeView, result: DrainResult) -> bool:
+    def record(self, node: NodeView, result: NodeCommandResult) -> bool:
         """Post the Event summarizing ``result``; True when posted. Never raises."""
         ...
 
@@ -107,11 +107,11 @@ class DrainEngine:
 
     # ----------------------------------------------------------------------------------------- entry
 
-    def run(self, command: Command) -> DrainResult:
+    def run(self, command: Command) -> NodeCommandResult:
         """Execute ``command`` (kind drain, cordon or uncordon) and post its Event on the Node.
 
         Returns:
-            the ``DrainResult`` (status succeeded, timed_out or failed).
+            the ``NodeCommandResult`` (status succeeded, timed_out or failed).
 
         Raises:
             NodeNotFoundError: no node has the providerID of ``command.instance_id`` (finish it ``skipped``).
@@ -201,12 +201,14 @@ class DrainEngine:
 
     # --------------------------------------------------------------------------------------- kinds
 
-    def _uncordon(self, command: Command, node: NodeView, started_at: datetime, durations: Durations) -> DrainResult:
+    def _uncordon(
+        self, command: Command, node: NodeView, started_at: datetime, durations: Durations
+    ) -> NodeCommandResult:
         t = self.clock.monotonic()
         _, decision = self.uncordon_node(node)
         durations.cordon = self.clock.monotonic() - t
         durations.total = durations.resolve + durations.cordon
-        return DrainResult(
+        return NodeCommandResult(
             command_id=command.command_id,
             kind=command.kind,
             instance_id=command.instance_id,
@@ -223,11 +225,11 @@ class DrainEngine:
 
     def _cordon_and_maybe_drain(
         self, command: Command, node: NodeView, started_at: datetime, durations: Durations, t0: float
-    ) -> DrainResult:
+    ) -> NodeCommandResult:
         t = self.clock.monotonic()
         node, decision = self.cordon_node(node, command.command_id)
         durations.cordon = self.clock.monotonic() - t
-        result = DrainResult(
+        result = NodeCommandResult(
             command_id=command.command_id,
             kind=command.kind,
             instance_id=command.instance_id,
@@ -251,7 +253,7 @@ class DrainEngine:
         result.finished_at = self.clock.now()
         return result
 
-    def _drain(self, command: Command, node: NodeView, result: DrainResult) -> None:
+    def _drain(self, command: Command, node: NodeView, result: NodeCommandResult) -> None:
         options = command.options
         deadline = Deadline.at(command.deadline, self.clock)
         pods, resource_version = self.kube.list_pods_on_node(node.name)
@@ -302,7 +304,7 @@ class DrainEngine:
             f"{gone[PodAction.WAIT]} already terminating, {skipped} skipped"
         )
 
-    def _uncordon_after_failure(self, options: DrainOptions, node: NodeView, result: DrainResult) -> None:
+    def _uncordon_after_failure(self, options: DrainOptions, node: NodeView, result: NodeCommandResult) -> None:
         if not (options.uncordon_on_failure and result.cordoned_by_us):
             return
         try:

@@ -24,7 +24,7 @@ class PodAction(str, Enum):
 
 
 @dataclass(frozen=True)
-class Disposition:
+class PodDisposition:
     """What to do with one pod, and why (the reason is reported per pod)."""
 
     action: PodAction
@@ -33,7 +33,7 @@ class Disposition:
 
 def pod_disposition(
     pod: PodView, options: DrainOptions, missing_daemonsets: frozenset[tuple[str, str]] = frozenset()
-) -> Disposition:
+) -> PodDisposition:
     """Decide what the drain does with ``pod`` (pure), following kubectl's drain filters
     (k8s.io/kubectl/pkg/drain/filters.go) in order:
 
@@ -49,20 +49,20 @@ def pod_disposition(
     6. otherwise → EVICT (reason names the controller).
     """
     if pod.deletion_timestamp is not None:
-        return Disposition(PodAction.WAIT, "terminating")
+        return PodDisposition(PodAction.WAIT, "terminating")
     if MIRROR_POD_ANNOTATION in pod.annotations:
-        return Disposition(PodAction.SKIP, "mirror")
+        return PodDisposition(PodAction.SKIP, "mirror")
     controller = pod.controller
     if controller is not None and controller.kind == "DaemonSet":
         if (pod.namespace, controller.name) in missing_daemonsets:
             if options.force:
-                return Disposition(PodAction.EVICT, "daemonset gone: orphan pod")
-            return Disposition(PodAction.REFUSE, "daemonset gone: orphan pod (needs force)")
+                return PodDisposition(PodAction.EVICT, "daemonset gone: orphan pod")
+            return PodDisposition(PodAction.REFUSE, "daemonset gone: orphan pod (needs force)")
         if options.ignore_daemonsets:
-            return Disposition(PodAction.SKIP, "daemonset")
-        return Disposition(PodAction.REFUSE, "daemonset (needs ignore_daemonsets)")
+            return PodDisposition(PodAction.SKIP, "daemonset")
+        return PodDisposition(PodAction.REFUSE, "daemonset (needs ignore_daemonsets)")
     if pod.phase in ("Succeeded", "Failed"):
-        return Disposition(PodAction.DELETE, "finished")
+        return PodDisposition(PodAction.DELETE, "finished")
     reasons: list[str] = []
     refused: list[str] = []
     if pod.emptydir_volumes:
@@ -76,10 +76,10 @@ def pod_disposition(
         else:
             refused.append("unmanaged: not managed by a controller (needs force)")
     if refused:
-        return Disposition(PodAction.REFUSE, "; ".join(refused))
+        return PodDisposition(PodAction.REFUSE, "; ".join(refused))
     if not reasons and controller is not None:
         reasons.append(f"managed by {controller.kind} {controller.name}")
-    return Disposition(PodAction.EVICT, "; ".join(reasons))
+    return PodDisposition(PodAction.EVICT, "; ".join(reasons))
 
 
 @dataclass(frozen=True)
@@ -90,13 +90,13 @@ class DrainPlan:
         decisions: every pod with its disposition, in listing order.
     """
 
-    decisions: tuple[tuple[PodView, Disposition], ...]
+    decisions: tuple[tuple[PodView, PodDisposition], ...]
 
-    def with_action(self, *actions: PodAction) -> list[tuple[PodView, Disposition]]:
+    def with_action(self, *actions: PodAction) -> list[tuple[PodView, PodDisposition]]:
         return [(pod, d) for pod, d in self.decisions if d.action in actions]
 
     @property
-    def refused(self) -> list[tuple[PodView, Disposition]]:
+    def refused(self) -> list[tuple[PodView, PodDisposition]]:
         return self.with_action(PodAction.REFUSE)
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from agent.drain.policy import Disposition, DrainPlan, PodAction
+from agent.drain.policy import DrainPlan, PodAction, PodDisposition
 from agent.drain.results import PodOutcome, RemainingPod
 from agent.kube.eviction import EvictionResponse, EvictionStatus
 from agent.kube.views import PodEvent, PodView
@@ -33,7 +33,7 @@ class PodState:
     """One tracked pod (evict, delete or wait) as the drain knows it so far."""
 
     pod: PodView
-    disposition: Disposition
+    disposition: PodDisposition
     attempts: int = 0
     evicted_at: datetime | None = None
     gone: bool = False
@@ -52,7 +52,7 @@ class DrainProgress:
 
     def __init__(self, plan: DrainPlan) -> None:
         self.states: dict[str, PodState] = {}
-        self.others: list[tuple[PodView, Disposition]] = []
+        self.others: list[tuple[PodView, PodDisposition]] = []
         for pod, disposition in plan.decisions:
             if disposition.action in (PodAction.EVICT, PodAction.DELETE, PodAction.WAIT):
                 state = PodState(pod, disposition, worker_done=disposition.action == PodAction.WAIT)

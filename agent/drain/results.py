@@ -1,6 +1,6 @@
 """What one cordon, drain or uncordon command did (JSON-able pydantic models).
 
-The consumer stores ``DrainResult.model_dump(mode="json")`` as the ``CMD#`` item's ``result`` and sends it in the
+The consumer stores ``NodeCommandResult.model_dump(mode="json")`` as the ``CMD#`` item's ``result`` and sends it in the
 agent's EventBridge event; ``agent.events`` summarizes it as a Kubernetes Event on the Node.
 """
 
@@ -56,7 +56,7 @@ class Durations(BaseModel):
     total: float = 0.0
 
 
-class DrainResult(BaseModel):
+class NodeCommandResult(BaseModel):
     """The result of one command (JSON-able: ``model_dump(mode="json")``).
 
     Attributes:

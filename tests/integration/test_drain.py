@@ -17,7 +17,7 @@ import pytest
 
 from agent.drain.engine import DrainEngine
 from agent.drain.policy import PodAction
-from agent.drain.results import DrainResult
+from agent.drain.results import NodeCommandResult
 from agent.events import NodeEventRecorder
 from agent.kube.client import KubeAdapter, make_api_client
 from agent.kube.views import CORDON_ANNOTATION
@@ -144,7 +144,7 @@ class ReadyMonitor:
         self._thread.join(5)
 
 
-def outcome(result: DrainResult, name_prefix: str) -> list[Any]:
+def outcome(result: NodeCommandResult, name_prefix: str) -> list[Any]:
     return [p for p in result.pods if p.name.startswith(name_prefix)]
 
 

@@ -23,7 +23,7 @@ from moto import mock_aws
 from agent.consumer.config import ConsumerConfig
 from agent.consumer.decisions import DEADLINE_PASSED
 from agent.consumer.loop import CommandConsumer
-from agent.drain.results import DrainResult, PodOutcome
+from agent.drain.results import NodeCommandResult, PodOutcome
 from agent.report import Reporter
 from core.exceptions import KubernetesApiError, KubernetesRejectedError, NodeNotFoundError
 from core.model import Command, CommandKind, CommandStatus, utcnow
@@ -34,9 +34,9 @@ CLUSTER = "demo.k8s.local"
 INSTANCE = "i-0123456789abcdef0"
 
 
-def succeed(command: Command) -> DrainResult:
+def succeed(command: Command) -> NodeCommandResult:
     now = utcnow()
-    return DrainResult(
+    return NodeCommandResult(
         command_id=command.command_id,
         kind=command.kind,
         instance_id=command.instance_id,
@@ -53,14 +53,14 @@ def succeed(command: Command) -> DrainResult:
 class ScriptedEngine:
     """Answers each command with ``answer(command)`` (or raises what it raises); records what it ran."""
 
-    def __init__(self, answer: Callable[[Command], DrainResult] = succeed) -> None:
+    def __init__(self, answer: Callable[[Command], NodeCommandResult] = succeed) -> None:
         self.answer = answer
         self.ran: list[str] = []
         self._lock = threading.Lock()
         self.active = 0
         self.max_active = 0
 
-    def run(self, command: Command) -> DrainResult:
+    def run(self, command: Command) -> NodeCommandResult:
         with self._lock:
             self.ran.append(command.command_id)
             self.active += 1
@@ -270,7 +270,7 @@ def test_a_command_for_another_cluster_is_dropped_with_a_log_line(
 
 
 def test_an_instance_without_node_is_skipped(world: World) -> None:
-    def no_node(cmd: Command) -> DrainResult:
+    def no_node(cmd: Command) -> NodeCommandResult:
         raise NodeNotFoundError(cmd.instance_id)
 
     world.send(command())
@@ -313,7 +313,7 @@ def test_the_event_on_the_node_is_left_to_the_engine_when_it_posted_one(world: W
 
 
 def test_a_request_the_apiserver_refuses_fails_the_command(world: World) -> None:
-    def forbidden(cmd: Command) -> DrainResult:
+    def forbidden(cmd: Command) -> NodeCommandResult:
         raise KubernetesRejectedError(403, "patch node ip-10-0-1-17: HTTP 403 forbidden")
 
     poster = RecordingPoster()
@@ -334,7 +334,7 @@ def test_a_late_uncordon_still_runs(world: World) -> None:
 
 
 def test_an_engine_bug_fails_the_command_with_the_error(world: World) -> None:
-    def bug(cmd: Command) -> DrainResult:
+    def bug(cmd: Command) -> NodeCommandResult:
         raise ZeroDivisionError("oops")
 
     world.send(command())
@@ -369,7 +369,7 @@ def test_a_stale_running_command_is_taken_over_with_the_next_attempt(world: Worl
 
 
 def test_a_worker_that_lost_its_command_mid_run_reports_nothing(world: World) -> None:
-    def taken_over(cmd: Command) -> DrainResult:
+    def taken_over(cmd: Command) -> NodeCommandResult:
         # while this worker drains, another takes the command over (this one's heartbeat looked stale)
         world.store.start_command(
             cmd, "agent-b:2", stale_after_seconds=60, ttl_seconds=3600, now=utcnow() + timedelta(seconds=120)
@@ -387,7 +387,7 @@ def test_a_worker_that_lost_its_command_mid_run_reports_nothing(world: World) ->
 
 
 def test_a_retryable_engine_error_hands_the_command_back(world: World) -> None:
-    def apiserver_down(cmd: Command) -> DrainResult:
+    def apiserver_down(cmd: Command) -> NodeCommandResult:
         raise KubernetesApiError("get node: HTTP 503")
 
     world.send(command())
@@ -435,7 +435,7 @@ class Gate:
         self.entered = threading.Event()
         self.release = threading.Event()
 
-    def __call__(self, cmd: Command) -> DrainResult:
+    def __call__(self, cmd: Command) -> NodeCommandResult:
         self.entered.set()
         assert self.release.wait(10)
         return succeed(cmd)
@@ -495,7 +495,7 @@ def test_shutdown_hands_in_flight_commands_back_to_another_agent(world: World) -
 
 
 def test_the_poll_loop_runs_every_command_once_within_its_concurrency(world: World) -> None:
-    def slow(cmd: Command) -> DrainResult:
+    def slow(cmd: Command) -> NodeCommandResult:
         time.sleep(0.3)
         return succeed(cmd)
 

@@ -12,7 +12,7 @@ import pytest
 from agent.drain.cordon import decide_cordon, decide_uncordon
 from agent.drain.policy import PodAction, plan_drain
 from agent.drain.progress import DrainProgress, EvictionUpdate
-from agent.drain.results import DrainResult, PodOutcome
+from agent.drain.results import NodeCommandResult, PodOutcome
 from agent.events import event_reason, node_event
 from agent.kube.eviction import (
     EvictionResponse,
@@ -290,7 +290,7 @@ def test_a_worker_that_gave_up_settles_as_a_failure() -> None:
 
 
 def test_result_is_json_able() -> None:
-    result = DrainResult(
+    result = NodeCommandResult(
         command_id="c",
         kind=CommandKind.DRAIN,
         instance_id="i-0123456789abcdef0",
@@ -302,7 +302,7 @@ def test_result_is_json_able() -> None:
     )
     dumped = json.loads(json.dumps(result.model_dump(mode="json")))
     assert dumped["status"] == "timed_out" and dumped["pods"][0]["action"] == "evict"
-    assert DrainResult.model_validate(dumped) == result
+    assert NodeCommandResult.model_validate(dumped) == result
 
 
 @pytest.mark.parametrize(
