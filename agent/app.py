@@ -16,7 +16,7 @@ in-flight commands back and exits 1, so Kubernetes restarts it as a fresh standb
 same).
 
 Shutdown on SIGTERM/SIGINT: polling stops (within ``SQS_WAIT_SECONDS``), in-flight commands get
-``AGENT_SHUTDOWN_GRACE_SECONDS`` to finish, the rest are handed back to another agent (see agent/consumer.py),
+``AGENT_SHUTDOWN_GRACE_SECONDS`` to finish, the rest are handed back to another agent (see agent/consumer/),
 the Lease is released (a standby takes over at its next read, ``LEADER_ELECTION_RETRY_SECONDS``), then the process
 exits 0. The pod's ``terminationGracePeriodSeconds`` must exceed SQS_WAIT_SECONDS + AGENT_SHUTDOWN_GRACE_SECONDS
 plus a few seconds (agent/deploy/manager/deployment.yaml: 30 > 10 + 10).

@@ -4,7 +4,7 @@
 (https://kubernetes.io/docs/reference/kubernetes-api/cluster-resources/event-v1/) the way client-go's event recorder
 does for a cluster-scoped object: in namespace ``default``, named ``<node>.<hex nanoseconds>``, ``involvedObject``
 the Node, ``source.component`` ``aws-node-manager``.
-``NodeEventRecorder`` posts it through ``agent.kube.KubeAdapter``; a failure to post is logged, never raised.
+``NodeEventRecorder`` posts it through ``agent.kube.client.KubeAdapter``; a failure to post is logged, never raised.
 """
 
 from __future__ import annotations

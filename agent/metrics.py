@@ -97,7 +97,7 @@ class AgentMetrics:
 class CountingEvictions:
     """The Kubernetes adapter as the drain engine sees it, counting each eviction's answer in ``metrics``.
 
-    Delegates every attribute to ``kube`` (an ``agent.kube.KubeAdapter``); only ``evict_pod`` is observed.
+    Delegates every attribute to ``kube`` (an ``agent.kube.client.KubeAdapter``); only ``evict_pod`` is observed.
     """
 
     def __init__(self, kube: Any, metrics: AgentMetrics) -> None:

@@ -4,7 +4,7 @@ Order matters. The terminal write to the ``CMD#`` item comes first and is the re
 it). The notifications follow and never undo it: a failed Kubernetes Event or EventBridge ``PutEvents`` is logged,
 nothing more. Once EventBridge accepted the event the item gets ``reported_at``; without it, a worker that meets
 the command again (the consumer keeps the message when the event was not sent, and a crash between the two steps
-leaves it too) sends the notifications again (see ``agent.consumer.on_refusal``).
+leaves it too) sends the notifications again (see ``agent.consumer.decisions.on_refusal``).
 
 EventBridge event (``PutEvents`` entry on ``EVENT_BUS_NAME``; shape from
 https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-putevents.html)::

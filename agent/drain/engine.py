@@ -31,9 +31,9 @@ from typing import Protocol, TypeVar
 from agent.drain.cordon import CordonDecision, UncordonDecision, decide_cordon, decide_uncordon
 from agent.drain.evict import Evictor
 from agent.drain.policy import PodAction, daemonset_owners, plan_drain
+from agent.drain.ports import DrainApi
 from agent.drain.progress import DrainProgress
 from agent.drain.results import Durations, NodeCommandResult, RemainingPod
-from agent.kube.client import KubeAdapter
 from agent.kube.views import NodeView
 from core.clock import Clock, Deadline, SystemClock
 from core.exceptions import KubernetesApiError, KubernetesNotFoundError, NodeManagerError, NodeNotFoundError
@@ -85,7 +85,7 @@ class DrainEngine:
 
     def __init__(
         self,
-        kube: KubeAdapter,
+        kube: DrainApi,
         settings: BackoffSettings,
         clock: Clock | None = None,
         events: ResultEvents | None = None,

@@ -17,10 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from agent.drain.policy import PodAction
+from agent.drain.ports import EvictionApi
 from agent.drain.progress import DrainProgress, EvictionUpdate
 from agent.drain.results import Durations
 from agent.drain.watcher import PodWatcher
-from agent.kube.client import KubeAdapter
 from agent.kube.eviction import EvictionResponse, EvictionStatus
 from agent.kube.views import NodeView, PodView
 from core.clock import Clock, Deadline, backoff_delay
@@ -46,7 +46,7 @@ class Evictor:
 
     def __init__(
         self,
-        kube: KubeAdapter,
+        kube: EvictionApi,
         clock: Clock,
         backoff_base: float,
         backoff_cap: float,

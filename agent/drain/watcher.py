@@ -12,24 +12,15 @@ import logging
 import math
 import queue
 import threading
-from typing import Any, Protocol
+from typing import Any
 
-from agent.kube.views import PodView
-from agent.kube.watch import PodWatch
+from agent.drain.ports import PodLister
 from core.clock import Clock, Deadline
 from core.exceptions import NodeManagerError
 
 log = logging.getLogger(__name__)
 
 MAX_WATCH_SECONDS = 300
-
-
-class PodLister(Protocol):
-    """The pod reads the watcher needs (``agent.kube.client.KubeAdapter`` has them)."""
-
-    def list_pods_on_node(self, node_name: str) -> tuple[list[PodView], str]: ...
-
-    def watch_pods_on_node(self, node_name: str, resource_version: str, timeout_seconds: int) -> PodWatch: ...
 
 
 class PodWatcher:
