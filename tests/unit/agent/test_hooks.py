@@ -1,6 +1,6 @@
 """The agent completes termination lifecycle actions when a drain of the instance ends, and records heartbeats
 while it runs. CompleteLifecycleAction and RecordLifecycleActionHeartbeat are not in moto: they are checked with
-botocore's Stubber (the calls' exact parameters); SQS, DynamoDB and EventBridge are moto, as in test_consumer."""
+botocore's Stubber (the calls' exact parameters); SQS, DynamoDB and EventBridge are moto, as in the consumer's tests."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from agent.report import Reporter
 from core.exceptions import NodeNotFoundError
 from core.lifecycle import HookState, LifecycleAction, get_hook, record_hook
 from core.model import Command
-from tests.unit.agent.test_consumer import INSTANCE, ScriptedEngine, World, command, session, succeed, world  # noqa: F401
+from tests.unit.agent.consumer_world import INSTANCE, ScriptedEngine, World, command, succeed
 
 HOOK = LifecycleAction(
     instance_id=INSTANCE,
