@@ -16,7 +16,7 @@ in-flight commands back and exits 1, so Kubernetes restarts it as a fresh standb
 same).
 
 Shutdown on SIGTERM/SIGINT: polling stops (within ``SQS_WAIT_SECONDS``), in-flight commands get
-``AGENT_SHUTDOWN_GRACE_SECONDS`` to finish, the rest are handed back to another agent (see agent/consumer.py),
+``AGENT_SHUTDOWN_GRACE_SECONDS`` to finish, the rest are handed back to another agent (see agent/consumer/),
 the Lease is released (a standby takes over at its next read, ``LEADER_ELECTION_RETRY_SECONDS``), then the process
 exits 0. The pod's ``terminationGracePeriodSeconds`` must exceed SQS_WAIT_SECONDS + AGENT_SHUTDOWN_GRACE_SECONDS
 plus a few seconds (agent/deploy/manager/deployment.yaml: 30 > 10 + 10).
@@ -41,20 +41,19 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from kubernetes import client, config
-
 from adapters.aws.autoscaling import AutoScaling
 from adapters.aws.clients import agent_config, clients, new_session
 from adapters.aws.cloudwatch import MetricSink
 from adapters.dynamo.store import Store
 from agent import logs
 from agent.cloudwatch import CloudWatchPublisher
-from agent.consumer import CommandConsumer, ConsumerConfig
-from agent.drain import DrainEngine
+from agent.consumer.config import ConsumerConfig
+from agent.consumer.loop import CommandConsumer
+from agent.drain.engine import DrainEngine
 from agent.events import NodeEventRecorder
 from agent.health import KUBERNETES, Health, HealthServer
 from agent.hooks import LifecycleHooks
-from agent.kube import KubeAdapter, make_api_client
+from agent.kube.client import KubeAdapter, kube_configuration, make_api_client
 from agent.leader import LeaderElector
 from agent.membership import MembershipReporter
 from agent.metrics import AgentMetrics, CountingEvictions
@@ -72,24 +71,6 @@ EXIT_OK, EXIT_LEADERSHIP_LOST, EXIT_BAD_SETTINGS = 0, 1, 2
 def worker_identity() -> str:
     """This process's identity in ``CMD#`` items: ``<hostname>:<pid>`` (the hostname is the pod's name)."""
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def kube_configuration(environ: Mapping[str, str]) -> client.Configuration:
-    """The Kubernetes client configuration: ``KUBECONFIG`` if set, else in-cluster.
-
-    Raises:
-        SettingsError: the kubeconfig cannot be loaded, or the process is not in a pod.
-    """
-    configuration = client.Configuration()
-    path = environ.get("KUBECONFIG")
-    try:
-        if path:
-            config.load_kube_config(config_file=path, client_configuration=configuration)
-        else:
-            config.load_incluster_config(client_configuration=configuration)
-    except (config.ConfigException, OSError) as err:
-        raise SettingsError("KUBECONFIG", f"cannot load the Kubernetes configuration: {err}") from err
-    return configuration
 
 
 @dataclass

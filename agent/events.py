@@ -4,7 +4,7 @@
 (https://kubernetes.io/docs/reference/kubernetes-api/cluster-resources/event-v1/) the way client-go's event recorder
 does for a cluster-scoped object: in namespace ``default``, named ``<node>.<hex nanoseconds>``, ``involvedObject``
 the Node, ``source.component`` ``aws-node-manager``.
-``NodeEventRecorder`` posts it through ``agent.kube.KubeAdapter``; a failure to post is logged, never raised.
+``NodeEventRecorder`` posts it through ``agent.kube.client.KubeAdapter``; a failure to post is logged, never raised.
 """
 
 from __future__ import annotations
@@ -12,13 +12,12 @@ from __future__ import annotations
 import logging
 import socket
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from agent.kube import KubeAdapter, NodeView
+from agent.drain.results import NodeCommandResult
+from agent.kube.client import KubeAdapter
+from agent.kube.views import NodeView
 from core.model import CommandKind, CommandStatus
-
-if TYPE_CHECKING:
-    from agent.drain import DrainResult
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +114,7 @@ class NodeEventRecorder:
         self.kube = kube
         self.host = socket.gethostname() if host is None else host
 
-    def record(self, node: NodeView, result: DrainResult) -> bool:
+    def record(self, node: NodeView, result: NodeCommandResult) -> bool:
         """Post the Event summarizing ``result`` on ``node``; True when posted."""
         reason, event_type = event_reason(
             result.kind, result.status, by_other=result.cordoned_by_other, changed=result.uncordoned

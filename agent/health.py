@@ -46,12 +46,12 @@ class HealthSnapshot:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class ProbeVerdict:
     ok: bool
     problems: tuple[str, ...] = ()
 
 
-def liveness(snapshot: HealthSnapshot, now: float, max_age_seconds: float) -> Verdict:
+def liveness(snapshot: HealthSnapshot, now: float, max_age_seconds: float) -> ProbeVerdict:
     """Alive when every registered loop ticked within ``max_age_seconds``. Pure.
 
     >>> liveness(HealthSnapshot(beats={"main": 0.0}), now=100.0, max_age_seconds=90).problems
@@ -62,10 +62,10 @@ def liveness(snapshot: HealthSnapshot, now: float, max_age_seconds: float) -> Ve
         for name, at in sorted(snapshot.beats.items())
         if now - at > max_age_seconds
     )
-    return Verdict(not problems, problems)
+    return ProbeVerdict(not problems, problems)
 
 
-def readiness(snapshot: HealthSnapshot, now: float, max_age_seconds: float) -> Verdict:
+def readiness(snapshot: HealthSnapshot, now: float, max_age_seconds: float) -> ProbeVerdict:
     """Ready when the leader state is known, Kubernetes was reached within ``max_age_seconds``, and, on the
     leader, SQS too. Pure."""
     problems = []
@@ -78,7 +78,7 @@ def readiness(snapshot: HealthSnapshot, now: float, max_age_seconds: float) -> V
             problems.append(f"{dependency} not reached yet")
         elif now - at > max_age_seconds:
             problems.append(f"{dependency} not reached for {now - at:.0f} s")
-    return Verdict(not problems, tuple(problems))
+    return ProbeVerdict(not problems, tuple(problems))
 
 
 class Health:

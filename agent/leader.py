@@ -1,7 +1,7 @@
 """Leader election between agent replicas on a ``coordination.k8s.io/v1`` Lease (client-go's algorithm).
 
 Only the leader consumes commands and reports membership; the other replicas stand by and take over when the
-leader stops renewing. The Python client has no Lease lock, so this is one, through ``agent.kube.KubeAdapter``
+leader stops renewing. The Python client has no Lease lock, so this is one, through ``agent.kube.client.KubeAdapter``
 (get/create/replace of the Lease, each replace preconditioned on the ``resourceVersion`` read: optimistic
 concurrency, the apiserver answers 409 to a writer that read a stale copy, so two candidates never both win).
 
@@ -33,7 +33,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Protocol
 
-from agent.kube import LeaseView, micro_time
+from agent.kube.views import LeaseView, micro_time
 from core.exceptions import NodeManagerError
 from core.model import utcnow
 
@@ -89,7 +89,7 @@ def lease_spec(
         transitions += 1
     return {
         "holderIdentity": identity,
-        "leaseDurationSeconds": int(math.ceil(duration_seconds)),
+        "leaseDurationSeconds": math.ceil(duration_seconds),
         "acquireTime": micro_time(acquired),
         "renewTime": micro_time(now),
         "leaseTransitions": transitions,
@@ -97,7 +97,7 @@ def lease_spec(
 
 
 class LeaseApi(Protocol):
-    """The Lease calls of ``agent.kube.KubeAdapter``."""
+    """The Lease calls of ``agent.kube.client.KubeAdapter``."""
 
     def get_lease(self, namespace: str, name: str) -> LeaseView | None: ...
 

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from adapters.aws.ports import GroupReader
 from adapters.dynamo.store import Store
-from agent.kube import NodeView
+from agent.kube.views import NodeEvent, NodeView
 from core.exceptions import KubernetesApiError, WatchExpiredError
 from core.model import NodeRecord, parse_provider_id, utcnow
 from core.settings import AgentSettings
@@ -122,23 +122,14 @@ def same_content(a: NodeRecord, b: NodeRecord) -> bool:
 # -- I/O -------------------------------------------------------------------------------------------------------
 
 
-class NodeEventLike(Protocol):
-    """One watch event (``agent.kube.NodeEvent``): ``type`` ADDED, MODIFIED, DELETED, BOOKMARK or ERROR."""
-
-    type: str
-    node: NodeView | None
-    resource_version: str | None
-    code: int | None
-
-
 class NodeSource(Protocol):
-    """Node reads the reporter needs (``agent.kube.KubeAdapter``)."""
+    """Node reads the reporter needs (``agent.kube.client.KubeAdapter``)."""
 
     def list_nodes_versioned(self) -> tuple[list[NodeView], str]:
         """All nodes and the list's resourceVersion."""
         ...
 
-    def watch_nodes(self, resource_version: str, timeout_seconds: int) -> Iterable[NodeEventLike]:
+    def watch_nodes(self, resource_version: str, timeout_seconds: int) -> Iterable[NodeEvent]:
         """Events after ``resource_version``; the iteration ends after ``timeout_seconds``."""
         ...
 

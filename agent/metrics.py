@@ -28,7 +28,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from agent.kube import EvictionResponse, EvictionStatus
+from agent.kube.eviction import EvictionResponse, EvictionStatus
 
 PREFIX = "node_manager_agent"
 # A Spot drain has 120 s; a lifecycle-hook or refresh drain may take many minutes.
@@ -97,7 +97,7 @@ class AgentMetrics:
 class CountingEvictions:
     """The Kubernetes adapter as the drain engine sees it, counting each eviction's answer in ``metrics``.
 
-    Delegates every attribute to ``kube`` (an ``agent.kube.KubeAdapter``); only ``evict_pod`` is observed.
+    Delegates every attribute to ``kube`` (an ``agent.kube.client.KubeAdapter``); only ``evict_pod`` is observed.
     """
 
     def __init__(self, kube: Any, metrics: AgentMetrics) -> None:

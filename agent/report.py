@@ -4,7 +4,7 @@ Order matters. The terminal write to the ``CMD#`` item comes first and is the re
 it). The notifications follow and never undo it: a failed Kubernetes Event or EventBridge ``PutEvents`` is logged,
 nothing more. Once EventBridge accepted the event the item gets ``reported_at``; without it, a worker that meets
 the command again (the consumer keeps the message when the event was not sent, and a crash between the two steps
-leaves it too) sends the notifications again (see ``agent.consumer.on_refusal``).
+leaves it too) sends the notifications again (see ``agent.consumer.decisions.on_refusal``).
 
 EventBridge event (``PutEvents`` entry on ``EVENT_BUS_NAME``; shape from
 https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-putevents.html)::
@@ -22,7 +22,7 @@ https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-putevents.html)::
                              "duration_seconds": 12.3}}
 
 The Kubernetes Event on the Node is posted by the drain engine for each result it returns
-(``DrainResult.event_posted``); this module posts one for outcomes decided without the engine (a drain whose
+(``NodeCommandResult.event_posted``); this module posts one for outcomes decided without the engine (a drain whose
 deadline passed before it started, an engine error) or whose Event the engine could not post.
 """
 
@@ -64,7 +64,7 @@ def detail_type(kind: CommandKind, status: CommandStatus) -> str:
 
 
 def summarize(result: Mapping[str, Any]) -> dict[str, Any]:
-    """A small summary of a result (a ``DrainResult`` dumped to JSON, or an outcome built by the consumer).
+    """A small summary of a result (a ``NodeCommandResult`` dumped to JSON, or an outcome built by the consumer).
 
     Pure. Counts: ``evicted`` pods whose eviction (or deletion) was accepted (``evicted_at`` set) or that are gone,
     ``remaining`` pods still on the node at the end, ``errors``; ``duration_seconds`` from ``durations.total``.
@@ -112,7 +112,7 @@ class Outcome:
 
     Attributes:
         status: terminal status.
-        result: JSON-able result stored in the ``CMD#`` item (``DrainResult.model_dump(mode="json")`` or the
+        result: JSON-able result stored in the ``CMD#`` item (``NodeCommandResult.model_dump(mode="json")`` or the
             consumer's own outcome of the same shape: ``message``, ``node_name``, ``errors`` ...).
         engine_posted_event: the drain engine already posted the Kubernetes Event for this result.
     """

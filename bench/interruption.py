@@ -32,8 +32,8 @@ from kubernetes import client as k8s
 from kubernetes import watch
 
 from adapters.dynamo.store import Store
-from agent.drain import DrainEngine
-from agent.kube import KubeAdapter, make_api_client
+from agent.drain.engine import DrainEngine
+from agent.kube.client import KubeAdapter, make_api_client
 from core.model import Command, CommandKind, CommandStatus
 from core.settings import AgentSettings, InterruptionSettings
 from lambdas.interruption.handler import Deps, handle

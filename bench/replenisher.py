@@ -33,7 +33,6 @@ import boto3
 from aws_lambda_powertools import Metrics
 from moto import mock_aws
 
-from adapters.dynamo.store import Store
 from core import schema
 from core.kops import CLUSTER_TAG, INSTANCE_GROUP_TAG, MASTER_ROLE_TAGS, NODE_ROLE_TAG
 from core.model import NodeRecord

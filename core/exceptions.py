@@ -168,6 +168,35 @@ class KubernetesRejectedError(NodeManagerError):
         self.status = status
 
 
+class KubernetesNotFoundError(KubernetesRejectedError):
+    """The Kubernetes object named in the request does not exist (HTTP 404)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(404, message)
+
+
+class KubernetesConflictError(KubernetesRejectedError):
+    """A Kubernetes write lost a race (HTTP 409): a resourceVersion or uid precondition failed, or the object
+    already exists. Read the object again and decide again."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(409, message)
+
+
+class KubernetesTooManyRequestsError(KubernetesApiError):
+    """The Kubernetes API asked the client to slow down (HTTP 429: API priority and fairness, or a
+    PodDisruptionBudget outside of evictions). Retryable.
+
+    Attributes:
+        retry_after: seconds the apiserver asked to wait (``Retry-After`` header, else the Status'
+            ``details.retryAfterSeconds``); None when it named none.
+    """
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class RunConflictError(ConflictError):
     """A ``RUN#`` item changed since it was read (another invocation advanced the run first): read it again."""
 

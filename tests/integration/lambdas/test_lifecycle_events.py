@@ -216,9 +216,9 @@ def test_a_terminated_member_loses_its_record_and_its_queued_commands(world: Wor
     assert cancelled["result"]["message"] == "cancelled: instance shutting-down"
     assert world.store.get_command("refresh-running")["status"] == "running"  # type: ignore[index]
     # the agent meeting the cancelled command's message treats it as a finished duplicate
-    from agent.consumer import Disposition, on_refusal
+    from agent.consumer.decisions import RefusalDisposition, on_refusal
 
-    assert on_refusal(cancelled, utcnow().timestamp(), 60, 30)[0] is Disposition.DUPLICATE
+    assert on_refusal(cancelled, utcnow().timestamp(), 60, 30)[0] is RefusalDisposition.DUPLICATE
     # a second delivery finds nothing left to do
     assert (
         handle(state_event(instance, "terminated", "ev-state-2"), deps_with(world, stubbed))["reason"] == "not_a_member"

@@ -115,7 +115,7 @@ def test_every_module_the_agent_imports_comes_from_the_requirements() -> None:
 
 
 def test_it_runs_the_agent_as_the_deployments_non_root_user_on_its_port() -> None:
-    steps = dict((k, r) for k, r in instructions() if k in ("USER", "EXPOSE", "ENTRYPOINT"))
+    steps = {k: r for k, r in instructions() if k in ("USER", "EXPOSE", "ENTRYPOINT")}
     deployment = yaml.safe_load((ROOT / "agent" / "deploy" / "manager" / "deployment.yaml").read_text())
     pod = deployment["spec"]["template"]["spec"]
     uid, _, gid = steps["USER"].partition(":")

@@ -1,6 +1,6 @@
 """Leader election's decisions (pure) and the elector's rounds against an in-memory Lease store that answers like
 the apiserver (a replace carrying a stale resourceVersion is refused). The same elector against the real
-kube-apiserver, in two processes, is in tests/integration/test_agent_operation.py."""
+kube-apiserver, in two processes, is in tests/integration/agent/test_agent_operation.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agent.kube import LeaseView
+from agent.kube.views import LeaseView
 from agent.leader import LeaderElector, Move, choose, lease_spec
 from core.exceptions import KubernetesApiError
 

@@ -1,6 +1,6 @@
 """Membership: the pure mapping nodes + ASG map -> NODE# records, the ASG lookup on moto, and the reporter's writes
 on moto's DynamoDB with nodes given in memory (the watch against a real apiserver is in
-tests/integration/test_agent_membership.py)."""
+tests/integration/agent/test_agent.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from moto import mock_aws
 
 from adapters.aws.autoscaling import AutoScaling
 from adapters.dynamo.store import Store
-from agent.kube import NodeEvent, NodeView
+from agent.kube.views import NodeEvent, NodeView
 from agent.membership import (
     DESCRIBE_ASG_INSTANCES_MAX_IDS,
     AsgLookup,

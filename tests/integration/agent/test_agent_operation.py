@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from agent.kube import KubeAdapter
+from agent.kube.client import KubeAdapter
 from localworld.world import LocalWorld, Spawned
-from tests.integration.test_agent import Harness, log_of, wait_for
+from tests.integration.agent.test_agent import Harness, log_of, wait_for
 
 pytestmark = pytest.mark.world
 

@@ -18,7 +18,7 @@ import yaml
 
 from localworld.world import LocalWorld
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DEFAULT = ROOT / "agent" / "deploy" / "default"
 
 

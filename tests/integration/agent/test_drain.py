@@ -15,9 +15,12 @@ from typing import Any
 
 import pytest
 
-from agent.drain import DrainEngine, DrainResult, PodAction
+from agent.drain.engine import DrainEngine
+from agent.drain.policy import PodAction
+from agent.drain.results import NodeCommandResult
 from agent.events import NodeEventRecorder
-from agent.kube import CORDON_ANNOTATION, KubeAdapter, make_api_client
+from agent.kube.client import KubeAdapter, make_api_client
+from agent.kube.views import CORDON_ANNOTATION
 from core.exceptions import NodeNotFoundError
 from core.model import Command, CommandKind, CommandStatus, DrainOptions, parse_provider_id, utcnow
 from localworld.cluster import ClusterInfo
@@ -142,7 +145,7 @@ class ReadyMonitor:
         self._thread.join(5)
 
 
-def outcome(result: DrainResult, name_prefix: str) -> list[Any]:
+def outcome(result: NodeCommandResult, name_prefix: str) -> list[Any]:
     return [p for p in result.pods if p.name.startswith(name_prefix)]
 
 

@@ -1,6 +1,6 @@
 """The agent completes termination lifecycle actions when a drain of the instance ends, and records heartbeats
 while it runs. CompleteLifecycleAction and RecordLifecycleActionHeartbeat are not in moto: they are checked with
-botocore's Stubber (the calls' exact parameters); SQS, DynamoDB and EventBridge are moto, as in test_consumer."""
+botocore's Stubber (the calls' exact parameters); SQS, DynamoDB and EventBridge are moto, as in the consumer's tests."""
 
 from __future__ import annotations
 
@@ -14,14 +14,15 @@ from botocore.stub import Stubber
 
 from adapters.aws.autoscaling import AutoScaling
 from adapters.dynamo.hooks import get_hook, record_hook
-from agent.consumer import CommandConsumer, ConsumerConfig
+from agent.consumer.config import ConsumerConfig
+from agent.consumer.loop import CommandConsumer
 from agent.hooks import LifecycleHooks
 from agent.metrics import AgentMetrics
 from agent.report import Reporter
 from core.exceptions import NodeNotFoundError
 from core.lifecycle import HookState, LifecycleAction
 from core.model import Command
-from tests.unit.agent.test_consumer import INSTANCE, ScriptedEngine, World, command, session, succeed, world  # noqa: F401
+from tests.unit.agent.consumer_world import INSTANCE, ScriptedEngine, World, command, succeed
 
 HOOK = LifecycleAction(
     instance_id=INSTANCE,
@@ -153,7 +154,7 @@ def test_a_long_drain_records_heartbeats_until_its_deadline(world: World, stubbe
     worker = threading.Thread(target=c.handle, args=(world.receive(),))
     worker.start()
     try:
-        while not c._job_list():
+        while not c.worker.jobs.list():
             threading.Event().wait(0.02)
         stub.add_response("record_lifecycle_action_heartbeat", {}, HOOK_PARAMS)
         c.heartbeat_once()
@@ -181,7 +182,7 @@ def test_no_heartbeat_past_the_drains_deadline(world: World, stubbed: tuple[Any,
     worker = threading.Thread(target=c.handle, args=(world.receive(),))
     worker.start()
     try:
-        while not c._job_list():
+        while not c.worker.jobs.list():
             threading.Event().wait(0.02)
         threading.Event().wait(1.6)
         c.heartbeat_once()  # past the cap: no call (the Stubber would fail on an unexpected one)

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from agent.drain import PodAction, daemonset_owners, plan_drain, pod_disposition
-from agent.kube import PodView
+from agent.drain.policy import PodAction, daemonset_owners, plan_drain, pod_disposition
+from agent.kube.views import PodView
 from core.model import DrainOptions
 
 

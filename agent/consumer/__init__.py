@@ -1,0 +1,48 @@
+"""The command consumer: long-polls SQS and runs each command once, whatever SQS delivers.
+
+Modules: ``decisions`` (pure: sort a message, what a refused start means), ``config`` (the knobs), ``worker`` (one
+message to its end), ``heartbeat`` (visibility, ``CMD#`` heartbeats, lifecycle-hook heartbeats) and ``loop``
+(``CommandConsumer``: the receive loop and shutdown).
+
+SQS delivers at least once, so the ``CMD#<id>`` item decides (``adapters.dynamo.store.Store``):
+
+1. ``parse_message`` (pure) sorts each message: a command for this cluster, one for another cluster (deleted,
+   logged, counted), or garbage (logged with its id and a preview, counted, made visible again at once so the
+   queue's RedrivePolicy moves it to the dead-letter queue after ``maxReceiveCount`` receives).
+2. ``Store.start_command`` moves the item ``queued`` → ``running`` (or takes over a ``running`` item whose heartbeat
+   is older than ``STALE_RUNNING_SECONDS``: its worker died; ``attempt`` + 1). When it refuses, ``on_refusal``
+   (pure) says what the message gets: deleted (a duplicate of a finished command), its notifications re-sent and
+   deleted (finished by a worker that died before notifying), or left for later (another live worker runs it; it
+   becomes visible again about when that worker's heartbeat would go stale).
+3. The engine runs it (``DrainEngine.run``) while a heartbeat thread extends the message's visibility and the
+   item's ``heartbeat_at`` every third of the visibility timeout.
+4. ``Reporter.report`` writes the terminal status, then notifies; the message is deleted once EventBridge took
+   the event. When it did not, the message is left: it comes back after the visibility timeout and the
+   notification is sent again (``on_refusal`` → NOTIFY_AGAIN), at most until the RedrivePolicy gives up.
+
+Decisions for the edge cases:
+
+- A drain whose deadline passed before it started is not run: draining with no time left evicts pods for
+  nothing. It ends ``timed_out`` with reason "deadline passed before start". Cordon and uncordon still run: each is
+  one idempotent write that stays right when late (an uncordon must happen whenever it arrives).
+- ``NodeNotFoundError`` (the instance's node never joined, or is gone) ends ``skipped``.
+- A ``RetryableError`` from the engine (Kubernetes API down before any work was done) hands the command back:
+  the item returns to ``queued`` and the message becomes visible after ``retry_delay_seconds``.
+- ``KubernetesRejectedError`` (a 4xx such as 403: the agent's ClusterRole lacks a verb) and any other exception
+  from the engine end ``failed`` with the error in the result: retrying them would loop.
+- Shutdown: polling stops; in-flight commands get ``shutdown_grace_seconds`` to finish; the rest are handed back
+  (item ``queued`` again, message visible at once) so another agent takes them without waiting for staleness.
+- Lifecycle hooks (``agent.hooks``): while a drain runs, its instance's pending termination lifecycle action gets
+  a heartbeat every ``lifecycle_heartbeat_seconds`` until the drain's deadline; when a drain ends (any terminal
+  status, and again for a duplicate delivery of a finished drain), the action is completed with CONTINUE before
+  the message is deleted.
+
+Observability: every log line written while a message's command is handled carries its ``command_id``,
+``instance_id`` and ``node`` (``agent.logs.command_context``); counts go to ``agent.metrics.AgentMetrics``, drain
+failures to CloudWatch (``agent.cloudwatch``), and the poll loop's ticks and successful receives to
+``agent.health.Health`` (liveness and readiness probes).
+
+Threads: one poll loop (``run``), one worker thread per in-flight command (at most ``concurrency``), one
+heartbeat thread. The boto3 clients are shared (they are thread-safe); the ``Store``'s Table resource is used for
+plain item calls only, which hold no per-resource state.
+"""

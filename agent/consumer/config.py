@@ -1,0 +1,57 @@
+"""The consumer's knobs (``ConsumerConfig``), from ``core.settings.AgentSettings``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.settings import AgentSettings
+
+
+@dataclass(frozen=True)
+class ConsumerConfig:
+    """The consumer's knobs (from ``AgentSettings``; seconds unless named otherwise).
+
+    Attributes:
+        cluster: this agent's cluster; commands for another are dropped.
+        queue_url: the command queue.
+        worker_id: this process's identity in ``CMD#`` items (``<hostname>:<pid>``).
+        concurrency: commands run at once (worker threads).
+        wait_seconds: ReceiveMessage WaitTimeSeconds (long poll, 0..20).
+        visibility_timeout_seconds: ReceiveMessage VisibilityTimeout, re-extended by the heartbeat.
+        stale_running_seconds: a ``running`` item whose heartbeat is older is taken over.
+        command_ttl_seconds: TTL of a ``CMD#`` item created by this agent (a command with no record).
+        shutdown_grace_seconds: how long shutdown waits for in-flight commands before handing them back.
+        retry_delay_seconds: visibility delay of a command handed back after a retryable error.
+        lifecycle_heartbeat_seconds: period of RecordLifecycleActionHeartbeat while a drain runs.
+    """
+
+    cluster: str
+    queue_url: str
+    worker_id: str
+    concurrency: int = 4
+    wait_seconds: int = 10
+    visibility_timeout_seconds: int = 30
+    stale_running_seconds: int = 60
+    command_ttl_seconds: int = 7 * 86400
+    shutdown_grace_seconds: float = 20.0
+    retry_delay_seconds: int = 5
+    lifecycle_heartbeat_seconds: float = 60.0
+
+    @classmethod
+    def from_settings(cls, settings: AgentSettings, worker_id: str) -> ConsumerConfig:
+        return cls(
+            cluster=settings.cluster_name,
+            queue_url=settings.queue_url,
+            worker_id=worker_id,
+            concurrency=settings.concurrency,
+            wait_seconds=settings.poll_wait_seconds,
+            visibility_timeout_seconds=settings.visibility_timeout_seconds,
+            stale_running_seconds=settings.stale_running_seconds,
+            command_ttl_seconds=settings.command_ttl_seconds,
+            shutdown_grace_seconds=settings.shutdown_grace_seconds,
+            lifecycle_heartbeat_seconds=settings.lifecycle_heartbeat_seconds,
+        )
+
+    @property
+    def heartbeat_seconds(self) -> float:
+        return max(1.0, self.visibility_timeout_seconds / 3)

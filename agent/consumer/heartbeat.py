@@ -1,0 +1,120 @@
+"""The consumer's heartbeat thread: keeps in-flight commands owned while they run.
+
+Every ``heartbeat_seconds`` (a third of the visibility timeout) each in-flight message's visibility is extended
+and its ``CMD#`` item's ``heartbeat_at`` renewed (a job another worker took over is flagged ``lost``); a drain
+whose instance has a pending termination lifecycle action gets RecordLifecycleActionHeartbeat every
+``lifecycle_heartbeat_seconds`` until the drain's deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from adapters.dynamo.store import Store
+from agent.consumer.config import ConsumerConfig
+from agent.consumer.jobs import Job
+from agent.hooks import LifecycleHooks
+from agent.logs import command_context
+from core.exceptions import CommandTransitionError
+from core.model import CommandKind
+
+log = logging.getLogger(__name__)
+
+
+class Heartbeat:
+    """The heartbeat thread of one consumer.
+
+    Args:
+        sqs: a boto3 ``sqs`` client.
+        store: the cluster's table access.
+        config: knobs (queue, worker id, periods).
+        clock: returns the current UTC time.
+        jobs: returns the in-flight jobs.
+        hooks: lifecycle-hook heartbeats (optional).
+    """
+
+    def __init__(
+        self,
+        sqs: Any,
+        store: Store,
+        config: ConsumerConfig,
+        clock: Callable[[], datetime],
+        jobs: Callable[[], list[Job]],
+        hooks: LifecycleHooks | None = None,
+    ) -> None:
+        self.sqs = sqs
+        self.store = store
+        self.config = config
+        self.clock = clock
+        self.hooks = hooks
+        self._jobs = jobs
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the thread (once)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="heartbeat", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread after its current beat."""
+        self._stop.set()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.config.heartbeat_seconds):
+            self.beat_once()
+
+    def beat_once(self) -> None:
+        """Extend each in-flight message's visibility and its ``CMD#`` heartbeat; flag jobs taken over as lost;
+        record lifecycle-hook heartbeats for drains that are due one.
+
+        Called every ``heartbeat_seconds`` by the heartbeat thread. Never raises.
+        """
+        for job in self._jobs():
+            with command_context(
+                command_id=job.command.command_id, instance_id=job.command.instance_id, node=job.command.node_name
+            ):
+                try:
+                    self._beat(job)
+                    self._lifecycle_beat(job)
+                except Exception:
+                    log.exception("heartbeat failed command_id=%s", job.command.command_id)
+
+    def _lifecycle_beat(self, job: Job) -> None:
+        """RecordLifecycleActionHeartbeat for a drain whose instance has a pending action, every
+        ``lifecycle_heartbeat_seconds``, until the drain's deadline (the cap)."""
+        if self.hooks is None or job.command.kind is not CommandKind.DRAIN or job.handed_back or job.lost:
+            return
+        if time.monotonic() - job.lifecycle_beat_at < self.config.lifecycle_heartbeat_seconds:
+            return
+        if job.command.seconds_left(self.clock()) <= 0:
+            return  # past the cap: the action ends by the drain's end or the hook's own timeout
+        job.lifecycle_beat_at = time.monotonic()
+        self.hooks.heartbeat(job.command.instance_id)
+
+    def _beat(self, job: Job) -> None:
+        if job.handed_back or job.lost:
+            return
+        self.sqs.change_message_visibility(
+            QueueUrl=self.config.queue_url,
+            ReceiptHandle=job.receipt,
+            VisibilityTimeout=self.config.visibility_timeout_seconds,
+        )
+        try:
+            self.store.heartbeat_command(job.command.command_id, self.config.worker_id, job.attempt, now=self.clock())
+        except CommandTransitionError as err:
+            job.lost = True
+            current = err.current or {}
+            log.warning(
+                "command taken over by another worker command_id=%s attempt=%d now=%s/attempt %s",
+                job.command.command_id,
+                job.attempt,
+                current.get("worker"),
+                current.get("attempt"),
+            )

@@ -1,0 +1,71 @@
+"""What the consumer tracks: the jobs in flight (one per started command) and its event counts."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from core.model import Command
+
+
+@dataclass
+class Job:
+    """A command this worker started (``attempt``) from one SQS message (``receipt`` handle)."""
+
+    message_id: str
+    receipt: str
+    command: Command
+    attempt: int
+    handed_back: bool = False
+    lost: bool = False  # another worker took the command over (seen by the heartbeat)
+    lifecycle_beat_at: float = field(default_factory=time.monotonic)  # last lifecycle heartbeat (or the start)
+    _closed: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def close(self) -> bool:
+        """Claim the job's end (finish it, or hand it back); only the first caller gets True."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._closed = True
+            return True
+
+
+class Counters:
+    """Thread-safe event counts (``received``, ``malformed``, ``foreign``, ``duplicate``, ``succeeded`` ...)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def inc(self, name: str) -> None:
+        with self._lock:
+            self._counts[name] += 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+
+class Jobs:
+    """The jobs in flight, by command id (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: dict[str, Job] = {}
+
+    def add(self, job: Job) -> None:
+        with self._lock:
+            self._jobs[job.command.command_id] = job
+
+    def remove(self, job: Job) -> None:
+        """Forget ``job`` (only if it is still the one recorded for its command)."""
+        with self._lock:
+            if self._jobs.get(job.command.command_id) is job:
+                del self._jobs[job.command.command_id]
+
+    def list(self) -> list[Job]:
+        with self._lock:
+            return list(self._jobs.values())

@@ -1,0 +1,172 @@
+"""The consumer's receive loop: long-polls SQS for as many messages as it has free worker threads, hands each
+to a ``CommandWorker`` on its own thread, and on shutdown hands back what did not finish in time."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from adapters.dynamo.store import Store
+from agent.cloudwatch import CloudWatchPublisher
+from agent.consumer.config import ConsumerConfig
+from agent.consumer.heartbeat import Heartbeat
+from agent.consumer.jobs import Counters
+from agent.consumer.worker import CommandWorker, Engine
+from agent.health import SQS, Health
+from agent.hooks import LifecycleHooks
+from agent.metrics import AgentMetrics
+from agent.report import Reporter
+from core.model import utcnow
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGES_PER_RECEIVE = 10  # ReceiveMessage's MaxNumberOfMessages limit (SQS API reference)
+
+
+class CommandConsumer:
+    """Runs commands from the queue (see ``agent.consumer``).
+
+    Args:
+        sqs: a boto3 ``sqs`` client.
+        store: the cluster's table access.
+        engine: runs a command (``DrainEngine``).
+        reporter: writes the terminal status and notifies.
+        config: knobs.
+        clock: returns the current UTC time (injectable for tests).
+        metrics: Prometheus counts (optional).
+        health: the probes' facts (optional): the ``consumer`` loop's ticks, SQS reached.
+        hooks: lifecycle-hook heartbeats and completion (optional).
+        alarms: CloudWatch metrics for the stack's alarms (optional).
+    """
+
+    def __init__(
+        self,
+        sqs: Any,
+        store: Store,
+        engine: Engine,
+        reporter: Reporter,
+        config: ConsumerConfig,
+        clock: Callable[[], datetime] = utcnow,
+        *,
+        metrics: AgentMetrics | None = None,
+        health: Health | None = None,
+        hooks: LifecycleHooks | None = None,
+        alarms: CloudWatchPublisher | None = None,
+    ) -> None:
+        self.metrics = metrics
+        self.health = health
+        self.sqs = sqs
+        self.config = config
+        self.worker = CommandWorker(
+            sqs, store, engine, reporter, config, clock, metrics=metrics, hooks=hooks, alarms=alarms
+        )
+        self.heartbeat = Heartbeat(sqs, store, config, clock, self.worker.jobs.list, hooks)
+        self._busy = 0
+        self._slots = threading.Condition()
+
+    @property
+    def counters(self) -> Counters:
+        """What happened to the messages so far (``received``, ``malformed``, ``succeeded``, ...)."""
+        return self.worker.counters
+
+    def handle(self, message: Mapping[str, Any]) -> None:
+        """Take one received message to its end (``CommandWorker.handle``)."""
+        self.worker.handle(message)
+
+    def heartbeat_once(self) -> None:
+        """One beat of the heartbeat thread (``Heartbeat.beat_once``)."""
+        self.heartbeat.beat_once()
+
+    def run(self, stop: threading.Event) -> None:
+        """Poll until ``stop`` is set (returns within ``wait_seconds`` of it). Never raises."""
+        self.heartbeat.start()
+        failures = 0
+        log.info(
+            "consumer polling queue=%s worker=%s concurrency=%d",
+            self.config.queue_url,
+            self.config.worker_id,
+            self.config.concurrency,
+        )
+        while not stop.is_set():
+            if self.health is not None:
+                self.health.beat("consumer")
+            free = self._wait_for_free_slot(stop)
+            if free == 0:
+                continue
+            try:
+                messages = self._receive(free)
+                failures = 0
+                if self.health is not None:
+                    self.health.reached(SQS)
+            except Exception:
+                failures += 1
+                if self.metrics is not None:
+                    self.metrics.sqs_poll_errors.inc()
+                delay = min(30.0, 0.5 * 2 ** min(failures, 6))
+                log.exception("receive failed, backing off seconds=%.1f consecutive_failures=%d", delay, failures)
+                stop.wait(delay)
+                continue
+            for message in messages:
+                if stop.is_set():
+                    self.worker.set_visibility(message["ReceiptHandle"], 0, message.get("MessageId", "?"))
+                    continue
+                self._spawn(message)
+        log.info("consumer stopped polling")
+
+    def shutdown(self, grace_seconds: float | None = None) -> None:
+        """After ``run`` returned: wait up to ``grace_seconds`` for in-flight commands, hand back the rest."""
+        grace = self.config.shutdown_grace_seconds if grace_seconds is None else grace_seconds
+        deadline = time.monotonic() + grace
+        with self._slots:
+            while self._busy and (left := deadline - time.monotonic()) > 0:
+                self._slots.wait(left)
+        for job in self.worker.jobs.list():
+            if job.close():
+                job.handed_back = True
+                log.warning(
+                    "shutdown: handing back command command_id=%s attempt=%d", job.command.command_id, job.attempt
+                )
+                self.worker.give_back(job, visibility_seconds=0)
+                self.counters.inc("handed_back")
+        self.heartbeat.stop()
+        if self.health is not None:
+            self.health.retire("consumer")
+        log.info("consumer shut down counts=%s", self.counters.snapshot())
+
+    def _receive(self, free: int) -> list[dict[str, Any]]:
+        out = self.sqs.receive_message(
+            QueueUrl=self.config.queue_url,
+            MaxNumberOfMessages=min(MAX_MESSAGES_PER_RECEIVE, free),
+            WaitTimeSeconds=self.config.wait_seconds,
+            VisibilityTimeout=self.config.visibility_timeout_seconds,
+            MessageSystemAttributeNames=["ApproximateReceiveCount"],
+        )
+        messages: list[dict[str, Any]] = out.get("Messages", [])
+        return messages
+
+    def _wait_for_free_slot(self, stop: threading.Event) -> int:
+        with self._slots:
+            if self._busy >= self.config.concurrency:
+                self._slots.wait(1.0)
+            return 0 if stop.is_set() else max(0, self.config.concurrency - self._busy)
+
+    def _spawn(self, message: dict[str, Any]) -> None:
+        with self._slots:
+            self._busy += 1
+        name = f"command-{message.get('MessageId', '?')[:8]}"
+        threading.Thread(target=self._work, args=(message,), name=name, daemon=True).start()
+
+    def _work(self, message: dict[str, Any]) -> None:
+        try:
+            self.worker.handle(message)
+        except Exception:
+            log.exception("unexpected error handling message_id=%s", message.get("MessageId"))
+            self.counters.inc("errors")
+        finally:
+            with self._slots:
+                self._busy -= 1
+                self._slots.notify_all()

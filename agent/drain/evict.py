@@ -1,0 +1,185 @@
+"""The drain's evictions: every tracked pod evicted (or deleted) in parallel, each retried with backoff, while
+the watcher reports which are gone, until the drain is settled or its deadline passed.
+
+Each pod has its own worker thread (at most ``max_workers`` per drain); requests in flight are bounded over all
+drains by the engine's ``request_slots``. Workers and the watcher post to one inbox that only the drain's own
+thread reads, so ``DrainProgress`` needs no lock.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from agent.drain.policy import PodAction
+from agent.drain.ports import EvictionApi
+from agent.drain.progress import DrainProgress, EvictionUpdate
+from agent.drain.results import Durations
+from agent.drain.watcher import PodWatcher
+from agent.kube.eviction import EvictionResponse, EvictionStatus
+from agent.kube.views import NodeView, PodView
+from core.clock import Clock, Deadline, backoff_delay
+from core.exceptions import KubernetesApiError, KubernetesRejectedError
+from core.model import DrainOptions
+
+log = logging.getLogger(__name__)
+
+EVICTION_ERROR_RETRIES = 5  # tries of an eviction failing with a retryable error other than a PDB's 429
+
+
+class Evictor:
+    """Evicts the pods of one engine's drains (see the module docstring).
+
+    Args:
+        kube: the Kubernetes adapter (``evict_pod``, ``delete_pod`` and the watcher's pod reads).
+        clock: time source.
+        backoff_base, backoff_cap: eviction backoff in seconds (``core.clock.backoff_delay``).
+        rand: jitter source in [0, 1).
+        max_workers: pods evicted in parallel per drain.
+        request_slots: bounds eviction/delete requests in flight over all drains.
+    """
+
+    def __init__(
+        self,
+        kube: EvictionApi,
+        clock: Clock,
+        backoff_base: float,
+        backoff_cap: float,
+        rand: Callable[[], float],
+        max_workers: int,
+        request_slots: threading.BoundedSemaphore,
+    ) -> None:
+        self.kube = kube
+        self.clock = clock
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.rand = rand
+        self.max_workers = max_workers
+        self._request_slots = request_slots
+
+    def evict_and_wait(
+        self,
+        node: NodeView,
+        options: DrainOptions,
+        deadline: Deadline,
+        progress: DrainProgress,
+        resource_version: str,
+        durations: Durations,
+    ) -> None:
+        """Evict (or delete) the tracked pods in parallel and wait, on a watch, until each is gone, its
+        eviction gave up, or the deadline passed."""
+        inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
+        stop = threading.Event()
+        watcher = PodWatcher(self.kube, node.name, resource_version, deadline, inbox, stop, self.clock)
+        watcher.start()
+        todo = [s for s in progress.states.values() if s.disposition.action in (PodAction.EVICT, PodAction.DELETE)]
+        pool = ThreadPoolExecutor(max_workers=min(self.max_workers, max(1, len(todo))), thread_name_prefix="evict")
+        t_evict = self.clock.monotonic()
+        try:
+            for state in todo:
+                # each worker runs in a copy of this thread's context: its log lines carry the command's fields
+                pool.submit(
+                    contextvars.copy_context().run,
+                    self._evict_until_done,
+                    state.pod,
+                    state.disposition.action,
+                    options,
+                    deadline,
+                    stop,
+                    inbox,
+                )
+            evictions_done_at: float | None = None
+            while not progress.settled:
+                wait = deadline.remaining()
+                if wait <= 0:
+                    break
+                try:
+                    kind, payload = inbox.get(timeout=wait)
+                except queue.Empty:
+                    break
+                if kind == "update":
+                    progress.apply_update(payload)
+                elif kind == "event":
+                    progress.apply_event(payload)
+                elif kind == "snapshot":
+                    progress.apply_snapshot(payload)
+                elif kind == "watch_error":
+                    log.warning("pod watch on %s: %s", node.name, payload)
+                if evictions_done_at is None and progress.evictions_done:
+                    evictions_done_at = self.clock.monotonic()
+            end = self.clock.monotonic()
+            if evictions_done_at is None:
+                evictions_done_at = end
+            durations.evict = evictions_done_at - t_evict
+            durations.wait = max(0.0, end - evictions_done_at)
+        finally:
+            stop.set()
+            watcher.stop()
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _evict_until_done(
+        self,
+        pod: PodView,
+        action: PodAction,
+        options: DrainOptions,
+        deadline: Deadline,
+        stop: threading.Event,
+        inbox: queue.Queue[tuple[str, Any]],
+    ) -> None:
+        """One pod's eviction (or deletion) with retries; reports every answer on ``inbox``. Never raises.
+
+        429 (a PodDisruptionBudget) and 500 "more than one PodDisruptionBudget" are retried with backoff until
+        the deadline; other retryable errors (5xx, connection) ``EVICTION_ERROR_RETRIES`` times; anything else
+        gives up at once.
+        """
+        attempts = 0
+        errors = 0
+        try:
+            while not stop.is_set():
+                if deadline.expired:
+                    inbox.put(("update", EvictionUpdate(pod.key, attempts, None, final=True)))
+                    return
+                attempts += 1
+                with self._request_slots:
+                    if action == PodAction.DELETE:
+                        response = self._delete(pod, options)
+                    else:
+                        response = self.kube.evict_pod(
+                            pod.namespace, pod.name, pod.uid or None, options.grace_period_seconds
+                        )
+                now = self.clock.now()
+                if response.status in (EvictionStatus.EVICTED, EvictionStatus.GONE):
+                    inbox.put(("update", EvictionUpdate(pod.key, attempts, response, final=True, at=now)))
+                    return
+                if response.status in (EvictionStatus.BLOCKED, EvictionStatus.MULTIPLE_PDBS):
+                    delay = backoff_delay(attempts, self.backoff_base, self.backoff_cap, self.rand)
+                else:
+                    errors += 1
+                    if not response.retryable or errors >= EVICTION_ERROR_RETRIES:
+                        error = f"HTTP {response.http_status}: {response.message}"
+                        update = EvictionUpdate(pod.key, attempts, response, final=True, at=now, error=error)
+                        inbox.put(("update", update))
+                        return
+                    delay = backoff_delay(errors, self.backoff_base, self.backoff_cap, self.rand)
+                inbox.put(("update", EvictionUpdate(pod.key, attempts, response, final=False, at=now)))
+                if self.clock.sleep(min(delay, deadline.remaining()), stop):
+                    return
+        except Exception as err:
+            log.exception("eviction worker for %s crashed", pod.key)
+            inbox.put(("update", EvictionUpdate(pod.key, attempts, None, final=True, error=f"internal error: {err}")))
+
+    def _delete(self, pod: PodView, options: DrainOptions) -> EvictionResponse:
+        try:
+            deleted = self.kube.delete_pod(pod.namespace, pod.name, pod.uid or None, options.grace_period_seconds)
+        except KubernetesApiError as err:
+            return EvictionResponse(EvictionStatus.ERROR, 0, str(err), retryable=True)
+        except KubernetesRejectedError as err:
+            return EvictionResponse(EvictionStatus.ERROR, err.status, str(err), retryable=False)
+        # A deleted finished pod is gone at once (the apiserver deletes terminal pods without grace), but the
+        # watch confirms it; report it as accepted.
+        return EvictionResponse(EvictionStatus.EVICTED if deleted else EvictionStatus.GONE, 200 if deleted else 404)

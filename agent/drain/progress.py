@@ -1,0 +1,163 @@
+"""The drain's progress (pure): a state machine fed with eviction answers, watch events and re-list snapshots.
+
+``DrainEngine`` owns one ``DrainProgress`` per drain and feeds it from its inbox; it says when the drain is
+settled, which pods remain and why, and what happened to each pod (``PodOutcome``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from agent.drain.policy import DrainPlan, PodAction, PodDisposition
+from agent.drain.results import PodOutcome, RemainingPod
+from agent.kube.eviction import EvictionResponse, EvictionStatus
+from agent.kube.views import PodEvent, PodView
+
+
+@dataclass(frozen=True)
+class EvictionUpdate:
+    """A message from an eviction worker: the latest answer for a pod; ``final`` once the worker stopped."""
+
+    key: str
+    attempts: int
+    response: EvictionResponse | None
+    final: bool
+    at: datetime | None = None
+    error: str | None = None  # set when the worker gave up
+
+
+@dataclass
+class PodState:
+    """One tracked pod (evict, delete or wait) as the drain knows it so far."""
+
+    pod: PodView
+    disposition: PodDisposition
+    attempts: int = 0
+    evicted_at: datetime | None = None
+    gone: bool = False
+    worker_done: bool = False
+    failed: str | None = None
+    last: EvictionResponse | None = None
+
+
+class DrainProgress:
+    """The drain's bookkeeping (pure: fed with ``EvictionUpdate``s, watch ``PodEvent``s and re-list snapshots).
+
+    A pod is *gone* when a DELETED event carries its uid, when a pod of the same name with another uid shows up
+    (it was replaced), or when a re-list no longer has its uid. The drain is *settled* when every tracked pod
+    (evict, delete, wait) is gone or its worker gave up.
+    """
+
+    def __init__(self, plan: DrainPlan) -> None:
+        self.states: dict[str, PodState] = {}
+        self.others: list[tuple[PodView, PodDisposition]] = []
+        for pod, disposition in plan.decisions:
+            if disposition.action in (PodAction.EVICT, PodAction.DELETE, PodAction.WAIT):
+                state = PodState(pod, disposition, worker_done=disposition.action == PodAction.WAIT)
+                self.states[pod.key] = state
+            else:
+                self.others.append((pod, disposition))
+        self.last_eviction_done: float | None = None
+
+    def apply_update(self, update: EvictionUpdate) -> None:
+        state = self.states.get(update.key)
+        if state is None:
+            return
+        state.attempts = update.attempts
+        if update.response is not None:
+            state.last = update.response
+            if update.response.status == EvictionStatus.EVICTED and state.evicted_at is None:
+                state.evicted_at = update.at
+            if update.response.status == EvictionStatus.GONE:
+                state.gone = True
+        if update.final:
+            state.worker_done = True
+            state.failed = update.error
+
+    def apply_event(self, event: PodEvent) -> None:
+        pod = event.pod
+        if pod is None:
+            return
+        state = self.states.get(pod.key)
+        if state is None:
+            return
+        if pod.uid != state.pod.uid or event.type == "DELETED":
+            state.gone = True
+
+    def apply_snapshot(self, pods: Iterable[PodView]) -> None:
+        present = {(p.key, p.uid) for p in pods}
+        for key, state in self.states.items():
+            if (key, state.pod.uid) not in present:
+                state.gone = True
+
+    @property
+    def settled(self) -> bool:
+        return all(s.gone or (s.worker_done and s.failed is not None) for s in self.states.values())
+
+    @property
+    def evictions_done(self) -> bool:
+        return all(s.worker_done or s.gone for s in self.states.values())
+
+    def failures(self) -> list[PodState]:
+        return [s for s in self.states.values() if s.failed is not None and not s.gone]
+
+    def remaining(self) -> list[RemainingPod]:
+        out = []
+        for state in self.states.values():
+            if state.gone:
+                continue
+            out.append(RemainingPod(namespace=state.pod.namespace, name=state.pod.name, why=self._why(state)))
+        return out
+
+    @staticmethod
+    def _why(state: PodState) -> str:
+        if state.failed is not None:
+            return f"eviction failed: {state.failed}"
+        if state.disposition.action == PodAction.WAIT or state.evicted_at is not None:
+            return "still terminating"
+        if state.disposition.action == PodAction.DELETE and state.attempts > 0 and state.last is None:
+            return "still terminating"
+        last = state.last
+        if last is None:
+            return "not evicted yet"
+        if last.status == EvictionStatus.BLOCKED:
+            if last.pdb_name:
+                return f"blocked by PodDisruptionBudget {last.pdb_name}"
+            return f"eviction refused (429): {last.message}"
+        if last.status == EvictionStatus.MULTIPLE_PDBS:
+            return f"selected by more than one PodDisruptionBudget: {last.message}"
+        return f"eviction failing (HTTP {last.http_status}): {last.message}"
+
+    def outcomes(self) -> list[PodOutcome]:
+        out = []
+        for pod, disposition in self.others:
+            out.append(
+                PodOutcome(
+                    namespace=pod.namespace,
+                    name=pod.name,
+                    uid=pod.uid,
+                    action=disposition.action,
+                    reason=disposition.reason,
+                )
+            )
+        for state in self.states.values():
+            error = state.failed
+            last = state.last
+            if error is None and not state.gone and last is not None and last.status != EvictionStatus.EVICTED:
+                error = self._why(state)
+            out.append(
+                PodOutcome(
+                    namespace=state.pod.namespace,
+                    name=state.pod.name,
+                    uid=state.pod.uid,
+                    action=state.disposition.action,
+                    reason=state.disposition.reason,
+                    attempts=state.attempts,
+                    evicted_at=state.evicted_at,
+                    gone=state.gone,
+                    error=error,
+                )
+            )
+        return out

@@ -1,0 +1,80 @@
+"""Time as the agent's waits see it: an injectable clock, deadlines on its monotonic scale, and backoff (pure).
+
+``Clock`` is a Protocol so tests drive time by hand; ``SystemClock`` is the real one. ``Deadline`` measures on the
+monotonic clock (immune to wall-clock steps) but can be set from a wall-clock instant (``Deadline.at``: a
+command's deadline as the Lambda wrote it). ``backoff_delay`` is exponential with equal jitter.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Protocol
+
+
+class Clock(Protocol):
+    """Time as the engine sees it (injectable for tests)."""
+
+    def now(self) -> datetime:
+        """Wall-clock time, aware, UTC."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds on a monotonic clock."""
+        ...
+
+    def sleep(self, seconds: float, stop: threading.Event) -> bool:
+        """Wait ``seconds`` or until ``stop`` is set; True when stopped."""
+        ...
+
+
+class SystemClock:
+    """The real clock."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def monotonic(self) -> float:
+        return float(time.monotonic())
+
+    def sleep(self, seconds: float, stop: threading.Event) -> bool:
+        return stop.wait(max(0.0, seconds))
+
+
+class Deadline:
+    """A point in time on ``clock``'s monotonic scale.
+
+    Args:
+        clock: the clock.
+        seconds: seconds from now (negative = already passed).
+    """
+
+    def __init__(self, clock: Clock, seconds: float) -> None:
+        self.clock = clock
+        self.end = clock.monotonic() + seconds
+
+    @classmethod
+    def at(cls, when: datetime, clock: Clock) -> Deadline:
+        """The deadline at wall-clock ``when`` (aware)."""
+        return cls(clock, (when - clock.now()).total_seconds())
+
+    def remaining(self) -> float:
+        """Seconds left, never negative."""
+        return max(0.0, self.end - self.clock.monotonic())
+
+    @property
+    def expired(self) -> bool:
+        return self.clock.monotonic() >= self.end
+
+
+def backoff_delay(attempt: int, base: float, cap: float, rand: Callable[[], float] = random.random) -> float:
+    """Seconds to wait before try ``attempt + 1`` after ``attempt`` (>= 1) failed tries (pure but for ``rand``).
+
+    Exponential (``base * 2**(attempt-1)``, capped at ``cap``) with "equal jitter": uniformly within
+    [delay/2, delay], so parallel evictions blocked by one budget do not retry in lockstep.
+    """
+    delay = min(cap, base * 2.0 ** max(0, attempt - 1))
+    return delay / 2 + (delay / 2) * rand()

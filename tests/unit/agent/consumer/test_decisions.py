@@ -1,0 +1,97 @@
+"""The consumer's pure decisions (``agent.consumer.decisions``): message sorting, refusals, deadlines."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from agent.consumer.decisions import (
+    MessageVerdict,
+    RefusalDisposition,
+    deadline_passed,
+    on_refusal,
+    parse_message,
+)
+from core.model import Command, utcnow
+
+NOW = utcnow()
+
+
+def _cmd(kind: str = "drain", cluster: str = "demo", deadline_in: float = 120) -> Command:
+    return Command(
+        command_id="spot-1",
+        cluster=cluster,
+        kind=kind,
+        instance_id="i-0123456789abcdef0",
+        node_name="ip-10-0-1-17.ec2.internal",
+        reason="spot interruption warning",
+        deadline=NOW + timedelta(seconds=deadline_in),
+    )
+
+
+@pytest.mark.parametrize(
+    "body, why",
+    [
+        ("not json at all", "body"),
+        ("", "body"),
+        ('{"command_id": "x"}', "cluster"),
+        (_cmd().model_dump_json().replace("i-0123456789abcdef0", "node-1"), "instance_id"),
+        (json.dumps({**json.loads(_cmd().model_dump_json()), "kind": "reboot"}), "kind"),
+        (json.dumps({**json.loads(_cmd().model_dump_json()), "extra": 1}), "extra"),
+    ],
+)
+def test_garbage_bodies_are_malformed_and_say_where(body: str, why: str) -> None:
+    parsed = parse_message(body, "demo")
+    assert parsed.verdict is MessageVerdict.MALFORMED
+    assert parsed.command is None
+    assert why in parsed.why
+
+
+def test_a_command_of_another_cluster_is_foreign() -> None:
+    parsed = parse_message(_cmd(cluster="other").model_dump_json(), "demo")
+    assert parsed.verdict is MessageVerdict.FOREIGN
+    assert parsed.command is not None and parsed.command.cluster == "other"
+    assert "other" in parsed.why and "demo" in parsed.why
+
+
+def test_a_command_of_this_cluster_runs() -> None:
+    parsed = parse_message(_cmd().model_dump_json(), "demo")
+    assert parsed.verdict is MessageVerdict.RUN
+    assert parsed.command == _cmd()
+
+
+def test_only_drains_are_not_started_after_their_deadline() -> None:
+    assert deadline_passed(_cmd("drain", deadline_in=-1), NOW)
+    assert not deadline_passed(_cmd("drain", deadline_in=5), NOW)
+    assert not deadline_passed(_cmd("cordon", deadline_in=-1), NOW)
+    assert not deadline_passed(_cmd("uncordon", deadline_in=-60), NOW)
+
+
+def test_a_finished_and_notified_command_is_a_duplicate() -> None:
+    item = {"status": "succeeded", "finished_at": NOW.isoformat(), "reported_at": NOW.isoformat()}
+    assert on_refusal(item, NOW.timestamp(), 60, 30) == (RefusalDisposition.DUPLICATE, 0)
+
+
+def test_a_finished_command_never_notified_is_notified_again_once_its_worker_is_surely_done() -> None:
+    item = {"status": "timed_out", "finished_at": (NOW - timedelta(seconds=31)).isoformat()}
+    assert on_refusal(item, NOW.timestamp(), 60, 30) == (RefusalDisposition.NOTIFY_AGAIN, 0)
+    # finished 10 s ago: its worker may still be notifying; look again when it should be done
+    recent = {"status": "failed", "finished_at": (NOW - timedelta(seconds=10)).isoformat()}
+    assert on_refusal(recent, NOW.timestamp(), 60, 30) == (RefusalDisposition.LATER, 21)
+
+
+def test_a_command_running_elsewhere_comes_back_when_its_heartbeat_would_be_stale() -> None:
+    item = {"status": "running", "heartbeat_at": NOW.timestamp() - 2, "worker": "other:1"}
+    assert on_refusal(item, NOW.timestamp(), 6, 5) == (RefusalDisposition.LATER, 5)
+    # far from stale: capped at the visibility timeout
+    assert on_refusal(item, NOW.timestamp(), 600, 30) == (RefusalDisposition.LATER, 30)
+    # already stale (the race was lost to another taker): look again at once
+    stale = {"status": "running", "heartbeat_at": NOW.timestamp() - 100}
+    assert on_refusal(stale, NOW.timestamp(), 60, 30) == (RefusalDisposition.LATER, 1)
+
+
+def test_a_refusal_without_an_item_or_while_queued_looks_again_soon() -> None:
+    assert on_refusal(None, NOW.timestamp(), 60, 30) == (RefusalDisposition.LATER, 1)
+    assert on_refusal({"status": "queued", "attempt": 3}, NOW.timestamp(), 60, 30) == (RefusalDisposition.LATER, 1)

@@ -1,0 +1,90 @@
+"""The receive loop (``agent.consumer.loop``): concurrency, SQS errors, shutdown handing commands back."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+
+from agent.drain.results import NodeCommandResult
+from core.model import Command
+from tests.unit.agent.consumer_world import (
+    Gate,
+    ScriptedEngine,
+    World,
+    command,
+    succeed,
+    wait_until,
+)
+
+
+def test_shutdown_hands_in_flight_commands_back_to_another_agent(world: World) -> None:
+    gate = Gate()
+    consumer = world.consumer(ScriptedEngine(gate))
+    world.send(command())
+    worker = threading.Thread(target=consumer.handle, args=(world.receive(),))
+    worker.start()
+    try:
+        assert gate.entered.wait(10)
+        consumer.shutdown(grace_seconds=0)
+        item = world.item()
+        assert item["status"] == "queued" and "worker" not in item
+        message = world.receive()  # visible again at once
+        assert message is not None
+    finally:
+        gate.release.set()
+        worker.join(10)
+    assert world.item()["status"] == "queued"  # the first agent's late result was dropped
+    assert world.observed() == []
+
+    world.consumer(ScriptedEngine(), worker="agent-b:2").handle(message)
+    item = world.item()
+    assert item["status"] == "succeeded" and item["attempt"] == 2 and item["worker"] == "agent-b:2"
+    assert len(world.observed()) == 1
+
+
+def test_the_poll_loop_runs_every_command_once_within_its_concurrency(world: World) -> None:
+    def slow(cmd: Command) -> NodeCommandResult:
+        time.sleep(0.3)
+        return succeed(cmd)
+
+    engine = ScriptedEngine(slow)
+    consumer = world.consumer(engine, concurrency=2, wait_seconds=1)
+    ids = [f"spot-{i}" for i in range(5)]
+    for command_id in ids:
+        world.send(command(command_id))
+    world.sqs.send_message(QueueUrl=world.info.queue_url, MessageBody="garbage")
+    stop = threading.Event()
+    loop = threading.Thread(target=consumer.run, args=(stop,))
+    loop.start()
+    try:
+        wait_until(
+            lambda: all(world.item(i)["status"] == "succeeded" for i in ids) and world.in_queue() == 0, timeout=20
+        )
+    finally:
+        stop.set()
+        loop.join(10)
+        consumer.shutdown(grace_seconds=5)
+    assert not loop.is_alive()
+    assert sorted(engine.ran) == ids
+    assert 1 <= engine.max_active <= 2
+    assert sorted(d["command_id"] for _, d in world.observed()) == ids
+    assert world.receive(world.info.dlq_url)["Body"] == "garbage"
+
+
+def test_the_poll_loop_survives_sqs_errors_and_still_stops(world: World, caplog: pytest.LogCaptureFixture) -> None:
+    consumer = world.consumer(ScriptedEngine(), queue_url=world.info.queue_url + "-deleted")
+    stop = threading.Event()
+    loop = threading.Thread(target=consumer.run, args=(stop,))
+    with caplog.at_level(logging.ERROR, logger="agent.consumer"):
+        loop.start()
+        try:
+            wait_until(lambda: "consecutive_failures=2" in caplog.text)
+        finally:
+            stop.set()
+            loop.join(10)
+    assert not loop.is_alive()
+    assert "receive failed, backing off seconds=1.0 consecutive_failures=1" in caplog.text
+    assert "NonExistentQueue" in caplog.text or "does not exist" in caplog.text

@@ -1,0 +1,251 @@
+"""One message to its end (``agent.consumer.worker``): run once, duplicates, garbage, foreign, skipped, late,
+refused, taken over, handed back, notified again. On moto, with a scripted engine."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+import pytest
+
+from agent.consumer.decisions import DEADLINE_PASSED
+from agent.drain.results import NodeCommandResult
+from core.exceptions import KubernetesApiError, KubernetesRejectedError, NodeNotFoundError
+from core.model import Command, CommandKind, CommandStatus, utcnow
+from tests.unit.agent.consumer_world import (
+    INSTANCE,
+    Clock,
+    ScriptedEngine,
+    World,
+    command,
+    succeed,
+)
+
+
+def test_a_drain_runs_once_is_finished_reported_and_deleted(world: World) -> None:
+    engine = ScriptedEngine()
+    world.send(command())
+    world.consumer(engine).handle(world.receive())
+
+    item = world.item()
+    assert item["status"] == "succeeded" and item["attempt"] == 1 and item["worker"] == "agent-a:1"
+    assert item["result"]["message"] == "drained" and "reported_at" in item
+    assert engine.ran == ["spot-1"]
+    assert world.in_queue() == 0
+    [(detail_type, detail)] = world.observed()
+    assert detail_type == "Node Drain Succeeded"
+    assert detail["command_id"] == "spot-1" and detail["status"] == "succeeded" and detail["attempt"] == 1
+    assert detail["summary"]["evicted"] == 1
+
+
+def test_a_duplicate_delivery_of_a_finished_command_is_deleted_without_running_again(world: World) -> None:
+    engine = ScriptedEngine()
+    consumer = world.consumer(engine)
+    world.send(command())
+    consumer.handle(world.receive())
+    world.observed()
+    world.send(command(), record=False)  # SQS delivers it again
+    consumer.handle(world.receive())
+
+    assert engine.ran == ["spot-1"]
+    assert world.in_queue() == 0
+    assert world.observed() == []
+    assert world.item()["attempt"] == 1
+    assert consumer.counters.snapshot()["duplicate"] == 1
+
+
+def test_a_command_without_a_record_is_run_and_recorded(world: World) -> None:
+    world.send(command(), record=False)
+    world.consumer(ScriptedEngine()).handle(world.receive())
+    assert world.item()["status"] == "succeeded"
+
+
+def test_garbage_is_logged_and_ends_in_the_dead_letter_queue(world: World, caplog: pytest.LogCaptureFixture) -> None:
+    engine = ScriptedEngine()
+    consumer = world.consumer(engine)
+    world.sqs.send_message(QueueUrl=world.info.queue_url, MessageBody="{not json")
+    handled = 0
+    with caplog.at_level(logging.WARNING, logger="agent.consumer"):
+        while (message := world.receive()) is not None:  # visible again at once after each attempt
+            consumer.handle(message)
+            handled += 1
+            assert handled <= 3
+    assert handled == 3  # maxReceiveCount: the 4th receive moved it to the DLQ
+    dead = world.receive(world.info.dlq_url)
+    assert dead is not None and dead["Body"] == "{not json"
+    assert engine.ran == []
+    assert consumer.counters.snapshot()["malformed"] == 3
+    assert f"message_id={dead['MessageId']}" in caplog.text and "'{not json'" in caplog.text
+
+
+def test_a_command_for_another_cluster_is_dropped_with_a_log_line(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = ScriptedEngine()
+    consumer = world.consumer(engine)
+    world.sqs.send_message(
+        QueueUrl=world.info.queue_url, MessageBody=command(cluster="other.k8s.local").model_dump_json()
+    )
+    with caplog.at_level(logging.WARNING, logger="agent.consumer"):
+        consumer.handle(world.receive())
+    assert engine.ran == []
+    assert world.in_queue() == 0
+    assert world.store.get_command("spot-1") is None
+    assert "command for another cluster dropped" in caplog.text and "other.k8s.local" in caplog.text
+    assert consumer.counters.snapshot()["foreign"] == 1
+
+
+def test_an_instance_without_node_is_skipped(world: World) -> None:
+    def no_node(cmd: Command) -> NodeCommandResult:
+        raise NodeNotFoundError(cmd.instance_id)
+
+    world.send(command())
+    world.consumer(ScriptedEngine(no_node)).handle(world.receive())
+    item = world.item()
+    assert item["status"] == "skipped" and INSTANCE in item["result"]["message"]
+    [(detail_type, detail)] = world.observed()
+    assert detail_type == "Node Drain Skipped" and detail["status"] == "skipped"
+    assert world.in_queue() == 0
+
+
+class RecordingPoster:
+    """Stands in for ``agent.events.NodeEventRecorder`` (posting Events for real is covered by the drain tests)."""
+
+    def __init__(self) -> None:
+        self.posted: list[tuple[str, CommandKind, CommandStatus, str]] = []
+
+    def __call__(self, node_name: str, kind: CommandKind, status: CommandStatus, message: str) -> None:
+        self.posted.append((node_name, kind, status, message))
+
+
+def test_a_drain_whose_deadline_passed_is_not_started(world: World) -> None:
+    engine = ScriptedEngine()
+    poster = RecordingPoster()
+    world.send(command(deadline_in=-5))
+    world.consumer(engine, poster=poster).handle(world.receive())
+    assert engine.ran == []
+    item = world.item()
+    assert item["status"] == "timed_out" and item["result"]["message"] == DEADLINE_PASSED
+    [(detail_type, detail)] = world.observed()
+    assert detail_type == "Node Drain Failed" and detail["status"] == "timed_out"
+    assert poster.posted == [("ip-10-0-1-17.ec2.internal", CommandKind.DRAIN, CommandStatus.TIMED_OUT, DEADLINE_PASSED)]
+
+
+def test_the_event_on_the_node_is_left_to_the_engine_when_it_posted_one(world: World) -> None:
+    poster = RecordingPoster()
+    world.send(command())
+    world.consumer(ScriptedEngine(), poster=poster).handle(world.receive())
+    assert world.item()["status"] == "succeeded" and poster.posted == []
+
+
+def test_a_request_the_apiserver_refuses_fails_the_command(world: World) -> None:
+    def forbidden(cmd: Command) -> NodeCommandResult:
+        raise KubernetesRejectedError(403, "patch node ip-10-0-1-17: HTTP 403 forbidden")
+
+    poster = RecordingPoster()
+    world.send(command())
+    world.consumer(ScriptedEngine(forbidden), poster=poster).handle(world.receive())
+    item = world.item()
+    assert item["status"] == "failed" and "HTTP 403" in item["result"]["message"]
+    assert [t for t, _ in world.observed()] == ["Node Drain Failed"]
+    assert [p[2] for p in poster.posted] == [CommandStatus.FAILED]
+
+
+def test_a_late_uncordon_still_runs(world: World) -> None:
+    engine = ScriptedEngine()
+    world.send(command(kind="uncordon", deadline_in=-5))
+    world.consumer(engine).handle(world.receive())
+    assert engine.ran == ["spot-1"] and world.item()["status"] == "succeeded"
+    assert [t for t, _ in world.observed()] == ["Node Uncordon Succeeded"]
+
+
+def test_an_engine_bug_fails_the_command_with_the_error(world: World) -> None:
+    def bug(cmd: Command) -> NodeCommandResult:
+        raise ZeroDivisionError("oops")
+
+    world.send(command())
+    world.consumer(ScriptedEngine(bug)).handle(world.receive())
+    item = world.item()
+    assert item["status"] == "failed" and item["result"]["errors"] == ["ZeroDivisionError: oops"]
+    assert [t for t, _ in world.observed()] == ["Node Drain Failed"]
+
+
+def test_a_command_running_on_a_live_worker_is_left_alone(world: World) -> None:
+    engine = ScriptedEngine()
+    world.send(command())
+    world.store.start_command(command(), "agent-b:2", stale_after_seconds=60, ttl_seconds=3600)
+    consumer = world.consumer(engine)
+    consumer.handle(world.receive())
+    assert engine.ran == []
+    assert world.item()["worker"] == "agent-b:2" and world.item()["status"] == "running"
+    assert world.in_queue() == 1  # left; visible again about when agent-b's heartbeat would go stale
+    assert consumer.counters.snapshot()["busy_elsewhere"] == 1
+
+
+def test_a_stale_running_command_is_taken_over_with_the_next_attempt(world: World) -> None:
+    world.send(command())
+    world.store.start_command(
+        command(), "agent-b:2", stale_after_seconds=60, ttl_seconds=3600, now=utcnow() - timedelta(seconds=120)
+    )  # agent-b died two minutes ago
+    world.consumer(ScriptedEngine()).handle(world.receive())
+    item = world.item()
+    assert item["status"] == "succeeded" and item["attempt"] == 2 and item["worker"] == "agent-a:1"
+    [(_, detail)] = world.observed()
+    assert detail["attempt"] == 2
+
+
+def test_a_worker_that_lost_its_command_mid_run_reports_nothing(world: World) -> None:
+    def taken_over(cmd: Command) -> NodeCommandResult:
+        # while this worker drains, another takes the command over (this one's heartbeat looked stale)
+        world.store.start_command(
+            cmd, "agent-b:2", stale_after_seconds=60, ttl_seconds=3600, now=utcnow() + timedelta(seconds=120)
+        )
+        return succeed(cmd)
+
+    world.send(command())
+    consumer = world.consumer(ScriptedEngine(taken_over))
+    consumer.handle(world.receive())
+    item = world.item()
+    assert item["status"] == "running" and item["worker"] == "agent-b:2" and item["attempt"] == 2
+    assert world.observed() == []
+    assert world.in_queue() == 1
+    assert consumer.counters.snapshot()["lost"] == 1
+
+
+def test_a_retryable_engine_error_hands_the_command_back(world: World) -> None:
+    def apiserver_down(cmd: Command) -> NodeCommandResult:
+        raise KubernetesApiError("get node: HTTP 503")
+
+    world.send(command())
+    world.consumer(ScriptedEngine(apiserver_down), retry_delay_seconds=0).handle(world.receive())
+    item = world.item()
+    assert item["status"] == "queued" and item["attempt"] == 1 and "worker" not in item
+    assert world.observed() == []
+
+    world.consumer(ScriptedEngine(), worker="agent-b:2").handle(world.receive())  # visible again at once
+    item = world.item()
+    assert item["status"] == "succeeded" and item["attempt"] == 2
+
+
+def test_an_event_not_sent_keeps_the_terminal_status_and_is_sent_when_the_message_returns(world: World) -> None:
+    engine = ScriptedEngine()
+    world.send(command())
+    first = world.receive()
+    world.consumer(engine, bus="no-such-bus").handle(first)
+    item = world.item()
+    assert item["status"] == "succeeded" and "reported_at" not in item
+    assert world.in_queue() == 1 and world.observed() == []
+
+    # the visibility timeout lapses; the message comes back 31 s after the command finished
+    world.sqs.change_message_visibility(
+        QueueUrl=world.info.queue_url, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=0
+    )
+    clock = Clock()
+    clock.now = utcnow() + timedelta(seconds=31)
+    world.consumer(engine, clock=clock).handle(world.receive())
+
+    assert engine.ran == ["spot-1"]
+    [(detail_type, _)] = world.observed()
+    assert detail_type == "Node Drain Succeeded"
+    assert "reported_at" in world.item()
+    assert world.in_queue() == 0

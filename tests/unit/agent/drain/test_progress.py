@@ -1,0 +1,89 @@
+"""The drain's progress state machine (``agent.drain.progress``): eviction answers, watch events, snapshots."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from agent.drain.policy import PodAction, plan_drain
+from agent.drain.progress import DrainProgress, EvictionUpdate
+from agent.kube.eviction import (
+    EvictionResponse,
+    EvictionStatus,
+)
+from agent.kube.views import PodEvent, PodView
+from core.model import DrainOptions
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def pod(name: str, uid: str | None = None, **extra: object) -> PodView:
+    return PodView(namespace="ns", name=name, uid=uid or f"uid-{name}", **extra)  # type: ignore[arg-type]
+
+
+def make_progress() -> DrainProgress:
+    from agent.kube.views import OwnerRef
+
+    rs = (OwnerRef("ReplicaSet", "rs", True),)
+    pods = [
+        pod("web", owners=rs),
+        pod("db", owners=rs),
+        pod("done", owners=rs, phase="Succeeded"),
+        pod("leaving", owners=rs, deletion_timestamp=T0),
+        pod("ds", owners=(OwnerRef("DaemonSet", "ds", True),)),
+    ]
+    return DrainProgress(plan_drain(pods, DrainOptions()))
+
+
+def test_progress_settles_when_every_tracked_pod_is_gone() -> None:
+    progress = make_progress()
+    assert sorted(progress.states) == ["ns/db", "ns/done", "ns/leaving", "ns/web"]
+    assert not progress.settled
+    progress.apply_update(EvictionUpdate("ns/web", 1, EvictionResponse(EvictionStatus.EVICTED, 201), final=True, at=T0))
+    assert not progress.states["ns/web"].gone  # accepted, not gone yet
+    progress.apply_event(PodEvent("DELETED", pod("web")))
+    progress.apply_event(PodEvent("MODIFIED", pod("db", uid="another-uid")))  # replaced under the same name
+    progress.apply_update(EvictionUpdate("ns/done", 1, EvictionResponse(EvictionStatus.GONE, 404), final=True))
+    assert not progress.settled
+    progress.apply_snapshot([pod("ds")])  # a re-list no longer has "leaving"
+    assert progress.settled and progress.remaining() == []
+    outcomes = {o.name: o for o in progress.outcomes()}
+    assert outcomes["web"].evicted_at == T0 and outcomes["web"].gone and outcomes["web"].attempts == 1
+    assert outcomes["ds"].action == PodAction.SKIP and outcomes["ds"].reason == "daemonset"
+    assert outcomes["leaving"].action == PodAction.WAIT
+
+
+def test_event_for_same_pod_still_running_does_not_count_as_gone() -> None:
+    progress = make_progress()
+    progress.apply_event(PodEvent("MODIFIED", pod("web")))
+    progress.apply_event(PodEvent("ADDED", pod("unrelated")))
+    assert not progress.states["ns/web"].gone
+
+
+def test_remaining_says_why() -> None:
+    progress = make_progress()
+    blocked = EvictionResponse(EvictionStatus.BLOCKED, 429, "violates", pdb_name="web-pdb")
+    progress.apply_update(EvictionUpdate("ns/web", 3, blocked, final=False))
+    multi = EvictionResponse(EvictionStatus.MULTIPLE_PDBS, 500, "more than one PodDisruptionBudget")
+    progress.apply_update(EvictionUpdate("ns/db", 2, multi, final=False))
+    accepted = EvictionResponse(EvictionStatus.EVICTED, 200)
+    progress.apply_update(EvictionUpdate("ns/done", 1, accepted, final=True, at=T0))
+    why = {r.name: r.why for r in progress.remaining()}
+    assert why == {
+        "web": "blocked by PodDisruptionBudget web-pdb",
+        "db": "selected by more than one PodDisruptionBudget: more than one PodDisruptionBudget",
+        "done": "still terminating",
+        "leaving": "still terminating",
+    }
+    outcomes = {o.name: o for o in progress.outcomes()}
+    assert outcomes["web"].attempts == 3 and outcomes["web"].error == "blocked by PodDisruptionBudget web-pdb"
+
+
+def test_a_worker_that_gave_up_settles_as_a_failure() -> None:
+    progress = make_progress()
+    forbidden = EvictionResponse(EvictionStatus.ERROR, 403, "forbidden")
+    progress.apply_update(EvictionUpdate("ns/web", 1, forbidden, final=True, error="HTTP 403: forbidden"))
+    for name in ("db", "done", "leaving"):
+        progress.apply_event(PodEvent("DELETED", pod(name)))
+    assert progress.settled and progress.evictions_done
+    assert [s.pod.name for s in progress.failures()] == ["web"]
+    assert progress.remaining()[0].why == "eviction failed: HTTP 403: forbidden"

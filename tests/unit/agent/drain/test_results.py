@@ -1,0 +1,28 @@
+"""The result of one command (``agent.drain.results``): JSON-able as stored and sent."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from agent.drain.policy import PodAction
+from agent.drain.results import NodeCommandResult, PodOutcome
+from core.model import CommandKind, CommandStatus
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def test_result_is_json_able() -> None:
+    result = NodeCommandResult(
+        command_id="c",
+        kind=CommandKind.DRAIN,
+        instance_id="i-0123456789abcdef0",
+        node_name="n1",
+        status=CommandStatus.TIMED_OUT,
+        pods=[PodOutcome(namespace="ns", name="web", action=PodAction.EVICT, evicted_at=T0)],
+        started_at=T0,
+        finished_at=T0,
+    )
+    dumped = json.loads(json.dumps(result.model_dump(mode="json")))
+    assert dumped["status"] == "timed_out" and dumped["pods"][0]["action"] == "evict"
+    assert NodeCommandResult.model_validate(dumped) == result
