@@ -1,7 +1,8 @@
 """The Lambda asset, bundled on this machine without Docker, for the Lambda's own platform.
 
-The asset holds the project's ``core/``, ``adapters/`` and ``lambdas/`` packages (no tests) and the Lambda's runtime dependencies
-installed by pip *for the Lambda's platform* (manylinux2014 aarch64 or x86_64, CPython 3.12), whatever this machine is.
+The asset holds the project's ``core/``, ``adapters/`` and ``lambdas/`` packages (no tests) and the Lambda's runtime
+dependencies installed by pip *for the Lambda's platform* (manylinux2014 aarch64 or x86_64, CPython 3.12), whatever this
+machine is.
 boto3 is not bundled: the Lambda Python runtime provides it
 (https://docs.aws.amazon.com/lambda/latest/dg/lambda-python.html, "Runtime-included SDK versions").
 

@@ -41,7 +41,7 @@ def tree_digest(root: Path) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A project tree with the real requirements.txt, core/ and adapters/ plus tests and bytecode that must be left out."""
+    """A project tree with the real requirements.txt, core/ and adapters/, plus tests and bytecode to leave out."""
     root = tmp_path_factory.mktemp("project")
     shutil.copyfile(PROJECT_ROOT / "requirements.txt", root / "requirements.txt")
     for package in ("core", "adapters"):

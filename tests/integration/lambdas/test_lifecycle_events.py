@@ -27,7 +27,7 @@ from lambdas.interruption.decide import Plan
 from lambdas.interruption.execute import Effects, execute
 from lambdas.interruption.handler import Deps, handle
 from lambdas.interruption.plan import AwaitDrain, RecordHook
-from tests.integration.lambdas.test_interruption_handler import CLUSTER, EVENTS, NODES, T0, World, member, world  # noqa: F401
+from tests.integration.lambdas.test_interruption_handler import CLUSTER, EVENTS, NODES, T0, World, member, world  # noqa: F401 - world is a fixture, used by name
 
 pytestmark = pytest.mark.filterwarnings("ignore:Couldn't determine the remaining time left")
 HOOK = "node-manager-drain"
@@ -91,7 +91,7 @@ def expect_continue(stub: Stubber, instance_id: str) -> None:
 
 
 def drain_item(
-    world: World,
+    world: World,  # noqa: F811 - the interruption tests' fixture imported above, requested by name
     command_id: str,
     instance_id: str,
     status: CommandStatus,
@@ -171,7 +171,8 @@ def test_an_old_or_failed_drain_does_not_count_a_new_drain_is_sent(world: World,
 
 
 def test_a_drain_that_ended_between_the_read_and_the_hook_record_is_completed_by_the_lambda(
-    world: World, stubbed: Stubber
+    world: World,  # noqa: F811 - the interruption tests' fixture imported above, requested by name
+    stubbed: Stubber,
 ) -> None:
     instance = world.members(NODES)[0]
     drain_item(world, "refresh-run1-step3", instance, CommandStatus.SUCCEEDED, finished_ago=1)
@@ -227,7 +228,7 @@ def test_a_terminated_member_loses_its_record_and_its_queued_commands(world: Wor
 
 @pytest.mark.parametrize("state, reason", [("running", "state_ignored"), ("stopping", "not_a_member")])
 def test_other_states_and_non_members_are_acknowledged(
-    world: World,
+    world: World,  # noqa: F811 - the interruption tests' fixture imported above, requested by name
     stubbed: Stubber,
     state: str,
     reason: str,

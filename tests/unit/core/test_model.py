@@ -25,7 +25,7 @@ def test_parse_provider_id(provider_id, expected):
 
 
 def _command(**kw):
-    base = dict(
+    base = dict(  # noqa: C408 - keyword style mirrors the Command fields
         command_id="spot-1",
         cluster="c",
         kind="drain",

@@ -1,4 +1,5 @@
 import pytest
+from pydantic import ValidationError
 
 from core.exceptions import SettingsError
 from core.settings import AgentSettings, InterruptionSettings, RebalancePolicy
@@ -16,7 +17,7 @@ def test_defaults():
 def test_values_are_parsed_and_frozen():
     s = InterruptionSettings.from_env({**BASE, "EARLY_REPLACEMENT": "false", "REBALANCE_POLICY": "drain"})
     assert s.early_replacement is False and s.rebalance_policy is RebalancePolicy.DRAIN
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         s.cluster_name = "x"  # type: ignore[misc]
 
 
