@@ -37,7 +37,7 @@ class _Watch(Generic[E]):
 
     def __iter__(self) -> Iterator[E]:
         try:
-            for line in iter_resp_lines(self._response):  # type: ignore[no-untyped-call]
+            for line in iter_resp_lines(self._response):  # type: ignore[no-untyped-call]  # kubernetes: no annotations
                 if self._closed.is_set():
                     return
                 if not line:

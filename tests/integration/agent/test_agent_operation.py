@@ -81,8 +81,14 @@ def test_one_leader_works_the_standby_takes_over_within_15_s_of_a_sigkill(world:
     wait_for(lambda: harness.status("drain-1") == "succeeded", 20, "drain-1 to succeed", first)
     item = harness.store.get_command("drain-1")
     assert item is not None and item["worker"] == identity(first)
-    metrics = http_get(first, "/metrics")[1]
-    assert 'node_manager_agent_commands_completed_total{kind="drain",result="succeeded"} 1.0' in metrics
+    # the status is written before the command is counted: wait for the count rather than race it
+    completed = 'node_manager_agent_commands_completed_total{kind="drain",result="succeeded"} 1.0'
+
+    def counted() -> str:
+        text = http_get(first, "/metrics")[1]
+        return text if completed in text else ""
+
+    metrics = wait_for(counted, 5, "drain-1 to be counted", first)
     assert "node_manager_agent_membership_nodes 4.0" in metrics
     lines = [line for line in json_lines(first) if line.get("command_id") == "drain-1"]
     assert any(line["message"].startswith("command started") for line in lines)
