@@ -44,6 +44,7 @@ from typing import Any
 from adapters.aws.autoscaling import AutoScaling
 from adapters.aws.clients import agent_config, clients, new_session
 from adapters.aws.cloudwatch import MetricSink
+from adapters.aws.sqs import CommandQueue
 from adapters.dynamo.store import Store
 from agent import logs
 from agent.cloudwatch import CloudWatchPublisher
@@ -52,7 +53,7 @@ from agent.consumer.loop import CommandConsumer
 from agent.drain.engine import DrainEngine
 from agent.events import NodeEventRecorder
 from agent.health import KUBERNETES, Health, HealthServer
-from agent.hooks import LifecycleHooks
+from agent.hooks import HookFinisher
 from agent.kube.client import KubeAdapter, kube_configuration, make_api_client
 from agent.leader import LeaderElector
 from agent.membership import MembershipReporter
@@ -180,7 +181,7 @@ def build_agent(settings: AgentSettings, environ: Mapping[str, str], session: An
     session = session or new_session()
     names = ("sqs", "events", "autoscaling", "dynamodb") + (("cloudwatch",) if settings.cloudwatch_metrics else ())
     aws = clients(session, names, agent_config(settings.concurrency, settings.poll_wait_seconds))
-    sqs, events = aws["sqs"], aws["events"]
+    queue, events = CommandQueue(aws["sqs"], settings.queue_url), aws["events"]
     autoscaling = AutoScaling(aws["autoscaling"])
     store = Store(aws["dynamodb"].Table(settings.table_name), settings.cluster_name)
     sink = MetricSink(aws["cloudwatch"], settings.cloudwatch_namespace) if "cloudwatch" in aws else None
@@ -189,9 +190,9 @@ def build_agent(settings: AgentSettings, environ: Mapping[str, str], session: An
     recorder = NodeEventRecorder(kube)
     engine = DrainEngine(CountingEvictions(kube, metrics), settings, events=recorder)
     reporter = Reporter(store, events, settings.event_bus_name, post_node_event=recorder)
-    hooks = LifecycleHooks(store, autoscaling, identity, metrics)
+    hooks = HookFinisher(store, autoscaling, identity, metrics)
     consumer = CommandConsumer(
-        sqs,
+        queue,
         store,
         engine,
         reporter,

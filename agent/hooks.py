@@ -35,7 +35,7 @@ from core.model import utcnow
 log = logging.getLogger(__name__)
 
 
-class LifecycleHooks:
+class HookFinisher:
     """Heartbeats and completes the pending lifecycle action of an instance.
 
     Args:

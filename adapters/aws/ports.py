@@ -87,6 +87,17 @@ class CommandSender(Protocol):
     def send_command(self, command: Command) -> str: ...
 
 
+class CommandReceiver(Protocol):
+    """The agent's side of the command queue (``adapters.aws.sqs.CommandQueue``); each call raises
+    ``AwsUnavailableError`` / ``AwsRequestError``."""
+
+    def receive(self, max_messages: int, wait_seconds: int, visibility_seconds: int) -> list[dict[str, Any]]: ...
+
+    def delete(self, receipt: str) -> None: ...
+
+    def set_visibility(self, receipt: str, seconds: int) -> None: ...
+
+
 class AwsPort(Protocol):
     """The AWS adapters a Lambda acts through (``adapters.aws.gateway.AwsGateway``)."""
 

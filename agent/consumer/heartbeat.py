@@ -13,12 +13,12 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
+from adapters.aws.ports import CommandReceiver
 from adapters.dynamo.store import Store
 from agent.consumer.config import ConsumerConfig
 from agent.consumer.jobs import Job
-from agent.hooks import LifecycleHooks
+from agent.hooks import HookFinisher
 from agent.logs import command_context
 from core.exceptions import CommandTransitionError
 from core.model import CommandKind
@@ -30,7 +30,7 @@ class Heartbeat:
     """The heartbeat thread of one consumer.
 
     Args:
-        sqs: a boto3 ``sqs`` client.
+        queue: the command queue (``adapters.aws.sqs.CommandQueue``).
         store: the cluster's table access.
         config: knobs (queue, worker id, periods).
         clock: returns the current UTC time.
@@ -40,14 +40,14 @@ class Heartbeat:
 
     def __init__(
         self,
-        sqs: Any,
+        queue: CommandReceiver,
         store: Store,
         config: ConsumerConfig,
         clock: Callable[[], datetime],
         jobs: Callable[[], list[Job]],
-        hooks: LifecycleHooks | None = None,
+        hooks: HookFinisher | None = None,
     ) -> None:
-        self.sqs = sqs
+        self.queue = queue
         self.store = store
         self.config = config
         self.clock = clock
@@ -101,11 +101,7 @@ class Heartbeat:
     def _beat(self, job: Job) -> None:
         if job.handed_back or job.lost:
             return
-        self.sqs.change_message_visibility(
-            QueueUrl=self.config.queue_url,
-            ReceiptHandle=job.receipt,
-            VisibilityTimeout=self.config.visibility_timeout_seconds,
-        )
+        self.queue.set_visibility(job.receipt, self.config.visibility_timeout_seconds)
         try:
             self.store.heartbeat_command(job.command.command_id, self.config.worker_id, job.attempt, now=self.clock())
         except CommandTransitionError as err:

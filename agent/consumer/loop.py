@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from adapters.aws.ports import CommandReceiver
 from adapters.dynamo.store import Store
 from agent.cloudwatch import CloudWatchPublisher
 from agent.consumer.config import ConsumerConfig
@@ -17,7 +18,7 @@ from agent.consumer.heartbeat import Heartbeat
 from agent.consumer.jobs import Counters
 from agent.consumer.worker import CommandWorker, Engine
 from agent.health import SQS, Health
-from agent.hooks import LifecycleHooks
+from agent.hooks import HookFinisher
 from agent.metrics import AgentMetrics
 from agent.report import Reporter
 from core.model import utcnow
@@ -31,7 +32,7 @@ class CommandConsumer:
     """Runs commands from the queue (see ``agent.consumer``).
 
     Args:
-        sqs: a boto3 ``sqs`` client.
+        queue: the command queue (``adapters.aws.sqs.CommandQueue``).
         store: the cluster's table access.
         engine: runs a command (``DrainEngine``).
         reporter: writes the terminal status and notifies.
@@ -45,7 +46,7 @@ class CommandConsumer:
 
     def __init__(
         self,
-        sqs: Any,
+        queue: CommandReceiver,
         store: Store,
         engine: Engine,
         reporter: Reporter,
@@ -54,17 +55,17 @@ class CommandConsumer:
         *,
         metrics: AgentMetrics | None = None,
         health: Health | None = None,
-        hooks: LifecycleHooks | None = None,
+        hooks: HookFinisher | None = None,
         alarms: CloudWatchPublisher | None = None,
     ) -> None:
         self.metrics = metrics
         self.health = health
-        self.sqs = sqs
+        self.queue = queue
         self.config = config
         self.worker = CommandWorker(
-            sqs, store, engine, reporter, config, clock, metrics=metrics, hooks=hooks, alarms=alarms
+            queue, store, engine, reporter, config, clock, metrics=metrics, hooks=hooks, alarms=alarms
         )
-        self.heartbeat = Heartbeat(sqs, store, config, clock, self.worker.jobs.list, hooks)
+        self.heartbeat = Heartbeat(queue, store, config, clock, self.worker.jobs.list, hooks)
         self._busy = 0
         self._slots = threading.Condition()
 
@@ -138,15 +139,9 @@ class CommandConsumer:
         log.info("consumer shut down counts=%s", self.counters.snapshot())
 
     def _receive(self, free: int) -> list[dict[str, Any]]:
-        out = self.sqs.receive_message(
-            QueueUrl=self.config.queue_url,
-            MaxNumberOfMessages=min(MAX_MESSAGES_PER_RECEIVE, free),
-            WaitTimeSeconds=self.config.wait_seconds,
-            VisibilityTimeout=self.config.visibility_timeout_seconds,
-            MessageSystemAttributeNames=["ApproximateReceiveCount"],
+        return self.queue.receive(
+            min(MAX_MESSAGES_PER_RECEIVE, free), self.config.wait_seconds, self.config.visibility_timeout_seconds
         )
-        messages: list[dict[str, Any]] = out.get("Messages", [])
-        return messages
 
     def _wait_for_free_slot(self, stop: threading.Event) -> int:
         with self._slots:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
+from adapters.aws.ports import CommandReceiver
 from adapters.dynamo.store import Store
 from agent.cloudwatch import CloudWatchPublisher
 from agent.consumer.config import ConsumerConfig
@@ -25,7 +26,7 @@ from agent.consumer.decisions import (
     parse_message,
 )
 from agent.consumer.jobs import Counters, Job, Jobs
-from agent.hooks import LifecycleHooks
+from agent.hooks import HookFinisher
 from agent.logs import command_context
 from agent.metrics import AgentMetrics
 from agent.report import Outcome, Reporter
@@ -59,7 +60,7 @@ class CommandWorker:
 
     def __init__(
         self,
-        sqs: Any,
+        queue: CommandReceiver,
         store: Store,
         engine: Engine,
         reporter: Reporter,
@@ -67,10 +68,10 @@ class CommandWorker:
         clock: Callable[[], datetime],
         *,
         metrics: AgentMetrics | None = None,
-        hooks: LifecycleHooks | None = None,
+        hooks: HookFinisher | None = None,
         alarms: CloudWatchPublisher | None = None,
     ) -> None:
-        self.sqs = sqs
+        self.queue = queue
         self.store = store
         self.engine = engine
         self.reporter = reporter
@@ -341,14 +342,12 @@ class CommandWorker:
 
     def _delete(self, receipt: str, message_id: str) -> None:
         try:
-            self.sqs.delete_message(QueueUrl=self.config.queue_url, ReceiptHandle=receipt)
+            self.queue.delete(receipt)
         except Exception:
             log.exception("delete_message failed message_id=%s", message_id)
 
     def set_visibility(self, receipt: str, seconds: int, message_id: str) -> None:
         try:
-            self.sqs.change_message_visibility(
-                QueueUrl=self.config.queue_url, ReceiptHandle=receipt, VisibilityTimeout=seconds
-            )
+            self.queue.set_visibility(receipt, seconds)
         except Exception:
             log.exception("change_message_visibility failed message_id=%s seconds=%d", message_id, seconds)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from adapters.aws.sqs import CommandQueue
 from adapters.dynamo.store import Store
 from agent.consumer.config import ConsumerConfig
 from agent.consumer.loop import CommandConsumer
@@ -118,7 +119,7 @@ class World:
                 **config,
             }
         )
-        return CommandConsumer(self.sqs, self.store, engine, reporter, cfg, clock=clock)
+        return CommandConsumer(CommandQueue(self.sqs, cfg.queue_url), self.store, engine, reporter, cfg, clock=clock)
 
     def send(self, command: Command, record: bool = True) -> None:
         """What the interruption Lambda does: record the command, then send it."""

@@ -13,10 +13,11 @@ import pytest
 from botocore.stub import Stubber
 
 from adapters.aws.autoscaling import AutoScaling
+from adapters.aws.sqs import CommandQueue
 from adapters.dynamo.hooks import get_hook, record_hook
 from agent.consumer.config import ConsumerConfig
 from agent.consumer.loop import CommandConsumer
-from agent.hooks import LifecycleHooks
+from agent.hooks import HookFinisher
 from agent.metrics import AgentMetrics
 from agent.report import Reporter
 from core.exceptions import NodeNotFoundError
@@ -61,8 +62,10 @@ def consumer(
             **config,
         }
     )
-    hooks = LifecycleHooks(world.store, AutoScaling(autoscaling), "agent-a:1", metrics)
-    return CommandConsumer(world.sqs, world.store, engine, reporter, cfg, metrics=metrics, hooks=hooks)
+    hooks = HookFinisher(world.store, AutoScaling(autoscaling), "agent-a:1", metrics)
+    return CommandConsumer(
+        CommandQueue(world.sqs, cfg.queue_url), world.store, engine, reporter, cfg, metrics=metrics, hooks=hooks
+    )
 
 
 def expect_complete(stub: Stubber) -> None:
@@ -119,7 +122,7 @@ def test_a_throttled_completion_leaves_the_action_pending_for_the_next_finisher(
     record_hook(world.store, HOOK, ttl_seconds=3600)
     stub.add_client_error("complete_lifecycle_action", "Throttling", "Rate exceeded", 400)
     expect_complete(stub)
-    hooks = LifecycleHooks(world.store, AutoScaling(autoscaling), "agent-a:1")
+    hooks = HookFinisher(world.store, AutoScaling(autoscaling), "agent-a:1")
     assert hooks.complete(INSTANCE, "drain done") is False
     assert get_hook(world.store, INSTANCE)["state"] == HookState.PENDING  # type: ignore[index]
     assert hooks.complete(INSTANCE, "drain done") is True
