@@ -26,6 +26,7 @@ from core.runs import (
     GroupSurge,
     Run,
     RunOptions,
+    RunStep,
     Selection,
     new_run_id,
     run_id_of_holder,
@@ -99,6 +100,18 @@ def gather(run: Run, deps: RefresherDeps, lock_lost: bool = False) -> World:
     return World(groups=groups, nodes=nodes, commands=commands, lock_lost=lock_lost)
 
 
+def step_row(step: RunStep) -> dict[str, Any]:
+    """A planned step as the plan and the run summary show it: which instance of which group, and whether it is due."""
+    return {
+        "index": step.index,
+        "group": step.group,
+        "role": step.role,
+        "instance_id": step.instance_id,
+        "node_name": step.node_name,
+        "needs_update": step.needs_update,
+    }
+
+
 def run_summary(run: Run, steps: bool = False) -> dict[str, Any]:
     """A run as the responses and the CLI show it."""
     counts: dict[str, int] = {}
@@ -121,12 +134,7 @@ def run_summary(run: Run, steps: bool = False) -> dict[str, Any]:
     if steps:
         out["step_details"] = [
             {
-                "index": s.index,
-                "group": s.group,
-                "role": s.role,
-                "instance_id": s.instance_id,
-                "node_name": s.node_name,
-                "needs_update": s.needs_update,
+                **step_row(s),
                 "state": s.state.value,
                 "spare": s.surge_instance_id,
                 "drain": s.drain_status,
@@ -227,17 +235,7 @@ def start(options: RunOptions, dry_run: bool, deps: RefresherDeps, budget_second
     base: dict[str, Any] = {
         "table": table,
         "groups": [asdict(r) for r in plan.rows],
-        "steps": [
-            {
-                "index": s.index,
-                "group": s.group,
-                "role": s.role,
-                "instance_id": s.instance_id,
-                "node_name": s.node_name,
-                "needs_update": s.needs_update,
-            }
-            for s in plan.steps
-        ],
+        "steps": [step_row(s) for s in plan.steps],
     }
     logger.info("refresh plan\n" + table, extra={"groups": base["groups"], "steps": len(plan.steps)})
     if plan.refusal and not dry_run:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 
 from agent.consumer.decisions import (
@@ -11,21 +9,8 @@ from agent.consumer.decisions import (
     own_result,
 )
 from agent.report import detail_type, event_detail, summarize
-from core.model import Command, CommandKind, CommandStatus, utcnow
-
-NOW = utcnow()
-
-
-def _cmd(kind: str = "drain", cluster: str = "demo", deadline_in: float = 120) -> Command:
-    return Command(
-        command_id="spot-1",
-        cluster=cluster,
-        kind=kind,
-        instance_id="i-0123456789abcdef0",
-        node_name="ip-10-0-1-17.ec2.internal",
-        reason="spot interruption warning",
-        deadline=NOW + timedelta(seconds=deadline_in),
-    )
+from core.model import CommandKind, CommandStatus
+from tests.unit.agent.commands import spot_command as _cmd
 
 
 @pytest.mark.parametrize(

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from adapters.aws.autoscaling import AutoScaling
 from adapters.aws.gateway import AwsGateway
 from core.exceptions import AwsRequestError
+from tests.unit.adapters.aws.moto_group import one_group
 from tests.unit.adapters.aws.test_calls import Raising, client_error
 
 REGION = "us-east-1"
@@ -34,31 +33,8 @@ def test_other_detach_errors_are_raised_from_the_botocore_error():
 
 @pytest.fixture
 def aws(monkeypatch):
-    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
-    with mock_aws():
-        ec2 = boto3.client("ec2", region_name=REGION)
-        autoscaling = boto3.client("autoscaling", region_name=REGION)
-        sqs = boto3.client("sqs", region_name=REGION)
-        ec2.create_launch_template(LaunchTemplateName="kops", LaunchTemplateData={"ImageId": AMI})
-        subnet = ec2.describe_subnets()["Subnets"][0]["SubnetId"]
-        autoscaling.create_auto_scaling_group(
-            AutoScalingGroupName="nodes",
-            LaunchTemplate={"LaunchTemplateName": "kops"},
-            MinSize=1,
-            MaxSize=3,
-            DesiredCapacity=1,
-            VPCZoneIdentifier=subnet,
-            Tags=[
-                {
-                    "Key": "KubernetesCluster",
-                    "Value": "demo",
-                    "PropagateAtLaunch": True,
-                    "ResourceId": "nodes",
-                    "ResourceType": "auto-scaling-group",
-                }
-            ],
-        )
-        yield AwsGateway.from_clients(autoscaling, ec2, sqs, sqs.create_queue(QueueName="q")["QueueUrl"])
+    with one_group(monkeypatch) as gateway:
+        yield gateway
 
 
 def first_instance(aws: AwsGateway) -> str:

@@ -14,21 +14,8 @@ from agent.consumer.decisions import (
     on_refusal,
     parse_message,
 )
-from core.model import Command, utcnow
-
-NOW = utcnow()
-
-
-def _cmd(kind: str = "drain", cluster: str = "demo", deadline_in: float = 120) -> Command:
-    return Command(
-        command_id="spot-1",
-        cluster=cluster,
-        kind=kind,
-        instance_id="i-0123456789abcdef0",
-        node_name="ip-10-0-1-17.ec2.internal",
-        reason="spot interruption warning",
-        deadline=NOW + timedelta(seconds=deadline_in),
-    )
+from tests.unit.agent.commands import NOW
+from tests.unit.agent.commands import spot_command as _cmd
 
 
 @pytest.mark.parametrize(

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import boto3
 import pytest
 from botocore.exceptions import EndpointConnectionError
-from moto import mock_aws
 
 from adapters.aws.autoscaling import AutoScaling
 from adapters.aws.ec2 import Ec2
 from adapters.aws.gateway import AwsGateway
 from core.exceptions import AwsUnavailableError
 from lambdas.interruption.gather import read_instance_facts
+from tests.unit.adapters.aws.moto_group import one_group
 from tests.unit.adapters.aws.test_calls import Raising
 
 REGION = "us-east-1"
@@ -27,31 +26,8 @@ def test_connection_failures_are_retryable():
 
 @pytest.fixture
 def aws(monkeypatch):
-    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
-    with mock_aws():
-        ec2 = boto3.client("ec2", region_name=REGION)
-        autoscaling = boto3.client("autoscaling", region_name=REGION)
-        sqs = boto3.client("sqs", region_name=REGION)
-        ec2.create_launch_template(LaunchTemplateName="kops", LaunchTemplateData={"ImageId": AMI})
-        subnet = ec2.describe_subnets()["Subnets"][0]["SubnetId"]
-        autoscaling.create_auto_scaling_group(
-            AutoScalingGroupName="nodes",
-            LaunchTemplate={"LaunchTemplateName": "kops"},
-            MinSize=1,
-            MaxSize=3,
-            DesiredCapacity=1,
-            VPCZoneIdentifier=subnet,
-            Tags=[
-                {
-                    "Key": "KubernetesCluster",
-                    "Value": "demo",
-                    "PropagateAtLaunch": True,
-                    "ResourceId": "nodes",
-                    "ResourceType": "auto-scaling-group",
-                }
-            ],
-        )
-        yield AwsGateway.from_clients(autoscaling, ec2, sqs, sqs.create_queue(QueueName="q")["QueueUrl"])
+    with one_group(monkeypatch) as gateway:
+        yield gateway
 
 
 def read(aws: AwsGateway, instance_id: str, recorded_asg: str | None = None):

@@ -3,68 +3,16 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
-from core.kops import ManagedGroup, Role
-from core.model import NodeRecord
 from core.runs import GroupSurge, Run, RunOptions, RunStep, StepState
-from core.settings import ReplenisherSettings
 from lambdas.events.event import Event, EventKind
 from lambdas.replenisher.decide import decide
 from lambdas.replenisher.decide.cleanup import run_instances
 from lambdas.replenisher.plan import Note, Reason, Terminate
-from lambdas.replenisher.world import Group, Instance, World
-
-EVENTS = Path(__file__).resolve().parents[3] / "events"
-T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
-SETTINGS = ReplenisherSettings(cluster_name="c.k8s.local", table_name="t", queue_url="q")
-
-
-def group(
-    name: str,
-    az: str,
-    desired: int,
-    ids: list[str],
-    role: Role = Role.NODE,
-    max_size: int = 6,
-    pool: str | None = "nodes",
-) -> Group:
-    info = ManagedGroup(
-        name=name, cluster="c.k8s.local", role=role, instance_group=name, pool=pool, availability_zones=(az,)
-    )
-    return Group(
-        info=info,
-        desired=desired,
-        min_size=0,
-        max_size=max_size,
-        instances=tuple(Instance(i, az, "InService", launch_time=T0 - timedelta(hours=1)) for i in ids),
-    )
-
-
-def ids(prefix: str, n: int) -> list[str]:
-    return [f"i-{prefix}{k:07x}" for k in range(n)]
-
-
-def failure(asg: str, at: datetime = T0) -> Event:
-    return Event(
-        kind=EventKind.LAUNCH_FAILED,
-        event_id="e1",
-        event_time=at,
-        asg_name=asg,
-        source="aws.autoscaling",
-        detail_type="EC2 Instance Launch Unsuccessful",
-    )
-
-
-def nodes_for(*groups: Group) -> dict[str, NodeRecord]:
-    return {
-        i.instance_id: NodeRecord(instance_id=i.instance_id, node_name=i.instance_id, ready=True, reported_at=T0)
-        for g in groups
-        for i in g.instances
-    }
+from lambdas.replenisher.world import World
+from tests.unit.lambdas.replenisher.builders import SETTINGS, T0, group, ids, nodes_for
 
 
 def _run(group_name: str, old: str, spare: str | None, baseline: list[str]) -> Run:
