@@ -26,21 +26,24 @@ SDK_LOGGERS = ("botocore", "urllib3")
 
 LAMBDA_CONNECT_TIMEOUT_SECONDS = 3
 LAMBDA_READ_TIMEOUT_SECONDS = 10
-LAMBDA_MAX_ATTEMPTS = 3
+# Attempts in all, the first call included (botocore's ``total_max_attempts``). Given as ``max_attempts`` (retries
+# after the first), botocore rewrites the Config's ``retries`` dict in place into this form on first use.
+LAMBDA_TOTAL_ATTEMPTS = 4
 
 
 def client_config(
     *,
     connect_timeout: float = LAMBDA_CONNECT_TIMEOUT_SECONDS,
     read_timeout: float = LAMBDA_READ_TIMEOUT_SECONDS,
-    max_attempts: int = LAMBDA_MAX_ATTEMPTS,
+    total_attempts: int = LAMBDA_TOTAL_ATTEMPTS,
     max_pool_connections: int = 10,
 ) -> Config:
-    """A botocore ``Config`` with the given per-attempt timeouts (seconds) and ``standard`` retries."""
+    """A botocore ``Config`` with the given per-attempt timeouts (seconds) and ``standard`` retries, ``total_attempts``
+    calls at most (https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html)."""
     return Config(
         connect_timeout=connect_timeout,
         read_timeout=read_timeout,
-        retries={"mode": "standard", "max_attempts": max_attempts},
+        retries={"mode": "standard", "total_max_attempts": total_attempts},
         max_pool_connections=max_pool_connections,
     )
 
@@ -48,7 +51,7 @@ def client_config(
 LAMBDA_CONFIG = client_config()
 
 AGENT_CONNECT_TIMEOUT_SECONDS = 5
-AGENT_MAX_ATTEMPTS = 5
+AGENT_TOTAL_ATTEMPTS = 6
 AGENT_READ_MARGIN_SECONDS = 15  # a long poll (ReceiveMessage WaitTimeSeconds) answers after its wait: read longer
 
 
@@ -58,7 +61,7 @@ def agent_config(concurrency: int, poll_wait_seconds: int) -> Config:
     return client_config(
         connect_timeout=AGENT_CONNECT_TIMEOUT_SECONDS,
         read_timeout=poll_wait_seconds + AGENT_READ_MARGIN_SECONDS,
-        max_attempts=AGENT_MAX_ATTEMPTS,
+        total_attempts=AGENT_TOTAL_ATTEMPTS,
         max_pool_connections=concurrency * 2 + 4,
     )
 

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+import boto3
 import pytest
 
 from adapters.aws.clients import LAMBDA_CONFIG, LazyClient, agent_config, clients, lazy_clients
@@ -12,7 +13,13 @@ SHORTEST_LAMBDA_TIMEOUT_SECONDS = 30  # infra/interruption.py
 
 def test_lambda_calls_give_up_before_the_lambda_does() -> None:
     assert LAMBDA_CONFIG.connect_timeout + LAMBDA_CONFIG.read_timeout < SHORTEST_LAMBDA_TIMEOUT_SECONDS
-    assert LAMBDA_CONFIG.retries == {"mode": "standard", "max_attempts": 3}
+    assert LAMBDA_CONFIG.retries == {"mode": "standard", "total_max_attempts": 4}
+
+
+def test_a_client_leaves_the_shared_config_as_it_was() -> None:
+    before = dict(LAMBDA_CONFIG.retries or {})
+    boto3.client("sqs", region_name="us-east-1", config=LAMBDA_CONFIG)
+    assert LAMBDA_CONFIG.retries == before
 
 
 def test_the_agent_reads_past_its_long_poll() -> None:
