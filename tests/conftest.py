@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # tests import core/, agent/, lambdas/, localworld/ from the repo root
     sys.path.insert(0, str(ROOT))
 
-from localworld.cluster import ClusterInfo  # noqa: E402
-from localworld.kube_processes import KubeAssetsMissingError, find_assets  # noqa: E402
-from localworld.world import LocalWorld  # noqa: E402
+from localworld.cluster import ClusterInfo  # noqa: E402 - after the sys.path insert above
+from localworld.kube_processes import KubeAssetsMissingError, find_assets  # noqa: E402 - after the sys.path insert above
+from localworld.world import LocalWorld  # noqa: E402 - after the sys.path insert above
 
 WORLD_FIXTURES = {"local_world", "world", "cluster"}
 

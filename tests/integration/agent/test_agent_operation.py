@@ -61,7 +61,7 @@ def test_the_lease_adapter_refuses_a_write_based_on_a_stale_read(world: LocalWor
     renewed = kube.replace_lease(NAMESPACE, "test-lease", {**spec, "holderIdentity": "b"}, created.resource_version)
     assert renewed is not None and renewed.holder == "b"
     stale = kube.replace_lease(NAMESPACE, "test-lease", {**spec, "holderIdentity": "c"}, created.resource_version)
-    assert stale is None and kube.get_lease(NAMESPACE, "test-lease").holder == "b"  # type: ignore[union-attr]
+    assert stale is None and kube.get_lease(NAMESPACE, "test-lease").holder == "b"
 
 
 def test_one_leader_works_the_standby_takes_over_within_15_s_of_a_sigkill(world: LocalWorld, tmp_path: Path) -> None:
@@ -109,7 +109,7 @@ def test_one_leader_works_the_standby_takes_over_within_15_s_of_a_sigkill(world:
     assert took < 15, f"takeover took {took:.1f} s"
     harness.send(harness.command("drain-2", instance, kind="uncordon", deadline_in=60))
     wait_for(lambda: harness.status("drain-2") == "succeeded", 20, "the new leader to run a command", second)
-    assert harness.store.get_command("drain-2")["worker"] == identity(second)  # type: ignore[index]
+    assert harness.store.get_command("drain-2")["worker"] == identity(second)
     assert "node_manager_agent_leader 1.0" in http_get(second, "/metrics")[1]
 
     # SIGTERM: exits 0 within the grace period and releases the Lease

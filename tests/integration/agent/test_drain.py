@@ -240,7 +240,7 @@ def test_pdb_allowing_no_disruption_times_out_with_the_pods_left(
     target = workers(world)[0]["metadata"]["name"]
     app = deploy_pods_on_node(world.rest, target, 3, grace=0, namespace="held", name="held")
     pdb = block_with_pdb(world.rest, "held", app)
-    world.simulator.wait_for(  # type: ignore[union-attr]
+    world.simulator.wait_for(
         lambda: (
             get_pdb(world.rest, "held", pdb).get("status", {}).get("observedGeneration") == 1
             and get_pdb(world.rest, "held", pdb)["status"]["currentHealthy"] == 3
@@ -276,7 +276,7 @@ def test_timed_out_drain_uncordons_when_asked_and_the_cordon_is_ours(
     target = workers(world)[1]["metadata"]["name"]
     app = deploy_pods_on_node(world.rest, target, 1, grace=0, namespace="held", name="held1")
     block_with_pdb(world.rest, "held", app)
-    world.simulator.wait_for(  # type: ignore[union-attr]
+    world.simulator.wait_for(
         lambda: get_pdb(world.rest, "held", f"{app}-blocker").get("status", {}).get("currentHealthy") == 1,
         10,
         "PDB status current",
@@ -358,9 +358,7 @@ def test_refused_pods_fail_the_drain_before_any_eviction(
     ensure_namespace(world.rest, "strict")
     deploy_pods_on_node(world.rest, target, 2, namespace="strict", name="managed")
     create_bare_pod(world.rest, "strict", "loner", node_name=target)
-    world.simulator.wait_for(  # type: ignore[union-attr]
-        lambda: all(pod_ready(p) for p in non_daemonset_pods(world, target)), 10, "pods Ready"
-    )
+    world.simulator.wait_for(lambda: all(pod_ready(p) for p in non_daemonset_pods(world, target)), 10, "pods Ready")
     before = sorted(p["metadata"]["uid"] for p in non_daemonset_pods(world, target))
 
     strict = DrainOptions(force=False)
@@ -456,7 +454,7 @@ def test_failing_to_post_the_event_does_not_fail_the_command(world: LocalWorld, 
         target = workers(world)[1]
         result = engine.run(command(CommandKind.CORDON, instance_of(target)))
     finally:
-        unauthenticated.close()  # type: ignore[no-untyped-call]
+        unauthenticated.close()
     assert result.status == CommandStatus.SUCCEEDED and not result.event_posted
     assert node_json(world, target["metadata"]["name"])["spec"]["unschedulable"] is True
     assert node_events(world, target["metadata"]["name"]) == []
@@ -469,7 +467,7 @@ def test_pod_under_two_pdbs_is_reported_until_the_deadline(
     app = deploy_pods_on_node(world.rest, target, 1, namespace="twice", name="twice")
     create_pdb(world.rest, "twice", "first", {"app": app}, max_unavailable=1)
     create_pdb(world.rest, "twice", "second", {"app": app}, max_unavailable=1)
-    world.simulator.wait_for(  # type: ignore[union-attr]
+    world.simulator.wait_for(
         lambda: all(p.get("status", {}).get("currentHealthy") == 1 for p in list_pdbs(world.rest, "twice")),
         10,
         "PDB status current",

@@ -66,7 +66,7 @@ def stubbed() -> Iterator[Stubber]:
         stub.assert_no_pending_responses()
 
 
-def deps_with(world: World, stub: Stubber, **overrides: Any) -> Deps:  # noqa: F811
+def deps_with(world: World, stub: Stubber, **overrides: Any) -> Deps:  # noqa: F811 - the interruption tests' world fixture, requested by name
     deps = world.deps(**overrides)
     deps.aws = AwsGateway(
         AutoScaling(world.autoscaling, lifecycle_client=stub.client),
@@ -112,7 +112,7 @@ def drain_item(
     world.store.update(f"CMD#{command_id}", values)
 
 
-def test_a_hook_becomes_one_drain_and_is_recorded_for_the_agent(world: World, stubbed: Stubber) -> None:  # noqa: F811
+def test_a_hook_becomes_one_drain_and_is_recorded_for_the_agent(world: World, stubbed: Stubber) -> None:  # noqa: F811 - the interruption tests' world fixture, requested by name
     instance = world.members(NODES)[0]
     member(world, instance)
     response = handle(hook_event(instance), deps_with(world, stubbed))
@@ -133,7 +133,7 @@ def test_a_hook_becomes_one_drain_and_is_recorded_for_the_agent(world: World, st
     assert "skip hook: hook_already_recorded" in json.dumps(again["actions"])
 
 
-def test_a_hook_of_another_tool_or_a_foreign_group_is_left_alone(world: World, stubbed: Stubber) -> None:  # noqa: F811
+def test_a_hook_of_another_tool_or_a_foreign_group_is_left_alone(world: World, stubbed: Stubber) -> None:  # noqa: F811 - the interruption tests' world fixture, requested by name
     instance = world.members(NODES)[0]
     response = handle(hook_event(instance, hook="someone-elses-hook"), deps_with(world, stubbed))
     assert response["status"] == "acknowledged" and response["reason"] == "foreign_hook"
@@ -141,7 +141,7 @@ def test_a_hook_of_another_tool_or_a_foreign_group_is_left_alone(world: World, s
 
 
 def test_a_hook_for_an_instance_our_refresher_is_draining_waits_for_that_drain(
-    world: World,  # noqa: F811
+    world: World,  # noqa: F811 - the interruption tests' world fixture, requested by name
     stubbed: Stubber,
 ) -> None:
     instance = world.members(NODES)[0]
@@ -149,19 +149,19 @@ def test_a_hook_for_an_instance_our_refresher_is_draining_waits_for_that_drain(
     response = handle(hook_event(instance), deps_with(world, stubbed))
     assert response["status"] == "acted" and world.messages() == []  # no second drain
     assert "left to the agent" in json.dumps(response["actions"])
-    assert get_hook(world.store, instance)["state"] == HookState.PENDING  # type: ignore[index]
+    assert get_hook(world.store, instance)["state"] == HookState.PENDING
 
 
-def test_a_hook_after_a_recent_successful_drain_is_continued_at_once(world: World, stubbed: Stubber) -> None:  # noqa: F811
+def test_a_hook_after_a_recent_successful_drain_is_continued_at_once(world: World, stubbed: Stubber) -> None:  # noqa: F811 - the interruption tests' world fixture, requested by name
     instance = world.members(NODES)[0]
     drain_item(world, "refresh-run1-step3", instance, CommandStatus.SUCCEEDED, finished_ago=60)
     expect_continue(stubbed, instance)
     response = handle(hook_event(instance), deps_with(world, stubbed))
     assert "completed with CONTINUE" in json.dumps(response["actions"]) and world.messages() == []
-    assert get_hook(world.store, instance)["state"] == HookState.COMPLETED  # type: ignore[index]
+    assert get_hook(world.store, instance)["state"] == HookState.COMPLETED
 
 
-def test_an_old_or_failed_drain_does_not_count_a_new_drain_is_sent(world: World, stubbed: Stubber) -> None:  # noqa: F811
+def test_an_old_or_failed_drain_does_not_count_a_new_drain_is_sent(world: World, stubbed: Stubber) -> None:  # noqa: F811 - the interruption tests' world fixture, requested by name
     instance = world.members(NODES)[0]
     drain_item(world, "spot-old", instance, CommandStatus.SUCCEEDED, finished_ago=7200)
     drain_item(world, "refresh-failed", instance, CommandStatus.TIMED_OUT, finished_ago=30)
@@ -193,7 +193,7 @@ def test_a_drain_that_ended_between_the_read_and_the_hook_record_is_completed_by
     assert results[1]["result"].startswith("drain already succeeded: completed with CONTINUE")
 
 
-def test_an_action_auto_scaling_forgot_is_not_retried(world: World, stubbed: Stubber) -> None:  # noqa: F811
+def test_an_action_auto_scaling_forgot_is_not_retried(world: World, stubbed: Stubber) -> None:  # noqa: F811 - the interruption tests' world fixture, requested by name
     instance = world.members(NODES)[0]
     drain_item(world, "refresh-run1-step3", instance, CommandStatus.SUCCEEDED, finished_ago=60)
     stubbed.add_client_error(
@@ -201,10 +201,10 @@ def test_an_action_auto_scaling_forgot_is_not_retried(world: World, stubbed: Stu
     )
     response = handle(hook_event(instance), deps_with(world, stubbed))
     assert "no longer has the action" in json.dumps(response["actions"])
-    assert get_hook(world.store, instance)["state"] == HookState.GONE  # type: ignore[index]
+    assert get_hook(world.store, instance)["state"] == HookState.GONE
 
 
-def test_a_terminated_member_loses_its_record_and_its_queued_commands(world: World, stubbed: Stubber) -> None:  # noqa: F811
+def test_a_terminated_member_loses_its_record_and_its_queued_commands(world: World, stubbed: Stubber) -> None:  # noqa: F811 - the interruption tests' world fixture, requested by name
     instance = world.members(NODES)[0]
     member(world, instance)
     drain_item(world, "spot-queued", instance, CommandStatus.QUEUED)
@@ -215,7 +215,7 @@ def test_a_terminated_member_loses_its_record_and_its_queued_commands(world: Wor
     cancelled = world.store.get_command("spot-queued")
     assert cancelled is not None and cancelled["status"] == "skipped" and cancelled["reported_at"]
     assert cancelled["result"]["message"] == "cancelled: instance shutting-down"
-    assert world.store.get_command("refresh-running")["status"] == "running"  # type: ignore[index]
+    assert world.store.get_command("refresh-running")["status"] == "running"
     # the agent meeting the cancelled command's message treats it as a finished duplicate
     from agent.consumer.decisions import RefusalDisposition, on_refusal
 

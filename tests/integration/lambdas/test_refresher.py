@@ -303,7 +303,7 @@ def test_the_lock_and_the_surge_are_visible_to_the_replenisher_while_a_run_holds
 def _replenisher_tick(world: Any, info: Any) -> bool | None:
     """Deliver a tick to the replenisher's handler if it exists (issue 3); True if it changed something."""
     try:
-        from core.settings import ReplenisherSettings  # type: ignore[attr-defined]
+        from core.settings import ReplenisherSettings
         from lambdas.replenisher import handler as replenisher
     except ImportError:
         return None

@@ -100,7 +100,7 @@ def test_an_instance_without_a_node_is_continued_at_once(world: World, stubbed: 
     world.send(command("lifecycle-ev-1"))
     consumer(world, engine, autoscaling).handle(world.receive())
     assert world.item("lifecycle-ev-1")["status"] == "skipped" and world.in_queue() == 0
-    assert get_hook(world.store, INSTANCE)["state"] == HookState.COMPLETED  # type: ignore[index]
+    assert get_hook(world.store, INSTANCE)["state"] == HookState.COMPLETED
 
 
 def test_an_action_auto_scaling_no_longer_knows_is_marked_gone_without_retrying(
@@ -112,7 +112,7 @@ def test_an_action_auto_scaling_no_longer_knows_is_marked_gone_without_retrying(
     world.send(command("lifecycle-ev-1"))
     consumer(world, ScriptedEngine(), autoscaling).handle(world.receive())
     assert world.item("lifecycle-ev-1")["status"] == "succeeded" and world.in_queue() == 0
-    assert get_hook(world.store, INSTANCE)["state"] == HookState.GONE  # type: ignore[index]
+    assert get_hook(world.store, INSTANCE)["state"] == HookState.GONE
 
 
 def test_a_throttled_completion_leaves_the_action_pending_for_the_next_finisher(
@@ -124,7 +124,7 @@ def test_a_throttled_completion_leaves_the_action_pending_for_the_next_finisher(
     expect_complete(stub)
     hooks = HookFinisher(world.store, AutoScaling(autoscaling), "agent-a:1")
     assert hooks.complete(INSTANCE, "drain done") is False
-    assert get_hook(world.store, INSTANCE)["state"] == HookState.PENDING  # type: ignore[index]
+    assert get_hook(world.store, INSTANCE)["state"] == HookState.PENDING
     assert hooks.complete(INSTANCE, "drain done") is True
     assert hooks.complete(INSTANCE, "drain done") is False  # completed: nothing pending, no call
 
@@ -139,7 +139,7 @@ def test_a_duplicate_delivery_of_a_finished_drain_completes_an_action_left_pendi
     expect_complete(stub)
     world.send(command("lifecycle-ev-1"), record=False)
     consumer(world, ScriptedEngine(), autoscaling).handle(world.receive())
-    assert get_hook(world.store, INSTANCE)["state"] == HookState.COMPLETED  # type: ignore[index]
+    assert get_hook(world.store, INSTANCE)["state"] == HookState.COMPLETED
     assert world.in_queue() == 0
 
 
@@ -168,7 +168,7 @@ def test_a_long_drain_records_heartbeats_until_its_deadline(world: World, stubbe
     finally:
         release.set()
         worker.join(10)
-    assert get_hook(world.store, INSTANCE)["state"] == HookState.COMPLETED  # type: ignore[index]
+    assert get_hook(world.store, INSTANCE)["state"] == HookState.COMPLETED
 
 
 def test_no_heartbeat_past_the_drains_deadline(world: World, stubbed: tuple[Any, Stubber]) -> None:

@@ -18,7 +18,7 @@ def test_values_are_parsed_and_frozen():
     s = InterruptionSettings.from_env({**BASE, "EARLY_REPLACEMENT": "false", "REBALANCE_POLICY": "drain"})
     assert s.early_replacement is False and s.rebalance_policy is RebalancePolicy.DRAIN
     with pytest.raises(ValidationError):
-        s.cluster_name = "x"  # type: ignore[misc]
+        s.cluster_name = "x"
 
 
 @pytest.mark.parametrize(

@@ -43,6 +43,6 @@ def test_a_gone_action_is_recorded_and_a_failed_call_puts_the_claim_back(store: 
 
     with pytest.raises(AwsUnavailableError):
         finish(store, ACTION, "agent", throttled)
-    assert get_hook(store, ACTION.instance_id)["state"] == "pending"  # type: ignore[index]
+    assert get_hook(store, ACTION.instance_id)["state"] == "pending"
     assert finish(store, ACTION, "agent", lambda action: False) is Finish.GONE
-    assert get_hook(store, ACTION.instance_id)["state"] == "gone"  # type: ignore[index]
+    assert get_hook(store, ACTION.instance_id)["state"] == "gone"

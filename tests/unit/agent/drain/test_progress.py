@@ -17,7 +17,7 @@ T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def pod(name: str, uid: str | None = None, **extra: object) -> PodView:
-    return PodView(namespace="ns", name=name, uid=uid or f"uid-{name}", **extra)  # type: ignore[arg-type]
+    return PodView(namespace="ns", name=name, uid=uid or f"uid-{name}", **extra)
 
 
 def make_progress() -> DrainProgress:

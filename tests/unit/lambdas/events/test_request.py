@@ -39,7 +39,7 @@ def test_invalid_requests_are_refused_with_their_fields(payload: object) -> None
 def test_triggers() -> None:
     assert parse_trigger({"trigger": "tick"}).kind is EventKind.TICK
     assert parse_trigger({"trigger": "schedule"}).kind is EventKind.SCHEDULE
-    assert parse_trigger({"cluster": "c", "max_age": "168h"}).request.max_age == "168h"  # type: ignore[union-attr]
+    assert parse_trigger({"cluster": "c", "max_age": "168h"}).request.max_age == "168h"
     with pytest.raises(UnsupportedEventError):
         parse_trigger({"source": "aws.ec2", "detail-type": "EC2 Spot Instance Interruption Warning"})
     with pytest.raises(MalformedEventError):
