@@ -32,10 +32,10 @@ if [ ! -x "$ASSETS/kube-apiserver" ] || [ ${#need_apt[@]} -gt 0 ]; then
     say "adding a deb-src entry ($src_list)"
     sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources | $SUDO tee "$src_list" >/dev/null
   fi
-  say "apt-get update"
+  say "apt-get update (up to a minute)"
   $SUDO apt-get update -qq
   if [ ${#need_apt[@]} -gt 0 ]; then
-    say "apt-get install ${need_apt[*]}"
+    say "apt-get install ${need_apt[*]} (1-3 minutes; golang-go is the large one)"
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
   fi
 fi
@@ -45,7 +45,7 @@ ln -sf "$(command -v etcd || echo /usr/bin/etcd)" "$ASSETS/etcd"
 if [ ! -x "$ASSETS/kube-apiserver" ]; then
   cd "$BUILD"
   if ! ls -d kubernetes-*/ >/dev/null 2>&1; then
-    say "apt-get source kubernetes (into $BUILD)"
+    say "apt-get source kubernetes into $BUILD (about 35 MB to download and unpack, a minute or two)"
     apt-get source -qq kubernetes >/dev/null
   fi
   srcs=(kubernetes-*/)
