@@ -2,8 +2,8 @@
 
 Starts the local world (moto server, kube-apiserver, etcd), plays the scenario, prints its timeline and verdict, stops
 everything it started. Exit status: 0 every check passed, 1 a check failed (a broken safety invariant), 2 the scenario
-could not finish (ABORTED), 3 the local world is not installed, 64 a bad command line, 130 interrupted by Ctrl-C
-(see ``scenarios.runner``).
+could not finish (ABORTED), 3 the local world is not installed, 64 a bad command line, 130 interrupted by Ctrl-C,
+143 stopped by SIGTERM (see ``scenarios.runner``).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         description="Runs one scenario on the local world (moto, kube-apiserver, etcd; no AWS account) and prints "
         "its timeline and verdict.",
         epilog=f"scenarios:\n{listing}\n\nexit status: 0 OK, 1 BROKEN (a check failed), 2 ABORTED, "
-        "3 local world not installed, 64 usage, 130 interrupted",
+        "3 local world not installed, 64 usage, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("scenario", nargs="?", default="spot-interruption", choices=sorted(SCENARIOS))

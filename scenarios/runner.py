@@ -11,6 +11,7 @@ code  verdict          meaning
 3     (one line)       the local world is not installed (etcd / kube-apiserver missing): nothing was started
 64    (usage)          a bad command line (argparse's message)
 130   ``INTERRUPTED``  Ctrl-C (SIGINT): the world was stopped and the checks made so far are shown
+143   ``INTERRUPTED``  SIGTERM (``LocalWorld`` turns it into ``SystemExit(143)``): the same, stopped by SIGTERM
 ====  ===============  ===================================================================================
 """
 
@@ -38,6 +39,7 @@ class Exit(enum.IntEnum):
     NOT_INSTALLED = 3
     USAGE = 64
     INTERRUPTED = 130
+    TERMINATED = 143  # 128 + SIGTERM
 
 
 class World(Protocol):
@@ -98,7 +100,8 @@ def run(
             stdout / stderr).
 
     Returns the ``Exit`` above. Raises nothing for what a scenario or the world raises (``Exception`` and
-    ``KeyboardInterrupt`` become verdicts); ``SystemExit`` (SIGTERM in the world) passes after the world stopped.
+    ``KeyboardInterrupt`` and the world's SIGTERM ``SystemExit(143)`` become verdicts); another ``SystemExit`` passes
+    after the world stopped.
     """
     out = out or sys.stdout
     err = err or sys.stderr
@@ -113,15 +116,22 @@ def run(
     stopped: Exit | None = None
     why = ""
     pids: list[int] = []
+    started = False
     try:
         world.start()
-        timeline.mark("world", "local world started")
+        started = True
         play(world, timeline, log_dir)
     except KeyboardInterrupt:
         stopped, why = Exit.INTERRUPTED, f"stopped by Ctrl-C after {time.monotonic() - timeline.start:.1f} s"
         timeline.mark("world", "interrupted (Ctrl-C): stopping the local world")
+    except SystemExit as exiting:
+        if exiting.code != Exit.TERMINATED:
+            raise
+        stopped, why = Exit.TERMINATED, f"stopped by SIGTERM after {time.monotonic() - timeline.start:.1f} s"
+        timeline.mark("world", "terminated (SIGTERM): stopping the local world")
     except Exception as error:  # noqa: BLE001 - becomes the ABORTED verdict, after cleanup
-        stopped, why = Exit.ABORTED, f"the scenario could not finish: {type(error).__name__}: {error}"
+        what = "the scenario could not finish" if started else "the local world did not start"
+        stopped, why = Exit.ABORTED, f"{what}: {type(error).__name__}: {error}"
         timeline.mark("world", f"scenario aborted: {type(error).__name__}: {error}")
     finally:
         with _patient_sigint(err):
@@ -136,10 +146,11 @@ def run(
         "no process left running", not leftover, f"{len(pids)} processes running at the end, left: {leftover}"
     )
 
-    if stopped is not Exit.INTERRUPTED:  # an interrupted run gets the short form: its progress is on screen
+    interrupted = stopped in (Exit.INTERRUPTED, Exit.TERMINATED)
+    if not interrupted:  # an interrupted run gets the short form: its progress is on screen
         timeline.print_timeline()
     failed = not timeline.ok
-    if stopped is Exit.INTERRUPTED:
+    if interrupted:
         headline = f"INTERRUPTED: {why}; the local world is stopped ({timeline.summary()})"
     elif failed:
         headline = f"BROKEN: {timeline.summary()}" + (f"; also, {why}" if stopped else "")

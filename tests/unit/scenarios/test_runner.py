@@ -114,7 +114,7 @@ def test_a_world_that_does_not_start_is_aborted_and_still_stopped() -> None:
     world = FakeWorld(fail_start=RuntimeError("kube-apiserver did not become ready in 30 s"))
     code, out, _, _ = play_run(lambda *args: played.append(args), world)
     assert code == 2 and not played and world.stops == 1
-    assert last_line(out).startswith("ABORTED: the scenario could not finish: RuntimeError: kube-apiserver did not")
+    assert last_line(out).startswith("ABORTED: the local world did not start: RuntimeError: kube-apiserver did not")
 
 
 def test_missing_kube_assets_is_one_line_and_exit_3() -> None:
@@ -142,6 +142,25 @@ def test_ctrl_c_in_the_scenario_is_a_short_interrupted_verdict() -> None:
     assert "Timeline" not in out  # the short form: the progress lines were on stderr as they happened
     assert last_line(out).startswith("INTERRUPTED: stopped by Ctrl-C after ")
     assert last_line(out).endswith("s; the local world is stopped (1/1 checks passed)")
+
+
+def test_sigterm_in_the_world_is_an_interrupted_verdict_and_exit_143() -> None:
+    def play(world: FakeWorld, timeline: Timeline, log_dir: Path) -> None:
+        raise SystemExit(143)  # what LocalWorld's SIGTERM handler raises
+
+    code, out, _, world = play_run(play)
+    assert code == 143 and world.stops == 1
+    assert last_line(out).startswith("INTERRUPTED: stopped by SIGTERM after ")
+
+
+def test_another_system_exit_passes_after_the_world_stopped() -> None:
+    def play(world: FakeWorld, timeline: Timeline, log_dir: Path) -> None:
+        raise SystemExit(7)
+
+    world = FakeWorld()
+    with pytest.raises(SystemExit):
+        play_run(play, world)
+    assert world.stops == 1
 
 
 # A real SIGINT, as a terminal's Ctrl-C sends it: the runner in its own process, with a fake world whose stop takes
