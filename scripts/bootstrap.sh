@@ -14,6 +14,20 @@ cd "$(dirname "$0")/.."
 say() { echo "[bootstrap] $*" >&2; }
 die() { say "error: $*"; exit 1; }
 
+# While a quiet step runs, a line every PROGRESS_EVERY seconds (30) saying it still runs. The sleep does not hold
+# stdout/stderr, so a caller reading them is not kept waiting once the step is over.
+progress_pid=""
+progress_start() { # <what>
+  local what="$1" start
+  start=$(date +%s)
+  ( while sleep "${PROGRESS_EVERY:-30}" >/dev/null 2>&1 </dev/null; do
+      say "  ... still $what ($(( $(date +%s) - start )) s so far)"
+    done ) >/dev/null &
+  progress_pid=$!
+}
+progress_stop() { [ -z "$progress_pid" ] || kill "$progress_pid" 2>/dev/null || true; progress_pid=""; }
+trap progress_stop EXIT
+
 venv_only=""
 case "${1:-}" in
   "") ;;
@@ -52,11 +66,13 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
   [ -x .venv/bin/python ] || { say "creating .venv with $("$PY" --version) (a few seconds)"; "$PY" -m venv .venv; }
   say "installing requirements-dev.txt and requirements-lint.txt into .venv (1-3 minutes the first time, quiet)"
   start=$(date +%s)
+  progress_start "installing requirements"
   # pip's own status decides (pipefail); the filter only drops a known harmless warning and may print nothing.
   { .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt \
       -r requirements-lint.txt 2>&1; } \
-    | { grep -v "is ignored: it is neither a file nor a directory" || true; } \
+    | { grep -v "is ignored: it is neither a file nor a directory" >&2 || true; } \
     || die "pip install failed (output above)"
+  progress_stop
   .venv/bin/python -c "import aws_cdk, moto, kubernetes, aws_lambda_powertools, importlinter, mypy" \
     && .venv/bin/ruff --version >/dev/null \
     || die "the requirements did not install"
@@ -73,7 +89,9 @@ fi
 if ! command -v kubectl >/dev/null 2>&1; then
   say "kubectl not found: installing Debian's kubernetes-client with apt-get (about a minute)"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  progress_start "installing kubernetes-client"
   $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq kubernetes-client >/dev/null
+  progress_stop
 fi
 
 if [ -z "${KUBEBUILDER_ASSETS:-}" ]; then

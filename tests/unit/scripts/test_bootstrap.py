@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -49,8 +50,9 @@ def ready_venv(repo: Path, python: Path | None = None, version: str = "") -> Non
     (repo / ".venv" / ".requirements.sha256").write_text(digest + "\n")
 
 
-def bootstrap(repo: Path, *args: str, python: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "KUBEBUILDER_ASSETS")}
+def bootstrap(repo: Path, *args: str, python: str | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "KUBEBUILDER_ASSETS", "PROGRESS_EVERY")}
+    env.update(extra)
     if python is not None:
         env["PYTHON"] = python
     return subprocess.run(
@@ -111,6 +113,40 @@ def test_the_real_interpreter_passes_and_venv_only_stops_before_the_local_world(
     # Without --venv-only the script goes on to the local world (here: the install script is not in the copy).
     full = bootstrap(repo)
     assert full.returncode != 0 and "install-kube-assets.sh" in full.stderr, full.stderr
+
+
+def stale_venv(repo: Path, pip_exit: int) -> None:
+    """A .venv of Python "3.12" whose requirements stamp is stale; its pip takes a second, then exits ``pip_exit``;
+    the import check and ruff pass."""
+    bin_dir = repo / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "python").write_text(
+        f'#!/bin/sh\nif [ "$1" = -m ]; then sleep 1; echo "pip ran"; exit {pip_exit}; fi\necho 3.12\n'
+    )
+    (bin_dir / "ruff").write_text("#!/bin/sh\necho ruff 0.0.0\n")
+    for tool in ("python", "ruff"):
+        (bin_dir / tool).chmod(0o755)
+
+
+def test_a_quiet_install_says_it_still_runs_and_ends_with_it(repo: Path) -> None:
+    stale_venv(repo, pip_exit=0)
+    started = time.monotonic()
+    done = bootstrap(repo, "--venv-only", PROGRESS_EVERY="0.3")
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert "[bootstrap]   ... still installing requirements (" in done.stderr
+    assert done.stderr.splitlines()[-1].startswith("[bootstrap] requirements installed in ")
+    assert (repo / ".venv" / ".requirements.sha256").exists()
+    assert took < 5, f"the progress ticker kept the output open: {took:.1f} s"
+
+
+def test_a_failed_pip_install_fails_the_bootstrap(repo: Path) -> None:
+    """The filter that drops pip's harmless warning must not hide pip's exit status."""
+    stale_venv(repo, pip_exit=1)
+    done = bootstrap(repo, "--venv-only", PROGRESS_EVERY="30")
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-2:] == ["pip ran", "[bootstrap] error: pip install failed (output above)"]
+    assert not (repo / ".venv" / ".requirements.sha256").exists()
 
 
 def test_an_unknown_option_is_refused(repo: Path) -> None:
