@@ -58,7 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--logs", type=Path, default=None, help="folder for the agent's log (default: a temp dir)")
     args = parser.parse_args(argv)
     log_dir = args.logs or Path(tempfile.mkdtemp(prefix="node-manager-demo-"))
-    return int(runner.run(args.scenario, _play(args.scenario), lambda logs: LocalWorld(log_dir=logs), log_dir))
+    try:
+        return int(runner.run(args.scenario, _play(args.scenario), lambda logs: LocalWorld(log_dir=logs), log_dir))
+    except KeyboardInterrupt:  # outside the runner's own handling: before the world exists, or while printing
+        print("\ninterrupted (Ctrl-C)", file=sys.stderr)
+        return int(runner.Exit.INTERRUPTED)
 
 
 if __name__ == "__main__":
