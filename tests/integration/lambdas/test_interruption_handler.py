@@ -29,6 +29,7 @@ from lambdas.interruption.handler import Deps, handle, lambda_handler
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 REGION = "us-east-1"
+ACCOUNT = "123456789012"  # moto's account, the one the fixtures of record carry
 CLUSTER = "demo.k8s.local"
 NODES = "nodes-us-east-1a.demo.k8s.local"
 MASTER = "master-us-east-1a.masters.demo.k8s.local"
@@ -71,6 +72,7 @@ class World:
             "table_name": "state",
             "queue_url": self.queue_url,
             "idempotency_table_name": "idempotency",
+            "account_id": ACCOUNT,
             **overrides,
         }
         return InterruptionSettings(**values)
