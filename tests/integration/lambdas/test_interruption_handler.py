@@ -25,6 +25,7 @@ from core.kops import CLUSTER_TAG, INSTANCE_GROUP_TAG, NODE_ROLE_TAG
 from core.model import Command, CommandStatus, NodeRecord
 from core.schema import idempotency_table, state_table
 from core.settings import InterruptionSettings
+from lambdas.interruption import handler as interruption_handler
 from lambdas.interruption.handler import Deps, handle, lambda_handler
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
@@ -349,6 +350,47 @@ def test_instances_outside_the_cluster_are_acknowledged(world, capsys, target, r
     assert any(log.get("reason") == reason and instance in log["message"] for log in logs(out))
 
 
+class NoCalls:
+    """An Auto Scaling client that fails the test if the handler reads anything (an out-of-scope event reads
+    nothing)."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"autoscaling.{name} called for an event that is not the deployment's")
+
+
+@pytest.mark.parametrize(
+    ("envelope", "reason"),
+    [({"region": "eu-west-1"}, "foreign_region"), ({"account": "210987654321"}, "foreign_account")],
+)
+def test_another_regions_or_accounts_warning_is_acknowledged_and_counted_never_acted_on(
+    world, capsys, envelope, reason
+):
+    """The instance id names a member of the cluster here: only the envelope says the event is not ours."""
+    groups = {NODES: world.members(NODES)}
+    victim = groups[NODES][0]
+    raw = {**event("spot-interruption-warning.json", victim), **envelope}
+
+    response = handle(raw, world.deps(autoscaling=NoCalls()), now=T0 + timedelta(seconds=1))
+
+    assert response["status"] == "acknowledged" and response["reason"] == reason
+    _assert_nothing_changed(world, groups)
+    out = capsys.readouterr().out
+    assert counted(emf(out), "EventsOutOfScope", reason=reason) == 1
+    assert counted(emf(out), "EventsIgnored", reason=reason) == 0
+    # the same warning from the deployment's own region is acted on
+    assert handle(event("spot-interruption-warning.json", victim), world.deps(), now=T0)["status"] == "acted"
+
+
+def test_without_a_known_account_nothing_from_the_bus_is_acted_on(world, capsys):
+    groups = {NODES: world.members(NODES)}
+
+    response = handle(event("spot-interruption-warning.json", groups[NODES][0]), world.deps(account_id=None), now=T0)
+
+    assert response["status"] == "acknowledged" and response["reason"] == "account_unknown"
+    _assert_nothing_changed(world, groups)
+    assert counted(emf(capsys.readouterr().out), "EventsOutOfScope", reason="account_unknown") == 1
+
+
 def test_event_five_minutes_late_is_acknowledged(world, capsys):
     groups = {NODES: world.members(NODES)}
     victim = groups[NODES][0]
@@ -556,3 +598,20 @@ def test_lambda_handler_reads_settings_from_the_environment(world, monkeypatch, 
     assert lines and all(line["correlation_id"] == raw["id"] for line in lines)
     assert {line["function_request_id"] for line in lines} == {"req-1"}
     assert lambda_handler({"not": "an event"}, FakeContext())["status"] == "rejected"
+
+
+def test_lambda_handler_takes_its_region_and_account_from_the_context(world, monkeypatch):
+    """No ACCOUNT_ID: the function ARN names the account; a function in eu-west-1 does not act on us-east-1."""
+    for var, value in {"CLUSTER_NAME": CLUSTER, "TABLE_NAME": "state", "QUEUE_URL": world.queue_url}.items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.delenv("ACCOUNT_ID", raising=False)
+    monkeypatch.setattr(interruption_handler._deps, "_value", None)  # settings read again from this environment
+    groups = {NODES: world.members(NODES)}
+    raw = event("spot-interruption-warning.json", groups[NODES][0], time=datetime.now(UTC))
+    elsewhere = FakeContext(invoked_function_arn="arn:aws:lambda:eu-west-1:123456789012:function:interruption")
+
+    response = lambda_handler(raw, elsewhere)
+
+    assert response["status"] == "acknowledged" and response["reason"] == "foreign_region"
+    _assert_nothing_changed(world, groups)
+    assert lambda_handler(raw, FakeContext())["status"] == "acted"
