@@ -280,8 +280,12 @@ def test_duplicate_of_a_still_queued_command_is_resent(world):
     assert len(world.detaches()) == 1
 
 
-@pytest.mark.parametrize("fixture", ["spot-interruption-warning-stop.json", "spot-interruption-warning-hibernate.json"])
-def test_stop_and_hibernate_drain_without_detaching(world, fixture):
+@pytest.mark.parametrize(
+    ("fixture", "kind", "notice_seconds"),
+    [("spot-interruption-warning-stop.json", "drain", 120), ("spot-interruption-warning-hibernate.json", "cordon", 0)],
+)
+def test_stop_drains_and_hibernate_cordons_without_detaching(world, fixture, kind, notice_seconds):
+    """AWS warns two minutes before a stop; a hibernation begins with the warning (no time to drain in)."""
     victim = world.members(NODES)[0]
     before = world.members(NODES)
 
@@ -289,7 +293,9 @@ def test_stop_and_hibernate_drain_without_detaching(world, fixture):
 
     assert response["status"] == "acted"
     [message] = world.messages()
-    assert Command.model_validate_json(message["Body"]).kind.value == "drain"
+    command = Command.model_validate_json(message["Body"])
+    assert command.kind.value == kind
+    assert command.deadline == T0 + timedelta(seconds=notice_seconds)
     assert world.members(NODES) == before
     assert world.detaches() == []
 
