@@ -10,7 +10,8 @@ item kind builds on it (``commands``, ``nodes``, ``detach``, ``hooks``, ``ledger
 
 Errors: conditional writes that lose raise typed ``ConflictError`` subclasses carrying the current item
 (``ReturnValuesOnConditionCheckFailure=ALL_OLD``); throttling, 5xx and connection failures raise
-``StoreUnavailableError`` (so does an answer botocore cannot parse); any other refusal ``AwsRequestError``. Each is raised ``from`` the botocore error.
+``StoreUnavailableError`` (so do an answer botocore cannot parse and a Query answer without ``Items``); any other
+refusal ``AwsRequestError``. Each is raised ``from`` the botocore error.
 """
 
 from __future__ import annotations
@@ -123,7 +124,11 @@ class Table:
                 out = self.table.query(**kwargs)
             except TABLE_ERRORS as err:
                 raise translate(err, message) from err
-            for item in out.get("Items", []):
+            if "Items" not in out:
+                # every Query answer has Items (maybe empty); botocore reads a 200 whose body is not JSON as {}, which
+                # must not pass for an empty partition
+                raise StoreUnavailableError(f"{message}: an answer without Items (unreadable body)")
+            for item in out["Items"]:
                 yield plain(item)
             if "LastEvaluatedKey" not in out:
                 return

@@ -124,6 +124,21 @@ def test_an_unparseable_answer_from_ec2_or_auto_scaling_is_a_retryable_error(
     assert caught.value.code == "ResponseParserError" and "Unable to parse" in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("name", "make_call"),
+    [c for c in JSON_CALLS if c[0] in ("SendMessage", "Query")],
+    ids=["SendMessage", "Query"],
+)
+def test_a_json_answer_that_is_not_json_never_passes_for_a_sent_message_or_an_empty_partition(
+    made: dict[str, Any], name: str, make_call: Callable[[dict[str, Any]], Any]
+) -> None:
+    """botocore reads a 200 whose body is not JSON as an empty answer. GetItem cannot tell it from "no item" (the
+    same empty answer) and PutItem/DeleteItem answer nothing: those are not checked."""
+    Garbage.status = 200
+    with pytest.raises((AwsUnavailableError, StoreUnavailableError)):
+        make_call(made)
+
+
 @pytest.mark.parametrize("status", [400, 500, 502])
 @pytest.mark.parametrize(("name", "make_call"), XML_CALLS + JSON_CALLS, ids=[n for n, _ in XML_CALLS + JSON_CALLS])
 def test_an_error_status_with_an_unparseable_body_raises_the_projects_exceptions(
