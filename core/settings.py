@@ -73,12 +73,18 @@ _COMMON_ENV = {
     "queue_url": "QUEUE_URL",
 }
 
+# The Lambdas' own: the account they run in, for running outside Lambda (in Lambda the invocation context's function
+# ARN names it and wins). Without either, no event from the bus is acted on (``lambdas.events.scope``).
+_LAMBDA_ENV = {"account_id": "ACCOUNT_ID"}
+ACCOUNT_ID_PATTERN = r"^\d{12}$"
+
 
 class InterruptionSettings(_Settings):
     """Settings of the interruption Lambda."""
 
     ENV_VARS: ClassVar[dict[str, str]] = {
         **_COMMON_ENV,
+        **_LAMBDA_ENV,
         "idempotency_table_name": "IDEMPOTENCY_TABLE_NAME",
         "spot_deadline_seconds": "SPOT_DEADLINE_SECONDS",
         "early_replacement": "EARLY_REPLACEMENT",
@@ -96,6 +102,7 @@ class InterruptionSettings(_Settings):
     cluster_name: str = Field(min_length=1)
     table_name: str = Field(min_length=1)
     queue_url: str = Field(min_length=1)
+    account_id: str | None = Field(default=None, pattern=ACCOUNT_ID_PATTERN)
     idempotency_table_name: str | None = None
     spot_deadline_seconds: int = Field(default=120, ge=10, le=3600)
     early_replacement: bool = True
@@ -238,6 +245,7 @@ class RefresherSettings(_Settings):
 
     ENV_VARS: ClassVar[dict[str, str]] = {
         **_COMMON_ENV,
+        **_LAMBDA_ENV,
         "max_age": "REFRESH_MAX_AGE",
         "max_surge": "REFRESH_MAX_SURGE",
         "drain_timeout_seconds": "REFRESH_DRAIN_TIMEOUT_SECONDS",
@@ -255,6 +263,7 @@ class RefresherSettings(_Settings):
     cluster_name: str = Field(min_length=1)
     table_name: str = Field(min_length=1)
     queue_url: str = Field(min_length=1)
+    account_id: str | None = Field(default=None, pattern=ACCOUNT_ID_PATTERN)
     # weekly runs replace instances launched longer ago than this (or on an outdated launch template version)
     max_age: str = "7d"
     max_surge: int = Field(default=1, ge=1, le=100)
@@ -289,6 +298,7 @@ class ReplenisherSettings(_Settings):
 
     ENV_VARS: ClassVar[dict[str, str]] = {
         **_COMMON_ENV,
+        **_LAMBDA_ENV,
         "recovery_hold_seconds": "RECOVERY_HOLD_SECONDS",
         "backoff_initial_seconds": "BACKOFF_INITIAL_SECONDS",
         "backoff_max_seconds": "BACKOFF_MAX_SECONDS",
@@ -306,6 +316,7 @@ class ReplenisherSettings(_Settings):
     cluster_name: str = Field(min_length=1)
     table_name: str = Field(min_length=1)
     queue_url: str = Field(min_length=1)
+    account_id: str | None = Field(default=None, pattern=ACCOUNT_ID_PATTERN)
     # a recovered ASG must hold its desired count of Ready nodes this long before the capacity is given back
     recovery_hold_seconds: int = Field(default=600, ge=0)
     # an ASG whose launch failed is not trusted (as donor, or as recovered) until its backoff passes: it starts at
