@@ -82,6 +82,9 @@ def test_an_event_gets_its_keys_for_the_invocation_only() -> None:
         ({**spot(), "detail": {}}, SPOT, "malformed"),
         ({**spot(), "time": "2024-03-05T11:00:00Z"}, SPOT, "time_in_future"),
         ({"action": "refresh"}, REFRESH, "invalid_request"),
+        ({"source": []}, SPOT, "malformed"),  # found by fuzzing: a TypeError (unhashable) before
+        ({**spot(), "detail-type": {"a": 1}}, SPOT, "malformed"),
+        ({**spot(), "time": 1709633730}, SPOT, "malformed"),
     ],
 )
 def test_bad_input_is_answered_logged_and_counted_never_raised(raw: Any, kinds: frozenset, reason: str) -> None:
