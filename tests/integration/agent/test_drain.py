@@ -23,6 +23,7 @@ from agent.kube.client import KubeAdapter, make_api_client
 from agent.kube.views import CORDON_ANNOTATION
 from core.exceptions import NodeNotFoundError
 from core.model import Command, CommandKind, CommandStatus, DrainOptions, parse_provider_id, utcnow
+from core.settings import PdbDeadlinePolicy
 from localworld.cluster import ClusterInfo
 from localworld.rest import KubeRest, q
 from localworld.simulator.objects import is_live, pod_ready
@@ -51,6 +52,8 @@ class Backoff:
 
     eviction_backoff_seconds: float = 0.2
     eviction_backoff_max_seconds: float = 1.0
+    drain_grace_margin_seconds: float = 10.0
+    drain_pdb_deadline_policy: PdbDeadlinePolicy = PdbDeadlinePolicy.DELETE
 
 
 @pytest.fixture
