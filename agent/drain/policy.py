@@ -206,6 +206,7 @@ def deletes_past_pdb(policy: PdbDeadlinePolicy, reason: str) -> bool:
 
 def seconds_until_pdb_delete(wanted: int, remaining: float, margin: float) -> float:
     """Seconds from now until a pod blocked by a PodDisruptionBudget is deleted (pure; <= 0: now): when its
-    wanted grace stops fitting before the deadline minus ``margin`` (deadline - margin - wanted), so it gets its
-    full grace if the budget held it until then, and what is left when its grace never fitted."""
-    return remaining - margin - wanted
+    wanted grace is about to stop fitting before the deadline minus ``margin`` (deadline - margin - wanted - 1:
+    one second early, so the whole-second ``grace_limit`` still equals the wanted grace then). It gets its full
+    grace if the budget held it until then, and what is left when its grace never fitted."""
+    return remaining - margin - wanted - 1

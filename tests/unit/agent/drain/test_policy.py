@@ -257,15 +257,15 @@ def test_only_deadline_bound_drains_delete_past_a_pdb(policy: PdbDeadlinePolicy,
 
 
 def test_a_pdb_protected_pod_is_deleted_when_its_grace_stops_fitting() -> None:
-    # grace 30, 10 s margin: due 40 s before the deadline, with its full 30 s
-    assert seconds_until_pdb_delete(30, 100.0, 10.0) == 60.0
-    assert seconds_until_pdb_delete(30, 40.0, 10.0) == 0.0
-    assert grace_past_pdb(30, 40.0, 10.0) == Grace(30, 30, GraceSource.PDB_DEADLINE)
+    # grace 30, 10 s margin: due 41 s before the deadline (a second early), with its full 30 s even a moment late
+    assert seconds_until_pdb_delete(30, 100.0, 10.0) == 59.0
+    assert seconds_until_pdb_delete(30, 41.0, 10.0) == 0.0
+    assert grace_past_pdb(30, 40.9, 10.0) == Grace(30, 30, GraceSource.PDB_DEADLINE)
     # grace 180 never fits a 120 s notice: due at once, with what remains
     assert seconds_until_pdb_delete(180, 119.0, 10.0) < 0
     assert grace_past_pdb(180, 119.0, 10.0) == Grace(109, 109, GraceSource.PDB_DEADLINE)
     # a grace-0 pod is held by its budget until the margin, then deleted with 0 (its own; never raised)
-    assert seconds_until_pdb_delete(0, 15.0, 10.0) == 5.0
+    assert seconds_until_pdb_delete(0, 15.0, 10.0) == 4.0
     assert grace_past_pdb(0, 10.0, 10.0) == Grace(0, 0, GraceSource.PDB_DEADLINE)
     # late: what is left, never below 0
     assert grace_past_pdb(30, 0.5, 10.0) == Grace(0, 0, GraceSource.PDB_DEADLINE)
