@@ -39,6 +39,20 @@ class RebalancePolicy(str, Enum):
     DRAIN = "drain"
 
 
+class PdbDeadlinePolicy(str, Enum):
+    """``DRAIN_PDB_DEADLINE_POLICY``: what a deadline-bound drain (Spot warning, termination lifecycle hook: the
+    instance goes at the deadline whatever the drain did) does with a pod a PodDisruptionBudget still protects.
+
+    - ``honor``: keep retrying the eviction until the deadline; the reclaim then kills the pod without a shutdown.
+    - ``delete``: once the pod's grace period no longer fits before the deadline (minus
+      ``DRAIN_GRACE_MARGIN_SECONDS``), DELETE it with the grace that remains, so it gets SIGTERM and stops
+      cleanly (Karpenter's ``terminationGracePeriod`` does the same).
+    """
+
+    HONOR = "honor"
+    DELETE = "delete"
+
+
 class _Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -134,6 +148,8 @@ class AgentSettings(_Settings):
         "stale_running_seconds": "STALE_RUNNING_SECONDS",
         "eviction_backoff_seconds": "EVICTION_BACKOFF_SECONDS",
         "eviction_backoff_max_seconds": "EVICTION_BACKOFF_MAX_SECONDS",
+        "drain_grace_margin_seconds": "DRAIN_GRACE_MARGIN_SECONDS",
+        "drain_pdb_deadline_policy": "DRAIN_PDB_DEADLINE_POLICY",
         "command_ttl_seconds": "COMMAND_TTL_SECONDS",
         "shutdown_grace_seconds": "AGENT_SHUTDOWN_GRACE_SECONDS",
         # operation (issue 5): leader election, health/metrics endpoint, logs, CloudWatch, lifecycle hooks
@@ -164,6 +180,9 @@ class AgentSettings(_Settings):
     stale_running_seconds: int = Field(default=60, ge=5)
     eviction_backoff_seconds: float = Field(default=0.5, gt=0)
     eviction_backoff_max_seconds: float = Field(default=5.0, gt=0)
+    # a pod's grace period is capped so its shutdown ends this long before the command's deadline (agent/drain/policy)
+    drain_grace_margin_seconds: float = Field(default=10.0, ge=0, le=600)
+    drain_pdb_deadline_policy: PdbDeadlinePolicy = PdbDeadlinePolicy.DELETE
     command_ttl_seconds: int = Field(default=7 * 86400, ge=3600)
     # on SIGTERM, how long in-flight commands may run on before they are handed back to another agent; keep it
     # below the pod's terminationGracePeriodSeconds minus SQS_WAIT_SECONDS
