@@ -148,7 +148,6 @@ class ReadyMonitor:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(5)
-        self._sample()  # what changed since the last tick (the drain may end right after its pod went)
 
 
 def outcome(result: NodeCommandResult, name_prefix: str) -> list[Any]:
