@@ -1,15 +1,20 @@
 # The two commands of the README (demo, test), the static checks and the benchmarks. Every target prepares the
-# machine first (scripts/bootstrap.sh), then reuses it. With a virtualenv prepared elsewhere:
+# machine first (scripts/bootstrap.sh), then reuses it: synth and lint need only the virtualenv (bootstrap-venv:
+# no apt-get, no kube-apiserver build); demo, test and the benchmarks need the local world too (bootstrap).
+# With a virtualenv prepared elsewhere:
 #   make lint VENV=/path/to/venv NO_BOOTSTRAP=1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # The packages mypy --strict checks (the deployed and in-cluster code); those not present yet are skipped.
 TYPED := $(wildcard core adapters lambdas agent)
-.PHONY: demo test bootstrap synth bench lint bench-smoke check
+.PHONY: demo test bootstrap bootstrap-venv synth bench lint bench-smoke check
 
 bootstrap:
 	@[ -n "$(NO_BOOTSTRAP)" ] || scripts/bootstrap.sh
+
+bootstrap-venv:
+	@[ -n "$(NO_BOOTSTRAP)" ] || scripts/bootstrap.sh --venv-only
 
 demo: bootstrap
 	$(PY) -m scenarios spot-interruption
@@ -17,7 +22,7 @@ demo: bootstrap
 test: bootstrap
 	$(PY) -m pytest
 
-synth: bootstrap
+synth: bootstrap-venv
 	$(PY) app.py
 
 bench: bootstrap
@@ -25,7 +30,7 @@ bench: bootstrap
 
 # Static checks, fast, before the tests: every tool runs even when an earlier one found something, and the target
 # fails if any did.
-lint: bootstrap
+lint: bootstrap-venv
 	@rc=0; \
 	for step in "ruff check ." "ruff format --check ." "mypy --strict $(TYPED)" "lint-imports"; do \
 	  echo "== $$step" >&2; $(VENV)/bin/$$step || rc=1; \

@@ -8,6 +8,9 @@ Every metric lives in the ``AgentMetrics``' own registry (tests build as many as
   terminal status (``succeeded``, ``failed``, ``timed_out``, ``skipped``).
 - ``node_manager_agent_messages_dropped_total{reason}``: messages not run: ``malformed``, ``foreign`` (another
   cluster), ``duplicate`` (a finished command delivered again).
+- ``node_manager_agent_commands_rejected_total{reason}``: well-formed commands not run because no ``CMD#`` item
+  backs them: ``no_record`` (none recorded under the body's command id), ``mismatch`` (the item records another
+  cluster, kind, instance, node, deadline or options). The message is left for the dead-letter queue.
 - ``node_manager_agent_drain_duration_seconds{result}``: histogram of drain durations (the engine's
   ``durations.total``).
 - ``node_manager_agent_pods_evicted_total``: evictions the API accepted.
@@ -58,6 +61,12 @@ class AgentMetrics:
         self.messages_dropped = Counter(
             f"{PREFIX}_messages_dropped",
             "SQS messages not run: malformed, foreign or duplicate",
+            ["reason"],
+            registry=r,
+        )
+        self.commands_rejected = Counter(
+            f"{PREFIX}_commands_rejected",
+            "Commands not run because no CMD# item backs them: no_record or mismatch",
             ["reason"],
             registry=r,
         )

@@ -38,7 +38,7 @@ from core.kops import CLUSTER_TAG, INSTANCE_GROUP_TAG, MASTER_ROLE_TAGS, NODE_RO
 from core.model import NodeRecord
 from core.settings import ReplenisherSettings
 from lambdas.replenisher.handler import Deps, handle
-from localworld.eventbus import launch_event, scheduled_event
+from localworld.eventbus import DEFAULT_ACCOUNT, launch_event, scheduled_event
 from localworld.faults import CapacityOutage
 
 CLUSTER = "bench.k8s.local"
@@ -174,7 +174,9 @@ def run(runs: int, workers_per_group: int = WORKERS_PER_GROUP) -> dict[str, list
         session.client("dynamodb").create_table(**schema.state_table(TABLE))
         sqs = session.client("sqs")
         queue_url = sqs.create_queue(QueueName="commands")["QueueUrl"]
-        settings = ReplenisherSettings(cluster_name=CLUSTER, table_name=TABLE, queue_url=queue_url)
+        settings = ReplenisherSettings(
+            cluster_name=CLUSTER, table_name=TABLE, queue_url=queue_url, account_id=DEFAULT_ACCOUNT
+        )
         autoscaling, ec2 = session.client("autoscaling"), session.client("ec2")
         deps = Deps.from_clients(
             settings,

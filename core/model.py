@@ -73,7 +73,8 @@ class Command(BaseModel):
         instance_id: the EC2 instance whose node is the target; the agent resolves the node from
             ``spec.providerID``.
         node_name: the node's name when the sender knew it (membership); advisory only.
-        deadline: when the work must be over (UTC); for a Spot warning, event time + 120 s.
+        deadline: when the work must be over (UTC); for a Spot warning, event time + 120 s (the event time for
+            ``hibernate``: ``lambdas.interruption.decide.notice_seconds``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -39,6 +39,20 @@ class RebalancePolicy(str, Enum):
     DRAIN = "drain"
 
 
+class PdbDeadlinePolicy(str, Enum):
+    """``DRAIN_PDB_DEADLINE_POLICY``: what a deadline-bound drain (Spot warning, termination lifecycle hook: the
+    instance goes at the deadline whatever the drain did) does with a pod a PodDisruptionBudget still protects.
+
+    - ``honor``: keep retrying the eviction until the deadline; the reclaim then kills the pod without a shutdown.
+    - ``delete``: once the pod's grace period no longer fits before the deadline (minus
+      ``DRAIN_GRACE_MARGIN_SECONDS``), DELETE it with the grace that remains, so it gets SIGTERM and stops
+      cleanly (Karpenter's ``terminationGracePeriod`` does the same).
+    """
+
+    HONOR = "honor"
+    DELETE = "delete"
+
+
 class _Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -73,12 +87,18 @@ _COMMON_ENV = {
     "queue_url": "QUEUE_URL",
 }
 
+# The Lambdas' own: the account they run in, for running outside Lambda (in Lambda the invocation context's function
+# ARN names it and wins). Without either, no event from the bus is acted on (``lambdas.events.scope``).
+_LAMBDA_ENV = {"account_id": "ACCOUNT_ID"}
+ACCOUNT_ID_PATTERN = r"^\d{12}$"
+
 
 class InterruptionSettings(_Settings):
     """Settings of the interruption Lambda."""
 
     ENV_VARS: ClassVar[dict[str, str]] = {
         **_COMMON_ENV,
+        **_LAMBDA_ENV,
         "idempotency_table_name": "IDEMPOTENCY_TABLE_NAME",
         "spot_deadline_seconds": "SPOT_DEADLINE_SECONDS",
         "early_replacement": "EARLY_REPLACEMENT",
@@ -96,6 +116,7 @@ class InterruptionSettings(_Settings):
     cluster_name: str = Field(min_length=1)
     table_name: str = Field(min_length=1)
     queue_url: str = Field(min_length=1)
+    account_id: str | None = Field(default=None, pattern=ACCOUNT_ID_PATTERN)
     idempotency_table_name: str | None = None
     spot_deadline_seconds: int = Field(default=120, ge=10, le=3600)
     early_replacement: bool = True
@@ -127,6 +148,8 @@ class AgentSettings(_Settings):
         "stale_running_seconds": "STALE_RUNNING_SECONDS",
         "eviction_backoff_seconds": "EVICTION_BACKOFF_SECONDS",
         "eviction_backoff_max_seconds": "EVICTION_BACKOFF_MAX_SECONDS",
+        "drain_grace_margin_seconds": "DRAIN_GRACE_MARGIN_SECONDS",
+        "drain_pdb_deadline_policy": "DRAIN_PDB_DEADLINE_POLICY",
         "command_ttl_seconds": "COMMAND_TTL_SECONDS",
         "shutdown_grace_seconds": "AGENT_SHUTDOWN_GRACE_SECONDS",
         # operation (issue 5): leader election, health/metrics endpoint, logs, CloudWatch, lifecycle hooks
@@ -157,6 +180,9 @@ class AgentSettings(_Settings):
     stale_running_seconds: int = Field(default=60, ge=5)
     eviction_backoff_seconds: float = Field(default=0.5, gt=0)
     eviction_backoff_max_seconds: float = Field(default=5.0, gt=0)
+    # a pod's grace period is capped so its shutdown ends this long before the command's deadline (agent/drain/policy)
+    drain_grace_margin_seconds: float = Field(default=10.0, ge=0, le=600)
+    drain_pdb_deadline_policy: PdbDeadlinePolicy = PdbDeadlinePolicy.DELETE
     command_ttl_seconds: int = Field(default=7 * 86400, ge=3600)
     # on SIGTERM, how long in-flight commands may run on before they are handed back to another agent; keep it
     # below the pod's terminationGracePeriodSeconds minus SQS_WAIT_SECONDS
@@ -238,6 +264,7 @@ class RefresherSettings(_Settings):
 
     ENV_VARS: ClassVar[dict[str, str]] = {
         **_COMMON_ENV,
+        **_LAMBDA_ENV,
         "max_age": "REFRESH_MAX_AGE",
         "max_surge": "REFRESH_MAX_SURGE",
         "drain_timeout_seconds": "REFRESH_DRAIN_TIMEOUT_SECONDS",
@@ -255,6 +282,7 @@ class RefresherSettings(_Settings):
     cluster_name: str = Field(min_length=1)
     table_name: str = Field(min_length=1)
     queue_url: str = Field(min_length=1)
+    account_id: str | None = Field(default=None, pattern=ACCOUNT_ID_PATTERN)
     # weekly runs replace instances launched longer ago than this (or on an outdated launch template version)
     max_age: str = "7d"
     max_surge: int = Field(default=1, ge=1, le=100)
@@ -289,6 +317,7 @@ class ReplenisherSettings(_Settings):
 
     ENV_VARS: ClassVar[dict[str, str]] = {
         **_COMMON_ENV,
+        **_LAMBDA_ENV,
         "recovery_hold_seconds": "RECOVERY_HOLD_SECONDS",
         "backoff_initial_seconds": "BACKOFF_INITIAL_SECONDS",
         "backoff_max_seconds": "BACKOFF_MAX_SECONDS",
@@ -306,6 +335,7 @@ class ReplenisherSettings(_Settings):
     cluster_name: str = Field(min_length=1)
     table_name: str = Field(min_length=1)
     queue_url: str = Field(min_length=1)
+    account_id: str | None = Field(default=None, pattern=ACCOUNT_ID_PATTERN)
     # a recovered ASG must hold its desired count of Ready nodes this long before the capacity is given back
     recovery_hold_seconds: int = Field(default=600, ge=0)
     # an ASG whose launch failed is not trusted (as donor, or as recovered) until its backoff passes: it starts at

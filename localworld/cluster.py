@@ -19,6 +19,7 @@ from typing import Any
 
 from core import schema
 from core.kops import CLUSTER_TAG, INSTANCE_GROUP_TAG, MASTER_ROLE_TAGS, NODE_ROLE_TAG
+from localworld.eventbus import DEFAULT_ACCOUNT
 
 AGENT_EVENT_SOURCE = "node-manager.agent"
 DEFAULT_AZS = ("us-east-1a", "us-east-1b", "us-east-1c")
@@ -63,6 +64,8 @@ class ClusterInfo:
             "QUEUE_URL": self.queue_url,
             "IDEMPOTENCY_TABLE_NAME": self.idempotency_table_name,
             "EVENT_BUS_NAME": self.event_bus_name,
+            # the Lambdas run in moto's account (outside Lambda no context names it; lambdas.events.scope)
+            "ACCOUNT_ID": DEFAULT_ACCOUNT,
         }
 
     @property

@@ -187,7 +187,9 @@ class EventBus:
         observer_queue_url: the queue the agent's events reach (None: agent events are not pumped).
         watch_asgs: emit ``Launch Successful`` for new ASG instances.
         clock: returns the current UTC time (events' ``time``); injectable.
-        account, region: put in every event's envelope.
+        account, region: put in every event's envelope; they must be the Lambdas' (``lambdas.events.scope``:
+            another account's or region's event is acknowledged, not acted on). ``region`` defaults to the session's
+            (``WorldSession.region``), else us-east-1.
     """
 
     def __init__(
@@ -198,7 +200,7 @@ class EventBus:
         watch_asgs: bool = True,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         account: str = DEFAULT_ACCOUNT,
-        region: str = "us-east-1",
+        region: str | None = None,
     ) -> None:
         self.autoscaling = session.client("autoscaling")
         self.sqs = session.client("sqs") if observer_queue_url else None
@@ -206,7 +208,7 @@ class EventBus:
         self.watch_asgs = watch_asgs
         self.clock = clock
         self.account = account
-        self.region = region
+        self.region: str = region or getattr(session, "region", None) or "us-east-1"
         self.history: list[tuple[Event, list[Delivery]]] = []
         self._handlers: dict[tuple[str, str], list[Handler]] = {}
         self._pending: list[Event] = []

@@ -19,6 +19,7 @@ KEYS = (
     "QUEUE_URL",
     "IDEMPOTENCY_TABLE_NAME",
     "EVENT_BUS_NAME",
+    "ACCOUNT_ID",
     "PYTHONPATH",
     "PROBE_EXTRA",
 )

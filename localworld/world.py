@@ -224,6 +224,12 @@ class LocalWorld:
         self.cluster = None
         self.timings["reset"] = time.monotonic() - t0
 
+    def started_pids(self) -> list[int]:
+        """Process ids of what this world runs now: spawned processes, kube-apiserver and etcd (to check, after
+        ``stop``, that none is left)."""
+        kube = [proc.pid for proc in (self.kube._apiserver, self.kube._etcd) if proc is not None]
+        return [p.pid for p in self._spawned] + kube
+
     def stop_processes(self) -> None:
         """SIGKILL every process ``spawn`` started (whole process groups) and wait for them."""
         while self._spawned:

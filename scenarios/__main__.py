@@ -1,61 +1,68 @@
 """The main job on the local world: ``python -m scenarios [spot-interruption | replenish | refresh]``.
 
 Starts the local world (moto server, kube-apiserver, etcd), plays the scenario, prints its timeline and verdict, stops
-everything it started, and exits 1 if any check failed (a broken safety invariant), 2 if the scenario could not run.
+everything it started. Exit status: 0 every check passed, 1 a check failed (a broken safety invariant), 2 the scenario
+could not finish (ABORTED), 3 the local world is not installed, 64 a bad command line, 130 interrupted by Ctrl-C,
+143 stopped by SIGTERM (see ``scenarios.runner``).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 from pathlib import Path
+from types import ModuleType
+from typing import NoReturn
 
 from localworld.world import LocalWorld
-from scenarios import refresh, replenish, spot
+from scenarios import refresh, replenish, runner, spot
 from scenarios.timeline import Timeline
 
-SCENARIOS = {"spot-interruption": spot.run, "replenish": replenish.run, "refresh": refresh.run}
+MODULES: dict[str, ModuleType] = {"spot-interruption": spot, "replenish": replenish, "refresh": refresh}
+SCENARIOS = {name: module.run for name, module in MODULES.items()}
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+def _first_line(module: ModuleType) -> str:
+    """The docstring's first paragraph on one line, without its "Scenario: " prefix."""
+    paragraph = (module.__doc__ or "").strip().split("\n\n")[0]
+    return " ".join(paragraph.split()).removeprefix("Scenario: ")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """A bad command line exits 64 (EX_USAGE), not argparse's 2, which means ABORTED here."""
+        self.print_usage(sys.stderr)
+        self.exit(runner.Exit.USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _play(name: str) -> runner.Play:
+    def play(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
+        timeline.mark("world", f"moto server {world.moto.endpoint_url}, kube-apiserver {world.kube.url}")
+        SCENARIOS[name](world, timeline, log_dir)
+
+    return play
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scenarios", description=__doc__.splitlines()[0])
+    listing = "\n".join(f"  {name:<18} {_first_line(module)}" for name, module in MODULES.items())
+    parser = _Parser(
+        prog="python -m scenarios",
+        description="Runs one scenario on the local world (moto, kube-apiserver, etcd; no AWS account) and prints "
+        "its timeline and verdict.",
+        epilog=f"scenarios:\n{listing}\n\nexit status: 0 OK, 1 BROKEN (a check failed), 2 ABORTED, "
+        "3 local world not installed, 64 usage, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("scenario", nargs="?", default="spot-interruption", choices=sorted(SCENARIOS))
     parser.add_argument("--logs", type=Path, default=None, help="folder for the agent's log (default: a temp dir)")
     args = parser.parse_args(argv)
     log_dir = args.logs or Path(tempfile.mkdtemp(prefix="node-manager-demo-"))
-
-    timeline = Timeline()
-    print(f"Scenario {args.scenario} on the local world (logs in {log_dir})\n")
-    pids: list[int] = []
-    failed_to_run: BaseException | None = None
-    with LocalWorld(log_dir=log_dir) as world:
-        timeline.mark("world", f"moto server {world.moto.endpoint_url}, kube-apiserver {world.kube.url}")
-        try:
-            SCENARIOS[args.scenario](world, timeline, log_dir)
-        except Exception as err:  # noqa: BLE001 - reported as a failed run, after cleanup
-            failed_to_run = err
-            timeline.mark("world", f"scenario aborted: {type(err).__name__}: {err}")
-        pids = [p.pid for p in world._spawned] + [
-            proc.pid for proc in (world.kube._apiserver, world.kube._etcd) if proc is not None
-        ]
-    leftover = [pid for pid in pids if _alive(pid)]
-    timeline.check("no process left running", not leftover, f"{len(pids)} processes started, left: {leftover}")
-    timeline.print_timeline()
-    timeline.print_verdict()
-    if failed_to_run is not None:
-        print(f"\nthe scenario could not finish: {failed_to_run}", file=sys.stderr)
-        return 2
-    return 0 if timeline.ok else 1
+    try:
+        return int(runner.run(args.scenario, _play(args.scenario), lambda logs: LocalWorld(log_dir=logs), log_dir))
+    except KeyboardInterrupt:  # outside the runner's own handling: before the world exists, or while printing
+        print("\ninterrupted (Ctrl-C)", file=sys.stderr)
+        return int(runner.Exit.INTERRUPTED)
 
 
 if __name__ == "__main__":

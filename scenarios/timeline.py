@@ -66,6 +66,12 @@ class Timeline:
     def ok(self) -> bool:
         return all(c.passed for c in self.checks)
 
+    def summary(self) -> str:
+        """``k/n checks passed``."""
+        with self._lock:
+            passed = sum(c.passed for c in self.checks)
+            return f"{passed}/{len(self.checks)} checks passed"
+
     def print_timeline(self) -> None:
         print("\nTimeline (seconds since start)", file=self.out)
         with self._lock:
@@ -73,14 +79,13 @@ class Timeline:
         for e in entries:
             print(f"  {e.at:8.3f}s  {e.actor:<10} {e.what}", file=self.out)
 
-    def print_verdict(self) -> None:
+    def print_verdict(self, headline: str | None = None) -> None:
+        """Each check, then ``headline`` (default ``OK: n/n checks passed`` or ``BROKEN: k/n checks passed``; the
+        runner gives ``ABORTED: ...`` or ``INTERRUPTED: ...`` when the scenario did not reach its end)."""
         print("\nVerdict", file=self.out)
         for c in self.checks:
             mark = "PASS" if c.passed else "FAIL"
             print(f"  [{mark}] {c.name}" + (f": {c.detail}" if c.detail else ""), file=self.out)
-        failed = sum(not c.passed for c in self.checks)
-        print(
-            f"\n{'OK' if failed == 0 else 'BROKEN'}: {len(self.checks) - failed}/{len(self.checks)} checks passed",
-            file=self.out,
-            flush=True,
-        )
+        if headline is None:
+            headline = f"{'OK' if self.ok else 'BROKEN'}: {self.summary()}"
+        print(f"\n{headline}", file=self.out, flush=True)

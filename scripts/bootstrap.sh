@@ -1,40 +1,101 @@
 #!/usr/bin/env bash
 # Prepares a fresh machine for the demo and the tests, and reuses what an earlier run built:
 #   1. the virtualenv .venv with requirements-dev.txt and requirements-lint.txt (the static checks' tools),
-#      re-installed only when any requirements file changes;
-#   2. etcd and kube-apiserver for the local world (scripts/install-kube-assets.sh; cached outside the repo).
+#      re-installed only when any requirements file changes; Python 3.11 or newer ($PYTHON, default python3);
+#   2. kubectl, etcd and kube-apiserver for the local world (scripts/install-kube-assets.sh; cached outside the repo).
+#
+# Usage: scripts/bootstrap.sh [--venv-only]
+#   --venv-only  step 1 only: what `make synth` and `make lint` need (no apt-get, no Go build).
+# Exits 1 with a one-line message when a step fails (Python too old or missing, requirements not installed).
 set -euo pipefail
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 cd "$(dirname "$0")/.."
 
 say() { echo "[bootstrap] $*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+# While a quiet step runs, a line every PROGRESS_EVERY seconds (30) saying it still runs. The sleep does not hold
+# stdout/stderr, so a caller reading them is not kept waiting once the step is over.
+progress_pid=""
+progress_start() { # <what>
+  local what="$1" start
+  start=$(date +%s)
+  ( while sleep "${PROGRESS_EVERY:-30}" >/dev/null 2>&1 </dev/null; do
+      say "  ... still $what ($(( $(date +%s) - start )) s so far)"
+    done ) >/dev/null &
+  progress_pid=$!
+}
+progress_stop() { [ -z "$progress_pid" ] || kill "$progress_pid" 2>/dev/null || true; progress_pid=""; }
+trap progress_stop EXIT
+
+venv_only=""
+case "${1:-}" in
+  "") ;;
+  --venv-only) venv_only=1 ;;
+  -h | --help) sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 0 ;;
+  *) die "unknown option $1 (usage: scripts/bootstrap.sh [--venv-only])" ;;
+esac
+
 PY="${PYTHON:-python3}"
+MIN_MAJOR=3 MIN_MINOR=11
+
+# Refuses an interpreter older than 3.11 (the code uses datetime.UTC and 3.11's fromisoformat; 3.10 fails later
+# with "Invalid isoformat string"). Compared as numbers, so 3.9 < 3.11 < 3.12.
+require_python() { # <interpreter> <what to do about it>
+  local py="$1" fix="$2" version major minor
+  version="$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" \
+    || die "no Python at '$py'; $fix"
+  IFS=. read -r major minor <<<"$version"
+  if ! [[ "$major" =~ ^[0-9]+$ && "$minor" =~ ^[0-9]+$ ]]; then
+    die "'$py' reports version '$version', not a Python version; $fix"
+  fi
+  if (( major < MIN_MAJOR || (major == MIN_MAJOR && minor < MIN_MINOR) )); then
+    die "Python $MIN_MAJOR.$MIN_MINOR or newer is needed, '$py' is $version; $fix"
+  fi
+}
+
+if [ -x .venv/bin/python ]; then
+  require_python .venv/bin/python "remove .venv and run again with PYTHON=/path/to/python3.11 (or newer)"
+else
+  require_python "$PY" "run again with PYTHON=/path/to/python3.11 (or newer)"
+fi
 
 stamp=.venv/.requirements.sha256
 want="$(cat requirements.txt requirements-dev.txt requirements-lint.txt | sha256sum | cut -d' ' -f1)"
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  [ -x .venv/bin/python ] || { say "creating .venv with $($PY --version)"; "$PY" -m venv .venv; }
-  say "installing requirements-dev.txt and requirements-lint.txt into .venv (about a minute the first time)"
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt \
-    -r requirements-lint.txt 2>&1 \
-    | grep -v "is ignored: it is neither a file nor a directory" || true
+  [ -x .venv/bin/python ] || { say "creating .venv with $("$PY" --version) (a few seconds)"; "$PY" -m venv .venv; }
+  say "installing requirements-dev.txt and requirements-lint.txt into .venv (1-3 minutes the first time, quiet)"
+  start=$(date +%s)
+  progress_start "installing requirements"
+  # pip's own status decides (pipefail); the filter only drops a known harmless warning and may print nothing.
+  { .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt \
+      -r requirements-lint.txt 2>&1; } \
+    | { grep -v "is ignored: it is neither a file nor a directory" >&2 || true; } \
+    || die "pip install failed (output above)"
+  progress_stop
   .venv/bin/python -c "import aws_cdk, moto, kubernetes, aws_lambda_powertools, importlinter, mypy" \
     && .venv/bin/ruff --version >/dev/null \
-    || { say "the requirements did not install"; exit 1; }
+    || die "the requirements did not install"
   echo "$want" > "$stamp"
+  say "requirements installed in $(( $(date +%s) - start )) s"
 else
   say ".venv is up to date"
 fi
 
+[ -z "$venv_only" ] || exit 0
+
 # The tests compare our drain with `kubectl drain` and dry-run the agent's manifests with `kubectl apply -k`.
 # This kind of machine ships kubectl v1.32; elsewhere fall back to Debian's kubernetes-client (v1.20).
 if ! command -v kubectl >/dev/null 2>&1; then
-  say "kubectl not found: installing Debian's kubernetes-client"
+  say "kubectl not found: installing Debian's kubernetes-client with apt-get (about a minute)"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  progress_start "installing kubernetes-client"
   $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq kubernetes-client >/dev/null
+  progress_stop
 fi
 
 if [ -z "${KUBEBUILDER_ASSETS:-}" ]; then
+  # tail reads to the end, so the script never gets SIGPIPE; its exit status decides (pipefail).
   KUBEBUILDER_ASSETS="$(scripts/install-kube-assets.sh | tail -1)"
 fi
 say "kube assets in $KUBEBUILDER_ASSETS"

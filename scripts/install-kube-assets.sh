@@ -14,6 +14,19 @@ mkdir -p "$ASSETS" "$BUILD"
 
 say() { echo "[kube-assets] $*" >&2; }
 
+# While a quiet step runs, a line every PROGRESS_EVERY seconds (30) saying it still runs (as in bootstrap.sh).
+progress_pid=""
+progress_start() { # <what>
+  local what="$1" start
+  start=$(date +%s)
+  ( while sleep "${PROGRESS_EVERY:-30}" >/dev/null 2>&1 </dev/null; do
+      say "  ... still $what ($(( $(date +%s) - start )) s so far)"
+    done ) >/dev/null &
+  progress_pid=$!
+}
+progress_stop() { [ -z "$progress_pid" ] || kill "$progress_pid" 2>/dev/null || true; progress_pid=""; }
+trap progress_stop EXIT
+
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
@@ -32,11 +45,15 @@ if [ ! -x "$ASSETS/kube-apiserver" ] || [ ${#need_apt[@]} -gt 0 ]; then
     say "adding a deb-src entry ($src_list)"
     sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources | $SUDO tee "$src_list" >/dev/null
   fi
-  say "apt-get update"
+  say "apt-get update (up to a minute)"
+  progress_start "running apt-get update"
   $SUDO apt-get update -qq
+  progress_stop
   if [ ${#need_apt[@]} -gt 0 ]; then
-    say "apt-get install ${need_apt[*]}"
+    say "apt-get install ${need_apt[*]} (1-3 minutes; golang-go is the large one)"
+    progress_start "installing ${need_apt[*]}"
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+    progress_stop
   fi
 fi
 
@@ -45,8 +62,10 @@ ln -sf "$(command -v etcd || echo /usr/bin/etcd)" "$ASSETS/etcd"
 if [ ! -x "$ASSETS/kube-apiserver" ]; then
   cd "$BUILD"
   if ! ls -d kubernetes-*/ >/dev/null 2>&1; then
-    say "apt-get source kubernetes (into $BUILD)"
+    say "apt-get source kubernetes into $BUILD (about 35 MB to download and unpack, a minute or two)"
+    progress_start "downloading and unpacking the kubernetes source"
     apt-get source -qq kubernetes >/dev/null
+    progress_stop
   fi
   srcs=(kubernetes-*/)
   src="${srcs[0]}"

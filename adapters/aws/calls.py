@@ -1,7 +1,9 @@
 """One way to call an AWS API: botocore errors become ``core.exceptions`` types raised ``from`` the botocore error.
 
-- ``AwsUnavailableError`` (retryable): an error code in ``RETRYABLE_CODES``, any HTTP 5xx answer, or no answer at
-  all (connection refused or reset, connect or read timeout).
+- ``AwsUnavailableError`` (retryable): an error code in ``RETRYABLE_CODES``, any HTTP 5xx answer, no answer at
+  all (connection refused or reset, connect or read timeout), or an answer botocore cannot parse (an HTML page from
+  a proxy or load balancer instead of the service's XML: ``botocore.parsers.ResponseParserError``, which is not a
+  ``BotoCoreError`` and would otherwise escape every handler).
 - ``AwsRequestError`` (not retryable): any other error answer (access denied, validation) or botocore error.
 
 ``RETRYABLE_CODES`` is the one list of retryable codes: the DynamoDB table (``adapters.dynamo.table``) uses it too.
@@ -13,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError
+from botocore.parsers import ResponseParserError
 
 from core.exceptions import AwsRequestError, AwsUnavailableError
 
@@ -41,6 +44,13 @@ RETRYABLE_CODES = frozenset(
 
 # botocore errors raised when no answer came (connection refused/reset, connect or read timeout).
 CONNECTION_ERRORS: tuple[type[BotoCoreError], ...] = (ConnectionError, HTTPClientError)
+MAX_UNPARSED_CHARS = 500  # botocore quotes the whole unreadable body; a log line needs the start only
+
+
+def unparsed(err: ResponseParserError) -> str:
+    """The parser's message, cut to ``MAX_UNPARSED_CHARS``. Pure."""
+    text = str(err)
+    return text if len(text) <= MAX_UNPARSED_CHARS else f"{text[:MAX_UNPARSED_CHARS]}..."
 
 
 def error_of(err: ClientError) -> tuple[str, str]:
@@ -73,7 +83,7 @@ def call(operation: str, fn: Callable[..., T], **kwargs: Any) -> T:
         fn: the bound client method.
 
     Raises:
-        AwsUnavailableError: throttled, a 5xx, or no connection.
+        AwsUnavailableError: throttled, a 5xx, no connection, or an answer botocore cannot parse.
         AwsRequestError: any other error answer, or any other botocore error.
     """
     try:
@@ -82,6 +92,8 @@ def call(operation: str, fn: Callable[..., T], **kwargs: Any) -> T:
         raise translate(operation, err) from err
     except CONNECTION_ERRORS as err:
         raise AwsUnavailableError(operation, type(err).__name__, str(err)) from err
+    except ResponseParserError as err:
+        raise AwsUnavailableError(operation, "ResponseParserError", unparsed(err)) from err
     except BotoCoreError as err:
         raise AwsRequestError(operation, type(err).__name__, str(err)) from err
 

@@ -10,6 +10,7 @@ import hashlib
 from typing import Any
 
 from adapters.aws.calls import call
+from core.exceptions import AwsUnavailableError
 from core.model import Command
 
 
@@ -23,7 +24,8 @@ def send_command(client: Any, queue_url: str, command: Command) -> str:
         The SQS MessageId.
 
     Raises:
-        AwsUnavailableError, AwsRequestError.
+        AwsUnavailableError: throttled, a 5xx, no connection, or an answer without a MessageId (unreadable).
+        AwsRequestError: any other refusal.
     """
     kwargs: dict[str, Any] = {
         "QueueUrl": queue_url,
@@ -37,7 +39,10 @@ def send_command(client: Any, queue_url: str, command: Command) -> str:
         kwargs["MessageGroupId"] = command.instance_id
         kwargs["MessageDeduplicationId"] = hashlib.sha256(command.command_id.encode()).hexdigest()[:128]
     out = call("SendMessage", client.send_message, **kwargs)
-    return str(out.get("MessageId", ""))
+    if not out.get("MessageId"):
+        # every accepted message has an id; botocore reads a 200 whose body is not JSON as {}: not a sent message
+        raise AwsUnavailableError("SendMessage", "NoMessageId", "an answer without MessageId (unreadable body)")
+    return str(out["MessageId"])
 
 
 class CommandQueue:

@@ -14,6 +14,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from pydantic import ValidationError
+
 from adapters.dynamo.ports import CommandStore
 from adapters.dynamo.table import Attr, Table
 from core.exceptions import CommandExistsError, CommandTransitionError, ConflictError
@@ -64,38 +66,37 @@ class CommandItems(Table):
     def start_command(
         self, command: Command, worker: str, stale_after_seconds: int, ttl_seconds: int, now: datetime | None = None
     ) -> int:
-        """Move a command to ``running`` for ``worker``; returns its attempt number (1, 2, ...).
+        """Move a recorded command to ``running`` for ``worker``; returns its attempt number (1, 2, ...).
 
-        Allowed from: no item (a command that arrived without a record), ``queued``, or ``running`` whose
-        heartbeat is older than ``stale_after_seconds`` (the worker died; its message was redelivered).
+        Allowed from ``queued``, or ``running`` whose heartbeat is older than ``stale_after_seconds`` (the worker
+        died; its message was redelivered). Never from no item: a command no Lambda recorded is not run (the agent
+        binds a message to its item first, ``agent.consumer.decisions.bind_to_record``). The item's ``command``,
+        ``kind`` and ``instance_id`` are left as recorded; ``command`` only names the item.
 
         Raises:
-            CommandTransitionError: the command is terminal, or another live worker runs it (``current``
-                holds the item).
+            CommandTransitionError: there is no item (``current`` None), the command is terminal, or another live
+                worker runs it (``current`` holds the item).
         """
         now = now or utcnow()
         sk = command_sk(command.command_id)
         stale_before = now.timestamp() - stale_after_seconds
-        condition = (
-            Attr("pk").not_exists()
-            | Attr("status").eq(CommandStatus.QUEUED.value)
+        condition = Attr("pk").exists() & (
+            Attr("status").eq(CommandStatus.QUEUED.value)
             | (Attr("status").eq(CommandStatus.RUNNING.value) & Attr("heartbeat_at").lt(Decimal(str(stale_before))))
         )
         current = self.get(sk)
-        attempt = int(current.get("attempt", 0)) + 1 if current else 1
+        if current is None:
+            raise CommandTransitionError(f"start {sk}: no such command recorded", None)
+        attempt = int(current.get("attempt", 0)) + 1
         self.update(
             sk,
             {
-                "command": current["command"] if current else command.model_dump(mode="json"),
-                "kind": command.kind.value,
-                "instance_id": command.instance_id,
                 "status": CommandStatus.RUNNING.value,
                 "attempt": attempt,
                 "worker": worker,
                 "heartbeat_at": now.timestamp(),
                 "started_at": now.isoformat(),
                 "updated_at": now.isoformat(),
-                "created_at": current.get("created_at", now.isoformat()) if current else now.isoformat(),
                 "expires_at": to_epoch(now) + ttl_seconds,
             },
             condition=condition & (Attr("attempt").not_exists() | Attr("attempt").eq(attempt - 1)),
@@ -189,6 +190,19 @@ class CommandItems(Table):
         self.update(command_sk(command_id), {"reported_at": now.isoformat()}, condition=Attr("status").eq(status.value))
 
 
+def recorded_command(item: dict[str, Any] | None) -> Command | None:
+    """The command a ``CMD#`` item records (its ``command`` attribute), or None when there is none or it does not
+    validate. A message sent again for a recorded command must carry this one: the agent rejects a body that differs
+    from its item (``agent.consumer.decisions.bind_to_record``)."""
+    stored = (item or {}).get("command")
+    if not isinstance(stored, dict):
+        return None
+    try:
+        return Command.model_validate(stored)
+    except ValidationError:
+        return None
+
+
 def commands_for_instance(table: Table, instance_id: str, kind: CommandKind | None = None) -> list[dict[str, Any]]:
     """The ``CMD#`` items of ``instance_id`` (of ``kind`` when given), newest first (by ``created_at``).
 
@@ -255,7 +269,9 @@ def record_and_send(
 ) -> Delivery:
     """Record the command's ``CMD#`` item (conditional: first writer wins), then send it with ``send``; a command
     recorded already is sent (again) only while its item is still ``queued`` (an earlier attempt crashed before
-    or after sending; the agent's conditional transitions make a second message harmless).
+    or after sending; the agent's conditional transitions make a second message harmless), and then as the item
+    records it (``recorded_command``: a deadline recomputed now would not match the item, and the agent would
+    reject the message).
 
     Raises:
         StoreUnavailableError, AwsUnavailableError, AwsRequestError.
@@ -267,4 +283,5 @@ def record_and_send(
         previous = (err.current or {}).get("status")
         if previous != CommandStatus.QUEUED.value:
             return Delivery(message_id=None, previous_status=previous)
+        command = recorded_command(err.current) or command
     return Delivery(message_id=send(command), previous_status=previous)

@@ -10,7 +10,8 @@ item kind builds on it (``commands``, ``nodes``, ``detach``, ``hooks``, ``ledger
 
 Errors: conditional writes that lose raise typed ``ConflictError`` subclasses carrying the current item
 (``ReturnValuesOnConditionCheckFailure=ALL_OLD``); throttling, 5xx and connection failures raise
-``StoreUnavailableError``; any other refusal ``AwsRequestError``. Each is raised ``from`` the botocore error.
+``StoreUnavailableError`` (so do an answer botocore cannot parse and a Query answer without ``Items``); any other
+refusal ``AwsRequestError``. Each is raised ``from`` the botocore error.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from typing import Any
 from boto3.dynamodb.conditions import Attr, ConditionBase, Key
 from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.parsers import ResponseParserError
 
-from adapters.aws.calls import CONNECTION_ERRORS, error_of, retryable
+from adapters.aws.calls import CONNECTION_ERRORS, error_of, retryable, unparsed
 from core.exceptions import AwsRequestError, ConflictError, StoreUnavailableError
 
 __all__ = ["Attr", "Table", "dynamo", "plain", "translate"]
@@ -51,15 +53,22 @@ def dynamo(value: Any) -> Any:
     return value
 
 
+# what a table call may raise from botocore: an error answer, a botocore error, an answer it cannot parse
+TABLE_ERRORS = (ClientError, BotoCoreError, ResponseParserError)
+
+
 def translate(
-    err: BotoCoreError | ClientError, message: str, conflict: type[ConflictError] = ConflictError
+    err: BotoCoreError | ClientError | ResponseParserError, message: str, conflict: type[ConflictError] = ConflictError
 ) -> Exception:
     """The project's exception for a failed table call (to be raised ``from err``).
 
     Returns:
         ``conflict`` (with the current item) for a lost condition; ``StoreUnavailableError`` for a retryable answer
-        (``adapters.aws.calls.RETRYABLE_CODES``, 5xx) or no connection; ``AwsRequestError`` otherwise.
+        (``adapters.aws.calls.RETRYABLE_CODES``, 5xx), no connection or an unparseable answer; ``AwsRequestError``
+        otherwise.
     """
+    if isinstance(err, ResponseParserError):
+        return StoreUnavailableError(f"{message}: {unparsed(err)}")
     if isinstance(err, BotoCoreError):
         if isinstance(err, CONNECTION_ERRORS):
             return StoreUnavailableError(f"{message}: {type(err).__name__}")
@@ -94,7 +103,7 @@ class Table:
         """The item ``sk`` as plain values, or None."""
         try:
             out = self.table.get_item(Key={"pk": self.pk, "sk": sk}, ConsistentRead=consistent)
-        except (ClientError, BotoCoreError) as err:
+        except TABLE_ERRORS as err:
             raise translate(err, f"get {sk}") from err
         item = out.get("Item")
         return None if item is None else plain(item)
@@ -113,9 +122,13 @@ class Table:
         while True:
             try:
                 out = self.table.query(**kwargs)
-            except (ClientError, BotoCoreError) as err:
+            except TABLE_ERRORS as err:
                 raise translate(err, message) from err
-            for item in out.get("Items", []):
+            if "Items" not in out:
+                # every Query answer has Items (maybe empty); botocore reads a 200 whose body is not JSON as {}, which
+                # must not pass for an empty partition
+                raise StoreUnavailableError(f"{message}: an answer without Items (unreadable body)")
+            for item in out["Items"]:
                 yield plain(item)
             if "LastEvaluatedKey" not in out:
                 return
@@ -137,7 +150,7 @@ class Table:
         self._condition(kwargs, condition)
         try:
             self.table.put_item(**kwargs)
-        except (ClientError, BotoCoreError) as err:
+        except TABLE_ERRORS as err:
             raise translate(err, f"put {sk}", conflict) from err
 
     def delete(
@@ -148,7 +161,7 @@ class Table:
         self._condition(kwargs, condition)
         try:
             self.table.delete_item(**kwargs)
-        except (ClientError, BotoCoreError) as err:
+        except TABLE_ERRORS as err:
             raise translate(err, f"delete {sk}", conflict) from err
 
     def update(
@@ -179,7 +192,7 @@ class Table:
         self._condition(kwargs, condition)
         try:
             out = self.table.update_item(**kwargs)
-        except (ClientError, BotoCoreError) as err:
+        except TABLE_ERRORS as err:
             raise translate(err, f"update {sk}", conflict) from err
         return dict(plain(out.get("Attributes", {})))
 

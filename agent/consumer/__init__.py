@@ -4,11 +4,17 @@ Modules: ``decisions`` (pure: sort a message, what a refused start means), ``con
 message to its end), ``heartbeat`` (visibility, ``CMD#`` heartbeats, lifecycle-hook heartbeats) and ``loop``
 (``CommandConsumer``: the receive loop and shutdown).
 
-SQS delivers at least once, so the ``CMD#<id>`` item decides (``adapters.dynamo.store.Store``):
+SQS delivers at least once, and anyone allowed to send to the queue can write a body, so the ``CMD#<id>`` item a
+Lambda recorded before sending decides (``adapters.dynamo.store.Store``):
 
 1. ``parse_message`` (pure) sorts each message: a command for this cluster, one for another cluster (deleted,
    logged, counted), or garbage (logged with its id and a preview, counted, made visible again at once so the
    queue's RedrivePolicy moves it to the dead-letter queue after ``maxReceiveCount`` receives).
+   ``bind_to_record`` (pure) then reads the body as a pointer: the agent loads the ``CMD#`` item of the body's
+   ``command_id`` and runs the STORED command, only when the body claims exactly what the item records (cluster,
+   kind, instance, node name, deadline, options). No item (``no_record``) or a difference (``mismatch``): the
+   message is rejected like garbage (logged, counted in ``commands_rejected``, left for the dead-letter queue,
+   never deleted) and the item is not touched.
 2. ``Store.start_command`` moves the item ``queued`` → ``running`` (or takes over a ``running`` item whose heartbeat
    is older than ``STALE_RUNNING_SECONDS``: its worker died; ``attempt`` + 1). When it refuses, ``on_refusal``
    (pure) says what the message gets: deleted (a duplicate of a finished command), its notifications re-sent and

@@ -19,7 +19,7 @@ class ConsumerConfig:
         wait_seconds: ReceiveMessage WaitTimeSeconds (long poll, 0..20).
         visibility_timeout_seconds: ReceiveMessage VisibilityTimeout, re-extended by the heartbeat.
         stale_running_seconds: a ``running`` item whose heartbeat is older is taken over.
-        command_ttl_seconds: TTL of a ``CMD#`` item created by this agent (a command with no record).
+        command_ttl_seconds: TTL (from now) set on a ``CMD#`` item when this agent starts it.
         shutdown_grace_seconds: how long shutdown waits for in-flight commands before handing them back.
         retry_delay_seconds: visibility delay of a command handed back after a retryable error.
         lifecycle_heartbeat_seconds: period of RecordLifecycleActionHeartbeat while a drain runs.

@@ -1,5 +1,6 @@
-"""The consumer's pure decisions: what a message body is, whether a drain is too late to start, what a refused
-start means for the message, and a result decided without the engine (see ``agent.consumer``)."""
+"""The consumer's pure decisions: what a message body is, whether the ``CMD#`` item recorded by a Lambda backs it,
+whether a drain is too late to start, what a refused start means for the message, and a result decided without the
+engine (see ``agent.consumer``)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,66 @@ def parse_message(body: str, cluster: str) -> Parsed:
             MessageVerdict.FOREIGN, command, f"for cluster {command.cluster!r}, this agent serves {cluster!r}"
         )
     return Parsed(MessageVerdict.RUN, command)
+
+
+class Rejection(str, Enum):
+    """Why a message's command is not run although its body parsed (the ``commands_rejected`` metric's reason)."""
+
+    NO_RECORD = "no_record"  # no CMD# item with the body's command id, or one holding no readable command
+    MISMATCH = "mismatch"  # the CMD# item's command differs from what the body claims
+
+
+# What a body must claim exactly as its CMD# item records it (the fields that choose the node and how it is drained;
+# ``reason`` is free text for logs).
+BOUND_FIELDS = ("cluster", "kind", "instance_id", "node_name", "deadline", "options")
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A message's command checked against its record: ``command`` is the STORED command to run, or None with
+    ``rejection`` and ``why`` (the fields that differ, or what is missing)."""
+
+    command: Command | None
+    rejection: Rejection | None = None
+    why: str = ""
+
+
+def bind_to_record(claimed: Command, item: Mapping[str, Any] | None) -> Binding:
+    """Bind a message body's command to the ``CMD#<command_id>`` item a Lambda recorded for it. Pure.
+
+    The SQS body is only a pointer: anyone allowed to send to the queue can write one, while the item is written by
+    the Lambda that decided the command (``adapters.dynamo.commands.record_command``, before it sends). The agent
+    runs the command the item holds, and only when the body claims exactly that command (``BOUND_FIELDS``).
+
+    Args:
+        claimed: the command parsed from the message body.
+        item: the ``CMD#`` item read by ``claimed.command_id`` (plain values), or None when there is none.
+
+    Returns:
+        The stored command (to be started whatever its status: ``start_command`` decides that), or a rejection:
+        NO_RECORD (no item, or its ``command`` attribute does not validate as a ``Command``), MISMATCH (a bound
+        field, or the command id, differs; ``why`` names each field with both values).
+    """
+    if item is None:
+        return Binding(None, Rejection.NO_RECORD, f"no CMD# item for command id {claimed.command_id!r}")
+    stored_raw = item.get("command")
+    if not isinstance(stored_raw, Mapping):
+        return Binding(None, Rejection.NO_RECORD, "the CMD# item holds no command")
+    try:
+        stored = Command.model_validate(dict(stored_raw))
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "command"
+        return Binding(None, Rejection.NO_RECORD, f"the CMD# item's command does not validate: {where}: {first['msg']}")
+    shown_claimed, shown_stored = claimed.model_dump(mode="json"), stored.model_dump(mode="json")
+    differences = [
+        f"{name}: body {shown_claimed[name]!r}, recorded {shown_stored[name]!r}"
+        for name in ("command_id", *BOUND_FIELDS)
+        if getattr(claimed, name) != getattr(stored, name)
+    ]
+    if differences:
+        return Binding(None, Rejection.MISMATCH, "; ".join(differences))
+    return Binding(stored)
 
 
 def deadline_passed(command: Command, now: datetime) -> bool:

@@ -1,7 +1,9 @@
 """One message to its end, in a worker thread (see ``agent.consumer`` for the rules).
 
-``CommandWorker.handle`` sorts the message (``decisions.parse_message``), starts the command in its ``CMD#`` item,
-runs it through the engine (or decides its end without it), reports it, completes the drain's lifecycle action,
+``CommandWorker.handle`` sorts the message (``decisions.parse_message``), binds it to the ``CMD#`` item a Lambda
+recorded (``decisions.bind_to_record``: the stored command is what runs; a body no item backs, or one that differs
+from its item, is rejected and left for the dead-letter queue), starts the command in its item, runs it through the
+engine (or decides its end without it), reports it, completes the drain's lifecycle action,
 and deletes the message or leaves it for redelivery.
 """
 
@@ -18,8 +20,10 @@ from agent.cloudwatch import CloudWatchPublisher
 from agent.consumer.config import ConsumerConfig
 from agent.consumer.decisions import (
     DEADLINE_PASSED,
+    Binding,
     MessageVerdict,
     RefusalDisposition,
+    bind_to_record,
     deadline_passed,
     on_refusal,
     own_result,
@@ -87,7 +91,8 @@ class CommandWorker:
         """Take one received message to its end (see the module docstring). Runs in a worker thread.
 
         Raises:
-            StoreUnavailableError, botocore errors: from ``start_command``; the message is left and comes back.
+            StoreUnavailableError, botocore errors: from ``get_command`` or ``start_command``; the message is left
+                and comes back.
         """
         message_id = str(message.get("MessageId", "?"))
         receipt = str(message["ReceiptHandle"])
@@ -123,7 +128,32 @@ class CommandWorker:
         if self.metrics is not None:
             self.metrics.commands_received.labels(kind=command.kind.value).inc()
         with command_context(command_id=command.command_id, instance_id=command.instance_id, node=command.node_name):
-            self._start(message_id, receipt, command)
+            binding = bind_to_record(command, self.store.get_command(command.command_id))
+            if binding.command is None:
+                self._rejected(message, binding)
+                return
+            self._start(message_id, receipt, binding.command)
+
+    def _rejected(self, message: Mapping[str, Any], binding: Binding) -> None:
+        """A body no ``CMD#`` item backs (or one its item contradicts): not run, the item untouched, the message
+        made visible again at once, so the queue's RedrivePolicy moves it to the dead-letter queue after
+        ``maxReceiveCount`` receives (it is never deleted: the dead-letter queue keeps the evidence)."""
+        assert binding.rejection is not None
+        reason = binding.rejection.value
+        message_id = str(message.get("MessageId", "?"))
+        self.counters.inc(f"rejected_{reason}")
+        if self.metrics is not None:
+            self.metrics.commands_rejected.labels(reason=reason).inc()
+        log.warning(
+            "command rejected, not backed by its record; released for the dead-letter queue reason=%s "
+            "message_id=%s receive_count=%s why=%r preview=%r",
+            reason,
+            message_id,
+            message.get("Attributes", {}).get("ApproximateReceiveCount", "?"),
+            binding.why,
+            str(message.get("Body", ""))[:PREVIEW_CHARS],
+        )
+        self.set_visibility(str(message["ReceiptHandle"]), 0, message_id)
 
     def _start(self, message_id: str, receipt: str, command: Command) -> None:
         """Start the command (``queued`` → ``running``) and work it, or say why not (``_refused``)."""

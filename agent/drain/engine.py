@@ -17,6 +17,11 @@ the Kubernetes API.
 Every wait is bounded by the command's deadline (``Deadline``, on an injectable ``Clock``). At the deadline the
 drain ends ``timed_out`` listing the pods still there and why; the node stays cordoned (unless
 ``options.uncordon_on_failure`` and the cordon is ours).
+
+Every pod gets its shutdown inside the deadline: an eviction's grace period is capped to the time left minus
+``DRAIN_GRACE_MARGIN_SECONDS``; a deadline-bound drain (Spot, lifecycle hook) under
+``DRAIN_PDB_DEADLINE_POLICY=delete`` deletes the pods a PodDisruptionBudget still protects when their grace stops
+fitting (``agent.drain.policy``). Each pod's outcome names the grace it got and why.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from typing import Protocol, TypeVar
 
 from agent.drain.cordon import CordonDecision, UncordonDecision, decide_cordon, decide_uncordon
 from agent.drain.evict import Evictor
-from agent.drain.policy import PodAction, daemonset_owners, plan_drain
+from agent.drain.policy import GraceSource, PodAction, daemonset_owners, deletes_past_pdb, plan_drain
 from agent.drain.ports import DrainApi
 from agent.drain.progress import DrainProgress
 from agent.drain.results import Durations, NodeCommandResult, RemainingPod
@@ -38,6 +43,7 @@ from agent.kube.views import NodeView
 from core.clock import Clock, Deadline, SystemClock
 from core.exceptions import KubernetesApiError, KubernetesNotFoundError, NodeManagerError, NodeNotFoundError
 from core.model import Command, CommandKind, CommandStatus, DrainOptions
+from core.settings import PdbDeadlinePolicy
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +61,12 @@ class BackoffSettings(Protocol):
     @property
     def eviction_backoff_max_seconds(self) -> float: ...
 
+    @property
+    def drain_grace_margin_seconds(self) -> float: ...
+
+    @property
+    def drain_pdb_deadline_policy(self) -> PdbDeadlinePolicy: ...
+
 
 class ResultEvents(Protocol):
     """Posts a result's Kubernetes Event on its Node (``agent.events.NodeEventRecorder`` does)."""
@@ -69,7 +81,9 @@ class DrainEngine:
 
     Args:
         kube: the Kubernetes adapter (built by the entry point).
-        settings: eviction backoff (``eviction_backoff_seconds`` .. ``eviction_backoff_max_seconds``);
+        settings: eviction backoff (``eviction_backoff_seconds`` .. ``eviction_backoff_max_seconds``), the
+            grace margin before a deadline (``drain_grace_margin_seconds``) and what deadline-bound drains do with
+            pods a PodDisruptionBudget still protects (``drain_pdb_deadline_policy``);
             ``core.settings.AgentSettings`` fits.
         clock: time source (default ``SystemClock()``).
         events: posts the Kubernetes Event of each result on its Node (None: post none).
@@ -101,8 +115,16 @@ class DrainEngine:
         self.max_workers = max(1, max_workers)
         self._request_slots = threading.BoundedSemaphore(max(1, max_requests_in_flight))
         self.rand = rand
+        self.pdb_deadline_policy = settings.drain_pdb_deadline_policy
         self._evictor = Evictor(
-            kube, self.clock, self.backoff_base, self.backoff_cap, rand, self.max_workers, self._request_slots
+            kube,
+            self.clock,
+            self.backoff_base,
+            self.backoff_cap,
+            rand,
+            self.max_workers,
+            self._request_slots,
+            grace_margin=float(settings.drain_grace_margin_seconds),
         )
 
     # ----------------------------------------------------------------------------------------- entry
@@ -272,7 +294,10 @@ class DrainEngine:
             self._uncordon_after_failure(options, node, result)
             return
         if progress.states:
-            self._evictor.evict_and_wait(node, options, deadline, progress, resource_version, result.durations)
+            pdb_delete = deletes_past_pdb(self.pdb_deadline_policy, command.reason)
+            self._evictor.evict_and_wait(
+                node, options, deadline, progress, resource_version, result.durations, pdb_delete
+            )
         result.pods = progress.outcomes()
         result.remaining = progress.remaining()
         failures = progress.failures()
@@ -299,9 +324,14 @@ class DrainEngine:
             if state.gone:
                 gone[state.disposition.action] += 1
         skipped = sum(1 for _, d in progress.others if d.action == PodAction.SKIP)
+        graces = [s.grace.source for s in progress.states.values() if s.grace is not None]
+        capped = graces.count(GraceSource.DEADLINE)
+        past_pdb = graces.count(GraceSource.PDB_DEADLINE)
+        extra = f", {capped} with grace capped by the deadline" if capped else ""
+        extra += f", {past_pdb} deleted past their PodDisruptionBudget at the deadline" if past_pdb else ""
         return (
             f"{gone[PodAction.EVICT]} evicted, {gone[PodAction.DELETE]} finished deleted, "
-            f"{gone[PodAction.WAIT]} already terminating, {skipped} skipped"
+            f"{gone[PodAction.WAIT]} already terminating, {skipped} skipped{extra}"
         )
 
     def _uncordon_after_failure(self, options: DrainOptions, node: NodeView, result: NodeCommandResult) -> None:

@@ -4,6 +4,11 @@ the watcher reports which are gone, until the drain is settled or its deadline p
 Each pod has its own worker thread (at most ``max_workers`` per drain); requests in flight are bounded over all
 drains by the engine's ``request_slots``. Workers and the watcher post to one inbox that only the drain's own
 thread reads, so ``DrainProgress`` needs no lock.
+
+Each request's grace period is decided when it is sent (``agent.drain.policy.grace_for``): capped so the pod's
+shutdown ends ``grace_margin`` seconds before the deadline. With ``pdb_delete`` (a deadline-bound drain under
+``DRAIN_PDB_DEADLINE_POLICY=delete``) a pod a PodDisruptionBudget still refuses is DELETEd once its grace stops
+fitting (``seconds_until_pdb_delete``), with the grace that remains (``grace_past_pdb``).
 """
 
 from __future__ import annotations
@@ -16,7 +21,14 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from agent.drain.policy import PodAction
+from agent.drain.policy import (
+    Grace,
+    PodAction,
+    grace_for,
+    grace_past_pdb,
+    seconds_until_pdb_delete,
+    wanted_grace,
+)
 from agent.drain.ports import EvictionApi
 from agent.drain.progress import DrainProgress, EvictionUpdate
 from agent.drain.results import Durations
@@ -42,6 +54,7 @@ class Evictor:
         rand: jitter source in [0, 1).
         max_workers: pods evicted in parallel per drain.
         request_slots: bounds eviction/delete requests in flight over all drains.
+        grace_margin: seconds a capped grace period leaves before the deadline (``DRAIN_GRACE_MARGIN_SECONDS``).
     """
 
     def __init__(
@@ -53,6 +66,7 @@ class Evictor:
         rand: Callable[[], float],
         max_workers: int,
         request_slots: threading.BoundedSemaphore,
+        grace_margin: float = 10.0,
     ) -> None:
         self.kube = kube
         self.clock = clock
@@ -61,6 +75,7 @@ class Evictor:
         self.rand = rand
         self.max_workers = max_workers
         self._request_slots = request_slots
+        self.grace_margin = grace_margin
 
     def evict_and_wait(
         self,
@@ -70,9 +85,11 @@ class Evictor:
         progress: DrainProgress,
         resource_version: str,
         durations: Durations,
+        pdb_delete: bool = False,
     ) -> None:
         """Evict (or delete) the tracked pods in parallel and wait, on a watch, until each is gone, its
-        eviction gave up, or the deadline passed."""
+        eviction gave up, or the deadline passed. ``pdb_delete``: delete pods still refused by a
+        PodDisruptionBudget when their grace stops fitting before the deadline (see the module docstring)."""
         inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
         stop = threading.Event()
         watcher = PodWatcher(self.kube, node.name, resource_version, deadline, inbox, stop, self.clock)
@@ -92,6 +109,7 @@ class Evictor:
                     deadline,
                     stop,
                     inbox,
+                    pdb_delete,
                 )
             evictions_done_at: float | None = None
             while not progress.settled:
@@ -130,34 +148,52 @@ class Evictor:
         deadline: Deadline,
         stop: threading.Event,
         inbox: queue.Queue[tuple[str, Any]],
+        pdb_delete: bool = False,
     ) -> None:
         """One pod's eviction (or deletion) with retries; reports every answer on ``inbox``. Never raises.
 
         429 (a PodDisruptionBudget) and 500 "more than one PodDisruptionBudget" are retried with backoff until
-        the deadline; other retryable errors (5xx, connection) ``EVICTION_ERROR_RETRIES`` times; anything else
-        gives up at once.
+        the deadline (or, with ``pdb_delete``, until the pod's grace stops fitting: then it is DELETEd); other
+        retryable errors (5xx, connection) ``EVICTION_ERROR_RETRIES`` times; anything else gives up at once.
         """
         attempts = 0
         errors = 0
+        wanted, source = wanted_grace(pod, options)
+        refused_by_pdb = False
         try:
             while not stop.is_set():
                 if deadline.expired:
                     inbox.put(("update", EvictionUpdate(pod.key, attempts, None, final=True)))
                     return
                 attempts += 1
+                grace: Grace | None = None
                 with self._request_slots:
+                    remaining = deadline.remaining()
                     if action == PodAction.DELETE:
-                        response = self._delete(pod, options)
-                    else:
-                        response = self.kube.evict_pod(
-                            pod.namespace, pod.name, pod.uid or None, options.grace_period_seconds
+                        response = self._delete(pod, options.grace_period_seconds)
+                    elif refused_by_pdb and seconds_until_pdb_delete(wanted, remaining, self.grace_margin) <= 0:
+                        grace = grace_past_pdb(wanted, remaining, self.grace_margin)
+                        log.info(
+                            "deleting %s past its PodDisruptionBudget: %.1f s before the deadline, grace %d s",
+                            pod.key,
+                            remaining,
+                            grace.seconds,
                         )
+                        response = self._delete(pod, grace.send)
+                    else:
+                        grace = grace_for(wanted, source, remaining, self.grace_margin)
+                        response = self.kube.evict_pod(pod.namespace, pod.name, pod.uid or None, grace.send)
                 now = self.clock.now()
                 if response.status in (EvictionStatus.EVICTED, EvictionStatus.GONE):
-                    inbox.put(("update", EvictionUpdate(pod.key, attempts, response, final=True, at=now)))
+                    update = EvictionUpdate(pod.key, attempts, response, final=True, at=now, grace=grace)
+                    inbox.put(("update", update))
                     return
+                refused_by_pdb = refused_by_pdb or (pdb_delete and response.pdb_blocked)
                 if response.status in (EvictionStatus.BLOCKED, EvictionStatus.MULTIPLE_PDBS):
                     delay = backoff_delay(attempts, self.backoff_base, self.backoff_cap, self.rand)
+                    if refused_by_pdb:  # wake up when the pod is due for deletion past its budget
+                        due = seconds_until_pdb_delete(wanted, deadline.remaining(), self.grace_margin)
+                        delay = min(delay, max(0.0, due))
                 else:
                     errors += 1
                     if not response.retryable or errors >= EVICTION_ERROR_RETRIES:
@@ -173,9 +209,9 @@ class Evictor:
             log.exception("eviction worker for %s crashed", pod.key)
             inbox.put(("update", EvictionUpdate(pod.key, attempts, None, final=True, error=f"internal error: {err}")))
 
-    def _delete(self, pod: PodView, options: DrainOptions) -> EvictionResponse:
+    def _delete(self, pod: PodView, grace_period_seconds: int | None) -> EvictionResponse:
         try:
-            deleted = self.kube.delete_pod(pod.namespace, pod.name, pod.uid or None, options.grace_period_seconds)
+            deleted = self.kube.delete_pod(pod.namespace, pod.name, pod.uid or None, grace_period_seconds)
         except KubernetesApiError as err:
             return EvictionResponse(EvictionStatus.ERROR, 0, str(err), retryable=True)
         except KubernetesRejectedError as err:

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from agent.drain.policy import DrainPlan, PodAction, PodDisposition
+from agent.drain.policy import DrainPlan, Grace, PodAction, PodDisposition
 from agent.drain.results import PodOutcome, RemainingPod
 from agent.kube.eviction import EvictionResponse, EvictionStatus
 from agent.kube.views import PodEvent, PodView
@@ -26,6 +26,7 @@ class EvictionUpdate:
     final: bool
     at: datetime | None = None
     error: str | None = None  # set when the worker gave up
+    grace: Grace | None = None  # the grace the answered request carried (None: a finished pod's plain DELETE)
 
 
 @dataclass
@@ -40,6 +41,7 @@ class PodState:
     worker_done: bool = False
     failed: str | None = None
     last: EvictionResponse | None = None
+    grace: Grace | None = None  # of the accepted eviction (or deletion past a PodDisruptionBudget)
 
 
 class DrainProgress:
@@ -70,6 +72,7 @@ class DrainProgress:
             state.last = update.response
             if update.response.status == EvictionStatus.EVICTED and state.evicted_at is None:
                 state.evicted_at = update.at
+                state.grace = update.grace
             if update.response.status == EvictionStatus.GONE:
                 state.gone = True
         if update.final:
@@ -158,6 +161,8 @@ class DrainProgress:
                     evicted_at=state.evicted_at,
                     gone=state.gone,
                     error=error,
+                    grace_seconds=state.grace.seconds if state.grace else None,
+                    grace_source=state.grace.source if state.grace else None,
                 )
             )
         return out

@@ -10,7 +10,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from agent.drain.policy import PodAction
+from agent.drain.policy import GraceSource, PodAction
 from core.model import CommandKind, CommandStatus
 
 
@@ -24,6 +24,12 @@ class PodOutcome(BaseModel):
         evicted_at: when the apiserver accepted the eviction (UTC).
         gone: the pod was seen deleted (or replaced by another pod of the same name) before the end.
         error: the last error, when the eviction failed or was still being refused.
+        grace_seconds: the grace period the pod got (its ``deletionGracePeriodSeconds``) from the accepted
+            eviction or deletion; None when none was accepted (or for a finished pod's plain DELETE).
+        grace_source: why that grace: ``pod`` (its own terminationGracePeriodSeconds), ``option`` (the command's
+            grace_period_seconds), ``deadline`` (capped to the time left before the deadline minus
+            DRAIN_GRACE_MARGIN_SECONDS), ``pdb-deadline`` (deleted past its PodDisruptionBudget near the deadline,
+            DRAIN_PDB_DEADLINE_POLICY=delete). Both fields were added later: older results lack them.
     """
 
     namespace: str
@@ -35,6 +41,8 @@ class PodOutcome(BaseModel):
     evicted_at: datetime | None = None
     gone: bool = False
     error: str | None = None
+    grace_seconds: int | None = None
+    grace_source: GraceSource | None = None
 
 
 class RemainingPod(BaseModel):

@@ -44,6 +44,17 @@ class EvictionResponse:
     pdb_name: str | None = None
     retryable: bool = False
 
+    @property
+    def pdb_blocked(self) -> bool:
+        """A PodDisruptionBudget refused it: 500 "more than one PodDisruptionBudget", or a 429 naming a budget
+        (``details.causes`` reason ``DisruptionBudget``, or a message about the pod's disruption budget). A 429
+        from API Priority and Fairness (the apiserver shedding load) is not."""
+        if self.status == EvictionStatus.MULTIPLE_PDBS:
+            return True
+        return self.status == EvictionStatus.BLOCKED and (
+            self.pdb_name is not None or "disruption budget" in self.message.lower()
+        )
+
 
 def blocking_pdb_name(status_body: Mapping[str, Any]) -> str | None:
     """The PodDisruptionBudget named in a 429 eviction answer, None if it names none.

@@ -14,6 +14,7 @@ from typing import Any, Generic, TypeVar
 from aws_lambda_powertools import Logger, Metrics
 
 from adapters.aws.clients import lazy_clients
+from lambdas.events.scope import Scope
 
 T = TypeVar("T")
 
@@ -48,6 +49,24 @@ def session_clients(session: Any) -> dict[str, Any]:
     and endpoints): ``dynamodb`` (a resource, for the state table), ``autoscaling``, ``ec2``, ``sqs``; each made on
     first use, with the Lambdas' timeouts and retries (``adapters.aws.clients.LAMBDA_CONFIG``)."""
     return lazy_clients(session, ("dynamodb", "autoscaling", "ec2", "sqs"))
+
+
+def deployment_scope(account_id: str | None, region: str | None, client: Any = None) -> Scope:
+    """The account and region the Lambda runs in, as far as known before an invocation (``lambda_handler`` then
+    adds what the context's function ARN names: ``Scope.with_context``).
+
+    Args:
+        account_id: the ``ACCOUNT_ID`` setting (None: unset).
+        region: the AWS SDK session's region (in Lambda ``AWS_REGION``, set by the runtime), or None.
+        client: a boto3 client of the Lambda, whose ``meta.region_name`` is used when ``region`` is None (the
+            clients a test passes are bound to their region).
+    """
+    if region is None and client is not None:
+        try:
+            region = client.meta.region_name
+        except Exception:  # noqa: BLE001 - a stand-in without meta, or a client that cannot be made: region unknown
+            region = None
+    return Scope(account=account_id, region=region or None)
 
 
 class PerEnvironment(Generic[T]):

@@ -6,6 +6,8 @@ Every Lambda (``lambdas.common.prologue``):
 - ``EventsReceived`` (interruption, replenisher) / ``InvocationsReceived`` (refresher): every invocation.
 - ``EventsRejected`` / ``RequestsRejected`` with dimension ``reason`` (``malformed``, ``unsupported_event``,
   ``time_in_future``, ``invalid_request``): inputs not of the documented shape.
+- ``EventsOutOfScope`` with dimension ``reason`` (``lambdas.events.scope.ScopeReason``: ``foreign_account``,
+  ``foreign_region``, ``account_unknown``, ``region_unknown``): events of another account or region, acknowledged.
 
 The interruption Lambda:
 

@@ -50,4 +50,6 @@ def to_event(event: DrainResult) -> Event:
         cluster=event.detail.cluster,
         source=event.source,
         detail_type=event.detail_type,
+        region=event.region,
+        account=event.account,
     )

@@ -124,9 +124,10 @@ def parse_event(raw: Any, kinds: Collection[EventKind], received_at: datetime) -
     Raises:
         UnsupportedEventError: the (source, detail-type) pair is not in ``DISPATCH`` or may yield a kind not in
             ``kinds`` (e.g. an EC2 state-change notification reaching a Lambda through a too-wide rule).
-        MalformedEventError: the input does not have the documented shape (not an object, no ``id``, no
-            ``detail``, an instance id that is not ``i-`` + 8 to 17 hex digits, an unknown ``instance-action``,
-            an unreadable ``time``, a launch event without ``AutoScalingGroupName``, an agent event without
+        MalformedEventError: the input does not have the documented shape (not an object, a ``source`` or
+            ``detail-type`` that is not a string, no ``id``, no ``detail``, a ``time`` that is not an RFC 3339
+            string, an instance id that is not ``i-`` + 8 to 17 hex digits, an unknown ``instance-action``,
+            a launch event without ``AutoScalingGroupName``, an agent event without
             ``command_id``, a ``trigger`` input with other keys). The message names the fields at fault.
         InvalidRequestError: a manual request that does not validate (``errors`` lists the fields).
 
@@ -141,6 +142,8 @@ def parse_event(raw: Any, kinds: Collection[EventKind], received_at: datetime) -
     if not isinstance(raw, Mapping):
         raise MalformedEventError(f"event is not a JSON object but {type(raw).__name__}")
     source, detail_type = raw.get("source"), raw.get("detail-type")
+    if "source" in raw:
+        _check_envelope_key(raw)
     key: tuple[Any, Any] = (source, detail_type) if "source" in raw else DIRECT
     reader = DISPATCH.get(key)
     if reader is None or not reader.kinds <= set(kinds):
@@ -150,6 +153,36 @@ def parse_event(raw: Any, kinds: Collection[EventKind], received_at: datetime) -
             f"handled: {handled}"
         )
     return reader.read(raw, received_at)
+
+
+def _check_envelope_key(raw: Mapping[str, Any]) -> None:
+    """An EventBridge envelope's ``source`` and ``detail-type`` are strings ("Amazon EventBridge events",
+    EventBridge User Guide); anything else (a list, an object, a number, null, missing) is malformed, never
+    looked up (a list is not even hashable).
+
+    Raises:
+        MalformedEventError: naming the field and the JSON type found.
+    """
+    for field in ("source", "detail-type"):
+        value = raw.get(field)
+        if not isinstance(value, str):
+            found = "none" if field not in raw else _json_type(value)
+            raise MalformedEventError(f"event {field} must be a string, found {found} (id={raw.get('id')!r})")
+
+
+def _json_type(value: Any) -> str:
+    """The JSON type of a decoded value, with its article, for error messages (``an array``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    return f"a {type(value).__name__}"
 
 
 def _keys(kinds: Collection[EventKind]) -> list[tuple[str, str]]:

@@ -77,7 +77,8 @@ class Event(BaseModel):
         status_message: Launch Unsuccessful's ``StatusMessage`` (why), for logs.
         command_id, cluster: agent results only.
         request: the validated manual request (kind ``request``).
-        source, detail_type, region, account: copied from the envelope, for logs ("" for direct inputs).
+        source, detail_type, region, account: copied from the envelope ("" for direct inputs); ``region`` and
+            ``account`` decide whether the event is the deployment's (``lambdas.events.scope``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -85,6 +85,8 @@ def launch_event(event: AwsEventModel, detail: LaunchDetail, kind: EventKind) ->
         status_message=detail.status_message,
         source=event.source,
         detail_type=event.detail_type,
+        region=event.region,
+        account=event.account,
     )
 
 

@@ -44,4 +44,6 @@ def to_event(event: ScheduledEvent) -> Event:
         event_time=event.time,
         source=event.source,
         detail_type=event.detail_type,
+        region=event.region,
+        account=event.account,
     )

@@ -3,16 +3,28 @@
 Rules, in order:
 
 1. **Late**: a Spot warning is late once ``now`` is past ``event time + SPOT_DEADLINE_SECONDS`` (120 s: the
-   instance is gone or going); a rebalance recommendation once ``now`` is past ``event time +
-   REBALANCE_DRAIN_TIMEOUT_SECONDS``. Acknowledged, reason ``late``.
+   instance is gone or going), whatever its ``instance-action``; a rebalance recommendation once ``now`` is past
+   ``event time + REBALANCE_DRAIN_TIMEOUT_SECONDS``. Acknowledged, reason ``late``.
 2. **Scope**: the instance must be in an ASG tagged ``KubernetesCluster=<cluster>`` (``core.kops.managed_group``).
    Otherwise acknowledged: ``other_cluster`` (tagged for another cluster), ``unmanaged_group`` (no cluster tag),
    ``not_in_asg`` (a live instance in no ASG) or ``unknown_instance`` (EC2 does not know the id). An instance that
    this system already detached (``DETACH#`` record) is judged by the group its record names.
-3. **Spot warning**: a ``drain`` command, id ``spot-<event id>``, deadline ``event time + SPOT_DEADLINE_SECONDS``,
-   ``node_name`` from the membership record when it is fresh (``MEMBERSHIP_MAX_AGE_SECONDS``), else None (the agent
-   resolves the node from ``spec.providerID``, or reports ``skipped`` when the instance never joined). Every
-   ``instance-action`` is drained: ``stop`` and ``hibernate`` take the node away for a while too.
+3. **Spot warning**: a command with id ``spot-<event id>``, ``node_name`` from the membership record when it is
+   fresh (``MEMBERSHIP_MAX_AGE_SECONDS``), else None (the agent resolves the node from ``spec.providerID``, or
+   reports ``skipped`` when the instance never joined). Its kind and deadline follow AWS's documented timing for the
+   warning's ``instance-action`` ("Spot Instance interruption notices", Amazon EC2 User Guide: "a warning that is
+   issued two minutes before Amazon EC2 stops or terminates your Spot Instance. If you specify hibernation as the
+   interruption behavior, you receive an interruption notice, but you do not receive a two-minute warning because
+   the hibernation process begins immediately"), see ``notice_seconds``:
+
+   - ``terminate`` and ``stop``: a ``drain``, deadline ``event time + SPOT_DEADLINE_SECONDS`` (default 120 s, the
+     documented two minutes). A stopped instance comes back, but its node is gone until then.
+   - ``hibernate``: no time is given (deadline = the event time), so a ``cordon``, not a drain: the agent does not
+     run a drain whose deadline has passed (evicting with no time left stops no pod cleanly, and the hibernating
+     kubelet cannot end them), while a cordon is one write that stays right when late: no pod is scheduled onto the
+     node in the seconds before Kubernetes marks it NotReady. Its pods are then evicted by Kubernetes' taint-based
+     eviction (``node.kubernetes.io/unreachable``, 300 s toleration by default). The node stays cordoned when the
+     instance resumes; lifting that cordon is not done here.
 4. **Early replacement** (``EARLY_REPLACEMENT``, default on): for ``instance-action=terminate`` on a worker whose
    lifecycle state is ``InService``, record ``DETACH#`` (``intended``), DetachInstances with
    ShouldDecrementDesiredCapacity=False (the ASG launches the replacement now instead of two minutes later), then
@@ -121,14 +133,31 @@ def command_id_for(notice: Event) -> str:
     return f"{prefix}-{notice.event_id}"
 
 
+def notice_seconds(action: InstanceAction | None, settings: InterruptionSettings) -> int:
+    """Seconds between a Spot warning's time and EC2 acting on the instance, per ``instance-action``.
+
+    Source: "Spot Instance interruption notices", Amazon EC2 User Guide: the warning is "issued two minutes before
+    Amazon EC2 stops or terminates your Spot Instance"; for hibernation "you do not receive a two-minute warning
+    because the hibernation process begins immediately".
+
+    Returns:
+        ``SPOT_DEADLINE_SECONDS`` (default 120) for ``terminate`` and ``stop`` (and an action the event did not
+        name); 0 for ``hibernate``.
+    """
+    if action is InstanceAction.HIBERNATE:
+        return 0
+    return settings.spot_deadline_seconds
+
+
 def deadline_of(notice: Event, now: datetime, settings: InterruptionSettings) -> datetime:
     """When the work for this notice must be over (UTC).
 
-    Spot warning: ``event time + SPOT_DEADLINE_SECONDS`` (EC2 acts two minutes after the warning).
+    Spot warning: ``event time + notice_seconds(instance-action)``: two minutes for ``terminate`` and ``stop``, the
+    event time itself for ``hibernate`` (rule 3 of the module docstring).
     Rebalance recommendation: ``now + REBALANCE_DRAIN_TIMEOUT_SECONDS``.
     """
     if notice.kind is EventKind.SPOT_INTERRUPTION:
-        return notice.event_time + timedelta(seconds=settings.spot_deadline_seconds)
+        return notice.event_time + timedelta(seconds=notice_seconds(notice.instance_action, settings))
     return now + timedelta(seconds=settings.rebalance_drain_timeout_seconds)
 
 
@@ -231,7 +260,9 @@ def decide(notice: Event, now: datetime, settings: InterruptionSettings, world: 
         kind = CommandKind.DRAIN if settings.rebalance_policy is RebalancePolicy.DRAIN else CommandKind.CORDON
         reason = "rebalance-recommendation"
     else:
-        kind = CommandKind.DRAIN
+        # hibernation begins with the warning: nothing is left to drain in, only the cordon stays right (rule 3)
+        hibernate = notice.instance_action is InstanceAction.HIBERNATE
+        kind = CommandKind.CORDON if hibernate else CommandKind.DRAIN
         action = notice.instance_action.value if notice.instance_action else "unknown"
         reason = f"spot-interruption:{action}"
 

@@ -4,7 +4,7 @@ Races between concurrent deliveries of one event are settled here by the table's
 
 - ``RecordCommand`` losing (``CommandExistsError``): the ``SendCommand`` that follows is still done when the
   recorded command is ``queued`` (the agent tolerates a second message through the ``CMD#`` status), and dropped
-  otherwise.
+  otherwise. What it sends is the command as recorded (the agent runs only a body that matches its item).
 - ``RecordDetach`` losing (the ``DETACH#`` item exists): the detach and mark that follow are dropped; the
   invocation that won does them (if it crashes, the redelivered event finds the record ``intended`` and completes
   it).
@@ -19,13 +19,13 @@ from datetime import datetime
 from typing import Any
 
 from adapters.aws.ports import AwsPort
-from adapters.dynamo.commands import cancel_queued_command
+from adapters.dynamo.commands import cancel_queued_command, recorded_command
 from adapters.dynamo.hooks import Finish, finish, record_hook
 from adapters.dynamo.store import Store
 from core.detach import DetachState
 from core.exceptions import CommandExistsError
 from core.lifecycle import LifecycleAction
-from core.model import CommandStatus
+from core.model import Command, CommandStatus
 from lambdas.common.execute import apply_in_order
 from lambdas.common.telemetry import Telemetry
 from lambdas.interruption.decide import Plan
@@ -86,22 +86,32 @@ def execute(plan: Plan, effects: Effects, now: datetime, dry_run: bool = False) 
     """
     unsent: set[str] = set()  # command ids whose SendCommand must be dropped
     undetached: set[str] = set()  # instance ids whose detach steps must be dropped
+    recorded: dict[str, Command] = {}  # command id -> the command an earlier delivery recorded (sent instead)
     return apply_in_order(
         plan.actions,
-        lambda action: _apply(action, effects, now, unsent, undetached),
+        lambda action: _apply(action, effects, now, unsent, undetached, recorded),
         effects=EFFECTS,
         logger=effects.logger,
         dry_run=dry_run,
     )
 
 
-def _apply(action: Action, effects: Effects, now: datetime, unsent: set[str], undetached: set[str]) -> str:
+def _apply(
+    action: Action,
+    effects: Effects,
+    now: datetime,
+    unsent: set[str],
+    undetached: set[str],
+    recorded: dict[str, Command],
+) -> str:
     if isinstance(action, RecordCommand):
         try:
             effects.store.record_command(action.command, effects.ttl_seconds, now=now)
         except CommandExistsError as err:
             status = (err.current or {}).get("status")
             if status == CommandStatus.QUEUED.value:
+                if (stored := recorded_command(err.current)) is not None:
+                    recorded[action.command.command_id] = stored
                 return "already recorded, still queued: sending"
             unsent.add(action.command.command_id)
             return f"already recorded with status {status}: not sending"
@@ -109,7 +119,7 @@ def _apply(action: Action, effects: Effects, now: datetime, unsent: set[str], un
     if isinstance(action, SendCommand):
         if action.command.command_id in unsent:
             return "not sent (another delivery handled it)"
-        message_id = effects.aws.queue.send_command(action.command)
+        message_id = effects.aws.queue.send_command(recorded.get(action.command.command_id, action.command))
         effects.telemetry.count("CommandsQueued")
         return f"sent (message {message_id})"
     if isinstance(action, RecordDetach):

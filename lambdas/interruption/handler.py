@@ -9,6 +9,8 @@ Outcomes (the return value; EventBridge invokes asynchronously, so it is only lo
 - ``{"status": "rejected", "reason": "malformed" | "unsupported_event", "error": ...}``: the event does not have
   the documented shape. Logged, counted (``EventsRejected``), and *not* raised, so Lambda does not retry it.
 - ``{"status": "acknowledged", "reason": <IgnoreReason>, ...}``: nothing to do (late, foreign, duplicate, ...).
+- ``{"status": "acknowledged", "reason": "foreign_account" | "foreign_region" | ...}``: the event is another
+  account's or region's (``lambdas.events.scope``); counted (``EventsOutOfScope``), nothing read or done.
 - ``{"status": "acted" | "dry_run", "actions": [...], ...}``: the plan was applied (or only logged).
 - Transient faults (throttling, DynamoDB or SQS unavailable, the same event being processed concurrently) are
   raised, so Lambda's asynchronous retries (bounded by the function's retry attempts and maximum event age)
@@ -46,10 +48,17 @@ from adapters.dynamo.store import Store
 from core.exceptions import RetryableError, StoreUnavailableError
 from core.model import NodeRecord, utcnow
 from core.settings import InterruptionSettings
-from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, session_clients
+from lambdas.common.handler import (
+    PerEnvironment,
+    cluster_metrics,
+    deployment_scope,
+    lambda_logger,
+    session_clients,
+)
 from lambdas.common.prologue import admit, invocation
 from lambdas.common.telemetry import Telemetry
 from lambdas.events.event import Event, EventKind
+from lambdas.events.scope import Scope
 from lambdas.interruption.decide import command_id_for, decide
 from lambdas.interruption.execute import Effects, execute
 from lambdas.interruption.gather import read_instance_facts
@@ -82,6 +91,7 @@ class Deps:
         telemetry: metrics.
         idempotency: Powertools idempotency (persistence layer, config), or None to run without it (no
             ``IDEMPOTENCY_TABLE_NAME``); duplicates are then still caught by the ``CMD#``/``DETACH#`` records.
+        scope: the account and region the Lambda runs in; events of others are acknowledged, not acted on.
     """
 
     settings: InterruptionSettings
@@ -89,6 +99,7 @@ class Deps:
     aws: AwsPort
     telemetry: Telemetry
     idempotency: tuple[DynamoDBPersistenceLayer, IdempotencyConfig] | None = None
+    scope: Scope = field(default_factory=Scope)
     process: Any = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -111,6 +122,7 @@ class Deps:
         sqs: Any,
         dynamodb_client: Any | None = None,
         metrics: Metrics | None = None,
+        region: str | None = None,
     ) -> Deps:
         """Build from AWS SDK clients.
 
@@ -121,6 +133,7 @@ class Deps:
             dynamodb_client: a ``dynamodb`` client for the idempotency table (needed when
                 ``settings.idempotency_table_name`` is set).
             metrics: a Powertools ``Metrics``; default one whose namespace is ``POWERTOOLS_METRICS_NAMESPACE``.
+            region: the deployment's region; default the ``ec2`` client's.
         """
         metrics = cluster_metrics(settings.cluster_name, metrics)
         idempotency = None
@@ -136,16 +149,19 @@ class Deps:
             aws=AwsGateway.from_clients(autoscaling, ec2, sqs, settings.queue_url),
             telemetry=Telemetry(metrics),
             idempotency=idempotency,
+            scope=deployment_scope(settings.account_id, region, ec2),
         )
 
     @classmethod
     def from_session(cls, settings: InterruptionSettings, session: Any) -> Deps:
         """Build the real clients from one AWS SDK session (the Lambda's role, region and endpoints)."""
         clients = {**session_clients(session), **lazy_clients(session, ("dynamodb_client",))}
-        return cls.from_clients(settings, **clients)
+        return cls.from_clients(settings, **clients, region=getattr(session, "region_name", None))
 
     def register_context(self, context: LambdaContext | None) -> None:
-        """Let idempotency know the invocation's remaining time (an in-progress record then expires with it)."""
+        """Take the account and region from the context's function ARN (``Scope.with_context``), and let
+        idempotency know the invocation's remaining time (an in-progress record then expires with it)."""
+        self.scope = self.scope.with_context(context)
         if self.idempotency is not None and context is not None:
             self.idempotency[1].register_lambda_context(context)
 
@@ -239,7 +255,7 @@ def handle(event: Any, deps: Deps, now: datetime | None = None) -> dict[str, Any
     now = now or utcnow()
     telemetry = deps.telemetry
     with invocation(logger, telemetry, "EventsReceived"):
-        notice = admit(event, KINDS, now, logger, telemetry, "EventsRejected")
+        notice = admit(event, KINDS, now, logger, telemetry, "EventsRejected", scope=deps.scope)
         if not isinstance(notice, Event):
             return notice
         try:

@@ -20,6 +20,8 @@ Responses (JSON; what ``aws lambda invoke`` and the CLI print):
 - ``{"status": "nothing_to_do", "table": ...}``, ``{"status": "already_running", "run": ...}``.
 - ``{"status": "started" | "advanced" | "idle" | "cancel_requested", "run": {...}, "actions": [...]}``.
 - ``{"status": "acknowledged", "reason": "not_ours" | "not_in_run" | "no_active_run"}``: an event needing nothing.
+- ``{"status": "acknowledged", "reason": "foreign_account" | "foreign_region" | ...}``: an event of another account
+  or region (``lambdas.events.scope``); counted (``EventsOutOfScope``), nothing read or done.
 - ``{"status": "ok", "runs": [...], "lock": ..., "ledger": [...], "membership": [...]}``: status.
 
 Transient faults (throttling, DynamoDB unavailable) are raised: EventBridge retries within the rule's policy.
@@ -44,10 +46,11 @@ from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store
 from core.model import utcnow
 from core.settings import RefresherSettings
-from lambdas.common.handler import PerEnvironment, cluster_metrics, session_clients
+from lambdas.common.handler import PerEnvironment, cluster_metrics, deployment_scope, session_clients
 from lambdas.common.prologue import admit, invocation
 from lambdas.common.telemetry import Telemetry
 from lambdas.events.event import Event, EventKind
+from lambdas.events.scope import Scope
 from lambdas.refresher.execute import Effects
 from lambdas.refresher.service import logger, serve
 
@@ -64,6 +67,8 @@ class Deps:
 
     Attributes:
         clock: the current time (UTC, aware); sleep: waits between polls (seconds). Tests inject both.
+        scope: the account and region the Lambda runs in (the invocation's context adds what its function ARN
+            names); events of others are acknowledged, not acted on.
     """
 
     settings: RefresherSettings
@@ -72,6 +77,7 @@ class Deps:
     telemetry: Telemetry
     clock: Callable[[], datetime] = utcnow
     sleep: Callable[[float], None] = time.sleep
+    scope: Scope = field(default_factory=Scope)
     runs: RunStore = field(init=False)
     lock: LeaseLock = field(init=False)
 
@@ -89,22 +95,26 @@ class Deps:
         ec2: Any,
         sqs: Any,
         metrics: Metrics | None = None,
+        region: str | None = None,
         **kwargs: Any,
     ) -> Deps:
-        """Build from AWS SDK clients (``dynamodb`` is a resource, for the state table)."""
+        """Build from AWS SDK clients (``dynamodb`` is a resource, for the state table); ``region`` is the
+        deployment's (default the ``ec2`` client's)."""
         metrics = cluster_metrics(settings.cluster_name, metrics)
         return cls(
             settings=settings,
             store=Store(dynamodb.Table(settings.table_name), settings.cluster_name),
             aws=AwsGateway.from_clients(autoscaling, ec2, sqs, settings.queue_url),
             telemetry=Telemetry(metrics),
+            scope=deployment_scope(settings.account_id, region, ec2),
             **kwargs,
         )
 
     @classmethod
     def from_session(cls, settings: RefresherSettings, session: Any, **kwargs: Any) -> Deps:
         """Build the clients from one AWS SDK session (the Lambda's role, region and endpoints)."""
-        return cls.from_clients(settings, **session_clients(session), **kwargs)
+        region = getattr(session, "region_name", None)
+        return cls.from_clients(settings, **session_clients(session), region=region, **kwargs)
 
     def effects(self) -> Effects:
         return Effects(
@@ -135,7 +145,16 @@ def handle(event: Any, deps: Deps, context: LambdaContext | None = None) -> dict
     telemetry = deps.telemetry
     with invocation(logger, telemetry, "InvocationsReceived"):
         # the refresher never refused events from the future: its decisions read the clock, not the event's time
-        trigger = admit(event, KINDS, deps.clock(), logger, telemetry, "RequestsRejected", reject_future=False)
+        trigger = admit(
+            event,
+            KINDS,
+            deps.clock(),
+            logger,
+            telemetry,
+            "RequestsRejected",
+            scope=deps.scope.with_context(context),
+            reject_future=False,
+        )
         if not isinstance(trigger, Event):
             return trigger
         logger.info(f"invoked by {trigger.describe()}", extra={"trigger": trigger.kind.value})

@@ -18,6 +18,8 @@ Outcomes (the return value, logged):
 - ``{"status": "rejected", "reason": ...}``: not the documented shape; logged, counted (``EventsRejected``), not
   raised (no retry).
 - ``{"status": "noted", "actions": [...]}``: nothing changed (foreign event, nothing to do, lock held, ...).
+- ``{"status": "acknowledged", "reason": "foreign_account" | "foreign_region" | ...}``: the event is another
+  account's or region's (``lambdas.events.scope``); counted (``EventsOutOfScope``), nothing read or done.
 - ``{"status": "acted" | "dry_run", "operation": ..., "actions": [...]}``: the plan was applied (or only logged).
 - Transient faults (throttling, DynamoDB unavailable, a ledger changed underneath) are raised so the rule's retry
   policy delivers the event again.
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -46,10 +48,17 @@ from core.kops import managed_group
 from core.model import NodeRecord, utcnow
 from core.runs import Run
 from core.settings import ReplenisherSettings
-from lambdas.common.handler import PerEnvironment, cluster_metrics, lambda_logger, session_clients
+from lambdas.common.handler import (
+    PerEnvironment,
+    cluster_metrics,
+    deployment_scope,
+    lambda_logger,
+    session_clients,
+)
 from lambdas.common.prologue import admit, invocation
 from lambdas.common.telemetry import Telemetry
 from lambdas.events.event import Event, EventKind
+from lambdas.events.scope import Scope
 from lambdas.replenisher.decide import decide
 from lambdas.replenisher.decide.builder import OWN_COMMAND_PREFIXES
 from lambdas.replenisher.decide.cleanup import run_instances
@@ -74,6 +83,7 @@ class Deps:
         aws: the AWS adapter.
         telemetry: metrics.
         after_action: passed to the executor (tests inject crashes there); None in production.
+        scope: the account and region the Lambda runs in; events of others are acknowledged, not acted on.
     """
 
     settings: ReplenisherSettings
@@ -81,6 +91,7 @@ class Deps:
     aws: AwsPort
     telemetry: Telemetry
     after_action: Callable[[Action], None] | None = None
+    scope: Scope = field(default_factory=Scope)
 
     @classmethod
     def from_clients(
@@ -92,20 +103,23 @@ class Deps:
         ec2: Any,
         sqs: Any,
         metrics: Metrics | None = None,
+        region: str | None = None,
     ) -> Deps:
-        """Build from AWS SDK clients (``dynamodb`` is a resource) and an optional Powertools ``Metrics``."""
+        """Build from AWS SDK clients (``dynamodb`` is a resource) and an optional Powertools ``Metrics``;
+        ``region`` is the deployment's (default the ``ec2`` client's)."""
         metrics = cluster_metrics(settings.cluster_name, metrics)
         return cls(
             settings=settings,
             store=Store(dynamodb.Table(settings.table_name), settings.cluster_name),
             aws=AwsGateway.from_clients(autoscaling, ec2, sqs, settings.queue_url),
             telemetry=Telemetry(metrics),
+            scope=deployment_scope(settings.account_id, region, ec2),
         )
 
     @classmethod
     def from_session(cls, settings: ReplenisherSettings, session: Any) -> Deps:
         """Build the real clients from one AWS SDK session."""
-        return cls.from_clients(settings, **session_clients(session))
+        return cls.from_clients(settings, **session_clients(session), region=getattr(session, "region_name", None))
 
 
 def gather(deps: Deps, now: datetime) -> World:
@@ -278,7 +292,7 @@ def handle(event: Any, deps: Deps, now: datetime | None = None, request_id: str 
     now = now or utcnow()
     telemetry = deps.telemetry
     with invocation(logger, telemetry, "EventsReceived"):
-        notice = admit(event, KINDS, now, logger, telemetry, "EventsRejected")
+        notice = admit(event, KINDS, now, logger, telemetry, "EventsRejected", scope=deps.scope)
         if not isinstance(notice, Event):
             return notice
         return process(notice, deps, now, request_id or str(uuid.uuid4()))
@@ -291,4 +305,6 @@ _deps = PerEnvironment(lambda: Deps.from_session(ReplenisherSettings.from_env(),
 @logger.inject_lambda_context(correlation_id_path="id", clear_state=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """The Lambda entry point (EventBridge target). See ``handle``."""
-    return handle(event, _deps(), request_id=getattr(context, "aws_request_id", None))
+    deps = _deps()
+    deps.scope = deps.scope.with_context(context)
+    return handle(event, deps, request_id=getattr(context, "aws_request_id", None))

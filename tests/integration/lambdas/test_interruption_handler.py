@@ -25,10 +25,12 @@ from core.kops import CLUSTER_TAG, INSTANCE_GROUP_TAG, NODE_ROLE_TAG
 from core.model import Command, CommandStatus, NodeRecord
 from core.schema import idempotency_table, state_table
 from core.settings import InterruptionSettings
+from lambdas.interruption import handler as interruption_handler
 from lambdas.interruption.handler import Deps, handle, lambda_handler
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 REGION = "us-east-1"
+ACCOUNT = "123456789012"  # moto's account, the one the fixtures of record carry
 CLUSTER = "demo.k8s.local"
 NODES = "nodes-us-east-1a.demo.k8s.local"
 MASTER = "master-us-east-1a.masters.demo.k8s.local"
@@ -71,6 +73,7 @@ class World:
             "table_name": "state",
             "queue_url": self.queue_url,
             "idempotency_table_name": "idempotency",
+            "account_id": ACCOUNT,
             **overrides,
         }
         return InterruptionSettings(**values)
@@ -277,8 +280,12 @@ def test_duplicate_of_a_still_queued_command_is_resent(world):
     assert len(world.detaches()) == 1
 
 
-@pytest.mark.parametrize("fixture", ["spot-interruption-warning-stop.json", "spot-interruption-warning-hibernate.json"])
-def test_stop_and_hibernate_drain_without_detaching(world, fixture):
+@pytest.mark.parametrize(
+    ("fixture", "kind", "notice_seconds"),
+    [("spot-interruption-warning-stop.json", "drain", 120), ("spot-interruption-warning-hibernate.json", "cordon", 0)],
+)
+def test_stop_drains_and_hibernate_cordons_without_detaching(world, fixture, kind, notice_seconds):
+    """AWS warns two minutes before a stop; a hibernation begins with the warning (no time to drain in)."""
     victim = world.members(NODES)[0]
     before = world.members(NODES)
 
@@ -286,7 +293,9 @@ def test_stop_and_hibernate_drain_without_detaching(world, fixture):
 
     assert response["status"] == "acted"
     [message] = world.messages()
-    assert Command.model_validate_json(message["Body"]).kind.value == "drain"
+    command = Command.model_validate_json(message["Body"])
+    assert command.kind.value == kind
+    assert command.deadline == T0 + timedelta(seconds=notice_seconds)
     assert world.members(NODES) == before
     assert world.detaches() == []
 
@@ -345,6 +354,47 @@ def test_instances_outside_the_cluster_are_acknowledged(world, capsys, target, r
     out = capsys.readouterr().out
     assert counted(emf(out), "EventsIgnored", reason=reason) == 1
     assert any(log.get("reason") == reason and instance in log["message"] for log in logs(out))
+
+
+class NoCalls:
+    """An Auto Scaling client that fails the test if the handler reads anything (an out-of-scope event reads
+    nothing)."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"autoscaling.{name} called for an event that is not the deployment's")
+
+
+@pytest.mark.parametrize(
+    ("envelope", "reason"),
+    [({"region": "eu-west-1"}, "foreign_region"), ({"account": "210987654321"}, "foreign_account")],
+)
+def test_another_regions_or_accounts_warning_is_acknowledged_and_counted_never_acted_on(
+    world, capsys, envelope, reason
+):
+    """The instance id names a member of the cluster here: only the envelope says the event is not ours."""
+    groups = {NODES: world.members(NODES)}
+    victim = groups[NODES][0]
+    raw = {**event("spot-interruption-warning.json", victim), **envelope}
+
+    response = handle(raw, world.deps(autoscaling=NoCalls()), now=T0 + timedelta(seconds=1))
+
+    assert response["status"] == "acknowledged" and response["reason"] == reason
+    _assert_nothing_changed(world, groups)
+    out = capsys.readouterr().out
+    assert counted(emf(out), "EventsOutOfScope", reason=reason) == 1
+    assert counted(emf(out), "EventsIgnored", reason=reason) == 0
+    # the same warning from the deployment's own region is acted on
+    assert handle(event("spot-interruption-warning.json", victim), world.deps(), now=T0)["status"] == "acted"
+
+
+def test_without_a_known_account_nothing_from_the_bus_is_acted_on(world, capsys):
+    groups = {NODES: world.members(NODES)}
+
+    response = handle(event("spot-interruption-warning.json", groups[NODES][0]), world.deps(account_id=None), now=T0)
+
+    assert response["status"] == "acknowledged" and response["reason"] == "account_unknown"
+    _assert_nothing_changed(world, groups)
+    assert counted(emf(capsys.readouterr().out), "EventsOutOfScope", reason="account_unknown") == 1
 
 
 def test_event_five_minutes_late_is_acknowledged(world, capsys):
@@ -554,3 +604,20 @@ def test_lambda_handler_reads_settings_from_the_environment(world, monkeypatch, 
     assert lines and all(line["correlation_id"] == raw["id"] for line in lines)
     assert {line["function_request_id"] for line in lines} == {"req-1"}
     assert lambda_handler({"not": "an event"}, FakeContext())["status"] == "rejected"
+
+
+def test_lambda_handler_takes_its_region_and_account_from_the_context(world, monkeypatch):
+    """No ACCOUNT_ID: the function ARN names the account; a function in eu-west-1 does not act on us-east-1."""
+    for var, value in {"CLUSTER_NAME": CLUSTER, "TABLE_NAME": "state", "QUEUE_URL": world.queue_url}.items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.delenv("ACCOUNT_ID", raising=False)
+    monkeypatch.setattr(interruption_handler._deps, "_value", None)  # settings read again from this environment
+    groups = {NODES: world.members(NODES)}
+    raw = event("spot-interruption-warning.json", groups[NODES][0], time=datetime.now(UTC))
+    elsewhere = FakeContext(invoked_function_arn="arn:aws:lambda:eu-west-1:123456789012:function:interruption")
+
+    response = lambda_handler(raw, elsewhere)
+
+    assert response["status"] == "acknowledged" and response["reason"] == "foreign_region"
+    _assert_nothing_changed(world, groups)
+    assert lambda_handler(raw, FakeContext())["status"] == "acted"

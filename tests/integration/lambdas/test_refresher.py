@@ -360,6 +360,32 @@ def test_an_invalid_manual_payload_is_rejected_and_changes_nothing(
     h.invoker.close()
 
 
+@pytest.mark.parametrize(
+    ("envelope", "reason"),
+    [({"region": "eu-west-1"}, "foreign_region"), ({"account": "210987654321"}, "foreign_account")],
+)
+def test_another_regions_or_accounts_events_are_acknowledged_and_change_nothing(
+    world: Any, envelope: dict[str, str], reason: str
+) -> None:
+    from localworld.eventbus import launch_event, scheduled_event
+
+    info = world.setup_cluster(azs=("us-east-1a",), nodes_per_az=1, wait_ready=False)
+    h = RefreshHarness(world, info)
+    before = h.groups()
+    group = info.worker_asgs["us-east-1a"]
+    now = datetime.now(UTC)
+    for raw in (
+        scheduled_event("node-manager-refresh-tick", time=now),
+        launch_event(group, successful=True, time=now, instance_id="i-0123456789abcdef0"),
+    ):
+        response = h.invoke({**raw, **envelope})
+        assert response["status"] == "acknowledged" and response["reason"] == reason, response
+        # the same event from home is the refresher's to judge (not out of scope)
+        assert h.invoke(raw).get("reason") != reason
+    assert h.groups() == before and list(h.store.query_prefix("RUN#")) == []
+    h.invoker.close()
+
+
 def test_instances_on_the_current_launch_template_version_are_skipped(world: Any) -> None:
     info = world.setup_cluster(azs=("us-east-1a", "us-east-1b"), nodes_per_az=1)
     stale_asg = info.worker_asgs["us-east-1a"]

@@ -21,6 +21,7 @@ from adapters.dynamo.store import Store
 from agent.consumer.config import ConsumerConfig
 from agent.consumer.loop import CommandConsumer
 from agent.drain.results import NodeCommandResult, PodOutcome
+from agent.metrics import AgentMetrics
 from agent.report import Reporter
 from core.model import Command, CommandStatus, utcnow
 from localworld.cluster import ClusterInfo
@@ -46,11 +47,13 @@ def succeed(command: Command) -> NodeCommandResult:
 
 
 class ScriptedEngine:
-    """Answers each command with ``answer(command)`` (or raises what it raises); records what it ran."""
+    """Answers each command with ``answer(command)`` (or raises what it raises); records what it ran (``ran``: the
+    ids, ``commands``: the commands as given)."""
 
     def __init__(self, answer: Callable[[Command], NodeCommandResult] = succeed) -> None:
         self.answer = answer
         self.ran: list[str] = []
+        self.commands: list[Command] = []
         self._lock = threading.Lock()
         self.active = 0
         self.max_active = 0
@@ -58,6 +61,7 @@ class ScriptedEngine:
     def run(self, command: Command) -> NodeCommandResult:
         with self._lock:
             self.ran.append(command.command_id)
+            self.commands.append(command)
             self.active += 1
             self.max_active = max(self.max_active, self.active)
         try:
@@ -105,6 +109,7 @@ class World:
         clock: Callable[[], datetime] = utcnow,
         bus: str | None = None,
         poster: Any = None,
+        metrics: AgentMetrics | None = None,
         **config: Any,
     ) -> CommandConsumer:
         reporter = Reporter(self.store, self.events, bus or self.info.event_bus_name, post_node_event=poster)
@@ -119,10 +124,13 @@ class World:
                 **config,
             }
         )
-        return CommandConsumer(CommandQueue(self.sqs, cfg.queue_url), self.store, engine, reporter, cfg, clock=clock)
+        return CommandConsumer(
+            CommandQueue(self.sqs, cfg.queue_url), self.store, engine, reporter, cfg, clock=clock, metrics=metrics
+        )
 
     def send(self, command: Command, record: bool = True) -> None:
-        """What the interruption Lambda does: record the command, then send it."""
+        """What the interruption Lambda does: record the command, then send it (``record=False``: only send it,
+        as SQS redelivering it or a forger would)."""
         if record:
             self.store.record_command(command, ttl_seconds=3600)
         self.sqs.send_message(QueueUrl=self.info.queue_url, MessageBody=command.model_dump_json())

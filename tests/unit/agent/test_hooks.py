@@ -133,11 +133,12 @@ def test_a_duplicate_delivery_of_a_finished_drain_completes_an_action_left_pendi
     world: World, stubbed: tuple[Any, Stubber]
 ) -> None:
     autoscaling, stub = stubbed
-    world.send(command("lifecycle-ev-1"))
+    sent = command("lifecycle-ev-1")
+    world.send(sent)
     consumer(world, ScriptedEngine(), autoscaling).handle(world.receive())  # no action recorded yet: no call
     record_hook(world.store, HOOK, ttl_seconds=3600)  # e.g. the worker died between the drain's end and the call
     expect_complete(stub)
-    world.send(command("lifecycle-ev-1"), record=False)
+    world.send(sent, record=False)  # SQS delivers it again
     consumer(world, ScriptedEngine(), autoscaling).handle(world.receive())
     assert get_hook(world.store, INSTANCE)["state"] == HookState.COMPLETED
     assert world.in_queue() == 0

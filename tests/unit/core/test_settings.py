@@ -2,7 +2,7 @@ import pytest
 from pydantic import ValidationError
 
 from core.exceptions import SettingsError
-from core.settings import AgentSettings, InterruptionSettings, RebalancePolicy
+from core.settings import AgentSettings, InterruptionSettings, PdbDeadlinePolicy, RebalancePolicy
 
 BASE = {"CLUSTER_NAME": "demo", "TABLE_NAME": "t", "QUEUE_URL": "http://q"}
 
@@ -38,3 +38,15 @@ def test_errors_name_the_variable(env, var):
 def test_agent_cross_field_validation():
     with pytest.raises(SettingsError, match="STALE_RUNNING_SECONDS"):
         AgentSettings.from_env({**BASE, "SQS_VISIBILITY_TIMEOUT_SECONDS": "120", "STALE_RUNNING_SECONDS": "60"})
+
+
+def test_drain_grace_settings():
+    s = AgentSettings.from_env(BASE)
+    assert s.drain_grace_margin_seconds == 10.0
+    assert s.drain_pdb_deadline_policy is PdbDeadlinePolicy.DELETE
+    s = AgentSettings.from_env({**BASE, "DRAIN_GRACE_MARGIN_SECONDS": "5", "DRAIN_PDB_DEADLINE_POLICY": "honor"})
+    assert s.drain_grace_margin_seconds == 5.0 and s.drain_pdb_deadline_policy is PdbDeadlinePolicy.HONOR
+    for var, value in (("DRAIN_PDB_DEADLINE_POLICY", "evict"), ("DRAIN_GRACE_MARGIN_SECONDS", "-1")):
+        with pytest.raises(SettingsError) as info:
+            AgentSettings.from_env({**BASE, var: value})
+        assert info.value.name == var

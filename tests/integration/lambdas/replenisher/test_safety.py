@@ -193,3 +193,34 @@ def test_dry_run_changes_nothing(rig: Rig) -> None:
     assert any(a["action"].startswith("set ") for a in response["actions"])
     assert rig.ledger("us-east-1a") is None
     assert rig.sizes()["b"][0] == 2
+
+
+@pytest.mark.parametrize(
+    ("envelope", "reason"),
+    [({"region": "eu-west-1"}, "foreign_region"), ({"account": "210987654321"}, "foreign_account")],
+)
+def test_another_regions_or_accounts_launch_failure_is_acknowledged_never_compensated(
+    rig: Rig, envelope: dict[str, str], reason: str
+) -> None:
+    """The group name is one of the cluster's: only the envelope says the failure happened elsewhere."""
+    rig.report_membership(rig.at(0))
+    rig.outage.fail(rig.info.worker_asgs["us-east-1a"])
+    rig.lose("us-east-1a", 2)
+    before = rig.sizes()
+    raw = {
+        **launch_event(
+            rig.info.worker_asgs["us-east-1a"],
+            successful=False,
+            time=rig.at(0),
+            availability_zone="us-east-1a",
+            status_message="There is no Spot capacity available that matches your request.",
+        ),
+        **envelope,
+    }
+
+    response = rig.invoke(raw, rig.at(0))
+
+    assert response["status"] == "acknowledged" and response["reason"] == reason
+    assert rig.sizes() == before and rig.ledger("us-east-1a") is None
+    # the same failure from the deployment's own account and region is compensated
+    assert rig.failure("us-east-1a", rig.at(0.1))["status"] == "acted"

@@ -69,3 +69,15 @@ def test_a_gone_answer_is_a_result_and_other_answers_are_raised_from_the_botocor
 
 def test_dynamodb_throttling_is_in_the_one_retryable_list():
     assert {"ProvisionedThroughputExceededException", "ThrottlingException", "Throttling"} <= RETRYABLE_CODES
+
+
+def test_an_answer_botocore_cannot_parse_is_retryable_and_cut_short():
+    from botocore.parsers import ResponseParserError
+
+    def unreadable() -> None:
+        raise ResponseParserError("Unable to parse response (unclosed token), invalid XML received: " + "<html>" * 500)
+
+    with pytest.raises(AwsUnavailableError) as caught:
+        call("DescribeInstances", unreadable)
+    assert caught.value.code == "ResponseParserError" and isinstance(caught.value.__cause__, ResponseParserError)
+    assert len(str(caught.value)) < 700

@@ -4,7 +4,13 @@ from datetime import timedelta
 
 import pytest
 
-from adapters.dynamo.commands import Delivery, cancel_queued_command, commands_for_instance, record_and_send
+from adapters.dynamo.commands import (
+    Delivery,
+    cancel_queued_command,
+    commands_for_instance,
+    record_and_send,
+    recorded_command,
+)
 from core.exceptions import CommandExistsError, CommandTransitionError
 from core.model import Command, CommandKind, CommandStatus, utcnow
 
@@ -60,8 +66,21 @@ def test_terminal_command_cannot_restart(store):
     assert info.value.current["status"] == "timed_out"
 
 
-def test_a_command_without_a_record_can_start(store):
-    assert store.start_command(_cmd("manual-1"), "agent-a", stale_after_seconds=60, ttl_seconds=3600) == 1
+def test_a_command_without_a_record_cannot_start(store):
+    with pytest.raises(CommandTransitionError) as info:
+        store.start_command(_cmd("manual-1"), "agent-a", stale_after_seconds=60, ttl_seconds=3600)
+    assert info.value.current is None
+    assert store.get_command("manual-1") is None  # nothing written on the body's behalf
+
+
+def test_a_start_keeps_the_recorded_command(store):
+    store.record_command(_cmd(), ttl_seconds=3600)
+    other = _cmd().model_copy(update={"instance_id": "i-0fedcba9876543210", "kind": CommandKind.CORDON})
+    store.start_command(other, "agent-a", stale_after_seconds=60, ttl_seconds=3600)
+    item = store.get_command("spot-1")
+    assert item["status"] == "running"
+    assert (item["kind"], item["instance_id"]) == ("drain", "i-0123456789abcdef0")
+    assert recorded_command(item) == _cmd().model_copy(update={"deadline": recorded_command(item).deadline})
 
 
 def test_finish_needs_a_terminal_status(store):
@@ -106,6 +125,20 @@ def test_record_and_send_sends_again_only_while_queued(store):
     store.start_command(_cmd(), "agent-a", stale_after_seconds=60, ttl_seconds=3600)
     delivery = record_and_send(store, send, _cmd(), 3600, now)
     assert not delivery.sent and delivery.previous_status == "running" and sent == ["spot-1", "spot-1"]
+
+
+def test_record_and_send_sends_the_recorded_command_again_not_a_recomputed_one(store):
+    sent: list[Command] = []
+
+    def send(command: Command) -> str:
+        sent.append(command)
+        return "m"
+
+    first = _cmd()
+    record_and_send(store, send, first, 3600, utcnow())
+    later = first.model_copy(update={"deadline": first.deadline + timedelta(minutes=5)})  # a retry recomputes it
+    assert record_and_send(store, send, later, 3600, utcnow()).sent
+    assert sent == [first, first]  # what the agent will find in the item
 
 
 def test_mark_reported_only_while_the_status_holds(store):

@@ -1,4 +1,5 @@
-"""The consumer's pure decisions (``agent.consumer.decisions``): message sorting, refusals, deadlines."""
+"""The consumer's pure decisions (``agent.consumer.decisions``): message sorting, binding to the record, refusals,
+deadlines."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ import pytest
 from agent.consumer.decisions import (
     MessageVerdict,
     RefusalDisposition,
+    Rejection,
+    bind_to_record,
     deadline_passed,
     on_refusal,
     parse_message,
 )
+from core.model import CommandKind, DrainOptions
 from tests.unit.agent.commands import NOW
 from tests.unit.agent.commands import spot_command as _cmd
 
@@ -47,6 +51,56 @@ def test_a_command_of_this_cluster_runs() -> None:
     parsed = parse_message(_cmd().model_dump_json(), "demo")
     assert parsed.verdict is MessageVerdict.RUN
     assert parsed.command == _cmd()
+
+
+def _item(stored: object) -> dict[str, object]:
+    """A CMD# item as ``record_command`` writes it (plain values, as ``Table.get`` returns them)."""
+    return {"command": stored, "kind": "drain", "instance_id": "i-0123456789abcdef0", "status": "queued"}
+
+
+def test_a_body_with_no_item_is_not_bound() -> None:
+    binding = bind_to_record(_cmd(), None)
+    assert binding.command is None and binding.rejection is Rejection.NO_RECORD
+    assert "spot-1" in binding.why
+
+
+@pytest.mark.parametrize("stored", [None, "spot-1", {"command_id": "spot-1"}])
+def test_an_item_without_a_readable_command_is_no_record(stored: object) -> None:
+    binding = bind_to_record(_cmd(), _item(stored))
+    assert binding.command is None and binding.rejection is Rejection.NO_RECORD
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"instance_id": "i-0fedcba9876543210"}, "instance_id"),
+        ({"kind": CommandKind.CORDON}, "kind"),
+        ({"deadline": NOW + timedelta(days=3650)}, "deadline"),
+        ({"node_name": "ip-10-0-0-5.ec2.internal"}, "node_name"),
+        ({"node_name": None}, "node_name"),
+        ({"options": DrainOptions(grace_period_seconds=0)}, "options"),
+        ({"cluster": "other"}, "cluster"),
+        ({"command_id": "spot-2"}, "command_id"),
+    ],
+)
+def test_a_body_that_differs_from_its_record_is_a_mismatch(change: dict[str, object], field: str) -> None:
+    recorded = _item(_cmd().model_dump(mode="json"))
+    binding = bind_to_record(_cmd().model_copy(update=change), recorded)
+    assert binding.command is None and binding.rejection is Rejection.MISMATCH
+    assert binding.why.startswith(f"{field}: body ")
+
+
+def test_a_bound_body_yields_the_stored_command() -> None:
+    recorded = _cmd().model_copy(update={"reason": "as the Lambda wrote it"})
+    binding = bind_to_record(_cmd(), _item(recorded.model_dump(mode="json")))
+    assert binding.rejection is None and binding.command == recorded  # the stored one, reason included
+
+
+def test_the_bound_fields_survive_the_table_round_trip() -> None:
+    # Table.get turns Decimals back to int or float: a grace period recorded as 30 reads back as the int 30
+    recorded = _cmd().model_copy(update={"options": DrainOptions(grace_period_seconds=30)})
+    item = _item(json.loads(json.dumps(recorded.model_dump(mode="json"))))
+    assert bind_to_record(recorded, item).command == recorded
 
 
 def test_only_drains_are_not_started_after_their_deadline() -> None:

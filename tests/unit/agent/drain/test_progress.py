@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from agent.drain.policy import PodAction, plan_drain
+from agent.drain.policy import Grace, GraceSource, PodAction, plan_drain
 from agent.drain.progress import DrainProgress, EvictionUpdate
 from agent.kube.eviction import (
     EvictionResponse,
@@ -87,3 +87,26 @@ def test_a_worker_that_gave_up_settles_as_a_failure() -> None:
     assert progress.settled and progress.evictions_done
     assert [s.pod.name for s in progress.failures()] == ["web"]
     assert progress.remaining()[0].why == "eviction failed: HTTP 403: forbidden"
+
+
+def test_outcome_names_the_grace_of_the_accepted_request() -> None:
+    progress = make_progress()
+    capped = Grace(109, 109, GraceSource.DEADLINE)
+    blocked = EvictionResponse(EvictionStatus.BLOCKED, 429, "disruption budget", pdb_name="web-pdb")
+    # a refused request's grace is not what the pod got
+    progress.apply_update(
+        EvictionUpdate("ns/web", 1, blocked, final=False, at=T0, grace=Grace(30, None, GraceSource.POD))
+    )
+    progress.apply_update(
+        EvictionUpdate("ns/web", 2, EvictionResponse(EvictionStatus.EVICTED, 201), True, T0, grace=capped)
+    )
+    past_pdb = Grace(25, 25, GraceSource.PDB_DEADLINE)
+    progress.apply_update(
+        EvictionUpdate("ns/db", 3, EvictionResponse(EvictionStatus.EVICTED, 200), True, T0, grace=past_pdb)
+    )
+    outcomes = {o.name: o for o in progress.outcomes()}
+    assert (outcomes["web"].grace_seconds, outcomes["web"].grace_source) == (109, GraceSource.DEADLINE)
+    assert (outcomes["db"].grace_seconds, outcomes["db"].grace_source) == (25, GraceSource.PDB_DEADLINE)
+    # nothing accepted (or a finished pod's plain DELETE): no grace named
+    assert outcomes["leaving"].grace_seconds is None and outcomes["leaving"].grace_source is None
+    assert outcomes["ds"].grace_source is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from agent.drain.policy import PodAction
+from agent.drain.policy import GraceSource, PodAction
 from agent.drain.results import NodeCommandResult, PodOutcome
 from core.model import CommandKind, CommandStatus
 
@@ -26,3 +26,16 @@ def test_result_is_json_able() -> None:
     dumped = json.loads(json.dumps(result.model_dump(mode="json")))
     assert dumped["status"] == "timed_out" and dumped["pods"][0]["action"] == "evict"
     assert NodeCommandResult.model_validate(dumped) == result
+
+
+def test_grace_fields_are_stored_and_older_results_without_them_still_load() -> None:
+    outcome = PodOutcome(
+        namespace="ns", name="slow", action=PodAction.EVICT, grace_seconds=109, grace_source=GraceSource.DEADLINE
+    )
+    dumped = json.loads(json.dumps(outcome.model_dump(mode="json")))
+    assert dumped["grace_seconds"] == 109 and dumped["grace_source"] == "deadline"
+    assert PodOutcome.model_validate(dumped) == outcome
+    # a result stored before the fields existed
+    old = {"namespace": "ns", "name": "web", "uid": "u", "action": "evict", "reason": "", "attempts": 1, "gone": True}
+    loaded = PodOutcome.model_validate(old)
+    assert loaded.grace_seconds is None and loaded.grace_source is None

@@ -80,3 +80,20 @@ def test_eviction_api_version_from_discovery() -> None:
     assert eviction_api_version(v120) == "policy/v1beta1"
     assert eviction_api_version(v125) == "policy/v1"
     assert eviction_api_version([]) == "policy/v1"
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "pdb_blocked"),
+    [
+        (429, PDB_429, True),
+        # v1.20's message without causes still names the disruption budget
+        (429, '{"message": "Cannot evict pod as it would violate the pod\'s disruption budget."}', True),
+        (500, MULTI_500, True),
+        # API Priority and Fairness shedding load: not a budget
+        (429, '{"message": "too many requests, please try again later"}', False),
+        (503, '{"message": "unavailable"}', False),
+        (404, '{"message": "pods \\"x\\" not found"}', False),
+    ],
+)
+def test_pdb_blocked_tells_a_budget_from_load_shedding(status: int, body: str, pdb_blocked: bool) -> None:
+    assert classify_eviction_error(status, body).pdb_blocked is pdb_blocked

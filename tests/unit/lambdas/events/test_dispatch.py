@@ -101,6 +101,56 @@ def test_non_events_are_malformed(raw):
         parse_notice(raw)
 
 
+@pytest.mark.parametrize("field", ["source", "detail-type"])
+@pytest.mark.parametrize(
+    ("value", "found"),
+    [
+        ([], "an array"),
+        ({}, "an object"),
+        (["aws.ec2"], "an array"),
+        ({"a": "b"}, "an object"),
+        (7, "a number"),
+        (None, "null"),
+    ],
+)
+def test_an_envelope_key_that_is_not_a_string_is_malformed(field, value, found):
+    raw = load("spot-interruption-warning.json")
+    raw[field] = value
+    with pytest.raises(MalformedEventError, match=f"{field} must be a string, found {found}"):
+        parse_notice(raw)
+    with pytest.raises(MalformedEventError, match=field):  # every Lambda's kinds: the same answer
+        parse_event(raw, REPLENISHER_KINDS | REFRESHER_KINDS, NOW)
+
+
+@pytest.mark.parametrize(
+    "raw", [{"source": []}, {"source": {}}, {"source": "aws.ec2"}, {"source": "aws.ec2", "detail-type": ["x"]}]
+)
+def test_bare_envelopes_with_odd_keys_are_malformed(raw):
+    with pytest.raises(MalformedEventError):
+        parse_notice(raw)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [1709633730, 1709633730.5, "1709633730", "2024-03-05", "10:15:30Z", "2024-03-05T10:15Z", None, True, [], {}],
+)
+def test_a_time_that_is_not_an_rfc3339_string_is_malformed(value):
+    raw = load("spot-interruption-warning.json")
+    raw["time"] = value
+    with pytest.raises(MalformedEventError, match=r"time: .*RFC 3339"):
+        parse_notice(raw)
+
+
+@pytest.mark.parametrize(
+    "name", ["scheduled-tick.json", "agent-drain-succeeded.json", "autoscaling-launch-successful.json"]
+)
+def test_an_epoch_time_is_malformed_for_every_source(name):
+    raw = load(name)
+    raw["time"] = 1709633730
+    with pytest.raises(MalformedEventError, match="time"):
+        parse_event(raw, REPLENISHER_KINDS, NOW)
+
+
 def test_detail_that_is_not_an_object_is_malformed():
     raw = load("spot-interruption-warning.json")
     raw["detail"] = "i-0a1b2c3d4e5f60718"

@@ -145,12 +145,45 @@ def test_node_name_comes_only_from_fresh_membership(membership, expected):
     assert plan.actions[0].command.node_name == expected
 
 
+@pytest.mark.parametrize(
+    ("action", "kind", "notice"),
+    [
+        # AWS: the warning comes "two minutes before Amazon EC2 stops or terminates your Spot Instance"
+        (InstanceAction.TERMINATE, CommandKind.DRAIN, 120),
+        (InstanceAction.STOP, CommandKind.DRAIN, 120),
+        # AWS: no two-minute warning for hibernation, "the hibernation process begins immediately"
+        (InstanceAction.HIBERNATE, CommandKind.CORDON, 0),
+    ],
+)
+def test_each_instance_action_gets_the_documented_deadline(action, kind, notice):
+    command = decide(spot(action), NOW, settings(), world()).actions[0].command
+    assert command.kind is kind
+    assert command.deadline == T0 + timedelta(seconds=notice)
+    assert command.reason == f"spot-interruption:{action.value}"
+
+
+def test_the_spot_deadline_setting_moves_terminate_and_stop_not_hibernate():
+    for action, deadline in [
+        (InstanceAction.STOP, T0 + timedelta(seconds=90)),
+        (InstanceAction.HIBERNATE, T0),
+    ]:
+        command = decide(spot(action), NOW, settings(spot_deadline_seconds=90), world()).actions[0].command
+        assert command.deadline == deadline
+
+
+def test_a_hibernate_warning_is_acted_on_until_the_spot_deadline_setting_passes():
+    """No time is left before a hibernation, but the cordon still helps: it is late only when a stop would be."""
+    assert kinds(decide(spot(InstanceAction.HIBERNATE), T0 + timedelta(seconds=119), settings(), world()))[0] == (
+        "RecordCommand"
+    )
+    late = decide(spot(InstanceAction.HIBERNATE), T0 + timedelta(seconds=121), settings(), world())
+    assert late.actions == (Acknowledge(IgnoreReason.LATE, "event is 121 s old"),)
+
+
 @pytest.mark.parametrize("action", [InstanceAction.STOP, InstanceAction.HIBERNATE])
-def test_stop_and_hibernate_are_drained_but_never_detached(action):
+def test_stop_and_hibernate_are_never_detached(action):
     plan = decide(spot(action), NOW, settings(), world())
     assert kinds(plan) == ["RecordCommand", "SendCommand", "Skip"]
-    assert plan.actions[0].command.kind is CommandKind.DRAIN
-    assert plan.actions[0].command.reason == f"spot-interruption:{action.value}"
     assert plan.actions[2] == Skip("early_replacement", SkipReason.INSTANCE_COMES_BACK)
 
 

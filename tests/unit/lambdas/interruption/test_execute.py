@@ -120,6 +120,15 @@ def test_losing_the_command_record_to_a_queued_command_still_sends(effects):
     assert len(messages(effects)) == 1
 
 
+def test_a_command_sent_again_is_the_recorded_one(effects):
+    cmd = command(instance(effects))
+    effects.store.record_command(cmd, 3600, now=NOW)
+    again = cmd.model_copy(update={"node_name": "ip-10-0-1-99.ec2.internal"})  # membership changed meanwhile
+    execute(Plan((RecordCommand(again), SendCommand(again))), effects, NOW)
+    [message] = messages(effects)
+    assert Command.model_validate_json(message["Body"]) == cmd  # the agent runs only a body matching its item
+
+
 def test_losing_the_detach_record_drops_the_detach(effects):
     victim = instance(effects)
     effects.store.record_detach(victim, "nodes", "other delivery", 3600, now=NOW)
