@@ -25,6 +25,7 @@ def repo(tmp_path: Path) -> Path:
     """A folder laid out like the repository, holding only what bootstrap.sh reads before its first step."""
     (tmp_path / "scripts").mkdir()
     shutil.copy2(ROOT / "scripts" / "bootstrap.sh", tmp_path / "scripts" / "bootstrap.sh")
+    shutil.copytree(ROOT / "scripts" / "lib", tmp_path / "scripts" / "lib")
     for name in REQUIREMENTS:
         shutil.copy2(ROOT / name, tmp_path / name)
     return tmp_path

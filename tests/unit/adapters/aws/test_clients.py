@@ -49,12 +49,15 @@ def test_lazy_clients_are_made_on_first_use_only() -> None:
     assert isinstance(made["sqs"], LazyClient) and not made["sqs"].built
 
 
-def test_no_region_is_a_settings_error() -> None:
-    import boto3
-
-    session = boto3.session.Session(region_name=None)
-    if session.region_name:
-        pytest.skip("a region is configured in this environment")
+def test_no_region_is_a_settings_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    # No region anywhere botocore looks: environment, config file.
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    empty = tmp_path / "config"
+    empty.write_text("")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(empty))
+    session = boto3.session.Session()
+    assert session.region_name is None
     with pytest.raises(SettingsError) as info:
         clients(session, ("sqs",), LAMBDA_CONFIG)
     assert info.value.name == "AWS_REGION"
