@@ -164,8 +164,12 @@ def test_drain_of_a_worker_with_the_world_workloads(
     sim = world.simulator
     assert sim is not None
     wait_pods_ready(world.rest, wl.namespace, wl.controlled_pods + 1 + len(workers(world)))
-    standalone = world.rest.get(f"/api/v1/namespaces/{wl.namespace}/pods/{wl.bare_pod}")
-    target = standalone["spec"]["nodeName"]
+    # Enough Ready pods does not mean the bare pod is among them yet: wait for it to be bound to a node.
+    target = sim.wait_for(
+        lambda: world.rest.get(f"/api/v1/namespaces/{wl.namespace}/pods/{wl.bare_pod}")["spec"].get("nodeName"),
+        15,
+        "the bare pod scheduled",
+    )
     # Make sure the target also has every other kind of pod a drain meets:
     ns = wl.namespace
     deploy_pods_on_node(world.rest, target, 2, grace=2, namespace=ns, name="slow")  # 2 s graceful termination
