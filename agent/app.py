@@ -3,7 +3,7 @@ in threads, and stops cleanly on SIGTERM or SIGINT.
 
 Configuration (read once, at start):
 
-- ``AgentSettings`` from the environment (``CLUSTER_NAME``, ``TABLE_NAME``, ``QUEUE_URL``, ... see core/settings.py).
+- ``AgentSettings`` from the environment (``CLUSTER_NAME``, ``TABLE_NAME``, ``QUEUE_URL``, ... see core/settings/).
 - Kubernetes: the file named by ``KUBECONFIG`` when set (``kubernetes.config.load_kube_config``), else the pod's
   service account (``load_incluster_config``).
 - AWS: the default credential chain and region (``AWS_REGION``); ``AWS_ENDPOINT_URL`` points every client at

@@ -57,7 +57,7 @@ class ClusterInfo:
     observer_rule_name: str = "node-manager-observer"
 
     def env(self) -> dict[str, str]:
-        """The settings' environment variables (names from ``core/settings.py``) for this cluster."""
+        """The settings' environment variables (names from ``core/settings/``) for this cluster."""
         return {
             "CLUSTER_NAME": self.name,
             "TABLE_NAME": self.table_name,

@@ -1,0 +1,103 @@
+"""Settings of the in-cluster agent."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field, model_validator
+
+from core.settings.base import _COMMON_ENV, LogFormat, PdbDeadlinePolicy, _Settings
+
+
+class AgentSettings(_Settings):
+    """Settings of the in-cluster agent."""
+
+    ENV_VARS: ClassVar[dict[str, str]] = {
+        **_COMMON_ENV,
+        "event_bus_name": "EVENT_BUS_NAME",
+        "concurrency": "AGENT_CONCURRENCY",
+        "poll_wait_seconds": "SQS_WAIT_SECONDS",
+        "visibility_timeout_seconds": "SQS_VISIBILITY_TIMEOUT_SECONDS",
+        "membership_resync_seconds": "MEMBERSHIP_RESYNC_SECONDS",
+        "membership_ttl_seconds": "MEMBERSHIP_TTL_SECONDS",
+        "stale_running_seconds": "STALE_RUNNING_SECONDS",
+        "eviction_backoff_seconds": "EVICTION_BACKOFF_SECONDS",
+        "eviction_backoff_max_seconds": "EVICTION_BACKOFF_MAX_SECONDS",
+        "drain_grace_margin_seconds": "DRAIN_GRACE_MARGIN_SECONDS",
+        "drain_pdb_deadline_policy": "DRAIN_PDB_DEADLINE_POLICY",
+        "command_ttl_seconds": "COMMAND_TTL_SECONDS",
+        "shutdown_grace_seconds": "AGENT_SHUTDOWN_GRACE_SECONDS",
+        # operation (issue 5): leader election, health/metrics endpoint, logs, CloudWatch, lifecycle hooks
+        "leader_election": "LEADER_ELECTION",
+        "leader_election_namespace": "LEADER_ELECTION_NAMESPACE",
+        "leader_election_lease_name": "LEADER_ELECTION_LEASE_NAME",
+        "lease_duration_seconds": "LEADER_ELECTION_LEASE_SECONDS",
+        "renew_deadline_seconds": "LEADER_ELECTION_RENEW_DEADLINE_SECONDS",
+        "retry_period_seconds": "LEADER_ELECTION_RETRY_SECONDS",
+        "http_port": "AGENT_HTTP_PORT",
+        "readiness_max_age_seconds": "READINESS_MAX_AGE_SECONDS",
+        "liveness_max_age_seconds": "LIVENESS_MAX_AGE_SECONDS",
+        "log_format": "LOG_FORMAT",
+        "cloudwatch_metrics": "AGENT_CLOUDWATCH_METRICS",
+        "cloudwatch_namespace": "CLOUDWATCH_NAMESPACE",
+        "lifecycle_heartbeat_seconds": "LIFECYCLE_HEARTBEAT_SECONDS",
+    }
+
+    cluster_name: str = Field(min_length=1)
+    table_name: str = Field(min_length=1)
+    queue_url: str = Field(min_length=1)
+    event_bus_name: str = "default"
+    concurrency: int = Field(default=4, ge=1, le=64)
+    poll_wait_seconds: int = Field(default=10, ge=0, le=20)
+    visibility_timeout_seconds: int = Field(default=30, ge=5, le=43200)
+    membership_resync_seconds: int = Field(default=60, ge=1)
+    membership_ttl_seconds: int = Field(default=600, ge=10)
+    stale_running_seconds: int = Field(default=60, ge=5)
+    eviction_backoff_seconds: float = Field(default=0.5, gt=0)
+    eviction_backoff_max_seconds: float = Field(default=5.0, gt=0)
+    # a pod's grace period is capped so its shutdown ends this long before the command's deadline (agent/drain/policy)
+    drain_grace_margin_seconds: float = Field(default=10.0, ge=0, le=600)
+    drain_pdb_deadline_policy: PdbDeadlinePolicy = PdbDeadlinePolicy.DELETE
+    command_ttl_seconds: int = Field(default=7 * 86400, ge=3600)
+    # on SIGTERM, how long in-flight commands may run on before they are handed back to another agent; keep it
+    # below the pod's terminationGracePeriodSeconds minus SQS_WAIT_SECONDS
+    shutdown_grace_seconds: float = Field(default=10.0, ge=0)
+    # Leader election on a coordination.k8s.io/v1 Lease (agent/leader.py). With the defaults a standby takes over
+    # at most lease + 2 x retry = 14 s after the leader's last renewal.
+    leader_election: bool = True
+    leader_election_namespace: str = Field(default="node-manager", min_length=1)
+    leader_election_lease_name: str = Field(default="node-manager-agent", min_length=1)
+    lease_duration_seconds: float = Field(default=10.0, ge=2)
+    renew_deadline_seconds: float = Field(default=7.0, ge=1)
+    retry_period_seconds: float = Field(default=2.0, gt=0)
+    # /healthz, /readyz and /metrics (agent/health.py); 0 picks a free port (tests)
+    http_port: int = Field(default=8080, ge=0, le=65535)
+    readiness_max_age_seconds: float = Field(default=60.0, gt=0)
+    liveness_max_age_seconds: float = Field(default=90.0, gt=0)
+    log_format: LogFormat = LogFormat.JSON
+    # CloudWatch metrics the alarms watch (agent/cloudwatch.py): membership heartbeat, drain failures, lock age
+    cloudwatch_metrics: bool = True
+    cloudwatch_namespace: str = Field(default="NodeManager", min_length=1)
+    # RecordLifecycleActionHeartbeat period while a drain of an instance with a pending hook runs (agent/hooks.py);
+    # keep it below the hook's HeartbeatTimeout (the stack's lifecycle_hook_heartbeat_seconds, default 300)
+    lifecycle_heartbeat_seconds: float = Field(default=60.0, ge=5)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AgentSettings:
+        if not self.retry_period_seconds < self.renew_deadline_seconds < self.lease_duration_seconds:
+            raise ValueError(
+                "leader election needs LEADER_ELECTION_RETRY_SECONDS < "
+                "LEADER_ELECTION_RENEW_DEADLINE_SECONDS < LEADER_ELECTION_LEASE_SECONDS"
+            )
+        if self.liveness_max_age_seconds <= self.poll_wait_seconds + 30:
+            raise ValueError(
+                "LIVENESS_MAX_AGE_SECONDS must exceed SQS_WAIT_SECONDS + 30 (the poll loop's longest "
+                "wait plus its longest backoff)"
+            )
+        if self.eviction_backoff_max_seconds < self.eviction_backoff_seconds:
+            raise ValueError("EVICTION_BACKOFF_MAX_SECONDS must be >= EVICTION_BACKOFF_SECONDS")
+        if self.stale_running_seconds < self.visibility_timeout_seconds:
+            raise ValueError("STALE_RUNNING_SECONDS must be >= SQS_VISIBILITY_TIMEOUT_SECONDS")
+        if self.membership_ttl_seconds <= self.membership_resync_seconds:
+            raise ValueError("MEMBERSHIP_TTL_SECONDS must exceed MEMBERSHIP_RESYNC_SECONDS")
+        return self

@@ -1,0 +1,50 @@
+"""Settings of the interruption Lambda."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from core.settings.base import _COMMON_ENV, _LAMBDA_ENV, ACCOUNT_ID_PATTERN, RebalancePolicy, _Settings
+
+
+class InterruptionSettings(_Settings):
+    """Settings of the interruption Lambda."""
+
+    ENV_VARS: ClassVar[dict[str, str]] = {
+        **_COMMON_ENV,
+        **_LAMBDA_ENV,
+        "idempotency_table_name": "IDEMPOTENCY_TABLE_NAME",
+        "spot_deadline_seconds": "SPOT_DEADLINE_SECONDS",
+        "early_replacement": "EARLY_REPLACEMENT",
+        "rebalance_policy": "REBALANCE_POLICY",
+        "rebalance_drain_timeout_seconds": "REBALANCE_DRAIN_TIMEOUT_SECONDS",
+        "membership_max_age_seconds": "MEMBERSHIP_MAX_AGE_SECONDS",
+        "command_ttl_seconds": "COMMAND_TTL_SECONDS",
+        "dry_run": "DRY_RUN",
+        # lifecycle hooks (issue 5)
+        "lifecycle_hook_name": "LIFECYCLE_HOOK_NAME",
+        "lifecycle_drain_timeout_seconds": "LIFECYCLE_DRAIN_TIMEOUT_SECONDS",
+        "lifecycle_recent_drain_seconds": "LIFECYCLE_RECENT_DRAIN_SECONDS",
+    }
+
+    cluster_name: str = Field(min_length=1)
+    table_name: str = Field(min_length=1)
+    queue_url: str = Field(min_length=1)
+    account_id: str | None = Field(default=None, pattern=ACCOUNT_ID_PATTERN)
+    idempotency_table_name: str | None = None
+    spot_deadline_seconds: int = Field(default=120, ge=10, le=3600)
+    early_replacement: bool = True
+    rebalance_policy: RebalancePolicy = RebalancePolicy.CORDON
+    rebalance_drain_timeout_seconds: int = Field(default=600, ge=10, le=86400)
+    membership_max_age_seconds: int = Field(default=600, ge=10)
+    command_ttl_seconds: int = Field(default=7 * 86400, ge=3600)
+    # Plan and log only: no table writes, no SQS message, no DetachInstances.
+    dry_run: bool = False
+    # Termination lifecycle hooks: only actions of this hook are ours (another tool's hook is left alone); the
+    # drain's deadline counts from the event; a drain of the instance that succeeded this recently makes a hook
+    # complete at once (no second drain).
+    lifecycle_hook_name: str = Field(default="node-manager-drain", min_length=1, max_length=255)
+    lifecycle_drain_timeout_seconds: int = Field(default=900, ge=30, le=172800)
+    lifecycle_recent_drain_seconds: int = Field(default=3600, ge=0)

@@ -1,0 +1,63 @@
+"""Settings of the refresher Lambda."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field, model_validator
+
+from core.runs import DrainTimeoutPolicy
+from core.settings.base import _COMMON_ENV, _LAMBDA_ENV, ACCOUNT_ID_PATTERN, _Settings, parse_duration
+
+
+class RefresherSettings(_Settings):
+    """Settings of the refresher Lambda (the defaults of a run; a manual request may override the run's own)."""
+
+    ENV_VARS: ClassVar[dict[str, str]] = {
+        **_COMMON_ENV,
+        **_LAMBDA_ENV,
+        "max_age": "REFRESH_MAX_AGE",
+        "max_surge": "REFRESH_MAX_SURGE",
+        "drain_timeout_seconds": "REFRESH_DRAIN_TIMEOUT_SECONDS",
+        "drain_timeout_policy": "REFRESH_DRAIN_TIMEOUT_POLICY",
+        "lock_lease_seconds": "REFRESH_LOCK_LEASE_SECONDS",
+        "effect_grace_seconds": "REFRESH_EFFECT_GRACE_SECONDS",
+        "master_settle_seconds": "REFRESH_MASTER_SETTLE_SECONDS",
+        "wait_budget_seconds": "REFRESH_WAIT_BUDGET_SECONDS",
+        "poll_seconds": "REFRESH_POLL_SECONDS",
+        "agent_grace_seconds": "REFRESH_AGENT_GRACE_SECONDS",
+        "membership_max_age_seconds": "MEMBERSHIP_MAX_AGE_SECONDS",
+        "command_ttl_seconds": "COMMAND_TTL_SECONDS",
+    }
+
+    cluster_name: str = Field(min_length=1)
+    table_name: str = Field(min_length=1)
+    queue_url: str = Field(min_length=1)
+    account_id: str | None = Field(default=None, pattern=ACCOUNT_ID_PATTERN)
+    # weekly runs replace instances launched longer ago than this (or on an outdated launch template version)
+    max_age: str = "7d"
+    max_surge: int = Field(default=1, ge=1, le=100)
+    drain_timeout_seconds: int = Field(default=600, ge=10, le=86400)
+    drain_timeout_policy: DrainTimeoutPolicy = DrainTimeoutPolicy.PAUSE
+    # the cluster lock's lease; renewed by every invocation, so it must exceed the tick period
+    lock_lease_seconds: int = Field(default=1800, ge=60)
+    # an intent recorded this long ago whose effect is not visible is redone (a crashed invocation)
+    effect_grace_seconds: float = Field(default=30.0, ge=0)
+    # masters must be all Ready on two checks this far apart before the next master
+    master_settle_seconds: float = Field(default=10.0, ge=0)
+    # how long one invocation may poll for a node to become Ready before returning (the tick takes over)
+    wait_budget_seconds: float = Field(default=60.0, ge=0, le=840)
+    poll_seconds: float = Field(default=1.0, gt=0)
+    # a drain command still unfinished this long after its deadline counts as timed out (agent gone)
+    agent_grace_seconds: int = Field(default=120, ge=0)
+    membership_max_age_seconds: int = Field(default=600, ge=10)
+    command_ttl_seconds: int = Field(default=7 * 86400, ge=3600)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RefresherSettings:
+        parse_duration(self.max_age)  # ValueError names the value
+        return self
+
+    @property
+    def max_age_seconds(self) -> int:
+        return parse_duration(self.max_age)

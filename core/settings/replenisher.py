@@ -1,0 +1,62 @@
+"""Settings of the replenisher Lambda."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field, model_validator
+
+from core.settings.base import _COMMON_ENV, _LAMBDA_ENV, ACCOUNT_ID_PATTERN, _Settings
+
+
+class ReplenisherSettings(_Settings):
+    """Settings of the replenisher Lambda (every duration in seconds)."""
+
+    ENV_VARS: ClassVar[dict[str, str]] = {
+        **_COMMON_ENV,
+        **_LAMBDA_ENV,
+        "recovery_hold_seconds": "RECOVERY_HOLD_SECONDS",
+        "backoff_initial_seconds": "BACKOFF_INITIAL_SECONDS",
+        "backoff_max_seconds": "BACKOFF_MAX_SECONDS",
+        "backoff_reset_seconds": "BACKOFF_RESET_SECONDS",
+        "donor_max_size_factor": "DONOR_MAX_SIZE_FACTOR",
+        "max_provision_seconds": "MAX_PROVISION_SECONDS",
+        "giveback_drain_timeout_seconds": "GIVEBACK_DRAIN_TIMEOUT_SECONDS",
+        "cleanup_limit": "CLEANUP_LIMIT",
+        "lock_lease_seconds": "LOCK_LEASE_SECONDS",
+        "membership_max_age_seconds": "MEMBERSHIP_MAX_AGE_SECONDS",
+        "command_ttl_seconds": "COMMAND_TTL_SECONDS",
+        "dry_run": "DRY_RUN",
+    }
+
+    cluster_name: str = Field(min_length=1)
+    table_name: str = Field(min_length=1)
+    queue_url: str = Field(min_length=1)
+    account_id: str | None = Field(default=None, pattern=ACCOUNT_ID_PATTERN)
+    # a recovered ASG must hold its desired count of Ready nodes this long before the capacity is given back
+    recovery_hold_seconds: int = Field(default=600, ge=0)
+    # an ASG whose launch failed is not trusted (as donor, or as recovered) until its backoff passes: it starts at
+    # BACKOFF_INITIAL_SECONDS, doubles each time the ASG fails again after a window ended, is capped at
+    # BACKOFF_MAX_SECONDS, and starts over after BACKOFF_RESET_SECONDS without a failure
+    backoff_initial_seconds: int = Field(default=300, ge=0)
+    backoff_max_seconds: int = Field(default=1800, ge=0)
+    backoff_reset_seconds: int = Field(default=3 * 3600, ge=0)
+    # a donor's MaxSize may be raised up to floor(original MaxSize * factor), never further
+    donor_max_size_factor: float = Field(default=2.0, ge=1.0, le=10.0)
+    # an instance InService this long without a registered node is terminated (the ASG replaces it)
+    max_provision_seconds: int = Field(default=900, ge=60)
+    # drain deadline of an instance given back
+    giveback_drain_timeout_seconds: int = Field(default=600, ge=10)
+    # at most this many surplus / unregistered instances terminated per invocation
+    cleanup_limit: int = Field(default=2, ge=0, le=50)
+    lock_lease_seconds: int = Field(default=120, ge=10)
+    membership_max_age_seconds: int = Field(default=600, ge=10)
+    command_ttl_seconds: int = Field(default=7 * 86400, ge=3600)
+    # Plan and log only: no table writes, no SQS message, no Auto Scaling change.
+    dry_run: bool = False
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ReplenisherSettings:
+        if self.backoff_max_seconds < self.backoff_initial_seconds:
+            raise ValueError("BACKOFF_MAX_SECONDS must be >= BACKOFF_INITIAL_SECONDS")
+        return self
