@@ -55,6 +55,7 @@ from agent.events import NodeEventRecorder
 from agent.health import KUBERNETES, Health, HealthServer
 from agent.hooks import HookFinisher
 from agent.kube.client import KubeAdapter, kube_configuration, make_api_client
+from agent.kube.ratelimit import TokenBucket
 from agent.leader import LeaderElector
 from agent.membership import MembershipReporter
 from agent.metrics import AgentMetrics, CountingEvictions
@@ -173,7 +174,10 @@ def build_agent(settings: AgentSettings, environ: Mapping[str, str], session: An
     Raises:
         SettingsError: the Kubernetes configuration cannot be loaded, or no AWS region is configured.
     """
-    kube = KubeAdapter(make_api_client(kube_configuration(environ), pool_maxsize=settings.concurrency * 8 + 8))
+    kube = KubeAdapter(
+        make_api_client(kube_configuration(environ), pool_maxsize=settings.concurrency * 8 + 8),
+        limiter=TokenBucket(settings.kube_qps, settings.kube_burst),
+    )
     metrics = AgentMetrics()
     health = Health()
     identity = worker_identity()

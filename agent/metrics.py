@@ -22,6 +22,10 @@ Every metric lives in the ``AgentMetrics``' own registry (tests build as many as
 - ``node_manager_agent_lifecycle_actions_total{action,result}``: CompleteLifecycleAction (``complete``) and
   RecordLifecycleActionHeartbeat (``heartbeat``) calls, ``result`` ``ok``, ``gone`` (no such action any more) or
   ``error``.
+- ``node_manager_agent_loop_errors_total{loop,error}``: errors a loop of the agent caught and survived (``loop``:
+  ``consumer``, ``cordon``, ``heartbeat``, ``membership``, ``lifecycle``; ``error``: the exception's type, e.g.
+  ``AwsUnavailableError``, ``StoreUnavailableError``, ``KubernetesApiError``); each became a retry or a terminal
+  status.
 """
 
 from __future__ import annotations
@@ -90,6 +94,17 @@ class AgentMetrics:
             ["action", "result"],
             registry=r,
         )
+
+        self.loop_errors = Counter(
+            f"{PREFIX}_loop_errors",
+            "Errors a loop of the agent caught and survived, by loop and exception type",
+            ["loop", "error"],
+            registry=r,
+        )
+
+    def loop_error(self, loop: str, err: BaseException) -> None:
+        """Count an error ``loop`` caught (by the exception's type name)."""
+        self.loop_errors.labels(loop=loop, error=type(err).__name__).inc()
 
     def render(self) -> bytes:
         """The registry in the Prometheus text exposition format (``CONTENT_TYPE``)."""

@@ -15,7 +15,9 @@ class ConsumerConfig:
         cluster: this agent's cluster; commands for another are dropped.
         queue_url: the command queue.
         worker_id: this process's identity in ``CMD#`` items (``<hostname>:<pid>``).
-        concurrency: commands run at once (worker threads).
+        concurrency: drains evicting at once (slots of ``schedule.DeadlineGate``, earliest deadline first).
+        max_in_flight: commands taken from the queue and not finished (each has a thread; drains beyond
+            ``concurrency`` are cordoned and wait for a slot while the heartbeat keeps their messages invisible).
         wait_seconds: ReceiveMessage WaitTimeSeconds (long poll, 0..20).
         visibility_timeout_seconds: ReceiveMessage VisibilityTimeout, re-extended by the heartbeat.
         stale_running_seconds: a ``running`` item whose heartbeat is older is taken over.
@@ -29,6 +31,7 @@ class ConsumerConfig:
     queue_url: str
     worker_id: str
     concurrency: int = 4
+    max_in_flight: int = 64
     wait_seconds: int = 10
     visibility_timeout_seconds: int = 30
     stale_running_seconds: int = 60
@@ -44,6 +47,7 @@ class ConsumerConfig:
             queue_url=settings.queue_url,
             worker_id=worker_id,
             concurrency=settings.concurrency,
+            max_in_flight=settings.max_in_flight,
             wait_seconds=settings.poll_wait_seconds,
             visibility_timeout_seconds=settings.visibility_timeout_seconds,
             stale_running_seconds=settings.stale_running_seconds,

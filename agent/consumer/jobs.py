@@ -24,6 +24,12 @@ class Job:
     _closed: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    @property
+    def closed(self) -> bool:
+        """The job's end was claimed (finished, or handed back)."""
+        with self._lock:
+            return self._closed
+
     def close(self) -> bool:
         """Claim the job's end (finish it, or hand it back); only the first caller gets True."""
         with self._lock:

@@ -1,5 +1,7 @@
-"""The consumer's receive loop: long-polls SQS for as many messages as it has free worker threads, hands each
-to a ``CommandWorker`` on its own thread, and on shutdown hands back what did not finish in time."""
+"""The consumer's receive loop: long-polls SQS (up to 10 messages a receive) while fewer than ``max_in_flight``
+commands are in flight, whatever the number of drains evicting, hands each to a ``CommandWorker`` on its own thread
+(which cordons a drain's node at once, then waits for a drain slot), and on shutdown hands back what did not finish
+in time."""
 
 from __future__ import annotations
 
@@ -87,10 +89,11 @@ class CommandConsumer:
         self.heartbeat.start()
         failures = 0
         log.info(
-            "consumer polling queue=%s worker=%s concurrency=%d",
+            "consumer polling queue=%s worker=%s concurrency=%d max_in_flight=%d",
             self.config.queue_url,
             self.config.worker_id,
             self.config.concurrency,
+            self.config.max_in_flight,
         )
         while not stop.is_set():
             if self.health is not None:
@@ -103,10 +106,11 @@ class CommandConsumer:
                 failures = 0
                 if self.health is not None:
                     self.health.reached(SQS)
-            except Exception:
+            except Exception as err:
                 failures += 1
                 if self.metrics is not None:
                     self.metrics.sqs_poll_errors.inc()
+                    self.metrics.loop_error("consumer", err)
                 delay = min(30.0, 0.5 * 2 ** min(failures, 6))
                 log.exception("receive failed, backing off seconds=%.1f consecutive_failures=%d", delay, failures)
                 stop.wait(delay)
@@ -145,9 +149,9 @@ class CommandConsumer:
 
     def _wait_for_free_slot(self, stop: threading.Event) -> int:
         with self._slots:
-            if self._busy >= self.config.concurrency:
+            if self._busy >= self.config.max_in_flight:
                 self._slots.wait(1.0)
-            return 0 if stop.is_set() else max(0, self.config.concurrency - self._busy)
+            return 0 if stop.is_set() else max(0, self.config.max_in_flight - self._busy)
 
     def _spawn(self, message: dict[str, Any]) -> None:
         with self._slots:
@@ -158,9 +162,11 @@ class CommandConsumer:
     def _work(self, message: dict[str, Any]) -> None:
         try:
             self.worker.handle(message)
-        except Exception:
+        except Exception as err:
             log.exception("unexpected error handling message_id=%s", message.get("MessageId"))
             self.counters.inc("errors")
+            if self.metrics is not None:
+                self.metrics.loop_error("consumer", err)
         finally:
             with self._slots:
                 self._busy -= 1

@@ -3,7 +3,8 @@
 ``CommandWorker.handle`` sorts the message (``decisions.parse_message``), binds it to the ``CMD#`` item a Lambda
 recorded (``decisions.bind_to_record``: the stored command is what runs; a body no item backs, or one that differs
 from its item, is rejected and left for the dead-letter queue), starts the command in its item, runs it through the
-engine (or decides its end without it), reports it, completes the drain's lifecycle action,
+engine in two steps (``steps``: a drain's node is cordoned the moment the message is taken, then the drain waits
+for a slot of ``schedule.DeadlineGate``, earliest deadline first), reports it, completes the drain's lifecycle action,
 and deletes the message or leaves it for redelivery.
 """
 
@@ -12,50 +13,34 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from adapters.aws.ports import CommandReceiver
 from adapters.dynamo.store import Store
 from agent.cloudwatch import CloudWatchPublisher
 from agent.consumer.config import ConsumerConfig
 from agent.consumer.decisions import (
-    DEADLINE_PASSED,
     Binding,
     MessageVerdict,
     RefusalDisposition,
     bind_to_record,
     deadline_passed,
     on_refusal,
-    own_result,
     parse_message,
 )
 from agent.consumer.jobs import Counters, Job, Jobs
+from agent.consumer.schedule import DeadlineGate
+from agent.consumer.steps import Engine, cordon_first, execute
 from agent.hooks import HookFinisher
 from agent.logs import command_context
 from agent.metrics import AgentMetrics
 from agent.report import Outcome, Reporter
-from core.exceptions import (
-    CommandTransitionError,
-    KubernetesRejectedError,
-    NodeNotFoundError,
-    RetryableError,
-    StoreUnavailableError,
-)
+from core.exceptions import CommandTransitionError, RetryableError, StoreUnavailableError
 from core.model import Command, CommandKind, CommandStatus
 
 log = logging.getLogger(__name__)
 
 PREVIEW_CHARS = 160
-
-
-class Engine(Protocol):
-    """What the consumer needs of ``agent.drain.engine.DrainEngine``."""
-
-    def run(self, command: Command) -> Any:
-        """Execute ``command``; returns a ``NodeCommandResult`` (``.status``: terminal ``CommandStatus``,
-        ``.event_posted``, ``.model_dump(mode="json")``). Raises ``NodeNotFoundError``, ``RetryableError``,
-        ``KubernetesRejectedError``."""
-        ...
 
 
 class CommandWorker:
@@ -86,6 +71,7 @@ class CommandWorker:
         self.alarms = alarms
         self.counters = Counters()
         self.jobs = Jobs()
+        self.gate = DeadlineGate(config.concurrency)
 
     def handle(self, message: Mapping[str, Any]) -> None:
         """Take one received message to its end (see the module docstring). Runs in a worker thread.
@@ -184,20 +170,45 @@ class CommandWorker:
             self.jobs.remove(job)
 
     def _run_job(self, job: Job) -> None:
+        """Cordon a drain's node at once (the fast step), wait for a drain slot (earliest deadline first), drain;
+        other kinds run at once (each is one node patch). Then finish the job."""
         command = job.command
+        if command.kind is not CommandKind.DRAIN:
+            outcome = self._execute_or_give_back(job)
+        else:
+            outcome = cordon_first(self.engine, command, self.metrics)
+            if outcome is None and deadline_passed(command, self.clock()):
+                outcome = execute(self.engine, command, self.clock())  # cordoned; nothing to evict for
+            if outcome is None:
+                if not self.gate.acquire(command.deadline, cancelled=lambda: job.closed or job.lost):
+                    log.info("drain handed back or taken over before it started command_id=%s", command.command_id)
+                    return
+                try:
+                    outcome = self._execute_or_give_back(job)
+                finally:
+                    self.gate.release()
+        if outcome is not None:
+            self._finish(job, outcome)
+
+    def _execute_or_give_back(self, job: Job) -> Outcome | None:
+        """``steps.execute``; None when a retryable error handed the command back."""
         try:
-            outcome = self._execute(command)
+            return execute(self.engine, job.command, self.clock())
         except RetryableError as err:
             if job.close():
                 log.warning(
                     "retryable error, command handed back command_id=%s delay=%ds error=%s",
-                    command.command_id,
+                    job.command.command_id,
                     self.config.retry_delay_seconds,
                     err,
                 )
                 self.counters.inc("retried")
                 self.give_back(job, visibility_seconds=self.config.retry_delay_seconds)
-            return
+            return None
+
+    def _finish(self, job: Job, outcome: Outcome) -> None:
+        """Report the command's end, complete a drain's lifecycle action, delete the message (or leave it)."""
+        command = job.command
         if not job.close():
             log.warning(
                 "command ended after it was handed back, result dropped command_id=%s status=%s",
@@ -242,63 +253,6 @@ class CommandWorker:
             self._delete(job.receipt, job.message_id)
         else:
             log.warning("event not sent, message left so the notification is retried command_id=%s", command.command_id)
-
-    def _execute(self, command: Command) -> Outcome:
-        """Run the command through the engine, or decide its end without it. Raises ``RetryableError``."""
-        if deadline_passed(command, self.clock()):
-            log.warning(
-                "drain deadline passed before start command_id=%s deadline=%s",
-                command.command_id,
-                command.deadline.isoformat(),
-            )
-            return Outcome(
-                CommandStatus.TIMED_OUT,
-                own_result(command, CommandStatus.TIMED_OUT, DEADLINE_PASSED),
-                engine_posted_event=False,
-            )
-        try:
-            result = self.engine.run(command)
-        except NodeNotFoundError as err:
-            log.info(
-                "no node for the instance, command skipped command_id=%s instance_id=%s",
-                command.command_id,
-                command.instance_id,
-            )
-            return Outcome(
-                CommandStatus.SKIPPED, own_result(command, CommandStatus.SKIPPED, str(err)), engine_posted_event=True
-            )  # no node, so no Event to post
-        except RetryableError:
-            raise
-        except KubernetesRejectedError as err:
-            log.error(
-                "Kubernetes API refused a request, command failed command_id=%s status=%s error=%s",
-                command.command_id,
-                err.status,
-                err,
-            )
-            return Outcome(
-                CommandStatus.FAILED,
-                own_result(command, CommandStatus.FAILED, f"Kubernetes API refused: {err}", [str(err)]),
-                engine_posted_event=False,
-            )
-        except Exception as err:
-            log.exception("engine error command_id=%s", command.command_id)
-            text = f"{type(err).__name__}: {err}"
-            return Outcome(
-                CommandStatus.FAILED,
-                own_result(command, CommandStatus.FAILED, f"engine error: {text}", [text]),
-                engine_posted_event=False,
-            )
-        status = CommandStatus(result.status)
-        dumped: dict[str, Any] = result.model_dump(mode="json")
-        if not status.terminal:
-            text = f"engine returned non-terminal status {status.value}"
-            return Outcome(
-                CommandStatus.FAILED,
-                {**dumped, "status": CommandStatus.FAILED.value, "errors": [*dumped.get("errors", []), text]},
-                engine_posted_event=False,
-            )
-        return Outcome(status, dumped, engine_posted_event=bool(getattr(result, "event_posted", False)))
 
     def _refused(self, message_id: str, receipt: str, command: Command, current: Mapping[str, Any] | None) -> None:
         disposition, delay = on_refusal(

@@ -170,6 +170,17 @@ class DrainEngine:
 
     # --------------------------------------------------------------------------------------- steps
 
+    def cordon(self, command: Command) -> tuple[NodeView, CordonDecision]:
+        """The fast step of a drain, taken the moment its command is received (before it waits for a drain slot):
+        find the node and cordon it. ``run`` later finds it cordoned as ours and goes on with the evictions.
+
+        Raises:
+            NodeNotFoundError: no node has the instance's providerID. KubernetesApiError / KubernetesRejectedError:
+                see ``KubeAdapter``.
+        """
+        node = self.find_node(command.instance_id, command.node_name)
+        return self.cordon_node(node, command.command_id)
+
     def find_node(self, instance_id: str, node_name: str | None = None) -> NodeView:
         """The node whose ``spec.providerID`` names ``instance_id``; the ``node_name`` hint is tried first (and
         used only if its providerID matches).

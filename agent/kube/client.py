@@ -34,6 +34,7 @@ from agent.kube.eviction import (
     classify_eviction_error,
     eviction_api_version,
 )
+from agent.kube.ratelimit import TokenBucket
 from agent.kube.views import LeaseView, NodeView, PodView
 from agent.kube.watch import NodeWatch, PodWatch
 from core.exceptions import (
@@ -96,22 +97,30 @@ class KubeAdapter:
     Args:
         api_client: an authenticated ``kubernetes.client.ApiClient``.
         request_timeout_seconds: per-request timeout (connect and read) for every non-watch request.
+        limiter: the client-side request rate limit (``agent.kube.ratelimit.TokenBucket``; ``AGENT_KUBE_QPS`` /
+            ``AGENT_KUBE_BURST``) every request (watch starts included) takes a token from; the node reads and
+            patches that cordon and the leader Lease are urgent (served before waiting evictions). None: no limit.
     """
 
-    def __init__(self, api_client: client.ApiClient, request_timeout_seconds: float = 10.0) -> None:
+    def __init__(
+        self, api_client: client.ApiClient, request_timeout_seconds: float = 10.0, limiter: TokenBucket | None = None
+    ) -> None:
         self._api = client.CoreV1Api(api_client)
         self._apps = client.AppsV1Api(api_client)
         self._coordination = client.CoordinationV1Api(api_client)
         self._timeout = request_timeout_seconds
         self._eviction_version: str | None = None
         self._lock = threading.Lock()
+        self.limiter = limiter
 
     # ----------------------------------------------------------------------------------------------- nodes
 
     def get_node(self, name: str) -> NodeView | None:
         """The node called ``name``, None if there is none."""
         try:
-            return NodeView.from_api(self._json(self._send(f"get node {name}", self._api.read_node, name)))
+            return NodeView.from_api(
+                self._json(self._send(f"get node {name}", self._api.read_node, name, urgent=True))
+            )
         except KubernetesNotFoundError:
             return None
 
@@ -156,6 +165,7 @@ class KubeAdapter:
                 dict(patch),
                 field_manager=FIELD_MANAGER,
                 _content_type=MERGE_PATCH,
+                urgent=True,
             )
         except KubernetesConflictError:
             return None
@@ -215,6 +225,7 @@ class KubeAdapter:
             metadata=client.V1ObjectMeta(name=name, namespace=namespace),
             delete_options=delete_options,
         )
+        self._throttle(urgent=False)
         try:
             resp = self._api.create_namespaced_pod_eviction(
                 name, namespace, body, _preload_content=False, _request_timeout=self._timeout
@@ -258,6 +269,7 @@ class KubeAdapter:
         """``policy/v1`` or ``policy/v1beta1``, from core/v1 discovery (asked once, then cached)."""
         with self._lock:
             if self._eviction_version is None:
+                self._throttle(urgent=False)
                 try:
                     resp = self._api.get_api_resources(_preload_content=False, _request_timeout=self._timeout)
                     resources = self._json(resp).get("resources") or []
@@ -288,7 +300,7 @@ class KubeAdapter:
         what = f"get lease {namespace}/{name}"
         try:
             return LeaseView.from_api(
-                self._json(self._send(what, self._coordination.read_namespaced_lease, name, namespace))
+                self._json(self._send(what, self._coordination.read_namespaced_lease, name, namespace, urgent=True))
             )
         except KubernetesNotFoundError:
             return None
@@ -304,6 +316,7 @@ class KubeAdapter:
                 namespace,
                 body,
                 field_manager=FIELD_MANAGER,
+                urgent=True,
             )
         except KubernetesConflictError:
             return None
@@ -323,6 +336,7 @@ class KubeAdapter:
                 namespace,
                 body,
                 field_manager=FIELD_MANAGER,
+                urgent=True,
             )
         except (KubernetesNotFoundError, KubernetesConflictError):
             return None
@@ -333,9 +347,15 @@ class KubeAdapter:
     # With ``_preload_content=False`` the generated methods return the raw urllib3 response (their annotations
     # name the model they would have built), hence ``Any`` below.
 
-    def _send(self, what: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _throttle(self, urgent: bool) -> None:
+        if self.limiter is not None:
+            self.limiter.acquire(urgent=urgent)
+
+    def _send(self, what: str, call: Callable[..., Any], *args: Any, urgent: bool = False, **kwargs: Any) -> Any:
         """Call a generated API method for its raw response (``_preload_content=False``; the per-request timeout
-        unless ``_request_timeout`` is given). Raises ``kube_error(err, what)`` from any failure."""
+        unless ``_request_timeout`` is given), after taking a token of the rate limit (``urgent``: before normal
+        requests). Raises ``kube_error(err, what)`` from any failure."""
+        self._throttle(urgent)
         kwargs.setdefault("_request_timeout", self._timeout)
         try:
             return call(*args, _preload_content=False, **kwargs)

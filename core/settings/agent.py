@@ -16,6 +16,9 @@ class AgentSettings(_Settings):
         **_COMMON_ENV,
         "event_bus_name": "EVENT_BUS_NAME",
         "concurrency": "AGENT_CONCURRENCY",
+        "max_in_flight": "AGENT_MAX_IN_FLIGHT",
+        "kube_qps": "AGENT_KUBE_QPS",
+        "kube_burst": "AGENT_KUBE_BURST",
         "poll_wait_seconds": "SQS_WAIT_SECONDS",
         "visibility_timeout_seconds": "SQS_VISIBILITY_TIMEOUT_SECONDS",
         "membership_resync_seconds": "MEMBERSHIP_RESYNC_SECONDS",
@@ -47,7 +50,17 @@ class AgentSettings(_Settings):
     table_name: str = Field(min_length=1)
     queue_url: str = Field(min_length=1)
     event_bus_name: str = "default"
-    concurrency: int = Field(default=4, ge=1, le=64)
+    # drains evicting at once (an upper bound; earliest deadline first). A drain mostly waits for pods to go, so
+    # the bound that matters is the Kubernetes request rate below; 64 drains of ~30 s each fit a 100-node Spot wave
+    # into its 2 minutes
+    concurrency: int = Field(default=64, ge=1, le=512)
+    # commands received and not finished (cordoned, waiting for a drain slot, draining); queued ones keep their SQS
+    # message invisible through the heartbeat. Every received drain/cordon is cordoned at once, whatever this is
+    max_in_flight: int = Field(default=256, ge=1, le=2048)
+    # client-side Kubernetes request rate (token bucket, agent/kube/ratelimit.py; client-go's QPS/Burst): cordons
+    # and Lease renewals go first. kubectl uses 50/300 since 1.27; a drain agent sends far fewer requests
+    kube_qps: float = Field(default=50.0, gt=0, le=10000)
+    kube_burst: int = Field(default=100, ge=1, le=10000)
     poll_wait_seconds: int = Field(default=10, ge=0, le=20)
     visibility_timeout_seconds: int = Field(default=30, ge=5, le=43200)
     membership_resync_seconds: int = Field(default=60, ge=1)
@@ -98,6 +111,8 @@ class AgentSettings(_Settings):
             raise ValueError("EVICTION_BACKOFF_MAX_SECONDS must be >= EVICTION_BACKOFF_SECONDS")
         if self.stale_running_seconds < self.visibility_timeout_seconds:
             raise ValueError("STALE_RUNNING_SECONDS must be >= SQS_VISIBILITY_TIMEOUT_SECONDS")
+        if self.max_in_flight < self.concurrency:
+            raise ValueError("AGENT_MAX_IN_FLIGHT must be >= AGENT_CONCURRENCY")
         if self.membership_ttl_seconds <= self.membership_resync_seconds:
             raise ValueError("MEMBERSHIP_TTL_SECONDS must exceed MEMBERSHIP_RESYNC_SECONDS")
         return self

@@ -48,15 +48,28 @@ def succeed(command: Command) -> NodeCommandResult:
 
 class ScriptedEngine:
     """Answers each command with ``answer(command)`` (or raises what it raises); records what it ran (``ran``: the
-    ids, ``commands``: the commands as given)."""
+    ids, ``commands``: the commands as given) and what it cordoned first (``cordoned``; ``cordon_answer`` may raise
+    instead)."""
 
-    def __init__(self, answer: Callable[[Command], NodeCommandResult] = succeed) -> None:
+    def __init__(
+        self,
+        answer: Callable[[Command], NodeCommandResult] = succeed,
+        cordon_answer: Callable[[Command], None] | None = None,
+    ) -> None:
         self.answer = answer
+        self.cordon_answer = cordon_answer
+        self.cordoned: list[str] = []
         self.ran: list[str] = []
         self.commands: list[Command] = []
         self._lock = threading.Lock()
         self.active = 0
         self.max_active = 0
+
+    def cordon(self, command: Command) -> None:
+        with self._lock:
+            self.cordoned.append(command.command_id)
+        if self.cordon_answer is not None:
+            self.cordon_answer(command)
 
     def run(self, command: Command) -> NodeCommandResult:
         with self._lock:

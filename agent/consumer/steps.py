@@ -1,0 +1,123 @@
+"""The two steps of a command through the engine: the fast one (cordon the node, for every drain the moment it is
+received) and the slow one (the command itself: the evictions of a drain), each turned into an ``Outcome`` or left
+to the next step (see ``agent.consumer``)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any, Protocol
+
+from agent.consumer.decisions import DEADLINE_PASSED, deadline_passed, own_result
+from agent.metrics import AgentMetrics
+from agent.report import Outcome
+from core.exceptions import KubernetesRejectedError, NodeNotFoundError, RetryableError
+from core.model import Command, CommandStatus
+
+log = logging.getLogger(__name__)
+
+
+class Engine(Protocol):
+    """What the consumer needs of ``agent.drain.engine.DrainEngine``."""
+
+    def cordon(self, command: Command) -> Any:
+        """Find the command's node and cordon it (the fast step of a drain). Raises ``NodeNotFoundError``,
+        ``RetryableError``, ``KubernetesRejectedError``."""
+        ...
+
+    def run(self, command: Command) -> Any:
+        """Execute ``command``; returns a ``NodeCommandResult`` (``.status``: terminal ``CommandStatus``,
+        ``.event_posted``, ``.model_dump(mode="json")``). Raises ``NodeNotFoundError``, ``RetryableError``,
+        ``KubernetesRejectedError``."""
+        ...
+
+
+def cordon_first(engine: Engine, command: Command, metrics: AgentMetrics | None = None) -> Outcome | None:
+    """The fast step of a drain: cordon its node now, before it waits for a drain slot, so no pod evicted elsewhere
+    is scheduled onto it. Never raises.
+
+    Returns:
+        ``SKIPPED`` when the instance has no node (nothing to drain), else None: cordoned, or the cordon failed (the
+        error is logged and counted in ``loop_errors{loop="cordon"}``; the drain step cordons again and decides the
+        command's end from its own error).
+    """
+    try:
+        engine.cordon(command)
+    except NodeNotFoundError as err:
+        log.info("no node for the instance, command skipped command_id=%s", command.command_id)
+        return Outcome(
+            CommandStatus.SKIPPED, own_result(command, CommandStatus.SKIPPED, str(err)), engine_posted_event=True
+        )  # no node, so no Event to post
+    except Exception as err:
+        if metrics is not None:
+            metrics.loop_error("cordon", err)
+        log.warning(
+            "cordon before the drain failed, the drain tries again command_id=%s error=%s: %s",
+            command.command_id,
+            type(err).__name__,
+            err,
+        )
+    return None
+
+
+def execute(engine: Engine, command: Command, now: datetime) -> Outcome:
+    """Run the command through the engine, or decide its end without it (a drain whose deadline passed: its node
+    was cordoned by ``cordon_first``, nothing is evicted).
+
+    Raises:
+        RetryableError: the Kubernetes API failed before any work was done (hand the command back).
+    """
+    if deadline_passed(command, now):
+        log.warning(
+            "drain deadline passed before start command_id=%s deadline=%s",
+            command.command_id,
+            command.deadline.isoformat(),
+        )
+        return Outcome(
+            CommandStatus.TIMED_OUT,
+            own_result(command, CommandStatus.TIMED_OUT, DEADLINE_PASSED),
+            engine_posted_event=False,
+        )
+    try:
+        result = engine.run(command)
+    except NodeNotFoundError as err:
+        log.info(
+            "no node for the instance, command skipped command_id=%s instance_id=%s",
+            command.command_id,
+            command.instance_id,
+        )
+        return Outcome(
+            CommandStatus.SKIPPED, own_result(command, CommandStatus.SKIPPED, str(err)), engine_posted_event=True
+        )  # no node, so no Event to post
+    except RetryableError:
+        raise
+    except KubernetesRejectedError as err:
+        log.error(
+            "Kubernetes API refused a request, command failed command_id=%s status=%s error=%s",
+            command.command_id,
+            err.status,
+            err,
+        )
+        return Outcome(
+            CommandStatus.FAILED,
+            own_result(command, CommandStatus.FAILED, f"Kubernetes API refused: {err}", [str(err)]),
+            engine_posted_event=False,
+        )
+    except Exception as err:
+        log.exception("engine error command_id=%s", command.command_id)
+        text = f"{type(err).__name__}: {err}"
+        return Outcome(
+            CommandStatus.FAILED,
+            own_result(command, CommandStatus.FAILED, f"engine error: {text}", [text]),
+            engine_posted_event=False,
+        )
+    status = CommandStatus(result.status)
+    dumped: dict[str, Any] = result.model_dump(mode="json")
+    if not status.terminal:
+        text = f"engine returned non-terminal status {status.value}"
+        return Outcome(
+            CommandStatus.FAILED,
+            {**dumped, "status": CommandStatus.FAILED.value, "errors": [*dumped.get("errors", []), text]},
+            engine_posted_event=False,
+        )
+    return Outcome(status, dumped, engine_posted_event=bool(getattr(result, "event_posted", False)))
