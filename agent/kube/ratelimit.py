@@ -16,6 +16,8 @@ import threading
 import time
 from collections.abc import Callable
 
+EPSILON = 1e-9  # refills are sums of float products: a token due now may be short by rounding
+
 
 class TokenBucket:
     """``qps`` tokens a second, at most ``burst`` saved; one request takes one token. Thread-safe.
@@ -74,7 +76,7 @@ class TokenBucket:
         others_urgent = self._urgent_waiting - (1 if waiting else 0)
         if not urgent and others_urgent > 0:
             return max(1.0 / self.qps, 0.001)  # let the urgent ones go first; look again after one token's time
-        if self._tokens >= 1.0:
-            self._tokens -= 1.0
+        if self._tokens >= 1.0 - EPSILON:
+            self._tokens = max(0.0, self._tokens - 1.0)
             return 0.0
         return (1.0 - self._tokens) / self.qps

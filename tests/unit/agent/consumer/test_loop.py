@@ -88,3 +88,31 @@ def test_the_poll_loop_survives_sqs_errors_and_still_stops(world: World, caplog:
     assert not loop.is_alive()
     assert "receive failed, backing off seconds=1.0 consecutive_failures=1" in caplog.text
     assert "NonExistentQueue" in caplog.text or "does not exist" in caplog.text
+
+
+def test_every_drain_is_cordoned_at_once_and_drains_run_earliest_deadline_first(world: World) -> None:
+    """One drain slot, held by a drain that blocks: the 8 drains received meanwhile are all cordoned (the consumer
+    keeps receiving), then run in deadline order, whatever order SQS delivered them in."""
+    gate = Gate()
+    engine = ScriptedEngine(gate)
+    consumer = world.consumer(engine, concurrency=1, max_in_flight=20, wait_seconds=1)
+    world.send(command("first", deadline_in=300))
+    stop = threading.Event()
+    loop = threading.Thread(target=consumer.run, args=(stop,))
+    loop.start()
+    try:
+        assert gate.entered.wait(10)
+        lefts = [200, 90, 150, 60, 250, 120, 100, 180]
+        for i, left in enumerate(lefts):
+            world.send(command(f"wave-{i}", deadline_in=left))
+        wait_until(lambda: len(engine.cordoned) == 1 + len(lefts) and consumer.worker.gate.waiting() == len(lefts))
+        assert engine.ran == ["first"]  # all cordoned while the one slot is busy
+        gate.release.set()
+        wait_until(lambda: len(engine.ran) == 1 + len(lefts) and world.in_queue() == 0, timeout=20)
+    finally:
+        gate.release.set()
+        stop.set()
+        loop.join(10)
+        consumer.shutdown(grace_seconds=5)
+    by_left = [f"wave-{i}" for _, i in sorted((left, i) for i, left in enumerate(lefts))]
+    assert engine.ran == ["first", *by_left]

@@ -203,11 +203,12 @@ class RecordingPoster:
         self.posted.append((node_name, kind, status, message))
 
 
-def test_a_drain_whose_deadline_passed_is_not_started(world: World) -> None:
+def test_a_drain_whose_deadline_passed_is_cordoned_and_not_started(world: World) -> None:
     engine = ScriptedEngine()
     poster = RecordingPoster()
     world.send(command(deadline_in=-5))
     world.consumer(engine, poster=poster).handle(world.receive())
+    assert engine.cordoned == ["spot-1"]  # its pods must not stay schedulable targets
     assert engine.ran == []
     item = world.item()
     assert item["status"] == "timed_out" and item["result"]["message"] == DEADLINE_PASSED
@@ -334,3 +335,27 @@ def test_an_event_not_sent_keeps_the_terminal_status_and_is_sent_when_the_messag
     assert detail_type == "Node Drain Succeeded"
     assert "reported_at" in world.item()
     assert world.in_queue() == 0
+
+
+def test_a_failed_cordon_is_counted_and_the_drain_still_runs_and_decides(world: World) -> None:
+    def broken(cmd: Command) -> None:
+        raise KubernetesApiError("patch node: HTTP 503")
+
+    engine = ScriptedEngine(cordon_answer=broken)
+    metrics = AgentMetrics()
+    world.send(command())
+    world.consumer(engine, metrics=metrics).handle(world.receive())
+    assert engine.cordoned == ["spot-1"] and engine.ran == ["spot-1"]
+    assert world.item()["status"] == "succeeded"
+    labels = {"loop": "cordon", "error": "KubernetesApiError"}
+    assert metrics.registry.get_sample_value("node_manager_agent_loop_errors_total", labels) == 1
+
+
+def test_a_drain_whose_instance_has_no_node_ends_skipped_at_the_cordon(world: World) -> None:
+    def gone(cmd: Command) -> None:
+        raise NodeNotFoundError(cmd.instance_id)
+
+    engine = ScriptedEngine(cordon_answer=gone)
+    world.send(command())
+    world.consumer(engine).handle(world.receive())
+    assert engine.ran == [] and world.item()["status"] == "skipped"
