@@ -213,6 +213,7 @@ def build_agent(settings: AgentSettings, environ: Mapping[str, str], session: An
         alarms.membership_reported(nodes, store)
 
     membership = MembershipReporter.from_settings(settings, kube, store, autoscaling, on_resync=on_resync)
+    membership.on_error = lambda err: metrics.loop_error("membership", err)
     server = HealthServer(
         health, metrics, settings.http_port, settings.liveness_max_age_seconds, settings.readiness_max_age_seconds
     )

@@ -14,7 +14,10 @@ The interruption Lambda records each termination lifecycle action of a managed g
 Completing goes through ``adapters.dynamo.hooks.finish``, the one finisher the interruption Lambda uses too. Auto
 Scaling's answer ``ValidationError`` "No active Lifecycle Action found" (the action timed out or was completed by
 someone else) is final: the item is marked ``gone``. Throttling and other errors put the item back to ``pending``
-(the next drain end, or the hook's default result, finishes it). Nothing here raises.
+(the next drain end, or the hook's default result, finishes it); when even that write fails, the claim expires after
+``core.lifecycle.CLAIM_EXPIRY_SECONDS`` and the next finisher takes it over, so an action is never left claimed
+forever. Nothing here raises: every error (botocore's, translated by ``adapters.aws.calls``, an unparsable answer
+included; the table's; anything else) is logged and counted in ``loop_errors{loop="lifecycle"}``.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from adapters.dynamo.hooks import Finish, action_of, finish, get_hook, settle_ho
 from adapters.dynamo.table import Table
 from agent.metrics import AgentMetrics
 from core.exceptions import AwsRequestError, AwsUnavailableError
-from core.lifecycle import HookState
+from core.lifecycle import HookState, claimable
 from core.model import utcnow
 
 log = logging.getLogger(__name__)
@@ -61,13 +64,15 @@ class HookFinisher:
         self.clock = clock
 
     def pending(self, instance_id: str) -> dict[str, Any] | None:
-        """The pending ``HOOK#`` item of ``instance_id``, None when there is none (or on a read error)."""
+        """The ``HOOK#`` item of ``instance_id`` when it may be claimed (pending, or a claim that expired), None
+        when there is none (or on a read error)."""
         try:
             item = get_hook(self.store, instance_id)
-        except Exception:
+        except Exception as err:
+            self._error(err)
             log.exception("could not read the lifecycle action instance_id=%s", instance_id)
             return None
-        return item if item is not None and item.get("state") == HookState.PENDING.value else None
+        return item if item is not None and claimable(item, self.clock().timestamp()) else None
 
     def heartbeat(self, instance_id: str) -> bool:
         """RecordLifecycleActionHeartbeat for the pending action of ``instance_id``; True when recorded."""
@@ -77,10 +82,15 @@ class HookFinisher:
         action = action_of(item)
         try:
             recorded = self.autoscaling.record_heartbeat(action)
-        except (AwsUnavailableError, AwsRequestError) as err:
+        except Exception as err:
             self._count("heartbeat", "error")
+            self._error(err)
             log.warning(
-                "lifecycle heartbeat failed instance_id=%s hook=%s error=%s", instance_id, action.hook_name, err
+                "lifecycle heartbeat failed instance_id=%s hook=%s error=%s",
+                instance_id,
+                action.hook_name,
+                err,
+                exc_info=not isinstance(err, (AwsUnavailableError, AwsRequestError)),
             )
             return False
         if not recorded:
@@ -112,11 +122,14 @@ class HookFinisher:
             )
         except (AwsUnavailableError, AwsRequestError) as err:
             self._count("complete", "error")
+            self._error(err)
             log.warning(
                 "CompleteLifecycleAction failed instance_id=%s hook=%s error=%s", instance_id, action.hook_name, err
             )
             return False
-        except Exception:
+        except Exception as err:
+            self._count("complete", "error")
+            self._error(err)
             log.exception("could not finish the lifecycle action instance_id=%s", instance_id)
             return False
         if outcome is Finish.CLAIMED_ELSEWHERE:
@@ -141,8 +154,13 @@ class HookFinisher:
     def _settle(self, instance_id: str, token: str, state: HookState, detail: str) -> None:
         try:
             settle_hook(self.store, instance_id, token, state, detail, now=self.clock())
-        except Exception:
+        except Exception as err:
+            self._error(err)
             log.exception("could not record the lifecycle action's end instance_id=%s", instance_id)
+
+    def _error(self, err: BaseException) -> None:
+        if self.metrics is not None:
+            self.metrics.loop_error("lifecycle", err)
 
     def _count(self, action: str, result: str) -> None:
         if self.metrics is not None:

@@ -194,6 +194,7 @@ class MembershipReporter:
         on_resync: Callable[[int], None] | None = None,
     ) -> None:
         self.on_resync = on_resync
+        self.on_error: Callable[[BaseException], None] | None = None  # counts the errors ``run`` survives
         self.nodes = nodes
         self.store = store
         self.asgs = asgs
@@ -244,10 +245,12 @@ class MembershipReporter:
             except WatchExpiredError:
                 log.info("node watch expired (410 Gone), listing again")
                 resource_version = None
-            except Exception:
+            except Exception as err:
                 failures += 1
                 delay = min(30.0, 0.5 * 2 ** min(failures, 6))
                 log.exception("membership error, re-listing after seconds=%.1f", delay)
+                if self.on_error is not None:
+                    self.on_error(err)
                 resource_version = None
                 stop.wait(delay)
 

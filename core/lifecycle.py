@@ -18,9 +18,30 @@ agent writes the drain's terminal status before it reads ``HOOK#``, so at least 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+# A claim (``completing``) older than this is abandoned (its finisher died or could not record the end) and may be
+# taken again: CompleteLifecycleAction is one short call (the SDK's own retries included, well under a minute), and a
+# second CONTINUE for an action already completed is refused harmlessly ("No active Lifecycle Action found").
+CLAIM_EXPIRY_SECONDS = 120
+
+
+def claimable(item: Mapping[str, Any], now_epoch: float) -> bool:
+    """Whether a ``HOOK#`` item may be claimed now: ``pending``, or ``completing`` with a claim that expired
+    (``claim_expires`` epoch seconds, set by the claim; an old claim without it counts as expired). Pure."""
+    state = item.get("state")
+    if state == HookState.PENDING.value:
+        return True
+    if state != HookState.COMPLETING.value:
+        return False
+    try:
+        return float(item.get("claim_expires", 0)) < now_epoch
+    except (TypeError, ValueError):
+        return True
 
 
 class HookState(str, Enum):

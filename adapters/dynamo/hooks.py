@@ -5,7 +5,8 @@ both finishers, the interruption Lambda and the agent.
 An item::
 
     HOOK#<instance-id>   instance_id, asg_name, hook_name, token (LifecycleActionToken), event_id,
-                         state: pending | completing | completed | gone, recorded_at, claimed_by, detail, expires_at
+                         state: pending | completing | completed | gone, recorded_at, claimed_by,
+                         claim_expires (epoch s), detail, expires_at
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from adapters.dynamo.table import Attr, Table
 from core.exceptions import AwsUnavailableError, ConflictError
-from core.lifecycle import HookState, LifecycleAction
+from core.lifecycle import CLAIM_EXPIRY_SECONDS, HookState, LifecycleAction
 from core.model import to_epoch, utcnow
 
 PREFIX = "HOOK#"
@@ -59,14 +60,25 @@ def get_hook(table: Table, instance_id: str) -> dict[str, Any] | None:
 
 
 def claim_hook(table: Table, instance_id: str, token: str, claimer: str, now: datetime | None = None) -> bool:
-    """Move the pending action ``token`` to ``completing`` for ``claimer``; False when someone else claimed it,
-    it is not pending, or it is another action."""
+    """Move the pending action ``token`` to ``completing`` for ``claimer`` until ``claim_expires`` (now +
+    ``core.lifecycle.CLAIM_EXPIRY_SECONDS``); a claim past its expiry is taken over (its finisher died between the
+    claim and recording the end, so the action is never left claimed forever). False when someone else holds a
+    live claim, it is not pending, or it is another action."""
     now = now or utcnow()
+    epoch = to_epoch(now)
+    expired_claim = Attr("state").eq(HookState.COMPLETING.value) & (
+        Attr("claim_expires").not_exists() | Attr("claim_expires").lt(epoch)
+    )
     try:
         table.update(
             hook_sk(instance_id),
-            {"state": HookState.COMPLETING.value, "claimed_by": claimer, "updated_at": now.isoformat()},
-            condition=Attr("state").eq(HookState.PENDING.value) & Attr("token").eq(token),
+            {
+                "state": HookState.COMPLETING.value,
+                "claimed_by": claimer,
+                "claim_expires": epoch + CLAIM_EXPIRY_SECONDS,
+                "updated_at": now.isoformat(),
+            },
+            condition=(Attr("state").eq(HookState.PENDING.value) | expired_claim) & Attr("token").eq(token),
         )
     except ConflictError:
         return False

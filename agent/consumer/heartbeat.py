@@ -20,6 +20,7 @@ from agent.consumer.config import ConsumerConfig
 from agent.consumer.jobs import Job
 from agent.hooks import HookFinisher
 from agent.logs import command_context
+from agent.metrics import AgentMetrics
 from core.exceptions import CommandTransitionError
 from core.model import CommandKind
 
@@ -36,6 +37,7 @@ class Heartbeat:
         clock: returns the current UTC time.
         jobs: returns the in-flight jobs.
         hooks: lifecycle-hook heartbeats (optional).
+        metrics: counts the errors a beat survives (``loop_errors{loop="heartbeat"}``; optional).
     """
 
     def __init__(
@@ -46,7 +48,9 @@ class Heartbeat:
         clock: Callable[[], datetime],
         jobs: Callable[[], list[Job]],
         hooks: HookFinisher | None = None,
+        metrics: AgentMetrics | None = None,
     ) -> None:
+        self.metrics = metrics
         self.queue = queue
         self.store = store
         self.config = config
@@ -68,7 +72,12 @@ class Heartbeat:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.config.heartbeat_seconds):
-            self.beat_once()
+            try:
+                self.beat_once()
+            except Exception as err:  # beat_once catches per job; this keeps the thread alive whatever happens
+                if self.metrics is not None:
+                    self.metrics.loop_error("heartbeat", err)
+                log.exception("heartbeat beat failed")
 
     def beat_once(self) -> None:
         """Extend each in-flight message's visibility and its ``CMD#`` heartbeat; flag jobs taken over as lost;
@@ -83,7 +92,9 @@ class Heartbeat:
                 try:
                     self._beat(job)
                     self._lifecycle_beat(job)
-                except Exception:
+                except Exception as err:
+                    if self.metrics is not None:
+                        self.metrics.loop_error("heartbeat", err)
                     log.exception("heartbeat failed command_id=%s", job.command.command_id)
 
     def _lifecycle_beat(self, job: Job) -> None:

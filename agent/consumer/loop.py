@@ -18,7 +18,8 @@ from agent.cloudwatch import CloudWatchPublisher
 from agent.consumer.config import ConsumerConfig
 from agent.consumer.heartbeat import Heartbeat
 from agent.consumer.jobs import Counters
-from agent.consumer.worker import CommandWorker, Engine
+from agent.consumer.steps import Engine
+from agent.consumer.worker import CommandWorker
 from agent.health import SQS, Health
 from agent.hooks import HookFinisher
 from agent.metrics import AgentMetrics
@@ -67,7 +68,7 @@ class CommandConsumer:
         self.worker = CommandWorker(
             queue, store, engine, reporter, config, clock, metrics=metrics, hooks=hooks, alarms=alarms
         )
-        self.heartbeat = Heartbeat(queue, store, config, clock, self.worker.jobs.list, hooks)
+        self.heartbeat = Heartbeat(queue, store, config, clock, self.worker.jobs.list, hooks, metrics)
         self._busy = 0
         self._slots = threading.Condition()
 

@@ -56,6 +56,7 @@ def cordon_first(engine: Engine, command: Command, metrics: AgentMetrics | None 
             command.command_id,
             type(err).__name__,
             err,
+            exc_info=True,
         )
     return None
 

@@ -118,9 +118,7 @@ class KubeAdapter:
     def get_node(self, name: str) -> NodeView | None:
         """The node called ``name``, None if there is none."""
         try:
-            return NodeView.from_api(
-                self._json(self._send(f"get node {name}", self._api.read_node, name, urgent=True))
-            )
+            return NodeView.from_api(self._json(self._send(f"get node {name}", self._api.read_node, name, urgent=True)))
         except KubernetesNotFoundError:
             return None
 
