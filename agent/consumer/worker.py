@@ -35,7 +35,13 @@ from agent.hooks import HookFinisher
 from agent.logs import command_context
 from agent.metrics import AgentMetrics
 from agent.report import Outcome, Reporter
-from core.exceptions import CommandTransitionError, RetryableError, StoreUnavailableError
+from core.exceptions import (
+    AwsRequestError,
+    AwsUnavailableError,
+    CommandTransitionError,
+    RetryableError,
+    StoreUnavailableError,
+)
 from core.model import Command, CommandKind, CommandStatus
 
 log = logging.getLogger(__name__)
@@ -230,7 +236,8 @@ class CommandWorker:
             )
             self.counters.inc("lost")
             return
-        except StoreUnavailableError:
+        except (StoreUnavailableError, AwsUnavailableError, AwsRequestError) as err:
+            self._error(err)  # the table refused or garbled the write: the message comes back, the end is retried
             log.exception(
                 "could not write the terminal status, message left for redelivery command_id=%s", command.command_id
             )
@@ -311,6 +318,10 @@ class CommandWorker:
         if command.kind is CommandKind.DRAIN and total is not None:
             self.metrics.drain_duration.labels(result=outcome.status.value).observe(float(total))
 
+    def _error(self, err: BaseException) -> None:
+        if self.metrics is not None:
+            self.metrics.loop_error("consumer", err)
+
     def _dropped(self, reason: str) -> None:
         if self.metrics is not None:
             self.metrics.messages_dropped.labels(reason=reason).inc()
@@ -320,18 +331,21 @@ class CommandWorker:
         now = self.clock()
         try:
             self.store.release_command(job.command.command_id, self.config.worker_id, job.attempt, now=now)
-        except Exception:
+        except Exception as err:
+            self._error(err)
             log.exception("could not hand back command command_id=%s", job.command.command_id)
         self.set_visibility(job.receipt, visibility_seconds, job.message_id)
 
     def _delete(self, receipt: str, message_id: str) -> None:
         try:
             self.queue.delete(receipt)
-        except Exception:
+        except Exception as err:
+            self._error(err)
             log.exception("delete_message failed message_id=%s", message_id)
 
     def set_visibility(self, receipt: str, seconds: int, message_id: str) -> None:
         try:
             self.queue.set_visibility(receipt, seconds)
-        except Exception:
+        except Exception as err:
+            self._error(err)
             log.exception("change_message_visibility failed message_id=%s seconds=%d", message_id, seconds)
