@@ -1,0 +1,345 @@
+"""Benchmark of a wave of Spot warnings and of a pod whose grace outlasts the deadline, on the local world (not a test;
+results go to BENCHMARKS.md).
+
+**Wave** (``--sizes 20,50,100 --runs 5``): a fresh cluster per run with ``size`` warned workers carrying 5 pods each
+(one ReplicaSet per node, grace 0, 5, 10, 20 or 30 s) plus a ``web`` Deployment under a PodDisruptionBudget
+(maxUnavailable 1) spread over the workers, a few spare workers, and the agent (``python -m agent``, its own process,
+production settings). The interruption handler (warm, in this process, as in a warm Lambda) is called once per warned
+worker, back to back. Reported per run: time from the first handler call to the last node cordoned (and from the last
+call), to the last drain finished, drains that ended ``succeeded`` before their deadline, and pods bound to a node
+after that node's warning (a watch on Pods sees each binding; target 0). Cordon times come from a watch on Nodes.
+
+**Grace** (``--grace``): one worker carries a pod with ``terminationGracePeriodSeconds`` 180; a Spot warning gives
+it 120 s. Reported: when the pod got its deletion (``metadata.deletionTimestamp`` seen by a watch: the SIGTERM) and
+when it was gone, both relative to the deadline (target: gone before it).
+
+Usage: ``python -m bench.wave --sizes 20,50 --runs 5 --grace``; ``--smoke`` is one wave of 6 and a grace run with a
+20 s deadline and a 40 s grace (numbers not judged).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import math
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+from kubernetes import client as k8s
+from kubernetes import watch
+
+from adapters.dynamo.store import Store
+from bench.interruption import percentile
+from core.model import CommandStatus
+from core.settings import InterruptionSettings
+from lambdas.interruption.handler import Deps, handle
+from localworld.aws import aws_env
+from localworld.lambda_context import INTERRUPTION_FUNCTION, LocalLambdaContext
+from localworld.workloads import create_deployment, create_pdb, deploy_pods_on_node, ensure_namespace, pod_template
+from localworld.world import LocalWorld
+from scenarios.spot import spot_warning
+
+NAMESPACE = "bench"
+GRACES = (0, 5, 10, 20, 30)
+PODS_PER_NODE = 5
+WORKER_LABEL = "node-role.kubernetes.io/node"
+
+
+@dataclass
+class WaveResult:
+    """One wave; times in seconds from the first handler call."""
+
+    size: int
+    calls_span: float = 0.0  # first to last handler call
+    last_cordon: float = math.inf
+    last_drain: float = math.inf
+    before_deadline: int = 0
+    terminal: int = 0
+    onto_warned: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def cordon_after_last_call(self) -> float:
+        return self.last_cordon - self.calls_span
+
+
+class Recorder:
+    """Watches Nodes (first time each is unschedulable) and Pods of ``NAMESPACE`` (each binding), in threads."""
+
+    def __init__(self, core: k8s.CoreV1Api) -> None:
+        self.core = core
+        self.cordoned: dict[str, float] = {}
+        self.deleting: dict[str, float] = {}  # pod name -> first time a deletionTimestamp was seen
+        self.gone: dict[str, float] = {}
+        self.bindings: list[tuple[float, str, str]] = []  # (time, pod uid, node)
+        self.known: set[str] = set()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> Recorder:
+        nodes = self.core.list_node()
+        pods = self.core.list_namespaced_pod(NAMESPACE)
+        self.known = {p.metadata.uid for p in pods.items}
+        for target, rv in (
+            (self._nodes, nodes.metadata.resource_version),
+            (self._pods, pods.metadata.resource_version),
+        ):
+            thread = threading.Thread(target=target, args=(rv,), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _nodes(self, rv: str) -> None:
+        while not self._stop.is_set():
+            w = watch.Watch()
+            for event in w.stream(self.core.list_node, resource_version=rv, timeout_seconds=5):
+                node = event["object"]
+                rv = node.metadata.resource_version
+                if node.spec.unschedulable and node.metadata.name not in self.cordoned:
+                    self.cordoned[node.metadata.name] = time.time()
+                if self._stop.is_set():
+                    w.stop()
+
+    def _pods(self, rv: str) -> None:
+        while not self._stop.is_set():
+            w = watch.Watch()
+            for event in w.stream(self.core.list_namespaced_pod, NAMESPACE, resource_version=rv, timeout_seconds=5):
+                pod = event["object"]
+                rv = pod.metadata.resource_version
+                now = time.time()
+                if pod.spec.node_name and pod.metadata.uid not in self.known:
+                    self.known.add(pod.metadata.uid)
+                    self.bindings.append((now, pod.metadata.uid, pod.spec.node_name))
+                if pod.metadata.deletion_timestamp is not None:
+                    self.deleting.setdefault(pod.metadata.name, now)
+                if event["type"] == "DELETED":
+                    self.gone.setdefault(pod.metadata.name, now)
+                if self._stop.is_set():
+                    w.stop()
+
+
+def workers(world: LocalWorld) -> list[tuple[str, str]]:
+    """(node name, instance id) of the schedulable workers."""
+    assert world.simulator is not None
+    found = []
+    for node in world.simulator.nodes():
+        if WORKER_LABEL in node["metadata"].get("labels", {}) and not node.get("spec", {}).get("unschedulable"):
+            found.append((node["metadata"]["name"], node["spec"]["providerID"].rsplit("/", 1)[1]))
+    return sorted(found)
+
+
+def handler_deps(world: LocalWorld) -> Deps:
+    """The interruption handler's dependencies, built once per cluster (a warm Lambda)."""
+    assert world.cluster is not None
+    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "interruption")
+    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "NodeManager")
+    os.environ.update(aws_env(world.moto.endpoint_url, world.region))
+    deps = Deps.from_session(InterruptionSettings.from_env(world.cluster.env()), boto3.session.Session())
+    deps.register_context(LocalLambdaContext(30, INTERRUPTION_FUNCTION))
+    return deps
+
+
+def prepare(world: LocalWorld, size: int, spare: int, log_dir: str, tag: str) -> tuple[list[tuple[str, str]], Store]:
+    """A fresh cluster with ``size`` loaded workers to warn (plus ``spare``), the agent running with its membership
+    reported. Returns the workers to warn and the table."""
+    world.reset()
+    per_az = math.ceil((size + spare) / 3)
+    info = world.setup_cluster(nodes_per_az=per_az, timeout=120)
+    ensure_namespace(world.api, NAMESPACE)
+    targets = workers(world)[:size]
+    for i, (name, _) in enumerate(targets):
+        deploy_pods_on_node(world.api, name, PODS_PER_NODE, grace=GRACES[i % len(GRACES)], name=f"fill-{i}", wait=False)
+    template = pod_template("web", grace=5)
+    create_deployment(world.api, NAMESPACE, "web", max(2, min(10, size // 2)), template)
+    create_pdb(world.api, NAMESPACE, "web", {"app": "web"}, max_unavailable=1)
+    core = k8s.CoreV1Api(world.api)
+    wanted = size * PODS_PER_NODE + max(2, min(10, size // 2))
+    _wait(lambda: _ready_pods(core) >= wanted, 180, f"{wanted} pods Ready")
+    store = Store(world.resource("dynamodb").Table(info.table_name), info.name)
+    world.spawn("agent", log_path=f"{log_dir}/agent-wave-{tag}.log")
+    total = len(world.simulator.nodes()) if world.simulator is not None else 0
+    _wait(lambda: len(store.list_nodes(600)) >= total, 120, "membership")
+    return targets, store
+
+
+def run_wave(world: LocalWorld, targets: list[tuple[str, str]], store: Store, timeout: float = 240) -> WaveResult:
+    """Warn every target at once (back-to-back handler calls) and measure (see the module docstring)."""
+    deps = handler_deps(world)
+    core = k8s.CoreV1Api(world.api)
+    recorder = Recorder(core).start()
+    result = WaveResult(size=len(targets))
+    warned: dict[str, float] = {}
+    command_ids: list[str] = []
+    sink = io.StringIO()
+    t0 = time.time()
+    for name, instance_id in targets:
+        event = spot_warning(instance_id, world.region, datetime.now(UTC))
+        warned[name] = time.time()
+        with contextlib.redirect_stdout(sink):
+            handle(event, deps)
+        command_ids.append(f"spot-{event['id']}")
+    result.calls_span = time.time() - t0
+    names = [name for name, _ in targets]
+    with contextlib.suppress(TimeoutError):
+        _wait(lambda: all(n in recorder.cordoned for n in names), 60, "every warned node cordoned")
+    if all(n in recorder.cordoned for n in names):
+        result.last_cordon = max(recorder.cordoned[n] for n in names) - t0
+    items: dict[str, dict[str, Any]] = {}
+
+    def all_terminal() -> bool:
+        for command_id in command_ids:
+            if command_id in items:
+                continue
+            item = store.get_command(command_id)
+            if item is not None and CommandStatus(item["status"]).terminal:
+                items[command_id] = item
+        return len(items) == len(command_ids)
+
+    with contextlib.suppress(TimeoutError):
+        _wait(all_terminal, timeout, "every drain finished", interval=0.5)
+    recorder.stop()
+    result.terminal = len(items)
+    finished = []
+    for item in items.values():
+        status = str(item["status"])
+        result.statuses[status] = result.statuses.get(status, 0) + 1
+        end = datetime.fromisoformat(str(item.get("finished_at") or item.get("updated_at")))
+        finished.append(end.timestamp())
+        deadline = datetime.fromisoformat(str(item["command"]["deadline"]))
+        if status == CommandStatus.SUCCEEDED.value and end <= deadline:
+            result.before_deadline += 1
+    if finished and len(items) == len(command_ids):
+        result.last_drain = max(finished) - t0
+    result.onto_warned = sum(1 for t, _, node in recorder.bindings if node in warned and t > warned[node])
+    return result
+
+
+def bench_grace(world: LocalWorld, log_dir: str, grace: int, left: float) -> dict[str, float]:
+    """One pod with ``grace`` s on a worker whose Spot warning leaves ``left`` s; times relative to the deadline."""
+    world.reset()
+    world.setup_cluster(nodes_per_az=1, timeout=60)
+    ensure_namespace(world.api, NAMESPACE)
+    name, instance_id = workers(world)[0]
+    deploy_pods_on_node(world.api, name, 1, grace=grace, name="slow")
+    assert world.cluster is not None
+    store = Store(world.resource("dynamodb").Table(world.cluster.table_name), world.cluster.name)
+    world.spawn("agent", log_path=f"{log_dir}/agent-grace.log")
+    total = len(world.simulator.nodes()) if world.simulator is not None else 0
+    _wait(lambda: len(store.list_nodes(600)) >= total, 60, "membership")
+    deps = handler_deps(world)
+    core = k8s.CoreV1Api(world.api)
+    [pod] = [p.metadata.name for p in core.list_namespaced_pod(NAMESPACE).items if p.spec.node_name == name]
+    recorder = Recorder(core).start()
+    warned_at = datetime.now(UTC) - timedelta(seconds=120 - left)
+    event = spot_warning(instance_id, world.region, warned_at)
+    deadline = datetime.strptime(event["time"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp() + 120
+    with contextlib.redirect_stdout(io.StringIO()):
+        handle(event, deps)
+    _wait(lambda: pod in recorder.gone, left + 30, "the pod to be gone", interval=0.2)
+    recorder.stop()
+    command_id = f"spot-{event['id']}"
+    item = _wait(
+        lambda: (i := store.get_command(command_id)) and CommandStatus(i["status"]).terminal and i, 30, "drain end"
+    )
+    outcomes = (item.get("result") or {}).get("pods") or []
+    return {
+        "deletion_at": recorder.deleting.get(pod, math.inf) - deadline,
+        "gone_at": recorder.gone[pod] - deadline,
+        "granted": float(next((p.get("grace_seconds") or 0 for p in outcomes), 0)),
+    }
+
+
+def _ready_pods(core: k8s.CoreV1Api) -> int:
+    ready = 0
+    for pod in core.list_namespaced_pod(NAMESPACE).items:
+        conditions = pod.status.conditions or []
+        if pod.metadata.deletion_timestamp is None and any(
+            c.type == "Ready" and c.status == "True" for c in conditions
+        ):
+            ready += 1
+    return ready
+
+
+def _wait(predicate: Any, timeout: float, what: str, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"waiting for {what}")
+        time.sleep(interval)
+    return value
+
+
+def _seconds(value: float) -> str:
+    return "not reached" if math.isinf(value) else f"{value:.2f} s"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.wave", description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="20,50,100", help="wave sizes, comma-separated")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--spare", type=int, default=3, help="unwarned workers besides the wave")
+    parser.add_argument("--grace", action="store_true", help="also the Grace benchmark (180 s grace, 120 s left)")
+    parser.add_argument("--logs", default="/tmp/node-manager-bench")
+    parser.add_argument("--smoke", action="store_true", help="a wave of 6 and a short grace run; numbers not judged")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    grace, left = 180, 120.0
+    if args.smoke:
+        sizes, args.runs, args.grace, grace, left = [6], 1, True, 40, 20.0
+    os.makedirs(args.logs, exist_ok=True)
+    results: dict[int, list[WaveResult]] = {}
+    grace_runs: list[dict[str, float]] = []
+    with LocalWorld(log_dir=args.logs) as world:
+        for size in sizes:
+            for run in range(args.runs):
+                targets, store = prepare(world, size, args.spare, args.logs, f"{size}-{run}")
+                result = run_wave(world, targets, store)
+                results.setdefault(size, []).append(result)
+                print(
+                    f"  wave {size} run {run + 1}: calls {result.calls_span:.2f} s, last cordon "
+                    f"{_seconds(result.last_cordon)}, last drain {_seconds(result.last_drain)}, "
+                    f"before deadline {result.before_deadline}/{size}, onto warned {result.onto_warned}, "
+                    f"statuses {result.statuses}",
+                    file=sys.stderr,
+                )
+        if args.grace:
+            grace_runs.append(bench_grace(world, args.logs, grace, left))
+    print(f"\n{args.runs} run(s) per size, {os.cpu_count()} CPUs, {datetime.now(UTC):%Y-%m-%d}\n")
+    print(
+        "| wave | handler calls span | first call -> last cordon, p50 / p99 | last call -> last cordon, p99 "
+        "(target <= 2 s) | first call -> last drain, p50 / p99 | drains succeeded before deadline (worst run) "
+        "| pods bound to a warned node (total; target 0) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for size, runs in results.items():
+        cordon = [r.last_cordon for r in runs]
+        after = [r.cordon_after_last_call for r in runs]
+        drain = [r.last_drain for r in runs]
+        print(
+            f"| {size} | {percentile([r.calls_span for r in runs], 50):.2f} s | "
+            f"{_seconds(percentile(cordon, 50))} / {_seconds(percentile(cordon, 99))} | "
+            f"{_seconds(percentile(after, 99))} | "
+            f"{_seconds(percentile(drain, 50))} / {_seconds(percentile(drain, 99))} "
+            f"| {min(r.before_deadline for r in runs)}/{size} | {sum(r.onto_warned for r in runs)} |"
+        )
+    for g in grace_runs:
+        print(
+            f"\nGrace: pod grace {grace} s, {left:.0f} s left at the warning: deletion (SIGTERM) at "
+            f"{g['deletion_at']:+.1f} s, gone at {g['gone_at']:+.1f} s relative to the deadline "
+            f"(grace granted {g['granted']:.0f} s; target: gone before the deadline)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
