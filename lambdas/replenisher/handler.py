@@ -59,6 +59,7 @@ from lambdas.common.prologue import admit, invocation
 from lambdas.common.telemetry import Telemetry
 from lambdas.events.event import Event, EventKind
 from lambdas.events.scope import Scope
+from lambdas.replenisher.bounds import capacity_bounds
 from lambdas.replenisher.decide import decide
 from lambdas.replenisher.decide.builder import OWN_COMMAND_PREFIXES
 from lambdas.replenisher.decide.cleanup import run_instances
@@ -251,6 +252,7 @@ def process(notice: Event, deps: Deps, now: datetime, request_id: str) -> dict[s
         logger=logger,
         ttl_seconds=settings.command_ttl_seconds,
         after_action=deps.after_action,
+        bounds=capacity_bounds(world, settings),
     )
     try:
         results = execute(plan, effects, now, dry_run=settings.dry_run)
