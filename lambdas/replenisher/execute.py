@@ -32,7 +32,18 @@ from core.exceptions import AwsRequestError
 from lambdas.common.execute import apply_in_order
 from lambdas.common.telemetry import Telemetry
 from lambdas.replenisher.decide.builder import Plan
-from lambdas.replenisher.plan import EFFECTS, Action, Note, SendDrain, SetCapacity, Terminate, WriteLedger
+from lambdas.replenisher.plan import (
+    EFFECTS,
+    Action,
+    MarkDetach,
+    Note,
+    Reason,
+    SendDrain,
+    SetCapacity,
+    Terminate,
+    TerminateDetached,
+    WriteLedger,
+)
 
 
 @dataclass(frozen=True)
@@ -121,8 +132,22 @@ def _apply(action: Action, effects: Effects, now: datetime, refused: list[str]) 
             return f"already recorded with status {delivery.previous_status}: not sent"
         effects.telemetry.count("CommandsQueued")
         return f"{'re-' if delivery.previous_status is not None else ''}sent (message {delivery.message_id})"
+    if isinstance(action, MarkDetach):
+        effects.store.mark_detached(action.instance_id, action.state, now=now)
+        return "recorded"
+    if isinstance(action, TerminateDetached):
+        effects.aws.ec2.terminate([action.instance_id])
+        effects.telemetry.count("DetachedTerminated")
+        effects.logger.warning(
+            f"detached instance {action.instance_id} terminated: {action.why}",
+            extra={"instance_id": action.instance_id},
+        )
+        return "terminated"
     if isinstance(action, Note):
         effects.telemetry.count_by("Skipped", "reason", action.reason.value)
+        if action.reason is Reason.SIZE_RESET:
+            effects.telemetry.count("SizeResets")
+            effects.logger.warning(action.describe(), extra={"reason": action.reason.value})
         return "noted"
     raise TypeError(f"unknown action {action!r}")
 
