@@ -26,6 +26,7 @@ Shape of the context (every key but ``clusters[].name`` optional)::
           "agent_role_arn": null,                   # use this existing role for the agent instead of creating one
           "refresh_schedule": "cron(0 3 ? * SUN *)", # the weekly refresh (EventBridge cron/rate expression, UTC)
           "refresh_tick_minutes": 5,                # the refresher's safety-net tick
+          "max_group_size": 200,                    # IAM: no Lambda may set a group's MaxSize above this
           "refresh_max_age": "7d",                  # the weekly run replaces instances older than this
           "refresh_max_surge": 1,
           "refresh_drain_timeout_seconds": 600,
@@ -161,6 +162,8 @@ class ClusterConfig(BaseModel):
     # an EventBridge schedule expression, UTC (infra.schedule checks EventBridge's own grammar)
     refresh_schedule: str = "cron(0 3 ? * SUN *)"
     refresh_tick_minutes: int = Field(default=5, ge=1, le=60)
+    # IAM denies the replenisher and the refresher any MaxSize above this (bounded replay; infra.permissions)
+    max_group_size: int = Field(default=200, ge=1, le=10000)
     refresh_max_age: str = "7d"
     refresh_max_surge: int = Field(default=1, ge=1, le=100)
     refresh_drain_timeout_seconds: int = Field(default=600, ge=10, le=86400)
