@@ -78,6 +78,20 @@ def surge_limit(recorded_max: int | None, reported_max: int, max_surge: int) -> 
     return original_max(recorded_max, reported_max) + max(0, max_surge)
 
 
+def surge_bounds(asg_name: str, min_size: int, recorded_max: int | None, reported_max: int, max_surge: int) -> Bounds:
+    """The refresher's ``Bounds`` for a group it surges: MaxSize and desired at most original MaxSize + max surge.
+
+    >>> surge_bounds("nodes-a", 2, 4, 5, 1)
+    Bounds(asg_name='nodes-a', min_size=2, max_limit=5, source='original MaxSize 4 + REFRESH_MAX_SURGE 1')
+    """
+    return Bounds(
+        asg_name=asg_name,
+        min_size=min_size,
+        max_limit=surge_limit(recorded_max, reported_max, max_surge),
+        source=f"original MaxSize {original_max(recorded_max, reported_max)} + REFRESH_MAX_SURGE {max_surge}",
+    )
+
+
 def clamp(desired: int | None, max_size: int | None, bounds: Bounds) -> Clamped:
     """The DesiredCapacity and MaxSize to send (None: not sent), within ``bounds``.
 
