@@ -36,6 +36,7 @@ class GiveBackState(str, Enum):
     TERMINATING = "terminating"  # terminate intended (recorded before the call)
     TERMINATED = "terminated"  # terminated with ShouldDecrementDesiredCapacity=true
     GONE = "gone"  # left the donor group on its own (interrupted, detached, terminated by someone else)
+    KEPT = "kept"  # not given back: the donor's own sizes need it now (MinSize raised by kOps or a person)
 
 
 class Backoff(BaseModel):
@@ -76,6 +77,9 @@ class Donor(BaseModel):
         baseline_ids: its instance ids before the raise (never claimed as compensating).
         instance_ids: the compensating instances claimed so far (new ids, at most ``raised_by`` alive).
         returned: how many were given back (terminated with decrement).
+        reset_at: when the donor was last found holding less than this raise (kOps or a person reset its sizes);
+            ``raised_by`` was then lowered to what it really holds, and it is not raised again for
+            ``RESET_HOLD_SECONDS`` (``lambdas.replenisher.decide.reality``).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -91,6 +95,7 @@ class Donor(BaseModel):
     baseline_ids: tuple[str, ...] = ()
     instance_ids: tuple[str, ...] = ()
     returned: int = 0
+    reset_at: datetime | None = None
 
 
 class GiveBack(BaseModel):

@@ -26,6 +26,7 @@ Shape of the context (every key but ``clusters[].name`` optional)::
           "agent_role_arn": null,                   # use this existing role for the agent instead of creating one
           "refresh_schedule": "cron(0 3 ? * SUN *)", # the weekly refresh (EventBridge cron/rate expression, UTC)
           "refresh_tick_minutes": 5,                # the refresher's safety-net tick
+          "max_group_size": 200,                    # IAM: no Lambda may set a group's MaxSize above this
           "refresh_max_age": "7d",                  # the weekly run replaces instances older than this
           "refresh_max_surge": 1,
           "refresh_drain_timeout_seconds": 600,
@@ -55,6 +56,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from core.exceptions import SettingsError
 from core.settings import InterruptionSettings, RebalancePolicy, RefresherSettings
+from infra.schedule import validate_schedule
 
 CONTEXT_KEY = "clusters"
 # Cluster settings passed to the interruption Lambda as they are (same names as InterruptionSettings' fields).
@@ -157,8 +159,11 @@ class ClusterConfig(BaseModel):
     agent_service_account: str = "node-manager:agent"
     agent_role_arn: str | None = None
     # The refresher (infra/refresher.py); the run defaults share names and bounds with RefresherSettings.
-    refresh_schedule: str = Field(default="cron(0 3 ? * SUN *)", pattern=r"^(cron|rate)\(.+\)$")
+    # an EventBridge schedule expression, UTC (infra.schedule checks EventBridge's own grammar)
+    refresh_schedule: str = "cron(0 3 ? * SUN *)"
     refresh_tick_minutes: int = Field(default=5, ge=1, le=60)
+    # IAM denies the replenisher and the refresher any MaxSize above this (bounded replay; infra.permissions)
+    max_group_size: int = Field(default=200, ge=1, le=10000)
     refresh_max_age: str = "7d"
     refresh_max_surge: int = Field(default=1, ge=1, le=100)
     refresh_drain_timeout_seconds: int = Field(default=600, ge=10, le=86400)
@@ -177,6 +182,14 @@ class ClusterConfig(BaseModel):
         if not _CLUSTER_NAME_RE.match(value):
             raise ValueError("must be a kOps cluster name (lowercase DNS name, e.g. prod.k8s.example.com)")
         return value
+
+    @field_validator("refresh_schedule")
+    @classmethod
+    def _schedule(cls, value: str) -> str:
+        try:
+            return validate_schedule(value)
+        except ValueError as err:
+            raise ValueError(f"refresh_schedule: not an EventBridge schedule expression (UTC): {err}") from err
 
     @field_validator("log_retention_days")
     @classmethod

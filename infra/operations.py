@@ -12,6 +12,9 @@ Alarms (each one a stack output, ``<Name>AlarmName``; what each means and what t
   leading agent publishes one per resync, every minute by default; missing data is breaching). The agent is down,
   has no leader, or cannot reach AWS. A metric the agent publishes rather than a canary reading ``NODE#`` items:
   no extra Lambda, and the data point proves both the Kubernetes side (the resync listed nodes) and AWS access.
+- ``DetachedLeftRunning``: the replenisher terminated an instance that was detached for early replacement and still
+  running past ``DETACHED_MAX_SECONDS`` (``NodeManager/DetachedTerminated``, service ``replenisher``): the Spot
+  reclaim never came, so the instance ran outside its group; it is gone now, the alarm says it happened.
 - ``LambdaErrors<name>``: a Lambda invocation failed (``AWS/Lambda Errors`` > 0), e.g. a transient fault retried.
 
 Every alarm notifies the topic when there is one: ``alarm_topic_arn`` (an existing topic) or, with
@@ -39,6 +42,8 @@ NAMESPACE = "NodeManager"  # the agent's CLOUDWATCH_NAMESPACE default
 MEMBERSHIP_REPORTS = "AgentMembershipReports"
 DRAIN_FAILURES = "DrainFailures"
 LOCK_HELD_SECONDS = "LockHeldSeconds"
+DETACHED_TERMINATED = "DetachedTerminated"  # counted by the replenisher (lambdas/replenisher/execute.py)
+REPLENISHER_SERVICE = "replenisher"  # its POWERTOOLS_SERVICE_NAME: Powertools adds it as the "service" dimension
 PERIOD = Duration.minutes(5)
 
 
@@ -119,6 +124,18 @@ class Operations(Construct):
             periods=periods,
             missing=cloudwatch.TreatMissingData.BREACHING,
             description=f"no membership report from the agent for {periods * 5} minutes",
+        )
+        self._alarm(
+            "DetachedLeftRunning",
+            cloudwatch.Metric(
+                namespace=NAMESPACE,
+                metric_name=DETACHED_TERMINATED,
+                dimensions_map={**dims, "service": REPLENISHER_SERVICE},
+                period=PERIOD,
+                statistic="Sum",
+            ),
+            threshold=0,
+            description="an instance detached for early replacement was still running past its deadline (terminated)",
         )
         for name, function in functions.items():
             self._alarm(

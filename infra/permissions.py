@@ -10,6 +10,14 @@ covers that policy alone and never hides a wildcard added elsewhere on the role.
 - Mutating Auto Scaling calls: only on groups tagged ``KubernetesCluster=<cluster>`` (``core.kops.CLUSTER_TAG``,
   the tag kOps puts on every group of a cluster), through the ``autoscaling:ResourceTag/<key>`` condition key.
 - ``events:PutEvents`` on the account's default event bus only.
+- A guard on what the capacity Lambdas may set with UpdateAutoScalingGroup (bounded replay, DESIGN.md invariant 9),
+  with the condition keys the Service Authorization Reference lists for that action (FACTS.md): Deny when the
+  request sets ``autoscaling:MaxSize`` above ``max_group_size``; Deny when it names a launch template
+  (``autoscaling:LaunchTemplateVersionSpecified`` present), subnets (``autoscaling:VPCZoneIdentifiers``), instance
+  types (``autoscaling:InstanceTypes``) or a MinSize (``autoscaling:MinSize``): kOps owns those. IAM has no key for
+  DesiredCapacity; Auto Scaling refuses a desired capacity above MaxSize, so the MaxSize cap bounds it too.
+- ``ec2:TerminateInstances`` only on instances tagged ``KubernetesCluster=<cluster>`` (``ec2:ResourceTag/<key>``):
+  the replenisher terminates instances detached for early replacement that were left running.
 """
 
 from __future__ import annotations
@@ -24,6 +32,15 @@ from core.kops import CLUSTER_TAG
 from infra.nag import acknowledge
 
 CLUSTER_TAG_CONDITION_KEY = f"autoscaling:ResourceTag/{CLUSTER_TAG}"
+EC2_CLUSTER_TAG_CONDITION_KEY = f"ec2:ResourceTag/{CLUSTER_TAG}"
+MAX_SIZE_CONDITION_KEY = "autoscaling:MaxSize"
+# Fields of a group the Lambdas never change (kOps owns them): a request that carries one is denied.
+GUARDED_GROUP_KEYS = {
+    "LaunchTemplate": "autoscaling:LaunchTemplateVersionSpecified",
+    "Subnets": "autoscaling:VPCZoneIdentifiers",
+    "InstanceTypes": "autoscaling:InstanceTypes",
+    "MinSize": "autoscaling:MinSize",
+}
 
 
 def attach_unscoped_describe(
@@ -111,3 +128,61 @@ def attach_put_default_bus_events(scope: Construct, construct_id: str, role: iam
             iam.PolicyStatement(sid="PutEventsOnDefaultBus", actions=["events:PutEvents"], resources=[bus_arn]),
         ],
     )
+
+
+def attach_group_guard(scope: Construct, construct_id: str, role: iam.IRole, *, max_group_size: int) -> iam.Policy:
+    """Deny UpdateAutoScalingGroup requests that set MaxSize above ``max_group_size`` or carry a field kOps owns
+    (see the module docstring). Deny statements: whatever another policy of the role allows, these win.
+
+    Raises:
+        ValueError: ``max_group_size`` below 1.
+    """
+    if max_group_size < 1:
+        raise ValueError(f"max_group_size must be at least 1, got {max_group_size}")
+    statements = [
+        iam.PolicyStatement(
+            sid="MaxSizeCapped",
+            effect=iam.Effect.DENY,
+            actions=["autoscaling:UpdateAutoScalingGroup"],
+            resources=["*"],
+            conditions={"NumericGreaterThan": {MAX_SIZE_CONDITION_KEY: max_group_size}},
+        )
+    ]
+    for field, key in GUARDED_GROUP_KEYS.items():
+        statements.append(
+            iam.PolicyStatement(
+                sid=f"No{field}Change",
+                effect=iam.Effect.DENY,
+                actions=["autoscaling:UpdateAutoScalingGroup"],
+                resources=["*"],
+                conditions={"Null": {key: "false"}},  # the key is present: the request sets the field
+            )
+        )
+    return iam.Policy(scope, construct_id, roles=[role], statements=statements)
+
+
+def attach_cluster_instance_terminate(
+    scope: Construct, construct_id: str, role: iam.IRole, *, cluster_name: str
+) -> iam.Policy:
+    """Allow ``ec2:TerminateInstances`` only on instances tagged ``KubernetesCluster=<cluster_name>``."""
+    arn = f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}:instance/*"
+    policy = iam.Policy(
+        scope,
+        construct_id,
+        roles=[role],
+        statements=[
+            iam.PolicyStatement(
+                sid="TerminateOnlyThisClustersInstances",
+                actions=["ec2:TerminateInstances"],
+                resources=[arn],
+                conditions={"StringEquals": {EC2_CLUSTER_TAG_CONDITION_KEY: cluster_name}},
+            )
+        ],
+    )
+    acknowledge(
+        policy,
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:instance/*]",
+        f"the instances are launched by kOps' groups, so their ids cannot be listed here; the statement is limited "
+        f"to instances tagged {CLUSTER_TAG}={cluster_name} by the {EC2_CLUSTER_TAG_CONDITION_KEY} condition.",
+    )
+    return policy

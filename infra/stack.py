@@ -24,7 +24,13 @@ from infra.config import ClusterConfig, Encryption
 from infra.interruption import InterruptionHandler
 from infra.lifecycle import LifecycleHooks
 from infra.operations import Operations, attach_put_metric_data
-from infra.permissions import attach_cluster_group_actions, attach_put_default_bus_events, attach_unscoped_describe
+from infra.permissions import (
+    attach_cluster_group_actions,
+    attach_cluster_instance_terminate,
+    attach_group_guard,
+    attach_put_default_bus_events,
+    attach_unscoped_describe,
+)
 from infra.refresher import RefresherHandler
 from infra.replenisher import ReplenisherHandler
 from infra.state import StateStore
@@ -147,7 +153,19 @@ class NodeManagerStack(Stack):
             encryption_key=key,
         )
         _grant_capacity_operation(
-            replenisher, state, commands, cluster.name, REPLENISHER_DESCRIBE_ACTIONS, REPLENISHER_GROUP_ACTIONS
+            replenisher,
+            state,
+            commands,
+            cluster.name,
+            REPLENISHER_DESCRIBE_ACTIONS,
+            REPLENISHER_GROUP_ACTIONS,
+            max_group_size=cluster.max_group_size,
+        )
+        # instances detached for early replacement and left running (DETACH#) are terminated by the replenisher
+        replenisher.function.node.add_dependency(
+            attach_cluster_instance_terminate(
+                replenisher, "TerminateDetachedPolicy", replenisher.role, cluster_name=cluster.name
+            )
         )
 
         refresher = RefresherHandler(
@@ -168,7 +186,13 @@ class NodeManagerStack(Stack):
             encryption_key=key,
         )
         _grant_capacity_operation(
-            refresher, state, commands, cluster.name, REFRESHER_DESCRIBE_ACTIONS, REFRESHER_GROUP_ACTIONS
+            refresher,
+            state,
+            commands,
+            cluster.name,
+            REFRESHER_DESCRIBE_ACTIONS,
+            REFRESHER_GROUP_ACTIONS,
+            max_group_size=cluster.max_group_size,
         )
 
         agent = AgentIdentity(
@@ -249,9 +273,12 @@ def _grant_capacity_operation(
     cluster_name: str,
     describe_actions: Sequence[str],
     group_actions: Sequence[str],
+    *,
+    max_group_size: int,
 ) -> None:
     """What a capacity Lambda (replenisher, refresher) may do: read and write the state table, send commands to the
-    agent, the Describe calls that allow no resource scoping, and ``group_actions`` only on the cluster's ASGs.
+    agent, the Describe calls that allow no resource scoping, and ``group_actions`` only on the cluster's ASGs,
+    never a MaxSize above ``max_group_size`` nor a field kOps owns (``attach_group_guard``).
     The function depends on its policies, so it never runs before they exist."""
     state.grant_store_access(unit.role)
     commands.grant_send(unit.role)
@@ -260,5 +287,6 @@ def _grant_capacity_operation(
         attach_cluster_group_actions(
             unit, "ClusterGroupsPolicy", unit.role, cluster_name=cluster_name, actions=group_actions
         ),
+        attach_group_guard(unit, "GroupGuardPolicy", unit.role, max_group_size=max_group_size),
     ):
         unit.function.node.add_dependency(policy)

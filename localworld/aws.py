@@ -14,6 +14,7 @@ from typing import Any
 import boto3
 from moto.server import ThreadedMotoServer
 
+from localworld import aws_rules
 from localworld.kube_processes import free_port
 
 ACCESS_KEY = "testing"
@@ -76,7 +77,8 @@ class WorldSession:
 
 
 class MotoServer:
-    """moto's ``ThreadedMotoServer`` on 127.0.0.1 at a free port (a thread of this process).
+    """moto's ``ThreadedMotoServer`` on 127.0.0.1 at a free port (a thread of this process), with Auto Scaling made
+    as strict as AWS where moto is laxer (``localworld.aws_rules``).
 
     Attributes:
         endpoint_url: ``http://127.0.0.1:<port>`` once started.
@@ -91,6 +93,7 @@ class MotoServer:
     def start(self) -> MotoServer:
         """Start the server (idempotent); returns when it accepts connections."""
         if self._server is None:
+            aws_rules.install()  # answer as AWS does where moto is laxer (localworld.aws_rules)
             logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one access-log line per request otherwise
             self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
             self._server.start()

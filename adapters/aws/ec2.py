@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from adapters.aws.calls import call, call_unless_gone
+from adapters.aws.ports import Ec2Instance
 
 FILTER_VALUES = 200  # values per DescribeInstances filter
 # DescribeInstances' answer for an id EC2 does not know ("Error codes for the Amazon EC2 API").
@@ -81,3 +82,42 @@ class Ec2:
             t["LaunchTemplateId"]: (str(t["DefaultVersionNumber"]), str(t["LatestVersionNumber"]))
             for t in out.get("LaunchTemplates", [])
         }
+
+    def describe(self, instance_ids: Iterable[str]) -> dict[str, Ec2Instance]:
+        """State and tags of each instance: DescribeInstances with an ``instance-id`` filter, 200 ids a call,
+        following ``NextToken``; ids EC2 does not know are absent (a terminated instance stays known about an hour).
+        No call for no ids.
+
+        Raises:
+            AwsUnavailableError, AwsRequestError.
+        """
+        ids = list(dict.fromkeys(instance_ids))
+        found: dict[str, Ec2Instance] = {}
+        for start in range(0, len(ids), FILTER_VALUES):
+            kwargs: dict[str, Any] = {
+                "Filters": [{"Name": "instance-id", "Values": ids[start : start + FILTER_VALUES]}]
+            }
+            while True:
+                out = call("DescribeInstances", self.client.describe_instances, **kwargs)
+                for reservation in out.get("Reservations", []):
+                    for inst in reservation.get("Instances", []):
+                        found[str(inst["InstanceId"])] = Ec2Instance(
+                            instance_id=str(inst["InstanceId"]),
+                            state=str((inst.get("State") or {}).get("Name", "")),
+                            tags={str(t["Key"]): str(t.get("Value", "")) for t in inst.get("Tags", [])},
+                        )
+                token = out.get("NextToken")
+                if not token:
+                    break
+                kwargs["NextToken"] = token
+        return found
+
+    def terminate(self, instance_ids: Iterable[str]) -> None:
+        """EC2 TerminateInstances (idempotent: terminating a terminated instance succeeds). No call for no ids.
+
+        Raises:
+            AwsUnavailableError, AwsRequestError.
+        """
+        ids = sorted(set(instance_ids))
+        if ids:
+            call("TerminateInstances", self.client.terminate_instances, InstanceIds=ids)

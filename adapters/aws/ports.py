@@ -30,6 +30,20 @@ class Membership:
 
 
 @dataclass(frozen=True)
+class Ec2Instance:
+    """What DescribeInstances says of one instance.
+
+    Attributes:
+        state: ``pending``, ``running``, ``shutting-down``, ``terminated``, ``stopping``, ``stopped``.
+        tags: its tags (key -> value).
+    """
+
+    instance_id: str
+    state: str
+    tags: Mapping[str, str]
+
+
+@dataclass(frozen=True)
 class Rejection:
     """EventBridge refused the entry (PutEvents answered, with ``FailedEntryCount`` 1)."""
 
@@ -79,6 +93,10 @@ class Ec2Port(Protocol):
     def launch_times(self, instance_ids: Iterable[str]) -> dict[str, datetime]: ...
 
     def template_versions(self, template_ids: Iterable[str]) -> dict[str, tuple[str, str]]: ...
+
+    def describe(self, instance_ids: Iterable[str]) -> dict[str, Ec2Instance]: ...
+
+    def terminate(self, instance_ids: Iterable[str]) -> None: ...
 
 
 class CommandSender(Protocol):

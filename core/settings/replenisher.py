@@ -20,6 +20,8 @@ class ReplenisherSettings(_Settings):
         "backoff_max_seconds": "BACKOFF_MAX_SECONDS",
         "backoff_reset_seconds": "BACKOFF_RESET_SECONDS",
         "donor_max_size_factor": "DONOR_MAX_SIZE_FACTOR",
+        "reset_hold_seconds": "RESET_HOLD_SECONDS",
+        "detached_max_seconds": "DETACHED_MAX_SECONDS",
         "max_provision_seconds": "MAX_PROVISION_SECONDS",
         "giveback_drain_timeout_seconds": "GIVEBACK_DRAIN_TIMEOUT_SECONDS",
         "cleanup_limit": "CLEANUP_LIMIT",
@@ -43,6 +45,12 @@ class ReplenisherSettings(_Settings):
     backoff_reset_seconds: int = Field(default=3 * 3600, ge=0)
     # a donor's MaxSize may be raised up to floor(original MaxSize * factor), never further
     donor_max_size_factor: float = Field(default=2.0, ge=1.0, le=10.0)
+    # a donor whose sizes were reset under a compensation (kOps, a person) is not raised again for this long: the
+    # shortfall goes to other siblings instead of fighting the reset
+    reset_hold_seconds: int = Field(default=1800, ge=0)
+    # an instance detached for early replacement (DETACH#) still running this long after the detach was recorded is
+    # terminated (the Spot reclaim comes 2 minutes after the warning; one that never came leaves it running for good)
+    detached_max_seconds: int = Field(default=900, ge=180, le=86400)
     # an instance InService this long without a registered node is terminated (the ASG replaces it)
     max_provision_seconds: int = Field(default=900, ge=60)
     # drain deadline of an instance given back

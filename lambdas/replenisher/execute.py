@@ -1,6 +1,16 @@
 """The executor: applies a replenisher plan's actions in order. The only place with effects, and the only place
 dry-run lives.
 
+Bounded replay: every DesiredCapacity and MaxSize is clamped right before UpdateAutoScalingGroup to the group's
+``core.capacity.Bounds`` (``Effects.bounds``, derived from what Auto Scaling reported this invocation and the
+settings, not from the table): a clamp is logged as a warning and counted (``CapacityClamped``); a group with no
+bounds (not one of the cluster's groups) is not touched.
+
+A terminate Auto Scaling refuses (``AwsRequestError``, e.g. "Currently, desiredSize equals minSize" for a decrement
+at MinSize) is logged and counted (``TerminateRefused``), and the rest of the plan is not applied: the ledger writes
+after it would record the instance as given back. The ledger still says ``terminating``, so the next invocation
+re-reads the group and retries, or re-chooses (``decide.give_back``).
+
 A ledger write that loses its version condition (``LedgerConflictError``) stops the plan there: what follows was
 decided on a ledger someone else has changed, so it is left to the next invocation (which re-reads everything).
 The exception propagates, so the event is retried. Other store and AWS errors propagate too.
@@ -8,8 +18,8 @@ The exception propagates, so the event is retried. Other store and AWS errors pr
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -17,10 +27,23 @@ from adapters.aws.ports import AwsPort
 from adapters.dynamo import ledger as ledger_store
 from adapters.dynamo.commands import record_and_send
 from adapters.dynamo.store import Store
+from core.capacity import Bounds, clamp
+from core.exceptions import AwsRequestError
 from lambdas.common.execute import apply_in_order
 from lambdas.common.telemetry import Telemetry
 from lambdas.replenisher.decide.builder import Plan
-from lambdas.replenisher.plan import EFFECTS, Action, Note, SendDrain, SetCapacity, Terminate, WriteLedger
+from lambdas.replenisher.plan import (
+    EFFECTS,
+    Action,
+    MarkDetach,
+    Note,
+    Reason,
+    SendDrain,
+    SetCapacity,
+    Terminate,
+    TerminateDetached,
+    WriteLedger,
+)
 
 
 @dataclass(frozen=True)
@@ -34,6 +57,7 @@ class Effects:
         logger: a Powertools ``Logger`` (or any ``logging.Logger``-like object).
         ttl_seconds: TTL of the ``CMD#`` items (``COMMAND_TTL_SECONDS``).
         after_action: called with each action once it was applied (tests inject a crash there); None: nothing.
+        bounds: group name -> the limits its sizes are clamped to (``lambdas.replenisher.bounds``).
     """
 
     store: Store
@@ -42,6 +66,7 @@ class Effects:
     logger: Any
     ttl_seconds: int
     after_action: Callable[[Action], None] | None = None
+    bounds: Mapping[str, Bounds] = field(default_factory=dict)
 
 
 def execute(plan: Plan, effects: Effects, now: datetime, dry_run: bool = False) -> list[dict[str, str]]:
@@ -61,9 +86,16 @@ def execute(plan: Plan, effects: Effects, now: datetime, dry_run: bool = False) 
         StoreUnavailableError, AwsUnavailableError: transient faults.
         AwsRequestError: AWS refused a call (permissions, validation).
     """
+    refused: list[str] = []
+
+    def apply(action: Action) -> str:
+        if refused and not isinstance(action, Note):
+            return f"not applied: {refused[0]}"
+        return _apply(action, effects, now, refused)
+
     return apply_in_order(
         plan.actions,
-        lambda action: _apply(action, effects, now),
+        apply,
         effects=EFFECTS,
         logger=effects.logger,
         dry_run=dry_run,
@@ -71,14 +103,27 @@ def execute(plan: Plan, effects: Effects, now: datetime, dry_run: bool = False) 
     )
 
 
-def _apply(action: Action, effects: Effects, now: datetime) -> str:
+def _apply(action: Action, effects: Effects, now: datetime, refused: list[str]) -> str:
     if isinstance(action, WriteLedger):
         ledger_store.write(effects.store, action.ledger, action.expected_version, now)
         return "written"
     if isinstance(action, SetCapacity):
-        effects.aws.autoscaling.set_capacity(action.asg_name, action.desired, action.max_size)
-        effects.telemetry.count("CapacityChanges")
-        return "updated"
+        return _set_capacity(action, effects)
+    if isinstance(action, Terminate):
+        try:
+            done = effects.aws.autoscaling.terminate_in_group(action.instance_id, action.decrement)
+        except AwsRequestError as err:
+            effects.telemetry.count("TerminateRefused")
+            effects.logger.warning(
+                f"terminate of {action.instance_id} in {action.asg_name} refused: {err}",
+                extra={"instance_id": action.instance_id, "asg_name": action.asg_name, "code": err.code},
+            )
+            refused.append(f"the terminate of {action.instance_id} was refused ({err.code}); retried next invocation")
+            return f"refused: {err}"
+        if done:
+            effects.telemetry.count("InstancesTerminated")
+            return "terminated"
+        return "no longer in an Auto Scaling group"
     if isinstance(action, SendDrain):
         delivery = record_and_send(
             effects.store, effects.aws.queue.send_command, action.command, effects.ttl_seconds, now
@@ -87,12 +132,40 @@ def _apply(action: Action, effects: Effects, now: datetime) -> str:
             return f"already recorded with status {delivery.previous_status}: not sent"
         effects.telemetry.count("CommandsQueued")
         return f"{'re-' if delivery.previous_status is not None else ''}sent (message {delivery.message_id})"
-    if isinstance(action, Terminate):
-        if effects.aws.autoscaling.terminate_in_group(action.instance_id, action.decrement):
-            effects.telemetry.count("InstancesTerminated")
-            return "terminated"
-        return "no longer in an Auto Scaling group"
+    if isinstance(action, MarkDetach):
+        effects.store.mark_detached(action.instance_id, action.state, now=now)
+        return "recorded"
+    if isinstance(action, TerminateDetached):
+        effects.aws.ec2.terminate([action.instance_id])
+        effects.telemetry.count("DetachedTerminated")
+        effects.logger.warning(
+            f"detached instance {action.instance_id} terminated: {action.why}",
+            extra={"instance_id": action.instance_id},
+        )
+        return "terminated"
     if isinstance(action, Note):
         effects.telemetry.count_by("Skipped", "reason", action.reason.value)
+        if action.reason is Reason.SIZE_RESET:
+            effects.telemetry.count("SizeResets")
+            effects.logger.warning(action.describe(), extra={"reason": action.reason.value})
         return "noted"
     raise TypeError(f"unknown action {action!r}")
+
+
+def _set_capacity(action: SetCapacity, effects: Effects) -> str:
+    bounds = effects.bounds.get(action.asg_name)
+    if bounds is None:
+        effects.telemetry.count_by("Skipped", "reason", "unknown_group")
+        return f"not done: {action.asg_name} is not one of the cluster's groups"
+    sizes = clamp(action.desired, action.max_size, bounds)
+    if sizes.clamped:
+        effects.telemetry.count("CapacityClamped")
+        effects.logger.warning(
+            f"{action.asg_name}: sizes clamped: {'; '.join(sizes.reasons)}",
+            extra={"asg_name": action.asg_name, "asked_desired": action.desired, "asked_max_size": action.max_size},
+        )
+    effects.aws.autoscaling.set_capacity(action.asg_name, sizes.desired, sizes.max_size)
+    effects.telemetry.count("CapacityChanges")
+    if sizes.clamped:
+        return f"updated, clamped to desired {sizes.desired} and MaxSize {sizes.max_size}: {'; '.join(sizes.reasons)}"
+    return "updated"

@@ -6,12 +6,12 @@ it reads ``ReplenisherSettings`` from the environment and builds the AWS clients
 does the work and is what tests call with clients of their own and an injected clock.
 
 One invocation: parse -> ``gather`` (DescribeAutoScalingGroups filtered on the cluster tag, one Query of the
-partition, DescribeInstances only for unregistered instances) -> ``decide`` (pure) -> take the cluster lock if the
-plan changes capacity (conditioned on the lock item just read, so a lock that changed hands since is noticed) ->
-``execute`` -> release the lock. Level-triggered: every invocation reconciles the whole cluster, so a missed or
-duplicated event costs nothing; Powertools idempotency is therefore not used (it would add two DynamoDB calls to
-every invocation for no gain). The stack gives the function a reserved concurrency of 1 so Auto Scaling's bursts of
-failure events are handled one after the other.
+partition, DescribeInstances only for unregistered instances and for detached ones past their deadline) ->
+``decide`` (pure) -> take the cluster lock if the plan changes capacity (conditioned on the lock item just read, so
+a lock that changed hands since is noticed) -> ``execute`` -> release the lock. Level-triggered: every invocation
+reconciles the whole cluster, so a missed or duplicated event costs nothing; Powertools idempotency is therefore not
+used (it would add two DynamoDB calls to every invocation for no gain). The stack gives the function a reserved
+concurrency of 1 so Auto Scaling's bursts of failure events are handled one after the other.
 
 Outcomes (the return value, logged):
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -43,8 +43,9 @@ from adapters.aws.ports import AwsPort
 from adapters.dynamo import ledger as ledger_store
 from adapters.dynamo.lock import LOCK_SK, LeaseLock
 from adapters.dynamo.store import Store
+from core.detach import DetachState
 from core.exceptions import LockHeldError
-from core.kops import managed_group
+from core.kops import CLUSTER_TAG, managed_group
 from core.model import NodeRecord, utcnow
 from core.runs import Run
 from core.settings import ReplenisherSettings
@@ -59,12 +60,13 @@ from lambdas.common.prologue import admit, invocation
 from lambdas.common.telemetry import Telemetry
 from lambdas.events.event import Event, EventKind
 from lambdas.events.scope import Scope
+from lambdas.replenisher.bounds import capacity_bounds
 from lambdas.replenisher.decide import decide
 from lambdas.replenisher.decide.builder import OWN_COMMAND_PREFIXES
 from lambdas.replenisher.decide.cleanup import run_instances
 from lambdas.replenisher.execute import Effects, execute
 from lambdas.replenisher.plan import Action
-from lambdas.replenisher.world import IN_SERVICE, Group, Instance, World, run_active
+from lambdas.replenisher.world import IN_SERVICE, Detached, Group, Instance, World, run_active
 
 logger = lambda_logger()
 
@@ -138,6 +140,7 @@ def gather(deps: Deps, now: datetime) -> World:
     runs: list[Run] = []
     runs_unreadable = False
     lock = None
+    detached: dict[str, Detached] = {}
     for item in deps.store.query_partition(consistent=True):
         sk = str(item.get("sk", ""))
         try:
@@ -163,6 +166,7 @@ def gather(deps: Deps, now: datetime) -> World:
                     protected |= run_instances(run)
             elif sk.startswith("DETACH#"):
                 protected.add(sk[7:])
+                detached[sk[7:]] = detached_record(sk[7:], item)
         except ValidationError as err:
             logger.warning(f"unreadable item {sk} ignored", extra={"error": str(err)})
             deps.telemetry.count_by("Skipped", "reason", "unreadable_item")
@@ -205,6 +209,23 @@ def gather(deps: Deps, now: datetime) -> World:
                     for i in group.instances
                 ),
             )
+    due = [
+        iid
+        for iid, rec in detached.items()
+        if rec.state in (DetachState.DETACHED.value, DetachState.TERMINATING.value)
+        and rec.recorded_at is not None
+        and (now - rec.recorded_at).total_seconds() > settings.detached_max_seconds
+    ]
+    if due:
+        seen = deps.aws.ec2.describe(sorted(due))
+        for iid in due:
+            inst = seen.get(iid)
+            detached[iid] = replace(
+                detached[iid],
+                asked=True,
+                ec2_state=inst.state if inst else None,
+                cluster_tag=inst.tags.get(CLUSTER_TAG) if inst else None,
+            )
     return World(
         groups=groups,
         ledgers=ledgers,
@@ -214,6 +235,23 @@ def gather(deps: Deps, now: datetime) -> World:
         active_runs=tuple(runs),
         runs_unreadable=runs_unreadable,
         lock=lock,
+        detached=detached,
+    )
+
+
+def detached_record(instance_id: str, item: Mapping[str, Any]) -> Detached:
+    """A ``DETACH#`` item as the sweep reads it (an unreadable time leaves ``recorded_at`` None: never swept)."""
+    try:
+        recorded_at: datetime | None = datetime.fromisoformat(str(item.get("recorded_at")))
+    except ValueError:
+        recorded_at = None
+    if recorded_at is not None and recorded_at.tzinfo is None:
+        recorded_at = None
+    return Detached(
+        instance_id=instance_id,
+        asg_name=str(item.get("asg_name", "")),
+        state=str(item.get("state", "")),
+        recorded_at=recorded_at,
     )
 
 
@@ -251,6 +289,7 @@ def process(notice: Event, deps: Deps, now: datetime, request_id: str) -> dict[s
         logger=logger,
         ttl_seconds=settings.command_ttl_seconds,
         after_action=deps.after_action,
+        bounds=capacity_bounds(world, settings),
     )
     try:
         results = execute(plan, effects, now, dry_run=settings.dry_run)

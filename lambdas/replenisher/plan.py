@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from core.detach import DetachState
 from core.ledger import Ledger
 from core.model import Command
 
@@ -35,6 +36,8 @@ class Reason(str, Enum):
     MEMBERSHIP_UNAVAILABLE = "membership_unavailable"  # no fresh NODE# record at all: no cleanup by membership
     CLEANUP_LIMIT = "cleanup_limit"  # CLEANUP_LIMIT reached for this invocation
     PROTECTED = "protected"  # capacity of a refresh run or an early replacement
+    SIZE_RESET = "size_reset"  # a donor holds less than its ledger says (kOps or a person reset its sizes)
+    UNVERIFIED = "unverified"  # an effect recorded as done is not visible in Auto Scaling: redone
     NOTHING_TO_DO = "nothing_to_do"
 
 
@@ -96,6 +99,29 @@ class Terminate:
 
 
 @dataclass(frozen=True)
+class MarkDetach:
+    """Set a ``DETACH#`` record's state (``terminating`` before the terminate, ``terminated``/``gone`` after)."""
+
+    instance_id: str
+    state: DetachState
+    why: str
+
+    def describe(self) -> str:
+        return f"mark DETACH#{self.instance_id} {self.state.value} ({self.why})"
+
+
+@dataclass(frozen=True)
+class TerminateDetached:
+    """EC2 TerminateInstances for an instance detached for early replacement and still running past its deadline."""
+
+    instance_id: str
+    why: str
+
+    def describe(self) -> str:
+        return f"terminate detached {self.instance_id} ({self.why})"
+
+
+@dataclass(frozen=True)
 class Note:
     """Something not done, or explained: logged and counted by reason, no effect."""
 
@@ -106,7 +132,7 @@ class Note:
         return f"{self.reason.value}: {self.detail}" if self.detail else self.reason.value
 
 
-Action = WriteLedger | SetCapacity | SendDrain | Terminate | Note
-EFFECTS = (WriteLedger, SetCapacity, SendDrain, Terminate)
+Action = WriteLedger | SetCapacity | SendDrain | Terminate | MarkDetach | TerminateDetached | Note
+EFFECTS = (WriteLedger, SetCapacity, SendDrain, Terminate, MarkDetach, TerminateDetached)
 # Effects that change capacity (they need the cluster lock); ledger writes of backoff only do not.
-CAPACITY_EFFECTS = (SetCapacity, SendDrain, Terminate)
+CAPACITY_EFFECTS = (SetCapacity, SendDrain, Terminate, TerminateDetached)

@@ -8,7 +8,9 @@ Plain frozen values, gathered once per invocation by ``handler.gather`` with a b
   (``COMP#``), the membership (``NODE#``), the commands (``CMD#``), the refresh runs (``RUN#``) and the early
   replacements (``DETACH#``);
 - DescribeInstances only for the InService instances with no fresh membership record (their launch time decides
-  whether they are past the maximum provision time), 200 ids a call, none when every instance is registered.
+  whether they are past the maximum provision time), 200 ids a call, none when every instance is registered;
+- DescribeInstances only for the instances of ``DETACH#`` records past ``DETACHED_MAX_SECONDS`` (their state and
+  cluster tag decide the sweep), none when no record is due.
 """
 
 from __future__ import annotations
@@ -81,6 +83,28 @@ class Group:
 
 
 @dataclass(frozen=True)
+class Detached:
+    """A ``DETACH#`` record (``core.detach``) and, once it is due, what EC2 says of its instance.
+
+    Attributes:
+        state: the record's state (``intended``, ``detached``, ``terminating``, ``terminated``, ``gone``).
+        recorded_at: when the detach was recorded (UTC); None when the record has no readable time.
+        ec2_state: ``running``, ``stopped``, ... from DescribeInstances; None when not asked (not due) or EC2 does not
+            know the id any more.
+        cluster_tag: the instance's ``KubernetesCluster`` tag (None: untagged or not asked).
+        asked: whether EC2 was asked about it this invocation.
+    """
+
+    instance_id: str
+    asg_name: str
+    state: str
+    recorded_at: datetime | None
+    ec2_state: str | None = None
+    cluster_tag: str | None = None
+    asked: bool = False
+
+
+@dataclass(frozen=True)
 class World:
     """Everything ``decide`` needs besides the notice, the clock and the settings.
 
@@ -95,6 +119,7 @@ class World:
         runs_unreadable: an active-looking ``RUN#`` item did not validate as a ``Run``: what it protects is unknown,
             so the cleanup does nothing this invocation.
         lock: the ``LOCK`` item as read (None: never taken).
+        detached: instance id -> its ``DETACH#`` record (``Detached``).
     """
 
     groups: Mapping[str, Group]
@@ -105,6 +130,7 @@ class World:
     active_runs: tuple[Run, ...] = ()
     runs_unreadable: bool = False
     lock: Mapping[str, Any] | None = None
+    detached: Mapping[str, Detached] = field(default_factory=dict)
 
     def ledger(self, asg_name: str) -> Ledger:
         return self.ledgers.get(asg_name) or Ledger(asg_name=asg_name)

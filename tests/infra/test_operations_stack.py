@@ -39,6 +39,7 @@ ALARMS = {
     "DrainFailures",
     "LockHeldTooLong",
     "AgentSilent",
+    "DetachedLeftRunning",
     "LambdaErrorsInterruption",
     "LambdaErrorsReplenisher",
     "LambdaErrorsRefresher",
@@ -126,6 +127,12 @@ def test_alarm_definitions(template: Template) -> None:
     assert silent["Dimensions"] == [{"Name": "cluster", "Value": "ops.k8s.local"}]
     lock = _alarm(template, "LockHeldSeconds")
     assert lock["Threshold"] == 7200 and lock["ComparisonOperator"] == "GreaterThanThreshold"
+    detached = _alarm(template, "DetachedTerminated")
+    assert detached["Statistic"] == "Sum" and detached["Threshold"] == 0
+    assert {d["Name"]: d["Value"] for d in detached["Dimensions"]} == {
+        "cluster": "ops.k8s.local",
+        "service": "replenisher",
+    }
     drains = _alarm(template, "DrainFailures")
     assert drains["Statistic"] == "Sum" and drains["Threshold"] == 0 and drains["TreatMissingData"] == "notBreaching"
     dlq = [

@@ -98,7 +98,7 @@ def test_mutating_calls_only_on_this_clusters_groups(template: Template) -> None
             )
         )[0]
     }
-    mine = [s for s in statements(template) if s["_roles"] == [role]]
+    mine = [s for s in statements(template) if s["_roles"] == [role] and s["Effect"] == "Allow"]
     actions = {a: s for s in mine for a in as_list(s["Action"])}
     for action in ("autoscaling:UpdateAutoScalingGroup", "autoscaling:TerminateInstanceInAutoScalingGroup"):
         assert actions[action]["Condition"] == {"StringEquals": {f"autoscaling:ResourceTag/{CLUSTER_TAG}": CLUSTER}}
@@ -106,4 +106,35 @@ def test_mutating_calls_only_on_this_clusters_groups(template: Template) -> None
     for action in ("autoscaling:DescribeAutoScalingGroups", "ec2:DescribeInstances"):
         assert actions[action]["Resource"] == "*"
     assert "sqs:SendMessage" in actions and "dynamodb:Query" in actions
-    assert not any(a.startswith("ec2:") and not a.split(":")[1].startswith("Describe") for a in actions)
+    # the one EC2 mutation: terminating detached instances left running, only the cluster's (tagged) instances
+    assert {a for a in actions if a.startswith("ec2:") and not a.split(":")[1].startswith("Describe")} == {
+        "ec2:TerminateInstances"
+    }
+    terminate = actions["ec2:TerminateInstances"]
+    assert terminate["Condition"] == {"StringEquals": {f"ec2:ResourceTag/{CLUSTER_TAG}": CLUSTER}}
+    assert "instance/*" in str(terminate["Resource"])
+
+
+def test_iam_bounds_what_the_replenisher_can_set_on_a_group(template: Template) -> None:
+    """Bounded replay in IAM (FACTS.md, "IAM condition keys that matter here"; Service Authorization Reference,
+    Amazon EC2 Auto Scaling: UpdateAutoScalingGroup supports autoscaling:MaxSize, autoscaling:MinSize,
+    autoscaling:VPCZoneIdentifiers, autoscaling:LaunchTemplateVersionSpecified, autoscaling:InstanceTypes)."""
+    role = {
+        "Ref": only(
+            template.find_resources(
+                "AWS::IAM::Role", {"Properties": {"Description": Match.string_like_regexp("replenisher")}}
+            )
+        )[0]
+    }
+    denies = [s for s in statements(template) if s["_roles"] == [role] and s["Effect"] == "Deny"]
+    assert all(as_list(s["Action"]) == ["autoscaling:UpdateAutoScalingGroup"] for s in denies)
+    conditions = [s["Condition"] for s in denies]
+    assert {"NumericGreaterThan": {"autoscaling:MaxSize": 200}} in conditions  # max_group_size default
+    for key in (
+        "autoscaling:LaunchTemplateVersionSpecified",
+        "autoscaling:VPCZoneIdentifiers",
+        "autoscaling:InstanceTypes",
+        "autoscaling:MinSize",
+    ):
+        assert {"Null": {key: "false"}} in conditions  # a request that carries the field is denied
+    assert len(denies) == 5

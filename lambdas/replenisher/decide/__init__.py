@@ -1,7 +1,8 @@
 """The replenisher's decision: notice + world + clock + settings -> a plan. Pure: no I/O, no clock reads.
 
-This package holds ``decide`` (rules 1 and 3) and one module per group of rules: ``backoff`` (2), ``compensate``
-(4 to 6), ``recover`` (7), ``give_back`` (8), ``cleanup`` (9); ``builder`` is the plan under construction.
+This package holds ``decide`` (rules 1 and 3) and one module per group of rules: ``backoff`` (2), ``reality`` (3b),
+``compensate`` (4 to 6), ``recover`` (7), ``give_back`` (8), ``cleanup`` (9), ``detached`` (10); ``builder`` is the
+plan under construction.
 
 Every invocation is a reconcile of the whole cluster (level-triggered): the event only adds what it alone knows
 (a launch failure and its time) and says whether the invocation concerns this cluster at all.
@@ -22,12 +23,17 @@ Rules, in order:
    kOps role tag is treated the same way (``unknown_role``). This write needs no lock.
 3. **Lock.** If another holder's lease is valid, nothing else is done (``lock_held``): the failure is recorded and
    the shortfall, which is re-read from Auto Scaling each time, is acted on at the next invocation.
+3b. **Reconcile with reality** (``reality``): what each ledger says a donor carries is recomputed from the donor's
+   actual desired capacity; a donor holding less (kOps or a person reset its sizes) has the ledgers' ``raised_by``
+   lowered to what it holds, is noted (``size_reset``, counted) and is not raised again for ``RESET_HOLD_SECONDS``:
+   the shortfall is re-evaluated on the other siblings.
 4. **Complete recorded intents first** (crash recovery): a donor ``intended`` is raised to its recorded absolute
    target (only if its desired capacity is below it), then marked ``raised``.
 5. **Compensate.** A worker group is *failing* while it is in backoff (a failure within its window) and its
    shortfall (desired - InService - Pending) is positive. The shortfall minus what its ledger already carries is
    spread over *healthy siblings*: worker groups of the same pool (``core.kops.pool_of``) in other AZs, not in
-   backoff, not short themselves, not owed capacity, with headroom (``floor(original MaxSize *
+   backoff, not short themselves, not owed capacity, not reset under a compensation within ``RESET_HOLD_SECONDS``,
+   with headroom (``floor(original MaxSize *
    DONOR_MAX_SIZE_FACTOR)`` minus desired). Units go one at a time to the sibling that carries the least for this
    group so far, then the lowest desired, then by name: the shortfall is spread evenly, not piled on one AZ. The
    intent (``Donor`` with desired/MaxSize before and the absolute targets, and the donor's current instance ids as
@@ -46,10 +52,15 @@ Rules, in order:
 8. **Give back.** When an instance's command is terminal (succeeded, skipped, timed out; failed counts once its
    deadline passed), the ledger marks it ``terminating``, TerminateInstanceInAutoScalingGroup with
    ShouldDecrementDesiredCapacity=true follows, then ``terminated``. An instance that left the donor meanwhile is
-   ``gone`` and its replacement is drained and given back instead. A donor an operator resized down is given back
-   only what its desired count still holds of the raise (noted). When a donor has nothing left to give back, its
-   MaxSize is restored (to the original MaxSize, or its desired if that is higher: noted) unless another ledger
-   still has it raised, then the donor is ``restored``; when every donor is, the compensation is cleared.
+   ``gone`` and its replacement is drained and given back instead. A give-back never takes a donor below its floor,
+   the larger of its MinSize (as Auto Scaling reports it now) and its desired capacity before the raise: a donor an
+   operator or kOps resized is given back only what its desired count still holds above the floor (noted), and an
+   instance ``terminating`` whose decrement would cross the floor is ``kept`` (the donor's own now; its node is
+   uncordoned; noted and counted as ``size_reset``). Outcomes are verified on the next read: an instance recorded
+   ``terminated`` that is still in its donor (a refused or lost terminate) is ``terminating`` again and retried
+   (``unverified``). When a donor has nothing left to give back, its MaxSize is restored (to the original MaxSize,
+   or its desired if that is higher: noted) unless another ledger still has it raised, then the donor is
+   ``restored``; when every donor is, the compensation is cleared.
 9. **Clean up** (not for instances named by an active ``RUN#`` or a ``DETACH#``, nor in groups an active refresh
    run names; at most ``CLEANUP_LIMIT`` per invocation): a control-plane group with more InService/Pending instances
    than its etcd members (kOps defines one etcd member per ``master-<az>`` group) has the extra ones removed (Ready
@@ -57,6 +68,9 @@ Rules, in order:
    InService longer than ``MAX_PROVISION_SECONDS`` (from its EC2 launch time) without a fresh ``NODE#`` record is
    terminated without decrement, so the group replaces it; skipped when no fresh ``NODE#`` record exists at all
    (the agent is not reporting: ``membership_unavailable``).
+10. **Detached instances never left running** (``detached``): an instance detached for early replacement still
+    running ``DETACHED_MAX_SECONDS`` after its ``DETACH#`` record is terminated (``terminating`` recorded before,
+    ``terminated`` after; one EC2 no longer runs is ``gone``).
 """
 
 from __future__ import annotations
@@ -70,6 +84,8 @@ from lambdas.replenisher.decide.backoff import record_launch_failure
 from lambdas.replenisher.decide.builder import OWN_COMMAND_PREFIXES, Builder, Plan, finish
 from lambdas.replenisher.decide.cleanup import cleanup
 from lambdas.replenisher.decide.compensate import reconcile_group
+from lambdas.replenisher.decide.detached import sweep_detached
+from lambdas.replenisher.decide.reality import reconcile_donors
 from lambdas.replenisher.plan import Note, Reason
 from lambdas.replenisher.world import World
 
@@ -106,8 +122,10 @@ def decide(notice: Event, now: datetime, settings: ReplenisherSettings, world: W
         )
         return finish(b)
 
+    reconcile_donors(b)
     for name in sorted(world.groups):
         if world.groups[name].role is Role.NODE:
             reconcile_group(b, world.groups[name])
     cleanup(b)
+    sweep_detached(b)
     return finish(b)

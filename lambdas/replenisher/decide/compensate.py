@@ -9,6 +9,7 @@ from core.kops import Role
 from core.ledger import Compensation, Donor, DonorState, Ledger
 from lambdas.replenisher.decide.builder import Builder
 from lambdas.replenisher.decide.give_back import give_back
+from lambdas.replenisher.decide.reality import recently_reset
 from lambdas.replenisher.decide.recover import check_recovery
 from lambdas.replenisher.plan import Operation, Reason
 from lambdas.replenisher.world import Group
@@ -121,6 +122,8 @@ def healthy_siblings(b: Builder, group: Group) -> list[Group]:
             continue
         if sib_ledger.compensation is not None and sib_ledger.compensation.donors:
             continue  # owed capacity itself
+        if recently_reset(b, name):
+            continue  # its sizes were reset under a compensation: not fought (rule 3b)
         out.append(sib)
     return out
 

@@ -3,11 +3,36 @@ the compensation. Pure."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from core.ledger import DonorState, GiveBackState, Ledger
-from lambdas.replenisher.decide.builder import Builder, drain_command, drain_done, send_if_needed
+from core.model import Command, CommandKind
+from lambdas.replenisher.decide.builder import (
+    GIVEBACK_PREFIX,
+    Builder,
+    drain_command,
+    drain_done,
+    send_if_needed,
+)
 from lambdas.replenisher.decide.recover import giveback_entry
-from lambdas.replenisher.plan import Operation, Terminate
+from lambdas.replenisher.plan import Operation, Reason, Terminate
 from lambdas.replenisher.world import Group
+
+UNCORDON_PREFIX = f"{GIVEBACK_PREFIX}uncordon-"
+
+
+def uncordon_command(b: Builder, instance_id: str, command_id: str, reason: str) -> Command:
+    """An ``uncordon`` of the node of ``instance_id`` (the agent resolves it when the membership has none)."""
+    command = drain_command(
+        b, instance_id, command_id, b.now + timedelta(seconds=b.settings.giveback_drain_timeout_seconds), reason
+    )
+    return command.model_copy(update={"kind": CommandKind.UNCORDON})
+
+
+def floor(b: Builder, donor: str, desired_before: int) -> int:
+    """The size a give-back never takes ``donor`` below: its MinSize now, and its own size before the raise."""
+    group = b.world.groups.get(donor)
+    return max(desired_before, group.min_size if group is not None else 0)
 
 
 def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
@@ -20,6 +45,12 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
     # phase A: draining -> terminating / gone; replacements for gone ones
     for iid, gb in sorted(comp.give_back.items()):
         donor_group = b.world.groups.get(gb.donor)
+        if gb.state is GiveBackState.TERMINATED and donor_group is not None and donor_group.has(iid):
+            give_back[iid] = gb.model_copy(update={"state": GiveBackState.TERMINATING, "updated_at": b.now})
+            d = donors[gb.donor]
+            donors[gb.donor] = d.model_copy(update={"returned": max(0, d.returned - 1)})
+            b.note(Reason.UNVERIFIED, f"{iid} was recorded as given back but is still in {gb.donor}: retried")
+            notes.append(f"{b.now.isoformat()} {iid} still in {gb.donor} after its terminate: retried")
         if gb.state is GiveBackState.DRAINING:
             if donor_group is None or not donor_group.has(iid):
                 give_back[iid] = gb.model_copy(update={"state": GiveBackState.GONE, "updated_at": b.now})
@@ -29,7 +60,7 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
                 )
             elif drain_done(b, gb.command_id, gb.deadline):
                 give_back[iid] = gb.model_copy(update={"state": GiveBackState.TERMINATING, "updated_at": b.now})
-    for name, d in comp.donors.items():
+    for name, d in donors.items():
         if d.state is DonorState.RESTORED or name not in b.world.groups:
             continue
         in_flight = [
@@ -38,7 +69,7 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
             if g.donor == name and g.state in (GiveBackState.DRAINING, GiveBackState.TERMINATING)
         ]
         outstanding = d.raised_by - d.returned
-        still_held = max(0, b.desired[name] - d.desired_before)
+        still_held = max(0, b.desired[name] - floor(b, name, d.desired_before))
         target = min(outstanding, still_held)
         if target < outstanding and not any(f"{name} was resized" in n for n in notes):
             notes.append(
@@ -58,11 +89,30 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
         if gb.state is GiveBackState.DRAINING:
             send_if_needed(b, drain_command(b, iid, gb.command_id, gb.deadline, reason))
             b.operations.add(Operation.SCALE_BACK)
-    # terminate what is marked terminating (new, or left by a crash) while it is still in its group
+    # terminate what is marked terminating (new, or left by a crash) while it is still in its group, never below the
+    # donor's floor (Auto Scaling refuses a decrement at MinSize; below its own size it is not ours to take)
     for iid, gb in sorted(give_back.items()):
         if gb.state is not GiveBackState.TERMINATING:
             continue
         donor_group = b.world.groups.get(gb.donor)
+        if (
+            donor_group is not None
+            and donor_group.has(iid)
+            and b.desired[gb.donor] - 1 < floor(b, gb.donor, donors[gb.donor].desired_before)
+        ):
+            give_back[iid] = gb.model_copy(update={"state": GiveBackState.KEPT, "updated_at": b.now})
+            d = donors[gb.donor]
+            donors[gb.donor] = d.model_copy(update={"raised_by": max(d.returned, d.raised_by - 1)})
+            b.note(
+                Reason.SIZE_RESET,
+                f"{iid} kept in {gb.donor}: desired {b.desired[gb.donor]} is at its floor (MinSize "
+                f"{donor_group.min_size}, own size {donors[gb.donor].desired_before}); not given back",
+            )
+            notes.append(f"{b.now.isoformat()} {iid} kept in {gb.donor}: its sizes need it (MinSize raised)")
+            # it was drained for the give-back: its node is uncordoned, as any node this system cordoned and that
+            # survives (invariant 6)
+            send_if_needed(b, uncordon_command(b, iid, f"{UNCORDON_PREFIX}{iid}", f"kept in {gb.donor}"))
+            continue
         if donor_group is not None and donor_group.has(iid):
             b.actions.append(Terminate(iid, gb.donor, True, f"given back after drain ({gb.command_id})"))
             b.desired[gb.donor] = b.desired[gb.donor] - 1
@@ -85,7 +135,7 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
         if (
             name in b.world.groups
             and outstanding > 0
-            and min(outstanding, max(0, b.desired[name] - d.desired_before)) > 0
+            and min(outstanding, max(0, b.desired[name] - floor(b, name, d.desired_before))) > 0
         ):
             continue  # a replacement still has to be claimed and given back
         if name in b.world.groups and not [

@@ -1,0 +1,97 @@
+"""Rule 3b, reconcile with reality: what the ledgers say the donors carry is recomputed from the donors' actual
+sizes before anything is decided on it. Pure.
+
+For each donor group, over the ledgers that have it raised (``Donor.state`` ``raised``) and are not giving back
+(the give-back, rule 8, re-reads the donor itself), the capacity it really holds for them is its DesiredCapacity
+as Auto Scaling reports it now minus its own size before the raises (the earliest ledger's ``desired_before``).
+When that is less than the ledgers carry (``raised_by - returned`` summed), someone (``kops update cluster``, a
+person) reset the donor's sizes:
+
+- what it still holds is shared out to the ledgers in the order they raised it (earliest first); each ledger whose
+  share is short gets ``raised_by`` lowered to ``returned`` + its share, its claimed instances cut to match (the
+  rest are the donor's own now), ``desired_before``/``max_before`` rebased on the donor's current sizes, and
+  ``reset_at`` set (noted in the ledger);
+- a ``size_reset`` note is logged and counted (``Skipped{reason=size_reset}`` and ``SizeResets``);
+- the failed group's shortfall is then re-evaluated as usual (rule 5) with the lowered carry, on the *other*
+  siblings: a donor reset less than ``RESET_HOLD_SECONDS`` ago is not raised again (``recently_reset``), so a reset
+  that kOps repeats is not fought in a loop.
+
+A MaxSize reset that leaves the desired capacity held is noted only: the original MaxSize is the smaller of the
+recorded and the actual one (``core.capacity.original_max``), so the give-back never raises it back.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from core.ledger import Donor, DonorState
+from lambdas.replenisher.decide.builder import Builder
+from lambdas.replenisher.plan import Reason
+
+
+def recently_reset(b: Builder, donor: str) -> bool:
+    """Whether ``donor`` was found reset under a compensation less than ``RESET_HOLD_SECONDS`` ago."""
+    hold = timedelta(seconds=b.settings.reset_hold_seconds)
+    return any(r.reset_at is not None and b.now - r.reset_at < hold for r in b.donor_records(donor))
+
+
+def reconcile_donors(b: Builder) -> None:
+    """Lower what the ledgers carry to what each donor really holds (module docstring)."""
+    records: dict[str, list[tuple[str, Donor]]] = {}
+    for name, ledger in sorted(b.ledgers.items()):
+        comp = ledger.compensation
+        if comp is None or comp.returning:
+            continue
+        for donor, d in comp.donors.items():
+            if d.state is DonorState.RAISED and d.raised_by > d.returned:
+                records.setdefault(donor, []).append((name, d))
+    for donor, held_for in sorted(records.items()):
+        group = b.world.groups.get(donor)
+        if group is None:
+            continue
+        held_for.sort(key=lambda item: (item[1].raised_at, item[0]))
+        carried = sum(d.raised_by - d.returned for _, d in held_for)
+        base = min(d.desired_before for _, d in held_for)
+        held = max(0, group.desired - base)
+        raised_max = max(d.max_target for _, d in held_for)
+        if held >= carried:
+            if group.max_size < raised_max and raised_max > min(d.max_before for _, d in held_for):
+                b.note(Reason.SIZE_RESET, f"{donor}: MaxSize reset to {group.max_size} (raised to {raised_max})")
+            continue
+        b.note(
+            Reason.SIZE_RESET,
+            f"{donor} holds {held} of the {carried} it carries for {', '.join(n for n, _ in held_for)} (desired "
+            f"{group.desired}, MaxSize {group.max_size}, MinSize {group.min_size}): reset by kOps or a person; "
+            "shortfall re-evaluated on other siblings",
+        )
+        own = group.desired - held  # the donor's own size now
+        left = held
+        below = own
+        for name, d in held_for:
+            share = min(d.raised_by - d.returned, left)
+            left -= share
+            before = below
+            below += share
+            if share == d.raised_by - d.returned:
+                continue
+            alive = [i for i in d.instance_ids if group.has(i)]
+            updated = d.model_copy(
+                update={
+                    "raised_by": d.returned + share,
+                    "instance_ids": tuple(alive[:share]),
+                    "desired_before": before,
+                    "desired_target": below,
+                    "max_before": min(d.max_before, group.max_size),
+                    "max_target": min(d.max_target, group.max_size),
+                    "reset_at": b.now,
+                }
+            )
+            ledger = b.ledger(name)
+            comp = ledger.compensation
+            assert comp is not None
+            note = (
+                f"{b.now.isoformat()} {donor} was reset (desired {group.desired}, MaxSize {group.max_size}): it "
+                f"holds {share} of the {d.raised_by - d.returned} raised for {name}"
+            )
+            comp = comp.model_copy(update={"donors": {**comp.donors, donor: updated}, "notes": (*comp.notes, note)})
+            b.write(ledger.model_copy(update={"compensation": comp}), f"{donor} size reset detected")
