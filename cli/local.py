@@ -48,13 +48,20 @@ def up(
     stop_after: float | None = None,
 ) -> int:
     """Start the world, print its environment on ``out`` (then ``READY_LINE``), wait for SIGINT/SIGTERM (or
-    ``stop_after`` seconds), stop everything. Returns the exit code (0: stopped by the operator).
+    ``stop_after`` seconds), stop everything. Returns the exit code (0: stopped by the operator, 1: the agent died,
+    2: the kube assets are missing, with the install hint on ``err``).
 
     Raises:
         FileNotFoundError, RuntimeError, TimeoutError: the world could not start (assets missing, ports, ...).
     """
+    from localworld.kube_processes import KubeAssetsMissingError, find_assets
     from localworld.world import LocalWorld
 
+    try:
+        find_assets()
+    except KubeAssetsMissingError as error:
+        err(f"node-manager local up: {error}")
+        return 2
     world = LocalWorld()
     stopping: list[int] = []
 

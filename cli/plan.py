@@ -30,6 +30,14 @@ from typing import Any
 PLACEHOLDER_ACCOUNT = "000000000000"
 
 
+def _metrics(environ: Mapping[str, str], service: str) -> Any:
+    """Powertools ``Metrics`` as the stack configures them (``POWERTOOLS_METRICS_NAMESPACE``, default NodeManager);
+    a dry run flushes none."""
+    from aws_lambda_powertools import Metrics
+
+    return Metrics(namespace=environ.get("POWERTOOLS_METRICS_NAMESPACE", "NodeManager"), service=service)
+
+
 def tick_event(account: str, region: str, now: datetime) -> dict[str, Any]:
     """The "Scheduled Event" of the replenisher's tick rule (shape: ``lambdas/events/scheduled.py``)."""
     return {
@@ -53,10 +61,13 @@ def plan_replenisher(environ: Mapping[str, str], session: Any) -> dict[str, Any]
     """
     from core.model import utcnow
     from core.settings import ReplenisherSettings
+    from lambdas.common.handler import session_clients
     from lambdas.replenisher.handler import Deps, handle
 
     settings = ReplenisherSettings.from_env(environ).model_copy(update={"dry_run": True})
-    deps = Deps.from_session(settings, session)
+    deps = Deps.from_clients(
+        settings, **session_clients(session), metrics=_metrics(environ, "replenisher"), region=session.region_name
+    )
     account = deps.scope.account or PLACEHOLDER_ACCOUNT
     region = deps.scope.region or session.region_name or "us-east-1"
     deps.scope = replace(deps.scope, account=account, region=region)
@@ -72,10 +83,13 @@ def plan_refresher(environ: Mapping[str, str], session: Any, cluster: str) -> di
         SettingsError: a setting is missing or invalid.
     """
     from core.settings import RefresherSettings
+    from lambdas.common.handler import session_clients
     from lambdas.refresher.handler import Deps, handle
 
     settings = RefresherSettings.from_env(environ)
-    deps = Deps.from_session(settings, session)
+    deps = Deps.from_clients(
+        settings, **session_clients(session), metrics=_metrics(environ, "refresher"), region=session.region_name
+    )
     with contextlib.redirect_stdout(io.StringIO()):
         return handle({"action": "refresh", "cluster": cluster, "dry_run": True}, deps, None)
 
