@@ -1,4 +1,4 @@
-"""Operator CLI for the refresher: ``python -m cli [--function-name NAME | --local] COMMAND``.
+"""The operator CLI: ``node-manager COMMAND [options]`` (installed by ``pip install .``) or ``python -m cli``.
 
 Commands::
 
@@ -6,88 +6,127 @@ Commands::
             [--drain-timeout 10m] [--drain-timeout-policy pause|terminate] [--wait SECONDS]
     status  [--limit N]
     cancel  [--run-id ID]
+    plan                       what each Lambda would do now (their own code, dry run, in this process)
+    configure-agent --stack-name NAME [--env-file PATH]
+    local up [--nodes-per-az N] [--no-agent]
 
-Where the work happens:
+Where refresh/status/cancel happen:
 
-- ``--function-name NAME``: invoke the deployed Lambda (``lambda:InvokeFunction``, RequestResponse) through boto3
-  with the same payload ``aws lambda invoke`` would send; the default credential chain and region.
+- ``--function-name NAME`` (default ``REFRESHER_FUNCTION_NAME``): invoke the deployed refresher Lambda
+  (``lambda:InvokeFunction``, RequestResponse) with the payload ``aws lambda invoke`` would send.
 - ``--local``: run the same handler in this process against whatever ``AWS_ENDPOINT_URL`` names (the local world's
-  moto server) or AWS itself, with the Lambda's settings from the environment (``CLUSTER_NAME``, ``TABLE_NAME``,
-  ``QUEUE_URL``, ``REFRESH_*``). Without an event pump nothing but this process advances a run: ``--wait`` keeps
-  invoking the tick until the run ends.
+  moto server, see ``local up``) or AWS itself, with the Lambda's settings from the environment. Nothing but this
+  process advances a run then: ``refresh --wait`` invokes the tick until the run ends.
 
-``--cluster`` defaults to ``CLUSTER_NAME``. ``--json`` prints the raw response. Exit codes: 0 done, 1 the function
-refused or rejected the request, 2 bad usage or configuration.
+Global options (``--cluster``, ``--function-name``, ``--local``, ``--output``) go before or after the command.
+Output on stdout, errors on stderr (one line). Exit codes: 0 done, 1 refused, rejected or failed, 2 bad usage or
+configuration, 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-Invoke = Callable[[dict[str, Any]], dict[str, Any]]
+from cli.invoke import Invoke, lambda_invoker, local_invoker, quiet
+from cli.render import action_line, render, run_line
+
+# re-exported: tests and scripts import these from cli.main
+__all__ = ["Invoke", "lambda_invoker", "local_invoker", "main", "parser", "render", "run"]
+
+# The checkout this CLI runs from (None when installed without one): default of configure-agent's --env-file.
+CHECKOUT_ENV_FILE = Path(__file__).resolve().parent.parent / "agent" / "deploy" / "default" / "agent.env"
+
+ENVIRONMENT_HELP = """environment:
+  CLUSTER_NAME             the kOps cluster (default of --cluster)
+  REFRESHER_FUNCTION_NAME  the deployed refresher Lambda (default of --function-name)
+  AWS_REGION, AWS_PROFILE, AWS_* credentials   the AWS SDK's default chain
+  AWS_ENDPOINT_URL         a local endpoint (the local world's moto server; printed by `local up`)
+  --local and plan run the Lambdas' code here and read their settings as the deployed functions do:
+  TABLE_NAME, QUEUE_URL (required), ACCOUNT_ID, REFRESH_*, and the rest of README "Settings".
+
+exit codes: 0 done, 1 refused/rejected/failed, 2 usage or configuration error, 130 interrupted."""
 
 
-def lambda_invoker(function_name: str, client: Any) -> Invoke:
-    """Invoke the deployed function synchronously; returns its JSON response.
-
-    Raises:
-        RuntimeError: the function failed (``FunctionError``), with its error message.
-    """
-
-    def invoke(payload: dict[str, Any]) -> dict[str, Any]:
-        out = client.invoke(
-            FunctionName=function_name, InvocationType="RequestResponse", Payload=json.dumps(payload).encode()
-        )
-        body = json.loads(out["Payload"].read() or b"null")
-        if out.get("FunctionError"):
-            raise RuntimeError(f"{function_name} failed: {body}")
-        return body if isinstance(body, dict) else {"status": "unknown", "body": body}
-
-    return invoke
+class UsageError(Exception):
+    """Bad usage or configuration (exit 2)."""
 
 
-def local_invoker(environ: Mapping[str, str]) -> Invoke:
-    """Run the refresher's handler in this process, with settings from ``environ``.
+def _global_options(p: argparse.ArgumentParser, suppress: bool) -> None:
+    """The options accepted before and after the command. On the subcommands their default is SUPPRESS, so a value
+    given before the command is not overwritten by the subcommand's default."""
 
-    Raises:
-        SettingsError: a setting is missing or invalid.
-    """
-    import boto3
-    from aws_lambda_powertools import Metrics
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
 
-    from core.settings import RefresherSettings
-    from lambdas.refresher.handler import Deps, handle
-    from localworld.lambda_context import REFRESHER_FUNCTION, LocalLambdaContext
-
-    settings = RefresherSettings.from_env(environ)
-    namespace = environ.get("POWERTOOLS_METRICS_NAMESPACE", "NodeManager")
-    deps = Deps.from_session(
-        settings, boto3.session.Session(), metrics=Metrics(namespace=namespace, service="refresher")
+    g = p.add_argument_group("global options")
+    g.add_argument("--cluster", default=default(None), help="kOps cluster name (default CLUSTER_NAME)")
+    g.add_argument(
+        "--function-name", default=default(None), help="deployed refresher Lambda (default REFRESHER_FUNCTION_NAME)"
     )
-    return lambda payload: handle(payload, deps, LocalLambdaContext(900, REFRESHER_FUNCTION))
+    g.add_argument(
+        "--local",
+        action="store_true",
+        default=default(False),
+        help="run the refresher's handler in this process (AWS_ENDPOINT_URL, settings from the environment)",
+    )
+    g.add_argument("--output", choices=("text", "json"), default=default("text"), help="text (default) or json")
+    g.add_argument("--json", dest="output", action="store_const", const="json", default=default("text"), help="=json")
 
 
-def quiet(invoke: Invoke) -> Invoke:
-    """In-process invocations print the handler's JSON log lines on stdout (as Lambda does): keep them off the
-    operator's output."""
+def parser() -> argparse.ArgumentParser:
+    """The argument parser (global options anywhere; ``--help`` lists the environment it reads)."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = argparse.ArgumentParser(
+        prog="node-manager", description="Operate node-manager.", epilog=ENVIRONMENT_HELP, formatter_class=fmt
+    )
+    _global_options(p, suppress=False)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def run(payload: dict[str, Any]) -> dict[str, Any]:
-        with contextlib.redirect_stdout(io.StringIO()):
-            return invoke(payload)
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        cmd = sub.add_parser(name, help=help, description=help, epilog=ENVIRONMENT_HELP, formatter_class=fmt)
+        _global_options(cmd, suppress=True)
+        return cmd
 
-    return run
+    refresh = command("refresh", "start a rolling refresh (or show its plan with --dry-run)")
+    refresh.add_argument("--dry-run", action="store_true")
+    selection = refresh.add_mutually_exclusive_group()
+    selection.add_argument("--all", action="store_true", help="replace every instance")
+    selection.add_argument("--max-age", help="replace instances older than this (7d, 168h, ...)")
+    refresh.add_argument("--instance-group", action="append", help="instance group or ASG name (repeatable)")
+    refresh.add_argument("--max-surge", type=int)
+    refresh.add_argument("--drain-timeout", help="per-node drain timeout (10m, 600, ...)")
+    refresh.add_argument("--drain-timeout-policy", choices=("pause", "terminate"))
+    refresh.add_argument("--wait", type=float, default=0.0, help="seconds to follow the run until it ends")
+    status = command("status", "runs, compensation ledger, lock holder, membership")
+    status.add_argument("--limit", type=int, default=5)
+    cancel = command("cancel", "cancel the active run (in-flight steps finish or are undone)")
+    cancel.add_argument("--run-id")
+    command("plan", "what each Lambda would do now: their own gather/decide/plan, dry run, in this process")
+    conf = command("configure-agent", "write the agent's kustomize settings from a deployed stack's outputs")
+    conf.add_argument("--stack-name", default="NodeManager", help="CloudFormation stack (default NodeManager)")
+    conf.add_argument(
+        "--env-file",
+        type=Path,
+        help="the agent.env to update (default: agent/deploy/default/agent.env of this CLI's checkout)",
+    )
+    local = command("local", "the local world (moto, kube-apiserver, simulated kOps cluster)")
+    local_sub = local.add_subparsers(dest="local_command", required=True, metavar="ACTION")
+    local_up = local_sub.add_parser("up", help="start it, print its environment, run until Ctrl-C")
+    _global_options(local_up, suppress=True)
+    local_up.add_argument("--nodes-per-az", type=int, default=2, help="workers per AZ (3 AZs, 1 master each)")
+    local_up.add_argument("--no-agent", action="store_true", help="do not run the agent")
+    return p
 
 
 def payload_of(args: argparse.Namespace) -> dict[str, Any]:
-    """The request payload for the command (the shapes of ``lambdas/events/request.py``)."""
+    """The request payload for refresh/status/cancel (the shapes of ``lambdas/events/request.py``)."""
     base: dict[str, Any] = {"action": args.command, "cluster": args.cluster}
     if args.command == "refresh":
         base["dry_run"] = args.dry_run
@@ -107,102 +146,27 @@ def payload_of(args: argparse.Namespace) -> dict[str, Any]:
     return base
 
 
-def render(response: Mapping[str, Any]) -> str:
-    """A response as text for an operator."""
-    lines = [f"status: {response.get('status')}"]
-    for key in ("reason", "error", "refusal"):
-        if response.get(key):
-            lines.append(f"{key}: {response[key]}")
-    for error in response.get("errors") or []:
-        lines.append(f"  - {error}")
-    if response.get("table"):
-        lines += ["", str(response["table"])]
-    if response.get("steps") and isinstance(response["steps"], list):
-        lines += ["", "  step  group  instance  node  (needs update because)"]
-        lines += [
-            f"  {s['index']:>3}  {s['group']}  {s['instance_id']}  {s.get('node_name') or '-'}  ({s['needs_update']})"
-            for s in response["steps"]
-        ]
-    run = response.get("run")
-    if run:
-        lines += ["", _run_line(run)]
-    for i, item in enumerate(response.get("runs") or []):
-        lines.append(_run_line(item))
-        if i == 0:
-            for s in item.get("step_details", []):
-                lines.append(
-                    f"    {s['index']:>3} {s['state']:<16} {s['group']}  {s['instance_id']}  "
-                    f"spare={s.get('spare') or '-'}  drain={s.get('drain') or '-'}  {s.get('note') or ''}"
-                )
-    if "lock" in response:
-        lock = response.get("lock") or {}
-        lines.append(
-            f"lock: {lock.get('holder') or 'free'}"
-            + (f" ({lock.get('operation')}, fencing {lock.get('fencing')})" if lock.get("holder") else "")
-        )
-    if "ledger" in response:
-        lines.append(f"ledger (COMP#): {len(response['ledger'])} item(s)")
-        lines += [
-            f"  {item.get('sk')}: {json.dumps({k: v for k, v in item.items() if k not in ('pk', 'sk')})}"
-            for item in response["ledger"]
-        ]
-    if "membership" in response:
-        lines.append(f"membership: {len(response['membership'])} node(s)")
-        lines += [
-            f"  {m['node_name']:<40} {m['instance_id']}  {m.get('asg') or '-'}  "
-            f"{'Ready' if m['ready'] else 'NotReady'}{' cordoned' if m.get('unschedulable') else ''}"
-            for m in response["membership"]
-        ]
-    return "\n".join(lines)
-
-
-def _run_line(run: Mapping[str, Any]) -> str:
-    steps = ", ".join(f"{k} {v}" for k, v in sorted((run.get("steps") or {}).items()))
-    waiting = f"; waiting for {run['waiting']}" if run.get("waiting") else ""
-    reason = f"; {run['reason']}" if run.get("reason") else ""
-    return f"run {run['run_id']}: {run['status']} ({steps}){reason}{waiting}"
-
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m cli", description="Operate the node-manager refresher.")
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--function-name", help="the deployed refresher Lambda (name or ARN)")
-    where.add_argument("--local", action="store_true", help="run the handler in this process (AWS_ENDPOINT_URL)")
-    p.add_argument("--cluster", default=os.environ.get("CLUSTER_NAME"), help="kOps cluster (default CLUSTER_NAME)")
-    p.add_argument("--json", action="store_true", help="print the raw JSON response")
-    sub = p.add_subparsers(dest="command", required=True)
-    refresh = sub.add_parser("refresh", help="start a rolling refresh (or show its plan with --dry-run)")
-    refresh.add_argument("--dry-run", action="store_true")
-    selection = refresh.add_mutually_exclusive_group()
-    selection.add_argument("--all", action="store_true", help="replace every instance")
-    selection.add_argument("--max-age", help="replace instances older than this (7d, 168h, ...)")
-    refresh.add_argument("--instance-group", action="append", help="instance group or ASG name (repeatable)")
-    refresh.add_argument("--max-surge", type=int)
-    refresh.add_argument("--drain-timeout", help="per-node drain timeout (10m, 600, ...)")
-    refresh.add_argument("--drain-timeout-policy", choices=("pause", "terminate"))
-    refresh.add_argument("--wait", type=float, default=0.0, help="seconds to follow the run until it ends")
-    status = sub.add_parser("status", help="runs, compensation ledger, lock holder, membership")
-    status.add_argument("--limit", type=int, default=5)
-    cancel = sub.add_parser("cancel", help="cancel the active run (in-flight steps finish or are undone)")
-    cancel.add_argument("--run-id")
-    return p
-
-
 def follow(
-    invoke: Invoke, cluster: str, run_id: str, seconds: float, local: bool, out: Callable[[str], None]
+    invoke: Invoke,
+    cluster: str,
+    run_id: str,
+    seconds: float,
+    local: bool,
+    out: Callable[[str], None],
+    seen: str = "",
 ) -> dict[str, Any]:
-    """Until the run ends or ``seconds`` pass: in local mode invoke the tick (nothing else advances the run),
-    then read the status. Returns the last status response."""
+    """Until the run ends or ``seconds`` pass: in local mode invoke the tick (nothing else advances the run), then
+    read the status; print the run's line each time it changes (``seen``: the line already printed). Returns the
+    last status response."""
     deadline = time.monotonic() + seconds
     last: dict[str, Any] = {}
-    seen = ""
     while time.monotonic() < deadline:
         if local:
             invoke({"trigger": "tick"})
         last = invoke({"action": "status", "cluster": cluster, "limit": 1})
         run = next((r for r in last.get("runs", []) if r["run_id"] == run_id), None)
         if run is not None:
-            line = _run_line(run)
+            line = run_line(run)
             if line != seen:
                 out(line)
                 seen = line
@@ -212,43 +176,136 @@ def follow(
     return last
 
 
+def _refresher(args: argparse.Namespace, env: Mapping[str, str], invoker: Invoke | None) -> Invoke:
+    if invoker is not None:
+        return quiet(invoker) if args.local else invoker
+    if args.local:
+        return quiet(local_invoker({**env, "CLUSTER_NAME": args.cluster}))
+    if not args.function_name:
+        raise UsageError("say where the refresher runs: --function-name NAME (or REFRESHER_FUNCTION_NAME) or --local")
+    import boto3
+
+    return lambda_invoker(args.function_name, boto3.client("lambda"))
+
+
+def _operate(
+    args: argparse.Namespace, env: Mapping[str, str], invoker: Invoke | None, out: Callable[[str], None]
+) -> int:
+    invoke = _refresher(args, env, invoker)
+    response = invoke(payload_of(args))
+    text = render(response)
+    if args.output == "json":
+        out(json.dumps(response, indent=2, default=str))
+    else:
+        out(text)
+    run = response.get("run")
+    if args.command == "refresh" and run and not args.dry_run:
+        if args.wait:
+            shown = text.splitlines()[-1] if args.output == "text" else ""
+            follow(invoke, args.cluster, run["run_id"], args.wait, args.local, out, seen=shown)
+        elif args.output == "text":
+            how = (
+                "each `node-manager --local refresh --wait N` or tick advances it"
+                if args.local
+                else "the refresher's events and tick advance it"
+            )
+            out(f"started run {run['run_id']} ({how}); follow it with `node-manager status`")
+    # A dry run that a real run would refuse (e.g. an unknown instance group) fails the same way.
+    return 1 if response.get("status") in ("rejected", "refused") or response.get("refusal") else 0
+
+
+def _plan(args: argparse.Namespace, env: Mapping[str, str], out: Callable[[str], None]) -> int:
+    import boto3
+
+    from cli.plan import plan_all
+
+    plans = plan_all(env, boto3.session.Session(), args.cluster)
+    if args.output == "json":
+        out(json.dumps(plans, indent=2, default=str))
+    else:
+        for name, answer in plans.items():
+            out(f"{name}: {answer.get('status')}" + (f" ({answer['reason']})" if answer.get("reason") else ""))
+            if answer.get("error") or answer.get("refusal"):
+                out(f"  {answer.get('error') or answer.get('refusal')}")
+            for step in answer.get("steps") or []:
+                out(
+                    f"  step {step['index']}: replace {step['instance_id']} of {step['group']} ({step['needs_update']})"
+                )
+            for action in answer.get("actions") or []:
+                out(f"  {action_line(action)}")
+    return 0
+
+
+def _configure_agent(args: argparse.Namespace, out: Callable[[str], None], err: Callable[[str], None]) -> int:
+    import boto3
+
+    from cli.agentconf import StackOutputsError, stack_settings, update_env_file
+
+    path: Path | None = args.env_file
+    if path is None:
+        if not CHECKOUT_ENV_FILE.exists():
+            raise UsageError("no checkout here to find agent/deploy/default/agent.env: give --env-file PATH")
+        path = CHECKOUT_ENV_FILE
+    try:
+        settings = stack_settings(boto3.client("cloudformation"), args.stack_name, args.cluster)
+    except StackOutputsError as error:
+        err(str(error))
+        return 1
+    changed = update_env_file(path, settings)
+    if args.output == "json":
+        out(json.dumps({"env_file": str(path), "settings": settings, "changed": changed}, indent=2))
+    else:
+        what = ", ".join(changed) if changed else "nothing"
+        out(f"{path}: {what} changed; apply with `kubectl apply -k {path.parent}`")
+    return 0
+
+
 def main(
     argv: Sequence[str] | None = None,
     environ: Mapping[str, str] | None = None,
     invoker: Invoke | None = None,
     out: Callable[[str], None] = print,
+    err: Callable[[str], None] | None = None,
 ) -> int:
-    """Entry point; returns the exit code. ``invoker`` replaces the chosen mode (tests)."""
-    args = parser().parse_args(argv)
-    env = os.environ if environ is None else environ
-    if not args.cluster:
-        out("--cluster or CLUSTER_NAME is required")
-        return 2
-    try:
-        if invoker is None:
-            if args.local:
-                invoker = local_invoker(env)
-            else:
-                import boto3
+    """Run one command; returns the exit code. ``invoker`` replaces the refresher's invocation (tests); ``out`` gets
+    each line of output, ``err`` each error line (default stderr)."""
+    from core.exceptions import SettingsError
 
-                invoker = lambda_invoker(args.function_name, boto3.client("lambda"))
-    except Exception as err:  # noqa: BLE001 - configuration problems end the CLI with a message
-        out(f"cannot start: {err}")
-        return 2
-    if args.local:
-        invoker = quiet(invoker)
-    payload = payload_of(args)
+    err = err or (lambda line: print(line, file=sys.stderr, flush=True))
+    env = os.environ if environ is None else environ
     try:
-        response = invoker(payload)
-    except Exception as err:  # noqa: BLE001 - any failure of the invocation is reported to the operator as exit 1
-        out(f"invocation failed: {err}")
+        args = parser().parse_args(argv)
+    except SystemExit as exit_:  # argparse: --help (0) or a usage error already printed on stderr (2)
+        return int(exit_.code or 0)
+    args.cluster = args.cluster or env.get("CLUSTER_NAME")
+    args.function_name = args.function_name or env.get("REFRESHER_FUNCTION_NAME")
+    try:
+        if args.command == "local":
+            from cli.local import up
+
+            return up(args.cluster or "demo.k8s.local", args.nodes_per_az, not args.no_agent, out, err)
+        if not args.cluster:
+            raise UsageError("--cluster or CLUSTER_NAME is required")
+        if args.command == "plan":
+            return _plan(args, env, out)
+        if args.command == "configure-agent":
+            return _configure_agent(args, out, err)
+        return _operate(args, env, invoker, out)
+    except (UsageError, SettingsError) as error:
+        err(f"node-manager: {error}")
+        return 2
+    except KeyboardInterrupt:
+        err("node-manager: interrupted")
+        return 130
+    except Exception as error:  # noqa: BLE001 - any failure of the command is one line on stderr and exit 1
+        err(f"node-manager {args.command} failed: {type(error).__name__}: {error}")
         return 1
-    out(json.dumps(response, indent=2, default=str) if args.json else render(response))
-    if args.command == "refresh" and args.wait and response.get("run"):
-        follow(invoker, args.cluster, response["run"]["run_id"], args.wait, args.local, out)
-    # A dry run that a real run would refuse (e.g. an unknown instance group) fails the same way.
-    return 1 if response.get("status") in ("rejected", "refused") or response.get("refusal") else 0
+
+
+def run() -> None:
+    """The ``node-manager`` console script (``[project.scripts]``)."""
+    sys.exit(main())
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()

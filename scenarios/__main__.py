@@ -2,8 +2,9 @@
 
 Starts the local world (moto server, kube-apiserver, etcd), plays the scenario, prints its timeline and verdict, stops
 everything it started. Exit status: 0 every check passed, 1 a check failed (a broken safety invariant), 2 the scenario
-could not finish (ABORTED), 3 the local world is not installed, 64 a bad command line, 130 interrupted by Ctrl-C,
-143 stopped by SIGTERM (see ``scenarios.runner``).
+could not finish (ABORTED) or a setting in the environment is invalid (one line naming it; the README's settings
+reach the Lambdas and the agent, see ``scenarios.settings``), 3 the local world is not installed, 64 a bad command
+line, 130 interrupted by Ctrl-C, 143 stopped by SIGTERM (see ``scenarios.runner``).
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
 
+from core.exceptions import SettingsError
 from localworld.world import LocalWorld
 from scenarios import refresh, replenish, runner, spot
+from scenarios.settings import check_user_settings
 from scenarios.timeline import Timeline
 
 MODULES: dict[str, ModuleType] = {"spot-interruption": spot, "replenish": replenish, "refresh": refresh}
@@ -57,6 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("scenario", nargs="?", default="spot-interruption", choices=sorted(SCENARIOS))
     parser.add_argument("--logs", type=Path, default=None, help="folder for the agent's log (default: a temp dir)")
     args = parser.parse_args(argv)
+    try:  # the user's settings reach the Lambdas and the agent: a bad one stops here, before the world starts
+        check_user_settings()
+    except SettingsError as error:
+        print(f"python -m scenarios: SettingsError: {error}", file=sys.stderr)
+        return int(runner.Exit.ABORTED)
     log_dir = args.logs or Path(tempfile.mkdtemp(prefix="node-manager-demo-"))
     try:
         return int(runner.run(args.scenario, _play(args.scenario), lambda logs: LocalWorld(log_dir=logs), log_dir))

@@ -20,9 +20,11 @@ from datetime import datetime
 from pathlib import Path
 
 from core.runs import Run, RunStatus, StepState
+from core.settings import AgentSettings, RefresherSettings
 from localworld.workloads import deploy_workloads, wait_pods_ready
 from localworld.world import LocalWorld
 from scenarios.refreshing import RefreshHarness, ready_workers
+from scenarios.settings import user_settings
 from scenarios.timeline import Timeline
 
 NAMESPACE = "workloads"
@@ -140,7 +142,13 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     wait_pods_ready(world.api, NAMESPACE, expected, timeout=30)
     timeline.mark("world", "workloads running: Deployments with PDBs, a DaemonSet, an emptyDir pod, a bare pod")
 
-    h = RefreshHarness(world, info, log_dir=log_dir)
+    h = RefreshHarness(
+        world,
+        info,
+        log_dir=log_dir,
+        refresher_env=user_settings(RefresherSettings),
+        agent_env=user_settings(AgentSettings),
+    )
     out = sys.stdout
     lambda_log = (log_dir / "refresher.log").open("a")
     # the handler's JSON logs and metrics (every execution environment's) go to their own log

@@ -26,13 +26,14 @@ from aws_lambda_powertools import Metrics
 
 from adapters.dynamo import ledger as ledger_store
 from adapters.dynamo.store import Store
-from core.settings import ReplenisherSettings
+from core.settings import AgentSettings, ReplenisherSettings
 from lambdas.replenisher.handler import Deps, handle
 from localworld.eventbus import LAUNCH_SUCCESSFUL, LAUNCH_UNSUCCESSFUL, EventBus
 from localworld.faults import CapacityOutage
 from localworld.workloads import deploy_workloads, wait_pods_ready
 from localworld.world import LocalWorld
 from scenarios.observe import PdbGuard, wait_until
+from scenarios.settings import settings_env, user_settings
 from scenarios.timeline import Timeline
 
 NAMESPACE = "workloads"
@@ -131,7 +132,7 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
         world.api, NAMESPACE, workloads.controlled_pods + len(world.running_simulator().nodes()) + 1, timeout=30
     )
     timeline.mark("world", "workloads running: Deployments with PDBs, a DaemonSet, an emptyDir pod, a bare pod")
-    agent = world.spawn("agent", log_path=log_dir / "agent.log")
+    agent = world.spawn("agent", user_settings(AgentSettings), log_dir / "agent.log")
     store = Store(world.resource("dynamodb").Table(info.table_name), info.name)
     node_count = len(world.running_simulator().nodes())
     wait_until(lambda: len(store.list_nodes(max_age_seconds=600)) >= node_count, 60, "the agent's membership")
@@ -139,7 +140,7 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     before = _sizes(autoscaling, workers + masters)
     ready_before = _ready_workers(world)
 
-    settings = ReplenisherSettings.from_env({**info.env(), **SCENARIO_SETTINGS})
+    settings = ReplenisherSettings.from_env(settings_env(ReplenisherSettings, info.env(), SCENARIO_SETTINGS))
     deps = Deps.from_clients(
         settings,
         dynamodb=world.resource("dynamodb"),

@@ -23,13 +23,14 @@ import boto3
 
 from adapters.dynamo.store import Store
 from core.model import CommandStatus
-from core.settings import InterruptionSettings
+from core.settings import AgentSettings, InterruptionSettings
 from lambdas.interruption.handler import Deps, handle
 from localworld.aws import aws_env
 from localworld.lambda_context import INTERRUPTION_FUNCTION, LocalLambdaContext
 from localworld.workloads import deploy_workloads, pods_on_node, wait_pods_ready
 from localworld.world import LocalWorld
 from scenarios.observe import AsgWatcher, NodeWatcher, PdbGuard, wait_until
+from scenarios.settings import settings_env, user_settings
 from scenarios.timeline import Timeline
 
 EVENTS = Path(__file__).resolve().parent.parent / "tests" / "events"
@@ -80,7 +81,7 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     wait_pods_ready(world.api, NAMESPACE, expected, timeout=30)
     timeline.mark("world", "workloads running: Deployments with PDBs, a DaemonSet, an emptyDir pod, a bare pod")
 
-    agent = world.spawn("agent", log_path=log_dir / "agent.log")
+    agent = world.spawn("agent", user_settings(AgentSettings), log_dir / "agent.log")
     store = Store(world.resource("dynamodb").Table(info.table_name), info.name)
     node_count = len(world.running_simulator().nodes())
     wait_until(lambda: len(store.list_nodes(max_age_seconds=600)) >= node_count, 60, "the agent to report membership")
@@ -106,19 +107,19 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
         watcher.start()
     time.sleep(0.2)  # let the watchers take their first look
 
+    # The environment the CDK stack gives the Lambda (infra/interruption.py), minus what ClusterInfo.env() has.
+    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "interruption")
+    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "NodeManager")
+    os.environ.update(aws_env(world.moto.endpoint_url, world.region))
+    settings = InterruptionSettings.from_env(settings_env(InterruptionSettings, info.env()))  # the user's settings too
     now = datetime.now(UTC).replace(microsecond=0)
     event = spot_warning(instance_id, world.region, now)
-    deadline = now + timedelta(seconds=120)
+    deadline = now + timedelta(seconds=settings.spot_deadline_seconds)
     timeline.mark(
         "lambda",
         f"EC2 Spot Instance Interruption Warning {event['id'][:8]} received "
         f"(instance-action terminate, deadline {deadline:%H:%M:%S})",
     )
-    # The environment the CDK stack gives the Lambda (infra/interruption.py), minus what ClusterInfo.env() has.
-    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "interruption")
-    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "NodeManager")
-    os.environ.update(aws_env(world.moto.endpoint_url, world.region))
-    settings = InterruptionSettings.from_env(info.env())
     deps = Deps.from_session(settings, boto3.session.Session())
     deps.register_context(LocalLambdaContext(30, INTERRUPTION_FUNCTION))
     timeline.mark("lambda", "cold start done: settings read, clients built")
@@ -154,17 +155,23 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     )
 
     # The replacement: launched by the ASG when the instance was detached, then registered Ready by the simulator.
-    replacement = wait_until(lambda: set(asg_watch.launched), 30, "the replacement instance")
-    new_id = sorted(replacement)[0]
-    wait_until(
-        lambda: (
-            (n := world.running_simulator().node_for_instance(new_id))
-            and any(c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", []))
-        ),
-        30,
-        "the replacement node to be Ready",
-    )
-    timeline.mark("kubernetes", f"replacement node for {new_id} Ready")
+    new_id = ""
+    if settings.early_replacement:
+        replacement = wait_until(lambda: set(asg_watch.launched), 30, "the replacement instance")
+        new_id = sorted(replacement)[0]
+        wait_until(
+            lambda: (
+                (n := world.running_simulator().node_for_instance(new_id))
+                and any(
+                    c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", [])
+                )
+            ),
+            30,
+            "the replacement node to be Ready",
+        )
+        timeline.mark("kubernetes", f"replacement node for {new_id} Ready")
+    else:
+        timeline.mark("world", "EARLY_REPLACEMENT=false: the instance stays in its group until Spot reclaims it")
 
     # A duplicate delivery of the same event (EventBridge delivers at least once) changes nothing.
     with contextlib.redirect_stdout(lambda_log):
@@ -208,23 +215,36 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     )
     # The executor sends the drain before it detaches, so a fast drain may end before DetachInstances returns; what
     # early replacement promises is a replacement launched at the warning, not two minutes later at the reclaim.
-    launched_rel = asg_watch.launched.get(new_id, float("inf")) - timeline.start
-    check(
-        "replacement launched at the warning, before the reclaim",
-        detached and returned.at < reclaimed.at and launched_rel < reclaimed.at,
-        f"DetachInstances without decrement returned at {returned.at:.3f}s, replacement {new_id} seen in the ASG "
-        f"at {launched_rel:.3f}s, reclaim at {reclaimed.at:.3f}s",
-    )
+    if settings.early_replacement:
+        launched_rel = asg_watch.launched.get(new_id, float("inf")) - timeline.start
+        check(
+            "replacement launched at the warning, before the reclaim",
+            detached and returned.at < reclaimed.at and launched_rel < reclaimed.at,
+            f"DetachInstances without decrement returned at {returned.at:.3f}s, replacement {new_id} seen in the ASG "
+            f"at {launched_rel:.3f}s, reclaim at {reclaimed.at:.3f}s",
+        )
+    else:
+        early = sorted(i for i, at in asg_watch.launched.items() if at - timeline.start < reclaimed.at)
+        check(
+            "EARLY_REPLACEMENT=false: not detached, nothing launched before the reclaim",
+            not detached and not early,
+            f"detached: {detached}, launched before the reclaim: {early or 'none'}",
+        )
     check(
         "invariant 3: instance terminated only after its node was drained",
         item["status"] == "succeeded" and reclaimed.at > finished_rel,
         f"drain finished at {finished_rel:.3f}s, reclaim at {reclaimed.at:.3f}s",
     )
+    # Without early replacement the ASG replaces the reclaimed instance on its own schedule (moto: not at all)
+    remaining = [i for i in after["Instances"] if i["InstanceId"] != instance_id]
     check(
         "invariant 4: desired capacity ends where it was, no extra instance",
         after["DesiredCapacity"] == before["DesiredCapacity"]
-        and len(after["Instances"]) == before["DesiredCapacity"]
-        and instance_id not in {i["InstanceId"] for i in after["Instances"]},
+        and (
+            len(after["Instances"]) == before["DesiredCapacity"] and len(remaining) == len(after["Instances"])
+            if settings.early_replacement
+            else len(remaining) <= before["DesiredCapacity"]
+        ),
         f"desired {before['DesiredCapacity']} -> {after['DesiredCapacity']}, {len(after['Instances'])} instances",
     )
     check(

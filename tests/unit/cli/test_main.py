@@ -1,0 +1,161 @@
+"""The operator CLI's exit codes and rendering, with the invocation replaced by a recorded answer."""
+
+from __future__ import annotations
+
+from cli.main import main
+
+
+def _run(response, *args):
+    lines: list[str] = []
+    sent: list[dict] = []
+
+    def invoker(payload):
+        sent.append(payload)
+        return response
+
+    code = main(
+        ["--function-name", "fn", "--cluster", "demo.k8s.local", *args], environ={}, invoker=invoker, out=lines.append
+    )
+    return code, "\n".join(lines), sent
+
+
+def test_a_dry_run_that_a_real_run_would_refuse_fails_and_says_why():
+    code, text, sent = _run(
+        {"status": "dry_run", "refusal": "unknown instance groups: nope", "actions": []},
+        "refresh",
+        "--dry-run",
+        "--all",
+        "--instance-group",
+        "nope",
+    )
+    assert code == 1
+    assert "refusal: unknown instance groups: nope" in text
+    assert sent[0]["dry_run"] is True and sent[0]["instance_groups"] == ["nope"]
+
+
+def test_a_clean_dry_run_succeeds():
+    code, text, _ = _run({"status": "dry_run", "actions": []}, "refresh", "--dry-run", "--all")
+    assert code == 0 and "status: dry_run" in text
+
+
+def test_a_rejected_payload_fails():
+    code, text, _ = _run(
+        {"status": "rejected", "error": "max_surge: must be >= 1"}, "refresh", "--all", "--max-surge", "0"
+    )
+    assert code == 1 and "max_surge" in text
+
+
+def test_the_cluster_is_required():
+    assert main(["--function-name", "fn", "status"], environ={}, invoker=lambda p: {}, out=lambda s: None) == 2
+
+
+def _main(response, argv, environ=None):
+    """Run main with a recorded answer; returns (code, stdout lines, stderr lines, payloads sent)."""
+    out: list[str] = []
+    err: list[str] = []
+    sent: list[dict] = []
+
+    def invoker(payload):
+        sent.append(payload)
+        return response(payload) if callable(response) else response
+
+    code = main(argv, environ=environ or {}, invoker=invoker, out=out.append, err=err.append)
+    return code, out, err, sent
+
+
+def test_global_options_are_accepted_after_the_command():
+    code, _out, _, sent = _main({"status": "ok", "runs": []}, ["status", "--function-name", "fn", "--cluster", "c1"])
+    assert code == 0
+    assert sent == [{"action": "status", "cluster": "c1", "limit": 5}]
+
+
+def test_an_option_given_before_the_command_is_not_reset_by_the_command():
+    _, _, _, sent = _main({"status": "ok"}, ["--cluster", "before", "--function-name", "fn", "cancel"])
+    assert sent[0]["cluster"] == "before"
+
+
+def test_cluster_option_wins_over_the_environment():
+    _, _, _, sent = _main(
+        {"status": "ok"}, ["status", "--cluster", "flag"], {"CLUSTER_NAME": "env", "REFRESHER_FUNCTION_NAME": "fn"}
+    )
+    assert sent[0]["cluster"] == "flag"
+
+
+def test_function_name_from_the_environment():
+    code, _, err, sent = _main({"status": "ok"}, ["status"], {"CLUSTER_NAME": "c1", "REFRESHER_FUNCTION_NAME": "fn"})
+    assert code == 0 and not err and sent
+
+
+def test_a_missing_target_is_a_usage_error_on_stderr():
+    out: list[str] = []
+    err: list[str] = []
+    code = main(["status", "--cluster", "c1"], environ={}, out=out.append, err=err.append)
+    assert code == 2
+    assert out == []
+    assert len(err) == 1 and "--function-name" in err[0] and "--local" in err[0]
+
+
+def test_a_missing_cluster_is_one_line_on_stderr():
+    code, out, err, sent = _main({}, ["status", "--function-name", "fn"])
+    assert code == 2 and out == [] and sent == []
+    assert err == ["node-manager: --cluster or CLUSTER_NAME is required"]
+
+
+def test_an_invocation_failure_is_one_line_on_stderr_and_exit_1():
+    def boom(payload):
+        raise RuntimeError("fn failed: {'errorMessage': 'x'}")
+
+    code, out, err, _ = _main(boom, ["status", "--function-name", "fn", "--cluster", "c1"])
+    assert code == 1 and out == []
+    assert len(err) == 1 and "RuntimeError" in err[0]
+
+
+def test_help_lists_the_variables_it_reads(capsys):
+    assert main(["--help"], environ={}) == 0
+    text = capsys.readouterr().out
+    for var in ("CLUSTER_NAME", "REFRESHER_FUNCTION_NAME", "AWS_ENDPOINT_URL", "TABLE_NAME", "QUEUE_URL"):
+        assert var in text
+    assert main(["refresh", "--help"], environ={}) == 0
+    assert "CLUSTER_NAME" in capsys.readouterr().out
+
+
+def test_a_bad_option_is_exit_2():
+    assert main(["status", "--no-such-option"], environ={}) == 2
+
+
+RUN = {"run_id": "r1", "status": "running", "steps": {"pending": 2}}
+
+
+def test_a_refresh_without_wait_says_what_it_started():
+    code, out, _, _ = _main(
+        {"status": "started", "run": RUN}, ["refresh", "--all", "--function-name", "fn", "--cluster", "c"]
+    )
+    assert code == 0
+    assert out[-1].startswith("started run r1") and "node-manager status" in out[-1]
+
+
+def test_a_followed_refresh_prints_each_run_line_once():
+    answers = iter(
+        [
+            {"status": "started", "run": RUN},
+            {"status": "ok", "runs": [RUN]},  # unchanged: not printed again
+            {"status": "ok", "runs": [{**RUN, "status": "succeeded", "steps": {"done": 2}}]},
+        ]
+    )
+    code, out, _, sent = _main(
+        lambda payload: next(answers), ["refresh", "--all", "--wait", "30", "--function-name", "fn", "--cluster", "c"]
+    )
+    assert code == 0
+    text = "\n".join(out)
+    assert text.count("run r1: running (pending 2)") == 1
+    assert text.count("run r1: succeeded (done 2)") == 1
+    assert [p["action"] for p in sent] == ["refresh", "status", "status"]
+
+
+def test_output_json_is_the_raw_response():
+    import json
+
+    code, out, _, _ = _main(
+        {"status": "ok", "runs": []}, ["status", "--output", "json", "--function-name", "f", "--cluster", "c"]
+    )
+    assert code == 0 and json.loads("\n".join(out)) == {"status": "ok", "runs": []}
