@@ -91,6 +91,13 @@ class AgentMetrics:
             registry=r,
         )
 
+        self.cordons_resolved = Counter(
+            f"{PREFIX}_cordons_resolved",
+            "Give-back cordons (rebalance recommendations) resolved by the agent, by outcome (released, kept, error)",
+            ["outcome"],
+            registry=r,
+        )
+
     def render(self) -> bytes:
         """The registry in the Prometheus text exposition format (``CONTENT_TYPE``)."""
         return generate_latest(self.registry)

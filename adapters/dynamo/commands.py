@@ -14,12 +14,13 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from boto3.dynamodb.conditions import ConditionBase
 from pydantic import ValidationError
 
 from adapters.dynamo.ports import CommandStore
 from adapters.dynamo.table import Attr, Table
 from core.exceptions import CommandExistsError, CommandTransitionError, ConflictError
-from core.model import Command, CommandKind, CommandStatus, as_utc, to_epoch, utcnow
+from core.model import Command, CommandKind, CommandStatus, to_epoch, utcnow
 
 PREFIX = "CMD#"
 
@@ -254,7 +255,7 @@ def tighten_deadline(table: Table, command_id: str, deadline: datetime, by: str,
     """Bring a ``queued`` or ``running`` command's deadline forward to ``deadline`` (aware): sets the item's
     ``deadline_tightened_to`` (ISO 8601) and ``tightened_by``, never later than one already set (the same value again
     is accepted: a redelivered event). The recorded ``command`` stays as it was (the agent binds a message to it);
-    the agent applies the earlier of the two (``tightened_deadline``) at start and on its heartbeat.
+    the agent applies the earlier of the two (``agent.consumer.decisions.tightened``) at start and on its heartbeat.
 
     Returns:
         False when the command is no longer queued or running, or already has an earlier deadline.
@@ -273,27 +274,22 @@ def tighten_deadline(table: Table, command_id: str, deadline: datetime, by: str,
     return True
 
 
-def tightened_deadline(item: dict[str, Any] | None) -> datetime | None:
-    """The ``deadline_tightened_to`` of a ``CMD#`` item, None when there is none or it does not parse."""
-    raw = (item or {}).get("deadline_tightened_to")
-    if not raw:
-        return None
-    try:
-        return as_utc(datetime.fromisoformat(str(raw)))
-    except ValueError:
-        return None
-
-
-def resolve_cordon(table: Table, command_id: str, resolution: str, now: datetime | None = None) -> bool:
+def resolve_cordon(
+    table: Table, command_id: str, resolution: str, now: datetime | None = None, over: str | None = None
+) -> bool:
     """Record how a command's give-back cordon (``options.uncordon_after_seconds``) was resolved: ``resolution``
-    and ``resolved_at``; the first resolution wins (conditional on none yet). Returns False when one was already
+    and ``resolved_at``; the first resolution wins (conditional on none yet, or on the resolution being ``over``:
+    the agent's releaser replaces its own ``releasing`` claim). Returns False when another resolution was already
     recorded (or there is no such item)."""
     now = now or utcnow()
+    unresolved: ConditionBase = Attr("resolution").not_exists()
+    if over is not None:
+        unresolved = unresolved | Attr("resolution").eq(over)
     try:
         table.update(
             command_sk(command_id),
             {"resolution": resolution, "resolved_at": now.isoformat(), "updated_at": now.isoformat()},
-            condition=Attr("pk").exists() & Attr("resolution").not_exists(),
+            condition=Attr("pk").exists() & unresolved,
         )
     except ConflictError:
         return False
