@@ -334,3 +334,18 @@ def test_an_event_not_sent_keeps_the_terminal_status_and_is_sent_when_the_messag
     assert detail_type == "Node Drain Succeeded"
     assert "reported_at" in world.item()
     assert world.in_queue() == 0
+
+
+def test_a_drain_tightened_before_it_started_starts_with_the_earlier_deadline(world: World) -> None:
+    from adapters.dynamo.commands import tighten_deadline
+
+    engine = ScriptedEngine()
+    consumer = world.consumer(engine)
+    queued = command("rebalance-1", deadline_in=600)
+    world.send(queued)
+    spot_deadline = (queued.deadline - timedelta(seconds=480)).replace(microsecond=0)
+    assert tighten_deadline(world.store, "rebalance-1", spot_deadline, by="spot-1")
+    consumer.handle(world.receive())
+    [ran] = engine.commands
+    assert ran.deadline == spot_deadline and ran.command_id == "rebalance-1"
+    assert world.item("rebalance-1")["status"] == "succeeded"
