@@ -50,6 +50,7 @@ from agent import logs
 from agent.cloudwatch import CloudWatchPublisher
 from agent.consumer.config import ConsumerConfig
 from agent.consumer.loop import CommandConsumer
+from agent.cordons.releaser import CordonReleaser
 from agent.drain.engine import DrainEngine
 from agent.events import NodeEventRecorder
 from agent.health import KUBERNETES, Health, HealthServer
@@ -81,6 +82,7 @@ class Agent:
 
     Attributes:
         consumer, membership: the leader's two loops.
+        cordons: the leader's third loop, giving back cordons after their quiet period (agent/cordons/; None: off).
         poll_wait_seconds: the consumer's long-poll wait (how long stopping its loop may take).
         elector: leader election; None runs as the only replica (``LEADER_ELECTION=false``).
         health: the probes' facts; server: the HTTP endpoint (None: no endpoint, e.g. in unit tests).
@@ -91,6 +93,7 @@ class Agent:
     membership: MembershipReporter
     poll_wait_seconds: float
     elector: LeaderElector | None = None
+    cordons: CordonReleaser | None = None
     health: Health = field(default_factory=Health)
     server: HealthServer | None = None
     metrics: AgentMetrics | None = None
@@ -158,14 +161,20 @@ class Agent:
         membership.start()
         consumer.start()
         log.info("leading: consuming commands and reporting membership")
+        if self.cordons is not None:
+            cordons = threading.Thread(target=self.cordons.run, args=(work_stop,), name="cordons", daemon=True)
+            cordons.start()
+            return [membership, consumer, cordons]
         return [membership, consumer]
 
     def _stop_workers(self, workers: list[threading.Thread]) -> None:
-        membership, consumer = workers
+        membership, consumer = workers[:2]
         self.membership.close()
         consumer.join(timeout=self.poll_wait_seconds + 5)
         self.consumer.shutdown()
         membership.join(timeout=2)
+        for other in workers[2:]:  # the cordon releaser ends at its next wait (a check in progress finishes)
+            other.join(timeout=5)
 
 
 def build_agent(settings: AgentSettings, environ: Mapping[str, str], session: Any = None) -> Agent:
@@ -218,6 +227,7 @@ def build_agent(settings: AgentSettings, environ: Mapping[str, str], session: An
         health, metrics, settings.http_port, settings.liveness_max_age_seconds, settings.readiness_max_age_seconds
     )
     agent = Agent(consumer, membership, settings.poll_wait_seconds, health=health, server=server, metrics=metrics)
+    agent.cordons = CordonReleaser(store, engine, settings.cordon_check_seconds, metrics=metrics)
     if settings.leader_election:
         agent.elector = LeaderElector(
             kube,

@@ -55,6 +55,7 @@ class Deadline:
     def __init__(self, clock: Clock, seconds: float) -> None:
         self.clock = clock
         self.end = clock.monotonic() + seconds
+        self._listeners: list[Callable[[], None]] = []
 
     @classmethod
     def at(cls, when: datetime, clock: Clock) -> Deadline:
@@ -68,6 +69,25 @@ class Deadline:
     @property
     def expired(self) -> bool:
         return self.clock.monotonic() >= self.end
+
+    def on_tighten(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (no arguments, must not raise) each time ``tighten`` moves the deadline earlier: a
+        waiter blocked on a timeout computed from the old deadline wakes up and computes it again."""
+        self._listeners.append(listener)
+
+    def tighten(self, when: datetime) -> bool:
+        """Move the deadline earlier, to wall-clock ``when`` (aware), if that is earlier; never later.
+
+        Used when a running command's deadline is tightened in its record (a Spot warning for a node already being
+        drained for a rebalance recommendation). Returns True when the deadline moved.
+        """
+        end = self.clock.monotonic() + (when - self.clock.now()).total_seconds()
+        if end >= self.end:
+            return False
+        self.end = end
+        for listener in list(self._listeners):
+            listener()
+        return True
 
 
 def backoff_delay(attempt: int, base: float, cap: float, rand: Callable[[], float] = random.random) -> float:

@@ -52,6 +52,10 @@ class DrainOptions(BaseModel):
         grace_period_seconds: override of each pod's terminationGracePeriodSeconds; None keeps the pod's own
             (``--grace-period``).
         uncordon_on_failure: uncordon the node (only if this system cordoned it) when the drain fails or times out.
+        uncordon_after_seconds: give the cordon back this many seconds after the command ended, unless another
+            command, a lifecycle action or a state change came for the instance meanwhile, and only while the cordon
+            is still this command's (``agent.cordons``); None keeps the cordon (set for rebalance recommendations:
+            ``REBALANCE_QUIET_SECONDS``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -61,6 +65,7 @@ class DrainOptions(BaseModel):
     force: bool = True
     grace_period_seconds: int | None = Field(default=None, ge=0)
     uncordon_on_failure: bool = False
+    uncordon_after_seconds: int | None = Field(default=None, ge=0)
 
 
 class Command(BaseModel):

@@ -12,6 +12,7 @@ Shape of the context (every key but ``clusters[].name`` optional)::
           "spot_deadline_seconds": 120,             # seconds from the warning to the reclaim
           "early_replacement": true,                # detach the doomed instance so its ASG launches a replacement
           "rebalance_drain_timeout_seconds": 600,   # drain deadline with rebalance_policy "drain"
+          "rebalance_quiet_seconds": 1800,          # a rebalance cordon nothing followed is given back after this
           "dry_run": false,                         # the Lambda plans and logs only
           "lambda_architecture": "arm64",           # arm64 | x86_64
           "log_retention_days": 30,                 # one of CloudWatch Logs' allowed values
@@ -65,6 +66,7 @@ LAMBDA_SETTINGS = (
     "early_replacement",
     "rebalance_policy",
     "rebalance_drain_timeout_seconds",
+    "rebalance_quiet_seconds",
     "dry_run",
 )
 
@@ -142,6 +144,9 @@ class ClusterConfig(BaseModel):
     early_replacement: bool = InterruptionSettings.model_fields["early_replacement"].default
     rebalance_drain_timeout_seconds: _as_in_lambda("rebalance_drain_timeout_seconds") = (  # type: ignore[valid-type]  # as above
         InterruptionSettings.model_fields["rebalance_drain_timeout_seconds"].default
+    )
+    rebalance_quiet_seconds: _as_in_lambda("rebalance_quiet_seconds") = (  # type: ignore[valid-type]  # as above
+        InterruptionSettings.model_fields["rebalance_quiet_seconds"].default
     )
     dry_run: bool = InterruptionSettings.model_fields["dry_run"].default
     lambda_architecture: Architecture = Architecture.ARM64

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from boto3.dynamodb.conditions import ConditionBase
 from pydantic import ValidationError
 
 from adapters.dynamo.ports import CommandStore
@@ -111,8 +112,11 @@ class CommandItems(Table):
         attempt: int,
         progress: dict[str, Any] | None = None,
         now: datetime | None = None,
-    ) -> None:
+    ) -> dict[str, Any]:
         """Refresh a running command's heartbeat (and optional progress) while this worker owns it.
+
+        Returns:
+            the item after the update (its ``deadline_tightened_to``, if any, is read back by the running drain).
 
         Raises:
             CommandTransitionError: the command was taken over or finished.
@@ -121,7 +125,7 @@ class CommandItems(Table):
         values: dict[str, Any] = {"heartbeat_at": now.timestamp(), "updated_at": now.isoformat()}
         if progress is not None:
             values["progress"] = progress
-        self.update(
+        return self.update(
             command_sk(command_id),
             values,
             condition=Attr("status").eq(CommandStatus.RUNNING.value)
@@ -241,6 +245,51 @@ def cancel_queued_command(table: Table, command_id: str, why: str, now: datetime
                 "updated_at": now.isoformat(),
             },
             condition=Attr("status").eq(CommandStatus.QUEUED.value),
+        )
+    except ConflictError:
+        return False
+    return True
+
+
+def tighten_deadline(table: Table, command_id: str, deadline: datetime, by: str, now: datetime | None = None) -> bool:
+    """Bring a ``queued`` or ``running`` command's deadline forward to ``deadline`` (aware): sets the item's
+    ``deadline_tightened_to`` (ISO 8601) and ``tightened_by``, never later than one already set (the same value again
+    is accepted: a redelivered event). The recorded ``command`` stays as it was (the agent binds a message to it);
+    the agent applies the earlier of the two (``agent.consumer.decisions.tightened``) at start and on its heartbeat.
+
+    Returns:
+        False when the command is no longer queued or running, or already has an earlier deadline.
+    """
+    now = now or utcnow()
+    when = deadline.astimezone(UTC).isoformat()
+    try:
+        table.update(
+            command_sk(command_id),
+            {"deadline_tightened_to": when, "tightened_by": by, "updated_at": now.isoformat()},
+            condition=Attr("status").is_in([CommandStatus.QUEUED.value, CommandStatus.RUNNING.value])
+            & (Attr("deadline_tightened_to").not_exists() | Attr("deadline_tightened_to").gte(when)),
+        )
+    except ConflictError:
+        return False
+    return True
+
+
+def resolve_cordon(
+    table: Table, command_id: str, resolution: str, now: datetime | None = None, over: str | None = None
+) -> bool:
+    """Record how a command's give-back cordon (``options.uncordon_after_seconds``) was resolved: ``resolution``
+    and ``resolved_at``; the first resolution wins (conditional on none yet, or on the resolution being ``over``:
+    the agent's releaser replaces its own ``releasing`` claim). Returns False when another resolution was already
+    recorded (or there is no such item)."""
+    now = now or utcnow()
+    unresolved: ConditionBase = Attr("resolution").not_exists()
+    if over is not None:
+        unresolved = unresolved | Attr("resolution").eq(over)
+    try:
+        table.update(
+            command_sk(command_id),
+            {"resolution": resolution, "resolved_at": now.isoformat(), "updated_at": now.isoformat()},
+            condition=Attr("pk").exists() & unresolved,
         )
     except ConflictError:
         return False

@@ -46,7 +46,7 @@ class CommandStore(Protocol):
         attempt: int,
         progress: dict[str, Any] | None = None,
         now: datetime | None = None,
-    ) -> None: ...
+    ) -> dict[str, Any]: ...
 
     def finish_command(
         self,

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from core.model import Command, CommandKind, CommandStatus
+from core.model import Command, CommandKind, CommandStatus, as_utc
 
 DEADLINE_PASSED = "deadline passed before start"
 
@@ -180,5 +180,27 @@ def _epoch(iso: Any) -> float | None:
         return None
     try:
         return datetime.fromisoformat(str(iso)).timestamp()
+    except ValueError:
+        return None
+
+
+def tightened(command: Command, item: Mapping[str, Any] | None) -> Command:
+    """``command`` with the deadline its ``CMD#`` item tightened it to (``deadline_tightened_to``, written by
+    ``adapters.dynamo.commands.tighten_deadline`` when a Spot warning came for a node a rebalance drain empties),
+    when that is earlier; else ``command`` itself. Pure. An unreadable value is ignored (the recorded deadline
+    stands)."""
+    when = tightened_deadline(item)
+    if when is None or when >= command.deadline:
+        return command
+    return command.model_copy(update={"deadline": when})
+
+
+def tightened_deadline(item: Mapping[str, Any] | None) -> datetime | None:
+    """The ``deadline_tightened_to`` of a ``CMD#`` item (aware, UTC), None when absent or unreadable. Pure."""
+    raw = (item or {}).get("deadline_tightened_to")
+    if not raw:
+        return None
+    try:
+        return as_utc(datetime.fromisoformat(str(raw)))
     except ValueError:
         return None

@@ -1,7 +1,9 @@
 """The consumer's heartbeat thread: keeps in-flight commands owned while they run.
 
 Every ``heartbeat_seconds`` (a third of the visibility timeout) each in-flight message's visibility is extended
-and its ``CMD#`` item's ``heartbeat_at`` renewed (a job another worker took over is flagged ``lost``); a drain
+and its ``CMD#`` item's ``heartbeat_at`` renewed (a job another worker took over is flagged ``lost``); the item as
+updated is read back, and a deadline tightened in it (``deadline_tightened_to``: a Spot warning for a node a rebalance
+drain empties) is passed to the running drain (``tighten``, ``DrainEngine.tighten``); a drain
 whose instance has a pending termination lifecycle action gets RecordLifecycleActionHeartbeat every
 ``lifecycle_heartbeat_seconds`` until the drain's deadline.
 """
@@ -17,6 +19,7 @@ from datetime import datetime
 from adapters.aws.ports import CommandReceiver
 from adapters.dynamo.store import Store
 from agent.consumer.config import ConsumerConfig
+from agent.consumer.decisions import tightened_deadline
 from agent.consumer.jobs import Job
 from agent.hooks import HookFinisher
 from agent.logs import command_context
@@ -38,6 +41,7 @@ class Heartbeat:
         jobs: returns the in-flight jobs.
         hooks: lifecycle-hook heartbeats (optional).
         metrics: counts the errors a beat survives (``loop_errors{loop="heartbeat"}``; optional).
+        tighten: brings a running drain's deadline forward (``DrainEngine.tighten``; optional).
     """
 
     def __init__(
@@ -49,6 +53,7 @@ class Heartbeat:
         jobs: Callable[[], list[Job]],
         hooks: HookFinisher | None = None,
         metrics: AgentMetrics | None = None,
+        tighten: Callable[[str, datetime], bool] | None = None,
     ) -> None:
         self.metrics = metrics
         self.queue = queue
@@ -56,6 +61,7 @@ class Heartbeat:
         self.config = config
         self.clock = clock
         self.hooks = hooks
+        self.tighten = tighten
         self._jobs = jobs
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -114,7 +120,9 @@ class Heartbeat:
             return
         self.queue.set_visibility(job.receipt, self.config.visibility_timeout_seconds)
         try:
-            self.store.heartbeat_command(job.command.command_id, self.config.worker_id, job.attempt, now=self.clock())
+            item = self.store.heartbeat_command(
+                job.command.command_id, self.config.worker_id, job.attempt, now=self.clock()
+            )
         except CommandTransitionError as err:
             job.lost = True
             current = err.current or {}
@@ -125,3 +133,7 @@ class Heartbeat:
                 current.get("worker"),
                 current.get("attempt"),
             )
+            return
+        when = tightened_deadline(item)
+        if when is not None and when < job.command.deadline and self.tighten is not None:
+            self.tighten(job.command.command_id, when)

@@ -68,7 +68,10 @@ class CommandConsumer:
         self.worker = CommandWorker(
             queue, store, engine, reporter, config, clock, metrics=metrics, hooks=hooks, alarms=alarms
         )
-        self.heartbeat = Heartbeat(queue, store, config, clock, self.worker.jobs.list, hooks, metrics)
+        tighten = getattr(engine, "tighten", None)  # DrainEngine.tighten; a stand-in engine may have none
+        self.heartbeat = Heartbeat(
+            queue, store, config, clock, self.worker.jobs.list, hooks, metrics=metrics, tighten=tighten
+        )
         self._busy = 0
         self._slots = threading.Condition()
 

@@ -27,6 +27,7 @@ from agent.consumer.decisions import (
     deadline_passed,
     on_refusal,
     parse_message,
+    tightened,
 )
 from agent.consumer.jobs import Counters, Job, Jobs
 from agent.consumer.schedule import DeadlineGate
@@ -120,11 +121,12 @@ class CommandWorker:
         if self.metrics is not None:
             self.metrics.commands_received.labels(kind=command.kind.value).inc()
         with command_context(command_id=command.command_id, instance_id=command.instance_id, node=command.node_name):
-            binding = bind_to_record(command, self.store.get_command(command.command_id))
+            item = self.store.get_command(command.command_id)
+            binding = bind_to_record(command, item)
             if binding.command is None:
                 self._rejected(message, binding)
                 return
-            self._start(message_id, receipt, binding.command)
+            self._start(message_id, receipt, tightened(binding.command, item))  # a Spot deadline, if one came
 
     def _rejected(self, message: Mapping[str, Any], binding: Binding) -> None:
         """A body no ``CMD#`` item backs (or one its item contradicts): not run, the item untouched, the message

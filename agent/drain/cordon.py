@@ -32,13 +32,20 @@ def decide_cordon(node: NodeView, command_id: str) -> CordonDecision:
 
     - schedulable → set ``spec.unschedulable`` and our annotation in one patch conditioned on the node's
       resourceVersion;
-    - unschedulable with our annotation (any command id: a redelivered command, or an earlier command of this
-      system) → already ours, nothing to change;
+    - unschedulable with our annotation naming this command (a redelivered command) → nothing to change;
+    - unschedulable with our annotation naming an earlier command of this system (a rebalance cordon a Spot drain
+      escalates) → still ours; the annotation is moved to this command (conditioned on the resourceVersion), so a
+      give-back of the earlier command's cordon (``decide_release``) sees the cordon is no longer its own;
     - unschedulable without it → someone else's cordon: nothing to change, and never ours to undo.
     """
     if node.unschedulable:
-        if node.cordoned_by is not None:
+        if node.cordoned_by == command_id:
             return CordonDecision(patch=None, ours=True, by_other=False)
+        if node.cordoned_by is not None:
+            restamp: dict[str, Any] = {
+                "metadata": {"resourceVersion": node.resource_version, "annotations": {CORDON_ANNOTATION: command_id}}
+            }
+            return CordonDecision(patch=restamp, ours=True, by_other=False)
         return CordonDecision(patch=None, ours=False, by_other=True)
     patch = {
         "metadata": {"resourceVersion": node.resource_version, "annotations": {CORDON_ANNOTATION: command_id}},
@@ -76,3 +83,17 @@ def decide_uncordon(node: NodeView) -> UncordonDecision:
             patch=None, by_other=True, message=f"node {node.name} was cordoned by someone else: left cordoned"
         )
     return UncordonDecision(patch=None, by_other=False, message=f"node {node.name} is not cordoned")
+
+
+def decide_release(node: NodeView, command_id: str) -> UncordonDecision:
+    """Decide how to give back the cordon command ``command_id`` made (pure): only while the node is cordoned and
+    our annotation still names that command. A cordon someone else made (no annotation of ours) or a later command
+    of ours holds (another id) is left; so is a node no longer cordoned (its stale annotation of ours is removed)."""
+    if node.cordoned_by != command_id:
+        holder = "someone else" if node.cordoned_by is None else f"command {node.cordoned_by}"
+        if not node.unschedulable:
+            return UncordonDecision(patch=None, by_other=False, message=f"node {node.name} is not cordoned")
+        return UncordonDecision(
+            patch=None, by_other=node.cordoned_by is None, message=f"node {node.name} is cordoned by {holder}: left"
+        )
+    return decide_uncordon(node)

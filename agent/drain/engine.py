@@ -33,7 +33,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Protocol, TypeVar
 
-from agent.drain.cordon import CordonDecision, UncordonDecision, decide_cordon, decide_uncordon
+from agent.drain.cordon import CordonDecision, UncordonDecision, decide_cordon, decide_release, decide_uncordon
 from agent.drain.evict import Evictor
 from agent.drain.policy import GraceSource, PodAction, daemonset_owners, deletes_past_pdb, plan_drain
 from agent.drain.ports import DrainApi
@@ -116,6 +116,8 @@ class DrainEngine:
         self._request_slots = threading.BoundedSemaphore(max(1, max_requests_in_flight))
         self.rand = rand
         self.pdb_deadline_policy = settings.drain_pdb_deadline_policy
+        self._deadlines: dict[str, Deadline] = {}  # command id -> the deadline of its drain in progress
+        self._deadlines_lock = threading.Lock()
         self._evictor = Evictor(
             kube,
             self.clock,
@@ -215,6 +217,23 @@ class DrainEngine:
         ``cordon_node``."""
         return self._patch_until_applied(node, decide_uncordon)
 
+    def release_node(self, node: NodeView, command_id: str) -> tuple[NodeView, UncordonDecision]:
+        """Give back the cordon ``command_id`` made (``decide_release``: only while our annotation still names that
+        command); a conflict re-reads the node and decides again, so a cordon another command took over meanwhile
+        is left. Errors as in ``cordon_node``."""
+        return self._patch_until_applied(node, lambda n: decide_release(n, command_id))
+
+    def tighten(self, command_id: str, when: datetime) -> bool:
+        """Bring the deadline of the drain of ``command_id`` in progress forward to ``when`` (never later): its
+        evictions from then on get graces capped by it and its waits end by it. Returns False when no drain of that
+        command runs here or the deadline is already as early. Thread-safe."""
+        with self._deadlines_lock:
+            deadline = self._deadlines.get(command_id)
+        if deadline is None or not deadline.tighten(when):
+            return False
+        log.info("drain deadline tightened command_id=%s deadline=%s", command_id, when.isoformat())
+        return True
+
     def _patch_until_applied(self, node: NodeView, decide: Callable[[NodeView], _D]) -> tuple[NodeView, _D]:
         current: NodeView | None = node
         for _ in range(CORDON_CONFLICT_RETRIES):
@@ -287,8 +306,17 @@ class DrainEngine:
         return result
 
     def _drain(self, command: Command, node: NodeView, result: NodeCommandResult) -> None:
+        with self._deadlines_lock:
+            deadline = Deadline.at(command.deadline, self.clock)
+            self._deadlines[command.command_id] = deadline
+        try:
+            self._drain_until(command, node, result, deadline)
+        finally:
+            with self._deadlines_lock:
+                self._deadlines.pop(command.command_id, None)
+
+    def _drain_until(self, command: Command, node: NodeView, result: NodeCommandResult, deadline: Deadline) -> None:
         options = command.options
-        deadline = Deadline.at(command.deadline, self.clock)
         pods, resource_version = self.kube.list_pods_on_node(node.name)
         missing = frozenset(ds for ds in daemonset_owners(pods) if not self.kube.daemonset_exists(*ds))
         plan = plan_drain(pods, options, missing)

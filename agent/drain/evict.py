@@ -91,6 +91,7 @@ class Evictor:
         eviction gave up, or the deadline passed. ``pdb_delete``: delete pods still refused by a
         PodDisruptionBudget when their grace stops fitting before the deadline (see the module docstring)."""
         inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
+        deadline.on_tighten(lambda: inbox.put(("deadline", None)))  # wake up: the wait below uses the new deadline
         stop = threading.Event()
         watcher = PodWatcher(self.kube, node.name, resource_version, deadline, inbox, stop, self.clock)
         watcher.start()

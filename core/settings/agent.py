@@ -44,6 +44,7 @@ class AgentSettings(_Settings):
         "cloudwatch_metrics": "AGENT_CLOUDWATCH_METRICS",
         "cloudwatch_namespace": "CLOUDWATCH_NAMESPACE",
         "lifecycle_heartbeat_seconds": "LIFECYCLE_HEARTBEAT_SECONDS",
+        "cordon_check_seconds": "CORDON_CHECK_SECONDS",
     }
 
     cluster_name: str = Field(min_length=1)
@@ -94,6 +95,9 @@ class AgentSettings(_Settings):
     # RecordLifecycleActionHeartbeat period while a drain of an instance with a pending hook runs (agent/hooks.py);
     # keep it below the hook's HeartbeatTimeout (the stack's lifecycle_hook_heartbeat_seconds, default 300)
     lifecycle_heartbeat_seconds: float = Field(default=60.0, ge=5)
+    # How often the leader looks for cordons due to be given back (commands with options.uncordon_after_seconds,
+    # e.g. rebalance cordons after REBALANCE_QUIET_SECONDS; agent/cordons/): the release is this much late at most.
+    cordon_check_seconds: float = Field(default=60.0, ge=1)
 
     @model_validator(mode="after")
     def _consistent(self) -> AgentSettings:

@@ -20,6 +20,7 @@ class InterruptionSettings(_Settings):
         "early_replacement": "EARLY_REPLACEMENT",
         "rebalance_policy": "REBALANCE_POLICY",
         "rebalance_drain_timeout_seconds": "REBALANCE_DRAIN_TIMEOUT_SECONDS",
+        "rebalance_quiet_seconds": "REBALANCE_QUIET_SECONDS",
         "membership_max_age_seconds": "MEMBERSHIP_MAX_AGE_SECONDS",
         "command_ttl_seconds": "COMMAND_TTL_SECONDS",
         "dry_run": "DRY_RUN",
@@ -38,6 +39,9 @@ class InterruptionSettings(_Settings):
     early_replacement: bool = True
     rebalance_policy: RebalancePolicy = RebalancePolicy.CORDON
     rebalance_drain_timeout_seconds: int = Field(default=600, ge=10, le=86400)
+    # A rebalance cordon (or drain) is given back this long after it ended when nothing followed for the instance
+    # (no Spot warning, lifecycle action or state change): the recommendation did not turn into an interruption.
+    rebalance_quiet_seconds: int = Field(default=1800, ge=5, le=86400)
     membership_max_age_seconds: int = Field(default=600, ge=10)
     command_ttl_seconds: int = Field(default=7 * 86400, ge=3600)
     # Plan and log only: no table writes, no SQS message, no DetachInstances.

@@ -5,6 +5,10 @@ Races between concurrent deliveries of one event are settled here by the table's
 - ``RecordCommand`` losing (``CommandExistsError``): the ``SendCommand`` that follows is still done when the
   recorded command is ``queued`` (the agent tolerates a second message through the ``CMD#`` status), and dropped
   otherwise. What it sends is the command as recorded (the agent runs only a body that matches its item).
+- ``TightenCommand`` losing (the drain ended meanwhile, or already has an earlier deadline): its fallback (the Spot
+  warning's own drain) is recorded and sent as ``RecordCommand`` + ``SendCommand`` would, so a drain that ended
+  before the Spot warning never leaves the node undrained.
+- ``ResolveCordon`` losing (a resolution is already recorded, e.g. the agent gave the cordon back first): nothing.
 - ``RecordDetach`` losing (the ``DETACH#`` item exists): the detach and mark that follow are dropped; the
   invocation that won does them (if it crashes, the redelivered event finds the record ``intended`` and completes
   it).
@@ -19,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from adapters.aws.ports import AwsPort
-from adapters.dynamo.commands import cancel_queued_command, recorded_command
+from adapters.dynamo.commands import cancel_queued_command, recorded_command, resolve_cordon, tighten_deadline
 from adapters.dynamo.hooks import Finish, finish, record_hook
 from adapters.dynamo.store import Store
 from core.detach import DetachState
@@ -42,8 +46,10 @@ from lambdas.interruption.plan import (
     RecordCommand,
     RecordDetach,
     RecordHook,
+    ResolveCordon,
     SendCommand,
     Skip,
+    TightenCommand,
 )
 
 CLAIMER = "interruption-lambda"
@@ -162,6 +168,20 @@ def _apply(
             effects.telemetry.count("CommandsCancelled")
             return "cancelled"
         return "no longer queued: left to the agent"
+    if isinstance(action, TightenCommand):
+        by = action.fallback.command_id
+        if tighten_deadline(effects.store, action.command_id, action.deadline, by, now=now):
+            effects.telemetry.count("CommandsTightened")
+            return "tightened"
+        fallback = action.fallback
+        recorded_now = _apply(RecordCommand(fallback), effects, now, unsent, undetached, recorded)
+        sent = _apply(SendCommand(fallback), effects, now, unsent, undetached, recorded)
+        return f"no longer running: {fallback.command_id} {recorded_now}, {sent}"
+    if isinstance(action, ResolveCordon):
+        if resolve_cordon(effects.store, action.command_id, action.resolution, now=now):
+            effects.telemetry.count("CordonsResolved")
+            return "resolved"
+        return "already resolved"
     if isinstance(action, Acknowledge):
         effects.telemetry.count_by("EventsIgnored", "reason", action.reason.value)
         return "acknowledged"

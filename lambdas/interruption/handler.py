@@ -196,6 +196,8 @@ def gather(notice: Event, deps: Deps) -> World:
     commands: tuple[dict[str, Any], ...] = ()
     if notice.kind is EventKind.TERMINATE_LIFECYCLE_ACTION:
         hook = get_hook(deps.store, notice.instance)
+    if command is None:
+        # rules 5a, 5b and 7 look at the instance's other commands (a rebalance cordon or drain, a drain running)
         commands = tuple(commands_for_instance(deps.store, notice.instance))
     facts = read_instance_facts(
         deps.aws.autoscaling, deps.aws.ec2, notice.instance, recorded_asg=detach.get("asg_name") if detach else None

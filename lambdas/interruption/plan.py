@@ -6,6 +6,7 @@ Each action is a frozen value with a ``describe()`` line for logs and responses.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from enum import Enum
 
 from core.lifecycle import LifecycleAction
@@ -25,6 +26,9 @@ class IgnoreReason(str, Enum):
     FOREIGN_HOOK = "foreign_hook"  # a lifecycle action of another tool's hook (not LIFECYCLE_HOOK_NAME)
     STATE_IGNORED = "state_ignored"  # an instance state that does not take the node away (pending, running...)
     NOT_A_MEMBER = "not_a_member"  # a state change of an instance with no membership record
+    ALREADY_DRAINING = "already_draining"  # a rebalance recommendation while a drain of the instance is queued/running
+    REBALANCE_IN_EFFECT = "rebalance_in_effect"  # an earlier rebalance command of the instance is active or holds
+    # its cordon (not given back yet)
 
 
 class SkipReason(str, Enum):
@@ -157,6 +161,37 @@ class CancelCommand:
 
 
 @dataclass(frozen=True)
+class TightenCommand:
+    """Bring a queued or running drain's deadline forward to ``deadline``
+    (``adapters.dynamo.commands.tighten_deadline``: a conditional update of its ``CMD#`` item's
+    ``deadline_tightened_to``, which the agent reads back at start and on its heartbeat): one drain, not two. When the
+    drain ended meanwhile, ``fallback`` is recorded and sent instead."""
+
+    command_id: str
+    deadline: datetime
+    fallback: Command
+
+    def describe(self) -> str:
+        return (
+            f"tighten drain {self.command_id} of {self.fallback.instance_id} to {self.deadline.isoformat()} "
+            f"(for {self.fallback.command_id})"
+        )
+
+
+@dataclass(frozen=True)
+class ResolveCordon:
+    """Mark a command whose cordon would be given back after a quiet period (``options.uncordon_after_seconds``) as
+    resolved, so the agent never gives it back (``adapters.dynamo.commands.resolve_cordon``; first resolution
+    wins)."""
+
+    command_id: str
+    resolution: str
+
+    def describe(self) -> str:
+        return f"keep the cordon of {self.command_id}: {self.resolution}"
+
+
+@dataclass(frozen=True)
 class Skip:
     """One step deliberately not taken (logged, no effect)."""
 
@@ -191,6 +226,8 @@ Action = (
     | AwaitDrain
     | ForgetNode
     | CancelCommand
+    | TightenCommand
+    | ResolveCordon
     | Skip
     | Acknowledge
 )
@@ -207,4 +244,6 @@ EFFECTS = (
     AwaitDrain,
     ForgetNode,
     CancelCommand,
+    TightenCommand,
+    ResolveCordon,
 )

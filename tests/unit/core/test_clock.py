@@ -47,3 +47,16 @@ def test_deadline_counts_down_on_the_injected_clock() -> None:
     clock.sleep(7, threading.Event())
     assert deadline.remaining() == 0 and deadline.expired
     assert Deadline(clock, -1).expired
+
+
+def test_a_deadline_is_tightened_only_earlier_and_wakes_its_waiters() -> None:
+    clock = FakeClock()
+    deadline = Deadline(clock, 600)
+    woken: list[int] = []
+    deadline.on_tighten(lambda: woken.append(1))
+    assert not deadline.tighten(T0 + timedelta(seconds=900))  # later: ignored
+    assert deadline.remaining() == pytest.approx(600) and woken == []
+    assert deadline.tighten(T0 + timedelta(seconds=120))
+    assert deadline.remaining() == pytest.approx(120) and woken == [1]
+    clock.t += 120
+    assert deadline.expired

@@ -149,3 +149,33 @@ def test_mark_reported_only_while_the_status_holds(store):
     assert "reported_at" in store.get_command("spot-1")
     with pytest.raises(Exception, match="update CMD#spot-1"):
         store.mark_reported("spot-1", CommandStatus.FAILED)
+
+
+def test_a_deadline_is_tightened_only_forward_and_only_while_the_command_is_active(store):
+    from adapters.dynamo.commands import tighten_deadline
+
+    store.record_command(_cmd("rebalance-1"), ttl_seconds=3600)
+    soon = utcnow() + timedelta(seconds=60)
+    assert tighten_deadline(store, "rebalance-1", soon, by="spot-1")
+    assert tighten_deadline(store, "rebalance-1", soon, by="spot-1")  # the same again: a redelivered event
+    assert not tighten_deadline(store, "rebalance-1", soon + timedelta(seconds=30), by="spot-2")  # never later
+    item = store.get_command("rebalance-1")
+    assert item["deadline_tightened_to"] == soon.isoformat() and item["tightened_by"] == "spot-1"
+    assert "deadline_tightened_to" not in item["command"]  # the recorded command stays as the agent binds it
+    started = store.start_command(_cmd("rebalance-1"), "agent-a", stale_after_seconds=60, ttl_seconds=3600)
+    assert tighten_deadline(store, "rebalance-1", soon - timedelta(seconds=10), by="spot-3")  # running: still
+    store.finish_command("rebalance-1", "agent-a", started, CommandStatus.SUCCEEDED, {})
+    assert not tighten_deadline(store, "rebalance-1", soon - timedelta(seconds=20), by="spot-4")  # ended
+    assert not tighten_deadline(store, "nothing-recorded", soon, by="spot-5")
+
+
+def test_the_first_resolution_of_a_cordon_wins_but_the_releaser_replaces_its_own_claim(store):
+    from adapters.dynamo.commands import resolve_cordon
+
+    store.record_command(_cmd("rebalance-1"), ttl_seconds=3600)
+    assert resolve_cordon(store, "rebalance-1", "releasing", over="releasing")
+    assert not resolve_cordon(store, "rebalance-1", "escalated by spot-1")  # the Lambda loses to the claim
+    assert resolve_cordon(store, "rebalance-1", "released", over="releasing")
+    assert not resolve_cordon(store, "rebalance-1", "released again", over="releasing")
+    assert store.get_command("rebalance-1")["resolution"] == "released"
+    assert not resolve_cordon(store, "nothing-recorded", "x")

@@ -44,3 +44,38 @@ def test_the_heartbeat_keeps_the_command_alive_and_notices_a_takeover(
         worker.join(10)
     assert world.item()["worker"] == "agent-b:2" and world.item()["status"] == "running"
     assert world.observed() == []
+
+
+class TighteningEngine(ScriptedEngine):
+    """A scripted engine that also takes tightened deadlines, as ``DrainEngine.tighten`` does."""
+
+    def __init__(self, gate: Gate) -> None:
+        super().__init__(gate)
+        self.tightened: list[tuple[str, object]] = []
+
+    def tighten(self, command_id: str, when: object) -> bool:
+        self.tightened.append((command_id, when))
+        return True
+
+
+def test_a_deadline_tightened_in_the_record_reaches_the_running_drain(world: World) -> None:
+    from adapters.dynamo.commands import tighten_deadline
+
+    gate = Gate()
+    engine = TighteningEngine(gate)
+    consumer = world.consumer(engine)
+    running = command("rebalance-1", deadline_in=600)
+    world.send(running)
+    worker = threading.Thread(target=consumer.handle, args=(world.receive(),))
+    worker.start()
+    try:
+        assert gate.entered.wait(10)
+        consumer.heartbeat_once()
+        assert engine.tightened == []  # nothing tightened yet
+        spot_deadline = (running.deadline - timedelta(seconds=480)).replace(microsecond=0)
+        assert tighten_deadline(world.store, "rebalance-1", spot_deadline, by="spot-1")
+        consumer.heartbeat_once()
+        assert engine.tightened == [("rebalance-1", spot_deadline)]
+    finally:
+        gate.release.set()
+        worker.join(10)

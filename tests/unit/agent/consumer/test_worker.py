@@ -359,3 +359,16 @@ def test_a_drain_whose_instance_has_no_node_ends_skipped_at_the_cordon(world: Wo
     world.send(command())
     world.consumer(engine).handle(world.receive())
     assert engine.ran == [] and world.item()["status"] == "skipped"
+def test_a_drain_tightened_before_it_started_starts_with_the_earlier_deadline(world: World) -> None:
+    from adapters.dynamo.commands import tighten_deadline
+
+    engine = ScriptedEngine()
+    consumer = world.consumer(engine)
+    queued = command("rebalance-1", deadline_in=600)
+    world.send(queued)
+    spot_deadline = (queued.deadline - timedelta(seconds=480)).replace(microsecond=0)
+    assert tighten_deadline(world.store, "rebalance-1", spot_deadline, by="spot-1")
+    consumer.handle(world.receive())
+    [ran] = engine.commands
+    assert ran.deadline == spot_deadline and ran.command_id == "rebalance-1"
+    assert world.item("rebalance-1")["status"] == "succeeded"

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agent.drain.cordon import decide_cordon, decide_uncordon
+from agent.drain.cordon import decide_cordon, decide_release, decide_uncordon
 from agent.kube.views import CORDON_ANNOTATION, NodeView
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -35,10 +35,16 @@ def test_node_cordoned_by_someone_else_is_not_ours() -> None:
     assert decision.patch is None and not decision.ours and decision.by_other
 
 
-@pytest.mark.parametrize("holder", ["cmd-1", "earlier-rebalance-cmd"])
-def test_node_already_cordoned_by_us_stays_ours(holder: str) -> None:
-    decision = decide_cordon(node(unschedulable=True, annotations={CORDON_ANNOTATION: holder}), "cmd-1")
+def test_node_already_cordoned_by_this_command_is_left_as_it_is() -> None:
+    decision = decide_cordon(node(unschedulable=True, annotations={CORDON_ANNOTATION: "cmd-1"}), "cmd-1")
     assert decision.patch is None and decision.ours and not decision.by_other
+
+
+def test_a_cordon_of_an_earlier_command_stays_ours_and_moves_to_the_new_command() -> None:
+    # a Spot drain escalating a rebalance cordon takes it over: the rebalance's give-back then leaves it
+    decision = decide_cordon(node(unschedulable=True, annotations={CORDON_ANNOTATION: "rebalance-1"}), "spot-1")
+    assert decision.ours and not decision.by_other
+    assert decision.patch == {"metadata": {"resourceVersion": "42", "annotations": {CORDON_ANNOTATION: "spot-1"}}}
 
 
 def test_stale_annotation_on_an_uncordoned_node_is_rewritten() -> None:
@@ -65,3 +71,27 @@ def test_uncordon_leaves_someone_elses_cordon() -> None:
 def test_uncordon_of_a_schedulable_node_does_nothing() -> None:
     decision = decide_uncordon(node())
     assert decision.patch is None and not decision.by_other
+
+
+def test_release_undoes_only_the_cordon_the_command_still_holds() -> None:
+    decision = decide_release(node(unschedulable=True, annotations={CORDON_ANNOTATION: "rebalance-1"}), "rebalance-1")
+    assert decision.patch == {
+        "metadata": {"resourceVersion": "42", "annotations": {CORDON_ANNOTATION: None}},
+        "spec": {"unschedulable": None},
+    }
+
+
+@pytest.mark.parametrize(
+    ("unschedulable", "annotations", "by_other"),
+    [
+        (True, {}, True),  # an operator's cordon
+        (True, {CORDON_ANNOTATION: "spot-1"}, False),  # a later command of ours took it over
+        (False, {}, False),  # no longer cordoned
+        (False, {CORDON_ANNOTATION: "spot-1"}, False),
+    ],
+)
+def test_release_leaves_a_cordon_the_command_does_not_hold(
+    unschedulable: bool, annotations: dict[str, str], by_other: bool
+) -> None:
+    decision = decide_release(node(unschedulable=unschedulable, annotations=annotations), "rebalance-1")
+    assert decision.patch is None and decision.by_other is by_other

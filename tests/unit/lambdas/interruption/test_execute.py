@@ -162,3 +162,43 @@ def test_dry_run_only_describes(effects):
     assert [r["result"] for r in results] == ["dry run: not done"] * 5 + ["acknowledged"]
     assert effects.store.get_command("spot-ev") is None and effects.store.get_detach(victim) is None
     assert messages(effects) == [] and instance(effects) == victim
+
+
+def test_a_tightened_drain_sends_no_second_drain(effects):
+    from lambdas.interruption.plan import TightenCommand
+
+    victim = instance(effects)
+    running = command(victim).model_copy(update={"command_id": "rebalance-ev", "deadline": NOW + timedelta(hours=1)})
+    effects.store.record_command(running, 3600, now=NOW)
+    effects.store.start_command(running, "agent", stale_after_seconds=60, ttl_seconds=3600, now=NOW)
+    spot = command(victim)
+    results = execute(Plan((TightenCommand("rebalance-ev", spot.deadline, spot),)), effects, NOW)
+    assert results[0]["result"] == "tightened"
+    assert effects.store.get_command("rebalance-ev")["deadline_tightened_to"] == spot.deadline.isoformat()
+    assert effects.store.get_command("spot-ev") is None and messages(effects) == []
+
+
+def test_a_drain_that_ended_before_the_tightening_gets_the_spot_drain_instead(effects):
+    from core.model import CommandStatus
+    from lambdas.interruption.plan import TightenCommand
+
+    victim = instance(effects)
+    ended = command(victim).model_copy(update={"command_id": "rebalance-ev", "deadline": NOW + timedelta(hours=1)})
+    effects.store.record_command(ended, 3600, now=NOW)
+    attempt = effects.store.start_command(ended, "agent", stale_after_seconds=60, ttl_seconds=3600, now=NOW)
+    effects.store.finish_command("rebalance-ev", "agent", attempt, CommandStatus.TIMED_OUT, {}, now=NOW)
+    spot = command(victim)
+    results = execute(Plan((TightenCommand("rebalance-ev", spot.deadline, spot),)), effects, NOW)
+    assert results[0]["result"].startswith("no longer running: spot-ev recorded, sent (message ")
+    assert effects.store.get_command("spot-ev")["status"] == "queued"
+    [message] = messages(effects)
+    assert Command.model_validate_json(message["Body"]) == spot
+
+
+def test_a_cordon_is_resolved_once(effects):
+    from lambdas.interruption.plan import ResolveCordon
+
+    effects.store.record_command(command(instance(effects)), 3600, now=NOW)
+    plan = Plan((ResolveCordon("spot-ev", "escalated by x"), ResolveCordon("spot-ev", "instance stopping")))
+    assert [r["result"] for r in execute(plan, effects, NOW)] == ["resolved", "already resolved"]
+    assert effects.store.get_command("spot-ev")["resolution"] == "escalated by x"

@@ -1,0 +1,113 @@
+"""Whether a give-back cordon is due (pure): one ``CMD#`` item, the instance's other items, its ``HOOK#``, the clock.
+
+A command qualifies when it carries ``options.uncordon_after_seconds`` and has no ``resolution`` yet (or the
+releaser's own ``releasing`` claim, left by an agent that stopped midway). Its cordon is:
+
+- **kept** (resolved, never given back) when the command holds no cordon of ours (ended ``skipped`` or ``failed``,
+  or its result says the node was cordoned by someone else), when another command for the instance was recorded
+  after it (a Spot drain, a lifecycle drain, a refresh: the instance is going or being handled), or when a
+  termination lifecycle action of the instance was recorded after it;
+- **released** once ``finished_at + uncordon_after_seconds`` has passed;
+- otherwise **waited** for (``due_at`` says until when).
+
+Whether the node still carries this command's cordon is decided at the node (``agent.drain.cordon.decide_release``):
+an operator's cordon and a cordon a later command took over are left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import Enum
+from typing import Any
+
+from core.model import CommandStatus, as_utc
+
+RELEASING = "releasing"  # the releaser's claim: set before it uncordons, replaced by the outcome
+RELEASED = "released"
+
+
+class Verdict(str, Enum):
+    WAIT = "wait"
+    RELEASE = "release"
+    KEEP = "keep"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The verdict on one command: ``why`` for logs and the item's ``resolution`` (KEEP), ``due_at`` for WAIT."""
+
+    verdict: Verdict
+    why: str = ""
+    due_at: datetime | None = None
+
+
+def command_id(item: Mapping[str, Any]) -> str:
+    """The id of a ``CMD#`` item (its ``command.command_id``, else its sort key without ``CMD#``)."""
+    return str((item.get("command") or {}).get("command_id") or str(item.get("sk", "")).removeprefix("CMD#"))
+
+
+def quiet_seconds(item: Mapping[str, Any]) -> int | None:
+    """The command's ``options.uncordon_after_seconds``, None when it keeps its cordon."""
+    options = (item.get("command") or {}).get("options") or {}
+    value = options.get("uncordon_after_seconds")
+    return None if value is None else int(value)
+
+
+def pending(item: Mapping[str, Any]) -> bool:
+    """True for a command whose cordon may still be given back: it carries a quiet period, it ended, and no
+    resolution is recorded (or only the releaser's own claim)."""
+    if quiet_seconds(item) is None or item.get("resolution") not in (None, RELEASING):
+        return False
+    try:
+        return CommandStatus(str(item.get("status", ""))).terminal
+    except ValueError:
+        return False
+
+
+def _time(value: Any) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return as_utc(datetime.fromisoformat(str(value)))
+    except ValueError:
+        return None
+
+
+def judge(
+    item: Mapping[str, Any], others: Iterable[Mapping[str, Any]], hook: Mapping[str, Any] | None, now: datetime
+) -> Judgement:
+    """Judge one pending command (see the module docstring). Pure.
+
+    Args:
+        item: the command's ``CMD#`` item (``pending(item)`` holds).
+        others: the ``CMD#`` items of the same instance (the item itself may be among them).
+        hook: the instance's ``HOOK#`` item, if any (``recorded_at``).
+        now: the current time (aware).
+    """
+    own = command_id(item)
+    status = str(item.get("status"))
+    result = item.get("result") or {}
+    if status not in (CommandStatus.SUCCEEDED.value, CommandStatus.TIMED_OUT.value):
+        return Judgement(Verdict.KEEP, f"nothing to give back: the command {status}")
+    if not result.get("cordoned_by_us", False):
+        return Judgement(Verdict.KEEP, "nothing to give back: the node was not cordoned by this command")
+    created = _time(item.get("created_at"))
+    for other in others:
+        other_created = _time(other.get("created_at"))
+        if command_id(other) == own or other_created is None:
+            continue
+        if created is None or other_created > created:
+            return Judgement(Verdict.KEEP, f"superseded by {command_id(other)} ({other.get('kind')})")
+    hooked = _time((hook or {}).get("recorded_at"))
+    if hooked is not None and (created is None or hooked > created):
+        return Judgement(Verdict.KEEP, "a termination lifecycle action came for the instance")
+    ended = _time(item.get("finished_at")) or created
+    seconds = quiet_seconds(item)
+    if ended is None or seconds is None:
+        return Judgement(Verdict.KEEP, "no end time or quiet period recorded")
+    due = ended + timedelta(seconds=seconds)
+    if now < due:
+        return Judgement(Verdict.WAIT, f"quiet until {due.isoformat()}", due_at=due)
+    return Judgement(Verdict.RELEASE, f"quiet for {seconds} s since {ended.isoformat()}")

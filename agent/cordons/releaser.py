@@ -1,0 +1,145 @@
+"""The leader's loop that gives back cordons after their quiet period (``agent.cordons``).
+
+Every ``CORDON_CHECK_SECONDS`` it reads the cluster's ``CMD#`` items (one Query), judges each pending one
+(``decisions.judge``) and:
+
+- WAIT: nothing (the next check looks again; the state is the item, so a restart changes nothing);
+- KEEP: records the reason as the item's ``resolution`` (never looked at again);
+- RELEASE: claims the item (``resolution = releasing``, conditional: a Lambda that resolved it first wins), reads
+  the instance's commands and ``HOOK#`` again and judges again (a Spot warning recorded since the scan keeps the
+  cordon), then undoes the cordon at the node only while our annotation still names this command
+  (``DrainEngine.release_node``: an operator's cordon, or one a later command took over, is left; a conflicting
+  write re-reads the node), and records the outcome as the resolution.
+
+Errors (the table, the Kubernetes API) are logged and counted; the item stays pending (or claimed) and is judged
+again at the next check. ``check_once`` never raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, Protocol
+
+from adapters.dynamo.commands import PREFIX, commands_for_instance, resolve_cordon
+from adapters.dynamo.hooks import get_hook
+from adapters.dynamo.store import Store
+from agent.cordons.decisions import RELEASED, RELEASING, Verdict, command_id, judge, pending
+from agent.drain.cordon import UncordonDecision
+from agent.kube.views import NodeView
+from agent.metrics import AgentMetrics
+from core.exceptions import NodeNotFoundError
+from core.model import utcnow
+
+log = logging.getLogger(__name__)
+
+METRIC_OUTCOME = {"released": "released", "kept": "kept", "errors": "error"}
+
+
+class NodeReleaser(Protocol):
+    """What the releaser needs of ``agent.drain.engine.DrainEngine``."""
+
+    def find_node(self, instance_id: str, node_name: str | None = None) -> NodeView:
+        """The node of ``instance_id``. Raises ``NodeNotFoundError``."""
+        ...
+
+    def release_node(self, node: NodeView, command_id: str) -> tuple[NodeView, UncordonDecision]:
+        """Undo the cordon ``command_id`` made, if it still holds it."""
+        ...
+
+
+class CordonReleaser:
+    """Gives back give-back cordons (see the module docstring).
+
+    Args:
+        store: the cluster's table partition.
+        engine: finds nodes and undoes cordons (``DrainEngine``).
+        period_seconds: seconds between checks (``CORDON_CHECK_SECONDS``).
+        clock: the current UTC time.
+        metrics: counts outcomes (``cordons_resolved``), optional.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        engine: NodeReleaser,
+        period_seconds: float,
+        clock: Callable[[], datetime] = utcnow,
+        metrics: AgentMetrics | None = None,
+    ) -> None:
+        self.store = store
+        self.engine = engine
+        self.period_seconds = period_seconds
+        self.clock = clock
+        self.metrics = metrics
+
+    def run(self, stop: threading.Event) -> None:
+        """Check now, then every ``period_seconds``, until ``stop`` is set. Never raises."""
+        while not stop.is_set():
+            self.check_once()
+            if stop.wait(self.period_seconds):
+                return
+
+    def check_once(self) -> dict[str, int]:
+        """One pass over the pending commands; returns how many were released, kept, waited for, or failed."""
+        counts = {"released": 0, "kept": 0, "waiting": 0, "errors": 0}
+        try:
+            items = list(self.store.query_prefix(PREFIX, consistent=True))
+        except Exception:
+            log.exception("cordon check: could not read the commands")
+            counts["errors"] += 1
+            return counts
+        for item in items:
+            if not pending(item):
+                continue
+            try:
+                outcome = self._settle(item, items)
+            except Exception:
+                log.exception("cordon check failed command_id=%s", command_id(item))
+                outcome = "errors"
+            counts[outcome] += 1
+            if self.metrics is not None and outcome != "waiting":
+                self.metrics.cordons_resolved.labels(outcome=METRIC_OUTCOME[outcome]).inc()
+        return counts
+
+    def _settle(self, item: Mapping[str, Any], items: list[dict[str, Any]]) -> str:
+        own = command_id(item)
+        instance = str(item.get("instance_id", ""))
+        others = [i for i in items if i.get("instance_id") == instance]
+        judgement = judge(item, others, get_hook(self.store, instance), self.clock())
+        if judgement.verdict is Verdict.WAIT:
+            return "waiting"
+        if judgement.verdict is Verdict.KEEP:
+            return self._keep(own, judgement.why)
+        if not resolve_cordon(self.store, own, RELEASING, now=self.clock(), over=RELEASING):
+            log.info("cordon resolved elsewhere meanwhile command_id=%s", own)
+            return "kept"
+        # a command recorded since the scan (a Spot warning) keeps the cordon: judge again on fresh reads
+        fresh = self.store.get_command(own) or item
+        again = judge(fresh, commands_for_instance(self.store, instance), get_hook(self.store, instance), self.clock())
+        if again.verdict is not Verdict.RELEASE:
+            return self._keep(own, again.why)
+        node_name = (fresh.get("result") or {}).get("node_name") or (fresh.get("command") or {}).get("node_name")
+        try:
+            node = self.engine.find_node(instance, node_name)
+        except NodeNotFoundError:
+            return self._keep(own, "the node is gone")
+        _, decision = self.engine.release_node(node, own)
+        resolution = RELEASED if decision.patch is not None else decision.message
+        resolve_cordon(self.store, own, resolution, now=self.clock(), over=RELEASING)
+        log.info(
+            "cordon given back after its quiet period command_id=%s instance_id=%s node=%s outcome=%r (%s)",
+            own,
+            instance,
+            node.name,
+            resolution,
+            again.why,
+        )
+        return "released" if decision.patch is not None else "kept"
+
+    def _keep(self, own: str, why: str) -> str:
+        resolve_cordon(self.store, own, why, now=self.clock(), over=RELEASING)
+        log.info("cordon kept, not given back command_id=%s why=%r", own, why)
+        return "kept"

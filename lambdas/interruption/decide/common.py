@@ -1,0 +1,152 @@
+"""What the interruption rules share: the plan, command ids and deadlines, scope, and reading ``CMD#`` items. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from core.kops import CLUSTER_TAG, managed_group, tag_map
+from core.model import Command, CommandStatus
+from core.settings import InterruptionSettings
+from lambdas.events.event import Event, EventKind, InstanceAction
+from lambdas.interruption.plan import (
+    EFFECTS,
+    Acknowledge,
+    Action,
+    IgnoreReason,
+    RecordCommand,
+    SendCommand,
+    Skip,
+    SkipReason,
+)
+from lambdas.interruption.world import World
+
+ACTIVE = (CommandStatus.QUEUED.value, CommandStatus.RUNNING.value)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The actions to apply, in order.
+
+    Attributes:
+        actions: the steps; empty never (an event with nothing to do carries one ``Acknowledge``).
+    """
+
+    actions: tuple[Action, ...]
+
+    @property
+    def acknowledged(self) -> Acknowledge | None:
+        """The ``Acknowledge`` action when the plan changes nothing, else None."""
+        if any(isinstance(a, EFFECTS) for a in self.actions):
+            return None
+        return next((a for a in self.actions if isinstance(a, Acknowledge)), None)
+
+    def describe(self) -> list[str]:
+        return [a.describe() for a in self.actions]
+
+
+def command_id_for(notice: Event) -> str:
+    """The command id a notice yields, deterministic so a duplicate event finds its ``CMD#`` item.
+
+    >>> from datetime import datetime, timezone
+    >>> command_id_for(Event(kind=EventKind.SPOT_INTERRUPTION, event_id="abc",
+    ...     event_time=datetime(2024, 1, 1, tzinfo=timezone.utc), instance_id="i-0123456789abcdef0",
+    ...     instance_action=InstanceAction.TERMINATE, source="aws.ec2", detail_type="x"))
+    'spot-abc'
+    """
+    prefix = {
+        EventKind.SPOT_INTERRUPTION: "spot",
+        EventKind.REBALANCE_RECOMMENDATION: "rebalance",
+        EventKind.TERMINATE_LIFECYCLE_ACTION: "lifecycle",
+    }.get(notice.kind, notice.kind.value)
+    return f"{prefix}-{notice.event_id}"
+
+
+def notice_seconds(action: InstanceAction | None, settings: InterruptionSettings) -> int:
+    """Seconds between a Spot warning's time and EC2 acting on the instance, per ``instance-action``.
+
+    Source: "Spot Instance interruption notices", Amazon EC2 User Guide: the warning is "issued two minutes before
+    Amazon EC2 stops or terminates your Spot Instance"; for hibernation "you do not receive a two-minute warning
+    because the hibernation process begins immediately".
+
+    Returns:
+        ``SPOT_DEADLINE_SECONDS`` (default 120) for ``terminate`` and ``stop`` (and an action the event did not
+        name); 0 for ``hibernate``.
+    """
+    if action is InstanceAction.HIBERNATE:
+        return 0
+    return settings.spot_deadline_seconds
+
+
+def deadline_of(notice: Event, now: datetime, settings: InterruptionSettings) -> datetime:
+    """When the work for this notice must be over (UTC).
+
+    Spot warning: ``event time + notice_seconds(instance-action)``: two minutes for ``terminate`` and ``stop``, the
+    event time itself for ``hibernate`` (rule 3 of the package docstring).
+    Rebalance recommendation: ``now + REBALANCE_DRAIN_TIMEOUT_SECONDS``.
+    """
+    if notice.kind is EventKind.SPOT_INTERRUPTION:
+        return notice.event_time + timedelta(seconds=notice_seconds(notice.instance_action, settings))
+    return now + timedelta(seconds=settings.rebalance_drain_timeout_seconds)
+
+
+def too_late(notice: Event, now: datetime, settings: InterruptionSettings) -> bool:
+    """True once acting on the notice is pointless (see rule 1 of the package docstring)."""
+    if notice.kind is EventKind.SPOT_INTERRUPTION:
+        horizon = settings.spot_deadline_seconds
+    else:
+        horizon = settings.rebalance_drain_timeout_seconds
+    return now > notice.event_time + timedelta(seconds=horizon)
+
+
+def out_of_scope(world: World, settings: InterruptionSettings) -> Acknowledge | None:
+    """The acknowledgement of an instance outside the cluster (rule 2), None when its group is managed."""
+    facts = world.instance
+    if facts.asg is None:
+        if not facts.known:
+            return Acknowledge(IgnoreReason.UNKNOWN_INSTANCE, f"EC2 does not know {facts.instance_id}")
+        return Acknowledge(IgnoreReason.NOT_IN_ASG, f"{facts.instance_id} is in no Auto Scaling group")
+    if managed_group(facts.asg, settings.cluster_name) is not None:
+        return None
+    name = facts.asg.get("AutoScalingGroupName", "?")
+    owner = tag_map(facts.asg.get("Tags", [])).get(CLUSTER_TAG)
+    if owner:
+        return Acknowledge(IgnoreReason.OTHER_CLUSTER, f"{facts.instance_id} is in ASG {name} of cluster {owner!r}")
+    return Acknowledge(
+        IgnoreReason.UNMANAGED_GROUP,
+        f"{facts.instance_id} is in ASG {name}, not tagged {CLUSTER_TAG}={settings.cluster_name}",
+    )
+
+
+def command_steps(command: Command, world: World) -> list[Action]:
+    """Record and send ``command``; or re-send it as recorded while still ``queued``; or skip it (rule 6)."""
+    recorded = world.command
+    if recorded is None:
+        return [RecordCommand(command), SendCommand(command)]
+    if recorded.get("status") == CommandStatus.QUEUED.value:
+        # Re-send what was recorded, not a rebuilt command (a rebalance deadline counts from the first "now").
+        return [SendCommand(Command.model_validate(recorded["command"]), resend=True)]
+    return [Skip("command", SkipReason.COMMAND_ALREADY_HANDLED)]
+
+
+def node_name_of(world: World, now: datetime, settings: InterruptionSettings) -> str | None:
+    """The node name of the membership record when it is fresh (``MEMBERSHIP_MAX_AGE_SECONDS``), else None."""
+    membership = world.membership
+    if membership is not None and membership.fresh(now, settings.membership_max_age_seconds):
+        return membership.node_name
+    return None
+
+
+def command_id(item: Mapping[str, Any]) -> str:
+    """The id of a ``CMD#`` item (its ``command.command_id``, else its sort key without ``CMD#``)."""
+    return str((item.get("command") or {}).get("command_id") or str(item.get("sk", "")).removeprefix("CMD#"))
+
+
+def succeeded_recently(item: Mapping[str, Any], now: datetime, seconds: int) -> bool:
+    """True when the ``CMD#`` item ``succeeded`` no more than ``seconds`` before ``now``."""
+    if item.get("status") != CommandStatus.SUCCEEDED.value or not item.get("finished_at"):
+        return False
+    finished = datetime.fromisoformat(str(item["finished_at"]))
+    return (now - finished).total_seconds() <= seconds

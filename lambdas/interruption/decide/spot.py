@@ -1,0 +1,75 @@
+"""A Spot warning's steps beyond its command: early replacement (rule 4) and a rebalance drain already running
+(rule 5b). Pure."""
+
+from __future__ import annotations
+
+from core.kops import Role
+from core.model import Command, CommandKind
+from core.settings import InterruptionSettings
+from lambdas.events.event import Event, InstanceAction
+from lambdas.interruption.decide.common import command_id, command_steps
+from lambdas.interruption.decide.rebalance import active_rebalance_drain, resolve_all
+from lambdas.interruption.plan import (
+    Action,
+    DetachInstance,
+    MarkDetached,
+    RecordDetach,
+    Skip,
+    SkipReason,
+    TightenCommand,
+)
+from lambdas.interruption.world import World
+
+IN_SERVICE = "InService"
+DETACH_INTENDED = "intended"
+DETACH_DONE = "detached"
+
+
+def spot_command_steps(command: Command, world: World) -> list[Action]:
+    """Rule 5b: the Spot command's steps when the instance may already be cordoned or drained for a rebalance.
+
+    - a rebalance ``drain`` still queued or running, and this warning asks for a drain: that drain's deadline is
+      brought forward to the Spot deadline (``TightenCommand``; the warning's own command is recorded and sent
+      only if that drain ended meanwhile): one drain, not two;
+    - otherwise this warning's command as usual (``command_steps``): a rebalance cordon is escalated to a drain;
+    - either way every rebalance command of the instance still holding its cordon is resolved (``ResolveCordon``):
+      the agent never gives that cordon back.
+    """
+    steps: list[Action]
+    rebalance_drain = active_rebalance_drain(world.commands) if world.command is None else None
+    if rebalance_drain is not None and command.kind is CommandKind.DRAIN:
+        steps = [TightenCommand(command_id(rebalance_drain), command.deadline, command)]
+    else:
+        steps = command_steps(command, world)
+    return steps + resolve_all(world.commands, f"escalated by {command.command_id}", skip=command.command_id)
+
+
+def early_replacement_steps(notice: Event, world: World, settings: InterruptionSettings, role: Role) -> list[Action]:
+    """Rule 4 (and its part of rule 6): record, detach without decrement, mark; or complete an intent recorded."""
+    facts = world.instance
+    record = world.detach
+    if record is not None:
+        # An intent already recorded is completed whatever the settings say now (rule 6).
+        if record.get("state") == DETACH_INTENDED:
+            steps: list[Action] = []
+            if facts.in_asg:
+                steps.append(DetachInstance(facts.instance_id, str(record["asg_name"])))
+            steps.append(MarkDetached(facts.instance_id))
+            return steps
+        return [Skip("early_replacement", SkipReason.ALREADY_DETACHED)]
+    if not settings.early_replacement:
+        return [Skip("early_replacement", SkipReason.EARLY_REPLACEMENT_DISABLED)]
+    if notice.instance_action is not InstanceAction.TERMINATE:
+        return [Skip("early_replacement", SkipReason.INSTANCE_COMES_BACK)]
+    if role is Role.CONTROL_PLANE:
+        return [Skip("early_replacement", SkipReason.CONTROL_PLANE)]
+    if role is not Role.NODE:
+        return [Skip("early_replacement", SkipReason.UNKNOWN_ROLE)]
+    if facts.lifecycle_state != IN_SERVICE:
+        return [Skip("early_replacement", SkipReason.NOT_IN_SERVICE)]
+    asg_name = str(facts.asg["AutoScalingGroupName"]) if facts.asg else ""
+    return [
+        RecordDetach(facts.instance_id, asg_name, f"spot-interruption:{notice.event_id}"),
+        DetachInstance(facts.instance_id, asg_name),
+        MarkDetached(facts.instance_id),
+    ]

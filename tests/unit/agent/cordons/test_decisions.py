@@ -1,0 +1,94 @@
+"""When a give-back cordon (a rebalance recommendation's) is due, kept or waited for (``agent.cordons.decisions``)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from agent.cordons.decisions import RELEASING, Verdict, judge, pending
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+INSTANCE = "i-0123456789abcdef0"
+
+
+def item(
+    command_id: str = "rebalance-1",
+    status: str = "succeeded",
+    quiet: int | None = 300,
+    created: datetime = T0,
+    finished: datetime | None = T0 + timedelta(seconds=1),
+    ours: bool = True,
+    **extra: Any,
+) -> dict[str, Any]:
+    options = {"uncordon_after_seconds": quiet} if quiet is not None else {}
+    return {
+        "sk": f"CMD#{command_id}",
+        "instance_id": INSTANCE,
+        "kind": "cordon",
+        "status": status,
+        "created_at": created.isoformat(),
+        "finished_at": finished.isoformat() if finished else None,
+        "result": {"cordoned_by_us": ours, "node_name": "n1"},
+        "command": {"command_id": command_id, "options": options},
+        **extra,
+    }
+
+
+@pytest.mark.parametrize(
+    ("candidate", "expected"),
+    [
+        (item(), True),
+        (item(resolution=RELEASING), True),  # a claim left by an agent that stopped midway
+        (item(resolution="released"), False),
+        (item(resolution="escalated by spot-1"), False),
+        (item(quiet=None), False),  # a command that keeps its cordon
+        (item(status="running"), False),  # not ended yet
+        (item(status="queued"), False),
+    ],
+)
+def test_which_commands_are_pending(candidate: dict[str, Any], expected: bool) -> None:
+    assert pending(candidate) is expected
+
+
+def test_a_quiet_cordon_waits_for_its_period_then_is_released() -> None:
+    cordon = item()
+    waiting = judge(cordon, [cordon], None, T0 + timedelta(seconds=300))
+    assert waiting.verdict is Verdict.WAIT and waiting.due_at == T0 + timedelta(seconds=301)
+    assert judge(cordon, [cordon], None, T0 + timedelta(seconds=301)).verdict is Verdict.RELEASE
+
+
+def test_a_later_command_for_the_instance_keeps_the_cordon() -> None:
+    cordon = item()
+    spot = item("spot-1", quiet=None, created=T0 + timedelta(seconds=60))
+    judgement = judge(cordon, [spot, cordon], None, T0 + timedelta(hours=1))
+    assert judgement.verdict is Verdict.KEEP and "spot-1" in judgement.why
+
+
+def test_an_earlier_command_for_the_instance_does_not() -> None:
+    cordon = item()
+    before = item("refresh-1", quiet=None, created=T0 - timedelta(hours=2))
+    assert judge(cordon, [before, cordon], None, T0 + timedelta(hours=1)).verdict is Verdict.RELEASE
+
+
+def test_a_lifecycle_action_after_the_cordon_keeps_it() -> None:
+    cordon = item()
+    hook = {"recorded_at": (T0 + timedelta(seconds=30)).isoformat()}
+    assert judge(cordon, [cordon], hook, T0 + timedelta(hours=1)).verdict is Verdict.KEEP
+    old_hook = {"recorded_at": (T0 - timedelta(days=1)).isoformat()}
+    assert judge(cordon, [cordon], old_hook, T0 + timedelta(hours=1)).verdict is Verdict.RELEASE
+
+
+@pytest.mark.parametrize(
+    "held_nothing",
+    [item(ours=False), item(status="skipped"), item(status="failed")],
+    ids=["cordoned by someone else", "no node", "failed"],
+)
+def test_a_command_that_holds_no_cordon_of_ours_is_kept_at_once(held_nothing: dict[str, Any]) -> None:
+    assert judge(held_nothing, [held_nothing], None, T0).verdict is Verdict.KEEP
+
+
+def test_a_timed_out_rebalance_drain_is_given_back_too() -> None:
+    drain = item(status="timed_out")
+    assert judge(drain, [drain], None, T0 + timedelta(hours=1)).verdict is Verdict.RELEASE

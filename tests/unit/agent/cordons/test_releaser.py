@@ -1,0 +1,144 @@
+"""The releaser loop (``agent.cordons.releaser``) on moto's DynamoDB, with a node held in memory and the real
+release decision (``agent.drain.cordon.decide_release``)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from agent.cordons.releaser import CordonReleaser
+from agent.drain.cordon import UncordonDecision, decide_release
+from agent.kube.views import CORDON_ANNOTATION, NodeView
+from core.exceptions import NodeNotFoundError
+from core.model import Command, CommandStatus, DrainOptions, utcnow
+from tests.unit.agent.consumer_world import CLUSTER, INSTANCE, World
+
+
+class OneNode:
+    """One node, patched in memory as the apiserver would apply a merge patch of ``spec.unschedulable`` and our
+    annotation."""
+
+    def __init__(self, unschedulable: bool, holder: str | None) -> None:
+        self.unschedulable = unschedulable
+        self.holder = holder
+        self.gone = False
+        self.patches = 0
+
+    def view(self) -> NodeView:
+        annotations = {CORDON_ANNOTATION: self.holder} if self.holder else {}
+        return NodeView.from_api(
+            {
+                "metadata": {"name": "n1", "uid": "u1", "resourceVersion": "1", "annotations": annotations},
+                "spec": {"providerID": f"aws:///us-east-1a/{INSTANCE}", "unschedulable": self.unschedulable},
+            }
+        )
+
+    def find_node(self, instance_id: str, node_name: str | None = None) -> NodeView:
+        if self.gone or instance_id != INSTANCE:
+            raise NodeNotFoundError(instance_id)
+        return self.view()
+
+    def release_node(self, node: NodeView, command_id: str) -> tuple[NodeView, UncordonDecision]:
+        decision = decide_release(self.view(), command_id)
+        if decision.patch is not None:
+            self.patches += 1
+            self.unschedulable = bool(decision.patch["spec"].get("unschedulable"))
+            self.holder = decision.patch["metadata"]["annotations"][CORDON_ANNOTATION]
+        return self.view(), decision
+
+
+def cordoned(world: World, command_id: str = "rebalance-1", quiet: int = 300, ours: bool = True) -> Command:
+    """A rebalance cordon recorded, run and finished as the agent leaves it."""
+    cmd = Command(
+        command_id=command_id,
+        cluster=CLUSTER,
+        kind="cordon",
+        instance_id=INSTANCE,
+        reason="rebalance-recommendation",
+        deadline=utcnow() + timedelta(seconds=600),
+        options=DrainOptions(uncordon_after_seconds=quiet),
+    )
+    world.store.record_command(cmd, ttl_seconds=3600)
+    attempt = world.store.start_command(cmd, "agent-a:1", stale_after_seconds=60, ttl_seconds=3600)
+    result = {"status": "succeeded", "node_name": "n1", "cordoned_by_us": ours}
+    world.store.finish_command(command_id, "agent-a:1", attempt, CommandStatus.SUCCEEDED, result)
+    return cmd
+
+
+def releaser(world: World, node: OneNode, after: float) -> CordonReleaser:
+    return CordonReleaser(world.store, node, 60, clock=lambda: utcnow() + timedelta(seconds=after))
+
+
+def resolution(world: World, command_id: str = "rebalance-1") -> Any:
+    item = world.store.get_command(command_id)
+    assert item is not None
+    return item.get("resolution")
+
+
+def test_our_quiet_cordon_is_given_back_after_its_period_and_only_once(world: World) -> None:
+    cordoned(world)
+    node = OneNode(unschedulable=True, holder="rebalance-1")
+    assert releaser(world, node, after=100).check_once()["waiting"] == 1
+    assert node.unschedulable and resolution(world) is None
+    assert releaser(world, node, after=400).check_once()["released"] == 1
+    assert not node.unschedulable and node.holder is None and resolution(world) == "released"
+    assert releaser(world, node, after=500).check_once() == {"released": 0, "kept": 0, "waiting": 0, "errors": 0}
+    assert node.patches == 1
+
+
+def test_a_cordon_someone_else_made_is_never_given_back(world: World) -> None:
+    cordoned(world, ours=False)  # the node was already cordoned by an operator when the command ran
+    node = OneNode(unschedulable=True, holder=None)
+    assert releaser(world, node, after=400).check_once()["kept"] == 1
+    assert node.unschedulable and node.patches == 0
+    assert "not cordoned by this command" in resolution(world)
+
+
+def test_a_cordon_a_later_command_took_over_is_left(world: World) -> None:
+    cordoned(world)
+    node = OneNode(unschedulable=True, holder="spot-1")  # a Spot drain re-stamped it (no CMD# seen: a race)
+    assert releaser(world, node, after=400).check_once()["kept"] == 1
+    assert node.unschedulable and node.holder == "spot-1" and "cordoned by command spot-1" in resolution(world)
+
+
+def test_a_later_command_for_the_instance_keeps_the_cordon(world: World) -> None:
+    cordoned(world)
+    spot = Command(
+        command_id="spot-1",
+        cluster=CLUSTER,
+        kind="drain",
+        instance_id=INSTANCE,
+        deadline=utcnow() + timedelta(seconds=120),
+    )
+    world.store.record_command(spot, ttl_seconds=3600, now=utcnow() + timedelta(seconds=1))
+    node = OneNode(unschedulable=True, holder="rebalance-1")
+    assert releaser(world, node, after=400).check_once()["kept"] == 1
+    assert node.unschedulable and resolution(world).startswith("superseded by spot-1")
+
+
+def test_a_cordon_the_lambda_resolved_first_is_not_touched(world: World) -> None:
+    from adapters.dynamo.commands import resolve_cordon
+
+    cordoned(world)
+    assert resolve_cordon(world.store, "rebalance-1", "escalated by spot-1")
+    node = OneNode(unschedulable=True, holder="rebalance-1")
+    assert releaser(world, node, after=400).check_once()["released"] == 0
+    assert node.unschedulable and resolution(world) == "escalated by spot-1"
+
+
+def test_a_claim_left_by_a_stopped_agent_is_finished_by_the_next_check(world: World) -> None:
+    from adapters.dynamo.commands import resolve_cordon
+
+    cordoned(world)
+    assert resolve_cordon(world.store, "rebalance-1", "releasing", over="releasing")  # the agent died here
+    node = OneNode(unschedulable=True, holder="rebalance-1")
+    assert releaser(world, node, after=400).check_once()["released"] == 1
+    assert not node.unschedulable and resolution(world) == "released"
+
+
+def test_a_node_that_is_gone_ends_the_cordon_without_a_patch(world: World) -> None:
+    cordoned(world)
+    node = OneNode(unschedulable=True, holder="rebalance-1")
+    node.gone = True
+    assert releaser(world, node, after=400).check_once()["kept"] == 1
+    assert resolution(world) == "the node is gone" and node.patches == 0
