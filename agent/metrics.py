@@ -101,17 +101,16 @@ class AgentMetrics:
             ["loop", "error"],
             registry=r,
         )
-
-    def loop_error(self, loop: str, err: BaseException) -> None:
-        """Count an error ``loop`` caught (by the exception's type name)."""
-        self.loop_errors.labels(loop=loop, error=type(err).__name__).inc()
-
         self.cordons_resolved = Counter(
             f"{PREFIX}_cordons_resolved",
             "Give-back cordons (rebalance recommendations) resolved by the agent, by outcome (released, kept, error)",
             ["outcome"],
             registry=r,
         )
+
+    def loop_error(self, loop: str, err: BaseException) -> None:
+        """Count an error ``loop`` caught (by the exception's type name)."""
+        self.loop_errors.labels(loop=loop, error=type(err).__name__).inc()
 
     def render(self) -> bytes:
         """The registry in the Prometheus text exposition format (``CONTENT_TYPE``)."""

@@ -359,6 +359,8 @@ def test_a_drain_whose_instance_has_no_node_ends_skipped_at_the_cordon(world: Wo
     world.send(command())
     world.consumer(engine).handle(world.receive())
     assert engine.ran == [] and world.item()["status"] == "skipped"
+
+
 def test_a_drain_tightened_before_it_started_starts_with_the_earlier_deadline(world: World) -> None:
     from adapters.dynamo.commands import tighten_deadline
 
