@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from core.model import Command, CommandKind, CommandStatus, DrainOptions
-from core.runs import DrainTimeoutPolicy, GroupSurge, Run, RunStatus, RunStep, StepState
+from core.runs import DrainTimeoutPolicy, GroupSurge, Run, RunStatus, RunStep, StepState, WaitDeadline
 from core.settings import RefresherSettings
 from lambdas.refresher.plan import Action, SaveRun, SetCapacity
 from lambdas.refresher.world import GroupFacts, World
@@ -25,10 +25,11 @@ class WaitKind(str, Enum):
     TERMINATION = "termination"
     SETTLE = "settle"
     EFFECT = "effect"  # an intent younger than the grace period: its invocation is probably still at it
+    OTHER_OPERATION = "other_operation"  # another capacity operation (a compensation) to finish: return
 
     @property
     def pollable(self) -> bool:
-        return self is not WaitKind.DRAIN
+        return self not in (WaitKind.DRAIN, WaitKind.OTHER_OPERATION)
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,29 @@ class Context:
         if note:
             step.note = note
         self.change(f"step {step.index} ({step.instance_id}) {state.value}" + (f": {note}" if note else ""))
+
+    def overdue(self, step: RunStep, wait: WaitDeadline, what: str) -> bool:
+        """Whether ``step`` has been in ``wait`` past its deadline; records when the wait began (first call). When
+        it is overdue, the run pauses with the reason (a cancelling run stays cancelling)."""
+        since = step.waiting_since.get(wait.value)
+        if since is None:
+            step.waiting_since[wait.value] = self.now
+            self.change(f"step {step.index}: waiting for {wait.value} ({what})")
+            return False
+        limit = self.settings.deadline_seconds(wait)
+        waited = (self.now - since).total_seconds()
+        if waited <= limit:
+            return False
+        self.stop_run(RunStatus.PAUSING, f"{wait.value} deadline ({limit} s) passed for step {step.index}: {what}")
+        return True
+
+    def end_wait(self, step: RunStep, *waits: WaitDeadline) -> None:
+        """The step no longer waits for ``waits``: forget when they began (a later wait starts its own clock)."""
+        ended = [w.value for w in waits if w.value in step.waiting_since]
+        for key in ended:
+            del step.waiting_since[key]
+        if ended:
+            self.change(f"step {step.index}: {', '.join(ended)} wait over")
 
     def stop_run(self, status: RunStatus, reason: str) -> None:
         if self.run.status is RunStatus.RUNNING:

@@ -81,7 +81,7 @@ def test_a_surge_not_visible_is_redone_only_after_the_grace_period() -> None:
 
 def test_the_old_node_is_drained_only_once_a_spare_is_ready_and_capacity_holds() -> None:
     waiting = advance(run(StepState.SURGING, 1, T0), world([OLD, OTHER, SPARE], 3, ready=[OLD, OTHER]), SETTINGS, T0)
-    assert not effects(waiting, SendCommand) and "to be Ready" in waiting.waits[0].what
+    assert not effects(waiting, SendCommand) and "to register its node" in waiting.waits[0].what
     go = advance(run(StepState.SURGING, 1, T0), world([OLD, OTHER, SPARE], 3), SETTINGS, T0)
     (send,) = effects(go, SendCommand)
     assert send.command.instance_id == OLD and send.command.options.uncordon_on_failure  # pause policy
