@@ -13,7 +13,19 @@ Step states (``StepState``)::
                         undoing -> undo_draining -> undo_terminating -> undone     (the surge is given back)
     master: pending -> draining -> terminating -> settling -> done
                           | drain timed out under "pause" -> kept                   (never surged)
+                                                      | masters not Ready in time -> failed (the run pauses)
     any pending step of a run that stops -> skipped
+
+**Deadlines.** Every wait of a run has one (``WaitDeadline``; the seconds are ``RefresherSettings``'): when a step
+has waited longer than its deadline, the run pauses with the reason and the step gives its surge back (a spare
+that launched but never registered is terminated with decrement). ``RunStep.waiting_since`` records when each wait
+began. The first replacement of a run is a canary: until one step is ``done`` no second step starts, so a
+replacement that never becomes Ready stops the run before it touches another instance.
+
+**The cluster lock** is held for one decision pass of one invocation, never between invocations (DESIGN.md, "A
+refresh and compensation share the lock"): the run's whole state is here, and the groups it is busy with
+(``Run.busy_groups``) are left alone by the replenisher, which neither counts the run's surge as a shortfall nor
+picks such a group as a donor.
 
 The run's ``surge`` map says how much desired capacity the run added on top of each group's own
 (``raised``; desired capacity = ``original_desired + raised``) and whether it had to raise MaxSize. Other
@@ -72,14 +84,36 @@ class StepState(str, Enum):
     UNDONE = "undone"  # the old instance was kept and the surge given back
     KEPT = "kept"  # master whose drain failed under "pause": kept, uncordoned
     SKIPPED = "skipped"  # never started (the run stopped first)
+    FAILED = "failed"  # master replaced but the masters were not all Ready before the deadline (the run paused)
 
     @property
     def final(self) -> bool:
-        return self in (StepState.DONE, StepState.UNDONE, StepState.KEPT, StepState.SKIPPED)
+        return self in (StepState.DONE, StepState.UNDONE, StepState.KEPT, StepState.SKIPPED, StepState.FAILED)
 
     @property
     def in_flight(self) -> bool:
         return not self.final and self is not StepState.PENDING
+
+
+class WaitDeadline(str, Enum):
+    """The waits of a run that have a deadline (``RefresherSettings.deadline_seconds`` gives each its seconds).
+
+    - ``spare_launch``: a surging step's group launches a new instance (from the surge).
+    - ``spare_register``: that instance's node registers (a fresh ``NODE#`` record; from when it was first seen).
+    - ``spare_ready``: the registered spare's node is Ready (from when it registered).
+    - ``master_ready``: every master is Ready after a master was replaced (from the replacement).
+    - ``nodes_ready``: the nodes a step needs Ready besides its own (the masters before a master step; a worker
+      group's ``original_desired`` besides those being replaced), e.g. a NotReady node due later in the run.
+    - ``group_quiet``: a worker group carrying another operation's capacity (a compensation donor) is given back
+      before the run surges it.
+    """
+
+    SPARE_LAUNCH = "spare_launch"
+    SPARE_REGISTER = "spare_register"
+    SPARE_READY = "spare_ready"
+    MASTER_READY = "master_ready"
+    NODES_READY = "nodes_ready"
+    GROUP_QUIET = "group_quiet"
 
 
 class DrainTimeoutPolicy(str, Enum):
@@ -142,6 +176,7 @@ class RunStep(BaseModel):
         surge_instance_id: the spare chosen for this step (a new instance of the group, Ready).
         intent_at: when the last effect of the current state was asked for (redone only after the grace period).
         settle_first_ok_at: master: when all masters were first seen Ready after the replacement.
+        waiting_since: ``WaitDeadline`` value -> when the step began that wait (its deadline counts from there).
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -162,6 +197,7 @@ class RunStep(BaseModel):
     uncordon_command_id: str | None = None
     intent_at: datetime | None = None
     settle_first_ok_at: datetime | None = None
+    waiting_since: dict[str, datetime] = Field(default_factory=dict)
     started_at: datetime | None = None
     finished_at: datetime | None = None
     note: str = ""
@@ -199,6 +235,21 @@ class Run(BaseModel):
     def surge(self) -> dict[str, int]:
         """ASG name -> surge units in place (only groups with some)."""
         return {g.name: g.raised for g in self.groups if g.raised}
+
+    @property
+    def busy_groups(self) -> frozenset[str]:
+        """Groups whose capacity the run is changing now: a step in flight, surge in place, or MaxSize raised and not
+        yet restored. Other capacity operations leave these alone (no donor, no give-back, no cleanup)."""
+        if not self.status.active:
+            return frozenset()
+        busy = {s.group for s in self.steps if s.state.in_flight}
+        busy |= {g.name for g in self.groups if g.raised or (g.max_raised_to is not None and not g.max_restored)}
+        return frozenset(busy)
+
+    @property
+    def canary_passed(self) -> bool:
+        """A replacement of this run finished (``done``): the run may have more than one step in flight."""
+        return any(s.state is StepState.DONE for s in self.steps)
 
     @property
     def surge_instance_ids(self) -> list[str]:

@@ -258,8 +258,8 @@ class ClusterConfig(BaseModel):
             "REFRESH_MAX_SURGE": str(self.refresh_max_surge),
             "REFRESH_DRAIN_TIMEOUT_SECONDS": str(self.refresh_drain_timeout_seconds),
             "REFRESH_DRAIN_TIMEOUT_POLICY": self.refresh_drain_timeout_policy,
-            # the lease must outlive the gap between two ticks by far
-            "REFRESH_LOCK_LEASE_SECONDS": str(max(1800, self.refresh_tick_minutes * 60 * 6)),
+            # held for one pass of one invocation (DESIGN.md): longer than the function timeout (120 s)
+            "REFRESH_LOCK_LEASE_SECONDS": "180",
         }
 
     @property

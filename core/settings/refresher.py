@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from pydantic import Field, model_validator
 
-from core.runs import DrainTimeoutPolicy
+from core.runs import DrainTimeoutPolicy, WaitDeadline
 from core.settings.base import _COMMON_ENV, _LAMBDA_ENV, ACCOUNT_ID_PATTERN, _Settings, parse_duration
 
 
@@ -26,6 +26,12 @@ class RefresherSettings(_Settings):
         "wait_budget_seconds": "REFRESH_WAIT_BUDGET_SECONDS",
         "poll_seconds": "REFRESH_POLL_SECONDS",
         "agent_grace_seconds": "REFRESH_AGENT_GRACE_SECONDS",
+        "spare_launch_timeout_seconds": "REFRESH_SPARE_LAUNCH_TIMEOUT_SECONDS",
+        "spare_register_timeout_seconds": "REFRESH_SPARE_REGISTER_TIMEOUT_SECONDS",
+        "spare_ready_timeout_seconds": "REFRESH_SPARE_READY_TIMEOUT_SECONDS",
+        "master_ready_timeout_seconds": "REFRESH_MASTER_READY_TIMEOUT_SECONDS",
+        "nodes_ready_timeout_seconds": "REFRESH_NODES_READY_TIMEOUT_SECONDS",
+        "group_quiet_timeout_seconds": "REFRESH_GROUP_QUIET_TIMEOUT_SECONDS",
         "membership_max_age_seconds": "MEMBERSHIP_MAX_AGE_SECONDS",
         "command_ttl_seconds": "COMMAND_TTL_SECONDS",
     }
@@ -39,8 +45,10 @@ class RefresherSettings(_Settings):
     max_surge: int = Field(default=1, ge=1, le=100)
     drain_timeout_seconds: int = Field(default=600, ge=10, le=86400)
     drain_timeout_policy: DrainTimeoutPolicy = DrainTimeoutPolicy.PAUSE
-    # the cluster lock's lease; renewed by every invocation, so it must exceed the tick period
-    lock_lease_seconds: int = Field(default=1800, ge=60)
+    # the cluster lock's lease: held for one decision pass of one invocation and released before the invocation
+    # waits or returns; longer than the Lambda's timeout (120 s), so a pass never outlives its lease, and short, so a
+    # crashed invocation keeps compensation out for at most this long
+    lock_lease_seconds: int = Field(default=180, ge=60)
     # an intent recorded this long ago whose effect is not visible is redone (a crashed invocation)
     effect_grace_seconds: float = Field(default=30.0, ge=0)
     # masters must be all Ready on two checks this far apart before the next master
@@ -50,6 +58,18 @@ class RefresherSettings(_Settings):
     poll_seconds: float = Field(default=1.0, gt=0)
     # a drain command still unfinished this long after its deadline counts as timed out (agent gone)
     agent_grace_seconds: int = Field(default=120, ge=0)
+    # deadlines of a run's waits (core.runs.WaitDeadline): past one, the run pauses and gives its surge back.
+    # A spare must launch within 10 min of the surge (Cluster Autoscaler's max node provision time is 15 min),
+    # register within 15 min of launching (kOps nodeup on a fresh instance), be Ready within 10 min of registering;
+    # the masters must all be Ready within 15 min of a master's replacement (kops rolling-update's validation
+    # timeout); the nodes a step needs Ready besides its own (a NotReady node due later) within 15 min; a group
+    # carrying compensation must be given back within 2 h before the run surges it.
+    spare_launch_timeout_seconds: int = Field(default=600, ge=1)
+    spare_register_timeout_seconds: int = Field(default=900, ge=1)
+    spare_ready_timeout_seconds: int = Field(default=600, ge=1)
+    master_ready_timeout_seconds: int = Field(default=900, ge=1)
+    nodes_ready_timeout_seconds: int = Field(default=900, ge=1)
+    group_quiet_timeout_seconds: int = Field(default=7200, ge=1)
     membership_max_age_seconds: int = Field(default=600, ge=10)
     command_ttl_seconds: int = Field(default=7 * 86400, ge=3600)
 
@@ -61,3 +81,12 @@ class RefresherSettings(_Settings):
     @property
     def max_age_seconds(self) -> int:
         return parse_duration(self.max_age)
+
+    def deadline_seconds(self, wait: WaitDeadline) -> int:
+        """Seconds a run may spend in ``wait`` before it pauses."""
+        return int(getattr(self, f"{wait.value}_timeout_seconds"))
+
+    @property
+    def deadlines(self) -> dict[str, int]:
+        """Every wait's deadline in seconds, by ``WaitDeadline`` value (the plan shows them)."""
+        return {w.value: self.deadline_seconds(w) for w in WaitDeadline}

@@ -26,6 +26,7 @@ class ReplenisherSettings(_Settings):
         "giveback_drain_timeout_seconds": "GIVEBACK_DRAIN_TIMEOUT_SECONDS",
         "cleanup_limit": "CLEANUP_LIMIT",
         "lock_lease_seconds": "LOCK_LEASE_SECONDS",
+        "lock_wait_seconds": "LOCK_WAIT_SECONDS",
         "membership_max_age_seconds": "MEMBERSHIP_MAX_AGE_SECONDS",
         "command_ttl_seconds": "COMMAND_TTL_SECONDS",
         "dry_run": "DRY_RUN",
@@ -58,6 +59,9 @@ class ReplenisherSettings(_Settings):
     # at most this many surplus / unregistered instances terminated per invocation
     cleanup_limit: int = Field(default=2, ge=0, le=50)
     lock_lease_seconds: int = Field(default=120, ge=10)
+    # a plan that needs the cluster lock waits this long for another holder (a refresh run holds it for one pass of a
+    # few seconds) before it leaves the work to the next invocation; well inside the function's 60 s timeout
+    lock_wait_seconds: float = Field(default=20.0, ge=0, le=45)
     membership_max_age_seconds: int = Field(default=600, ge=10)
     command_ttl_seconds: int = Field(default=7 * 86400, ge=3600)
     # Plan and log only: no table writes, no SQS message, no Auto Scaling change.

@@ -92,7 +92,12 @@ def _apply(action: Action, effects: Effects, now: datetime) -> str:
         effects.telemetry.count("CommandsQueued")
         return f"sent (message {delivery.message_id})"
     if isinstance(action, SetCapacity):
-        effects.aws.autoscaling.set_capacity(action.asg_name, action.desired, action.max_size)
+        bounded = action.clamped()
+        effects.aws.autoscaling.set_capacity(bounded.asg_name, bounded.desired, bounded.max_size)
+        if bounded != action:
+            effects.logger.warning(f"{action.describe()} is beyond what the run may set: {bounded.describe()} instead")
+            effects.telemetry.count("CapacityClamped")
+            return f"updated, clamped to {bounded.describe()}"
         return "updated"
     if isinstance(action, TerminateInstance):
         if effects.aws.autoscaling.terminate_in_group(action.instance_id, action.decrement):

@@ -17,6 +17,7 @@ membership).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -149,11 +150,13 @@ def select(options: RunOptions, world: World, now: datetime, max_age_seconds: in
     return SelectionPlan(tuple(rows), tuple(steps), refusal)
 
 
-def format_table(rows: tuple[GroupRow, ...] | list[GroupRow]) -> str:
-    """The plan table as text, one line per group::
+def format_table(rows: tuple[GroupRow, ...] | list[GroupRow], deadlines: Mapping[str, int] | None = None) -> str:
+    """The plan table as text, one line per group, then the run's wait deadlines (``core.runs.WaitDeadline``) and
+    the canary rule when ``deadlines`` is given::
 
     GROUP                               ROLE           NEEDS-UPDATE  READY  MIN  DESIRED  MAX
     master-us-east-1a.masters.demo...   control-plane             1      1    1        1    1
+    deadlines: spare_launch 600 s, spare_register 900 s, ...; the first replacement runs alone (canary)
     """
     header = ("GROUP", "ROLE", "NEEDS-UPDATE", "READY", "MIN", "DESIRED", "MAX")
     lines = [header] + [
@@ -166,4 +169,7 @@ def format_table(rows: tuple[GroupRow, ...] | list[GroupRow]) -> str:
         cells = [line[0].ljust(widths[0]), line[1].ljust(widths[1])]
         cells += [cell.rjust(width) for cell, width in zip(line[2:], widths[2:], strict=True)]
         out.append("  ".join(cells).rstrip())
+    if deadlines:
+        said = ", ".join(f"{name} {seconds} s" for name, seconds in deadlines.items())
+        out.append(f"deadlines: {said}; past one the run pauses; the first replacement runs alone (canary)")
     return "\n".join(out)

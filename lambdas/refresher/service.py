@@ -1,23 +1,17 @@
 """The refresher's application service: what each kind of invocation does to the refresh runs.
 
-``serve`` answers one parsed invocation; ``start`` plans and starts a run, ``advance_run`` moves the active one on
-until it waits for something not worth polling for (the decisions are ``lambdas.refresher.decide``'s, the effects
-``lambdas.refresher.execute``'s), ``status`` and ``cancel`` answer the manual requests, ``free_orphan_lock`` repairs
-what a crash between the lock and the run left. ``handler`` wires it to Lambda.
+``serve`` answers one parsed invocation; ``start`` plans and starts a run, ``advance.advance_run`` moves the active
+one on until it waits for something not worth polling for (the decisions are ``lambdas.refresher.decide``'s, the
+effects ``lambdas.refresher.execute``'s), ``status`` and ``cancel`` answer the manual requests, ``free_orphan_lock``
+repairs what a crash between the lock and the run left. ``handler`` wires it to Lambda; ``summary`` shows runs.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import asdict
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
-from adapters.aws.ports import AwsPort
-from adapters.dynamo.lock import LeaseLock
-from adapters.dynamo.runs import RunStore
-from adapters.dynamo.store import Store
 from core.exceptions import LockHeldError, RunConflictError
 from core.lock import Lease
 from core.runs import (
@@ -26,174 +20,25 @@ from core.runs import (
     GroupSurge,
     Run,
     RunOptions,
-    RunStep,
     Selection,
     new_run_id,
     run_id_of_holder,
 )
 from core.settings import RefresherSettings, parse_duration
-from lambdas.common.handler import lambda_logger
 from lambdas.events.event import Event, EventKind
 from lambdas.events.request import CancelRequest, RefreshRequest, StatusRequest
-from lambdas.refresher.decide import advance as decide_next
-from lambdas.refresher.execute import Effects, execute
+from lambdas.refresher.advance import advance_run
+from lambdas.refresher.deps import RefresherDeps, logger
+from lambdas.refresher.execute import execute
 from lambdas.refresher.gather import read_groups
 from lambdas.refresher.plan import AcquireLock, Action, CreateRun
 from lambdas.refresher.select import format_table, select
+from lambdas.refresher.summary import run_summary, step_row
 from lambdas.refresher.world import World
 
-# The refresher's one Powertools Logger (``handler`` injects the Lambda context into it).
-logger = lambda_logger()
-
-MAX_PASSES = 500  # decisions per invocation (each one changes the run or waits); a bound, never reached in practice
-
-
-class RefresherDeps(Protocol):
-    """What the service needs (``handler.Deps`` in production and tests)."""
-
-    @property
-    def settings(self) -> RefresherSettings: ...
-
-    @property
-    def store(self) -> Store: ...
-
-    @property
-    def aws(self) -> AwsPort: ...
-
-    @property
-    def runs(self) -> RunStore: ...
-
-    @property
-    def lock(self) -> LeaseLock: ...
-
-    @property
-    def clock(self) -> Callable[[], datetime]: ...
-
-    @property
-    def sleep(self) -> Callable[[float], None]: ...
-
-    def effects(self) -> Effects: ...
-
-
-# -- reading the world --------------------------------------------------------------------------------------------
-
-
-def gather(run: Run, deps: RefresherDeps, lock_lost: bool = False) -> World:
-    """The world a run's next decision needs: every group of the cluster (the masters' check needs them all),
-    fresh membership, the ``CMD#`` items of the run's unfinished commands.
-
-    Raises:
-        StoreUnavailableError, AwsUnavailableError, AwsRequestError: reads failed.
-    """
-    now = deps.clock()
-    groups = read_groups(deps.aws.autoscaling, deps.aws.ec2, deps.settings.cluster_name)
-    nodes = {r.instance_id: r for r in deps.store.list_nodes(deps.settings.membership_max_age_seconds, now)}
-    commands = {}
-    for step in run.steps:
-        if not step.state.in_flight:
-            continue
-        for command_id in (step.command_id, step.undo_command_id):
-            if command_id:
-                item = deps.store.get_command(command_id)
-                if item is not None:
-                    commands[command_id] = item
-    return World(groups=groups, nodes=nodes, commands=commands, lock_lost=lock_lost)
-
-
-def step_row(step: RunStep) -> dict[str, Any]:
-    """A planned step as the plan and the run summary show it: which instance of which group, and whether it is due."""
-    return {
-        "index": step.index,
-        "group": step.group,
-        "role": step.role,
-        "instance_id": step.instance_id,
-        "node_name": step.node_name,
-        "needs_update": step.needs_update,
-    }
-
-
-def run_summary(run: Run, steps: bool = False) -> dict[str, Any]:
-    """A run as the responses and the CLI show it."""
-    counts: dict[str, int] = {}
-    for step in run.steps:
-        counts[step.state.value] = counts.get(step.state.value, 0) + 1
-    out: dict[str, Any] = {
-        "run_id": run.run_id,
-        "status": run.status.value,
-        "reason": run.reason,
-        "waiting": run.waiting,
-        "trigger": run.options.trigger,
-        "created_at": run.created_at.isoformat(),
-        "updated_at": run.updated_at.isoformat(),
-        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
-        "steps": counts,
-        "surge": run.surge,
-        "surge_instance_ids": run.surge_instance_ids,
-        "cancel_requested": run.cancel_requested,
-    }
-    if steps:
-        out["step_details"] = [
-            {
-                **step_row(s),
-                "state": s.state.value,
-                "spare": s.surge_instance_id,
-                "drain": s.drain_status,
-                "note": s.note,
-            }
-            for s in run.steps
-        ]
-    return out
-
+__all__ = ["logger", "serve"]  # what ``handler`` wires
 
 # -- the work -----------------------------------------------------------------------------------------------------
-
-
-def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) -> dict[str, Any]:
-    """Advance the run ``run_id`` (or the active one) until it waits for something not worth polling for, or the
-    budget is spent. Renews the cluster lock once.
-
-    Returns:
-        ``{"status": "advanced" | "idle", "run": summary, "actions": [...]}``; ``idle`` when there is no active run.
-    """
-    deadline = time.monotonic() + budget_seconds
-    results: list[dict[str, str]] = []
-    renewed = False
-    lock_lost = False
-    run: Run | None = None
-    for _ in range(MAX_PASSES):
-        run = deps.runs.get(run_id) if run_id else deps.runs.active()
-        if run is None or not run.status.active:
-            break
-        run_id = run.run_id
-        if not renewed:
-            try:
-                deps.lock.acquire(run.holder, LOCK_OPERATION, deps.settings.lock_lease_seconds)
-            except LockHeldError as err:
-                logger.warning(f"run {run.run_id} lost the cluster lock to {err.holder}")
-                lock_lost = True
-            renewed = True
-        world = gather(run, deps, lock_lost)
-        now = deps.clock()
-        decision = decide_next(run, world, deps.settings, now)
-        if decision.actions:
-            try:
-                results += execute(decision.actions, deps.effects(), now)
-            except RunConflictError:
-                logger.info(f"run {run.run_id} was advanced by another invocation: reading it again")
-                continue
-            if decision.changed:
-                continue
-        wait = decision.pollable
-        if wait is None:
-            break
-        delay = max(deps.settings.poll_seconds, wait.after_seconds or 0.0)
-        if time.monotonic() + delay > deadline:
-            break
-        deps.sleep(delay)
-    if run is None:
-        return {"status": "idle", "actions": results}
-    final = deps.runs.get(run.run_id) or run
-    return {"status": "advanced", "run": run_summary(final), "actions": results}
 
 
 def options_of(request: RefreshRequest | None, settings: RefresherSettings, trigger: str) -> RunOptions:
@@ -231,9 +76,10 @@ def start(options: RunOptions, dry_run: bool, deps: RefresherDeps, budget_second
     nodes = {r.instance_id: r for r in deps.store.list_nodes(deps.settings.membership_max_age_seconds, now)}
     world = World(groups=groups, nodes=nodes)
     plan = select(options, world, now, options.max_age_seconds or deps.settings.max_age_seconds)
-    table = format_table(plan.rows)
+    table = format_table(plan.rows, deps.settings.deadlines)
     base: dict[str, Any] = {
         "table": table,
+        "deadlines": deps.settings.deadlines,
         "groups": [asdict(r) for r in plan.rows],
         "steps": [step_row(s) for s in plan.steps],
     }
@@ -269,11 +115,18 @@ def start(options: RunOptions, dry_run: bool, deps: RefresherDeps, budget_second
         return {**base, "status": "dry_run", "refusal": plan.refusal, "actions": results}
     if not plan.steps:
         return {**base, "status": "nothing_to_do"}
-    try:
-        results = execute(actions, deps.effects(), now)
-    except LockHeldError as err:
-        logger.warning(f"refresh refused: the cluster lock is held by {err.holder}")
-        return {**base, "status": "refused", "reason": f"cluster lock held by {err.holder}", "lock": err.current}
+    give_up_at = time.monotonic() + budget_seconds
+    while True:
+        try:
+            results = execute(actions, deps.effects(), now)
+            break
+        except LockHeldError as err:
+            # another operation's pass holds it for a moment: wait within the budget; a refresh run is refused
+            if run_id_of_holder(err.holder) is None and time.monotonic() + deps.settings.poll_seconds < give_up_at:
+                deps.sleep(deps.settings.poll_seconds)
+                continue
+            logger.warning(f"refresh refused: the cluster lock is held by {err.holder}")
+            return {**base, "status": "refused", "reason": f"cluster lock held by {err.holder}", "lock": err.current}
     logger.info(
         f"run {run_id} started: {len(plan.steps)} instances to replace",
         extra={"run_id": run_id, "trigger": options.trigger},

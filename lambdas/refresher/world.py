@@ -78,14 +78,15 @@ class World:
         nodes: fresh membership records by instance id (stale ones already dropped).
         commands: ``CMD#`` items of the run's commands, by command id.
         lock: the ``LOCK`` item as stored (None when never taken).
-        lock_lost: this run's lease was taken over by another holder.
+        donors: groups carrying capacity for a compensation (a ``COMP#`` ledger's donor not yet restored): the run
+            does not surge them until they are given back.
     """
 
     groups: Mapping[str, GroupFacts] = field(default_factory=dict)
     nodes: Mapping[str, NodeRecord] = field(default_factory=dict)
     commands: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     lock: Mapping[str, Any] | None = None
-    lock_lost: bool = False
+    donors: frozenset[str] = frozenset()
 
     def ready(self, instance_id: str) -> bool:
         record = self.nodes.get(instance_id)

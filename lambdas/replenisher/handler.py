@@ -27,10 +27,11 @@ Outcomes (the return value, logged):
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from aws_lambda_powertools import Metrics
@@ -70,6 +71,8 @@ from lambdas.replenisher.world import IN_SERVICE, Detached, Group, Instance, Wor
 
 logger = lambda_logger()
 
+LOCK_RETRY_SECONDS = 0.5  # between two looks at a lock another holder has (a refresh pass lasts a second or two)
+
 KINDS = frozenset(
     {EventKind.LAUNCH_FAILED, EventKind.LAUNCH_SUCCEEDED, EventKind.TICK, EventKind.DRAIN_FINISHED}
 )  # the events this Lambda reconciles on
@@ -86,6 +89,7 @@ class Deps:
         telemetry: metrics.
         after_action: passed to the executor (tests inject crashes there); None in production.
         scope: the account and region the Lambda runs in; events of others are acknowledged, not acted on.
+        sleep: waits between two looks at a lock another holder has (seconds); tests inject it.
     """
 
     settings: ReplenisherSettings
@@ -94,6 +98,7 @@ class Deps:
     telemetry: Telemetry
     after_action: Callable[[Action], None] | None = None
     scope: Scope = field(default_factory=Scope)
+    sleep: Callable[[float], None] = time.sleep
 
     @classmethod
     def from_clients(
@@ -193,6 +198,8 @@ def gather(deps: Deps, now: datetime) -> World:
             min_size=int(raw.get("MinSize", 0)),
             max_size=int(raw.get("MaxSize", 0)),
             instances=tuple(instances),
+            run_surge=sum(run.surge.get(info.name, 0) for run in runs),
+            run_busy=any(info.name in run.busy_groups for run in runs),
         )
     if unregistered and nodes:  # without any membership nothing is judged by it: no need to ask
         times = deps.aws.ec2.launch_times(sorted(unregistered))
@@ -208,6 +215,8 @@ def gather(deps: Deps, now: datetime) -> World:
                     )
                     for i in group.instances
                 ),
+                run_surge=group.run_surge,
+                run_busy=group.run_busy,
             )
     due = [
         iid
@@ -263,13 +272,27 @@ def lock_free(lock: Mapping[str, Any] | None, now: datetime) -> bool:
 
 
 def process(notice: Event, deps: Deps, now: datetime, request_id: str) -> dict[str, Any]:
-    """Gather, decide, lock, execute one parsed event; returns the response."""
+    """Gather, decide, lock, execute one parsed event; returns the response.
+
+    A plan that needs the lock while another holder has it (a refresh run's pass, another invocation) waits for it
+    up to ``LOCK_WAIT_SECONDS``, reading the world again each time, so a launch failure arriving mid-refresh is
+    covered by this invocation; past that, only what needs no lock is done (the failure is recorded).
+    """
     settings = deps.settings
-    world = gather(deps, now)
-    plan = decide(notice, now, settings, world, lock_free=lock_free(world.lock, now))
+    started = time.monotonic()
+    locker = LeaseLock(deps.store, clock=lambda: (now + timedelta(seconds=time.monotonic() - started)).timestamp())
     lease = None
-    locker = LeaseLock(deps.store, clock=now.timestamp)
-    if plan.needs_lock and not settings.dry_run:
+    while True:
+        at = now + timedelta(seconds=time.monotonic() - started)
+        world = gather(deps, at)
+        free = lock_free(world.lock, at)
+        plan = decide(notice, at, settings, world, lock_free=free)
+        waiting = time.monotonic() - started + LOCK_RETRY_SECONDS <= settings.lock_wait_seconds
+        if not free and waiting and decide(notice, at, settings, world, lock_free=True).needs_lock:
+            deps.sleep(LOCK_RETRY_SECONDS)
+            continue
+        if not (plan.needs_lock and not settings.dry_run):
+            break
         assert plan.operation is not None
         try:
             lease = locker.acquire(
@@ -279,9 +302,15 @@ def process(notice: Event, deps: Deps, now: datetime, request_id: str) -> dict[s
                 seen=dict(world.lock) if world.lock else None,
                 use_seen=True,
             )
+            break
         except LockHeldError as err:
             logger.info(f"lock taken meanwhile: {err}")
-            plan = decide(notice, now, settings, world, lock_free=False)
+            if waiting:
+                deps.sleep(LOCK_RETRY_SECONDS)
+                continue
+            plan = decide(notice, at, settings, world, lock_free=False)
+            break
+    now = at
     effects = Effects(
         store=deps.store,
         aws=deps.aws,

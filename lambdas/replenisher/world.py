@@ -52,13 +52,22 @@ class Instance:
 
 @dataclass(frozen=True)
 class Group:
-    """A managed Auto Scaling group (tagged ``KubernetesCluster=<cluster>``)."""
+    """A managed Auto Scaling group (tagged ``KubernetesCluster=<cluster>``).
+
+    Attributes:
+        run_surge: desired capacity an active refresh run added on top of the group's own (``Run.surge``): not a
+            shortfall when it has not launched yet, never given back by the replenisher.
+        run_busy: an active refresh run is changing this group's capacity now (``Run.busy_groups``): it is never a
+            donor until the run is done with it.
+    """
 
     info: ManagedGroup
     desired: int
     min_size: int
     max_size: int
     instances: tuple[Instance, ...] = ()
+    run_surge: int = 0
+    run_busy: bool = False
 
     @property
     def name(self) -> str:
@@ -74,9 +83,14 @@ class Group:
         return tuple(i for i in self.instances if i.active)
 
     @property
+    def own_desired(self) -> int:
+        """Desired capacity without an active refresh run's surge."""
+        return self.desired - self.run_surge
+
+    @property
     def shortfall(self) -> int:
-        """Desired capacity minus InService/Pending instances (0 or more)."""
-        return max(0, self.desired - len(self.active))
+        """Desired capacity (without a refresh run's surge) minus InService/Pending instances (0 or more)."""
+        return max(0, self.own_desired - len(self.active))
 
     def has(self, instance_id: str) -> bool:
         return any(i.instance_id == instance_id and i.active for i in self.instances)

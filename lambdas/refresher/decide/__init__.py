@@ -27,6 +27,20 @@ yet is terminated at once; a surge that launched nothing is lowered back (only w
 instances than the lower value, so Auto Scaling has nothing to pick). The undo's own drain proceeds to the
 termination whatever its outcome: the spare is the run's own capacity.
 
+**Deadlines** (``core.runs.WaitDeadline``, seconds from ``RefresherSettings``): a surging step waits for its spare
+to launch, then to register, then to be Ready, then for the group's other nodes to be Ready; a draining step for the
+group's nodes before the termination; a master step for every master to be Ready before it starts and after the
+replacement; a group carrying a compensation to be given back before its first surge. Past a deadline the run
+pauses with the reason and the step gives its surge back (a spare that launched but never registered is terminated
+with decrement; a drained old node is uncordoned); a master whose masters are not Ready in time is ``failed``.
+Pending steps of a paused run are skipped; MaxSize is restored; the lock is released.
+
+**Canary.** Until one step of the run is ``done``, no second step starts (whatever ``max_surge``): a replacement
+that never becomes Ready pauses the run before it touches another instance.
+
+**Sizes re-read.** A worker group's first surge counts from its sizes as read then (not those recorded at the
+run's start: kOps or a compensation may have changed them).
+
 **Cancel** (``cancel_requested``): steps not started are skipped, steps still surging give their surge back, steps
 draining or terminating finish; then the run ends ``cancelled``.
 

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from core.model import Command, CommandKind, CommandStatus, DrainOptions
-from core.runs import DrainTimeoutPolicy, GroupSurge, Run, RunStatus, RunStep, StepState
+from core.runs import DrainTimeoutPolicy, GroupSurge, Run, RunStatus, RunStep, StepState, WaitDeadline
 from core.settings import RefresherSettings
 from lambdas.refresher.plan import Action, SaveRun, SetCapacity
 from lambdas.refresher.world import GroupFacts, World
@@ -16,6 +16,7 @@ from lambdas.refresher.world import GroupFacts, World
 UNDO_COMMAND_SUFFIX = "undo"
 UNCORDON_COMMAND_SUFFIX = "uncordon"
 UNDO_DRAIN_SECONDS = 300  # deadline of the drain of a spare being given back
+MAX_SURGE_LIMIT = 100  # the largest max_surge a request may ask for (lambdas.events.request)
 
 
 class WaitKind(str, Enum):
@@ -25,10 +26,11 @@ class WaitKind(str, Enum):
     TERMINATION = "termination"
     SETTLE = "settle"
     EFFECT = "effect"  # an intent younger than the grace period: its invocation is probably still at it
+    OTHER_OPERATION = "other_operation"  # another capacity operation (a compensation) to finish: return
 
     @property
     def pollable(self) -> bool:
-        return self is not WaitKind.DRAIN
+        return self not in (WaitKind.DRAIN, WaitKind.OTHER_OPERATION)
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,13 @@ class Context:
         if desired > group.original_max:
             max_size = desired
             group.max_raised_to = max(group.max_raised_to or 0, desired)
-        return SetCapacity(group.name, desired=desired, max_size=max_size)
+        return SetCapacity(group.name, desired=desired, max_size=max_size, **self.ceilings(group))
+
+    def ceilings(self, group: GroupSurge) -> dict[str, int]:
+        """The most the run may set on ``group`` (``SetCapacity``'s ceilings): its own desired + max surge, and its
+        own MaxSize or that, the larger."""
+        desired = group.original_desired + min(self.run.options.max_surge, MAX_SURGE_LIMIT)
+        return {"desired_ceiling": desired, "max_ceiling": max(group.original_max, desired)}
 
     def add_capacity_effect(self, effect: SetCapacity) -> None:
         """Only the last desired value for a group matters (absolute values): replace an earlier one."""
@@ -184,6 +192,29 @@ class Context:
         if note:
             step.note = note
         self.change(f"step {step.index} ({step.instance_id}) {state.value}" + (f": {note}" if note else ""))
+
+    def overdue(self, step: RunStep, wait: WaitDeadline, what: str) -> bool:
+        """Whether ``step`` has been in ``wait`` past its deadline; records when the wait began (first call). When
+        it is overdue, the run pauses with the reason (a cancelling run stays cancelling)."""
+        since = step.waiting_since.get(wait.value)
+        if since is None:
+            step.waiting_since[wait.value] = self.now
+            self.change(f"step {step.index}: waiting for {wait.value} ({what})")
+            return False
+        limit = self.settings.deadline_seconds(wait)
+        waited = (self.now - since).total_seconds()
+        if waited <= limit:
+            return False
+        self.stop_run(RunStatus.PAUSING, f"{wait.value} deadline ({limit} s) passed for step {step.index}: {what}")
+        return True
+
+    def end_wait(self, step: RunStep, *waits: WaitDeadline) -> None:
+        """The step no longer waits for ``waits``: forget when they began (a later wait starts its own clock)."""
+        ended = [w.value for w in waits if w.value in step.waiting_since]
+        for key in ended:
+            del step.waiting_since[key]
+        if ended:
+            self.change(f"step {step.index}: {', '.join(ended)} wait over")
 
     def stop_run(self, status: RunStatus, reason: str) -> None:
         if self.run.status is RunStatus.RUNNING:

@@ -1,5 +1,6 @@
-"""The run's lifecycle in one pass: stop it (lock lost, cancel), move every step on (terminations first), start new
-steps, restore MaxSize of finished groups, end the run and release the lock. Pure."""
+"""The run's lifecycle in one pass: stop it (cancel), move every step on (terminations first; a wait past its
+deadline pauses the run), start new steps, skip those a stopping run will not start, restore MaxSize of finished
+groups, end the run and release the lock. Pure."""
 
 from __future__ import annotations
 
@@ -39,17 +40,22 @@ def finish_groups(p: Context) -> None:
             continue
         if group.raised == 0:
             group.max_restored = True
-            p.effects.append(SetCapacity(group.name, max_size=group.original_max))
+            p.effects.append(SetCapacity(group.name, max_size=group.original_max, **p.ceilings(group)))
             p.change(f"{group.name}: MaxSize back to {group.original_max}")
 
 
-def finish_run(p: Context) -> None:
-    """End the run once every step is final (pending steps of a stopping run are skipped); release the lock."""
+def skip_pending(p: Context) -> None:
+    """A stopping run starts nothing more: its pending steps are skipped."""
     run = p.run
-    if run.status.stopping and any(s.state is StepState.PENDING for s in run.steps):
+    if run.status.stopping:
         for step in run.steps:
             if step.state is StepState.PENDING:
                 p.finish_step(step, StepState.SKIPPED, f"run {run.status.value}")
+
+
+def finish_run(p: Context) -> None:
+    """End the run once every step is final (after ``finish_groups`` restored MaxSize); release the lock."""
+    run = p.run
     if not all(s.state.final for s in run.steps):
         return
     final = {
@@ -72,8 +78,6 @@ def decide_pass(p: Context) -> Decision:
     run = p.run
     if not run.status.active:
         return Decision(run)
-    if p.world.lock_lost:
-        p.stop_run(RunStatus.PAUSING, "the cluster lock was taken over by another holder")
     if run.cancel_requested and run.status is RunStatus.RUNNING:
         p.stop_run(RunStatus.CANCELLING, "cancelled by an operator")
     handlers: dict[StepState, Callable[[Context, RunStep], None]] = {
@@ -91,6 +95,7 @@ def decide_pass(p: Context) -> Decision:
             handlers[state](p, step)
     if run.status is RunStatus.RUNNING:
         start_steps(p)
+    skip_pending(p)
     finish_groups(p)
     finish_run(p)
     if run.status.active:

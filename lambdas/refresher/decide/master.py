@@ -1,9 +1,10 @@
 """A control-plane step: one at a time, never surged, started only while every master is Ready, ended once every
-master is Ready on two checks ``master_settle_seconds`` apart. Pure."""
+master is Ready on two checks ``master_settle_seconds`` apart. Each wait has its deadline (``nodes_ready`` before
+the start, ``master_ready`` after the replacement); past it the run pauses. Pure."""
 
 from __future__ import annotations
 
-from core.runs import RunStep, StepState
+from core.runs import RunStep, StepState, WaitDeadline
 from lambdas.refresher.decide.context import Context, WaitKind
 from lambdas.refresher.plan import Metric, SendCommand
 from lambdas.refresher.select import masters_not_ready
@@ -17,8 +18,11 @@ def start_master(p: Context, step: RunStep) -> None:
         return
     problems = masters_not_ready(p.world)
     if problems:
-        p.wait(WaitKind.NODE_READY, "masters to be Ready before the next: " + "; ".join(problems))
-        return
+        what = "masters to be Ready before the next: " + "; ".join(problems)
+        if not p.overdue(step, WaitDeadline.NODES_READY, what):
+            p.wait(WaitKind.NODE_READY, what)
+        return  # overdue: the run pauses before touching this master
+    p.end_wait(step, WaitDeadline.NODES_READY)
     step.state = StepState.DRAINING
     step.started_at = step.intent_at = p.now
     step.command_id = p.command_id(step)
@@ -34,8 +38,14 @@ def settling(p: Context, step: RunStep) -> None:
         if step.settle_first_ok_at is not None:
             step.settle_first_ok_at = None
             p.change(f"step {step.index}: masters not Ready any more")
-        p.wait(WaitKind.NODE_READY, "masters to be Ready: " + "; ".join(problems))
+        what = "masters to be Ready: " + "; ".join(problems)
+        if p.overdue(step, WaitDeadline.MASTER_READY, what):
+            p.finish_step(step, StepState.FAILED, f"{WaitDeadline.MASTER_READY.value} deadline passed: {what}")
+            p.effects.append(Metric("NodesReplacementFailed"))
+        else:
+            p.wait(WaitKind.NODE_READY, what)
         return
+    p.end_wait(step, WaitDeadline.MASTER_READY)
     settle = p.settings.master_settle_seconds
     if step.settle_first_ok_at is None:
         step.settle_first_ok_at = p.now

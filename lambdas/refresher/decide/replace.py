@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from core.kops import Role
 from core.model import CommandKind, CommandStatus
-from core.runs import DrainTimeoutPolicy, RunStatus, RunStep, StepState
+from core.runs import DrainTimeoutPolicy, RunStatus, RunStep, StepState, WaitDeadline
 from lambdas.refresher.decide.context import UNCORDON_COMMAND_SUFFIX, Context, WaitKind
 from lambdas.refresher.plan import Metric, SendCommand, TerminateInstance
 
@@ -40,42 +40,53 @@ def draining(p: Context, step: RunStep) -> None:
         step.drain_status, step.drain_message = status, message
     if not proceed:
         who = step.node_name or step.instance_id
-        p.stop_run(RunStatus.PAUSING, f"drain of {who} {status}: {message}".rstrip(": "))
-        step.uncordon_command_id = p.command_id(step, UNCORDON_COMMAND_SUFFIX)
-        p.effects.append(
-            SendCommand(
-                p.command(
-                    step,
-                    CommandKind.UNCORDON,
-                    step.instance_id,
-                    p.node_name(step.instance_id, step),
-                    step.uncordon_command_id,
-                    120,
-                )
-            )
-        )
-        if worker:
-            step.state = StepState.UNDOING
-            step.note = f"drain {status}: node uncordoned, surge given back"
-            p.change(f"step {step.index} undoing: {step.note}")
-        else:
-            p.finish_step(step, StepState.KEPT, f"drain {status}: master kept and uncordoned")
+        give_up(p, step, f"drain of {who} {status}: {message}".rstrip(": "), f"drain {status}")
         return
     if worker:
         group = p.run.group(step.group)
         assert facts is not None
         exclude = p.olds_being_replaced(step.group)
         if p.ready_besides(facts, exclude) < group.original_desired:
-            p.wait(
-                WaitKind.NODE_READY,
+            what = (
                 f"{group.name} to have {group.original_desired} Ready nodes "
-                f"besides those being replaced before terminating {step.instance_id}",
+                f"besides those being replaced before terminating {step.instance_id}"
             )
+            if p.overdue(step, WaitDeadline.NODES_READY, what):
+                give_up(p, step, p.run.reason, f"{WaitDeadline.NODES_READY.value} deadline passed")
+            else:
+                p.wait(WaitKind.NODE_READY, what)
             return
+        p.end_wait(step, WaitDeadline.NODES_READY)
     step.state = StepState.TERMINATING
     step.intent_at = p.now
     p.effects.append(TerminateInstance(step.group, step.instance_id, decrement=worker))
     p.change(f"step {step.index}: drain {status}, terminate {step.instance_id}")
+
+
+def give_up(p: Context, step: RunStep, reason: str, what: str) -> None:
+    """Keep the old instance of a step whose node was drained (or being drained): pause the run with ``reason``,
+    uncordon the node (an explicit command beside the drain's ``uncordon_on_failure``) and give a worker's surge back;
+    a master is kept."""
+    p.stop_run(RunStatus.PAUSING, reason)
+    step.uncordon_command_id = p.command_id(step, UNCORDON_COMMAND_SUFFIX)
+    p.effects.append(
+        SendCommand(
+            p.command(
+                step,
+                CommandKind.UNCORDON,
+                step.instance_id,
+                p.node_name(step.instance_id, step),
+                step.uncordon_command_id,
+                120,
+            )
+        )
+    )
+    if step.role == Role.NODE.value:
+        step.state = StepState.UNDOING
+        step.note = f"{what}: node uncordoned, surge given back"
+        p.change(f"step {step.index} undoing: {step.note}")
+    else:
+        p.finish_step(step, StepState.KEPT, f"{what}: master kept and uncordoned")
 
 
 def terminating(p: Context, step: RunStep) -> None:

@@ -3,9 +3,18 @@ current worker group up to ``max_surge``, and move a surging step to draining on
 
 from __future__ import annotations
 
-from core.runs import RunStep, StepState
+from core.runs import GroupSurge, RunStep, StepState, WaitDeadline
 from lambdas.refresher.decide.context import Context, WaitKind
 from lambdas.refresher.plan import SendCommand
+from lambdas.refresher.world import GroupFacts
+
+# the waits of a surging step, each with its deadline (the later ones count from when the earlier one ended)
+SURGE_WAITS = (
+    WaitDeadline.SPARE_LAUNCH,
+    WaitDeadline.SPARE_REGISTER,
+    WaitDeadline.SPARE_READY,
+    WaitDeadline.NODES_READY,
+)
 
 
 def surging(p: Context, step: RunStep) -> None:
@@ -37,31 +46,58 @@ def surging(p: Context, step: RunStep) -> None:
     ready = [iid for iid in spares if p.world.ready(iid)]
     exclude = p.olds_being_replaced(step.group) | {step.instance_id}
     if ready and p.ready_besides(facts, exclude) >= group.original_desired:
+        p.end_wait(step, *SURGE_WAITS)
         step.surge_instance_id = ready[0]
         step.command_id = p.command_id(step)
         step.state = StepState.DRAINING
         step.intent_at = p.now
         p.effects.append(SendCommand(p.drain_command(step)))
         p.change(f"step {step.index}: spare {ready[0]} Ready, drain {step.instance_id}")
-    elif ready:
-        p.wait(
-            WaitKind.NODE_READY,
-            f"{group.name} to have {group.original_desired} Ready nodes besides those being replaced",
-        )
+        return
+    if ready:
+        wait, kind = WaitDeadline.NODES_READY, WaitKind.NODE_READY
+        what = f"{group.name} to have {group.original_desired} Ready nodes besides those being replaced"
+    elif any(iid in p.world.nodes for iid in spares):
+        wait, kind = WaitDeadline.SPARE_READY, WaitKind.NODE_READY
+        what = f"spare {next(i for i in spares if i in p.world.nodes)} of {group.name} to be Ready"
     elif spares:
-        p.wait(WaitKind.NODE_READY, f"spare {spares[0]} of {group.name} to be Ready")
+        wait, kind = WaitDeadline.SPARE_REGISTER, WaitKind.NODE_READY
+        what = f"spare {spares[0]} of {group.name} to register its node"
     else:
-        p.wait(WaitKind.LAUNCH, f"{group.name} to launch a spare for {step.instance_id}")
+        wait, kind = WaitDeadline.SPARE_LAUNCH, WaitKind.LAUNCH
+        what = f"{group.name} to launch a spare for {step.instance_id}"
+    if p.overdue(step, wait, what):
+        step.state = StepState.UNDOING
+        step.note = f"{wait.value} deadline passed: {what}; surge given back"
+        p.change(f"step {step.index} undoing: {step.note}")
+        return
+    p.wait(kind, what)
 
 
 def start_workers(p: Context, current: str, steps: list[RunStep]) -> None:
-    """Start the pending steps of worker group ``current`` while fewer than ``max_surge`` are in flight: raise its
-    desired capacity by one each (a step whose instance left the group is skipped)."""
+    """Start the pending steps of worker group ``current`` while fewer than ``max_surge`` are in flight (one until the
+    run's canary replacement is done): raise its desired capacity by one each (a step whose instance left the group
+    is skipped). Before a group's first surge its sizes are read again (kOps or another operation may have changed
+    them since the run started), and a group carrying compensation (a donor) waits until it is given back."""
     group = p.run.group(current)
     in_flight = sum(1 for s in steps if s.state.in_flight)
     facts = p.world.groups.get(current)
+    limit = p.run.options.max_surge if p.run.canary_passed else 1
+    if not p.run.canary_passed:
+        in_flight = sum(1 for s in p.run.steps if s.state.in_flight)
+    first = next((s for s in steps if s.state is StepState.PENDING), None)
+    if first is None or in_flight >= limit:
+        return
+    if facts is not None and group.raised == 0 and in_flight == 0 and group.max_raised_to is None:
+        if current in p.world.donors:
+            what = f"{current} to give back the capacity it carries for a compensation"
+            if not p.overdue(first, WaitDeadline.GROUP_QUIET, what):
+                p.wait(WaitKind.OTHER_OPERATION, what)
+            return
+        p.end_wait(first, WaitDeadline.GROUP_QUIET)
+        rebase(p, group, facts)
     for step in steps:
-        if in_flight >= p.run.options.max_surge:
+        if in_flight >= limit:
             break
         if step.state is not StepState.PENDING:
             continue
@@ -77,3 +113,14 @@ def start_workers(p: Context, current: str, steps: list[RunStep]) -> None:
             f"step {step.index}: surge {group.name} to {group.original_desired + group.raised} for {step.instance_id}"
         )
         in_flight += 1
+
+
+def rebase(p: Context, group: GroupSurge, facts: GroupFacts) -> None:
+    """Take the group's sizes as they are now as its own (a group with no surge of the run in place): what the run
+    raises and restores is counted from them, never from sizes recorded when the run started."""
+    now = (facts.min_size, facts.desired, facts.max_size)
+    if now == (group.min_size, group.original_desired, group.original_max):
+        return
+    was = (group.min_size, group.original_desired, group.original_max)
+    group.min_size, group.original_desired, group.original_max = now
+    p.change(f"{group.name}: sizes (min, desired, max) {was} at the run's start are {now} now: counted from these")

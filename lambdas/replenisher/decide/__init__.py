@@ -22,7 +22,8 @@ Rules, in order:
    (``control_plane``): a master outside its AZ's etcd member slot can never join. A group of the cluster without a
    kOps role tag is treated the same way (``unknown_role``). This write needs no lock.
 3. **Lock.** If another holder's lease is valid, nothing else is done (``lock_held``): the failure is recorded and
-   the shortfall, which is re-read from Auto Scaling each time, is acted on at the next invocation.
+   the shortfall, which is re-read from Auto Scaling each time, is acted on at the next invocation. A refresh run
+   holds the lock only for one pass at a time, so the handler first waits for it (``LOCK_WAIT_SECONDS``).
 3b. **Reconcile with reality** (``reality``): what each ledger says a donor carries is recomputed from the donor's
    actual desired capacity; a donor holding less (kOps or a person reset its sizes) has the ledgers' ``raised_by``
    lowered to what it holds, is noted (``size_reset``, counted) and is not raised again for ``RESET_HOLD_SECONDS``:
@@ -30,10 +31,11 @@ Rules, in order:
 4. **Complete recorded intents first** (crash recovery): a donor ``intended`` is raised to its recorded absolute
    target (only if its desired capacity is below it), then marked ``raised``.
 5. **Compensate.** A worker group is *failing* while it is in backoff (a failure within its window) and its
-   shortfall (desired - InService - Pending) is positive. The shortfall minus what its ledger already carries is
-   spread over *healthy siblings*: worker groups of the same pool (``core.kops.pool_of``) in other AZs, not in
-   backoff, not short themselves, not owed capacity, not reset under a compensation within ``RESET_HOLD_SECONDS``,
-   with headroom (``floor(original MaxSize *
+   shortfall (desired without an active refresh run's surge - InService - Pending) is positive. The shortfall minus
+   what its ledger already carries is spread over *healthy siblings*: worker groups of the same pool
+   (``core.kops.pool_of``) in other AZs, not in backoff, not short themselves, not owed capacity, not being changed
+   by a refresh run (``Run.busy_groups``), not reset under a compensation within ``RESET_HOLD_SECONDS``, with
+   headroom (``floor(original MaxSize *
    DONOR_MAX_SIZE_FACTOR)`` minus desired). Units go one at a time to the sibling that carries the least for this
    group so far, then the lowest desired, then by name: the shortfall is spread evenly, not piled on one AZ. The
    intent (``Donor`` with desired/MaxSize before and the absolute targets, and the donor's current instance ids as

@@ -115,6 +115,8 @@ def healthy_siblings(b: Builder, group: Group) -> list[Group]:
     for name, sib in sorted(b.world.groups.items()):
         if name == group.name or sib.role is not Role.NODE or pool is None or sib.info.pool != pool:
             continue
+        if sib.run_busy:
+            continue  # a refresh run is changing its capacity: it sets absolute sizes there
         if zones & set(sib.info.availability_zones):
             continue
         sib_ledger = b.ledger(name)

@@ -11,7 +11,7 @@ from lambdas.replenisher.world import Group
 
 def check_recovery(b: Builder, group: Group, ledger: Ledger, comp: Compensation) -> Compensation:
     ready = b.world.ready_nodes(group)
-    healthy = group.shortfall == 0 and ready >= group.desired
+    healthy = group.shortfall == 0 and ready >= group.own_desired
     if not healthy:
         return comp.model_copy(update={"healthy_since": None}) if comp.healthy_since else comp
     since = comp.healthy_since or b.now

@@ -1,0 +1,136 @@
+"""Advancing the active refresh run: read the world, decide, apply; the cluster lock is held for one pass at a time.
+
+**The lock** (DESIGN.md, "A refresh and compensation share the cluster lock"): a pass takes the cluster lock as the
+run's holder (``refresher:<run id>``) before it reads the world, renews the lease right before it applies anything
+(a holder whose lease was taken over gets ``LockLostError`` there and applies nothing more), and gives the lock up
+before the invocation sleeps or returns. The run's whole state is its ``RUN#`` item, so nothing is lost in between;
+the replenisher takes the lock between two passes and compensates a launch failure while the run is active. A pass
+that finds another holder waits for it (polling, within the invocation's budget), then goes on with a fresh read.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pydantic import ValidationError
+
+from adapters.dynamo import ledger as ledger_store
+from core.exceptions import LockHeldError, LockLostError, RunConflictError
+from core.ledger import DonorState
+from core.lock import Lease
+from core.runs import LOCK_OPERATION, Run
+from lambdas.refresher.decide import advance as decide_next
+from lambdas.refresher.deps import RefresherDeps, logger
+from lambdas.refresher.execute import execute
+from lambdas.refresher.gather import read_groups
+from lambdas.refresher.summary import run_summary
+from lambdas.refresher.world import World
+
+MAX_PASSES = 500  # decisions per invocation (each one changes the run or waits); a bound, never reached in practice
+
+
+def donor_groups(deps: RefresherDeps) -> frozenset[str]:
+    """Groups a ``COMP#`` ledger has raised (or means to raise) for a compensation and not yet restored. An
+    unreadable ledger is logged and left out (the replenisher reports it too)."""
+    donors: set[str] = set()
+    for item in deps.store.query_prefix(ledger_store.PREFIX, consistent=True):
+        try:
+            ledger = ledger_store.from_item(item)
+        except ValidationError as err:
+            logger.warning(f"unreadable ledger {item.get('sk')} ignored", extra={"error": str(err)})
+            continue
+        if ledger.compensation is not None:
+            donors |= {n for n, d in ledger.compensation.donors.items() if d.state is not DonorState.RESTORED}
+    return frozenset(donors)
+
+
+def gather(run: Run, deps: RefresherDeps) -> World:
+    """The world a run's next decision needs: every group of the cluster (the masters' check needs them all),
+    fresh membership, the ``CMD#`` items of the run's unfinished commands, the groups carrying a compensation.
+
+    Raises:
+        StoreUnavailableError, AwsUnavailableError, AwsRequestError: reads failed.
+    """
+    now = deps.clock()
+    groups = read_groups(deps.aws.autoscaling, deps.aws.ec2, deps.settings.cluster_name)
+    nodes = {r.instance_id: r for r in deps.store.list_nodes(deps.settings.membership_max_age_seconds, now)}
+    commands = {}
+    for step in run.steps:
+        if not step.state.in_flight:
+            continue
+        for command_id in (step.command_id, step.undo_command_id):
+            if command_id:
+                item = deps.store.get_command(command_id)
+                if item is not None:
+                    commands[command_id] = item
+    return World(groups=groups, nodes=nodes, commands=commands, donors=donor_groups(deps))
+
+
+def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) -> dict[str, Any]:
+    """Advance the run ``run_id`` (or the active one) until it waits for something not worth polling for, or the
+    budget is spent; the cluster lock is held only while a pass reads, decides and applies (module docstring).
+
+    Returns:
+        ``{"status": "advanced" | "idle", "run": summary, "actions": [...]}``, with ``"lock"`` saying who kept the
+        run waiting or took the lock over; ``idle`` when there is no active run.
+
+    Raises:
+        StoreUnavailableError, AwsUnavailableError, AwsRequestError: as ``execute`` (the lock is given up first).
+    """
+    deadline = time.monotonic() + budget_seconds
+    results: list[dict[str, str]] = []
+    run: Run | None = None
+    lease: Lease | None = None
+    lock_note = ""
+    settings = deps.settings
+    try:
+        for _ in range(MAX_PASSES):
+            run = deps.runs.get(run_id) if run_id else deps.runs.active()
+            if run is None or not run.status.active:
+                break
+            run_id = run.run_id
+            if lease is None:
+                try:
+                    lease = deps.lock.acquire(run.holder, LOCK_OPERATION, settings.lock_lease_seconds)
+                except LockHeldError as err:
+                    lock_note = f"waited for the cluster lock held by {err.holder}"
+                    if time.monotonic() + settings.poll_seconds > deadline:
+                        break
+                    deps.sleep(settings.poll_seconds)
+                    continue
+            world = gather(run, deps)
+            now = deps.clock()
+            decision = decide_next(run, world, settings, now)
+            if decision.actions:
+                try:
+                    lease = deps.lock.renew(lease, settings.lock_lease_seconds)
+                except LockLostError as err:
+                    logger.warning(f"run {run.run_id} lost the cluster lock: nothing more applied ({err})")
+                    lock_note = f"lost the cluster lock to {(err.current or {}).get('holder')}: nothing applied"
+                    lease = None
+                    break
+                try:
+                    results += execute(decision.actions, deps.effects(), now)
+                except RunConflictError:
+                    logger.info(f"run {run.run_id} was advanced by another invocation: reading it again")
+                    continue
+                if decision.changed:
+                    continue
+            wait = decision.pollable
+            if wait is None:
+                break
+            delay = max(settings.poll_seconds, wait.after_seconds or 0.0)
+            if time.monotonic() + delay > deadline:
+                break
+            deps.lock.release(lease)  # yield the lock while waiting: compensation may act meanwhile
+            lease = None
+            deps.sleep(delay)
+    finally:
+        if lease is not None:
+            deps.lock.release(lease)
+    if run is None:
+        return {"status": "idle", "actions": results}
+    final = deps.runs.get(run.run_id) or run
+    out = {"status": "advanced", "run": run_summary(final), "actions": results}
+    return {**out, "lock": lock_note} if lock_note else out

@@ -1,0 +1,237 @@
+"""A run's deadlines, canary and re-read sizes over hours of simulated time: the pure decision driven against a small
+model of Auto Scaling and membership (``Model``) whose clock the test advances. Each test fails if a wait has no
+deadline (the run would stay active for the whole simulated time) or if a deadline leaves capacity behind."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from core.kops import Role
+from core.model import NodeRecord
+from core.runs import GroupSurge, Run, RunOptions, RunStatus, RunStep, Selection, StepState
+from core.settings import RefresherSettings
+from lambdas.refresher.decide import advance
+from lambdas.refresher.plan import ReleaseLock, SendCommand, SetCapacity, TerminateInstance
+from lambdas.refresher.world import GroupFacts, InstanceFacts, World
+
+T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
+SETTINGS = RefresherSettings(cluster_name="c", table_name="t", queue_url="q")  # production deadlines
+NODES, MASTERS = "nodes-a.c", "master-a.c"
+HOURS = 6
+
+
+def iid(n: int) -> str:
+    return f"i-{n:017x}"
+
+
+OLD1, OLD2, OLD3, OTHER, M1, M2 = iid(1), iid(2), iid(3), iid(4), iid(0x201), iid(0x202)
+
+
+@dataclass
+class Model:
+    """One worker group (and optionally one master group) as Auto Scaling and the agent would show them.
+
+    ``launches``: Auto Scaling can launch (False: a capacity outage in the AZ); ``registers``: a new instance's node
+    registers; ``ready``: a registered node becomes Ready."""
+
+    instances: list[str]
+    desired: int
+    max_size: int
+    launches: bool = True
+    registers: bool = True
+    ready: bool = True
+    not_ready: set[str] = field(default_factory=set)
+    masters: list[str] = field(default_factory=list)
+    nodes: set[str] = field(default_factory=set)
+    commands: dict[str, dict[str, object]] = field(default_factory=dict)
+    launched: int = 0
+    sent: list[SendCommand] = field(default_factory=list)
+    released: bool = False
+
+    def __post_init__(self) -> None:
+        self.nodes |= set(self.instances) | set(self.masters)
+
+    def world(self, donors: frozenset[str] = frozenset()) -> World:
+        groups = {
+            NODES: GroupFacts(
+                NODES, Role.NODE, "nodes-a", 1, self.max_size, self.desired, tuple(map(InstanceFacts, self.instances))
+            )
+        }
+        if self.masters:
+            groups[MASTERS] = GroupFacts(
+                MASTERS,
+                Role.CONTROL_PLANE,
+                "master-a",
+                1,
+                len(self.masters),
+                len(self.masters),
+                tuple(map(InstanceFacts, self.masters)),
+            )
+        nodes = {
+            i: NodeRecord(instance_id=i, node_name=f"n-{i}", ready=i not in self.not_ready, reported_at=T0)
+            for i in self.nodes
+        }
+        return World(groups=groups, nodes=nodes, commands=self.commands, donors=donors)
+
+    def apply(self, actions: list[object]) -> None:
+        for a in actions:
+            if isinstance(a, SetCapacity):
+                bounded = a.clamped()
+                self.desired = bounded.desired if bounded.desired is not None else self.desired
+                self.max_size = bounded.max_size if bounded.max_size is not None else self.max_size
+            elif isinstance(a, TerminateInstance):
+                if a.instance_id in self.masters:
+                    self.masters.remove(a.instance_id)
+                    self.masters.append(self.new_id())  # the master group replaces it
+                    if not self.ready:
+                        self.not_ready.add(self.masters[-1])
+                    self.nodes.add(self.masters[-1])
+                elif a.instance_id in self.instances:
+                    self.instances.remove(a.instance_id)
+                    self.desired -= 1 if a.decrement else 0
+            elif isinstance(a, SendCommand):
+                self.sent.append(a)
+                self.commands[a.command.command_id] = {"status": "succeeded", "command": {"deadline": T0.isoformat()}}
+            elif isinstance(a, ReleaseLock):
+                self.released = True
+        assert self.desired <= self.max_size
+
+    def new_id(self) -> str:
+        self.launched += 1
+        return iid(0x100 + self.launched)
+
+    def autoscale(self) -> None:
+        while self.launches and len(self.instances) < self.desired:
+            iid = self.new_id()
+            self.instances.append(iid)
+            if self.registers:
+                self.nodes.add(iid)
+                if not self.ready:
+                    self.not_ready.add(iid)
+
+
+def new_run(model: Model, olds: list[str], max_surge: int = 1, masters: tuple[str, ...] = ()) -> Run:
+    steps = [RunStep(index=i, group=MASTERS, role="control-plane", instance_id=m) for i, m in enumerate(masters)]
+    steps += [RunStep(index=len(steps) + i, group=NODES, role="node", instance_id=o) for i, o in enumerate(olds)]
+    groups = [
+        GroupSurge(name=NODES, role="node", min_size=1, original_desired=model.desired, original_max=model.max_size)
+    ]
+    if masters:
+        groups.insert(0, GroupSurge(name=MASTERS, role="control-plane", min_size=1, original_desired=1, original_max=1))
+    return Run(
+        run_id="r1",
+        cluster="c",
+        options=RunOptions(selection=Selection.ALL, max_surge=max_surge),
+        created_at=T0,
+        updated_at=T0,
+        groups=groups,
+        steps=steps,
+    )
+
+
+def drive(model: Model, run: Run, donors: frozenset[str] = frozenset(), tick: float = 60) -> tuple[Run, datetime, int]:
+    """Tick every ``tick`` s for ``HOURS`` hours (or until the run is over); returns the run, when it ended and the
+    most steps it had in flight at once."""
+    now = T0
+    end = T0 + timedelta(hours=HOURS)
+    in_flight_max = 0
+    while now < end and run.status.active:
+        for _ in range(20):  # passes of one invocation
+            decision = advance(run, model.world(donors), SETTINGS, now)
+            model.apply(decision.actions)
+            run = decision.run
+            in_flight_max = max(in_flight_max, sum(1 for s in run.steps if s.state.in_flight))
+            if not decision.changed:
+                break
+        model.autoscale()
+        now += timedelta(seconds=tick)
+    return run, now, in_flight_max
+
+
+def test_a_spare_that_cannot_launch_pauses_the_run_at_its_deadline_and_gives_the_surge_back() -> None:
+    model = Model([OLD1, OLD2], desired=2, max_size=2, launches=False)
+    run, ended, _ = drive(model, new_run(model, [OLD1, OLD2]))
+    assert run.status is RunStatus.PAUSED, run.waiting
+    assert "spare_launch deadline (600 s)" in run.reason
+    assert ended - T0 <= timedelta(seconds=SETTINGS.spare_launch_timeout_seconds + 180)
+    assert [s.state for s in run.steps] == [StepState.UNDONE, StepState.SKIPPED]
+    assert (model.desired, model.max_size) == (2, 2)  # desired and the raised MaxSize restored
+    assert model.instances == [OLD1, OLD2] and not model.sent and model.released
+
+
+def test_a_spare_that_never_registers_is_terminated_with_decrement_at_its_deadline() -> None:
+    model = Model([OLD1, OLD2], desired=2, max_size=4, registers=False)
+    run, ended, _ = drive(model, new_run(model, [OLD1, OLD2]))
+    assert run.status is RunStatus.PAUSED and "spare_register deadline (900 s)" in run.reason
+    assert ended - T0 <= timedelta(seconds=SETTINGS.spare_register_timeout_seconds + 240)
+    assert run.steps[0].state is StepState.UNDONE and run.steps[0].surge_instance_id == iid(0x101)
+    assert model.instances == [OLD1, OLD2] and (model.desired, model.max_size) == (2, 4)
+    assert not model.sent and model.released  # the old nodes were never drained
+
+
+def test_the_canary_a_spare_never_ready_stops_the_run_before_a_second_instance_is_touched() -> None:
+    olds = [OLD1, OLD2, OLD3]
+    model = Model(list(olds), desired=3, max_size=6, ready=False)
+    run, _, most = drive(model, new_run(model, olds, max_surge=3))
+    assert run.status is RunStatus.PAUSED and "spare_ready deadline" in run.reason
+    assert most == 1  # max_surge 3, yet one step alone
+    assert [s.state for s in run.steps] == [StepState.UNDONE, StepState.SKIPPED, StepState.SKIPPED]
+    assert model.instances == olds and model.desired == 3
+    assert [c.command.instance_id for c in model.sent] == [iid(0x101)]  # only the spare drained, to give it back
+
+
+def test_after_the_canary_max_surge_steps_run_together() -> None:
+    olds = [OLD1, OLD2, OLD3]
+    model = Model(list(olds), desired=3, max_size=6)
+    run, _, most = drive(model, new_run(model, olds, max_surge=3), tick=5)
+    assert run.status is RunStatus.SUCCEEDED
+    assert most == 2  # the canary alone, then the other two together
+    assert not set(olds) & set(model.instances) and (model.desired, model.max_size) == (3, 6)
+
+
+def test_a_node_not_ready_besides_the_spare_pauses_the_run_at_the_nodes_ready_deadline() -> None:
+    model = Model([OLD1, OLD2], desired=2, max_size=4, not_ready={OLD2})  # due later, NotReady
+    run, _, _ = drive(model, new_run(model, [OLD1, OLD2]))
+    assert run.status is RunStatus.PAUSED and "nodes_ready deadline (900 s)" in run.reason
+    assert run.steps[0].state is StepState.UNDONE and model.desired == 2
+    assert model.instances.count(OLD1) == 1  # never terminated
+    assert [c.command.kind.value for c in model.sent] == ["drain"]  # the spare drained before it went back
+
+
+def test_masters_not_ready_after_a_replacement_fail_the_step_and_stop_the_run() -> None:
+    model = Model([OLD1], desired=1, max_size=2, masters=[M1, M2], ready=False)
+    run, _, _ = drive(model, new_run(model, [OLD1], masters=(M1, M2)))
+    assert run.status is RunStatus.PAUSED and "master_ready deadline (900 s)" in run.reason
+    assert [s.state for s in run.steps] == [StepState.FAILED, StepState.SKIPPED, StepState.SKIPPED]
+    assert M2 in model.masters  # the second master untouched
+    assert [c.command.instance_id for c in model.sent] == [M1]
+
+
+def test_a_group_carrying_compensation_is_not_surged_and_the_run_pauses_if_it_stays_so() -> None:
+    model = Model([OLD1, OTHER], desired=2, max_size=4)
+    run, _, _ = drive(model, new_run(model, [OLD1]), donors=frozenset({NODES}))
+    assert run.status is RunStatus.PAUSED and "group_quiet deadline (7200 s)" in run.reason
+    assert model.desired == 2 and model.launched == 0
+
+
+def test_the_sizes_are_read_again_before_a_groups_first_surge() -> None:
+    model = Model([OLD1, OTHER], desired=2, max_size=2)
+    run = new_run(model, [OLD1])
+    model.desired, model.max_size = 3, 5  # changed after the run started (kOps, a compensation given back...)
+    model.autoscale()
+    run, _, _ = drive(model, run, tick=5)
+    assert run.status is RunStatus.SUCCEEDED, run.reason
+    assert (run.groups[0].original_desired, run.groups[0].original_max) == (3, 5)
+    assert (model.desired, model.max_size) == (3, 5)  # not back to the sizes recorded at the start
+
+
+def test_a_forged_surge_is_clamped_to_the_groups_desired_plus_max_surge() -> None:
+    model = Model([OLD1, OLD2], desired=2, max_size=2)
+    run = new_run(model, [OLD1])
+    run.groups[0].raised = 500
+    run.steps[0].state = StepState.SURGING
+    decision = advance(run, model.world(), SETTINGS, T0 + timedelta(hours=1))
+    (action,) = [a for a in decision.actions if isinstance(a, SetCapacity)]
+    assert (action.desired, action.max_size) == (502, 502)
+    assert (action.clamped().desired, action.clamped().max_size) == (3, 3)
