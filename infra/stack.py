@@ -171,6 +171,8 @@ class NodeManagerStack(Stack):
             refresher, state, commands, cluster.name, REFRESHER_DESCRIBE_ACTIONS, REFRESHER_GROUP_ACTIONS
         )
 
+        commands.restrict_senders([interruption.role, replenisher.role, refresher.role])
+
         agent = AgentIdentity(
             self,
             "Agent",

@@ -143,6 +143,29 @@ def test_every_queue_is_encrypted_and_refuses_plain_http(template: Template) -> 
     assert secured == set(queues)
 
 
+def test_only_the_three_lambdas_roles_may_send_commands(template: Template) -> None:
+    queue_id, dlq_id = queue_ids(template)
+    lambda_roles = [
+        function["Properties"]["Role"]
+        for function in template.find_resources("AWS::Lambda::Function").values()
+        if function["Properties"]["Handler"].startswith("lambdas.")
+    ]
+    assert len(lambda_roles) == 3
+    denials = [
+        (policy["Properties"]["Queues"], statement)
+        for policy in template.find_resources("AWS::SQS::QueuePolicy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if statement["Effect"] == "Deny" and "sqs:SendMessage" in as_list(statement["Action"])
+    ]
+    assert len(denials) == 1, denials
+    queues, statement = denials[0]
+    assert queues == [{"Ref": queue_id}]  # the command queue; SQS itself moves messages to the DLQ
+    assert statement["Principal"] == {"AWS": "*"}
+    assert statement["Resource"] == {"Fn::GetAtt": [queue_id, "Arn"]}
+    allowed = statement["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
+    assert sorted(map(str, allowed)) == sorted(map(str, lambda_roles))
+
+
 # -- InterruptionHandler ------------------------------------------------------------------------------------------
 
 
