@@ -14,6 +14,7 @@ from typing import Any
 import boto3
 from moto.server import ThreadedMotoServer
 
+from localworld import spot_market
 from localworld.kube_processes import free_port
 
 ACCESS_KEY = "testing"
@@ -89,8 +90,10 @@ class MotoServer:
         self._server: ThreadedMotoServer | None = None
 
     def start(self) -> MotoServer:
-        """Start the server (idempotent); returns when it accepts connections."""
+        """Start the server (idempotent); returns when it accepts connections. Groups whose MixedInstancesPolicy is
+        all Spot launch Spot Instances, as in AWS (``localworld.spot_market``)."""
         if self._server is None:
+            spot_market.install()
             logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one access-log line per request otherwise
             self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
             self._server.start()

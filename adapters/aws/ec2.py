@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from adapters.aws.calls import call, call_unless_gone
+from adapters.aws.ports import InstanceStatus
 
 FILTER_VALUES = 200  # values per DescribeInstances filter
 # DescribeInstances' answer for an id EC2 does not know ("Error codes for the Amazon EC2 API").
@@ -41,6 +42,31 @@ class Ec2:
         if out is None:
             return False
         return any(r.get("Instances") for r in out.get("Reservations", []))
+
+    def describe_instance(self, instance_id: str) -> InstanceStatus | None:
+        """One DescribeInstances call: the instance's state and purchase option, None when EC2 does not know the id
+        (NotFound, Malformed, or no reservation). A terminated instance stays known for about an hour.
+
+        Raises:
+            AwsUnavailableError, AwsRequestError.
+        """
+        out = call_unless_gone(
+            "DescribeInstances",
+            self.client.describe_instances,
+            lambda code, _: code in UNKNOWN_INSTANCE_CODES,
+            InstanceIds=[instance_id],
+        )
+        if out is None:
+            return None
+        for reservation in out.get("Reservations", []):
+            for inst in reservation.get("Instances", []):
+                if inst.get("InstanceId") == instance_id:
+                    return InstanceStatus(
+                        instance_id=instance_id,
+                        state=str((inst.get("State") or {}).get("Name", "")),
+                        lifecycle=str(inst.get("InstanceLifecycle") or ""),
+                    )
+        return None
 
     def launch_times(self, instance_ids: Iterable[str]) -> dict[str, datetime]:
         """EC2 launch time of each instance: DescribeInstances with an ``instance-id`` filter, 200 ids a call,

@@ -30,6 +30,23 @@ class Membership:
 
 
 @dataclass(frozen=True)
+class InstanceStatus:
+    """What DescribeInstances says about one instance (``Reservations[].Instances[]``).
+
+    Attributes:
+        instance_id: the instance.
+        state: ``State.Name``: ``pending``, ``running``, ``stopping``, ``stopped``, ``shutting-down`` or
+            ``terminated``.
+        lifecycle: ``InstanceLifecycle``: ``spot``, ``scheduled`` or ``capacity-block``; empty for an On-Demand
+            instance, which carries no such field (EC2 API reference, ``Instance``).
+    """
+
+    instance_id: str
+    state: str
+    lifecycle: str = ""
+
+
+@dataclass(frozen=True)
 class Rejection:
     """EventBridge refused the entry (PutEvents answered, with ``FailedEntryCount`` 1)."""
 
@@ -75,6 +92,8 @@ class Ec2Port(Protocol):
     """EC2 look-ups."""
 
     def instance_known(self, instance_id: str) -> bool: ...
+
+    def describe_instance(self, instance_id: str) -> InstanceStatus | None: ...
 
     def launch_times(self, instance_ids: Iterable[str]) -> dict[str, datetime]: ...
 

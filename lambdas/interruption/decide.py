@@ -56,6 +56,9 @@ Rules, in order:
    node is going, so its ``NODE#`` record is deleted and the instance's ``queued`` commands are cancelled (ended
    ``skipped``, reason in the result). Other states: ``state_ignored``; an instance with no membership record:
    ``not_a_member`` (the rule sees every instance of the account; only members are looked at further).
+9. **Verified with EC2** (``verify``): a Spot warning or rebalance recommendation is acted on only for an instance
+   DescribeInstances reports as a live Spot Instance; a going state change only when DescribeInstances agrees.
+   Otherwise acknowledged, ``unverified`` (a direct invoke can carry any event).
 """
 
 from __future__ import annotations
@@ -88,6 +91,7 @@ from lambdas.interruption.plan import (
     Skip,
     SkipReason,
 )
+from lambdas.interruption.verify import refuse_spot_notice, refuse_state_change
 from lambdas.interruption.world import World
 
 IN_SERVICE = "InService"
@@ -243,11 +247,12 @@ def decide(notice: Event, now: datetime, settings: InterruptionSettings, world: 
     if notice.kind is EventKind.TERMINATE_LIFECYCLE_ACTION:
         return decide_lifecycle(notice, now, settings, world)
     if notice.kind is EventKind.INSTANCE_STATE_CHANGE:
-        return decide_state_change(notice, world)
+        refused = refuse_state_change(notice, world)  # rule 9
+        return Plan((refused,)) if refused is not None else decide_state_change(notice, world)
     if too_late(notice, now, settings):
         late_by = (now - notice.event_time).total_seconds()
         return Plan((Acknowledge(IgnoreReason.LATE, f"event is {late_by:.0f} s old"),))
-    ignored = _out_of_scope(world, settings)
+    ignored = _out_of_scope(world, settings) or refuse_spot_notice(notice, world)  # rules 2 and 9
     if ignored is not None:
         return Plan((ignored,))
     assert world.instance.asg is not None  # _out_of_scope guarantees a managed group

@@ -38,6 +38,7 @@ from lambdas.interruption.plan import (
     CompleteHook,
     DetachInstance,
     ForgetNode,
+    IgnoreReason,
     MarkDetached,
     RecordCommand,
     RecordDetach,
@@ -164,6 +165,9 @@ def _apply(
         return "no longer queued: left to the agent"
     if isinstance(action, Acknowledge):
         effects.telemetry.count_by("EventsIgnored", "reason", action.reason.value)
+        if action.reason is IgnoreReason.UNVERIFIED:
+            effects.telemetry.count("EventsRefused")  # what the event claimed, EC2 denied (lambdas.interruption.verify)
+            effects.logger.warning(f"event refused: {action.detail}", extra={"reason": action.reason.value})
         return "acknowledged"
     if isinstance(action, Skip):
         return "skipped"

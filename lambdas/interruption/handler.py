@@ -61,7 +61,8 @@ from lambdas.events.event import Event, EventKind
 from lambdas.events.scope import Scope
 from lambdas.interruption.decide import command_id_for, decide
 from lambdas.interruption.execute import Effects, execute
-from lambdas.interruption.gather import read_instance_facts
+from lambdas.interruption.gather import read_ec2_state, read_instance_facts
+from lambdas.interruption.verify import GOING_STATES
 from lambdas.interruption.world import InstanceFacts, World
 
 # Powertools Logger: JSON lines with the Lambda context and correlation id (= the event id). Its service name comes
@@ -187,9 +188,13 @@ def gather(notice: Event, deps: Deps) -> World:
         except ValidationError as err:
             logger.warning("unreadable membership record ignored", extra={"error": str(err)})
     if notice.kind is EventKind.INSTANCE_STATE_CHANGE:
-        # every instance of the account changes state: only members are looked at further (no AWS calls)
-        members = tuple(commands_for_instance(deps.store, notice.instance)) if item is not None else ()
-        return World(instance=InstanceFacts(notice.instance), membership=membership, commands=members)
+        # every instance of the account changes state: only members going away are looked at further, and what the
+        # event claims is then checked with EC2 (one DescribeInstances call, lambdas.interruption.verify)
+        if item is None or (notice.instance_state or "") not in GOING_STATES:
+            return World(instance=InstanceFacts(notice.instance), membership=membership)
+        members = tuple(commands_for_instance(deps.store, notice.instance))
+        facts = read_ec2_state(deps.aws.ec2, notice.instance)
+        return World(instance=facts, membership=membership, commands=members)
     detach = deps.store.get_detach(notice.instance)
     command = deps.store.get_command(command_id_for(notice))
     hook = None

@@ -25,6 +25,7 @@ class IgnoreReason(str, Enum):
     FOREIGN_HOOK = "foreign_hook"  # a lifecycle action of another tool's hook (not LIFECYCLE_HOOK_NAME)
     STATE_IGNORED = "state_ignored"  # an instance state that does not take the node away (pending, running...)
     NOT_A_MEMBER = "not_a_member"  # a state change of an instance with no membership record
+    UNVERIFIED = "unverified"  # what the event claims, DescribeInstances denies (lambdas.interruption.verify)
 
 
 class SkipReason(str, Enum):

@@ -144,7 +144,7 @@ def test_every_queue_is_encrypted_and_refuses_plain_http(template: Template) -> 
 
 
 def test_only_the_three_lambdas_roles_may_send_commands(template: Template) -> None:
-    queue_id, dlq_id = queue_ids(template)
+    queue_id, _ = queue_ids(template)
     lambda_roles = [
         function["Properties"]["Role"]
         for function in template.find_resources("AWS::Lambda::Function").values()
