@@ -23,6 +23,7 @@ refused or rejected the request, 2 bad usage or configuration.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import io
 import json
@@ -35,16 +36,31 @@ from typing import Any
 Invoke = Callable[[dict[str, Any]], dict[str, Any]]
 
 
-def lambda_invoker(function_name: str, client: Any) -> Invoke:
-    """Invoke the deployed function synchronously; returns its JSON response.
+def client_context(caller: str | None) -> str | None:
+    """The ``ClientContext`` of an Invoke call naming ``caller`` (base64 JSON ``{"custom": {"caller": ...}}``, which
+    the function reads as ``context.client_context.custom`` and logs); None without a caller. Self-reported:
+    CloudTrail's Lambda data events record the authenticated caller."""
+    if not caller:
+        return None
+    return base64.b64encode(json.dumps({"custom": {"caller": caller}}).encode()).decode()
+
+
+def lambda_invoker(function_name: str, client: Any, caller: str | None = None) -> Invoke:
+    """Invoke the deployed function synchronously; returns its JSON response. ``caller`` (this CLI's identity,
+    ``sts get-caller-identity``) travels in the call's ``ClientContext`` so the function's log names it.
 
     Raises:
         RuntimeError: the function failed (``FunctionError``), with its error message.
     """
+    context = client_context(caller)
 
     def invoke(payload: dict[str, Any]) -> dict[str, Any]:
+        extra = {"ClientContext": context} if context else {}
         out = client.invoke(
-            FunctionName=function_name, InvocationType="RequestResponse", Payload=json.dumps(payload).encode()
+            FunctionName=function_name,
+            InvocationType="RequestResponse",
+            Payload=json.dumps(payload).encode(),
+            **extra,
         )
         body = json.loads(out["Payload"].read() or b"null")
         if out.get("FunctionError"):
@@ -52,6 +68,14 @@ def lambda_invoker(function_name: str, client: Any) -> Invoke:
         return body if isinstance(body, dict) else {"status": "unknown", "body": body}
 
     return invoke
+
+
+def caller_arn(boto3: Any) -> str | None:
+    """This CLI's identity (STS GetCallerIdentity ``Arn``), or None when STS cannot say (the invoke still goes)."""
+    try:
+        return str(boto3.client("sts").get_caller_identity()["Arn"])
+    except Exception:  # noqa: BLE001 - naming the caller is best effort; the invocation does not depend on it
+        return None
 
 
 def local_invoker(environ: Mapping[str, str]) -> Invoke:
@@ -231,7 +255,7 @@ def main(
             else:
                 import boto3
 
-                invoker = lambda_invoker(args.function_name, boto3.client("lambda"))
+                invoker = lambda_invoker(args.function_name, boto3.client("lambda"), caller_arn(boto3))
     except Exception as err:  # noqa: BLE001 - configuration problems end the CLI with a message
         out(f"cannot start: {err}")
         return 2

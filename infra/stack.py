@@ -242,6 +242,13 @@ class NodeManagerStack(Stack):
             value=refresher.function.function_name,
             description="python -m cli --function-name <this> refresh|status|cancel",
         )
+        CfnOutput(
+            self,
+            "RefresherOperatorRoleArn",
+            value=refresher.operator_role.role_arn,
+            description="the role to assume for manual refresh, status and cancel (lambda:InvokeFunction on the "
+            "refresher only)",
+        )
 
 
 def _grant_capacity_operation(

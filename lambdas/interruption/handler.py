@@ -52,6 +52,7 @@ from lambdas.common.handler import (
     PerEnvironment,
     cluster_metrics,
     deployment_scope,
+    direct_caller,
     lambda_logger,
     session_clients,
 )
@@ -284,4 +285,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     """The Lambda entry point (EventBridge target). See ``handle``."""
     deps = _deps()
     deps.register_context(context)
+    caller = direct_caller(context)
+    if caller is not None:  # EventBridge sends no client context: this is a direct invocation
+        logger.warning(f"direct invocation from {caller}", extra={"caller": caller})
     return handle(event, deps)
