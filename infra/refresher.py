@@ -160,7 +160,7 @@ class RefresherHandler(Construct):
             assumed_by=iam.AccountRootPrincipal(),
             description=f"node-manager operator of cluster {cluster_name}: manual refresh, status, cancel",
         )
-        invoke = iam.Policy(
+        iam.Policy(
             self,
             "OperatorInvokePolicy",
             roles=[self.operator_role],
