@@ -25,6 +25,7 @@ from infra.interruption import InterruptionHandler
 from infra.lifecycle import LifecycleHooks
 from infra.operations import Operations, attach_put_metric_data
 from infra.permissions import attach_cluster_group_actions, attach_put_default_bus_events, attach_unscoped_describe
+from infra.refresher import AGENT_SOURCE as AGENT_EVENT_SOURCE
 from infra.refresher import RefresherHandler
 from infra.replenisher import ReplenisherHandler
 from infra.state import StateStore
@@ -182,8 +183,8 @@ class NodeManagerStack(Stack):
             existing_role_arn=cluster.agent_role_arn,
         )
         commands.grant_consume(agent.role)
-        state.grant_store_access(agent.role)
-        attach_put_default_bus_events(agent, "EventsPolicy", agent.role)
+        state.grant_partition_access(agent.role, cluster.name)
+        attach_put_default_bus_events(agent, "EventsPolicy", agent.role, source=AGENT_EVENT_SOURCE)
         attach_unscoped_describe(agent, "DescribePolicy", agent.role, AGENT_DESCRIBE_ACTIONS)
         attach_cluster_group_actions(
             agent, "LifecycleHooksPolicy", agent.role, cluster_name=cluster.name, actions=AGENT_GROUP_ACTIONS

@@ -21,6 +21,7 @@ CONTEXT = {
     "clusters": [
         {
             "name": CLUSTER,
+            "agent_trust_account": True,
             "account": "111122223333",
             "region": "eu-west-1",
             "event_retry_attempts": 2,

@@ -25,6 +25,7 @@ CONTEXT = {
     "clusters": [
         {
             "name": CLUSTER,
+            "agent_trust_account": True,  # the account trust is tested here
             "account": "111122223333",
             "region": "eu-west-1",
             "rebalance_policy": "drain",
@@ -371,6 +372,19 @@ def test_agent_role_permissions(template: Template) -> None:
     }
     assert granted["autoscaling:DescribeAutoScalingInstances"] == ["*"]
     assert "sqs:SendMessage" not in granted and "autoscaling:DetachInstances" not in granted
+
+
+def test_agent_reaches_only_its_clusters_items_and_puts_only_its_own_events(template: Template) -> None:
+    """Every table statement of the agent carries dynamodb:LeadingKeys = its cluster's partition (IAM has no
+    condition on the sort key, so item kinds within it cannot be told apart); its PutEvents names its own source."""
+    role = {"Ref": agent_role_id(template)}
+    mine = [s for s in statements(template) if role in s["_roles"]]
+    table_statements = [s for s in mine if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
+    assert table_statements
+    for statement in table_statements:
+        assert statement["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [f"CLUSTER#{CLUSTER}"]}}
+    (events,) = [s for s in mine if "events:PutEvents" in as_list(s["Action"])]
+    assert events["Condition"] == {"StringEquals": {"events:source": "node-manager.agent"}}
 
 
 def test_outputs(template: Template) -> None:
