@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cli.invoke import Invoke, lambda_invoker, local_invoker, quiet
+from cli.invoke import Invoke, caller_arn, lambda_invoker, local_invoker, quiet
 from cli.render import action_line, render, run_line
 
 # re-exported: tests and scripts import these from cli.main
@@ -185,7 +185,7 @@ def _refresher(args: argparse.Namespace, env: Mapping[str, str], invoker: Invoke
         raise UsageError("say where the refresher runs: --function-name NAME (or REFRESHER_FUNCTION_NAME) or --local")
     import boto3
 
-    return lambda_invoker(args.function_name, boto3.client("lambda"))
+    return lambda_invoker(args.function_name, boto3.client("lambda"), caller_arn(boto3))
 
 
 def _operate(

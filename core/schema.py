@@ -11,6 +11,12 @@ PARTITION_KEY = "pk"
 SORT_KEY = "sk"
 TTL_ATTRIBUTE = "expires_at"
 IDEMPOTENCY_KEY = "id"  # Powertools' DynamoDBPersistenceLayer default key_attr
+PARTITION_PREFIX = "CLUSTER#"  # every item of a cluster is in the partition CLUSTER#<cluster> (adapters.dynamo.table)
+
+
+def partition_of(cluster: str) -> str:
+    """The partition key value of ``cluster``'s items: ``CLUSTER#<cluster>``."""
+    return f"{PARTITION_PREFIX}{cluster}"
 
 
 def state_table(name: str) -> dict[str, Any]:

@@ -3,10 +3,16 @@
 Delivery is at least once; the agent makes commands idempotent through the ``CMD#`` item. A message received
 ``MAX_RECEIVE_COUNT`` times without being deleted (the agent crashed on it each time) moves to the dead-letter queue
 and stays there for inspection. Both queues are encrypted at rest (SSE-SQS, or the stack's KMS key) and refuse
-requests that are not over TLS (``aws:SecureTransport``).
+requests that are not over TLS (``aws:SecureTransport``). The command queue's policy denies ``sqs:SendMessage`` to
+every principal but the roles named with ``restrict_senders`` (the three Lambdas): an identity policy elsewhere in
+the account that allows SendMessage on ``*`` cannot put a command on it (an explicit Deny wins,
+https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic.html). The agent still runs only
+a command that a ``CMD#`` item backs; this closes the channel itself.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from aws_cdk import Duration
 from aws_cdk import aws_iam as iam
@@ -89,6 +95,26 @@ class CommandQueue(Construct):
         self.queue.grant(grantee, *SEND_ACTIONS)
         if self.encryption_key is not None:
             self.encryption_key.grant(grantee, *PRODUCER_KEY_ACTIONS)
+
+    def restrict_senders(self, senders: Sequence[iam.IRole]) -> None:
+        """Deny ``SEND_ACTIONS`` on the command queue to every principal whose ARN (``aws:PrincipalArn``: the role's
+        ARN for a session of that role) is not one of ``senders``' roles. Call once, after every producer exists.
+
+        Raises:
+            ValueError: no senders (the queue would accept commands from no one).
+        """
+        if not senders:
+            raise ValueError("the command queue needs at least one sender")
+        self.queue.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="OnlyTheLambdasSendCommands",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=list(SEND_ACTIONS),
+                resources=[self.queue.queue_arn],
+                conditions={"ArnNotEquals": {"aws:PrincipalArn": [role.role_arn for role in senders]}},
+            )
+        )
 
     def grant_consume(self, grantee: iam.IGrantable) -> None:
         """Let ``grantee`` receive, delete and extend the visibility of commands (``CONSUME_ACTIONS``)."""

@@ -25,6 +25,7 @@ Shape of the context (every key but ``clusters[].name`` optional)::
           "agent_oidc_provider_arn": null,          # IRSA: arn:aws:iam::<account>:oidc-provider/<issuer>
           "agent_service_account": "node-manager:agent",
           "agent_role_arn": null,                   # use this existing role for the agent instead of creating one
+          "agent_trust_account": false,             # neither of the two: let the account assume it (development only)
           "refresh_schedule": "cron(0 3 ? * SUN *)", # the weekly refresh (EventBridge cron/rate expression, UTC)
           "refresh_tick_minutes": 5,                # the refresher's safety-net tick
           "max_group_size": 200,                    # IAM: no Lambda may set a group's MaxSize above this
@@ -163,6 +164,9 @@ class ClusterConfig(BaseModel):
     agent_oidc_provider_arn: str | None = None
     agent_service_account: str = "node-manager:agent"
     agent_role_arn: str | None = None
+    # Without an OIDC provider or an existing role, the agent's role would trust every principal of the account that
+    # is allowed sts:AssumeRole on it: refused unless asked for (a development cluster without IRSA).
+    agent_trust_account: bool = False
     # The refresher (infra/refresher.py); the run defaults share names and bounds with RefresherSettings.
     # an EventBridge schedule expression, UTC (infra.schedule checks EventBridge's own grammar)
     refresh_schedule: str = "cron(0 3 ? * SUN *)"
@@ -231,6 +235,12 @@ class ClusterConfig(BaseModel):
         if self.agent_role_arn is not None and self.agent_oidc_provider_arn is not None:
             raise ValueError(
                 "agent_role_arn and agent_oidc_provider_arn are exclusive: an existing role keeps its own trust policy"
+            )
+        if self.agent_role_arn is None and self.agent_oidc_provider_arn is None and not self.agent_trust_account:
+            raise ValueError(
+                "the agent's role needs a trust: set agent_oidc_provider_arn (IRSA: only the agent's service account "
+                "may assume it) or agent_role_arn (an existing role); agent_trust_account: true lets every principal "
+                "of the account allowed sts:AssumeRole assume it instead (development only)"
             )
         try:
             RefresherSettings.from_env(self.refresher_environment(table_name="synth-check", queue_url="synth-check"))

@@ -115,6 +115,9 @@ class InterruptionHandler(Construct):
                     principals=[iam.ServicePrincipal("events.amazonaws.com")],
                     actions=["kms:GenerateDataKey", "kms:Decrypt"],
                     resources=["*"],
-                    conditions={"ArnLike": {"aws:SourceArn": rule_arns}},
+                    conditions={
+                        "ArnLike": {"aws:SourceArn": rule_arns},
+                        "StringEquals": {"aws:SourceAccount": Stack.of(self).account},
+                    },
                 )
             )

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aws_cdk import CfnOutput, Duration
+from aws_cdk import ArnFormat, CfnOutput, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_iam as iam
@@ -251,6 +251,19 @@ class Operations(Construct):
                     principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
                     actions=["kms:Decrypt", "kms:GenerateDataKey*"],
                     resources=["*"],
+                    # only this account's alarms (confused deputy: https://docs.aws.amazon.com/IAM/latest/UserGuide/
+                    # confused-deputy.html)
+                    conditions={
+                        "ArnLike": {
+                            "aws:SourceArn": Stack.of(self).format_arn(
+                                service="cloudwatch",
+                                resource="alarm",
+                                resource_name="*",
+                                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                            )
+                        },
+                        "StringEquals": {"aws:SourceAccount": Stack.of(self).account},
+                    },
                 )
             )
         else:

@@ -117,15 +117,22 @@ def attach_cluster_group_actions(
     return policy
 
 
-def attach_put_default_bus_events(scope: Construct, construct_id: str, role: iam.IRole) -> iam.Policy:
-    """Allow ``events:PutEvents`` on this account's default event bus (``event-bus/default``)."""
+def attach_put_default_bus_events(
+    scope: Construct, construct_id: str, role: iam.IRole, source: str | None = None
+) -> iam.Policy:
+    """Allow ``events:PutEvents`` on this account's default event bus (``event-bus/default``); with ``source``, only
+    entries with that ``Source`` (the ``events:source`` condition key, Service Authorization Reference, Amazon
+    EventBridge), so the role cannot impersonate another producer (the Lambdas' rules match on the source)."""
     bus_arn = Stack.of(scope).format_arn(service="events", resource="event-bus", resource_name="default")
+    conditions = {"StringEquals": {"events:source": source}} if source is not None else None
     return iam.Policy(
         scope,
         construct_id,
         roles=[role],
         statements=[
-            iam.PolicyStatement(sid="PutEventsOnDefaultBus", actions=["events:PutEvents"], resources=[bus_arn]),
+            iam.PolicyStatement(
+                sid="PutEventsOnDefaultBus", actions=["events:PutEvents"], resources=[bus_arn], conditions=conditions
+            ),
         ],
     )
 

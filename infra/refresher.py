@@ -11,8 +11,11 @@ Rules on the default bus, each target with a retry policy and the unit's dead-le
 - ``launch-successful``: ``EC2 Instance Launch Successful`` (source ``aws.autoscaling``) of the cluster's groups
   (kOps names them ``<instance group>.<cluster>``): a spare or a master's replacement launched.
 
-Manual runs are ``aws lambda invoke`` (or ``python -m cli --function-name``) on the function; operators need
-``lambda:InvokeFunction`` on it. The function's permissions on other units are granted by the stack.
+Manual runs are ``aws lambda invoke`` (or ``python -m cli --function-name``) on the function, by the operator role
+this unit creates (``operator_role``: assumable by principals of the account allowed ``sts:AssumeRole`` on it, and
+allowed ``lambda:InvokeFunction`` on this function only). The function's resource policy names only its rules
+(``events.amazonaws.com`` with each rule's ``SourceArn``); restricting who else in the account may invoke it takes an
+SCP or a permission boundary (README). The function's permissions on other units are granted by the stack.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Mapping
 
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
@@ -58,7 +62,7 @@ class RefresherHandler(Construct):
 
     Attributes:
         function, role, log_group, dead_letter_queue, rules (keyed by ``weekly``, ``tick``, ``drain-results``,
-        ``launch-successful``).
+        ``launch-successful``), operator_role (may invoke the function, for manual runs).
     """
 
     def __init__(
@@ -149,3 +153,22 @@ class RefresherHandler(Construct):
                 retry_attempts=event_retry_attempts,
                 max_event_age=EVENT_MAX_AGE,
             )
+
+        self.operator_role = iam.Role(
+            self,
+            "OperatorRole",
+            assumed_by=iam.AccountRootPrincipal(),
+            description=f"node-manager operator of cluster {cluster_name}: manual refresh, status, cancel",
+        )
+        iam.Policy(
+            self,
+            "OperatorInvokePolicy",
+            roles=[self.operator_role],
+            statements=[
+                iam.PolicyStatement(
+                    sid="InvokeTheRefresher",
+                    actions=["lambda:InvokeFunction"],
+                    resources=[self.function.function_arn],
+                )
+            ],
+        )

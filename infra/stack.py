@@ -31,6 +31,7 @@ from infra.permissions import (
     attach_put_default_bus_events,
     attach_unscoped_describe,
 )
+from infra.refresher import AGENT_SOURCE as AGENT_EVENT_SOURCE
 from infra.refresher import RefresherHandler
 from infra.replenisher import ReplenisherHandler
 from infra.state import StateStore
@@ -195,6 +196,8 @@ class NodeManagerStack(Stack):
             max_group_size=cluster.max_group_size,
         )
 
+        commands.restrict_senders([interruption.role, replenisher.role, refresher.role])
+
         agent = AgentIdentity(
             self,
             "Agent",
@@ -204,8 +207,8 @@ class NodeManagerStack(Stack):
             existing_role_arn=cluster.agent_role_arn,
         )
         commands.grant_consume(agent.role)
-        state.grant_store_access(agent.role)
-        attach_put_default_bus_events(agent, "EventsPolicy", agent.role)
+        state.grant_partition_access(agent.role, cluster.name)
+        attach_put_default_bus_events(agent, "EventsPolicy", agent.role, source=AGENT_EVENT_SOURCE)
         attach_unscoped_describe(agent, "DescribePolicy", agent.role, AGENT_DESCRIBE_ACTIONS)
         attach_cluster_group_actions(
             agent, "LifecycleHooksPolicy", agent.role, cluster_name=cluster.name, actions=AGENT_GROUP_ACTIONS
@@ -263,6 +266,13 @@ class NodeManagerStack(Stack):
             "RefresherFunctionName",
             value=refresher.function.function_name,
             description="python -m cli --function-name <this> refresh|status|cancel",
+        )
+        CfnOutput(
+            self,
+            "RefresherOperatorRoleArn",
+            value=refresher.operator_role.role_arn,
+            description="the role to assume for manual refresh, status and cancel (lambda:InvokeFunction on the "
+            "refresher only)",
         )
 
 

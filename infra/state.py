@@ -105,6 +105,32 @@ class StateStore(Construct):
         self.table.grant(grantee, *STORE_ACTIONS)
         self._grant_key(grantee)
 
+    def grant_partition_access(self, role: iam.IRole, cluster_name: str) -> iam.Policy:
+        """Let ``role`` use ``STORE_ACTIONS`` on the state table only on the items of ``cluster_name``'s partition
+        (``dynamodb:LeadingKeys`` = ``CLUSTER#<cluster>``, ``core.schema.partition_of``).
+
+        IAM can condition DynamoDB access on the partition key only (``dynamodb:LeadingKeys``; no condition key names
+        the sort key: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/specifying-conditions.html),
+        and every item kind of a cluster shares its partition, so this cannot keep a role to some item kinds.
+        """
+        policy = iam.Policy(
+            self,
+            "PartitionPolicy",
+            roles=[role],
+            statements=[
+                iam.PolicyStatement(
+                    sid="OnlyThisClustersItems",
+                    actions=list(STORE_ACTIONS),
+                    resources=[self.table.table_arn],
+                    conditions={
+                        "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [schema.partition_of(cluster_name)]}
+                    },
+                )
+            ],
+        )
+        self._grant_key(role)
+        return policy
+
     def grant_idempotency_access(self, grantee: iam.IGrantable) -> None:
         """Let ``grantee`` keep Powertools idempotency records (``IDEMPOTENCY_ACTIONS``)."""
         self.idempotency_table.grant(grantee, *IDEMPOTENCY_ACTIONS)

@@ -14,7 +14,7 @@ from typing import Any
 import boto3
 from moto.server import ThreadedMotoServer
 
-from localworld import aws_rules
+from localworld import aws_rules, spot_market
 from localworld.kube_processes import free_port
 
 ACCESS_KEY = "testing"
@@ -91,9 +91,11 @@ class MotoServer:
         self._server: ThreadedMotoServer | None = None
 
     def start(self) -> MotoServer:
-        """Start the server (idempotent); returns when it accepts connections."""
+        """Start the server (idempotent); returns when it accepts connections. Groups whose MixedInstancesPolicy is
+        all Spot launch Spot Instances, as in AWS (``localworld.spot_market``)."""
         if self._server is None:
             aws_rules.install()  # answer as AWS does where moto is laxer (localworld.aws_rules)
+            spot_market.install()  # all-Spot groups launch Spot Instances (localworld.spot_market)
             logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one access-log line per request otherwise
             self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
             self._server.start()

@@ -43,6 +43,31 @@ class Ec2:
             return False
         return any(r.get("Instances") for r in out.get("Reservations", []))
 
+    def describe_instance(self, instance_id: str) -> Ec2Instance | None:
+        """One DescribeInstances call: the instance's state and purchase option, None when EC2 does not know the id
+        (NotFound, Malformed, or no reservation). A terminated instance stays known for about an hour.
+
+        Raises:
+            AwsUnavailableError, AwsRequestError.
+        """
+        out = call_unless_gone(
+            "DescribeInstances",
+            self.client.describe_instances,
+            lambda code, _: code in UNKNOWN_INSTANCE_CODES,
+            InstanceIds=[instance_id],
+        )
+        if out is None:
+            return None
+        for reservation in out.get("Reservations", []):
+            for inst in reservation.get("Instances", []):
+                if inst.get("InstanceId") == instance_id:
+                    return Ec2Instance(
+                        instance_id=instance_id,
+                        state=str((inst.get("State") or {}).get("Name", "")),
+                        lifecycle=str(inst.get("InstanceLifecycle") or ""),
+                    )
+        return None
+
     def launch_times(self, instance_ids: Iterable[str]) -> dict[str, datetime]:
         """EC2 launch time of each instance: DescribeInstances with an ``instance-id`` filter, 200 ids a call,
         following ``NextToken``; unknown ids are simply absent. No call for no ids.
@@ -104,6 +129,7 @@ class Ec2:
                         found[str(inst["InstanceId"])] = Ec2Instance(
                             instance_id=str(inst["InstanceId"]),
                             state=str((inst.get("State") or {}).get("Name", "")),
+                            lifecycle=str(inst.get("InstanceLifecycle") or ""),
                             tags={str(t["Key"]): str(t.get("Value", "")) for t in inst.get("Tags", [])},
                         )
                 token = out.get("NextToken")

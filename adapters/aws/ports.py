@@ -8,7 +8,7 @@ test double) satisfies it without boto3. This module imports no SDK: the decider
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -31,16 +31,21 @@ class Membership:
 
 @dataclass(frozen=True)
 class Ec2Instance:
-    """What DescribeInstances says of one instance.
+    """What DescribeInstances says about one instance (``Reservations[].Instances[]``).
 
     Attributes:
-        state: ``pending``, ``running``, ``shutting-down``, ``terminated``, ``stopping``, ``stopped``.
+        instance_id: the instance.
+        state: ``State.Name``: ``pending``, ``running``, ``stopping``, ``stopped``, ``shutting-down`` or
+            ``terminated``.
+        lifecycle: ``InstanceLifecycle``: ``spot``, ``scheduled`` or ``capacity-block``; empty for an On-Demand
+            instance, which carries no such field (EC2 API reference, ``Instance``).
         tags: its tags (key -> value).
     """
 
     instance_id: str
     state: str
-    tags: Mapping[str, str]
+    lifecycle: str = ""
+    tags: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,8 @@ class Ec2Port(Protocol):
     """EC2 look-ups."""
 
     def instance_known(self, instance_id: str) -> bool: ...
+
+    def describe_instance(self, instance_id: str) -> Ec2Instance | None: ...
 
     def launch_times(self, instance_ids: Iterable[str]) -> dict[str, datetime]: ...
 

@@ -85,3 +85,15 @@ class PerEnvironment(Generic[T]):
         if self._value is None:
             self._value = self._build()
         return self._value
+
+
+def direct_caller(context: Any) -> str | None:
+    """Who a direct invocation says it is: ``context.client_context.custom["caller"]`` (the CLI puts its STS
+    identity there, ``cli.main.client_context``); None when the invocation carried no client context (EventBridge
+    sends none) or no caller. Self-reported: CloudTrail's Lambda data events hold the authenticated caller."""
+    client = getattr(context, "client_context", None)
+    custom = getattr(client, "custom", None)
+    if not isinstance(custom, dict):
+        return None
+    caller = custom.get("caller")
+    return str(caller)[:256] if caller else None

@@ -42,6 +42,7 @@ from lambdas.interruption.plan import (
     CompleteHook,
     DetachInstance,
     ForgetNode,
+    IgnoreReason,
     MarkDetached,
     RecordCommand,
     RecordDetach,
@@ -184,6 +185,9 @@ def _apply(
         return "already resolved"
     if isinstance(action, Acknowledge):
         effects.telemetry.count_by("EventsIgnored", "reason", action.reason.value)
+        if action.reason is IgnoreReason.UNVERIFIED:
+            effects.telemetry.count("EventsRefused")  # what the event claimed, EC2 denied (lambdas.interruption.verify)
+            effects.logger.warning(f"event refused: {action.detail}", extra={"reason": action.reason.value})
         return "acknowledged"
     if isinstance(action, Skip):
         return "skipped"

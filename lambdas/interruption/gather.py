@@ -10,23 +10,43 @@ from lambdas.interruption.world import InstanceFacts
 def read_instance_facts(
     autoscaling: AutoScalingPort, ec2: Ec2Port, instance_id: str, recorded_asg: str | None = None
 ) -> InstanceFacts:
-    """What AWS says about ``instance_id``: its ASG and lifecycle state, or whether EC2 knows it at all.
+    """What AWS says about ``instance_id``: its ASG and lifecycle state, its EC2 state and purchase option (what a
+    Spot notice claims is checked against them: ``verify``).
 
     Calls: DescribeAutoScalingInstances (one); DescribeAutoScalingGroups (one) for its group, or for
     ``recorded_asg`` (the group a ``DETACH#`` record names) when the instance is in no group any more;
-    DescribeInstances (one) only when the instance is in no group.
+    DescribeInstances (one).
 
     Raises:
         AwsUnavailableError, AwsRequestError.
     """
     member = autoscaling.membership(instance_id)
+    status = ec2.describe_instance(instance_id)
+    state = status.state if status is not None else None
+    market = status.lifecycle if status is not None else ""
     if member is not None:
         return InstanceFacts(
             instance_id=instance_id,
             known=True,
             asg=autoscaling.describe_group(member.asg_name),
             lifecycle_state=member.lifecycle_state or None,
+            state=state,
+            market=market,
         )
-    known = ec2.instance_known(instance_id)
     asg = autoscaling.describe_group(recorded_asg) if recorded_asg else None
-    return InstanceFacts(instance_id=instance_id, known=known, asg=asg, lifecycle_state=None)
+    return InstanceFacts(
+        instance_id=instance_id, known=status is not None, asg=asg, lifecycle_state=None, state=state, market=market
+    )
+
+
+def read_ec2_state(ec2: Ec2Port, instance_id: str) -> InstanceFacts:
+    """What EC2 says about ``instance_id`` alone (a state change is checked against it: ``verify``): one
+    DescribeInstances call; ``known`` False when EC2 does not know the id.
+
+    Raises:
+        AwsUnavailableError, AwsRequestError.
+    """
+    status = ec2.describe_instance(instance_id)
+    if status is None:
+        return InstanceFacts(instance_id=instance_id, known=False)
+    return InstanceFacts(instance_id=instance_id, state=status.state, market=status.lifecycle)

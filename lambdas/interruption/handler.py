@@ -52,6 +52,7 @@ from lambdas.common.handler import (
     PerEnvironment,
     cluster_metrics,
     deployment_scope,
+    direct_caller,
     lambda_logger,
     session_clients,
 )
@@ -61,7 +62,8 @@ from lambdas.events.event import Event, EventKind
 from lambdas.events.scope import Scope
 from lambdas.interruption.decide import command_id_for, decide
 from lambdas.interruption.execute import Effects, execute
-from lambdas.interruption.gather import read_instance_facts
+from lambdas.interruption.gather import read_ec2_state, read_instance_facts
+from lambdas.interruption.verify import GOING_STATES
 from lambdas.interruption.world import InstanceFacts, World
 
 # Powertools Logger: JSON lines with the Lambda context and correlation id (= the event id). Its service name comes
@@ -187,9 +189,13 @@ def gather(notice: Event, deps: Deps) -> World:
         except ValidationError as err:
             logger.warning("unreadable membership record ignored", extra={"error": str(err)})
     if notice.kind is EventKind.INSTANCE_STATE_CHANGE:
-        # every instance of the account changes state: only members are looked at further (no AWS calls)
-        members = tuple(commands_for_instance(deps.store, notice.instance)) if item is not None else ()
-        return World(instance=InstanceFacts(notice.instance), membership=membership, commands=members)
+        # every instance of the account changes state: only members going away are looked at further, and what the
+        # event claims is then checked with EC2 (one DescribeInstances call, lambdas.interruption.verify)
+        if item is None or (notice.instance_state or "") not in GOING_STATES:
+            return World(instance=InstanceFacts(notice.instance), membership=membership)
+        members = tuple(commands_for_instance(deps.store, notice.instance))
+        facts = read_ec2_state(deps.aws.ec2, notice.instance)
+        return World(instance=facts, membership=membership, commands=members)
     detach = deps.store.get_detach(notice.instance)
     command = deps.store.get_command(command_id_for(notice))
     hook = None
@@ -281,4 +287,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     """The Lambda entry point (EventBridge target). See ``handle``."""
     deps = _deps()
     deps.register_context(context)
+    caller = direct_caller(context)
+    if caller is not None:  # EventBridge sends no client context: this is a direct invocation
+        logger.warning(f"direct invocation from {caller}", extra={"caller": caller})
     return handle(event, deps)

@@ -26,12 +26,17 @@ class InstanceFacts:
             named by its ``DETACH#`` record; None when there is none.
         lifecycle_state: DescribeAutoScalingInstances' ``LifecycleState`` (``InService``, ``Terminating:Wait``,
             ...); None when the instance is in no ASG now.
+        state: DescribeInstances' ``State.Name`` (``running``, ``stopped``, ...); None when EC2 was not asked or
+            does not know the id.
+        market: DescribeInstances' ``InstanceLifecycle`` (``spot``, ...); empty for On-Demand or when not asked.
     """
 
     instance_id: str
     known: bool = True
     asg: Mapping[str, Any] | None = None
     lifecycle_state: str | None = None
+    state: str | None = None
+    market: str = ""
 
     @property
     def in_asg(self) -> bool:

@@ -46,7 +46,13 @@ from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store
 from core.model import utcnow
 from core.settings import RefresherSettings
-from lambdas.common.handler import PerEnvironment, cluster_metrics, deployment_scope, session_clients
+from lambdas.common.handler import (
+    PerEnvironment,
+    cluster_metrics,
+    deployment_scope,
+    direct_caller,
+    session_clients,
+)
 from lambdas.common.prologue import admit, invocation
 from lambdas.common.telemetry import Telemetry
 from lambdas.events.event import Event, EventKind
@@ -157,7 +163,19 @@ def handle(event: Any, deps: Deps, context: LambdaContext | None = None) -> dict
         )
         if not isinstance(trigger, Event):
             return trigger
-        logger.info(f"invoked by {trigger.describe()}", extra={"trigger": trigger.kind.value})
+        caller = direct_caller(context)
+        if trigger.kind is EventKind.REQUEST or caller is not None:
+            # a manual invocation names its caller (the CLI's STS identity; CloudTrail holds the authenticated one)
+            logger.info(
+                f"invoked by {trigger.describe()} from {caller or 'a caller that did not name itself'}",
+                extra={
+                    "trigger": trigger.kind.value,
+                    "caller": caller,
+                    "request_id": getattr(context, "aws_request_id", None),
+                },
+            )
+        else:
+            logger.info(f"invoked by {trigger.describe()}", extra={"trigger": trigger.kind.value})
         response = serve(trigger, deps, _budget(deps, context))
         logger.info(
             f"{trigger.describe()}: {response['status']}",

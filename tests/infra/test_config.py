@@ -17,7 +17,7 @@ from infra.config import Architecture, ClusterConfig, Encryption, load_config
 
 
 def clusters(**overrides: Any) -> dict[str, Any]:
-    return {"clusters": [{"name": "dev.k8s.local", **overrides}]}
+    return {"clusters": [{"name": "dev.k8s.local", "agent_trust_account": True, **overrides}]}
 
 
 def test_defaults() -> None:
@@ -62,7 +62,12 @@ def test_the_repository_cdk_json_validates() -> None:
         (clusters(agent_role_arn="arn:aws:iam::111122223333:user/x"), "clusters[0].agent_role_arn", "role ARN"),
         (clusters(typo_key=1), "clusters[0].typo_key", "Extra inputs"),
         (
-            {"clusters": [{"name": "a.example.com"}, {"name": "b.example.com", "log_level": "LOUD"}]},
+            {
+                "clusters": [
+                    {"name": "a.example.com", "agent_trust_account": True},
+                    {"name": "b.example.com", "agent_trust_account": True, "log_level": "LOUD"},
+                ]
+            },
             "clusters[1].log_level",
             "'DEBUG'",
         ),
@@ -89,11 +94,24 @@ def test_exclusive_agent_trust_settings() -> None:
 
 def test_two_clusters_may_not_share_a_stack_name() -> None:
     with pytest.raises(SettingsError, match="NodeManager-a-example-com"):
-        load_config({"clusters": [{"name": "a.example.com"}, {"name": "a-example.com"}]})
+        load_config(
+            {
+                "clusters": [
+                    {"name": "a.example.com", "agent_trust_account": True},
+                    {"name": "a-example.com", "agent_trust_account": True},
+                ]
+            }
+        )
 
 
 def test_context_given_as_a_json_string_on_the_command_line() -> None:
-    config = load_config({"clusters": json.dumps([{"name": "dev.k8s.local", "lambda_architecture": "x86_64"}])})
+    config = load_config(
+        {
+            "clusters": json.dumps(
+                [{"name": "dev.k8s.local", "agent_trust_account": True, "lambda_architecture": "x86_64"}]
+            )
+        }
+    )
     assert config.clusters[0].lambda_architecture is Architecture.X86_64
 
 
@@ -143,12 +161,21 @@ def test_lambda_settings_default_as_in_the_lambda() -> None:
 def test_bounds_follow_the_lambda_settings() -> None:
     """A deadline the Lambda would refuse at start is refused at synth, with the same bound."""
     upper = next(m.le for m in InterruptionSettings.model_fields["spot_deadline_seconds"].metadata if hasattr(m, "le"))
-    assert ClusterConfig(name="a.b", spot_deadline_seconds=upper).spot_deadline_seconds == upper
+    assert (
+        ClusterConfig(name="a.b", agent_trust_account=True, spot_deadline_seconds=upper).spot_deadline_seconds == upper
+    )
     with pytest.raises(ValidationError):
-        ClusterConfig(name="a.b", spot_deadline_seconds=upper + 1)
+        ClusterConfig(name="a.b", agent_trust_account=True, spot_deadline_seconds=upper + 1)
 
 
 def test_build_app_refuses_bad_context_before_building_anything(tmp_path: Path) -> None:
     with pytest.raises(SettingsError) as caught:
         build_app(clusters(log_retention_days=2), outdir=str(tmp_path))
     assert caught.value.name == "clusters[0].log_retention_days"
+
+
+def test_an_agent_role_without_a_trust_is_refused_with_what_to_set() -> None:
+    with pytest.raises(SettingsError) as info:
+        load_config({"clusters": [{"name": "dev.k8s.local"}]})
+    assert "agent_oidc_provider_arn" in str(info.value) and "agent_role_arn" in str(info.value)
+    assert info.value.name == "clusters[0]"

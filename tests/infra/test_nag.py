@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow  # one synth
 
 
 def test_unacknowledged_findings_fail_the_synth(tmp_path: Path) -> None:
-    app = build_app({"clusters": [{"name": "nag.example.com"}]}, outdir=str(tmp_path))
+    app = build_app({"clusters": [{"name": "nag.example.com", "agent_trust_account": True}]}, outdir=str(tmp_path))
     stack = app.node.find_child(STACK)
     sqs.Queue(stack, "Careless")  # no DLQ, no TLS enforcement
     function = stack.node.find_child("Interruption").node.find_child("Function")
@@ -42,6 +42,6 @@ def test_unacknowledged_findings_fail_the_synth(tmp_path: Path) -> None:
 
 
 def test_an_acknowledgement_needs_a_reason(tmp_path: Path) -> None:
-    app = build_app({"clusters": [{"name": "nag.example.com"}]}, outdir=str(tmp_path))
+    app = build_app({"clusters": [{"name": "nag.example.com", "agent_trust_account": True}]}, outdir=str(tmp_path))
     with pytest.raises(ValueError, match="needs a reason"):
         acknowledge(app.node.find_child(STACK), "AwsSolutions-SQS3", "  ")

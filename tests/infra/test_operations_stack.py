@@ -20,6 +20,7 @@ CONTEXT = {
     "clusters": [
         {
             "name": "ops.k8s.local",
+            "agent_trust_account": True,
             "account": "111122223333",
             "region": "us-east-1",
             "lifecycle_hook_groups": GROUPS,
@@ -191,7 +192,13 @@ def test_an_existing_topic_and_no_groups(tmp_path_factory: pytest.TempPathFactor
     synth = synthesize(
         {
             "clusters": [
-                {"name": "ops.k8s.local", "account": "111122223333", "region": "us-east-1", "alarm_topic_arn": arn}
+                {
+                    "name": "ops.k8s.local",
+                    "account": "111122223333",
+                    "region": "us-east-1",
+                    "alarm_topic_arn": arn,
+                    "agent_trust_account": True,
+                }
             ]
         },
         tmp_path_factory.mktemp("cdk.out"),

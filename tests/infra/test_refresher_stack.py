@@ -21,6 +21,7 @@ CONTEXT = {
     "clusters": [
         {
             "name": CLUSTER,
+            "agent_trust_account": True,
             "account": "111122223333",
             "region": "eu-west-1",
             "event_retry_attempts": 2,
@@ -121,3 +122,45 @@ def test_group_changes_only_on_the_clusters_groups_and_describes_read_only(templ
     actions = {a for s in mine for a in as_list(s["Action"])}
     assert "sqs:SendMessage" in actions and "dynamodb:PutItem" in actions
     assert "autoscaling:DetachInstances" not in actions and "ec2:TerminateInstances" not in actions
+
+
+def test_each_lambda_may_be_invoked_only_by_its_own_rules(template: Template) -> None:
+    """The functions' resource policies name EventBridge with one of the stack's rules as SourceArn, nothing else
+    (a direct invoke needs an identity permission; the README says how to restrict those further)."""
+    functions = {
+        logical_id
+        for logical_id, function in template.find_resources("AWS::Lambda::Function").items()
+        if function["Properties"]["Handler"].startswith("lambdas.")
+    }
+    rules = template.find_resources("AWS::Events::Rule")
+    permissions = template.find_resources("AWS::Lambda::Permission")
+    invoked = set()
+    for permission in permissions.values():
+        props = permission["Properties"]
+        function_id = props["FunctionName"]["Fn::GetAtt"][0]
+        if function_id not in functions:
+            continue
+        invoked.add(function_id)
+        assert props["Action"] == "lambda:InvokeFunction"
+        assert props["Principal"] == "events.amazonaws.com"
+        rule_id = props["SourceArn"]["Fn::GetAtt"][0]
+        targets = rules[rule_id]["Properties"]["Targets"]
+        assert any(t["Arn"] == {"Fn::GetAtt": [function_id, "Arn"]} for t in targets)
+    assert invoked == functions
+
+
+def test_the_operator_role_may_invoke_the_refresher_only(template: Template) -> None:
+    function_id, _ = refresher(template)
+    role_id, role = only(
+        template.find_resources("AWS::IAM::Role", {"Properties": {"Description": Match.string_like_regexp("operator")}})
+    )
+    (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Action"] == "sts:AssumeRole"
+    assert trust["Principal"]["AWS"] == {
+        "Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::111122223333:root"]]
+    }
+    granted = [s for s in statements(template) if {"Ref": role_id} in s["_roles"]]
+    assert [(s["Action"], s["Resource"]) for s in granted] == [
+        ("lambda:InvokeFunction", {"Fn::GetAtt": [function_id, "Arn"]})
+    ]
+    template.has_output("RefresherOperatorRoleArn", {"Value": {"Fn::GetAtt": [role_id, "Arn"]}})

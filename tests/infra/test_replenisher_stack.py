@@ -17,7 +17,14 @@ CLUSTER = "prod.k8s.example.com"
 STACK = "NodeManager-prod-k8s-example-com"
 CONTEXT = {
     "clusters": [
-        {"name": CLUSTER, "account": "111122223333", "region": "eu-west-1", "event_retry_attempts": 2, "dry_run": True}
+        {
+            "name": CLUSTER,
+            "account": "111122223333",
+            "region": "eu-west-1",
+            "event_retry_attempts": 2,
+            "dry_run": True,
+            "agent_trust_account": True,
+        }
     ]
 }
 

@@ -25,6 +25,7 @@ CONTEXT = {
     "clusters": [
         {
             "name": CLUSTER,
+            "agent_trust_account": True,  # the account trust is tested here
             "account": "111122223333",
             "region": "eu-west-1",
             "rebalance_policy": "drain",
@@ -141,6 +142,29 @@ def test_every_queue_is_encrypted_and_refuses_plain_http(template: Template) -> 
             }:
                 secured.add(statement["Resource"]["Fn::GetAtt"][0])
     assert secured == set(queues)
+
+
+def test_only_the_three_lambdas_roles_may_send_commands(template: Template) -> None:
+    queue_id, _ = queue_ids(template)
+    lambda_roles = [
+        function["Properties"]["Role"]
+        for function in template.find_resources("AWS::Lambda::Function").values()
+        if function["Properties"]["Handler"].startswith("lambdas.")
+    ]
+    assert len(lambda_roles) == 3
+    denials = [
+        (policy["Properties"]["Queues"], statement)
+        for policy in template.find_resources("AWS::SQS::QueuePolicy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if statement["Effect"] == "Deny" and "sqs:SendMessage" in as_list(statement["Action"])
+    ]
+    assert len(denials) == 1, denials
+    queues, statement = denials[0]
+    assert queues == [{"Ref": queue_id}]  # the command queue; SQS itself moves messages to the DLQ
+    assert statement["Principal"] == {"AWS": "*"}
+    assert statement["Resource"] == {"Fn::GetAtt": [queue_id, "Arn"]}
+    allowed = statement["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
+    assert sorted(map(str, allowed)) == sorted(map(str, lambda_roles))
 
 
 # -- InterruptionHandler ------------------------------------------------------------------------------------------
@@ -349,6 +373,19 @@ def test_agent_role_permissions(template: Template) -> None:
     }
     assert granted["autoscaling:DescribeAutoScalingInstances"] == ["*"]
     assert "sqs:SendMessage" not in granted and "autoscaling:DetachInstances" not in granted
+
+
+def test_agent_reaches_only_its_clusters_items_and_puts_only_its_own_events(template: Template) -> None:
+    """Every table statement of the agent carries dynamodb:LeadingKeys = its cluster's partition (IAM has no
+    condition on the sort key, so item kinds within it cannot be told apart); its PutEvents names its own source."""
+    role = {"Ref": agent_role_id(template)}
+    mine = [s for s in statements(template) if role in s["_roles"]]
+    table_statements = [s for s in mine if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
+    assert table_statements
+    for statement in table_statements:
+        assert statement["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [f"CLUSTER#{CLUSTER}"]}}
+    (events,) = [s for s in mine if "events:PutEvents" in as_list(s["Action"])]
+    assert events["Condition"] == {"StringEquals": {"events:source": "node-manager.agent"}}
 
 
 def test_outputs(template: Template) -> None:

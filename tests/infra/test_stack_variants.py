@@ -124,7 +124,8 @@ def test_eventbridge_may_use_the_key_for_the_dead_letter_queue_of_its_rules_only
                                                 ],
                                             ]
                                         }
-                                    }
+                                    },
+                                    "StringEquals": {"aws:SourceAccount": "111122223333"},
                                 },
                             }
                         ),
@@ -133,6 +134,16 @@ def test_eventbridge_may_use_the_key_for_the_dead_letter_queue_of_its_rules_only
             }
         },
     )
+
+
+def test_every_service_statement_of_the_key_policy_names_the_account(kms: Template) -> None:
+    """Confused deputy: a service principal may use the key only on behalf of this account's resources."""
+    (key,) = kms.find_resources("AWS::KMS::Key").values()
+    services = [s for s in key["Properties"]["KeyPolicy"]["Statement"] if "Service" in s.get("Principal", {})]
+    assert services
+    for statement in services:
+        assert statement["Condition"]["StringEquals"]["aws:SourceAccount"] == "111122223333"
+        assert "aws:SourceArn" in statement["Condition"]["ArnLike"]
 
 
 def test_key_grants_name_exact_actions(kms: Template) -> None:

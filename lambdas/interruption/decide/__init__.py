@@ -75,6 +75,9 @@ Rules, in order:
    ``skipped``, reason in the result) and its rebalance cordons resolved (never given back). Other states:
    ``state_ignored``; an instance with no membership record: ``not_a_member`` (the rule sees every instance of the
    account; only members are looked at further).
+9. **Verified with EC2** (``verify``): a Spot warning or rebalance recommendation is acted on only for an instance
+   DescribeInstances reports as a live Spot Instance; a going state change only when DescribeInstances agrees.
+   Otherwise acknowledged, ``unverified`` (a direct invoke can carry any event).
 """
 
 from __future__ import annotations
@@ -100,6 +103,7 @@ from lambdas.interruption.decide.rebalance import duplicate_rebalance
 from lambdas.interruption.decide.spot import early_replacement_steps, spot_command_steps
 from lambdas.interruption.decide.state import decide_state_change
 from lambdas.interruption.plan import EFFECTS, Acknowledge, Action, IgnoreReason
+from lambdas.interruption.verify import refuse_spot_notice, refuse_state_change
 from lambdas.interruption.world import World
 
 __all__ = [
@@ -129,11 +133,12 @@ def decide(notice: Event, now: datetime, settings: InterruptionSettings, world: 
     if notice.kind is EventKind.TERMINATE_LIFECYCLE_ACTION:
         return decide_lifecycle(notice, now, settings, world)
     if notice.kind is EventKind.INSTANCE_STATE_CHANGE:
-        return decide_state_change(notice, world)
+        refused = refuse_state_change(notice, world)  # rule 9
+        return Plan((refused,)) if refused is not None else decide_state_change(notice, world)
     if too_late(notice, now, settings):
         late_by = (now - notice.event_time).total_seconds()
         return Plan((Acknowledge(IgnoreReason.LATE, f"event is {late_by:.0f} s old"),))
-    ignored = out_of_scope(world, settings)
+    ignored = out_of_scope(world, settings) or refuse_spot_notice(notice, world)  # rules 2 and 9
     if ignored is not None:
         return Plan((ignored,))
     assert world.instance.asg is not None  # out_of_scope guarantees a managed group

@@ -27,6 +27,7 @@ from core.schema import idempotency_table, state_table
 from core.settings import InterruptionSettings
 from lambdas.interruption import handler as interruption_handler
 from lambdas.interruption.handler import Deps, handle, lambda_handler
+from localworld.spot_market import set_market
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 REGION = "us-east-1"
@@ -153,6 +154,9 @@ def world(monkeypatch):
         )
         _asg(autoscaling, FOREIGN, subnet, 1, {CLUSTER_TAG: "other.k8s.local", NODE_ROLE_TAG: "1"})
         _asg(autoscaling, UNTAGGED, subnet, 1, {"team": "batch"})
+        # a kOps cluster on Spot: every group's instances are Spot Instances (moto launches them On-Demand)
+        groups = autoscaling.describe_auto_scaling_groups()["AutoScalingGroups"]
+        set_market(i["InstanceId"] for g in groups for i in g["Instances"])
         bare = ec2.run_instances(ImageId=AMI, MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
         yield World(
             autoscaling, ec2, sqs, dynamodb, dynamodb_client, queue_url, Store(dynamodb.Table("state"), CLUSTER), bare
@@ -354,6 +358,27 @@ def test_instances_outside_the_cluster_are_acknowledged(world, capsys, target, r
     out = capsys.readouterr().out
     assert counted(emf(out), "EventsIgnored", reason=reason) == 1
     assert any(log.get("reason") == reason and instance in log["message"] for log in logs(out))
+
+
+@pytest.mark.parametrize("forgery", ["on-demand", "stopped"])
+def test_a_forged_spot_warning_invoked_directly_changes_nothing(world, capsys, forgery):
+    """A direct invoke can carry an aws.ec2 event EC2 never sent: for an On-Demand worker, or a stopped Spot one,
+    EC2's own answer refuses it (no drain, no detach)."""
+    groups = {name: world.members(name) for name in (NODES, MASTER)}
+    victim = groups[NODES][0]
+    member(world, victim)
+    if forgery == "on-demand":
+        set_market([victim], None)
+    else:
+        world.ec2.stop_instances(InstanceIds=[victim])
+    response = handle(event("spot-interruption-warning.json", victim), world.deps(), now=T0 + timedelta(seconds=1))
+
+    assert response["status"] == "acknowledged" and response["reason"] == "unverified"
+    _assert_nothing_changed(world, groups)
+    assert not world.detaches()
+    out = capsys.readouterr().out
+    assert counted(emf(out), "EventsRefused") == 1
+    assert counted(emf(out), "EventsIgnored", reason="unverified") == 1
 
 
 class NoCalls:

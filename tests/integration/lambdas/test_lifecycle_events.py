@@ -27,7 +27,18 @@ from lambdas.interruption.decide import Plan
 from lambdas.interruption.execute import Effects, execute
 from lambdas.interruption.handler import Deps, handle
 from lambdas.interruption.plan import AwaitDrain, RecordHook
-from tests.integration.lambdas.test_interruption_handler import CLUSTER, EVENTS, NODES, T0, World, member, world  # noqa: F401 - world is a fixture, used by name
+from tests.integration.lambdas.test_interruption_handler import (  # noqa: F401 - world is a fixture, used by name
+    CLUSTER,
+    EVENTS,
+    NODES,
+    T0,
+    World,
+    counted,
+    emf,
+    logs,
+    member,
+    world,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore:Couldn't determine the remaining time left")
 HOOK = "node-manager-drain"
@@ -209,6 +220,7 @@ def test_a_terminated_member_loses_its_record_and_its_queued_commands(world: Wor
     member(world, instance)
     drain_item(world, "spot-queued", instance, CommandStatus.QUEUED)
     drain_item(world, "refresh-running", instance, CommandStatus.RUNNING)
+    world.ec2.terminate_instances(InstanceIds=[instance])  # EC2 must agree (lambdas.interruption.verify)
     response = handle(state_event(instance, "shutting-down"), deps_with(world, stubbed))
     assert response["status"] == "acted"
     assert world.store.get(f"NODE#{instance}") is None
@@ -224,6 +236,19 @@ def test_a_terminated_member_loses_its_record_and_its_queued_commands(world: Wor
     assert (
         handle(state_event(instance, "terminated", "ev-state-2"), deps_with(world, stubbed))["reason"] == "not_a_member"
     )
+
+
+def test_a_forged_state_change_for_a_running_member_changes_nothing(world: World, stubbed: Stubber, capsys) -> None:  # type: ignore[no-untyped-def]  # noqa: F811 - the interruption tests' world fixture, requested by name
+    instance = world.members(NODES)[0]
+    member(world, instance)
+    drain_item(world, "spot-queued", instance, CommandStatus.QUEUED)
+    response = handle(state_event(instance, "terminated"), deps_with(world, stubbed))
+    assert response["status"] == "acknowledged" and response["reason"] == "unverified"
+    assert world.store.get(f"NODE#{instance}") is not None
+    assert world.store.get_command("spot-queued")["status"] == "queued"
+    out = capsys.readouterr().out
+    assert counted(emf(out), "EventsRefused") == 1
+    assert any(line["level"] == "WARNING" and "EC2 reports it running" in line["message"] for line in logs(out))
 
 
 @pytest.mark.parametrize("state, reason", [("running", "state_ignored"), ("stopping", "not_a_member")])

@@ -7,6 +7,7 @@ import boto3
 from moto import mock_aws
 
 from adapters.aws.ec2 import FILTER_VALUES, Ec2
+from adapters.aws.ports import Ec2Instance
 
 AMI = "ami-0123456789abcdef0"
 
@@ -53,3 +54,18 @@ def test_on_moto(monkeypatch) -> None:  # type: ignore[no-untyped-def]  # pytest
         client.create_launch_template_version(LaunchTemplateId=template_id, LaunchTemplateData={"ImageId": AMI})
         assert ec2.template_versions([template_id]) == {template_id: ("1", "2")}
         assert ec2.template_versions([]) == {}
+
+
+def test_describe_instance_reports_state_and_purchase_option(monkeypatch) -> None:  # type: ignore[no-untyped-def]  # pytest fixture
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+    with mock_aws():
+        client = boto3.client("ec2", region_name="us-east-1")
+        ec2 = Ec2(client)
+        spot = client.run_instances(ImageId=AMI, MinCount=1, MaxCount=1, InstanceMarketOptions={"MarketType": "spot"})[
+            "Instances"
+        ][0]["InstanceId"]
+        on_demand = client.run_instances(ImageId=AMI, MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
+        client.stop_instances(InstanceIds=[on_demand])
+        assert ec2.describe_instance(spot) == Ec2Instance(spot, "running", "spot")
+        assert ec2.describe_instance(on_demand) == Ec2Instance(on_demand, "stopped", "")
+        assert ec2.describe_instance("i-0fedcba9876543210") is None

@@ -83,10 +83,15 @@ def world(
     membership=None,
     command=None,
     detach=None,
+    ec2_state: str | None = "running",
+    market: str = "spot",
 ) -> World:
+    """What AWS says: by default a running Spot Instance InService in the cluster's worker group."""
     group = asg() if group is None and state is not None else group
     return World(
-        instance=InstanceFacts(INSTANCE, known=known, asg=group, lifecycle_state=state),
+        instance=InstanceFacts(
+            INSTANCE, known=known, asg=group, lifecycle_state=state, state=ec2_state if known else None, market=market
+        ),
         membership=membership,
         command=command,
         detach=detach,
@@ -340,7 +345,7 @@ def test_intended_detach_is_completed_while_the_instance_is_still_in_its_group()
 
 
 def test_intended_detach_of_an_instance_already_out_of_its_group_is_only_marked():
-    facts = InstanceFacts(INSTANCE, known=True, asg=asg(), lifecycle_state=None)
+    facts = InstanceFacts(INSTANCE, known=True, asg=asg(), lifecycle_state=None, state="running", market="spot")
     plan = decide(
         spot(),
         NOW,

@@ -134,7 +134,7 @@ def test_hooks_that_are_not_ours_to_act_on(notice: Event, now: Any, world: World
 def test_a_going_instance_is_forgotten_and_its_queued_commands_cancelled() -> None:
     member = NodeRecord(instance_id=INSTANCE, node_name="n1", reported_at=T0)
     world = World(
-        instance=InstanceFacts(INSTANCE),
+        instance=InstanceFacts(INSTANCE, state="shutting-down"),
         membership=member,
         commands=(drain("spot-1", "queued"), drain("refresh-1", "running"), drain("old", "succeeded", 5)),
     )

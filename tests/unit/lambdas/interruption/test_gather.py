@@ -9,7 +9,7 @@ from adapters.aws.autoscaling import AutoScaling
 from adapters.aws.ec2 import Ec2
 from adapters.aws.gateway import AwsGateway
 from core.exceptions import AwsUnavailableError
-from lambdas.interruption.gather import read_instance_facts
+from lambdas.interruption.gather import read_ec2_state, read_instance_facts
 from tests.unit.adapters.aws.moto_group import one_group
 from tests.unit.adapters.aws.test_calls import Raising
 
@@ -59,3 +59,15 @@ def test_facts_of_a_bare_and_of_an_unknown_instance(aws):
     assert read(aws, bare).known is True
     unknown = read(aws, "i-0fedcba9876543210")
     assert unknown.known is False and unknown.asg is None and not unknown.in_asg
+
+
+def test_facts_carry_what_ec2_says_of_state_and_market(aws):
+    member = aws.autoscaling.client.describe_auto_scaling_groups()["AutoScalingGroups"][0]["Instances"][0]["InstanceId"]
+    spot = aws.ec2.client.run_instances(
+        ImageId=AMI, MinCount=1, MaxCount=1, InstanceMarketOptions={"MarketType": "spot"}
+    )["Instances"][0]["InstanceId"]
+    assert (read(aws, member).state, read(aws, member).market) == ("running", "")  # moto's ASGs launch On-Demand
+    assert (read(aws, spot).state, read(aws, spot).market) == ("running", "spot")
+    aws.ec2.client.terminate_instances(InstanceIds=[spot])
+    assert read_ec2_state(aws.ec2, spot).state == "terminated"
+    assert read_ec2_state(aws.ec2, "i-0fedcba9876543210").known is False
