@@ -303,14 +303,18 @@ def test_lambda_detaches_only_instances_of_this_clusters_groups(template: Templa
 
 def test_every_mutating_ec2_or_autoscaling_call_is_scoped_to_the_cluster_tag(template: Template) -> None:
     for statement in statements(template):
+        if statement["Effect"] == "Deny":
+            continue  # the group guard's Deny statements only narrow what the Allow statements give
         for action in as_list(statement["Action"]):
             service, verb = action.split(":", 1)
             if service in ("autoscaling", "ec2") and not verb.startswith(READ_ONLY_PREFIXES):
-                assert statement["Condition"]["StringEquals"][f"autoscaling:ResourceTag/{CLUSTER_TAG}"] == CLUSTER
+                # Auto Scaling calls by the group's tag; ec2:TerminateInstances by the instance's own tag
+                assert statement["Condition"]["StringEquals"][f"{service}:ResourceTag/{CLUSTER_TAG}"] == CLUSTER
 
 
 def test_unscopable_describe_calls_have_their_own_statement_on_star(template: Template) -> None:
-    everywhere = [s for s in statements(template) if "*" in as_list(s["Resource"])]
+    allowed = [s for s in statements(template) if s["Effect"] == "Allow"]
+    everywhere = [s for s in allowed if "*" in as_list(s["Resource"])]
     # the agent's PutMetricData (no resource-level permissions) is scoped by its namespace condition instead
     [metrics] = [s for s in everywhere if as_list(s["Action"]) == ["cloudwatch:PutMetricData"]]
     assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": "NodeManager"}}
@@ -452,6 +456,10 @@ def test_every_acknowledgement_has_a_reason_and_covers_one_resource(synth: Synth
                 "autoScalingGroupName/*]",
             ),
             ("Replenisher/EventDeadLetterQueue", "AwsSolutions-SQS3"),
+            (
+                "Replenisher/TerminateDetachedPolicy",
+                "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:instance/*]",
+            ),
             ("Replenisher/Function", "AwsSolutions-L1"),
             ("Refresher/DescribePolicy", "AwsSolutions-IAM5[Resource::*]"),
             (

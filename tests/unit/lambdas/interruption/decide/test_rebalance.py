@@ -149,7 +149,8 @@ def test_a_state_change_keeps_a_rebalance_cordon_and_cancels_what_is_queued() ->
     )
     held = item("rebalance-ev-2", "cordon", "succeeded")
     queued = item("rebalance-ev-3", "cordon", "queued")
-    plan = decide(notice, NOW, settings(), with_commands(held, queued))
+    ec2_agrees = replace(world(ec2_state="stopping"), commands=(held, queued))  # EC2 verifies the claim (rule 9)
+    plan = decide(notice, NOW, settings(), ec2_agrees)
     assert plan.actions == (
         CancelCommand("rebalance-ev-3", "instance stopping"),
         ResolveCordon("rebalance-ev-2", "instance stopping"),
