@@ -34,8 +34,10 @@ from agent.kube.eviction import (
     classify_eviction_error,
     eviction_api_version,
 )
+from agent.kube.nodeindex import NodeIndex
+from agent.kube.nodes import NODE_PAGE_SIZE, NodeReads
 from agent.kube.views import LeaseView, NodeView, PodView
-from agent.kube.watch import NodeWatch, PodWatch
+from agent.kube.watch import PodWatch
 from core.exceptions import (
     KubernetesConflictError,
     KubernetesNotFoundError,
@@ -83,7 +85,7 @@ def make_api_client(configuration: client.Configuration, pool_maxsize: int = 40)
     return client.ApiClient(configuration)
 
 
-class KubeAdapter:
+class KubeAdapter(NodeReads):
     """Typed, minimal access to the Kubernetes API for the drain engine, the Event recorder, the membership
     reporter and leader election.
 
@@ -96,9 +98,18 @@ class KubeAdapter:
     Args:
         api_client: an authenticated ``kubernetes.client.ApiClient``.
         request_timeout_seconds: per-request timeout (connect and read) for every non-watch request.
+        node_page_size: nodes per page of a node list (``limit``).
+
+    Attributes:
+        node_index: instance id -> node name of every node a list page or the node watch showed (a light cache:
+            two strings a node), which ``node_for_instance`` asks before listing.
     """
 
-    def __init__(self, api_client: client.ApiClient, request_timeout_seconds: float = 10.0) -> None:
+    def __init__(
+        self, api_client: client.ApiClient, request_timeout_seconds: float = 10.0, node_page_size: int = NODE_PAGE_SIZE
+    ) -> None:
+        self.node_page_size = node_page_size
+        self.node_index = NodeIndex()
         self._api = client.CoreV1Api(api_client)
         self._apps = client.AppsV1Api(api_client)
         self._coordination = client.CoordinationV1Api(api_client)
@@ -114,30 +125,6 @@ class KubeAdapter:
             return NodeView.from_api(self._json(self._send(f"get node {name}", self._api.read_node, name)))
         except KubernetesNotFoundError:
             return None
-
-    def list_nodes(self) -> list[NodeView]:
-        """Every node of the cluster."""
-        return self.list_nodes_versioned()[0]
-
-    def list_nodes_versioned(self) -> tuple[list[NodeView], str]:
-        """Every node of the cluster and the list's resourceVersion (start ``watch_nodes`` there)."""
-        body = self._json(self._send("list nodes", self._api.list_node))
-        nodes = [NodeView.from_api(item) for item in body.get("items") or []]
-        return nodes, str((body.get("metadata") or {}).get("resourceVersion", ""))
-
-    def watch_nodes(self, resource_version: str, timeout_seconds: int) -> NodeWatch:
-        """Open a watch on all nodes from ``resource_version``; the apiserver ends it after ``timeout_seconds``."""
-        timeout_seconds = max(1, int(timeout_seconds))
-        resp = self._send(
-            "watch nodes",
-            self._api.list_node,
-            watch=True,
-            resource_version=resource_version or None,
-            allow_watch_bookmarks=True,
-            timeout_seconds=timeout_seconds,
-            _request_timeout=(self._timeout, timeout_seconds + self._timeout),
-        )
-        return NodeWatch(cast(urllib3.HTTPResponse, resp))
 
     def patch_node(self, name: str, patch: Mapping[str, Any]) -> NodeView | None:
         """Apply a JSON merge patch (RFC 7386) to a node; None when it lost a race.
