@@ -29,13 +29,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
 from adapters.aws.ports import GroupReader
 from adapters.dynamo.store import Store
+from agent.asglookup import AsgLookup, spread
 from agent.kube.views import NodeEvent, NodeView
 from core.exceptions import KubernetesApiError, WatchExpiredError
 from core.model import NodeRecord, parse_provider_id, utcnow
@@ -47,7 +47,7 @@ INSTANCE_GROUP_LABEL = "kops.k8s.io/instancegroup"
 ROLE_LABEL_PREFIX = "node-role.kubernetes.io/"
 LEGACY_ROLE_LABEL = "kubernetes.io/role"  # kOps still sets it: "master" or "node"
 HTTP_GONE = 410  # a watch's resourceVersion is too old: list again
-DESCRIBE_ASG_INSTANCES_MAX_IDS = 50  # DescribeAutoScalingInstances: "You can specify up to 50 instances"
+ASG_RECHECK_RESYNCS = 10  # each instance's group is asked again every 5-10 resyncs (spread), not every resync
 
 
 # -- pure ------------------------------------------------------------------------------------------------------
@@ -138,8 +138,7 @@ def refresh_age_seconds(instance_id: str, ttl_seconds: float, resync_seconds: fl
     the item becomes due, so it is written again at least one resync before its TTL lapses; when the TTL is shorter
     than two resyncs it is 0 (written every resync).
     """
-    span = max(0.0, ttl_seconds - 2 * resync_seconds)
-    return span * (0.5 + 0.5 * zlib.crc32(instance_id.encode()) / 2**32)
+    return spread(instance_id, max(0.0, ttl_seconds - 2 * resync_seconds))
 
 
 def refresh_due(written: NodeRecord, now: datetime, ttl_seconds: float, resync_seconds: float) -> bool:
@@ -161,44 +160,6 @@ class NodeSource(Protocol):
     def watch_nodes(self, resource_version: str, timeout_seconds: int) -> Iterable[NodeEvent]:
         """Events after ``resource_version``; the iteration ends after ``timeout_seconds``."""
         ...
-
-
-class AsgLookup:
-    """Instance id → Auto Scaling group name, from DescribeAutoScalingInstances, cached.
-
-    An instance never moves to another group; it can only leave one (DetachInstances), so the cache is only
-    refreshed on a resync (``refresh=True``). Instances in no group map to None (also cached).
-
-    Args:
-        autoscaling: the Auto Scaling adapter (``adapters.aws.autoscaling.AutoScaling``).
-    """
-
-    def __init__(self, autoscaling: GroupReader) -> None:
-        self.autoscaling = autoscaling
-        self._cache: dict[str, str | None] = {}
-        self._lock = threading.Lock()
-
-    def resolve(self, instance_ids: Iterable[str], refresh: bool = False) -> dict[str, str | None]:
-        """ASG names of ``instance_ids`` (None for an instance in no group).
-
-        Raises:
-            AwsUnavailableError, AwsRequestError: the API failed (the caller retries on its next pass).
-        """
-        wanted = sorted(set(instance_ids))
-        with self._lock:
-            missing = wanted if refresh else [i for i in wanted if i not in self._cache]
-        found: dict[str, str | None] = dict.fromkeys(missing)
-        found.update(self.autoscaling.group_names(missing))
-        with self._lock:
-            self._cache.update(found)
-            return {i: self._cache.get(i) for i in wanted}
-
-    def retain(self, instance_ids: Iterable[str]) -> None:
-        """Forget every cached instance not in ``instance_ids`` (after a full list: those have no node)."""
-        keep = set(instance_ids)
-        with self._lock:
-            for gone in set(self._cache) - keep:
-                del self._cache[gone]
 
 
 class MembershipReporter:
@@ -333,7 +294,7 @@ class MembershipReporter:
         for page, page_version in self.nodes.list_node_pages():
             resource_version = page_version
             page_ids = [identity[1] for node in page if (identity := self._identity(node)) is not None]
-            asg_by_instance = self.asgs.resolve(page_ids, refresh=True)
+            asg_by_instance = self.asgs.resolve(page_ids, recheck_seconds=ASG_RECHECK_RESYNCS * self.resync_seconds)
             now = self.clock()
             for record in membership_records(page, asg_by_instance, now):
                 previous = self._written.get(record.instance_id)

@@ -16,10 +16,9 @@ from moto import mock_aws
 
 from adapters.aws.autoscaling import AutoScaling
 from adapters.dynamo.store import Store
+from agent.asglookup import DESCRIBE_ASG_INSTANCES_MAX_IDS, AsgLookup
 from agent.kube.views import NodeEvent, NodeView
 from agent.membership import (
-    DESCRIBE_ASG_INSTANCES_MAX_IDS,
-    AsgLookup,
     MembershipReporter,
     batches,
     instances_to_forget,
