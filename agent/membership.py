@@ -15,9 +15,10 @@ one write per resync plus about 2,000 / (TTL / resync / 4) refreshes, instead of
 
 Pure part: ``node_identity``, ``node_roles``, ``node_record``, ``membership_records``,
 ``instances_to_forget``, ``batches``, ``refresh_due`` (nodes + ASG map in, records out).
-I/O part: ``AsgLookup`` (DescribeAutoScalingInstances with a cache) and ``MembershipReporter`` (a watch on Nodes,
+I/O part: ``MembershipReporter`` (a watch on Nodes,
 and a periodic resync that lists the nodes a page at a time, writes the items that changed or are due, deletes items
-of instances that have no node, and writes the mark).
+of instances that have no node, and writes the mark), with ``agent.asglookup.AsgLookup`` for each instance's group
+(DescribeAutoScalingInstances, cached; a known group asked again every 5-10 resyncs, ``ASG_RECHECK_RESYNCS``).
 
 Node → instance comes from ``spec.providerID`` (``aws:///<az>/<instance-id>``), never from the node's name, so
 nodes named by private DNS (``ip-10-0-1-17.ec2.internal``) or by instance id (``i-0abc...``) both work. Nodes
