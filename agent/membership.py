@@ -5,10 +5,20 @@ The Lambdas read these items to turn an instance id (all an EC2 or Auto Scaling 
 count Ready nodes per group. Each item carries ``reported_at`` and a TTL of ``MEMBERSHIP_TTL_SECONDS``; readers
 compare ``reported_at`` themselves (``NodeRecord.fresh``), since TTL deletion lags.
 
+Only what changed is written. The reporter remembers what each item holds (read from the table at the first resync
+of a leadership term, then its own writes) and writes an item when its content changed, or when it is old enough
+that its TTL would lapse before the next chance (``refresh_due``: at an age fixed per instance between half and
+all of ``TTL - 2 x resync``, so items written together are refreshed over several resyncs, not all at once). After
+each resync one ``MEMBERSHIP`` item (``adapters.dynamo.nodes``) marks the whole membership confirmed; readers take
+a record as fresh by the later of its own ``reported_at`` and that mark. An unchanged cluster of 2,000 nodes costs
+one write per resync plus about 2,000 / (TTL / resync / 4) refreshes, instead of 2,000 writes.
+
 Pure part: ``node_identity``, ``node_roles``, ``node_record``, ``membership_records``,
-``instances_to_forget``, ``batches`` (nodes + ASG map in, records out).
-I/O part: ``AsgLookup`` (DescribeAutoScalingInstances with a cache) and ``MembershipReporter`` (a watch on Nodes,
-and a periodic resync that re-lists, rewrites every item and deletes items of instances that have no node).
+``instances_to_forget``, ``batches``, ``refresh_due`` (nodes + ASG map in, records out).
+I/O part: ``MembershipReporter`` (a watch on Nodes,
+and a periodic resync that lists the nodes a page at a time, writes the items that changed or are due, deletes items
+of instances that have no node, and writes the mark), with ``agent.asglookup.AsgLookup`` for each instance's group
+(DescribeAutoScalingInstances, cached; a known group asked again every 5-10 resyncs, ``ASG_RECHECK_RESYNCS``).
 
 Node → instance comes from ``spec.providerID`` (``aws:///<az>/<instance-id>``), never from the node's name, so
 nodes named by private DNS (``ip-10-0-1-17.ec2.internal``) or by instance id (``i-0abc...``) both work. Nodes
@@ -26,6 +36,7 @@ from typing import Any, Protocol
 
 from adapters.aws.ports import GroupReader
 from adapters.dynamo.store import Store
+from agent.asglookup import AsgLookup, spread
 from agent.kube.views import NodeEvent, NodeView
 from core.exceptions import KubernetesApiError, WatchExpiredError
 from core.model import NodeRecord, parse_provider_id, utcnow
@@ -37,7 +48,7 @@ INSTANCE_GROUP_LABEL = "kops.k8s.io/instancegroup"
 ROLE_LABEL_PREFIX = "node-role.kubernetes.io/"
 LEGACY_ROLE_LABEL = "kubernetes.io/role"  # kOps still sets it: "master" or "node"
 HTTP_GONE = 410  # a watch's resourceVersion is too old: list again
-DESCRIBE_ASG_INSTANCES_MAX_IDS = 50  # DescribeAutoScalingInstances: "You can specify up to 50 instances"
+ASG_RECHECK_RESYNCS = 10  # each instance's group is asked again every 5-10 resyncs (spread), not every resync
 
 
 # -- pure ------------------------------------------------------------------------------------------------------
@@ -116,7 +127,25 @@ def batches(items: list[str], size: int) -> Iterator[list[str]]:
 
 def same_content(a: NodeRecord, b: NodeRecord) -> bool:
     """Two records that differ at most in ``reported_at`` (no need to write again between resyncs)."""
-    return a.model_dump(exclude={"reported_at"}) == b.model_dump(exclude={"reported_at"})
+    times = {"reported_at", "confirmed_at"}
+    return a.model_dump(exclude=times) == b.model_dump(exclude=times)
+
+
+def refresh_age_seconds(instance_id: str, ttl_seconds: float, resync_seconds: float) -> float:
+    """Age (seconds) at which an unchanged item is written again. Pure.
+
+    Between half and all of ``ttl_seconds - 2 * resync_seconds``, at a fraction fixed per instance (CRC-32 of its
+    id), so items written at once are refreshed over many resyncs. A resync comes at most ``resync_seconds`` after
+    the item becomes due, so it is written again at least one resync before its TTL lapses; when the TTL is shorter
+    than two resyncs it is 0 (written every resync).
+    """
+    return spread(instance_id, max(0.0, ttl_seconds - 2 * resync_seconds))
+
+
+def refresh_due(written: NodeRecord, now: datetime, ttl_seconds: float, resync_seconds: float) -> bool:
+    """Whether the item holding ``written`` is old enough to be written again (``refresh_age_seconds``). Pure."""
+    age = (now - written.reported_at).total_seconds()
+    return age >= refresh_age_seconds(written.instance_id, ttl_seconds, resync_seconds)
 
 
 # -- I/O -------------------------------------------------------------------------------------------------------
@@ -125,47 +154,13 @@ def same_content(a: NodeRecord, b: NodeRecord) -> bool:
 class NodeSource(Protocol):
     """Node reads the reporter needs (``agent.kube.client.KubeAdapter``)."""
 
-    def list_nodes_versioned(self) -> tuple[list[NodeView], str]:
-        """All nodes and the list's resourceVersion."""
+    def list_node_pages(self, page_size: int | None = None) -> Iterable[tuple[list[NodeView], str]]:
+        """All nodes, a page at a time, each page with the list's resourceVersion."""
         ...
 
     def watch_nodes(self, resource_version: str, timeout_seconds: int) -> Iterable[NodeEvent]:
         """Events after ``resource_version``; the iteration ends after ``timeout_seconds``."""
         ...
-
-
-class AsgLookup:
-    """Instance id → Auto Scaling group name, from DescribeAutoScalingInstances, cached.
-
-    An instance never moves to another group; it can only leave one (DetachInstances), so the cache is only
-    refreshed on a resync (``refresh=True``). Instances in no group map to None (also cached).
-
-    Args:
-        autoscaling: the Auto Scaling adapter (``adapters.aws.autoscaling.AutoScaling``).
-    """
-
-    def __init__(self, autoscaling: GroupReader) -> None:
-        self.autoscaling = autoscaling
-        self._cache: dict[str, str | None] = {}
-        self._lock = threading.Lock()
-
-    def resolve(self, instance_ids: Iterable[str], refresh: bool = False) -> dict[str, str | None]:
-        """ASG names of ``instance_ids`` (None for an instance in no group).
-
-        Raises:
-            AwsUnavailableError, AwsRequestError: the API failed (the caller retries on its next pass).
-        """
-        wanted = sorted(set(instance_ids))
-        with self._lock:
-            missing = wanted if refresh else [i for i in wanted if i not in self._cache]
-        found: dict[str, str | None] = dict.fromkeys(missing)
-        found.update(self.autoscaling.group_names(missing))
-        with self._lock:
-            self._cache.update(found)
-            if refresh:
-                for gone in set(self._cache) - set(wanted):
-                    del self._cache[gone]
-            return {i: self._cache.get(i) for i in wanted}
 
 
 class MembershipReporter:
@@ -201,7 +196,8 @@ class MembershipReporter:
         self.resync_seconds = resync_seconds
         self.ttl_seconds = ttl_seconds
         self.clock = clock
-        self._written: dict[str, NodeRecord] = {}  # instance id -> last record written
+        self._written: dict[str, NodeRecord] = {}  # instance id -> what its NODE# item holds
+        self._seeded = False  # _written was read from the table in this term
         self._warned: set[str] = set()  # node names logged as having no AWS providerID
         self._watch: Any = None  # the open watch, closed by ``close`` from another thread
 
@@ -231,6 +227,7 @@ class MembershipReporter:
         resource_version: str | None = None
         next_resync = 0.0
         failures = 0
+        self._seeded = False  # a new term: another leader may have written meanwhile
         while not stop.is_set():
             try:
                 if resource_version is None or time.monotonic() >= next_resync:
@@ -252,6 +249,7 @@ class MembershipReporter:
                 if self.on_error is not None:
                     self.on_error(err)
                 resource_version = None
+                self._seeded = False
                 stop.wait(delay)
 
     def close(self) -> None:
@@ -283,27 +281,43 @@ class MembershipReporter:
         return resource_version
 
     def resync(self) -> str:
-        """List all nodes, refresh their ASGs, write every item, delete items of instances with no node.
+        """List the nodes a page at a time, refresh their ASGs, write the items that changed or are due
+        (``refresh_due``), delete items of instances with no node, then write the ``MEMBERSHIP`` mark.
 
-        Returns the list's resourceVersion (to watch from).
+        Returns the list's resourceVersion (to watch from). Raises what the list, the ASG lookup or the table
+        raise (``run`` logs it and lists again).
         """
         listed_at = self.clock()
-        nodes, resource_version = self.nodes.list_nodes_versioned()
-        ids = [identity[1] for node in nodes if (identity := self._identity(node)) is not None]
-        asg_by_instance = self.asgs.resolve(ids, refresh=True)
-        records = membership_records(nodes, asg_by_instance, self.clock())
-        for record in records:
-            self._write(record)
-        recorded = {
-            str(item["instance_id"]): NodeRecord.model_validate(item).reported_at
-            for item in self.store.query_prefix("NODE#")
-        }
+        if not self._seeded:
+            self._written = {record.instance_id: record for record in self.store.recorded_nodes()}
+            self._seeded = True
+        recorded = {iid: record.reported_at for iid, record in self._written.items()}
+        ids: list[str] = []
+        resource_version = ""
+        written = 0
+        for page, page_version in self.nodes.list_node_pages():
+            resource_version = page_version
+            page_ids = [identity[1] for node in page if (identity := self._identity(node)) is not None]
+            asg_by_instance = self.asgs.resolve(page_ids, recheck_seconds=ASG_RECHECK_RESYNCS * self.resync_seconds)
+            now = self.clock()
+            for record in membership_records(page, asg_by_instance, now):
+                previous = self._written.get(record.instance_id)
+                if (
+                    previous is None
+                    or not same_content(previous, record)
+                    or refresh_due(previous, now, self.ttl_seconds, self.resync_seconds)
+                ):
+                    self._write(record)
+                    written += 1
+            ids.extend(page_ids)
+        self.asgs.retain(ids)
         gone = sorted(instances_to_forget(recorded, ids, listed_at))
         for instance_id in gone:
             self._forget(instance_id)
-        log.info("membership resync nodes=%d written=%d forgotten=%s", len(nodes), len(records), gone)
+        self.store.put_membership_mark(listed_at, len(ids), self.ttl_seconds)
+        log.info("membership resync nodes=%d written=%d forgotten=%s", len(ids), written, gone)
         if self.on_resync is not None:
-            self.on_resync(len(records))
+            self.on_resync(len(ids))
         return resource_version
 
     def apply(self, event_type: str, node: NodeView) -> None:

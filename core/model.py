@@ -116,7 +116,9 @@ class NodeRecord(BaseModel):
     """Membership: which node is which instance in which ASG (a ``NODE#<instance-id>`` item).
 
     Written by the agent's membership reporter; ``reported_at`` is compared by readers, since DynamoDB's TTL
-    deletion lags by up to days.
+    deletion lags by up to days. The reporter writes an item only when its content changes (and again before its
+    TTL lapses), and marks the whole membership confirmed once per resync (the ``MEMBERSHIP`` item,
+    ``adapters.dynamo.nodes``); readers put that mark's time in ``confirmed_at`` (``with_mark``), never stored.
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -130,9 +132,17 @@ class NodeRecord(BaseModel):
     roles: list[str] = Field(default_factory=list)
     instance_group: str | None = None
     reported_at: datetime
+    confirmed_at: datetime | None = None
 
     def fresh(self, now: datetime, max_age_seconds: float) -> bool:
-        return (now - self.reported_at).total_seconds() <= max_age_seconds
+        """Whether the record was written or confirmed (the agent's latest membership mark) at most
+        ``max_age_seconds`` before ``now``."""
+        seen = self.reported_at if self.confirmed_at is None else max(self.reported_at, self.confirmed_at)
+        return (now - seen).total_seconds() <= max_age_seconds
+
+    def with_mark(self, mark: datetime | None) -> NodeRecord:
+        """This record confirmed by the membership mark of ``mark`` (None: no mark, the record as it is)."""
+        return self if mark is None else self.model_copy(update={"confirmed_at": mark})
 
 
 def parse_provider_id(provider_id: str | None) -> tuple[str, str] | None:

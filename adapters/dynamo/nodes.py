@@ -1,17 +1,30 @@
-"""Membership in the table: one ``NODE#<instance-id>`` item per node, written by the agent's leader.
+"""Membership in the table: one ``NODE#<instance-id>`` item per node, written by the agent's leader, and one
+``MEMBERSHIP`` item, the leader's mark that the whole membership was confirmed.
 
-Each item is a ``core.model.NodeRecord`` (instance id, node name, ASG, readiness, ``reported_at``) plus
-``expires_at``; readers judge freshness by ``reported_at`` themselves (``NodeRecord.fresh``), whatever TTL did.
+Each ``NODE#`` item is a ``core.model.NodeRecord`` (instance id, node name, ASG, readiness, ``reported_at``) plus
+``expires_at``. The agent writes it only when its content changes (and again before its TTL lapses), so
+``reported_at`` alone can be old for a node that did not change; after each resync the agent writes the mark::
+
+    {"pk": "CLUSTER#<cluster>", "sk": "MEMBERSHIP", "reported_at": "<ISO 8601 UTC>", "nodes": 2001,
+     "expires_at": <epoch seconds>}
+
+``reported_at`` of the mark is when the agent listed the nodes it reconciled every ``NODE#`` item with (items of
+nodes gone were deleted, changed ones written). Readers judge a record fresh by the later of its own ``reported_at``
+and the mark's (``NodeRecord.fresh`` with ``confirmed_at``), whatever TTL did. The mark's sort key does not start
+with ``NODE#``, so readers of ``NODE#`` items never take it for a node.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from pydantic import ValidationError
+
 from adapters.dynamo.table import Table
-from core.model import NodeRecord, to_epoch, utcnow
+from core.model import NodeRecord, as_utc, to_epoch, utcnow
 
 PREFIX = "NODE#"
+MARK_SK = "MEMBERSHIP"
 
 
 def node_sk(instance_id: str) -> str:
@@ -19,28 +32,72 @@ def node_sk(instance_id: str) -> str:
     return f"{PREFIX}{instance_id}"
 
 
+def mark_time(item: dict[str, object] | None) -> datetime | None:
+    """``reported_at`` of a ``MEMBERSHIP`` item, None when there is none or it is unreadable. Pure."""
+    if item is None:
+        return None
+    try:
+        return as_utc(datetime.fromisoformat(str(item["reported_at"])))
+    except (KeyError, ValueError):
+        return None
+
+
 class NodeItems(Table):
-    """``NODE#`` items of one cluster."""
+    """``NODE#`` items and the ``MEMBERSHIP`` mark of one cluster."""
 
     def put_node(self, record: NodeRecord, ttl_seconds: int) -> None:
+        """Write the record (``confirmed_at`` is a reader's field, never stored); ``expires_at`` is
+        ``reported_at`` + ``ttl_seconds``."""
         self.put(
             node_sk(record.instance_id),
-            {**record.model_dump(mode="json"), "expires_at": to_epoch(record.reported_at) + ttl_seconds},
+            {
+                **record.model_dump(mode="json", exclude={"confirmed_at"}),
+                "expires_at": to_epoch(record.reported_at) + ttl_seconds,
+            },
         )
 
     def delete_node(self, instance_id: str) -> None:
         self.delete(node_sk(instance_id))
 
+    def put_membership_mark(self, confirmed_at: datetime, nodes: int, ttl_seconds: int) -> None:
+        """Mark every ``NODE#`` item confirmed as of ``confirmed_at`` (one PutItem; shape in the module docstring)."""
+        self.put(
+            MARK_SK,
+            {
+                "reported_at": confirmed_at.isoformat(),
+                "nodes": nodes,
+                "expires_at": to_epoch(confirmed_at) + ttl_seconds,
+            },
+        )
+
+    def membership_mark(self) -> datetime | None:
+        """When the agent last confirmed the whole membership, None when it never did (or the item is unreadable)."""
+        return mark_time(self.get(MARK_SK, consistent=False))
+
     def get_node(self, instance_id: str, max_age_seconds: float, now: datetime | None = None) -> NodeRecord | None:
-        """The membership record of ``instance_id``, or None if absent or older than ``max_age_seconds``."""
+        """The membership record of ``instance_id`` (confirmed by the mark), or None if absent or older than
+        ``max_age_seconds`` by both its own ``reported_at`` and the mark."""
         item = self.get(node_sk(instance_id), consistent=False)
         if item is None:
             return None
-        record = NodeRecord.model_validate(item)
+        record = NodeRecord.model_validate(item).with_mark(self.membership_mark())
         return record if record.fresh(now or utcnow(), max_age_seconds) else None
 
     def list_nodes(self, max_age_seconds: float, now: datetime | None = None) -> list[NodeRecord]:
-        """Fresh membership records (stale ones are skipped, whatever TTL has or has not deleted)."""
+        """Fresh membership records, confirmed by the mark (stale ones are skipped, whatever TTL has or has not
+        deleted)."""
         now = now or utcnow()
-        records = [NodeRecord.model_validate(item) for item in self.query_prefix(PREFIX)]
+        mark = self.membership_mark()
+        records = [NodeRecord.model_validate(item).with_mark(mark) for item in self.query_prefix(PREFIX)]
         return [r for r in records if r.fresh(now, max_age_seconds)]
+
+    def recorded_nodes(self) -> list[NodeRecord]:
+        """Every ``NODE#`` item as written (what the agent seeds its memory of the table from); unreadable items
+        are skipped (the agent writes them again)."""
+        records = []
+        for item in self.query_prefix(PREFIX, consistent=True):
+            try:
+                records.append(NodeRecord.model_validate(item))
+            except ValidationError:
+                continue
+        return records

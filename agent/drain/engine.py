@@ -194,9 +194,9 @@ class DrainEngine:
             node = self.kube.get_node(node_name)
             if node is not None and node.instance_id == instance_id:
                 return node
-        for node in self.kube.list_nodes():
-            if node.instance_id == instance_id:
-                return node
+        found = self.kube.node_for_instance(instance_id)
+        if found is not None:
+            return found
         raise NodeNotFoundError(instance_id)
 
     def cordon_node(self, node: NodeView, command_id: str) -> tuple[NodeView, CordonDecision]:

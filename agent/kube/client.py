@@ -34,9 +34,11 @@ from agent.kube.eviction import (
     classify_eviction_error,
     eviction_api_version,
 )
+from agent.kube.nodeindex import NodeIndex
+from agent.kube.nodes import NODE_PAGE_SIZE, NodeReads
 from agent.kube.ratelimit import TokenBucket
 from agent.kube.views import LeaseView, NodeView, PodView
-from agent.kube.watch import NodeWatch, PodWatch
+from agent.kube.watch import PodWatch
 from core.exceptions import (
     KubernetesConflictError,
     KubernetesNotFoundError,
@@ -84,7 +86,7 @@ def make_api_client(configuration: client.Configuration, pool_maxsize: int = 40)
     return client.ApiClient(configuration)
 
 
-class KubeAdapter:
+class KubeAdapter(NodeReads):
     """Typed, minimal access to the Kubernetes API for the drain engine, the Event recorder, the membership
     reporter and leader election.
 
@@ -100,11 +102,22 @@ class KubeAdapter:
         limiter: the client-side request rate limit (``agent.kube.ratelimit.TokenBucket``; ``AGENT_KUBE_QPS`` /
             ``AGENT_KUBE_BURST``) every request (watch starts included) takes a token from; the node reads and
             patches that cordon and the leader Lease are urgent (served before waiting evictions). None: no limit.
+        node_page_size: nodes per page of a node list (``limit``).
+
+    Attributes:
+        node_index: instance id -> node name of every node a list page or the node watch showed (a light cache:
+            two strings a node), which ``node_for_instance`` asks before listing.
     """
 
     def __init__(
-        self, api_client: client.ApiClient, request_timeout_seconds: float = 10.0, limiter: TokenBucket | None = None
+        self,
+        api_client: client.ApiClient,
+        request_timeout_seconds: float = 10.0,
+        limiter: TokenBucket | None = None,
+        node_page_size: int = NODE_PAGE_SIZE,
     ) -> None:
+        self.node_page_size = node_page_size
+        self.node_index = NodeIndex()
         self._api = client.CoreV1Api(api_client)
         self._apps = client.AppsV1Api(api_client)
         self._coordination = client.CoordinationV1Api(api_client)
@@ -121,30 +134,6 @@ class KubeAdapter:
             return NodeView.from_api(self._json(self._send(f"get node {name}", self._api.read_node, name, urgent=True)))
         except KubernetesNotFoundError:
             return None
-
-    def list_nodes(self) -> list[NodeView]:
-        """Every node of the cluster."""
-        return self.list_nodes_versioned()[0]
-
-    def list_nodes_versioned(self) -> tuple[list[NodeView], str]:
-        """Every node of the cluster and the list's resourceVersion (start ``watch_nodes`` there)."""
-        body = self._json(self._send("list nodes", self._api.list_node))
-        nodes = [NodeView.from_api(item) for item in body.get("items") or []]
-        return nodes, str((body.get("metadata") or {}).get("resourceVersion", ""))
-
-    def watch_nodes(self, resource_version: str, timeout_seconds: int) -> NodeWatch:
-        """Open a watch on all nodes from ``resource_version``; the apiserver ends it after ``timeout_seconds``."""
-        timeout_seconds = max(1, int(timeout_seconds))
-        resp = self._send(
-            "watch nodes",
-            self._api.list_node,
-            watch=True,
-            resource_version=resource_version or None,
-            allow_watch_bookmarks=True,
-            timeout_seconds=timeout_seconds,
-            _request_timeout=(self._timeout, timeout_seconds + self._timeout),
-        )
-        return NodeWatch(cast(urllib3.HTTPResponse, resp))
 
     def patch_node(self, name: str, patch: Mapping[str, Any]) -> NodeView | None:
         """Apply a JSON merge patch (RFC 7386) to a node; None when it lost a race.

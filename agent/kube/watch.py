@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 import urllib3
@@ -88,10 +88,18 @@ class PodWatch(_Watch[PodEvent]):
 
 
 class NodeWatch(_Watch[NodeEvent]):
-    """A watch on nodes yielding ``NodeEvent``s."""
+    """A watch on nodes yielding ``NodeEvent``s; ``on_event`` (when given) sees each event first (the adapter's
+    ``NodeIndex``) and must not raise."""
+
+    def __init__(self, response: urllib3.HTTPResponse, on_event: Callable[[NodeEvent], None] | None = None) -> None:
+        super().__init__(response)
+        self._on_event = on_event
 
     def _event(self, kind: str, obj: Mapping[str, Any], rv: str | None) -> NodeEvent:
         if kind == "ERROR":
             return NodeEvent(type=kind, code=obj.get("code"))
         node = NodeView.from_api(obj) if kind != "BOOKMARK" else None
-        return NodeEvent(type=kind, node=node, resource_version=rv)
+        event = NodeEvent(type=kind, node=node, resource_version=rv)
+        if self._on_event is not None:
+            self._on_event(event)
+        return event

@@ -65,7 +65,9 @@ class AgentSettings(_Settings):
     poll_wait_seconds: int = Field(default=10, ge=0, le=20)
     visibility_timeout_seconds: int = Field(default=30, ge=5, le=43200)
     membership_resync_seconds: int = Field(default=60, ge=1)
-    membership_ttl_seconds: int = Field(default=600, ge=10)
+    # only clean-up of a cluster whose agent is gone (readers judge freshness by reported_at and the MEMBERSHIP
+    # mark); each item is written again before it lapses, so a longer TTL means fewer writes (agent/membership.py)
+    membership_ttl_seconds: int = Field(default=86400, ge=10)
     stale_running_seconds: int = Field(default=60, ge=5)
     eviction_backoff_seconds: float = Field(default=0.5, gt=0)
     eviction_backoff_max_seconds: float = Field(default=5.0, gt=0)

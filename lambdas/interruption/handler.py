@@ -185,7 +185,8 @@ def gather(notice: Event, deps: Deps) -> World:
     item = deps.store.get(f"NODE#{notice.instance}", consistent=False)
     if item is not None:
         try:
-            membership = NodeRecord.model_validate(item)
+            # the agent writes a NODE# item only when it changes: its MEMBERSHIP mark says the item is still current
+            membership = NodeRecord.model_validate(item).with_mark(deps.store.membership_mark())
         except ValidationError as err:
             logger.warning("unreadable membership record ignored", extra={"error": str(err)})
     if notice.kind is EventKind.INSTANCE_STATE_CHANGE:

@@ -43,6 +43,7 @@ from adapters.aws.gateway import AwsGateway
 from adapters.aws.ports import AwsPort
 from adapters.dynamo import ledger as ledger_store
 from adapters.dynamo.lock import LOCK_SK, LeaseLock
+from adapters.dynamo.nodes import MARK_SK, mark_time
 from adapters.dynamo.store import Store
 from core.detach import DetachState
 from core.exceptions import LockHeldError
@@ -146,6 +147,7 @@ def gather(deps: Deps, now: datetime) -> World:
     runs_unreadable = False
     lock = None
     detached: dict[str, Detached] = {}
+    mark = None
     for item in deps.store.query_partition(consistent=True):
         sk = str(item.get("sk", ""))
         try:
@@ -154,10 +156,11 @@ def gather(deps: Deps, now: datetime) -> World:
             elif sk.startswith(ledger_store.PREFIX):
                 led = ledger_store.from_item(item)
                 ledgers[led.asg_name] = led
+            elif sk == MARK_SK:
+                mark = mark_time(item)
             elif sk.startswith("NODE#"):
                 record = NodeRecord.model_validate(item)
-                if record.fresh(now, settings.membership_max_age_seconds):
-                    nodes[record.instance_id] = record
+                nodes[record.instance_id] = record
             elif sk.startswith("CMD#") and sk[4:].startswith(OWN_COMMAND_PREFIXES):
                 commands[sk[4:]] = item
             elif sk.startswith("RUN#"):
@@ -175,6 +178,12 @@ def gather(deps: Deps, now: datetime) -> World:
         except ValidationError as err:
             logger.warning(f"unreadable item {sk} ignored", extra={"error": str(err)})
             deps.telemetry.count_by("Skipped", "reason", "unreadable_item")
+    # fresh by its own write or by the agent's MEMBERSHIP mark (the agent writes a NODE# item only when it changes)
+    nodes = {
+        iid: record
+        for iid, record in ((iid, r.with_mark(mark)) for iid, r in nodes.items())
+        if record.fresh(now, settings.membership_max_age_seconds)
+    }
     unregistered = []
     for raw in raw_groups:
         info = managed_group(raw, settings.cluster_name)

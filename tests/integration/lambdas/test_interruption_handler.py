@@ -234,6 +234,25 @@ def test_spot_warning_queues_a_drain_and_replaces_the_instance_early(world, caps
     assert counted(records, "EventsIgnored") == 0
 
 
+@pytest.mark.parametrize("marked", [True, False])
+def test_an_old_record_the_agents_membership_mark_confirms_names_the_node(world, marked):
+    """The agent writes NODE# only when it changes; its MEMBERSHIP mark (one write per resync) keeps the record
+    fresh for ``MEMBERSHIP_MAX_AGE_SECONDS`` (600 s)."""
+    victim = world.members(NODES)[0]
+    written = T0 - timedelta(seconds=3600)  # the node did not change for an hour
+    world.store.put_node(
+        NodeRecord(instance_id=victim, node_name="ip-10-0-1-9.ec2.internal", asg_name=NODES, reported_at=written),
+        ttl_seconds=7200,
+    )
+    if marked:
+        world.store.put_membership_mark(T0 - timedelta(seconds=40), nodes=3, ttl_seconds=600)
+
+    handle(event("spot-interruption-warning.json", victim, event_id="ev-marked"), world.deps(), now=T0)
+
+    command = Command.model_validate_json(world.messages()[0]["Body"])
+    assert command.node_name == ("ip-10-0-1-9.ec2.internal" if marked else None)
+
+
 def test_duplicate_event_is_handled_once(world, capsys):
     victim = world.members(NODES)[0]
     raw = event("spot-interruption-warning.json", victim, event_id="ev-dup")

@@ -16,16 +16,16 @@ from moto import mock_aws
 
 from adapters.aws.autoscaling import AutoScaling
 from adapters.dynamo.store import Store
+from agent.asglookup import DESCRIBE_ASG_INSTANCES_MAX_IDS, AsgLookup
 from agent.kube.views import NodeEvent, NodeView
 from agent.membership import (
-    DESCRIBE_ASG_INSTANCES_MAX_IDS,
-    AsgLookup,
     MembershipReporter,
     batches,
     instances_to_forget,
     membership_records,
     node_record,
     node_roles,
+    refresh_age_seconds,
 )
 from core.model import NodeRecord, utcnow
 from localworld.cluster import cluster_instances, create_kops_cluster
@@ -193,9 +193,12 @@ class MemoryNodes:
         self.lists = 0
         self.done = threading.Event()
 
-    def list_nodes_versioned(self) -> tuple[list[NodeView], str]:
+    def list_node_pages(self, page_size: int | None = None) -> Iterator[tuple[list[NodeView], str]]:
         self.lists += 1
-        return list(self.nodes), str(100 + self.lists)
+        nodes = list(self.nodes)
+        size = page_size or 2
+        for start in range(0, max(len(nodes), 1), size):
+            yield nodes[start : start + size], str(100 + self.lists)
 
     def watch_nodes(self, resource_version: str, timeout_seconds: int) -> list[NodeEvent]:
         if not self.watches:
@@ -287,3 +290,137 @@ def test_the_loop_lists_again_after_a_410_and_keeps_going(aws: Aws) -> None:
     assert not loop.is_alive()
     assert source.lists == 2  # the first list, and again after the 410
     assert set(node_items(aws.store)) == {n.instance_id for n in nodes[1:]}
+
+
+# -- only what changed is written ------------------------------------------------------------------------------
+
+
+class CountingTable:
+    """The moto table, recording the sort key of every PutItem and DeleteItem."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.puts: list[str] = []
+        self.deletes: list[str] = []
+
+    def put_item(self, **kwargs: Any) -> Any:
+        self.puts.append(kwargs["Item"]["sk"])
+        return self.real.put_item(**kwargs)
+
+    def delete_item(self, **kwargs: Any) -> Any:
+        self.deletes.append(kwargs["Key"]["sk"])
+        return self.real.delete_item(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def counting_reporter(aws: Aws, nodes: list[NodeView], clock: list[Any]) -> tuple[MembershipReporter, CountingTable]:
+    table = CountingTable(aws.session.resource("dynamodb").Table("node-manager-state"))
+    store = Store(table, CLUSTER)
+    reporter = MembershipReporter(
+        MemoryNodes(nodes), store, AsgLookup(AutoScaling(aws.autoscaling)), 60, 600, clock=lambda: clock[0]
+    )
+    return reporter, table
+
+
+def node_puts(table: CountingTable) -> list[str]:
+    return [sk for sk in table.puts if sk.startswith("NODE#")]
+
+
+def test_an_unchanged_resync_writes_no_node_item_only_the_mark(aws: Aws) -> None:
+    nodes = cluster_nodes(aws)
+    clock = [NOW]
+    reporter, table = counting_reporter(aws, nodes, clock)
+    reporter.resync()
+    assert sorted(node_puts(table)) == sorted(f"NODE#{i}" for i in aws.instances)
+    table.puts.clear()
+
+    clock[0] = NOW + timedelta(seconds=60)
+    reporter.resync()
+    assert node_puts(table) == []
+    assert table.puts == ["MEMBERSHIP"]
+    assert aws.store.membership_mark() == clock[0]
+
+
+def test_a_new_leader_learns_the_items_from_the_table_and_writes_nothing_unchanged(aws: Aws) -> None:
+    nodes = cluster_nodes(aws)
+    clock = [NOW]
+    first, _ = counting_reporter(aws, nodes, clock)
+    first.resync()
+    clock[0] = NOW + timedelta(seconds=30)
+    second, table = counting_reporter(aws, nodes, clock)  # another replica, after a leader change
+    second.resync()
+    assert node_puts(table) == []
+
+
+def test_a_changed_node_writes_exactly_its_item(aws: Aws) -> None:
+    nodes = cluster_nodes(aws)
+    clock = [NOW]
+    reporter, table = counting_reporter(aws, nodes, clock)
+    reporter.resync()
+    table.puts.clear()
+
+    changed = NodeView(**{**nodes[2].__dict__, "unschedulable": True})
+    source = reporter.nodes
+    assert isinstance(source, MemoryNodes)
+    source.nodes = [*nodes[:2], changed, *nodes[3:]]
+    clock[0] = NOW + timedelta(seconds=60)
+    reporter.resync()
+    assert node_puts(table) == [f"NODE#{changed.instance_id}"]
+    assert node_items(aws.store)[str(changed.instance_id)]["unschedulable"] is True
+
+
+def test_a_gone_node_deletes_exactly_its_item(aws: Aws) -> None:
+    nodes = cluster_nodes(aws)
+    clock = [NOW]
+    reporter, table = counting_reporter(aws, nodes, clock)
+    reporter.resync()
+    source = reporter.nodes
+    assert isinstance(source, MemoryNodes)
+    source.nodes = nodes[1:]
+    clock[0] = NOW + timedelta(seconds=60)
+    table.puts.clear()
+    reporter.resync()
+    assert table.deletes == [f"NODE#{nodes[0].instance_id}"]
+    assert node_puts(table) == []
+
+
+def test_every_item_is_written_again_before_its_ttl_lapses(aws: Aws) -> None:
+    nodes = cluster_nodes(aws)
+    clock = [NOW]
+    reporter, table = counting_reporter(aws, nodes, clock)
+    reporter.resync()
+    for step in range(1, 31):  # 30 resyncs of 60 s: three TTLs of 600 s
+        clock[0] = NOW + timedelta(seconds=60 * step)
+        reporter.resync()
+        for instance_id, item in node_items(aws.store).items():
+            # still alive at the next resync (it cannot be written before then)
+            assert item["expires_at"] > int(clock[0].timestamp()) + 60, instance_id
+    refreshes = node_puts(table)
+    assert len(refreshes) < len(nodes) * 30 / 3  # about one write per item per 4-8 minutes, not one a minute
+
+
+def test_refreshes_of_items_written_together_spread_over_several_resyncs() -> None:
+    ids = [f"i-0{n:016x}" for n in range(200)]
+    ages = [refresh_age_seconds(i, 600, 60) for i in ids]
+    assert all(240 <= age < 480 for age in ages)
+    rounds = {int(age // 60) for age in ages}  # the resync (of 60 s) in which each becomes due
+    assert rounds == {4, 5, 6, 7}
+    assert refresh_age_seconds(ids[0], 100, 60) == 0  # a TTL under two resyncs: written every resync
+
+
+def test_the_mark_keeps_unchanged_records_fresh_for_the_lambdas(aws: Aws) -> None:
+    nodes = cluster_nodes(aws)
+    clock = [NOW]
+    reporter, _ = counting_reporter(aws, nodes, clock)
+    reporter.resync()
+    later = NOW + timedelta(seconds=700)  # longer than MEMBERSHIP_MAX_AGE_SECONDS (600) after the items' writes
+    assert aws.store.list_nodes(600, now=later) == []
+    clock[0] = NOW + timedelta(seconds=200)  # before any item is due for its refresh (at 240 s or later)
+    reporter.resync()  # nothing changed: no NODE# write, only the mark
+    assert all(NodeRecord.model_validate(item).reported_at == NOW for item in node_items(aws.store).values())
+    assert {r.instance_id for r in aws.store.list_nodes(600, now=later)} == set(aws.instances)
+    some = next(iter(aws.instances))
+    assert aws.store.get_node(some, 600, now=later) is not None
+    assert aws.store.get_node(some, 600, now=NOW + timedelta(seconds=850)) is None  # the mark too is old by then

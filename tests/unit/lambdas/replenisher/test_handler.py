@@ -1,0 +1,57 @@
+"""What the replenisher reads of membership (``gather``), against moto: a ``NODE#`` record the agent has not
+rewritten for long is fresh while the agent's ``MEMBERSHIP`` mark is."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from core.model import NodeRecord, utcnow
+from core.settings import ReplenisherSettings
+from lambdas.replenisher.handler import Deps, gather
+from localworld.cluster import cluster_instances, create_kops_cluster
+
+CLUSTER = "demo.k8s.local"
+
+
+@pytest.fixture
+def deps(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deps]:
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "NodeManagerTest")
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "replenisher")
+    with mock_aws():
+        session = boto3.Session(region_name="us-east-1")
+        info = create_kops_cluster(session, name=CLUSTER, nodes_per_az=1)
+        settings = ReplenisherSettings.from_env(info.env())
+        yield Deps.from_clients(
+            settings,
+            dynamodb=session.resource("dynamodb"),
+            autoscaling=session.client("autoscaling"),
+            ec2=session.client("ec2"),
+            sqs=session.client("sqs"),
+            region="us-east-1",
+        )
+
+
+def instance_ids(deps: Deps) -> list[str]:
+    ec2: Any = deps.aws.ec2.client  # the gateway's adapter keeps its boto3 client
+    return [i["InstanceId"] for i in cluster_instances(ec2, CLUSTER)]
+
+
+@pytest.mark.parametrize("marked", [True, False])
+def test_old_records_count_while_the_agents_mark_is_fresh(deps: Deps, marked: bool) -> None:
+    now = utcnow()
+    ids = instance_ids(deps)
+    for iid in ids:
+        record = NodeRecord(instance_id=iid, node_name=iid, ready=True, reported_at=now - timedelta(hours=1))
+        deps.store.put_node(record, 7200)
+    if marked:
+        deps.store.put_membership_mark(now - timedelta(seconds=30), len(ids), 600)
+
+    world = gather(deps, now)
+
+    assert set(world.nodes) == (set(ids) if marked else set())
