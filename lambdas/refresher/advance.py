@@ -93,8 +93,9 @@ def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) 
             if lease is None:
                 try:
                     lease = deps.lock.acquire(run.holder, LOCK_OPERATION, settings.lock_lease_seconds)
-                except LockHeldError as err:
-                    lock_note = f"waited for the cluster lock held by {err.holder}"
+                except (LockHeldError, LockLostError) as err:
+                    # another holder's pass; or another invocation of this run released it under our renewal
+                    lock_note = f"waited for the cluster lock held by {(err.current or {}).get('holder')}"
                     if time.monotonic() + settings.poll_seconds > deadline:
                         break
                     deps.sleep(settings.poll_seconds)

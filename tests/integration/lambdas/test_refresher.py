@@ -17,7 +17,6 @@ from aws_lambda_powertools import Metrics
 
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.runs import surge_capacity, surge_instance_ids
-from core.exceptions import LockHeldError
 from core.runs import RunStatus, StepState
 from lambdas.refresher.handler import Deps
 from localworld.faults import CapacityOutage
@@ -277,7 +276,7 @@ def test_a_spot_interruption_of_the_spare_mid_run(world: Any) -> None:
         assert_capacity_restored(h, before)
 
 
-def test_the_lock_and_the_surge_are_visible_to_the_replenisher_while_a_run_holds_them(world: Any) -> None:
+def test_the_surge_is_visible_to_the_replenisher_and_the_lock_free_while_a_run_waits(world: Any) -> None:
     info = world.setup_cluster(azs=("us-east-1a",), nodes_per_az=1)
     worker_asg = info.worker_asgs["us-east-1a"]
     with harness(world, info) as h:
@@ -287,10 +286,8 @@ def test_the_lock_and_the_surge_are_visible_to_the_replenisher_while_a_run_holds
         response = h.refresh(all=True, instance_groups=[worker_asg], drain_timeout="60s")
         run_id = response["run"]["run_id"]
         run = h.wait_run(run_id, 20, lambda r: r.steps[0].state is StepState.DRAINING)
-        lock = LeaseLock(h.store).current() or {}
-        assert lock.get("holder") == f"refresher:{run_id}" and lock.get("operation") == "refresh"
-        with pytest.raises(LockHeldError):
-            LeaseLock(h.store).acquire("replenisher:test", "replenish", 60)
+        # the run holds the lock only during a pass (DESIGN.md): while it waits for the drain, the lock is free
+        wait_until(lambda: (LeaseLock(h.store).current() or {}).get("holder") is None, 10, "the pass to end")
         assert surge_capacity(h.store) == {worker_asg: 1}
         assert surge_instance_ids(h.store) == {run.steps[0].surge_instance_id}
         replenisher_acted = _replenisher_tick(world, info)
