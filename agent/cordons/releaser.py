@@ -108,7 +108,9 @@ class CordonReleaser:
         own = command_id(item)
         instance = str(item.get("instance_id", ""))
         others = [i for i in items if i.get("instance_id") == instance]
-        judgement = judge(item, others, get_hook(self.store, instance), self.clock())
+        judgement = judge(item, others, None, self.clock())
+        if judgement.verdict is Verdict.RELEASE:  # the HOOK# item is read only for a cordon otherwise due
+            judgement = judge(item, others, get_hook(self.store, instance), self.clock())
         if judgement.verdict is Verdict.WAIT:
             return "waiting"
         if judgement.verdict is Verdict.KEEP:

@@ -142,3 +142,15 @@ def test_a_node_that_is_gone_ends_the_cordon_without_a_patch(world: World) -> No
     node.gone = True
     assert releaser(world, node, after=400).check_once()["kept"] == 1
     assert resolution(world) == "the node is gone" and node.patches == 0
+
+
+def test_a_lifecycle_action_recorded_after_the_cordon_keeps_it(world: World) -> None:
+    from adapters.dynamo.hooks import record_hook
+    from core.lifecycle import LifecycleAction
+
+    cordoned(world)
+    action = LifecycleAction(instance_id=INSTANCE, asg_name="nodes", hook_name="node-manager-drain", token="t-1")
+    assert record_hook(world.store, action, ttl_seconds=3600, now=utcnow() + timedelta(seconds=1))
+    node = OneNode(unschedulable=True, holder="rebalance-1")
+    assert releaser(world, node, after=400).check_once()["kept"] == 1
+    assert node.unschedulable and "lifecycle action" in resolution(world)
