@@ -13,8 +13,9 @@ after that node's warning (a watch on Pods sees each binding; target 0). Cordon 
 it 120 s. Reported: when the pod got its deletion (``metadata.deletionTimestamp`` seen by a watch: the SIGTERM) and
 when it was gone, both relative to the deadline (target: gone before it).
 
-Usage: ``python -m bench.wave --sizes 20,50 --runs 5 --grace``; ``--smoke`` is one wave of 6 and a grace run with a
-20 s deadline and a 40 s grace (numbers not judged).
+Usage: ``python -m bench.wave --sizes 20,50 --runs 5 --grace``; ``--smoke`` is one wave of 6 (pod grace 0-2 s) and a
+grace run with 15 s left and a 30 s grace (numbers not judged). ``--agent-env KEY=VALUE`` changes the agent's settings
+(e.g. ``AGENT_CONCURRENCY=4 AGENT_MAX_IN_FLIGHT=4``, close to the agent before issue 9).
 """
 
 from __future__ import annotations
@@ -149,16 +150,24 @@ def handler_deps(world: LocalWorld) -> Deps:
     return deps
 
 
-def prepare(world: LocalWorld, size: int, spare: int, log_dir: str, tag: str) -> tuple[list[tuple[str, str]], Store]:
-    """A fresh cluster with ``size`` loaded workers to warn (plus ``spare``), the agent running with its membership
-    reported. Returns the workers to warn and the table."""
+def prepare(
+    world: LocalWorld,
+    size: int,
+    spare: int,
+    log_dir: str,
+    tag: str,
+    agent_env: dict[str, str] | None = None,
+    graces: tuple[int, ...] = GRACES,
+) -> tuple[list[tuple[str, str]], Store]:
+    """A fresh cluster with ``size`` loaded workers to warn (plus ``spare``), the agent running (its production
+    settings, changed by ``agent_env``) with its membership reported. Returns the workers to warn and the table."""
     world.reset()
     per_az = math.ceil((size + spare) / 3)
     info = world.setup_cluster(nodes_per_az=per_az, timeout=120)
     ensure_namespace(world.api, NAMESPACE)
     targets = workers(world)[:size]
     for i, (name, _) in enumerate(targets):
-        deploy_pods_on_node(world.api, name, PODS_PER_NODE, grace=GRACES[i % len(GRACES)], name=f"fill-{i}", wait=False)
+        deploy_pods_on_node(world.api, name, PODS_PER_NODE, grace=graces[i % len(graces)], name=f"fill-{i}", wait=False)
     template = pod_template("web", grace=5)
     create_deployment(world.api, NAMESPACE, "web", max(2, min(10, size // 2)), template)
     create_pdb(world.api, NAMESPACE, "web", {"app": "web"}, max_unavailable=1)
@@ -166,7 +175,7 @@ def prepare(world: LocalWorld, size: int, spare: int, log_dir: str, tag: str) ->
     wanted = size * PODS_PER_NODE + max(2, min(10, size // 2))
     _wait(lambda: _ready_pods(core) >= wanted, 180, f"{wanted} pods Ready")
     store = Store(world.resource("dynamodb").Table(info.table_name), info.name)
-    world.spawn("agent", log_path=f"{log_dir}/agent-wave-{tag}.log")
+    world.spawn("agent", agent_env or {}, log_path=f"{log_dir}/agent-wave-{tag}.log")
     total = len(world.simulator.nodes()) if world.simulator is not None else 0
     _wait(lambda: len(store.list_nodes(600)) >= total, 120, "membership")
     return targets, store
@@ -289,20 +298,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--spare", type=int, default=3, help="unwarned workers besides the wave")
     parser.add_argument("--grace", action="store_true", help="also the Grace benchmark (180 s grace, 120 s left)")
+    parser.add_argument("--agent-env", action="append", default=[], help="KEY=VALUE for the agent (repeatable)")
     parser.add_argument("--logs", default="/tmp/node-manager-bench")
     parser.add_argument("--smoke", action="store_true", help="a wave of 6 and a short grace run; numbers not judged")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    grace, left = 180, 120.0
+    grace, left, graces = 180, 120.0, GRACES
     if args.smoke:
-        sizes, args.runs, args.grace, grace, left = [6], 1, True, 40, 20.0
+        sizes, args.runs, args.grace, grace, left, graces = [6], 1, True, 30, 15.0, (0, 2)
     os.makedirs(args.logs, exist_ok=True)
+    agent_env = dict(pair.split("=", 1) for pair in args.agent_env)
     results: dict[int, list[WaveResult]] = {}
     grace_runs: list[dict[str, float]] = []
     with LocalWorld(log_dir=args.logs) as world:
         for size in sizes:
             for run in range(args.runs):
-                targets, store = prepare(world, size, args.spare, args.logs, f"{size}-{run}")
+                targets, store = prepare(world, size, args.spare, args.logs, f"{size}-{run}", agent_env, graces)
                 result = run_wave(world, targets, store)
                 results.setdefault(size, []).append(result)
                 print(
