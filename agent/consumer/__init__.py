@@ -58,6 +58,7 @@ failures to CloudWatch (``agent.cloudwatch``), and the poll loop's ticks and suc
 
 Threads: one poll loop (``run``), one worker thread per in-flight command (at most ``max_in_flight``; at most
 ``concurrency`` of them evicting), one heartbeat thread. What bounds the agent's load on the apiserver is the
-client-side rate limit of its Kubernetes client (``agent.kube.ratelimit``), where cordons go first. The boto3 clients are shared (they are thread-safe); the ``Store``'s Table resource is used for
+client-side rate limit of its Kubernetes client (``agent.kube.ratelimit``), where cordons go first.
+The boto3 clients are shared (they are thread-safe); the ``Store``'s Table resource is used for
 plain item calls only, which hold no per-resource state.
 """
