@@ -43,5 +43,6 @@ bench-smoke: bootstrap
 	$(PY) -m bench.refresher --smoke
 	$(PY) -m bench.interruption --smoke
 	$(PY) -m bench.membership --smoke
+	$(PY) -m bench.wave --smoke
 
 check: lint bench-smoke

@@ -1,8 +1,10 @@
 """The command consumer: long-polls SQS and runs each command once, whatever SQS delivers.
 
-Modules: ``decisions`` (pure: sort a message, what a refused start means), ``config`` (the knobs), ``worker`` (one
-message to its end), ``heartbeat`` (visibility, ``CMD#`` heartbeats, lifecycle-hook heartbeats) and ``loop``
-(``CommandConsumer``: the receive loop and shutdown).
+Modules: ``decisions`` (pure: sort a message, what a refused start means), ``config`` (the knobs), ``steps`` (the
+fast step, cordon, and the slow one, the command through the engine, each turned into an outcome), ``schedule``
+(``DeadlineGate``: drain slots, earliest deadline first), ``worker`` (one message to its end), ``heartbeat``
+(visibility, ``CMD#`` heartbeats, lifecycle-hook heartbeats) and ``loop`` (``CommandConsumer``: the receive loop and
+shutdown).
 
 SQS delivers at least once, and anyone allowed to send to the queue can write a body, so the ``CMD#<id>`` item a
 Lambda recorded before sending decides (``adapters.dynamo.store.Store``):
@@ -20,17 +22,23 @@ Lambda recorded before sending decides (``adapters.dynamo.store.Store``):
    (pure) says what the message gets: deleted (a duplicate of a finished command), its notifications re-sent and
    deleted (finished by a worker that died before notifying), or left for later (another live worker runs it; it
    becomes visible again about when that worker's heartbeat would go stale).
-3. The engine runs it (``DrainEngine.run``) while a heartbeat thread extends the message's visibility and the
-   item's ``heartbeat_at`` every third of the visibility timeout.
+3. A drain's node is cordoned at once (``DrainEngine.cordon``, the fast step), whatever the number of drains
+   running; the drain then waits for one of ``concurrency`` slots, earliest deadline first, and the engine runs it
+   (``DrainEngine.run``, which finds the node cordoned as ours and evicts). Cordon and uncordon commands run at once.
+   Meanwhile a heartbeat thread extends the message's visibility and the item's ``heartbeat_at`` every third of the
+   visibility timeout, for waiting drains as for running ones.
 4. ``Reporter.report`` writes the terminal status, then notifies; the message is deleted once EventBridge took
    the event. When it did not, the message is left: it comes back after the visibility timeout and the
    notification is sent again (``on_refusal`` → NOTIFY_AGAIN), at most until the RedrivePolicy gives up.
 
 Decisions for the edge cases:
 
-- A drain whose deadline passed before it started is not run: draining with no time left evicts pods for
-  nothing. It ends ``timed_out`` with reason "deadline passed before start". Cordon and uncordon still run: each is
-  one idempotent write that stays right when late (an uncordon must happen whenever it arrives).
+- A drain whose deadline passed before it started (received late, or waiting for a slot) is not run: draining with
+  no time left evicts pods for nothing. Its node is still cordoned (no pod should be scheduled onto an instance that
+  is going) and it ends ``timed_out`` with reason "deadline passed before start". Cordon and uncordon still run: each
+  is one idempotent write that stays right when late (an uncordon must happen whenever it arrives).
+- A cordon that fails in the fast step is logged and counted (``loop_errors{loop="cordon"}``); the drain cordons
+  again when it starts, and its own error decides the command's end.
 - ``NodeNotFoundError`` (the instance's node never joined, or is gone) ends ``skipped``.
 - A ``RetryableError`` from the engine (Kubernetes API down before any work was done) hands the command back:
   the item returns to ``queued`` and the message becomes visible after ``retry_delay_seconds``.
@@ -48,7 +56,9 @@ Observability: every log line written while a message's command is handled carri
 failures to CloudWatch (``agent.cloudwatch``), and the poll loop's ticks and successful receives to
 ``agent.health.Health`` (liveness and readiness probes).
 
-Threads: one poll loop (``run``), one worker thread per in-flight command (at most ``concurrency``), one
-heartbeat thread. The boto3 clients are shared (they are thread-safe); the ``Store``'s Table resource is used for
+Threads: one poll loop (``run``), one worker thread per in-flight command (at most ``max_in_flight``; at most
+``concurrency`` of them evicting), one heartbeat thread. What bounds the agent's load on the apiserver is the
+client-side rate limit of its Kubernetes client (``agent.kube.ratelimit``), where cordons go first.
+The boto3 clients are shared (they are thread-safe); the ``Store``'s Table resource is used for
 plain item calls only, which hold no per-resource state.
 """

@@ -50,3 +50,14 @@ def test_drain_grace_settings():
         with pytest.raises(SettingsError) as info:
             AgentSettings.from_env({**BASE, var: value})
         assert info.value.name == var
+
+
+def test_wave_settings_bound_the_agent_by_request_rate():
+    s = AgentSettings.from_env(BASE)
+    assert (s.concurrency, s.max_in_flight, s.kube_qps, s.kube_burst) == (64, 256, 50.0, 100)
+    s = AgentSettings.from_env({**BASE, "AGENT_KUBE_QPS": "5", "AGENT_KUBE_BURST": "10", "AGENT_MAX_IN_FLIGHT": "64"})
+    assert (s.kube_qps, s.kube_burst, s.max_in_flight) == (5.0, 10, 64)
+    with pytest.raises(SettingsError, match="AGENT_MAX_IN_FLIGHT"):
+        AgentSettings.from_env({**BASE, "AGENT_CONCURRENCY": "100", "AGENT_MAX_IN_FLIGHT": "50"})
+    with pytest.raises(SettingsError):
+        AgentSettings.from_env({**BASE, "AGENT_KUBE_QPS": "0"})
