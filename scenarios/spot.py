@@ -184,6 +184,7 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     )
 
     # Spot reclaims the instance at the deadline; the local world plays it now that the drain is over.
+    reclaim_sent = time.monotonic() - timeline.start  # moto's ASG may launch the replacement before the call returns
     world.client("ec2").terminate_instances(InstanceIds=[instance_id])
     reclaimed = timeline.mark("aws", f"Spot reclaims {instance_id} (terminated)")
     wait_until(
@@ -224,7 +225,7 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
             f"at {launched_rel:.3f}s, reclaim at {reclaimed.at:.3f}s",
         )
     else:
-        early = sorted(i for i, at in asg_watch.launched.items() if at - timeline.start < reclaimed.at)
+        early = sorted(i for i, at in asg_watch.launched.items() if at - timeline.start < reclaim_sent)
         check(
             "EARLY_REPLACEMENT=false: not detached, nothing launched before the reclaim",
             not detached and not early,
