@@ -7,7 +7,7 @@ Commands::
     status  [--limit N]
     cancel  [--run-id ID]
     plan                       what each Lambda would do now (their own code, dry run, in this process)
-    configure-agent --stack-name NAME [--env-file PATH]
+    configure-agent [--stack-name NAME] [--env-file PATH]
     local up [--nodes-per-az N] [--no-agent]
 
 Where refresh/status/cancel happen:
@@ -110,7 +110,7 @@ def parser() -> argparse.ArgumentParser:
     cancel.add_argument("--run-id")
     command("plan", "what each Lambda would do now: their own gather/decide/plan, dry run, in this process")
     conf = command("configure-agent", "write the agent's kustomize settings from a deployed stack's outputs")
-    conf.add_argument("--stack-name", default="NodeManager", help="CloudFormation stack (default NodeManager)")
+    conf.add_argument("--stack-name", help="CloudFormation stack (default NodeManager-<cluster, dots as dashes>)")
     conf.add_argument(
         "--env-file",
         type=Path,
@@ -239,7 +239,7 @@ def _plan(args: argparse.Namespace, env: Mapping[str, str], out: Callable[[str],
 def _configure_agent(args: argparse.Namespace, out: Callable[[str], None], err: Callable[[str], None]) -> int:
     import boto3
 
-    from cli.agentconf import StackOutputsError, stack_settings, update_env_file
+    from cli.agentconf import StackOutputsError, stack_name_of, stack_settings, update_env_file
 
     path: Path | None = args.env_file
     if path is None:
@@ -247,7 +247,8 @@ def _configure_agent(args: argparse.Namespace, out: Callable[[str], None], err: 
             raise UsageError("no checkout here to find agent/deploy/default/agent.env: give --env-file PATH")
         path = CHECKOUT_ENV_FILE
     try:
-        settings = stack_settings(boto3.client("cloudformation"), args.stack_name, args.cluster)
+        stack = args.stack_name or stack_name_of(args.cluster)
+        settings = stack_settings(boto3.client("cloudformation"), stack, args.cluster)
     except StackOutputsError as error:
         err(str(error))
         return 1
