@@ -86,6 +86,10 @@ class Timeline:
         for c in self.checks:
             mark = "PASS" if c.passed else "FAIL"
             print(f"  [{mark}] {c.name}" + (f": {c.detail}" if c.detail else ""), file=self.out)
+        cited = sorted({c.name.split(":")[0].split()[1] for c in self.checks if c.name.startswith("invariant ")})
+        if cited:  # where a reader looks them up (a clone has docs/; anchors #invariant-N)
+            where = ", ".join(f"docs/DESIGN.md#invariant-{n}" for n in cited)
+            print(f"  (invariants: {where})", file=self.out)
         if headline is None:
             headline = f"{'OK' if self.ok else 'BROKEN'}: {self.summary()}"
         print(f"\n{headline}", file=self.out, flush=True)
