@@ -179,8 +179,12 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     lambda_log.close()
     timeline.mark(
         "lambda",
-        f"duplicate delivery of {event['id'][:8]}: {again['status']}"
-        + (" (replayed from the idempotency record)" if again.get("replayed") else ""),
+        f"duplicate delivery of {event['id'][:8]}: "
+        + (
+            f"nothing done again (the first answer, {again['status']!r}, replayed from the idempotency record)"
+            if again.get("replayed")
+            else str(again["status"])
+        ),
     )
 
     # Spot reclaims the instance at the deadline; the local world plays it now that the drain is over.
