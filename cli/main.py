@@ -201,7 +201,7 @@ def _operate(
     run = response.get("run")
     if args.command == "refresh" and run and not args.dry_run:
         if args.wait:
-            shown = text.splitlines()[-1] if args.output == "text" else ""
+            shown = run_line(run) if args.output == "text" else ""  # render() printed it already
             follow(invoke, args.cluster, run["run_id"], args.wait, args.local, out, seen=shown)
         elif args.output == "text":
             how = (
