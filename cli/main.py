@@ -154,12 +154,17 @@ def follow(
     local: bool,
     out: Callable[[str], None],
     seen: str = "",
+    progress: Callable[[str], None] | None = None,
+    quiet_seconds: float = 15.0,
 ) -> dict[str, Any]:
     """Until the run ends or ``seconds`` pass: in local mode invoke the tick (nothing else advances the run), then
-    read the status; print the run's line each time it changes (``seen``: the line already printed). Returns the
-    last status response."""
-    deadline = time.monotonic() + seconds
+    read the status; print the run's line each time it changes (``seen``: the line already printed), and to
+    ``progress`` a "still waiting" line after each ``quiet_seconds`` without a change. Returns the last status
+    response."""
+    started = time.monotonic()
+    deadline = started + seconds
     last: dict[str, Any] = {}
+    changed = started
     while time.monotonic() < deadline:
         if local:
             invoke({"trigger": "tick"})
@@ -169,7 +174,10 @@ def follow(
             line = run_line(run)
             if line != seen:
                 out(line)
-                seen = line
+                seen, changed = line, time.monotonic()
+            elif progress is not None and time.monotonic() - changed >= quiet_seconds:
+                progress(f"... run {run_id} still {run['status']} after {time.monotonic() - started:.0f} s")
+                changed = time.monotonic()
             if run["status"] not in ("running", "pausing", "cancelling"):
                 break
         time.sleep(1.0)
@@ -189,7 +197,11 @@ def _refresher(args: argparse.Namespace, env: Mapping[str, str], invoker: Invoke
 
 
 def _operate(
-    args: argparse.Namespace, env: Mapping[str, str], invoker: Invoke | None, out: Callable[[str], None]
+    args: argparse.Namespace,
+    env: Mapping[str, str],
+    invoker: Invoke | None,
+    out: Callable[[str], None],
+    err: Callable[[str], None],
 ) -> int:
     invoke = _refresher(args, env, invoker)
     response = invoke(payload_of(args))
@@ -202,7 +214,7 @@ def _operate(
     if args.command == "refresh" and run and not args.dry_run:
         if args.wait:
             shown = run_line(run) if args.output == "text" else ""  # render() printed it already
-            follow(invoke, args.cluster, run["run_id"], args.wait, args.local, out, seen=shown)
+            follow(invoke, args.cluster, run["run_id"], args.wait, args.local, out, seen=shown, progress=err)
         elif args.output == "text":
             how = (
                 "each `node-manager --local refresh --wait N` or tick advances it"
@@ -291,7 +303,7 @@ def main(
             return _plan(args, env, out)
         if args.command == "configure-agent":
             return _configure_agent(args, out, err)
-        return _operate(args, env, invoker, out)
+        return _operate(args, env, invoker, out, err)
     except (UsageError, SettingsError) as error:
         err(f"node-manager: {error}")
         return 2
