@@ -77,7 +77,14 @@ def _global_options(p: argparse.ArgumentParser, suppress: bool) -> None:
         help="run the refresher's handler in this process (AWS_ENDPOINT_URL, settings from the environment)",
     )
     g.add_argument("--output", choices=("text", "json"), default=default("text"), help="text (default) or json")
-    g.add_argument("--json", dest="output", action="store_const", const="json", default=default("text"), help="=json")
+    g.add_argument(
+        "--json",
+        dest="output",
+        action="store_const",
+        const="json",
+        default=default("text"),
+        help="same as --output json",
+    )
 
 
 def parser() -> argparse.ArgumentParser:
