@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # The packages mypy --strict checks (the deployed and in-cluster code); those not present yet are skipped.
 TYPED := $(wildcard core adapters lambdas agent)
-.PHONY: demo test bootstrap bootstrap-venv synth bench lint bench-smoke check
+.PHONY: demo test bootstrap bootstrap-venv synth bench lint bench-smoke check image
 
 bootstrap:
 	@[ -n "$(NO_BOOTSTRAP)" ] || scripts/bootstrap.sh
@@ -46,3 +46,10 @@ bench-smoke: bootstrap
 	$(PY) -m bench.wave --smoke
 
 check: lint bench-smoke
+
+# The agent's image for amd64 and arm64 nodes, pushed to IMAGE (docs/DEPLOY.md): docker buildx with a builder that
+# runs both (QEMU binfmt or native nodes). Example: make image IMAGE=<account>.dkr.ecr.<region>.amazonaws.com/node-manager-agent:0.1.0
+IMAGE ?= node-manager-agent:0.1.0
+PLATFORMS ?= linux/amd64,linux/arm64
+image:
+	docker buildx build --platform $(PLATFORMS) -t $(IMAGE) --push .

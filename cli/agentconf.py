@@ -17,6 +17,12 @@ from typing import Any
 OUTPUTS = {"AgentRoleArn": "AGENT_ROLE_ARN", "StateTableName": "TABLE_NAME", "CommandQueueUrl": "QUEUE_URL"}
 
 
+def stack_name_of(cluster: str) -> str:
+    """The stack the CDK app deploys for ``cluster`` (``infra.config``'s ``ClusterConfig.stack_name``, repeated here
+    so the CLI does not import the CDK): ``NodeManager-<cluster name with dots as dashes>``."""
+    return "NodeManager-" + cluster.replace(".", "-")
+
+
 class StackOutputsError(Exception):
     """The stack is missing, not deployed, or lacks an output the agent needs."""
 

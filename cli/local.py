@@ -5,8 +5,10 @@ kOps cluster and the agent running, for trying the CLI and the Lambdas without A
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import signal
+import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -69,8 +71,10 @@ def up(
         stopping.append(signum)
 
     try:
-        world.start()
-        info = world.setup_cluster(name=cluster, nodes_per_az=nodes_per_az)
+        # the world's progress lines go to stderr: stdout carries only the export lines (for `eval`)
+        with contextlib.redirect_stdout(sys.stderr):
+            world.start()
+            info = world.setup_cluster(name=cluster, nodes_per_az=nodes_per_az)
         if agent:
             proc = world.spawn("agent")
             err(f"agent running (pid {proc.pid}, log {proc.log_path})")

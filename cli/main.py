@@ -7,7 +7,7 @@ Commands::
     status  [--limit N]
     cancel  [--run-id ID]
     plan                       what each Lambda would do now (their own code, dry run, in this process)
-    configure-agent --stack-name NAME [--env-file PATH]
+    configure-agent [--stack-name NAME] [--env-file PATH]
     local up [--nodes-per-az N] [--no-agent]
 
 Where refresh/status/cancel happen:
@@ -77,7 +77,14 @@ def _global_options(p: argparse.ArgumentParser, suppress: bool) -> None:
         help="run the refresher's handler in this process (AWS_ENDPOINT_URL, settings from the environment)",
     )
     g.add_argument("--output", choices=("text", "json"), default=default("text"), help="text (default) or json")
-    g.add_argument("--json", dest="output", action="store_const", const="json", default=default("text"), help="=json")
+    g.add_argument(
+        "--json",
+        dest="output",
+        action="store_const",
+        const="json",
+        default=default("text"),
+        help="same as --output json",
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -110,7 +117,7 @@ def parser() -> argparse.ArgumentParser:
     cancel.add_argument("--run-id")
     command("plan", "what each Lambda would do now: their own gather/decide/plan, dry run, in this process")
     conf = command("configure-agent", "write the agent's kustomize settings from a deployed stack's outputs")
-    conf.add_argument("--stack-name", default="NodeManager", help="CloudFormation stack (default NodeManager)")
+    conf.add_argument("--stack-name", help="CloudFormation stack (default NodeManager-<cluster, dots as dashes>)")
     conf.add_argument(
         "--env-file",
         type=Path,
@@ -154,12 +161,17 @@ def follow(
     local: bool,
     out: Callable[[str], None],
     seen: str = "",
+    progress: Callable[[str], None] | None = None,
+    quiet_seconds: float = 15.0,
 ) -> dict[str, Any]:
     """Until the run ends or ``seconds`` pass: in local mode invoke the tick (nothing else advances the run), then
-    read the status; print the run's line each time it changes (``seen``: the line already printed). Returns the
-    last status response."""
-    deadline = time.monotonic() + seconds
+    read the status; print the run's line each time it changes (``seen``: the line already printed), and to
+    ``progress`` a "still waiting" line after each ``quiet_seconds`` without a change. Returns the last status
+    response."""
+    started = time.monotonic()
+    deadline = started + seconds
     last: dict[str, Any] = {}
+    changed = started
     while time.monotonic() < deadline:
         if local:
             invoke({"trigger": "tick"})
@@ -169,7 +181,10 @@ def follow(
             line = run_line(run)
             if line != seen:
                 out(line)
-                seen = line
+                seen, changed = line, time.monotonic()
+            elif progress is not None and time.monotonic() - changed >= quiet_seconds:
+                progress(f"... run {run_id} still {run['status']} after {time.monotonic() - started:.0f} s")
+                changed = time.monotonic()
             if run["status"] not in ("running", "pausing", "cancelling"):
                 break
         time.sleep(1.0)
@@ -189,7 +204,11 @@ def _refresher(args: argparse.Namespace, env: Mapping[str, str], invoker: Invoke
 
 
 def _operate(
-    args: argparse.Namespace, env: Mapping[str, str], invoker: Invoke | None, out: Callable[[str], None]
+    args: argparse.Namespace,
+    env: Mapping[str, str],
+    invoker: Invoke | None,
+    out: Callable[[str], None],
+    err: Callable[[str], None],
 ) -> int:
     invoke = _refresher(args, env, invoker)
     response = invoke(payload_of(args))
@@ -201,8 +220,8 @@ def _operate(
     run = response.get("run")
     if args.command == "refresh" and run and not args.dry_run:
         if args.wait:
-            shown = text.splitlines()[-1] if args.output == "text" else ""
-            follow(invoke, args.cluster, run["run_id"], args.wait, args.local, out, seen=shown)
+            shown = run_line(run) if args.output == "text" else ""  # render() printed it already
+            follow(invoke, args.cluster, run["run_id"], args.wait, args.local, out, seen=shown, progress=err)
         elif args.output == "text":
             how = (
                 "each `node-manager --local refresh --wait N` or tick advances it"
@@ -239,7 +258,7 @@ def _plan(args: argparse.Namespace, env: Mapping[str, str], out: Callable[[str],
 def _configure_agent(args: argparse.Namespace, out: Callable[[str], None], err: Callable[[str], None]) -> int:
     import boto3
 
-    from cli.agentconf import StackOutputsError, stack_settings, update_env_file
+    from cli.agentconf import StackOutputsError, stack_name_of, stack_settings, update_env_file
 
     path: Path | None = args.env_file
     if path is None:
@@ -247,7 +266,8 @@ def _configure_agent(args: argparse.Namespace, out: Callable[[str], None], err: 
             raise UsageError("no checkout here to find agent/deploy/default/agent.env: give --env-file PATH")
         path = CHECKOUT_ENV_FILE
     try:
-        settings = stack_settings(boto3.client("cloudformation"), args.stack_name, args.cluster)
+        stack = args.stack_name or stack_name_of(args.cluster)
+        settings = stack_settings(boto3.client("cloudformation"), stack, args.cluster)
     except StackOutputsError as error:
         err(str(error))
         return 1
@@ -290,7 +310,7 @@ def main(
             return _plan(args, env, out)
         if args.command == "configure-agent":
             return _configure_agent(args, out, err)
-        return _operate(args, env, invoker, out)
+        return _operate(args, env, invoker, out, err)
     except (UsageError, SettingsError) as error:
         err(f"node-manager: {error}")
         return 2

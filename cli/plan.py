@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import io
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -106,10 +106,11 @@ def plan_all(environ: Mapping[str, str], session: Any, cluster: str) -> dict[str
     env = {**environ, "CLUSTER_NAME": cluster}
     out: dict[str, Any] = {}
     errors: list[SettingsError] = []
-    for name, make in (
-        ("replenisher", lambda: plan_replenisher(env, session)),
-        ("refresher", lambda: plan_refresher(env, session, cluster)),
-    ):
+    plans: dict[str, Callable[[], dict[str, Any]]] = {
+        "replenisher": lambda: plan_replenisher(env, session),
+        "refresher": lambda: plan_refresher(env, session, cluster),
+    }
+    for name, make in plans.items():
         try:
             out[name] = make()
         except SettingsError as err:

@@ -11,6 +11,7 @@ the node is cordoned and drained before the deadline (event time + 120 s) and th
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import time
@@ -31,7 +32,7 @@ from localworld.workloads import deploy_workloads, pods_on_node, wait_pods_ready
 from localworld.world import LocalWorld
 from scenarios.observe import AsgWatcher, NodeWatcher, PdbGuard, wait_until
 from scenarios.settings import settings_env, user_settings
-from scenarios.timeline import Timeline
+from scenarios.timeline import Timeline, stamp_actions
 
 EVENTS = Path(__file__).resolve().parent.parent / "tests" / "events"
 NAMESPACE = "workloads"
@@ -124,10 +125,14 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     deps.register_context(LocalLambdaContext(30, INTERRUPTION_FUNCTION))
     timeline.mark("lambda", "cold start done: settings read, clients built")
     lambda_log = (log_dir / "lambda.log").open("a")
-    with contextlib.redirect_stdout(lambda_log):  # the Lambda's JSON logs and metrics go to its own log
+    captured = io.StringIO()
+    with contextlib.redirect_stdout(captured):  # the Lambda's JSON logs and metrics go to its own log
         response = handle(event, deps)
-    for action in response.get("actions", []):
-        timeline.mark("lambda", str(action.get("action", action) if isinstance(action, dict) else action))
+    lambda_log.write(captured.getvalue())
+    # each action where its log line says it was applied, not when the handler returned (the agent may act before)
+    descriptions = [str(a.get("action", a) if isinstance(a, dict) else a) for a in response.get("actions", [])]
+    for description, when in zip(descriptions, stamp_actions(descriptions, captured.getvalue()), strict=True):
+        timeline.mark("lambda", description, at=None if when is None else timeline.mono(when))
     returned = timeline.mark("lambda", f"handler returned: {response['status']}")
     command_id = next(
         (a.get("command_id") for a in response.get("actions", []) if isinstance(a, dict) and a.get("command_id")), None
@@ -179,11 +184,16 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     lambda_log.close()
     timeline.mark(
         "lambda",
-        f"duplicate delivery of {event['id'][:8]}: {again['status']}"
-        + (" (replayed from the idempotency record)" if again.get("replayed") else ""),
+        f"duplicate delivery of {event['id'][:8]}: "
+        + (
+            f"nothing done again (the first answer, {again['status']!r}, replayed from the idempotency record)"
+            if again.get("replayed")
+            else str(again["status"])
+        ),
     )
 
     # Spot reclaims the instance at the deadline; the local world plays it now that the drain is over.
+    reclaim_sent = time.monotonic() - timeline.start  # moto's ASG may launch the replacement before the call returns
     world.client("ec2").terminate_instances(InstanceIds=[instance_id])
     reclaimed = timeline.mark("aws", f"Spot reclaims {instance_id} (terminated)")
     wait_until(
@@ -224,7 +234,7 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
             f"at {launched_rel:.3f}s, reclaim at {reclaimed.at:.3f}s",
         )
     else:
-        early = sorted(i for i, at in asg_watch.launched.items() if at - timeline.start < reclaimed.at)
+        early = sorted(i for i, at in asg_watch.launched.items() if at - timeline.start < reclaim_sent)
         check(
             "EARLY_REPLACEMENT=false: not detached, nothing launched before the reclaim",
             not detached and not early,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
@@ -86,6 +87,38 @@ class Timeline:
         for c in self.checks:
             mark = "PASS" if c.passed else "FAIL"
             print(f"  [{mark}] {c.name}" + (f": {c.detail}" if c.detail else ""), file=self.out)
+        cited = sorted({c.name.split(":")[0].split()[1] for c in self.checks if c.name.startswith("invariant ")})
+        if cited:  # where a reader looks them up (a clone has docs/; anchors #invariant-N)
+            where = ", ".join(f"docs/DESIGN.md#invariant-{n}" for n in cited)
+            print(f"  (invariants: {where})", file=self.out)
         if headline is None:
             headline = f"{'OK' if self.ok else 'BROKEN'}: {self.summary()}"
         print(f"\n{headline}", file=self.out, flush=True)
+
+
+def logged_actions(log_text: str) -> list[tuple[str, datetime]]:
+    """The action lines of a Lambda's JSON log (``lambdas.common.execute`` logs each action as it is applied, message
+    ``<description>: <result>`` with an ``action`` key), with the time each was logged (Powertools' ``timestamp``,
+    ``2026-12-02 04:35:33,608+0000``), in order. Lines that are not JSON, or not actions, are skipped."""
+    found: list[tuple[str, datetime]] = []
+    for line in log_text.splitlines():
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict) or "action" not in record:
+                continue
+            found.append((str(record["message"]), datetime.strptime(record["timestamp"], "%Y-%m-%d %H:%M:%S,%f%z")))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return found
+
+
+def stamp_actions(descriptions: list[str], log_text: str) -> list[datetime | None]:
+    """For each action description of a Lambda's response, in order, the time its log line says it was applied
+    (None when no line matches): a timeline then places the Lambda's actions where they happened, not at the
+    handler's return, so an effect seen by a watcher never precedes its cause."""
+    logged = logged_actions(log_text)
+    out: list[datetime | None] = []
+    for description in descriptions:
+        index = next((i for i, (message, _) in enumerate(logged) if message.startswith(f"{description}: ")), None)
+        out.append(None if index is None else logged.pop(index)[1])
+    return out

@@ -525,3 +525,11 @@ def test_asset_dependencies_are_the_pinned_ones_and_not_boto3(asset: Path) -> No
         assert (asset / f"{distribution}-{version.strip()}.dist-info").is_dir(), line
     assert not (asset / "boto3").exists() and not (asset / "botocore").exists()
     assert not (asset / "kubernetes").exists()
+
+
+def test_the_outputs_configure_agent_reads_are_the_stacks(template: Template) -> None:
+    """``node-manager configure-agent`` reads these outputs of the stack named after the cluster."""
+    from cli.agentconf import OUTPUTS, stack_name_of
+
+    assert set(OUTPUTS) <= set(template.to_json()["Outputs"])
+    assert stack_name_of(CLUSTER) == STACK

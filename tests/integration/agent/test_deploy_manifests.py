@@ -20,11 +20,12 @@ from localworld.world import LocalWorld
 
 ROOT = Path(__file__).resolve().parents[3]
 DEFAULT = ROOT / "agent" / "deploy" / "default"
+SINGLE_MASTER = ROOT / "agent" / "deploy" / "single-master"
 
 
-def render() -> list[dict[str, Any]]:
+def render(overlay: Path = DEFAULT) -> list[dict[str, Any]]:
     out = subprocess.run(
-        ["kubectl", "kustomize", str(DEFAULT)], check=True, capture_output=True, text=True, timeout=60
+        ["kubectl", "kustomize", str(overlay)], check=True, capture_output=True, text=True, timeout=60
     ).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
@@ -63,7 +64,8 @@ def test_the_deployment_is_two_replicas_on_control_plane_nodes_restricted_and_pr
     pod = spec["template"]["spec"]
     [container] = pod["containers"]
     assert spec["replicas"] == 2
-    anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in pod["affinity"]["podAntiAffinity"]
+    anti = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
     assert anti["topologyKey"] == "kubernetes.io/hostname"
     assert anti["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
@@ -128,3 +130,65 @@ def test_the_dry_run_catches_a_broken_manifest(world: LocalWorld, broken: str) -
         timeout=60,
     )
     assert result.returncode != 0
+
+
+def drain_completes(docs: list[dict[str, Any]], masters: int) -> bool:
+    """Whether draining one control-plane node finishes, by the rules that decide it: the replicas are placed on the
+    ``masters`` (one per master while required anti-affinity allows, Pending beyond that; with preferred
+    anti-affinity spread first, then shared), the drained master is cordoned, and each eviction is allowed only while
+    the PDB's ``maxUnavailable`` is not reached (a Pending or evicted replica counts as unavailable; a replacement
+    starts only on a master not cordoned that the affinity allows)."""
+    deployment = one(docs, "Deployment")
+    replicas = deployment["spec"]["replicas"]
+    anti = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    required = "requiredDuringSchedulingIgnoredDuringExecution" in anti
+    pdbs = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    max_unavailable = pdbs[0]["spec"]["maxUnavailable"] if pdbs else replicas
+    placed = [i % masters for i in range(replicas)]  # spread first
+    pending = 0
+    if required:
+        pending = max(0, replicas - masters)
+        placed = placed[: replicas - pending]
+    drained = 0
+    free = [m for m in range(masters) if m != drained and (not required or m not in placed)]
+    for _ in [m for m in placed if m == drained]:
+        if pending >= max_unavailable:
+            return False  # 429: the PDB forbids this eviction, and nothing will change that
+        placed.remove(drained)
+        if free:  # the replacement starts elsewhere
+            placed.append(free.pop(0) if required else (drained + 1) % masters)
+        else:
+            pending += 1
+    return True
+
+
+def test_a_single_master_cluster_can_drain_its_master_and_three_masters_keep_a_replica() -> None:
+    default, single = render(DEFAULT), render(SINGLE_MASTER)
+    assert drain_completes(single, masters=1)
+    assert drain_completes(default, masters=3)
+    assert drain_completes(default, masters=2)
+    assert not drain_completes(default, masters=1)  # the PDB with both replicas on one cordoned master
+    # the model catches the deadlock the issue found: required anti-affinity + the PDB on one master
+    deployment = one(default, "Deployment")
+    anti = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    term = anti["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+    deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"] = {
+        "requiredDuringSchedulingIgnoredDuringExecution": [term]
+    }
+    assert not drain_completes(default, masters=1)
+
+
+def test_the_single_master_overlay_is_the_default_install_without_the_pdb() -> None:
+    default, single = render(DEFAULT), render(SINGLE_MASTER)
+    assert [d for d in default if d["kind"] != "PodDisruptionBudget"] == single
+
+
+def test_the_apiserver_accepts_the_single_master_overlay(world: LocalWorld) -> None:
+    result = subprocess.run(
+        ["kubectl", "--kubeconfig", str(world.kubeconfig), "apply", "--dry-run=server", "-f", "-"],
+        input=yaml.safe_dump_all(render(SINGLE_MASTER)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr

@@ -10,7 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from cli.agentconf import StackOutputsError, stack_settings, update_env_file
+from cli.agentconf import StackOutputsError, stack_name_of, stack_settings, update_env_file
 from cli.main import main
 
 CHECKOUT_ENV = Path(__file__).resolve().parents[3] / "agent" / "deploy" / "default" / "agent.env"
@@ -34,12 +34,12 @@ def cfn(monkeypatch):
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
     with mock_aws():
         client = boto3.client("cloudformation", region_name="eu-west-1")
-        client.create_stack(StackName="NodeManager", TemplateBody=json.dumps(TEMPLATE))
+        client.create_stack(StackName="NodeManager-prod-k8s-local", TemplateBody=json.dumps(TEMPLATE))
         yield client
 
 
 def test_the_settings_come_from_the_outputs_and_the_stack_region(cfn):
-    settings = stack_settings(cfn, "NodeManager", "prod.k8s.local")
+    settings = stack_settings(cfn, "NodeManager-prod-k8s-local", "prod.k8s.local")
     assert settings["AGENT_ROLE_ARN"] == "arn:aws:iam::123456789012:role/NodeManager-AgentRole"
     assert settings["TABLE_NAME"] == "NodeManager-State"
     assert settings["QUEUE_URL"].startswith("https://") and "eu-west-1" in settings["QUEUE_URL"]
@@ -91,3 +91,9 @@ def test_the_command_reports_a_missing_stack_on_stderr(cfn, tmp_path):
         err=err.append,
     )
     assert code == 1 and len(err) == 1 and "Nope" in err[0]
+
+
+def test_the_default_stack_name_is_the_cdk_apps():
+    from infra.config import ClusterConfig
+
+    assert stack_name_of("prod.k8s.local") == ClusterConfig(name="prod.k8s.local").stack_name

@@ -159,3 +159,17 @@ def test_output_json_is_the_raw_response():
         {"status": "ok", "runs": []}, ["status", "--output", "json", "--function-name", "f", "--cluster", "c"]
     )
     assert code == 0 and json.loads("\n".join(out)) == {"status": "ok", "runs": []}
+
+
+def test_a_long_wait_says_it_is_still_waiting_on_stderr(monkeypatch):
+    from cli.main import follow
+
+    clock = iter(range(0, 1000, 5))  # each reading of the clock is 5 s later
+    monkeypatch.setattr("cli.main.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("cli.main.time.sleep", lambda s: None)
+    out: list[str] = []
+    progress: list[str] = []
+    answers = iter([{"runs": [RUN]}] * 6 + [{"runs": [{**RUN, "status": "succeeded"}]}])
+    follow(lambda p: next(answers), "c", "r1", 600, False, out.append, seen="", progress=progress.append)
+    assert out == ["run r1: running (pending 2)", "run r1: succeeded (pending 2)"]
+    assert progress and all(line.startswith("... run r1 still running after") for line in progress)
