@@ -37,6 +37,7 @@ from agent.kube.eviction import (
 from agent.kube.nodeindex import NodeIndex
 from agent.kube.nodes import NODE_PAGE_SIZE, NodeReads
 from agent.kube.ratelimit import TokenBucket
+from agent.kube.raw import RawApi
 from agent.kube.views import LeaseView, NodeView, PodView
 from agent.kube.watch import PodWatch
 from core.exceptions import (
@@ -118,9 +119,9 @@ class KubeAdapter(NodeReads):
     ) -> None:
         self.node_page_size = node_page_size
         self.node_index = NodeIndex()
-        self._api = client.CoreV1Api(api_client)
-        self._apps = client.AppsV1Api(api_client)
-        self._coordination = client.CoordinationV1Api(api_client)
+        self._api = RawApi(api_client)  # not the generated CoreV1Api & co.: 24 MiB of code (agent/kube/raw.py)
+        self._apps = self._api
+        self._coordination = self._api
         self._timeout = request_timeout_seconds
         self._eviction_version: str | None = None
         self._lock = threading.Lock()

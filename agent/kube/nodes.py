@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 import urllib3
-from kubernetes import client
 
 from agent.kube.nodeindex import NodeIndex
+from agent.kube.raw import RawApi
 from agent.kube.views import NodeView
 from agent.kube.watch import NodeWatch
 
@@ -22,7 +22,7 @@ class NodeReads:
 
     node_page_size: int
     node_index: NodeIndex
-    _api: client.CoreV1Api
+    _api: RawApi
     _timeout: float
 
     def _send(self, what: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
