@@ -24,6 +24,7 @@ from agent.consumer.decisions import (
     MessageVerdict,
     RefusalDisposition,
     bind_to_record,
+    capped,
     deadline_passed,
     on_refusal,
     own_result,
@@ -257,7 +258,10 @@ class CommandWorker:
                 engine_posted_event=False,
             )
         try:
-            result = self.engine.run(command)
+            bounded = capped(command, self.clock(), self.config.max_command_seconds)
+            if bounded is not command:
+                log.warning("deadline capped command_id=%s to=%s", command.command_id, bounded.deadline.isoformat())
+            result = self.engine.run(bounded)
         except NodeNotFoundError as err:
             log.info(
                 "no node for the instance, command skipped command_id=%s instance_id=%s",

@@ -27,6 +27,7 @@ class AgentSettings(_Settings):
         "drain_pdb_deadline_policy": "DRAIN_PDB_DEADLINE_POLICY",
         "command_ttl_seconds": "COMMAND_TTL_SECONDS",
         "shutdown_grace_seconds": "AGENT_SHUTDOWN_GRACE_SECONDS",
+        "max_command_seconds": "MAX_COMMAND_SECONDS",
         # operation (issue 5): leader election, health/metrics endpoint, logs, CloudWatch, lifecycle hooks
         "leader_election": "LEADER_ELECTION",
         "leader_election_namespace": "LEADER_ELECTION_NAMESPACE",
@@ -59,6 +60,9 @@ class AgentSettings(_Settings):
     drain_grace_margin_seconds: float = Field(default=10.0, ge=0, le=600)
     drain_pdb_deadline_policy: PdbDeadlinePolicy = PdbDeadlinePolicy.DELETE
     command_ttl_seconds: int = Field(default=7 * 86400, ge=3600)
+    # a command runs at most this long from its start whatever deadline it carries (a far-future deadline, forged or
+    # mistaken, must not hold a worker slot behind a PodDisruptionBudget for ever)
+    max_command_seconds: int = Field(default=3600, ge=60, le=86400)
     # on SIGTERM, how long in-flight commands may run on before they are handed back to another agent; keep it
     # below the pod's terminationGracePeriodSeconds minus SQS_WAIT_SECONDS
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)
