@@ -26,6 +26,7 @@ class ReplenisherSettings(_Settings):
         "lock_lease_seconds": "LOCK_LEASE_SECONDS",
         "membership_max_age_seconds": "MEMBERSHIP_MAX_AGE_SECONDS",
         "command_ttl_seconds": "COMMAND_TTL_SECONDS",
+        "command_sweep_seconds": "COMMAND_SWEEP_SECONDS",
         "dry_run": "DRY_RUN",
     }
 
@@ -50,6 +51,9 @@ class ReplenisherSettings(_Settings):
     # at most this many surplus / unregistered instances terminated per invocation
     cleanup_limit: int = Field(default=2, ge=0, le=50)
     lock_lease_seconds: int = Field(default=120, ge=10)
+    # the tick re-sends a CMD# still queued this long after it was (last) sent, and expires one past its deadline
+    # (lambdas/common/sweep.py); 0: no sweep
+    command_sweep_seconds: int = Field(default=300, ge=0)
     membership_max_age_seconds: int = Field(default=600, ge=10)
     command_ttl_seconds: int = Field(default=7 * 86400, ge=3600)
     # Plan and log only: no table writes, no SQS message, no Auto Scaling change.
