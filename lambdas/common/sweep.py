@@ -4,8 +4,10 @@ A message the agent could not start (a burst of retryable Kubernetes or DynamoDB
 moves to the dead-letter queue after ``MAX_RECEIVE_COUNT`` receives, while its item stays ``queued``: nothing would
 ever send it again. The replenisher's periodic tick sweeps (``sweep_commands``):
 
-- a ``queued`` item whose command's deadline has passed is ended ``skipped`` (``cancel_queued_command``, reason
-  ``expired: never started before its deadline``): the Lambda that waits for it times it out as usual;
+- a ``queued`` item whose command's deadline has passed is ended ``timed_out`` (message ``expired: never started
+  before its deadline``), conditionally on its still being ``queued``: what waits for it treats it as any drain that
+  ran out of time (the refresher pauses or terminates by its drain-timeout policy; never ``skipped``, which would
+  read as "no node to drain");
 - a ``queued`` item last sent (``created_at``, or ``resent_at`` of an earlier sweep) more than
   ``COMMAND_SWEEP_SECONDS`` ago is sent again, exactly as recorded (the agent binds a body to its record), after
   ``resent_at`` is set conditionally on the item still being ``queued``.
@@ -22,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from adapters.aws.ports import CommandSender
-from adapters.dynamo.commands import cancel_queued_command, command_sk, recorded_command
+from adapters.dynamo.commands import command_sk, recorded_command
 from adapters.dynamo.store import Store
 from adapters.dynamo.table import Attr
 from core.exceptions import ConflictError
@@ -89,7 +91,7 @@ def sweep_commands(
         done["expired"] = list(sweep.expire)
         return done
     for command_id in sweep.expire:
-        if cancel_queued_command(store, command_id, EXPIRED, now=now):
+        if _expire(store, command_id, now):
             done["expired"].append(command_id)
             logger.warning(f"command {command_id} expired while queued: never started before its deadline")
     for command in sweep.resend:
@@ -105,3 +107,25 @@ def sweep_commands(
         done["resent"].append(command.command_id)
         logger.warning(f"command {command.command_id} still queued: sent again as recorded")
     return done
+
+
+def _expire(store: Store, command_id: str, now: datetime) -> bool:
+    """End a ``queued`` command ``timed_out`` (``EXPIRED``); False when it was no longer queued."""
+    status = CommandStatus.TIMED_OUT.value
+    result = {"status": status, "message": EXPIRED, "pods": [], "remaining": [], "errors": [EXPIRED]}
+    try:
+        store.update(
+            command_sk(command_id),
+            {
+                "status": status,
+                "result": result,
+                "expired": EXPIRED,
+                "finished_at": now.isoformat(),
+                "reported_at": now.isoformat(),
+                "updated_at": now.isoformat(),
+            },
+            condition=Attr("status").eq(CommandStatus.QUEUED.value),
+        )
+    except ConflictError:
+        return False
+    return True

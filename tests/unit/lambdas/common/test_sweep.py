@@ -86,7 +86,7 @@ def test_sweep_resends_once_per_period_and_expires_on_the_table(store: Store) ->
     assert sender.sent == [stuck]  # exactly as recorded
     assert store.get_command("stuck")["resent_at"] == NOW.isoformat()
     expired = store.get_command("late")
-    assert expired["status"] == CommandStatus.SKIPPED.value and expired["cancelled"] == EXPIRED
+    assert expired["status"] == CommandStatus.TIMED_OUT.value and expired["result"]["message"] == EXPIRED
     # the next tick within the period sends nothing more; a started command is never sent again
     assert sweep_commands(store, sender, NOW + timedelta(seconds=60), 300, dry_run=False, logger=log)["resent"] == []
     store.start_command(stuck, "agent-a:1", 60, 3600, now=NOW + timedelta(seconds=61))
