@@ -201,7 +201,12 @@ def build_agent(settings: AgentSettings, environ: Mapping[str, str], session: An
     alarms = CloudWatchPublisher(sink, settings.cluster_name)
 
     recorder = NodeEventRecorder(kube)
-    engine = DrainEngine(CountingEvictions(kube, metrics), settings, events=recorder)
+    engine = DrainEngine(
+        CountingEvictions(kube, metrics),
+        settings,
+        events=recorder,
+        max_control_plane_drains=settings.max_control_plane_drains,
+    )
     reporter = Reporter(store, events, settings.event_bus_name, post_node_event=recorder)
     hooks = HookFinisher(store, autoscaling, identity, metrics)
     consumer = CommandConsumer(

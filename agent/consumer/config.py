@@ -25,6 +25,7 @@ class ConsumerConfig:
         shutdown_grace_seconds: how long shutdown waits for in-flight commands before handing them back.
         retry_delay_seconds: visibility delay of a command handed back after a retryable error.
         lifecycle_heartbeat_seconds: period of RecordLifecycleActionHeartbeat while a drain runs.
+        max_command_seconds: a command's deadline is at most this long after its start (``decisions.capped``).
     """
 
     cluster: str
@@ -39,6 +40,7 @@ class ConsumerConfig:
     shutdown_grace_seconds: float = 20.0
     retry_delay_seconds: int = 5
     lifecycle_heartbeat_seconds: float = 60.0
+    max_command_seconds: int = 3600
 
     @classmethod
     def from_settings(cls, settings: AgentSettings, worker_id: str) -> ConsumerConfig:
@@ -54,6 +56,7 @@ class ConsumerConfig:
             command_ttl_seconds=settings.command_ttl_seconds,
             shutdown_grace_seconds=settings.shutdown_grace_seconds,
             lifecycle_heartbeat_seconds=settings.lifecycle_heartbeat_seconds,
+            max_command_seconds=settings.max_command_seconds,
         )
 
     @property

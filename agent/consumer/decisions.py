@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
@@ -110,6 +110,16 @@ def bind_to_record(claimed: Command, item: Mapping[str, Any] | None) -> Binding:
     if differences:
         return Binding(None, Rejection.MISMATCH, "; ".join(differences))
     return Binding(stored)
+
+
+def capped(command: Command, now: datetime, max_seconds: float) -> Command:
+    """``command`` with its deadline brought to at most ``now + max_seconds`` (``MAX_COMMAND_SECONDS``): whatever
+    deadline a record carries, a drain blocked by a PodDisruptionBudget ends by then and frees its worker. Pure;
+    the same command when its deadline is already nearer."""
+    limit = now + timedelta(seconds=max_seconds)
+    if command.deadline <= limit:
+        return command
+    return command.model_copy(update={"deadline": limit})
 
 
 def deadline_passed(command: Command, now: datetime) -> bool:

@@ -8,7 +8,7 @@ import logging
 from datetime import datetime
 from typing import Any, Protocol
 
-from agent.consumer.decisions import DEADLINE_PASSED, deadline_passed, own_result
+from agent.consumer.decisions import DEADLINE_PASSED, capped, deadline_passed, own_result
 from agent.metrics import AgentMetrics
 from agent.report import Outcome
 from core.exceptions import KubernetesRejectedError, NodeNotFoundError, RetryableError
@@ -61,9 +61,10 @@ def cordon_first(engine: Engine, command: Command, metrics: AgentMetrics | None 
     return None
 
 
-def execute(engine: Engine, command: Command, now: datetime) -> Outcome:
+def execute(engine: Engine, command: Command, now: datetime, max_command_seconds: int | None = None) -> Outcome:
     """Run the command through the engine, or decide its end without it (a drain whose deadline passed: its node
-    was cordoned by ``cordon_first``, nothing is evicted).
+    was cordoned by ``cordon_first``, nothing is evicted). A deadline more than ``max_command_seconds`` after ``now``
+    is capped there (``decisions.capped``: a far-future deadline cannot hold a drain forever).
 
     Raises:
         RetryableError: the Kubernetes API failed before any work was done (hand the command back).
@@ -80,7 +81,10 @@ def execute(engine: Engine, command: Command, now: datetime) -> Outcome:
             engine_posted_event=False,
         )
     try:
-        result = engine.run(command)
+        bounded = command if max_command_seconds is None else capped(command, now, max_command_seconds)
+        if bounded is not command:
+            log.warning("deadline capped command_id=%s to=%s", command.command_id, bounded.deadline.isoformat())
+        result = engine.run(bounded)
     except NodeNotFoundError as err:
         log.info(
             "no node for the instance, command skipped command_id=%s instance_id=%s",

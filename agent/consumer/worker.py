@@ -186,7 +186,7 @@ class CommandWorker:
         else:
             outcome = cordon_first(self.engine, command, self.metrics)
             if outcome is None and deadline_passed(command, self.clock()):
-                outcome = execute(self.engine, command, self.clock())  # cordoned; nothing to evict for
+                outcome = execute(self.engine, command, self.clock(), self.config.max_command_seconds)  # cordoned; nothing to evict for
             if outcome is None:
                 if not self.gate.acquire(command.deadline, cancelled=lambda: job.closed or job.lost):
                     log.info("drain handed back or taken over before it started command_id=%s", command.command_id)
@@ -201,7 +201,7 @@ class CommandWorker:
     def _execute_or_give_back(self, job: Job) -> Outcome | None:
         """``steps.execute``; None when a retryable error handed the command back."""
         try:
-            return execute(self.engine, job.command, self.clock())
+            return execute(self.engine, job.command, self.clock(), self.config.max_command_seconds)
         except RetryableError as err:
             if job.close():
                 log.warning(

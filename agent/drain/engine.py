@@ -35,7 +35,14 @@ from typing import Protocol, TypeVar
 
 from agent.drain.cordon import CordonDecision, UncordonDecision, decide_cordon, decide_release, decide_uncordon
 from agent.drain.evict import Evictor
-from agent.drain.policy import GraceSource, PodAction, daemonset_owners, deletes_past_pdb, plan_drain
+from agent.drain.policy import (
+    GraceSource,
+    PodAction,
+    daemonset_owners,
+    deletes_past_pdb,
+    is_control_plane,
+    plan_drain,
+)
 from agent.drain.ports import DrainApi
 from agent.drain.progress import DrainProgress
 from agent.drain.results import Durations, NodeCommandResult, RemainingPod
@@ -106,6 +113,7 @@ class DrainEngine:
         max_workers: int = 32,
         max_requests_in_flight: int = 4,
         rand: Callable[[], float] = random.random,
+        max_control_plane_drains: int = 1,
     ) -> None:
         self.kube = kube
         self.backoff_base = float(settings.eviction_backoff_seconds)
@@ -118,6 +126,8 @@ class DrainEngine:
         self.pdb_deadline_policy = settings.drain_pdb_deadline_policy
         self._deadlines: dict[str, Deadline] = {}  # command id -> the deadline of its drain in progress
         self._deadlines_lock = threading.Lock()
+        self.max_control_plane_drains = max_control_plane_drains
+        self._control_plane_slots = threading.BoundedSemaphore(max(1, max_control_plane_drains))
         self._evictor = Evictor(
             kube,
             self.clock,
@@ -155,6 +165,15 @@ class DrainEngine:
         )
         if command.kind == CommandKind.UNCORDON:
             result = self._uncordon(command, node, started_at, durations)
+        elif command.kind == CommandKind.DRAIN and is_control_plane(node.labels):
+            # at most max_control_plane_drains control-plane drains at once; one more is refused, untouched
+            if self.max_control_plane_drains > 0 and self._control_plane_slots.acquire(blocking=False):
+                try:
+                    result = self._cordon_and_maybe_drain(command, node, started_at, durations, t0)
+                finally:
+                    self._control_plane_slots.release()
+            else:
+                result = self._refused_control_plane(command, node, started_at, durations)
         else:
             result = self._cordon_and_maybe_drain(command, node, started_at, durations, t0)
         if self.events is not None:
@@ -270,6 +289,27 @@ class DrainEngine:
             cordoned_by_us=False,
             cordoned_by_other=decision.by_other,
             uncordoned=decision.patch is not None,
+            durations=durations,
+            started_at=started_at,
+            finished_at=self.clock.now(),
+        )
+
+    def _refused_control_plane(
+        self, command: Command, node: NodeView, started_at: datetime, durations: Durations
+    ) -> NodeCommandResult:
+        why = (
+            f"refused: control-plane node {node.name}, and {self.max_control_plane_drains} control-plane drain(s) "
+            "already run at once (MAX_CONTROL_PLANE_DRAINS); node left as it was"
+        )
+        log.warning("control-plane drain refused command_id=%s node=%s", command.command_id, node.name)
+        return NodeCommandResult(
+            command_id=command.command_id,
+            kind=command.kind,
+            instance_id=command.instance_id,
+            node_name=node.name,
+            status=CommandStatus.FAILED,
+            message=why,
+            errors=[why],
             durations=durations,
             started_at=started_at,
             finished_at=self.clock.now(),

@@ -13,7 +13,7 @@ say whether and when a deadline-bound drain deletes a pod a PodDisruptionBudget 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -210,3 +210,17 @@ def seconds_until_pdb_delete(wanted: int, remaining: float, margin: float) -> fl
     one second early, so the whole-second ``grace_limit`` still equals the wanted grace then). It gets its full
     grace if the budget held it until then, and what is left when its grace never fitted."""
     return remaining - margin - wanted - 1
+
+
+# Labels that make a node a control-plane node: kubeadm/kOps' node-role labels and kOps' legacy role label.
+CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
+
+
+def is_control_plane(labels: Mapping[str, str]) -> bool:
+    """True for a control-plane node (``node-role.kubernetes.io/control-plane`` or ``.../master``, or kOps' legacy
+    ``kubernetes.io/role=master``). Pure.
+
+    >>> is_control_plane({"node-role.kubernetes.io/control-plane": ""}), is_control_plane({"kubernetes.io/role": "x"})
+    (True, False)
+    """
+    return any(label in labels for label in CONTROL_PLANE_LABELS) or labels.get("kubernetes.io/role") == "master"

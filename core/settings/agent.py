@@ -30,6 +30,8 @@ class AgentSettings(_Settings):
         "drain_pdb_deadline_policy": "DRAIN_PDB_DEADLINE_POLICY",
         "command_ttl_seconds": "COMMAND_TTL_SECONDS",
         "shutdown_grace_seconds": "AGENT_SHUTDOWN_GRACE_SECONDS",
+        "max_command_seconds": "MAX_COMMAND_SECONDS",
+        "max_control_plane_drains": "MAX_CONTROL_PLANE_DRAINS",
         # operation (issue 5): leader election, health/metrics endpoint, logs, CloudWatch, lifecycle hooks
         "leader_election": "LEADER_ELECTION",
         "leader_election_namespace": "LEADER_ELECTION_NAMESPACE",
@@ -75,6 +77,12 @@ class AgentSettings(_Settings):
     drain_grace_margin_seconds: float = Field(default=10.0, ge=0, le=600)
     drain_pdb_deadline_policy: PdbDeadlinePolicy = PdbDeadlinePolicy.DELETE
     command_ttl_seconds: int = Field(default=7 * 86400, ge=3600)
+    # a command runs at most this long from its start whatever deadline it carries (a far-future deadline, forged or
+    # mistaken, must not hold a worker slot behind a PodDisruptionBudget for ever)
+    max_command_seconds: int = Field(default=3600, ge=60, le=86400)
+    # control-plane nodes drained at once by this agent; one more drain of a control-plane node is refused (failed,
+    # node untouched): masters are replaced one at a time; 0 refuses every control-plane drain
+    max_control_plane_drains: int = Field(default=1, ge=0, le=10)
     # on SIGTERM, how long in-flight commands may run on before they are handed back to another agent; keep it
     # below the pod's terminationGracePeriodSeconds minus SQS_WAIT_SECONDS
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)

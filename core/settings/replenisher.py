@@ -29,6 +29,7 @@ class ReplenisherSettings(_Settings):
         "lock_wait_seconds": "LOCK_WAIT_SECONDS",
         "membership_max_age_seconds": "MEMBERSHIP_MAX_AGE_SECONDS",
         "command_ttl_seconds": "COMMAND_TTL_SECONDS",
+        "command_sweep_seconds": "COMMAND_SWEEP_SECONDS",
         "dry_run": "DRY_RUN",
     }
 
@@ -62,6 +63,9 @@ class ReplenisherSettings(_Settings):
     # a plan that needs the cluster lock waits this long for another holder (a refresh run holds it for one pass of a
     # few seconds) before it leaves the work to the next invocation; well inside the function's 60 s timeout
     lock_wait_seconds: float = Field(default=20.0, ge=0, le=45)
+    # the tick re-sends a CMD# still queued this long after it was (last) sent, and expires one past its deadline
+    # (lambdas/common/sweep.py); 0: no sweep
+    command_sweep_seconds: int = Field(default=300, ge=0)
     membership_max_age_seconds: int = Field(default=600, ge=10)
     command_ttl_seconds: int = Field(default=7 * 86400, ge=3600)
     # Plan and log only: no table writes, no SQS message, no Auto Scaling change.

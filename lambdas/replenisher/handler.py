@@ -59,6 +59,7 @@ from lambdas.common.handler import (
     session_clients,
 )
 from lambdas.common.prologue import admit, invocation
+from lambdas.common.sweep import sweep_commands
 from lambdas.common.telemetry import Telemetry
 from lambdas.events.event import Event, EventKind
 from lambdas.events.scope import Scope
@@ -372,7 +373,20 @@ def handle(event: Any, deps: Deps, now: datetime | None = None, request_id: str 
         notice = admit(event, KINDS, now, logger, telemetry, "EventsRejected", scope=deps.scope)
         if not isinstance(notice, Event):
             return notice
-        return process(notice, deps, now, request_id or str(uuid.uuid4()))
+        response = process(notice, deps, now, request_id or str(uuid.uuid4()))
+        if notice.kind is EventKind.TICK and deps.settings.command_sweep_seconds:
+            swept = sweep_commands(
+                deps.store,
+                deps.aws.queue,
+                now,
+                deps.settings.command_sweep_seconds,
+                dry_run=deps.settings.dry_run,
+                logger=logger,
+            )
+            telemetry.count("CommandsResent", len(swept["resent"]))
+            telemetry.count("CommandsExpired", len(swept["expired"]))
+            response["swept"] = swept
+        return response
 
 
 # The execution environment's ``Deps``, built on first use (settings read then, never at import).

@@ -189,7 +189,9 @@ def test_agent_role_trusts_only_the_agents_service_account(kms: Template) -> Non
 
 def test_existing_agent_role_gets_the_policies_and_is_the_output(byo: Template) -> None:
     roles = byo.find_resources("AWS::IAM::Role")
-    assert len(roles) == 3  # the Lambdas' only (interruption, replenisher, refresher): no agent role is made
+    descriptions = sorted(role["Properties"]["Description"] for role in roles.values())
+    # the Lambdas' (interruption, replenisher, refresher) and the refresher's operator role: no agent role is made
+    assert len(roles) == 4 and not any("agent" in d for d in descriptions), descriptions
     # IAM attaches inline policies by role name (the path is not part of it).
     agent_statements = [s for s in statements(byo) if s["_roles"] == ["node-manager-agent"]]
     actions = {a for s in agent_statements for a in as_list(s["Action"])}

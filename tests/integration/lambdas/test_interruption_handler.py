@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -665,3 +666,16 @@ def test_lambda_handler_takes_its_region_and_account_from_the_context(world, mon
     assert response["status"] == "acknowledged" and response["reason"] == "foreign_region"
     _assert_nothing_changed(world, groups)
     assert lambda_handler(raw, FakeContext())["status"] == "acted"
+
+
+def test_a_direct_invocation_that_names_its_caller_is_logged_with_it(world, monkeypatch, capsys):
+    """EventBridge sends no client context; the CLI (and anyone following the README) names the caller in it."""
+    for var, value in {"CLUSTER_NAME": CLUSTER, "TABLE_NAME": "state", "QUEUE_URL": world.queue_url}.items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.setattr(interruption_handler._deps, "_value", None)  # settings read again from this environment
+    caller = "arn:aws:sts::123456789012:assumed-role/admin/mallory"
+    context = FakeContext()
+    context.client_context = SimpleNamespace(custom={"caller": caller})  # type: ignore[attr-defined]  # as Lambda gives it
+    lambda_handler({"not": "an event"}, context)
+    lines = logs(capsys.readouterr().out)
+    assert any(line["level"] == "WARNING" and line.get("caller") == caller for line in lines), lines

@@ -146,7 +146,9 @@ def load_event(name: str) -> dict[str, Any]:
 @pytest.fixture
 def rig(world: LocalWorld) -> Iterator[Rig]:
     info = world.setup_cluster(nodes_per_az=2)
-    env = {**info.env(), "RECOVERY_HOLD_SECONDS": "600"}
+    # the rig plays the agent itself (finish_drains) on an injected clock: no command sweep re-sending or expiring
+    # what it has not played yet (the sweep has its own tests, tests/unit/lambdas/common/test_sweep.py)
+    env = {**info.env(), "RECOVERY_HOLD_SECONDS": "600", "COMMAND_SWEEP_SECONDS": "0"}
     settings = ReplenisherSettings.from_env(env)
     deps = Deps.from_clients(
         settings,

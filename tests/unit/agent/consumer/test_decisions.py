@@ -13,6 +13,7 @@ from agent.consumer.decisions import (
     RefusalDisposition,
     Rejection,
     bind_to_record,
+    capped,
     deadline_passed,
     on_refusal,
     parse_message,
@@ -136,3 +137,10 @@ def test_a_command_running_elsewhere_comes_back_when_its_heartbeat_would_be_stal
 def test_a_refusal_without_an_item_or_while_queued_looks_again_soon() -> None:
     assert on_refusal(None, NOW.timestamp(), 60, 30) == (RefusalDisposition.LATER, 1)
     assert on_refusal({"status": "queued", "attempt": 3}, NOW.timestamp(), 60, 30) == (RefusalDisposition.LATER, 1)
+
+
+def test_capped_brings_a_far_deadline_to_the_bound_and_leaves_a_near_one() -> None:
+    far, near = _cmd(deadline_in=86400), _cmd(deadline_in=60)
+    bounded = capped(far, NOW, 3600)
+    assert bounded.deadline == NOW + timedelta(seconds=3600) and bounded.command_id == far.command_id
+    assert capped(near, NOW, 3600) is near

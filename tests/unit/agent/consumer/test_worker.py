@@ -145,6 +145,20 @@ def test_the_stored_command_is_what_runs(world: World) -> None:
     assert world.item()["status"] == "succeeded" and world.in_queue() == 0
 
 
+def test_a_far_future_deadline_is_capped_for_the_engine_and_the_record_keeps_its_own(world: World) -> None:
+    """A recorded drain due in ten years (grace 0 behind a PDB would hold a worker for ever) runs with its deadline
+    at most MAX_COMMAND_SECONDS away; what is reported is still the recorded command."""
+    engine = ScriptedEngine()
+    far = command(deadline_in=10 * 365 * 86400)
+    world.send(far)
+    before = utcnow()
+    world.consumer(engine, max_command_seconds=600).handle(world.receive())
+    [ran] = engine.commands
+    assert before + timedelta(seconds=600) <= ran.deadline <= utcnow() + timedelta(seconds=600)
+    assert ran.model_copy(update={"deadline": far.deadline}) == far
+    assert world.item()["command"]["deadline"] == far.model_dump(mode="json")["deadline"]
+
+
 def test_garbage_is_logged_and_ends_in_the_dead_letter_queue(world: World, caplog: pytest.LogCaptureFixture) -> None:
     engine = ScriptedEngine()
     consumer = world.consumer(engine)

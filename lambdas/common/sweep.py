@@ -1,0 +1,131 @@
+"""The command sweeper: no ``CMD#`` item stays ``queued`` because its message was lost.
+
+A message the agent could not start (a burst of retryable Kubernetes or DynamoDB errors, an agent crashing on it)
+moves to the dead-letter queue after ``MAX_RECEIVE_COUNT`` receives, while its item stays ``queued``: nothing would
+ever send it again. The replenisher's periodic tick sweeps (``sweep_commands``):
+
+- a ``queued`` item whose command's deadline has passed is ended ``timed_out`` (message ``expired: never started
+  before its deadline``), conditionally on its still being ``queued``: what waits for it treats it as any drain that
+  ran out of time (the refresher pauses or terminates by its drain-timeout policy; never ``skipped``, which would
+  read as "no node to drain");
+- a ``queued`` item last sent (``created_at``, or ``resent_at`` of an earlier sweep) more than
+  ``COMMAND_SWEEP_SECONDS`` ago is sent again, exactly as recorded (the agent binds a body to its record), after
+  ``resent_at`` is set conditionally on the item still being ``queued``.
+
+A second message for a command whose first is still queued is harmless: the agent's conditional start runs it once.
+``stranded`` is the pure rule; ``sweep_commands`` applies it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from adapters.aws.ports import CommandSender
+from adapters.dynamo.commands import command_sk, recorded_command
+from adapters.dynamo.store import Store
+from adapters.dynamo.table import Attr
+from core.exceptions import ConflictError
+from core.model import Command, CommandStatus
+
+EXPIRED = "expired: never started before its deadline"
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What to do with the stranded commands: ``resend`` (as recorded) and ``expire`` (command ids)."""
+
+    resend: tuple[Command, ...] = ()
+    expire: tuple[str, ...] = ()
+    unreadable: tuple[str, ...] = field(default=())
+
+
+def _when(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return None
+
+
+def stranded(items: Iterable[Mapping[str, Any]], now: datetime, after_seconds: float) -> Sweep:
+    """Sort the ``CMD#`` items (plain values): ``queued`` ones past their command's deadline are expired, those last
+    sent more than ``after_seconds`` before ``now`` re-sent; everything else is left alone. Pure.
+
+    An item with no readable command (``recorded_command`` None) is reported in ``unreadable``, never sent.
+    """
+    resend: list[Command] = []
+    expire: list[str] = []
+    unreadable: list[str] = []
+    for item in items:
+        if item.get("status") != CommandStatus.QUEUED.value:
+            continue
+        command = recorded_command(dict(item))
+        if command is None:
+            unreadable.append(str(item.get("sk", "")))
+            continue
+        if command.deadline <= now:
+            expire.append(command.command_id)
+            continue
+        last_sent = _when(item.get("resent_at")) or _when(item.get("created_at"))
+        if last_sent is None or now - last_sent >= timedelta(seconds=after_seconds):
+            resend.append(command)
+    return Sweep(tuple(resend), tuple(expire), tuple(unreadable))
+
+
+def sweep_commands(
+    store: Store, sender: CommandSender, now: datetime, after_seconds: float, *, dry_run: bool, logger: Any
+) -> dict[str, list[str]]:
+    """Apply ``stranded`` to the cluster's ``CMD#`` items (one Query). Returns the command ids re-sent and expired.
+
+    Raises:
+        StoreUnavailableError, AwsUnavailableError, AwsRequestError.
+    """
+    sweep = stranded(store.query_prefix("CMD#", consistent=True), now, after_seconds)
+    done: dict[str, list[str]] = {"resent": [], "expired": []}
+    for sk in sweep.unreadable:
+        logger.warning(f"queued command item {sk} holds no readable command: left alone")
+    if dry_run:
+        done["resent"] = [c.command_id for c in sweep.resend]
+        done["expired"] = list(sweep.expire)
+        return done
+    for command_id in sweep.expire:
+        if _expire(store, command_id, now):
+            done["expired"].append(command_id)
+            logger.warning(f"command {command_id} expired while queued: never started before its deadline")
+    for command in sweep.resend:
+        try:
+            store.update(
+                command_sk(command.command_id),
+                {"resent_at": now.isoformat()},
+                condition=Attr("status").eq(CommandStatus.QUEUED.value),
+            )
+        except ConflictError:
+            continue  # an agent started it meanwhile
+        sender.send_command(command)
+        done["resent"].append(command.command_id)
+        logger.warning(f"command {command.command_id} still queued: sent again as recorded")
+    return done
+
+
+def _expire(store: Store, command_id: str, now: datetime) -> bool:
+    """End a ``queued`` command ``timed_out`` (``EXPIRED``); False when it was no longer queued."""
+    status = CommandStatus.TIMED_OUT.value
+    result = {"status": status, "message": EXPIRED, "pods": [], "remaining": [], "errors": [EXPIRED]}
+    try:
+        store.update(
+            command_sk(command_id),
+            {
+                "status": status,
+                "result": result,
+                "expired": EXPIRED,
+                "finished_at": now.isoformat(),
+                "reported_at": now.isoformat(),
+                "updated_at": now.isoformat(),
+            },
+            condition=Attr("status").eq(CommandStatus.QUEUED.value),
+        )
+    except ConflictError:
+        return False
+    return True
