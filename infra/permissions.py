@@ -152,7 +152,7 @@ def attach_group_guard(scope: Construct, construct_id: str, role: iam.IRole, *, 
             effect=iam.Effect.DENY,
             actions=["autoscaling:UpdateAutoScalingGroup"],
             resources=["*"],
-            conditions={"NumericGreaterThan": {MAX_SIZE_CONDITION_KEY: max_group_size}},
+            conditions={"NumericGreaterThan": {MAX_SIZE_CONDITION_KEY: str(max_group_size)}},
         )
     ]
     for field, key in GUARDED_GROUP_KEYS.items():

@@ -186,7 +186,9 @@ class CommandWorker:
         else:
             outcome = cordon_first(self.engine, command, self.metrics)
             if outcome is None and deadline_passed(command, self.clock()):
-                outcome = execute(self.engine, command, self.clock(), self.config.max_command_seconds)  # cordoned; nothing to evict for
+                outcome = execute(
+                    self.engine, command, self.clock(), self.config.max_command_seconds
+                )  # cordoned; nothing to evict for
             if outcome is None:
                 if not self.gate.acquire(command.deadline, cancelled=lambda: job.closed or job.lost):
                     log.info("drain handed back or taken over before it started command_id=%s", command.command_id)

@@ -136,7 +136,7 @@ def test_iam_bounds_what_the_replenisher_can_set_on_a_group(template: Template) 
     denies = [s for s in statements(template) if s["_roles"] == [role] and s["Effect"] == "Deny"]
     assert all(as_list(s["Action"]) == ["autoscaling:UpdateAutoScalingGroup"] for s in denies)
     conditions = [s["Condition"] for s in denies]
-    assert {"NumericGreaterThan": {"autoscaling:MaxSize": 200}} in conditions  # max_group_size default
+    assert {"NumericGreaterThan": {"autoscaling:MaxSize": "200"}} in conditions  # max_group_size default
     for key in (
         "autoscaling:LaunchTemplateVersionSpecified",
         "autoscaling:VPCZoneIdentifiers",

@@ -96,4 +96,4 @@ def test_the_command_reports_a_missing_stack_on_stderr(cfn, tmp_path):
 def test_the_default_stack_name_is_the_cdk_apps():
     from infra.config import ClusterConfig
 
-    assert stack_name_of("prod.k8s.local") == ClusterConfig(name="prod.k8s.local").stack_name
+    assert stack_name_of("prod.k8s.local") == ClusterConfig(name="prod.k8s.local", agent_trust_account=True).stack_name
