@@ -44,6 +44,7 @@ from adapters.aws.ports import AwsPort
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store
+from core.lock import Lease
 from core.model import utcnow
 from core.settings import RefresherSettings
 from lambdas.common.handler import PerEnvironment, cluster_metrics, deployment_scope, session_clients
@@ -116,8 +117,9 @@ class Deps:
         region = getattr(session, "region_name", None)
         return cls.from_clients(settings, **session_clients(session), region=region, **kwargs)
 
-    def effects(self) -> Effects:
+    def effects(self, lease: Lease | None = None) -> Effects:
         return Effects(
+            lease=lease,
             store=self.store,
             runs=self.runs,
             lock=self.lock,

@@ -18,7 +18,7 @@ from adapters.aws.ports import AwsPort
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store
-from core.exceptions import LockHeldError, RunConflictError
+from core.exceptions import LockHeldError, LockLostError, RunConflictError
 from core.lock import Lease
 from core.runs import (
     LOCK_OPERATION,
@@ -72,7 +72,7 @@ class RefresherDeps(Protocol):
     @property
     def sleep(self) -> Callable[[float], None]: ...
 
-    def effects(self) -> Effects: ...
+    def effects(self, lease: Lease | None = None) -> Effects: ...
 
 
 # -- reading the world --------------------------------------------------------------------------------------------
@@ -150,34 +150,37 @@ def run_summary(run: Run, steps: bool = False) -> dict[str, Any]:
 
 def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) -> dict[str, Any]:
     """Advance the run ``run_id`` (or the active one) until it waits for something not worth polling for, or the
-    budget is spent. Renews the cluster lock once.
+    budget is spent. Renews the cluster lock once; every write of the run is fenced by that lease.
+
+    A run whose lease was taken over applies nothing (``lock_lost``): not even a pause, whose undo steps would change
+    capacity under another holder's lock. It goes on once its holder gets the lock again (a later invocation).
 
     Returns:
-        ``{"status": "advanced" | "idle", "run": summary, "actions": [...]}``; ``idle`` when there is no active run.
+        ``{"status": "advanced" | "idle" | "lock_lost", "run": summary, "actions": [...]}``; ``idle`` when there is
+        no active run; ``lock_lost`` (logged, counted as ``LockLost``) when another holder has the lock.
     """
     deadline = time.monotonic() + budget_seconds
     results: list[dict[str, str]] = []
-    renewed = False
-    lock_lost = False
+    lease: Lease | None = None
     run: Run | None = None
     for _ in range(MAX_PASSES):
         run = deps.runs.get(run_id) if run_id else deps.runs.active()
         if run is None or not run.status.active:
             break
         run_id = run.run_id
-        if not renewed:
-            try:
-                deps.lock.acquire(run.holder, LOCK_OPERATION, deps.settings.lock_lease_seconds)
-            except LockHeldError as err:
-                logger.warning(f"run {run.run_id} lost the cluster lock to {err.holder}")
-                lock_lost = True
-            renewed = True
-        world = gather(run, deps, lock_lost)
+        try:
+            if lease is None:
+                lease = deps.lock.acquire(run.holder, LOCK_OPERATION, deps.settings.lock_lease_seconds)
+        except LockHeldError as err:
+            return _lock_lost(deps, run, err, results)
+        world = gather(run, deps)
         now = deps.clock()
         decision = decide_next(run, world, deps.settings, now)
         if decision.actions:
             try:
-                results += execute(decision.actions, deps.effects(), now)
+                results += execute(decision.actions, deps.effects(lease), now)
+            except LockLostError as err:
+                return _lock_lost(deps, run, err, results)
             except RunConflictError:
                 logger.info(f"run {run.run_id} was advanced by another invocation: reading it again")
                 continue
@@ -194,6 +197,14 @@ def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) 
         return {"status": "idle", "actions": results}
     final = deps.runs.get(run.run_id) or run
     return {"status": "advanced", "run": run_summary(final), "actions": results}
+
+
+def _lock_lost(deps: RefresherDeps, run: Run, err: LockHeldError | LockLostError, results: list[Any]) -> dict[str, Any]:
+    logger.warning(
+        f"run {run.run_id} does not hold the cluster lock ({err}): nothing more applied", extra={"lock": err.current}
+    )
+    deps.effects().telemetry.count("LockLost")
+    return {"status": "lock_lost", "run": run_summary(run), "actions": results, "lock": err.current}
 
 
 def options_of(request: RefreshRequest | None, settings: RefresherSettings, trigger: str) -> RunOptions:

@@ -21,6 +21,9 @@ Outcomes (the return value, logged):
 - ``{"status": "acknowledged", "reason": "foreign_account" | "foreign_region" | ...}``: the event is another
   account's or region's (``lambdas.events.scope``); counted (``EventsOutOfScope``), nothing read or done.
 - ``{"status": "acted" | "dry_run", "operation": ..., "actions": [...]}``: the plan was applied (or only logged).
+- ``{"status": "lock_lost", "operation": ..., "actions": [...]}``: the lease expired and another holder took the
+  lock mid-plan; a fenced write was refused and nothing after it was done (logged, counted as ``LockLost``). Not
+  raised: the new holder reconciles the whole cluster itself.
 - Transient faults (throttling, DynamoDB unavailable, a ledger changed underneath) are raised so the rule's retry
   policy delivers the event again.
 """
@@ -43,7 +46,7 @@ from adapters.aws.ports import AwsPort
 from adapters.dynamo import ledger as ledger_store
 from adapters.dynamo.lock import LOCK_SK, LeaseLock
 from adapters.dynamo.store import Store
-from core.exceptions import LockHeldError
+from core.exceptions import LockHeldError, LockLostError
 from core.kops import managed_group
 from core.model import NodeRecord, utcnow
 from core.runs import Run
@@ -251,13 +254,21 @@ def process(notice: Event, deps: Deps, now: datetime, request_id: str) -> dict[s
         logger=logger,
         ttl_seconds=settings.command_ttl_seconds,
         after_action=deps.after_action,
+        lease=lease,
     )
+    lost: LockLostError | None = None
     try:
         results = execute(plan, effects, now, dry_run=settings.dry_run)
+    except LockLostError as err:
+        lost, results = err, []
+        logger.warning(f"lock lost mid-plan, nothing more applied: {err}", extra={"lock": err.current})
+        deps.telemetry.count("LockLost")
     finally:
         if lease is not None:
-            locker.release(lease)
+            locker.release(lease)  # a lease already lost is not released (conditioned on its fencing)
     status = ("dry_run" if settings.dry_run else "acted") if plan.changes else "noted"
+    if lost is not None:
+        status = "lock_lost"
     response = {
         "status": status,
         "event_id": notice.event_id,
