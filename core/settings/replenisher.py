@@ -6,7 +6,9 @@ from typing import ClassVar
 
 from pydantic import Field, model_validator
 
-from core.settings.base import _COMMON_ENV, _LAMBDA_ENV, ACCOUNT_ID_PATTERN, _Settings
+from core.exceptions import SettingsError
+from core.lock import lease_too_short
+from core.settings.base import _COMMON_ENV, _LAMBDA_ENV, _TIMEOUT_ENV, ACCOUNT_ID_PATTERN, _Settings
 
 
 class ReplenisherSettings(_Settings):
@@ -15,6 +17,7 @@ class ReplenisherSettings(_Settings):
     ENV_VARS: ClassVar[dict[str, str]] = {
         **_COMMON_ENV,
         **_LAMBDA_ENV,
+        **_TIMEOUT_ENV,
         "recovery_hold_seconds": "RECOVERY_HOLD_SECONDS",
         "backoff_initial_seconds": "BACKOFF_INITIAL_SECONDS",
         "backoff_max_seconds": "BACKOFF_MAX_SECONDS",
@@ -49,7 +52,10 @@ class ReplenisherSettings(_Settings):
     giveback_drain_timeout_seconds: int = Field(default=600, ge=10)
     # at most this many surplus / unregistered instances terminated per invocation
     cleanup_limit: int = Field(default=2, ge=0, le=50)
+    # the cluster lock's lease: at least the function timeout plus core.lock.LEASE_MARGIN_SECONDS
     lock_lease_seconds: int = Field(default=120, ge=10)
+    # the Lambda's timeout (the stack sets it); None: unknown here, checked against the invocation's context instead
+    function_timeout_seconds: int | None = Field(default=None, ge=1, le=900)
     membership_max_age_seconds: int = Field(default=600, ge=10)
     command_ttl_seconds: int = Field(default=7 * 86400, ge=3600)
     # Plan and log only: no table writes, no SQS message, no Auto Scaling change.
@@ -59,4 +65,7 @@ class ReplenisherSettings(_Settings):
     def _consistent(self) -> ReplenisherSettings:
         if self.backoff_max_seconds < self.backoff_initial_seconds:
             raise ValueError("BACKOFF_MAX_SECONDS must be >= BACKOFF_INITIAL_SECONDS")
+        problem = lease_too_short(self.lock_lease_seconds, self.function_timeout_seconds)
+        if problem:  # named after the variable (a ValueError here would name only "settings")
+            raise SettingsError("LOCK_LEASE_SECONDS", problem)
         return self

@@ -47,7 +47,13 @@ from adapters.dynamo.store import Store
 from core.lock import Lease
 from core.model import utcnow
 from core.settings import RefresherSettings
-from lambdas.common.handler import PerEnvironment, cluster_metrics, deployment_scope, session_clients
+from lambdas.common.handler import (
+    PerEnvironment,
+    check_lease,
+    cluster_metrics,
+    deployment_scope,
+    session_clients,
+)
 from lambdas.common.prologue import admit, invocation
 from lambdas.common.telemetry import Telemetry
 from lambdas.events.event import Event, EventKind
@@ -175,4 +181,6 @@ _deps = PerEnvironment(lambda: Deps.from_session(RefresherSettings.from_env(), n
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """The Lambda entry point (EventBridge rules and manual invocations). See ``handle``."""
-    return handle(event, _deps(), context)
+    deps = _deps()
+    check_lease(deps.settings.lock_lease_seconds, "REFRESH_LOCK_LEASE_SECONDS", context)
+    return handle(event, deps, context)

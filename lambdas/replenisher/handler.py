@@ -53,6 +53,7 @@ from core.runs import Run
 from core.settings import ReplenisherSettings
 from lambdas.common.handler import (
     PerEnvironment,
+    check_lease,
     cluster_metrics,
     deployment_scope,
     lambda_logger,
@@ -317,5 +318,6 @@ _deps = PerEnvironment(lambda: Deps.from_session(ReplenisherSettings.from_env(),
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """The Lambda entry point (EventBridge target). See ``handle``."""
     deps = _deps()
+    check_lease(deps.settings.lock_lease_seconds, "LOCK_LEASE_SECONDS", context)
     deps.scope = deps.scope.with_context(context)
     return handle(event, deps, request_id=getattr(context, "aws_request_id", None))
