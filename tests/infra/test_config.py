@@ -152,3 +152,21 @@ def test_build_app_refuses_bad_context_before_building_anything(tmp_path: Path) 
     with pytest.raises(SettingsError) as caught:
         build_app(clusters(log_retention_days=2), outdir=str(tmp_path))
     assert caught.value.name == "clusters[0].log_retention_days"
+
+
+def test_the_capacity_lambdas_get_their_timeout_and_the_lease_is_checked_at_synth(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import infra.config
+    from core.settings import RefresherSettings, ReplenisherSettings
+
+    cluster = load_config(clusters()).clusters[0]
+    replenisher = ReplenisherSettings.from_env(cluster.replenisher_environment(table_name="t", queue_url="q"))
+    refresher = RefresherSettings.from_env(cluster.refresher_environment(table_name="t", queue_url="q"))
+    assert replenisher.function_timeout_seconds == infra.config.REPLENISHER_TIMEOUT_SECONDS
+    assert refresher.function_timeout_seconds == infra.config.REFRESHER_TIMEOUT_SECONDS
+    # a function timeout the default lease (120 s) cannot cover is refused at synth, naming the Lambda's variable
+    monkeypatch.setattr(infra.config, "REPLENISHER_TIMEOUT_SECONDS", 100)
+    with pytest.raises(SettingsError) as info:
+        load_config(clusters())
+    assert info.value.name == "clusters[0]" and "LOCK_LEASE_SECONDS" in str(info.value)
