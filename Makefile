@@ -42,5 +42,6 @@ bench-smoke: bootstrap
 	$(PY) -m bench.replenisher --smoke
 	$(PY) -m bench.refresher --smoke
 	$(PY) -m bench.interruption --smoke
+	$(PY) -m bench.lock_race --smoke
 
 check: lint bench-smoke
