@@ -106,4 +106,5 @@ def test_mutating_calls_only_on_this_clusters_groups(template: Template) -> None
     for action in ("autoscaling:DescribeAutoScalingGroups", "ec2:DescribeInstances"):
         assert actions[action]["Resource"] == "*"
     assert "sqs:SendMessage" in actions and "dynamodb:Query" in actions
+    assert "dynamodb:ConditionCheckItem" in actions  # the fenced writes' check of the LOCK item
     assert not any(a.startswith("ec2:") and not a.split(":")[1].startswith("Describe") for a in actions)
