@@ -20,6 +20,9 @@ Responses (JSON; what ``aws lambda invoke`` and the CLI print):
 - ``{"status": "nothing_to_do", "table": ...}``, ``{"status": "already_running", "run": ...}``.
 - ``{"status": "started" | "advanced" | "idle" | "cancel_requested", "run": {...}, "actions": [...]}``.
 - ``{"status": "acknowledged", "reason": "not_ours" | "not_in_run" | "no_active_run"}``: an event needing nothing.
+- ``{"status": "lock_lost", "run": {...}, "actions": [...], "lock": ...}``: another holder has the cluster lock; the
+  run's fenced writes are refused, so nothing more of it is applied until its holder gets the lock again (logged,
+  counted as ``LockLost``).
 - ``{"status": "acknowledged", "reason": "foreign_account" | "foreign_region" | ...}``: an event of another account
   or region (``lambdas.events.scope``); counted (``EventsOutOfScope``), nothing read or done.
 - ``{"status": "ok", "runs": [...], "lock": ..., "ledger": [...], "membership": [...]}``: status.
