@@ -44,6 +44,7 @@ bench-smoke: bootstrap
 	$(PY) -m bench.interruption --smoke
 	$(PY) -m bench.membership --smoke
 	$(PY) -m bench.wave --smoke
+	$(PY) -m bench.lock_race --smoke
 
 check: lint bench-smoke
 

@@ -19,6 +19,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+# A lease outlives the longest invocation that holds it by at least this much (seconds): what a holder does after
+# its last renewal (the AWS calls in flight when Lambda stops it, a retry of the event, clock skew between holders).
+LEASE_MARGIN_SECONDS = 30
+
+
+def lease_too_short(lease_seconds: float, timeout_seconds: float | None) -> str | None:
+    """Why a lease of ``lease_seconds`` cannot protect an invocation that may run ``timeout_seconds`` (a Lambda
+    function's timeout), or None when it can (or the timeout is unknown).
+
+    A lease shorter than the invocation plus ``LEASE_MARGIN_SECONDS`` may expire while the holder still acts: another
+    holder then takes the lock over, and the two act at once until the first one's fenced writes are refused.
+    """
+    if timeout_seconds is None or lease_seconds >= timeout_seconds + LEASE_MARGIN_SECONDS:
+        return None
+    return (
+        f"a lease of {lease_seconds:g} s must be at least the function timeout ({timeout_seconds:g} s) plus "
+        f"{LEASE_MARGIN_SECONDS} s, or it may expire while the holder still acts"
+    )
+
 
 @dataclass(frozen=True)
 class Lease:

@@ -57,10 +57,15 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from core.exceptions import SettingsError
-from core.settings import InterruptionSettings, RebalancePolicy, RefresherSettings
+from core.settings import InterruptionSettings, RebalancePolicy, RefresherSettings, ReplenisherSettings
 from infra.schedule import validate_schedule
 
 CONTEXT_KEY = "clusters"
+# The capacity Lambdas' timeouts (seconds; infra/replenisher.py and infra/refresher.py give them to the functions).
+# Each function's settings get its own as FUNCTION_TIMEOUT_SECONDS, so its lock lease is checked against it at synth
+# and when the Lambda loads its settings (core.lock.lease_too_short).
+REPLENISHER_TIMEOUT_SECONDS = 60
+REFRESHER_TIMEOUT_SECONDS = 120
 # Cluster settings passed to the interruption Lambda as they are (same names as InterruptionSettings' fields).
 LAMBDA_SETTINGS = (
     "spot_deadline_seconds",
@@ -246,6 +251,12 @@ class ClusterConfig(BaseModel):
             RefresherSettings.from_env(self.refresher_environment(table_name="synth-check", queue_url="synth-check"))
         except SettingsError as err:
             raise ValueError(f"refresher: {err}") from err
+        try:
+            ReplenisherSettings.from_env(
+                self.replenisher_environment(table_name="synth-check", queue_url="synth-check")
+            )
+        except SettingsError as err:
+            raise ValueError(f"replenisher: {err}") from err
         # The Lambda validates its environment with the same model when it starts: fail at synth instead.
         try:
             InterruptionSettings.from_env(
@@ -268,8 +279,19 @@ class ClusterConfig(BaseModel):
             "REFRESH_MAX_SURGE": str(self.refresh_max_surge),
             "REFRESH_DRAIN_TIMEOUT_SECONDS": str(self.refresh_drain_timeout_seconds),
             "REFRESH_DRAIN_TIMEOUT_POLICY": self.refresh_drain_timeout_policy,
-            # held for one pass of one invocation (DESIGN.md): longer than the function timeout (120 s)
-            "REFRESH_LOCK_LEASE_SECONDS": "180",
+            # held for one pass of one invocation (DESIGN.md): the function timeout + 30 s at least
+            "REFRESH_LOCK_LEASE_SECONDS": str(REFRESHER_TIMEOUT_SECONDS + 60),
+            "FUNCTION_TIMEOUT_SECONDS": str(REFRESHER_TIMEOUT_SECONDS),
+        }
+
+    def replenisher_environment(self, *, table_name: str, queue_url: str) -> dict[str, str]:
+        """The replenisher Lambda's settings as environment variables (names from ``ReplenisherSettings``)."""
+        return {
+            "CLUSTER_NAME": self.name,
+            "TABLE_NAME": table_name,
+            "QUEUE_URL": queue_url,
+            "DRY_RUN": "true" if self.dry_run else "false",
+            "FUNCTION_TIMEOUT_SECONDS": str(REPLENISHER_TIMEOUT_SECONDS),
         }
 
     @property

@@ -29,7 +29,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from infra.config import Architecture
+from infra.config import REFRESHER_TIMEOUT_SECONDS, Architecture
 from infra.function import event_dead_letter_queue, invoking_rule, unit_function
 
 HANDLER = "lambdas.refresher.handler.lambda_handler"
@@ -41,7 +41,7 @@ COMMAND_PREFIX = "refresh-"
 POWERTOOLS_SERVICE_NAME = "refresher"
 # An invocation polls for a node to become Ready for at most REFRESH_WAIT_BUDGET_SECONDS (60) and stops 5 s before
 # its timeout; 120 s leaves room for the calls around it.
-TIMEOUT = Duration.seconds(120)
+TIMEOUT = Duration.seconds(REFRESHER_TIMEOUT_SECONDS)  # the lock lease is checked against it (infra.config)
 MEMORY_MB = 256
 # Every invocation re-reads the world, so a late event is still a useful wake-up: an hour.
 EVENT_MAX_AGE = Duration.hours(1)

@@ -26,7 +26,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from infra.config import Architecture
+from infra.config import REPLENISHER_TIMEOUT_SECONDS, Architecture
 from infra.function import event_dead_letter_queue, invoking_rule, unit_function
 
 HANDLER = "lambdas.replenisher.handler.lambda_handler"
@@ -36,7 +36,7 @@ LAUNCH_SUCCESSFUL = "EC2 Instance Launch Successful"
 AGENT_SOURCE = "node-manager.agent"
 DRAIN_RESULTS = ("Node Drain Succeeded", "Node Drain Failed", "Node Drain Skipped")
 POWERTOOLS_SERVICE_NAME = "replenisher"
-TIMEOUT = Duration.seconds(60)
+TIMEOUT = Duration.seconds(REPLENISHER_TIMEOUT_SECONDS)  # the lock lease is checked against it (infra.config)
 MEMORY_MB = 256
 # The replenisher reconciles the whole cluster on any event, so an old event is still worth a run: an hour.
 EVENT_MAX_AGE = Duration.hours(1)

@@ -140,12 +140,9 @@ class NodeManagerStack(Stack):
             "Replenisher",
             code=code,
             cluster_name=cluster.name,
-            settings_environment={
-                "CLUSTER_NAME": cluster.name,
-                "TABLE_NAME": state.table.table_name,
-                "QUEUE_URL": commands.queue.queue_url,
-                "DRY_RUN": "true" if cluster.dry_run else "false",
-            },
+            settings_environment=cluster.replenisher_environment(
+                table_name=state.table.table_name, queue_url=commands.queue.queue_url
+            ),
             architecture=cluster.lambda_architecture,
             log_retention_days=cluster.log_retention_days,
             log_level=cluster.log_level,

@@ -25,12 +25,16 @@ from infra.nag import acknowledge
 IDEMPOTENCY_TTL_ATTRIBUTE = "expiration"
 
 # What adapters/dynamo/table.py calls (GetItem, Query, PutItem, UpdateItem, DeleteItem; conditional where it matters).
+# A fenced put is a TransactWriteItems, which has no IAM action of its own: each of its parts is authorised as its
+# own action, the put as PutItem and the check of the LOCK item as ConditionCheckItem (DynamoDB Developer Guide,
+# "Using IAM with DynamoDB transactions").
 STORE_ACTIONS = (
     "dynamodb:GetItem",
     "dynamodb:Query",
     "dynamodb:PutItem",
     "dynamodb:UpdateItem",
     "dynamodb:DeleteItem",
+    "dynamodb:ConditionCheckItem",
 )
 # What Powertools' DynamoDBPersistenceLayer calls.
 IDEMPOTENCY_ACTIONS = (

@@ -6,12 +6,16 @@ service (https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.ht
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import threading
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 import boto3
+from moto.dynamodb.responses import DynamoHandler
 from moto.server import ThreadedMotoServer
 
 from localworld import aws_rules, spot_market
@@ -53,6 +57,41 @@ def resource(service: str, endpoint_url: str, region: str = DEFAULT_REGION, **kw
     return session(endpoint_url, region).resource(service, **kwargs)
 
 
+# One lock for every DynamoDB request moto serves in this process (see ``serialise_dynamodb``).
+DYNAMODB_LOCK = threading.Lock()
+
+
+def serialise_dynamodb() -> bool:
+    """Make moto's DynamoDB serve one request at a time, in this process (idempotent).
+
+    moto's server answers each request in its own thread, and its DynamoDB backend evaluates a write's condition and
+    then applies the write with nothing between the two, so two conditional writers racing for one item can both win;
+    DynamoDB itself applies each conditional write and each transaction atomically ("Condition expressions",
+    "Amazon DynamoDB Transactions: How it works", DynamoDB Developer Guide). Wrapping ``DynamoHandler.call_action``
+    (where moto runs every DynamoDB action, after parsing the request and before serialising the answer) in one lock
+    gives every action, transactions included, that atomicity; nothing else of moto changes, and the other services
+    stay parallel. Requests queue for the lock, so the cost is latency under contention, not correctness.
+
+    Returns:
+        True if it installed the lock now, False if it was installed already.
+    """
+    current = DynamoHandler.call_action
+    if getattr(current, "serialised_by", None) is DYNAMODB_LOCK:
+        return False
+    DynamoHandler.call_action = _locked(current)  # type: ignore[method-assign]  # the point: wrap moto's handler
+    return True
+
+
+def _locked(call_action: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(call_action)
+    def serialised(self: DynamoHandler) -> Any:
+        with DYNAMODB_LOCK:
+            return call_action(self)
+
+    serialised.serialised_by = DYNAMODB_LOCK  # type: ignore[attr-defined]  # marks the wrapper as installed
+    return serialised
+
+
 class WorldSession:
     """A ``boto3.Session`` with fake credentials whose ``client``/``resource`` default to the moto endpoint.
 
@@ -78,21 +117,30 @@ class WorldSession:
 
 class MotoServer:
     """moto's ``ThreadedMotoServer`` on 127.0.0.1 at a free port (a thread of this process), with Auto Scaling made
-    as strict as AWS where moto is laxer (``localworld.aws_rules``).
+    as strict as AWS where moto is laxer (``localworld.aws_rules``) and its DynamoDB made atomic
+    (``serialise_dynamodb``).
 
     Attributes:
         endpoint_url: ``http://127.0.0.1:<port>`` once started.
     """
 
-    def __init__(self, port: int | None = None, region: str = DEFAULT_REGION) -> None:
+    def __init__(self, port: int | None = None, region: str = DEFAULT_REGION, atomic_dynamodb: bool = True) -> None:
         self.port = port or free_port()
         self.region = region
+        self.atomic_dynamodb = atomic_dynamodb
         self.endpoint_url = f"http://127.0.0.1:{self.port}"
         self._server: ThreadedMotoServer | None = None
 
     def start(self) -> MotoServer:
         """Start the server (idempotent); returns when it accepts connections. Groups whose MixedInstancesPolicy is
-        all Spot launch Spot Instances, as in AWS (``localworld.spot_market``)."""
+        all Spot launch Spot Instances, as in AWS (``localworld.spot_market``).
+
+        With ``atomic_dynamodb`` (the default) DynamoDB requests are served one at a time (``serialise_dynamodb``),
+        so conditional writes and transactions are atomic as in DynamoDB; without it moto is left as it is (only
+        to show what that costs: ``localworld.lockrace``).
+        """
+        if self.atomic_dynamodb:
+            serialise_dynamodb()
         if self._server is None:
             aws_rules.install()  # answer as AWS does where moto is laxer (localworld.aws_rules)
             spot_market.install()  # all-Spot groups launch Spot Instances (localworld.spot_market)

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from adapters.dynamo.ports import CommandStore
 from adapters.dynamo.table import Attr, Table
 from core.exceptions import CommandExistsError, CommandTransitionError, ConflictError
+from core.lock import Lease
 from core.model import Command, CommandKind, CommandStatus, to_epoch, utcnow
 
 PREFIX = "CMD#"
@@ -38,10 +39,14 @@ class CommandItems(Table):
         """The sort key of a command's item."""
         return command_sk(command_id)
 
-    def record_command(self, command: Command, ttl_seconds: int, now: datetime | None = None) -> None:
-        """Record a new command as ``queued``.
+    def record_command(
+        self, command: Command, ttl_seconds: int, now: datetime | None = None, fence: Lease | None = None
+    ) -> None:
+        """Record a new command as ``queued``; with ``fence`` (the cluster lock's lease of a capacity operation)
+        only while that lease is the lock's current one (``Table.put``).
 
         Raises:
+            LockLostError: (with ``fence``) the lock changed hands; nothing was recorded.
             CommandExistsError: a command with this id is already recorded (carries it as ``current``).
         """
         now = now or utcnow()
@@ -59,6 +64,7 @@ class CommandItems(Table):
             },
             condition=Attr("pk").not_exists(),
             conflict=CommandExistsError,
+            fence=fence,
         )
 
     def get_command(self, command_id: str) -> dict[str, Any] | None:
@@ -314,7 +320,12 @@ class Delivery:
 
 
 def record_and_send(
-    store: CommandStore, send: Callable[[Command], str], command: Command, ttl_seconds: int, now: datetime
+    store: CommandStore,
+    send: Callable[[Command], str],
+    command: Command,
+    ttl_seconds: int,
+    now: datetime,
+    fence: Lease | None = None,
 ) -> Delivery:
     """Record the command's ``CMD#`` item (conditional: first writer wins), then send it with ``send``; a command
     recorded already is sent (again) only while its item is still ``queued`` (an earlier attempt crashed before
@@ -322,12 +333,18 @@ def record_and_send(
     records it (``recorded_command``: a deadline recomputed now would not match the item, and the agent would
     reject the message).
 
+    Args:
+        fence: the cluster lock's lease (capacity operations): the record is fenced by it (``record_command``); a
+            command recorded already is re-sent only when the lock check of that same transaction passed (a lost
+            lock raises ``LockLostError`` before the item's own condition is looked at).
+
     Raises:
+        LockLostError: (with ``fence``) the lock changed hands; nothing recorded or sent.
         StoreUnavailableError, AwsUnavailableError, AwsRequestError.
     """
     previous = None
     try:
-        store.record_command(command, ttl_seconds, now=now)
+        store.record_command(command, ttl_seconds, now=now, fence=fence)
     except CommandExistsError as err:
         previous = (err.current or {}).get("status")
         if previous != CommandStatus.QUEUED.value:

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from adapters.dynamo.table import Attr, Table
+from adapters.dynamo.table import LOCK_SK, Attr, Table
 from core.exceptions import ConflictError, LockHeldError, LockLostError
 from core.lock import Lease, describe, fencing_of, renewable_by
 
-LOCK_SK = "LOCK"
+__all__ = ["LOCK_SK", "LeaseLock"]
 
 
 class LeaseLock:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from adapters.dynamo.table import Attr, Table
 from core.exceptions import RunConflictError
+from core.lock import Lease
 from core.runs import Run, RunStatus
 
 PREFIX = "RUN#"
@@ -25,28 +26,46 @@ class RunStore:
     def sk(run_id: str) -> str:
         return f"{PREFIX}{run_id}"
 
-    def create(self, run: Run) -> None:
-        """Write a new run (version 0).
+    def create(self, run: Run, fence: Lease | None = None) -> None:
+        """Write a new run (version 0); with ``fence`` (the lease the run was started under) only while that lease
+        is the lock's current one.
 
         Raises:
+            LockLostError: (with ``fence``) the lock changed hands; nothing was written.
             RunConflictError: a run with this id exists.
         """
-        self.table.put(self.sk(run.run_id), run.to_item(), condition=Attr("pk").not_exists(), conflict=RunConflictError)
+        self.table.put(
+            self.sk(run.run_id),
+            run.to_item(),
+            condition=Attr("pk").not_exists(),
+            conflict=RunConflictError,
+            fence=fence,
+        )
 
     def get(self, run_id: str) -> Run | None:
         """The run ``run_id`` (consistent read), or None."""
         item = self.table.get(self.sk(run_id))
         return None if item is None else Run.model_validate(item)
 
-    def save(self, run: Run) -> Run:
+    def save(self, run: Run, fence: Lease | None = None) -> Run:
         """Write ``run`` if the stored version is still ``run.version``; returns it with version + 1.
 
+        Args:
+            fence: the cluster lock's lease the run advances under: the save applies only while it is the lock's
+                current lease (a fenced ``TransactWriteItems``, ``Table.put``); None: not fenced (an operator's
+                cancel request, which no AWS effect follows).
+
         Raises:
+            LockLostError: (with ``fence``) the lock changed hands or was released; nothing was written.
             RunConflictError: another invocation saved first (``current`` holds its item).
         """
         saved = run.model_copy(update={"version": run.version + 1})
         self.table.put(
-            self.sk(run.run_id), saved.to_item(), condition=Attr("version").eq(run.version), conflict=RunConflictError
+            self.sk(run.run_id),
+            saved.to_item(),
+            condition=Attr("version").eq(run.version),
+            conflict=RunConflictError,
+            fence=fence,
         )
         return saved
 

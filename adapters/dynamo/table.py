@@ -8,6 +8,12 @@ but readers never rely on TTL deletion: they compare timestamps themselves.
 This module is the low-level access (get, put, update, delete, query, with optional conditions); one module per
 item kind builds on it (``commands``, ``nodes``, ``detach``, ``hooks``, ``ledger``, ``runs``, ``lock``).
 
+Fencing: a ``put`` given a ``fence`` (the caller's ``core.lock.Lease``) is one ``TransactWriteItems`` of a
+``ConditionCheck`` on the ``LOCK`` item (still this holder, same fencing value) and the put itself: it applies only
+while the lease has not changed hands, atomically (DynamoDB transactions are serializable: "Amazon DynamoDB
+Transactions: How it works", isolation levels). A lost lock raises ``LockLostError`` (carrying the ``LOCK`` item) and
+the put is not applied.
+
 Errors: conditional writes that lose raise typed ``ConflictError`` subclasses carrying the current item
 (``ReturnValuesOnConditionCheckFailure=ALL_OLD``); throttling, 5xx and connection failures raise
 ``StoreUnavailableError`` (so do an answer botocore cannot parse and a Query answer without ``Items``); any other
@@ -20,13 +26,16 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
-from boto3.dynamodb.conditions import Attr, ConditionBase, Key
+from boto3.dynamodb.conditions import Attr, ConditionBase, ConditionExpressionBuilder, Key
 from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import BotoCoreError, ClientError
 from botocore.parsers import ResponseParserError
 
 from adapters.aws.calls import CONNECTION_ERRORS, error_of, retryable, unparsed
-from core.exceptions import AwsRequestError, ConflictError, StoreUnavailableError
+from core.exceptions import AwsRequestError, ConflictError, LockLostError, StoreUnavailableError
+from core.lock import Lease, describe
+
+LOCK_SK = "LOCK"
 
 __all__ = ["Attr", "Table", "dynamo", "plain", "translate"]
 
@@ -75,15 +84,68 @@ def translate(
         return AwsRequestError("DynamoDB", type(err).__name__, f"{message}: {err}")
     code, text = error_of(err)
     if code == "ConditionalCheckFailedException":
-        item: Any = err.response.get("Item")  # ALL_OLD: the item as it is, in DynamoDB JSON
-        current = None
-        if item:
-            des = TypeDeserializer()
-            current = plain({k: des.deserialize(v) for k, v in item.items()})
-        return conflict(message, current)
+        return conflict(message, _item(err.response.get("Item")))  # ALL_OLD: the item as it is
     if retryable(err):
         return StoreUnavailableError(f"{message}: {code}")
     return AwsRequestError("DynamoDB", code, f"{message}: {text}")
+
+
+def _item(item: Any) -> dict[str, Any] | None:
+    """An item in DynamoDB JSON (as an error answer carries it) as plain values; None for none."""
+    if not item:
+        return None
+    des = TypeDeserializer()
+    return dict(plain({k: des.deserialize(v) for k, v in item.items()}))
+
+
+def translate_fenced(
+    err: BotoCoreError | ClientError | ResponseParserError,
+    message: str,
+    conflict: type[ConflictError],
+    fence: Lease,
+) -> Exception:
+    """``translate`` for a fenced write (a transaction of the ``LOCK`` check, then the write).
+
+    Returns:
+        ``LockLostError`` (``current``: the ``LOCK`` item) when the lock check failed, whatever the write's own
+        condition did; ``conflict`` (``current``: the item) when only the write's condition failed;
+        ``StoreUnavailableError`` for a transaction conflict with another one in flight (retryable, as AWS advises);
+        else as ``translate``.
+    """
+    if not isinstance(err, ClientError) or error_of(err)[0] != "TransactionCanceledException":
+        return translate(err, message, conflict)
+    reasons: list[Any] = list(err.response.get("CancellationReasons") or [])
+    codes = [str(r.get("Code", "None")) for r in reasons]
+    if codes and codes[0] == "ConditionalCheckFailed":
+        lock = _item(reasons[0].get("Item"))
+        return LockLostError(
+            f"{message}: lease of {fence.holder} (fencing {fence.fencing}) lost to {describe(lock)}", lock
+        )
+    if len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
+        return conflict(message, _item(reasons[1].get("Item")))
+    if "TransactionConflict" in codes or "ThrottlingError" in codes:
+        return StoreUnavailableError(f"{message}: transaction cancelled ({', '.join(codes)})")
+    return AwsRequestError("DynamoDB", "TransactionCanceledException", f"{message}: {', '.join(codes)}")
+
+
+def _expression(builder: ConditionExpressionBuilder, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with its ``ConditionExpression`` object turned into the expression string, names and values."""
+    condition = params.get("ConditionExpression")
+    if not isinstance(condition, ConditionBase):
+        return params
+    built = builder.build_expression(condition)
+    out = {**params, "ConditionExpression": built.condition_expression}
+    if built.attribute_name_placeholders:
+        out["ExpressionAttributeNames"] = {
+            **params.get("ExpressionAttributeNames", {}),
+            **built.attribute_name_placeholders,
+        }
+    if built.attribute_value_placeholders:
+        out["ExpressionAttributeValues"] = {
+            **params.get("ExpressionAttributeValues", {}),
+            **built.attribute_value_placeholders,
+        }
+    return out
 
 
 class Table:
@@ -140,18 +202,48 @@ class Table:
         attrs: dict[str, Any],
         condition: ConditionBase | None = None,
         conflict: type[ConflictError] = ConflictError,
+        fence: Lease | None = None,
     ) -> None:
-        """Write the whole item ``sk`` (if ``condition`` holds).
+        """Write the whole item ``sk`` (if ``condition`` holds, and with a ``fence`` only while that lease is the
+        lock's current one: see the module docstring).
 
         Raises:
+            LockLostError: (with ``fence``) the lock changed hands or was released; nothing was written.
             ConflictError (``conflict``): the condition failed; ``current`` holds the item.
         """
         kwargs: dict[str, Any] = {"Item": dynamo({**attrs, "pk": self.pk, "sk": sk})}
         self._condition(kwargs, condition)
+        if fence is not None:
+            self._fenced({"Put": kwargs}, fence, f"put {sk}", conflict)
+            return
         try:
             self.table.put_item(**kwargs)
         except TABLE_ERRORS as err:
             raise translate(err, f"put {sk}", conflict) from err
+
+    def _fenced(
+        self, write: dict[str, dict[str, Any]], fence: Lease, message: str, conflict: type[ConflictError]
+    ) -> None:
+        ((kind, params),) = write.items()
+        # boto3 builds the expressions of a resource call's top-level ConditionExpression only: build them here, one
+        # builder for the whole transaction so placeholders never collide (the values it then serialises itself)
+        builder = ConditionExpressionBuilder()
+        check = _expression(
+            builder,
+            {
+                "Key": {"pk": self.pk, "sk": LOCK_SK},
+                "ConditionExpression": Attr("holder").eq(fence.holder) & Attr("fencing").eq(fence.fencing),
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            },
+        )
+        items = [
+            {"ConditionCheck": {"TableName": self.table.name, **check}},
+            {kind: {"TableName": self.table.name, **_expression(builder, params)}},
+        ]
+        try:
+            self.table.meta.client.transact_write_items(TransactItems=items)
+        except TABLE_ERRORS as err:
+            raise translate_fenced(err, message, conflict, fence) from err
 
     def delete(
         self, sk: str, condition: ConditionBase | None = None, conflict: type[ConflictError] = ConflictError

@@ -86,6 +86,9 @@ _COMMON_ENV = {
 # The Lambdas' own: the account they run in, for running outside Lambda (in Lambda the invocation context's function
 # ARN names it and wins). Without either, no event from the bus is acted on (``lambdas.events.scope``).
 _LAMBDA_ENV = {"account_id": "ACCOUNT_ID"}
+# The capacity Lambdas' (replenisher, refresher) function timeout, set by the stack so the lock lease is checked
+# against it when the settings load (core.lock.lease_too_short).
+_TIMEOUT_ENV = {"function_timeout_seconds": "FUNCTION_TIMEOUT_SECONDS"}
 ACCOUNT_ID_PATTERN = r"^\d{12}$"
 
 

@@ -6,8 +6,17 @@ from typing import ClassVar
 
 from pydantic import Field, model_validator
 
+from core.exceptions import SettingsError
+from core.lock import lease_too_short
 from core.runs import DrainTimeoutPolicy, WaitDeadline
-from core.settings.base import _COMMON_ENV, _LAMBDA_ENV, ACCOUNT_ID_PATTERN, _Settings, parse_duration
+from core.settings.base import (
+    _COMMON_ENV,
+    _LAMBDA_ENV,
+    _TIMEOUT_ENV,
+    ACCOUNT_ID_PATTERN,
+    _Settings,
+    parse_duration,
+)
 
 
 class RefresherSettings(_Settings):
@@ -16,6 +25,7 @@ class RefresherSettings(_Settings):
     ENV_VARS: ClassVar[dict[str, str]] = {
         **_COMMON_ENV,
         **_LAMBDA_ENV,
+        **_TIMEOUT_ENV,
         "max_age": "REFRESH_MAX_AGE",
         "max_surge": "REFRESH_MAX_SURGE",
         "drain_timeout_seconds": "REFRESH_DRAIN_TIMEOUT_SECONDS",
@@ -46,9 +56,11 @@ class RefresherSettings(_Settings):
     drain_timeout_seconds: int = Field(default=600, ge=10, le=86400)
     drain_timeout_policy: DrainTimeoutPolicy = DrainTimeoutPolicy.PAUSE
     # the cluster lock's lease: held for one decision pass of one invocation and released before the invocation
-    # waits or returns; longer than the Lambda's timeout (120 s), so a pass never outlives its lease, and short, so a
-    # crashed invocation keeps compensation out for at most this long
+    # waits or returns; at least the Lambda's timeout (120 s) plus core.lock.LEASE_MARGIN_SECONDS, so a pass never
+    # outlives its lease, and short, so a crashed invocation keeps compensation out for at most this long
     lock_lease_seconds: int = Field(default=180, ge=60)
+    # the Lambda's timeout (the stack sets it); None: unknown here, checked against the invocation's context instead
+    function_timeout_seconds: int | None = Field(default=None, ge=1, le=900)
     # an intent recorded this long ago whose effect is not visible is redone (a crashed invocation)
     effect_grace_seconds: float = Field(default=30.0, ge=0)
     # masters must be all Ready on two checks this far apart before the next master
@@ -76,6 +88,9 @@ class RefresherSettings(_Settings):
     @model_validator(mode="after")
     def _consistent(self) -> RefresherSettings:
         parse_duration(self.max_age)  # ValueError names the value
+        problem = lease_too_short(self.lock_lease_seconds, self.function_timeout_seconds)
+        if problem:  # named after the variable (a ValueError here would name only "settings")
+            raise SettingsError("REFRESH_LOCK_LEASE_SECONDS", problem)
         return self
 
     @property

@@ -6,7 +6,9 @@ from typing import ClassVar
 
 from pydantic import Field, model_validator
 
-from core.settings.base import _COMMON_ENV, _LAMBDA_ENV, ACCOUNT_ID_PATTERN, _Settings
+from core.exceptions import SettingsError
+from core.lock import lease_too_short
+from core.settings.base import _COMMON_ENV, _LAMBDA_ENV, _TIMEOUT_ENV, ACCOUNT_ID_PATTERN, _Settings
 
 
 class ReplenisherSettings(_Settings):
@@ -15,6 +17,7 @@ class ReplenisherSettings(_Settings):
     ENV_VARS: ClassVar[dict[str, str]] = {
         **_COMMON_ENV,
         **_LAMBDA_ENV,
+        **_TIMEOUT_ENV,
         "recovery_hold_seconds": "RECOVERY_HOLD_SECONDS",
         "backoff_initial_seconds": "BACKOFF_INITIAL_SECONDS",
         "backoff_max_seconds": "BACKOFF_MAX_SECONDS",
@@ -59,6 +62,7 @@ class ReplenisherSettings(_Settings):
     giveback_drain_timeout_seconds: int = Field(default=600, ge=10)
     # at most this many surplus / unregistered instances terminated per invocation
     cleanup_limit: int = Field(default=2, ge=0, le=50)
+    # the cluster lock's lease: at least the function timeout plus core.lock.LEASE_MARGIN_SECONDS
     lock_lease_seconds: int = Field(default=120, ge=10)
     # a plan that needs the cluster lock waits this long for another holder (a refresh run holds it for one pass of a
     # few seconds) before it leaves the work to the next invocation; well inside the function's 60 s timeout
@@ -66,6 +70,8 @@ class ReplenisherSettings(_Settings):
     # the tick re-sends a CMD# still queued this long after it was (last) sent, and expires one past its deadline
     # (lambdas/common/sweep.py); 0: no sweep
     command_sweep_seconds: int = Field(default=300, ge=0)
+    # the Lambda's timeout (the stack sets it); None: unknown here, checked against the invocation's context instead
+    function_timeout_seconds: int | None = Field(default=None, ge=1, le=900)
     membership_max_age_seconds: int = Field(default=600, ge=10)
     command_ttl_seconds: int = Field(default=7 * 86400, ge=3600)
     # Plan and log only: no table writes, no SQS message, no Auto Scaling change.
@@ -75,4 +81,7 @@ class ReplenisherSettings(_Settings):
     def _consistent(self) -> ReplenisherSettings:
         if self.backoff_max_seconds < self.backoff_initial_seconds:
             raise ValueError("BACKOFF_MAX_SECONDS must be >= BACKOFF_INITIAL_SECONDS")
+        problem = lease_too_short(self.lock_lease_seconds, self.function_timeout_seconds)
+        if problem:  # named after the variable (a ValueError here would name only "settings")
+            raise SettingsError("LOCK_LEASE_SECONDS", problem)
         return self

@@ -14,6 +14,8 @@ from typing import Any, Generic, TypeVar
 from aws_lambda_powertools import Logger, Metrics
 
 from adapters.aws.clients import lazy_clients
+from core.exceptions import SettingsError
+from core.lock import lease_too_short
 from lambdas.events.scope import Scope
 
 T = TypeVar("T")
@@ -49,6 +51,23 @@ def session_clients(session: Any) -> dict[str, Any]:
     and endpoints): ``dynamodb`` (a resource, for the state table), ``autoscaling``, ``ec2``, ``sqs``; each made on
     first use, with the Lambdas' timeouts and retries (``adapters.aws.clients.LAMBDA_CONFIG``)."""
     return lazy_clients(session, ("dynamodb", "autoscaling", "ec2", "sqs"))
+
+
+def check_lease(lease_seconds: float, variable: str, context: Any) -> None:
+    """Check the cluster lock's lease against this invocation's time (``context.get_remaining_time_in_millis()``
+    at its start: the function's timeout, less the time Lambda spent starting), when the settings could not (the
+    stack sets ``FUNCTION_TIMEOUT_SECONDS``; a timeout changed outside the stack is caught here).
+
+    Raises:
+        SettingsError: (naming ``variable``) the lease may expire before the invocation ends
+            (``core.lock.lease_too_short``).
+    """
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    if not callable(remaining):
+        return
+    problem = lease_too_short(lease_seconds, remaining() / 1000)
+    if problem:
+        raise SettingsError(variable, f"{problem} (this invocation's remaining time)")
 
 
 def deployment_scope(account_id: str | None, region: str | None, client: Any = None) -> Scope:

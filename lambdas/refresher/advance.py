@@ -2,7 +2,8 @@
 
 **The lock** (DESIGN.md, "A refresh and compensation share the cluster lock"): a pass takes the cluster lock as the
 run's holder (``refresher:<run id>``) before it reads the world, renews the lease right before it applies anything
-(a holder whose lease was taken over gets ``LockLostError`` there and applies nothing more), and gives the lock up
+(a holder whose lease was taken over gets ``LockLostError`` there and applies nothing more; every ``RUN#`` and
+``CMD#`` write of the pass is fenced by that lease, so one lost in the middle of a pass stops it at its next write), and gives the lock up
 before the invocation sleeps or returns. The run's whole state is its ``RUN#`` item, so nothing is lost in between;
 the replenisher takes the lock between two passes and compensates a launch failure while the run is active. A pass
 that finds another holder waits for it (polling, within the invocation's budget), then goes on with a fresh read.
@@ -108,11 +109,18 @@ def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) 
                     lease = deps.lock.renew(lease, settings.lock_lease_seconds)
                 except LockLostError as err:
                     logger.warning(f"run {run.run_id} lost the cluster lock: nothing more applied ({err})")
+                    deps.effects().telemetry.count("LockLost")
                     lock_note = f"lost the cluster lock to {(err.current or {}).get('holder')}: nothing applied"
                     lease = None
                     break
                 try:
-                    results += execute(decision.actions, deps.effects(), now)
+                    results += execute(decision.actions, deps.effects(lease), now)
+                except LockLostError as err:  # a fenced write found another holder: nothing after it was applied
+                    logger.warning(f"run {run.run_id} lost the cluster lock mid-pass: nothing more applied ({err})")
+                    deps.effects().telemetry.count("LockLost")
+                    lock_note = f"lost the cluster lock to {(err.current or {}).get('holder')}: nothing more applied"
+                    lease = None
+                    break
                 except RunConflictError:
                     logger.info(f"run {run.run_id} was advanced by another invocation: reading it again")
                     continue

@@ -11,6 +11,7 @@ from adapters.aws.ports import AwsPort
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store
+from core.lock import Lease
 from core.settings import RefresherSettings
 from lambdas.common.handler import lambda_logger
 from lambdas.refresher.execute import Effects
@@ -43,4 +44,4 @@ class RefresherDeps(Protocol):
     @property
     def sleep(self) -> Callable[[float], None]: ...
 
-    def effects(self) -> Effects: ...
+    def effects(self, lease: Lease | None = None) -> Effects: ...

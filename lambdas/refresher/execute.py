@@ -4,6 +4,11 @@
 it raises ``RunConflictError`` and nothing else of the decision is done (the caller reads the run again and
 decides anew). ``AcquireLock`` raising ``LockHeldError`` stops a start the same way, before ``CreateRun``.
 
+Fencing: ``SaveRun``, ``CreateRun`` and the ``CMD#`` record of ``SendCommand`` are transactions conditioned on the
+lease the run holds (``Effects.lease``, or the one ``AcquireLock`` just took) still being the lock's current one. A
+lost lease raises ``LockLostError`` and nothing after it is done: the ``SaveRun`` that opens a decision precedes every
+Auto Scaling call and drain of it.
+
 ``SendCommand`` records the ``CMD#`` item first (conditional: a command already recorded is sent again only while
 still ``queued``; the agent makes a second message harmless) and then sends it.
 """
@@ -46,6 +51,7 @@ class Effects:
         store: the cluster's table partition; runs: its ``RUN#`` items; lock: the cluster lock.
         aws: the AWS adapter; telemetry: metrics; logger: a Powertools ``Logger`` (or a ``logging.Logger``).
         ttl_seconds: TTL of ``CMD#`` items (``COMMAND_TTL_SECONDS``).
+        lease: the cluster lock's lease the run holds (its fencing token); None before ``AcquireLock`` takes it.
     """
 
     store: Store
@@ -55,6 +61,14 @@ class Effects:
     telemetry: Telemetry
     logger: Any
     ttl_seconds: int
+    lease: Lease | None = None
+
+
+class _Held:
+    """The lease the actions are fenced by: the one given, then the one an ``AcquireLock`` took."""
+
+    def __init__(self, lease: Lease | None) -> None:
+        self.lease = lease
 
 
 def execute(actions: list[Action], effects: Effects, now: datetime, dry_run: bool = False) -> list[dict[str, str]]:
@@ -72,20 +86,26 @@ def execute(actions: list[Action], effects: Effects, now: datetime, dry_run: boo
     Raises:
         RunConflictError: the run changed since it was read (nothing after the ``SaveRun`` was done).
         LockHeldError: another holder has the cluster lock (nothing after the ``AcquireLock`` was done).
+        LockLostError: the lease was lost (nothing after the refused write was done).
         StoreUnavailableError, AwsUnavailableError: transient faults; AwsRequestError: AWS refused a call.
     """
+    held = _Held(effects.lease)
     return apply_in_order(
-        actions, lambda action: _apply(action, effects, now), effects=EFFECTS, logger=effects.logger, dry_run=dry_run
+        actions,
+        lambda action: _apply(action, effects, now, held),
+        effects=EFFECTS,
+        logger=effects.logger,
+        dry_run=dry_run,
     )
 
 
-def _apply(action: Action, effects: Effects, now: datetime) -> str:
+def _apply(action: Action, effects: Effects, now: datetime, held: _Held) -> str:
     if isinstance(action, SaveRun):
-        effects.runs.save(action.run)
+        effects.runs.save(action.run, fence=held.lease)
         return f"saved (version {action.run.version + 1})"
     if isinstance(action, SendCommand):
         delivery = record_and_send(
-            effects.store, effects.aws.queue.send_command, action.command, effects.ttl_seconds, now
+            effects.store, effects.aws.queue.send_command, action.command, effects.ttl_seconds, now, held.lease
         )
         if not delivery.sent:
             return f"already recorded with status {delivery.previous_status}: not sent again"
@@ -104,10 +124,10 @@ def _apply(action: Action, effects: Effects, now: datetime) -> str:
             return "terminating"
         return "no longer in the group"
     if isinstance(action, AcquireLock):
-        lease = effects.lock.acquire(action.holder, LOCK_OPERATION, action.lease_seconds)
-        return f"held (fencing {lease.fencing})"
+        held.lease = effects.lock.acquire(action.holder, LOCK_OPERATION, action.lease_seconds)
+        return f"held (fencing {held.lease.fencing})"
     if isinstance(action, CreateRun):
-        effects.runs.create(action.run)
+        effects.runs.create(action.run, fence=held.lease)
         effects.telemetry.count("RunsStarted")
         return "created"
     if isinstance(action, ReleaseLock):

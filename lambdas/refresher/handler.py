@@ -20,6 +20,9 @@ Responses (JSON; what ``aws lambda invoke`` and the CLI print):
 - ``{"status": "nothing_to_do", "table": ...}``, ``{"status": "already_running", "run": ...}``.
 - ``{"status": "started" | "advanced" | "idle" | "cancel_requested", "run": {...}, "actions": [...]}``.
 - ``{"status": "acknowledged", "reason": "not_ours" | "not_in_run" | "no_active_run"}``: an event needing nothing.
+- ``{"status": "lock_lost", "run": {...}, "actions": [...], "lock": ...}``: another holder has the cluster lock; the
+  run's fenced writes are refused, so nothing more of it is applied until its holder gets the lock again (logged,
+  counted as ``LockLost``).
 - ``{"status": "acknowledged", "reason": "foreign_account" | "foreign_region" | ...}``: an event of another account
   or region (``lambdas.events.scope``); counted (``EventsOutOfScope``), nothing read or done.
 - ``{"status": "ok", "runs": [...], "lock": ..., "ledger": [...], "membership": [...]}``: status.
@@ -44,10 +47,12 @@ from adapters.aws.ports import AwsPort
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store
+from core.lock import Lease
 from core.model import utcnow
 from core.settings import RefresherSettings
 from lambdas.common.handler import (
     PerEnvironment,
+    check_lease,
     cluster_metrics,
     deployment_scope,
     direct_caller,
@@ -122,8 +127,9 @@ class Deps:
         region = getattr(session, "region_name", None)
         return cls.from_clients(settings, **session_clients(session), region=region, **kwargs)
 
-    def effects(self) -> Effects:
+    def effects(self, lease: Lease | None = None) -> Effects:
         return Effects(
+            lease=lease,
             store=self.store,
             runs=self.runs,
             lock=self.lock,
@@ -191,4 +197,6 @@ _deps = PerEnvironment(lambda: Deps.from_session(RefresherSettings.from_env(), n
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """The Lambda entry point (EventBridge rules and manual invocations). See ``handle``."""
-    return handle(event, _deps(), context)
+    deps = _deps()
+    check_lease(deps.settings.lock_lease_seconds, "REFRESH_LOCK_LEASE_SECONDS", context)
+    return handle(event, deps, context)

@@ -14,6 +14,11 @@ re-reads the group and retries, or re-chooses (``decide.give_back``).
 A ledger write that loses its version condition (``LedgerConflictError``) stops the plan there: what follows was
 decided on a ledger someone else has changed, so it is left to the next invocation (which re-reads everything).
 The exception propagates, so the event is retried. Other store and AWS errors propagate too.
+
+Fencing: under the cluster lock (``Effects.lease``), every ``COMP#`` write and every ``CMD#`` record is a
+transaction conditioned on that lease still being the lock's current one. When the lease was lost (expired and taken
+over, or released) the write raises ``LockLostError`` and the plan stops there: a ledger write precedes the Auto
+Scaling call it records, and a drain's record precedes its message, so nothing more of the plan reaches AWS.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from adapters.dynamo.commands import record_and_send
 from adapters.dynamo.store import Store
 from core.capacity import Bounds, clamp
 from core.exceptions import AwsRequestError
+from core.lock import Lease
 from lambdas.common.execute import apply_in_order
 from lambdas.common.telemetry import Telemetry
 from lambdas.replenisher.decide.builder import Plan
@@ -58,6 +64,8 @@ class Effects:
         ttl_seconds: TTL of the ``CMD#`` items (``COMMAND_TTL_SECONDS``).
         after_action: called with each action once it was applied (tests inject a crash there); None: nothing.
         bounds: group name -> the limits its sizes are clamped to (``lambdas.replenisher.bounds``).
+        lease: the cluster lock's lease the plan runs under (its fencing token); None: no lock taken (the plan
+            changes no capacity), writes are not fenced.
     """
 
     store: Store
@@ -67,6 +75,7 @@ class Effects:
     ttl_seconds: int
     after_action: Callable[[Action], None] | None = None
     bounds: Mapping[str, Bounds] = field(default_factory=dict)
+    lease: Lease | None = None
 
 
 def execute(plan: Plan, effects: Effects, now: datetime, dry_run: bool = False) -> list[dict[str, str]]:
@@ -82,6 +91,7 @@ def execute(plan: Plan, effects: Effects, now: datetime, dry_run: bool = False) 
         One ``{"action": <description>, "result": <what happened>}`` per action applied, in order.
 
     Raises:
+        LockLostError: the lease was lost; nothing after the refused write was done.
         LedgerConflictError: a ledger changed under this invocation (retry: the next run re-reads it).
         StoreUnavailableError, AwsUnavailableError: transient faults.
         AwsRequestError: AWS refused a call (permissions, validation).
@@ -105,7 +115,7 @@ def execute(plan: Plan, effects: Effects, now: datetime, dry_run: bool = False) 
 
 def _apply(action: Action, effects: Effects, now: datetime, refused: list[str]) -> str:
     if isinstance(action, WriteLedger):
-        ledger_store.write(effects.store, action.ledger, action.expected_version, now)
+        ledger_store.write(effects.store, action.ledger, action.expected_version, now, fence=effects.lease)
         return "written"
     if isinstance(action, SetCapacity):
         return _set_capacity(action, effects)
@@ -126,7 +136,7 @@ def _apply(action: Action, effects: Effects, now: datetime, refused: list[str]) 
         return "no longer in an Auto Scaling group"
     if isinstance(action, SendDrain):
         delivery = record_and_send(
-            effects.store, effects.aws.queue.send_command, action.command, effects.ttl_seconds, now
+            effects.store, effects.aws.queue.send_command, action.command, effects.ttl_seconds, now, effects.lease
         )
         if not delivery.sent:
             return f"already recorded with status {delivery.previous_status}: not sent"

@@ -21,6 +21,9 @@ Outcomes (the return value, logged):
 - ``{"status": "acknowledged", "reason": "foreign_account" | "foreign_region" | ...}``: the event is another
   account's or region's (``lambdas.events.scope``); counted (``EventsOutOfScope``), nothing read or done.
 - ``{"status": "acted" | "dry_run", "operation": ..., "actions": [...]}``: the plan was applied (or only logged).
+- ``{"status": "lock_lost", "operation": ..., "actions": [...]}``: the lease expired and another holder took the
+  lock mid-plan; a fenced write was refused and nothing after it was done (logged, counted as ``LockLost``). Not
+  raised: the new holder reconciles the whole cluster itself.
 - Transient faults (throttling, DynamoDB unavailable, a ledger changed underneath) are raised so the rule's retry
   policy delivers the event again.
 """
@@ -46,13 +49,14 @@ from adapters.dynamo.lock import LOCK_SK, LeaseLock
 from adapters.dynamo.nodes import MARK_SK, mark_time
 from adapters.dynamo.store import Store
 from core.detach import DetachState
-from core.exceptions import LockHeldError
+from core.exceptions import LockHeldError, LockLostError
 from core.kops import CLUSTER_TAG, managed_group
 from core.model import NodeRecord, utcnow
 from core.runs import Run
 from core.settings import ReplenisherSettings
 from lambdas.common.handler import (
     PerEnvironment,
+    check_lease,
     cluster_metrics,
     deployment_scope,
     lambda_logger,
@@ -329,13 +333,21 @@ def process(notice: Event, deps: Deps, now: datetime, request_id: str) -> dict[s
         ttl_seconds=settings.command_ttl_seconds,
         after_action=deps.after_action,
         bounds=capacity_bounds(world, settings),
+        lease=lease,
     )
+    lost: LockLostError | None = None
     try:
         results = execute(plan, effects, now, dry_run=settings.dry_run)
+    except LockLostError as err:
+        lost, results = err, []
+        logger.warning(f"lock lost mid-plan, nothing more applied: {err}", extra={"lock": err.current})
+        deps.telemetry.count("LockLost")
     finally:
         if lease is not None:
-            locker.release(lease)
+            locker.release(lease)  # a lease already lost is not released (conditioned on its fencing)
     status = ("dry_run" if settings.dry_run else "acted") if plan.changes else "noted"
+    if lost is not None:
+        status = "lock_lost"
     response = {
         "status": status,
         "event_id": notice.event_id,
@@ -397,5 +409,6 @@ _deps = PerEnvironment(lambda: Deps.from_session(ReplenisherSettings.from_env(),
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """The Lambda entry point (EventBridge target). See ``handle``."""
     deps = _deps()
+    check_lease(deps.settings.lock_lease_seconds, "LOCK_LEASE_SECONDS", context)
     deps.scope = deps.scope.with_context(context)
     return handle(event, deps, request_id=getattr(context, "aws_request_id", None))

@@ -179,3 +179,21 @@ def test_an_agent_role_without_a_trust_is_refused_with_what_to_set() -> None:
         load_config({"clusters": [{"name": "dev.k8s.local"}]})
     assert "agent_oidc_provider_arn" in str(info.value) and "agent_role_arn" in str(info.value)
     assert info.value.name == "clusters[0]"
+
+
+def test_the_capacity_lambdas_get_their_timeout_and_the_lease_is_checked_at_synth(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import infra.config
+    from core.settings import RefresherSettings, ReplenisherSettings
+
+    cluster = load_config(clusters()).clusters[0]
+    replenisher = ReplenisherSettings.from_env(cluster.replenisher_environment(table_name="t", queue_url="q"))
+    refresher = RefresherSettings.from_env(cluster.refresher_environment(table_name="t", queue_url="q"))
+    assert replenisher.function_timeout_seconds == infra.config.REPLENISHER_TIMEOUT_SECONDS
+    assert refresher.function_timeout_seconds == infra.config.REFRESHER_TIMEOUT_SECONDS
+    # a function timeout the default lease (120 s) cannot cover is refused at synth, naming the Lambda's variable
+    monkeypatch.setattr(infra.config, "REPLENISHER_TIMEOUT_SECONDS", 100)
+    with pytest.raises(SettingsError) as info:
+        load_config(clusters())
+    assert info.value.name == "clusters[0]" and "LOCK_LEASE_SECONDS" in str(info.value)

@@ -120,6 +120,7 @@ def test_mutating_calls_only_on_this_clusters_groups(template: Template) -> None
     terminate = actions["ec2:TerminateInstances"]
     assert terminate["Condition"] == {"StringEquals": {f"ec2:ResourceTag/{CLUSTER_TAG}": CLUSTER}}
     assert "instance/*" in str(terminate["Resource"])
+    assert "dynamodb:ConditionCheckItem" in actions  # the fenced writes' check of the LOCK item
 
 
 def test_iam_bounds_what_the_replenisher_can_set_on_a_group(template: Template) -> None:

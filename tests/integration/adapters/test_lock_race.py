@@ -1,24 +1,35 @@
-"""The lease lock under contention, on a moto server shared by real threads (one HTTP request each)."""
+"""The lease lock under contention, on the local world's moto server (DynamoDB serialised as
+``localworld.aws.serialise_dynamodb`` makes it) shared by real threads (one HTTP request each).
+
+The harness (``localworld.lockrace``) is shown to fail: a lock whose check and write are separated finds double
+grants, and so does the real lock once moto's DynamoDB is unserialised and its condition-to-write gap widened. The
+1,000-trial run is ``python -m bench.lock_race`` (BENCHMARKS.md).
+"""
 
 import threading
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.store import Store
 from core.exceptions import LockHeldError, LockLostError
 from core.schema import state_table
+from localworld.aws import MotoServer
+from localworld.lockrace import condition_gap, race, racy_acquire, unserialised_dynamodb
+
+TRIALS = 100  # about 12 s on 2 cores; bench.lock_race runs 1,000
 
 
 @pytest.fixture(scope="module")
-def endpoint():
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+def server():
+    with MotoServer() as moto:
+        yield moto
+
+
+@pytest.fixture(scope="module")
+def endpoint(server):
+    return server.endpoint_url
 
 
 @pytest.fixture
@@ -87,3 +98,31 @@ def test_expired_lease_is_taken_over_once_with_higher_fencing(table):
     # The old holder learns it lost the lease instead of acting on it.
     with pytest.raises(LockLostError):
         LeaseLock(store).renew(first, lease_seconds=5)
+
+
+def test_harness_finds_no_double_grant_of_the_lease_lock(server):
+    report = race(server.session(), TRIALS)
+    assert report.errors == []
+    assert report.double_grants == 0, report.summary()
+    assert report.winners == {1: TRIALS}, report.summary()
+
+
+def test_harness_catches_a_lock_whose_check_and_write_are_separated(server):
+    report = race(server.session(), 10, acquire=racy_acquire(0.02))
+    assert report.errors == []
+    assert report.double_grants > 0, report.summary()
+
+
+def test_serialised_dynamodb_keeps_the_lock_atomic_with_a_gap_between_condition_and_write(server):
+    with condition_gap(0.02):
+        report = race(server.session(), 6)
+    assert report.errors == []
+    assert report.winners == {1: 6}, report.summary()
+
+
+def test_unserialised_moto_grants_the_lock_twice_with_that_gap(server):
+    # what the local world was before: moto's own DynamoDB checks a condition and then writes, with no lock
+    with condition_gap(0.02), unserialised_dynamodb():
+        report = race(server.session(), 6)
+    assert report.errors == []
+    assert report.double_grants > 0, report.summary()

@@ -61,3 +61,33 @@ def test_wave_settings_bound_the_agent_by_request_rate():
         AgentSettings.from_env({**BASE, "AGENT_CONCURRENCY": "100", "AGENT_MAX_IN_FLIGHT": "50"})
     with pytest.raises(SettingsError):
         AgentSettings.from_env({**BASE, "AGENT_KUBE_QPS": "0"})
+
+
+@pytest.mark.parametrize(
+    ("settings", "lease_var", "lease", "timeout"),
+    [
+        ("ReplenisherSettings", "LOCK_LEASE_SECONDS", "80", "60"),
+        ("RefresherSettings", "REFRESH_LOCK_LEASE_SECONDS", "140", "120"),
+        ("RefresherSettings", "REFRESH_LOCK_LEASE_SECONDS", "900", "900"),
+    ],
+)
+def test_a_lock_lease_shorter_than_the_function_timeout_plus_margin_is_refused(settings, lease_var, lease, timeout):
+    import core.settings
+
+    cls = getattr(core.settings, settings)
+    base = {"CLUSTER_NAME": "c", "TABLE_NAME": "t", "QUEUE_URL": "q", "FUNCTION_TIMEOUT_SECONDS": timeout}
+    with pytest.raises(SettingsError) as info:
+        cls.from_env({**base, lease_var: lease})
+    assert info.value.name == lease_var and f"function timeout ({timeout} s)" in str(info.value)
+    fits = int(timeout) + 30
+    assert cls.from_env({**base, lease_var: str(fits)}).lock_lease_seconds == fits
+    # without a known timeout the lease is checked by the handler, against the invocation's context
+    assert cls.from_env({**base, "FUNCTION_TIMEOUT_SECONDS": "", lease_var: lease}).function_timeout_seconds is None
+
+
+def test_the_default_leases_fit_the_stack_s_timeouts():
+    from core.settings import RefresherSettings, ReplenisherSettings
+
+    base = {"CLUSTER_NAME": "c", "TABLE_NAME": "t", "QUEUE_URL": "q"}
+    assert ReplenisherSettings.from_env({**base, "FUNCTION_TIMEOUT_SECONDS": "60"}).lock_lease_seconds == 120
+    assert RefresherSettings.from_env({**base, "FUNCTION_TIMEOUT_SECONDS": "120"}).lock_lease_seconds == 1800

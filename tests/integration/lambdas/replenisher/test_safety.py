@@ -224,3 +224,28 @@ def test_another_regions_or_accounts_launch_failure_is_acknowledged_never_compen
     assert rig.sizes() == before and rig.ledger("us-east-1a") is None
     # the same failure from the deployment's own account and region is compensated
     assert rig.failure("us-east-1a", rig.at(0.1))["status"] == "acted"
+
+
+def test_a_lock_lost_right_after_it_was_taken_applies_nothing(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lease runs out between the acquisition and the first write (a stalled invocation) and a refresh run takes
+    the lock: every write of the plan is fenced, so nothing of it is applied, and the lock stays with the run."""
+    import lambdas.replenisher.handler as handler
+
+    class Stolen(LeaseLock):
+        def acquire(self, *args, **kwargs):  # type: ignore[no-untyped-def]  # passes the real signature through
+            lease = super().acquire(*args, **kwargs)
+            LeaseLock(self.table, clock=lambda: lease.expires_at + 1).acquire("refresher:run-1", "refresh", 1800)
+            return lease
+
+    rig.report_membership(rig.at(0))
+    rig.outage.fail(rig.info.worker_asgs["us-east-1a"])
+    rig.lose("us-east-1a", 2)
+    before = {az: sizes[:2] for az, sizes in rig.sizes().items()}
+    monkeypatch.setattr(handler, "LeaseLock", Stolen)
+    response = rig.failure("us-east-1a", rig.at(0))
+    assert response["status"] == "lock_lost", response
+    assert {az: sizes[:2] for az, sizes in rig.sizes().items()} == before  # nothing raised
+    assert all(not item["sk"].startswith("CMD#giveback-") for item in rig.deps.store.query_prefix("CMD#"))
+    assert rig.deps.store.get("LOCK")["holder"] == "refresher:run-1"  # the loser released nothing of the winner's
+    ledger = rig.ledger("us-east-1a")
+    assert ledger is None or ledger.compensation is None  # no intent recorded

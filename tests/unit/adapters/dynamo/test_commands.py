@@ -179,3 +179,34 @@ def test_the_first_resolution_of_a_cordon_wins_but_the_releaser_replaces_its_own
     assert not resolve_cordon(store, "rebalance-1", "released again", over="releasing")
     assert store.get_command("rebalance-1")["resolution"] == "released"
     assert not resolve_cordon(store, "nothing-recorded", "x")
+
+
+def test_record_and_send_fenced_by_a_lost_lease_records_and_sends_nothing(store):
+    from adapters.dynamo.lock import LeaseLock
+    from core.exceptions import LockLostError
+
+    sent: list[str] = []
+
+    def send(command: Command) -> str:
+        sent.append(command.command_id)
+        return "m-1"
+
+    old = LeaseLock(store, clock=lambda: 1000.0).acquire("replenisher:a", "replenish", 10)
+    LeaseLock(store, clock=lambda: 2000.0).acquire("refresher:r", "refresh", 10)
+    with pytest.raises(LockLostError):
+        record_and_send(store, send, _cmd("giveback-1"), 3600, utcnow(), fence=old)
+    assert store.get_command("giveback-1") is None and sent == []
+    store.record_command(_cmd("giveback-2"), ttl_seconds=3600)  # recorded before the lock changed hands
+    with pytest.raises(LockLostError):
+        record_and_send(store, send, _cmd("giveback-2"), 3600, utcnow(), fence=old)
+    assert sent == []
+
+
+def test_record_and_send_fenced_by_the_current_lease_records_and_sends(store):
+    from adapters.dynamo.lock import LeaseLock
+
+    lease = LeaseLock(store, clock=lambda: 1000.0).acquire("replenisher:a", "replenish", 10)
+    delivery = record_and_send(store, lambda c: "m-1", _cmd("giveback-1"), 3600, utcnow(), fence=lease)
+    assert delivery.sent and store.get_command("giveback-1")["status"] == "queued"
+    again = record_and_send(store, lambda c: "m-2", _cmd("giveback-1"), 3600, utcnow(), fence=lease)
+    assert again == Delivery(message_id="m-2", previous_status="queued")

@@ -55,3 +55,22 @@ def test_only_the_active_run_surge_is_protected(store: Store) -> None:
     assert done is not None
     RunStore(store).save(done.model_copy(update={"status": RunStatus.SUCCEEDED}))
     assert RunStore(store).active() is None and surge_capacity(store) == {}
+
+
+def test_a_save_fenced_by_a_lost_lease_is_refused_and_applies_nothing(store: Store) -> None:
+    from adapters.dynamo.lock import LeaseLock
+    from core.exceptions import LockLostError
+
+    runs = RunStore(store)
+    lease = LeaseLock(store, clock=lambda: 1000.0).acquire("refresher:r", "refresh", 10)
+    runs.create(run(), fence=lease)
+    saved = runs.save(runs.get(run().run_id), fence=lease)  # type: ignore[arg-type]  # created just above
+    assert saved.version == 1
+    LeaseLock(store, clock=lambda: 2000.0).acquire("replenisher:x", "replenish", 10)
+    with pytest.raises(LockLostError):
+        runs.save(saved.model_copy(update={"status": RunStatus.PAUSING}), fence=lease)
+    stored = runs.get(run().run_id)
+    assert stored is not None and stored.version == 1 and stored.status is RunStatus.RUNNING
+    with pytest.raises(LockLostError):
+        runs.create(run("20240305T110000Z-other"), fence=lease)
+    assert runs.get("20240305T110000Z-other") is None

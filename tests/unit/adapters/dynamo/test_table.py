@@ -5,9 +5,17 @@ from decimal import Decimal
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
+from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.store import Store
-from adapters.dynamo.table import Attr, Table, dynamo, plain, translate
-from core.exceptions import AwsRequestError, CommandExistsError, ConflictError, StoreUnavailableError
+from adapters.dynamo.table import Attr, Table, dynamo, plain, translate, translate_fenced
+from core.exceptions import (
+    AwsRequestError,
+    CommandExistsError,
+    ConflictError,
+    LockLostError,
+    StoreUnavailableError,
+)
+from core.lock import Lease
 
 
 def client_error(code: str, status: int = 400, item: dict | None = None) -> ClientError:
@@ -72,3 +80,75 @@ def test_conditional_writes_on_moto(store: Store) -> None:
     assert store.update("X#1", {"n": 3, "gone": None}) == {"pk": "CLUSTER#demo", "sk": "X#1", "n": 3}
     store.delete("X#1")
     assert store.get("X#1") is None and list(store.query_partition()) == []
+
+
+# -- fenced writes (a TransactWriteItems with a ConditionCheck on LOCK) ----------------------------------------------
+
+
+def _leases(store: Store):
+    """The lease of ``old``, then the one ``new`` took over once it had expired (fencing 1, then 2)."""
+    old = LeaseLock(store, clock=lambda: 1000.0).acquire("old", "replenish", 10)
+    new = LeaseLock(store, clock=lambda: 2000.0).acquire("new", "refresh", 10)
+    return old, new
+
+
+def test_a_fenced_put_applies_while_the_lease_is_current(store: Store) -> None:
+    lease = LeaseLock(store, clock=lambda: 1000.0).acquire("me", "replenish", 10)
+    store.put("COMP#a", {"version": 1, "ratio": 1.5}, condition=Attr("pk").not_exists(), fence=lease)
+    assert store.get("COMP#a") == {"pk": "CLUSTER#demo", "sk": "COMP#a", "version": 1, "ratio": 1.5}
+
+
+def test_a_fenced_put_with_a_stale_token_is_refused_and_applies_nothing(store: Store) -> None:
+    old, new = _leases(store)
+    with pytest.raises(LockLostError) as info:
+        store.put("COMP#a", {"version": 1}, fence=old)
+    assert store.get("COMP#a") is None
+    assert info.value.current is not None and info.value.current["holder"] == "new"
+    assert info.value.current["fencing"] == new.fencing == old.fencing + 1
+    assert "fencing 1" in str(info.value) and "new" in str(info.value)
+
+
+def test_a_fenced_put_after_the_lock_was_released_is_refused(store: Store) -> None:
+    lock = LeaseLock(store, clock=lambda: 1000.0)
+    lease = lock.acquire("me", "replenish", 10)
+    lock.release(lease)
+    with pytest.raises(LockLostError):
+        store.put("RUN#r", {"version": 1}, fence=lease)
+    assert store.get("RUN#r") is None
+
+
+def test_a_fenced_put_without_any_lock_item_is_refused(store: Store) -> None:
+    with pytest.raises(LockLostError) as info:
+        store.put("COMP#a", {"version": 1}, fence=Lease("ghost", "replenish", 3, 0.0))
+    assert info.value.current is None and store.get("COMP#a") is None
+
+
+def test_a_fenced_put_whose_own_condition_fails_raises_its_conflict(store: Store) -> None:
+    lease = LeaseLock(store, clock=lambda: 1000.0).acquire("me", "replenish", 10)
+    store.put("CMD#c", {"status": "queued"})
+    with pytest.raises(CommandExistsError) as info:
+        store.put("CMD#c", {"status": "other"}, Attr("pk").not_exists(), CommandExistsError, fence=lease)
+    assert info.value.current is not None and info.value.current["status"] == "queued"
+
+
+def test_a_lost_lock_wins_over_the_item_s_own_conflict(store: Store) -> None:
+    old, _ = _leases(store)
+    store.put("CMD#c", {"status": "queued"})
+    with pytest.raises(LockLostError):
+        store.put("CMD#c", {"status": "other"}, Attr("pk").not_exists(), CommandExistsError, fence=old)
+    assert store.get("CMD#c")["status"] == "queued"
+
+
+@pytest.mark.parametrize(
+    ("reasons", "expected"),
+    [
+        ([{"Code": "None"}, {"Code": "TransactionConflict"}], StoreUnavailableError),
+        ([{"Code": "None"}, {"Code": "ValidationError"}], AwsRequestError),
+    ],
+)
+def test_other_cancelled_transactions_are_translated(reasons, expected) -> None:
+    err = ClientError(
+        {"Error": {"Code": "TransactionCanceledException", "Message": "cancelled"}, "CancellationReasons": reasons},
+        "TransactWriteItems",
+    )
+    assert isinstance(translate_fenced(err, "put X", ConflictError, Lease("h", "op", 1, 0.0)), expected)

@@ -1,0 +1,160 @@
+"""The refresher's executor and ``advance_run`` under the cluster lock: a run whose lease was lost applies nothing
+more (moto's DynamoDB for the table, a recording double for AWS)."""
+
+import logging
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+import lambdas.refresher.service as service
+from adapters.dynamo.lock import LeaseLock
+from adapters.dynamo.runs import RunStore
+from adapters.dynamo.store import Store
+from core.exceptions import LockLostError
+from core.model import Command
+from core.runs import GroupSurge, Run, RunOptions, RunStatus, RunStep, StepState
+from core.schema import state_table
+from core.settings import RefresherSettings
+from lambdas.refresher.execute import Effects, execute
+from lambdas.refresher.handler import Deps
+from lambdas.refresher.plan import AcquireLock, CreateRun, SaveRun, SendCommand, SetCapacity
+
+T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
+RUN_ID = "20240305T100000Z-abcdef"
+
+
+@pytest.fixture
+def store() -> Iterator[Store]:
+    with mock_aws():
+        ddb = boto3.resource("dynamodb", region_name="us-east-1")
+        ddb.create_table(**state_table("state"))
+        yield Store(ddb.Table("state"), "demo")
+
+
+class Recorder:
+    """What the executor asked of AWS and of the metrics."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.autoscaling = SimpleNamespace(
+            set_capacity=lambda name, desired, max_size: self.calls.append(("set_capacity", name)),
+            terminate_in_group=lambda instance_id, decrement: self.calls.append(("terminate", instance_id)) or True,
+            cluster_groups=lambda cluster: [],
+        )
+        self.ec2 = SimpleNamespace(launch_times=lambda ids: {}, describe=lambda ids: {})
+        self.queue = SimpleNamespace(send_command=lambda c: self.calls.append(("send", c.command_id)) or "m-1")
+
+    def count(self, name: str, value: int = 1) -> None:
+        self.calls.append(("metric", name))
+
+    def seconds(self, name: str, value: float) -> None:
+        self.calls.append(("metric", name))
+
+
+def run() -> Run:
+    return Run(
+        run_id=RUN_ID,
+        cluster="demo",
+        options=RunOptions(),
+        groups=[GroupSurge(name="nodes", role="node", min_size=1, original_desired=2, original_max=3, raised=1)],
+        steps=[
+            RunStep(
+                index=0,
+                group="nodes",
+                role="node",
+                instance_id="i-0123456789abcdef0",
+                state=StepState.DRAINING,
+                command_id="refresh-0",
+            )
+        ],
+        created_at=T0,
+        updated_at=T0,
+    )
+
+
+def effects(store: Store, recorder: Recorder, lease: Any = None) -> Effects:
+    return Effects(
+        store=store,
+        runs=RunStore(store),
+        lock=LeaseLock(store, clock=lambda: T0.timestamp()),
+        aws=recorder,  # type: ignore[arg-type]  # a recording double of AwsPort
+        telemetry=recorder,  # type: ignore[arg-type]  # and of Telemetry
+        logger=logging.getLogger("test"),
+        ttl_seconds=3600,
+        lease=lease,
+    )
+
+
+def actions(saved: Run) -> list[Any]:
+    drain = Command(
+        command_id="refresh-1",
+        cluster="demo",
+        kind="drain",
+        instance_id="i-0123456789abcdef0",
+        deadline=T0 + timedelta(minutes=10),
+    )
+    return [SaveRun(saved), SetCapacity("nodes", desired=3), SendCommand(drain)]
+
+
+def test_a_start_fences_the_new_run_by_the_lease_it_just_took(store: Store) -> None:
+    recorder = Recorder()
+    execute([AcquireLock(run().holder, 1800), CreateRun(run())], effects(store, recorder), T0)
+    stored = RunStore(store).get(RUN_ID)
+    assert stored is not None and (LeaseLock(store).current() or {})["holder"] == run().holder
+
+
+def test_a_save_with_a_lost_lease_stops_the_decision_before_any_effect(store: Store) -> None:
+    recorder = Recorder()
+    lease = LeaseLock(store, clock=lambda: T0.timestamp()).acquire(run().holder, "refresh", 1800)
+    RunStore(store).create(run(), fence=lease)
+    LeaseLock(store, clock=lambda: T0.timestamp() + 1801).acquire("replenisher:x", "replenish", 120)
+    with pytest.raises(LockLostError):
+        execute(actions(run()), effects(store, recorder, lease), T0)
+    assert recorder.calls == []  # no capacity change, no drain
+    stored = RunStore(store).get(RUN_ID)
+    assert stored is not None and stored.version == 0 and store.get_command("refresh-1") is None
+
+
+def _deps(store: Store, recorder: Recorder, now: datetime) -> Deps:
+    settings = RefresherSettings(cluster_name="demo", table_name="state", queue_url="q", poll_seconds=0.01)
+    return Deps(
+        settings=settings, store=store, aws=recorder, telemetry=recorder, clock=lambda: now, sleep=lambda s: None
+    )  # type: ignore[arg-type]  # recording doubles
+
+
+def test_a_run_whose_lock_another_holder_took_applies_nothing(store: Store) -> None:
+    recorder = Recorder()
+    RunStore(store).create(run())
+    LeaseLock(store, clock=lambda: T0.timestamp()).acquire("replenisher:x", "replenish", 120)
+    out = service.advance_run(_deps(store, recorder, T0), None, 1.0)
+    assert out["status"] == "lock_lost" and out["lock"]["holder"] == "replenisher:x"
+    assert recorder.calls == [("metric", "LockLost")]
+    stored = RunStore(store).get(RUN_ID)
+    assert stored is not None and stored.version == 0 and stored.status is RunStatus.RUNNING
+
+
+def test_a_lock_lost_mid_invocation_stops_the_run_at_its_next_save(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorder = Recorder()
+    RunStore(store).create(run())
+    deps = _deps(store, recorder, T0)
+    gather = service.gather
+
+    def gather_then_lose_the_lock(r: Run, d: Any, lock_lost: bool = False) -> Any:
+        # the lease runs out while this invocation reads the world: another holder takes the lock
+        LeaseLock(store, clock=lambda: T0.timestamp() + 3600).acquire("replenisher:x", "replenish", 120)
+        return gather(r, d, lock_lost)
+
+    monkeypatch.setattr(service, "gather", gather_then_lose_the_lock)
+    out = service.advance_run(deps, None, 1.0)
+    assert out["status"] == "lock_lost"
+    assert [c for c in recorder.calls if c[0] != "metric"] == []
+    assert ("metric", "LockLost") in recorder.calls
+    stored = RunStore(store).get(RUN_ID)
+    assert stored is not None and stored.version == 0
