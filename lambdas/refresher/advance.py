@@ -3,10 +3,11 @@
 **The lock** (DESIGN.md, "A refresh and compensation share the cluster lock"): a pass takes the cluster lock as the
 run's holder (``refresher:<run id>``) before it reads the world, renews the lease right before it applies anything
 (a holder whose lease was taken over gets ``LockLostError`` there and applies nothing more; every ``RUN#`` and
-``CMD#`` write of the pass is fenced by that lease, so one lost in the middle of a pass stops it at its next write), and gives the lock up
-before the invocation sleeps or returns. The run's whole state is its ``RUN#`` item, so nothing is lost in between;
-the replenisher takes the lock between two passes and compensates a launch failure while the run is active. A pass
-that finds another holder waits for it (polling, within the invocation's budget), then goes on with a fresh read.
+``CMD#`` write of the pass is fenced by that lease, so one lost in the middle of a pass stops it at its next write),
+and gives the lock up before the invocation sleeps or returns. The run's whole state is its ``RUN#`` item, so nothing
+is lost in between; the replenisher takes the lock between two passes and compensates a launch failure while the run
+is active. A pass that finds another holder waits for it (polling, within the invocation's budget), then goes on with
+a fresh read.
 """
 
 from __future__ import annotations
@@ -73,8 +74,9 @@ def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) 
     budget is spent; the cluster lock is held only while a pass reads, decides and applies (module docstring).
 
     Returns:
-        ``{"status": "advanced" | "idle", "run": summary, "actions": [...]}``, with ``"lock"`` saying who kept the
-        run waiting or took the lock over; ``idle`` when there is no active run.
+        ``{"status": "advanced" | "idle" | "lock_lost", "run": summary, "actions": [...]}``, with ``"lock"`` saying
+        who kept the run waiting or took the lock over; ``idle`` when there is no active run; ``lock_lost`` (counted
+        ``LockLost``) when a pass's lease was taken over and it stopped applying.
 
     Raises:
         StoreUnavailableError, AwsUnavailableError, AwsRequestError: as ``execute`` (the lock is given up first).
@@ -84,6 +86,7 @@ def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) 
     run: Run | None = None
     lease: Lease | None = None
     lock_note = ""
+    lost = False  # a pass's lease was taken over: it applied nothing more
     settings = deps.settings
     try:
         for _ in range(MAX_PASSES):
@@ -111,7 +114,7 @@ def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) 
                     logger.warning(f"run {run.run_id} lost the cluster lock: nothing more applied ({err})")
                     deps.effects().telemetry.count("LockLost")
                     lock_note = f"lost the cluster lock to {(err.current or {}).get('holder')}: nothing applied"
-                    lease = None
+                    lease, lost = None, True
                     break
                 try:
                     results += execute(decision.actions, deps.effects(lease), now)
@@ -119,7 +122,7 @@ def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) 
                     logger.warning(f"run {run.run_id} lost the cluster lock mid-pass: nothing more applied ({err})")
                     deps.effects().telemetry.count("LockLost")
                     lock_note = f"lost the cluster lock to {(err.current or {}).get('holder')}: nothing more applied"
-                    lease = None
+                    lease, lost = None, True
                     break
                 except RunConflictError:
                     logger.info(f"run {run.run_id} was advanced by another invocation: reading it again")
@@ -141,5 +144,5 @@ def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) 
     if run is None:
         return {"status": "idle", "actions": results}
     final = deps.runs.get(run.run_id) or run
-    out = {"status": "advanced", "run": run_summary(final), "actions": results}
+    out = {"status": "lock_lost" if lost else "advanced", "run": run_summary(final), "actions": results}
     return {**out, "lock": lock_note} if lock_note else out

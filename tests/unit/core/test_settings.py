@@ -90,4 +90,4 @@ def test_the_default_leases_fit_the_stack_s_timeouts():
 
     base = {"CLUSTER_NAME": "c", "TABLE_NAME": "t", "QUEUE_URL": "q"}
     assert ReplenisherSettings.from_env({**base, "FUNCTION_TIMEOUT_SECONDS": "60"}).lock_lease_seconds == 120
-    assert RefresherSettings.from_env({**base, "FUNCTION_TIMEOUT_SECONDS": "120"}).lock_lease_seconds == 1800
+    assert RefresherSettings.from_env({**base, "FUNCTION_TIMEOUT_SECONDS": "120"}).lock_lease_seconds == 180

@@ -11,7 +11,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-import lambdas.refresher.service as service
+import lambdas.refresher.advance as advance
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store
@@ -127,13 +127,13 @@ def _deps(store: Store, recorder: Recorder, now: datetime) -> Deps:
     )  # type: ignore[arg-type]  # recording doubles
 
 
-def test_a_run_whose_lock_another_holder_took_applies_nothing(store: Store) -> None:
+def test_a_run_whose_lock_another_holder_holds_waits_and_applies_nothing(store: Store) -> None:
     recorder = Recorder()
     RunStore(store).create(run())
     LeaseLock(store, clock=lambda: T0.timestamp()).acquire("replenisher:x", "replenish", 120)
-    out = service.advance_run(_deps(store, recorder, T0), None, 1.0)
-    assert out["status"] == "lock_lost" and out["lock"]["holder"] == "replenisher:x"
-    assert recorder.calls == [("metric", "LockLost")]
+    out = advance.advance_run(_deps(store, recorder, T0), None, 1.0)
+    assert out["status"] == "advanced" and "replenisher:x" in out["lock"]
+    assert [c for c in recorder.calls if c[0] != "metric"] == []
     stored = RunStore(store).get(RUN_ID)
     assert stored is not None and stored.version == 0 and stored.status is RunStatus.RUNNING
 
@@ -144,15 +144,15 @@ def test_a_lock_lost_mid_invocation_stops_the_run_at_its_next_save(
     recorder = Recorder()
     RunStore(store).create(run())
     deps = _deps(store, recorder, T0)
-    gather = service.gather
+    gather = advance.gather
 
-    def gather_then_lose_the_lock(r: Run, d: Any, lock_lost: bool = False) -> Any:
+    def gather_then_lose_the_lock(r: Run, d: Any) -> Any:
         # the lease runs out while this invocation reads the world: another holder takes the lock
         LeaseLock(store, clock=lambda: T0.timestamp() + 3600).acquire("replenisher:x", "replenish", 120)
-        return gather(r, d, lock_lost)
+        return gather(r, d)
 
-    monkeypatch.setattr(service, "gather", gather_then_lose_the_lock)
-    out = service.advance_run(deps, None, 1.0)
+    monkeypatch.setattr(advance, "gather", gather_then_lose_the_lock)
+    out = advance.advance_run(deps, None, 1.0)
     assert out["status"] == "lock_lost"
     assert [c for c in recorder.calls if c[0] != "metric"] == []
     assert ("metric", "LockLost") in recorder.calls

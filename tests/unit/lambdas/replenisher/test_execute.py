@@ -13,6 +13,7 @@ from moto import mock_aws
 
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.store import Store
+from core.capacity import Bounds
 from core.exceptions import LockLostError
 from core.ledger import Ledger
 from core.model import Command
@@ -46,6 +47,9 @@ class Recorder:
     def count(self, name: str, value: int = 1) -> None:
         self.calls.append(("metric", name))
 
+    def count_by(self, name: str, dimension: str, value: str) -> None:
+        self.calls.append(("metric", name))
+
 
 def effects(store: Store, recorder: Recorder, lease: Any) -> Effects:
     return Effects(
@@ -55,6 +59,7 @@ def effects(store: Store, recorder: Recorder, lease: Any) -> Effects:
         logger=logging.getLogger("test"),
         ttl_seconds=3600,
         lease=lease,
+        bounds={"nodes-b": Bounds("nodes-b", min_size=0, max_limit=10, source="test")},  # sizes are clamped to these
     )
 
 
