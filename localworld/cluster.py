@@ -6,8 +6,9 @@ with ``KubernetesCluster``, ``k8s.io/role/...`` and ``kops.k8s.io/instancegroup`
 the CDK stack: the state table and the Powertools idempotency table (``core/schema.py``), the SQS command queue with a
 dead-letter queue, and an EventBridge rule sending the agent's custom events to an "observer" queue tests read.
 
-moto notes: MixedInstancesPolicy is stored and its launch template used, but instances are not marked
-``InstanceLifecycle=spot``; lifecycle hooks are inert.
+moto notes: MixedInstancesPolicy is stored and its launch template used, but moto marks no group instance
+``InstanceLifecycle=spot``: ``localworld.spot_market`` (installed when the world's moto server starts) marks those
+of an all-Spot group, as AWS launches them; lifecycle hooks are inert.
 """
 
 from __future__ import annotations
