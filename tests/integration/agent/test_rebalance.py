@@ -115,7 +115,7 @@ def test_a_rebalance_cordon_nothing_followed_is_given_back_after_the_quiet_perio
     command_id = rebal.rebalance(instance_id)
     wait_for(lambda: rebal.cordoned_by(node) == command_id, 20, "the rebalance cordon", agent)
     cordoned_at = time.monotonic()
-    assert rebal.item(command_id)["status"] == "succeeded"
+    wait_for(lambda: rebal.item(command_id)["status"] == "succeeded", 10, "the cordon's result", agent)
 
     wait_for(lambda: rebal.cordoned_by(node) is None, QUIET + 15, "the cordon to be given back", agent)
     assert time.monotonic() - cordoned_at >= QUIET - 1  # not before the quiet period
@@ -155,6 +155,7 @@ def test_an_agent_restarted_during_the_quiet_period_still_gives_the_cordon_back(
     first = rebal.start_agent("agent-1")
     command_id = rebal.rebalance(instance_id)
     wait_for(lambda: rebal.cordoned_by(node) == command_id, 20, "the rebalance cordon", first)
+    wait_for(lambda: rebal.item(command_id)["status"] == "succeeded", 10, "the cordon's result", first)
     first.kill()  # SIGKILL during the quiet period: nothing of it is kept in memory
     first.wait(10)
     time.sleep(QUIET + 1)
