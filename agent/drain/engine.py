@@ -124,7 +124,9 @@ class DrainEngine:
         self._request_slots = threading.BoundedSemaphore(max(1, max_requests_in_flight))
         self.rand = rand
         self.pdb_deadline_policy = settings.drain_pdb_deadline_policy
-        self._deadlines: dict[str, Deadline] = {}  # command id -> the deadline of its drain in progress
+        # command id -> (the deadline of its drain in progress, set once the drain is deadline-bound: it deletes pods
+        # a PodDisruptionBudget still protects when their grace stops fitting, ``deletes_past_pdb``)
+        self._deadlines: dict[str, tuple[Deadline, threading.Event]] = {}
         self._deadlines_lock = threading.Lock()
         self.max_control_plane_drains = max_control_plane_drains
         self._control_plane_slots = threading.BoundedSemaphore(max(1, max_control_plane_drains))
@@ -244,12 +246,16 @@ class DrainEngine:
 
     def tighten(self, command_id: str, when: datetime) -> bool:
         """Bring the deadline of the drain of ``command_id`` in progress forward to ``when`` (never later): its
-        evictions from then on get graces capped by it and its waits end by it. Returns False when no drain of that
-        command runs here or the deadline is already as early. Thread-safe."""
+        evictions from then on get graces capped by it and its waits end by it. ``when`` is an instance's end (a
+        Spot warning's deadline), so the drain becomes deadline-bound: under ``DRAIN_PDB_DEADLINE_POLICY=delete``
+        it deletes pods a PodDisruptionBudget still protects when their grace stops fitting, as a Spot drain does.
+        Returns False when no drain of that command runs here or the deadline is already as early. Thread-safe."""
         with self._deadlines_lock:
-            deadline = self._deadlines.get(command_id)
-        if deadline is None or not deadline.tighten(when):
+            entry = self._deadlines.get(command_id)
+        if entry is None or not entry[0].tighten(when):
             return False
+        if self.pdb_deadline_policy == PdbDeadlinePolicy.DELETE:
+            entry[1].set()
         log.info("drain deadline tightened command_id=%s deadline=%s", command_id, when.isoformat())
         return True
 
@@ -346,16 +352,21 @@ class DrainEngine:
         return result
 
     def _drain(self, command: Command, node: NodeView, result: NodeCommandResult) -> None:
+        bound = threading.Event()
+        if deletes_past_pdb(self.pdb_deadline_policy, command.reason):
+            bound.set()
         with self._deadlines_lock:
             deadline = Deadline.at(command.deadline, self.clock)
-            self._deadlines[command.command_id] = deadline
+            self._deadlines[command.command_id] = (deadline, bound)
         try:
-            self._drain_until(command, node, result, deadline)
+            self._drain_until(command, node, result, deadline, bound)
         finally:
             with self._deadlines_lock:
                 self._deadlines.pop(command.command_id, None)
 
-    def _drain_until(self, command: Command, node: NodeView, result: NodeCommandResult, deadline: Deadline) -> None:
+    def _drain_until(
+        self, command: Command, node: NodeView, result: NodeCommandResult, deadline: Deadline, bound: threading.Event
+    ) -> None:
         options = command.options
         pods, resource_version = self.kube.list_pods_on_node(node.name)
         missing = frozenset(ds for ds in daemonset_owners(pods) if not self.kube.daemonset_exists(*ds))
@@ -373,9 +384,8 @@ class DrainEngine:
             self._uncordon_after_failure(options, node, result)
             return
         if progress.states:
-            pdb_delete = deletes_past_pdb(self.pdb_deadline_policy, command.reason)
             self._evictor.evict_and_wait(
-                node, options, deadline, progress, resource_version, result.durations, pdb_delete
+                node, options, deadline, progress, resource_version, result.durations, bound.is_set
             )
         result.pods = progress.outcomes()
         result.remaining = progress.remaining()

@@ -85,11 +85,12 @@ class Evictor:
         progress: DrainProgress,
         resource_version: str,
         durations: Durations,
-        pdb_delete: bool = False,
+        pdb_delete: bool | Callable[[], bool] = False,
     ) -> None:
         """Evict (or delete) the tracked pods in parallel and wait, on a watch, until each is gone, its
         eviction gave up, or the deadline passed. ``pdb_delete``: delete pods still refused by a
-        PodDisruptionBudget when their grace stops fitting before the deadline (see the module docstring)."""
+        PodDisruptionBudget when their grace stops fitting before the deadline (see the module docstring); a
+        callable is asked at each refusal (a drain becomes deadline-bound when a Spot warning tightens it)."""
         inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
         deadline.on_tighten(lambda: inbox.put(("deadline", None)))  # wake up: the wait below uses the new deadline
         stop = threading.Event()
@@ -149,7 +150,7 @@ class Evictor:
         deadline: Deadline,
         stop: threading.Event,
         inbox: queue.Queue[tuple[str, Any]],
-        pdb_delete: bool = False,
+        pdb_delete: bool | Callable[[], bool] = False,
     ) -> None:
         """One pod's eviction (or deletion) with retries; reports every answer on ``inbox``. Never raises.
 
@@ -189,7 +190,8 @@ class Evictor:
                     update = EvictionUpdate(pod.key, attempts, response, final=True, at=now, grace=grace)
                     inbox.put(("update", update))
                     return
-                refused_by_pdb = refused_by_pdb or (pdb_delete and response.pdb_blocked)
+                deletes = pdb_delete() if callable(pdb_delete) else pdb_delete
+                refused_by_pdb = refused_by_pdb or (deletes and response.pdb_blocked)
                 if response.status in (EvictionStatus.BLOCKED, EvictionStatus.MULTIPLE_PDBS):
                     delay = backoff_delay(attempts, self.backoff_base, self.backoff_cap, self.rand)
                     if refused_by_pdb:  # wake up when the pod is due for deletion past its budget

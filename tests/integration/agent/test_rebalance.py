@@ -25,7 +25,7 @@ from localworld.aws import aws_env
 from localworld.lambda_context import INTERRUPTION_FUNCTION, LocalLambdaContext
 from localworld.workloads import block_with_pdb, deploy_pods_on_node
 from localworld.world import LocalWorld, Spawned
-from tests.integration.agent.test_agent import Harness, log_of, wait_for
+from tests.integration.agent.test_agent import Harness, bench_pods, log_of, wait_for
 
 pytestmark = [
     pytest.mark.world,
@@ -115,7 +115,7 @@ def test_a_rebalance_cordon_nothing_followed_is_given_back_after_the_quiet_perio
     command_id = rebal.rebalance(instance_id)
     wait_for(lambda: rebal.cordoned_by(node) == command_id, 20, "the rebalance cordon", agent)
     cordoned_at = time.monotonic()
-    assert rebal.item(command_id)["status"] == "succeeded"
+    wait_for(lambda: rebal.item(command_id)["status"] == "succeeded", 10, "the cordon's result", agent)
 
     wait_for(lambda: rebal.cordoned_by(node) is None, QUIET + 15, "the cordon to be given back", agent)
     assert time.monotonic() - cordoned_at >= QUIET - 1  # not before the quiet period
@@ -155,6 +155,7 @@ def test_an_agent_restarted_during_the_quiet_period_still_gives_the_cordon_back(
     first = rebal.start_agent("agent-1")
     command_id = rebal.rebalance(instance_id)
     wait_for(lambda: rebal.cordoned_by(node) == command_id, 20, "the rebalance cordon", first)
+    wait_for(lambda: rebal.item(command_id)["status"] == "succeeded", 10, "the cordon's result", first)
     first.kill()  # SIGKILL during the quiet period: nothing of it is kept in memory
     first.wait(10)
     time.sleep(QUIET + 1)
@@ -165,14 +166,23 @@ def test_an_agent_restarted_during_the_quiet_period_still_gives_the_cordon_back(
     assert "cordon given back" not in log_of(first)
 
 
-def test_a_spot_warning_after_a_rebalance_drain_tightens_it_to_the_spot_deadline(rebal: Rebalance) -> None:
+@pytest.mark.parametrize(
+    ("pdb_policy", "status"),
+    [("delete", "succeeded"), ("honor", "timed_out")],
+    ids=["pdb-delete-at-the-deadline", "pdb-honoured"],
+)
+def test_a_spot_warning_after_a_rebalance_drain_tightens_it_to_the_spot_deadline(
+    rebal: Rebalance, pdb_policy: str, status: str
+) -> None:
     node, instance_id = rebal.worker_node()
     app = deploy_pods_on_node(rebal.world.api, node, 2)
-    block_with_pdb(rebal.world.api, "bench", app)  # the drain cannot finish: it runs until its deadline
-    agent = rebal.start_agent()
+    block_with_pdb(rebal.world.api, "bench", app)  # the rebalance drain cannot finish: it honours the budget
+    agent = rebal.start_agent(DRAIN_PDB_DEADLINE_POLICY=pdb_policy)
     drain_id = rebal.rebalance(instance_id, REBALANCE_POLICY="drain", REBALANCE_DRAIN_TIMEOUT_SECONDS="600")
     wait_for(lambda: rebal.item(drain_id)["status"] == "running", 20, "the rebalance drain to run", agent)
     wait_for(lambda: rebal.cordoned_by(node) == drain_id, 10, "the rebalance cordon", agent)
+    time.sleep(2)
+    assert len(bench_pods(rebal, node)) == 2  # held by the budget
 
     warned = time.monotonic()
     response = rebal.deliver("spot-interruption-warning.json", instance_id, REBALANCE_POLICY="drain")
@@ -180,14 +190,19 @@ def test_a_spot_warning_after_a_rebalance_drain_tightens_it_to_the_spot_deadline
     assert results[0] == "tightened", response
     spot_id = f"spot-{response['event_id']}"
 
-    wait_for(lambda: rebal.item(drain_id)["status"] == "timed_out", SPOT_DEADLINE + 20, "the drain to end", agent)
+    wait_for(lambda: rebal.item(drain_id)["status"] == status, SPOT_DEADLINE + 20, "the drain to end", agent)
     ended = time.monotonic() - warned
-    assert ended < SPOT_DEADLINE + 10  # at the Spot deadline, not the rebalance drain's 600 s
+    assert ended < SPOT_DEADLINE + 5  # by the Spot deadline, not the rebalance drain's 600 s
     drains = [i for i in rebal.commands_of(instance_id) if i["kind"] == "drain"]
     assert [i["sk"] for i in drains] == [f"CMD#{drain_id}"]  # one drain, not two
     item = rebal.item(drain_id)
     assert item["tightened_by"] == spot_id and item["resolution"] == f"escalated by {spot_id}"
     assert "drain deadline tightened command_id=" + drain_id in log_of(agent)
+    if status == "succeeded":  # deadline-bound now: the budget's pods got SIGTERM before the reclaim
+        assert "deleted past their PodDisruptionBudget" in item["result"]["message"]
+        assert bench_pods(rebal, node) == []
+    else:
+        assert len(bench_pods(rebal, node)) == 2
     time.sleep(QUIET + 2)
     assert rebal.cordoned_by(node) == drain_id  # an escalated cordon is never given back
 
