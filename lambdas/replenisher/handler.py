@@ -293,17 +293,18 @@ def process(notice: Event, deps: Deps, now: datetime, request_id: str) -> dict[s
     covered by this invocation; past that, only what needs no lock is done (the failure is recorded).
     """
     settings = deps.settings
-    started = time.monotonic()
-    locker = LeaseLock(deps.store, clock=lambda: (now + timedelta(seconds=time.monotonic() - started)).timestamp())
+    waited = 0.0  # seconds slept waiting for the lock: the clock the decisions read moves on by as much
+    locker = LeaseLock(deps.store, clock=lambda: (now + timedelta(seconds=waited)).timestamp())
     lease = None
     while True:
-        at = now + timedelta(seconds=time.monotonic() - started)
+        at = now + timedelta(seconds=waited)
         world = gather(deps, at)
         free = lock_free(world.lock, at)
         plan = decide(notice, at, settings, world, lock_free=free)
-        waiting = time.monotonic() - started + LOCK_RETRY_SECONDS <= settings.lock_wait_seconds
+        waiting = waited + LOCK_RETRY_SECONDS <= settings.lock_wait_seconds
         if not free and waiting and decide(notice, at, settings, world, lock_free=True).needs_lock:
             deps.sleep(LOCK_RETRY_SECONDS)
+            waited += LOCK_RETRY_SECONDS
             continue
         if not (plan.needs_lock and not settings.dry_run):
             break
@@ -321,6 +322,7 @@ def process(notice: Event, deps: Deps, now: datetime, request_id: str) -> dict[s
             logger.info(f"lock taken meanwhile: {err}")
             if waiting:
                 deps.sleep(LOCK_RETRY_SECONDS)
+                waited += LOCK_RETRY_SECONDS
                 continue
             plan = decide(notice, at, settings, world, lock_free=False)
             break
