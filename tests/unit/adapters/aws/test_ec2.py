@@ -69,3 +69,22 @@ def test_describe_instance_reports_state_and_purchase_option(monkeypatch) -> Non
         assert ec2.describe_instance(spot) == Ec2Instance(spot, "running", "spot")
         assert ec2.describe_instance(on_demand) == Ec2Instance(on_demand, "stopped", "")
         assert ec2.describe_instance("i-0fedcba9876543210") is None
+
+
+def test_describe_and_terminate_on_moto(monkeypatch) -> None:  # type: ignore[no-untyped-def]  # pytest fixture
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+    with mock_aws():
+        client = boto3.client("ec2", region_name="us-east-1")
+        ec2 = Ec2(client)
+        tags = [{"ResourceType": "instance", "Tags": [{"Key": "KubernetesCluster", "Value": "c.k8s.local"}]}]
+        instance = client.run_instances(ImageId=AMI, MinCount=1, MaxCount=1, TagSpecifications=tags)["Instances"][0][
+            "InstanceId"
+        ]
+        seen = ec2.describe([instance, "i-0fedcba9876543210"])
+        assert set(seen) == {instance}
+        assert seen[instance].state == "running" and seen[instance].tags == {"KubernetesCluster": "c.k8s.local"}
+        ec2.terminate([instance])
+        ec2.terminate([instance])  # idempotent
+        ec2.terminate([])  # no call for no ids
+        assert ec2.describe([instance])[instance].state in ("shutting-down", "terminated")
+        assert ec2.describe([]) == {}
