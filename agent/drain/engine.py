@@ -205,8 +205,9 @@ class DrainEngine:
         return self.cordon_node(node, command.command_id)
 
     def find_node(self, instance_id: str, node_name: str | None = None) -> NodeView:
-        """The node whose ``spec.providerID`` names ``instance_id``; the ``node_name`` hint is tried first (and
-        used only if its providerID matches).
+        """The node whose ``spec.providerID`` names ``instance_id``; the ``node_name`` hint (the command's, from
+        ``NODE#``) is tried first and used only if its providerID matches, then ``node_for_instance`` (the name the
+        node watch last saw for the instance, else a paged scan): never one list of every node.
 
         Raises:
             NodeNotFoundError: no such node. KubernetesApiError / KubernetesRejectedError: see ``KubeAdapter``.
