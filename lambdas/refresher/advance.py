@@ -19,9 +19,10 @@ from pydantic import ValidationError
 
 from adapters.dynamo import ledger as ledger_store
 from core.exceptions import LockHeldError, LockLostError, RunConflictError
+from core.kops import Role
 from core.ledger import DonorState
 from core.lock import Lease
-from core.runs import LOCK_OPERATION, Run
+from core.runs import LOCK_OPERATION, Run, RunStatus, StepState
 from lambdas.refresher.decide import advance as decide_next
 from lambdas.refresher.deps import RefresherDeps, logger
 from lambdas.refresher.execute import execute
@@ -47,9 +48,24 @@ def donor_groups(deps: RefresherDeps) -> frozenset[str]:
     return frozenset(donors)
 
 
+def may_start_a_group(run: Run) -> bool:
+    """Whether the next pass may surge a worker group for the first time (no surge, no raised MaxSize, no step in
+    flight, a step pending): only then does the decision look at the compensation donors."""
+    if run.status is not RunStatus.RUNNING:
+        return False
+    for group in run.groups:
+        steps = [s for s in run.steps if s.group == group.name]
+        if group.role != Role.NODE.value or group.raised or group.max_raised_to is not None:
+            continue
+        if any(s.state is StepState.PENDING for s in steps) and not any(s.state.in_flight for s in steps):
+            return True
+    return False
+
+
 def gather(run: Run, deps: RefresherDeps) -> World:
     """The world a run's next decision needs: every group of the cluster (the masters' check needs them all),
-    fresh membership, the ``CMD#`` items of the run's unfinished commands, the groups carrying a compensation.
+    fresh membership, the ``CMD#`` items of the run's unfinished commands, the groups carrying a compensation (only
+    read when a group may be surged for the first time: ``may_start_a_group``).
 
     Raises:
         StoreUnavailableError, AwsUnavailableError, AwsRequestError: reads failed.
@@ -66,7 +82,8 @@ def gather(run: Run, deps: RefresherDeps) -> World:
                 item = deps.store.get_command(command_id)
                 if item is not None:
                     commands[command_id] = item
-    return World(groups=groups, nodes=nodes, commands=commands, donors=donor_groups(deps))
+    donors = donor_groups(deps) if may_start_a_group(run) else frozenset()
+    return World(groups=groups, nodes=nodes, commands=commands, donors=donors)
 
 
 def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) -> dict[str, Any]:
