@@ -22,6 +22,7 @@ Usage: ``python -m bench.membership [--sizes 200 1000 2000] [--resyncs 4] [--bef
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import logging
 import os
@@ -158,7 +159,7 @@ def exported(ref: str) -> Iterator[Path]:
     """The tree of ``ref`` in a temporary folder (``git archive``; the repository is only read)."""
     with tempfile.TemporaryDirectory(prefix="anm-bench-membership-") as folder:
         archive = subprocess.run(["git", "archive", ref], cwd=ROOT, check=True, capture_output=True).stdout
-        with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(folder, filter="data")
         yield Path(folder)
 
@@ -244,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     settings = AgentSettings(cluster_name=CLUSTER, table_name=TABLE, queue_url="unused")
     rows = []
-    with KubeApiServer() as kube, MotoServer() as moto, contextlib_exported(args.before_ref) as before:
+    with KubeApiServer() as kube, MotoServer() as moto, exported_or_none(args.before_ref) as before:
         moto.client("dynamodb").create_table(**schema.state_table(TABLE))
         api = kube.api_client("admin")
         have = 0
@@ -267,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 @contextmanager
-def contextlib_exported(ref: str) -> Iterator[Path | None]:
+def exported_or_none(ref: str) -> Iterator[Path | None]:
+    """``exported(ref)``, or None without a ref."""
     if not ref:
         yield None
         return
