@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -177,8 +177,11 @@ def invoking_rule(
 ) -> events.Rule:
     """An EventBridge rule on the default bus (``event_pattern`` and/or ``schedule``) whose target is ``function``
     (with ``target_input`` instead of the event when given), retried ``retry_attempts`` times up to
-    ``max_event_age``, undeliverable events going to ``dead_letter_queue``."""
+    ``max_event_age``, undeliverable events going to ``dead_letter_queue``. A pattern also matches only events of
+    the stack's own account (``account``): an event another account forwards to this bus is never delivered."""
     rule = events.Rule(scope, rule_id, description=description, event_pattern=event_pattern, schedule=schedule)
+    if event_pattern is not None:
+        rule.add_event_pattern(account=[Stack.of(scope).account])
     rule.add_target(
         targets.LambdaFunction(
             function,

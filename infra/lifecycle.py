@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -96,6 +96,7 @@ class LifecycleHooks(Construct):
                 "LifecycleActionRule",
                 description=f"{LIFECYCLE_ACTION} of hook {HOOK_NAME} -> interruption",
                 event_pattern=events.EventPattern(
+                    account=[Stack.of(self).account],  # events forwarded from another account are not ours
                     source=["aws.autoscaling"],
                     detail_type=[LIFECYCLE_ACTION],
                     detail={"LifecycleHookName": [HOOK_NAME]},
@@ -107,7 +108,10 @@ class LifecycleHooks(Construct):
             "StateChangeRule",
             description=f"{STATE_CHANGE} (going states) -> interruption",
             event_pattern=events.EventPattern(
-                source=["aws.ec2"], detail_type=[STATE_CHANGE], detail={"state": list(GOING_STATES)}
+                account=[Stack.of(self).account],
+                source=["aws.ec2"],
+                detail_type=[STATE_CHANGE],
+                detail={"state": list(GOING_STATES)},
             ),
         )
         self.state_change_rule.add_target(target())

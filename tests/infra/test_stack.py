@@ -167,6 +167,15 @@ def test_only_the_three_lambdas_roles_may_send_commands(template: Template) -> N
     assert sorted(map(str, allowed)) == sorted(map(str, lambda_roles))
 
 
+def test_every_event_rule_matches_only_the_deployments_account(template: Template) -> None:
+    """An event another account forwards to this bus (cross-account EventBridge) is never delivered to a function."""
+    rules = template.find_resources("AWS::Events::Rule")
+    patterned = [r["Properties"]["EventPattern"] for r in rules.values() if "EventPattern" in r["Properties"]]
+    assert len(patterned) >= 5  # Spot, rebalance, state change, lifecycle, launch failure/success, agent results
+    accounts = {str(p["account"]) for p in patterned}
+    assert len(accounts) == 1 and all(len(p["account"]) == 1 for p in patterned), accounts
+
+
 # -- InterruptionHandler ------------------------------------------------------------------------------------------
 
 
@@ -181,7 +190,7 @@ def test_rule_sends_its_detail_type_to_the_lambda_with_retries_and_a_dead_letter
             "AWS::Events::Rule", {"Properties": {"EventPattern": {"source": ["aws.ec2"], "detail-type": [detail_type]}}}
         )
     )
-    assert set(rule["Properties"]["EventPattern"]) == {"source", "detail-type"}
+    assert set(rule["Properties"]["EventPattern"]) == {"source", "detail-type", "account"}
     assert "EventBusName" not in rule["Properties"]  # the default bus, where aws.ec2 events arrive
     (target,) = rule["Properties"]["Targets"]
     assert target["Arn"] == {"Fn::GetAtt": [fn, "Arn"]}
