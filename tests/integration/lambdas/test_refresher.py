@@ -20,6 +20,7 @@ from adapters.dynamo.runs import surge_capacity, surge_instance_ids
 from core.runs import RunStatus, StepState
 from lambdas.refresher.handler import Deps
 from localworld.faults import CapacityOutage
+from localworld.spot_market import set_market
 from localworld.workloads import block_with_pdb, deploy_pods_on_node
 from scenarios.refreshing import ReadyGuard, RefreshHarness, ready_workers, wait_until
 
@@ -250,7 +251,9 @@ def test_a_spot_interruption_of_the_spare_mid_run(world: Any) -> None:
         run = h.wait_run(run_id, 20, lambda r: r.steps[0].state is StepState.DRAINING)
         spare = run.steps[0].surge_instance_id
         assert spare and spare in surge_instance_ids(h.store)
-        # Spot interrupts the spare: the interruption Lambda drains it and detaches it; its ASG launches another
+        # Spot interrupts the spare (a Spot Instance: EC2 warns of no other kind, and the Lambda checks it with EC2)
+        # the interruption Lambda drains it and detaches it; its ASG launches another
+        set_market([spare], region=world.region)  # moto runs in this process (ThreadedMotoServer)
         settings = InterruptionSettings.from_env(info.env())
         ideps = InterruptionDeps.from_clients(
             settings,

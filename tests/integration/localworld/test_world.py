@@ -151,8 +151,9 @@ def test_never_join_and_join_delay(small: LocalWorld) -> None:
     assert world.cluster is not None and world.simulator is not None
     world.simulator.join_delay = 1.0
     before = {i["InstanceId"] for i in cluster_instances(world.client("ec2"), world.cluster.name)}
-    world.client("autoscaling").set_desired_capacity(
-        AutoScalingGroupName=world.cluster.worker_asgs["us-east-1b"], DesiredCapacity=3
+    # MaxSize first: the local world refuses a desired capacity above it, as Auto Scaling does (localworld.aws_rules)
+    world.client("autoscaling").update_auto_scaling_group(
+        AutoScalingGroupName=world.cluster.worker_asgs["us-east-1b"], MaxSize=3, DesiredCapacity=3
     )
     new = sorted({i["InstanceId"] for i in cluster_instances(world.client("ec2"), world.cluster.name)} - before)
     assert len(new) == 2
