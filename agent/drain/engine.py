@@ -36,16 +36,14 @@ from typing import Protocol, TypeVar
 from agent.drain.cordon import CordonDecision, UncordonDecision, decide_cordon, decide_release, decide_uncordon
 from agent.drain.evict import Evictor
 from agent.drain.policy import (
-    GraceSource,
-    PodAction,
     daemonset_owners,
     deletes_past_pdb,
     is_control_plane,
     plan_drain,
 )
 from agent.drain.ports import DrainApi
-from agent.drain.progress import DrainProgress
-from agent.drain.results import Durations, NodeCommandResult, RemainingPod
+from agent.drain.progress import DrainProgress, counts_text
+from agent.drain.results import Durations, NodeCommandResult, RemainingPod, refused_control_plane
 from agent.kube.views import NodeView
 from core.clock import Clock, Deadline, SystemClock
 from core.exceptions import KubernetesApiError, KubernetesNotFoundError, NodeManagerError, NodeNotFoundError
@@ -175,7 +173,10 @@ class DrainEngine:
                 finally:
                     self._control_plane_slots.release()
             else:
-                result = self._refused_control_plane(command, node, started_at, durations)
+                log.warning("control-plane drain refused command_id=%s node=%s", command.command_id, node.name)
+                result = refused_control_plane(
+                    command, node.name, self.max_control_plane_drains, started_at, self.clock.now(), durations
+                )
         else:
             result = self._cordon_and_maybe_drain(command, node, started_at, durations, t0)
         if self.events is not None:
@@ -301,27 +302,6 @@ class DrainEngine:
             finished_at=self.clock.now(),
         )
 
-    def _refused_control_plane(
-        self, command: Command, node: NodeView, started_at: datetime, durations: Durations
-    ) -> NodeCommandResult:
-        why = (
-            f"refused: control-plane node {node.name}, and {self.max_control_plane_drains} control-plane drain(s) "
-            "already run at once (MAX_CONTROL_PLANE_DRAINS); node left as it was"
-        )
-        log.warning("control-plane drain refused command_id=%s node=%s", command.command_id, node.name)
-        return NodeCommandResult(
-            command_id=command.command_id,
-            kind=command.kind,
-            instance_id=command.instance_id,
-            node_name=node.name,
-            status=CommandStatus.FAILED,
-            message=why,
-            errors=[why],
-            durations=durations,
-            started_at=started_at,
-            finished_at=self.clock.now(),
-        )
-
     def _cordon_and_maybe_drain(
         self, command: Command, node: NodeView, started_at: datetime, durations: Durations, t0: float
     ) -> NodeCommandResult:
@@ -391,7 +371,7 @@ class DrainEngine:
         result.pods = progress.outcomes()
         result.remaining = progress.remaining()
         failures = progress.failures()
-        counts = self._counts(progress)
+        counts = counts_text(progress)
         if not result.remaining:
             result.status = CommandStatus.SUCCEEDED
             result.message = f"drained node {node.name}: {counts}"
@@ -406,23 +386,6 @@ class DrainEngine:
             )
         if result.status != CommandStatus.SUCCEEDED:
             self._uncordon_after_failure(options, node, result)
-
-    @staticmethod
-    def _counts(progress: DrainProgress) -> str:
-        gone = dict.fromkeys((PodAction.EVICT, PodAction.DELETE, PodAction.WAIT), 0)
-        for state in progress.states.values():
-            if state.gone:
-                gone[state.disposition.action] += 1
-        skipped = sum(1 for _, d in progress.others if d.action == PodAction.SKIP)
-        graces = [s.grace.source for s in progress.states.values() if s.grace is not None]
-        capped = graces.count(GraceSource.DEADLINE)
-        past_pdb = graces.count(GraceSource.PDB_DEADLINE)
-        extra = f", {capped} with grace capped by the deadline" if capped else ""
-        extra += f", {past_pdb} deleted past their PodDisruptionBudget at the deadline" if past_pdb else ""
-        return (
-            f"{gone[PodAction.EVICT]} evicted, {gone[PodAction.DELETE]} finished deleted, "
-            f"{gone[PodAction.WAIT]} already terminating, {skipped} skipped{extra}"
-        )
 
     def _uncordon_after_failure(self, options: DrainOptions, node: NodeView, result: NodeCommandResult) -> None:
         if not (options.uncordon_on_failure and result.cordoned_by_us):

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from agent.drain.policy import DrainPlan, Grace, PodAction, PodDisposition
+from agent.drain.policy import DrainPlan, Grace, GraceSource, PodAction, PodDisposition
 from agent.drain.results import PodOutcome, RemainingPod
 from agent.kube.eviction import EvictionResponse, EvictionStatus
 from agent.kube.views import PodEvent, PodView
@@ -166,3 +166,21 @@ class DrainProgress:
                 )
             )
         return out
+
+
+def counts_text(progress: DrainProgress) -> str:
+    """What a drain did to its pods, in one phrase for the result message (evicted, deleted, skipped, graces)."""
+    gone = dict.fromkeys((PodAction.EVICT, PodAction.DELETE, PodAction.WAIT), 0)
+    for state in progress.states.values():
+        if state.gone:
+            gone[state.disposition.action] += 1
+    skipped = sum(1 for _, d in progress.others if d.action == PodAction.SKIP)
+    graces = [s.grace.source for s in progress.states.values() if s.grace is not None]
+    capped = graces.count(GraceSource.DEADLINE)
+    past_pdb = graces.count(GraceSource.PDB_DEADLINE)
+    extra = f", {capped} with grace capped by the deadline" if capped else ""
+    extra += f", {past_pdb} deleted past their PodDisruptionBudget at the deadline" if past_pdb else ""
+    return (
+        f"{gone[PodAction.EVICT]} evicted, {gone[PodAction.DELETE]} finished deleted, "
+        f"{gone[PodAction.WAIT]} already terminating, {skipped} skipped{extra}"
+    )

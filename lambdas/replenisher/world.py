@@ -1,6 +1,6 @@
 """What the replenisher's decision looks at: the cluster's Auto Scaling groups and what the table has recorded.
 
-Plain frozen values, gathered once per invocation by ``handler.gather`` with a budget of calls:
+Plain frozen values, gathered once per invocation by ``gather.gather`` with a budget of calls:
 
 - one DescribeAutoScalingGroups, filtered on ``tag:KubernetesCluster=<cluster>`` and paginated (100 groups a page),
   gives every managed group with its instances (``Group``);

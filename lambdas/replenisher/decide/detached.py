@@ -2,7 +2,7 @@
 ``detached``) is outside every group, so nothing terminates it if the Spot reclaim never comes. Pure.
 
 A record is *due* ``DETACHED_MAX_SECONDS`` after it was recorded (the reclaim comes 2 minutes after the warning).
-For a due record, what EC2 says of the instance (asked by ``handler.gather`` for due records only) decides:
+For a due record, what EC2 says of the instance (asked by ``gather.gather`` for due records only) decides:
 
 - still ``pending``/``running``/``stopping``/``stopped``, tagged ``KubernetesCluster=<cluster>``, and in none of the
   cluster's groups: the record is marked ``terminating``, EC2 TerminateInstances follows, then ``terminated``

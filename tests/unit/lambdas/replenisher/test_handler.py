@@ -13,7 +13,8 @@ from moto import mock_aws
 
 from core.model import NodeRecord, utcnow
 from core.settings import ReplenisherSettings
-from lambdas.replenisher.handler import Deps, gather
+from lambdas.replenisher.gather import gather
+from lambdas.replenisher.handler import Deps
 from localworld.cluster import cluster_instances, create_kops_cluster
 
 CLUSTER = "demo.k8s.local"

@@ -1,0 +1,198 @@
+"""The replenisher's reads: one consistent query of the cluster's partition, the cluster's groups, and EC2 only for
+what the decision needs (``gather``); the ``World`` it builds is all ``decide`` sees.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+
+from adapters.aws.ports import AwsPort
+from adapters.dynamo import ledger as ledger_store
+from adapters.dynamo.lock import LOCK_SK
+from adapters.dynamo.nodes import MARK_SK, mark_time
+from adapters.dynamo.store import Store
+from core.detach import DetachState
+from core.kops import CLUSTER_TAG, managed_group
+from core.model import NodeRecord
+from core.runs import Run
+from core.settings import ReplenisherSettings
+from lambdas.common.telemetry import Telemetry
+from lambdas.replenisher.decide.builder import OWN_COMMAND_PREFIXES
+from lambdas.replenisher.decide.cleanup import run_instances
+from lambdas.replenisher.world import IN_SERVICE, Detached, Group, Instance, World, run_active
+
+log = logging.getLogger(__name__)
+
+
+class GatherDeps(Protocol):
+    """What ``gather`` reads through (``handler.Deps`` has it)."""
+
+    @property
+    def settings(self) -> ReplenisherSettings: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def aws(self) -> AwsPort: ...
+
+    @property
+    def telemetry(self) -> Telemetry: ...
+
+
+def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
+    """Read what ``decide`` needs (see ``world``'s module docstring for the calls); ``logger`` (the handler's
+    Powertools Logger; default this module's) notes what it leaves out.
+
+    Raises:
+        StoreUnavailableError, AwsUnavailableError, AwsRequestError: reads failed.
+    """
+    logger = logger or log
+    settings = deps.settings
+    groups: dict[str, Group] = {}
+    raw_groups = deps.aws.autoscaling.cluster_groups(settings.cluster_name)
+    ledgers = {}
+    nodes: dict[str, NodeRecord] = {}
+    commands = {}
+    protected: set[str] = set()
+    runs: list[Run] = []
+    runs_unreadable = False
+    lock = None
+    detached: dict[str, Detached] = {}
+    mark = None
+    for item in deps.store.query_partition(consistent=True):
+        sk = str(item.get("sk", ""))
+        try:
+            if sk == LOCK_SK:
+                lock = item
+            elif sk.startswith(ledger_store.PREFIX):
+                led = ledger_store.from_item(item)
+                ledgers[led.asg_name] = led
+            elif sk == MARK_SK:
+                mark = mark_time(item)
+            elif sk.startswith("NODE#"):
+                record = NodeRecord.model_validate(item)
+                nodes[record.instance_id] = record
+            elif sk.startswith("CMD#") and sk[4:].startswith(OWN_COMMAND_PREFIXES):
+                commands[sk[4:]] = item
+            elif sk.startswith("RUN#"):
+                if run_active(item):
+                    try:
+                        run = Run.model_validate(item)
+                    except ValidationError:
+                        runs_unreadable = True
+                        raise
+                    runs.append(run)
+                    protected |= run_instances(run)
+            elif sk.startswith("DETACH#"):
+                protected.add(sk[7:])
+                detached[sk[7:]] = detached_record(sk[7:], item)
+        except ValidationError as err:
+            logger.warning(f"unreadable item {sk} ignored", extra={"error": str(err)})
+            deps.telemetry.count_by("Skipped", "reason", "unreadable_item")
+    # fresh by its own write or by the agent's MEMBERSHIP mark (the agent writes a NODE# item only when it changes)
+    nodes = {
+        iid: record
+        for iid, record in ((iid, r.with_mark(mark)) for iid, r in nodes.items())
+        if record.fresh(now, settings.membership_max_age_seconds)
+    }
+    unregistered = []
+    for raw in raw_groups:
+        info = managed_group(raw, settings.cluster_name)
+        if info is None:
+            continue
+        instances = []
+        for inst in raw.get("Instances", []):
+            instances.append(
+                Instance(
+                    instance_id=str(inst["InstanceId"]),
+                    availability_zone=str(inst.get("AvailabilityZone", "")),
+                    lifecycle_state=str(inst.get("LifecycleState", "")),
+                    health_status=str(inst.get("HealthStatus", "Healthy")),
+                )
+            )
+            if instances[-1].lifecycle_state == IN_SERVICE and instances[-1].instance_id not in nodes:
+                unregistered.append(instances[-1].instance_id)
+        groups[info.name] = Group(
+            info=info,
+            desired=int(raw.get("DesiredCapacity", 0)),
+            min_size=int(raw.get("MinSize", 0)),
+            max_size=int(raw.get("MaxSize", 0)),
+            instances=tuple(instances),
+            run_surge=sum(run.surge.get(info.name, 0) for run in runs),
+            run_busy=any(info.name in run.busy_groups for run in runs),
+        )
+    if unregistered and nodes:  # without any membership nothing is judged by it: no need to ask
+        times = deps.aws.ec2.launch_times(sorted(unregistered))
+        for name, group in list(groups.items()):
+            groups[name] = Group(
+                info=group.info,
+                desired=group.desired,
+                min_size=group.min_size,
+                max_size=group.max_size,
+                instances=tuple(
+                    Instance(
+                        i.instance_id, i.availability_zone, i.lifecycle_state, i.health_status, times.get(i.instance_id)
+                    )
+                    for i in group.instances
+                ),
+                run_surge=group.run_surge,
+                run_busy=group.run_busy,
+            )
+    due = [
+        iid
+        for iid, rec in detached.items()
+        if rec.state in (DetachState.DETACHED.value, DetachState.TERMINATING.value)
+        and rec.recorded_at is not None
+        and (now - rec.recorded_at).total_seconds() > settings.detached_max_seconds
+    ]
+    if due:
+        seen = deps.aws.ec2.describe(sorted(due))
+        for iid in due:
+            inst = seen.get(iid)
+            detached[iid] = replace(
+                detached[iid],
+                asked=True,
+                ec2_state=inst.state if inst else None,
+                cluster_tag=inst.tags.get(CLUSTER_TAG) if inst else None,
+            )
+    return World(
+        groups=groups,
+        ledgers=ledgers,
+        nodes=nodes,
+        commands=commands,
+        protected=frozenset(protected),
+        active_runs=tuple(runs),
+        runs_unreadable=runs_unreadable,
+        lock=lock,
+        detached=detached,
+    )
+
+
+def detached_record(instance_id: str, item: Mapping[str, Any]) -> Detached:
+    """A ``DETACH#`` item as the sweep reads it (an unreadable time leaves ``recorded_at`` None: never swept)."""
+    try:
+        recorded_at: datetime | None = datetime.fromisoformat(str(item.get("recorded_at")))
+    except ValueError:
+        recorded_at = None
+    if recorded_at is not None and recorded_at.tzinfo is None:
+        recorded_at = None
+    return Detached(
+        instance_id=instance_id,
+        asg_name=str(item.get("asg_name", "")),
+        state=str(item.get("state", "")),
+        recorded_at=recorded_at,
+    )
+
+
+def lock_free(lock: Mapping[str, Any] | None, now: datetime) -> bool:
+    """True when nobody holds a valid lease on the cluster lock (never taken, released, or expired)."""
+    if not lock or not lock.get("holder"):
+        return True
+    return float(lock.get("lease_expires_at", 0)) <= now.timestamp()
