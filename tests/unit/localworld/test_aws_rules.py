@@ -20,6 +20,10 @@ REGION = "us-east-1"
 @pytest.fixture
 def asg(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+    # the rules are process-wide: a local world started earlier in this process (MotoServer.start) installed them;
+    # each test starts from moto's own answers and leaves the process as it found it
+    was = aws_rules.installed()
+    aws_rules.uninstall()
     assert not aws_rules.installed()
     with mock_aws():
         ec2 = boto3.client("ec2", region_name=REGION)
@@ -37,6 +41,8 @@ def asg(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
             )
         yield client
     aws_rules.uninstall()
+    if was:
+        aws_rules.install()
 
 
 def _ids(client: Any, name: str) -> list[str]:
