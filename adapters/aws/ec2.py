@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -61,11 +61,7 @@ class Ec2:
         for reservation in out.get("Reservations", []):
             for inst in reservation.get("Instances", []):
                 if inst.get("InstanceId") == instance_id:
-                    return Ec2Instance(
-                        instance_id=instance_id,
-                        state=str((inst.get("State") or {}).get("Name", "")),
-                        lifecycle=str(inst.get("InstanceLifecycle") or ""),
-                    )
+                    return _ec2_instance(inst)
         return None
 
     def launch_times(self, instance_ids: Iterable[str]) -> dict[str, datetime]:
@@ -75,23 +71,11 @@ class Ec2:
         Raises:
             AwsUnavailableError, AwsRequestError.
         """
-        ids = list(dict.fromkeys(instance_ids))
-        times: dict[str, datetime] = {}
-        for start in range(0, len(ids), FILTER_VALUES):
-            kwargs: dict[str, Any] = {
-                "Filters": [{"Name": "instance-id", "Values": ids[start : start + FILTER_VALUES]}]
-            }
-            while True:
-                out = call("DescribeInstances", self.client.describe_instances, **kwargs)
-                for reservation in out.get("Reservations", []):
-                    for inst in reservation.get("Instances", []):
-                        if inst.get("LaunchTime") is not None:
-                            times[str(inst["InstanceId"])] = inst["LaunchTime"]
-                token = out.get("NextToken")
-                if not token:
-                    break
-                kwargs["NextToken"] = token
-        return times
+        return {
+            str(inst["InstanceId"]): inst["LaunchTime"]
+            for inst in self._instances(instance_ids)
+            if inst.get("LaunchTime") is not None
+        }
 
     def template_versions(self, template_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
         """DescribeLaunchTemplates: template id -> (default version, latest version), as strings. No call for no ids.
@@ -116,8 +100,12 @@ class Ec2:
         Raises:
             AwsUnavailableError, AwsRequestError.
         """
+        return {str(inst["InstanceId"]): _ec2_instance(inst) for inst in self._instances(instance_ids)}
+
+    def _instances(self, instance_ids: Iterable[str]) -> Iterator[dict[str, Any]]:
+        """The ``Reservations[].Instances[]`` entries of the instances named: DescribeInstances with an
+        ``instance-id`` filter, ``FILTER_VALUES`` ids a call, following ``NextToken``. No call for no ids."""
         ids = list(dict.fromkeys(instance_ids))
-        found: dict[str, Ec2Instance] = {}
         for start in range(0, len(ids), FILTER_VALUES):
             kwargs: dict[str, Any] = {
                 "Filters": [{"Name": "instance-id", "Values": ids[start : start + FILTER_VALUES]}]
@@ -125,18 +113,11 @@ class Ec2:
             while True:
                 out = call("DescribeInstances", self.client.describe_instances, **kwargs)
                 for reservation in out.get("Reservations", []):
-                    for inst in reservation.get("Instances", []):
-                        found[str(inst["InstanceId"])] = Ec2Instance(
-                            instance_id=str(inst["InstanceId"]),
-                            state=str((inst.get("State") or {}).get("Name", "")),
-                            lifecycle=str(inst.get("InstanceLifecycle") or ""),
-                            tags={str(t["Key"]): str(t.get("Value", "")) for t in inst.get("Tags", [])},
-                        )
+                    yield from reservation.get("Instances", [])
                 token = out.get("NextToken")
                 if not token:
                     break
                 kwargs["NextToken"] = token
-        return found
 
     def terminate(self, instance_ids: Iterable[str]) -> None:
         """EC2 TerminateInstances (idempotent: terminating a terminated instance succeeds). No call for no ids.
@@ -147,3 +128,13 @@ class Ec2:
         ids = sorted(set(instance_ids))
         if ids:
             call("TerminateInstances", self.client.terminate_instances, InstanceIds=ids)
+
+
+def _ec2_instance(inst: Mapping[str, Any]) -> Ec2Instance:
+    """One ``Reservations[].Instances[]`` entry of DescribeInstances as an ``Ec2Instance``."""
+    return Ec2Instance(
+        instance_id=str(inst["InstanceId"]),
+        state=str((inst.get("State") or {}).get("Name", "")),
+        lifecycle=str(inst.get("InstanceLifecycle") or ""),
+        tags={str(t["Key"]): str(t.get("Value", "")) for t in inst.get("Tags", [])},
+    )
