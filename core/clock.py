@@ -10,9 +10,32 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Protocol
+
+# Where ``wall_now`` reads the time: the system clock, unless a simulation installed its own (``use_wall_clock``).
+_wall_source: Callable[[], datetime] | None = None
+
+
+def wall_now() -> datetime:
+    """Wall-clock time, aware, UTC, as every ``now`` default of the product reads it (``core.model.utcnow``)."""
+    source = _wall_source
+    return datetime.now(UTC) if source is None else source()
+
+
+@contextmanager
+def use_wall_clock(source: Callable[[], datetime]) -> Iterator[None]:
+    """Within the block, ``wall_now`` (and so every ``utcnow()`` default) answers ``source()``: a simulation's clock.
+    Process-wide, not per thread: a simulation runs without threads. Blocks nest; the previous source returns."""
+    global _wall_source
+    previous = _wall_source
+    _wall_source = source
+    try:
+        yield
+    finally:
+        _wall_source = previous
 
 
 class Clock(Protocol):

@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from core.clock import wall_now
+
 INSTANCE_ID_RE = re.compile(r"^i-[0-9a-f]{8,17}$")
 # spec.providerID of a node on AWS: aws:///<availability-zone>/<instance-id>
 # (https://kubernetes.io/docs/reference/kubernetes-api/cluster-resources/node-v1/#NodeSpec,
@@ -177,7 +179,9 @@ def as_utc(value: datetime) -> datetime:
 
 
 def utcnow() -> datetime:
-    return datetime.now(UTC)
+    """The current time, aware, UTC: ``core.clock.wall_now()`` (the system clock, unless a simulation installed its
+    own with ``core.clock.use_wall_clock``)."""
+    return wall_now()
 
 
 def to_epoch(value: datetime) -> int:

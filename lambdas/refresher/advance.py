@@ -12,7 +12,6 @@ a fresh read.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from pydantic import ValidationError
@@ -98,7 +97,7 @@ def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) 
     Raises:
         StoreUnavailableError, AwsUnavailableError, AwsRequestError: as ``execute`` (the lock is given up first).
     """
-    deadline = time.monotonic() + budget_seconds
+    deadline = deps.monotonic() + budget_seconds
     results: list[dict[str, str]] = []
     run: Run | None = None
     lease: Lease | None = None
@@ -117,7 +116,7 @@ def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) 
                 except (LockHeldError, LockLostError) as err:
                     # another holder's pass; or another invocation of this run released it under our renewal
                     lock_note = f"waited for the cluster lock held by {(err.current or {}).get('holder')}"
-                    if time.monotonic() + settings.poll_seconds > deadline:
+                    if deps.monotonic() + settings.poll_seconds > deadline:
                         break
                     deps.sleep(settings.poll_seconds)
                     continue
@@ -150,7 +149,7 @@ def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) 
             if wait is None:
                 break
             delay = max(settings.poll_seconds, wait.after_seconds or 0.0)
-            if time.monotonic() + delay > deadline:
+            if deps.monotonic() + delay > deadline:
                 break
             deps.lock.release(lease)  # yield the lock while waiting: compensation may act meanwhile
             lease = None

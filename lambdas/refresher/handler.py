@@ -77,7 +77,8 @@ class Deps:
     """Everything ``handle`` needs, built once per execution environment (or by a test).
 
     Attributes:
-        clock: the current time (UTC, aware); sleep: waits between polls (seconds). Tests inject both.
+        clock: the current time (UTC, aware); sleep: waits between polls (seconds); monotonic: the invocation's
+            budget clock (seconds). Tests and the simulation inject them.
         scope: the account and region the Lambda runs in (the invocation's context adds what its function ARN
             names); events of others are acknowledged, not acted on.
     """
@@ -88,6 +89,7 @@ class Deps:
     telemetry: Telemetry
     clock: Callable[[], datetime] = utcnow
     sleep: Callable[[float], None] = time.sleep
+    monotonic: Callable[[], float] = time.monotonic
     scope: Scope = field(default_factory=Scope)
     runs: RunStore = field(init=False)
     lock: LeaseLock = field(init=False)

@@ -8,7 +8,6 @@ repairs what a crash between the lock and the run left. ``handler`` wires it to 
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict
 from typing import Any
 
@@ -115,14 +114,14 @@ def start(options: RunOptions, dry_run: bool, deps: RefresherDeps, budget_second
         return {**base, "status": "dry_run", "refusal": plan.refusal, "actions": results}
     if not plan.steps:
         return {**base, "status": "nothing_to_do"}
-    give_up_at = time.monotonic() + budget_seconds
+    give_up_at = deps.monotonic() + budget_seconds
     while True:
         try:
             results = execute(actions, deps.effects(), now)
             break
         except LockHeldError as err:
             # another operation's pass holds it for a moment: wait within the budget; a refresh run is refused
-            if run_id_of_holder(err.holder) is None and time.monotonic() + deps.settings.poll_seconds < give_up_at:
+            if run_id_of_holder(err.holder) is None and deps.monotonic() + deps.settings.poll_seconds < give_up_at:
                 deps.sleep(deps.settings.poll_seconds)
                 continue
             logger.warning(f"refresh refused: the cluster lock is held by {err.holder}")
