@@ -227,25 +227,27 @@ def commands_for_instance(table: Table, instance_id: str, kind: CommandKind | No
     return sorted(items, key=lambda item: str(item.get("created_at", "")), reverse=True)
 
 
-def cancel_queued_command(table: Table, command_id: str, why: str, now: datetime | None = None) -> bool:
-    """End a ``queued`` command as ``skipped`` with ``why`` (its instance is going away): the agent deletes its
-    message as a finished duplicate when it arrives. Returns False when it was no longer queued (an agent started
-    it: that agent finds no node, or drains what is left, and reports as usual)."""
+def end_queued_command(
+    table: Table,
+    command_id: str,
+    status: CommandStatus,
+    message: str,
+    marker: tuple[str, str],
+    now: datetime | None = None,
+) -> bool:
+    """End a command that is still ``queued`` with ``status`` (terminal) and a result saying ``message``, and set the
+    item's ``marker`` attribute (name, value) saying why: the agent deletes its message as a finished duplicate when
+    it arrives. Returns False when it was no longer queued (an agent started it and reports as usual)."""
     now = now or utcnow()
-    result = {
-        "status": CommandStatus.SKIPPED.value,
-        "message": f"cancelled: {why}",
-        "pods": [],
-        "remaining": [],
-        "errors": [],
-    }
+    errors = [] if status is CommandStatus.SKIPPED else [message]
+    result = {"status": status.value, "message": message, "pods": [], "remaining": [], "errors": errors}
     try:
         table.update(
             command_sk(command_id),
             {
-                "status": CommandStatus.SKIPPED.value,
+                "status": status.value,
                 "result": result,
-                "cancelled": why,
+                marker[0]: marker[1],
                 "finished_at": now.isoformat(),
                 "reported_at": now.isoformat(),
                 "updated_at": now.isoformat(),
@@ -255,6 +257,11 @@ def cancel_queued_command(table: Table, command_id: str, why: str, now: datetime
     except ConflictError:
         return False
     return True
+
+
+def cancel_queued_command(table: Table, command_id: str, why: str, now: datetime | None = None) -> bool:
+    """End a ``queued`` command as ``skipped`` with ``why`` (its instance is going away): ``end_queued_command``."""
+    return end_queued_command(table, command_id, CommandStatus.SKIPPED, f"cancelled: {why}", ("cancelled", why), now)
 
 
 def tighten_deadline(table: Table, command_id: str, deadline: datetime, by: str, now: datetime | None = None) -> bool:

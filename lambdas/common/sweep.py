@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from adapters.aws.ports import CommandSender
-from adapters.dynamo.commands import command_sk, recorded_command
+from adapters.dynamo.commands import command_sk, end_queued_command, recorded_command
 from adapters.dynamo.store import Store
 from adapters.dynamo.table import Attr
 from core.exceptions import ConflictError
@@ -111,21 +111,4 @@ def sweep_commands(
 
 def _expire(store: Store, command_id: str, now: datetime) -> bool:
     """End a ``queued`` command ``timed_out`` (``EXPIRED``); False when it was no longer queued."""
-    status = CommandStatus.TIMED_OUT.value
-    result = {"status": status, "message": EXPIRED, "pods": [], "remaining": [], "errors": [EXPIRED]}
-    try:
-        store.update(
-            command_sk(command_id),
-            {
-                "status": status,
-                "result": result,
-                "expired": EXPIRED,
-                "finished_at": now.isoformat(),
-                "reported_at": now.isoformat(),
-                "updated_at": now.isoformat(),
-            },
-            condition=Attr("status").eq(CommandStatus.QUEUED.value),
-        )
-    except ConflictError:
-        return False
-    return True
+    return end_queued_command(store, command_id, CommandStatus.TIMED_OUT, EXPIRED, ("expired", EXPIRED), now)
