@@ -28,6 +28,7 @@ class RefresherSettings(_Settings):
         **_TIMEOUT_ENV,
         "max_age": "REFRESH_MAX_AGE",
         "max_surge": "REFRESH_MAX_SURGE",
+        "request_max_surge": "REFRESH_REQUEST_MAX_SURGE",
         "drain_timeout_seconds": "REFRESH_DRAIN_TIMEOUT_SECONDS",
         "drain_timeout_policy": "REFRESH_DRAIN_TIMEOUT_POLICY",
         "lock_lease_seconds": "REFRESH_LOCK_LEASE_SECONDS",
@@ -53,6 +54,9 @@ class RefresherSettings(_Settings):
     # weekly runs replace instances launched longer ago than this (or on an outdated launch template version)
     max_age: str = "7d"
     max_surge: int = Field(default=1, ge=1, le=100)
+    # the largest max_surge a manual request may ask for (a larger one is refused); with max_surge, the most any run
+    # may surge a group by: its sizes are clamped to original MaxSize + the larger of the two
+    request_max_surge: int = Field(default=3, ge=1, le=100)
     drain_timeout_seconds: int = Field(default=600, ge=10, le=86400)
     drain_timeout_policy: DrainTimeoutPolicy = DrainTimeoutPolicy.PAUSE
     # the cluster lock's lease: held for one decision pass of one invocation and released before the invocation
@@ -92,6 +96,12 @@ class RefresherSettings(_Settings):
         if problem:  # named after the variable (a ValueError here would name only "settings")
             raise SettingsError("REFRESH_LOCK_LEASE_SECONDS", problem)
         return self
+
+    @property
+    def surge_limit(self) -> int:
+        """The most surge any run may use (``core.capacity.surge_bounds``): a group's MaxSize and desired capacity
+        are clamped to its original MaxSize plus this, whatever the ``RUN#`` item says."""
+        return max(self.max_surge, self.request_max_surge)
 
     @property
     def max_age_seconds(self) -> int:

@@ -12,6 +12,7 @@ a fresh read.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -22,6 +23,7 @@ from core.kops import Role
 from core.ledger import DonorState
 from core.lock import Lease
 from core.runs import LOCK_OPERATION, Run, RunStatus, StepState
+from lambdas.refresher.bounds import capacity_bounds
 from lambdas.refresher.decide import advance as decide_next
 from lambdas.refresher.deps import RefresherDeps, logger
 from lambdas.refresher.execute import execute
@@ -133,7 +135,8 @@ def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) 
                     lease, lost = None, True
                     break
                 try:
-                    results += execute(decision.actions, deps.effects(lease), now)
+                    effects = replace(deps.effects(lease), bounds=capacity_bounds(decision.run, world, settings))
+                    results += execute(decision.actions, effects, now)
                 except LockLostError as err:  # a fenced write found another holder: nothing after it was applied
                     logger.warning(f"run {run.run_id} lost the cluster lock mid-pass: nothing more applied ({err})")
                     deps.effects().telemetry.count("LockLost")

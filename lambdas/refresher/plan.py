@@ -48,26 +48,16 @@ class SaveRun:
 
 @dataclass(frozen=True)
 class SetCapacity:
-    """UpdateAutoScalingGroup with absolute values (idempotent): DesiredCapacity and/or MaxSize.
+    """UpdateAutoScalingGroup with absolute values (idempotent): DesiredCapacity and/or MaxSize (None: not sent).
 
-    ``desired_ceiling`` / ``max_ceiling``: the most the run may set (its group's own desired + max surge; its own
-    MaxSize or that, the larger): the executor clamps to them whatever the ``RUN#`` item said (None: no bound).
+    The values come from the ``RUN#`` item; the executor clamps them to the group's ``core.capacity.Bounds``
+    (``lambdas.refresher.bounds``: original MaxSize + the settings' surge limit, as Auto Scaling reports it) whatever
+    the item said.
     """
 
     asg_name: str
     desired: int | None = None
     max_size: int | None = None
-    desired_ceiling: int | None = None
-    max_ceiling: int | None = None
-
-    def clamped(self) -> SetCapacity:
-        """This action with its values bounded by the ceilings."""
-        desired, max_size = self.desired, self.max_size
-        if desired is not None and self.desired_ceiling is not None:
-            desired = min(desired, self.desired_ceiling)
-        if max_size is not None and self.max_ceiling is not None:
-            max_size = min(max_size, self.max_ceiling)
-        return SetCapacity(self.asg_name, desired, max_size, self.desired_ceiling, self.max_ceiling)
 
     def describe(self) -> str:
         parts = [

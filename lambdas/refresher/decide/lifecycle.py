@@ -40,7 +40,7 @@ def finish_groups(p: Context) -> None:
             continue
         if group.raised == 0:
             group.max_restored = True
-            p.effects.append(SetCapacity(group.name, max_size=group.original_max, **p.ceilings(group)))
+            p.effects.append(SetCapacity(group.name, max_size=group.original_max))
             p.change(f"{group.name}: MaxSize back to {group.original_max}")
 
 
