@@ -3,7 +3,7 @@
 Capacity operations (replenish, scale-back, refresh, surplus cleanup) take it so that a spare node one of them
 launched is never judged surplus by another (DESIGN.md). The item holds::
 
-    holder           who holds it (e.g. "refresher:<run id>")
+    holder           who holds it (e.g. "refresher:<run id>:<invocation id>")
     operation        what for (e.g. "refresh")
     lease_expires_at epoch seconds (float); after it, anyone may take the lock over
     fencing          a counter raised on every acquisition by a new holder, never on renewal

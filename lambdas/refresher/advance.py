@@ -1,13 +1,15 @@
 """Advancing the active refresh run: read the world, decide, apply; the cluster lock is held for one pass at a time.
 
 **The lock** (DESIGN.md, "A refresh and compensation share the cluster lock"): a pass takes the cluster lock as the
-run's holder (``refresher:<run id>``) before it reads the world, renews the lease right before it applies anything
-(a holder whose lease was taken over gets ``LockLostError`` there and applies nothing more; every ``RUN#`` and
-``CMD#`` write of the pass is fenced by that lease, so one lost in the middle of a pass stops it at its next write),
-and gives the lock up before the invocation sleeps or returns. The run's whole state is its ``RUN#`` item, so nothing
-is lost in between; the replenisher takes the lock between two passes and compensates a launch failure while the run
+invocation's holder (``refresher:<run id>:<invocation id>``, ``core.runs.lock_holder``) before it reads the world,
+renews the lease right before it applies anything (a holder whose lease was taken over gets ``LockLostError`` there
+and applies nothing more; every ``RUN#`` and ``CMD#`` write of the pass is fenced by that lease, so one lost in the
+middle of a pass stops it at its next write), and gives the lock up before the invocation sleeps or returns. The
+run's whole state is its ``RUN#`` item, so nothing is lost in between; the replenisher takes the lock between two
+passes and compensates a launch failure while the run
 is active. A pass that finds another holder waits for it (polling, within the invocation's budget), then goes on with
-a fresh read.
+a fresh read. Two invocations of the same run (the tick and a drain result, say) are two holders: one waits for the
+other's pass, and neither can renew or release the other's lease.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from core.exceptions import LockHeldError, LockLostError, RunConflictError
 from core.kops import Role
 from core.ledger import DonorState
 from core.lock import Lease
-from core.runs import LOCK_OPERATION, Run, RunStatus, StepState
+from core.runs import LOCK_OPERATION, Run, RunStatus, StepState, new_invocation_id
 from lambdas.refresher.bounds import capacity_bounds
 from lambdas.refresher.decide import advance as decide_next
 from lambdas.refresher.deps import RefresherDeps, logger
@@ -87,9 +89,15 @@ def gather(run: Run, deps: RefresherDeps) -> World:
     return World(groups=groups, nodes=nodes, commands=commands, donors=donors)
 
 
-def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) -> dict[str, Any]:
+def advance_run(
+    deps: RefresherDeps, run_id: str | None, budget_seconds: float, invocation: str | None = None
+) -> dict[str, Any]:
     """Advance the run ``run_id`` (or the active one) until it waits for something not worth polling for, or the
     budget is spent; the cluster lock is held only while a pass reads, decides and applies (module docstring).
+
+    Args:
+        invocation: this invocation's id (the Lambda request id), part of the lock holder name; default a new one.
+            A caller that already took the lock for the run (``service.start``) passes the id it took it with.
 
     Returns:
         ``{"status": "advanced" | "idle" | "lock_lost", "run": summary, "actions": [...]}``, with ``"lock"`` saying
@@ -106,6 +114,7 @@ def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) 
     lock_note = ""
     lost = False  # a pass's lease was taken over: it applied nothing more
     settings = deps.settings
+    invocation = invocation or new_invocation_id()
     try:
         for _ in range(MAX_PASSES):
             run = deps.runs.get(run_id) if run_id else deps.runs.active()
@@ -114,9 +123,8 @@ def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) 
             run_id = run.run_id
             if lease is None:
                 try:
-                    lease = deps.lock.acquire(run.holder, LOCK_OPERATION, settings.lock_lease_seconds)
-                except (LockHeldError, LockLostError) as err:
-                    # another holder's pass; or another invocation of this run released it under our renewal
+                    lease = deps.lock.acquire(run.holder_for(invocation), LOCK_OPERATION, settings.lock_lease_seconds)
+                except LockHeldError as err:  # another holder's pass (another invocation of this run, too)
                     lock_note = f"waited for the cluster lock held by {(err.current or {}).get('holder')}"
                     if deps.monotonic() + settings.poll_seconds > deadline:
                         break

@@ -32,7 +32,7 @@ from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store
 from core.capacity import Bounds, clamp
 from core.lock import Lease
-from core.runs import LOCK_OPERATION
+from core.runs import LOCK_OPERATION, run_id_of_holder
 from lambdas.common.execute import apply_in_order
 from lambdas.common.telemetry import Telemetry
 from lambdas.refresher.plan import (
@@ -135,12 +135,10 @@ def _apply(action: Action, effects: Effects, now: datetime, held: _Held) -> str:
         effects.telemetry.count("RunsStarted")
         return "created"
     if isinstance(action, ReleaseLock):
-        current = effects.lock.current() or {}
-        if current.get("holder") != action.holder:
-            return f"not held (holder {current.get('holder')})"
-        effects.lock.release(
-            Lease(action.holder, LOCK_OPERATION, int(current["fencing"]), float(current.get("lease_expires_at", 0)))
-        )
+        lease = held.lease
+        if lease is None or run_id_of_holder(lease.holder) != action.run_id:
+            return f"not held by this invocation (holder {(effects.lock.current() or {}).get('holder')})"
+        effects.lock.release(lease)  # conditional on this lease: never another holder's
         return "released"
     if isinstance(action, Metric):
         if action.unit is MetricUnitName.SECONDS:

@@ -184,7 +184,8 @@ def handle(event: Any, deps: Deps, context: LambdaContext | None = None) -> dict
             )
         else:
             logger.info(f"invoked by {trigger.describe()}", extra={"trigger": trigger.kind.value})
-        response = serve(trigger, deps, _budget(deps, context))
+        # the invocation's own lock holder name: Lambda's request id (a new id when called without a context)
+        response = serve(trigger, deps, _budget(deps, context), getattr(context, "aws_request_id", None))
         logger.info(
             f"{trigger.describe()}: {response['status']}",
             extra={"status": response["status"], "run": (response.get("run") or {}).get("run_id")},

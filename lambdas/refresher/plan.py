@@ -16,7 +16,7 @@ from core.runs import Run
 
 @dataclass(frozen=True)
 class AcquireLock:
-    """Take the cluster lock for the run (holder ``refresher:<run id>``, operation ``refresh``)."""
+    """Take the cluster lock for the run (holder ``refresher:<run id>:<invocation>``, operation ``refresh``)."""
 
     holder: str
     lease_seconds: int
@@ -96,12 +96,13 @@ class TerminateInstance:
 
 @dataclass(frozen=True)
 class ReleaseLock:
-    """Give the cluster lock up (the run is over)."""
+    """Give the cluster lock up (the run is over): the lease this invocation holds for run ``run_id``, never another
+    invocation's."""
 
-    holder: str
+    run_id: str
 
     def describe(self) -> str:
-        return f"release the cluster lock of {self.holder}"
+        return f"release the cluster lock held for run {self.run_id}"
 
 
 class MetricUnitName(str, Enum):

@@ -1,11 +1,31 @@
-"""When a pass reads the compensation donors: only when it may surge a worker group for the first time."""
+"""Advancing a run: when a pass reads the compensation donors (only when it may surge a worker group for the first
+time), and two invocations of one run sharing the cluster lock (moto), each as a holder of its own."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
-from core.runs import GroupSurge, Run, RunOptions, RunStatus, RunStep, StepState
+import pytest
+
+import lambdas.refresher.advance as advance
+from adapters.dynamo.lock import LeaseLock
+from core.runs import (
+    LOCK_OPERATION,
+    GroupSurge,
+    Run,
+    RunOptions,
+    RunStatus,
+    RunStep,
+    StepState,
+    lock_holder,
+    run_id_of_holder,
+)
 from lambdas.refresher.advance import may_start_a_group
+from tests.unit.lambdas.refresher.moto_cluster import RUN_ID, Cluster, moto_cluster, surging_run
 
 T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
 
@@ -32,3 +52,80 @@ def test_donors_are_read_only_before_a_groups_first_surge() -> None:
     assert not may_start_a_group(run(StepState.SURGING, raised=1))  # the group is the run's now
     assert not may_start_a_group(run(StepState.PENDING, status=RunStatus.PAUSING))
     assert not may_start_a_group(run(StepState.PENDING, role="control-plane"))
+
+
+# -- two invocations of one run: each its own lock holder (moto) -------------------------------------------------
+
+
+@pytest.fixture
+def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
+    with moto_cluster(monkeypatch) as c:
+        yield c
+
+
+def test_holder_names_carry_the_invocation_and_still_name_the_run() -> None:
+    holder = lock_holder(RUN_ID, "req-1")
+    assert holder != lock_holder(RUN_ID, "req-2") and run_id_of_holder(holder) == RUN_ID
+    assert run_id_of_holder(lock_holder(RUN_ID)) == RUN_ID  # a holder name of before (no invocation)
+
+
+def test_another_invocations_pass_is_waited_for_never_renewed_nor_released(cluster: Cluster) -> None:
+    deps = cluster.new_deps()
+    deps.runs.create(surging_run(cluster.instances()[0]))
+    first = deps.lock.acquire(lock_holder(RUN_ID, "invocation-a"), LOCK_OPERATION, 180)  # its pass is under way
+    out = advance.advance_run(cluster.new_deps(), None, 0.05, "invocation-b")
+    assert out["actions"] == [] and "invocation-a" in out["lock"]
+    assert cluster.sizes() == (2, 3)  # the second invocation applied nothing
+    item = deps.lock.current() or {}
+    assert (item["holder"], int(item["fencing"])) == (first.holder, first.fencing)  # still the first one's lease
+    deps.lock.renew(first, 180)  # and the first can still renew it (it would raise LockLostError)
+
+
+def _locked(guard: Any, method: Any, *args: Any, **kwargs: Any) -> Any:
+    with guard:
+        return method(*args, **kwargs)
+
+
+def test_two_concurrent_invocations_never_hold_the_lock_at_once(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deps = cluster.new_deps()
+    deps.runs.create(surging_run(cluster.instances()[0]))
+    gather = advance.gather
+    guard = threading.Lock()
+    holding: list[str] = []  # invocations inside a pass (between taking the lock and deciding)
+    overlaps: list[tuple[str, ...]] = []
+
+    def watched(run: Run, d: Any) -> Any:
+        me = threading.current_thread().name
+        with guard:
+            holding.append(me)
+            if len(holding) > 1:
+                overlaps.append(tuple(holding))
+        try:
+            time.sleep(0.01)  # a pass takes a while: plenty of time for the other invocation to step in
+            return gather(run, d)
+        finally:
+            with guard:
+                holding.remove(me)
+
+    monkeypatch.setattr(advance, "gather", watched)
+    monkeypatch.setattr(advance, "MAX_PASSES", 40)
+    atomic = threading.RLock()  # in-process moto evaluates a condition and writes without a lock: DynamoDB does not
+    for name in ("acquire", "renew", "release"):
+        method = getattr(LeaseLock, name)
+        monkeypatch.setattr(LeaseLock, name, lambda *a, _m=method, **k: _locked(atomic, _m, *a, **k))
+    outs: dict[str, dict[str, Any]] = {}
+
+    def invoke(name: str) -> None:
+        outs[name] = advance.advance_run(cluster.new_deps(), None, 0.3, name)
+
+    threads = [threading.Thread(target=invoke, args=(n,), name=n) for n in ("tick", "drain-result")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert set(outs) == {"tick", "drain-result"}
+    assert overlaps == []  # never two passes under "the" lock at once
+    assert not (deps.lock.current() or {}).get("holder")  # and both gave it up at the end
+    assert cluster.sizes() == (3, 3)  # the surge applied once, as recorded
