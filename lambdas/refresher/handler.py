@@ -14,7 +14,8 @@ remaining time minus a margin); the periodic tick catches anything an event miss
 Responses (JSON; what ``aws lambda invoke`` and the CLI print):
 
 - ``{"status": "rejected", "reason": "invalid_request" | "malformed" | "unsupported_event" | "other_cluster",
-  "error": ..., "errors": [...]}``: nothing was done (never raised, so nothing retries it).
+  "error": ..., "errors": [...]}``: nothing was done (never raised, so nothing retries it). ``invalid_request`` also
+  answers a refresh request asking for more than the settings allow (``lambdas.refresher.bounds.request_refusals``).
 - ``{"status": "dry_run", "table": ..., "groups": [...], "steps": [...], "actions": [...]}``: the plan only.
 - ``{"status": "refused", "reason": ...}``: a start refused (masters not Ready, lock held, unknown groups).
 - ``{"status": "nothing_to_do", "table": ...}``, ``{"status": "already_running", "run": ...}``.

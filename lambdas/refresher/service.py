@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from core.exceptions import LockHeldError, RunConflictError
+from core.exceptions import InvalidRequestError, LockHeldError, RunConflictError
 from core.lock import Lease
 from core.runs import (
     LOCK_OPERATION,
@@ -25,9 +25,11 @@ from core.runs import (
     run_id_of_holder,
 )
 from core.settings import RefresherSettings, parse_duration
+from lambdas.common.prologue import rejected
 from lambdas.events.event import Event, EventKind
 from lambdas.events.request import CancelRequest, RefreshRequest, StatusRequest
 from lambdas.refresher.advance import advance_run
+from lambdas.refresher.bounds import request_refusals
 from lambdas.refresher.deps import RefresherDeps, logger
 from lambdas.refresher.execute import execute
 from lambdas.refresher.gather import read_groups
@@ -230,6 +232,12 @@ def serve(trigger: Event, deps: RefresherDeps, budget: float, invocation: str | 
             return status(request, deps)
         if isinstance(request, CancelRequest):
             return cancel(request, deps, budget, invocation)
+        refusals = request_refusals(request, settings)
+        if refusals:  # nothing planned, nothing written: logged and counted like any invalid request
+            err = InvalidRequestError(
+                f"refresh request beyond what the settings allow: {'; '.join(refusals)}", refusals
+            )
+            return rejected(err, logger, deps.effects().telemetry, "RequestsRejected")
         return start(options_of(request, settings, "manual"), request.dry_run, deps, budget, invocation)
     if trigger.kind is EventKind.SCHEDULE:
         return start(options_of(None, settings, "schedule"), False, deps, budget, invocation)

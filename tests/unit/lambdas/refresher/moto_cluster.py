@@ -38,6 +38,10 @@ class Counting(Telemetry):
         self.counted.append(name)
         super().count(name, value)
 
+    def count_by(self, name: str, dimension: str, value: str) -> None:
+        self.counted.append(f"{name}:{value}")
+        super().count_by(name, dimension, value)
+
 
 @dataclass
 class Cluster:

@@ -9,8 +9,10 @@ from collections.abc import Iterator
 import pytest
 
 from core.kops import Role
+from core.runs import DrainTimeoutPolicy
+from lambdas.events.request import RefreshRequest
 from lambdas.refresher import advance
-from lambdas.refresher.bounds import capacity_bounds
+from lambdas.refresher.bounds import capacity_bounds, request_refusals
 from lambdas.refresher.world import GroupFacts, World
 from tests.unit.lambdas.refresher.moto_cluster import SETTINGS, Cluster, moto_cluster, surging_run
 
@@ -56,3 +58,26 @@ def test_a_run_within_its_bounds_is_applied_as_recorded(cluster: Cluster) -> Non
     out = advance.advance_run(deps, None, 0.0)
     assert [a["result"] for a in out["actions"] if a["result"].startswith("updated")] == ["updated"]
     assert cluster.sizes() == (3, 3) and "CapacityClamped" not in cluster.telemetry.counted
+
+
+def refresh(**fields: object) -> RefreshRequest:
+    return RefreshRequest.model_validate({"cluster": "demo", **fields})
+
+
+def test_request_bounds_come_from_the_settings() -> None:
+    assert request_refusals(refresh(max_surge=3, drain_timeout="2m", drain_timeout_policy="pause"), SETTINGS) == []
+    assert request_refusals(refresh(), SETTINGS) == []  # the settings' own defaults
+    (surge,) = request_refusals(refresh(max_surge=4), SETTINGS)
+    assert surge.startswith("max_surge: 4 is above the 3")
+    (drain,) = request_refusals(refresh(drain_timeout="119s"), SETTINGS)
+    assert drain.startswith("drain_timeout: 119 s is shorter than the 120 s")
+    (policy,) = request_refusals(refresh(drain_timeout_policy="terminate"), SETTINGS)
+    assert policy.startswith("drain_timeout_policy:")
+
+
+def test_the_settings_own_values_are_always_allowed() -> None:
+    own = SETTINGS.model_copy(
+        update={"max_surge": 8, "drain_timeout_seconds": 30, "drain_timeout_policy": DrainTimeoutPolicy.TERMINATE}
+    )
+    assert request_refusals(refresh(max_surge=8, drain_timeout="30s", drain_timeout_policy="terminate"), own) == []
+    assert len(request_refusals(refresh(max_surge=9, drain_timeout="29s"), own)) == 2
