@@ -60,6 +60,14 @@ def renewable_by(item: dict[str, Any] | None, holder: str, now: float) -> Lease 
     return Lease(holder, str(item["operation"]), int(item["fencing"]), float(item["lease_expires_at"]))
 
 
+def valid_holder(item: dict[str, Any] | None, now: float) -> str | None:
+    """The holder whose lease in the ``LOCK`` item is still valid at ``now`` (epoch seconds), else None (never taken,
+    released, or expired: anyone may take it)."""
+    if not item or not item.get("holder") or float(item.get("lease_expires_at") or 0) <= now:
+        return None
+    return str(item["holder"])
+
+
 def fencing_of(item: dict[str, Any] | None) -> int:
     """The fencing counter of the ``LOCK`` item (0 when there is none); a new holder gets this plus one."""
     return int(item["fencing"]) if item else 0

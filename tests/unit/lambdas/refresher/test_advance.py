@@ -3,8 +3,10 @@ time), and two invocations of one run sharing the cluster lock (moto), each as a
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -86,30 +88,42 @@ def _locked(guard: Any, method: Any, *args: Any, **kwargs: Any) -> Any:
         return method(*args, **kwargs)
 
 
-def test_two_concurrent_invocations_never_hold_the_lock_at_once(
-    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_two_concurrent_invocations_never_apply_at_once(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     deps = cluster.new_deps()
     deps.runs.create(surging_run(cluster.instances()[0]))
-    gather = advance.gather
+    gather, execute = advance.gather, advance.execute
+    both_read = threading.Barrier(2)
     guard = threading.Lock()
-    holding: list[str] = []  # invocations inside a pass (between taking the lock and deciding)
+    applying: list[str] = []  # invocations applying a decision now
     overlaps: list[tuple[str, ...]] = []
+    applied: list[str] = []
 
-    def watched(run: Run, d: Any) -> Any:
+    first_read: set[str] = set()
+
+    def read_together(*args: Any) -> Any:
+        world = gather(*args)
+        if threading.current_thread().name not in first_read:
+            first_read.add(threading.current_thread().name)
+            with contextlib.suppress(threading.BrokenBarrierError):
+                both_read.wait(timeout=5)  # the two first passes decide on the same read
+        return world
+
+    def watched(*args: Any) -> Any:
         me = threading.current_thread().name
         with guard:
-            holding.append(me)
-            if len(holding) > 1:
-                overlaps.append(tuple(holding))
+            applying.append(me)
+            applied.append(me)
+            if len(applying) > 1:
+                overlaps.append(tuple(applying))
         try:
-            time.sleep(0.01)  # a pass takes a while: plenty of time for the other invocation to step in
-            return gather(run, d)
+            time.sleep(0.05)  # applying takes a while: plenty of time for the other invocation to step in
+            return execute(*args)
         finally:
             with guard:
-                holding.remove(me)
+                applying.remove(me)
 
-    monkeypatch.setattr(advance, "gather", watched)
+    monkeypatch.setattr(advance, "gather", read_together)
+    monkeypatch.setattr(advance, "execute", watched)
     monkeypatch.setattr(advance, "MAX_PASSES", 40)
     atomic = threading.RLock()  # in-process moto evaluates a condition and writes without a lock: DynamoDB does not
     for name in ("acquire", "renew", "release"):
@@ -126,6 +140,20 @@ def test_two_concurrent_invocations_never_hold_the_lock_at_once(
     for t in threads:
         t.join(timeout=60)
     assert set(outs) == {"tick", "drain-result"}
-    assert overlaps == []  # never two passes under "the" lock at once
+    assert applied and overlaps == []  # never two decisions applied under "the" lock at once
     assert not (deps.lock.current() or {}).get("holder")  # and both gave it up at the end
     assert cluster.sizes() == (3, 3)  # the surge applied once, as recorded
+
+
+def test_a_polling_pass_that_decides_nothing_writes_nothing_not_even_the_lock(cluster: Cluster) -> None:
+    deps = cluster.new_deps()
+    deps.runs.create(surging_run(cluster.instances()[0]))
+    advance.advance_run(deps, None, 0.0, "first")  # raises the group, records what the step waits for
+    polling = cluster.new_deps()
+    counted: Counter[str] = Counter()
+    polling.store.table.meta.client.meta.events.register("before-call", lambda model, **_: counted.update([model.name]))
+    out = advance.advance_run(polling, None, 0.3, "poller")  # the spare never registers: poll until the budget
+    assert out["actions"] == [] and counted["Query"] >= 2  # several passes
+    writes = {"PutItem", "UpdateItem", "TransactWriteItems", "DeleteItem"}
+    assert not writes & set(counted), counted  # the lock neither taken nor given up
+    assert counted["GetItem"] == 1  # the run's last state, once per invocation

@@ -144,15 +144,17 @@ def test_a_lock_lost_mid_invocation_stops_the_run_at_its_next_save(
     recorder = Recorder()
     RunStore(store).create(run())
     deps = _deps(store, recorder, T0)
+    # this invocation holds the lock (as its start leaves it) and reads the world under it
+    LeaseLock(store, clock=lambda: T0.timestamp()).acquire(lock_holder(RUN_ID, "inv-1"), "refresh", 180)
     gather = advance.gather
 
-    def gather_then_lose_the_lock(r: Run, d: Any) -> Any:
+    def gather_then_lose_the_lock(r: Run, d: Any, *rest: Any) -> Any:
         # the lease runs out while this invocation reads the world: another holder takes the lock
         LeaseLock(store, clock=lambda: T0.timestamp() + 3600).acquire("replenisher:x", "replenish", 120)
-        return gather(r, d)
+        return gather(r, d, *rest)
 
     monkeypatch.setattr(advance, "gather", gather_then_lose_the_lock)
-    out = advance.advance_run(deps, None, 1.0)
+    out = advance.advance_run(deps, None, 1.0, "inv-1")
     assert out["status"] == "lock_lost"
     assert [c for c in recorder.calls if c[0] != "metric"] == []
     assert ("metric", "LockLost") in recorder.calls
