@@ -13,7 +13,9 @@ in the middle of a pass stops it at its next write), and gives it up before the 
 that finds another holder's valid lease waits for it (polling, within the invocation's budget). The run's whole state is
 its ``RUN#`` item, so nothing is lost in between; the replenisher takes the lock between two passes and compensates a
 launch failure while the run is active. Two invocations of the same run (the tick and a drain result, say) are two
-holders: neither can renew or release the other's lease.
+holders: neither can renew or release the other's lease. Only one of them polls a wait (``adapters.dynamo.poller``: the
+one whose budget ends last); the others return after their own passes, which read the world after the event that
+invoked them, so no event goes unseen.
 
 Calls of a polling pass that applies nothing: the snapshot Query, DescribeAutoScalingGroups and a GetItem per command
 in flight (``gather``); before, it also took and gave up the lock and read the run and membership apart (8 calls).
@@ -27,6 +29,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from adapters.dynamo import ledger as ledger_store
+from adapters.dynamo import poller as poller_store
 from adapters.dynamo.snapshot import read_snapshot
 from core.exceptions import LockHeldError, LockLostError, RunConflictError
 from core.kops import Role
@@ -117,7 +120,8 @@ def advance_run(
     Returns:
         ``{"status": "advanced" | "idle" | "lock_lost", "run": summary, "actions": [...]}``, with ``"lock"`` saying
         who kept the run waiting or took the lock over; ``idle`` when there is no active run; ``lock_lost`` (counted
-        ``LockLost``) when a pass's lease was taken over and it stopped applying.
+        ``LockLost``) when a pass's lease was taken over and it stopped applying; ``"polling"`` names the other
+        invocation that polls the run when this one left the polling to it.
 
     Raises:
         StoreUnavailableError, AwsUnavailableError, AwsRequestError: as ``execute`` (the lock is given up first).
@@ -128,6 +132,8 @@ def advance_run(
     lease: Lease | None = None
     lock_note = ""
     lost = False  # a pass's lease was taken over: it applied nothing more
+    polling = False  # this invocation holds the run's POLL# item
+    poll_note = ""
     settings = deps.settings
     invocation = invocation or new_invocation_id()
 
@@ -200,14 +206,30 @@ def advance_run(
             if lease is not None:
                 deps.lock.release(lease)  # yield the lock while waiting: compensation may act meanwhile
                 lease = None
+            # one invocation polls a run: the one whose budget ends last (adapters.dynamo.poller)
+            poller, until = snapshot.pollers.get(run_id, ("", 0.0))
+            mine = deps.clock().timestamp() + (deadline - deps.monotonic())
+            if poller != invocation:
+                if polling or (until >= mine and until > deps.clock().timestamp()):
+                    poll_note = f"invocation {poller} polls the run" + (" now" if polling else "")
+                    polling = False  # taken over: it is the other's to give up
+                    break
+                polling = poller_store.claim(deps.store, run_id, invocation, mine)
+                if not polling:
+                    poll_note = "another invocation polls the run"
+                    break
             deps.sleep(delay)
     finally:
         if lease is not None:
             deps.lock.release(lease)
+        if polling and run_id:
+            poller_store.give_up(deps.store, run_id, invocation)
     if run is None and run_id:
         run = deps.runs.get(run_id)  # the run asked for is not active (any more): its last state
     if run is None:
         return {"status": "idle", "actions": results}
     final = deps.runs.get(run.run_id) or run
     out = {"status": "lock_lost" if lost else "advanced", "run": run_summary(final), "actions": results}
+    if poll_note:
+        out["polling"] = poll_note
     return {**out, "lock": lock_note} if lock_note else out

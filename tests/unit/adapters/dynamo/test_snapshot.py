@@ -1,5 +1,5 @@
-"""One read of the lock, membership and the active runs (adapters.dynamo.snapshot) on moto's DynamoDB: what it returns
-and that it is one call."""
+"""One read of the lock, membership, the pollers and the active runs (adapters.dynamo.snapshot) on moto's DynamoDB:
+what it returns and that it is one call."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 from adapters.dynamo.ledger import PREFIX as COMP_PREFIX
 from adapters.dynamo.lock import LeaseLock
+from adapters.dynamo.poller import claim
 from adapters.dynamo.runs import RunStore
 from adapters.dynamo.snapshot import read_snapshot
 from adapters.dynamo.store import Store
@@ -45,6 +46,8 @@ def test_one_query_returns_the_lock_fresh_membership_and_only_the_active_run(sto
     store.record_command(
         Command(command_id="c1", cluster="demo", kind="drain", instance_id="i-0123456789abcdef0", deadline=NOW), 60, NOW
     )
+    assert claim(store, "20240301T000000Z-000002", "req-1", NOW.timestamp() + 60)
+    assert not claim(store, "20240301T000000Z-000002", "req-2", NOW.timestamp() + 30)  # its budget ends sooner
     counted = calls(store)
     snapshot = read_snapshot(store, max_age_seconds=600, now=NOW)
     assert dict(counted) == {"Query": 1}
@@ -52,6 +55,7 @@ def test_one_query_returns_the_lock_fresh_membership_and_only_the_active_run(sto
     assert [n.instance_id for n in snapshot.nodes] == ["i-1"]  # i-2 is stale
     assert [r.run_id for r in snapshot.runs] == ["20240301T000000Z-000002"]
     assert snapshot.run(None) is snapshot.runs[0] and snapshot.run("20240101T000000Z-000001") is None
+    assert snapshot.pollers == {"20240301T000000Z-000002": ("req-1", NOW.timestamp() + 60)}
 
 
 def test_an_empty_partition_reads_as_nothing(store: Store) -> None:

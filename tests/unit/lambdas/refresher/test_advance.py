@@ -15,6 +15,7 @@ import pytest
 
 import lambdas.refresher.advance as advance
 from adapters.dynamo.lock import LeaseLock
+from adapters.dynamo.poller import poll_sk
 from core.runs import (
     LOCK_OPERATION,
     GroupSurge,
@@ -154,6 +155,56 @@ def test_a_polling_pass_that_decides_nothing_writes_nothing_not_even_the_lock(cl
     polling.store.table.meta.client.meta.events.register("before-call", lambda model, **_: counted.update([model.name]))
     out = advance.advance_run(polling, None, 0.3, "poller")  # the spare never registers: poll until the budget
     assert out["actions"] == [] and counted["Query"] >= 2  # several passes
-    writes = {"PutItem", "UpdateItem", "TransactWriteItems", "DeleteItem"}
-    assert not writes & set(counted), counted  # the lock neither taken nor given up
-    assert counted["GetItem"] == 1  # the run's last state, once per invocation
+    assert not {"UpdateItem", "TransactWriteItems"} & set(counted), counted  # the lock neither taken nor given up
+    lock = deps.lock.current() or {}
+    assert lock.get("holder") is None and lock["fencing"] == 1  # as the first invocation left it
+    # once per invocation: it claims the polling (POLL#) and gives it up; and reads the run's last state
+    assert (counted["PutItem"], counted["DeleteItem"], counted["GetItem"]) == (1, 1, 1), counted
+
+
+def _waiting_run(cluster: Cluster) -> Any:
+    deps = cluster.new_deps()
+    deps.runs.create(surging_run(cluster.instances()[0]))
+    advance.advance_run(deps, None, 0.0, "first")  # raises the group; from now on the step waits for its spare
+    return deps
+
+
+def test_an_invocation_leaves_the_polling_to_one_whose_budget_ends_later(cluster: Cluster) -> None:
+    deps = _waiting_run(cluster)
+    until = T0.timestamp() + 3600
+    deps.store.put(poll_sk(RUN_ID), {"invocation": "the-tick", "until": until})
+    counted: Counter[str] = Counter()
+    late = cluster.new_deps()
+    late.store.table.meta.client.meta.events.register("before-call", lambda model, **_: counted.update([model.name]))
+    out = advance.advance_run(late, None, 0.3, "a-launch-event")
+    assert out["polling"] == "invocation the-tick polls the run" and counted["Query"] == 1  # one pass, no polling
+    assert deps.store.get(poll_sk(RUN_ID)) == {**deps.store.get(poll_sk(RUN_ID)), "invocation": "the-tick"}
+
+
+@pytest.mark.parametrize("others_until", [0.0, 0.1], ids=["expired", "ends-sooner"])
+def test_an_invocation_whose_budget_ends_later_takes_the_polling_over_and_gives_it_up(
+    cluster: Cluster, others_until: float
+) -> None:
+    deps = _waiting_run(cluster)
+    deps.store.put(poll_sk(RUN_ID), {"invocation": "older", "until": T0.timestamp() + others_until})
+    seen: list[Any] = []
+    poller = cluster.new_deps()
+    poller.sleep = lambda s: seen.append(deps.store.get(poll_sk(RUN_ID)))  # what the item says while it polls
+    out = advance.advance_run(poller, None, 0.3, "newer")
+    assert "polling" not in out and seen and all(item["invocation"] == "newer" for item in seen)
+    assert deps.store.get(poll_sk(RUN_ID)) is None  # given up when it returned
+
+
+def test_a_poller_taken_over_stops_polling_and_leaves_the_item_to_the_new_one(cluster: Cluster) -> None:
+    deps = _waiting_run(cluster)
+    first = cluster.new_deps()
+    polls: list[int] = []
+
+    def taken_over(seconds: float) -> None:
+        polls.append(1)
+        deps.store.put(poll_sk(RUN_ID), {"invocation": "newer", "until": T0.timestamp() + 3600})
+
+    first.sleep = taken_over
+    out = advance.advance_run(first, None, 5.0, "older")
+    assert out["polling"] == "invocation newer polls the run now" and len(polls) == 1
+    assert (deps.store.get(poll_sk(RUN_ID)) or {})["invocation"] == "newer"
