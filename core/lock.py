@@ -3,7 +3,7 @@
 Capacity operations (replenish, scale-back, refresh, surplus cleanup) take it so that a spare node one of them
 launched is never judged surplus by another (DESIGN.md). The item holds::
 
-    holder           who holds it (e.g. "refresher:<run id>")
+    holder           who holds it (e.g. "refresher:<run id>:<invocation id>")
     operation        what for (e.g. "refresh")
     lease_expires_at epoch seconds (float); after it, anyone may take the lock over
     fencing          a counter raised on every acquisition by a new holder, never on renewal
@@ -58,6 +58,14 @@ def renewable_by(item: dict[str, Any] | None, holder: str, now: float) -> Lease 
     if item is None or item.get("holder") != holder or float(item["lease_expires_at"]) <= now:
         return None
     return Lease(holder, str(item["operation"]), int(item["fencing"]), float(item["lease_expires_at"]))
+
+
+def valid_holder(item: dict[str, Any] | None, now: float) -> str | None:
+    """The holder whose lease in the ``LOCK`` item is still valid at ``now`` (epoch seconds), else None (never taken,
+    released, or expired: anyone may take it)."""
+    if not item or not item.get("holder") or float(item.get("lease_expires_at") or 0) <= now:
+        return None
+    return str(item["holder"])
 
 
 def fencing_of(item: dict[str, Any] | None) -> int:

@@ -225,8 +225,13 @@ class Run(BaseModel):
 
     @property
     def holder(self) -> str:
-        """The cluster-lock holder name of this run."""
+        """The run's holder name without an invocation (``refresher:<run id>``; what holders before per-invocation
+        names used). An invocation takes the lock as ``holder_for(invocation)``."""
         return lock_holder(self.run_id)
+
+    def holder_for(self, invocation: str) -> str:
+        """The cluster-lock holder name of one invocation advancing this run (``lock_holder``)."""
+        return lock_holder(self.run_id, invocation)
 
     def group(self, name: str) -> GroupSurge:
         return next(g for g in self.groups if g.name == name)
@@ -272,12 +277,31 @@ def new_run_id(now: datetime) -> str:
     return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
 
 
-def lock_holder(run_id: str) -> str:
-    return f"refresher:{run_id}"
+def new_invocation_id() -> str:
+    """An id for an invocation that has none of its own (no Lambda request id): 12 hex digits."""
+    return secrets.token_hex(6)
+
+
+def lock_holder(run_id: str, invocation: str | None = None) -> str:
+    """The cluster-lock holder name ``refresher:<run id>:<invocation>`` (``refresher:<run id>`` without one).
+
+    Each invocation advancing a run holds the lock under a name of its own: two concurrent invocations of one run
+    (the tick and a drain result) are two holders, so one never renews, nor releases, the lease of the other.
+
+    >>> lock_holder("20240101T000000Z-ab12cd", "req-1")
+    'refresher:20240101T000000Z-ab12cd:req-1'
+    """
+    return f"refresher:{run_id}:{invocation}" if invocation else f"refresher:{run_id}"
 
 
 def run_id_of_holder(holder: str | None) -> str | None:
-    """The run id in a lock holder name ``refresher:<run id>``, else None."""
+    """The run id in a lock holder name ``refresher:<run id>[:<invocation>]``, else None.
+
+    >>> run_id_of_holder("refresher:20240101T000000Z-ab12cd:req-1"), run_id_of_holder("refresher:r1")
+    ('20240101T000000Z-ab12cd', 'r1')
+    >>> run_id_of_holder("replenisher:req-1") is None
+    True
+    """
     if holder and holder.startswith("refresher:"):
-        return holder.split(":", 1)[1]
+        return holder.split(":", 2)[1] or None
     return None

@@ -33,6 +33,9 @@ Shape of the context (every key but ``clusters[].name`` optional)::
           "refresh_max_surge": 1,
           "refresh_drain_timeout_seconds": 600,
           "refresh_drain_timeout_policy": "pause",  # pause | terminate (core.runs.DrainTimeoutPolicy)
+          "refresh_request_max_surge": 3,           # what a manual request may ask for at most / at least
+          "refresh_request_min_drain_timeout_seconds": 120,
+          "refresh_request_allow_terminate": false, #   and whether it may ask for the terminate policy
           "lifecycle_hook_groups": [],              # ASG names to give the termination hook node-manager-drain
           "lifecycle_hook_heartbeat_seconds": 300,  # the hook's HeartbeatTimeout (the agent beats every 60 s)
           "lock_alarm_seconds": 14400,              # LockHeldTooLong threshold
@@ -182,6 +185,10 @@ class ClusterConfig(BaseModel):
     refresh_max_surge: int = Field(default=1, ge=1, le=100)
     refresh_drain_timeout_seconds: int = Field(default=600, ge=10, le=86400)
     refresh_drain_timeout_policy: Literal["pause", "terminate"] = "pause"
+    # the bounds of a manual refresh request (lambdas.refresher.bounds.request_refusals)
+    refresh_request_max_surge: int = Field(default=3, ge=1, le=100)
+    refresh_request_min_drain_timeout_seconds: int = Field(default=120, ge=10, le=86400)
+    refresh_request_allow_terminate: bool = False
     # Operations (infra/lifecycle.py, infra/operations.py)
     lifecycle_hook_groups: tuple[str, ...] = ()
     lifecycle_hook_heartbeat_seconds: int = Field(default=300, ge=30, le=7200)  # Auto Scaling's bounds
@@ -279,6 +286,9 @@ class ClusterConfig(BaseModel):
             "REFRESH_MAX_SURGE": str(self.refresh_max_surge),
             "REFRESH_DRAIN_TIMEOUT_SECONDS": str(self.refresh_drain_timeout_seconds),
             "REFRESH_DRAIN_TIMEOUT_POLICY": self.refresh_drain_timeout_policy,
+            "REFRESH_REQUEST_MAX_SURGE": str(self.refresh_request_max_surge),
+            "REFRESH_REQUEST_MIN_DRAIN_TIMEOUT_SECONDS": str(self.refresh_request_min_drain_timeout_seconds),
+            "REFRESH_REQUEST_ALLOW_TERMINATE": str(self.refresh_request_allow_terminate).lower(),
             # held for one pass of one invocation (DESIGN.md): the function timeout + 30 s at least
             "REFRESH_LOCK_LEASE_SECONDS": str(REFRESHER_TIMEOUT_SECONDS + 60),
             "FUNCTION_TIMEOUT_SECONDS": str(REFRESHER_TIMEOUT_SECONDS),

@@ -51,6 +51,7 @@ REFRESHER_ENV = {
     "REFRESH_MASTER_SETTLE_SECONDS": "0.5",
     "REFRESH_EFFECT_GRACE_SECONDS": "3",
     "REFRESH_AGENT_GRACE_SECONDS": "20",
+    "REFRESH_REQUEST_MIN_DRAIN_TIMEOUT_SECONDS": "10",  # the local world's drains are short (a few pods, no grace)
     "POWERTOOLS_SERVICE_NAME": "refresher",
 }
 WORKER_LABEL = "node-role.kubernetes.io/node"

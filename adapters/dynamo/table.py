@@ -174,13 +174,25 @@ class Table:
         """All items whose sort key starts with ``prefix``, following pagination."""
         return self._query(Key("pk").eq(self.pk) & Key("sk").begins_with(prefix), consistent, f"query {prefix}")
 
+    def query_range(
+        self, low: str, high: str, consistent: bool = False, keep: ConditionBase | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """All items whose sort key is between ``low`` and ``high`` (both included), following pagination; with
+        ``keep``, only those it matches (a FilterExpression: DynamoDB still reads, and bills, the others)."""
+        key = Key("pk").eq(self.pk) & Key("sk").between(low, high)
+        return self._query(key, consistent, f"query {low}..{high}", keep)
+
     def query_partition(self, consistent: bool = False) -> Iterator[dict[str, Any]]:
         """Every item of the cluster's partition (LOCK, NODE#, CMD#, COMP#, RUN#, DETACH#, HOOK#), following
         pagination (DynamoDB returns up to 1 MB a call): one read of the whole state."""
         return self._query(Key("pk").eq(self.pk), consistent, "query partition")
 
-    def _query(self, key: ConditionBase, consistent: bool, message: str) -> Iterator[dict[str, Any]]:
+    def _query(
+        self, key: ConditionBase, consistent: bool, message: str, keep: ConditionBase | None = None
+    ) -> Iterator[dict[str, Any]]:
         kwargs: dict[str, Any] = {"KeyConditionExpression": key, "ConsistentRead": consistent}
+        if keep is not None:
+            kwargs["FilterExpression"] = keep
         while True:
             try:
                 out = self.table.query(**kwargs)

@@ -21,7 +21,9 @@ Status and cancel::
     {"action": "status", "cluster": "demo.k8s.local"}
     {"action": "cancel", "cluster": "demo.k8s.local", "run_id": "20240101T000000Z-ab12cd"}   # run_id optional
 
-Anything else is refused with ``InvalidRequestError`` naming each field at fault.
+Anything else is refused with ``InvalidRequestError`` naming each field at fault. A well-formed refresh request is
+also refused when it asks for more than the refresher's settings allow (a larger ``max_surge``, a shorter
+``drain_timeout``, the ``terminate`` policy: ``lambdas.refresher.bounds.request_refusals``).
 """
 
 from __future__ import annotations

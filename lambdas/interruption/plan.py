@@ -29,7 +29,7 @@ class IgnoreReason(str, Enum):
     ALREADY_DRAINING = "already_draining"  # a rebalance recommendation while a drain of the instance is queued/running
     REBALANCE_IN_EFFECT = "rebalance_in_effect"  # an earlier rebalance command of the instance is active or holds
     # its cordon (not given back yet)
-    UNVERIFIED = "unverified"  # what the event claims, DescribeInstances denies (lambdas.interruption.verify)
+    UNVERIFIED = "unverified"  # what the event claims, EC2 or Auto Scaling denies (lambdas.interruption.verify)
 
 
 class SkipReason(str, Enum):

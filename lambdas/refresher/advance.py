@@ -1,27 +1,43 @@
 """Advancing the active refresh run: read the world, decide, apply; the cluster lock is held for one pass at a time.
 
-**The lock** (DESIGN.md, "A refresh and compensation share the cluster lock"): a pass takes the cluster lock as the
-run's holder (``refresher:<run id>``) before it reads the world, renews the lease right before it applies anything
-(a holder whose lease was taken over gets ``LockLostError`` there and applies nothing more; every ``RUN#`` and
-``CMD#`` write of the pass is fenced by that lease, so one lost in the middle of a pass stops it at its next write),
-and gives the lock up before the invocation sleeps or returns. The run's whole state is its ``RUN#`` item, so nothing
-is lost in between; the replenisher takes the lock between two passes and compensates a launch failure while the run
-is active. A pass that finds another holder waits for it (polling, within the invocation's budget), then goes on with
-a fresh read.
+**The lock** (DESIGN.md, "A refresh and compensation share the cluster lock"): a pass reads the run, the ``LOCK`` item
+and membership first (one Query, ``adapters.dynamo.snapshot``), then the groups and the run's commands, and decides. A
+pass that decides nothing (a poll while a spare launches or becomes Ready) writes nothing, the lock included. A pass
+with something to apply takes the lock as the invocation's holder (``refresher:<run id>:<invocation id>``,
+``core.runs.lock_holder``) conditioned on the ``LOCK`` item being exactly the one it read before the world
+(``LeaseLock.acquire(..., use_seen=True)``): if any holder took the lock since, the acquisition fails and the pass reads
+again, so what it decided was decided on a world no other operation changed in between. It keeps the lease for the
+passes that follow at once (renewed right before each one applies: a holder whose lease was taken over gets
+``LockLostError`` there and applies nothing more; every ``RUN#`` and ``CMD#`` write is fenced by that lease, so one lost
+in the middle of a pass stops it at its next write), and gives it up before the invocation sleeps or returns. A pass
+that finds another holder's valid lease waits for it (polling, within the invocation's budget). The run's whole state is
+its ``RUN#`` item, so nothing is lost in between; the replenisher takes the lock between two passes and compensates a
+launch failure while the run is active. Two invocations of the same run (the tick and a drain result, say) are two
+holders: neither can renew or release the other's lease. Only one of them polls a wait (``adapters.dynamo.poller``: the
+one whose budget ends last); the others return after their own passes, which read the world after the event that
+invoked them, so no event goes unseen.
+
+Calls of a polling pass that applies nothing: the snapshot Query, DescribeAutoScalingGroups and a GetItem per command
+in flight (``gather``); before, it also took and gave up the lock and read the run and membership apart (8 calls).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
 
 from adapters.dynamo import ledger as ledger_store
+from adapters.dynamo import poller as poller_store
+from adapters.dynamo.snapshot import read_snapshot
 from core.exceptions import LockHeldError, LockLostError, RunConflictError
 from core.kops import Role
 from core.ledger import DonorState
-from core.lock import Lease
-from core.runs import LOCK_OPERATION, Run, RunStatus, StepState
+from core.lock import Lease, describe, renewable_by, valid_holder
+from core.model import NodeRecord
+from core.runs import LOCK_OPERATION, Run, RunStatus, StepState, new_invocation_id
+from lambdas.refresher.bounds import capacity_bounds
 from lambdas.refresher.decide import advance as decide_next
 from lambdas.refresher.deps import RefresherDeps, logger
 from lambdas.refresher.execute import execute
@@ -61,17 +77,23 @@ def may_start_a_group(run: Run) -> bool:
     return False
 
 
-def gather(run: Run, deps: RefresherDeps) -> World:
+def gather(run: Run, deps: RefresherDeps, membership: list[NodeRecord] | None = None) -> World:
     """The world a run's next decision needs: every group of the cluster (the masters' check needs them all),
-    fresh membership, the ``CMD#`` items of the run's unfinished commands, the groups carrying a compensation (only
-    read when a group may be surged for the first time: ``may_start_a_group``).
+    fresh membership (``membership`` when the caller read it already), the ``CMD#`` items of the run's unfinished
+    commands, the groups carrying a compensation (only read when a group may be surged for the first time:
+    ``may_start_a_group``).
+
+    Calls: DescribeAutoScalingGroups (1 per 100 groups), the ``NODE#`` Query (unless given), one GetItem per command
+    in flight, the ``COMP#`` Query (only then).
 
     Raises:
         StoreUnavailableError, AwsUnavailableError, AwsRequestError: reads failed.
     """
     now = deps.clock()
     groups = read_groups(deps.aws.autoscaling, deps.aws.ec2, deps.settings.cluster_name)
-    nodes = {r.instance_id: r for r in deps.store.list_nodes(deps.settings.membership_max_age_seconds, now)}
+    if membership is None:
+        membership = deps.store.list_nodes(deps.settings.membership_max_age_seconds, now)
+    nodes = {r.instance_id: r for r in membership}
     commands = {}
     for step in run.steps:
         if not step.state.in_flight:
@@ -85,14 +107,21 @@ def gather(run: Run, deps: RefresherDeps) -> World:
     return World(groups=groups, nodes=nodes, commands=commands, donors=donors)
 
 
-def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) -> dict[str, Any]:
+def advance_run(
+    deps: RefresherDeps, run_id: str | None, budget_seconds: float, invocation: str | None = None
+) -> dict[str, Any]:
     """Advance the run ``run_id`` (or the active one) until it waits for something not worth polling for, or the
     budget is spent; the cluster lock is held only while a pass reads, decides and applies (module docstring).
+
+    Args:
+        invocation: this invocation's id (the Lambda request id), part of the lock holder name; default a new one.
+            A caller that already took the lock for the run (``service.start``) passes the id it took it with.
 
     Returns:
         ``{"status": "advanced" | "idle" | "lock_lost", "run": summary, "actions": [...]}``, with ``"lock"`` saying
         who kept the run waiting or took the lock over; ``idle`` when there is no active run; ``lock_lost`` (counted
-        ``LockLost``) when a pass's lease was taken over and it stopped applying.
+        ``LockLost``) when a pass's lease was taken over and it stopped applying; ``"polling"`` names the other
+        invocation that polls the run when this one left the polling to it.
 
     Raises:
         StoreUnavailableError, AwsUnavailableError, AwsRequestError: as ``execute`` (the lock is given up first).
@@ -103,29 +132,51 @@ def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) 
     lease: Lease | None = None
     lock_note = ""
     lost = False  # a pass's lease was taken over: it applied nothing more
+    polling = False  # this invocation holds the run's POLL# item
+    poll_note = ""
     settings = deps.settings
+    invocation = invocation or new_invocation_id()
+
+    def pause(note: str, seconds: float) -> bool:
+        """Wait ``seconds`` before the next pass, noting why; False when the budget does not allow it."""
+        nonlocal lock_note
+        lock_note = note or lock_note
+        if deps.monotonic() + seconds > deadline:
+            return False
+        deps.sleep(seconds)
+        return True
+
     try:
         for _ in range(MAX_PASSES):
-            run = deps.runs.get(run_id) if run_id else deps.runs.active()
-            if run is None or not run.status.active:
-                break
-            run_id = run.run_id
+            # the run, the LOCK item and membership in one read, before anything else the decision looks at
+            snapshot = read_snapshot(deps.store, settings.membership_max_age_seconds, deps.clock())
+            active = snapshot.run(run_id)
+            if active is None:
+                break  # over (or never started): the last state is read once below
+            run, run_id, seen = active, active.run_id, snapshot.lock
+            holder = run.holder_for(invocation)
             if lease is None:
-                try:
-                    lease = deps.lock.acquire(run.holder, LOCK_OPERATION, settings.lock_lease_seconds)
-                except (LockHeldError, LockLostError) as err:
-                    # another holder's pass; or another invocation of this run released it under our renewal
-                    lock_note = f"waited for the cluster lock held by {(err.current or {}).get('holder')}"
-                    if deps.monotonic() + settings.poll_seconds > deadline:
-                        break
-                    deps.sleep(settings.poll_seconds)
-                    continue
-            world = gather(run, deps)
+                lease = renewable_by(seen, holder, deps.clock().timestamp())  # taken by this invocation's start
+                other = valid_holder(seen, deps.clock().timestamp())
+                if lease is None and other is not None:  # another holder's pass (another invocation of this run too)
+                    if pause(f"waited for the cluster lock held by {other}", settings.poll_seconds):
+                        continue
+                    break
+            world = gather(run, deps, snapshot.nodes)
             now = deps.clock()
             decision = decide_next(run, world, settings, now)
             if decision.actions:
                 try:
-                    lease = deps.lock.renew(lease, settings.lock_lease_seconds)
+                    if lease is None:  # the lock only if the lock item is still the one read before the world
+                        lease = deps.lock.acquire(
+                            holder, LOCK_OPERATION, settings.lock_lease_seconds, seen=seen, use_seen=True
+                        )
+                    else:
+                        lease = deps.lock.renew(lease, settings.lock_lease_seconds)
+                except LockHeldError as err:  # it changed hands since: what this pass read may be stale
+                    if pause(f"waited for the cluster lock held by {describe(err.current)}", settings.poll_seconds):
+                        continue
+                    break
                 except LockLostError as err:
                     logger.warning(f"run {run.run_id} lost the cluster lock: nothing more applied ({err})")
                     deps.effects().telemetry.count("LockLost")
@@ -133,7 +184,8 @@ def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) 
                     lease, lost = None, True
                     break
                 try:
-                    results += execute(decision.actions, deps.effects(lease), now)
+                    effects = replace(deps.effects(lease), bounds=capacity_bounds(decision.run, world, settings))
+                    results += execute(decision.actions, effects, now)
                 except LockLostError as err:  # a fenced write found another holder: nothing after it was applied
                     logger.warning(f"run {run.run_id} lost the cluster lock mid-pass: nothing more applied ({err})")
                     deps.effects().telemetry.count("LockLost")
@@ -151,14 +203,33 @@ def advance_run(deps: RefresherDeps, run_id: str | None, budget_seconds: float) 
             delay = max(settings.poll_seconds, wait.after_seconds or 0.0)
             if deps.monotonic() + delay > deadline:
                 break
-            deps.lock.release(lease)  # yield the lock while waiting: compensation may act meanwhile
-            lease = None
+            if lease is not None:
+                deps.lock.release(lease)  # yield the lock while waiting: compensation may act meanwhile
+                lease = None
+            # one invocation polls a run: the one whose budget ends last (adapters.dynamo.poller)
+            poller, until = snapshot.pollers.get(run_id, ("", 0.0))
+            mine = deps.clock().timestamp() + (deadline - deps.monotonic())
+            if poller != invocation:
+                if polling or (until >= mine and until > deps.clock().timestamp()):
+                    poll_note = f"invocation {poller} polls the run" + (" now" if polling else "")
+                    polling = False  # taken over: it is the other's to give up
+                    break
+                polling = poller_store.claim(deps.store, run_id, invocation, mine)
+                if not polling:
+                    poll_note = "another invocation polls the run"
+                    break
             deps.sleep(delay)
     finally:
         if lease is not None:
             deps.lock.release(lease)
+        if polling and run_id:
+            poller_store.give_up(deps.store, run_id, invocation)
+    if run is None and run_id:
+        run = deps.runs.get(run_id)  # the run asked for is not active (any more): its last state
     if run is None:
         return {"status": "idle", "actions": results}
     final = deps.runs.get(run.run_id) or run
     out = {"status": "lock_lost" if lost else "advanced", "run": run_summary(final), "actions": results}
+    if poll_note:
+        out["polling"] = poll_note
     return {**out, "lock": lock_note} if lock_note else out

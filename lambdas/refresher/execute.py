@@ -9,13 +9,19 @@ lease the run holds (``Effects.lease``, or the one ``AcquireLock`` just took) st
 lost lease raises ``LockLostError`` and nothing after it is done: the ``SaveRun`` that opens a decision precedes every
 Auto Scaling call and drain of it.
 
+Bounded replay: every DesiredCapacity and MaxSize is clamped right before UpdateAutoScalingGroup to the group's
+``core.capacity.Bounds`` (``Effects.bounds``, from ``lambdas.refresher.bounds``: what Auto Scaling reported this pass
+and the settings, not the ``RUN#`` item): a clamp is logged as a warning and counted (``CapacityClamped``); a group
+with no bounds (not one of the run's groups) is not touched (counted ``Skipped``, reason ``unknown_group``).
+
 ``SendCommand`` records the ``CMD#`` item first (conditional: a command already recorded is sent again only while
 still ``queued``; the agent makes a second message harmless) and then sends it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -24,8 +30,9 @@ from adapters.dynamo.commands import record_and_send
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store
+from core.capacity import Bounds, clamp
 from core.lock import Lease
-from core.runs import LOCK_OPERATION
+from core.runs import LOCK_OPERATION, run_id_of_holder
 from lambdas.common.execute import apply_in_order
 from lambdas.common.telemetry import Telemetry
 from lambdas.refresher.plan import (
@@ -52,6 +59,8 @@ class Effects:
         aws: the AWS adapter; telemetry: metrics; logger: a Powertools ``Logger`` (or a ``logging.Logger``).
         ttl_seconds: TTL of ``CMD#`` items (``COMMAND_TTL_SECONDS``).
         lease: the cluster lock's lease the run holds (its fencing token); None before ``AcquireLock`` takes it.
+        bounds: group name -> the limits its sizes are clamped to (``lambdas.refresher.bounds``); a group without
+            bounds is never resized.
     """
 
     store: Store
@@ -62,6 +71,7 @@ class Effects:
     logger: Any
     ttl_seconds: int
     lease: Lease | None = None
+    bounds: Mapping[str, Bounds] = field(default_factory=dict)
 
 
 class _Held:
@@ -112,13 +122,7 @@ def _apply(action: Action, effects: Effects, now: datetime, held: _Held) -> str:
         effects.telemetry.count("CommandsQueued")
         return f"sent (message {delivery.message_id})"
     if isinstance(action, SetCapacity):
-        bounded = action.clamped()
-        effects.aws.autoscaling.set_capacity(bounded.asg_name, bounded.desired, bounded.max_size)
-        if bounded != action:
-            effects.logger.warning(f"{action.describe()} is beyond what the run may set: {bounded.describe()} instead")
-            effects.telemetry.count("CapacityClamped")
-            return f"updated, clamped to {bounded.describe()}"
-        return "updated"
+        return _set_capacity(action, effects)
     if isinstance(action, TerminateInstance):
         if effects.aws.autoscaling.terminate_in_group(action.instance_id, action.decrement):
             return "terminating"
@@ -131,12 +135,10 @@ def _apply(action: Action, effects: Effects, now: datetime, held: _Held) -> str:
         effects.telemetry.count("RunsStarted")
         return "created"
     if isinstance(action, ReleaseLock):
-        current = effects.lock.current() or {}
-        if current.get("holder") != action.holder:
-            return f"not held (holder {current.get('holder')})"
-        effects.lock.release(
-            Lease(action.holder, LOCK_OPERATION, int(current["fencing"]), float(current.get("lease_expires_at", 0)))
-        )
+        lease = held.lease
+        if lease is None or run_id_of_holder(lease.holder) != action.run_id:
+            return f"not held by this invocation (holder {(effects.lock.current() or {}).get('holder')})"
+        effects.lock.release(lease)  # conditional on this lease: never another holder's
         return "released"
     if isinstance(action, Metric):
         if action.unit is MetricUnitName.SECONDS:
@@ -145,3 +147,22 @@ def _apply(action: Action, effects: Effects, now: datetime, held: _Held) -> str:
             effects.telemetry.count(action.name, int(action.value))
         return "counted"
     raise TypeError(f"unknown action {action!r}")
+
+
+def _set_capacity(action: SetCapacity, effects: Effects) -> str:
+    bounds = effects.bounds.get(action.asg_name)
+    if bounds is None:
+        effects.telemetry.count_by("Skipped", "reason", "unknown_group")
+        effects.logger.warning(f"{action.describe()} not done: {action.asg_name} is not one of the run's groups")
+        return f"not done: {action.asg_name} is not one of the run's groups"
+    sizes = clamp(action.desired, action.max_size, bounds)
+    if sizes.clamped:
+        effects.telemetry.count("CapacityClamped")
+        effects.logger.warning(
+            f"{action.asg_name}: sizes clamped: {'; '.join(sizes.reasons)}",
+            extra={"asg_name": action.asg_name, "asked_desired": action.desired, "asked_max_size": action.max_size},
+        )
+    effects.aws.autoscaling.set_capacity(action.asg_name, sizes.desired, sizes.max_size)
+    if sizes.clamped:
+        return f"updated, clamped to desired {sizes.desired} and MaxSize {sizes.max_size}: {'; '.join(sizes.reasons)}"
+    return "updated"

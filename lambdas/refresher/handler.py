@@ -14,7 +14,8 @@ remaining time minus a margin); the periodic tick catches anything an event miss
 Responses (JSON; what ``aws lambda invoke`` and the CLI print):
 
 - ``{"status": "rejected", "reason": "invalid_request" | "malformed" | "unsupported_event" | "other_cluster",
-  "error": ..., "errors": [...]}``: nothing was done (never raised, so nothing retries it).
+  "error": ..., "errors": [...]}``: nothing was done (never raised, so nothing retries it). ``invalid_request`` also
+  answers a refresh request asking for more than the settings allow (``lambdas.refresher.bounds.request_refusals``).
 - ``{"status": "dry_run", "table": ..., "groups": [...], "steps": [...], "actions": [...]}``: the plan only.
 - ``{"status": "refused", "reason": ...}``: a start refused (masters not Ready, lock held, unknown groups).
 - ``{"status": "nothing_to_do", "table": ...}``, ``{"status": "already_running", "run": ...}``.
@@ -184,7 +185,8 @@ def handle(event: Any, deps: Deps, context: LambdaContext | None = None) -> dict
             )
         else:
             logger.info(f"invoked by {trigger.describe()}", extra={"trigger": trigger.kind.value})
-        response = serve(trigger, deps, _budget(deps, context))
+        # the invocation's own lock holder name: Lambda's request id (a new id when called without a context)
+        response = serve(trigger, deps, _budget(deps, context), getattr(context, "aws_request_id", None))
         logger.info(
             f"{trigger.describe()}: {response['status']}",
             extra={"status": response["status"], "run": (response.get("run") or {}).get("run_id")},

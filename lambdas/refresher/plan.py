@@ -16,7 +16,7 @@ from core.runs import Run
 
 @dataclass(frozen=True)
 class AcquireLock:
-    """Take the cluster lock for the run (holder ``refresher:<run id>``, operation ``refresh``)."""
+    """Take the cluster lock for the run (holder ``refresher:<run id>:<invocation>``, operation ``refresh``)."""
 
     holder: str
     lease_seconds: int
@@ -48,26 +48,16 @@ class SaveRun:
 
 @dataclass(frozen=True)
 class SetCapacity:
-    """UpdateAutoScalingGroup with absolute values (idempotent): DesiredCapacity and/or MaxSize.
+    """UpdateAutoScalingGroup with absolute values (idempotent): DesiredCapacity and/or MaxSize (None: not sent).
 
-    ``desired_ceiling`` / ``max_ceiling``: the most the run may set (its group's own desired + max surge; its own
-    MaxSize or that, the larger): the executor clamps to them whatever the ``RUN#`` item said (None: no bound).
+    The values come from the ``RUN#`` item; the executor clamps them to the group's ``core.capacity.Bounds``
+    (``lambdas.refresher.bounds``: original MaxSize + the settings' surge limit, as Auto Scaling reports it) whatever
+    the item said.
     """
 
     asg_name: str
     desired: int | None = None
     max_size: int | None = None
-    desired_ceiling: int | None = None
-    max_ceiling: int | None = None
-
-    def clamped(self) -> SetCapacity:
-        """This action with its values bounded by the ceilings."""
-        desired, max_size = self.desired, self.max_size
-        if desired is not None and self.desired_ceiling is not None:
-            desired = min(desired, self.desired_ceiling)
-        if max_size is not None and self.max_ceiling is not None:
-            max_size = min(max_size, self.max_ceiling)
-        return SetCapacity(self.asg_name, desired, max_size, self.desired_ceiling, self.max_ceiling)
 
     def describe(self) -> str:
         parts = [
@@ -106,12 +96,13 @@ class TerminateInstance:
 
 @dataclass(frozen=True)
 class ReleaseLock:
-    """Give the cluster lock up (the run is over)."""
+    """Give the cluster lock up (the run is over): the lease this invocation holds for run ``run_id``, never another
+    invocation's."""
 
-    holder: str
+    run_id: str
 
     def describe(self) -> str:
-        return f"release the cluster lock of {self.holder}"
+        return f"release the cluster lock held for run {self.run_id}"
 
 
 class MetricUnitName(str, Enum):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from core.exceptions import LockHeldError, RunConflictError
+from core.exceptions import InvalidRequestError, LockHeldError, RunConflictError
 from core.lock import Lease
 from core.runs import (
     LOCK_OPERATION,
@@ -20,13 +20,16 @@ from core.runs import (
     Run,
     RunOptions,
     Selection,
+    new_invocation_id,
     new_run_id,
     run_id_of_holder,
 )
 from core.settings import RefresherSettings, parse_duration
+from lambdas.common.prologue import rejected
 from lambdas.events.event import Event, EventKind
 from lambdas.events.request import CancelRequest, RefreshRequest, StatusRequest
 from lambdas.refresher.advance import advance_run
+from lambdas.refresher.bounds import request_refusals
 from lambdas.refresher.deps import RefresherDeps, logger
 from lambdas.refresher.execute import execute
 from lambdas.refresher.gather import read_groups
@@ -63,12 +66,16 @@ def options_of(request: RefreshRequest | None, settings: RefresherSettings, trig
     )
 
 
-def start(options: RunOptions, dry_run: bool, deps: RefresherDeps, budget_seconds: float) -> dict[str, Any]:
-    """Plan a run and, unless ``dry_run``, start it (lock, ``RUN#``) and advance it."""
+def start(
+    options: RunOptions, dry_run: bool, deps: RefresherDeps, budget_seconds: float, invocation: str | None = None
+) -> dict[str, Any]:
+    """Plan a run and, unless ``dry_run``, start it (lock, ``RUN#``) and advance it. ``invocation``: this
+    invocation's id (the lock holder is ``refresher:<run id>:<invocation>``; default a new one)."""
+    invocation = invocation or new_invocation_id()
     active = deps.runs.active()
     if active is not None:
         logger.info(f"refresh asked while run {active.run_id} is active: advancing that one")
-        out = advance_run(deps, active.run_id, budget_seconds)
+        out = advance_run(deps, active.run_id, budget_seconds, invocation)
         return {**out, "status": "already_running"}
     now = deps.clock()
     groups = read_groups(deps.aws.autoscaling, deps.aws.ec2, deps.settings.cluster_name, with_launch_facts=True)
@@ -108,7 +115,7 @@ def start(options: RunOptions, dry_run: bool, deps: RefresherDeps, budget_second
         ],
         steps=list(plan.steps),
     )
-    actions: list[Action] = [AcquireLock(run.holder, deps.settings.lock_lease_seconds), CreateRun(run)]
+    actions: list[Action] = [AcquireLock(run.holder_for(invocation), deps.settings.lock_lease_seconds), CreateRun(run)]
     if dry_run:
         results = execute(actions, deps.effects(), now, dry_run=True)
         return {**base, "status": "dry_run", "refusal": plan.refusal, "actions": results}
@@ -130,7 +137,7 @@ def start(options: RunOptions, dry_run: bool, deps: RefresherDeps, budget_second
         f"run {run_id} started: {len(plan.steps)} instances to replace",
         extra={"run_id": run_id, "trigger": options.trigger},
     )
-    out = advance_run(deps, run_id, budget_seconds)
+    out = advance_run(deps, run_id, budget_seconds, invocation)  # the same holder: its first pass renews the lease
     return {**base, **out, "status": "started", "actions": results + out["actions"]}
 
 
@@ -180,7 +187,9 @@ def status(request: StatusRequest, deps: RefresherDeps) -> dict[str, Any]:
     }
 
 
-def cancel(request: CancelRequest, deps: RefresherDeps, budget_seconds: float) -> dict[str, Any]:
+def cancel(
+    request: CancelRequest, deps: RefresherDeps, budget_seconds: float, invocation: str | None = None
+) -> dict[str, Any]:
     """Ask the run to stop: steps in flight are finished or undone, then it ends ``cancelled``."""
     for _ in range(10):
         run = deps.runs.get(request.run_id) if request.run_id else deps.runs.active()
@@ -191,12 +200,12 @@ def cancel(request: CancelRequest, deps: RefresherDeps, budget_seconds: float) -
         except RunConflictError:
             continue
         logger.info(f"run {run.run_id}: cancel requested")
-        out = advance_run(deps, run.run_id, budget_seconds)
+        out = advance_run(deps, run.run_id, budget_seconds, invocation)
         return {**out, "status": "cancel_requested"}
     raise RunConflictError("the run kept changing while cancelling; try again")
 
 
-def serve(trigger: Event, deps: RefresherDeps, budget: float) -> dict[str, Any]:
+def serve(trigger: Event, deps: RefresherDeps, budget: float, invocation: str | None = None) -> dict[str, Any]:
     """Answer one invocation (see ``handler``'s module docstring for the responses): a manual request (status,
     cancel, refresh), the schedule (start a run), the tick (free an orphan lock, advance the active run), an agent
     result or a launch (advance the run it concerns).
@@ -205,8 +214,11 @@ def serve(trigger: Event, deps: RefresherDeps, budget: float) -> dict[str, Any]:
         trigger: the parsed input.
         deps: settings, adapters, clock.
         budget: seconds this invocation may spend polling for waits worth polling.
+        invocation: this invocation's id (the Lambda request id; default a new one): its cluster-lock holder is
+            ``refresher:<run id>:<invocation>``, so concurrent invocations of one run are distinct holders.
     """
     settings = deps.settings
+    invocation = invocation or new_invocation_id()
     if trigger.kind is EventKind.REQUEST:
         request = trigger.request
         if request is None or request.cluster != settings.cluster_name:
@@ -219,20 +231,26 @@ def serve(trigger: Event, deps: RefresherDeps, budget: float) -> dict[str, Any]:
         if isinstance(request, StatusRequest):
             return status(request, deps)
         if isinstance(request, CancelRequest):
-            return cancel(request, deps, budget)
-        return start(options_of(request, settings, "manual"), request.dry_run, deps, budget)
+            return cancel(request, deps, budget, invocation)
+        refusals = request_refusals(request, settings)
+        if refusals:  # nothing planned, nothing written: logged and counted like any invalid request
+            err = InvalidRequestError(
+                f"refresh request beyond what the settings allow: {'; '.join(refusals)}", refusals
+            )
+            return rejected(err, logger, deps.effects().telemetry, "RequestsRejected")
+        return start(options_of(request, settings, "manual"), request.dry_run, deps, budget, invocation)
     if trigger.kind is EventKind.SCHEDULE:
-        return start(options_of(None, settings, "schedule"), False, deps, budget)
+        return start(options_of(None, settings, "schedule"), False, deps, budget, invocation)
     if trigger.kind is EventKind.TICK:
         released = free_orphan_lock(deps)
-        out = advance_run(deps, None, budget)
+        out = advance_run(deps, None, budget, invocation)
         return {**out, "released_lock": released} if released else out
     if trigger.kind is EventKind.DRAIN_FINISHED:
         if trigger.cluster != settings.cluster_name:
             return {"status": "acknowledged", "reason": "other_cluster"}
         if not (trigger.command_id or "").startswith("refresh-"):
             return {"status": "acknowledged", "reason": "not_ours"}
-        out = advance_run(deps, None, budget)
+        out = advance_run(deps, None, budget, invocation)
         return out if out["status"] != "idle" else {"status": "acknowledged", "reason": "no_active_run"}
     if trigger.kind is EventKind.LAUNCH_SUCCEEDED:
         active = deps.runs.active()
@@ -240,5 +258,5 @@ def serve(trigger: Event, deps: RefresherDeps, budget: float) -> dict[str, Any]:
             return {"status": "acknowledged", "reason": "no_active_run"}
         if trigger.asg_name not in {g.name for g in active.groups}:
             return {"status": "acknowledged", "reason": "not_in_run"}
-        return advance_run(deps, active.run_id, budget)
+        return advance_run(deps, active.run_id, budget, invocation)
     raise AssertionError(f"unhandled trigger {trigger.kind}")

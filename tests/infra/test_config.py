@@ -197,3 +197,22 @@ def test_the_capacity_lambdas_get_their_timeout_and_the_lease_is_checked_at_synt
     with pytest.raises(SettingsError) as info:
         load_config(clusters())
     assert info.value.name == "clusters[0]" and "LOCK_LEASE_SECONDS" in str(info.value)
+
+
+def test_the_manual_request_bounds_reach_the_refresher() -> None:
+    from core.settings import RefresherSettings
+
+    default = load_config(clusters()).clusters[0]
+    settings = RefresherSettings.from_env(default.refresher_environment(table_name="t", queue_url="q"))
+    assert (settings.request_max_surge, settings.request_min_drain_timeout_seconds) == (3, 120)
+    assert settings.request_allow_terminate is False
+    context = clusters()
+    context["clusters"][0].update(
+        refresh_request_max_surge=5,
+        refresh_request_min_drain_timeout_seconds=30,
+        refresh_request_allow_terminate=True,
+    )
+    lenient = load_config(context).clusters[0]
+    settings = RefresherSettings.from_env(lenient.refresher_environment(table_name="t", queue_url="q"))
+    assert (settings.request_max_surge, settings.request_min_drain_timeout_seconds) == (5, 30)
+    assert settings.request_allow_terminate is True

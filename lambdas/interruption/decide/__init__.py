@@ -76,8 +76,9 @@ Rules, in order:
    ``state_ignored``; an instance with no membership record: ``not_a_member`` (the rule sees every instance of the
    account; only members are looked at further).
 9. **Verified with EC2** (``verify``): a Spot warning or rebalance recommendation is acted on only for an instance
-   DescribeInstances reports as a live Spot Instance; a going state change only when DescribeInstances agrees.
-   Otherwise acknowledged, ``unverified`` (a direct invoke can carry any event).
+   DescribeInstances reports as a live Spot Instance; a going state change only when DescribeInstances agrees; a
+   termination lifecycle action only when DescribeAutoScalingInstances reports the instance ``Terminating:Wait`` in
+   the group the action names. Otherwise acknowledged, ``unverified`` (a direct invoke can carry any event).
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from lambdas.interruption.plan import (
     Skip,
     SkipReason,
 )
+from lambdas.interruption.verify import refuse_lifecycle_action
 from lambdas.interruption.world import World
 
 
@@ -55,7 +56,7 @@ def decide_lifecycle(notice: Event, now: datetime, settings: InterruptionSetting
     if now > notice.event_time + timedelta(seconds=settings.lifecycle_drain_timeout_seconds):
         late_by = (now - notice.event_time).total_seconds()
         return Plan((Acknowledge(IgnoreReason.LATE, f"event is {late_by:.0f} s old"),))
-    ignored = out_of_scope(world, settings)
+    ignored = out_of_scope(world, settings) or refuse_lifecycle_action(notice, world)  # rules 2 and 9
     if ignored is not None:
         return Plan((ignored,))
 

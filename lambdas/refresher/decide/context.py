@@ -16,7 +16,6 @@ from lambdas.refresher.world import GroupFacts, World
 UNDO_COMMAND_SUFFIX = "undo"
 UNCORDON_COMMAND_SUFFIX = "uncordon"
 UNDO_DRAIN_SECONDS = 300  # deadline of the drain of a spare being given back
-MAX_SURGE_LIMIT = 100  # the largest max_surge a request may ask for (lambdas.events.request)
 
 
 class WaitKind(str, Enum):
@@ -145,13 +144,7 @@ class Context:
         if desired > group.original_max:
             max_size = desired
             group.max_raised_to = max(group.max_raised_to or 0, desired)
-        return SetCapacity(group.name, desired=desired, max_size=max_size, **self.ceilings(group))
-
-    def ceilings(self, group: GroupSurge) -> dict[str, int]:
-        """The most the run may set on ``group`` (``SetCapacity``'s ceilings): its own desired + max surge, and its
-        own MaxSize or that, the larger."""
-        desired = group.original_desired + min(self.run.options.max_surge, MAX_SURGE_LIMIT)
-        return {"desired_ceiling": desired, "max_ceiling": max(group.original_max, desired)}
+        return SetCapacity(group.name, desired=desired, max_size=max_size)
 
     def add_capacity_effect(self, effect: SetCapacity) -> None:
         """Only the last desired value for a group matters (absolute values): replace an earlier one."""

@@ -40,7 +40,7 @@ def finish_groups(p: Context) -> None:
             continue
         if group.raised == 0:
             group.max_restored = True
-            p.effects.append(SetCapacity(group.name, max_size=group.original_max, **p.ceilings(group)))
+            p.effects.append(SetCapacity(group.name, max_size=group.original_max))
             p.change(f"{group.name}: MaxSize back to {group.original_max}")
 
 
@@ -67,7 +67,7 @@ def finish_run(p: Context) -> None:
     run.finished_at = p.now
     run.waiting = ""
     p.change(f"run {final.value}" + (f": {run.reason}" if run.reason else ""))
-    p.effects.append(ReleaseLock(run.holder))
+    p.effects.append(ReleaseLock(run.run_id))
     p.effects.append(Metric("RunDuration", (p.now - run.created_at).total_seconds(), MetricUnitName.SECONDS))
     if final is not RunStatus.SUCCEEDED:
         p.effects.append(Metric("RunFailures" if final is RunStatus.PAUSED else "RunsCancelled"))

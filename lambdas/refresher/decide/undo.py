@@ -33,7 +33,7 @@ def undoing(p: Context, step: RunStep) -> None:
                 p.finish_step(step, StepState.UNDONE, step.note or "surge given back")
             elif len(facts.live) <= target:
                 group.raised -= 1
-                p.add_capacity_effect(SetCapacity(group.name, desired=target, **p.ceilings(group)))
+                p.add_capacity_effect(SetCapacity(group.name, desired=target))
                 p.finish_step(
                     step,
                     StepState.UNDONE,

@@ -75,14 +75,15 @@ def surging(p: Context, step: RunStep) -> None:
 
 
 def start_workers(p: Context, current: str, steps: list[RunStep]) -> None:
-    """Start the pending steps of worker group ``current`` while fewer than ``max_surge`` are in flight (one until the
-    run's canary replacement is done): raise its desired capacity by one each (a step whose instance left the group
-    is skipped). Before a group's first surge its sizes are read again (kOps or another operation may have changed
-    them since the run started), and a group carrying compensation (a donor) waits until it is given back."""
+    """Start the pending steps of worker group ``current`` while fewer than ``max_surge`` are in flight (never more
+    than the settings' ``surge_limit``, which the executor clamps the sizes to; one until the run's canary replacement
+    is done): raise its desired capacity by one each (a step whose instance left the group is skipped). Before a
+    group's first surge its sizes are read again (kOps or another operation may have changed them since the run
+    started), and a group carrying compensation (a donor) waits until it is given back."""
     group = p.run.group(current)
     in_flight = sum(1 for s in steps if s.state.in_flight)
     facts = p.world.groups.get(current)
-    limit = p.run.options.max_surge if p.run.canary_passed else 1
+    limit = min(p.run.options.max_surge, p.settings.surge_limit) if p.run.canary_passed else 1
     if not p.run.canary_passed:
         in_flight = sum(1 for s in p.run.steps if s.state.in_flight)
     first = next((s for s in steps if s.state is StepState.PENDING), None)

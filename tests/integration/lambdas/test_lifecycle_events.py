@@ -1,7 +1,9 @@
 """The interruption Lambda on termination lifecycle actions and EC2 state changes, against moto (in process).
 
 CompleteLifecycleAction is not in moto: the Lambda's calls to it go through a client wrapped in botocore's
-Stubber, which checks the exact parameters; everything else (ASGs, tables, queue) is moto.
+Stubber, which checks the exact parameters; everything else (ASGs, tables, queue) is moto. Nor does moto hold an
+instance on a termination hook: ``on_hook`` puts it in ``Terminating:Wait`` as Auto Scaling does before it sends the
+action (the Lambda acts only on an instance in that state: ``lambdas.interruption.verify``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
+from moto.autoscaling.models import autoscaling_backends
 
 from adapters.aws.autoscaling import AutoScaling
 from adapters.aws.ec2 import Ec2
@@ -28,9 +31,11 @@ from lambdas.interruption.execute import Effects, execute
 from lambdas.interruption.handler import Deps, handle
 from lambdas.interruption.plan import AwaitDrain, RecordHook
 from tests.integration.lambdas.test_interruption_handler import (  # noqa: F401 - world is a fixture, used by name
+    ACCOUNT,
     CLUSTER,
     EVENTS,
     NODES,
+    REGION,
     T0,
     World,
     counted,
@@ -60,6 +65,15 @@ def hook_event(
         }
     )
     return raw
+
+
+def on_hook(instance_id: str, asg: str = NODES) -> str:
+    """Put ``instance_id`` in ``Terminating:Wait`` in moto, as Auto Scaling does when a termination hook holds it
+    (DescribeAutoScalingInstances then reports that state); returns the instance id."""
+    group = autoscaling_backends[ACCOUNT][REGION].autoscaling_groups[asg]
+    (state,) = [s for s in group.instance_states if s.instance.id == instance_id]
+    state.lifecycle_state = "Terminating:Wait"
+    return instance_id
 
 
 def state_event(instance_id: str, state: str, event_id: str = "ev-state-1") -> dict[str, Any]:
@@ -124,7 +138,7 @@ def drain_item(
 
 
 def test_a_hook_becomes_one_drain_and_is_recorded_for_the_agent(world: World, stubbed: Stubber) -> None:  # noqa: F811 - the interruption tests' world fixture, requested by name
-    instance = world.members(NODES)[0]
+    instance = on_hook(world.members(NODES)[0])
     member(world, instance)
     response = handle(hook_event(instance), deps_with(world, stubbed))
     assert response["status"] == "acted"
@@ -155,7 +169,7 @@ def test_a_hook_for_an_instance_our_refresher_is_draining_waits_for_that_drain(
     world: World,  # noqa: F811 - the interruption tests' world fixture, requested by name
     stubbed: Stubber,
 ) -> None:
-    instance = world.members(NODES)[0]
+    instance = on_hook(world.members(NODES)[0])
     drain_item(world, "refresh-run1-step3", instance, CommandStatus.RUNNING)
     response = handle(hook_event(instance), deps_with(world, stubbed))
     assert response["status"] == "acted" and world.messages() == []  # no second drain
@@ -164,7 +178,7 @@ def test_a_hook_for_an_instance_our_refresher_is_draining_waits_for_that_drain(
 
 
 def test_a_hook_after_a_recent_successful_drain_is_continued_at_once(world: World, stubbed: Stubber) -> None:  # noqa: F811 - the interruption tests' world fixture, requested by name
-    instance = world.members(NODES)[0]
+    instance = on_hook(world.members(NODES)[0])
     drain_item(world, "refresh-run1-step3", instance, CommandStatus.SUCCEEDED, finished_ago=60)
     expect_continue(stubbed, instance)
     response = handle(hook_event(instance), deps_with(world, stubbed))
@@ -173,7 +187,7 @@ def test_a_hook_after_a_recent_successful_drain_is_continued_at_once(world: Worl
 
 
 def test_an_old_or_failed_drain_does_not_count_a_new_drain_is_sent(world: World, stubbed: Stubber) -> None:  # noqa: F811 - the interruption tests' world fixture, requested by name
-    instance = world.members(NODES)[0]
+    instance = on_hook(world.members(NODES)[0])
     drain_item(world, "spot-old", instance, CommandStatus.SUCCEEDED, finished_ago=7200)
     drain_item(world, "refresh-failed", instance, CommandStatus.TIMED_OUT, finished_ago=30)
     handle(hook_event(instance), deps_with(world, stubbed))
@@ -205,7 +219,7 @@ def test_a_drain_that_ended_between_the_read_and_the_hook_record_is_completed_by
 
 
 def test_an_action_auto_scaling_forgot_is_not_retried(world: World, stubbed: Stubber) -> None:  # noqa: F811 - the interruption tests' world fixture, requested by name
-    instance = world.members(NODES)[0]
+    instance = on_hook(world.members(NODES)[0])
     drain_item(world, "refresh-run1-step3", instance, CommandStatus.SUCCEEDED, finished_ago=60)
     stubbed.add_client_error(
         "complete_lifecycle_action", "ValidationError", f"No active Lifecycle Action found with token {TOKEN}", 400
@@ -260,3 +274,18 @@ def test_other_states_and_non_members_are_acknowledged(
 ) -> None:
     response = handle(state_event(world.bare_instance, state), deps_with(world, stubbed))
     assert response["status"] == "acknowledged" and response["reason"] == reason
+
+
+def test_a_forged_lifecycle_action_for_a_live_member_is_refused_and_changes_nothing(
+    world: World,  # noqa: F811 - the interruption tests' fixture imported above, requested by name
+    stubbed: Stubber,
+    capsys,  # type: ignore[no-untyped-def]  # pytest's capsys fixture
+) -> None:
+    instance = world.members(NODES)[0]  # InService: no hook holds it
+    member(world, instance)
+    response = handle(hook_event(instance, event_id="ev-forged"), deps_with(world, stubbed))
+    assert response["status"] == "acknowledged" and response["reason"] == "unverified"
+    assert get_hook(world.store, instance) is None and world.messages() == [] and world.commands() == []
+    out = capsys.readouterr().out
+    assert counted(emf(out), "EventsRefused") == 1
+    assert any("Auto Scaling reports it InService" in line["message"] for line in logs(out))

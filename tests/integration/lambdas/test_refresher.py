@@ -100,7 +100,7 @@ def test_pdb_blocking_a_drain_pauses_cleanly_under_pause(world: Any) -> None:
 def test_pdb_blocking_a_drain_proceeds_under_terminate(world: Any) -> None:
     info = world.setup_cluster(azs=("us-east-1a",), nodes_per_az=1)
     worker_asg = info.worker_asgs["us-east-1a"]
-    with harness(world, info) as h:
+    with harness(world, info, refresher_env={"REFRESH_REQUEST_ALLOW_TERMINATE": "true"}) as h:
         before = h.groups()
         old = before[worker_asg]["Instances"][0]["InstanceId"]
         target = node_of(world, old)["metadata"]["name"]
@@ -343,6 +343,11 @@ def test_a_dry_run_changes_nothing(world: Any) -> None:
         ({"action": "refresh", "cluster": "demo.k8s.local", "max_age": "7d", "all": True}, "either max_age or all"),
         ({"action": "refresh", "cluster": "demo.k8s.local", "max_surge": 0}, "max_surge"),
         ({"action": "refresh", "cluster": "demo.k8s.local", "drain_timeout": "1s"}, "drain_timeout"),
+        ({"action": "refresh", "cluster": "demo.k8s.local", "max_surge": 50}, "max_surge"),  # beyond the settings
+        (
+            {"action": "refresh", "cluster": "demo.k8s.local", "drain_timeout_policy": "terminate"},
+            "drain_timeout_policy",
+        ),
         ({"action": "refresh", "cluster": "demo.k8s.local", "selection": "all"}, "selection"),
         ({"action": "reboot", "cluster": "demo.k8s.local"}, "action"),
     ],

@@ -1,4 +1,5 @@
-"""Verify before acting: a notice is acted on only when DescribeInstances agrees with what it claims (pure)."""
+"""Verify before acting: a notice is acted on only when DescribeInstances (and, for a lifecycle action,
+DescribeAutoScalingInstances) agrees with what it claims (pure)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ from datetime import timedelta
 
 import pytest
 
+from core.lifecycle import LifecycleAction
 from core.model import NodeRecord
 from lambdas.events.event import Event, EventKind
 from lambdas.interruption.decide import decide
 from lambdas.interruption.plan import EFFECTS, ForgetNode, IgnoreReason
 from lambdas.interruption.world import InstanceFacts, World
 
-from .test_decide import INSTANCE, NOW, T0, rebalance, settings, spot, world
+from .test_decide import INSTANCE, NODES_ASG, NOW, T0, rebalance, settings, spot, world
 
 
 def refused(plan) -> bool:  # type: ignore[no-untyped-def]  # a Plan
@@ -91,3 +93,40 @@ def test_state_changes_that_change_nothing_need_no_check() -> None:
     stranger = decide(state_change("terminated"), T0, settings(), World(instance=unread))
     assert running.acknowledged.reason is IgnoreReason.STATE_IGNORED  # type: ignore[union-attr]
     assert stranger.acknowledged.reason is IgnoreReason.NOT_A_MEMBER  # type: ignore[union-attr]
+
+
+def hook_action(asg_name: str = NODES_ASG) -> Event:
+    return Event(
+        kind=EventKind.TERMINATE_LIFECYCLE_ACTION,
+        event_id="ev-h",
+        event_time=T0,
+        instance_id=INSTANCE,
+        lifecycle=LifecycleAction(
+            instance_id=INSTANCE, asg_name=asg_name, hook_name="node-manager-drain", token="tok", event_id="ev-h"
+        ),
+        source="aws.autoscaling",
+        detail_type="EC2 Instance-terminate Lifecycle Action",
+    )
+
+
+@pytest.mark.parametrize(
+    ("lifecycle_state", "acted"),
+    [
+        ("Terminating:Wait", True),
+        ("InService", False),  # a forged action for a live member: must not drain it
+        ("Terminating:Proceed", False),  # the hook was already completed: nothing waits on a drain
+        ("Terminating", False),
+        ("Pending:Wait", False),  # a launch hook, not a termination hook
+        ("Standby", False),
+    ],
+)
+def test_a_lifecycle_action_needs_the_instance_in_terminating_wait(lifecycle_state: str, acted: bool) -> None:
+    plan = decide(hook_action(), NOW, settings(), world(state=lifecycle_state))
+    assert refused(plan) is not acted
+    if not acted:
+        assert lifecycle_state in plan.acknowledged.detail  # type: ignore[union-attr]  # refused() checked it
+
+
+def test_a_lifecycle_action_naming_another_group_than_auto_scaling_reports_is_refused() -> None:
+    plan = decide(hook_action("nodes-us-east-1b.demo.k8s.local"), NOW, settings(), world(state="Terminating:Wait"))
+    assert refused(plan) and NODES_ASG in plan.acknowledged.detail  # type: ignore[union-attr]  # refused() checked it

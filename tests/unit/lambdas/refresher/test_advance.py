@@ -1,11 +1,34 @@
-"""When a pass reads the compensation donors: only when it may surge a worker group for the first time."""
+"""Advancing a run: when a pass reads the compensation donors (only when it may surge a worker group for the first
+time), and two invocations of one run sharing the cluster lock (moto), each as a holder of its own."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
-from core.runs import GroupSurge, Run, RunOptions, RunStatus, RunStep, StepState
+import pytest
+
+import lambdas.refresher.advance as advance
+from adapters.dynamo.lock import LeaseLock
+from adapters.dynamo.poller import poll_sk
+from core.runs import (
+    LOCK_OPERATION,
+    GroupSurge,
+    Run,
+    RunOptions,
+    RunStatus,
+    RunStep,
+    StepState,
+    lock_holder,
+    run_id_of_holder,
+)
 from lambdas.refresher.advance import may_start_a_group
+from tests.unit.lambdas.refresher.moto_cluster import RUN_ID, Cluster, moto_cluster, surging_run
 
 T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
 
@@ -32,3 +55,156 @@ def test_donors_are_read_only_before_a_groups_first_surge() -> None:
     assert not may_start_a_group(run(StepState.SURGING, raised=1))  # the group is the run's now
     assert not may_start_a_group(run(StepState.PENDING, status=RunStatus.PAUSING))
     assert not may_start_a_group(run(StepState.PENDING, role="control-plane"))
+
+
+# -- two invocations of one run: each its own lock holder (moto) -------------------------------------------------
+
+
+@pytest.fixture
+def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
+    with moto_cluster(monkeypatch) as c:
+        yield c
+
+
+def test_holder_names_carry_the_invocation_and_still_name_the_run() -> None:
+    holder = lock_holder(RUN_ID, "req-1")
+    assert holder != lock_holder(RUN_ID, "req-2") and run_id_of_holder(holder) == RUN_ID
+    assert run_id_of_holder(lock_holder(RUN_ID)) == RUN_ID  # a holder name of before (no invocation)
+
+
+def test_another_invocations_pass_is_waited_for_never_renewed_nor_released(cluster: Cluster) -> None:
+    deps = cluster.new_deps()
+    deps.runs.create(surging_run(cluster.instances()[0]))
+    first = deps.lock.acquire(lock_holder(RUN_ID, "invocation-a"), LOCK_OPERATION, 180)  # its pass is under way
+    out = advance.advance_run(cluster.new_deps(), None, 0.05, "invocation-b")
+    assert out["actions"] == [] and "invocation-a" in out["lock"]
+    assert cluster.sizes() == (2, 3)  # the second invocation applied nothing
+    item = deps.lock.current() or {}
+    assert (item["holder"], int(item["fencing"])) == (first.holder, first.fencing)  # still the first one's lease
+    deps.lock.renew(first, 180)  # and the first can still renew it (it would raise LockLostError)
+
+
+def _locked(guard: Any, method: Any, *args: Any, **kwargs: Any) -> Any:
+    with guard:
+        return method(*args, **kwargs)
+
+
+def test_two_concurrent_invocations_never_apply_at_once(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    deps = cluster.new_deps()
+    deps.runs.create(surging_run(cluster.instances()[0]))
+    gather, execute = advance.gather, advance.execute
+    both_read = threading.Barrier(2)
+    guard = threading.Lock()
+    applying: list[str] = []  # invocations applying a decision now
+    overlaps: list[tuple[str, ...]] = []
+    applied: list[str] = []
+
+    first_read: set[str] = set()
+
+    def read_together(*args: Any) -> Any:
+        world = gather(*args)
+        if threading.current_thread().name not in first_read:
+            first_read.add(threading.current_thread().name)
+            with contextlib.suppress(threading.BrokenBarrierError):
+                both_read.wait(timeout=5)  # the two first passes decide on the same read
+        return world
+
+    def watched(*args: Any) -> Any:
+        me = threading.current_thread().name
+        with guard:
+            applying.append(me)
+            applied.append(me)
+            if len(applying) > 1:
+                overlaps.append(tuple(applying))
+        try:
+            time.sleep(0.05)  # applying takes a while: plenty of time for the other invocation to step in
+            return execute(*args)
+        finally:
+            with guard:
+                applying.remove(me)
+
+    monkeypatch.setattr(advance, "gather", read_together)
+    monkeypatch.setattr(advance, "execute", watched)
+    monkeypatch.setattr(advance, "MAX_PASSES", 40)
+    atomic = threading.RLock()  # in-process moto evaluates a condition and writes without a lock: DynamoDB does not
+    for name in ("acquire", "renew", "release"):
+        method = getattr(LeaseLock, name)
+        monkeypatch.setattr(LeaseLock, name, lambda *a, _m=method, **k: _locked(atomic, _m, *a, **k))
+    outs: dict[str, dict[str, Any]] = {}
+
+    def invoke(name: str) -> None:
+        outs[name] = advance.advance_run(cluster.new_deps(), None, 0.3, name)
+
+    threads = [threading.Thread(target=invoke, args=(n,), name=n) for n in ("tick", "drain-result")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert set(outs) == {"tick", "drain-result"}
+    assert applied and overlaps == []  # never two decisions applied under "the" lock at once
+    assert not (deps.lock.current() or {}).get("holder")  # and both gave it up at the end
+    assert cluster.sizes() == (3, 3)  # the surge applied once, as recorded
+
+
+def test_a_polling_pass_that_decides_nothing_writes_nothing_not_even_the_lock(cluster: Cluster) -> None:
+    deps = cluster.new_deps()
+    deps.runs.create(surging_run(cluster.instances()[0]))
+    advance.advance_run(deps, None, 0.0, "first")  # raises the group, records what the step waits for
+    polling = cluster.new_deps()
+    counted: Counter[str] = Counter()
+    polling.store.table.meta.client.meta.events.register("before-call", lambda model, **_: counted.update([model.name]))
+    out = advance.advance_run(polling, None, 0.3, "poller")  # the spare never registers: poll until the budget
+    assert out["actions"] == [] and counted["Query"] >= 2  # several passes
+    assert not {"UpdateItem", "TransactWriteItems"} & set(counted), counted  # the lock neither taken nor given up
+    lock = deps.lock.current() or {}
+    assert lock.get("holder") is None and lock["fencing"] == 1  # as the first invocation left it
+    # once per invocation: it claims the polling (POLL#) and gives it up; and reads the run's last state
+    assert (counted["PutItem"], counted["DeleteItem"], counted["GetItem"]) == (1, 1, 1), counted
+
+
+def _waiting_run(cluster: Cluster) -> Any:
+    deps = cluster.new_deps()
+    deps.runs.create(surging_run(cluster.instances()[0]))
+    advance.advance_run(deps, None, 0.0, "first")  # raises the group; from now on the step waits for its spare
+    return deps
+
+
+def test_an_invocation_leaves_the_polling_to_one_whose_budget_ends_later(cluster: Cluster) -> None:
+    deps = _waiting_run(cluster)
+    until = T0.timestamp() + 3600
+    deps.store.put(poll_sk(RUN_ID), {"invocation": "the-tick", "until": until})
+    counted: Counter[str] = Counter()
+    late = cluster.new_deps()
+    late.store.table.meta.client.meta.events.register("before-call", lambda model, **_: counted.update([model.name]))
+    out = advance.advance_run(late, None, 0.3, "a-launch-event")
+    assert out["polling"] == "invocation the-tick polls the run" and counted["Query"] == 1  # one pass, no polling
+    assert deps.store.get(poll_sk(RUN_ID)) == {**deps.store.get(poll_sk(RUN_ID)), "invocation": "the-tick"}
+
+
+@pytest.mark.parametrize("others_until", [0.0, 0.1], ids=["expired", "ends-sooner"])
+def test_an_invocation_whose_budget_ends_later_takes_the_polling_over_and_gives_it_up(
+    cluster: Cluster, others_until: float
+) -> None:
+    deps = _waiting_run(cluster)
+    deps.store.put(poll_sk(RUN_ID), {"invocation": "older", "until": T0.timestamp() + others_until})
+    seen: list[Any] = []
+    poller = cluster.new_deps()
+    poller.sleep = lambda s: seen.append(deps.store.get(poll_sk(RUN_ID)))  # what the item says while it polls
+    out = advance.advance_run(poller, None, 0.3, "newer")
+    assert "polling" not in out and seen and all(item["invocation"] == "newer" for item in seen)
+    assert deps.store.get(poll_sk(RUN_ID)) is None  # given up when it returned
+
+
+def test_a_poller_taken_over_stops_polling_and_leaves_the_item_to_the_new_one(cluster: Cluster) -> None:
+    deps = _waiting_run(cluster)
+    first = cluster.new_deps()
+    polls: list[int] = []
+
+    def taken_over(seconds: float) -> None:
+        polls.append(1)
+        deps.store.put(poll_sk(RUN_ID), {"invocation": "newer", "until": T0.timestamp() + 3600})
+
+    first.sleep = taken_over
+    out = advance.advance_run(first, None, 5.0, "older")
+    assert out["polling"] == "invocation newer polls the run now" and len(polls) == 1
+    assert (deps.store.get(poll_sk(RUN_ID)) or {})["invocation"] == "newer"

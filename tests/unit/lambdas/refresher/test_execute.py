@@ -17,12 +17,12 @@ from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store
 from core.exceptions import LockLostError
 from core.model import Command
-from core.runs import GroupSurge, Run, RunOptions, RunStatus, RunStep, StepState
+from core.runs import GroupSurge, Run, RunOptions, RunStatus, RunStep, StepState, lock_holder
 from core.schema import state_table
 from core.settings import RefresherSettings
 from lambdas.refresher.execute import Effects, execute
 from lambdas.refresher.handler import Deps
-from lambdas.refresher.plan import AcquireLock, CreateRun, SaveRun, SendCommand, SetCapacity
+from lambdas.refresher.plan import AcquireLock, CreateRun, ReleaseLock, SaveRun, SendCommand, SetCapacity
 
 T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
 RUN_ID = "20240305T100000Z-abcdef"
@@ -144,17 +144,32 @@ def test_a_lock_lost_mid_invocation_stops_the_run_at_its_next_save(
     recorder = Recorder()
     RunStore(store).create(run())
     deps = _deps(store, recorder, T0)
+    # this invocation holds the lock (as its start leaves it) and reads the world under it
+    LeaseLock(store, clock=lambda: T0.timestamp()).acquire(lock_holder(RUN_ID, "inv-1"), "refresh", 180)
     gather = advance.gather
 
-    def gather_then_lose_the_lock(r: Run, d: Any) -> Any:
+    def gather_then_lose_the_lock(r: Run, d: Any, *rest: Any) -> Any:
         # the lease runs out while this invocation reads the world: another holder takes the lock
         LeaseLock(store, clock=lambda: T0.timestamp() + 3600).acquire("replenisher:x", "replenish", 120)
-        return gather(r, d)
+        return gather(r, d, *rest)
 
     monkeypatch.setattr(advance, "gather", gather_then_lose_the_lock)
-    out = advance.advance_run(deps, None, 1.0)
+    out = advance.advance_run(deps, None, 1.0, "inv-1")
     assert out["status"] == "lock_lost"
     assert [c for c in recorder.calls if c[0] != "metric"] == []
     assert ("metric", "LockLost") in recorder.calls
     stored = RunStore(store).get(RUN_ID)
     assert stored is not None and stored.version == 0
+
+
+def test_the_end_of_a_run_releases_only_the_lease_of_the_invocation_that_ended_it(store: Store) -> None:
+    recorder = Recorder()
+    lock = LeaseLock(store, clock=lambda: T0.timestamp())
+    other = lock.acquire(lock_holder(RUN_ID, "other-invocation"), "refresh", 1800)
+    out = execute([ReleaseLock(RUN_ID)], effects(store, recorder), T0)  # an invocation holding no lease of its own
+    assert out[0]["result"].startswith("not held by this invocation")
+    assert (lock.current() or {})["holder"] == other.holder
+    lock.release(other)
+    mine = lock.acquire(lock_holder(RUN_ID, "this-invocation"), "refresh", 1800)
+    out = execute([ReleaseLock(RUN_ID)], effects(store, recorder, mine), T0)
+    assert out[0]["result"] == "released" and not (lock.current() or {}).get("holder")

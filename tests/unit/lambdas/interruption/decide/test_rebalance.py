@@ -173,6 +173,8 @@ def test_a_lifecycle_action_keeps_a_rebalance_cordon() -> None:
         source="aws.autoscaling",
         detail_type="EC2 Instance-terminate Lifecycle Action",
     )
-    plan = decide(notice, NOW, settings(), with_commands(item("rebalance-ev-2", "cordon", "succeeded")))
+    # Auto Scaling holds the instance on the hook (lambdas.interruption.verify, rule 9)
+    waiting = replace(world(state="Terminating:Wait"), commands=(item("rebalance-ev-2", "cordon", "succeeded"),))
+    plan = decide(notice, NOW, settings(), waiting)
     assert ResolveCordon("rebalance-ev-2", "escalated by lifecycle action lifecycle-ev-6") in plan.actions
     assert not isinstance(plan.actions[-1], Acknowledge)

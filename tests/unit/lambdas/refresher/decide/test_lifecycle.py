@@ -7,10 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from core.capacity import Bounds, clamp
 from core.kops import Role
 from core.model import NodeRecord
 from core.runs import GroupSurge, Run, RunOptions, RunStatus, RunStep, Selection, StepState
 from core.settings import RefresherSettings
+from lambdas.refresher.bounds import capacity_bounds
 from lambdas.refresher.decide import advance
 from lambdas.refresher.plan import ReleaseLock, SendCommand, SetCapacity, TerminateInstance
 from lambdas.refresher.world import GroupFacts, InstanceFacts, World
@@ -74,10 +76,11 @@ class Model:
         }
         return World(groups=groups, nodes=nodes, commands=self.commands, donors=donors)
 
-    def apply(self, actions: list[object]) -> None:
+    def apply(self, actions: list[object], bounds: dict[str, Bounds]) -> None:
+        """Apply ``actions`` as the executor would (sizes clamped to ``bounds``) and Auto Scaling answers."""
         for a in actions:
             if isinstance(a, SetCapacity):
-                bounded = a.clamped()
+                bounded = clamp(a.desired, a.max_size, bounds[a.asg_name])
                 self.desired = bounded.desired if bounded.desired is not None else self.desired
                 self.max_size = bounded.max_size if bounded.max_size is not None else self.max_size
             elif isinstance(a, TerminateInstance):
@@ -138,8 +141,9 @@ def drive(model: Model, run: Run, donors: frozenset[str] = frozenset(), tick: fl
     in_flight_max = 0
     while now < end and run.status.active:
         for _ in range(20):  # passes of one invocation
-            decision = advance(run, model.world(donors), SETTINGS, now)
-            model.apply(decision.actions)
+            world = model.world(donors)
+            decision = advance(run, world, SETTINGS, now)
+            model.apply(decision.actions, capacity_bounds(decision.run, world, SETTINGS))
             run = decision.run
             in_flight_max = max(in_flight_max, sum(1 for s in run.steps if s.state.in_flight))
             if not decision.changed:
@@ -226,12 +230,22 @@ def test_the_sizes_are_read_again_before_a_groups_first_surge() -> None:
     assert (model.desired, model.max_size) == (3, 5)  # not back to the sizes recorded at the start
 
 
-def test_a_forged_surge_is_clamped_to_the_groups_desired_plus_max_surge() -> None:
+def test_a_forged_surge_is_clamped_to_the_groups_max_size_plus_the_surge_limit() -> None:
     model = Model([OLD1, OLD2], desired=2, max_size=2)
     run = new_run(model, [OLD1])
     run.groups[0].raised = 500
     run.steps[0].state = StepState.SURGING
-    decision = advance(run, model.world(), SETTINGS, T0 + timedelta(hours=1))
+    world = model.world()
+    decision = advance(run, world, SETTINGS, T0 + timedelta(hours=1))
     (action,) = [a for a in decision.actions if isinstance(a, SetCapacity)]
     assert (action.desired, action.max_size) == (502, 502)
-    assert (action.clamped().desired, action.clamped().max_size) == (3, 3)
+    sizes = clamp(action.desired, action.max_size, capacity_bounds(decision.run, world, SETTINGS)[NODES])
+    assert (sizes.desired, sizes.max_size) == (2 + SETTINGS.surge_limit, 2 + SETTINGS.surge_limit) and sizes.clamped
+
+
+def test_a_forged_max_surge_starts_no_more_steps_than_the_settings_allow() -> None:
+    olds = [OLD1, OLD2, OLD3]
+    model = Model(list(olds), desired=3, max_size=3)
+    run, _, most = drive(model, new_run(model, olds, max_surge=100), tick=5)
+    assert run.status is RunStatus.SUCCEEDED, run.reason
+    assert most <= SETTINGS.surge_limit and model.max_size == 3  # and MaxSize restored

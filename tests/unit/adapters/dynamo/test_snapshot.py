@@ -1,0 +1,63 @@
+"""One read of the lock, membership, the pollers and the active runs (adapters.dynamo.snapshot) on moto's DynamoDB:
+what it returns and that it is one call."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from adapters.dynamo.ledger import PREFIX as COMP_PREFIX
+from adapters.dynamo.lock import LeaseLock
+from adapters.dynamo.poller import claim
+from adapters.dynamo.runs import RunStore
+from adapters.dynamo.snapshot import read_snapshot
+from adapters.dynamo.store import Store
+from core.model import Command, NodeRecord
+from core.runs import Run, RunOptions, RunStatus
+
+NOW = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
+
+
+def calls(store: Store) -> Counter[str]:
+    counted: Counter[str] = Counter()
+
+    def count(model: Any, **_: Any) -> None:
+        counted[model.name] += 1
+
+    store.table.meta.client.meta.events.register("before-call", count)
+    return counted
+
+
+def run(run_id: str, status: RunStatus) -> Run:
+    return Run(run_id=run_id, cluster="demo", status=status, options=RunOptions(), created_at=NOW, updated_at=NOW)
+
+
+def test_one_query_returns_the_lock_fresh_membership_and_only_the_active_run(store: Store) -> None:
+    runs = RunStore(store)
+    for run_id, status in (("20240101T000000Z-000001", RunStatus.SUCCEEDED), ("20240301T000000Z-000002", "running")):
+        runs.create(run(run_id, RunStatus(status)))
+    lease = LeaseLock(store, clock=lambda: NOW.timestamp()).acquire("replenisher:r", "replenish", 60)
+    store.put_node(NodeRecord(instance_id="i-1", node_name="n1", ready=True, reported_at=NOW), ttl_seconds=600)
+    old = NOW - timedelta(hours=2)
+    store.put_node(NodeRecord(instance_id="i-2", node_name="n2", reported_at=old), ttl_seconds=600)
+    store.put_membership_mark(old, nodes=2, ttl_seconds=600)  # confirms nothing newer than i-2's own time
+    store.put(f"{COMP_PREFIX}nodes-a", {"asg_name": "nodes-a"})  # other item kinds, outside the range
+    store.record_command(
+        Command(command_id="c1", cluster="demo", kind="drain", instance_id="i-0123456789abcdef0", deadline=NOW), 60, NOW
+    )
+    assert claim(store, "20240301T000000Z-000002", "req-1", NOW.timestamp() + 60)
+    assert not claim(store, "20240301T000000Z-000002", "req-2", NOW.timestamp() + 30)  # its budget ends sooner
+    counted = calls(store)
+    snapshot = read_snapshot(store, max_age_seconds=600, now=NOW)
+    assert dict(counted) == {"Query": 1}
+    assert snapshot.lock is not None and snapshot.lock["holder"] == lease.holder
+    assert [n.instance_id for n in snapshot.nodes] == ["i-1"]  # i-2 is stale
+    assert [r.run_id for r in snapshot.runs] == ["20240301T000000Z-000002"]
+    assert snapshot.run(None) is snapshot.runs[0] and snapshot.run("20240101T000000Z-000001") is None
+    assert snapshot.pollers == {"20240301T000000Z-000002": ("req-1", NOW.timestamp() + 60)}
+
+
+def test_an_empty_partition_reads_as_nothing(store: Store) -> None:
+    snapshot = read_snapshot(store, max_age_seconds=600, now=NOW)
+    assert (snapshot.lock, snapshot.nodes, snapshot.runs) == (None, [], [])
