@@ -44,10 +44,11 @@ from adapters.aws.ports import AwsPort
 from adapters.dynamo.commands import commands_for_instance
 from adapters.dynamo.hooks import get_hook
 from adapters.dynamo.idempotency import persistence_layer
+from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store
 from core.exceptions import RetryableError, StoreUnavailableError
 from core.model import NodeRecord, utcnow
-from core.settings import InterruptionSettings
+from core.settings import InterruptionSettings, RebalancePolicy
 from lambdas.common.handler import (
     PerEnvironment,
     cluster_metrics,
@@ -209,7 +210,18 @@ def gather(notice: Event, deps: Deps) -> World:
     facts = read_instance_facts(
         deps.aws.autoscaling, deps.aws.ec2, notice.instance, recorded_asg=detach.get("asg_name") if detach else None
     )
-    return World(instance=facts, membership=membership, command=command, detach=detach, hook=hook, commands=commands)
+    active_run = None
+    if notice.kind is EventKind.REBALANCE_RECOMMENDATION and deps.settings.rebalance_policy is RebalancePolicy.REPLACE:
+        active_run = RunStore(deps.store).active()  # rule 5c: a replacement starts only when no run is active
+    return World(
+        instance=facts,
+        membership=membership,
+        command=command,
+        detach=detach,
+        hook=hook,
+        commands=commands,
+        active_run=active_run,
+    )
 
 
 def process_event(*, event: dict[str, Any], notice: Event, deps: Deps, now: datetime) -> dict[str, Any]:
