@@ -91,8 +91,10 @@ def join_replacement(action: JoinReplacement, store: Store, now: datetime) -> tu
             if action.group is not None and all(g.name != action.group.name for g in groups):
                 groups.append(action.group)
             try:
-                runs.save(run.model_copy(update={"steps": [*run.steps, step], "groups": groups, "updated_at": now}),
-                          fence=lease)
+                runs.save(
+                    run.model_copy(update={"steps": [*run.steps, step], "groups": groups, "updated_at": now}),
+                    fence=lease,
+                )
             except RunConflictError:
                 continue  # an operator's cancel request saved first: read it again
             except LockLostError as err:
