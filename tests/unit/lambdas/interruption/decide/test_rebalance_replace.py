@@ -22,7 +22,14 @@ from core.runs import (
 )
 from core.settings import RebalancePolicy
 from lambdas.interruption.decide import decide
-from lambdas.interruption.plan import JoinReplacement, RecordCommand, Skip, SkipReason, StartReplacement
+from lambdas.interruption.plan import (
+    JoinReplacement,
+    RecordCommand,
+    Skip,
+    SkipReason,
+    StartReplacement,
+    TightenCommand,
+)
 from tests.unit.lambdas.interruption.decide.test_rebalance import item
 from tests.unit.lambdas.interruption.test_decide import (
     CLUSTER,
@@ -36,6 +43,7 @@ from tests.unit.lambdas.interruption.test_decide import (
     member,
     rebalance,
     settings,
+    spot,
     world,
 )
 
@@ -180,3 +188,21 @@ def test_a_duplicate_whose_cordon_is_recorded_starts_nothing_again() -> None:
     recorded = item("rebalance-ev-2", "cordon", "succeeded")
     plan = decide(rebalance("ev-2"), NOW, replace_settings(), world(command=recorded))
     assert not any(isinstance(a, StartReplacement | JoinReplacement) for a in plan.actions)
+
+
+def test_a_spot_warning_while_the_run_drains_the_node_tightens_that_drain() -> None:
+    draining = item("refresh-r1-0", "drain", "running", quiet=None, reason="rebalance-replace r1 step 0")
+    cordon = item("rebalance-ev-2", "cordon", "succeeded")
+    plan = decide(spot(), NOW, settings(), replace(world(), commands=(draining, cordon)))
+    tighten = plan.actions[0]
+    assert isinstance(tighten, TightenCommand) and tighten.command_id == "refresh-r1-0"
+    assert tighten.deadline == T0 + timedelta(seconds=120)  # one drain, with the Spot deadline
+    assert "ResolveCordon" in kinds(plan)  # the rebalance cordon is never given back
+
+
+def test_a_spot_warning_while_the_run_waits_for_its_spare_escalates_the_cordon_to_a_drain() -> None:
+    cordon = item("rebalance-ev-2", "cordon", "succeeded")
+    plan = decide(spot(), NOW, settings(), replace(world(), commands=(cordon,)))
+    drain = plan.actions[0]
+    assert isinstance(drain, RecordCommand) and drain.command.kind is CommandKind.DRAIN
+    assert "ResolveCordon" in kinds(plan)
