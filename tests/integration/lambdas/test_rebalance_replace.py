@@ -93,8 +93,7 @@ def test_a_recommendation_launches_the_replacement_before_the_drain_then_termina
         assert run.options.trigger == REBALANCE_TRIGGER and [s.instance_id for s in run.steps] == [at_risk]
         wait_until(lambda: node_of(world, at_risk)["spec"].get("unschedulable"), 15, "the rebalance cordon")
 
-        # the refresher's safety-net tick picks the run up (in AWS: within refresh_tick_minutes); events do the rest
-        h.invoke({"trigger": "tick"})
+        # no tick: the rebalance cordon's result wakes the run (then launches and drain results move it on)
         run = h.wait_run(run_id, 120)
         guard.stop()
 
@@ -117,6 +116,8 @@ def test_a_recommendation_launches_the_replacement_before_the_drain_then_termina
         assert spare in {i["InstanceId"] for i in h.groups()[worker_asg]["Instances"]}
         assert_capacity_restored(h, before)
         assert (LeaseLock(h.store).current() or {}).get("holder") is None
+        woken = [e for e in h.bus.events(source="node-manager.agent") if e["detail"]["command_id"].startswith("rebal")]
+        assert woken and woken[0]["detail-type"] == "Node Cordon Succeeded"
 
         # a recommendation while another run is active only cordons (the fallback), with the reason
         other = next(i["InstanceId"] for i in h.groups()[worker_asg]["Instances"] if i["InstanceId"] != spare)
