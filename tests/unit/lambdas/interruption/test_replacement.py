@@ -10,12 +10,12 @@ import pytest
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.runs import RunStore
 from core.model import Command, CommandKind, DrainOptions
-from core.runs import REBALANCE_TRIGGER, LOCK_OPERATION, GroupSurge, Run, RunOptions, RunStatus, RunStep, StepState
+from core.runs import LOCK_OPERATION, REBALANCE_TRIGGER, GroupSurge, Run, RunOptions, RunStatus, RunStep, StepState
 from lambdas.interruption.decide import Plan
 from lambdas.interruption.execute import Effects, execute
 from lambdas.interruption.plan import JoinReplacement, RecordCommand, SendCommand, StartReplacement
 from lambdas.interruption.replacement import LEASE_SECONDS, join_replacement, start_replacement
-from tests.unit.lambdas.interruption.test_execute import NOW, effects, messages  # noqa: F401  # effects: the fixture
+from tests.unit.lambdas.interruption.test_execute import NOW, messages
 
 VICTIM = "i-0a1b2c3d4e5f60718"
 GROUP = GroupSurge(name="nodes", role="node", min_size=1, original_desired=1, original_max=3)
