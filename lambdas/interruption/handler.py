@@ -80,6 +80,7 @@ KINDS = frozenset(
     }
 )  # the events this Lambda acts on; each names its instance (``Event.instance``)
 
+REPLACE_KINDS = frozenset({EventKind.REBALANCE_RECOMMENDATION, EventKind.SPOT_INTERRUPTION})  # read the active run
 IDEMPOTENCY_EXPIRY_SECONDS = 3600  # a duplicate within the hour gets the first answer back
 
 
@@ -211,8 +212,10 @@ def gather(notice: Event, deps: Deps) -> World:
         deps.aws.autoscaling, deps.aws.ec2, notice.instance, recorded_asg=detach.get("asg_name") if detach else None
     )
     active_run = None
-    if notice.kind is EventKind.REBALANCE_RECOMMENDATION and deps.settings.rebalance_policy is RebalancePolicy.REPLACE:
-        active_run = RunStore(deps.store).active()  # rule 5c: a replacement starts only when no run is active
+    if deps.settings.rebalance_policy is RebalancePolicy.REPLACE and notice.kind in REPLACE_KINDS:
+        # rule 5c: a replacement starts only when no run is active; a Spot warning for an instance a run is
+        # replacing gets no early replacement (rule 4)
+        active_run = RunStore(deps.store).active()
     return World(
         instance=facts,
         membership=membership,

@@ -48,7 +48,7 @@ class SkipReason(str, Enum):
     # REBALANCE_POLICY=replace: why no replacement was started (the rebalance cordon stays, as under "cordon")
     RUN_ACTIVE = "run_active"  # a refresh run (or another replacement run that cannot take it) is active
     REPLACE_LIMIT = "replace_limit"  # REBALANCE_REPLACE_LIMIT instances are being replaced already
-    ALREADY_REPLACING = "already_replacing"  # the active replacement run already has a step for the instance
+    ALREADY_REPLACING = "already_replacing"  # the active run already replaces the instance (no second replacement)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,9 @@ Rules, in order:
    etcd member; detaching it makes the ASG launch a second master for the same etcd member slot while the old
    one still runs, and etcd-manager expects exactly one master per instance group. The master is drained and
    replaced by the ASG after the termination, as kOps intends. An ASG of the cluster with no kOps role tag is
-   treated the same way (unknown role: the conservative choice).
+   treated the same way (unknown role: the conservative choice). Never for an instance a run is replacing now (a
+   step in flight, ``already_replacing``; read under ``REBALANCE_POLICY=replace``): the run's spare is its
+   replacement.
 5. **Rebalance recommendation**: ``REBALANCE_POLICY`` ``ignore`` (acknowledged, ``rebalance_ignored``), ``cordon``
    (default; a ``cordon`` command) or ``drain`` (a ``drain`` command); id ``rebalance-<event id>``, deadline
    ``now + REBALANCE_DRAIN_TIMEOUT_SECONDS``; no early replacement (no interruption is certain yet). The command

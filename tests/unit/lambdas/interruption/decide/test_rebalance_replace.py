@@ -206,3 +206,19 @@ def test_a_spot_warning_while_the_run_waits_for_its_spare_escalates_the_cordon_t
     drain = plan.actions[0]
     assert isinstance(drain, RecordCommand) and drain.command.kind is CommandKind.DRAIN
     assert "ResolveCordon" in kinds(plan)
+
+
+@pytest.mark.parametrize(
+    ("state", "detached"),
+    [(StepState.SURGING, False), (StepState.DRAINING, False), (StepState.PENDING, True), (StepState.DONE, True)],
+)
+def test_a_spot_warning_for_an_instance_the_run_is_replacing_gets_no_early_detach(
+    state: StepState, detached: bool
+) -> None:
+    run = active_run(steps=((INSTANCE, state),))
+    plan = decide(spot(), NOW, replace_settings(), replace(world(), active_run=run))
+    assert ("DetachInstance" in kinds(plan)) is detached
+    if not detached:
+        skip = next(a for a in plan.actions if isinstance(a, Skip) and a.step == "early_replacement")
+        assert skip.reason is SkipReason.ALREADY_REPLACING and run.run_id in skip.describe()
+    assert kinds(plan)[:2] == ["RecordCommand", "SendCommand"]  # the Spot drain as always
