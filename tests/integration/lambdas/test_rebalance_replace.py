@@ -9,6 +9,7 @@ Run under the shared lock: ``flock /tmp/anm-world.lock python -m pytest <this fi
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -25,6 +26,7 @@ from core.settings import InterruptionSettings
 from lambdas.interruption.handler import Deps, handle
 from localworld.aws import aws_env
 from localworld.lambda_context import INTERRUPTION_FUNCTION, LocalLambdaContext
+from localworld.workloads import block_with_pdb, deploy_pods_on_node
 from localworld.world import LocalWorld
 from scenarios.refreshing import ReadyGuard, RefreshHarness, wait_until
 from tests.integration.lambdas.test_refresher import assert_capacity_restored, node_of
@@ -36,6 +38,7 @@ pytestmark = [
 ]
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
+SPOT_DEADLINE = 15
 
 
 @pytest.fixture
@@ -51,10 +54,10 @@ def lambda_env(world: LocalWorld, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
     Metrics().clear_metrics()
 
 
-def recommend(info: Any, instance_id: str, **settings: str) -> dict[str, Any]:
-    """EventBridge delivering the rebalance recommendation of record for ``instance_id``, stamped now, to the
-    interruption Lambda with ``REBALANCE_POLICY=replace``."""
-    raw = json.loads((EVENTS / "rebalance-recommendation.json").read_text())
+def deliver(info: Any, fixture: str, instance_id: str, **settings: str) -> dict[str, Any]:
+    """EventBridge delivering the event of record ``fixture`` for ``instance_id``, stamped now, to the interruption
+    Lambda with ``REBALANCE_POLICY=replace`` (and no early replacement unless ``settings`` say so)."""
+    raw = json.loads((EVENTS / fixture).read_text())
     raw["id"] = str(uuid.uuid4())
     raw["time"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     old = raw["detail"]["instance-id"]
@@ -64,6 +67,10 @@ def recommend(info: Any, instance_id: str, **settings: str) -> dict[str, Any]:
     deps = Deps.from_session(InterruptionSettings.from_env(env), boto3.session.Session())
     deps.register_context(LocalLambdaContext(30, INTERRUPTION_FUNCTION))
     return handle(raw, deps)
+
+
+def recommend(info: Any, instance_id: str, **settings: str) -> dict[str, Any]:
+    return deliver(info, "rebalance-recommendation.json", instance_id, **settings)
 
 
 def launch_time(world: LocalWorld, instance_id: str) -> datetime:
@@ -131,5 +138,50 @@ def test_a_recommendation_launches_the_replacement_before_the_drain_then_termina
         assert refused["actions"][0]["result"] == "skipped", refused
         assert "run_active" in refused["actions"][0]["action"]
         assert refused["actions"][1]["result"] == "recorded"  # the cordon, the fallback
+    finally:
+        h.stop()
+
+
+@pytest.mark.parametrize(("pdb_policy", "drain_status"), [("delete", "succeeded"), ("honor", "timed_out")])
+def test_a_spot_warning_during_the_replacement_tightens_its_drain_and_the_node_is_still_replaced(
+    world: LocalWorld, lambda_env: None, pdb_policy: str, drain_status: str
+) -> None:
+    info = world.setup_cluster(azs=("us-east-1a",), nodes_per_az=2)
+    worker_asg = info.worker_asgs["us-east-1a"]
+    h = RefreshHarness(world, info, agent_env={"DRAIN_PDB_DEADLINE_POLICY": pdb_policy}).start()
+    try:
+        before = h.groups()
+        at_risk = before[worker_asg]["Instances"][0]["InstanceId"]
+        node_name = node_of(world, at_risk)["metadata"]["name"]
+        # pods a PodDisruptionBudget holds: the run's drain (600 s) cannot finish before the Spot warning comes
+        block_with_pdb(world.api, "bench", deploy_pods_on_node(world.api, node_name, 2, namespace="bench"))
+        response = recommend(info, at_risk, REBALANCE_DRAIN_TIMEOUT_SECONDS="600")
+        run_id = response["actions"][0]["result"].removeprefix("started run ")
+        run = h.wait_run(run_id, 90, lambda r: r.steps[0].state is StepState.DRAINING)
+        drain_id = run.steps[0].command_id or ""
+        wait_until(lambda: (h.store.get_command(drain_id) or {}).get("status") == "running", 30, "the run's drain")
+
+        warned = time.monotonic()
+        warning = deliver(
+            info,
+            "spot-interruption-warning.json",
+            at_risk,
+            SPOT_DEADLINE_SECONDS=str(SPOT_DEADLINE),
+            EARLY_REPLACEMENT="true",
+        )
+        said = {a["action"]: a["result"] for a in warning["actions"]}
+        assert next(iter(said.values())) == "tightened", said  # the run's drain, to the Spot deadline
+        assert any("skip early_replacement: already_replacing" in action for action in said), said
+
+        run = h.wait_run(run_id, SPOT_DEADLINE + 60)
+        assert run.status is RunStatus.SUCCEEDED, run.reason
+        (step,) = run.steps
+        assert step.state is StepState.DONE and step.drain_status == drain_status
+        assert time.monotonic() - warned < SPOT_DEADLINE + 30  # by the Spot deadline, not the drain's 600 s
+        drains = [i for i in h.store.query_prefix("CMD#", consistent=True) if i.get("instance_id") == at_risk]
+        assert [i["sk"] for i in drains if i["kind"] == "drain"] == [f"CMD#{drain_id}"]  # one drain, not two
+        assert at_risk not in h.running_instances()
+        assert step.surge_instance_id in {i["InstanceId"] for i in h.groups()[worker_asg]["Instances"]}
+        assert_capacity_restored(h, before)  # no detach: no second replacement to give back
     finally:
         h.stop()
