@@ -47,6 +47,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 LOCK_OPERATION = "refresh"  # the cluster lock's ``operation`` while a run holds it
+# ``RunOptions.trigger`` of a replacement run: the interruption Lambda's one-instance run for an at-risk instance
+# (``REBALANCE_POLICY=replace``); its drains say ``rebalance-replace`` so a Spot warning tightens them.
+REBALANCE_TRIGGER = "rebalance"
 
 
 class RunStatus(str, Enum):
@@ -141,7 +144,7 @@ class RunOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    trigger: str = "manual"  # manual | schedule | cli
+    trigger: str = "manual"  # manual | schedule | cli | rebalance (REBALANCE_TRIGGER)
     selection: Selection = Selection.MAX_AGE
     max_age_seconds: int | None = None
     instance_groups: tuple[str, ...] | None = None

@@ -8,7 +8,7 @@ Shape of the context (every key but ``clusters[].name`` optional)::
           "name": "prod.k8s.example.com",           # the kOps cluster name (the KubernetesCluster tag value)
           "account": "111122223333",                # else CDK_DEFAULT_ACCOUNT / env-agnostic
           "region": "eu-west-1",                    # else CDK_DEFAULT_REGION / env-agnostic
-          "rebalance_policy": "cordon",             # ignore | cordon | drain (core.settings.RebalancePolicy)
+          "rebalance_policy": "cordon",             # ignore | cordon | drain | replace (core.settings.RebalancePolicy)
           "spot_deadline_seconds": 120,             # seconds from the warning to the reclaim
           "early_replacement": true,                # detach the doomed instance so its ASG launches a replacement
           "rebalance_drain_timeout_seconds": 600,   # drain deadline with rebalance_policy "drain"
@@ -76,6 +76,7 @@ LAMBDA_SETTINGS = (
     "rebalance_policy",
     "rebalance_drain_timeout_seconds",
     "rebalance_quiet_seconds",
+    "rebalance_replace_limit",
     "dry_run",
 )
 
@@ -156,6 +157,9 @@ class ClusterConfig(BaseModel):
     )
     rebalance_quiet_seconds: _as_in_lambda("rebalance_quiet_seconds") = (  # type: ignore[valid-type]  # as above
         InterruptionSettings.model_fields["rebalance_quiet_seconds"].default
+    )
+    rebalance_replace_limit: _as_in_lambda("rebalance_replace_limit") = (  # type: ignore[valid-type]  # as above
+        InterruptionSettings.model_fields["rebalance_replace_limit"].default
     )
     dry_run: bool = InterruptionSettings.model_fields["dry_run"].default
     lambda_architecture: Architecture = Architecture.ARM64

@@ -38,6 +38,10 @@ LAUNCH_SUCCESSFUL = "EC2 Instance Launch Successful"
 AGENT_SOURCE = "node-manager.agent"
 DRAIN_RESULTS = ("Node Drain Succeeded", "Node Drain Failed", "Node Drain Skipped")
 COMMAND_PREFIX = "refresh-"
+# REBALANCE_POLICY=replace: the result of a rebalance cordon wakes the replacement run the interruption Lambda started
+# just before it (lambdas.refresher.service); any other rebalance result is acknowledged.
+CORDON_RESULTS = ("Node Cordon Succeeded", "Node Cordon Failed", "Node Cordon Skipped")
+REBALANCE_PREFIX = "rebalance-"
 POWERTOOLS_SERVICE_NAME = "refresher"
 # An invocation polls for a node to become Ready for at most REFRESH_WAIT_BUDGET_SECONDS (60) and stops 5 s before
 # its timeout; 120 s leaves room for the calls around it.
@@ -122,8 +126,11 @@ class RefresherHandler(Construct):
                 "DrainResultRule",
                 events.EventPattern(
                     source=[AGENT_SOURCE],
-                    detail_type=list(DRAIN_RESULTS),
-                    detail={"cluster": [cluster_name], "command_id": [{"prefix": COMMAND_PREFIX}]},
+                    detail_type=[*DRAIN_RESULTS, *CORDON_RESULTS],
+                    detail={
+                        "cluster": [cluster_name],
+                        "command_id": [{"prefix": COMMAND_PREFIX}, {"prefix": REBALANCE_PREFIX}],
+                    },
                 ),
                 None,
                 None,

@@ -81,9 +81,10 @@ class LocalInvoker:
             self._pending.discard(future)
 
     def subscribe(self, bus: Any) -> None:
-        """Route what the stack's rules route to the function: the agent's drain results, Launch
-        Successful, scheduled events (the tick)."""
-        for detail_type in agent_result.DRAIN_DETAIL_TYPES:
+        """Route what the stack's rules route to the function: the agent's drain results (and cordon results, which
+        the function acknowledges unless they are a rebalance cordon's), Launch Successful, scheduled events (the
+        tick)."""
+        for detail_type in (*agent_result.DRAIN_DETAIL_TYPES, *agent_result.CORDON_DETAIL_TYPES):
             bus.subscribe(agent_result.SOURCE, detail_type, self.invoke_async)
         bus.subscribe(launch_successful.SOURCE, launch_successful.DETAIL_TYPE, self.invoke_async)
         bus.subscribe(scheduled.SOURCE, scheduled.DETAIL_TYPE, self.invoke_async)

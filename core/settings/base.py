@@ -28,11 +28,16 @@ class RebalancePolicy(str, Enum):
     - ``cordon``: cordon the node so no new pods land there (what aws-node-termination-handler does when
       rebalance monitoring is enabled).
     - ``drain``: cordon and drain it now, with ``REBALANCE_DRAIN_TIMEOUT_SECONDS``.
+    - ``replace``: cordon it, and replace it surge first (a spare launched in its ASG, Ready, then the node drained
+      and the instance terminated with decrement) through a one-instance refresh run started by the interruption
+      Lambda (``lambdas.interruption.decide.rebalance``); where a replacement may not start (a control-plane node,
+      another run active, ``REBALANCE_REPLACE_LIMIT`` reached) the cordon alone stays, as under ``cordon``.
     """
 
     IGNORE = "ignore"
     CORDON = "cordon"
     DRAIN = "drain"
+    REPLACE = "replace"
 
 
 class PdbDeadlinePolicy(str, Enum):

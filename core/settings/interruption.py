@@ -21,6 +21,7 @@ class InterruptionSettings(_Settings):
         "rebalance_policy": "REBALANCE_POLICY",
         "rebalance_drain_timeout_seconds": "REBALANCE_DRAIN_TIMEOUT_SECONDS",
         "rebalance_quiet_seconds": "REBALANCE_QUIET_SECONDS",
+        "rebalance_replace_limit": "REBALANCE_REPLACE_LIMIT",
         "membership_max_age_seconds": "MEMBERSHIP_MAX_AGE_SECONDS",
         "command_ttl_seconds": "COMMAND_TTL_SECONDS",
         "dry_run": "DRY_RUN",
@@ -42,6 +43,10 @@ class InterruptionSettings(_Settings):
     # A rebalance cordon (or drain) is given back this long after it ended when nothing followed for the instance
     # (no Spot warning, lifecycle action or state change): the recommendation did not turn into an interruption.
     rebalance_quiet_seconds: int = Field(default=1800, ge=5, le=86400)
+    # REBALANCE_POLICY=replace: how many instances of the cluster may be replaced at once for rebalance
+    # recommendations (the steps of the one replacement run not yet finished; the run's max surge). 1: one at a time,
+    # as a refresh's canary would.
+    rebalance_replace_limit: int = Field(default=1, ge=1, le=20)
     membership_max_age_seconds: int = Field(default=600, ge=10)
     command_ttl_seconds: int = Field(default=7 * 86400, ge=3600)
     # Plan and log only: no table writes, no SQS message, no DetachInstances.

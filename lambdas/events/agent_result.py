@@ -24,6 +24,9 @@ from lambdas.events.event import Event, EventKind
 
 SOURCE = "node-manager.agent"
 DRAIN_DETAIL_TYPES = ("Node Drain Succeeded", "Node Drain Failed", "Node Drain Skipped")
+# A cordon's result reaches the refresher only for a rebalance cordon (``REBALANCE_POLICY=replace``: the wake-up of
+# the replacement run the interruption Lambda started just before sending that cordon). Same detail, same kind.
+CORDON_DETAIL_TYPES = ("Node Cordon Succeeded", "Node Cordon Failed", "Node Cordon Skipped")
 
 
 class DrainResultDetail(BaseModel):

@@ -104,7 +104,7 @@ DISPATCH: Mapping[tuple[str, str], Reader] = {
         (agent_result.SOURCE, detail_type): _aws(
             EventKind.DRAIN_FINISHED, agent_result.DrainResult, agent_result.to_event
         )
-        for detail_type in agent_result.DRAIN_DETAIL_TYPES
+        for detail_type in (*agent_result.DRAIN_DETAIL_TYPES, *agent_result.CORDON_DETAIL_TYPES)
     },
     DIRECT: Reader(frozenset({EventKind.SCHEDULE, EventKind.TICK, EventKind.REQUEST}), _read_direct),
 }

@@ -9,6 +9,9 @@ Races between concurrent deliveries of one event are settled here by the table's
   warning's own drain) is recorded and sent as ``RecordCommand`` + ``SendCommand`` would, so a drain that ended
   before the Spot warning never leaves the node undrained.
 - ``ResolveCordon`` losing (a resolution is already recorded, e.g. the agent gave the cordon back first): nothing.
+- ``StartReplacement`` / ``JoinReplacement`` (``lambdas.interruption.replacement``) refused (the lock held by
+  another operation, another run active, the run already recorded by an earlier delivery): counted
+  ``ReplacementsRefused`` and logged; the rebalance cordon that follows stays (the fallback).
 - ``RecordDetach`` losing (the ``DETACH#`` item exists): the detach and mark that follow are dropped; the
   invocation that won does them (if it crashes, the redelivered event finds the record ``intended`` and completes
   it).
@@ -43,6 +46,7 @@ from lambdas.interruption.plan import (
     DetachInstance,
     ForgetNode,
     IgnoreReason,
+    JoinReplacement,
     MarkDetached,
     RecordCommand,
     RecordDetach,
@@ -50,8 +54,10 @@ from lambdas.interruption.plan import (
     ResolveCordon,
     SendCommand,
     Skip,
+    StartReplacement,
     TightenCommand,
 )
+from lambdas.interruption.replacement import join_replacement, start_replacement
 
 CLAIMER = "interruption-lambda"
 
@@ -183,6 +189,19 @@ def _apply(
             effects.telemetry.count("CordonsResolved")
             return "resolved"
         return "already resolved"
+    if isinstance(action, StartReplacement | JoinReplacement):
+        start = isinstance(action, StartReplacement)
+        done, what = (
+            start_replacement(action, effects.store, now)
+            if isinstance(action, StartReplacement)
+            else join_replacement(action, effects.store, now)
+        )
+        if done:
+            effects.telemetry.count("ReplacementsStarted")
+        else:  # the rebalance cordon that follows in the plan stays: the fallback
+            effects.telemetry.count("ReplacementsRefused")
+            effects.logger.info(f"replacement {'start' if start else 'join'}: {what}; the cordon stays")
+        return what
     if isinstance(action, Acknowledge):
         effects.telemetry.count_by("EventsIgnored", "reason", action.reason.value)
         if action.reason is IgnoreReason.UNVERIFIED:

@@ -44,10 +44,11 @@ from adapters.aws.ports import AwsPort
 from adapters.dynamo.commands import commands_for_instance
 from adapters.dynamo.hooks import get_hook
 from adapters.dynamo.idempotency import persistence_layer
+from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store
 from core.exceptions import RetryableError, StoreUnavailableError
 from core.model import NodeRecord, utcnow
-from core.settings import InterruptionSettings
+from core.settings import InterruptionSettings, RebalancePolicy
 from lambdas.common.handler import (
     PerEnvironment,
     cluster_metrics,
@@ -79,6 +80,7 @@ KINDS = frozenset(
     }
 )  # the events this Lambda acts on; each names its instance (``Event.instance``)
 
+REPLACE_KINDS = frozenset({EventKind.REBALANCE_RECOMMENDATION, EventKind.SPOT_INTERRUPTION})  # read the active run
 IDEMPOTENCY_EXPIRY_SECONDS = 3600  # a duplicate within the hour gets the first answer back
 
 
@@ -209,7 +211,20 @@ def gather(notice: Event, deps: Deps) -> World:
     facts = read_instance_facts(
         deps.aws.autoscaling, deps.aws.ec2, notice.instance, recorded_asg=detach.get("asg_name") if detach else None
     )
-    return World(instance=facts, membership=membership, command=command, detach=detach, hook=hook, commands=commands)
+    active_run = None
+    if deps.settings.rebalance_policy is RebalancePolicy.REPLACE and notice.kind in REPLACE_KINDS:
+        # rule 5c: a replacement starts only when no run is active; a Spot warning for an instance a run is
+        # replacing gets no early replacement (rule 4)
+        active_run = RunStore(deps.store).active()
+    return World(
+        instance=facts,
+        membership=membership,
+        command=command,
+        detach=detach,
+        hook=hook,
+        commands=commands,
+        active_run=active_run,
+    )
 
 
 def process_event(*, event: dict[str, Any], notice: Event, deps: Deps, now: datetime) -> dict[str, Any]:

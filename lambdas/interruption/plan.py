@@ -11,6 +11,7 @@ from enum import Enum
 
 from core.lifecycle import LifecycleAction
 from core.model import Command
+from core.runs import GroupSurge, Run, RunStep
 
 
 class IgnoreReason(str, Enum):
@@ -44,6 +45,10 @@ class SkipReason(str, Enum):
     ALREADY_DETACHED = "already_detached"  # the DETACH# record says detached
     DRAIN_IN_PROGRESS = "drain_in_progress"  # a drain of the instance is queued or running: it completes the hook
     HOOK_ALREADY_RECORDED = "hook_already_recorded"  # the same lifecycle action again (a duplicate event)
+    # REBALANCE_POLICY=replace: why no replacement was started (the rebalance cordon stays, as under "cordon")
+    RUN_ACTIVE = "run_active"  # a refresh run (or another replacement run that cannot take it) is active
+    REPLACE_LIMIT = "replace_limit"  # REBALANCE_REPLACE_LIMIT instances are being replaced already
+    ALREADY_REPLACING = "already_replacing"  # the active run already replaces the instance (no second replacement)
 
 
 @dataclass(frozen=True)
@@ -193,14 +198,44 @@ class ResolveCordon:
 
 
 @dataclass(frozen=True)
+class StartReplacement:
+    """Start ``run``, a one-instance refresh run that replaces the at-risk instance surge first
+    (``REBALANCE_POLICY=replace``): under the cluster lock (taken as the run's holder), only while no run is active,
+    write its ``RUN#`` item (fenced by the lease), then give the lock back. The refresher advances it from there."""
+
+    run: Run
+
+    def describe(self) -> str:
+        step = self.run.steps[0]
+        return f"start replacement run {self.run.run_id} for {step.instance_id} of {step.group}"
+
+
+@dataclass(frozen=True)
+class JoinReplacement:
+    """Add ``step`` (pending) to the active replacement run ``run_id`` (``REBALANCE_REPLACE_LIMIT`` > 1), under the
+    cluster lock, while the run (read again there) is still ``running`` with fewer than ``limit`` unfinished steps;
+    ``group`` is the step's group when the run does not hold it yet."""
+
+    run_id: str
+    step: RunStep
+    group: GroupSurge | None
+    limit: int
+
+    def describe(self) -> str:
+        return f"add {self.step.instance_id} of {self.step.group} to replacement run {self.run_id}"
+
+
+@dataclass(frozen=True)
 class Skip:
     """One step deliberately not taken (logged, no effect)."""
 
-    step: str  # "command" or "early_replacement"
+    step: str  # "command", "early_replacement" or "replacement"
     reason: SkipReason
+    detail: str = ""
 
     def describe(self) -> str:
-        return f"skip {self.step}: {self.reason.value}"
+        said = f"skip {self.step}: {self.reason.value}"
+        return f"{said} ({self.detail})" if self.detail else said
 
 
 @dataclass(frozen=True)
@@ -229,6 +264,8 @@ Action = (
     | CancelCommand
     | TightenCommand
     | ResolveCordon
+    | StartReplacement
+    | JoinReplacement
     | Skip
     | Acknowledge
 )
@@ -247,4 +284,6 @@ EFFECTS = (
     CancelCommand,
     TightenCommand,
     ResolveCordon,
+    StartReplacement,
+    JoinReplacement,
 )

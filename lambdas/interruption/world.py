@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.model import NodeRecord
+from core.runs import Run
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ class World:
         hook: for a lifecycle action, the instance's ``HOOK#`` item, if any.
         commands: for a lifecycle action or a state change, the instance's ``CMD#`` items, newest first
             (``adapters.dynamo.commands.commands_for_instance``); empty otherwise.
+        active_run: for a rebalance recommendation or a Spot warning under ``REBALANCE_POLICY=replace``, the
+            cluster's active refresh run (``RunStore.active``), if any; None otherwise.
     """
 
     instance: InstanceFacts
@@ -63,3 +66,4 @@ class World:
     detach: Mapping[str, Any] | None = None
     hook: Mapping[str, Any] | None = None
     commands: tuple[Mapping[str, Any], ...] = ()
+    active_run: Run | None = None

@@ -15,6 +15,7 @@ from core.exceptions import InvalidRequestError, LockHeldError, RunConflictError
 from core.lock import Lease
 from core.runs import (
     LOCK_OPERATION,
+    REBALANCE_TRIGGER,
     DrainTimeoutPolicy,
     GroupSurge,
     Run,
@@ -205,6 +206,17 @@ def cancel(
     raise RunConflictError("the run kept changing while cancelling; try again")
 
 
+def wake_replacement(deps: RefresherDeps, budget_seconds: float, invocation: str | None = None) -> dict[str, Any]:
+    """A rebalance command's result (``REBALANCE_POLICY=replace``: the interruption Lambda started a replacement run,
+    then sent the rebalance cordon whose result this is): advance the active run when it is a replacement run
+    (trigger ``rebalance``), so its surge starts about a second after the recommendation instead of at the next
+    tick; anything else is acknowledged (``no_replacement_run``)."""
+    active = deps.runs.active()
+    if active is None or active.options.trigger != REBALANCE_TRIGGER:
+        return {"status": "acknowledged", "reason": "no_replacement_run"}
+    return advance_run(deps, active.run_id, budget_seconds, invocation)
+
+
 def serve(trigger: Event, deps: RefresherDeps, budget: float, invocation: str | None = None) -> dict[str, Any]:
     """Answer one invocation (see ``handler``'s module docstring for the responses): a manual request (status,
     cancel, refresh), the schedule (start a run), the tick (free an orphan lock, advance the active run), an agent
@@ -248,6 +260,8 @@ def serve(trigger: Event, deps: RefresherDeps, budget: float, invocation: str | 
     if trigger.kind is EventKind.DRAIN_FINISHED:
         if trigger.cluster != settings.cluster_name:
             return {"status": "acknowledged", "reason": "other_cluster"}
+        if (trigger.command_id or "").startswith("rebalance-"):
+            return wake_replacement(deps, budget, invocation)
         if not (trigger.command_id or "").startswith("refresh-"):
             return {"status": "acknowledged", "reason": "not_ours"}
         out = advance_run(deps, None, budget, invocation)

@@ -47,7 +47,11 @@ def test_the_repository_cdk_json_validates() -> None:
         ({"clusters": "not json"}, "clusters", "JSON"),
         (clusters(spot_deadline_seconds=5), "clusters[0].spot_deadline_seconds", "greater than or equal to 10"),
         (clusters(spot_deadline_seconds="soon"), "clusters[0].spot_deadline_seconds", "integer"),
-        (clusters(rebalance_policy="reboot"), "clusters[0].rebalance_policy", "'ignore', 'cordon' or 'drain'"),
+        (
+            clusters(rebalance_policy="reboot"),
+            "clusters[0].rebalance_policy",
+            "'ignore', 'cordon', 'drain' or 'replace'",
+        ),
         (clusters(lambda_architecture="ppc64"), "clusters[0].lambda_architecture", "'arm64' or 'x86_64'"),
         (clusters(log_retention_days=10), "clusters[0].log_retention_days", "retention periods"),
         (clusters(encryption="none"), "clusters[0].encryption", "'aws-managed' or 'kms'"),

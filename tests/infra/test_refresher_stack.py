@@ -91,8 +91,10 @@ def test_weekly_tick_drain_result_and_launch_rules_each_with_retries_and_a_dlq(t
     assert sorted(inputs) == ['{"trigger":"schedule"}', '{"trigger":"tick"}']
     by_source = {p["source"][0]: p for p in patterns}
     agent = by_source["node-manager.agent"]
-    assert set(agent["detail-type"]) == {"Node Drain Succeeded", "Node Drain Failed", "Node Drain Skipped"}
-    assert agent["detail"] == {"cluster": [CLUSTER], "command_id": [{"prefix": "refresh-"}]}
+    drains = {"Node Drain Succeeded", "Node Drain Failed", "Node Drain Skipped"}
+    cordons = {"Node Cordon Succeeded", "Node Cordon Failed", "Node Cordon Skipped"}  # a replacement run's wake-up
+    assert set(agent["detail-type"]) == drains | cordons
+    assert agent["detail"] == {"cluster": [CLUSTER], "command_id": [{"prefix": "refresh-"}, {"prefix": "rebalance-"}]}
     launch = by_source["aws.autoscaling"]
     assert launch["detail-type"] == ["EC2 Instance Launch Successful"]
     assert launch["detail"] == {"AutoScalingGroupName": [{"suffix": f".{CLUSTER}"}]}

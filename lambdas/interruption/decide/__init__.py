@@ -37,7 +37,9 @@ Rules, in order:
    etcd member; detaching it makes the ASG launch a second master for the same etcd member slot while the old
    one still runs, and etcd-manager expects exactly one master per instance group. The master is drained and
    replaced by the ASG after the termination, as kOps intends. An ASG of the cluster with no kOps role tag is
-   treated the same way (unknown role: the conservative choice).
+   treated the same way (unknown role: the conservative choice). Never for an instance a run is replacing now (a
+   step in flight, ``already_replacing``; read under ``REBALANCE_POLICY=replace``): the run's spare is its
+   replacement.
 5. **Rebalance recommendation**: ``REBALANCE_POLICY`` ``ignore`` (acknowledged, ``rebalance_ignored``), ``cordon``
    (default; a ``cordon`` command) or ``drain`` (a ``drain`` command); id ``rebalance-<event id>``, deadline
    ``now + REBALANCE_DRAIN_TIMEOUT_SECONDS``; no early replacement (no interruption is certain yet). The command
@@ -45,6 +47,8 @@ Rules, in order:
    after the command ended if nothing followed for the instance and the cordon is still that command's
    (``agent.cordons``; a node someone else cordoned is never uncordoned). State: the ``CMD#`` item, so the quiet
    period survives an agent restart.
+
+   With ``replace``, the same ``cordon`` command, and before it the replacement (rule 5c).
 
    a. **Duplicates of a recommendation** (another event id for the same instance): acknowledged ``already_draining``
       while a drain of the instance is queued or running, ``rebalance_in_effect`` while an earlier rebalance
@@ -55,6 +59,13 @@ Rules, in order:
       as usual. A rebalance cordon is escalated: the Spot drain is recorded as usual. Every rebalance command of the
       instance still holding its cordon is marked resolved (``ResolveCordon``), as a lifecycle action (rule 7) and
       a state change (rule 8) do too, so its cordon is never given back.
+   c. **Replacement** (``REBALANCE_POLICY=replace``, ``rebalance.replacement_steps``): a one-instance refresh run
+      (trigger ``rebalance``) replaces the at-risk worker surge first: the refresher launches a spare in its ASG,
+      waits for it Ready (the run's deadlines), drains the old node, terminates it with decrement, under the
+      cluster lock, the capacity clamp and the give-back of every run. Never a master or a group with no kOps
+      role, never while another run is active (acknowledged in the plan as a ``Skip`` with its reason); up to
+      ``REBALANCE_REPLACE_LIMIT`` instances join one replacement run. The cordon is recorded either way: it is the
+      fallback. A Spot warning during the replacement escalates the cordon or tightens the run's drain (5b).
 6. **Duplicates** (the same event again, after the idempotency record expired or after a crash): a ``CMD#`` item
    already ``queued`` is re-sent exactly as recorded (a crash may have happened between the record and the
    send; the agent makes a second message harmless through the ``CMD#`` status); one ``running`` or terminal is
@@ -100,7 +111,7 @@ from lambdas.interruption.decide.common import (
     too_late,
 )
 from lambdas.interruption.decide.lifecycle import decide_lifecycle
-from lambdas.interruption.decide.rebalance import duplicate_rebalance
+from lambdas.interruption.decide.rebalance import duplicate_rebalance, replacement_steps
 from lambdas.interruption.decide.spot import early_replacement_steps, spot_command_steps
 from lambdas.interruption.decide.state import decide_state_change
 from lambdas.interruption.plan import EFFECTS, Acknowledge, Action, IgnoreReason
@@ -147,6 +158,7 @@ def decide(notice: Event, now: datetime, settings: InterruptionSettings, world: 
     assert group is not None
 
     quiet: int | None = None
+    replace = False
     if notice.kind is EventKind.REBALANCE_RECOMMENDATION:
         if settings.rebalance_policy is RebalancePolicy.IGNORE:
             return Plan((Acknowledge(IgnoreReason.REBALANCE_IGNORED, "REBALANCE_POLICY=ignore"),))
@@ -155,6 +167,7 @@ def decide(notice: Event, now: datetime, settings: InterruptionSettings, world: 
         kind = CommandKind.DRAIN if settings.rebalance_policy is RebalancePolicy.DRAIN else CommandKind.CORDON
         reason = "rebalance-recommendation"
         quiet = settings.rebalance_quiet_seconds
+        replace = settings.rebalance_policy is RebalancePolicy.REPLACE
     else:
         # hibernation begins with the warning: nothing is left to drain in, only the cordon stays right (rule 3)
         hibernate = notice.instance_action is InstanceAction.HIBERNATE
@@ -179,6 +192,10 @@ def decide(notice: Event, now: datetime, settings: InterruptionSettings, world: 
     if notice.kind is EventKind.SPOT_INTERRUPTION:
         actions = spot_command_steps(command, world)
         actions += early_replacement_steps(notice, world, settings, group.role)
+    elif replace and world.command is None:
+        # the run first, then the cordon: the cordon keeps pods off the node until the run drains it, and stays
+        # (given back after the quiet period) when no replacement may start (rule 5c)
+        actions = replacement_steps(notice, now, settings, world, group) + command_steps(command, world)
     else:
         actions = command_steps(command, world)
     if not any(isinstance(a, EFFECTS) for a in actions):

@@ -1,4 +1,4 @@
-"""Rebalance recommendations and what follows them (rules 5 and 5a of the package docstring). Pure.
+"""Rebalance recommendations and what follows them (rules 5, 5a and 5c of the package docstring). Pure.
 
 A rebalance command carries ``options.uncordon_after_seconds`` (``REBALANCE_QUIET_SECONDS``): the agent gives its
 cordon back after that quiet period unless something followed (``agent.cordons``). Whatever follows for the
@@ -8,15 +8,34 @@ agent never gives that cordon back; the agent also checks for later commands its
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
+from core.kops import ManagedGroup, Role
 from core.model import CommandKind, CommandStatus
-from lambdas.interruption.decide.common import ACTIVE, command_id
-from lambdas.interruption.plan import Acknowledge, IgnoreReason, ResolveCordon
+from core.runs import REBALANCE_TRIGGER, DrainTimeoutPolicy, GroupSurge, Run, RunOptions, RunStatus, RunStep, Selection
+from core.settings import InterruptionSettings
+from lambdas.events.event import Event
+from lambdas.interruption.decide.common import ACTIVE, command_id, node_name_of
+from lambdas.interruption.plan import (
+    Acknowledge,
+    Action,
+    IgnoreReason,
+    JoinReplacement,
+    ResolveCordon,
+    Skip,
+    SkipReason,
+    StartReplacement,
+)
+from lambdas.interruption.world import World
 
 # statuses of a command that may still hold its cordon (skipped: no node; failed: refused before or while cordoning)
 HOLDING = (*ACTIVE, CommandStatus.SUCCEEDED.value, CommandStatus.TIMED_OUT.value)
+REPLACEMENT = "replacement"  # the Skip step name of rule 5c
+NEEDS_UPDATE = "rebalance"  # RunStep.needs_update of a replaced at-risk instance
+IN_SERVICE = "InService"
 
 
 def releasable(item: Mapping[str, Any]) -> bool:
@@ -70,3 +89,97 @@ def resolve_all(commands: Iterable[Mapping[str, Any]], resolution: str, skip: st
         for c in commands
         if releasable(c) and c.get("status") in HOLDING and command_id(c) != skip
     ]
+
+
+def replacement_steps(
+    notice: Event, now: datetime, settings: InterruptionSettings, world: World, group: ManagedGroup
+) -> list[Action]:
+    """Rule 5c (``REBALANCE_POLICY=replace``): replace the at-risk instance surge first, through a refresh run.
+
+    - Never a control-plane node (a kOps master group has min = max = 1 and its instance is an etcd member; it is
+      replaced only by a refresh or kOps), nor one of a group without a kOps role (``Skip``, ``control_plane`` /
+      ``unknown_role``); never an instance its ASG is not keeping ``InService`` (``not_in_service``).
+    - No run active: a new one-step run (``replacement_run``; ``StartReplacement``).
+    - The active run already replaces the instance: ``already_replacing``.
+    - The active run is a replacement run (trigger ``rebalance``, still ``running``) with fewer unfinished steps than
+      ``REBALANCE_REPLACE_LIMIT``: the instance joins it (``JoinReplacement``); at the limit: ``replace_limit``.
+    - Any other active run (a refresh, or a replacement run that is pausing or cancelling): ``run_active``.
+
+    Whatever is skipped, the recommendation's cordon is recorded and sent as under ``cordon`` (the caller adds it):
+    that is the fallback, given back after the quiet period when nothing follows.
+    """
+    facts = world.instance
+    if group.role is Role.CONTROL_PLANE:
+        return [Skip(REPLACEMENT, SkipReason.CONTROL_PLANE, "masters are never replaced for a recommendation")]
+    if group.role is not Role.NODE:
+        return [Skip(REPLACEMENT, SkipReason.UNKNOWN_ROLE, f"{group.name} has no kOps role tag")]
+    if facts.lifecycle_state != IN_SERVICE or facts.asg is None:
+        return [Skip(REPLACEMENT, SkipReason.NOT_IN_SERVICE, f"lifecycle state {facts.lifecycle_state}")]
+    step = RunStep(
+        index=0,
+        group=group.name,
+        role=Role.NODE.value,
+        instance_id=facts.instance_id,
+        node_name=node_name_of(world, now, settings),
+        needs_update=NEEDS_UPDATE,
+    )
+    surge = group_surge(group, facts.asg)
+    run = world.active_run
+    if run is None:
+        return [StartReplacement(replacement_run(notice, now, settings, step, surge))]
+    if any(s.instance_id == facts.instance_id and not s.state.final for s in run.steps):
+        return [Skip(REPLACEMENT, SkipReason.ALREADY_REPLACING, f"run {run.run_id}")]
+    if run.options.trigger != REBALANCE_TRIGGER or run.status is not RunStatus.RUNNING:
+        what = f"run {run.run_id} ({run.options.trigger}, {run.status.value}) is active"
+        return [Skip(REPLACEMENT, SkipReason.RUN_ACTIVE, what)]
+    unfinished = sum(1 for s in run.steps if not s.state.final)
+    if unfinished >= settings.rebalance_replace_limit:
+        what = f"run {run.run_id} replaces {unfinished} (REBALANCE_REPLACE_LIMIT={settings.rebalance_replace_limit})"
+        return [Skip(REPLACEMENT, SkipReason.REPLACE_LIMIT, what)]
+    joined = step.model_copy(update={"index": len(run.steps)})
+    known = any(g.name == group.name for g in run.groups)
+    return [JoinReplacement(run.run_id, joined, None if known else surge, settings.rebalance_replace_limit)]
+
+
+def replacement_run(
+    notice: Event, now: datetime, settings: InterruptionSettings, step: RunStep, surge: GroupSurge
+) -> Run:
+    """The one-instance refresh run that replaces ``step``'s instance (trigger ``rebalance``).
+
+    Its id is ``<event time yyyymmddThhmmssZ>-<6 hex of the event id>``: a duplicate of the event names the same
+    run, so its ``RUN#`` item is written once. Options: every listed instance is replaced (``all``), at most
+    ``REBALANCE_REPLACE_LIMIT`` at once, the old node's drain has ``REBALANCE_DRAIN_TIMEOUT_SECONDS`` and pauses the
+    run when it fails or times out (the node uncordoned, the spare given back) unless a Spot warning tightened it
+    (the refresher then terminates it: ``lambdas.refresher.decide.replace``).
+    """
+    digest = hashlib.sha256(notice.event_id.encode()).hexdigest()[:6]
+    options = RunOptions(
+        trigger=REBALANCE_TRIGGER,
+        selection=Selection.ALL,
+        instance_groups=(surge.name,),
+        max_surge=settings.rebalance_replace_limit,
+        drain_timeout_seconds=settings.rebalance_drain_timeout_seconds,
+        drain_timeout_policy=DrainTimeoutPolicy.PAUSE,
+    )
+    return Run(
+        run_id=f"{notice.event_time.strftime('%Y%m%dT%H%M%SZ')}-{digest}",
+        cluster=settings.cluster_name,
+        options=options,
+        created_at=now,
+        updated_at=now,
+        groups=[surge],
+        steps=[step],
+    )
+
+
+def group_surge(group: ManagedGroup, asg: Mapping[str, Any]) -> GroupSurge:
+    """The run's record of ``group`` from its DescribeAutoScalingGroups element (``MinSize``, ``DesiredCapacity``,
+    ``MaxSize``); the refresher reads the sizes again before its first surge (``rebase``)."""
+    return GroupSurge(
+        name=group.name,
+        role=group.role.value,
+        instance_group=group.instance_group,
+        min_size=int(asg.get("MinSize", 0)),
+        original_desired=int(asg.get("DesiredCapacity", 0)),
+        original_max=int(asg.get("MaxSize", 0)),
+    )

@@ -67,6 +67,11 @@ def early_replacement_steps(notice: Event, world: World, settings: InterruptionS
         return [Skip("early_replacement", SkipReason.UNKNOWN_ROLE)]
     if facts.lifecycle_state != IN_SERVICE:
         return [Skip("early_replacement", SkipReason.NOT_IN_SERVICE)]
+    run = world.active_run
+    if run is not None and any(s.instance_id == facts.instance_id and s.state.in_flight for s in run.steps):
+        # a run is replacing it surge first (a rebalance replacement): its spare is the replacement; a detach would
+        # launch a second one and make the run give its spare back (the old instance "left its group")
+        return [Skip("early_replacement", SkipReason.ALREADY_REPLACING, f"run {run.run_id}")]
     asg_name = str(facts.asg["AutoScalingGroupName"]) if facts.asg else ""
     return [
         RecordDetach(facts.instance_id, asg_name, f"spot-interruption:{notice.event_id}"),

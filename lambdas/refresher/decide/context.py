@@ -8,7 +8,16 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from core.model import Command, CommandKind, CommandStatus, DrainOptions
-from core.runs import DrainTimeoutPolicy, GroupSurge, Run, RunStatus, RunStep, StepState, WaitDeadline
+from core.runs import (
+    REBALANCE_TRIGGER,
+    DrainTimeoutPolicy,
+    GroupSurge,
+    Run,
+    RunStatus,
+    RunStep,
+    StepState,
+    WaitDeadline,
+)
 from core.settings import RefresherSettings
 from lambdas.refresher.plan import Action, SaveRun, SetCapacity
 from lambdas.refresher.world import GroupFacts, World
@@ -109,10 +118,16 @@ class Context:
             kind=kind,
             instance_id=instance_id,
             node_name=node_name,
-            reason=f"refresh {self.run.run_id} step {step.index}",
+            reason=f"{self.reason_prefix} {self.run.run_id} step {step.index}",
             deadline=self.now + timedelta(seconds=seconds),
             options=DrainOptions(uncordon_on_failure=uncordon_on_failure),
         )
+
+    @property
+    def reason_prefix(self) -> str:
+        """``refresh``; ``rebalance-replace`` for a replacement run (``core.runs.REBALANCE_TRIGGER``): the
+        interruption Lambda tightens a drain whose reason starts with ``rebalance`` to a Spot warning's deadline."""
+        return "rebalance-replace" if self.run.options.trigger == REBALANCE_TRIGGER else "refresh"
 
     def drain_command(self, step: RunStep) -> Command:
         pause = self.run.options.drain_timeout_policy is DrainTimeoutPolicy.PAUSE

@@ -1,5 +1,6 @@
 """The replacement of an old instance, worker or master (rules 3 and 4): its drain's outcome decides between
-terminating it and pausing the run; then it must leave its group. Pure."""
+terminating it and pausing the run; then it must leave its group. A drain a Spot warning tightened that timed out
+counts as done (``reclaimed``): the instance goes at the Spot deadline anyway. Pure."""
 
 from __future__ import annotations
 
@@ -33,8 +34,9 @@ def draining(p: Context, step: RunStep) -> None:
     if status is None:
         p.wait(WaitKind.DRAIN, f"drain of {step.node_name or step.instance_id}")
         return
+    timed_out = status == CommandStatus.TIMED_OUT.value
     proceed = status in (CommandStatus.SUCCEEDED.value, CommandStatus.SKIPPED.value) or (
-        status == CommandStatus.TIMED_OUT.value and p.run.options.drain_timeout_policy is DrainTimeoutPolicy.TERMINATE
+        timed_out and (p.run.options.drain_timeout_policy is DrainTimeoutPolicy.TERMINATE or reclaimed(p, step))
     )
     if step.drain_status != status:
         step.drain_status, step.drain_message = status, message
@@ -61,6 +63,15 @@ def draining(p: Context, step: RunStep) -> None:
     step.intent_at = p.now
     p.effects.append(TerminateInstance(step.group, step.instance_id, decrement=worker))
     p.change(f"step {step.index}: drain {status}, terminate {step.instance_id}")
+
+
+def reclaimed(p: Context, step: RunStep) -> bool:
+    """The step's drain was tightened to a Spot warning's deadline (its ``CMD#`` item has ``deadline_tightened_to``,
+    written by the interruption Lambda): the instance is reclaimed at that deadline whatever the run does, so a drain
+    that timed out is not a reason to keep it (the run terminates it and keeps its spare, instead of uncordoning a
+    doomed node and giving the spare back)."""
+    item = p.world.commands.get(step.command_id or "") or {}
+    return bool(item.get("deadline_tightened_to"))
 
 
 def give_up(p: Context, step: RunStep, reason: str, what: str) -> None:
