@@ -43,7 +43,7 @@ def run(trigger: str) -> Run:
 def advanced(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
     calls: list[str | None] = []
 
-    def advance_run(_deps: Any, run_id: str | None, _budget: float) -> dict[str, Any]:
+    def advance_run(_deps: Any, run_id: str | None, _budget: float, _invocation: str | None = None) -> dict[str, Any]:
         calls.append(run_id)
         return {"status": "advanced"}
 
