@@ -134,6 +134,7 @@ class World:
                 "wait_seconds": 0,
                 "visibility_timeout_seconds": 30,
                 "stale_running_seconds": 60,
+                "command_retry_seconds": 0,  # one try a step unless a test retries (tests/unit/agent/consumer)
                 **config,
             }
         )
