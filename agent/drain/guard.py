@@ -38,11 +38,13 @@ def control_plane_refusal(command: Command, node_name: str, labels: Mapping[str,
     """Why ``command`` may not touch the node (``labels``: its metadata.labels), None when it may. Pure.
 
     >>> from datetime import datetime, timezone
-    >>> cmd = Command(command_id="c", cluster="k", kind="drain", instance_id="i-1", reason="rebalance-recommendation",
+    >>> cmd = Command(command_id="c", cluster="k", kind="drain", instance_id="i-0123456789abcdef0",
+    ...               reason="rebalance-recommendation",
     ...               deadline=datetime(2030, 1, 1, tzinfo=timezone.utc))
-    >>> control_plane_refusal(cmd, "m1", {"node-role.kubernetes.io/control-plane": ""}) is not None
+    >>> master = {"node-role.kubernetes.io/control-plane": ""}
+    >>> control_plane_refusal(cmd, "m1", master) is not None
     True
-    >>> control_plane_refusal(cmd.model_copy(update={"reason": "asg-lifecycle:masters"}), "m1", {"x": ""}) is None
+    >>> control_plane_refusal(cmd.model_copy(update={"reason": "asg-lifecycle:masters"}), "m1", master) is None
     True
     """
     if command.kind is CommandKind.UNCORDON or not is_control_plane(labels):
