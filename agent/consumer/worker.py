@@ -5,7 +5,8 @@ recorded (``decisions.bind_to_record``: the stored command is what runs; a body 
 from its item, is rejected and left for the dead-letter queue), starts the command in its item, runs it through the
 engine in two steps (``steps``: a drain's node is cordoned the moment the message is taken, then the drain waits
 for a slot of ``schedule.DeadlineGate``, earliest deadline first), reports it, completes the drain's lifecycle action,
-and deletes the message or leaves it for redelivery.
+and deletes the message or leaves it for redelivery. Each step's retryable errors are retried first (``retry.Retry``);
+a control-plane drain that finds every control-plane slot held waits here for one, its node untouched.
 """
 
 from __future__ import annotations
@@ -55,8 +56,9 @@ class CommandWorker(WorkerBase):
         """Take one received message to its end (see the module docstring). Runs in a worker thread.
 
         Raises:
-            StoreUnavailableError, botocore errors: from ``get_command`` or ``start_command``; the message is left
-                and comes back.
+            AwsRequestError and other non-retryable errors: from ``get_command`` or ``start_command``; the message is
+                left and comes back. Retryable ones (``StoreUnavailableError`` ...) are retried, then the message is
+                made visible again after ``decisions.handback_delay``.
         """
         message_id = str(message.get("MessageId", "?"))
         receipt = str(message["ReceiptHandle"])
