@@ -8,6 +8,9 @@ read then acted on lets two of them both see a free slot. A slot is instead one 
 claimers of the last slot cannot both win. A slot expires at the drain's deadline (capped to
 ``MAX_COMMAND_SECONDS`` from the claim, as the drain itself is), so a worker that dies holding one blocks the
 control plane at most that long; the command's next worker (same command id) takes the same slot over at once.
+A slot stays with its command while the command is retried or handed back after a retryable error (so no other
+master's drain starts while this one is half done, its node cordoned) and is given back when the command ends
+(``DrainEngine.run`` returning, the consumer finishing it).
 """
 
 from __future__ import annotations

@@ -142,9 +142,6 @@ class CommandWorker(WorkerBase):
             self._run_job(job)
         finally:
             self.jobs.remove(job)
-            release = getattr(self.engine, "guard", None)  # a control-plane slot still held: the job left this worker
-            if release is not None:
-                release.release(command.command_id)
 
     def _run_job(self, job: Job) -> None:
         """Cordon a drain's node at once (the fast step), wait for a drain slot (earliest deadline first), drain;
@@ -242,6 +239,9 @@ class CommandWorker(WorkerBase):
                 outcome.status.value,
             )
             return
+        guard = getattr(self.engine, "guard", None)  # DrainEngine's; a stand-in engine may have none
+        if guard is not None and not job.lost:
+            guard.release(command.command_id)  # it ended: a control-plane slot it still holds is free
         try:
             notified = self.retry.call(
                 lambda: self.reporter.report(command, self.config.worker_id, job.attempt, outcome),

@@ -31,18 +31,24 @@ import random
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from agent.drain.cordon import CordonDecision, UncordonDecision, decide_cordon, decide_release, decide_uncordon
 from agent.drain.evict import Evictor
 from agent.drain.guard import ControlPlaneGuard, LocalControlPlaneGuard
 from agent.drain.policy import daemonset_owners, deletes_past_pdb, is_control_plane, plan_drain
-from agent.drain.ports import DrainApi
+from agent.drain.ports import BackoffSettings, DrainApi, ResultEvents
 from agent.drain.progress import DrainProgress, counts_text
 from agent.drain.results import Durations, NodeCommandResult, RemainingPod
 from agent.kube.views import NodeView
 from core.clock import Clock, Deadline, SystemClock
-from core.exceptions import KubernetesApiError, KubernetesNotFoundError, NodeManagerError, NodeNotFoundError
+from core.exceptions import (
+    KubernetesApiError,
+    KubernetesNotFoundError,
+    NodeManagerError,
+    NodeNotFoundError,
+    RetryableError,
+)
 from core.model import Command, CommandKind, CommandStatus, DrainOptions
 from core.settings import PdbDeadlinePolicy
 
@@ -51,30 +57,6 @@ log = logging.getLogger(__name__)
 CORDON_CONFLICT_RETRIES = 8
 
 _D = TypeVar("_D", CordonDecision, UncordonDecision)
-
-
-class BackoffSettings(Protocol):
-    """What the engine needs of the agent's settings (``core.settings.AgentSettings`` has it)."""
-
-    @property
-    def eviction_backoff_seconds(self) -> float: ...
-
-    @property
-    def eviction_backoff_max_seconds(self) -> float: ...
-
-    @property
-    def drain_grace_margin_seconds(self) -> float: ...
-
-    @property
-    def drain_pdb_deadline_policy(self) -> PdbDeadlinePolicy: ...
-
-
-class ResultEvents(Protocol):
-    """Posts a result's Kubernetes Event on its Node (``agent.events.NodeEventRecorder`` does)."""
-
-    def record(self, node: NodeView, result: NodeCommandResult) -> bool:
-        """Post the Event summarizing ``result``; True when posted. Never raises."""
-        ...
 
 
 class DrainEngine:
@@ -165,14 +147,17 @@ class DrainEngine:
         )
         if command.kind == CommandKind.UNCORDON:
             result = self._uncordon(command, node, started_at, durations)
-        elif is_control_plane(node.labels):
-            self.guard.admit(command, node)  # refused or busy: raises, the node untouched
+        else:
+            if is_control_plane(node.labels):
+                self.guard.admit(command, node)  # refused or busy: raises, the node untouched
             try:
                 result = self._cordon_and_maybe_drain(command, node, started_at, durations, t0)
-            finally:
-                self.guard.release(command.command_id)  # the drain is over (or handed back)
-        else:
-            result = self._cordon_and_maybe_drain(command, node, started_at, durations, t0)
+            except RetryableError:
+                raise  # a control-plane slot stays with the command for its retry (given back when it ends)
+            except BaseException:
+                self.guard.release(command.command_id)
+                raise
+            self.guard.release(command.command_id)  # the command is over: its control-plane slot (if any) is free
         if self.events is not None:
             result.event_posted = self.events.record(node, result)
         log.info(

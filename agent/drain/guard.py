@@ -13,10 +13,11 @@ record carries with another reason) is refused: ``ControlPlaneRefusedError``, th
 ``failed``. An uncordon is always allowed (it gives back our own cordon only).
 
 At most ``MAX_CONTROL_PLANE_DRAINS`` drains of control-plane nodes run at once (``ControlPlaneGuard.admit`` claims a
-slot; ``release`` gives it back). One more is not failed: ``ControlPlaneBusyError`` (retryable) hands the command
-back untouched so it is tried again later within its deadline. ``LocalControlPlaneGuard`` counts the drains of one
-process (an engine used on its own, tests); the agent uses ``agent.controlplane.TableControlPlaneGuard``, whose
-slots are items of the cluster's table and so hold for the whole cluster.
+slot, kept through retries and hand-backs; ``release`` gives it back when the command ends). One more is not
+failed: ``ControlPlaneBusyError`` (retryable) leaves the node untouched, and the consumer tries again later within
+the command's deadline (``agent.consumer.worker``). ``LocalControlPlaneGuard`` counts the drains of one process (an
+engine used on its own, tests); the agent uses ``agent.controlplane.TableControlPlaneGuard``, whose slots are items
+of the cluster's table and so hold for the whole cluster.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import pytest
 from agent.drain.engine import DrainEngine
 from agent.drain.policy import is_control_plane
 from agent.kube.views import NodeView
-from core.exceptions import ControlPlaneBusyError, ControlPlaneRefusedError
+from core.exceptions import ControlPlaneBusyError, ControlPlaneRefusedError, KubernetesApiError
 from core.model import Command, CommandKind, utcnow
 from core.settings import AgentSettings
 
@@ -108,6 +108,26 @@ def test_the_slot_is_given_back_when_the_drain_ends_however_it_ends() -> None:
         engine.run(drain("a"))  # the cordon's patch raised: the drain is over
     with pytest.raises(Written):
         engine.run(drain("b"))  # so the slot is free for the next one
+
+
+class Flaky(OneNode):
+    """The API down (HTTP 503) when the node is patched."""
+
+    def patch_node(self, name: str, patch: Any) -> NodeView:
+        raise KubernetesApiError("patch node: HTTP 503")
+
+
+def test_a_retryable_error_keeps_the_slot_for_the_retry_until_the_command_ends() -> None:
+    engine = DrainEngine(Flaky(MASTER), SETTINGS, max_control_plane_drains=1)  # type: ignore[arg-type]  # fake
+    with pytest.raises(KubernetesApiError):
+        engine.run(drain("a"))  # handed back or retried: no other master drain may start meanwhile
+    with pytest.raises(ControlPlaneBusyError):
+        engine.run(drain("b"))
+    with pytest.raises(KubernetesApiError):
+        engine.run(drain("a"))  # its retry takes its own slot again
+    engine.guard.release("a")  # what the consumer does when "a" ends
+    with pytest.raises(KubernetesApiError):
+        engine.run(drain("b"))
 
 
 def test_control_plane_labels() -> None:
