@@ -45,11 +45,13 @@ from adapters.aws.autoscaling import AutoScaling
 from adapters.aws.clients import agent_config, clients, new_session
 from adapters.aws.cloudwatch import MetricSink
 from adapters.aws.sqs import CommandQueue
+from adapters.dynamo.controlplane import ControlPlaneSlots
 from adapters.dynamo.store import Store
 from agent import logs
 from agent.cloudwatch import CloudWatchPublisher
 from agent.consumer.config import ConsumerConfig
 from agent.consumer.loop import CommandConsumer
+from agent.controlplane import TableControlPlaneGuard
 from agent.cordons.releaser import CordonReleaser
 from agent.drain.engine import DrainEngine
 from agent.events import NodeEventRecorder
@@ -201,12 +203,14 @@ def build_agent(settings: AgentSettings, environ: Mapping[str, str], session: An
     alarms = CloudWatchPublisher(sink, settings.cluster_name)
 
     recorder = NodeEventRecorder(kube)
-    engine = DrainEngine(
-        CountingEvictions(kube, metrics),
-        settings,
-        events=recorder,
-        max_control_plane_drains=settings.max_control_plane_drains,
-    )
+    guard = TableControlPlaneGuard(
+        ControlPlaneSlots(store),
+        settings.max_control_plane_drains,
+        identity,
+        settings.max_command_seconds,
+        on_error=lambda err: metrics.loop_error("consumer", err),
+    )  # at most MAX_CONTROL_PLANE_DRAINS control-plane drains in the whole cluster (agent/controlplane.py)
+    engine = DrainEngine(CountingEvictions(kube, metrics), settings, events=recorder, guard=guard)
     reporter = Reporter(store, events, settings.event_bus_name, post_node_event=recorder)
     hooks = HookFinisher(store, autoscaling, identity, metrics)
     consumer = CommandConsumer(

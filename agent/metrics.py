@@ -11,6 +11,11 @@ Every metric lives in the ``AgentMetrics``' own registry (tests build as many as
 - ``node_manager_agent_commands_rejected_total{reason}``: well-formed commands not run because no ``CMD#`` item
   backs them: ``no_record`` (none recorded under the body's command id), ``mismatch`` (the item records another
   cluster, kind, instance, node, deadline or options). The message is left for the dead-letter queue.
+- ``node_manager_agent_control_plane_refusals_total{reason}``: drains or cordons of a control-plane node not done
+  (``agent.drain.guard``): ``not_allowed`` (not a refresher master step nor a Spot warning or lifecycle hook of the
+  node's own instance; the command fails) or ``busy`` (every control-plane drain slot was held; the drain waits).
+- ``node_manager_agent_command_retries_total{step}``: retryable Kubernetes, DynamoDB or SQS errors retried in the
+  agent (``step``: ``read``, ``start``, ``run``, ``report``) before a command is handed back.
 - ``node_manager_agent_drain_duration_seconds{result}``: histogram of drain durations (the engine's
   ``durations.total``).
 - ``node_manager_agent_pods_evicted_total``: evictions the API accepted.
@@ -72,6 +77,18 @@ class AgentMetrics:
             f"{PREFIX}_commands_rejected",
             "Commands not run because no CMD# item backs them: no_record or mismatch",
             ["reason"],
+            registry=r,
+        )
+        self.control_plane_refusals = Counter(
+            f"{PREFIX}_control_plane_refusals",
+            "Drains or cordons of control-plane nodes not done: not_allowed or busy",
+            ["reason"],
+            registry=r,
+        )
+        self.command_retries = Counter(
+            f"{PREFIX}_command_retries",
+            "Retryable errors retried in the agent while working a command, by step",
+            ["step"],
             registry=r,
         )
         self.drain_duration = Histogram(

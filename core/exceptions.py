@@ -113,6 +113,25 @@ class NodeNotFoundError(NodeManagerError):
         self.instance_id = instance_id
 
 
+class ControlPlaneRefusedError(NodeManagerError):
+    """A drain or cordon of a control-plane node the agent does not do for this command (``agent.drain.guard``):
+    final, the node untouched. ``why`` says which rule refused it."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+class ControlPlaneBusyError(RetryableError):
+    """A control-plane drain that must wait: the cluster's control-plane drain slots (``MAX_CONTROL_PLANE_DRAINS``)
+    are all held by other commands (``holders``: their command ids). The command is handed back, its node untouched.
+    """
+
+    def __init__(self, why: str, holders: list[str] | None = None) -> None:
+        super().__init__(why)
+        self.holders = holders or []
+
+
 class KubernetesApiError(RetryableError):
     """The Kubernetes API answered with an error that is worth retrying (5xx, connection)."""
 

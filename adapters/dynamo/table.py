@@ -2,11 +2,12 @@
 
 Keys (see DESIGN.md, "Table items"): ``pk = CLUSTER#<cluster>`` and ``sk`` one of ``LOCK``,
 ``NODE#<instance-id>``, ``CMD#<command-id>``, ``COMP#<asg>``, ``RUN#<run-id>``, ``DETACH#<instance-id>``,
-``HOOK#<instance-id>``. Items that may go stale carry ``expires_at`` (epoch seconds, the table's TTL attribute),
-but readers never rely on TTL deletion: they compare timestamps themselves.
+``HOOK#<instance-id>``, ``CPDRAIN#<n>``. Items that may go stale carry ``expires_at`` (epoch seconds, the table's
+TTL attribute), but readers never rely on TTL deletion: they compare timestamps themselves.
 
 This module is the low-level access (get, put, update, delete, query, with optional conditions); one module per
-item kind builds on it (``commands``, ``nodes``, ``detach``, ``hooks``, ``ledger``, ``runs``, ``lock``).
+item kind builds on it (``commands``, ``nodes``, ``detach``, ``hooks``, ``ledger``, ``runs``, ``lock``,
+``controlplane``).
 
 Fencing: a ``put`` given a ``fence`` (the caller's ``core.lock.Lease``) is one ``TransactWriteItems`` of a
 ``ConditionCheck`` on the ``LOCK`` item (still this holder, same fencing value) and the put itself: it applies only

@@ -1,8 +1,9 @@
 """The command consumer: long-polls SQS and runs each command once, whatever SQS delivers.
 
-Modules: ``decisions`` (pure: sort a message, what a refused start means), ``config`` (the knobs), ``steps`` (the
-fast step, cordon, and the slow one, the command through the engine, each turned into an outcome), ``schedule``
-(``DeadlineGate``: drain slots, earliest deadline first), ``worker`` (one message to its end), ``heartbeat``
+Modules: ``decisions`` (pure: sort a message, what a refused start means, hand-back delays), ``config`` (the knobs),
+``steps`` (the fast step, cordon, and the slow one, the command through the engine, each turned into an outcome),
+``schedule`` (``DeadlineGate``: drain slots, earliest deadline first), ``retry`` (retryable errors retried in the
+agent), ``worker`` (one message to its end) on ``answers`` (its state and its answers to SQS), ``heartbeat``
 (visibility, ``CMD#`` heartbeats, lifecycle-hook heartbeats) and ``loop`` (``CommandConsumer``: the receive loop and
 shutdown).
 
@@ -40,16 +41,27 @@ Decisions for the edge cases:
 - A cordon that fails in the fast step is logged and counted (``loop_errors{loop="cordon"}``); the drain cordons
   again when it starts, and its own error decides the command's end.
 - ``NodeNotFoundError`` (the instance's node never joined, or is gone) ends ``skipped``.
-- A ``RetryableError`` from the engine (Kubernetes API down before any work was done) hands the command back:
-  the item returns to ``queued`` and the message becomes visible after ``retry_delay_seconds``.
+- A ``RetryableError`` (Kubernetes API down before any work was done, DynamoDB throttling the item's read, start
+  or terminal write) is retried in the agent with exponential backoff for ``command_retry_seconds``
+  (``COMMAND_RETRY_SECONDS``), never past a drain's deadline (``retry.Retry``). Only when it outlasts that is the
+  command handed back: the item returns to ``queued`` (or is left as it was, before the start) and the message
+  becomes visible after ``retry_delay_seconds`` doubled per receive (``decisions.handback_delay``, at most
+  ``handback_max_seconds``), so a burst of errors spends few of the queue's ``maxReceiveCount`` receives, spread
+  over minutes. A message dead-lettered anyway leaves its ``CMD#`` ``queued``, which the replenisher's sweep sends
+  again.
+- Control-plane nodes (``agent.drain.guard``): a drain or cordon of one not for a refresher master step or a Spot
+  warning or lifecycle hook of its own instance ends ``failed``, the node untouched. A drain that finds every
+  control-plane slot of the cluster held (``MAX_CONTROL_PLANE_DRAINS``, ``agent.controlplane``) waits in its
+  worker, uncordoned, retrying until its deadline (then ``timed_out``). Neither ever completes its instance's
+  lifecycle action (``decisions.completes_hook``): CONTINUE would terminate a master that was not drained.
 - ``KubernetesRejectedError`` (a 4xx such as 403: the agent's ClusterRole lacks a verb) and any other exception
   from the engine end ``failed`` with the error in the result: retrying them would loop.
 - Shutdown: polling stops; in-flight commands get ``shutdown_grace_seconds`` to finish; the rest are handed back
   (item ``queued`` again, message visible at once) so another agent takes them without waiting for staleness.
-- Lifecycle hooks (``agent.hooks``): while a drain runs, its instance's pending termination lifecycle action gets
-  a heartbeat every ``lifecycle_heartbeat_seconds`` until the drain's deadline; when a drain ends (any terminal
-  status, and again for a duplicate delivery of a finished drain), the action is completed with CONTINUE before
-  the message is deleted.
+- Lifecycle hooks (``agent.hooks``): while a drain runs (or waits for a slot), its instance's pending termination
+  lifecycle action gets a heartbeat every ``lifecycle_heartbeat_seconds`` until the drain's deadline; when a drain
+  ends (any terminal status but a refused control-plane drain's, and again for a duplicate delivery of a finished
+  drain), the action is completed with CONTINUE before the message is deleted.
 
 Observability: every log line written while a message's command is handled carries its ``command_id``,
 ``instance_id`` and ``node`` (``agent.logs.command_context``); counts go to ``agent.metrics.AgentMetrics``, drain

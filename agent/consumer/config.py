@@ -26,6 +26,12 @@ class ConsumerConfig:
         retry_delay_seconds: visibility delay of a command handed back after a retryable error.
         lifecycle_heartbeat_seconds: period of RecordLifecycleActionHeartbeat while a drain runs.
         max_command_seconds: a command's deadline is at most this long after its start (``decisions.capped``).
+        command_retry_seconds: how long a step's retryable errors are retried in the agent (``retry.Retry``)
+            before the command is handed back.
+        retry_backoff_seconds, retry_backoff_max_seconds: that retry's first delay and cap.
+        handback_max_seconds: the longest invisibility of a handed-back message (``decisions.handback_delay``:
+            ``retry_delay_seconds`` doubled per receive).
+        control_plane_poll_seconds: the longest wait between two tries of a control-plane drain waiting for a slot.
     """
 
     cluster: str
@@ -41,6 +47,11 @@ class ConsumerConfig:
     retry_delay_seconds: int = 5
     lifecycle_heartbeat_seconds: float = 60.0
     max_command_seconds: int = 3600
+    command_retry_seconds: float = 60.0
+    retry_backoff_seconds: float = 0.5
+    retry_backoff_max_seconds: float = 8.0
+    handback_max_seconds: int = 900
+    control_plane_poll_seconds: float = 15.0
 
     @classmethod
     def from_settings(cls, settings: AgentSettings, worker_id: str) -> ConsumerConfig:
@@ -57,6 +68,8 @@ class ConsumerConfig:
             shutdown_grace_seconds=settings.shutdown_grace_seconds,
             lifecycle_heartbeat_seconds=settings.lifecycle_heartbeat_seconds,
             max_command_seconds=settings.max_command_seconds,
+            command_retry_seconds=settings.command_retry_seconds,
+            handback_max_seconds=settings.command_handback_max_seconds,
         )
 
     @property

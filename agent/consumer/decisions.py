@@ -214,3 +214,41 @@ def tightened_deadline(item: Mapping[str, Any] | None) -> datetime | None:
         return as_utc(datetime.fromisoformat(str(raw)))
     except ValueError:
         return None
+
+
+# A result key: the command was a drain or cordon of a control-plane node the agent refused (``agent.drain.guard``),
+# or one whose deadline passed while every control-plane drain slot stayed held. Its instance's lifecycle action is
+# never completed: CONTINUE would let Auto Scaling terminate a master that was not drained.
+CONTROL_PLANE_REFUSED = "control_plane_refused"
+
+
+def completes_hook(result: Mapping[str, Any] | None) -> bool:
+    """Whether the end of a drain with ``result`` completes its instance's lifecycle action (CONTINUE). Pure."""
+    return not (result or {}).get(CONTROL_PLANE_REFUSED)
+
+
+def receive_count(message: Mapping[str, Any]) -> int:
+    """The message's ``ApproximateReceiveCount`` (SQS, requested with ReceiveMessage's MessageSystemAttributeNames;
+    1 on its first receive), 1 when absent or unreadable. Pure."""
+    raw = (message.get("Attributes") or {}).get("ApproximateReceiveCount", 1)
+    try:
+        return max(1, int(raw))
+    except (TypeError, ValueError):
+        return 1
+
+
+def handback_delay(count: int, base: float, cap: float, seconds_left: float | None = None) -> int:
+    """Seconds a command handed back after a retryable error stays invisible: ``base * 2**(count - 1)`` for its
+    ``count``-th receive, at most ``cap``, and for a drain (``seconds_left`` to its deadline) no later than its
+    deadline, so it is tried once more before it. At least 1 (0 only when ``base`` is 0: at once). Pure.
+
+    Each receive counts towards the queue's ``maxReceiveCount``: growing the delay spreads those receives over
+    minutes instead of seconds, so a burst of errors ends before the message would be dead-lettered.
+
+    >>> [handback_delay(n, 5, 900) for n in (1, 2, 3, 9, 10)]
+    [5, 10, 20, 900, 900]
+    """
+    delay = min(float(cap), base * 2.0 ** min(max(0, count - 1), 30))
+    if seconds_left is not None:
+        delay = min(delay, seconds_left)
+    return max(1 if base > 0 else 0, math.ceil(delay))

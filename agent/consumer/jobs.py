@@ -18,6 +18,7 @@ class Job:
     receipt: str
     command: Command
     attempt: int
+    receive_count: int = 1  # the message's ApproximateReceiveCount when this worker took it
     handed_back: bool = False
     lost: bool = False  # another worker took the command over (seen by the heartbeat)
     lifecycle_beat_at: float = field(default_factory=time.monotonic)  # last lifecycle heartbeat (or the start)

@@ -8,10 +8,16 @@ import logging
 from datetime import datetime
 from typing import Any, Protocol
 
-from agent.consumer.decisions import DEADLINE_PASSED, capped, deadline_passed, own_result
+from agent.consumer.decisions import CONTROL_PLANE_REFUSED, DEADLINE_PASSED, capped, deadline_passed, own_result
 from agent.metrics import AgentMetrics
 from agent.report import Outcome
-from core.exceptions import KubernetesRejectedError, NodeNotFoundError, RetryableError
+from core.exceptions import (
+    ControlPlaneBusyError,
+    ControlPlaneRefusedError,
+    KubernetesRejectedError,
+    NodeNotFoundError,
+    RetryableError,
+)
 from core.model import Command, CommandStatus
 
 log = logging.getLogger(__name__)
@@ -37,12 +43,20 @@ def cordon_first(engine: Engine, command: Command, metrics: AgentMetrics | None 
     is scheduled onto it. Never raises.
 
     Returns:
-        ``SKIPPED`` when the instance has no node (nothing to drain), else None: cordoned, or the cordon failed (the
-        error is logged and counted in ``loop_errors{loop="cordon"}``; the drain step cordons again and decides the
-        command's end from its own error).
+        ``SKIPPED`` when the instance has no node (nothing to drain), ``FAILED`` (``refused``) for a control-plane
+        node this command may not touch, else None: cordoned, or the cordon failed (the error is logged and counted
+        in ``loop_errors{loop="cordon"}``; the drain step cordons again and decides the command's end from its own
+        error).
+
+    Raises:
+        ControlPlaneBusyError: a control-plane node whose drain must wait for a slot (left uncordoned).
     """
     try:
         engine.cordon(command)
+    except ControlPlaneBusyError:
+        raise
+    except ControlPlaneRefusedError as err:
+        return refused(command, err, metrics)
     except NodeNotFoundError as err:
         log.info("no node for the instance, command skipped command_id=%s", command.command_id)
         return Outcome(
@@ -67,7 +81,8 @@ def execute(engine: Engine, command: Command, now: datetime, max_command_seconds
     is capped there (``decisions.capped``: a far-future deadline cannot hold a drain forever).
 
     Raises:
-        RetryableError: the Kubernetes API failed before any work was done (hand the command back).
+        RetryableError: the Kubernetes API failed before any work was done (hand the command back);
+            ``ControlPlaneBusyError``: a control-plane drain that must wait for a slot.
     """
     if deadline_passed(command, now):
         log.warning(
@@ -96,6 +111,8 @@ def execute(engine: Engine, command: Command, now: datetime, max_command_seconds
         )  # no node, so no Event to post
     except RetryableError:
         raise
+    except ControlPlaneRefusedError as err:
+        return refused(command, err)
     except KubernetesRejectedError as err:
         log.error(
             "Kubernetes API refused a request, command failed command_id=%s status=%s error=%s",
@@ -126,3 +143,13 @@ def execute(engine: Engine, command: Command, now: datetime, max_command_seconds
             engine_posted_event=False,
         )
     return Outcome(status, dumped, engine_posted_event=bool(getattr(result, "event_posted", False)))
+
+
+def refused(command: Command, err: ControlPlaneRefusedError, metrics: AgentMetrics | None = None) -> Outcome:
+    """The end of a command refused on a control-plane node (``agent.drain.guard``): ``failed``, the node untouched,
+    marked ``control_plane_refused`` so its instance's lifecycle action is never completed."""
+    log.warning("control-plane command refused command_id=%s: %s", command.command_id, err.why)
+    if metrics is not None:
+        metrics.control_plane_refusals.labels(reason="not_allowed").inc()
+    result = own_result(command, CommandStatus.FAILED, err.why, [err.why])
+    return Outcome(CommandStatus.FAILED, {**result, CONTROL_PLANE_REFUSED: True}, engine_posted_event=False)

@@ -5,41 +5,39 @@ recorded (``decisions.bind_to_record``: the stored command is what runs; a body 
 from its item, is rejected and left for the dead-letter queue), starts the command in its item, runs it through the
 engine in two steps (``steps``: a drain's node is cordoned the moment the message is taken, then the drain waits
 for a slot of ``schedule.DeadlineGate``, earliest deadline first), reports it, completes the drain's lifecycle action,
-and deletes the message or leaves it for redelivery.
+and deletes the message or leaves it for redelivery. Each step's retryable errors are retried first (``retry.Retry``);
+a control-plane drain that finds every control-plane slot held waits here for one, its node untouched.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from datetime import datetime
+import time
+from collections.abc import Mapping
 from typing import Any
 
-from adapters.aws.ports import CommandReceiver
-from adapters.dynamo.store import Store
-from agent.cloudwatch import CloudWatchPublisher
-from agent.consumer.config import ConsumerConfig
+from agent.consumer.answers import WorkerBase
 from agent.consumer.decisions import (
-    Binding,
+    CONTROL_PLANE_REFUSED,
+    DEADLINE_PASSED,
     MessageVerdict,
-    RefusalDisposition,
     bind_to_record,
     deadline_passed,
-    on_refusal,
+    own_result,
     parse_message,
+    receive_count,
     tightened,
 )
-from agent.consumer.jobs import Counters, Job, Jobs
-from agent.consumer.schedule import DeadlineGate
-from agent.consumer.steps import Engine, cordon_first, execute
-from agent.hooks import HookFinisher
+from agent.consumer.jobs import Job
+from agent.consumer.steps import cordon_first, execute
 from agent.logs import command_context
-from agent.metrics import AgentMetrics
-from agent.report import Outcome, Reporter
+from agent.report import Outcome
+from core.clock import backoff_delay
 from core.exceptions import (
     AwsRequestError,
     AwsUnavailableError,
     CommandTransitionError,
+    ControlPlaneBusyError,
     RetryableError,
     StoreUnavailableError,
 )
@@ -50,42 +48,17 @@ log = logging.getLogger(__name__)
 PREVIEW_CHARS = 160
 
 
-class CommandWorker:
+class CommandWorker(WorkerBase):
     """Takes messages to their end; shared by the consumer's worker threads (see ``CommandConsumer`` for the
     arguments). ``jobs`` holds the commands in flight, ``counters`` what happened."""
-
-    def __init__(
-        self,
-        queue: CommandReceiver,
-        store: Store,
-        engine: Engine,
-        reporter: Reporter,
-        config: ConsumerConfig,
-        clock: Callable[[], datetime],
-        *,
-        metrics: AgentMetrics | None = None,
-        hooks: HookFinisher | None = None,
-        alarms: CloudWatchPublisher | None = None,
-    ) -> None:
-        self.queue = queue
-        self.store = store
-        self.engine = engine
-        self.reporter = reporter
-        self.config = config
-        self.clock = clock
-        self.metrics = metrics
-        self.hooks = hooks
-        self.alarms = alarms
-        self.counters = Counters()
-        self.jobs = Jobs()
-        self.gate = DeadlineGate(config.concurrency)
 
     def handle(self, message: Mapping[str, Any]) -> None:
         """Take one received message to its end (see the module docstring). Runs in a worker thread.
 
         Raises:
-            StoreUnavailableError, botocore errors: from ``get_command`` or ``start_command``; the message is left
-                and comes back.
+            AwsRequestError and other non-retryable errors: from ``get_command`` or ``start_command``; the message is
+                left and comes back. Retryable ones (``StoreUnavailableError`` ...) are retried, then the message is
+                made visible again after ``decisions.handback_delay``.
         """
         message_id = str(message.get("MessageId", "?"))
         receipt = str(message["ReceiptHandle"])
@@ -120,49 +93,42 @@ class CommandWorker:
             return
         if self.metrics is not None:
             self.metrics.commands_received.labels(kind=command.kind.value).inc()
+        count = receive_count(message)
         with command_context(command_id=command.command_id, instance_id=command.instance_id, node=command.node_name):
-            item = self.store.get_command(command.command_id)
+            try:
+                item = self.retry.call(
+                    lambda: self.store.get_command(command.command_id), "read", on_retry=self._retried("read")
+                )
+            except RetryableError as err:
+                self._leave(receipt, message_id, command, count, err)
+                return
             binding = bind_to_record(command, item)
             if binding.command is None:
                 self._rejected(message, binding)
                 return
-            self._start(message_id, receipt, tightened(binding.command, item))  # a Spot deadline, if one came
+            self._start(message_id, receipt, tightened(binding.command, item), count)  # a Spot deadline, if one came
 
-    def _rejected(self, message: Mapping[str, Any], binding: Binding) -> None:
-        """A body no ``CMD#`` item backs (or one its item contradicts): not run, the item untouched, the message
-        made visible again at once, so the queue's RedrivePolicy moves it to the dead-letter queue after
-        ``maxReceiveCount`` receives (it is never deleted: the dead-letter queue keeps the evidence)."""
-        assert binding.rejection is not None
-        reason = binding.rejection.value
-        message_id = str(message.get("MessageId", "?"))
-        self.counters.inc(f"rejected_{reason}")
-        if self.metrics is not None:
-            self.metrics.commands_rejected.labels(reason=reason).inc()
-        log.warning(
-            "command rejected, not backed by its record; released for the dead-letter queue reason=%s "
-            "message_id=%s receive_count=%s why=%r preview=%r",
-            reason,
-            message_id,
-            message.get("Attributes", {}).get("ApproximateReceiveCount", "?"),
-            binding.why,
-            str(message.get("Body", ""))[:PREVIEW_CHARS],
-        )
-        self.set_visibility(str(message["ReceiptHandle"]), 0, message_id)
-
-    def _start(self, message_id: str, receipt: str, command: Command) -> None:
+    def _start(self, message_id: str, receipt: str, command: Command, count: int = 1) -> None:
         """Start the command (``queued`` → ``running``) and work it, or say why not (``_refused``)."""
         try:
-            attempt = self.store.start_command(
-                command,
-                self.config.worker_id,
-                self.config.stale_running_seconds,
-                self.config.command_ttl_seconds,
-                now=self.clock(),
+            attempt = self.retry.call(
+                lambda: self.store.start_command(
+                    command,
+                    self.config.worker_id,
+                    self.config.stale_running_seconds,
+                    self.config.command_ttl_seconds,
+                    now=self.clock(),
+                ),
+                "start",
+                on_retry=self._retried("start"),
             )
         except CommandTransitionError as err:
             self._refused(message_id, receipt, command, err.current)
             return
-        job = Job(message_id, receipt, command, attempt)
+        except RetryableError as err:
+            self._leave(receipt, message_id, command, count, err)
+            return
+        job = Job(message_id, receipt, command, attempt, receive_count=count)
         log.info(
             "command started command_id=%s kind=%s instance_id=%s attempt=%d message_id=%s",
             command.command_id,
@@ -184,7 +150,9 @@ class CommandWorker:
         if command.kind is not CommandKind.DRAIN:
             outcome = self._execute_or_give_back(job)
         else:
-            outcome = cordon_first(self.engine, command, self.metrics)
+            outcome = self._cordon_or_wait(job)
+            if outcome is None and (job.closed or job.lost):
+                return  # handed back (shutdown) or taken over while it waited for a control-plane slot
             if outcome is None and deadline_passed(command, self.clock()):
                 outcome = execute(
                     self.engine, command, self.clock(), self.config.max_command_seconds
@@ -200,20 +168,65 @@ class CommandWorker:
         if outcome is not None:
             self._finish(job, outcome)
 
+    def _cordon_or_wait(self, job: Job) -> Outcome | None:
+        """``steps.cordon_first``; a control-plane drain whose slots are all held (``ControlPlaneBusyError``) waits
+        here, its node untouched, and tries again with backoff (``retry_delay_seconds`` doubled, at most
+        ``control_plane_poll_seconds``) until its deadline. Meanwhile the heartbeat keeps its message invisible and
+        its instance's lifecycle action alive (never completed: a master must not go undrained). Past the deadline
+        it ends ``timed_out``, marked ``control_plane_refused`` (the action is left to its own timeout)."""
+        command = job.command
+        tries = 0
+        while True:
+            try:
+                return cordon_first(self.engine, command, self.metrics)
+            except ControlPlaneBusyError as err:
+                tries += 1
+                if tries == 1:
+                    self.counters.inc("control_plane_busy")
+                    if self.metrics is not None:
+                        self.metrics.control_plane_refusals.labels(reason="busy").inc()
+                    log.warning("control-plane drain waits for a slot command_id=%s: %s", command.command_id, err)
+                left = command.seconds_left(self.clock())
+                if left <= 0:
+                    result = own_result(command, CommandStatus.TIMED_OUT, f"{DEADLINE_PASSED}: {err}")
+                    return Outcome(CommandStatus.TIMED_OUT, {**result, CONTROL_PLANE_REFUSED: True}, False)
+                pause = backoff_delay(tries, self.config.retry_delay_seconds, self.config.control_plane_poll_seconds)
+                if not self._pause(min(pause, left), job):
+                    return None
+
+    def _pause(self, seconds: float, job: Job) -> bool:
+        """Sleep ``seconds`` in short steps; False as soon as the job is handed back or lost."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            if job.closed or job.lost:
+                return False
+            self.sleep(min(0.5, left))
+        return not (job.closed or job.lost)
+
     def _execute_or_give_back(self, job: Job) -> Outcome | None:
-        """``steps.execute``; None when a retryable error handed the command back."""
+        """``steps.execute``, its retryable errors retried (``retry.Retry``); None when they outlasted the retries
+        and the command was handed back (visible again after ``decisions.handback_delay``)."""
+        command = job.command
         try:
-            return execute(self.engine, job.command, self.clock(), self.config.max_command_seconds)
+            return self.retry.call(
+                lambda: execute(self.engine, command, self.clock(), self.config.max_command_seconds),
+                "run",
+                seconds_left=command.seconds_left(self.clock()) if command.kind is CommandKind.DRAIN else None,
+                on_retry=self._retried("run"),
+                cancelled=lambda: job.closed or job.lost,
+            )
         except RetryableError as err:
             if job.close():
+                delay = self._delay(command, job.receive_count)
                 log.warning(
-                    "retryable error, command handed back command_id=%s delay=%ds error=%s",
-                    job.command.command_id,
-                    self.config.retry_delay_seconds,
+                    "retryable error, command handed back command_id=%s receive_count=%d delay=%ds error=%s",
+                    command.command_id,
+                    job.receive_count,
+                    delay,
                     err,
                 )
                 self.counters.inc("retried")
-                self.give_back(job, visibility_seconds=self.config.retry_delay_seconds)
+                self.give_back(job, visibility_seconds=delay)
             return None
 
     def _finish(self, job: Job, outcome: Outcome) -> None:
@@ -226,8 +239,15 @@ class CommandWorker:
                 outcome.status.value,
             )
             return
+        guard = getattr(self.engine, "guard", None)  # DrainEngine's; a stand-in engine may have none
+        if guard is not None and not job.lost:
+            guard.release(command.command_id)  # it ended: a control-plane slot it still holds is free
         try:
-            notified = self.reporter.report(command, self.config.worker_id, job.attempt, outcome)
+            notified = self.retry.call(
+                lambda: self.reporter.report(command, self.config.worker_id, job.attempt, outcome),
+                "report",
+                on_retry=self._retried("report"),
+            )
         except CommandTransitionError as err:
             current = err.current or {}
             log.warning(
@@ -246,6 +266,7 @@ class CommandWorker:
                 "could not write the terminal status, message left for redelivery command_id=%s", command.command_id
             )
             self.counters.inc("errors")
+            self.set_visibility(job.receipt, self._delay(command, job.receive_count), job.message_id)
             return
         self.counters.inc(outcome.status.value)
         node = outcome.result.get("node_name") or command.node_name
@@ -259,97 +280,8 @@ class CommandWorker:
             )
             self._observe(command, outcome)
             if command.kind is CommandKind.DRAIN and self.hooks is not None:
-                self.hooks.complete(command.instance_id, f"drain {command.command_id} {outcome.status.value}")
+                self._complete_hook(command, outcome.status.value, outcome.result)
         if notified:
             self._delete(job.receipt, job.message_id)
         else:
             log.warning("event not sent, message left so the notification is retried command_id=%s", command.command_id)
-
-    def _refused(self, message_id: str, receipt: str, command: Command, current: Mapping[str, Any] | None) -> None:
-        disposition, delay = on_refusal(
-            current, self.clock().timestamp(), self.config.stale_running_seconds, self.config.visibility_timeout_seconds
-        )
-        item = current or {}
-        if disposition is RefusalDisposition.DUPLICATE:
-            self.counters.inc("duplicate")
-            self._dropped("duplicate")
-            log.info(
-                "duplicate delivery of a finished command, message deleted command_id=%s status=%s message_id=%s",
-                command.command_id,
-                item.get("status"),
-                message_id,
-            )
-            if command.kind is CommandKind.DRAIN and self.hooks is not None:
-                # a worker that died between the drain's end and the hook's completion left it pending
-                self.hooks.complete(command.instance_id, f"drain {command.command_id} {item.get('status')}")
-            self._delete(receipt, message_id)
-        elif disposition is RefusalDisposition.NOTIFY_AGAIN:
-            self.counters.inc("notified_again")
-            log.warning(
-                "finished command was never notified, notifying now command_id=%s status=%s",
-                command.command_id,
-                item.get("status"),
-            )
-            if self.reporter.notify(
-                command,
-                CommandStatus(item["status"]),
-                item.get("result") or {},
-                int(item.get("attempt", 0)),
-                str(item.get("worker", "")),
-                post_node_event=False,
-            ):
-                self._delete(receipt, message_id)
-        else:
-            self.counters.inc("busy_elsewhere")
-            log.info(
-                "command busy elsewhere, message left command_id=%s status=%s worker=%s retry_in=%ds",
-                command.command_id,
-                item.get("status"),
-                item.get("worker"),
-                delay,
-            )
-            self.set_visibility(receipt, delay, message_id)
-
-    def _observe(self, command: Command, outcome: Outcome) -> None:
-        """Count a finished command (Prometheus) and a failed drain (CloudWatch)."""
-        failed = outcome.status in (CommandStatus.FAILED, CommandStatus.TIMED_OUT)
-        if command.kind is CommandKind.DRAIN and failed and self.alarms is not None:
-            self.alarms.drain_failed()
-        if self.metrics is None:
-            return
-        self.metrics.commands_completed.labels(kind=command.kind.value, result=outcome.status.value).inc()
-        total = (outcome.result.get("durations") or {}).get("total")
-        if command.kind is CommandKind.DRAIN and total is not None:
-            self.metrics.drain_duration.labels(result=outcome.status.value).observe(float(total))
-
-    def _error(self, err: BaseException) -> None:
-        if self.metrics is not None:
-            self.metrics.loop_error("consumer", err)
-
-    def _dropped(self, reason: str) -> None:
-        if self.metrics is not None:
-            self.metrics.messages_dropped.labels(reason=reason).inc()
-
-    def give_back(self, job: Job, visibility_seconds: int) -> None:
-        """Return a started command to ``queued`` (so anyone may start it at once) and make its message visible."""
-        now = self.clock()
-        try:
-            self.store.release_command(job.command.command_id, self.config.worker_id, job.attempt, now=now)
-        except Exception as err:
-            self._error(err)
-            log.exception("could not hand back command command_id=%s", job.command.command_id)
-        self.set_visibility(job.receipt, visibility_seconds, job.message_id)
-
-    def _delete(self, receipt: str, message_id: str) -> None:
-        try:
-            self.queue.delete(receipt)
-        except Exception as err:
-            self._error(err)
-            log.exception("delete_message failed message_id=%s", message_id)
-
-    def set_visibility(self, receipt: str, seconds: int, message_id: str) -> None:
-        try:
-            self.queue.set_visibility(receipt, seconds)
-        except Exception as err:
-            self._error(err)
-            log.exception("change_message_visibility failed message_id=%s seconds=%d", message_id, seconds)

@@ -31,22 +31,24 @@ import random
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from agent.drain.cordon import CordonDecision, UncordonDecision, decide_cordon, decide_release, decide_uncordon
 from agent.drain.evict import Evictor
-from agent.drain.policy import (
-    daemonset_owners,
-    deletes_past_pdb,
-    is_control_plane,
-    plan_drain,
-)
-from agent.drain.ports import DrainApi
+from agent.drain.guard import ControlPlaneGuard, LocalControlPlaneGuard
+from agent.drain.policy import daemonset_owners, deletes_past_pdb, is_control_plane, plan_drain
+from agent.drain.ports import BackoffSettings, DrainApi, ResultEvents
 from agent.drain.progress import DrainProgress, counts_text
-from agent.drain.results import Durations, NodeCommandResult, RemainingPod, refused_control_plane
+from agent.drain.results import Durations, NodeCommandResult, RemainingPod
 from agent.kube.views import NodeView
 from core.clock import Clock, Deadline, SystemClock
-from core.exceptions import KubernetesApiError, KubernetesNotFoundError, NodeManagerError, NodeNotFoundError
+from core.exceptions import (
+    KubernetesApiError,
+    KubernetesNotFoundError,
+    NodeManagerError,
+    NodeNotFoundError,
+    RetryableError,
+)
 from core.model import Command, CommandKind, CommandStatus, DrainOptions
 from core.settings import PdbDeadlinePolicy
 
@@ -55,30 +57,6 @@ log = logging.getLogger(__name__)
 CORDON_CONFLICT_RETRIES = 8
 
 _D = TypeVar("_D", CordonDecision, UncordonDecision)
-
-
-class BackoffSettings(Protocol):
-    """What the engine needs of the agent's settings (``core.settings.AgentSettings`` has it)."""
-
-    @property
-    def eviction_backoff_seconds(self) -> float: ...
-
-    @property
-    def eviction_backoff_max_seconds(self) -> float: ...
-
-    @property
-    def drain_grace_margin_seconds(self) -> float: ...
-
-    @property
-    def drain_pdb_deadline_policy(self) -> PdbDeadlinePolicy: ...
-
-
-class ResultEvents(Protocol):
-    """Posts a result's Kubernetes Event on its Node (``agent.events.NodeEventRecorder`` does)."""
-
-    def record(self, node: NodeView, result: NodeCommandResult) -> bool:
-        """Post the Event summarizing ``result``; True when posted. Never raises."""
-        ...
 
 
 class DrainEngine:
@@ -98,6 +76,8 @@ class DrainEngine:
             than a request on a warm one (here, 30 evictions: ~0.2 s with 4 connections, ~1 s with 32 new
             ones); the ApiClient's pool (``agent.kube.client.make_api_client``) keeps these connections warm.
         rand: jitter source in [0, 1).
+        max_control_plane_drains, guard: which commands may touch a control-plane node and how many drain one at
+            once (``agent.drain.guard``); without a ``guard``, a ``LocalControlPlaneGuard`` of this process.
 
     Thread-safe: several commands may run at once on one engine (each drain has its own pool and watch).
     """
@@ -112,6 +92,7 @@ class DrainEngine:
         max_requests_in_flight: int = 4,
         rand: Callable[[], float] = random.random,
         max_control_plane_drains: int = 1,
+        guard: ControlPlaneGuard | None = None,
     ) -> None:
         self.kube = kube
         self.backoff_base = float(settings.eviction_backoff_seconds)
@@ -126,8 +107,8 @@ class DrainEngine:
         # a PodDisruptionBudget still protects when their grace stops fitting, ``deletes_past_pdb``)
         self._deadlines: dict[str, tuple[Deadline, threading.Event]] = {}
         self._deadlines_lock = threading.Lock()
-        self.max_control_plane_drains = max_control_plane_drains
-        self._control_plane_slots = threading.BoundedSemaphore(max(1, max_control_plane_drains))
+        # which commands may touch a control-plane node, and how many drain one at once (agent.drain.guard)
+        self.guard: ControlPlaneGuard = guard or LocalControlPlaneGuard(max_control_plane_drains)
         self._evictor = Evictor(
             kube,
             self.clock,
@@ -151,6 +132,7 @@ class DrainEngine:
             NodeNotFoundError: no node has the providerID of ``command.instance_id`` (finish it ``skipped``).
             KubernetesApiError: the API failed (5xx, connection) before the work could be reported (retry).
             KubernetesRejectedError: the API refused a request for good (e.g. 403: the ClusterRole lacks a verb).
+            ControlPlaneRefusedError, ControlPlaneBusyError: see ``agent.drain.guard`` (the node untouched).
         """
         started_at = self.clock.now()
         t0 = self.clock.monotonic()
@@ -165,20 +147,17 @@ class DrainEngine:
         )
         if command.kind == CommandKind.UNCORDON:
             result = self._uncordon(command, node, started_at, durations)
-        elif command.kind == CommandKind.DRAIN and is_control_plane(node.labels):
-            # at most max_control_plane_drains control-plane drains at once; one more is refused, untouched
-            if self.max_control_plane_drains > 0 and self._control_plane_slots.acquire(blocking=False):
-                try:
-                    result = self._cordon_and_maybe_drain(command, node, started_at, durations, t0)
-                finally:
-                    self._control_plane_slots.release()
-            else:
-                log.warning("control-plane drain refused command_id=%s node=%s", command.command_id, node.name)
-                result = refused_control_plane(
-                    command, node.name, self.max_control_plane_drains, started_at, self.clock.now(), durations
-                )
         else:
-            result = self._cordon_and_maybe_drain(command, node, started_at, durations, t0)
+            if is_control_plane(node.labels):
+                self.guard.admit(command, node)  # refused or busy: raises, the node untouched
+            try:
+                result = self._cordon_and_maybe_drain(command, node, started_at, durations, t0)
+            except RetryableError:
+                raise  # a control-plane slot stays with the command for its retry (given back when it ends)
+            except BaseException:
+                self.guard.release(command.command_id)
+                raise
+            self.guard.release(command.command_id)  # the command is over: its control-plane slot (if any) is free
         if self.events is not None:
             result.event_posted = self.events.record(node, result)
         log.info(
@@ -200,9 +179,12 @@ class DrainEngine:
 
         Raises:
             NodeNotFoundError: no node has the instance's providerID. KubernetesApiError / KubernetesRejectedError:
-                see ``KubeAdapter``.
+                see ``KubeAdapter``. ControlPlaneRefusedError / ControlPlaneBusyError: a control-plane node this
+                command may not touch, or may not yet (``agent.drain.guard``); it is left uncordoned.
         """
         node = self.find_node(command.instance_id, command.node_name)
+        if is_control_plane(node.labels):
+            self.guard.admit(command, node)  # the slot is held until the drain ends (``run``) or is given back
         return self.cordon_node(node, command.command_id)
 
     def find_node(self, instance_id: str, node_name: str | None = None) -> NodeView:

@@ -1,4 +1,5 @@
-"""What the drain needs of the Kubernetes API, as typed ports (``agent.kube.client.KubeAdapter`` fits all three).
+"""What the drain needs of the Kubernetes API, as typed ports (``agent.kube.client.KubeAdapter`` fits all three), of
+the settings (``BackoffSettings``) and of the Event recorder (``ResultEvents``).
 
 The engine depends on these, not on the adapter class, so a wrapper (``agent.metrics.CountingEvictions``) or an
 in-memory cluster can stand in. Errors are those of ``KubeAdapter`` (``agent.kube.errors.kube_error``).
@@ -9,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from agent.drain.results import NodeCommandResult
 from agent.kube.eviction import EvictionResponse
 from agent.kube.views import NodeView, PodView
 from agent.kube.watch import PodWatch
+from core.settings import PdbDeadlinePolicy
 
 
 class PodLister(Protocol):
@@ -60,4 +63,28 @@ class DrainApi(EvictionApi, Protocol):
 
     def daemonset_exists(self, namespace: str, name: str) -> bool:
         """Whether the DaemonSet exists."""
+        ...
+
+
+class BackoffSettings(Protocol):
+    """What the engine needs of the agent's settings (``core.settings.AgentSettings`` has it)."""
+
+    @property
+    def eviction_backoff_seconds(self) -> float: ...
+
+    @property
+    def eviction_backoff_max_seconds(self) -> float: ...
+
+    @property
+    def drain_grace_margin_seconds(self) -> float: ...
+
+    @property
+    def drain_pdb_deadline_policy(self) -> PdbDeadlinePolicy: ...
+
+
+class ResultEvents(Protocol):
+    """Posts a result's Kubernetes Event on its Node (``agent.events.NodeEventRecorder`` does)."""
+
+    def record(self, node: NodeView, result: NodeCommandResult) -> bool:
+        """Post the Event summarizing ``result``; True when posted. Never raises."""
         ...

@@ -11,7 +11,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from agent.drain.policy import GraceSource, PodAction
-from core.model import Command, CommandKind, CommandStatus
+from core.model import CommandKind, CommandStatus
 
 
 class PodOutcome(BaseModel):
@@ -94,31 +94,3 @@ class NodeCommandResult(BaseModel):
     started_at: datetime
     finished_at: datetime
     event_posted: bool = False
-
-
-def refused_control_plane(
-    command: Command,
-    node_name: str,
-    limit: int,
-    started_at: datetime,
-    finished_at: datetime,
-    durations: Durations,
-) -> NodeCommandResult:
-    """The result of a drain of a control-plane node refused because ``limit`` control-plane drains already run
-    (``MAX_CONTROL_PLANE_DRAINS``): failed, the node left as it was."""
-    why = (
-        f"refused: control-plane node {node_name}, and {limit} control-plane drain(s) "
-        "already run at once (MAX_CONTROL_PLANE_DRAINS); node left as it was"
-    )
-    return NodeCommandResult(
-        command_id=command.command_id,
-        kind=command.kind,
-        instance_id=command.instance_id,
-        node_name=node_name,
-        status=CommandStatus.FAILED,
-        message=why,
-        errors=[why],
-        durations=durations,
-        started_at=started_at,
-        finished_at=finished_at,
-    )

@@ -32,6 +32,8 @@ class AgentSettings(_Settings):
         "shutdown_grace_seconds": "AGENT_SHUTDOWN_GRACE_SECONDS",
         "max_command_seconds": "MAX_COMMAND_SECONDS",
         "max_control_plane_drains": "MAX_CONTROL_PLANE_DRAINS",
+        "command_retry_seconds": "COMMAND_RETRY_SECONDS",
+        "command_handback_max_seconds": "COMMAND_HANDBACK_MAX_SECONDS",
         # operation (issue 5): leader election, health/metrics endpoint, logs, CloudWatch, lifecycle hooks
         "leader_election": "LEADER_ELECTION",
         "leader_election_namespace": "LEADER_ELECTION_NAMESPACE",
@@ -80,9 +82,16 @@ class AgentSettings(_Settings):
     # a command runs at most this long from its start whatever deadline it carries (a far-future deadline, forged or
     # mistaken, must not hold a worker slot behind a PodDisruptionBudget for ever)
     max_command_seconds: int = Field(default=3600, ge=60, le=86400)
-    # control-plane nodes drained at once by this agent; one more drain of a control-plane node is refused (failed,
-    # node untouched): masters are replaced one at a time; 0 refuses every control-plane drain
+    # control-plane nodes drained at once in the whole cluster (slots in the table, agent/controlplane.py); one more
+    # waits for a slot within its deadline, its node untouched: masters are replaced one at a time; 0 refuses every
+    # control-plane drain
     max_control_plane_drains: int = Field(default=1, ge=0, le=10)
+    # a retryable Kubernetes, DynamoDB or SQS error met while working a command is retried in the agent with backoff
+    # this long (never past the command's deadline) before the command is handed back to the queue
+    command_retry_seconds: float = Field(default=60.0, ge=0, le=900)
+    # a handed-back command's message is invisible 5 s doubled per receive (ApproximateReceiveCount), at most this
+    # long: the queue's maxReceiveCount receives are spread over minutes, so a burst of errors does not dead-letter it
+    command_handback_max_seconds: int = Field(default=900, ge=1, le=43200)
     # on SIGTERM, how long in-flight commands may run on before they are handed back to another agent; keep it
     # below the pod's terminationGracePeriodSeconds minus SQS_WAIT_SECONDS
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)

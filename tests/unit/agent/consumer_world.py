@@ -123,6 +123,7 @@ class World:
         bus: str | None = None,
         poster: Any = None,
         metrics: AgentMetrics | None = None,
+        hooks: Any = None,
         **config: Any,
     ) -> CommandConsumer:
         reporter = Reporter(self.store, self.events, bus or self.info.event_bus_name, post_node_event=poster)
@@ -134,11 +135,19 @@ class World:
                 "wait_seconds": 0,
                 "visibility_timeout_seconds": 30,
                 "stale_running_seconds": 60,
+                "command_retry_seconds": 0,  # one try a step unless a test retries (tests/unit/agent/consumer)
                 **config,
             }
         )
         return CommandConsumer(
-            CommandQueue(self.sqs, cfg.queue_url), self.store, engine, reporter, cfg, clock=clock, metrics=metrics
+            CommandQueue(self.sqs, cfg.queue_url),
+            self.store,
+            engine,
+            reporter,
+            cfg,
+            clock=clock,
+            metrics=metrics,
+            hooks=hooks,
         )
 
     def send(self, command: Command, record: bool = True) -> None:

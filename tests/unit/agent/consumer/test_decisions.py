@@ -144,3 +144,28 @@ def test_capped_brings_a_far_deadline_to_the_bound_and_leaves_a_near_one() -> No
     bounded = capped(far, NOW, 3600)
     assert bounded.deadline == NOW + timedelta(seconds=3600) and bounded.command_id == far.command_id
     assert capped(near, NOW, 3600) is near
+
+
+def test_the_handback_delay_doubles_per_receive_up_to_its_cap_and_the_deadline() -> None:
+    from agent.consumer.decisions import handback_delay
+
+    assert [handback_delay(n, 5, 900) for n in range(1, 10)] == [5, 10, 20, 40, 80, 160, 320, 640, 900]
+    assert handback_delay(10**6, 5, 900) == 900  # no overflow
+    assert handback_delay(4, 5, 900, seconds_left=12.2) == 13  # tried once more before the deadline
+    assert handback_delay(4, 5, 900, seconds_left=-3) == 1  # at least 1
+    assert handback_delay(3, 0, 900) == 0  # a zero base: at once
+
+
+def test_the_receive_count_is_read_from_the_message_attributes() -> None:
+    from agent.consumer.decisions import receive_count
+
+    assert receive_count({"Attributes": {"ApproximateReceiveCount": "3"}}) == 3
+    assert receive_count({}) == 1 and receive_count({"Attributes": {"ApproximateReceiveCount": "x"}}) == 1
+    assert receive_count({"Attributes": {"ApproximateReceiveCount": "0"}}) == 1
+
+
+def test_a_refused_control_plane_drain_never_completes_its_hook() -> None:
+    from agent.consumer.decisions import CONTROL_PLANE_REFUSED, completes_hook
+
+    assert completes_hook({"status": "failed"}) and completes_hook(None)
+    assert not completes_hook({"status": "failed", CONTROL_PLANE_REFUSED: True})

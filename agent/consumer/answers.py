@@ -1,0 +1,227 @@
+"""The command worker's state and its answers (``WorkerBase``, the base of ``worker.CommandWorker``): how a message
+is left, given back, deleted or made visible again (``decisions.handback_delay``), what a refused start means for
+it (``decisions.on_refusal``), a body no record backs (rejected), a drain's lifecycle action completed (never for a
+refused control-plane drain), and what is counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from adapters.aws.ports import CommandReceiver
+from adapters.dynamo.store import Store
+from agent.cloudwatch import CloudWatchPublisher
+from agent.consumer.config import ConsumerConfig
+from agent.consumer.decisions import (
+    Binding,
+    RefusalDisposition,
+    completes_hook,
+    handback_delay,
+    on_refusal,
+)
+from agent.consumer.jobs import Counters, Job, Jobs
+from agent.consumer.retry import Retry
+from agent.consumer.schedule import DeadlineGate
+from agent.consumer.steps import Engine
+from agent.hooks import HookFinisher
+from agent.metrics import AgentMetrics
+from agent.report import Outcome, Reporter
+from core.exceptions import (
+    RetryableError,
+)
+from core.model import Command, CommandKind, CommandStatus
+
+log = logging.getLogger(__name__)
+
+PREVIEW_CHARS = 160
+
+
+class WorkerBase:
+    """The worker's state and its answers to SQS and the table (see ``CommandConsumer`` for the arguments).
+    ``jobs`` holds the commands in flight, ``counters`` what happened."""
+
+    def __init__(
+        self,
+        queue: CommandReceiver,
+        store: Store,
+        engine: Engine,
+        reporter: Reporter,
+        config: ConsumerConfig,
+        clock: Callable[[], datetime],
+        *,
+        metrics: AgentMetrics | None = None,
+        hooks: HookFinisher | None = None,
+        alarms: CloudWatchPublisher | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.queue = queue
+        self.store = store
+        self.engine = engine
+        self.reporter = reporter
+        self.config = config
+        self.clock = clock
+        self.metrics = metrics
+        self.hooks = hooks
+        self.alarms = alarms
+        self.counters = Counters()
+        self.jobs = Jobs()
+        self.gate = DeadlineGate(config.concurrency)
+        self.sleep = sleep
+        self.retry = Retry(
+            config.command_retry_seconds, config.retry_backoff_seconds, config.retry_backoff_max_seconds, sleep=sleep
+        )
+
+    def _retried(self, step: str) -> Callable[[RetryableError], None]:
+        def count(err: RetryableError) -> None:
+            self.counters.inc(f"retry_{step}")
+            self._error(err)
+            if self.metrics is not None:
+                self.metrics.command_retries.labels(step=step).inc()
+
+        return count
+
+    def _delay(self, command: Command, count: int) -> int:
+        """``decisions.handback_delay`` for the ``count``-th receive of ``command``'s message."""
+        left = command.seconds_left(self.clock()) if command.kind is CommandKind.DRAIN else None
+        return handback_delay(count, self.config.retry_delay_seconds, self.config.handback_max_seconds, left)
+
+    def _leave(self, receipt: str, message_id: str, command: Command, count: int, err: BaseException) -> None:
+        """A retryable error outlasted the retries before the command started: the message comes back later
+        (``_delay``); the item is untouched."""
+        delay = self._delay(command, count)
+        self.counters.inc("retried")
+        log.warning(
+            "retryable error, message left command_id=%s receive_count=%d retry_in=%ds error=%s",
+            command.command_id,
+            count,
+            delay,
+            err,
+        )
+        self.set_visibility(receipt, delay, message_id)
+
+    def _rejected(self, message: Mapping[str, Any], binding: Binding) -> None:
+        """A body no ``CMD#`` item backs (or one its item contradicts): not run, the item untouched, the message
+        made visible again at once, so the queue's RedrivePolicy moves it to the dead-letter queue after
+        ``maxReceiveCount`` receives (it is never deleted: the dead-letter queue keeps the evidence)."""
+        assert binding.rejection is not None
+        reason = binding.rejection.value
+        message_id = str(message.get("MessageId", "?"))
+        self.counters.inc(f"rejected_{reason}")
+        if self.metrics is not None:
+            self.metrics.commands_rejected.labels(reason=reason).inc()
+        log.warning(
+            "command rejected, not backed by its record; released for the dead-letter queue reason=%s "
+            "message_id=%s receive_count=%s why=%r preview=%r",
+            reason,
+            message_id,
+            message.get("Attributes", {}).get("ApproximateReceiveCount", "?"),
+            binding.why,
+            str(message.get("Body", ""))[:PREVIEW_CHARS],
+        )
+        self.set_visibility(str(message["ReceiptHandle"]), 0, message_id)
+
+    def _complete_hook(self, command: Command, status: str, result: Mapping[str, Any] | None) -> None:
+        """CONTINUE the instance's lifecycle action after its drain ended, unless the drain was a control-plane
+        drain the agent refused (``decisions.completes_hook``): Auto Scaling would terminate that master undrained."""
+        assert self.hooks is not None
+        if completes_hook(result):
+            self.hooks.complete(command.instance_id, f"drain {command.command_id} {status}")
+        else:
+            log.warning(
+                "control-plane drain refused, lifecycle action not completed command_id=%s instance_id=%s",
+                command.command_id,
+                command.instance_id,
+            )
+
+    def _refused(self, message_id: str, receipt: str, command: Command, current: Mapping[str, Any] | None) -> None:
+        disposition, delay = on_refusal(
+            current, self.clock().timestamp(), self.config.stale_running_seconds, self.config.visibility_timeout_seconds
+        )
+        item = current or {}
+        if disposition is RefusalDisposition.DUPLICATE:
+            self.counters.inc("duplicate")
+            self._dropped("duplicate")
+            log.info(
+                "duplicate delivery of a finished command, message deleted command_id=%s status=%s message_id=%s",
+                command.command_id,
+                item.get("status"),
+                message_id,
+            )
+            if command.kind is CommandKind.DRAIN and self.hooks is not None:
+                # a worker that died between the drain's end and the hook's completion left it pending
+                self._complete_hook(command, str(item.get("status")), item.get("result"))
+            self._delete(receipt, message_id)
+        elif disposition is RefusalDisposition.NOTIFY_AGAIN:
+            self.counters.inc("notified_again")
+            log.warning(
+                "finished command was never notified, notifying now command_id=%s status=%s",
+                command.command_id,
+                item.get("status"),
+            )
+            if self.reporter.notify(
+                command,
+                CommandStatus(item["status"]),
+                item.get("result") or {},
+                int(item.get("attempt", 0)),
+                str(item.get("worker", "")),
+                post_node_event=False,
+            ):
+                self._delete(receipt, message_id)
+        else:
+            self.counters.inc("busy_elsewhere")
+            log.info(
+                "command busy elsewhere, message left command_id=%s status=%s worker=%s retry_in=%ds",
+                command.command_id,
+                item.get("status"),
+                item.get("worker"),
+                delay,
+            )
+            self.set_visibility(receipt, delay, message_id)
+
+    def _observe(self, command: Command, outcome: Outcome) -> None:
+        """Count a finished command (Prometheus) and a failed drain (CloudWatch)."""
+        failed = outcome.status in (CommandStatus.FAILED, CommandStatus.TIMED_OUT)
+        if command.kind is CommandKind.DRAIN and failed and self.alarms is not None:
+            self.alarms.drain_failed()
+        if self.metrics is None:
+            return
+        self.metrics.commands_completed.labels(kind=command.kind.value, result=outcome.status.value).inc()
+        total = (outcome.result.get("durations") or {}).get("total")
+        if command.kind is CommandKind.DRAIN and total is not None:
+            self.metrics.drain_duration.labels(result=outcome.status.value).observe(float(total))
+
+    def _error(self, err: BaseException) -> None:
+        if self.metrics is not None:
+            self.metrics.loop_error("consumer", err)
+
+    def _dropped(self, reason: str) -> None:
+        if self.metrics is not None:
+            self.metrics.messages_dropped.labels(reason=reason).inc()
+
+    def give_back(self, job: Job, visibility_seconds: int) -> None:
+        """Return a started command to ``queued`` (so anyone may start it at once) and make its message visible."""
+        now = self.clock()
+        try:
+            self.store.release_command(job.command.command_id, self.config.worker_id, job.attempt, now=now)
+        except Exception as err:
+            self._error(err)
+            log.exception("could not hand back command command_id=%s", job.command.command_id)
+        self.set_visibility(job.receipt, visibility_seconds, job.message_id)
+
+    def _delete(self, receipt: str, message_id: str) -> None:
+        try:
+            self.queue.delete(receipt)
+        except Exception as err:
+            self._error(err)
+            log.exception("delete_message failed message_id=%s", message_id)
+
+    def set_visibility(self, receipt: str, seconds: int, message_id: str) -> None:
+        try:
+            self.queue.set_visibility(receipt, seconds)
+        except Exception as err:
+            self._error(err)
+            log.exception("change_message_visibility failed message_id=%s seconds=%d", message_id, seconds)
