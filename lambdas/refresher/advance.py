@@ -23,6 +23,7 @@ in flight (``gather``); before, it also took and gave up the lock and read the r
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from typing import Any
 
@@ -31,7 +32,7 @@ from pydantic import ValidationError
 from adapters.dynamo import ledger as ledger_store
 from adapters.dynamo import poller as poller_store
 from adapters.dynamo.snapshot import read_snapshot
-from core.exceptions import LockHeldError, LockLostError, RunConflictError
+from core.exceptions import LockHeldError, LockLostError, RunConflictError, StoreUnavailableError
 from core.kops import Role
 from core.ledger import DonorState
 from core.lock import Lease, describe, renewable_by, valid_holder
@@ -223,7 +224,9 @@ def advance_run(
         if lease is not None:
             deps.lock.release(lease)
         if polling and run_id:
-            poller_store.give_up(deps.store, run_id, invocation)
+            # left behind, the item only keeps other invocations from polling until this one's budget ends
+            with contextlib.suppress(StoreUnavailableError):
+                poller_store.give_up(deps.store, run_id, invocation)
     if run is None and run_id:
         run = deps.runs.get(run_id)  # the run asked for is not active (any more): its last state
     if run is None:

@@ -16,6 +16,7 @@ import pytest
 import lambdas.refresher.advance as advance
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.poller import poll_sk
+from core.exceptions import StoreUnavailableError
 from core.runs import (
     LOCK_OPERATION,
     GroupSurge,
@@ -153,7 +154,7 @@ def test_a_polling_pass_that_decides_nothing_writes_nothing_not_even_the_lock(cl
     polling = cluster.new_deps()
     counted: Counter[str] = Counter()
     polling.store.table.meta.client.meta.events.register("before-call", lambda model, **_: counted.update([model.name]))
-    out = advance.advance_run(polling, None, 0.3, "poller")  # the spare never registers: poll until the budget
+    out = advance.advance_run(polling, None, 1.0, "poller")  # the spare never registers: poll until the budget
     assert out["actions"] == [] and counted["Query"] >= 2  # several passes
     assert not {"UpdateItem", "TransactWriteItems"} & set(counted), counted  # the lock neither taken nor given up
     lock = deps.lock.current() or {}
@@ -190,7 +191,7 @@ def test_an_invocation_whose_budget_ends_later_takes_the_polling_over_and_gives_
     seen: list[Any] = []
     poller = cluster.new_deps()
     poller.sleep = lambda s: seen.append(deps.store.get(poll_sk(RUN_ID)))  # what the item says while it polls
-    out = advance.advance_run(poller, None, 0.3, "newer")
+    out = advance.advance_run(poller, None, 1.0, "newer")
     assert "polling" not in out and seen and all(item["invocation"] == "newer" for item in seen)
     assert deps.store.get(poll_sk(RUN_ID)) is None  # given up when it returned
 
@@ -208,3 +209,17 @@ def test_a_poller_taken_over_stops_polling_and_leaves_the_item_to_the_new_one(cl
     out = advance.advance_run(first, None, 5.0, "older")
     assert out["polling"] == "invocation newer polls the run now" and len(polls) == 1
     assert (deps.store.get(poll_sk(RUN_ID)) or {})["invocation"] == "newer"
+
+
+def test_a_poller_that_cannot_give_the_polling_up_still_returns(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deps = _waiting_run(cluster)
+
+    def unavailable(*args: Any) -> None:
+        raise StoreUnavailableError("throttled")
+
+    monkeypatch.setattr(advance.poller_store, "give_up", unavailable)
+    out = advance.advance_run(cluster.new_deps(), None, 1.0, "poller")
+    assert out["status"] == "advanced"  # the item expires with its budget
+    assert (deps.store.get(poll_sk(RUN_ID)) or {})["invocation"] == "poller"
