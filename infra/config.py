@@ -13,6 +13,7 @@ Shape of the context (every key but ``clusters[].name`` optional)::
           "early_replacement": true,                # detach the doomed instance so its ASG launches a replacement
           "rebalance_drain_timeout_seconds": 600,   # drain deadline with rebalance_policy "drain"
           "rebalance_quiet_seconds": 1800,          # a rebalance cordon nothing followed is given back after this
+          "rebalance_replace_limit": 1,             # rebalance_policy "replace": instances replaced at once
           "dry_run": false,                         # the Lambda plans and logs only
           "lambda_architecture": "arm64",           # arm64 | x86_64
           "log_retention_days": 30,                 # one of CloudWatch Logs' allowed values

@@ -11,7 +11,8 @@ Races between concurrent deliveries of one event are settled here by the table's
 - ``ResolveCordon`` losing (a resolution is already recorded, e.g. the agent gave the cordon back first): nothing.
 - ``StartReplacement`` / ``JoinReplacement`` (``lambdas.interruption.replacement``) refused (the lock held by
   another operation, another run active, the run already recorded by an earlier delivery): counted
-  ``ReplacementsRefused`` and logged; the rebalance cordon that follows stays (the fallback).
+  ``ReplacementsRefused`` (reason ``lock_or_run``; a refusal by the decision, a ``Skip`` of step ``replacement``,
+  is counted with its own reason) and logged; the rebalance cordon that follows stays (the fallback).
 - ``RecordDetach`` losing (the ``DETACH#`` item exists): the detach and mark that follow are dropped; the
   invocation that won does them (if it crashes, the redelivered event finds the record ``intended`` and completes
   it).
@@ -36,6 +37,7 @@ from core.model import Command, CommandStatus
 from lambdas.common.execute import apply_in_order
 from lambdas.common.telemetry import Telemetry
 from lambdas.interruption.decide import Plan
+from lambdas.interruption.decide.rebalance import REPLACEMENT
 from lambdas.interruption.plan import (
     EFFECTS,
     Acknowledge,
@@ -190,17 +192,15 @@ def _apply(
             return "resolved"
         return "already resolved"
     if isinstance(action, StartReplacement | JoinReplacement):
-        start = isinstance(action, StartReplacement)
-        done, what = (
-            start_replacement(action, effects.store, now)
-            if isinstance(action, StartReplacement)
-            else join_replacement(action, effects.store, now)
-        )
+        if isinstance(action, StartReplacement):
+            done, what = start_replacement(action, effects.store, now)
+        else:
+            done, what = join_replacement(action, effects.store, now)
         if done:
             effects.telemetry.count("ReplacementsStarted")
         else:  # the rebalance cordon that follows in the plan stays: the fallback
-            effects.telemetry.count("ReplacementsRefused")
-            effects.logger.info(f"replacement {'start' if start else 'join'}: {what}; the cordon stays")
+            effects.telemetry.count_by("ReplacementsRefused", "reason", "lock_or_run")
+            effects.logger.info(f"replacement refused: {what}; the cordon stays")
         return what
     if isinstance(action, Acknowledge):
         effects.telemetry.count_by("EventsIgnored", "reason", action.reason.value)
@@ -209,6 +209,8 @@ def _apply(
             effects.logger.warning(f"event refused: {action.detail}", extra={"reason": action.reason.value})
         return "acknowledged"
     if isinstance(action, Skip):
+        if action.step == REPLACEMENT:  # REBALANCE_POLICY=replace refused by the decision (rule 5c): cordon only
+            effects.telemetry.count_by("ReplacementsRefused", "reason", action.reason.value)
         return "skipped"
     raise TypeError(f"unknown action {action!r}")
 
