@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from agent.consumer.answers import WorkerBase
+from agent.consumer.answers import PREVIEW_CHARS, WorkerBase
 from agent.consumer.decisions import (
     CONTROL_PLANE_REFUSED,
     DEADLINE_PASSED,
@@ -44,8 +44,6 @@ from core.exceptions import (
 from core.model import Command, CommandKind, CommandStatus
 
 log = logging.getLogger(__name__)
-
-PREVIEW_CHARS = 160
 
 
 class CommandWorker(WorkerBase):
