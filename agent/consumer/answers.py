@@ -16,13 +16,7 @@ from adapters.aws.ports import CommandReceiver
 from adapters.dynamo.store import Store
 from agent.cloudwatch import CloudWatchPublisher
 from agent.consumer.config import ConsumerConfig
-from agent.consumer.decisions import (
-    Binding,
-    RefusalDisposition,
-    completes_hook,
-    handback_delay,
-    on_refusal,
-)
+from agent.consumer.decisions import Binding, RefusalDisposition, completes_hook, handback_delay, on_refusal
 from agent.consumer.jobs import Counters, Job, Jobs
 from agent.consumer.retry import Retry
 from agent.consumer.schedule import DeadlineGate
@@ -30,9 +24,7 @@ from agent.consumer.steps import Engine
 from agent.hooks import HookFinisher
 from agent.metrics import AgentMetrics
 from agent.report import Outcome, Reporter
-from core.exceptions import (
-    RetryableError,
-)
+from core.exceptions import RetryableError
 from core.model import Command, CommandKind, CommandStatus
 
 log = logging.getLogger(__name__)

@@ -59,8 +59,9 @@ class Rejection(str, Enum):
     MISMATCH = "mismatch"  # the CMD# item's command differs from what the body claims
 
 
-# What a body must claim exactly as its CMD# item records it (the fields that choose the node and how it is drained;
-# ``reason`` is free text for logs).
+# What a body must claim exactly as its CMD# item records it (the fields that choose the node and how it is drained).
+# ``reason`` is not compared, yet what the agent acts on is the STORED command's reason (deadline-bound drains,
+# control-plane admission in agent/drain/guard.py), never the body's.
 BOUND_FIELDS = ("cluster", "kind", "instance_id", "node_name", "deadline", "options")
 
 

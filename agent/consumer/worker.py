@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from agent.consumer.answers import WorkerBase
+from agent.consumer.answers import PREVIEW_CHARS, WorkerBase
 from agent.consumer.decisions import (
     CONTROL_PLANE_REFUSED,
     DEADLINE_PASSED,
@@ -44,8 +44,6 @@ from core.exceptions import (
 from core.model import Command, CommandKind, CommandStatus
 
 log = logging.getLogger(__name__)
-
-PREVIEW_CHARS = 160
 
 
 class CommandWorker(WorkerBase):
@@ -97,7 +95,10 @@ class CommandWorker(WorkerBase):
         with command_context(command_id=command.command_id, instance_id=command.instance_id, node=command.node_name):
             try:
                 item = self.retry.call(
-                    lambda: self.store.get_command(command.command_id), "read", on_retry=self._retried("read")
+                    lambda: self.store.get_command(command.command_id),
+                    "read",
+                    seconds_left=self._unowned_seconds,
+                    on_retry=self._retried("read"),
                 )
             except RetryableError as err:
                 self._leave(receipt, message_id, command, count, err)
@@ -107,6 +108,12 @@ class CommandWorker(WorkerBase):
                 self._rejected(message, binding)
                 return
             self._start(message_id, receipt, tightened(binding.command, item), count)  # a Spot deadline, if one came
+
+    @property
+    def _unowned_seconds(self) -> float:
+        """How long a step may retry before its command is a job: no heartbeat extends the message's visibility
+        yet, so within half the visibility timeout (the message must not come back to another worker meanwhile)."""
+        return self.config.visibility_timeout_seconds / 2
 
     def _start(self, message_id: str, receipt: str, command: Command, count: int = 1) -> None:
         """Start the command (``queued`` → ``running``) and work it, or say why not (``_refused``)."""
@@ -120,6 +127,7 @@ class CommandWorker(WorkerBase):
                     now=self.clock(),
                 ),
                 "start",
+                seconds_left=self._unowned_seconds,
                 on_retry=self._retried("start"),
             )
         except CommandTransitionError as err:
