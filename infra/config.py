@@ -183,6 +183,11 @@ class ClusterConfig(BaseModel):
     refresh_drain_timeout_seconds: int = Field(default=600, ge=10, le=86400)
     refresh_drain_timeout_policy: Literal["pause", "terminate"] = "pause"
     # Operations (infra/lifecycle.py, infra/operations.py)
+    # The replenisher gives every group tagged KubernetesCluster=<name> the termination hook (new and re-created ones
+    # too: lambdas/replenisher/hooks.py); false leaves hooks to the listed groups below (or to nobody).
+    lifecycle_hooks: bool = True
+    # Groups hooked by CloudFormation at deploy time, by name (optional: the replenisher covers every group by tag
+    # within one tick; a group listed here is hooked before the first tick and its hook is removed with the stack).
     lifecycle_hook_groups: tuple[str, ...] = ()
     lifecycle_hook_heartbeat_seconds: int = Field(default=300, ge=30, le=7200)  # Auto Scaling's bounds
     lock_alarm_seconds: int = Field(default=4 * 3600, ge=300)
@@ -292,6 +297,8 @@ class ClusterConfig(BaseModel):
             "QUEUE_URL": queue_url,
             "DRY_RUN": "true" if self.dry_run else "false",
             "FUNCTION_TIMEOUT_SECONDS": str(REPLENISHER_TIMEOUT_SECONDS),
+            "LIFECYCLE_HOOKS": "true" if self.lifecycle_hooks else "false",
+            "LIFECYCLE_HOOK_HEARTBEAT_SECONDS": str(self.lifecycle_hook_heartbeat_seconds),
         }
 
     @property

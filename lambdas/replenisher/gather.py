@@ -127,6 +127,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
             instances=tuple(instances),
             run_surge=sum(run.surge.get(info.name, 0) for run in runs),
             run_busy=any(info.name in run.busy_groups for run in runs),
+            created=str(raw.get("CreatedTime", "")),
         )
     if unregistered and nodes:  # without any membership nothing is judged by it: no need to ask
         times = deps.aws.ec2.launch_times(sorted(unregistered))
