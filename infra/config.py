@@ -33,7 +33,8 @@ Shape of the context (every key but ``clusters[].name`` optional)::
           "refresh_max_surge": 1,
           "refresh_drain_timeout_seconds": 600,
           "refresh_drain_timeout_policy": "pause",  # pause | terminate (core.runs.DrainTimeoutPolicy)
-          "lifecycle_hook_groups": [],              # ASG names to give the termination hook node-manager-drain
+          "lifecycle_hooks": true,                  # the replenisher hooks every group tagged for the cluster
+          "lifecycle_hook_groups": [],              # optional: ASG names CloudFormation hooks at deploy time
           "lifecycle_hook_heartbeat_seconds": 300,  # the hook's HeartbeatTimeout (the agent beats every 60 s)
           "lock_alarm_seconds": 14400,              # LockHeldTooLong threshold
           "agent_silent_minutes": 10,               # AgentSilent window
