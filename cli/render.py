@@ -46,7 +46,7 @@ def render(response: Mapping[str, Any], now: datetime | None = None) -> str:
             + (f" ({lock.get('operation')}, fencing {lock.get('fencing')})" if lock.get("holder") else "")
         )
     lines += pool_tables(response, now or datetime.now(UTC))
-    if "ledger" in response and response.get("groups"):  # the tables say what the ledgers mean for each group
+    if "ledger" in response and response.get("cluster_groups"):  # the tables say what the ledgers mean for each group
         lines += ["", f"ledger (COMP#): {len(response['ledger'])} item(s) (--output json shows them)"]
     elif "ledger" in response:
         lines.append(f"ledger (COMP#): {len(response['ledger'])} item(s)")

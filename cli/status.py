@@ -2,7 +2,7 @@
 in kOps' one-group-per-AZ layout), with its sizes, its instances by state and market, the Ready nodes the agent
 reports, the capacity it owes or carries for a sibling, and the active refresh run's progress on it.
 
-Pure: the refresher's status response in (``lambdas/refresher/service.py``: ``groups``, ``ledger``, ``runs``,
+Pure: the refresher's status response in (``lambdas/refresher/service.py``: ``cluster_groups``, ``ledger``, ``runs``,
 ``membership``), lines out.
 """
 
@@ -89,10 +89,10 @@ def run_progress(runs: Sequence[Mapping[str, Any]]) -> tuple[str | None, dict[st
 
 def pool_tables(response: Mapping[str, Any], now: datetime) -> list[str]:
     """The tables (see the module docstring), a blank line before each pool; the reason when the groups could not
-    be read; nothing when the response has no ``groups``."""
-    if response.get("groups_error"):
-        return ["", f"groups: not read ({response['groups_error']})"]
-    groups: Sequence[Mapping[str, Any]] = response.get("groups") or []
+    be read; nothing when the response has no ``cluster_groups`` (every response but status)."""
+    if response.get("cluster_groups_error"):
+        return ["", f"groups: not read ({response['cluster_groups_error']})"]
+    groups: Sequence[Mapping[str, Any]] = response.get("cluster_groups") or []
     if not groups:
         return []
     ready: dict[str, int] = {}

@@ -161,19 +161,20 @@ def status(request: StatusRequest, deps: RefresherDeps) -> dict[str, Any]:
     cluster's groups (``summary.group_rows``: sizes, instances by lifecycle state and by market).
 
     The groups cost one DescribeAutoScalingGroups per 100 groups and one DescribeInstances per 200 instances; when
-    AWS refuses or does not answer them, the rest is still returned, with ``groups_error`` saying why.
+    AWS refuses or does not answer them, the rest is still returned, with ``cluster_groups_error`` saying why. (Not
+    ``groups``: a refresh's responses use that key for the plan's rows.)
     """
     runs = deps.runs.list(request.limit)
     now = deps.clock()
     nodes = deps.store.list_nodes(deps.settings.membership_max_age_seconds, now)
-    groups: dict[str, Any] = {"groups": []}
+    groups: dict[str, Any] = {"cluster_groups": []}
     try:
         raw = deps.aws.autoscaling.cluster_groups(deps.settings.cluster_name)
         described = deps.aws.ec2.describe(i["InstanceId"] for g in raw for i in g.get("Instances", []))
         markets = {iid: instance.lifecycle for iid, instance in described.items()}
-        groups["groups"] = group_rows(raw, deps.settings.cluster_name, markets)
+        groups["cluster_groups"] = group_rows(raw, deps.settings.cluster_name, markets)
     except (AwsRequestError, AwsUnavailableError) as err:
-        groups["groups_error"] = str(err)
+        groups["cluster_groups_error"] = str(err)
     return {
         "status": "ok",
         **groups,

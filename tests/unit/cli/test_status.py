@@ -19,7 +19,7 @@ def group(name: str, zone: str, pool: str = "nodes", role: str = "node", **count
 
 RESPONSE: dict[str, Any] = {
     "status": "ok",
-    "groups": [
+    "cluster_groups": [
         group(
             "master-a",
             "us-east-1a",
@@ -111,7 +111,9 @@ def test_a_finished_run_and_an_old_backoff_show_nothing() -> None:
 
 
 def test_groups_not_read_say_why() -> None:
-    assert pool_tables({"groups": [], "groups_error": "DescribeAutoScalingGroups: AccessDenied"}, NOW) == [
+    assert pool_tables(
+        {"cluster_groups": [], "cluster_groups_error": "DescribeAutoScalingGroups: AccessDenied"}, NOW
+    ) == [
         "",
         "groups: not read (DescribeAutoScalingGroups: AccessDenied)",
     ]
@@ -126,3 +128,17 @@ def test_status_prints_the_tables() -> None:
     assert code == 0
     assert "pool nodes (workers)" in text and "carries 1 for nodes-b" in text
     assert "ledger (COMP#): 1 item(s) (--output json shows them)" in text
+
+
+def test_a_refresh_response_with_its_plan_rows_is_not_taken_for_the_groups() -> None:
+    """A refresh's responses carry ``groups`` (the plan's rows, another shape): no table, no error (a world test
+    found ``KeyError: 'name'`` when status and refresh shared the key)."""
+    started = {
+        "status": "started",
+        "groups": [{"group": "nodes-a", "old": 2}],
+        "run": {"run_id": "r1", "status": "running"},
+    }
+    assert pool_tables(started, NOW) == []
+    out: list[str] = []
+    args = ["refresh", "--all", "--cluster", "c", "--function-name", "fn"]
+    assert main(args, environ={}, invoker=lambda p: started, out=out.append) == 0

@@ -82,15 +82,15 @@ def deps(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deps]:
 def test_status_carries_the_groups_read_from_aws(deps: Deps) -> None:
     response = handle({"action": "status", "cluster": CLUSTER}, deps)
 
-    assert response["status"] == "ok" and "groups_error" not in response
-    workers = [g for g in response["groups"] if g["role"] == "node"]
+    assert response["status"] == "ok" and "cluster_groups_error" not in response
+    workers = [g for g in response["cluster_groups"] if g["role"] == "node"]
     assert [(g["zones"], g["desired"], g["in_service"]) for g in workers] == [
         (["us-east-1a"], 2, 2),
         (["us-east-1b"], 2, 2),
     ]
     # moto does not mark Mixed Instances Policy instances as Spot (FACTS.md): EC2 answered, all On-Demand
-    assert all(g["on_demand"] == g["in_service"] and g["spot"] == 0 for g in response["groups"])
-    assert {g["role"] for g in response["groups"]} == {"node", "control-plane"}
+    assert all(g["on_demand"] == g["in_service"] and g["spot"] == 0 for g in response["cluster_groups"])
+    assert {g["role"] for g in response["cluster_groups"]} == {"node", "control-plane"}
 
 
 def test_status_without_the_groups_says_why_and_keeps_the_rest(deps: Deps, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,5 +101,5 @@ def test_status_without_the_groups_says_why_and_keeps_the_rest(deps: Deps, monke
 
     response = handle({"action": "status", "cluster": CLUSTER}, deps)
 
-    assert response["status"] == "ok" and response["groups"] == []
-    assert "AccessDenied" in response["groups_error"] and "membership" in response
+    assert response["status"] == "ok" and response["cluster_groups"] == []
+    assert "AccessDenied" in response["cluster_groups_error"] and "membership" in response
