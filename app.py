@@ -7,6 +7,7 @@ No Docker and no CDK CLI needed: the Lambda asset is bundled locally (infra/bund
 from __future__ import annotations
 
 import os
+import sys
 
 
 def main() -> None:
@@ -14,7 +15,13 @@ def main() -> None:
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
     from infra.application import build_app
 
-    build_app().synth()
+    assembly = build_app().synth()
+    if "CDK_OUTDIR" not in os.environ:  # run by hand (`make synth`), not by the CDK CLI: say what came out, and where
+        stacks = ", ".join(stack.stack_name for stack in assembly.stacks)
+        print(
+            f"synthesized {stacks} into {os.path.relpath(assembly.directory)}/ (templates *.template.json)",
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":

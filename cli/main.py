@@ -111,7 +111,10 @@ def parser() -> argparse.ArgumentParser:
     refresh.add_argument("--drain-timeout", help="per-node drain timeout (10m, 600, ...)")
     refresh.add_argument("--drain-timeout-policy", choices=("pause", "terminate"))
     refresh.add_argument("--wait", type=float, default=0.0, help="seconds to follow the run until it ends")
-    status = command("status", "runs, compensation ledger, lock holder, membership")
+    status = command(
+        "status",
+        "runs, lock holder, a table per pool (groups by AZ: sizes, markets, compensation, run progress), membership",
+    )
     status.add_argument("--limit", type=int, default=5)
     cancel = command("cancel", "cancel the active run (in-flight steps finish or are undone)")
     cancel.add_argument("--run-id")

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
+from cli.status import pool_tables
 
-def render(response: Mapping[str, Any]) -> str:
+
+def render(response: Mapping[str, Any], now: datetime | None = None) -> str:
     """A response as text: status and reasons, the plan's steps, the runs (the newest with its steps), the lock, the
+    cluster's groups as one table per pool (``cli.status``; ``now``, default the clock, dates backoffs), the
     compensation ledger and the node membership, each when present."""
     lines = [f"status: {response.get('status')}"]
     for key in ("reason", "error", "refusal"):
@@ -41,7 +45,10 @@ def render(response: Mapping[str, Any]) -> str:
             f"lock: {lock.get('holder') or 'free'}"
             + (f" ({lock.get('operation')}, fencing {lock.get('fencing')})" if lock.get("holder") else "")
         )
-    if "ledger" in response:
+    lines += pool_tables(response, now or datetime.now(UTC))
+    if "ledger" in response and response.get("cluster_groups"):  # the tables say what the ledgers mean for each group
+        lines += ["", f"ledger (COMP#): {len(response['ledger'])} item(s) (--output json shows them)"]
+    elif "ledger" in response:
         lines.append(f"ledger (COMP#): {len(response['ledger'])} item(s)")
         lines += [
             f"  {item.get('sk')}: {json.dumps({k: v for k, v in item.items() if k not in ('pk', 'sk')})}"

@@ -37,7 +37,8 @@ Shape of the context (every key but ``clusters[].name`` optional)::
           "refresh_request_max_surge": 3,           # what a manual request may ask for at most / at least
           "refresh_request_min_drain_timeout_seconds": 120,
           "refresh_request_allow_terminate": false, #   and whether it may ask for the terminate policy
-          "lifecycle_hook_groups": [],              # ASG names to give the termination hook node-manager-drain
+          "lifecycle_hooks": true,                  # the replenisher hooks every group tagged for the cluster
+          "lifecycle_hook_groups": [],              # optional: ASG names CloudFormation hooks at deploy time
           "lifecycle_hook_heartbeat_seconds": 300,  # the hook's HeartbeatTimeout (the agent beats every 60 s)
           "lock_alarm_seconds": 14400,              # LockHeldTooLong threshold
           "agent_silent_minutes": 10,               # AgentSilent window
@@ -195,6 +196,11 @@ class ClusterConfig(BaseModel):
     refresh_request_min_drain_timeout_seconds: int = Field(default=120, ge=10, le=86400)
     refresh_request_allow_terminate: bool = False
     # Operations (infra/lifecycle.py, infra/operations.py)
+    # The replenisher gives every group tagged KubernetesCluster=<name> the termination hook (new and re-created ones
+    # too: lambdas/replenisher/hooks.py); false leaves hooks to the listed groups below (or to nobody).
+    lifecycle_hooks: bool = True
+    # Groups hooked by CloudFormation at deploy time, by name (optional: the replenisher covers every group by tag
+    # within one tick; a group listed here is hooked before the first tick and its hook is removed with the stack).
     lifecycle_hook_groups: tuple[str, ...] = ()
     lifecycle_hook_heartbeat_seconds: int = Field(default=300, ge=30, le=7200)  # Auto Scaling's bounds
     lock_alarm_seconds: int = Field(default=4 * 3600, ge=300)
@@ -307,6 +313,8 @@ class ClusterConfig(BaseModel):
             "QUEUE_URL": queue_url,
             "DRY_RUN": "true" if self.dry_run else "false",
             "FUNCTION_TIMEOUT_SECONDS": str(REPLENISHER_TIMEOUT_SECONDS),
+            "LIFECYCLE_HOOKS": "true" if self.lifecycle_hooks else "false",
+            "LIFECYCLE_HOOK_HEARTBEAT_SECONDS": str(self.lifecycle_hook_heartbeat_seconds),
         }
 
     @property

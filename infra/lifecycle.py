@@ -1,17 +1,23 @@
-"""LifecycleHooks: termination lifecycle hooks on the managed ASGs, and the rules that bring their actions and EC2
-state changes to the interruption Lambda.
+"""LifecycleHooks: the rules that bring termination lifecycle actions and EC2 state changes to the interruption
+Lambda, and (optional) termination hooks on groups named in ``cdk.json``.
+
+Which groups have the hook: every group tagged ``KubernetesCluster=<cluster>``, put there by the replenisher
+(``lambdas/replenisher/hooks.py``, setting ``lifecycle_hooks``, default on) at its first invocation after the group
+appears. kOps creates a group for a new instance group and deletes and creates a group again when it must replace
+one; a hook belongs to its group and is deleted with it, so a list of names fixed at deploy time goes stale. What
+follows the tag follows kOps. (kOps' InstanceGroup spec was not found to offer a termination hook of one's own
+choosing; ``warmPool.enableLifecycleHook`` concerns warm pools. Not relied on either way.)
 
 - One ``AWS::AutoScaling::LifecycleHook`` (``CfnLifecycleHook``) per group named in ``lifecycle_hook_groups``
-  (setting): transition ``autoscaling:EC2_INSTANCE_TERMINATING``, default result ``CONTINUE`` (an agent that is
-  down never blocks a termination for longer than the heartbeat timeout), no notification target (Auto Scaling
-  sends every lifecycle action to EventBridge anyway). Why this resource and not an ``AwsCustomResource`` calling
-  PutLifecycleHook: kOps owns the groups, so CDK cannot model them (``AutoScalingGroup.from...`` imports give no
-  hook method), but CloudFormation's LifecycleHook resource takes any existing group *by name*, is created,
-  updated and deleted with the stack, and needs no Lambda of its own. kOps does not remove hooks it did not create;
-  a group that kOps re-creates under the same name loses its hook until the next ``cdk deploy``, one renamed
-  needs its new name in the setting.
+  (optional; the same hook the replenisher puts, so the two agree): transition
+  ``autoscaling:EC2_INSTANCE_TERMINATING``, default result ``CONTINUE`` (an agent that is down never blocks a
+  termination for longer than the heartbeat timeout), no notification target (Auto Scaling sends every lifecycle
+  action to EventBridge anyway). Such a group is hooked from the deploy on, and its hook is deleted with the stack.
 - Rule "EC2 Instance-terminate Lifecycle Action" (source ``aws.autoscaling``), only for our hook's name (another
-  tool's hook is not our business).
+  tool's hook is not our business), for any group: the event names the group but not its tags, so the interruption
+  Lambda reads the group's ``KubernetesCluster`` tag and acknowledges another cluster's action without acting
+  (``lambdas.interruption.decide.common.out_of_scope``). Present whenever a hook can exist (``lifecycle_hooks`` or
+  named groups).
 - Rule "EC2 Instance State-change Notification" (source ``aws.ec2``), only states ``stopping``, ``shutting-down``,
   ``terminated``: stale membership is removed and queued commands cancelled.
 
@@ -44,7 +50,9 @@ class LifecycleHooks(Construct):
     """The hooks and the two rules (see the module docstring).
 
     Parameters:
-        group_names: the managed ASGs to hook (kOps names: ``nodes-<az>.<cluster>``, ``master-<az>.masters...``).
+        group_names: ASGs to hook at deploy time (kOps names: ``nodes-<az>.<cluster>``, ``master-<az>.masters...``).
+        hooks_by_tag: the replenisher hooks every group of the cluster (``lifecycle_hooks``): the action rule is needed
+            even without named groups.
         heartbeat_timeout_seconds: the hook's HeartbeatTimeout (30..7200); the agent records a heartbeat every
             ``LIFECYCLE_HEARTBEAT_SECONDS`` (60) while it drains, so keep this well above that.
         function: the interruption Lambda.
@@ -52,7 +60,7 @@ class LifecycleHooks(Construct):
         retry_attempts, max_event_age_seconds: the targets' retry policy.
 
     Attributes:
-        hooks (one per group), lifecycle_rule (None without groups), state_change_rule.
+        hooks (one per named group), lifecycle_rule (None when no hook can exist), state_change_rule.
     """
 
     def __init__(
@@ -61,6 +69,7 @@ class LifecycleHooks(Construct):
         construct_id: str,
         *,
         group_names: Sequence[str],
+        hooks_by_tag: bool = True,
         heartbeat_timeout_seconds: int,
         function: lambda_.IFunction,
         dead_letter_queue: sqs.IQueue,
@@ -90,7 +99,7 @@ class LifecycleHooks(Construct):
             )
 
         self.lifecycle_rule: events.Rule | None = None
-        if group_names:
+        if group_names or hooks_by_tag:
             self.lifecycle_rule = events.Rule(
                 self,
                 "LifecycleActionRule",

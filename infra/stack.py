@@ -53,9 +53,19 @@ AGENT_DESCRIBE_ACTIONS = ("autoscaling:DescribeAutoScalingInstances",)
 # The agent keeps a termination lifecycle action alive while it drains and completes it when the drain ends.
 AGENT_GROUP_ACTIONS = ("autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat")
 # What the replenisher reads: the cluster's groups with their instances, and launch times of unregistered ones.
-REPLENISHER_DESCRIBE_ACTIONS = ("autoscaling:DescribeAutoScalingGroups", "ec2:DescribeInstances")
-# Raise a donor (desired, MaxSize), give back by id (terminate with decrement), remove surplus/unregistered ones.
-REPLENISHER_GROUP_ACTIONS = ("autoscaling:UpdateAutoScalingGroup", "autoscaling:TerminateInstanceInAutoScalingGroup")
+# And each group's termination lifecycle hook (lambdas/replenisher/hooks.py).
+REPLENISHER_DESCRIBE_ACTIONS = (
+    "autoscaling:DescribeAutoScalingGroups",
+    "ec2:DescribeInstances",
+    "autoscaling:DescribeLifecycleHooks",
+)
+# Raise a donor (desired, MaxSize), give back by id (terminate with decrement), remove surplus/unregistered ones;
+# put the termination hook on a group of the cluster that lacks it.
+REPLENISHER_GROUP_ACTIONS = (
+    "autoscaling:UpdateAutoScalingGroup",
+    "autoscaling:TerminateInstanceInAutoScalingGroup",
+    "autoscaling:PutLifecycleHook",
+)
 
 # What the refresher reads: the cluster's groups and instances, launch times, launch template versions.
 REFRESHER_DESCRIBE_ACTIONS = (
@@ -217,6 +227,7 @@ class NodeManagerStack(Stack):
             self,
             "Lifecycle",
             group_names=cluster.lifecycle_hook_groups,
+            hooks_by_tag=cluster.lifecycle_hooks,
             heartbeat_timeout_seconds=cluster.lifecycle_hook_heartbeat_seconds,
             function=interruption.function,
             dead_letter_queue=interruption.dead_letter_queue,

@@ -53,7 +53,7 @@ stamp=.venv/.requirements.sha256
 want="$(cat requirements.txt requirements-dev.txt requirements-lint.txt | sha256sum | cut -d' ' -f1)"
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   [ -x .venv/bin/python ] || { say "creating .venv with $("$PY" --version) (a few seconds)"; "$PY" -m venv .venv; }
-  say "installing requirements-dev.txt and requirements-lint.txt into .venv (1-3 minutes the first time, quiet)"
+  say "installing requirements-dev.txt and requirements-lint.txt into .venv (2-7 minutes the first time, quiet)"
   start=$(date +%s)
   progress_start "installing requirements"
   # pip's own status decides (pipefail); the filter only drops a known harmless warning and may print nothing.

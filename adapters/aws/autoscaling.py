@@ -22,6 +22,7 @@ DESCRIBE_INSTANCES_MAX_IDS = 50  # DescribeAutoScalingInstances' maximum Instanc
 # instance Auto Scaling no longer has.
 NOT_IN_GROUP = ("not found", "not part of")
 NO_ACTIVE_ACTION = "No active Lifecycle Action"
+TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"  # PutLifecycleHook's LifecycleTransition of a termination hook
 
 
 def _not_in_group(code: str, message: str) -> bool:
@@ -104,6 +105,24 @@ class AutoScaling:
                 found[str(entry["InstanceId"])] = str(entry["AutoScalingGroupName"])
         return found
 
+    def lifecycle_hook(self, asg_name: str, hook_name: str) -> dict[str, Any] | None:
+        """One DescribeLifecycleHooks call: the group's hook named ``hook_name`` (``LifecycleTransition``,
+        ``HeartbeatTimeout``, ``DefaultResult``, ...), or None when the group has none of that name.
+
+        Raises:
+            AwsUnavailableError, AwsRequestError (``ValidationError`` when the group does not exist).
+        """
+        out = call(
+            "DescribeLifecycleHooks",
+            self.client.describe_lifecycle_hooks,
+            AutoScalingGroupName=asg_name,
+            LifecycleHookNames=[hook_name],
+        )
+        for hook in out.get("LifecycleHooks", []):
+            if hook.get("LifecycleHookName") == hook_name:
+                return dict(hook)
+        return None
+
     # -- effects -------------------------------------------------------------------------------------------
 
     def set_capacity(self, asg_name: str, desired: int | None, max_size: int | None) -> None:
@@ -158,6 +177,24 @@ class AutoScaling:
             ShouldDecrementDesiredCapacity=False,
         )
         return out is not None
+
+    def put_termination_hook(self, asg_name: str, hook_name: str, heartbeat_seconds: int) -> None:
+        """PutLifecycleHook: creates or updates the group's termination hook ``hook_name`` (transition
+        ``autoscaling:EC2_INSTANCE_TERMINATING``, HeartbeatTimeout ``heartbeat_seconds`` (30..7200), DefaultResult
+        ``CONTINUE``: nobody completing the action delays a termination by the timeout, never blocks it). Idempotent.
+
+        Raises:
+            AwsUnavailableError, AwsRequestError (``ValidationError`` when the group does not exist).
+        """
+        call(
+            "PutLifecycleHook",
+            self.client.put_lifecycle_hook,
+            LifecycleHookName=hook_name,
+            AutoScalingGroupName=asg_name,
+            LifecycleTransition=TERMINATING,
+            HeartbeatTimeout=heartbeat_seconds,
+            DefaultResult="CONTINUE",
+        )
 
     def complete_lifecycle_action(self, action: LifecycleAction) -> bool:
         """CompleteLifecycleAction with ``CONTINUE`` (the instance may terminate now).

@@ -86,7 +86,15 @@ class LifecycleActions(Protocol):
     def record_heartbeat(self, action: LifecycleAction) -> bool: ...
 
 
-class AutoScalingPort(GroupReader, CapacityWriter, LifecycleActions, Protocol):
+class HookKeeper(Protocol):
+    """A group's termination lifecycle hook: read it, create or update it."""
+
+    def lifecycle_hook(self, asg_name: str, hook_name: str) -> dict[str, Any] | None: ...
+
+    def put_termination_hook(self, asg_name: str, hook_name: str, heartbeat_seconds: int) -> None: ...
+
+
+class AutoScalingPort(GroupReader, CapacityWriter, LifecycleActions, HookKeeper, Protocol):
     """Everything ``adapters.aws.autoscaling.AutoScaling`` offers."""
 
 

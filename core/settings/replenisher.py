@@ -34,6 +34,10 @@ class ReplenisherSettings(_Settings):
         "command_ttl_seconds": "COMMAND_TTL_SECONDS",
         "command_sweep_seconds": "COMMAND_SWEEP_SECONDS",
         "dry_run": "DRY_RUN",
+        "lifecycle_hooks": "LIFECYCLE_HOOKS",
+        "lifecycle_hook_name": "LIFECYCLE_HOOK_NAME",
+        "lifecycle_hook_heartbeat_seconds": "LIFECYCLE_HOOK_HEARTBEAT_SECONDS",
+        "lifecycle_hook_recheck_seconds": "LIFECYCLE_HOOK_RECHECK_SECONDS",
     }
 
     cluster_name: str = Field(min_length=1)
@@ -76,6 +80,14 @@ class ReplenisherSettings(_Settings):
     command_ttl_seconds: int = Field(default=7 * 86400, ge=3600)
     # Plan and log only: no table writes, no SQS message, no Auto Scaling change.
     dry_run: bool = False
+    # Every group tagged for the cluster gets the termination lifecycle hook (lambdas/replenisher/hooks.py): created
+    # when missing, so groups kOps creates or re-creates are covered without a redeploy. The name must be the
+    # interruption Lambda's LIFECYCLE_HOOK_NAME (its rule and decision match it); PutLifecycleHook's name grammar.
+    lifecycle_hooks: bool = True
+    lifecycle_hook_name: str = Field(default="node-manager-drain", pattern=r"^[A-Za-z0-9\-_/]{1,255}$")
+    lifecycle_hook_heartbeat_seconds: int = Field(default=300, ge=30, le=7200)  # Auto Scaling's HeartbeatTimeout bounds
+    # a group whose hook was seen (same name and CreatedTime) is asked again after this long (a hook deleted by hand)
+    lifecycle_hook_recheck_seconds: int = Field(default=3600, ge=60)
 
     @model_validator(mode="after")
     def _consistent(self) -> ReplenisherSettings:

@@ -26,7 +26,8 @@ Responses (JSON; what ``aws lambda invoke`` and the CLI print):
   counted as ``LockLost``).
 - ``{"status": "acknowledged", "reason": "foreign_account" | "foreign_region" | ...}``: an event of another account
   or region (``lambdas.events.scope``); counted (``EventsOutOfScope``), nothing read or done.
-- ``{"status": "ok", "runs": [...], "lock": ..., "ledger": [...], "membership": [...]}``: status.
+- ``{"status": "ok", "cluster_groups": [...], "runs": [...], "lock": ..., "ledger": [...], "membership": [...]}``:
+  status (``cluster_groups``: ``summary.group_rows``; ``cluster_groups_error`` too when AWS did not answer).
 
 Transient faults (throttling, DynamoDB unavailable) are raised: EventBridge retries within the rule's policy.
 """

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from core.exceptions import InvalidRequestError, LockHeldError, RunConflictError
+from core.exceptions import AwsRequestError, AwsUnavailableError, InvalidRequestError, LockHeldError, RunConflictError
 from core.lock import Lease
 from core.runs import (
     LOCK_OPERATION,
@@ -36,7 +36,7 @@ from lambdas.refresher.execute import execute
 from lambdas.refresher.gather import read_groups
 from lambdas.refresher.plan import AcquireLock, Action, CreateRun
 from lambdas.refresher.select import format_table, select
-from lambdas.refresher.summary import run_summary, step_row
+from lambdas.refresher.summary import group_rows, run_summary, step_row
 from lambdas.refresher.world import World
 
 __all__ = ["logger", "serve"]  # what ``handler`` wires
@@ -165,12 +165,27 @@ def free_orphan_lock(deps: RefresherDeps) -> str | None:
 
 
 def status(request: StatusRequest, deps: RefresherDeps) -> dict[str, Any]:
-    """Runs (newest first; the newest with its steps), the compensation ledger, the lock, membership."""
+    """Runs (newest first; the newest with its steps), the compensation ledger, the lock, membership, and the
+    cluster's groups (``summary.group_rows``: sizes, instances by lifecycle state and by market).
+
+    The groups cost one DescribeAutoScalingGroups per 100 groups and one DescribeInstances per 200 instances; when
+    AWS refuses or does not answer them, the rest is still returned, with ``cluster_groups_error`` saying why. (Not
+    ``groups``: a refresh's responses use that key for the plan's rows.)
+    """
     runs = deps.runs.list(request.limit)
     now = deps.clock()
     nodes = deps.store.list_nodes(deps.settings.membership_max_age_seconds, now)
+    groups: dict[str, Any] = {"cluster_groups": []}
+    try:
+        raw = deps.aws.autoscaling.cluster_groups(deps.settings.cluster_name)
+        described = deps.aws.ec2.describe(i["InstanceId"] for g in raw for i in g.get("Instances", []))
+        markets = {iid: instance.lifecycle for iid, instance in described.items()}
+        groups["cluster_groups"] = group_rows(raw, deps.settings.cluster_name, markets)
+    except (AwsRequestError, AwsUnavailableError) as err:
+        groups["cluster_groups_error"] = str(err)
     return {
         "status": "ok",
+        **groups,
         "runs": [run_summary(r, steps=(i == 0)) for i, r in enumerate(runs)],
         "lock": deps.lock.current(),
         "ledger": list(deps.store.query_prefix("COMP#", consistent=True)),

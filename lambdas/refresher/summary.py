@@ -1,9 +1,11 @@
-"""How a run and its steps are shown: in the plan, the responses, ``status`` and the CLI."""
+"""How a run and its steps, and the cluster's groups, are shown: in the plan, the responses, ``status`` and the CLI."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from core.kops import managed_group
 from core.runs import Run, RunStep
 
 
@@ -50,3 +52,51 @@ def run_summary(run: Run, steps: bool = False) -> dict[str, Any]:
             for s in run.steps
         ]
     return out
+
+
+ACTIVE_STATES = ("InService", "Pending", "Pending:Wait", "Pending:Proceed")  # count against desired capacity
+
+
+def group_rows(
+    raw_groups: Iterable[Mapping[str, Any]], cluster: str, markets: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """The cluster's groups as ``status`` shows them, one row per managed group, by pool, then AZ, then name. Pure.
+
+    Args:
+        raw_groups: DescribeAutoScalingGroups' ``AutoScalingGroups`` (with ``Tags`` and ``Instances``); groups not
+            tagged for ``cluster`` are left out.
+        markets: instance id -> DescribeInstances' ``InstanceLifecycle`` (``spot``; empty for On-Demand); an
+            instance absent here is counted in neither market (EC2 did not say).
+
+    Returns:
+        ``{"name", "pool" (None without an instance group or pool tag), "role", "instance_group", "zones": [AZ, ...],
+        "desired", "min", "max", "in_service",
+        "pending", "other" (Terminating*, Detaching, Standby, ...), "spot", "on_demand" (of the InService and Pending),
+        "instances": {instance id: lifecycle state}}`` per group.
+    """
+    rows = []
+    for asg in raw_groups:
+        group = managed_group(asg, cluster)
+        if group is None:
+            continue
+        states = {str(i["InstanceId"]): str(i.get("LifecycleState", "")) for i in asg.get("Instances", [])}
+        active = [iid for iid, state in states.items() if state in ACTIVE_STATES]
+        rows.append(
+            {
+                "name": group.name,
+                "pool": group.pool,
+                "role": group.role.value,
+                "instance_group": group.instance_group,
+                "zones": sorted(group.availability_zones),
+                "desired": int(asg.get("DesiredCapacity", 0)),
+                "min": int(asg.get("MinSize", 0)),
+                "max": int(asg.get("MaxSize", 0)),
+                "in_service": sum(1 for state in states.values() if state == "InService"),
+                "pending": sum(1 for state in states.values() if state.startswith("Pending")),
+                "other": sum(1 for state in states.values() if state not in ACTIVE_STATES),
+                "spot": sum(1 for iid in active if markets.get(iid) == "spot"),
+                "on_demand": sum(1 for iid in active if iid in markets and markets[iid] == ""),
+                "instances": states,
+            }
+        )
+    return sorted(rows, key=lambda r: (r["pool"] or "", r["zones"], r["name"]))

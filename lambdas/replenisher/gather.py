@@ -127,23 +127,19 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
             instances=tuple(instances),
             run_surge=sum(run.surge.get(info.name, 0) for run in runs),
             run_busy=any(info.name in run.busy_groups for run in runs),
+            created=str(raw.get("CreatedTime", "")),
         )
     if unregistered and nodes:  # without any membership nothing is judged by it: no need to ask
         times = deps.aws.ec2.launch_times(sorted(unregistered))
         for name, group in list(groups.items()):
-            groups[name] = Group(
-                info=group.info,
-                desired=group.desired,
-                min_size=group.min_size,
-                max_size=group.max_size,
+            groups[name] = replace(  # every other field as read (a field added to Group is never dropped here)
+                group,
                 instances=tuple(
                     Instance(
                         i.instance_id, i.availability_zone, i.lifecycle_state, i.health_status, times.get(i.instance_id)
                     )
                     for i in group.instances
                 ),
-                run_surge=group.run_surge,
-                run_busy=group.run_busy,
             )
     due = [
         iid

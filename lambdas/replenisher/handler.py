@@ -5,6 +5,9 @@ Launch Successful", the periodic "Scheduled Event", the agent's "Node Drain ..."
 it reads ``ReplenisherSettings`` from the environment and builds the AWS clients. ``handle(event, deps, now)``
 does the work and is what tests call with clients of their own and an injected clock.
 
+After the plan, every group of the cluster is given the termination lifecycle hook where it lacks it
+(``lambdas.replenisher.hooks``; reported as ``"hooks"`` in the response).
+
 One invocation: parse -> ``gather`` (DescribeAutoScalingGroups filtered on the cluster tag, one Query of the
 partition, DescribeInstances only for unregistered instances and for detached ones past their deadline) ->
 ``decide`` (pure) -> take the cluster lock if the plan changes capacity (conditioned on the lock item just read, so
@@ -65,6 +68,7 @@ from lambdas.replenisher.bounds import capacity_bounds
 from lambdas.replenisher.decide import decide
 from lambdas.replenisher.execute import Effects, execute
 from lambdas.replenisher.gather import gather, lock_free
+from lambdas.replenisher.hooks import Seen, ensure_hooks
 from lambdas.replenisher.plan import Action
 
 logger = lambda_logger()
@@ -88,6 +92,8 @@ class Deps:
         after_action: passed to the executor (tests inject crashes there); None in production.
         scope: the account and region the Lambda runs in; events of others are acknowledged, not acted on.
         sleep: waits between two looks at a lock another holder has (seconds); tests inject it.
+        hooks_seen: the groups whose termination lifecycle hook was found right, kept for the execution
+            environment (``lambdas.replenisher.hooks``).
     """
 
     settings: ReplenisherSettings
@@ -97,6 +103,7 @@ class Deps:
     after_action: Callable[[Action], None] | None = None
     scope: Scope = field(default_factory=Scope)
     sleep: Callable[[float], None] = time.sleep
+    hooks_seen: dict[str, Seen] = field(default_factory=dict)
 
     @classmethod
     def from_clients(
@@ -192,13 +199,16 @@ def process(notice: Event, deps: Deps, now: datetime, request_id: str) -> dict[s
     status = ("dry_run" if settings.dry_run else "acted") if plan.changes else "noted"
     if lost is not None:
         status = "lock_lost"
-    response = {
+    response: dict[str, Any] = {
         "status": status,
         "event_id": notice.event_id,
         "kind": notice.kind.value,
         "operation": plan.operation.value if plan.operation else None,
         "actions": results,
     }
+    hooks = ensure_hooks(deps.aws.autoscaling, world.groups, deps.hooks_seen, settings, now, deps.telemetry, logger)
+    if hooks:
+        response["hooks"] = hooks
     logger.info(
         f"{notice.detail_type} {notice.event_id}: {status}, {len(results)} actions",
         extra={"status": status, "operation": response["operation"]},

@@ -59,6 +59,8 @@ class Group:
             shortfall when it has not launched yet, never given back by the replenisher.
         run_busy: an active refresh run is changing this group's capacity now (``Run.busy_groups``): it is never a
             donor until the run is done with it.
+        created: the group's ``CreatedTime`` as DescribeAutoScalingGroups gives it (text; empty when absent): a
+            group deleted and created again under the same name (kOps) has a new one.
     """
 
     info: ManagedGroup
@@ -68,6 +70,7 @@ class Group:
     instances: tuple[Instance, ...] = ()
     run_surge: int = 0
     run_busy: bool = False
+    created: str = ""
 
     @property
     def name(self) -> str:

@@ -1,6 +1,7 @@
 """The operations units of the stack (infra/lifecycle.py, infra/operations.py): termination hooks on the named
-groups, the two rules to the interruption Lambda, the alarms (each a stack output), the optional topic, and the
-agent's and the Lambda's new permissions, scoped. One synthesis with hooks and a created topic (KMS encryption),
+groups (and the replenisher's settings to hook every group of the cluster by tag), the two rules to the interruption
+Lambda, the alarms (each a stack output), the optional topic, and the agent's and the Lambda's new permissions,
+scoped. One synthesis with hooks and a created topic (KMS encryption),
 one with an existing topic."""
 
 from __future__ import annotations
@@ -77,6 +78,17 @@ def _rule_to_interruption(template: Template, detail_type: str) -> dict[str, Any
     ]
     assert len(rules) == 1, detail_type
     return rules[0]["Properties"]
+
+
+def test_the_replenisher_hooks_every_group_with_the_same_hook(template: Template) -> None:
+    [replenisher] = template.find_resources(
+        "AWS::Lambda::Function", {"Properties": {"Handler": "lambdas.replenisher.handler.lambda_handler"}}
+    ).values()
+    env = replenisher["Properties"]["Environment"]["Variables"]
+    assert env["LIFECYCLE_HOOKS"] == "true"
+    assert env["LIFECYCLE_HOOK_HEARTBEAT_SECONDS"] == "600"  # the named groups' hooks have the same timeout
+    # the name is the one both Lambdas default to (the interruption Lambda matches actions by it)
+    assert "LIFECYCLE_HOOK_NAME" not in env
 
 
 def test_lifecycle_actions_of_our_hook_and_going_states_reach_the_interruption_lambda(template: Template) -> None:
@@ -187,7 +199,8 @@ def test_lifecycle_and_metric_permissions_are_scoped(template: Template) -> None
     assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": "NodeManager"}}
 
 
-def test_an_existing_topic_and_no_groups(tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_an_existing_topic_and_no_hooks_at_all(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """``lifecycle_hooks: false`` and no named group: no hook can exist, so neither the hooks nor their rule."""
     arn = "arn:aws:sns:us-east-1:111122223333:ops-alarms"
     synth = synthesize(
         {
@@ -198,6 +211,7 @@ def test_an_existing_topic_and_no_groups(tmp_path_factory: pytest.TempPathFactor
                     "region": "us-east-1",
                     "alarm_topic_arn": arn,
                     "agent_trust_account": True,
+                    "lifecycle_hooks": False,
                 }
             ]
         },
@@ -214,3 +228,7 @@ def test_an_existing_topic_and_no_groups(tmp_path_factory: pytest.TempPathFactor
     ]
     assert ["EC2 Instance-terminate Lifecycle Action"] not in detail_types
     assert ["EC2 Instance State-change Notification"] in detail_types
+    [replenisher] = template.find_resources(
+        "AWS::Lambda::Function", {"Properties": {"Handler": "lambdas.replenisher.handler.lambda_handler"}}
+    ).values()
+    assert replenisher["Properties"]["Environment"]["Variables"]["LIFECYCLE_HOOKS"] == "false"

@@ -107,10 +107,18 @@ def test_mutating_calls_only_on_this_clusters_groups(template: Template) -> None
     }
     mine = [s for s in statements(template) if s["_roles"] == [role] and s["Effect"] == "Allow"]
     actions = {a: s for s in mine for a in as_list(s["Action"])}
-    for action in ("autoscaling:UpdateAutoScalingGroup", "autoscaling:TerminateInstanceInAutoScalingGroup"):
+    for action in (
+        "autoscaling:UpdateAutoScalingGroup",
+        "autoscaling:TerminateInstanceInAutoScalingGroup",
+        "autoscaling:PutLifecycleHook",  # the termination hook of a group of the cluster (lambdas/replenisher/hooks)
+    ):
         assert actions[action]["Condition"] == {"StringEquals": {f"autoscaling:ResourceTag/{CLUSTER_TAG}": CLUSTER}}
         assert actions[action]["Resource"] != "*"
-    for action in ("autoscaling:DescribeAutoScalingGroups", "ec2:DescribeInstances"):
+    for action in (
+        "autoscaling:DescribeAutoScalingGroups",
+        "ec2:DescribeInstances",
+        "autoscaling:DescribeLifecycleHooks",
+    ):
         assert actions[action]["Resource"] == "*"
     assert "sqs:SendMessage" in actions and "dynamodb:Query" in actions
     # the one EC2 mutation: terminating detached instances left running, only the cluster's (tagged) instances
@@ -146,3 +154,16 @@ def test_iam_bounds_what_the_replenisher_can_set_on_a_group(template: Template) 
     ):
         assert {"Null": {key: "false"}} in conditions  # a request that carries the field is denied
     assert len(denies) == 5
+
+
+def test_lifecycle_actions_reach_the_interruption_lambda_without_named_groups(template: Template) -> None:
+    """No ``lifecycle_hook_groups``: the replenisher hooks the cluster's groups by tag, so the action rule is there."""
+    template.resource_count_is("AWS::AutoScaling::LifecycleHook", 0)
+    [rule] = [
+        r["Properties"]
+        for r in template.find_resources("AWS::Events::Rule").values()
+        if r["Properties"].get("EventPattern", {}).get("detail-type") == ["EC2 Instance-terminate Lifecycle Action"]
+    ]
+    assert rule["EventPattern"]["detail"] == {
+        "LifecycleHookName": [ReplenisherSettings.model_fields["lifecycle_hook_name"].default]
+    }

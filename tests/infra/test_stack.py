@@ -222,7 +222,8 @@ def test_rule_sends_its_detail_type_to_the_lambda_with_retries_and_a_dead_letter
     template.has_resource_properties(
         "AWS::Lambda::Permission", {"Principal": "events.amazonaws.com", "SourceArn": {"Fn::GetAtt": [rule_id, "Arn"]}}
     )
-    # + the EC2 state-change rule (infra/lifecycle.py; the lifecycle-action rule exists only with hooked groups)
+    # + the EC2 state-change rule and the lifecycle-action rule (infra/lifecycle.py; the replenisher hooks the
+    # cluster's groups by tag, so the actions' rule is there without named groups)
     assert (
         len(
             template.find_resources(
@@ -230,7 +231,7 @@ def test_rule_sends_its_detail_type_to_the_lambda_with_retries_and_a_dead_letter
                 {"Properties": {"Targets": [Match.object_like({"Arn": {"Fn::GetAtt": [fn, "Arn"]}})]}},
             )
         )
-        == 3
+        == 4
     )
 
 

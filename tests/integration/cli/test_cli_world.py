@@ -66,6 +66,14 @@ def test_local_status_refresh_and_cancel_with_options_after_the_command(cluster,
     status = cli(world, tmp_path, "status", "--local", "--cluster", cluster.name)
     assert status.returncode == 0, status.stderr
     assert status.stdout.startswith("status: ")
+    # one table per pool, a row per group with the Ready nodes the agent reported (cli/status.py)
+    lines = status.stdout.splitlines()
+    assert "pool nodes (workers)" in lines, status.stdout
+    row = next(line.split() for line in lines if line.split()[1:2] == [f"nodes-us-east-1a.{cluster.name}"])
+    groups = world.client("autoscaling").describe_auto_scaling_groups()["AutoScalingGroups"]
+    size = next(g["DesiredCapacity"] for g in groups if g["AutoScalingGroupName"] == row[1])
+    #      AZ            desired    min-max InService  Pending Ready
+    assert row[0] == "us-east-1a" and row[2] == str(size) and row[4] == row[6] == str(size), status.stdout
     started = cli(world, tmp_path, "refresh", "--all", "--instance-group", "nodes-us-east-1a", "--local")
     assert started.returncode == 0, started.stdout + started.stderr
     last = started.stdout.strip().splitlines()[-1]

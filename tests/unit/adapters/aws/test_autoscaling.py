@@ -60,3 +60,34 @@ def test_terminate_of_an_instance_no_longer_in_the_group_is_reported_not_raised(
         "ValidationError", f"Instance Id not found - No managed instance found for instance ID: {instance}"
     )
     assert AutoScaling(Raising(err)).terminate_in_group(instance, decrement=True) is False
+
+
+def test_termination_hook_is_read_by_name_and_put_idempotently(aws):
+    autoscaling = aws.autoscaling
+    autoscaling.client.put_lifecycle_hook(  # another tool's hook on the same group is not ours
+        AutoScalingGroupName="nodes",
+        LifecycleHookName="nth",
+        LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING",
+    )
+    assert autoscaling.lifecycle_hook("nodes", "node-manager-drain") is None
+
+    autoscaling.put_termination_hook("nodes", "node-manager-drain", 300)
+    autoscaling.put_termination_hook("nodes", "node-manager-drain", 300)
+
+    hook = autoscaling.lifecycle_hook("nodes", "node-manager-drain")
+    assert hook is not None
+    assert (hook["LifecycleTransition"], hook["HeartbeatTimeout"], hook["DefaultResult"]) == (
+        "autoscaling:EC2_INSTANCE_TERMINATING",
+        300,
+        "CONTINUE",
+    )
+    hooks = autoscaling.client.describe_lifecycle_hooks(AutoScalingGroupName="nodes")["LifecycleHooks"]
+    assert sorted(h["LifecycleHookName"] for h in hooks) == ["node-manager-drain", "nth"]
+
+
+def test_hook_calls_refused_are_raised():
+    err = client_error("AccessDenied", "no", 403, "PutLifecycleHook")
+    with pytest.raises(AwsRequestError):
+        AutoScaling(Raising(err)).put_termination_hook("nodes", "node-manager-drain", 300)
+    with pytest.raises(AwsRequestError):
+        AutoScaling(Raising(err)).lifecycle_hook("nodes", "node-manager-drain")
