@@ -85,12 +85,15 @@ class Tripwire:
     calls: int = 0
     dead: bool = False
     log: list[str] = field(default_factory=list)
+    function: str = ""
+    observers: list[Callable[[str, str, tuple[Any, ...], dict[str, Any]], None]] = field(default_factory=list)
 
     def reset(self, at: int = 0, kind: str = "crash") -> None:
         self.at, self.kind, self.calls, self.dead = at, kind, 0, False
         self.log.clear()
 
-    def check(self, call: str) -> None:
+    def check(self, call: str, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> None:
+        """Pass (recording the call and telling the observers: function, call label, arguments) or die."""
         if self.dead:
             raise LambdaCrash(self.kind, call)
         self.calls += 1
@@ -98,6 +101,8 @@ class Tripwire:
             self.dead = True
             raise LambdaCrash(self.kind, call)
         self.log.append(call)
+        for observer in self.observers:
+            observer(self.function, call, args, kwargs or {})
 
 
 _PLAIN = (str, bytes, int, float, bool, type(None), dict, list, tuple)
@@ -120,7 +125,7 @@ class _Wired:
             wire = self._wire
 
             def call(*args: Any, **kwargs: Any) -> Any:
-                wire.check(label)
+                wire.check(label, args, kwargs)
                 return value(*args, **kwargs)
 
             return call
@@ -236,6 +241,7 @@ class Lambdas:
     def invoke(self, function: str, event: Any, crash_at: int = 0, crash_kind: str = "crash") -> Invocation:
         """Run ``function``'s ``handle(event)`` now; ``crash_at`` > 0 kills it at that port call."""
         self.wire.reset(crash_at, crash_kind)
+        self.wire.function = function
         self.invocations[function] = self.invocations.get(function, 0) + 1
         try:
             with self.kernel.installed(), _seeded_run_ids(self._ids):
@@ -245,6 +251,7 @@ class Lambdas:
             result = Invocation(function, crash.kind, error=crash.call, calls=self.wire.calls)
         except Exception as err:  # noqa: BLE001 - any exception is a function error Lambda retries; recorded
             result = Invocation(function, "error", error=f"{type(err).__name__}: {err}", calls=self.wire.calls)
+        self.wire.function = ""
         key = f"{function}:{result.status}"
         self.outcomes[key] = self.outcomes.get(key, 0) + 1
         for listener in self.on_invocation:
