@@ -1,0 +1,148 @@
+"""Running seeds: one seeded world under one schedule, the invariants after every step, a summary; replaying a seed;
+shrinking a failing schedule to the shortest that still fails (issue 12).
+
+Shrinking is delta debugging over the schedule's entries (Zeller and Hildebrandt, "Simplifying and Isolating
+Failure-Inducing Input", 2002): drop chunks, halving their size down to single entries, keeping every removal after
+which the run still breaks the same invariant. The seed stays the same, so the world's own draws do too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sim.eventbridge import Delivery
+from sim.invariants import Violation
+from sim.schedules import DAY, Fault, Profile, generate
+from sim.world import Shape, World
+
+
+@dataclass
+class Result:
+    """One seed's run: the schedule it ran, the first violation (None when every check held), the trace digest,
+    and what happened (steps, invocations by outcome, events, pods killed by reclaims vs stopped by evictions)."""
+
+    seed: int
+    nodes: int
+    days: float
+    schedule: tuple[Fault, ...]
+    violation: Violation | None
+    digest: str
+    steps: int
+    outcomes: dict[str, int] = field(default_factory=dict)
+    counters: dict[str, float] = field(default_factory=dict)
+    trace: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.violation is not None
+
+    def summary(self) -> str:
+        head = f"seed {self.seed}: {self.nodes} nodes, {self.days:g} days, {len(self.schedule)} faults, {self.steps} steps"
+        outcomes = " ".join(f"{k}={v}" for k, v in sorted(self.outcomes.items()))
+        counters = " ".join(f"{k}={v:g}" for k, v in sorted(self.counters.items()))
+        verdict = f"VIOLATION {self.violation}" if self.violation else "ok"
+        return f"{head}\n  invocations: {outcomes}\n  {counters}\n  digest {self.digest[:16]}  {verdict}"
+
+
+def run_seed(
+    seed: int,
+    nodes: int = 30,
+    days: float = 1.0,
+    *,
+    schedule: tuple[Fault, ...] | None = None,
+    profile: Profile | None = None,
+    masters: int = 3,
+    delivery: Delivery | None = None,
+    trace: bool = False,
+    mutate: Callable[[World], None] | None = None,
+) -> Result:
+    """Build the world for ``seed``, apply ``schedule`` (default: drawn from the seed's ``schedule`` stream with
+    ``profile``), run ``days`` simulated days, and check the end state.
+
+    Args:
+        mutate: changes the built world before it runs (a test's deliberately broken part).
+    """
+    world = World.build(seed, Shape(nodes=nodes, masters=masters), delivery, trace)
+    if mutate is not None:
+        mutate(world)
+    if schedule is None:
+        schedule = generate(world.kernel.stream("schedule"), nodes, days, profile)
+    world.apply(schedule)
+    violation: Violation | None = None
+    try:
+        world.run(days * DAY)
+        world.checker.t = world.kernel.t
+        world.checker.finish()
+    except Violation as found:
+        violation = found
+    world.trace.add(f"end {world.kernel.t:.3f} {violation}")
+    counters = {
+        "events": float(world.bus.stats.put),
+        "retried": float(world.bus.stats.retried),
+        "dropped": float(world.bus.stats.dropped),
+        "killed_by_reclaim": float(world.kube.counters.killed_by_reclaim),
+        "stopped_by_eviction": float(world.kube.counters.stopped_by_eviction),
+        "stopped_by_delete": float(world.kube.counters.stopped_by_delete),
+        "checks": float(world.checker.checks),
+    }
+    return Result(
+        seed=seed,
+        nodes=nodes,
+        days=days,
+        schedule=schedule,
+        violation=violation,
+        digest=world.trace.digest.hexdigest(),
+        steps=world.kernel.steps,
+        outcomes=dict(world.lambdas.outcomes),
+        counters=counters,
+        trace=list(world.trace.lines),
+    )
+
+
+def shrink(
+    seed: int,
+    schedule: tuple[Fault, ...],
+    fails: Callable[[tuple[Fault, ...]], str | None],
+    budget: int = 200,
+) -> tuple[Fault, ...]:
+    """The shortest sub-schedule of ``schedule`` found for which ``fails`` still answers the same invariant.
+
+    Args:
+        seed: the seed (for the caller's ``fails``; named here for the log).
+        schedule: a failing schedule.
+        fails: runs a schedule, answers the broken invariant's name or None.
+        budget: at most this many runs.
+    """
+    target = fails(schedule)
+    if target is None:
+        return schedule
+    current = list(schedule)
+    chunk = max(1, len(current) // 2)
+    runs = 1
+    while chunk >= 1 and runs < budget:
+        removed = False
+        i = 0
+        while i < len(current) and runs < budget:
+            candidate = current[:i] + current[i + chunk :]
+            runs += 1
+            if fails(tuple(candidate)) == target:
+                current = candidate
+                removed = True
+            else:
+                i += chunk
+        if not removed:
+            if chunk == 1:
+                break
+            chunk = max(1, chunk // 2)
+    return tuple(current)
+
+
+def shrink_seed(seed: int, result: Result, **options: object) -> tuple[Fault, ...]:
+    """``shrink`` for a failed ``run_seed`` result (the same nodes, days and options)."""
+
+    def fails(schedule: tuple[Fault, ...]) -> str | None:
+        found = run_seed(seed, result.nodes, result.days, schedule=schedule, **options)  # type: ignore[arg-type]  # the caller's run_seed options
+        return found.violation.invariant if found.violation else None
+
+    return shrink(seed, result.schedule, fails)

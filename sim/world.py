@@ -1,0 +1,308 @@
+"""One simulated kOps Spot cluster under the product's control: every component wired on one kernel (issue 12).
+
+``World.build`` makes the cluster (worker groups, one per AZ, on Spot; one or three control-plane groups On-Demand;
+Deployments, a DaemonSet, PodDisruptionBudgets, some pods with long grace periods), the in-memory AWS account
+(``sim.cloud``/``sim.aws``), DynamoDB table (``sim.dynamo``), Kubernetes (``sim.kube``) and agent (``sim.agent``), the
+three Lambdas (``sim.lambdas``) behind EventBridge (``sim.eventbridge``) and the invariant checker
+(``sim.invariants``). ``apply`` turns a schedule's entries (``sim.schedules``) into scheduled actions; ``run``
+runs the kernel with the checker after every step.
+
+The cluster follows kOps' layout ("Instance Groups", kOps documentation: one group per AZ, ``minSize`` =
+``maxSize``, tags ``KubernetesCluster``, ``kops.k8s.io/instancegroup``, ``k8s.io/role/*``); a node joins
+Kubernetes 30-60 s after its instance is ``running`` (the kubelet's registration) under a private-DNS-style name, so
+the product must map nodes to instances by ``spec.providerID`` ("Well-Known Labels, Annotations and Taints",
+Kubernetes documentation).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.kube.views import CORDON_ANNOTATION, NodeView
+from core.kops import INSTANCE_GROUP_TAG, POOL_TAG, pool_of
+from sim.agent import SimAgent
+from sim.aws import SimAws
+from sim.cloud import Cloud, TerminationHook
+from sim.dynamo import MemoryDynamo
+from sim.eventbridge import Delivery, EventBus, stack_rules
+from sim.faults import Faults, FaultWindow
+from sim.invariants import Bounds, Checker, GroupState, NodeState
+from sim.kernel import Kernel, Step
+from sim.kube import SimKube
+from sim.kube_objects import CONTROL_PLANE_LABEL, Budget
+from sim.lambdas import ACCOUNT, REGION, TABLE, Invocation, Lambdas
+from sim.schedules import Fault
+
+CLUSTER = "sim.k8s.local"
+AZS = ("us-east-1a", "us-east-1b", "us-east-1c")
+HOOK = "node-manager-drain"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The cluster's shape: ``nodes`` Spot workers over the AZs, ``masters`` (1 or 3), workload pods per worker,
+    Deployments' size, and the fraction of Deployments with a PodDisruptionBudget (``maxUnavailable: 1``) and with
+    a long grace period (``long_grace`` seconds)."""
+
+    nodes: int = 30
+    masters: int = 3
+    pods_per_node: int = 4
+    replicas: int = 10
+    budgeted: float = 0.5
+    long_grace_share: float = 0.1
+    long_grace: int = 300
+    azs: tuple[str, ...] = AZS
+
+
+@dataclass
+class Trace:
+    """The run's trace: a running digest of every step and invocation outcome, and the last lines kept."""
+
+    keep: int = 0
+    digest: Any = field(default_factory=hashlib.sha256)
+    lines: deque[str] = field(default_factory=lambda: deque(maxlen=200000))
+
+    def add(self, line: str) -> None:
+        self.digest.update(line.encode())
+        self.digest.update(b"\n")
+        if self.keep:
+            self.lines.append(line)
+
+
+class World:
+    """Every component of one simulated cluster (see the module docstring). Build with ``World.build``."""
+
+    def __init__(self, seed: int, shape: Shape, delivery: Delivery | None = None, trace: bool = False) -> None:
+        self.seed = seed
+        self.shape = shape
+        self.kernel = Kernel(seed)
+        self.faults = Faults(self.kernel)
+        self.trace = Trace(keep=1 if trace else 0)
+        self.lambdas: Lambdas
+        self.bus = EventBus(self.kernel, self._invoke, stack_rules(CLUSTER, HOOK), delivery)
+        self.history: deque[dict[str, Any]] = deque(maxlen=500)
+        self.cloud = Cloud(
+            self.kernel,
+            self._emit,
+            account=ACCOUNT,
+            region=REGION,
+            on_running=self._instance_running,
+            on_terminated=self._instance_gone,
+        )
+        self.kube = SimKube(self.kernel, self.faults)
+        self.dynamo = MemoryDynamo(self.kernel, self.faults)
+        self.table = self.dynamo.table(TABLE)
+        self.aws = SimAws(self.cloud, self.faults)
+        self.lambdas = Lambdas(self.kernel, self.table, self.aws, CLUSTER)
+        self.agent = SimAgent(self.kernel, self.kube, self.aws.queue, self.table, CLUSTER, self._emit)
+        self.checker = Checker(self, seed, Bounds())
+        self.lambdas.wire.observers.append(self.checker.on_call)
+        self.sizes: dict[str, tuple[int, int, int]] = {}  # group -> (min, max, desired) of its kOps spec
+        self._baseline: dict[str, tuple[int, int]] = {}
+        self._bad: set[str] = set()
+        self._operator: set[str] = set()
+        self._joined = 0
+        self._rng = self.kernel.stream("world:targets")
+        self._join = self.kernel.stream("world:join")
+
+    # construction -----------------------------------------------------------------------------------------------
+    @classmethod
+    def build(cls, seed: int, shape: Shape | None = None, delivery: Delivery | None = None, trace: bool = False) -> World:
+        """A steady cluster at simulated second 0, every loop started."""
+        world = cls(seed, shape or Shape(), delivery, trace)
+        world._populate()
+        return world
+
+    def _populate(self) -> None:
+        s = self.shape
+        hook = (TerminationHook(HOOK, heartbeat_timeout=300),)
+        per_az = [s.nodes // len(s.azs) + (1 if i < s.nodes % len(s.azs) else 0) for i in range(len(s.azs))]
+        for az, count in zip(s.azs, per_az, strict=True):
+            name = f"nodes-{az}"
+            self._group(name, name, (az,), count, spot=True, control_plane=False, hooks=hook)
+        for az in s.azs[: s.masters]:
+            name = f"master-{az}"
+            self._group(name, name, (az,), 1, spot=False, control_plane=True, hooks=())
+        self.kube.add_daemonset("kube-system", "node-agent", grace=30)
+        workload = s.nodes * s.pods_per_node
+        deployments = max(1, workload // s.replicas)
+        for i in range(deployments):
+            name = f"app-{i:04d}"
+            grace = s.long_grace if (i * s.long_grace_share) % 1 + s.long_grace_share >= 1 else None
+            self.kube.add_deployment("default", name, s.replicas, grace=grace)
+            if (i * s.budgeted) % 1 + s.budgeted >= 1:
+                self.kube.add_budget(Budget("default", f"{name}-pdb", {"app": name}, max_unavailable=1))
+        self.cloud.start()
+        self.agent.start()
+        self.bus.schedule_rules()
+
+    def _group(
+        self,
+        name: str,
+        instance_group: str,
+        zones: tuple[str, ...],
+        size: int,
+        *,
+        spot: bool,
+        control_plane: bool,
+        hooks: tuple[TerminationHook, ...],
+    ) -> None:
+        self.cloud.add_group(
+            name,
+            cluster=CLUSTER,
+            instance_group=instance_group,
+            zones=zones,
+            min_size=size,
+            max_size=size,
+            desired=size,
+            spot=spot,
+            control_plane=control_plane,
+            instance_type="m5.large" if spot else "c5.large",
+            hooks=hooks,
+        )
+        self.sizes[name] = (size, size, size)
+        self._baseline[name] = (size, size)
+
+    # wiring -------------------------------------------------------------------------------------------------------
+    def _emit(self, event: dict[str, Any]) -> None:
+        self.trace.add(f"{self.kernel.t:.3f} event {event.get('detail-type')} {event.get('id')}")
+        self.history.append(event)
+        self.bus.put(event)
+
+    def _invoke(self, function: str, event: dict[str, Any], crash_at: int, kind: str) -> Invocation:
+        self.checker.bad_input = str(event.get("id")) in self._bad
+        try:
+            result = self.lambdas.invoke(function, event, crash_at, kind)
+        finally:
+            self.checker.bad_input = False
+        response = result.response or {}
+        self.trace.add(
+            f"{self.kernel.t:.3f} {function} {result.status} {response.get('status', '')} "
+            f"{response.get('reason', '')} {result.error}"
+        )
+        return result
+
+    def _instance_running(self, instance: Any) -> None:
+        """The instance is ``running``: its kubelet registers the node 30-60 s later (if it still runs then)."""
+        delay = 0.0 if self.kernel.t == 0 else self._join.uniform(30, 60)
+        self.kernel.after(delay, "kube:join", lambda: self._join_node(instance))
+
+    def _join_node(self, instance: Any) -> None:
+        if not instance.alive:
+            return
+        self._joined += 1
+        tags = instance.tags
+        control_plane = any(k in tags for k in ("k8s.io/role/master", "k8s.io/role/control-plane"))
+        self.kube.add_node(
+            f"ip-10-{self._joined // 65536 % 256}-{self._joined // 256 % 256}-{self._joined % 256}.ec2.internal",
+            instance.instance_id,
+            instance.zone,
+            instance_group=tags.get(INSTANCE_GROUP_TAG, ""),
+            control_plane=control_plane,
+        )
+
+    def _instance_gone(self, instance: Any) -> None:
+        self.kube.remove_instance(instance.instance_id)
+
+    # the checker's view ---------------------------------------------------------------------------------------------
+    def group_states(self) -> list[GroupState]:
+        out = []
+        for g in self.cloud.groups.values():
+            master = any(k in g.tags for k in ("k8s.io/role/master", "k8s.io/role/control-plane"))
+            pool = g.tags.get(POOL_TAG) or pool_of(g.tags, g.zones) or g.name
+            out.append(GroupState(g.name, master, g.zones[0], pool, g.desired, g.min_size, g.max_size))
+        return out
+
+    def running_instances(self) -> dict[str, tuple[str | None, str]]:
+        return {i.instance_id: (i.group, i.zone) for i in self.cloud.instances.values() if i.alive}
+
+    def node_states(self) -> list[NodeState]:
+        out = []
+        for name, obj in self.kube.nodes.items():
+            view = NodeView.from_api(obj)
+            movable = 0
+            for key in self.kube.by_node.get(name, {}):
+                info = self.kube.pods[key]
+                if info.workload and not info.terminating and info.obj["status"].get("phase") == "Running":
+                    movable += 1
+            out.append(
+                NodeState(
+                    name=name,
+                    instance_id=view.instance_id or "",
+                    master=CONTROL_PLANE_LABEL in view.labels,
+                    ready=view.ready,
+                    unschedulable=view.unschedulable,
+                    ours=CORDON_ANNOTATION in view.annotations,
+                    operator=name in self._operator,
+                    movable_pods=movable,
+                )
+            )
+        return out
+
+    def table_items(self) -> list[dict[str, Any]]:
+        return list(self.table.items())
+
+    def outage_azs(self) -> frozenset[str]:
+        t = self.kernel.t
+        out = set()
+        for o in self.cloud.outages:
+            if o.start <= t < o.end:
+                out.add(o.target if isinstance(o.target, str) else o.target[1])
+        return frozenset(out)
+
+    def baseline(self) -> dict[str, tuple[int, int]]:
+        return dict(self._baseline)
+
+    # running ----------------------------------------------------------------------------------------------------------
+    def run(self, until: float, after_step: Callable[[Step], None] | None = None) -> None:
+        """Run to simulated second ``until``, the checker after every step (raises ``Violation``)."""
+
+        def after(step: Step) -> None:
+            self.checker.after_step(step)
+            if after_step is not None:
+                after_step(step)
+
+        self.kernel.run(until, after)
+
+    # faults -----------------------------------------------------------------------------------------------------------
+    def apply(self, schedule: tuple[Fault, ...]) -> None:
+        """Schedule every entry of ``schedule``."""
+        for fault in schedule:
+            self.kernel.at(fault.at, f"fault {fault.kind}", lambda f=fault: self._fault(f))  # type: ignore[misc]  # default binds the entry
+
+    def _fault(self, f: Fault) -> None:
+        from sim.actors import apply_fault
+
+        self.trace.add(f"{self.kernel.t:.3f} fault {f.kind} {f.params}")
+        apply_fault(self, f)
+
+    def pick_instance(self, az: str, spot: bool = True, master: bool = False) -> str | None:
+        """A running instance of a group in ``az`` (Spot workers by default), from the world's stream."""
+        ids = sorted(
+            i.instance_id
+            for i in self.cloud.instances.values()
+            if i.alive
+            and i.zone == az
+            and i.group is not None
+            and (i.lifecycle == "spot") == spot
+            and ("k8s.io/role/node" not in i.tags) == master
+            and i.reclaim_at is None
+        )
+        return self._rng.choice(ids) if ids else None
+
+    def add_fault_window(self, window: FaultWindow) -> None:
+        self.faults.add(window)
+
+    def mark_bad(self, event_id: str) -> None:
+        self._bad.add(event_id)
+
+    def operator_cordon(self, node: str, cordoned: bool) -> None:
+        if cordoned:
+            self._operator.add(node)
+        else:
+            self._operator.discard(node)
+        self.checker.operator_cordon(node, cordoned)
