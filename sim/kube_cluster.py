@@ -1,0 +1,470 @@
+"""The in-memory Kubernetes cluster's state and controllers on simulated time (the API surface is ``sim.kube``).
+
+What it models, and the Kubernetes documentation each part follows:
+
+- Nodes (core/v1 Node): ``spec.providerID`` ``aws:///<az>/<instance-id>``, labels (control-plane role, kOps instance
+  group), ``spec.unschedulable``, annotations, the ``Ready`` condition. A node goes away when its instance
+  terminates (``remove_node``): every pod on it ends with it ("Node shutdowns":
+  https://kubernetes.io/docs/concepts/cluster-administration/node-shutdown/); a workload pod not already being
+  deleted is counted ``killed_by_reclaim``.
+- Pods: created Pending by their controller, bound by a simple scheduler to a Ready, schedulable, non-control-plane
+  node with room (fewest pods first, then name: deterministic), Running at once and Ready ``pod_ready_seconds``
+  later. Deletion is graceful ("Pod Lifecycle - Termination of Pods":
+  https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination): ``metadata.deletionTimestamp``
+  is set, the pod stays (terminating, not healthy) for its grace period, then disappears; a pod never bound, a
+  finished one, or a grace of 0 goes at once; a later delete with a shorter grace shortens it.
+- Deployments as ReplicaSets (https://kubernetes.io/docs/concepts/workloads/controllers/replicaset/): a replica
+  count; a pod being deleted no longer counts, so its replacement is created at once (Pending until scheduled).
+  DaemonSets: one pod per node, never scheduled elsewhere.
+- PodDisruptionBudgets (https://kubernetes.io/docs/concepts/workloads/pods/disruptions/): ``disruptionsAllowed``
+  computed live from the Ready, not-terminating pods the budget selects (the real disruption controller computes
+  it asynchronously; the eviction's own decrement of the status makes the two agree for back-to-back evictions).
+- Accounting for the availability benchmark: ``counters`` (pods stopped by an eviction or a delete vs killed by a
+  reclaim) and ``unschedulable_pod_seconds`` (pending workload pods integrated over simulated time).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from agent.kube.views import NodeEvent, NodeView, PodEvent, PodView
+from sim.faults import Faults
+from sim.kernel import Kernel, Timer
+from sim.kube_objects import (
+    CONTROL_PLANE_LABEL,
+    INSTANCE_GROUP_LABEL,
+    Budget,
+    is_ready,
+    node_object,
+    pod_object,
+    selects,
+    set_ready,
+    timestamp,
+)
+
+DEFAULT_GRACE = 30  # spec.terminationGracePeriodSeconds when unset (core/v1 PodSpec)
+
+
+@dataclass
+class Counters:
+    """What happened to workload pods (DaemonSet pods are not counted)."""
+
+    created: int = 0
+    stopped_by_eviction: int = 0  # an accepted eviction started the pod's graceful shutdown
+    stopped_by_delete: int = 0  # a DELETE did (a drain past a budget, an operator)
+    killed_by_reclaim: int = 0  # running when its node went away
+    cut_short: int = 0  # still terminating when its node went away
+    evictions_refused: int = 0  # 429 from a PodDisruptionBudget
+
+
+@dataclass
+class Deployment:
+    namespace: str
+    name: str
+    replicas: int
+    labels: dict[str, str]
+    grace: int | None
+    made: int = 0
+    pods: dict[str, None] = field(default_factory=dict)
+
+
+@dataclass
+class PodInfo:
+    """A pod's API object and the cluster's bookkeeping beside it."""
+
+    obj: dict[str, Any]
+    owner: str = ""  # "deploy:<ns>/<name>", "ds:<ns>/<name>" or ""
+    budgets: list[str] = field(default_factory=list)
+    timer: Timer | None = None
+    gone_at: float | None = None  # when its graceful deletion ends
+
+    @property
+    def key(self) -> str:
+        meta = self.obj["metadata"]
+        return f"{meta['namespace']}/{meta['name']}"
+
+    @property
+    def node(self) -> str:
+        return str(self.obj["spec"].get("nodeName") or "")
+
+    @property
+    def terminating(self) -> bool:
+        return "deletionTimestamp" in self.obj["metadata"]
+
+    @property
+    def workload(self) -> bool:
+        return not self.owner.startswith("ds:")
+
+
+class Cluster:
+    """Nodes, pods, controllers and budgets (see the module docstring).
+
+    Args:
+        kernel: simulated time and scheduling.
+        faults: injected API errors (service ``kube``), optional.
+        pod_ready_seconds: from binding to the pod's Ready condition.
+        schedule_delay: from a change to the scheduler's pass over the pending pods.
+        max_pods_per_node: room of a node (pods bound to it, terminating ones included).
+        event_log: watch events kept (an older resourceVersion answers 410 Gone).
+    """
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        faults: Faults | None = None,
+        *,
+        pod_ready_seconds: float = 10.0,
+        schedule_delay: float = 1.0,
+        max_pods_per_node: int = 30,
+        event_log: int = 20000,
+    ) -> None:
+        self.kernel = kernel
+        self.faults = faults
+        self.pod_ready_seconds = pod_ready_seconds
+        self.schedule_delay = schedule_delay
+        self.max_pods_per_node = max_pods_per_node
+        self.counters = Counters()
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.instances: dict[str, str] = {}  # instance id -> node name
+        self.pods: dict[str, PodInfo] = {}  # ns/name -> pod, in creation order
+        self.by_node: dict[str, dict[str, None]] = {}
+        self.pending: dict[str, None] = {}
+        self.deployments: dict[str, Deployment] = {}
+        self.daemonsets: dict[str, int | None] = {}  # ns/name -> grace
+        self.budgets: dict[str, Budget] = {}
+        self.matched: dict[str, dict[str, None]] = {}  # budget ns/name -> pod keys it selects
+        self.pod_log: deque[tuple[int, str, PodEvent]] = deque(maxlen=event_log)
+        self.node_log: deque[tuple[int, NodeEvent]] = deque(maxlen=event_log)
+        self.listeners: list[Callable[[str, PodEvent], None]] = []
+        self._rv = 1
+        self._uid = 0
+        self._schedule_timer: Timer | None = None
+        self._pending_seconds = 0.0
+        self._accounted_at = kernel.t
+
+    # --------------------------------------------------------------------------------------------- bookkeeping
+
+    def _bump(self, obj: dict[str, Any]) -> int:
+        self._rv += 1
+        obj["metadata"]["resourceVersion"] = str(self._rv)
+        return self._rv
+
+    def _account(self) -> None:
+        t = self.kernel.t
+        self._pending_seconds += len(self.pending) * (t - self._accounted_at)
+        self._accounted_at = t
+
+    @property
+    def unschedulable_pod_seconds(self) -> float:
+        """Pending (unbound) workload pods integrated over simulated time, up to now."""
+        self._account()
+        return self._pending_seconds
+
+    def _pod_event(self, kind: str, info: PodInfo) -> None:
+        rv = self._bump(info.obj)
+        node = info.node
+        if not node:
+            return
+        event = PodEvent(type=kind, pod=PodView.from_api(info.obj), resource_version=str(rv))
+        self.pod_log.append((rv, node, event))
+        for listener in list(self.listeners):
+            listener(node, event)
+
+    def _node_event(self, kind: str, obj: dict[str, Any]) -> None:
+        rv = self._bump(obj)
+        self.node_log.append((rv, NodeEvent(type=kind, node=NodeView.from_api(obj), resource_version=str(rv))))
+
+    def _want_schedule(self) -> None:
+        if self._schedule_timer is None and self.pending:
+            self._schedule_timer = self.kernel.after(self.schedule_delay, "kube:schedule", self._schedule)
+
+    # ------------------------------------------------------------------------------------------------ nodes
+
+    def add_node(
+        self,
+        name: str,
+        instance_id: str,
+        az: str,
+        *,
+        instance_group: str = "nodes",
+        control_plane: bool = False,
+        labels: Mapping[str, str] | None = None,
+        ready: bool = True,
+    ) -> None:
+        """A node joins (its kubelet registered): DaemonSet pods start on it, pending pods may bind to it."""
+        all_labels = {INSTANCE_GROUP_LABEL: instance_group, **(labels or {})}
+        if control_plane:
+            all_labels[CONTROL_PLANE_LABEL] = ""
+        obj = node_object(name, instance_id, az, all_labels, ready, self.kernel.now())
+        self.nodes[name] = obj
+        self.instances[instance_id] = name
+        self.by_node[name] = {}
+        self._node_event("ADDED", obj)
+        for ds in self.daemonsets:
+            self._daemon_pod(ds, name)
+        self._want_schedule()
+
+    def set_node_ready(self, name: str, ready: bool) -> None:
+        """The node's Ready condition (its pods' readiness follows at once: a simplification of the node
+        lifecycle controller, which marks them after its grace period)."""
+        obj = self.nodes[name]
+        set_ready(obj, ready)
+        self._node_event("MODIFIED", obj)
+        for key in list(self.by_node[name]):
+            info = self.pods[key]
+            if not info.terminating and is_ready(info.obj) != ready and info.obj["status"]["phase"] == "Running":
+                set_ready(info.obj, ready)
+                self._pod_event("MODIFIED", info)
+        self._want_schedule()
+
+    def remove_node(self, name: str) -> None:
+        """The node's instance terminated: the node object and every pod on it go (counted, see ``Counters``)."""
+        obj = self.nodes.pop(name, None)
+        if obj is None:
+            return
+        instance = NodeView.from_api(obj).instance_id
+        if instance is not None and self.instances.get(instance) == name:
+            del self.instances[instance]
+        for key in list(self.by_node.get(name, {})):
+            info = self.pods[key]
+            if info.workload:
+                if info.terminating:
+                    self.counters.cut_short += 1
+                elif info.obj["status"]["phase"] == "Running":
+                    self.counters.killed_by_reclaim += 1
+            self._remove(info)
+        self.by_node.pop(name, None)
+        self._rv += 1
+        self.node_log.append((self._rv, NodeEvent(type="DELETED", node=NodeView.from_api(obj))))
+
+    def remove_instance(self, instance_id: str) -> None:
+        """``remove_node`` for the node of ``instance_id`` (nothing when it has none)."""
+        name = self.instances.get(instance_id)
+        if name is not None:
+            self.remove_node(name)
+
+    # ------------------------------------------------------------------------------------------- workloads
+
+    def add_deployment(
+        self,
+        namespace: str,
+        name: str,
+        replicas: int,
+        *,
+        labels: Mapping[str, str] | None = None,
+        grace: int | None = None,
+    ) -> None:
+        """A Deployment (its ReplicaSet ``<name>-rs``) keeping ``replicas`` pods labelled ``app=<name>``."""
+        key = f"{namespace}/{name}"
+        self.deployments[key] = Deployment(namespace, name, replicas, {"app": name, **(labels or {})}, grace)
+        self._reconcile(key)
+
+    def scale(self, namespace: str, name: str, replicas: int) -> None:
+        self.deployments[f"{namespace}/{name}"].replicas = replicas
+        self._reconcile(f"{namespace}/{name}")
+
+    def add_daemonset(self, namespace: str, name: str, grace: int | None = None) -> None:
+        """A DaemonSet: one pod on every node (Running and Ready at once)."""
+        key = f"{namespace}/{name}"
+        self.daemonsets[key] = grace
+        for node in self.nodes:
+            self._daemon_pod(key, node)
+
+    def delete_daemonset(self, namespace: str, name: str) -> None:
+        """The DaemonSet object goes; its pods stay as orphans (``--cascade=orphan``)."""
+        self.daemonsets.pop(f"{namespace}/{name}", None)
+
+    def add_budget(self, budget: Budget) -> None:
+        """A PodDisruptionBudget (selecting existing and future pods of its namespace)."""
+        key = f"{budget.namespace}/{budget.name}"
+        self.budgets[key] = budget
+        self.matched[key] = {}
+        for info in self.pods.values():
+            self._match(info, key)
+
+    def add_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        node: str = "",
+        labels: Mapping[str, str] | None = None,
+        owner: tuple[str, str] | None = None,
+        grace: int | None = None,
+        phase: str = "Running",
+        ready: bool = True,
+        emptydir: bool = False,
+    ) -> str:
+        """A pod made by hand (bare, a Job's, or one of a controller the cluster does not run), bound to ``node``
+        when given. Returns its uid."""
+        info = self._new_pod(namespace, name, dict(labels or {}), owner, grace, "")
+        if emptydir:
+            info.obj["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+        if node:
+            self._bind(info, node, phase=phase, ready=ready)
+        else:
+            self._account()
+            self.pending[info.key] = None
+            self._want_schedule()
+        return str(info.obj["metadata"]["uid"])
+
+    def _new_pod(
+        self,
+        namespace: str,
+        name: str,
+        labels: dict[str, str],
+        owner: tuple[str, str] | None,
+        grace: int | None,
+        owner_key: str,
+    ) -> PodInfo:
+        self._uid += 1
+        uid = f"pod-{self._uid:08d}"
+        info = PodInfo(pod_object(namespace, name, uid, labels, owner, grace, self.kernel.now()), owner_key)
+        self._bump(info.obj)
+        self.pods[info.key] = info
+        if info.workload:
+            self.counters.created += 1
+        for budget in self.budgets:
+            self._match(info, budget)
+        return info
+
+    def _match(self, info: PodInfo, budget_key: str) -> None:
+        budget = self.budgets[budget_key]
+        meta = info.obj["metadata"]
+        if meta["namespace"] == budget.namespace and selects(budget.selector, meta.get("labels") or {}):
+            self.matched[budget_key][info.key] = None
+            info.budgets.append(budget_key)
+
+    def _daemon_pod(self, ds: str, node: str) -> None:
+        namespace, name = ds.split("/", 1)
+        info = self._new_pod(
+            namespace, f"{name}-{node}", {"app": name}, ("DaemonSet", name), self.daemonsets[ds], f"ds:{ds}"
+        )
+        self._bind(info, node, phase="Running", ready=True)
+
+    def _reconcile(self, key: str) -> None:
+        """The ReplicaSet controller: as many active (not terminating) pods as replicas."""
+        dep = self.deployments.get(key)
+        if dep is None:
+            return
+        active = [k for k in dep.pods if not self.pods[k].terminating]
+        for extra in reversed(active[dep.replicas :]):
+            self._terminate(self.pods[extra], None)
+        for _ in range(dep.replicas - len(active)):
+            dep.made += 1
+            name = f"{dep.name}-{dep.made:05d}"
+            info = self._new_pod(
+                dep.namespace, name, dict(dep.labels), ("ReplicaSet", f"{dep.name}-rs"), dep.grace, f"deploy:{key}"
+            )
+            dep.pods[info.key] = None
+            self._account()
+            self.pending[info.key] = None
+        self._want_schedule()
+
+    # ------------------------------------------------------------------------------------------- scheduler
+
+    def schedulable_nodes(self) -> list[str]:
+        return [
+            name
+            for name, obj in self.nodes.items()
+            if is_ready(obj)
+            and not obj["spec"].get("unschedulable")
+            and CONTROL_PLANE_LABEL not in obj["metadata"]["labels"]
+        ]
+
+    def _schedule(self) -> None:
+        """Bind pending pods, oldest first, each to the schedulable node with the fewest pods (then by name)."""
+        self._schedule_timer = None
+        heap = [(len(self.by_node[n]), n) for n in self.schedulable_nodes()]
+        heap = [entry for entry in heap if entry[0] < self.max_pods_per_node]
+        heapq.heapify(heap)
+        for key in list(self.pending):
+            if not heap:
+                break
+            load, node = heapq.heappop(heap)
+            self._bind(self.pods[key], node, phase="Running", ready=False)
+            if load + 1 < self.max_pods_per_node:
+                heapq.heappush(heap, (load + 1, node))
+
+    def _bind(self, info: PodInfo, node: str, *, phase: str, ready: bool) -> None:
+        if info.key in self.pending:
+            self._account()
+            del self.pending[info.key]
+        info.obj["spec"]["nodeName"] = node
+        info.obj["status"]["phase"] = phase
+        set_ready(info.obj, ready)
+        self.by_node[node][info.key] = None
+        self._pod_event("ADDED", info)
+        if not ready and phase == "Running":
+            uid = info.obj["metadata"]["uid"]
+            self.kernel.after(self.pod_ready_seconds, "kube:pod-ready", lambda: self._become_ready(info.key, uid))
+
+    def _become_ready(self, key: str, uid: str) -> None:
+        info = self.pods.get(key)
+        if (
+            info is None
+            or info.obj["metadata"]["uid"] != uid
+            or info.terminating
+            or not is_ready(self.nodes.get(info.node, {"status": {}}))
+        ):
+            return
+        set_ready(info.obj, True)
+        self._pod_event("MODIFIED", info)
+
+    # ------------------------------------------------------------------------------------------- deletion
+
+    def _terminate(self, info: PodInfo, grace: int | None) -> None:
+        """Graceful deletion: ``deletionTimestamp`` set, gone after the grace (at once when unbound or finished).
+        A shorter grace on a pod already terminating brings its end forward; a longer one changes nothing."""
+        own = info.obj["spec"].get("terminationGracePeriodSeconds")
+        seconds = max(0, grace if grace is not None else (DEFAULT_GRACE if own is None else int(own)))
+        if not info.node or info.obj["status"]["phase"] in ("Succeeded", "Failed") or seconds == 0:
+            self._remove(info)
+            return
+        end = self.kernel.t + seconds
+        if info.gone_at is not None and info.gone_at <= end:
+            return
+        if info.timer is not None:
+            info.timer.cancel()
+        info.gone_at = end
+        meta = info.obj["metadata"]
+        meta["deletionTimestamp"] = timestamp(self.kernel.now() + timedelta(seconds=seconds))
+        meta["deletionGracePeriodSeconds"] = seconds
+        set_ready(info.obj, False)
+        uid = meta["uid"]
+        info.timer = self.kernel.after(seconds, "kube:pod-gone", lambda: self._gone(info.key, uid))
+        self._pod_event("MODIFIED", info)
+        if info.owner.startswith("deploy:"):
+            self._reconcile(info.owner[len("deploy:") :])
+
+    def _gone(self, key: str, uid: str) -> None:
+        info = self.pods.get(key)
+        if info is not None and info.obj["metadata"]["uid"] == uid:
+            self._remove(info)
+
+    def _remove(self, info: PodInfo) -> None:
+        key = info.key
+        if self.pods.get(key) is not info:
+            return
+        if info.timer is not None:
+            info.timer.cancel()
+        del self.pods[key]
+        if key in self.pending:
+            self._account()
+            del self.pending[key]
+        if info.node:
+            self.by_node.get(info.node, {}).pop(key, None)
+        for budget in info.budgets:
+            self.matched[budget].pop(key, None)
+        self._pod_event("DELETED", info)
+        if info.owner.startswith("deploy:"):
+            dep_key = info.owner[len("deploy:") :]
+            dep = self.deployments.get(dep_key)
+            if dep is not None:
+                dep.pods.pop(key, None)
+            self._reconcile(dep_key)
