@@ -1,9 +1,7 @@
 """Running seeds: one seeded world under one schedule, the invariants after every step, a summary; replaying a seed;
 shrinking a failing schedule to the shortest that still fails (issue 12).
 
-Shrinking is delta debugging over the schedule's entries (Zeller and Hildebrandt, "Simplifying and Isolating
-Failure-Inducing Input", 2002): drop chunks, halving their size down to single entries, keeping every removal after
-which the run still breaks the same invariant. The seed stays the same, so the world's own draws do too.
+Shrinking (``sim.shrink``) keeps the seed, so the world's own draws stay the same.
 """
 
 from __future__ import annotations
@@ -14,6 +12,7 @@ from dataclasses import dataclass, field
 from sim.eventbridge import Delivery
 from sim.invariants import Violation
 from sim.schedules import DAY, Fault, Profile, generate
+from sim.shrink import shrink
 from sim.world import Shape, World
 
 
@@ -38,7 +37,9 @@ class Result:
         return self.violation is not None
 
     def summary(self) -> str:
-        head = f"seed {self.seed}: {self.nodes} nodes, {self.days:g} days, {len(self.schedule)} faults, {self.steps} steps"
+        head = (
+            f"seed {self.seed}: {self.nodes} nodes, {self.days:g} days, {len(self.schedule)} faults, {self.steps} steps"
+        )
         outcomes = " ".join(f"{k}={v}" for k, v in sorted(self.outcomes.items()))
         counters = " ".join(f"{k}={v:g}" for k, v in sorted(self.counters.items()))
         verdict = f"VIOLATION {self.violation}" if self.violation else "ok"
@@ -98,44 +99,6 @@ def run_seed(
         counters=counters,
         trace=list(world.trace.lines),
     )
-
-
-def shrink(
-    seed: int,
-    schedule: tuple[Fault, ...],
-    fails: Callable[[tuple[Fault, ...]], str | None],
-    budget: int = 200,
-) -> tuple[Fault, ...]:
-    """The shortest sub-schedule of ``schedule`` found for which ``fails`` still answers the same invariant.
-
-    Args:
-        seed: the seed (for the caller's ``fails``; named here for the log).
-        schedule: a failing schedule.
-        fails: runs a schedule, answers the broken invariant's name or None.
-        budget: at most this many runs.
-    """
-    target = fails(schedule)
-    if target is None:
-        return schedule
-    current = list(schedule)
-    chunk = max(1, len(current) // 2)
-    runs = 1
-    while chunk >= 1 and runs < budget:
-        removed = False
-        i = 0
-        while i < len(current) and runs < budget:
-            candidate = current[:i] + current[i + chunk :]
-            runs += 1
-            if fails(tuple(candidate)) == target:
-                current = candidate
-                removed = True
-            else:
-                i += chunk
-        if not removed:
-            if chunk == 1:
-                break
-            chunk = max(1, chunk // 2)
-    return tuple(current)
 
 
 def shrink_seed(seed: int, result: Result, **options: object) -> tuple[Fault, ...]:
