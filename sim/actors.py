@@ -47,7 +47,11 @@ def _rebalance(world: World, f: Fault) -> None:
         return
     world.cloud.rebalance(instance)
     if int(f.param("follow", 0)):
-        world.kernel.after(f.duration, "fault spot (after rebalance)", lambda: world.cloud.interrupt(instance))
+
+        def reclaim() -> None:
+            world.cloud.interrupt(instance)
+
+        world.kernel.after(f.duration, "fault spot (after rebalance)", reclaim)
 
 
 def _outage(world: World, f: Fault) -> None:

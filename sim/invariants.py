@@ -331,7 +331,8 @@ def view_epoch(t: float) -> float:
 def _deadline_passed(item: dict[str, Any], t: float, view: WorldView) -> bool:
     if item.get("status") not in ("queued", "running"):
         return True  # finished (succeeded, failed, timed out, skipped): the drain had its chance
-    deadline = item.get("deadline_tightened_to") or item.get("deadline")
+    command = item.get("command")
+    deadline = item.get("deadline_tightened_to") or (command.get("deadline") if isinstance(command, dict) else None)
     if deadline is None:
         return False
     try:
