@@ -17,14 +17,14 @@ Kubernetes documentation).
 from __future__ import annotations
 
 import hashlib
+import importlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from agent.kube.views import CORDON_ANNOTATION, NodeView
 from core.kops import INSTANCE_GROUP_TAG, POOL_TAG, pool_of
-from sim.agent import SimAgent
 from sim.aws import SimAws
 from sim.cloud import Cloud, TerminationHook
 from sim.dynamo import MemoryDynamo
@@ -41,6 +41,34 @@ CLUSTER = "sim.k8s.local"
 AZS = ("us-east-1a", "us-east-1b", "us-east-1c")
 HOOK = "node-manager-drain"
 PK = f"CLUSTER#{CLUSTER}"
+
+
+class AgentLike(Protocol):
+    """What the world needs of the agent (``sim.agent.SimAgent``)."""
+
+    def start(self) -> None: ...
+
+    def restart(self, leader: bool = False) -> None: ...
+
+
+class NoAgent:
+    """No agent in the cluster: commands stay on the queue (a world without ``sim.agent``, or a test's)."""
+
+    def start(self) -> None:
+        return None
+
+    def restart(self, leader: bool = False) -> None:
+        return None
+
+
+def default_agent(world: World) -> AgentLike:
+    """``sim.agent.SimAgent`` on the world's parts, or ``NoAgent`` while that module is not there."""
+    try:
+        module = importlib.import_module("sim.agent")
+    except ModuleNotFoundError:
+        return NoAgent()
+    agent: AgentLike = module.SimAgent(world.kernel, world.kube, world.aws.queue, world.table, CLUSTER, world.emit)
+    return agent
 
 
 @dataclass(frozen=True)
@@ -77,7 +105,14 @@ class Trace:
 class World:
     """Every component of one simulated cluster (see the module docstring). Build with ``World.build``."""
 
-    def __init__(self, seed: int, shape: Shape, delivery: Delivery | None = None, trace: bool = False) -> None:
+    def __init__(
+        self,
+        seed: int,
+        shape: Shape,
+        delivery: Delivery | None = None,
+        trace: bool = False,
+        agent: Callable[[World], AgentLike] = default_agent,
+    ) -> None:
         self.seed = seed
         self.shape = shape
         self.kernel = Kernel(seed)
@@ -89,7 +124,7 @@ class World:
         self.aws = SimAws(
             self.kernel,
             self.faults,
-            self._emit,
+            self.emit,
             on_running=self._instance_running,
             on_terminated=self._instance_gone,
             account=ACCOUNT,
@@ -100,7 +135,7 @@ class World:
         self.dynamo = MemoryDynamo(self.kernel, self.faults)
         self.table = self.dynamo.table(TABLE)
         self.lambdas = Lambdas(self.kernel, self.table, self.aws, CLUSTER)
-        self.agent = SimAgent(self.kernel, self.kube, self.aws.queue, self.table, CLUSTER, self._emit)
+        self.agent = agent(self)
         self.checker = Checker(self, seed, Bounds())
         self.lambdas.wire.observers.append(self.checker.on_call)
         self.sizes: dict[str, tuple[int, int, int]] = {}  # group -> (min, max, desired) of its kOps spec
@@ -172,7 +207,8 @@ class World:
         self._baseline[name] = (size, size)
 
     # wiring -------------------------------------------------------------------------------------------------------
-    def _emit(self, event: dict[str, Any]) -> None:
+    def emit(self, event: dict[str, Any]) -> None:
+        """An event onto the bus (AWS's and the agent's), recorded in the trace and the late-event history."""
         self.trace.add(f"{self.kernel.t:.3f} event {event.get('detail-type')} {event.get('id')}")
         self.history.append(event)
         self.bus.put(event)

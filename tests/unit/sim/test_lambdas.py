@@ -3,20 +3,17 @@ through the simulated EventBridge; a crash at a port call ends the invocation th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
-from core.schema import state_table
 from sim.aws import SimAws
 from sim.cloud import TerminationHook
+from sim.dynamo import MemoryDynamo
 from sim.eventbridge import Delivery, EventBus, stack_rules
 from sim.faults import Faults
 from sim.kernel import Kernel
-from sim.lambdas import REGION, TABLE, Invocation, Lambdas
+from sim.lambdas import TABLE, Invocation, Lambdas
 
 CLUSTER = "sim.k8s.local"
 
@@ -24,9 +21,10 @@ CLUSTER = "sim.k8s.local"
 class Slice:
     """A kernel, the simulated account with one Spot group of 3, the state table, the Lambdas behind the bus."""
 
-    def __init__(self, table: Any) -> None:
+    def __init__(self) -> None:
         self.kernel = Kernel(7)
         self.faults = Faults(self.kernel)
+        table = MemoryDynamo(self.kernel, self.faults).table(TABLE)
         self.results: list[Invocation] = []
         self.bus = EventBus(self.kernel, self.invoke, stack_rules(CLUSTER), Delivery(duplicate=0.0))
         self.aws = SimAws(self.kernel, self.faults, self.bus.put)
@@ -50,16 +48,13 @@ class Slice:
         return result
 
     def commands(self) -> list[dict[str, Any]]:
-        items = self.table.scan()["Items"]
+        items = self.table.items(f"CLUSTER#{CLUSTER}")
         return [i for i in items if str(i["sk"]).startswith("CMD#")]
 
 
 @pytest.fixture
-def world() -> Iterator[Slice]:
-    with mock_aws():
-        ddb = boto3.resource("dynamodb", region_name=REGION)
-        ddb.create_table(**state_table(TABLE))
-        yield Slice(ddb.Table(TABLE))
+def world() -> Slice:
+    return Slice()
 
 
 def test_a_spot_warning_becomes_a_recorded_drain_command_on_the_queue(world: Slice) -> None:
