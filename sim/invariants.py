@@ -15,7 +15,7 @@ A violation names the invariant, the simulated time and the seed (``Violation``)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -116,6 +116,7 @@ class Checker:
     view: WorldView
     seed: int
     bounds: Bounds = field(default_factory=Bounds)
+    clock: Callable[[], float] | None = None  # the kernel's time (checks at an effect run inside a step)
     t: float = 0.0
     bad_input: bool = False  # the invocation under way was given bad input (set by the world)
     checks: int = 0
@@ -133,11 +134,16 @@ class Checker:
     def fail(self, invariant: str, detail: str) -> None:
         raise Violation(invariant, self.t, self.seed, detail)
 
+    def _now(self) -> None:
+        if self.clock is not None:
+            self.t = self.clock()
+
     # effects -------------------------------------------------------------------------------------------------------
     def on_call(self, function: str, call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """A Lambda is about to make ``call``: check what concerns it."""
         if call not in WRITES:
             return
+        self._now()
         self.checks += 1
         if self.bad_input:
             self.fail("7 bad input changes nothing", f"{function} called {call}{args} on bad input")

@@ -136,7 +136,7 @@ class World:
         self.table = self.dynamo.table(TABLE)
         self.lambdas = Lambdas(self.kernel, self.table, self.aws, CLUSTER)
         self.agent = agent(self)
-        self.checker = Checker(self, seed, Bounds())
+        self.checker = Checker(self, seed, Bounds(), clock=self.kernel.monotonic)
         self.lambdas.wire.observers.append(self.checker.on_call)
         self.sizes: dict[str, tuple[int, int, int]] = {}  # group -> (min, max, desired) of its kOps spec
         self._baseline: dict[str, tuple[int, int]] = {}
