@@ -47,7 +47,7 @@ class GroupState:
 @dataclass(frozen=True)
 class NodeState:
     """A node: its instance, role, Ready, cordon (``ours``: our annotation is on it; ``operator``: someone else
-    cordoned it), and how many pods on it a drain must move (not DaemonSet, not mirror, not finished)."""
+    cordoned it)."""
 
     name: str
     instance_id: str
@@ -56,7 +56,6 @@ class NodeState:
     unschedulable: bool
     ours: bool
     operator: bool
-    movable_pods: int
 
 
 class WorldView(Protocol):
@@ -69,6 +68,10 @@ class WorldView(Protocol):
         ...
 
     def node_states(self) -> list[NodeState]: ...
+
+    def movable_pods(self, node: str) -> int:
+        """Pods on ``node`` a drain must move (workload pods Running and not being deleted)."""
+        ...
 
     def table_items(self) -> list[dict[str, Any]]: ...
 
@@ -191,7 +194,8 @@ class Checker:
                 self.fail(
                     "2 masters one at a time, only while all Ready", f"{call} {instance_id} while {down} not Ready"
                 )
-        if not node.ready or node.movable_pods == 0:
+        movable = self.view.movable_pods(node.name) if node.ready else 0
+        if movable == 0:
             return
         commands = [
             i
@@ -204,7 +208,7 @@ class Checker:
         if not past:
             self.fail(
                 "3 no termination before drain",
-                f"{function} {call} {instance_id}: node {node.name} still has {node.movable_pods} pods to move and "
+                f"{function} {call} {instance_id}: node {node.name} still has {movable} pods to move and "
                 f"no drain of it finished or passed its deadline",
             )
 

@@ -142,6 +142,7 @@ class World:
         self._baseline: dict[str, tuple[int, int]] = {}
         self._bad: set[str] = set()
         self._operator: set[str] = set()
+        self._node_cache: dict[str, tuple[tuple[Any, bool], NodeState]] = {}  # node -> (version, state)
         self._joined = 0
         self._rng = self.kernel.stream("world:targets")
         self._join = self.kernel.stream("world:join")
@@ -261,27 +262,42 @@ class World:
         return {i.instance_id: (i.group, i.zone) for i in self.cloud.instances.values() if i.alive}
 
     def node_states(self) -> list[NodeState]:
+        """Every node's state; a node whose ``resourceVersion`` did not change since the last call is not read
+        again."""
         out = []
+        cache = self._node_cache
         for name, obj in self.kube.nodes.items():
-            view = NodeView.from_api(obj)
-            movable = 0
-            for key in self.kube.by_node.get(name, {}):
-                info = self.kube.pods[key]
-                if info.workload and not info.terminating and info.obj["status"].get("phase") == "Running":
-                    movable += 1
-            out.append(
-                NodeState(
-                    name=name,
-                    instance_id=view.instance_id or "",
-                    master=CONTROL_PLANE_LABEL in view.labels,
-                    ready=view.ready,
-                    unschedulable=view.unschedulable,
-                    ours=CORDON_ANNOTATION in view.annotations,
-                    operator=name in self._operator,
-                    movable_pods=movable,
-                )
+            meta = obj["metadata"]
+            key = (meta.get("resourceVersion"), name in self._operator)
+            hit = cache.get(name)
+            if hit is not None and hit[0] == key:
+                out.append(hit[1])
+                continue
+            spec = obj["spec"]
+            conditions = obj["status"].get("conditions", ())
+            state = NodeState(
+                name=name,
+                instance_id=NodeView.from_api(obj).instance_id or "",
+                master=CONTROL_PLANE_LABEL in meta["labels"],
+                ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
+                unschedulable=bool(spec.get("unschedulable")),
+                ours=CORDON_ANNOTATION in (meta.get("annotations") or {}),
+                operator=name in self._operator,
             )
+            cache[name] = (key, state)
+            out.append(state)
+        if len(cache) > 2 * len(self.kube.nodes) + 100:
+            for gone in [n for n in cache if n not in self.kube.nodes]:
+                del cache[gone]
         return out
+
+    def movable_pods(self, node: str) -> int:
+        movable = 0
+        for key in self.kube.by_node.get(node, {}):
+            info = self.kube.pods[key]
+            if info.workload and not info.terminating and info.obj["status"].get("phase") == "Running":
+                movable += 1
+        return movable
 
     def table_items(self) -> list[dict[str, Any]]:
         """The cluster's partition, read in place (no copies: the checker only reads; ``MemoryTable.items`` copies
