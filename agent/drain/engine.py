@@ -6,8 +6,9 @@ pod, ``pod_disposition``) → ``evict_pods`` (parallel, through the Eviction API
 are retried with backoff) → ``wait_until_gone`` (a watch on the node's pods, not polling) → ``NodeCommandResult``.
 
 The package splits that by responsibility: ``policy`` (pure pod policy), ``cordon`` (pure cordon decisions),
-``progress`` (the pure progress state machine), ``results`` (result models), ``attempts`` (one pod's eviction retries, a state
-machine), ``evict`` (parallel evictions with backoff), ``watcher`` (the pod watch) and this module, the engine that runs a command through them.
+``progress`` (the pure progress state machine), ``results`` (result models), ``attempts`` (one pod's eviction
+retries, a state machine), ``evict`` (parallel evictions with backoff), ``watcher`` (the pod watch) and this
+module, the engine that runs a command through them.
 
 Decisions are pure functions with their own tests: ``pod_disposition``, ``plan_drain``, ``decide_cordon``,
 ``decide_uncordon``, ``core.clock.backoff_delay``, and ``DrainProgress`` (a state machine fed with eviction
@@ -122,6 +123,7 @@ class DrainEngine:
         self._request_slots = threading.BoundedSemaphore(max(1, max_requests_in_flight))
         self.rand = rand
         self.pdb_deadline_policy = settings.drain_pdb_deadline_policy
+        self.grace_margin = float(settings.drain_grace_margin_seconds)
         # command id -> (the deadline of its drain in progress, set once the drain is deadline-bound: it deletes pods
         # a PodDisruptionBudget still protects when their grace stops fitting, ``deletes_past_pdb``)
         self._deadlines: dict[str, tuple[Deadline, threading.Event]] = {}
@@ -136,7 +138,7 @@ class DrainEngine:
             rand,
             self.max_workers,
             self._request_slots,
-            grace_margin=float(settings.drain_grace_margin_seconds),
+            grace_margin=self.grace_margin,
         )
 
     # ----------------------------------------------------------------------------------------- entry
