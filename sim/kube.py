@@ -32,8 +32,9 @@ from agent.kube.eviction import EvictionResponse, EvictionStatus, classify_evict
 from agent.kube.views import NodeEvent, NodeView, PodEvent, PodView
 from agent.kube.watch import PodWatch
 from core.exceptions import KubernetesApiError, KubernetesNotFoundError, KubernetesTooManyRequestsError
-from sim.kube_cluster import Cluster, PodInfo
+from sim.kube_cluster import PodInfo
 from sim.kube_objects import CONTROL_PLANE_LABEL, MULTIPLE_PDBS, is_ready, merge_patch, pdb_refusal, status_body
+from sim.kube_workloads import Workloads
 
 HTTP_GONE = 410
 
@@ -61,7 +62,7 @@ class SimPodWatch(PodWatch):
         self.close()
 
 
-class SimKube(Cluster):
+class SimKube(Workloads):
     """The cluster with the API the agent calls (see the module docstring; construction as ``Cluster``)."""
 
     # --------------------------------------------------------------------------------------------- faults
