@@ -100,7 +100,13 @@ def _bad(world: World, f: Fault) -> None:
 
 
 def _agent_restart(world: World, f: Fault) -> None:
-    world.agent.restart(leader=bool(int(f.param("leader", 0))))
+    """The agent's process dies and starts again; with ``leader``, its leadership is lost instead and regained 15 s
+    later (another replica led meanwhile: a new term)."""
+    if int(f.param("leader", 0)):
+        world.agent.lead(False)
+        world.kernel.after(15.0, "fault agent leads again", lambda: world.agent.lead(True))
+    else:
+        world.agent.restart()
 
 
 def _kops_reset(world: World, f: Fault) -> None:

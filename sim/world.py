@@ -17,7 +17,8 @@ Kubernetes documentation).
 from __future__ import annotations
 
 import hashlib
-import importlib
+import json
+import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ from typing import Any, Protocol
 
 from agent.kube.views import CORDON_ANNOTATION, NodeView
 from core.kops import INSTANCE_GROUP_TAG, POOL_TAG, pool_of
+from core.settings import AgentSettings
+from sim.agent import EventLog, SimAgent
 from sim.aws import SimAws
 from sim.cloud import Cloud, TerminationHook
 from sim.dynamo import MemoryDynamo
@@ -34,7 +37,7 @@ from sim.invariants import Bounds, Checker, GroupState, NodeState
 from sim.kernel import Kernel, Step
 from sim.kube import SimKube
 from sim.kube_objects import CONTROL_PLANE_LABEL, Budget
-from sim.lambdas import ACCOUNT, REGION, TABLE, Invocation, Lambdas
+from sim.lambdas import ACCOUNT, QUEUE_URL, REGION, TABLE, Invocation, Lambdas
 from sim.schedules import Fault
 
 CLUSTER = "sim.k8s.local"
@@ -44,31 +47,42 @@ PK = f"CLUSTER#{CLUSTER}"
 
 
 class AgentLike(Protocol):
-    """What the world needs of the agent (``sim.agent.SimAgent``)."""
+    """What the world needs of the agent (``sim.agent.SimAgent``, started when made)."""
 
-    def start(self) -> None: ...
+    def restart(self, down_seconds: float = 5.0) -> None: ...
 
-    def restart(self, leader: bool = False) -> None: ...
+    def lead(self, leading: bool) -> None: ...
 
 
 class NoAgent:
-    """No agent in the cluster: commands stay on the queue (a world without ``sim.agent``, or a test's)."""
+    """No agent in the cluster: commands stay on the queue (a test's world, or the availability benchmark's
+    "ASG alone" policy)."""
 
-    def start(self) -> None:
+    def restart(self, down_seconds: float = 5.0) -> None:
         return None
 
-    def restart(self, leader: bool = False) -> None:
+    def lead(self, leading: bool) -> None:
         return None
+
+
+def agent_settings(**overrides: Any) -> AgentSettings:
+    """The agent's settings, built in code (the defaults an operator deploys)."""
+    values: dict[str, Any] = {"cluster_name": CLUSTER, "table_name": TABLE, "queue_url": QUEUE_URL}
+    return AgentSettings(**{**values, **overrides})
 
 
 def default_agent(world: World) -> AgentLike:
-    """``sim.agent.SimAgent`` on the world's parts, or ``NoAgent`` while that module is not there."""
-    try:
-        module = importlib.import_module("sim.agent")
-    except ModuleNotFoundError:
-        return NoAgent()
-    agent: AgentLike = module.SimAgent(world.kernel, world.kube, world.aws.queue, world.table, CLUSTER, world.emit)
-    return agent
+    """``sim.agent.SimAgent`` on the world's kube, queue, table and Auto Scaling; its result events go onto the
+    bus as EventBridge delivers a PutEvents entry."""
+    return SimAgent(
+        world.kernel,
+        world.kube,
+        world.aws.queue,
+        world.table,
+        world.aws.autoscaling,
+        agent_settings(),
+        events=EventLog(world.put_entry),
+    )
 
 
 @dataclass(frozen=True)
@@ -135,6 +149,7 @@ class World:
         self.dynamo = MemoryDynamo(self.kernel, self.faults)
         self.table = self.dynamo.table(TABLE)
         self.lambdas = Lambdas(self.kernel, self.table, self.aws, CLUSTER)
+        _quiet_agent_logs()
         self.agent = agent(self)
         self.checker = Checker(self, seed, Bounds(), clock=self.kernel.monotonic)
         self.lambdas.wire.observers.append(self.checker.on_call)
@@ -177,7 +192,6 @@ class World:
             if (i * s.budgeted) % 1 + s.budgeted >= 1:
                 self.kube.add_budget(Budget("default", f"{name}-pdb", {"app": name}, max_unavailable=1))
         self.aws.start()
-        self.agent.start()
         self.bus.schedule_rules()
 
     def _group(
@@ -213,6 +227,17 @@ class World:
         self.trace.add(f"{self.kernel.t:.3f} event {event.get('detail-type')} {event.get('id')}")
         self.history.append(event)
         self.bus.put(event)
+
+    def put_entry(self, entry: dict[str, Any]) -> None:
+        """A PutEvents entry (``Source``, ``DetailType``, ``Detail`` as JSON text, ``Resources``) as the event
+        EventBridge makes of it."""
+        detail = entry.get("Detail")
+        try:
+            parsed = json.loads(detail) if isinstance(detail, str) else {}
+        except ValueError:
+            parsed = {"unparsed": detail}
+        resources = [str(r) for r in entry.get("Resources") or []]
+        self.emit(self.bus.envelope(str(entry.get("Source")), str(entry.get("DetailType")), parsed, resources))
 
     def _invoke(self, function: str, event: dict[str, Any], crash_at: int, kind: str) -> Invocation:
         self.checker.bad_input = str(event.get("id")) in self._bad
@@ -365,3 +390,10 @@ class World:
         else:
             self._operator.discard(node)
         self.checker.operator_cordon(node, cordoned)
+
+
+def _quiet_agent_logs() -> None:
+    """The agent's modules log each retried call (with its traceback) through ``logging``; a simulated week makes
+    thousands. Only critical lines are kept (the trace and the counters say what happened)."""
+    for name in ("agent", "sim.agent", "sim.agent_drain", "adapters"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
