@@ -173,6 +173,10 @@ class World:
         return world
 
     def _populate(self) -> None:
+        with self.kernel.installed():
+            self._populate_now()
+
+    def _populate_now(self) -> None:
         s = self.shape
         hook = (TerminationHook(HOOK, heartbeat_timeout=300),)
         per_az = [s.nodes // len(s.azs) + (1 if i < s.nodes % len(s.azs) else 0) for i in range(len(s.azs))]
@@ -224,7 +228,10 @@ class World:
     # wiring -------------------------------------------------------------------------------------------------------
     def emit(self, event: dict[str, Any]) -> None:
         """An event onto the bus (AWS's and the agent's), recorded in the trace and the late-event history."""
-        self.trace.add(f"{self.kernel.t:.3f} event {event.get('detail-type')} {event.get('id')}")
+        raw = event.get("detail")
+        detail: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        about = detail.get("instance-id") or detail.get("EC2InstanceId") or detail.get("instance_id") or ""
+        self.trace.add(f"{self.kernel.t:.3f} event {event.get('detail-type')} {about} {event.get('id')}")
         self.history.append(event)
         self.bus.put(event)
 
@@ -246,9 +253,10 @@ class World:
         finally:
             self.checker.bad_input = False
         response = result.response or {}
+        actions = response.get("actions") or []
         self.trace.add(
             f"{self.kernel.t:.3f} {function} {result.status} {response.get('status', '')} "
-            f"{response.get('reason', '')} {result.error}"
+            f"{response.get('reason', '')} {response.get('instance_id', '')} {result.error} {actions}"
         )
         return result
 
@@ -350,7 +358,8 @@ class World:
             if after_step is not None:
                 after_step(step)
 
-        self.kernel.run(until, after)
+        with self.kernel.installed():  # every utcnow() default of the product (the agent's Store calls too)
+            self.kernel.run(until, after)
 
     # faults -----------------------------------------------------------------------------------------------------------
     def apply(self, schedule: tuple[Fault, ...]) -> None:
