@@ -95,7 +95,7 @@ def _bad(world: World, f: Fault) -> None:
         event["account"] = "210987654321"
     elif variant == "foreign_region":
         event["region"] = "eu-west-1"
-    world.mark_bad(str(event["id"]))
+    world.mark_bad(str(event["id"]), variant)
     world.bus.put(event)
 
 

@@ -293,23 +293,27 @@ class Checker:
     def _shortfalls(
         self, groups: list[GroupState], running: dict[str, tuple[str | None, str]], outages: frozenset[str]
     ) -> None:
+        """A worker pool with fewer running instances than its groups' kOps sizes (the baseline) while one of its
+        AZs has an outage and another has none must be made whole (by compensation) within the bound."""
         per_group: dict[str, int] = {}
         for group, _az in running.values():
             if group is not None:
                 per_group[group] = per_group.get(group, 0) + 1
+        base = self.view.baseline()
         pools: dict[str, list[GroupState]] = {}
         for g in groups:
             if not g.master:
                 pools.setdefault(g.pool, []).append(g)
         for pool, members in sorted(pools.items()):
-            short = sum(max(0, g.desired - per_group.get(g.name, 0)) for g in members)
-            healthy = any(g.az not in outages for g in members)
-            if short and healthy and any(g.az in outages for g in members):
+            want = sum(base.get(g.name, (g.desired, g.max_size))[0] for g in members)
+            short = want - sum(per_group.get(g.name, 0) for g in members)
+            degraded = any(g.az in outages for g in members) and any(g.az not in outages for g in members)
+            if short > 0 and degraded:
                 since = self._short.setdefault(pool, self.t)
                 if self.t - since > self.bounds.shortfall:
                     self.fail(
                         "8 every shortfall covered within a bound",
-                        f"pool {pool} short {short} since t={since:.0f} while a sibling AZ is healthy",
+                        f"pool {pool} short {short} of {want} since t={since:.0f} while a sibling AZ is healthy",
                     )
             else:
                 self._short.pop(pool, None)

@@ -155,7 +155,7 @@ class World:
         self.lambdas.wire.observers.append(self.checker.on_call)
         self.sizes: dict[str, tuple[int, int, int]] = {}  # group -> (min, max, desired) of its kOps spec
         self._baseline: dict[str, tuple[int, int]] = {}
-        self._bad: set[str] = set()
+        self._bad: dict[str, str] = {}  # event id -> how it is bad
         self._operator: set[str] = set()
         self._node_cache: dict[str, tuple[tuple[Any, bool], NodeState]] = {}  # node -> (version, state)
         self._joined = 0
@@ -253,6 +253,10 @@ class World:
         finally:
             self.checker.bad_input = False
         response = result.response or {}
+        unread = self._bad.get(str(event.get("id"))) in ("malformed", "foreign_account", "foreign_region")
+        if unread and result.status == "error":  # input refused before any read: nothing may fail
+            self.checker.t = self.kernel.t
+            self.checker.fail("7 bad input changes nothing", f"{function} failed on bad input: {result.error}")
         actions = response.get("actions") or []
         self.trace.add(
             f"{self.kernel.t:.3f} {function} {result.status} {response.get('status', '')} "
@@ -390,8 +394,8 @@ class World:
     def add_fault_window(self, window: FaultWindow) -> None:
         self.faults.add(window)
 
-    def mark_bad(self, event_id: str) -> None:
-        self._bad.add(event_id)
+    def mark_bad(self, event_id: str, variant: str) -> None:
+        self._bad[event_id] = variant
 
     def operator_cordon(self, node: str, cordoned: bool) -> None:
         if cordoned:
