@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from agent.cordons.releaser import CordonReleaser
 from sim.run import run_seed
 from sim.schedules import CALM, Fault
 from sim.world import World
@@ -92,3 +93,16 @@ def test_cli_runs_and_replays(capsys: pytest.CaptureFixture[str]) -> None:
     replayed = capsys.readouterr().out
     digest = next(line for line in out.splitlines() if "digest" in line).split()[1]
     assert digest in replayed
+
+
+def test_a_rebalance_cordon_never_undone_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mutation of issue 12's "Done when": the cordon releaser does nothing, so a rebalance cordon whose
+    interruption never came stays; the liveness bound on our cordons reports it."""
+    schedule = (Fault(600.0, "rebalance", params=(("az", "us-east-1a"), ("follow", 0))),)
+
+    held = run_seed(5, nodes=9, days=0.3, schedule=schedule)
+    assert held.violation is None, held.summary()
+    monkeypatch.setattr(CordonReleaser, "check_once", lambda self: {})  # the mutation
+    broken = run_seed(5, nodes=9, days=0.3, schedule=schedule)
+    assert broken.violation is not None
+    assert broken.violation.invariant == "8 a cordon of ours is resolved within a bound"
