@@ -1,6 +1,6 @@
 """``python -m sim``: run seeds of the fleet simulation, or replay one (issue 12).
 
-    python -m sim run --seeds 20 --nodes 300 --days 7 [--first 0] [--masters 3] [--no-shrink]
+    python -m sim run --seeds 20 --nodes 300 --days 7 [--first 0] [--masters 3] [--no-shrink | --shrink-runs 60]
     python -m sim replay SEED [--nodes 300 --days 7] [--trace]
 
 ``run`` prints one summary per seed and, for a seed that breaks an invariant, the shortest schedule that still
@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--days", type=float, default=1.0)
         p.add_argument("--masters", type=int, choices=(1, 3), default=3)
     run.add_argument("--no-shrink", action="store_true", help="do not shrink a failing schedule")
+    run.add_argument("--shrink-runs", type=int, default=60, help="at most this many runs to shrink one schedule")
     args = parser.parse_args(argv)
 
     if args.command == "replay":
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         if result.failed:
             failed += 1
             if not args.no_shrink:
-                shortest = shrink_seed(seed, result, masters=args.masters)
+                shortest = shrink_seed(seed, result, runs=args.shrink_runs, masters=args.masters)
                 print(f"  shortest failing schedule ({len(shortest)} of {len(result.schedule)} entries):")
                 for fault in shortest:
                     print(f"    {fault.describe()}")

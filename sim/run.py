@@ -103,11 +103,11 @@ def run_seed(
     )
 
 
-def shrink_seed(seed: int, result: Result, **options: object) -> tuple[Fault, ...]:
-    """``shrink`` for a failed ``run_seed`` result (the same nodes, days and options)."""
+def shrink_seed(seed: int, result: Result, runs: int = 60, **options: object) -> tuple[Fault, ...]:
+    """``shrink`` for a failed ``run_seed`` result (the same nodes, days and options), in at most ``runs`` runs."""
 
     def fails(schedule: tuple[Fault, ...]) -> str | None:
         found = run_seed(seed, result.nodes, result.days, schedule=schedule, **options)  # type: ignore[arg-type]  # the caller's run_seed options
         return found.violation.invariant if found.violation else None
 
-    return shrink(seed, result.schedule, fails)
+    return shrink(seed, result.schedule, fails, budget=runs)

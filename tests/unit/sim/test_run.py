@@ -106,3 +106,24 @@ def test_a_rebalance_cordon_never_undone_is_caught(monkeypatch: pytest.MonkeyPat
     broken = run_seed(5, nodes=9, days=0.3, schedule=schedule)
     assert broken.violation is not None
     assert broken.violation.invariant == "8 a cordon of ours is resolved within a bound"
+
+
+def test_shrinking_a_failing_run_drops_the_entries_it_does_not_need() -> None:
+    from sim.run import shrink_seed
+
+    def terminate(world: World) -> None:
+        victim = sorted(i for i, (g, _) in world.running_instances().items() if g and g.startswith("nodes-"))[0]
+        world.lambdas.wire.function = "broken"
+        world.lambdas.interruption.aws.autoscaling.terminate_in_group(victim, False)
+
+    noise = (
+        Fault(100.0, "bad_event", params=(("variant", "malformed"),)),
+        Fault(200.0, "agent_restart", params=(("leader", 0),)),
+        Fault(
+            300.0, "api", 60.0, (("code", "Throttling"), ("operation", ""), ("probability", 1.0), ("service", "ec2"))
+        ),
+    )
+    mutate = _at(900.0, terminate)
+    result = run_seed(1, nodes=9, days=0.1, schedule=noise, mutate=mutate)  # type: ignore[arg-type]
+    assert result.violation is not None
+    assert shrink_seed(1, result, runs=20, mutate=mutate) == ()
