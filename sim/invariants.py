@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from core.lifecycle import LifecycleAction
 from sim.kernel import Step
 
+ACTIVE_RUN = ("running", "pausing", "cancelling")  # core.runs.RunStatus.active
 WRITES = (
     "autoscaling.set_capacity",
     "autoscaling.terminate_in_group",
@@ -256,7 +257,7 @@ class Checker:
         # losses to Spot reclaims and outages are not the refresh's)
         ready_now = {n.name for n in nodes if not n.master and n.ready}
         for sk, item in by_sk.items():
-            if not sk.startswith("RUN#") or item.get("status") not in ("running", "pausing", "cancelling"):
+            if not sk.startswith("RUN#") or item.get("status") not in ACTIVE_RUN:
                 continue
             run_id = sk[4:]
             start = self._ready_at_start.setdefault(run_id, frozenset(ready_now))
