@@ -74,6 +74,11 @@ def _crash(world: World, f: Fault) -> None:
     world.bus.crash(f.at, f.at + f.duration, str(f.param("function")), int(f.param("call", 1)), str(f.param("how")))
 
 
+def _concurrent(world: World, f: Fault) -> None:
+    function, other = str(f.param("function")), str(f.param("other"))
+    world.bus.overlap(f.at, f.at + f.duration, function, int(f.param("call", 1)), other)
+
+
 def _late(world: World, f: Fault) -> None:
     """An event delivered again, late (EventBridge's at-least-once delivery; the original id)."""
     if not world.history:
@@ -193,6 +198,7 @@ _HANDLERS = {
     "outage": _outage,
     "api": _api,
     "crash": _crash,
+    "concurrent": _concurrent,
     "late_event": _late,
     "bad_event": _bad,
     "agent_restart": _agent_restart,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from sim.kernel import Kernel
 from sim.lambdas import ACCOUNT, REGION, Invocation
@@ -26,6 +26,21 @@ AGENT_SOURCE = "node-manager.agent"
 DRAIN_RESULTS = ("Node Drain Succeeded", "Node Drain Failed", "Node Drain Skipped")
 GOING_STATES = ("stopping", "shutting-down", "terminated")
 WEEK = 7 * 86400.0
+
+
+class Invoker(Protocol):
+    """Runs a function on a payload now (``sim.lambdas.Lambdas.invoke``): with a crash plan, and an interleaved
+    invocation run before its ``interleave_at``-th port call."""
+
+    def __call__(
+        self,
+        function: str,
+        event: dict[str, Any],
+        crash_at: int = 0,
+        crash_kind: str = "crash",
+        interleave_at: int = 0,
+        interleave: Callable[[], None] | None = None,
+    ) -> Invocation: ...
 
 
 @dataclass(frozen=True)
@@ -91,14 +106,15 @@ class Delivery:
 
 @dataclass
 class BusStats:
-    """What happened to events: put, matched no rule, delivered (attempts), duplicated, retried, dropped (retries or
-    age exhausted; Lambda's on-failure destination)."""
+    """What happened to events: put, matched no rule, delivered (attempts), duplicated, retried, run concurrently
+    inside another invocation (overlapped), dropped (retries or age exhausted; Lambda's on-failure destination)."""
 
     put: int = 0
     unmatched: int = 0
     attempts: int = 0
     duplicated: int = 0
     retried: int = 0
+    overlapped: int = 0
     dropped: int = 0
     dropped_events: list[tuple[str, str]] = field(default_factory=list)
 
@@ -108,8 +124,8 @@ class EventBus:
 
     Args:
         kernel: the simulation's kernel.
-        invoke: runs a function on an event now (``sim.lambdas.Lambdas.invoke``), with the crash plan of that
-            attempt (``crash_at``, ``crash_kind``).
+        invoke: runs a function on an event now (``sim.lambdas.Lambdas.invoke``), with the crash plan and the
+            interleaving of that attempt.
         rules: the event-pattern rules.
         delivery: delays, duplicates, retries.
     """
@@ -117,7 +133,7 @@ class EventBus:
     def __init__(
         self,
         kernel: Kernel,
-        invoke: Callable[[str, dict[str, Any], int, str], Invocation],
+        invoke: Invoker,
         rules: tuple[Rule, ...],
         delivery: Delivery | None = None,
     ) -> None:
@@ -127,6 +143,7 @@ class EventBus:
         self.delivery = delivery or Delivery()
         self.stats = BusStats()
         self.crashes: list[tuple[float, float, str, int, str]] = []  # (start, end, function, call, kind)
+        self.concurrent: list[tuple[float, float, str, int, str]] = []  # (start, end, function, call, other)
         self._rng = kernel.stream("eventbridge:delivery")
         self._ids = kernel.stream("eventbridge:ids")
 
@@ -167,12 +184,43 @@ class EventBus:
 
     def deliver_now(self, target: str, payload: dict[str, Any]) -> Invocation:
         """A direct invocation (``aws lambda invoke``, the CLI): run at once, no retry (a synchronous call)."""
+        return self._call(target, payload)
+
+    def _call(self, target: str, payload: dict[str, Any]) -> Invocation:
         self.stats.attempts += 1
-        return self.invoke(target, payload, *self._crash_for(target))
+        crash_at, kind = self._crash_for(target)
+        at, other = self._concurrent_for(target, payload)
+        return self.invoke(target, payload, crash_at, kind, interleave_at=at, interleave=other)
 
     def crash(self, start: float, end: float, function: str, call: int, kind: str = "crash") -> None:
         """Between ``start`` and ``end`` every invocation of ``function`` dies at its ``call``-th port call."""
         self.crashes.append((start, end, function, call, kind))
+
+    def overlap(self, start: float, end: float, function: str, call: int, other: str) -> None:
+        """Between ``start`` and ``end`` every invocation of ``function`` has another run whole before its
+        ``call``-th port call: ``other`` = the same function on the same payload (a duplicate delivered
+        concurrently), or another function's tick (its reserved concurrency aside, Lambda runs both at once)."""
+        self.concurrent.append((start, end, function, call, other))
+
+    def _concurrent_for(self, target: str, payload: dict[str, Any]) -> tuple[int, Callable[[], None] | None]:
+        t = self.kernel.t
+        for start, end, function, call, other in self.concurrent:
+            if function == target and start <= t < end:
+                second = payload if other == target else self._tick(other)
+                return call, lambda name=other, body=second: self._nested(name, body)
+        return 0, None
+
+    def _nested(self, target: str, payload: dict[str, Any]) -> None:
+        self.stats.attempts += 1
+        self.stats.overlapped += 1
+        crash_at, kind = self._crash_for(target)
+        self.invoke(target, payload, crash_at, kind)
+
+    def _tick(self, function: str) -> dict[str, Any]:
+        if function == "replenisher":
+            arn = f"arn:aws:events:{REGION}:{ACCOUNT}:rule/node-manager-replenisher-tick"
+            return self.envelope("aws.events", "Scheduled Event", {}, [arn])
+        return {"trigger": "tick"}
 
     def _crash_for(self, target: str) -> tuple[int, str]:
         t = self.kernel.t
@@ -190,8 +238,7 @@ class EventBus:
         self.kernel.after(delay, label, lambda: self._attempt(target, payload, attempt, first))
 
     def _attempt(self, target: str, payload: dict[str, Any], attempt: int, first: float) -> None:
-        self.stats.attempts += 1
-        result = self.invoke(target, payload, *self._crash_for(target))
+        result = self._call(target, payload)
         if not result.failed:
             return
         retries = self.delivery.retry_delays

@@ -76,33 +76,52 @@ class CountingTelemetry(Telemetry):
 
 
 @dataclass
-class Tripwire:
-    """The crash plan of the invocation under way: the ``at``-th port call (1-based; 0 = none) raises
-    ``LambdaCrash(kind)``, and so does every call after it."""
+class Frame:
+    """One invocation under way: its function, its crash plan (the ``at``-th port call, 1-based, raises
+    ``LambdaCrash(kind)``, and so does every call after it; 0 = none), and an interleaving (before its
+    ``interleave_at``-th port call, ``interleave`` runs: another invocation, start to end, as a concurrent one would
+    between two of this one's calls)."""
 
+    function: str
     at: int = 0
     kind: str = "crash"
     calls: int = 0
     dead: bool = False
-    log: list[str] = field(default_factory=list)
+    interleave_at: int = 0
+    interleave: Callable[[], None] | None = None
+
+
+@dataclass
+class Tripwire:
+    """What every port call of a Lambda passes first: the crash plan and interleaving of the innermost invocation
+    under way (``frames``), and the observers (the invariant checker), told the function, the call and its
+    arguments before the call is made. ``function`` names the caller of a port call made outside any invocation
+    (a test's)."""
+
+    frames: list[Frame] = field(default_factory=list)
     function: str = ""
     observers: list[Callable[[str, str, tuple[Any, ...], dict[str, Any]], None]] = field(default_factory=list)
 
-    def reset(self, at: int = 0, kind: str = "crash") -> None:
-        self.at, self.kind, self.calls, self.dead = at, kind, 0, False
-        self.log.clear()
+    @property
+    def calls(self) -> int:
+        return self.frames[-1].calls if self.frames else 0
 
     def check(self, call: str, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> None:
-        """Pass (recording the call and telling the observers: function, call label, arguments) or die."""
-        if self.dead:
-            raise LambdaCrash(self.kind, call)
-        self.calls += 1
-        if self.at and self.calls >= self.at:
-            self.dead = True
-            raise LambdaCrash(self.kind, call)
-        self.log.append(call)
+        """Pass (telling the observers), run the interleaved invocation when its turn comes, or die."""
+        frame = self.frames[-1] if self.frames else None
+        if frame is not None:
+            if frame.dead:
+                raise LambdaCrash(frame.kind, call)
+            frame.calls += 1
+            if frame.at and frame.calls >= frame.at:
+                frame.dead = True
+                raise LambdaCrash(frame.kind, call)
+            if frame.interleave is not None and frame.calls >= frame.interleave_at:
+                other, frame.interleave = frame.interleave, None
+                other()
+        function = frame.function if frame is not None else self.function
         for observer in self.observers:
-            observer(self.function, call, args, kwargs or {})
+            observer(function, call, args, kwargs or {})
 
 
 _PLAIN = (str, bytes, int, float, bool, type(None), dict, list, tuple)
@@ -238,20 +257,30 @@ class Lambdas:
         self._ids = kernel.stream("lambdas:ids")
         _quiet_product_logs()
 
-    def invoke(self, function: str, event: Any, crash_at: int = 0, crash_kind: str = "crash") -> Invocation:
-        """Run ``function``'s ``handle(event)`` now; ``crash_at`` > 0 kills it at that port call."""
-        self.wire.reset(crash_at, crash_kind)
-        self.wire.function = function
+    def invoke(
+        self,
+        function: str,
+        event: Any,
+        crash_at: int = 0,
+        crash_kind: str = "crash",
+        interleave_at: int = 0,
+        interleave: Callable[[], None] | None = None,
+    ) -> Invocation:
+        """Run ``function``'s ``handle(event)`` now; ``crash_at`` > 0 kills it at that port call; ``interleave``
+        (another invocation) runs before its ``interleave_at``-th port call."""
+        frame = Frame(function, crash_at, crash_kind, interleave_at=interleave_at, interleave=interleave)
+        self.wire.frames.append(frame)
         self.invocations[function] = self.invocations.get(function, 0) + 1
         try:
             with self.kernel.installed(), _seeded_run_ids(self._ids):
                 response = self._handle(function, event)
-            result = Invocation(function, "ok", response=response, calls=self.wire.calls)
+            result = Invocation(function, "ok", response=response, calls=frame.calls)
         except LambdaCrash as crash:
-            result = Invocation(function, crash.kind, error=crash.call, calls=self.wire.calls)
+            result = Invocation(function, crash.kind, error=crash.call, calls=frame.calls)
         except Exception as err:  # noqa: BLE001 - any exception is a function error Lambda retries; recorded
-            result = Invocation(function, "error", error=f"{type(err).__name__}: {err}", calls=self.wire.calls)
-        self.wire.function = ""
+            result = Invocation(function, "error", error=f"{type(err).__name__}: {err}", calls=frame.calls)
+        finally:
+            self.wire.frames.pop()
         key = f"{function}:{result.status}"
         self.outcomes[key] = self.outcomes.get(key, 0) + 1
         for listener in self.on_invocation:

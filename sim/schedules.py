@@ -14,9 +14,10 @@ What the generators follow:
 - Rebalance recommendations: "EC2 instance rebalance recommendations": sent ahead of, or instead of, an
   interruption; some are followed by one, some never.
 - AZ capacity outages: ``InsufficientInstanceCapacity`` for a pool or AZ, minutes to hours.
-- API throttling and 5xx bursts (``sim.faults.FaultWindow``), Lambda crashes and timeouts, duplicate and late
-  events, agent restarts, kOps resetting group sizes (``kops update cluster``), operators (manual refresh, cancel,
-  ``kubectl cordon``/``uncordon``), PDB-blocked workloads, the weekly refresh (a rule of ``sim.eventbridge``).
+- API throttling and 5xx bursts (``sim.faults.FaultWindow``), Lambda crashes and timeouts, concurrent invocations
+  (one run whole between two port calls of another), duplicate and late events, agent restarts, kOps resetting
+  group sizes (``kops update cluster``), operators (manual refresh, cancel, ``kubectl cordon``/``uncordon``),
+  PDB-blocked workloads, the weekly refresh (a rule of ``sim.eventbridge``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ KINDS = (
     "outage",
     "api",
     "crash",
+    "concurrent",
     "late_event",
     "bad_event",
     "agent_restart",
@@ -77,6 +79,8 @@ class Profile:
         outages: capacity outages in the run (each 10 minutes to 4 hours, one AZ).
         api_bursts_per_day: throttling / 5xx windows per day (1-10 minutes each).
         crashes_per_day: Lambda crash or timeout windows per day.
+        concurrent_per_day: windows per day in which a function's invocations have another (a duplicate, or
+            another function's tick) run whole between two of their port calls.
         operators_per_day: operator actions (manual refresh, cancel, cordon) per day.
         quiet_tail: the last seconds of the run have no new faults, so the end-state checks see a settled world.
     """
@@ -88,6 +92,7 @@ class Profile:
     outages: int = 2
     api_bursts_per_day: float = 2.0
     crashes_per_day: float = 1.0
+    concurrent_per_day: float = 1.0
     late_per_day: float = 2.0
     bad_per_day: float = 2.0
     agent_restarts_per_day: float = 1.0
@@ -106,6 +111,7 @@ CALM = Profile(
     outages=0,
     api_bursts_per_day=0.0,
     crashes_per_day=0.0,
+    concurrent_per_day=0.0,
     late_per_day=0.0,
     bad_per_day=0.0,
     agent_restarts_per_day=0.0,
@@ -174,6 +180,9 @@ def generate(rng: random.Random, nodes: int, days: float, profile: Profile | Non
     for t in d.poisson_times(p.crashes_per_day / DAY):
         d.add(t, "crash", duration=rng.uniform(60, 1800), function=rng.choice(p.functions),
               call=rng.randint(1, 12), how=rng.choice(("crash", "timeout")))  # fmt: skip
+    for t in d.poisson_times(p.concurrent_per_day / DAY):
+        d.add(t, "concurrent", duration=rng.uniform(60, 1800), function=rng.choice(p.functions),
+              call=rng.randint(1, 8), other=rng.choice(p.functions))  # fmt: skip
     for t in d.poisson_times(p.late_per_day / DAY):
         d.add(t, "late_event", delay=round(rng.uniform(60, 6 * HOUR)))
     for t in d.poisson_times(p.bad_per_day / DAY):

@@ -246,12 +246,21 @@ class World:
         resources = [str(r) for r in entry.get("Resources") or []]
         self.emit(self.bus.envelope(str(entry.get("Source")), str(entry.get("DetailType")), parsed, resources))
 
-    def _invoke(self, function: str, event: dict[str, Any], crash_at: int, kind: str) -> Invocation:
+    def _invoke(
+        self,
+        function: str,
+        event: dict[str, Any],
+        crash_at: int = 0,
+        crash_kind: str = "crash",
+        interleave_at: int = 0,
+        interleave: Callable[[], None] | None = None,
+    ) -> Invocation:
+        outer = self.checker.bad_input
         self.checker.bad_input = str(event.get("id")) in self._bad
         try:
-            result = self.lambdas.invoke(function, event, crash_at, kind)
+            result = self.lambdas.invoke(function, event, crash_at, crash_kind, interleave_at, interleave)
         finally:
-            self.checker.bad_input = False
+            self.checker.bad_input = outer
         response = result.response or {}
         unread = self._bad.get(str(event.get("id"))) in ("malformed", "foreign_account", "foreign_region")
         if unread and result.status == "error":  # input refused before any read: nothing may fail

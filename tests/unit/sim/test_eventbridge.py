@@ -16,7 +16,9 @@ class Recorder:
         self.calls: list[tuple[float, str, str]] = []
         self.fail = fail
 
-    def __call__(self, function: str, event: dict[str, Any], crash_at: int, kind: str) -> Invocation:
+    def __call__(
+        self, function: str, event: dict[str, Any], crash_at: int = 0, kind: str = "crash", *_: Any, **__: Any
+    ) -> Invocation:
         self.calls.append((self.kernel.t, function, str(event.get("detail-type") or event.get("trigger"))))
         if self.fail:
             self.fail -= 1
@@ -88,7 +90,9 @@ def test_duplicates_carry_the_same_event_id() -> None:
     kernel = Kernel(1)
     seen: list[str] = []
 
-    def invoke(function: str, ev: dict[str, Any], crash_at: int, kind: str) -> Invocation:
+    def invoke(
+        function: str, ev: dict[str, Any], crash_at: int = 0, kind: str = "crash", *_: Any, **__: Any
+    ) -> Invocation:
         seen.append(str(ev["id"]))
         return Invocation(function, "ok", response={})
 
@@ -115,7 +119,9 @@ def test_a_crash_window_names_the_call_for_its_function_only() -> None:
     kernel = Kernel(1)
     plans: list[tuple[str, int, str]] = []
 
-    def invoke(function: str, ev: dict[str, Any], crash_at: int, kind: str) -> Invocation:
+    def invoke(
+        function: str, ev: dict[str, Any], crash_at: int = 0, kind: str = "crash", *_: Any, **__: Any
+    ) -> Invocation:
         plans.append((function, crash_at, kind))
         return Invocation(function, "ok", response={})
 

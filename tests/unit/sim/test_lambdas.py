@@ -3,6 +3,7 @@ through the simulated EventBridge; a crash at a port call ends the invocation th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -42,8 +43,16 @@ class Slice:
         self.lambdas = Lambdas(self.kernel, table, self.aws, CLUSTER)
         self.table = table
 
-    def invoke(self, function: str, event: dict[str, Any], crash_at: int, kind: str) -> Invocation:
-        result = self.lambdas.invoke(function, event, crash_at, kind)
+    def invoke(
+        self,
+        function: str,
+        event: dict[str, Any],
+        crash_at: int = 0,
+        kind: str = "crash",
+        interleave_at: int = 0,
+        interleave: Callable[[], None] | None = None,
+    ) -> Invocation:
+        result = self.lambdas.invoke(function, event, crash_at, kind, interleave_at, interleave)
         self.results.append(result)
         return result
 
@@ -94,3 +103,16 @@ def test_throttled_auto_scaling_is_a_function_error_retried(world: Slice) -> Non
     statuses = [r.status for r in world.results if r.function == "interruption"]
     assert statuses[0] == "error" and statuses[-1] == "ok"
     assert world.bus.stats.retried >= 1
+
+
+def test_a_duplicate_run_concurrently_records_one_command(world: Slice) -> None:
+    """The same warning delivered twice at once: the second invocation runs whole between two port calls of the
+    first; the CMD# record's conditional write keeps one command."""
+    world.bus.overlap(0, 100, "interruption", 3, "interruption")
+    instance = sorted(world.aws.cloud.instances)[0]
+    world.aws.interrupt(instance)
+    world.kernel.run(10)
+    statuses = [(r.function, r.status) for r in world.results]
+    assert statuses == [("interruption", "ok"), ("interruption", "ok")]
+    assert world.bus.stats.overlapped == 1
+    assert [(c["kind"], c["instance_id"]) for c in world.commands()] == [("drain", instance)]
