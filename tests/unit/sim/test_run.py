@@ -29,7 +29,7 @@ def _at(t: float, action: object) -> object:
 
 def test_a_termination_before_any_drain_is_caught() -> None:
     def terminate(world: World) -> None:
-        victim = sorted(i for i, (g, _) in world.running_instances().items() if g and g.startswith("nodes-"))[0]
+        victim = sorted(i for i, (g, _) in world.view.running_instances().items() if g and g.startswith("nodes-"))[0]
         world.lambdas.wire.function = "broken"
         world.lambdas.interruption.aws.autoscaling.terminate_in_group(victim, False)
 
@@ -112,7 +112,7 @@ def test_shrinking_a_failing_run_drops_the_entries_it_does_not_need() -> None:
     from sim.run import shrink_seed
 
     def terminate(world: World) -> None:
-        victim = sorted(i for i, (g, _) in world.running_instances().items() if g and g.startswith("nodes-"))[0]
+        victim = sorted(i for i, (g, _) in world.view.running_instances().items() if g and g.startswith("nodes-"))[0]
         world.lambdas.wire.function = "broken"
         world.lambdas.interruption.aws.autoscaling.terminate_in_group(victim, False)
 
