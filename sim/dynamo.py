@@ -53,6 +53,10 @@ class MemoryDynamo:
     Args:
         kernel: the simulation's kernel (a stream for injected transaction conflicts).
         faults: consulted at the start of every call.
+        copy_reads: GetItem and Query answer copies of the stored items, as boto3 answers fresh objects. False
+            answers the stored objects themselves (about twice as fast for a large Query): only for callers that
+            never change what they read, as ``adapters.dynamo`` (it makes plain copies with ``plain``). Writes
+            never change a stored item in place either way.
 
     Attributes:
         calls: operation name -> calls made (including failed ones).
@@ -60,8 +64,9 @@ class MemoryDynamo:
             item. The invariant checker may watch writes this way.
     """
 
-    def __init__(self, kernel: Kernel, faults: Faults) -> None:
+    def __init__(self, kernel: Kernel, faults: Faults, copy_reads: bool = True) -> None:
         self.kernel = kernel
+        self.copy_reads = copy_reads
         self.faults = faults
         self.tables: dict[str, MemoryTable] = {}
         self.client = MemoryClient(self)
@@ -133,6 +138,8 @@ class MemoryTable:
         self.meta = _Meta(dynamo.client)
         self._items: dict[str, dict[str, Item]] = {}
         self._order: dict[str, list[str]] = {}
+        self._sizes: dict[tuple[str, str], int] = {}  # item_bytes of each stored item, for Query's 1 MB pages
+        self._read: Callable[[Item], Item] = copy_item if dynamo.copy_reads else _shared
 
     # for the invariant checker (no faults, no counting) ------------------------------------------------------------
     def items(self, pk: str) -> list[Item]:
@@ -161,7 +168,7 @@ class MemoryTable:
         old = self.stored(key)
         if item is None:
             if old is not None:
-                del self._items[pk][sk]
+                del self._items[pk][sk], self._sizes[key]
                 order = self._order[pk]
                 del order[bisect_left(order, sk)]
                 if not order:
@@ -170,6 +177,7 @@ class MemoryTable:
             if old is None:
                 insort(self._order.setdefault(pk, []), sk)
             self._items.setdefault(pk, {})[sk] = item
+            self._sizes[key] = item_bytes(item)
         self.dynamo.applied(self.name, key, old, item)
 
     def key_of(self, key: Mapping[str, Any], exact: bool = True) -> tuple[str, str]:
@@ -232,7 +240,7 @@ class MemoryTable:
             raise client_error(err.code, "GetItem", request_id, err.message) from None
         out: dict[str, Any] = {"ResponseMetadata": metadata(request_id)}
         if item is not None:
-            out["Item"] = copy_item(item)
+            out["Item"] = self._read(item)
         return out
 
     def put_item(self, **params: Any) -> dict[str, Any]:
@@ -278,14 +286,13 @@ class MemoryTable:
             page: list[Item] = []
             scanned, read = 0, 0
             last: str | None = None
-            for sk in candidates:
-                item = self._items[pk][sk]
-                if not exprs.holds(exprs.key_condition, item):
-                    continue
+            partition = self._items.get(pk, {})
+            for sk in candidates:  # exactly the items the key condition selects (key_range's bounds)
+                item = partition[sk]
                 scanned += 1
-                read += item_bytes(item)
-                if exprs.holds(exprs.filter, item):
-                    page.append(copy_item(item))
+                read += self._sizes[(pk, sk)]
+                if exprs.filter is None or exprs.holds(exprs.filter, item):
+                    page.append(self._read(item))
                 if (limit and scanned >= limit) or read >= PAGE_BYTES:
                     last = sk
                     break
@@ -303,6 +310,10 @@ class MemoryTable:
     def sort_keys(self, pk: str) -> list[str]:
         """The partition's sort keys in order (the list itself: read only)."""
         return self._order.get(pk, [])
+
+
+def _shared(item: Item) -> Item:
+    return item
 
 
 def _returned(mode: str, old: Item | None, new: Item | None, write: Write) -> Item | None:

@@ -62,8 +62,12 @@ def copy_value(value: Any) -> Any:
     return value
 
 
+_SCALARS = frozenset({str, Decimal, bool, type(None), Binary})
+
+
 def copy_item(item: Item) -> Item:
-    return {k: copy_value(v) for k, v in item.items()}
+    """A deep copy of a stored item (its scalars shared: they are immutable)."""
+    return {k: v if type(v) in _SCALARS else copy_value(v) for k, v in item.items()}
 
 
 def type_of(value: Any) -> str:

@@ -362,3 +362,20 @@ def test_values_of_different_types_never_compare() -> None:
         table.put_item(Item=STORED, ConditionExpression=Attr("s").gt(1))
     assert info.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
     table.put_item(Item=STORED, ConditionExpression=~Attr("s").gt(1) & Attr("s").ne(1))
+
+
+@pytest.mark.parametrize("copy_reads", [True, False])
+def test_writes_never_change_an_item_already_read(copy_reads: bool) -> None:
+    kernel = Kernel(seed=1)
+    table = MemoryDynamo(kernel, Faults(kernel), copy_reads=copy_reads).table("state")
+    table.put_item(Item={**K, "m": {"a": [1]}})
+    before = table.get_item(Key=K)["Item"]
+    table.update_item(
+        Key=K, UpdateExpression="SET #m.#b = :b", ExpressionAttributeNames={"#m": "m", "#b": "b"},
+        ExpressionAttributeValues={":b": 2},
+    )  # fmt: skip
+    assert before == {**K, "m": {"a": [Decimal(1)]}}
+    assert table.get_item(Key=K)["Item"]["m"] == {"a": [Decimal(1)], "b": Decimal(2)}
+    if copy_reads:
+        before["m"]["a"].append(9)  # the caller's copy only
+        assert table.peek("p", "a") == {**K, "m": {"a": [Decimal(1)], "b": Decimal(2)}}
