@@ -379,3 +379,14 @@ def test_writes_never_change_an_item_already_read(copy_reads: bool) -> None:
     if copy_reads:
         before["m"]["a"].append(9)  # the caller's copy only
         assert table.peek("p", "a") == {**K, "m": {"a": [Decimal(1)], "b": Decimal(2)}}
+
+
+def test_numbers_come_back_with_zeroes_trimmed() -> None:
+    """Moto differs: it answers a number as it was sent (``1.50``). DynamoDB: "Leading and trailing zeroes are
+    trimmed" ("Supported data types and naming rules in Amazon DynamoDB", Number)."""
+    table = memory()
+    table.put_item(
+        Item={**K, "a": Decimal("1.50"), "b": Decimal("1000.0"), "c": Decimal("-0.0"), "l": [Decimal("2.0")]}
+    )
+    item = table.get_item(Key=K)["Item"]
+    assert [str(item[k]) for k in ("a", "b", "c")] == ["1.5", "1000", "0"] and str(item["l"][0]) == "2"
