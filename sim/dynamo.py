@@ -61,7 +61,8 @@ class MemoryDynamo:
     Attributes:
         calls: operation name -> calls made (including failed ones).
         listeners: called after every applied write with (table name, (pk, sk), old item, new item); None for no
-            item. The invariant checker may watch writes this way.
+            item. The items are the stored objects: a listener reads them and never changes them. The invariant
+            checker may watch writes this way.
     """
 
     def __init__(self, kernel: Kernel, faults: Faults, copy_reads: bool = True) -> None:

@@ -14,6 +14,7 @@ from boto3.dynamodb.types import Binary
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.store import Store
 from core.exceptions import StoreUnavailableError
 from core.schema import state_table
@@ -291,6 +292,8 @@ def test_injected_faults_answer_as_dynamodb_does() -> None:
     faults = Faults(kernel)
     dynamo = MemoryDynamo(kernel, faults)
     table = dynamo.table("state")
+    store = Store(table, "demo")
+    lease = LeaseLock(store, clock=lambda: 1.0).acquire("a", "refresh", 60)
     faults.add(FaultWindow("dynamodb", "PutItem", 0, 10, "ProvisionedThroughputExceededException"))
     faults.add(FaultWindow("dynamodb", "Query", 0, 10, "InternalServerError"))
     faults.add(FaultWindow("dynamodb", "TransactWriteItems", 0, 10, "TransactionConflict"))
@@ -304,15 +307,19 @@ def test_injected_faults_answer_as_dynamodb_does() -> None:
     with pytest.raises(ClientError) as conflict:
         transact({"Put": {"Item": K}}, {"Put": {"Item": {**K, "sk": "b"}}})(table)
     assert [r["Code"] for r in conflict.value.response["CancellationReasons"]].count("TransactionConflict") == 1
-    store = Store(table, "demo")
     with pytest.raises(StoreUnavailableError):
         store.put("X", {})
     with pytest.raises(StoreUnavailableError):
         list(store.query_partition())
-    assert len(table) == 0 and dynamo.calls["PutItem"] == 2
+    faults.add(FaultWindow("dynamodb", "GetItem", 0, 10, "ThrottlingException"))
+    with pytest.raises(StoreUnavailableError):
+        LeaseLock(store, clock=lambda: 2.0).acquire("a", "refresh", 60)
+    with pytest.raises(StoreUnavailableError):  # a fenced write cancelled by a conflict: retryable, as AWS advises
+        store.put("Y", {}, fence=lease)
+    assert len(table) == 1 and dynamo.calls["PutItem"] == 3 and faults.injected["dynamodb:GetItem:ThrottlingException"]
     kernel.run(until=10)
     store.put("X", {"a": 1})
-    assert table.items("CLUSTER#demo") == [{"pk": "CLUSTER#demo", "sk": "X", "a": Decimal(1)}]
+    assert table.items("CLUSTER#demo")[1:] == [{"pk": "CLUSTER#demo", "sk": "X", "a": Decimal(1)}]
 
 
 def test_accessors_copy_and_listeners_see_every_write() -> None:
