@@ -164,7 +164,8 @@ class MemoryTable:
     def stored(self, key: tuple[str, str]) -> Item | None:
         return self._items.get(key[0], {}).get(key[1])
 
-    def store(self, key: tuple[str, str], item: Item | None) -> None:
+    def store(self, key: tuple[str, str], item: Item | None, size: int) -> None:
+        """Put ``item`` (of ``size`` bytes) at ``key``, or delete what is there (None); tell the listeners."""
         pk, sk = key
         old = self.stored(key)
         if item is None:
@@ -178,7 +179,7 @@ class MemoryTable:
             if old is None:
                 insort(self._order.setdefault(pk, []), sk)
             self._items.setdefault(pk, {})[sk] = item
-            self._sizes[key] = item_bytes(item)
+            self._sizes[key] = size
         self.dynamo.applied(self.name, key, old, item)
 
     def key_of(self, key: Mapping[str, Any], exact: bool = True) -> tuple[str, str]:
@@ -220,12 +221,13 @@ class MemoryTable:
         if kind == "Put":
             item = canonical_item(dict(params["Item"]))
             key = self.key_of(item, exact=False)
-            if item_bytes(item) > MAX_ITEM_BYTES:
+            size = item_bytes(item)
+            if size > MAX_ITEM_BYTES:
                 raise validation("Item size has exceeded the maximum allowed size")
         else:
-            key = self.key_of(params["Key"])
+            key, size = self.key_of(params["Key"]), 0
         on_failure = params.get("ReturnValuesOnConditionCheckFailure", "NONE") == "ALL_OLD"
-        return Write(kind, key, exprs, self.keys, item, on_failure)
+        return Write(kind, key, exprs, self.keys, item, on_failure, size)
 
     # the Table resource's calls --------------------------------------------------------------------------------------
     def get_item(
@@ -262,14 +264,13 @@ class MemoryTable:
                 extra = {"Item": item} if (item := write.failure_item(old)) else {}
                 raise client_error("ConditionalCheckFailedException", operation, request_id, extra=extra)
             new = write.result(old)
-            if new is not None and item_bytes(new) > MAX_ITEM_BYTES:
-                raise validation("Item size has exceeded the maximum allowed size")
+            size = write.sized(new)
         except (RequestError, ExpressionError) as err:
             code, message = (
                 (err.code, err.message) if isinstance(err, RequestError) else ("ValidationException", str(err))
             )
             raise client_error(code, operation, request_id, message) from None
-        self.store(write.key, new)
+        self.store(write.key, new, size)
         out: dict[str, Any] = {"ResponseMetadata": metadata(request_id)}
         attributes = _returned(params.get("ReturnValues", "NONE"), old, new, write)
         if attributes:

@@ -397,3 +397,18 @@ def test_numbers_come_back_with_zeroes_trimmed() -> None:
     )
     item = table.get_item(Key=K)["Item"]
     assert [str(item[k]) for k in ("a", "b", "c")] == ["1.5", "1000", "0"] and str(item["l"][0]) == "2"
+
+
+def test_items_over_400_kb_are_refused() -> None:
+    table = memory()
+    big = "x" * (400 * 1024)
+    with pytest.raises(ClientError, match="Item size has exceeded"):
+        table.put_item(Item={**K, "big": big})
+    table.put_item(Item={**K, "half": big[: 200 * 1024]})
+    grow = {"Key": K, "UpdateExpression": "SET #b = :b", "ExpressionAttributeNames": {"#b": "b"}}
+    with pytest.raises(ClientError, match="Item size has exceeded"):
+        table.update_item(**grow, ExpressionAttributeValues={":b": big[: 201 * 1024]})
+    with pytest.raises(ClientError) as cancelled:
+        transact({"Update": {**grow, "ExpressionAttributeValues": {":b": big[: 201 * 1024]}}})(table)
+    assert cancelled.value.response["CancellationReasons"][0]["Code"] == "ValidationError"
+    assert set(table.peek("p", "a") or {}) == {"pk", "sk", "half"}
