@@ -412,3 +412,33 @@ def test_items_over_400_kb_are_refused() -> None:
         transact({"Update": {**grow, "ExpressionAttributeValues": {":b": big[: 201 * 1024]}}})(table)
     assert cancelled.value.response["CancellationReasons"][0]["Code"] == "ValidationError"
     assert set(table.peek("p", "a") or {}) == {"pk", "sk", "half"}
+
+
+def test_stale_reads_under_the_fault_see_the_last_second_as_it_was() -> None:
+    """DynamoDB "Read consistency": an eventually consistent read may miss a write completed just before it; a
+    strongly consistent one never does."""
+    kernel = Kernel(seed=1)
+    faults = Faults(kernel)
+    table = MemoryDynamo(kernel, faults).table("state")
+    for sk, v in (("a", 1), ("b", 1), ("c", 1)):
+        table.put_item(Item={"pk": "p", "sk": sk, "v": v})
+    kernel.run(until=100)
+    table.put_item(Item={"pk": "p", "sk": "a", "v": 2})  # changed
+    table.delete_item(Key={"pk": "p", "sk": "b"})  # deleted
+    table.put_item(Item={"pk": "p", "sk": "d", "v": 1})  # created
+    faults.add(FaultWindow("dynamodb", "GetItem", 100, 200, "StaleRead"))
+    faults.add(FaultWindow("dynamodb", "Query", 100, 200, "StaleRead"))
+    key = Key("pk").eq("p")
+
+    def seen(**kwargs: Any) -> list[tuple[str, int]]:
+        return [(i["sk"], int(i["v"])) for i in table.query(KeyConditionExpression=key, **kwargs)["Items"]]
+
+    assert seen() == [("a", 1), ("b", 1), ("c", 1)]
+    assert seen(ScanIndexForward=False, ExclusiveStartKey={"pk": "p", "sk": "c"}) == [("b", 1), ("a", 1)]
+    assert seen(ConsistentRead=True) == [("a", 2), ("c", 1), ("d", 1)]
+    assert table.get_item(Key={"pk": "p", "sk": "a"})["Item"]["v"] == 1
+    assert "Item" not in table.get_item(Key={"pk": "p", "sk": "d"})
+    assert table.get_item(Key={"pk": "p", "sk": "a"}, ConsistentRead=True)["Item"]["v"] == 2
+    kernel.run(until=101.5)  # more than a second after the writes: caught up
+    assert seen() == [("a", 2), ("c", 1), ("d", 1)]
+    assert Store(table, "x").get("LOCK", consistent=False) is None  # the adapter's reads pass through
