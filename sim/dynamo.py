@@ -73,6 +73,7 @@ class MemoryDynamo:
         self.faults = faults
         self.tables: dict[str, MemoryTable] = {}
         self.client = MemoryClient(self)
+        self.meta = _Meta(self.client)  # resource.meta.client, as on a boto3 service resource
         self.calls: dict[str, int] = {}
         self.listeners: list[Listener] = []
         self._requests = 0
@@ -86,7 +87,12 @@ class MemoryDynamo:
 
     def table(self, name: str) -> MemoryTable:
         """The table ``name`` (created with the state table's keys on first use)."""
-        return self.tables.get(name) or self.create_table(name)
+        table = self.tables.get(name)  # not ``or``: an empty table is falsy (``__len__``)
+        return table if table is not None else self.create_table(name)
+
+    def Table(self, name: str) -> MemoryTable:  # the boto3 resource's method name
+        """``table``, as a boto3 ``dynamodb`` service resource names it (the handlers' ``dynamodb.Table(name)``)."""
+        return self.table(name)
 
     def snapshot(self) -> dict[str, dict[tuple[str, str], Item]]:
         """table name -> {(pk, sk): item} (copies)."""

@@ -442,3 +442,10 @@ def test_stale_reads_under_the_fault_see_the_last_second_as_it_was() -> None:
     kernel.run(until=101.5)  # more than a second after the writes: caught up
     assert seen() == [("a", 2), ("c", 1), ("d", 1)]
     assert Store(table, "x").get("LOCK", consistent=False) is None  # the adapter's reads pass through
+
+
+def test_the_dynamo_is_a_service_resource_too() -> None:
+    kernel = Kernel(seed=1)
+    dynamo = MemoryDynamo(kernel, Faults(kernel))
+    table = dynamo.Table("state")
+    assert table is dynamo.table("state") and table.name == "state" and dynamo.meta.client is table.meta.client
