@@ -13,9 +13,10 @@ Rules as AWS applies them (EC2 Auto Scaling API Reference; ``localworld.aws_rule
 - TerminateInstanceInAutoScalingGroup: an id no group holds answers "Instance Id not found - No managed instance
   found for instance ID <id>" (the adapter's False); ShouldDecrementDesiredCapacity at MinSize is refused
   ("Currently, desiredSize equals minSize (<n>). ..."). An instance already terminating is accepted and unchanged.
-- DetachInstances: at most 20 ids; an unknown group is refused; an id not in the group answers "The instance <id> is
-  not part of Auto Scaling group <name>." (False); a decrement below MinSize is refused; an instance that is not
-  ``InService`` or ``Standby`` is refused ("Amazon EC2 Auto Scaling instance lifecycle", Detach).
+- DetachInstances: at most 20 ids; an id not in the group answers "The instance <id> is not part of Auto Scaling group
+  <name>." and an unknown group "AutoScalingGroup name not found - ..." (both the adapter's False); a decrement below
+  MinSize is refused; an instance not ``InService`` or ``Standby`` is refused ("Amazon EC2 Auto Scaling instance
+  lifecycle", Detach).
 - DescribeAutoScalingGroups: 100 groups a call (``cluster_groups`` pays one call per 100);
   DescribeAutoScalingInstances: 50 ids a call.
 - CompleteLifecycleAction / RecordLifecycleActionHeartbeat: an action no longer active (completed, timed out, the
@@ -174,23 +175,19 @@ class SimAutoScaling:
         """DetachInstances with ShouldDecrementDesiredCapacity=False (the group launches a replacement).
 
         Returns:
-            True when detached; False when the instance is not part of the group.
+            True when detached; False when the instance is not part of the group (or the group does not exist).
 
         Raises:
-            AwsUnavailableError; AwsRequestError ``ValidationError``: unknown group, an instance not InService.
+            AwsUnavailableError; AwsRequestError ``ValidationError`` for an instance not InService or Standby.
         """
         operation = "DetachInstances"
         self._call(operation)
         group = self.cloud.groups.get(asg_name)
-        if group is None:
-            refuse(
-                operation,
-                "ValidationError",
-                f"AutoScalingGroup name not found - AutoScalingGroup '{asg_name}' not found",
-            )
-        inst = group.members.get(instance_id)
+        inst = None if group is None else group.members.get(instance_id)
         if inst is None:
-            return False  # "The instance <id> is not part of Auto Scaling group <name>."
+            # "The instance <id> is not part of Auto Scaling group <name>." or, for an unknown group,
+            # "AutoScalingGroup name not found - ...": both "not ..." answers the adapter reads as gone.
+            return False
         if inst.lifecycle_state not in DETACH_OK_STATES:
             refuse(
                 operation,
