@@ -12,11 +12,12 @@ Rules as AWS applies them (EC2 Auto Scaling API Reference; ``localworld.aws_rule
   group answers "AutoScalingGroup name not found - null".
 - TerminateInstanceInAutoScalingGroup: an id no group holds answers "Instance Id not found - No managed instance
   found for instance ID <id>" (the adapter's False); ShouldDecrementDesiredCapacity at MinSize is refused
-  ("Currently, desiredSize equals minSize (<n>). ..."). An instance already terminating is accepted and unchanged.
+  ("Currently, desiredSize equals minSize (<n>). ..."). An instance already terminating is accepted and unchanged
+  (not decremented twice; AWS's documentation does not say, an assumption).
 - DetachInstances: at most 20 ids; an id not in the group answers "The instance <id> is not part of Auto Scaling group
   <name>." and an unknown group "AutoScalingGroup name not found - ..." (both the adapter's False); a decrement below
-  MinSize is refused; an instance not ``InService`` or ``Standby`` is refused ("Amazon EC2 Auto Scaling instance
-  lifecycle", Detach).
+  MinSize is refused; an instance not ``InService`` or ``Standby`` is refused ("The instance <id> is not in InService
+  or Standby.", "Amazon EC2 Auto Scaling instance lifecycle", Detach).
 - DescribeAutoScalingGroups: 100 groups a call (``cluster_groups`` pays one call per 100);
   DescribeAutoScalingInstances: 50 ids a call.
 - CompleteLifecycleAction / RecordLifecycleActionHeartbeat: an action no longer active (completed, timed out, the
@@ -189,12 +190,7 @@ class SimAutoScaling:
             # "AutoScalingGroup name not found - ...": both "not ..." answers the adapter reads as gone.
             return False
         if inst.lifecycle_state not in DETACH_OK_STATES:
-            refuse(
-                operation,
-                "ValidationError",
-                f"The instance {instance_id} is in {inst.lifecycle_state} state; only instances in InService or "
-                "Standby can be detached.",
-            )
+            refuse(operation, "ValidationError", f"The instance {instance_id} is not in InService or Standby.")
         self.cloud.detach(instance_id, decrement=False)
         return True
 

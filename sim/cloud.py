@@ -197,10 +197,11 @@ class Cloud:
         """TerminateInstanceInAutoScalingGroup of a member (decrementing the desired capacity or not)."""
         inst = self.instances[instance_id]
         group = self.groups[str(inst.group)]
+        if inst.lifecycle_state in TERMINATING_STATES:
+            return  # already on its way: accepted, nothing changes (no second decrement)
         if decrement:
             group.desired -= 1
-        if inst.lifecycle_state not in TERMINATING_STATES:
-            self._begin_termination(group, inst)
+        self._begin_termination(group, inst)
         self._dirty.add(group.name)
 
     def detach(self, instance_id: str, decrement: bool) -> None:
