@@ -9,10 +9,11 @@ Guide).
 
 from __future__ import annotations
 
+from sim.asg_policy import Outage
 from sim.autoscaling import SimAutoScaling
 from sim.aws_common import Emit
 from sim.aws_state import InstanceCallback, _nothing
-from sim.cloud import Cloud
+from sim.cloud import SPOT_NOTICE_SECONDS, Cloud
 from sim.ec2 import SimEc2
 from sim.faults import Faults
 from sim.kernel import Kernel
@@ -65,19 +66,41 @@ class SimAws:
         """Start Auto Scaling's reconcile loop."""
         self.cloud.start()
 
-    # the outside world's actions, for the fault schedules
-    def interrupt(self, instance_id: str) -> bool:
-        """A Spot interruption (warning now, termination in 120 s); see ``Cloud.interrupt``."""
-        return self.cloud.interrupt(instance_id)
+    # -- the outside world's actions, for the fault schedules --------------------------------------------------
+    def interrupt(self, instance_id: str, notice: float = SPOT_NOTICE_SECONDS) -> bool:
+        """EC2 reclaims a running Spot instance ("Spot Instance interruption notices", EC2 User Guide): the warning
+        now, termination ``notice`` seconds later; Auto Scaling replaces it at its next health check.
+
+        Returns:
+            False (nothing happens) when the instance is not a live Spot instance or has a reclaim announced already.
+        """
+        inst = self.cloud.instances.get(instance_id)
+        if inst is None or not inst.alive or inst.lifecycle != "spot" or inst.reclaim_at is not None:
+            return False
+        inst.reclaim_at = self.kernel.t + notice
+        self.cloud.events.spot_warning(instance_id, inst.zone)
+        self.kernel.after(notice, f"aws:reclaim {instance_id}", lambda: self.cloud.ec2_terminate(instance_id))
+        return True
 
     def rebalance(self, instance_id: str) -> bool:
-        """A rebalance recommendation; see ``Cloud.rebalance``."""
-        return self.cloud.rebalance(instance_id)
+        """A rebalance recommendation for a live Spot instance ("EC2 instance rebalance recommendations": a signal
+        only, nothing else happens). False when the instance is not a live Spot instance."""
+        inst = self.cloud.instances.get(instance_id)
+        if inst is None or not inst.alive or inst.lifecycle != "spot":
+            return False
+        self.cloud.events.rebalance(instance_id)
+        return True
 
     def kops_reset(self, group: str, min_size: int, max_size: int, desired: int) -> None:
-        """kOps writes the group's sizes back; see ``Cloud.kops_reset``."""
-        self.cloud.kops_reset(group, min_size, max_size, desired)
+        """kOps (``kops update cluster --yes``) writes the instance group's sizes back.
+
+        Raises:
+            ValueError: ``desired`` outside ``[min_size, max_size]`` (kOps never writes that).
+        """
+        if not min_size <= desired <= max_size:
+            raise ValueError(f"kops reset of {group}: desired {desired} outside [{min_size}, {max_size}]")
+        self.cloud.set_sizes(group, min_size, max_size, desired)
 
     def capacity_outage(self, target: str | tuple[str, str], start: float, end: float) -> None:
-        """No launches in an AZ or pool ``(type, AZ)`` between ``start`` and ``end``."""
-        self.cloud.capacity_outage(target, start, end)
+        """No launches in an AZ or a pool ``(instance type, AZ)`` from ``start`` to ``end`` (simulated seconds)."""
+        self.cloud.outages.append(Outage(target, start, end))

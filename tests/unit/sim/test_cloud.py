@@ -212,3 +212,24 @@ def test_one_seed_one_run():
 
     assert run(5) == run(5)
     assert run(5) != run(6)
+
+
+def test_the_group_description_follows_every_change():
+    world = World(hooks=(HOOK,))
+    name = world.spot.name
+
+    def states() -> list[str]:
+        group = world.aws.autoscaling.describe_group(name)
+        assert group is not None
+        return sorted(i["LifecycleState"] for i in group["Instances"])
+
+    assert states() == ["InService"] * 3
+    first = world.members()[0].instance_id
+    world.aws.autoscaling.terminate_in_group(first, decrement=True)
+    assert states() == ["InService", "InService", "Terminating:Wait"]
+    assert world.aws.autoscaling.describe_group(name)["DesiredCapacity"] == 2
+    world.aws.autoscaling.set_capacity(name, 3, None)
+    world.kernel.run(10)
+    assert states() == ["InService", "InService", "Pending", "Terminating:Wait"]
+    world.kernel.run(400)
+    assert states() == ["InService"] * 3
