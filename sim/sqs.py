@@ -2,8 +2,8 @@
 as ``adapters.aws.sqs.CommandQueue`` uses it, with a dead-letter queue.
 
 Amazon SQS Developer Guide: "Amazon SQS visibility timeout" (a received message is invisible for the visibility
-timeout, then delivered again: at least once; ChangeMessageVisibility sets a new timeout from now, at most 12 hours,
-only for a message in flight), "Using dead-letter queues" (a message whose receive count exceeds
+timeout, then delivered again: at least once; ChangeMessageVisibility sets a new timeout from now, only for a message
+in flight, ending at most 12 hours after the receive), "Using dead-letter queues" (a message whose receive count exceeds
 ``maxReceiveCount`` moves to the dead-letter queue instead of being delivered; the stack's is 3,
 ``infra.commands.MAX_RECEIVE_COUNT``), "Amazon SQS message identifiers" (a new receipt handle with every receive;
 DeleteMessage needs the latest one, an older one deletes nothing), the retention period (the stack's 1 day) and
@@ -40,6 +40,7 @@ class Message:
         receive_count: ``ApproximateReceiveCount`` (receives so far).
         visible_at: simulated second it may be delivered again (0 = now).
         receipt: the receipt handle of the latest receive ("" before the first).
+        received_at: simulated second of the latest receive (a visibility timeout ends within 12 hours of it).
     """
 
     message_id: str
@@ -49,6 +50,7 @@ class Message:
     receive_count: int = 0
     visible_at: float = 0.0
     receipt: str = ""
+    received_at: float = 0.0
 
     def raw(self) -> dict[str, Any]:
         """The ``Messages[]`` element of ReceiveMessage with ``ApproximateReceiveCount``."""
@@ -160,6 +162,7 @@ class SimQueue:
                 continue
             message.receive_count += 1
             message.visible_at = now + visibility_seconds
+            message.received_at = now
             message.receipt = f"{message.message_id}#{self._uuid()}"
             self._receipts[message.receipt] = message.message_id
             out.append(message.raw())
@@ -212,9 +215,17 @@ class SimQueue:
                 f"Value {receipt} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not "
                 "available for visibility timeout change.",
             )
-        if message.visible_at <= self.kernel.t:
+        now = self.kernel.t
+        if message.visible_at <= now:
             refuse(operation, "AWS.SimpleQueueService.MessageNotInflight", "Message is not in flight.")
-        message.visible_at = self.kernel.t + seconds
+        if now + seconds - message.received_at > MAX_VISIBILITY_SECONDS:
+            refuse(
+                operation,
+                "InvalidParameterValue",
+                f"Value {seconds} for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the "
+                "message is beyond the limit [43200 seconds]",
+            )
+        message.visible_at = now + seconds
 
     # -- for the invariant checker ---------------------------------------------------------------------------
     def in_flight(self) -> list[Message]:
