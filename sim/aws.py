@@ -5,6 +5,16 @@ fault schedules drive.
 See ``sim.cloud`` (Auto Scaling and EC2 behaviour, events), ``sim.autoscaling`` and ``sim.ec2`` (the API rules, after
 the EC2 Auto Scaling and EC2 API references) and ``sim.sqs`` (the command queue, after the Amazon SQS Developer
 Guide).
+
+Use::
+
+    aws = SimAws(kernel, faults, bus.put, on_running=kube.add_node, on_terminated=kube.remove_node)
+    aws.cloud.add_group("nodes-us-east-1a.demo", cluster="demo", instance_group="nodes-us-east-1a",
+                        zones=("us-east-1a",), min_size=1, max_size=20, desired=10,
+                        hooks=(TerminationHook("node-manager-drain"),))
+    aws.start()                      # Auto Scaling's reconcile every 10 s
+    deps = ...(aws=aws, ...)         # the Lambdas' AwsPort; the agent's queue is aws.queue
+    aws.interrupt(instance_id)       # schedules drive the outside world through these methods
 """
 
 from __future__ import annotations
@@ -67,9 +77,10 @@ class SimAws:
         self.cloud.start()
 
     # -- the outside world's actions, for the fault schedules --------------------------------------------------
-    def interrupt(self, instance_id: str, notice: float = SPOT_NOTICE_SECONDS) -> bool:
+    def interrupt(self, instance_id: str, notice: float = SPOT_NOTICE_SECONDS, warn: bool = True) -> bool:
         """EC2 reclaims a running Spot instance ("Spot Instance interruption notices", EC2 User Guide): the warning
-        now, termination ``notice`` seconds later; Auto Scaling replaces it at its next health check.
+        now, termination ``notice`` seconds later; Auto Scaling replaces it at its next health check. Notices are
+        "emitted on a best effort basis": ``warn=False`` reclaims without one.
 
         Returns:
             False (nothing happens) when the instance is not a live Spot instance or has a reclaim announced already.
@@ -78,7 +89,8 @@ class SimAws:
         if inst is None or not inst.alive or inst.lifecycle != "spot" or inst.reclaim_at is not None:
             return False
         inst.reclaim_at = self.kernel.t + notice
-        self.cloud.events.spot_warning(instance_id, inst.zone)
+        if warn:
+            self.cloud.events.spot_warning(instance_id, inst.zone)
         self.kernel.after(notice, f"aws:reclaim {instance_id}", lambda: self.cloud.ec2_terminate(instance_id))
         return True
 

@@ -233,3 +233,32 @@ def test_the_group_description_follows_every_change():
     assert states() == ["InService", "InService", "Pending", "Terminating:Wait"]
     world.kernel.run(400)
     assert states() == ["InService"] * 3
+
+
+def test_a_reclaim_without_a_notice():
+    world = World()
+    victim = world.members()[0].instance_id
+    assert world.aws.interrupt(victim, warn=False) is True
+    world.kernel.run(130)
+    assert world.terminated == [victim]
+    assert "EC2 Spot Instance Interruption Warning" not in world.types()
+
+
+def test_only_live_spot_instances_are_interrupted_or_warned():
+    world = World()
+    on_demand = world.aws.cloud.add_group(
+        "masters.demo",
+        cluster=CLUSTER,
+        instance_group="master-us-east-1a",
+        zones=("us-east-1a",),
+        min_size=1,
+        max_size=1,
+        desired=1,
+        spot=False,
+        control_plane=True,
+    )
+    [master] = list(on_demand.members)
+    assert world.aws.interrupt(master) is False and world.aws.rebalance(master) is False
+    assert world.aws.interrupt("i-0123456789abcdef0") is False
+    assert world.aws.cloud.instances[master].tags["k8s.io/role/control-plane"] == "1"
+    assert world.events == []
