@@ -23,7 +23,9 @@ Rules as AWS applies them (EC2 Auto Scaling API Reference; ``localworld.aws_rule
 - CompleteLifecycleAction / RecordLifecycleActionHeartbeat: an action no longer active (completed, timed out, the
   instance gone) answers "No active Lifecycle Action found with instance ID <id>" (the adapter's False).
 
-Each call first asks ``faults.check("autoscaling", <operation>)`` and raises what the adapter raises for that code.
+Each call first asks ``faults.check("autoscaling", <operation>)`` and raises what the adapter raises for that code;
+an effect, once made, asks ``faults.check("autoscaling:lost-answer", <operation>)`` (``sim.aws_common
+.check_lost_answer``: done, but the caller sees a failure).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from adapters.aws.autoscaling import DESCRIBE_GROUPS_PAGE, DESCRIBE_INSTANCES_MA
 from adapters.aws.ports import Membership
 from core.kops import CLUSTER_TAG
 from core.lifecycle import LifecycleAction
-from sim.aws_common import check_fault, refuse
+from sim.aws_common import check_fault, check_lost_answer, refuse
 from sim.cloud import Cloud
 from sim.faults import Faults
 
@@ -58,6 +60,9 @@ class SimAutoScaling:
     def _call(self, operation: str) -> None:
         self.calls[operation] = self.calls.get(operation, 0) + 1
         check_fault(self.faults, "autoscaling", operation)
+
+    def _answered(self, operation: str) -> None:
+        check_lost_answer(self.faults, "autoscaling", operation)
 
     # -- look-ups --------------------------------------------------------------------------------------------
     def cluster_groups(self, cluster: str) -> list[dict[str, Any]]:
@@ -145,6 +150,7 @@ class SimAutoScaling:
                 f"size:{new_max}",
             )
         self.cloud.set_sizes(asg_name, group.min_size, new_max, desired)
+        self._answered(operation)
 
     def terminate_in_group(self, instance_id: str, decrement: bool) -> bool:
         """TerminateInstanceInAutoScalingGroup.
@@ -170,6 +176,7 @@ class SimAutoScaling:
                 "or lower group's min size.",
             )
         self.cloud.terminate_in_group(instance_id, decrement)
+        self._answered(operation)
         return True
 
     def detach_instance(self, instance_id: str, asg_name: str) -> bool:
@@ -192,6 +199,7 @@ class SimAutoScaling:
         if inst.lifecycle_state not in DETACH_OK_STATES:
             refuse(operation, "ValidationError", f"The instance {instance_id} is not in InService or Standby.")
         self.cloud.detach(instance_id, decrement=False)
+        self._answered(operation)
         return True
 
     def complete_lifecycle_action(self, action: LifecycleAction) -> bool:
@@ -208,6 +216,7 @@ class SimAutoScaling:
         if inst is None:
             return False  # "No active Lifecycle Action found with instance ID <id>"
         self.cloud.complete(inst)
+        self._answered("CompleteLifecycleAction")
         return True
 
     def record_heartbeat(self, action: LifecycleAction) -> bool:
@@ -224,4 +233,5 @@ class SimAutoScaling:
         if inst is None:
             return False
         self.cloud.heartbeat(inst)
+        self._answered("RecordLifecycleActionHeartbeat")
         return True

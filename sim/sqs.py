@@ -11,7 +11,9 @@ ReceiveMessage's 1..10 messages. Errors per the SQS API Reference: ``InvalidPara
 ``ReceiptHandleIsInvalid``, ``AWS.SimpleQueueService.MessageNotInflight``.
 
 A long poll does not wait here (there are no threads in the simulation): ReceiveMessage answers at once, empty or
-not; the caller schedules its next poll. Each call first asks ``faults.check("sqs", <operation>)``.
+not; the caller schedules its next poll. Each call first asks ``faults.check("sqs", <operation>)``; once it took
+effect, ``faults.check("sqs:lost-answer", <operation>)`` (``sim.aws_common.check_lost_answer``: a SendMessage whose
+answer is lost is a message sent that the sender will send again).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.model import Command
-from sim.aws_common import check_fault, refuse
+from sim.aws_common import check_fault, check_lost_answer, refuse
 from sim.faults import Faults
 from sim.kernel import Kernel
 
@@ -89,11 +91,16 @@ class SimQueue:
         self.dead_letters: list[Message] = []
         self.expired: list[Message] = []
         self.sent = 0
+        self.calls: dict[str, int] = {}
         self._receipts: dict[str, str] = {}  # every receipt handle issued -> its message id
         self._ids = kernel.stream("sqs:ids")
 
     def _call(self, operation: str) -> None:
+        self.calls[operation] = self.calls.get(operation, 0) + 1
         check_fault(self.faults, "sqs", operation)
+
+    def _answered(self, operation: str) -> None:
+        check_lost_answer(self.faults, "sqs", operation)
 
     def _uuid(self) -> str:
         bits = f"{self._ids.getrandbits(128):032x}"
@@ -115,6 +122,7 @@ class SimQueue:
         )
         self.messages[message.message_id] = message
         self.sent += 1
+        self._answered("SendMessage")
         return message.message_id
 
     # -- receiver --------------------------------------------------------------------------------------------
@@ -166,6 +174,7 @@ class SimQueue:
             message.receipt = f"{message.message_id}#{self._uuid()}"
             self._receipts[message.receipt] = message.message_id
             out.append(message.raw())
+        self._answered(operation)  # lost: the messages stay invisible for their timeout, then come back
         return out
 
     def delete(self, receipt: str) -> None:
@@ -187,6 +196,7 @@ class SimQueue:
         message = self.messages.get(message_id)
         if message is not None and message.receipt == receipt:
             del self.messages[message_id]
+        self._answered(operation)
 
     def set_visibility(self, receipt: str, seconds: int) -> None:
         """ChangeMessageVisibility: the message stays invisible ``seconds`` from now.
@@ -226,6 +236,7 @@ class SimQueue:
                 "message is beyond the limit [43200 seconds]",
             )
         message.visible_at = now + seconds
+        self._answered(operation)
 
     # -- for the invariant checker ---------------------------------------------------------------------------
     def in_flight(self) -> list[Message]:

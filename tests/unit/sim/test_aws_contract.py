@@ -18,6 +18,7 @@ AWS's documentation instead:
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -501,3 +502,57 @@ def test_an_injected_fault_raises_what_the_adapter_raises(code: str, status: int
     assert info.value.__cause__ is not None
     kernel.run(60)
     assert aws.autoscaling.describe_group(GROUP) is not None  # the window is over
+
+
+def test_the_same_number_of_calls_per_look_up(monkeypatch: pytest.MonkeyPatch):
+    """An injected fault fails one call: the simulation pays the calls the adapter pays (one DescribeAutoScaling
+    Instances per 50 ids, one DescribeInstances per 200, none for no ids), counted on moto by botocore's events."""
+
+    def look_ups(side: Side) -> None:
+        first, _ = side.instances()
+        many = [f"i-{n:017x}" for n in range(450)] + [first]
+        side.aws.autoscaling.group_names(many)
+        side.aws.ec2.launch_times(many)
+        side.aws.ec2.describe([])
+        side.aws.autoscaling.cluster_groups(CLUSTER)
+        side.aws.ec2.template_versions([side.template_id])
+
+    sim = sim_side()
+    look_ups(sim)
+    sim_calls = Counter(sim.aws.autoscaling.calls) + Counter(sim.aws.ec2.calls)
+    sim_calls["DescribeAutoScalingGroups"] -= 1  # Side.instances()
+    with moto_side(monkeypatch) as moto:
+        seen: Counter[str] = Counter()
+        for client in (moto.aws.autoscaling.client, moto.aws.ec2.client):
+            client.meta.events.register("before-call.*.*", lambda model, **_: seen.update([model.name]))
+        look_ups(moto)
+    seen["DescribeAutoScalingGroups"] -= 1
+    assert (
+        +seen
+        == +sim_calls
+        == Counter(
+            {
+                "DescribeAutoScalingInstances": 10,
+                "DescribeInstances": 3,
+                "DescribeAutoScalingGroups": 1,
+                "DescribeLaunchTemplates": 1,
+            }
+        )
+    )
+
+
+def test_a_lost_answer_fails_the_caller_after_the_effect():
+    """``<service>:lost-answer`` windows: AWS did it, the caller sees the failure (and a retry meets the effect)."""
+    kernel, faults, aws, _ = sim_world()
+    first, second = list(aws.cloud.groups[GROUP].members)
+    faults.add(FaultWindow("autoscaling:lost-answer", "TerminateInstanceInAutoScalingGroup", 0, 60, "InternalFailure"))
+    faults.add(FaultWindow("sqs:lost-answer", "SendMessage", 0, 60, "ServiceUnavailable"))
+    with pytest.raises(AwsUnavailableError):
+        aws.autoscaling.terminate_in_group(first, decrement=True)
+    assert aws.autoscaling.describe_group(GROUP)["DesiredCapacity"] == 1  # done nonetheless
+    with pytest.raises(AwsUnavailableError):
+        aws.queue.send_command(command(second))
+    kernel.run(120)
+    assert aws.autoscaling.terminate_in_group(first, decrement=True) is False  # the retry: gone already
+    assert aws.queue.send_command(command(second))  # the retry: a second copy of the command
+    assert [m["Body"] for m in aws.queue.receive(10, 0, 30)] == [command(second).model_dump_json()] * 2
