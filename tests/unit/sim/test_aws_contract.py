@@ -21,7 +21,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -33,8 +33,10 @@ from adapters.aws.autoscaling import AutoScaling
 from adapters.aws.gateway import AwsGateway
 from adapters.aws.ports import Membership
 from core.exceptions import AwsRequestError, AwsUnavailableError
+from core.kops import Role
 from core.lifecycle import LifecycleAction
 from core.model import Command, CommandKind
+from lambdas.refresher.gather import read_groups
 from localworld.aws_rules import strict_auto_scaling
 from sim.aws import SimAws
 from sim.aws_state import TerminationHook, kops_tags
@@ -556,3 +558,24 @@ def test_a_lost_answer_fails_the_caller_after_the_effect():
     assert aws.autoscaling.terminate_in_group(first, decrement=True) is False  # the retry: gone already
     assert aws.queue.send_command(command(second))  # the retry: a second copy of the command
     assert [m["Body"] for m in aws.queue.receive(10, 0, 30)] == [command(second).model_dump_json()] * 2
+
+
+def test_the_refreshers_reader_sees_the_same_groups(monkeypatch: pytest.MonkeyPatch):
+    """``lambdas.refresher.gather.read_groups`` (DescribeAutoScalingGroups, DescribeInstances, DescribeLaunchTemplates
+    through the ports) builds the same ``GroupFacts`` from both sides, instance ids and launch times aside."""
+
+    def facts(side: Side) -> list[Any]:
+        side.new_template_version()
+        groups = read_groups(side.aws.autoscaling, side.aws.ec2, CLUSTER, with_launch_facts=True)
+        out = []
+        for group in groups.values():
+            assert all(i.launch_time is not None for i in group.instances)
+            anonymous = tuple(replace(i, instance_id="", launch_time=None) for i in group.instances)
+            out.append(replace(group, instances=anonymous))
+        return out
+
+    expected = facts(sim_side())
+    with moto_side(monkeypatch) as moto:
+        assert facts(moto) == expected
+    [group] = expected
+    assert (group.role, group.instance_group, group.launch_template_version) == (Role.NODE, "nodes-us-east-1a", "2")
