@@ -28,6 +28,7 @@ an instance enters ``running`` (its node may join Kubernetes), ``on_terminated(i
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 
 from sim.asg_policy import Outage, launch_backoff, launch_zone, no_capacity_message, scale_in_victims
 from sim.aws_common import Emit, EventSource
@@ -129,9 +130,11 @@ class Cloud:
         template_version: str = "$Latest",
         hooks: tuple[TerminationHook, ...] = (),
         prelaunch: bool = True,
+        prelaunch_age: float = 0.0,
     ) -> Group:
         """A group with kOps' tags; with ``prelaunch`` its desired instances exist already, running and
-        ``InService`` (no events: the simulation starts in a steady state; ``on_running`` is called for each)."""
+        ``InService`` (no events: the simulation starts in a steady state; ``on_running`` is called for each),
+        launched up to ``prelaunch_age`` seconds ago (drawn from ``aws:timing``)."""
         if not min_size <= desired <= max_size:
             raise ValueError(f"group {name}: desired {desired} outside [{min_size}, {max_size}]")
         group = Group(
@@ -154,6 +157,8 @@ class Cloud:
         for _ in range(desired if prelaunch else 0):
             zone = launch_zone(zones, instance_type, active, (), self.kernel.t)
             active.append(self._launch(group, zone, booted=True))
+            age = self._timing.uniform(0.0, prelaunch_age) if prelaunch_age else 0.0
+            active[-1].launch_time = self.kernel.now() - timedelta(seconds=age)
         self.touch(group)
         return group
 

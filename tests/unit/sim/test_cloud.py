@@ -262,3 +262,19 @@ def test_only_live_spot_instances_are_interrupted_or_warned():
     assert world.aws.interrupt("i-0123456789abcdef0") is False
     assert world.aws.cloud.instances[master].tags["k8s.io/role/control-plane"] == "1"
     assert world.events == []
+
+
+def test_prelaunched_instances_can_be_of_different_ages():
+    world = World()
+    group = world.aws.cloud.add_group(
+        "old.demo",
+        cluster=CLUSTER,
+        instance_group="old",
+        zones=("us-east-1a",),
+        min_size=0,
+        max_size=5,
+        desired=5,
+        prelaunch_age=7 * 86400,
+    )
+    ages = sorted((world.kernel.now() - i.launch_time).total_seconds() for i in group.members.values())
+    assert len(set(ages)) == 5 and ages[0] >= 0 and ages[-1] <= 7 * 86400
