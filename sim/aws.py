@@ -22,7 +22,7 @@ from __future__ import annotations
 from sim.asg_policy import Outage
 from sim.autoscaling import SimAutoScaling
 from sim.aws_common import Emit
-from sim.aws_state import InstanceCallback, _nothing
+from sim.aws_state import Instance, InstanceCallback, _nothing
 from sim.cloud import SPOT_NOTICE_SECONDS, Cloud
 from sim.ec2 import SimEc2
 from sim.faults import Faults
@@ -75,6 +75,16 @@ class SimAws:
     def start(self) -> None:
         """Start Auto Scaling's reconcile loop."""
         self.cloud.start()
+
+    # -- for the invariants and the benchmark -------------------------------------------------------------------
+    def detached_alive(self) -> list[Instance]:
+        """Live instances no group holds (detached, and not terminated yet), in launch order."""
+        return [i for i in self.cloud.instances.values() if i.alive and i.group is None]
+
+    def instance_seconds(self) -> float:
+        """Instance-seconds run since the simulation began (what EC2 bills), ended and still running."""
+        now = self.kernel.t
+        return self.cloud.ended_seconds + sum(now - i.started for i in self.cloud.instances.values() if i.alive)
 
     # -- the outside world's actions, for the fault schedules --------------------------------------------------
     def interrupt(self, instance_id: str, notice: float = SPOT_NOTICE_SECONDS, warn: bool = True) -> bool:

@@ -91,6 +91,7 @@ class Instance:
         health: Auto Scaling ``HealthStatus``.
         template_version: the launch template version it was launched with (a number as a string).
         wait: the active termination lifecycle action, if any.
+        started: simulated second it was launched (0 for one there when the simulation began).
         gone_at: simulated second it entered ``shutting-down`` (None while alive).
         reclaim_at: simulated second a Spot interruption terminates it (None when none is announced).
     """
@@ -104,6 +105,7 @@ class Instance:
     template_version: str
     tags: dict[str, str]
     state: str = "pending"
+    started: float = 0.0
     group: str | None = None
     lifecycle_state: str = ""
     health: str = "Healthy"

@@ -84,6 +84,7 @@ class Cloud:
         self.outages: list[Outage] = []
         self.launched = 0
         self.failed_launches = 0
+        self.ended_seconds = 0.0  # instance-seconds of instances no longer running
         self._dirty: set[str] = set()
         self._died: dict[str, list[Instance]] = {}  # members EC2 terminated, by group, until the health check
         self._ids = kernel.stream("aws:instance-ids")
@@ -224,6 +225,7 @@ class Cloud:
         if inst is None or not inst.alive:
             return
         inst.state, inst.gone_at = "shutting-down", self.kernel.t
+        self.ended_seconds += self.kernel.t - inst.started
         self.events.state_change(instance_id, "shutting-down")
         if inst.group is not None:
             self._died.setdefault(inst.group, []).append(inst)  # unhealthy at the group's next health check
@@ -297,6 +299,7 @@ class Cloud:
             instance_type=group.instance_type,
             lifecycle="spot" if group.spot else "",
             launch_time=self.kernel.now(),
+            started=self.kernel.t,
             template_id=group.template.template_id,
             template_version=version,
             tags=tags,

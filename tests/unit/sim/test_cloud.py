@@ -278,3 +278,17 @@ def test_prelaunched_instances_can_be_of_different_ages():
     )
     ages = sorted((world.kernel.now() - i.launch_time).total_seconds() for i in group.members.values())
     assert len(set(ages)) == 5 and ages[0] >= 0 and ages[-1] <= 7 * 86400
+
+
+def test_instance_seconds_and_detached_instances():
+    world = World()
+    assert world.aws.instance_seconds() == 0
+    world.kernel.run(100)
+    assert world.aws.instance_seconds() == 300
+    first = world.members()[0].instance_id
+    world.aws.autoscaling.detach_instance(first, world.spot.name)
+    assert [i.instance_id for i in world.aws.detached_alive()] == [first]
+    world.aws.ec2.terminate([first])
+    assert world.aws.detached_alive() == []
+    world.kernel.run(200)  # the replacement launched at 110 runs too
+    assert 3 * 200 + 100 - 110 <= world.aws.instance_seconds() <= 3 * 200 + 100
