@@ -19,6 +19,7 @@ Use::
 
 from __future__ import annotations
 
+from adapters.aws.ports import AwsPort, CommandReceiver
 from sim.asg_policy import Outage
 from sim.autoscaling import SimAutoScaling
 from sim.aws_common import Emit
@@ -126,3 +127,9 @@ class SimAws:
     def capacity_outage(self, target: str | tuple[str, str], start: float, end: float) -> None:
         """No launches in an AZ or a pool ``(instance type, AZ)`` from ``start`` to ``end`` (simulated seconds)."""
         self.cloud.outages.append(Outage(target, start, end))
+
+
+def as_ports(aws: SimAws) -> tuple[AwsPort, CommandReceiver]:
+    """The simulated account as the ports the Lambdas (``AwsPort``) and the agent (``CommandReceiver``) take; the
+    type checker proves here that ``SimAws`` satisfies them."""
+    return aws, aws.queue

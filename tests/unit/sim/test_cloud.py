@@ -10,7 +10,7 @@ from typing import Any
 
 from lambdas.events.dispatch import parse_event
 from lambdas.events.event import EventKind
-from sim.aws import SimAws
+from sim.aws import SimAws, as_ports
 from sim.aws_state import Instance, TerminationHook
 from sim.faults import Faults
 from sim.kernel import Kernel
@@ -292,3 +292,9 @@ def test_instance_seconds_and_detached_instances():
     assert world.aws.detached_alive() == []
     world.kernel.run(200)  # the replacement launched at 110 runs too
     assert 3 * 200 + 100 - 110 <= world.aws.instance_seconds() <= 3 * 200 + 100
+
+
+def test_simaws_is_the_ports():
+    world = World()
+    aws, queue = as_ports(world.aws)
+    assert aws.queue is queue is world.aws.queue
