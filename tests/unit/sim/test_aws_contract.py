@@ -33,9 +33,10 @@ from adapters.aws.autoscaling import AutoScaling
 from adapters.aws.gateway import AwsGateway
 from adapters.aws.ports import Membership
 from core.exceptions import AwsRequestError, AwsUnavailableError
-from core.kops import Role
+from core.kops import Role, managed_group
 from core.lifecycle import LifecycleAction
 from core.model import Command, CommandKind
+from lambdas.interruption.gather import read_instance_facts
 from lambdas.refresher.gather import read_groups
 from localworld.aws_rules import strict_auto_scaling
 from sim.aws import SimAws
@@ -579,3 +580,35 @@ def test_the_refreshers_reader_sees_the_same_groups(monkeypatch: pytest.MonkeyPa
         assert facts(moto) == expected
     [group] = expected
     assert (group.role, group.instance_group, group.launch_template_version) == (Role.NODE, "nodes-us-east-1a", "2")
+
+
+def test_the_interruption_lambdas_reader_sees_the_same_instances(monkeypatch: pytest.MonkeyPatch):
+    """``lambdas.interruption.gather.read_instance_facts`` (DescribeAutoScalingInstances, DescribeInstances,
+    DescribeAutoScalingGroups) for a member, a detached instance (with the group its record names) and an unknown
+    id: the same facts from both sides (the group compared by what the Lambda reads of it)."""
+
+    def facts(side: Side) -> list[Any]:
+        first, second = side.instances()
+        side.aws.autoscaling.detach_instance(second, GROUP)
+        side.settle()
+        out = []
+        for instance_id, recorded in ((first, None), (second, GROUP), (UNKNOWN, None)):
+            seen = read_instance_facts(side.aws.autoscaling, side.aws.ec2, instance_id, recorded)
+            group = None
+            if seen.asg is not None:
+                group = (
+                    seen.asg["AutoScalingGroupName"],
+                    seen.asg["DesiredCapacity"],
+                    managed_group(seen.asg, CLUSTER),
+                )
+            out.append((seen.known, seen.lifecycle_state, seen.state, seen.market, group, seen.in_asg))
+        return out
+
+    expected = facts(sim_side())
+    with moto_side(monkeypatch) as moto:
+        assert facts(moto) == expected
+    assert [f[:4] for f in expected] == [
+        (True, "InService", "running", ""),
+        (True, None, "running", ""),
+        (False, None, None, ""),
+    ]
