@@ -79,14 +79,13 @@ class SimKube(Workloads):
     def get_node(self, name: str) -> NodeView | None:
         """The node called ``name``, None if there is none."""
         self._fault("get_node")
-        obj = self.nodes.get(name)
-        return None if obj is None else NodeView.from_api(obj)
+        return self.node_views.get(name)
 
     def node_for_instance(self, instance_id: str) -> NodeView | None:
         """The node whose ``spec.providerID`` names ``instance_id``, None if there is none."""
         self._fault("list_nodes")
         name = self.instances.get(instance_id)
-        return None if name is None else NodeView.from_api(self.nodes[name])
+        return None if name is None else self.node_views[name]
 
     def patch_node(self, name: str, patch: Mapping[str, Any]) -> NodeView | None:
         """Merge-patch the node; None when the patch's ``metadata.resourceVersion`` is not the node's (409).
@@ -108,14 +107,14 @@ class SimKube(Workloads):
         self._node_event("MODIFIED", patched)
         if was_unschedulable and not patched["spec"].get("unschedulable"):
             self._want_schedule()
-        return NodeView.from_api(patched)
+        return self.node_views[name]
 
     def list_node_pages(self, page_size: int | None = None) -> Iterator[tuple[list[NodeView], str]]:
         """Every node (by name), ``page_size`` (default 500) at a time, all pages one snapshot carrying its
         resourceVersion."""
         self._fault("list_nodes")
         size = page_size or 500
-        views = [NodeView.from_api(self.nodes[name]) for name in sorted(self.nodes)]
+        views = [self.node_views[name] for name in sorted(self.node_views)]
         version = str(self._rv)
         for start in range(0, max(1, len(views)), size):
             yield views[start : start + size], version
@@ -138,7 +137,7 @@ class SimKube(Workloads):
         """The pods bound to ``node_name`` (in creation order) and the list's resourceVersion."""
         self._fault("list_pods")
         keys = self.by_node.get(node_name, {})
-        return [PodView.from_api(self.pods[key].obj) for key in keys], str(self._rv)
+        return [self.pod_view(self.pods[key]) for key in keys], str(self._rv)
 
     def watch_pods_on_node(self, node_name: str, resource_version: str, timeout_seconds: int) -> PodWatch:
         """The events of the node's pods after ``resource_version``, then the end (an ERROR 410 when the events
@@ -153,18 +152,10 @@ class SimKube(Workloads):
         """(disruptionsAllowed, desiredHealthy, currentHealthy) of the budget, as its status would say."""
         key = f"{namespace}/{name}"
         budget = self.budgets[key]
-        healthy = 0
-        expected = 0
-        owners: set[str] = set()
-        for pod_key in self.matched[key]:
-            info = self.pods[pod_key]
-            if not info.terminating and info.node and is_ready(info.obj):
-                healthy += 1
-            if info.owner.startswith("deploy:"):
-                owners.add(info.owner[len("deploy:") :])
-            elif not info.terminating:
-                expected += 1
-        expected += sum(self.deployments[o].replicas for o in sorted(owners) if o in self.deployments)
+        counts = self.budget_counts[key]
+        replicas = sum(self.deployments[d[len("deploy:") :]].replicas for d in counts.deploys)
+        healthy = counts.healthy
+        expected = replicas + counts.others
         desired = budget.desired_healthy(expected)
         return max(0, healthy - desired), desired, healthy
 
@@ -220,8 +211,7 @@ class SimKube(Workloads):
 
     def node_view(self, name: str) -> NodeView | None:
         """The node without fault injection (invariants)."""
-        obj = self.nodes.get(name)
-        return None if obj is None else NodeView.from_api(obj)
+        return self.node_views.get(name)
 
     def ready_workers(self) -> list[str]:
         """Names of Ready non-control-plane nodes (invariants)."""

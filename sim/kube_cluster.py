@@ -72,6 +72,16 @@ class Deployment:
     grace: int | None
     made: int = 0
     pods: dict[str, None] = field(default_factory=dict)
+    active: dict[str, None] = field(default_factory=dict)  # its pods not being deleted
+
+
+@dataclass
+class BudgetCounts:
+    """What a PodDisruptionBudget's status is computed from, kept up to date as its pods change."""
+
+    healthy: int = 0  # selected pods bound, Ready and not being deleted
+    deploys: dict[str, int] = field(default_factory=dict)  # selected pods per owning Deployment
+    others: int = 0  # selected pods no Deployment owns
 
 
 @dataclass
@@ -83,6 +93,8 @@ class PodInfo:
     budgets: list[str] = field(default_factory=list)
     timer: Timer | None = None
     gone_at: float | None = None  # when its graceful deletion ends
+    view: PodView | None = None  # the object as the agent's views parse it, since its last change (bound pods)
+    healthy: bool = False  # bound, Ready and not being deleted (what a budget counts)
 
     @property
     def key(self) -> str:
@@ -111,7 +123,8 @@ class Cluster:
         pod_ready_seconds: from binding to the pod's Ready condition.
         schedule_delay: from a change to the scheduler's pass over the pending pods.
         max_pods_per_node: room of a node (pods bound to it, terminating ones included).
-        event_log: watch events kept (an older resourceVersion answers 410 Gone).
+        event_log: watch events kept (an older resourceVersion answers 410 Gone); 0 keeps none (faster: watches
+            then see no events; the simulated agent follows pods through ``listeners``, not watches).
     """
 
     def __init__(
@@ -131,6 +144,8 @@ class Cluster:
         self.max_pods_per_node = max_pods_per_node
         self.counters = Counters()
         self.nodes: dict[str, dict[str, Any]] = {}
+        self.node_views: dict[str, NodeView] = {}  # each node as the agent's views parse it, since its last change
+        self.schedulable: dict[str, None] = {}  # Ready, schedulable, non-control-plane nodes
         self.instances: dict[str, str] = {}  # instance id -> node name
         self.pods: dict[str, PodInfo] = {}  # ns/name -> pod, in creation order
         self.by_node: dict[str, dict[str, None]] = {}
@@ -138,7 +153,8 @@ class Cluster:
         self.deployments: dict[str, Deployment] = {}
         self.daemonsets: dict[str, int | None] = {}  # ns/name -> grace
         self.budgets: dict[str, Budget] = {}
-        self.matched: dict[str, dict[str, None]] = {}  # budget ns/name -> pod keys it selects
+        self.budget_counts: dict[str, BudgetCounts] = {}  # budget ns/name -> its status' inputs
+        self._selecting: dict[str, list[str]] = {}  # controller ("deploy:..."/"ds:...") -> budgets selecting its pods
         self.pod_log: deque[tuple[int, str, PodEvent]] = deque(maxlen=event_log)
         self.node_log: deque[tuple[int, NodeEvent]] = deque(maxlen=event_log)
         self.listeners: list[Callable[[str, PodEvent], None]] = []
@@ -168,17 +184,36 @@ class Cluster:
 
     def _pod_event(self, kind: str, info: PodInfo) -> None:
         rv = self._bump(info.obj)
+        healthy = kind != "DELETED" and bool(info.node) and not info.terminating and is_ready(info.obj)
+        if healthy != info.healthy:
+            info.healthy = healthy
+            for budget in info.budgets:
+                self.budget_counts[budget].healthy += 1 if healthy else -1
         node = info.node
-        if not node:
+        info.view = None
+        if not node or not (self.listeners or self.pod_log.maxlen):
             return
-        event = PodEvent(type=kind, pod=PodView.from_api(info.obj), resource_version=str(rv))
+        event = PodEvent(type=kind, pod=self.pod_view(info), resource_version=str(rv))
         self.pod_log.append((rv, node, event))
         for listener in list(self.listeners):
             listener(node, event)
 
+    @staticmethod
+    def pod_view(info: PodInfo) -> PodView:
+        """The pod as the agent's views parse it (made once per change)."""
+        if info.view is None:
+            info.view = PodView.from_api(info.obj)
+        return info.view
+
     def _node_event(self, kind: str, obj: dict[str, Any]) -> None:
         rv = self._bump(obj)
-        self.node_log.append((rv, NodeEvent(type=kind, node=NodeView.from_api(obj), resource_version=str(rv))))
+        name = obj["metadata"]["name"]
+        view = self.node_views[name] = NodeView.from_api(obj)
+        if view.ready and not view.unschedulable and CONTROL_PLANE_LABEL not in view.labels:
+            self.schedulable[name] = None
+        else:
+            self.schedulable.pop(name, None)
+        self.node_log.append((rv, NodeEvent(type=kind, node=view, resource_version=str(rv))))
 
     def _want_schedule(self) -> None:
         if self._schedule_timer is None and self.pending:
@@ -228,7 +263,9 @@ class Cluster:
         obj = self.nodes.pop(name, None)
         if obj is None:
             return
-        instance = NodeView.from_api(obj).instance_id
+        view = self.node_views.pop(name)
+        self.schedulable.pop(name, None)
+        instance = view.instance_id
         if instance is not None and self.instances.get(instance) == name:
             del self.instances[instance]
         for key in list(self.by_node.get(name, {})):
@@ -241,7 +278,7 @@ class Cluster:
             self._remove(info)
         self.by_node.pop(name, None)
         self._rv += 1
-        self.node_log.append((self._rv, NodeEvent(type="DELETED", node=NodeView.from_api(obj))))
+        self.node_log.append((self._rv, NodeEvent(type="DELETED", node=view, resource_version=str(self._rv))))
 
     def remove_instance(self, instance_id: str) -> None:
         """``remove_node`` for the node of ``instance_id`` (nothing when it has none)."""
@@ -265,16 +302,29 @@ class Cluster:
         self.pods[info.key] = info
         if info.workload:
             self.counters.created += 1
-        for budget in self.budgets:
+        selecting = self._selecting.get(owner_key) if owner_key else None
+        if selecting is None:  # the pods of one controller share their labels: judged once per controller
+            selecting = [b for b in self.budgets if self._selects(b, info)]
+            if owner_key:
+                self._selecting[owner_key] = selecting
+        for budget in selecting:
             self._match(info, budget)
         return info
 
-    def _match(self, info: PodInfo, budget_key: str) -> None:
+    def _selects(self, budget_key: str, info: PodInfo) -> bool:
         budget = self.budgets[budget_key]
         meta = info.obj["metadata"]
-        if meta["namespace"] == budget.namespace and selects(budget.selector, meta.get("labels") or {}):
-            self.matched[budget_key][info.key] = None
-            info.budgets.append(budget_key)
+        return bool(meta["namespace"] == budget.namespace and selects(budget.selector, meta.get("labels") or {}))
+
+    def _match(self, info: PodInfo, budget_key: str) -> None:
+        """Count ``info`` in the budget ``budget_key`` (which selects it)."""
+        counts = self.budget_counts[budget_key]
+        if info.owner.startswith("deploy:"):
+            counts.deploys[info.owner] = counts.deploys.get(info.owner, 0) + 1
+        else:
+            counts.others += 1
+        counts.healthy += 1 if info.healthy else 0
+        info.budgets.append(budget_key)
 
     def _daemon_pod(self, ds: str, node: str) -> None:
         """The DaemonSet controller's pod on a joining node (``sim.kube_workloads``)."""
@@ -284,20 +334,10 @@ class Cluster:
 
     # ------------------------------------------------------------------------------------------- scheduler
 
-    def schedulable_nodes(self) -> list[str]:
-        return [
-            name
-            for name, obj in self.nodes.items()
-            if is_ready(obj)
-            and not obj["spec"].get("unschedulable")
-            and CONTROL_PLANE_LABEL not in obj["metadata"]["labels"]
-        ]
-
     def _schedule(self) -> None:
         """Bind pending pods, oldest first, each to the schedulable node with the fewest pods (then by name)."""
         self._schedule_timer = None
-        heap = [(len(self.by_node[n]), n) for n in self.schedulable_nodes()]
-        heap = [entry for entry in heap if entry[0] < self.max_pods_per_node]
+        heap = [(len(self.by_node[n]), n) for n in self.schedulable if len(self.by_node[n]) < self.max_pods_per_node]
         heapq.heapify(heap)
         for key in list(self.pending):
             if not heap:
@@ -356,7 +396,11 @@ class Cluster:
         info.timer = self.kernel.after(seconds, "kube:pod-gone", lambda: self._gone(info.key, uid))
         self._pod_event("MODIFIED", info)
         if info.owner.startswith("deploy:"):
-            self._reconcile(info.owner[len("deploy:") :])
+            dep_key = info.owner[len("deploy:") :]
+            dep = self.deployments.get(dep_key)
+            if dep is not None:
+                dep.active.pop(info.key, None)
+            self._reconcile(dep_key)
 
     def _gone(self, key: str, uid: str) -> None:
         info = self.pods.get(key)
@@ -375,12 +419,20 @@ class Cluster:
             del self.pending[key]
         if info.node:
             self.by_node.get(info.node, {}).pop(key, None)
-        for budget in info.budgets:
-            self.matched[budget].pop(key, None)
         self._pod_event("DELETED", info)
+        for budget in info.budgets:
+            counts = self.budget_counts[budget]
+            if info.owner.startswith("deploy:"):
+                counts.deploys[info.owner] -= 1
+                if not counts.deploys[info.owner]:
+                    del counts.deploys[info.owner]
+            else:
+                counts.others -= 1
+        self._want_schedule()  # room freed
         if info.owner.startswith("deploy:"):
             dep_key = info.owner[len("deploy:") :]
             dep = self.deployments.get(dep_key)
             if dep is not None:
                 dep.pods.pop(key, None)
+                dep.active.pop(key, None)
             self._reconcile(dep_key)
