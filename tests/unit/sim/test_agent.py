@@ -156,3 +156,56 @@ def test_one_seed_gives_one_run(table: Any) -> None:
     first = trace(11)
     table.delete_item(Key={"pk": f"CLUSTER#{CLUSTER}", "sk": "CMD#s11-0"})
     assert trace(11) == first
+
+
+def test_the_leaders_releaser_gives_back_a_rebalance_cordon_after_its_quiet_period_but_not_an_operators(
+    table: Any,
+) -> None:
+    w = World(table, cordon_check_seconds=60)
+    with w.kernel.installed():
+        operator = w.kube.patch_node("n1", {"spec": {"unschedulable": True}})  # kubectl cordon n1
+    assert operator is not None
+    w.send(drain(w.kernel, "rb-0", N0, 600, reason="rebalance", kind=CommandKind.CORDON, uncordon_after_seconds=300))
+    w.send(
+        drain(
+            w.kernel,
+            "rb-1",
+            "i-00000000000000001",
+            600,
+            reason="rebalance",
+            kind=CommandKind.CORDON,
+            uncordon_after_seconds=300,
+        )
+    )
+    w.run(250)
+    n0, n1 = w.kube.node_view("n0"), w.kube.node_view("n1")
+    assert n0 is not None and n0.unschedulable and n1 is not None and n1.unschedulable
+    w.run(120)  # quiet period over, one check later
+    n0, n1 = w.kube.node_view("n0"), w.kube.node_view("n1")
+    assert n0 is not None and not n0.unschedulable and n0.cordoned_by is None
+    assert n1 is not None and n1.unschedulable  # someone else's cordon stays
+    assert w.item("rb-0")["resolution"] == "released"
+    assert w.item("rb-1")["resolution"].startswith("nothing to give back")
+    w.agent.lead(False)
+    w.send(drain(w.kernel, "rb-2", N0, 600, reason="rebalance", kind=CommandKind.CORDON, uncordon_after_seconds=60))
+    w.run(300)
+    assert "resolution" not in w.item("rb-2")  # only the leader releases
+    w.agent.lead(True)
+    w.run(70)
+    assert w.item("rb-2")["resolution"] == "released"
+
+
+def test_an_api_outage_when_the_drain_starts_hands_the_command_back_and_it_runs_after(table: Any) -> None:
+    from sim.faults import Faults, FaultWindow
+
+    w = World(table)
+    w.kube.faults = Faults(w.kernel)
+    w.kube.faults.add(FaultWindow("kube", "list_pods", 0, w.kernel.t + 20, "InternalError"))
+    w.send(drain(w.kernel, "d3", N0, 900))
+    w.run(3)
+    item = w.item("d3")
+    assert item["status"] == "queued" and w.agent.worker.counters.snapshot().get("retried") == 1
+    w.run(120)
+    item = w.item("d3")
+    assert item["status"] == "succeeded" and int(item["attempt"]) > 1
+    assert w.kube.faults.injected["kube:list_pods:InternalError"] >= 1
