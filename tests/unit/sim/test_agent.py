@@ -18,6 +18,8 @@ from core.model import CommandKind
 from core.settings import AgentSettings
 from localworld.cluster import create_kops_cluster
 from sim.agent import SimAgent
+from sim.dynamo import MemoryDynamo
+from sim.faults import Faults
 from sim.kernel import Kernel
 from sim.kube import SimKube
 from sim.kube_objects import Budget
@@ -26,8 +28,13 @@ from tests.unit.sim.agent_world import CLUSTER, AutoScaling, Queue, drain, send
 NS = "default"
 
 
-@pytest.fixture
-def table() -> Iterator[Any]:
+@pytest.fixture(params=["moto", "memory"])
+def table(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The state table: moto's (through boto3), or the simulation's own ``sim.dynamo`` (made per world, on its
+    kernel: ``World`` builds it when given "memory")."""
+    if request.param == "memory":
+        yield "memory"
+        return
     session = boto3.Session(region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing")
     with mock_aws():
         info = create_kops_cluster(session, name=CLUSTER, azs=())
@@ -37,6 +44,8 @@ def table() -> Iterator[Any]:
 class World:
     def __init__(self, table: Any, seed: int = 7, **settings: Any) -> None:
         self.kernel = Kernel(seed)
+        if table == "memory":
+            table = MemoryDynamo(self.kernel, Faults(self.kernel)).table("node-manager-state")
         self.kube = SimKube(self.kernel)
         for i in range(3):
             self.kube.add_node(f"n{i}", f"i-{i:017x}", "us-east-1a")
@@ -154,7 +163,8 @@ def test_one_seed_gives_one_run(table: Any) -> None:
         return steps
 
     first = trace(11)
-    table.delete_item(Key={"pk": f"CLUSTER#{CLUSTER}", "sk": "CMD#s11-0"})
+    if table != "memory":
+        table.delete_item(Key={"pk": f"CLUSTER#{CLUSTER}", "sk": "CMD#s11-0"})
     assert trace(11) == first
 
 
@@ -196,7 +206,7 @@ def test_the_leaders_releaser_gives_back_a_rebalance_cordon_after_its_quiet_peri
 
 
 def test_an_api_outage_when_the_drain_starts_hands_the_command_back_and_it_runs_after(table: Any) -> None:
-    from sim.faults import Faults, FaultWindow
+    from sim.faults import FaultWindow
 
     w = World(table)
     w.kube.faults = Faults(w.kernel)
