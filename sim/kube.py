@@ -10,11 +10,11 @@
   with code 410 Gone (list again).
 - The Eviction API ("API-initiated Eviction":
   https://kubernetes.io/docs/concepts/scheduling-eviction/api-eviction/, pkg/registry/core/pod/storage/eviction.go):
-  404 no such pod; 409 the uid precondition names another pod (checked before any budget: a blocked pod under a
-  stale uid answers 409, as tests/integration/sim/test_kube_contract.py shows on the apiserver); a Pending,
-  finished or already terminating pod is deleted without consulting a budget; more than one PodDisruptionBudget
-  selecting the pod answers 500; one with ``disruptionsAllowed == 0`` answers 429 naming it (an unready pod passes
-  while the budget is met and wants a healthy pod, the IfHealthyBudget policy, or always with AlwaysAllow); else
+  404 no such pod; a Pending, finished or already terminating pod is deleted without consulting a budget; more
+  than one PodDisruptionBudget selecting the pod answers 500; one with ``disruptionsAllowed == 0`` answers 429
+  naming it (an unready pod passes while the budget is met and wants a healthy pod, the IfHealthyBudget policy, or
+  always with AlwaysAllow); only then the delete's uid precondition naming another pod answers 409 (a blocked pod
+  under a stale uid answers 429: tests/integration/sim/test_kube_contract.py shows the apiserver's order); else
   201 and the pod terminates gracefully (``deleteOptions.gracePeriodSeconds`` overrides its own grace). Answers
   are classified with the product's own ``agent.kube.eviction.classify_eviction_error``.
 - Faults: ``faults.check("kube", <operation>)`` answering ``TooManyRequests`` raises
@@ -171,8 +171,6 @@ class SimKube(Workloads):
         info = self.pods.get(f"{namespace}/{name}")
         if info is None:
             return classify_eviction_error(404, status_body(404, "NotFound", f'pods "{name}" not found'))
-        if uid is not None and info.obj["metadata"]["uid"] != uid:  # checked first (the contract test shows it)
-            return classify_eviction_error(409, status_body(409, "Conflict", "Precondition failed: UID mismatch"))
         phase = info.obj["status"]["phase"]
         ignores_budgets = info.terminating or phase in ("Pending", "Succeeded", "Failed") or not info.node
         if not ignores_budgets:
@@ -187,6 +185,8 @@ class SimKube(Workloads):
                 if allowed <= 0 and not unhealthy_passes:
                     self.counters.evictions_refused += 1
                     return classify_eviction_error(429, pdb_refusal(budget_name, desired, healthy))
+        if uid is not None and info.obj["metadata"]["uid"] != uid:  # the delete's precondition, after the budget
+            return classify_eviction_error(409, status_body(409, "Conflict", "Precondition failed: UID mismatch"))
         if not ignores_budgets and info.workload:
             self.counters.stopped_by_eviction += 1
         self._terminate(info, grace_period_seconds)

@@ -2,11 +2,14 @@
 (v1.20, policy/v1beta1, with the cluster simulator's disruption controller keeping budget status), through the
 same classification the agent uses (``agent.kube.client.KubeAdapter`` on the apiserver, ``SimKube`` in memory).
 
-One scripted sequence on each: 3 Ready pods of one ReplicaSet (grace 30 s) under a budget of ``minAvailable: 2``;
-an eviction (201), a second at once (429 naming the budget: the apiserver decrements ``disruptionsAllowed`` itself),
-an unknown pod (404), a blocked pod under a wrong uid precondition (409: the precondition is checked before the
-budget), then a second budget over the same pods (500 "more than one PodDisruptionBudget"). Compared: the
-status, the HTTP code, the budget named, whether the agent reads it as a budget's refusal, whether it retries.
+One scripted sequence on each, on one node: 3 Ready pods of ``web`` (grace 30 s) under a budget of
+``minAvailable: 2``, one pod of ``held`` under a budget allowing no disruption, one pod of ``free`` under none. An
+eviction of ``web`` (201), a second at once (429 naming the budget: the apiserver decrements
+``disruptionsAllowed`` itself, before the disruption controller sees the replacement), an unknown pod (404), the
+``held`` pod under a stale uid precondition (429: the budget is checked before the delete's precondition), the
+``free`` pod under a stale uid (409), then a second budget over ``web`` (500 "more than one
+PodDisruptionBudget"). Each answer is one the timing of the controllers cannot change. Compared: the status, the
+HTTP code, the budget named, whether the agent reads it as a budget's refusal, whether it retries.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ def shape(response: EvictionResponse) -> tuple[Any, ...]:
 class Api:
     """The calls of the sequence, on one side."""
 
-    def pods(self) -> list[tuple[str, str]]:
+    def pods(self, app: str = APP) -> list[tuple[str, str]]:
         raise NotImplementedError
 
     def evict(self, name: str, uid: str | None = None) -> EvictionResponse:
@@ -47,8 +50,10 @@ class Api:
 
 def sequence(api: Api) -> list[tuple[Any, ...]]:
     (first, first_uid), (second, _), (third, _) = api.pods()[:3]
+    (held, _), (free, _) = api.pods("held")[0], api.pods("free")[0]
+    stale = "00000000-0000-0000-0000-000000000000"
     answers = [shape(api.evict(first, first_uid)), shape(api.evict(second)), shape(api.evict("nope"))]
-    answers.append(shape(api.evict(third, "00000000-0000-0000-0000-000000000000")))
+    answers += [shape(api.evict(held, stale)), shape(api.evict(free, stale))]
     api.second_budget()
     answers.append(shape(api.evict(third)))
     return answers
@@ -59,8 +64,12 @@ class World(Api):
         self.world = world
         self.kube = KubeAdapter(world.agent_api)
         deploy_pods_on_node(world.rest, node, 3, grace=30, namespace=NS, name=APP)
+        deploy_pods_on_node(world.rest, node, 1, grace=30, namespace=NS, name="held")
+        deploy_pods_on_node(world.rest, node, 1, grace=30, namespace=NS, name="free")
         create_pdb(world.rest, NS, "web-pdb", {"app": APP}, min_available=2)
+        create_pdb(world.rest, NS, "held-blocker", {"app": "held"}, max_unavailable=0)
         self.observed("web-pdb", 3)
+        self.observed("held-blocker", 1)
 
     def observed(self, name: str, healthy: int) -> None:
         def current() -> bool:
@@ -69,8 +78,8 @@ class World(Api):
 
         self.world.simulator.wait_for(current, 10, f"PDB {name} status current")
 
-    def pods(self) -> list[tuple[str, str]]:
-        items = self.world.rest.get(f"/api/v1/namespaces/{q(NS)}/pods", labelSelector=f"app={APP}")["items"]
+    def pods(self, app: str = APP) -> list[tuple[str, str]]:
+        items = self.world.rest.get(f"/api/v1/namespaces/{q(NS)}/pods", labelSelector=f"app={app}")["items"]
         live = sorted((p for p in items if is_live(p) and pod_ready(p)), key=lambda p: p["metadata"]["name"])
         return [(p["metadata"]["name"], p["metadata"]["uid"]) for p in live]
 
@@ -92,12 +101,16 @@ class Memory(Api):
         self.kube = SimKube(self.kernel)
         self.kube.add_node("n0", "i-0", "us-east-1a")
         self.kube.add_deployment(NS, APP, 3, grace=30)
+        self.kube.add_deployment(NS, "held", 1, grace=30)
+        self.kube.add_deployment(NS, "free", 1, grace=30)
         self.kube.add_budget(Budget(NS, "web-pdb", {"app": APP}, min_available=2))
+        self.kube.add_budget(Budget(NS, "held-blocker", {"app": "held"}, max_unavailable=0))
         self.kernel.run(30)
 
-    def pods(self) -> list[tuple[str, str]]:
+    def pods(self, app: str = APP) -> list[tuple[str, str]]:
         views, _ = self.kube.list_pods_on_node("n0")
-        return sorted((p.name, p.uid) for p in views if p.ready and p.deletion_timestamp is None)
+        live = (p for p in views if p.ready and p.deletion_timestamp is None and p.labels.get("app") == app)
+        return sorted((p.name, p.uid) for p in live)
 
     def evict(self, name: str, uid: str | None = None) -> EvictionResponse:
         return self.kube.evict_pod(NS, name, uid)
@@ -114,4 +127,4 @@ def test_evictions_answer_the_same_in_memory_and_on_the_apiserver(world: LocalWo
     real = sequence(World(world, worker))
     memory = sequence(Memory())
     assert memory == real
-    assert [a[0] for a in real] == ["evicted", "blocked", "gone", "gone", "multiple_pdbs"]
+    assert [a[0] for a in real] == ["evicted", "blocked", "gone", "blocked", "gone", "multiple_pdbs"]

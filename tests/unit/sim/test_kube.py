@@ -107,7 +107,7 @@ def test_pending_terminating_and_unknown_pods_and_several_budgets() -> None:
     assert kube.evict_pod(NS, "nope").status is EvictionStatus.GONE
     kube.add_node("n0", "i-0", "us-east-1a")
     uid = kube.add_pod(NS, "bare", node="n0", labels={"app": "bare"})
-    assert kube.evict_pod(NS, "bare", uid="other").status is EvictionStatus.GONE  # 409, before the budget
+    assert kube.evict_pod(NS, "bare", uid="other").status is EvictionStatus.BLOCKED  # the budget is checked first
     blocked = kube.evict_pod(NS, "bare", uid=uid)
     assert blocked.status is EvictionStatus.BLOCKED and blocked.pdb_name == "all"
     kube.add_budget(Budget(NS, "bare", {"app": "bare"}, min_available=0))
