@@ -118,7 +118,8 @@ def test_a_spot_drain_deletes_past_the_budget_before_its_deadline_and_completes_
     assert w.kube.counters.stopped_by_delete == 2 and w.kube.counters.stopped_by_eviction == 0
     # deleted when the grace (20 s) stopped fitting before the deadline minus the margin (10 s): ~89 s in
     assert [t - start for t, _ in w.autoscaling.completed] == pytest.approx([2 + 89 + 20], abs=3)
-    assert w.autoscaling.heartbeats and all(i == N0 for _, i in w.autoscaling.heartbeats)
+    # RecordLifecycleActionHeartbeat every 30 s of simulated time (the heartbeat beats every 10 s) until the end
+    assert [(t - start, i) for t, i in w.autoscaling.heartbeats] == [(40.0, N0), (70.0, N0), (100.0, N0)]
     hook = get_hook(w.store, N0)
     assert hook is not None and hook["state"] != "pending"
 
