@@ -33,7 +33,7 @@ from agent.kube.eviction import EvictionResponse, EvictionStatus, classify_evict
 from agent.kube.views import NodeEvent, NodeView, PodEvent, PodView
 from agent.kube.watch import PodWatch
 from core.exceptions import KubernetesApiError, KubernetesNotFoundError, KubernetesTooManyRequestsError
-from sim.kube_cluster import PodInfo
+from sim.kube_model import PodInfo
 from sim.kube_objects import CONTROL_PLANE_LABEL, MULTIPLE_PDBS, is_ready, merge_patch, pdb_refusal, status_body
 from sim.kube_workloads import Workloads
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sim.kube_cluster import BudgetCounts, Cluster, Deployment
+from sim.kube_cluster import Cluster
+from sim.kube_model import BudgetCounts, Deployment
 from sim.kube_objects import Budget
 
 
