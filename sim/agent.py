@@ -144,6 +144,10 @@ class SimAgent:
         leader: whether it starts as the leader.
         events: the EventBridge client for result events (default an ``EventLog``).
         poll_seconds: seconds between receives.
+        resync_every: seconds between membership resyncs (default ``MEMBERSHIP_RESYNC_SECONDS``). A resync costs the
+            product's own ~20 ms of CPU at 1,000 nodes (measured: 19 ms steady, 100 ms the first), so a simulated
+            week at the 60 s default costs ~190 s; a long simulation may resync less often (the items' refresh and
+            TTL still follow the settings).
     """
 
     def __init__(
@@ -159,6 +163,7 @@ class SimAgent:
         leader: bool = True,
         events: Any = None,
         poll_seconds: float = 2.0,
+        resync_every: float | None = None,
     ) -> None:
         self.kernel = kernel
         self.kube = kube
@@ -170,6 +175,7 @@ class SimAgent:
         self.leading = leader
         self.events = events if events is not None else EventLog()
         self.poll_seconds = poll_seconds
+        self.resync_every = float(resync_every or settings.membership_resync_seconds)
         self.restarts = 0
         self.alive = False
         self.counts: dict[str, int] = {}
@@ -211,7 +217,7 @@ class SimAgent:
         )
         self._every(self.poll_seconds, "poll", self.poll)
         self._every(self.config.heartbeat_seconds, "heartbeat", self.heartbeat.beat_once)
-        self._every(float(s.membership_resync_seconds), "membership", self._resync)
+        self._every(self.resync_every, "membership", self._resync)
         self._every(float(s.cordon_check_seconds), "cordons", self._check_cordons)
         self._new_term()
 

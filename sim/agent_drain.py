@@ -106,7 +106,7 @@ class SimDrain:
                 durations=durations,
             )
             pods, _ = self.kube.list_pods_on_node(node.name)
-            missing = frozenset(ds for ds in daemonset_owners(pods) if not self.kube.daemonset_exists(*ds))
+            missing = frozenset(ds for ds in sorted(daemonset_owners(pods)) if not self.kube.daemonset_exists(*ds))
         except NodeManagerError as err:  # what DrainEngine.run raises, for the consumer's step to judge
             self._end(err)
             return

@@ -12,16 +12,20 @@ Rules as AWS applies them (EC2 Auto Scaling API Reference; ``localworld.aws_rule
   group answers "AutoScalingGroup name not found - null".
 - TerminateInstanceInAutoScalingGroup: an id no group holds answers "Instance Id not found - No managed instance
   found for instance ID <id>" (the adapter's False); ShouldDecrementDesiredCapacity at MinSize is refused
-  ("Currently, desiredSize equals minSize (<n>). ..."). An instance already terminating is accepted and unchanged.
-- DetachInstances: at most 20 ids; an unknown group is refused; an id not in the group answers "The instance <id> is
-  not part of Auto Scaling group <name>." (False); a decrement below MinSize is refused; an instance that is not
-  ``InService`` or ``Standby`` is refused ("Amazon EC2 Auto Scaling instance lifecycle", Detach).
+  ("Currently, desiredSize equals minSize (<n>). ..."). An instance already terminating is accepted and unchanged
+  (not decremented twice; AWS's documentation does not say, an assumption).
+- DetachInstances: at most 20 ids; an id not in the group answers "The instance <id> is not part of Auto Scaling group
+  <name>." and an unknown group "AutoScalingGroup name not found - ..." (both the adapter's False); a decrement below
+  MinSize is refused; an instance not ``InService`` or ``Standby`` is refused ("The instance <id> is not in InService
+  or Standby.", "Amazon EC2 Auto Scaling instance lifecycle", Detach).
 - DescribeAutoScalingGroups: 100 groups a call (``cluster_groups`` pays one call per 100);
   DescribeAutoScalingInstances: 50 ids a call.
 - CompleteLifecycleAction / RecordLifecycleActionHeartbeat: an action no longer active (completed, timed out, the
   instance gone) answers "No active Lifecycle Action found with instance ID <id>" (the adapter's False).
 
-Each call first asks ``faults.check("autoscaling", <operation>)`` and raises what the adapter raises for that code.
+Each call first asks ``faults.check("autoscaling", <operation>)`` and raises what the adapter raises for that code;
+an effect, once made, asks ``faults.check("autoscaling:lost-answer", <operation>)`` (``sim.aws_common
+.check_lost_answer``: done, but the caller sees a failure).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from adapters.aws.autoscaling import DESCRIBE_GROUPS_PAGE, DESCRIBE_INSTANCES_MA
 from adapters.aws.ports import Membership
 from core.kops import CLUSTER_TAG
 from core.lifecycle import LifecycleAction
-from sim.aws_common import check_fault, refuse
+from sim.aws_common import check_fault, check_lost_answer, refuse
 from sim.cloud import Cloud
 from sim.faults import Faults
 
@@ -56,6 +60,9 @@ class SimAutoScaling:
     def _call(self, operation: str) -> None:
         self.calls[operation] = self.calls.get(operation, 0) + 1
         check_fault(self.faults, "autoscaling", operation)
+
+    def _answered(self, operation: str) -> None:
+        check_lost_answer(self.faults, "autoscaling", operation)
 
     # -- look-ups --------------------------------------------------------------------------------------------
     def cluster_groups(self, cluster: str) -> list[dict[str, Any]]:
@@ -143,6 +150,7 @@ class SimAutoScaling:
                 f"size:{new_max}",
             )
         self.cloud.set_sizes(asg_name, group.min_size, new_max, desired)
+        self._answered(operation)
 
     def terminate_in_group(self, instance_id: str, decrement: bool) -> bool:
         """TerminateInstanceInAutoScalingGroup.
@@ -168,37 +176,30 @@ class SimAutoScaling:
                 "or lower group's min size.",
             )
         self.cloud.terminate_in_group(instance_id, decrement)
+        self._answered(operation)
         return True
 
     def detach_instance(self, instance_id: str, asg_name: str) -> bool:
         """DetachInstances with ShouldDecrementDesiredCapacity=False (the group launches a replacement).
 
         Returns:
-            True when detached; False when the instance is not part of the group.
+            True when detached; False when the instance is not part of the group (or the group does not exist).
 
         Raises:
-            AwsUnavailableError; AwsRequestError ``ValidationError``: unknown group, an instance not InService.
+            AwsUnavailableError; AwsRequestError ``ValidationError`` for an instance not InService or Standby.
         """
         operation = "DetachInstances"
         self._call(operation)
         group = self.cloud.groups.get(asg_name)
-        if group is None:
-            refuse(
-                operation,
-                "ValidationError",
-                f"AutoScalingGroup name not found - AutoScalingGroup '{asg_name}' not found",
-            )
-        inst = group.members.get(instance_id)
+        inst = None if group is None else group.members.get(instance_id)
         if inst is None:
-            return False  # "The instance <id> is not part of Auto Scaling group <name>."
+            # "The instance <id> is not part of Auto Scaling group <name>." or, for an unknown group,
+            # "AutoScalingGroup name not found - ...": both "not ..." answers the adapter reads as gone.
+            return False
         if inst.lifecycle_state not in DETACH_OK_STATES:
-            refuse(
-                operation,
-                "ValidationError",
-                f"The instance {instance_id} is in {inst.lifecycle_state} state; only instances in InService or "
-                "Standby can be detached.",
-            )
+            refuse(operation, "ValidationError", f"The instance {instance_id} is not in InService or Standby.")
         self.cloud.detach(instance_id, decrement=False)
+        self._answered(operation)
         return True
 
     def complete_lifecycle_action(self, action: LifecycleAction) -> bool:
@@ -215,6 +216,7 @@ class SimAutoScaling:
         if inst is None:
             return False  # "No active Lifecycle Action found with instance ID <id>"
         self.cloud.complete(inst)
+        self._answered("CompleteLifecycleAction")
         return True
 
     def record_heartbeat(self, action: LifecycleAction) -> bool:
@@ -231,4 +233,5 @@ class SimAutoScaling:
         if inst is None:
             return False
         self.cloud.heartbeat(inst)
+        self._answered("RecordLifecycleActionHeartbeat")
         return True

@@ -59,6 +59,14 @@ def check_fault(faults: Faults, service: str, operation: str) -> None:
         refuse(operation, code, f"injected {code}", SERVER_CODES.get(code, 400))
 
 
+def check_lost_answer(faults: Faults, service: str, operation: str) -> None:
+    """After a call took effect: raise the injected error if the fault schedule says its answer is lost (the service
+    ``<service>:lost-answer``, e.g. ``FaultWindow("autoscaling:lost-answer", "DetachInstances", ...)``): the caller
+    sees a failure (a 5xx, a timeout) although AWS did what it asked, as after a read timeout or a 500 answered
+    once the work was done. Retries then meet the effect already made."""
+    check_fault(faults, f"{service}:lost-answer", operation)
+
+
 class EventSource:
     """Builds and emits EventBridge events of AWS sources (``aws.ec2``, ``aws.autoscaling``).
 

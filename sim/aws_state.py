@@ -91,6 +91,7 @@ class Instance:
         health: Auto Scaling ``HealthStatus``.
         template_version: the launch template version it was launched with (a number as a string).
         wait: the active termination lifecycle action, if any.
+        started: simulated second it was launched (0 for one there when the simulation began).
         gone_at: simulated second it entered ``shutting-down`` (None while alive).
         reclaim_at: simulated second a Spot interruption terminates it (None when none is announced).
     """
@@ -104,6 +105,7 @@ class Instance:
     template_version: str
     tags: dict[str, str]
     state: str = "pending"
+    started: float = 0.0
     group: str | None = None
     lifecycle_state: str = ""
     health: str = "Healthy"
@@ -111,6 +113,7 @@ class Instance:
     wait: LifecycleWait | None = None
     gone_at: float | None = None
     reclaim_at: float | None = None
+    _entry: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
     def pool(self) -> tuple[str, str]:
@@ -120,6 +123,31 @@ class Instance:
     @property
     def alive(self) -> bool:
         return self.state in LIVE_EC2_STATES
+
+    def set_lifecycle(self, state: str, health: str | None = None) -> None:
+        """A new Auto Scaling lifecycle state (and health status): the only way they change."""
+        self.lifecycle_state = state
+        if health is not None:
+            self.health = health
+        self._entry = None
+
+    def group_entry(self, template_name: str) -> dict[str, Any]:
+        """``AutoScalingGroups[].Instances[]`` entry of DescribeAutoScalingGroups (cached until ``set_lifecycle``)."""
+        if self._entry is None:
+            self._entry = {
+                "InstanceId": self.instance_id,
+                "InstanceType": self.instance_type,
+                "AvailabilityZone": self.zone,
+                "LifecycleState": self.lifecycle_state,
+                "HealthStatus": self.health,
+                "LaunchTemplate": {
+                    "LaunchTemplateId": self.template_id,
+                    "LaunchTemplateName": template_name,
+                    "Version": self.template_version,
+                },
+                "ProtectedFromScaleIn": self.protected,
+            }
+        return self._entry
 
     def ec2_entry(self) -> dict[str, Any]:
         """``Reservations[].Instances[]`` entry of DescribeInstances (the fields the product reads, and a few more)."""
@@ -153,6 +181,7 @@ class Group:
         members: the instances it holds, in launch order.
         launch_backoff_until: no launch attempt before this simulated second (after failures).
         launch_failures: failed attempts in a row (the backoff doubles with each).
+        revision: bumped by every change ``describe`` shows (``Cloud.touch``); its answer is cached per revision.
     """
 
     name: str
@@ -171,6 +200,9 @@ class Group:
     members: dict[str, Instance] = field(default_factory=dict)
     launch_backoff_until: float = 0.0
     launch_failures: int = 0
+    revision: int = 0
+    _described: tuple[int, dict[str, Any]] | None = field(default=None, repr=False)
+    _static: dict[str, Any] | None = field(default=None, repr=False)
 
     def active(self) -> list[Instance]:
         """Members that count toward the desired capacity (pending or in service)."""
@@ -184,7 +216,24 @@ class Group:
         }
 
     def describe(self, region: str, account: str) -> dict[str, Any]:
-        """One ``AutoScalingGroups[]`` element of DescribeAutoScalingGroups."""
+        """One ``AutoScalingGroups[]`` element of DescribeAutoScalingGroups: a new dict and ``Instances`` list each
+        time, their elements shared between calls of one revision (read them, do not change them)."""
+        if self._described is None or self._described[0] != self.revision:
+            self._described = (self.revision, self._describe(region, account))
+        out = dict(self._described[1])
+        out["Instances"] = list(out["Instances"])
+        return out
+
+    def _describe(self, region: str, account: str) -> dict[str, Any]:
+        if self._static is None:
+            self._static = self._static_part(region, account)
+        out = dict(self._static)
+        out["MinSize"], out["MaxSize"], out["DesiredCapacity"] = self.min_size, self.max_size, self.desired
+        out["Instances"] = [i.group_entry(self.template.name) for i in self.members.values()]
+        return out
+
+    def _static_part(self, region: str, account: str) -> dict[str, Any]:
+        """What never changes in the group's description (its sizes and instances are filled in per revision)."""
         out: dict[str, Any] = {
             "AutoScalingGroupName": self.name,
             "AutoScalingGroupARN": (
@@ -200,22 +249,7 @@ class Group:
             "TargetGroupARNs": [],
             "HealthCheckType": "EC2",
             "HealthCheckGracePeriod": 0,
-            "Instances": [
-                {
-                    "InstanceId": i.instance_id,
-                    "InstanceType": i.instance_type,
-                    "AvailabilityZone": i.zone,
-                    "LifecycleState": i.lifecycle_state,
-                    "HealthStatus": i.health,
-                    "LaunchTemplate": {
-                        "LaunchTemplateId": self.template.template_id,
-                        "LaunchTemplateName": self.template.name,
-                        "Version": i.template_version,
-                    },
-                    "ProtectedFromScaleIn": i.protected,
-                }
-                for i in self.members.values()
-            ],
+            "Instances": [],
             "CreatedTime": self.created,
             "SuspendedProcesses": [],
             "VPCZoneIdentifier": ",".join(f"subnet-{z}" for z in self.zones),

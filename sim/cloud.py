@@ -28,6 +28,7 @@ an instance enters ``running`` (its node may join Kubernetes), ``on_terminated(i
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 
 from sim.asg_policy import Outage, launch_backoff, launch_zone, no_capacity_message, scale_in_victims
 from sim.aws_common import Emit, EventSource
@@ -83,7 +84,9 @@ class Cloud:
         self.outages: list[Outage] = []
         self.launched = 0
         self.failed_launches = 0
+        self.ended_seconds = 0.0  # instance-seconds of instances no longer running
         self._dirty: set[str] = set()
+        self._died: dict[str, list[Instance]] = {}  # members EC2 terminated, by group, until the health check
         self._ids = kernel.stream("aws:instance-ids")
         self._timing = kernel.stream("aws:timing")
         self._tokens = kernel.stream("aws:lifecycle-tokens")
@@ -128,9 +131,11 @@ class Cloud:
         template_version: str = "$Latest",
         hooks: tuple[TerminationHook, ...] = (),
         prelaunch: bool = True,
+        prelaunch_age: float = 0.0,
     ) -> Group:
         """A group with kOps' tags; with ``prelaunch`` its desired instances exist already, running and
-        ``InService`` (no events: the simulation starts in a steady state; ``on_running`` is called for each)."""
+        ``InService`` (no events: the simulation starts in a steady state; ``on_running`` is called for each),
+        launched up to ``prelaunch_age`` seconds ago (drawn from ``aws:timing``)."""
         if not min_size <= desired <= max_size:
             raise ValueError(f"group {name}: desired {desired} outside [{min_size}, {max_size}]")
         group = Group(
@@ -149,69 +154,48 @@ class Cloud:
             hooks=hooks,
         )
         self.groups[name] = group
+        active: list[Instance] = []
         for _ in range(desired if prelaunch else 0):
-            self._launch(group, self._zone_for(group, ignore_outages=True), booted=True)
-        self._dirty.add(name)
+            zone = launch_zone(zones, instance_type, active, (), self.kernel.t)
+            active.append(self._launch(group, zone, booted=True))
+            age = self._timing.uniform(0.0, prelaunch_age) if prelaunch_age else 0.0
+            active[-1].launch_time = self.kernel.now() - timedelta(seconds=age)
+        self.touch(group)
         return group
 
-    # -- faults and outside actors ---------------------------------------------------------------------------
-    def capacity_outage(self, target: str | tuple[str, str], start: float, end: float) -> None:
-        """No capacity in an AZ or a pool ``(instance type, AZ)`` from ``start`` to ``end`` (simulated seconds)."""
-        self.outages.append(Outage(target, start, end))
-
-    def interrupt(self, instance_id: str, notice: float = SPOT_NOTICE_SECONDS) -> bool:
-        """EC2 reclaims a running Spot instance: the warning now, termination ``notice`` seconds later (Auto Scaling
-        replaces it at its next health check). False (nothing happens) when the instance is not a live Spot
-        instance or already has a reclaim announced."""
-        inst = self.instances.get(instance_id)
-        if inst is None or not inst.alive or inst.lifecycle != "spot" or inst.reclaim_at is not None:
-            return False
-        inst.reclaim_at = self.kernel.t + notice
-        self.events.spot_warning(instance_id, inst.zone)
-        self.kernel.after(notice, f"aws:reclaim {instance_id}", lambda: self.ec2_terminate(instance_id))
-        return True
-
-    def rebalance(self, instance_id: str) -> bool:
-        """EC2 sends a rebalance recommendation for a live Spot instance (nothing else happens)."""
-        inst = self.instances.get(instance_id)
-        if inst is None or not inst.alive or inst.lifecycle != "spot":
-            return False
-        self.events.rebalance(instance_id)
-        return True
-
-    def kops_reset(self, name: str, min_size: int, max_size: int, desired: int) -> None:
-        """kOps (``kops update cluster --yes``) writes the instance group's sizes back."""
-        if not min_size <= desired <= max_size:
-            raise ValueError(f"kops reset of {name}: desired {desired} outside [{min_size}, {max_size}]")
-        group = self.groups[name]
-        group.min_size, group.max_size, group.desired = min_size, max_size, desired
-        self._dirty.add(name)
+    def touch(self, group: Group) -> None:
+        """The group changed: its description is new, and the next reconcile looks at it."""
+        group.revision += 1
+        self._dirty.add(group.name)
 
     # -- Auto Scaling effects (validated by sim.autoscaling) ------------------------------------------------
     def set_sizes(self, name: str, min_size: int, max_size: int, desired: int) -> None:
+        """New sizes (UpdateAutoScalingGroup, or kOps writing them back)."""
         group = self.groups[name]
         group.min_size, group.max_size, group.desired = min_size, max_size, desired
-        self._dirty.add(name)
+        self.touch(group)
 
     def terminate_in_group(self, instance_id: str, decrement: bool) -> None:
         """TerminateInstanceInAutoScalingGroup of a member (decrementing the desired capacity or not)."""
         inst = self.instances[instance_id]
         group = self.groups[str(inst.group)]
+        if inst.lifecycle_state in TERMINATING_STATES:
+            return  # already on its way: accepted, nothing changes (no second decrement)
         if decrement:
             group.desired -= 1
-        if inst.lifecycle_state not in TERMINATING_STATES:
-            self._begin_termination(group, inst)
-        self._dirty.add(group.name)
+        self._begin_termination(group, inst)
+        self.touch(group)
 
     def detach(self, instance_id: str, decrement: bool) -> None:
         """DetachInstances of a member: it leaves the group and keeps running."""
         inst = self.instances[instance_id]
         group = self.groups[str(inst.group)]
         del group.members[instance_id]
-        inst.group, inst.lifecycle_state = None, ""
+        inst.group = None
+        inst.set_lifecycle("")
         if decrement:
             group.desired -= 1
-        self._dirty.add(group.name)
+        self.touch(group)
 
     def active_wait(self, group: str, hook: str, token: str, instance_id: str) -> Instance | None:
         """The instance whose lifecycle action this is, if that action is still active (a token, if given, must
@@ -241,9 +225,11 @@ class Cloud:
         if inst is None or not inst.alive:
             return
         inst.state, inst.gone_at = "shutting-down", self.kernel.t
+        self.ended_seconds += self.kernel.t - inst.started
         self.events.state_change(instance_id, "shutting-down")
         if inst.group is not None:
-            self._dirty.add(inst.group)
+            self._died.setdefault(inst.group, []).append(inst)  # unhealthy at the group's next health check
+            self.touch(self.groups[inst.group])
         self.on_terminated(inst)
         self.kernel.after(
             self._timing.uniform(*SHUTDOWN_SECONDS), f"aws:terminated {instance_id}", lambda: self._terminated(inst)
@@ -258,32 +244,34 @@ class Cloud:
         for name in [n for n in self.groups if n in self._dirty]:
             group = self.groups[name]
             self._dirty.discard(name)
-            for inst in [i for i in group.members.values() if i.lifecycle_state in ACTIVE_STATES and not i.alive]:
-                inst.health = "Unhealthy"
-                self._begin_termination(group, inst)
+            for inst in self._died.pop(name, []):
+                if inst.group == name and inst.lifecycle_state in ACTIVE_STATES:
+                    inst.set_lifecycle(inst.lifecycle_state, health="Unhealthy")  # _begin_termination: a revision
+                    self._begin_termination(group, inst)
             active = group.active()
             if len(active) < group.desired:
-                self._scale_out(group, group.desired - len(active), len(active))
+                self._scale_out(group, active)
             elif len(active) > group.desired:
                 self._scale_in(group, active, len(active) - group.desired)
 
-    def _scale_out(self, group: Group, missing: int, current: int) -> None:
+    def _scale_out(self, group: Group, active: list[Instance]) -> None:
         now = self.kernel.t
         if now < group.launch_backoff_until:
             self._dirty.add(group.name)  # look again once the backoff is over
             return
-        for k in range(missing):
-            zone = self._zone_for(group)
+        current = len(active)
+        for k in range(group.desired - current):
+            zone = launch_zone(group.zones, group.instance_type, active, self.outages, now)
             if zone is None:
                 group.launch_failures += 1
                 self.failed_launches += 1
                 group.launch_backoff_until = now + launch_backoff(group.launch_failures)
-                wanted = self._zone_for(group, ignore_outages=True) or group.zones[0]
+                wanted = launch_zone(group.zones, group.instance_type, active, (), now) or group.zones[0]
                 message = no_capacity_message(group.spot, group.instance_type, wanted)
                 self.events.launch(group.group_id, group.name, wanted, "", (current + k, current + k + 1), message)
                 self._dirty.add(group.name)
                 return
-            self._launch(group, zone)
+            active.append(self._launch(group, zone))
         group.launch_failures = 0
         group.launch_backoff_until = 0.0
 
@@ -291,10 +279,6 @@ class Cloud:
         current = group.template.resolve(group.template_version)
         for victim in scale_in_victims(active, extra, current, self._policy):
             self._begin_termination(group, victim)
-
-    def _zone_for(self, group: Group, ignore_outages: bool = False) -> str | None:
-        outages = () if ignore_outages else self.outages
-        return launch_zone(group.zones, group.instance_type, group.active(), outages, self.kernel.t)
 
     # -- instance lifecycle ----------------------------------------------------------------------------------
     def _launch(self, group: Group, zone: str | None, booted: bool = False) -> Instance:
@@ -315,6 +299,7 @@ class Cloud:
             instance_type=group.instance_type,
             lifecycle="spot" if group.spot else "",
             launch_time=self.kernel.now(),
+            started=self.kernel.t,
             template_id=group.template.template_id,
             template_version=version,
             tags=tags,
@@ -323,9 +308,11 @@ class Cloud:
         )
         self.instances[instance_id] = inst
         group.members[instance_id] = inst
+        group.revision += 1
         self.launched += 1
         if booted:
-            inst.state, inst.lifecycle_state = "running", "InService"
+            inst.state = "running"
+            inst.set_lifecycle("InService")
             self.on_running(inst)
         else:
             self.events.state_change(instance_id, "pending")
@@ -341,8 +328,9 @@ class Cloud:
         self.events.state_change(inst.instance_id, "running")
         group = self.groups.get(inst.group or "")
         if group is not None and inst.lifecycle_state == "Pending":
-            inst.lifecycle_state = "InService"
-            size = len(group.active())
+            inst.set_lifecycle("InService")
+            group.revision += 1
+            size = len(group.members)  # (the Cause's text only)
             self.events.launch(group.group_id, group.name, inst.zone, inst.instance_id, (size - 1, size))
         self.on_running(inst)
 
@@ -352,7 +340,8 @@ class Cloud:
             return
         hook = group.hooks[0]
         token = self.events.uuid(self._tokens)
-        inst.lifecycle_state = "Terminating:Wait"
+        inst.set_lifecycle("Terminating:Wait")
+        group.revision += 1
         timer = self.kernel.after(
             hook.heartbeat_timeout, f"aws:hook-timeout {inst.instance_id}", self._timeout(inst, token)
         )
@@ -370,7 +359,9 @@ class Cloud:
         if inst.wait is not None:
             inst.wait.timer.cancel()
             inst.wait = None
-        inst.lifecycle_state = "Terminating:Proceed"
+        inst.set_lifecycle("Terminating:Proceed")
+        if inst.group in self.groups:
+            self.groups[inst.group].revision += 1
         if inst.state == "terminated":
             self._leave_group(inst)
         else:
@@ -387,8 +378,9 @@ class Cloud:
         group = self.groups.get(inst.group or "")
         if group is not None:
             group.members.pop(inst.instance_id, None)
-            self._dirty.add(group.name)
-        inst.group, inst.lifecycle_state = None, ""
+            self.touch(group)
+        inst.group = None
+        inst.set_lifecycle("")
         if inst.state == "terminated" and inst.gone_at is not None:
             # held in Terminating:Wait past EC2's hour of visibility: forgotten now that the group let it go
             left = inst.gone_at + TERMINATED_VISIBLE_SECONDS - self.kernel.t

@@ -25,7 +25,7 @@ from botocore.exceptions import ClientError
 from sim.expression_syntax import Context, EvaluationError, ExpressionError
 from sim.expressions import parse_condition
 from sim.updates import Update, parse_update
-from sim.values import Item, canonical, wire
+from sim.values import MAX_ITEM_BYTES, Item, canonical, item_bytes, wire
 
 # HTTP status DynamoDB answers with ("Error handling with DynamoDB", "Error components"); other codes: 400
 STATUS = {
@@ -179,6 +179,20 @@ class Write:
     keys: tuple[str, str]  # the table's key attribute names
     item: Item | None = None
     all_old_on_failure: bool = False
+    size: int = 0  # item_bytes of a Put's item
+
+    def sized(self, new: Item | None) -> int:
+        """``item_bytes`` of the item after the write (0 for none).
+
+        Raises:
+            RequestError: ValidationException, the item is over 400 KB.
+        """
+        if new is None or self.kind == "ConditionCheck":
+            return 0
+        size = self.size if self.kind == "Put" else item_bytes(new)
+        if size > MAX_ITEM_BYTES:
+            raise validation("Item size has exceeded the maximum allowed size")
+        return size
 
     def holds(self, old: Item | None) -> bool:
         """Whether the condition holds for the stored item (None: none).

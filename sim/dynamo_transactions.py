@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from sim.dynamo_calls import RequestError, Write, client_error, metadata, validation
 from sim.expression_syntax import EvaluationError, ExpressionError
-from sim.values import MAX_ITEM_BYTES, Item, item_bytes
+from sim.values import Item
 
 if TYPE_CHECKING:
     from sim.dynamo import MemoryDynamo, MemoryTable
@@ -54,24 +54,19 @@ class MemoryClient:
             )
             raise client_error(code, operation, request_id, message) from None
         reasons: list[dict[str, Any]] = []
-        results: list[Item | None] = []
+        results: list[tuple[Item | None, int]] = []
         for table, write in writes:
             old = table.stored(write.key)
             reason: dict[str, Any] = {"Code": "None"}
             try:
                 if write.holds(old):
                     new = write.result(old)
-                    results.append(new)
-                    if new is not None and item_bytes(new) > MAX_ITEM_BYTES:
-                        reason = {
-                            "Code": "ValidationError",
-                            "Message": "Item size has exceeded the maximum allowed size",
-                        }
+                    results.append((new, write.sized(new)))
                 else:
                     reason = {"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"}
                     if item := write.failure_item(old):
                         reason["Item"] = item
-            except EvaluationError as err:
+            except (EvaluationError, RequestError) as err:  # this item's: the transaction is cancelled
                 reason = {"Code": "ValidationError", "Message": str(err)}
             except ExpressionError as err:
                 raise client_error("ValidationException", operation, request_id, str(err)) from None
@@ -86,9 +81,9 @@ class MemoryClient:
             )
             extra = {"CancellationReasons": reasons}
             raise client_error("TransactionCanceledException", operation, request_id, message, extra)
-        for (table, write), new in zip(writes, results, strict=True):
+        for (table, write), (new, size) in zip(writes, results, strict=True):
             if write.kind != "ConditionCheck":
-                table.store(write.key, new)
+                table.store(write.key, new, size)
         return {"ResponseMetadata": metadata(request_id)}
 
     def _writes(self, items: list[Mapping[str, Any]]) -> Iterator[tuple[MemoryTable, Write]]:

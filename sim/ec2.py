@@ -8,7 +8,8 @@ about an hour. TerminateInstances answers ``InvalidInstanceID.NotFound`` when an
 terminated) and succeeds for an instance already terminated. DescribeLaunchTemplates answers
 ``InvalidLaunchTemplateId.NotFound`` when an id is unknown.
 
-Each call first asks ``faults.check("ec2", <operation>)``.
+Each call first asks ``faults.check("ec2", <operation>)``; TerminateInstances, once done, asks
+``faults.check("ec2:lost-answer", ...)`` (``sim.aws_common.check_lost_answer``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from datetime import datetime
 from adapters.aws.ec2 import FILTER_VALUES
 from adapters.aws.ports import Ec2Instance
 from core.model import INSTANCE_ID_RE
-from sim.aws_common import check_fault, refuse
+from sim.aws_common import check_fault, check_lost_answer, refuse
 from sim.aws_state import Instance
 from sim.cloud import Cloud
 from sim.faults import Faults
@@ -134,3 +135,4 @@ class SimEc2:
             refuse(operation, "InvalidInstanceID.NotFound", f"The instance IDs '{', '.join(unknown)}' do not exist")
         for instance_id in ids:
             self.cloud.ec2_terminate(instance_id)
+        check_lost_answer(self.faults, "ec2", operation)

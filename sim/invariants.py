@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 from core.lifecycle import LifecycleAction
-from sim.kernel import Step
+from sim.kernel import EPOCH, Step
 
 ACTIVE_RUN = ("running", "pausing", "cancelling")  # core.runs.RunStatus.active
 WRITES = (
@@ -205,7 +206,7 @@ class Checker:
             and i.get("instance_id") == instance_id
             and i.get("kind") == "drain"
         ]
-        past = any(_deadline_passed(i, self.t, self.view) for i in commands)
+        past = any(_deadline_passed(i, self.t) for i in commands)
         if not past:
             self.fail(
                 "3 no termination before drain",
@@ -347,12 +348,10 @@ class Checker:
 
 def view_epoch(t: float) -> float:
     """The epoch seconds of simulated second ``t`` (``sim.kernel.EPOCH``)."""
-    from sim.kernel import EPOCH
-
     return EPOCH.timestamp() + t
 
 
-def _deadline_passed(item: dict[str, Any], t: float, view: WorldView) -> bool:
+def _deadline_passed(item: dict[str, Any], t: float) -> bool:
     if item.get("status") not in ("queued", "running"):
         return True  # finished (succeeded, failed, timed out, skipped): the drain had its chance
     command = item.get("command")
@@ -360,8 +359,6 @@ def _deadline_passed(item: dict[str, Any], t: float, view: WorldView) -> bool:
     if deadline is None:
         return False
     try:
-        from datetime import datetime
-
         return datetime.fromisoformat(str(deadline)).timestamp() <= view_epoch(t)
     except ValueError:
         return float(deadline) <= view_epoch(t)

@@ -10,12 +10,13 @@
   with code 410 Gone (list again).
 - The Eviction API ("API-initiated Eviction":
   https://kubernetes.io/docs/concepts/scheduling-eviction/api-eviction/, pkg/registry/core/pod/storage/eviction.go):
-  404 no such pod; 409 the uid precondition names another pod; a Pending, finished or already terminating pod is
-  deleted without consulting a budget; more than one PodDisruptionBudget selecting the pod answers 500; one with
-  ``disruptionsAllowed == 0`` answers 429 naming it (an unhealthy pod passes while the budget is met, the
-  IfHealthyBudget policy, or always with AlwaysAllow); else 201 and the pod terminates gracefully
-  (``deleteOptions.gracePeriodSeconds`` overrides its own grace). Answers are classified with the product's own
-  ``agent.kube.eviction.classify_eviction_error``.
+  404 no such pod; a Pending, finished or already terminating pod is deleted without consulting a budget; more
+  than one PodDisruptionBudget selecting the pod answers 500; one with ``disruptionsAllowed == 0`` answers 429
+  naming it (an unready pod passes while the budget is met and wants a healthy pod, the IfHealthyBudget policy, or
+  always with AlwaysAllow); only then the delete's uid precondition naming another pod answers 409 (a blocked pod
+  under a stale uid answers 429: tests/integration/sim/test_kube_contract.py shows the apiserver's order); else
+  201 and the pod terminates gracefully (``deleteOptions.gracePeriodSeconds`` overrides its own grace). Answers
+  are classified with the product's own ``agent.kube.eviction.classify_eviction_error``.
 - Faults: ``faults.check("kube", <operation>)`` answering ``TooManyRequests`` raises
   ``KubernetesTooManyRequestsError`` (an eviction answers a 429 that names no budget: API Priority and Fairness);
   any other code a 5xx (``KubernetesApiError``; an eviction answers a retryable 500).
@@ -32,7 +33,7 @@ from agent.kube.eviction import EvictionResponse, EvictionStatus, classify_evict
 from agent.kube.views import NodeEvent, NodeView, PodEvent, PodView
 from agent.kube.watch import PodWatch
 from core.exceptions import KubernetesApiError, KubernetesNotFoundError, KubernetesTooManyRequestsError
-from sim.kube_cluster import PodInfo
+from sim.kube_model import PodInfo
 from sim.kube_objects import CONTROL_PLANE_LABEL, MULTIPLE_PDBS, is_ready, merge_patch, pdb_refusal, status_body
 from sim.kube_workloads import Workloads
 
@@ -79,14 +80,13 @@ class SimKube(Workloads):
     def get_node(self, name: str) -> NodeView | None:
         """The node called ``name``, None if there is none."""
         self._fault("get_node")
-        obj = self.nodes.get(name)
-        return None if obj is None else NodeView.from_api(obj)
+        return self.node_views.get(name)
 
     def node_for_instance(self, instance_id: str) -> NodeView | None:
         """The node whose ``spec.providerID`` names ``instance_id``, None if there is none."""
         self._fault("list_nodes")
         name = self.instances.get(instance_id)
-        return None if name is None else NodeView.from_api(self.nodes[name])
+        return None if name is None else self.node_views[name]
 
     def patch_node(self, name: str, patch: Mapping[str, Any]) -> NodeView | None:
         """Merge-patch the node; None when the patch's ``metadata.resourceVersion`` is not the node's (409).
@@ -108,14 +108,14 @@ class SimKube(Workloads):
         self._node_event("MODIFIED", patched)
         if was_unschedulable and not patched["spec"].get("unschedulable"):
             self._want_schedule()
-        return NodeView.from_api(patched)
+        return self.node_views[name]
 
     def list_node_pages(self, page_size: int | None = None) -> Iterator[tuple[list[NodeView], str]]:
         """Every node (by name), ``page_size`` (default 500) at a time, all pages one snapshot carrying its
         resourceVersion."""
         self._fault("list_nodes")
         size = page_size or 500
-        views = [NodeView.from_api(self.nodes[name]) for name in sorted(self.nodes)]
+        views = [self.node_views[name] for name in sorted(self.node_views)]
         version = str(self._rv)
         for start in range(0, max(1, len(views)), size):
             yield views[start : start + size], version
@@ -138,7 +138,7 @@ class SimKube(Workloads):
         """The pods bound to ``node_name`` (in creation order) and the list's resourceVersion."""
         self._fault("list_pods")
         keys = self.by_node.get(node_name, {})
-        return [PodView.from_api(self.pods[key].obj) for key in keys], str(self._rv)
+        return [self.pod_view(self.pods[key]) for key in keys], str(self._rv)
 
     def watch_pods_on_node(self, node_name: str, resource_version: str, timeout_seconds: int) -> PodWatch:
         """The events of the node's pods after ``resource_version``, then the end (an ERROR 410 when the events
@@ -153,18 +153,10 @@ class SimKube(Workloads):
         """(disruptionsAllowed, desiredHealthy, currentHealthy) of the budget, as its status would say."""
         key = f"{namespace}/{name}"
         budget = self.budgets[key]
-        healthy = 0
-        expected = 0
-        owners: set[str] = set()
-        for pod_key in self.matched[key]:
-            info = self.pods[pod_key]
-            if not info.terminating and info.node and is_ready(info.obj):
-                healthy += 1
-            if info.owner.startswith("deploy:"):
-                owners.add(info.owner[len("deploy:") :])
-            elif not info.terminating:
-                expected += 1
-        expected += sum(self.deployments[o].replicas for o in sorted(owners) if o in self.deployments)
+        counts = self.budget_counts[key]
+        replicas = sum(self.deployments[d[len("deploy:") :]].replicas for d in counts.deploys)
+        healthy = counts.healthy
+        expected = replicas + counts.others
         desired = budget.desired_healthy(expected)
         return max(0, healthy - desired), desired, healthy
 
@@ -179,23 +171,24 @@ class SimKube(Workloads):
         info = self.pods.get(f"{namespace}/{name}")
         if info is None:
             return classify_eviction_error(404, status_body(404, "NotFound", f'pods "{name}" not found'))
-        if uid is not None and info.obj["metadata"]["uid"] != uid:
-            return classify_eviction_error(409, status_body(409, "Conflict", "Precondition failed: UID mismatch"))
         phase = info.obj["status"]["phase"]
-        if not (info.terminating or phase in ("Pending", "Succeeded", "Failed") or not info.node):
+        ignores_budgets = info.terminating or phase in ("Pending", "Succeeded", "Failed") or not info.node
+        if not ignores_budgets:
             if len(info.budgets) > 1:
                 return classify_eviction_error(500, MULTIPLE_PDBS)
             if info.budgets:
                 ns, budget_name = info.budgets[0].split("/", 1)
                 allowed, desired, healthy = self.budget_status(ns, budget_name)
                 unhealthy_passes = not is_ready(info.obj) and (
-                    self.budgets[info.budgets[0]].always_allow_unhealthy or healthy >= desired
+                    self.budgets[info.budgets[0]].always_allow_unhealthy or healthy >= desired > 0
                 )
                 if allowed <= 0 and not unhealthy_passes:
                     self.counters.evictions_refused += 1
                     return classify_eviction_error(429, pdb_refusal(budget_name, desired, healthy))
-            if info.workload:
-                self.counters.stopped_by_eviction += 1
+        if uid is not None and info.obj["metadata"]["uid"] != uid:  # the delete's precondition, after the budget
+            return classify_eviction_error(409, status_body(409, "Conflict", "Precondition failed: UID mismatch"))
+        if not ignores_budgets and info.workload:
+            self.counters.stopped_by_eviction += 1
         self._terminate(info, grace_period_seconds)
         return EvictionResponse(EvictionStatus.EVICTED, 201)
 
@@ -220,8 +213,7 @@ class SimKube(Workloads):
 
     def node_view(self, name: str) -> NodeView | None:
         """The node without fault injection (invariants)."""
-        obj = self.nodes.get(name)
-        return None if obj is None else NodeView.from_api(obj)
+        return self.node_views.get(name)
 
     def ready_workers(self) -> list[str]:
         """Names of Ready non-control-plane nodes (invariants)."""

@@ -29,13 +29,13 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from agent.kube.views import NodeEvent, NodeView, PodEvent, PodView
 from sim.faults import Faults
 from sim.kernel import Kernel, Timer
+from sim.kube_model import DEFAULT_GRACE, BudgetCounts, Counters, Deployment, PodInfo
 from sim.kube_objects import (
     CONTROL_PLANE_LABEL,
     INSTANCE_GROUP_LABEL,
@@ -48,59 +48,6 @@ from sim.kube_objects import (
     timestamp,
 )
 
-DEFAULT_GRACE = 30  # spec.terminationGracePeriodSeconds when unset (core/v1 PodSpec)
-
-
-@dataclass
-class Counters:
-    """What happened to workload pods (DaemonSet pods are not counted)."""
-
-    created: int = 0
-    stopped_by_eviction: int = 0  # an accepted eviction started the pod's graceful shutdown
-    stopped_by_delete: int = 0  # a DELETE did (a drain past a budget, an operator)
-    killed_by_reclaim: int = 0  # running when its node went away
-    cut_short: int = 0  # still terminating when its node went away
-    evictions_refused: int = 0  # 429 from a PodDisruptionBudget
-
-
-@dataclass
-class Deployment:
-    namespace: str
-    name: str
-    replicas: int
-    labels: dict[str, str]
-    grace: int | None
-    made: int = 0
-    pods: dict[str, None] = field(default_factory=dict)
-
-
-@dataclass
-class PodInfo:
-    """A pod's API object and the cluster's bookkeeping beside it."""
-
-    obj: dict[str, Any]
-    owner: str = ""  # "deploy:<ns>/<name>", "ds:<ns>/<name>" or ""
-    budgets: list[str] = field(default_factory=list)
-    timer: Timer | None = None
-    gone_at: float | None = None  # when its graceful deletion ends
-
-    @property
-    def key(self) -> str:
-        meta = self.obj["metadata"]
-        return f"{meta['namespace']}/{meta['name']}"
-
-    @property
-    def node(self) -> str:
-        return str(self.obj["spec"].get("nodeName") or "")
-
-    @property
-    def terminating(self) -> bool:
-        return "deletionTimestamp" in self.obj["metadata"]
-
-    @property
-    def workload(self) -> bool:
-        return not self.owner.startswith("ds:")
-
 
 class Cluster:
     """Nodes, pods, controllers and budgets (see the module docstring).
@@ -111,7 +58,8 @@ class Cluster:
         pod_ready_seconds: from binding to the pod's Ready condition.
         schedule_delay: from a change to the scheduler's pass over the pending pods.
         max_pods_per_node: room of a node (pods bound to it, terminating ones included).
-        event_log: watch events kept (an older resourceVersion answers 410 Gone).
+        event_log: watch events kept (an older resourceVersion answers 410 Gone); 0 keeps none (faster: watches
+            then see no events; the simulated agent follows pods through ``listeners``, not watches).
     """
 
     def __init__(
@@ -131,6 +79,8 @@ class Cluster:
         self.max_pods_per_node = max_pods_per_node
         self.counters = Counters()
         self.nodes: dict[str, dict[str, Any]] = {}
+        self.node_views: dict[str, NodeView] = {}  # each node as the agent's views parse it, since its last change
+        self.schedulable: dict[str, None] = {}  # Ready, schedulable, non-control-plane nodes
         self.instances: dict[str, str] = {}  # instance id -> node name
         self.pods: dict[str, PodInfo] = {}  # ns/name -> pod, in creation order
         self.by_node: dict[str, dict[str, None]] = {}
@@ -138,7 +88,8 @@ class Cluster:
         self.deployments: dict[str, Deployment] = {}
         self.daemonsets: dict[str, int | None] = {}  # ns/name -> grace
         self.budgets: dict[str, Budget] = {}
-        self.matched: dict[str, dict[str, None]] = {}  # budget ns/name -> pod keys it selects
+        self.budget_counts: dict[str, BudgetCounts] = {}  # budget ns/name -> its status' inputs
+        self._selecting: dict[str, list[str]] = {}  # controller ("deploy:..."/"ds:...") -> budgets selecting its pods
         self.pod_log: deque[tuple[int, str, PodEvent]] = deque(maxlen=event_log)
         self.node_log: deque[tuple[int, NodeEvent]] = deque(maxlen=event_log)
         self.listeners: list[Callable[[str, PodEvent], None]] = []
@@ -168,17 +119,36 @@ class Cluster:
 
     def _pod_event(self, kind: str, info: PodInfo) -> None:
         rv = self._bump(info.obj)
+        healthy = kind != "DELETED" and bool(info.node) and not info.terminating and is_ready(info.obj)
+        if healthy != info.healthy:
+            info.healthy = healthy
+            for budget in info.budgets:
+                self.budget_counts[budget].healthy += 1 if healthy else -1
         node = info.node
-        if not node:
+        info.view = None
+        if not node or not (self.listeners or self.pod_log.maxlen):
             return
-        event = PodEvent(type=kind, pod=PodView.from_api(info.obj), resource_version=str(rv))
+        event = PodEvent(type=kind, pod=self.pod_view(info), resource_version=str(rv))
         self.pod_log.append((rv, node, event))
         for listener in list(self.listeners):
             listener(node, event)
 
+    @staticmethod
+    def pod_view(info: PodInfo) -> PodView:
+        """The pod as the agent's views parse it (made once per change)."""
+        if info.view is None:
+            info.view = PodView.from_api(info.obj)
+        return info.view
+
     def _node_event(self, kind: str, obj: dict[str, Any]) -> None:
         rv = self._bump(obj)
-        self.node_log.append((rv, NodeEvent(type=kind, node=NodeView.from_api(obj), resource_version=str(rv))))
+        name = obj["metadata"]["name"]
+        view = self.node_views[name] = NodeView.from_api(obj)
+        if view.ready and not view.unschedulable and CONTROL_PLANE_LABEL not in view.labels:
+            self.schedulable[name] = None
+        else:
+            self.schedulable.pop(name, None)
+        self.node_log.append((rv, NodeEvent(type=kind, node=view, resource_version=str(rv))))
 
     def _want_schedule(self) -> None:
         if self._schedule_timer is None and self.pending:
@@ -197,7 +167,10 @@ class Cluster:
         labels: Mapping[str, str] | None = None,
         ready: bool = True,
     ) -> None:
-        """A node joins (its kubelet registered): DaemonSet pods start on it, pending pods may bind to it."""
+        """A node joins (its kubelet registered): DaemonSet pods start on it, pending pods may bind to it. A node of
+        the same name still registered (a reused private DNS name) goes first, as ``remove_node``."""
+        if name in self.nodes:
+            self.remove_node(name)
         all_labels = {INSTANCE_GROUP_LABEL: instance_group, **(labels or {})}
         if control_plane:
             all_labels[CONTROL_PLANE_LABEL] = ""
@@ -228,7 +201,9 @@ class Cluster:
         obj = self.nodes.pop(name, None)
         if obj is None:
             return
-        instance = NodeView.from_api(obj).instance_id
+        view = self.node_views.pop(name)
+        self.schedulable.pop(name, None)
+        instance = view.instance_id
         if instance is not None and self.instances.get(instance) == name:
             del self.instances[instance]
         for key in list(self.by_node.get(name, {})):
@@ -241,7 +216,7 @@ class Cluster:
             self._remove(info)
         self.by_node.pop(name, None)
         self._rv += 1
-        self.node_log.append((self._rv, NodeEvent(type="DELETED", node=NodeView.from_api(obj))))
+        self.node_log.append((self._rv, NodeEvent(type="DELETED", node=view, resource_version=str(self._rv))))
 
     def remove_instance(self, instance_id: str) -> None:
         """``remove_node`` for the node of ``instance_id`` (nothing when it has none)."""
@@ -265,16 +240,29 @@ class Cluster:
         self.pods[info.key] = info
         if info.workload:
             self.counters.created += 1
-        for budget in self.budgets:
+        selecting = self._selecting.get(owner_key) if owner_key else None
+        if selecting is None:  # the pods of one controller share their labels: judged once per controller
+            selecting = [b for b in self.budgets if self._selects(b, info)]
+            if owner_key:
+                self._selecting[owner_key] = selecting
+        for budget in selecting:
             self._match(info, budget)
         return info
 
-    def _match(self, info: PodInfo, budget_key: str) -> None:
+    def _selects(self, budget_key: str, info: PodInfo) -> bool:
         budget = self.budgets[budget_key]
         meta = info.obj["metadata"]
-        if meta["namespace"] == budget.namespace and selects(budget.selector, meta.get("labels") or {}):
-            self.matched[budget_key][info.key] = None
-            info.budgets.append(budget_key)
+        return bool(meta["namespace"] == budget.namespace and selects(budget.selector, meta.get("labels") or {}))
+
+    def _match(self, info: PodInfo, budget_key: str) -> None:
+        """Count ``info`` in the budget ``budget_key`` (which selects it)."""
+        counts = self.budget_counts[budget_key]
+        if info.owner.startswith("deploy:"):
+            counts.deploys[info.owner] = counts.deploys.get(info.owner, 0) + 1
+        else:
+            counts.others += 1
+        counts.healthy += 1 if info.healthy else 0
+        info.budgets.append(budget_key)
 
     def _daemon_pod(self, ds: str, node: str) -> None:
         """The DaemonSet controller's pod on a joining node (``sim.kube_workloads``)."""
@@ -284,20 +272,10 @@ class Cluster:
 
     # ------------------------------------------------------------------------------------------- scheduler
 
-    def schedulable_nodes(self) -> list[str]:
-        return [
-            name
-            for name, obj in self.nodes.items()
-            if is_ready(obj)
-            and not obj["spec"].get("unschedulable")
-            and CONTROL_PLANE_LABEL not in obj["metadata"]["labels"]
-        ]
-
     def _schedule(self) -> None:
         """Bind pending pods, oldest first, each to the schedulable node with the fewest pods (then by name)."""
         self._schedule_timer = None
-        heap = [(len(self.by_node[n]), n) for n in self.schedulable_nodes()]
-        heap = [entry for entry in heap if entry[0] < self.max_pods_per_node]
+        heap = [(len(self.by_node[n]), n) for n in self.schedulable if len(self.by_node[n]) < self.max_pods_per_node]
         heapq.heapify(heap)
         for key in list(self.pending):
             if not heap:
@@ -356,7 +334,11 @@ class Cluster:
         info.timer = self.kernel.after(seconds, "kube:pod-gone", lambda: self._gone(info.key, uid))
         self._pod_event("MODIFIED", info)
         if info.owner.startswith("deploy:"):
-            self._reconcile(info.owner[len("deploy:") :])
+            dep_key = info.owner[len("deploy:") :]
+            dep = self.deployments.get(dep_key)
+            if dep is not None:
+                dep.active.pop(info.key, None)
+            self._reconcile(dep_key)
 
     def _gone(self, key: str, uid: str) -> None:
         info = self.pods.get(key)
@@ -375,12 +357,20 @@ class Cluster:
             del self.pending[key]
         if info.node:
             self.by_node.get(info.node, {}).pop(key, None)
-        for budget in info.budgets:
-            self.matched[budget].pop(key, None)
         self._pod_event("DELETED", info)
+        for budget in info.budgets:
+            counts = self.budget_counts[budget]
+            if info.owner.startswith("deploy:"):
+                counts.deploys[info.owner] -= 1
+                if not counts.deploys[info.owner]:
+                    del counts.deploys[info.owner]
+            else:
+                counts.others -= 1
+        self._want_schedule()  # room freed
         if info.owner.startswith("deploy:"):
             dep_key = info.owner[len("deploy:") :]
             dep = self.deployments.get(dep_key)
             if dep is not None:
                 dep.pods.pop(key, None)
+                dep.active.pop(key, None)
             self._reconcile(dep_key)

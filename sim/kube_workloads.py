@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sim.kube_cluster import Cluster, Deployment
+from sim.kube_cluster import Cluster
+from sim.kube_model import BudgetCounts, Deployment
 from sim.kube_objects import Budget
 
 
@@ -51,9 +52,11 @@ class Workloads(Cluster):
         """A PodDisruptionBudget (selecting existing and future pods of its namespace)."""
         key = f"{budget.namespace}/{budget.name}"
         self.budgets[key] = budget
-        self.matched[key] = {}
+        self.budget_counts[key] = BudgetCounts()
+        self._selecting.clear()
         for info in self.pods.values():
-            self._match(info, key)
+            if self._selects(key, info):
+                self._match(info, key)
 
     def add_pod(
         self,
@@ -93,16 +96,17 @@ class Workloads(Cluster):
         dep = self.deployments.get(key)
         if dep is None:
             return
-        active = [k for k in dep.pods if not self.pods[k].terminating]
-        for extra in reversed(active[dep.replicas :]):
-            self._terminate(self.pods[extra], None)
-        for _ in range(dep.replicas - len(active)):
+        if len(dep.active) > dep.replicas:
+            for extra in reversed(list(dep.active)[dep.replicas :]):
+                self._terminate(self.pods[extra], None)
+        for _ in range(dep.replicas - len(dep.active)):
             dep.made += 1
             name = f"{dep.name}-{dep.made:05d}"
             info = self._new_pod(
                 dep.namespace, name, dict(dep.labels), ("ReplicaSet", f"{dep.name}-rs"), dep.grace, f"deploy:{key}"
             )
             dep.pods[info.key] = None
+            dep.active[info.key] = None
             self._account()
             self.pending[info.key] = None
         self._want_schedule()

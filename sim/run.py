@@ -79,7 +79,7 @@ def run_seed(
         violation = found
     world.trace.add(f"end {world.kernel.t:.3f} {violation}")
     # the table's end state is part of the digest: a wall-clock time leaking into an item changes it run to run
-    world.trace.add(repr(sorted((str(i.get("sk")), repr(sorted(i.items()))) for i in world.table_items())))
+    world.trace.add(repr(sorted((str(i.get("sk")), repr(sorted(i.items()))) for i in world.view.table_items())))
     counters = {
         "events": float(world.bus.stats.put),
         "retried": float(world.bus.stats.retried),

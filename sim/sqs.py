@@ -2,8 +2,8 @@
 as ``adapters.aws.sqs.CommandQueue`` uses it, with a dead-letter queue.
 
 Amazon SQS Developer Guide: "Amazon SQS visibility timeout" (a received message is invisible for the visibility
-timeout, then delivered again: at least once; ChangeMessageVisibility sets a new timeout from now, at most 12 hours,
-only for a message in flight), "Using dead-letter queues" (a message whose receive count exceeds
+timeout, then delivered again: at least once; ChangeMessageVisibility sets a new timeout from now, only for a message
+in flight, ending at most 12 hours after the receive), "Using dead-letter queues" (a message whose receive count exceeds
 ``maxReceiveCount`` moves to the dead-letter queue instead of being delivered; the stack's is 3,
 ``infra.commands.MAX_RECEIVE_COUNT``), "Amazon SQS message identifiers" (a new receipt handle with every receive;
 DeleteMessage needs the latest one, an older one deletes nothing), the retention period (the stack's 1 day) and
@@ -11,7 +11,9 @@ ReceiveMessage's 1..10 messages. Errors per the SQS API Reference: ``InvalidPara
 ``ReceiptHandleIsInvalid``, ``AWS.SimpleQueueService.MessageNotInflight``.
 
 A long poll does not wait here (there are no threads in the simulation): ReceiveMessage answers at once, empty or
-not; the caller schedules its next poll. Each call first asks ``faults.check("sqs", <operation>)``.
+not; the caller schedules its next poll. Each call first asks ``faults.check("sqs", <operation>)``; once it took
+effect, ``faults.check("sqs:lost-answer", <operation>)`` (``sim.aws_common.check_lost_answer``: a SendMessage whose
+answer is lost is a message sent that the sender will send again).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.model import Command
-from sim.aws_common import check_fault, refuse
+from sim.aws_common import check_fault, check_lost_answer, refuse
 from sim.faults import Faults
 from sim.kernel import Kernel
 
@@ -40,6 +42,7 @@ class Message:
         receive_count: ``ApproximateReceiveCount`` (receives so far).
         visible_at: simulated second it may be delivered again (0 = now).
         receipt: the receipt handle of the latest receive ("" before the first).
+        received_at: simulated second of the latest receive (a visibility timeout ends within 12 hours of it).
     """
 
     message_id: str
@@ -49,6 +52,7 @@ class Message:
     receive_count: int = 0
     visible_at: float = 0.0
     receipt: str = ""
+    received_at: float = 0.0
 
     def raw(self) -> dict[str, Any]:
         """The ``Messages[]`` element of ReceiveMessage with ``ApproximateReceiveCount``."""
@@ -87,11 +91,16 @@ class SimQueue:
         self.dead_letters: list[Message] = []
         self.expired: list[Message] = []
         self.sent = 0
+        self.calls: dict[str, int] = {}
         self._receipts: dict[str, str] = {}  # every receipt handle issued -> its message id
         self._ids = kernel.stream("sqs:ids")
 
     def _call(self, operation: str) -> None:
+        self.calls[operation] = self.calls.get(operation, 0) + 1
         check_fault(self.faults, "sqs", operation)
+
+    def _answered(self, operation: str) -> None:
+        check_lost_answer(self.faults, "sqs", operation)
 
     def _uuid(self) -> str:
         bits = f"{self._ids.getrandbits(128):032x}"
@@ -113,6 +122,7 @@ class SimQueue:
         )
         self.messages[message.message_id] = message
         self.sent += 1
+        self._answered("SendMessage")
         return message.message_id
 
     # -- receiver --------------------------------------------------------------------------------------------
@@ -160,9 +170,11 @@ class SimQueue:
                 continue
             message.receive_count += 1
             message.visible_at = now + visibility_seconds
+            message.received_at = now
             message.receipt = f"{message.message_id}#{self._uuid()}"
             self._receipts[message.receipt] = message.message_id
             out.append(message.raw())
+        self._answered(operation)  # lost: the messages stay invisible for their timeout, then come back
         return out
 
     def delete(self, receipt: str) -> None:
@@ -184,6 +196,7 @@ class SimQueue:
         message = self.messages.get(message_id)
         if message is not None and message.receipt == receipt:
             del self.messages[message_id]
+        self._answered(operation)
 
     def set_visibility(self, receipt: str, seconds: int) -> None:
         """ChangeMessageVisibility: the message stays invisible ``seconds`` from now.
@@ -212,9 +225,18 @@ class SimQueue:
                 f"Value {receipt} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not "
                 "available for visibility timeout change.",
             )
-        if message.visible_at <= self.kernel.t:
+        now = self.kernel.t
+        if message.visible_at <= now:
             refuse(operation, "AWS.SimpleQueueService.MessageNotInflight", "Message is not in flight.")
-        message.visible_at = self.kernel.t + seconds
+        if now + seconds - message.received_at > MAX_VISIBILITY_SECONDS:
+            refuse(
+                operation,
+                "InvalidParameterValue",
+                f"Value {seconds} for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the "
+                "message is beyond the limit [43200 seconds]",
+            )
+        message.visible_at = now + seconds
+        self._answered(operation)
 
     # -- for the invariant checker ---------------------------------------------------------------------------
     def in_flight(self) -> list[Message]:

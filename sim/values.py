@@ -34,12 +34,26 @@ MISSING = Missing()
 
 
 def canonical(value: Any) -> Any:
-    """``value`` as boto3 would give it back after a round trip through DynamoDB.
+    """``value`` as boto3 would give it back after a round trip through DynamoDB: numbers as ``Decimal`` with
+    leading and trailing zeroes trimmed ("Supported data types and naming rules in Amazon DynamoDB", Number:
+    ``Decimal("1.50")`` comes back as ``Decimal("1.5")``, ``Decimal("1000.0")`` as ``Decimal("1000")``).
 
     Raises:
         TypeError: a type boto3 refuses (``float``, unsupported objects), as boto3 raises before the call.
     """
-    return _DESERIALIZER.deserialize(_SERIALIZER.serialize(value))
+    return _trimmed(_DESERIALIZER.deserialize(_SERIALIZER.serialize(value)))
+
+
+def _trimmed(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return Decimal(format(value.normalize(), "f")) if value else Decimal(0)
+    if isinstance(value, dict):
+        return {k: _trimmed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_trimmed(v) for v in value]
+    if isinstance(value, set) and value and isinstance(next(iter(value)), Decimal):
+        return {_trimmed(v) for v in value}
+    return value
 
 
 def canonical_item(item: Item) -> Item:
@@ -62,8 +76,12 @@ def copy_value(value: Any) -> Any:
     return value
 
 
+_SCALARS = frozenset({str, Decimal, bool, type(None), Binary})
+
+
 def copy_item(item: Item) -> Item:
-    return {k: copy_value(v) for k, v in item.items()}
+    """A deep copy of a stored item (its scalars shared: they are immutable)."""
+    return {k: v if type(v) in _SCALARS else copy_value(v) for k, v in item.items()}
 
 
 def type_of(value: Any) -> str:

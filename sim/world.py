@@ -24,8 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agent.kube.views import CORDON_ANNOTATION, NodeView
-from core.kops import INSTANCE_GROUP_TAG, POOL_TAG, pool_of
+from core.kops import INSTANCE_GROUP_TAG
 from core.settings import AgentSettings
 from sim.agent import EventLog, SimAgent
 from sim.aws import SimAws
@@ -33,12 +32,13 @@ from sim.cloud import Cloud, TerminationHook
 from sim.dynamo import MemoryDynamo
 from sim.eventbridge import Delivery, EventBus, stack_rules
 from sim.faults import Faults, FaultWindow
-from sim.invariants import Bounds, Checker, GroupState, NodeState
+from sim.invariants import Bounds, Checker
 from sim.kernel import Kernel, Step
 from sim.kube import SimKube
-from sim.kube_objects import CONTROL_PLANE_LABEL, Budget
+from sim.kube_objects import Budget
 from sim.lambdas import ACCOUNT, QUEUE_URL, REGION, TABLE, Invocation, Lambdas
 from sim.schedules import Fault
+from sim.view import View
 
 CLUSTER = "sim.k8s.local"
 AZS = ("us-east-1a", "us-east-1b", "us-east-1c")
@@ -151,13 +151,13 @@ class World:
         self.lambdas = Lambdas(self.kernel, self.table, self.aws, CLUSTER)
         _quiet_agent_logs()
         self.agent = agent(self)
-        self.checker = Checker(self, seed, Bounds(), clock=self.kernel.monotonic)
+        self.view = View(self, PK)
+        self.checker = Checker(self.view, seed, Bounds(), clock=self.kernel.monotonic)
         self.lambdas.wire.observers.append(self.checker.on_call)
         self.sizes: dict[str, tuple[int, int, int]] = {}  # group -> (min, max, desired) of its kOps spec
-        self._baseline: dict[str, tuple[int, int]] = {}
+        self.sizes_at_start: dict[str, tuple[int, int]] = {}
         self._bad: dict[str, str] = {}  # event id -> how it is bad
-        self._operator: set[str] = set()
-        self._node_cache: dict[str, tuple[tuple[Any, bool], NodeState]] = {}  # node -> (version, state)
+        self.operators: set[str] = set()
         self._joined = 0
         self._rng = self.kernel.stream("world:targets")
         self._join = self.kernel.stream("world:join")
@@ -223,7 +223,7 @@ class World:
             hooks=hooks,
         )
         self.sizes[name] = (size, size, size)
-        self._baseline[name] = (size, size)
+        self.sizes_at_start[name] = (size, size)
 
     # wiring -------------------------------------------------------------------------------------------------------
     def emit(self, event: dict[str, Any]) -> None:
@@ -295,73 +295,6 @@ class World:
     def _instance_gone(self, instance: Any) -> None:
         self.kube.remove_instance(instance.instance_id)
 
-    # the checker's view ---------------------------------------------------------------------------------------------
-    def group_states(self) -> list[GroupState]:
-        out = []
-        for g in self.cloud.groups.values():
-            master = any(k in g.tags for k in ("k8s.io/role/master", "k8s.io/role/control-plane"))
-            pool = g.tags.get(POOL_TAG) or pool_of(g.tags, g.zones) or g.name
-            out.append(GroupState(g.name, master, g.zones[0], pool, g.desired, g.min_size, g.max_size))
-        return out
-
-    def running_instances(self) -> dict[str, tuple[str | None, str]]:
-        return {i.instance_id: (i.group, i.zone) for i in self.cloud.instances.values() if i.alive}
-
-    def node_states(self) -> list[NodeState]:
-        """Every node's state; a node whose ``resourceVersion`` did not change since the last call is not read
-        again."""
-        out = []
-        cache = self._node_cache
-        for name, obj in self.kube.nodes.items():
-            meta = obj["metadata"]
-            key = (meta.get("resourceVersion"), name in self._operator)
-            hit = cache.get(name)
-            if hit is not None and hit[0] == key:
-                out.append(hit[1])
-                continue
-            spec = obj["spec"]
-            conditions = obj["status"].get("conditions", ())
-            state = NodeState(
-                name=name,
-                instance_id=NodeView.from_api(obj).instance_id or "",
-                master=CONTROL_PLANE_LABEL in meta["labels"],
-                ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
-                unschedulable=bool(spec.get("unschedulable")),
-                ours=CORDON_ANNOTATION in (meta.get("annotations") or {}),
-                operator=name in self._operator,
-            )
-            cache[name] = (key, state)
-            out.append(state)
-        if len(cache) > 2 * len(self.kube.nodes) + 100:
-            for gone in [n for n in cache if n not in self.kube.nodes]:
-                del cache[gone]
-        return out
-
-    def movable_pods(self, node: str) -> int:
-        movable = 0
-        for key in self.kube.by_node.get(node, {}):
-            info = self.kube.pods[key]
-            if info.workload and not info.terminating and info.obj["status"].get("phase") == "Running":
-                movable += 1
-        return movable
-
-    def table_items(self) -> list[dict[str, Any]]:
-        """The cluster's partition, read in place (no copies: the checker only reads; ``MemoryTable.items`` copies
-        every item, too slow for a scan every simulated minute at 1,000 nodes)."""
-        partition = self.table._items.get(PK, {})
-        return list(partition.values())
-
-    def outage_azs(self) -> frozenset[str]:
-        t = self.kernel.t
-        out = set()
-        for o in self.cloud.outages:
-            if o.start <= t < o.end:
-                out.add(o.target if isinstance(o.target, str) else o.target[1])
-        return frozenset(out)
-
-    def baseline(self) -> dict[str, tuple[int, int]]:
-        return dict(self._baseline)
-
     # running ----------------------------------------------------------------------------------------------------------
     def run(self, until: float, after_step: Callable[[Step], None] | None = None) -> None:
         """Run to simulated second ``until``, the checker after every step (raises ``Violation``)."""
@@ -408,9 +341,9 @@ class World:
 
     def operator_cordon(self, node: str, cordoned: bool) -> None:
         if cordoned:
-            self._operator.add(node)
+            self.operators.add(node)
         else:
-            self._operator.discard(node)
+            self.operators.discard(node)
         self.checker.operator_cordon(node, cordoned)
 
 

@@ -18,6 +18,8 @@ from core.model import CommandKind
 from core.settings import AgentSettings
 from localworld.cluster import create_kops_cluster
 from sim.agent import SimAgent
+from sim.dynamo import MemoryDynamo
+from sim.faults import Faults
 from sim.kernel import Kernel
 from sim.kube import SimKube
 from sim.kube_objects import Budget
@@ -26,8 +28,13 @@ from tests.unit.sim.agent_world import CLUSTER, AutoScaling, Queue, drain, send
 NS = "default"
 
 
-@pytest.fixture
-def table() -> Iterator[Any]:
+@pytest.fixture(params=["moto", "memory"])
+def table(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The state table: moto's (through boto3), or the simulation's own ``sim.dynamo`` (made per world, on its
+    kernel: ``World`` builds it when given "memory")."""
+    if request.param == "memory":
+        yield "memory"
+        return
     session = boto3.Session(region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing")
     with mock_aws():
         info = create_kops_cluster(session, name=CLUSTER, azs=())
@@ -37,6 +44,8 @@ def table() -> Iterator[Any]:
 class World:
     def __init__(self, table: Any, seed: int = 7, **settings: Any) -> None:
         self.kernel = Kernel(seed)
+        if table == "memory":
+            table = MemoryDynamo(self.kernel, Faults(self.kernel)).table("node-manager-state")
         self.kube = SimKube(self.kernel)
         for i in range(3):
             self.kube.add_node(f"n{i}", f"i-{i:017x}", "us-east-1a")
@@ -109,7 +118,8 @@ def test_a_spot_drain_deletes_past_the_budget_before_its_deadline_and_completes_
     assert w.kube.counters.stopped_by_delete == 2 and w.kube.counters.stopped_by_eviction == 0
     # deleted when the grace (20 s) stopped fitting before the deadline minus the margin (10 s): ~89 s in
     assert [t - start for t, _ in w.autoscaling.completed] == pytest.approx([2 + 89 + 20], abs=3)
-    assert w.autoscaling.heartbeats and all(i == N0 for _, i in w.autoscaling.heartbeats)
+    # RecordLifecycleActionHeartbeat every 30 s of simulated time (the heartbeat beats every 10 s) until the end
+    assert [(t - start, i) for t, i in w.autoscaling.heartbeats] == [(40.0, N0), (70.0, N0), (100.0, N0)]
     hook = get_hook(w.store, N0)
     assert hook is not None and hook["state"] != "pending"
 
@@ -154,5 +164,59 @@ def test_one_seed_gives_one_run(table: Any) -> None:
         return steps
 
     first = trace(11)
-    table.delete_item(Key={"pk": f"CLUSTER#{CLUSTER}", "sk": "CMD#s11-0"})
+    if table != "memory":
+        table.delete_item(Key={"pk": f"CLUSTER#{CLUSTER}", "sk": "CMD#s11-0"})
     assert trace(11) == first
+
+
+def test_the_leaders_releaser_gives_back_a_rebalance_cordon_after_its_quiet_period_but_not_an_operators(
+    table: Any,
+) -> None:
+    w = World(table, cordon_check_seconds=60)
+    with w.kernel.installed():
+        operator = w.kube.patch_node("n1", {"spec": {"unschedulable": True}})  # kubectl cordon n1
+    assert operator is not None
+    w.send(drain(w.kernel, "rb-0", N0, 600, reason="rebalance", kind=CommandKind.CORDON, uncordon_after_seconds=300))
+    w.send(
+        drain(
+            w.kernel,
+            "rb-1",
+            "i-00000000000000001",
+            600,
+            reason="rebalance",
+            kind=CommandKind.CORDON,
+            uncordon_after_seconds=300,
+        )
+    )
+    w.run(250)
+    n0, n1 = w.kube.node_view("n0"), w.kube.node_view("n1")
+    assert n0 is not None and n0.unschedulable and n1 is not None and n1.unschedulable
+    w.run(120)  # quiet period over, one check later
+    n0, n1 = w.kube.node_view("n0"), w.kube.node_view("n1")
+    assert n0 is not None and not n0.unschedulable and n0.cordoned_by is None
+    assert n1 is not None and n1.unschedulable  # someone else's cordon stays
+    assert w.item("rb-0")["resolution"] == "released"
+    assert w.item("rb-1")["resolution"].startswith("nothing to give back")
+    w.agent.lead(False)
+    w.send(drain(w.kernel, "rb-2", N0, 600, reason="rebalance", kind=CommandKind.CORDON, uncordon_after_seconds=60))
+    w.run(300)
+    assert "resolution" not in w.item("rb-2")  # only the leader releases
+    w.agent.lead(True)
+    w.run(70)
+    assert w.item("rb-2")["resolution"] == "released"
+
+
+def test_an_api_outage_when_the_drain_starts_hands_the_command_back_and_it_runs_after(table: Any) -> None:
+    from sim.faults import FaultWindow
+
+    w = World(table)
+    w.kube.faults = Faults(w.kernel)
+    w.kube.faults.add(FaultWindow("kube", "list_pods", 0, w.kernel.t + 20, "InternalError"))
+    w.send(drain(w.kernel, "d3", N0, 900))
+    w.run(3)
+    item = w.item("d3")
+    assert item["status"] == "queued" and w.agent.worker.counters.snapshot().get("retried") == 1
+    w.run(120)
+    item = w.item("d3")
+    assert item["status"] == "succeeded" and int(item["attempt"]) > 1
+    assert w.kube.faults.injected["kube:list_pods:InternalError"] >= 1

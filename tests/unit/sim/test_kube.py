@@ -107,7 +107,7 @@ def test_pending_terminating_and_unknown_pods_and_several_budgets() -> None:
     assert kube.evict_pod(NS, "nope").status is EvictionStatus.GONE
     kube.add_node("n0", "i-0", "us-east-1a")
     uid = kube.add_pod(NS, "bare", node="n0", labels={"app": "bare"})
-    assert kube.evict_pod(NS, "bare", uid="other").status is EvictionStatus.GONE  # 409 uid precondition
+    assert kube.evict_pod(NS, "bare", uid="other").status is EvictionStatus.BLOCKED  # the budget is checked first
     blocked = kube.evict_pod(NS, "bare", uid=uid)
     assert blocked.status is EvictionStatus.BLOCKED and blocked.pdb_name == "all"
     kube.add_budget(Budget(NS, "bare", {"app": "bare"}, min_available=0))
@@ -115,6 +115,7 @@ def test_pending_terminating_and_unknown_pods_and_several_budgets() -> None:
     assert kube.delete_pod(NS, "bare", uid=uid)  # DELETE consults no budget
     info = kube.pod(NS, "bare")
     assert info is not None and info.terminating
+    assert kube.evict_pod(NS, "bare", uid="other").status is EvictionStatus.GONE  # 409: the uid precondition
     assert kube.evict_pod(NS, "bare").status is EvictionStatus.EVICTED  # terminating: no budget consulted
 
 
@@ -195,3 +196,14 @@ def test_injected_faults_answer_as_the_adapter_raises_and_evictions_as_retryable
         kube.get_node("n0")
     kernel.run(11)
     assert kube.get_node("n0") is not None
+
+
+def test_a_node_name_reused_by_a_new_instance_replaces_the_old_node() -> None:
+    kernel, kube = cluster(1)
+    web(kube, kernel, replicas=2)
+    kube.add_node("n0", "i-new", "us-east-1b")
+    assert kube.instances == {"i-new": "n0"} and kube.counters.killed_by_reclaim == 2
+    node = kube.get_node("n0")
+    assert node is not None and node.instance_id == "i-new"
+    kernel.run(kernel.t + 2)
+    assert len(kube.by_node["n0"]) == 2  # the replacements, on the new node

@@ -29,7 +29,7 @@ def _at(t: float, action: object) -> object:
 
 def test_a_termination_before_any_drain_is_caught() -> None:
     def terminate(world: World) -> None:
-        victim = sorted(i for i, (g, _) in world.running_instances().items() if g and g.startswith("nodes-"))[0]
+        victim = sorted(i for i, (g, _) in world.view.running_instances().items() if g and g.startswith("nodes-"))[0]
         world.lambdas.wire.function = "broken"
         world.lambdas.interruption.aws.autoscaling.terminate_in_group(victim, False)
 
@@ -112,7 +112,7 @@ def test_shrinking_a_failing_run_drops_the_entries_it_does_not_need() -> None:
     from sim.run import shrink_seed
 
     def terminate(world: World) -> None:
-        victim = sorted(i for i, (g, _) in world.running_instances().items() if g and g.startswith("nodes-"))[0]
+        victim = sorted(i for i, (g, _) in world.view.running_instances().items() if g and g.startswith("nodes-"))[0]
         world.lambdas.wire.function = "broken"
         world.lambdas.interruption.aws.autoscaling.terminate_in_group(victim, False)
 
@@ -127,3 +127,23 @@ def test_shrinking_a_failing_run_drops_the_entries_it_does_not_need() -> None:
     result = run_seed(1, nodes=9, days=0.1, schedule=noise, mutate=mutate)  # type: ignore[arg-type]
     assert result.violation is not None
     assert shrink_seed(1, result, runs=20, mutate=mutate) == ()
+
+
+def test_same_seed_same_digest_across_processes_and_hash_seeds() -> None:
+    """String hashing differs per process (PYTHONHASHSEED): nothing of the run may depend on it."""
+    import os
+    import subprocess
+    import sys
+
+    digests = set()
+    for hash_seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        out = subprocess.run(
+            [sys.executable, "-m", "sim", "run", "--seeds", "1", "--first", "3", "--nodes", "6", "--days", "0.3"],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        ).stdout
+        digests.add(next(line.split()[1] for line in out.splitlines() if "digest" in line))
+    assert len(digests) == 1
