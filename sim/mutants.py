@@ -177,6 +177,7 @@ class Mutant:
     profile: Profile
     nodes: int = 12
     days: float = 1.0
+    agent: tuple[tuple[str, int], ...] = ()  # the agent's settings overrides (an operator's choice, not the bug)
 
 
 MUTANTS: dict[str, Mutant] = {
@@ -195,7 +196,9 @@ MUTANTS: dict[str, Mutant] = {
         Mutant(
             "cordon_behind_slots",
             cordon_behind_slots,
-            replace(QUIET, burst_per_day=3.0, spot_monthly=0.3, rebalance_per_day=4.0),
+            replace(QUIET, burst_per_day=6.0, spot_monthly=0.5),
+            # at the default 64 drain slots a 12-node cluster never queues a drain: two slots (AGENT_CONCURRENCY)
+            agent=(("concurrency", 2), ("max_in_flight", 4)),
         ),
         Mutant(
             "rebalance_cordon_kept",
@@ -214,6 +217,23 @@ MUTANTS: dict[str, Mutant] = {
         ),
     )
 }
+
+
+@contextmanager
+def _agent_overrides(overrides: dict[str, int]) -> Iterator[None]:
+    """The worlds built meanwhile run their agent with ``overrides`` of its settings."""
+    import sim.world
+
+    if not overrides:
+        yield
+        return
+    real = sim.world.agent_settings
+
+    def settings(**more: Any) -> Any:
+        return real(**{**overrides, **more})
+
+    with _patched(sim.world, "agent_settings", settings):
+        yield
 
 
 @dataclass(frozen=True)
@@ -236,12 +256,10 @@ def hunt(name: str, seeds: range, nodes: int | None = None, days: float | None =
     mutant = MUTANTS[name]
     started = time.process_time()
     ran = 0
-    with nullcontext() if control else mutant.patch():
+    with _agent_overrides(dict(mutant.agent)), nullcontext() if control else mutant.patch():
         for seed in seeds:
             ran += 1
-            result = run_seed(
-                seed, nodes or mutant.nodes, days or mutant.days, profile=mutant.profile, mutate=install
-            )
+            result = run_seed(seed, nodes or mutant.nodes, days or mutant.days, profile=mutant.profile, mutate=install)
             if result.violation is not None:
                 return Found(name, seed, ran, result.violation, time.process_time() - started)
     return Found(name, None, ran, None, time.process_time() - started)

@@ -38,13 +38,26 @@ class Watch:
     """The two checks of the module docstring on one world."""
 
     world: World
-    cordon_seconds: float = 120.0
+    cordon_seconds: float = 30.0
+    every: float = 15.0  # seconds between two looks at the drains (the refresh waits: the checker's scan cadence)
     wait_slack: float = 600.0
     _tokens: dict[int, str] = field(default_factory=dict)  # fencing token -> the holder it was given to
     _last: float = -1e18
+    _last_cordons: float = -1e18
+    _drains: dict[str, tuple[str, float]] = field(default_factory=dict)  # CMD# sk -> (instance, started at)
 
-    def on_write(self, table: str, key: tuple[str, str], old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        """``MemoryDynamo`` listener: a write of the lock item."""
+    def on_write(
+        self, table: str, key: tuple[str, str], old: dict[str, Any] | None, new: dict[str, Any] | None
+    ) -> None:
+        """``MemoryDynamo`` listener: a write of the lock item, or of a command (the drains under way)."""
+        if key[1].startswith("CMD#"):
+            if new is not None and new.get("status") == "running" and new.get("kind") == "drain":
+                if new.get("started_at"):
+                    since = datetime.fromisoformat(str(new["started_at"])).timestamp() - view_epoch(0.0)
+                    self._drains[key[1]] = (str(new.get("instance_id")), since)
+            else:
+                self._drains.pop(key[1], None)
+            return
         if key[1] != LOCK or new is None or not new.get("holder"):
             return
         holder = str(new["holder"])
@@ -65,11 +78,12 @@ class Watch:
         self._tokens[token] = holder
 
     def after_step(self, step: Step) -> None:
-        if step.at - self._last < self.world.checker.bounds.scan_seconds:
-            return
-        self._last = step.at
-        self.cordons()
-        self.waits()
+        if step.at - self._last_cordons >= self.every:
+            self._last_cordons = step.at
+            self.cordons()
+        if step.at - self._last >= self.world.checker.bounds.scan_seconds:
+            self._last = step.at
+            self.waits()
 
     def waits(self) -> None:
         """No wait of an active refresh run outlives its deadline (``RefresherSettings.deadline_seconds``) by more
@@ -77,7 +91,7 @@ class Watch:
         world = self.world
         settings = world.lambdas.refresher_settings
         now = view_epoch(world.kernel.t)
-        for item in world.table_items():
+        for item in world.view.table_items():
             if not str(item.get("sk", "")).startswith("RUN#") or item.get("status") not in ACTIVE_RUN:
                 continue
             for step in item.get("steps") or []:
@@ -99,19 +113,11 @@ class Watch:
         """Every started drain's node cordoned within ``cordon_seconds`` (see the module docstring)."""
         world = self.world
         t = world.kernel.t
-        started: dict[str, float] = {}
-        for item in world.table_items():
-            if not str(item.get("sk", "")).startswith("CMD#") or item.get("status") != "running":
-                continue
-            if item.get("kind") != "drain" or not item.get("started_at"):
-                continue
-            since = datetime.fromisoformat(str(item["started_at"])).timestamp() - view_epoch(0.0)
-            if t - since > self.cordon_seconds:
-                started[str(item.get("instance_id"))] = since
+        started = {i: since for i, since in self._drains.values() if t - since > self.cordon_seconds}
         if not started:
             return
-        running = world.running_instances()
-        for node in world.node_states():
+        running = world.view.running_instances()
+        for node in world.view.node_states():
             since_or_none = started.get(node.instance_id)
             if since_or_none is None or node.unschedulable or not node.ready or node.instance_id not in running:
                 continue
