@@ -31,7 +31,7 @@ def apply_fault(world: World, f: Fault) -> None:
 def _spot(world: World, f: Fault) -> None:
     instance = world.pick_instance(str(f.param("az")))
     if instance is not None:
-        world.cloud.interrupt(instance)
+        world.aws.interrupt(instance)
 
 
 def _burst(world: World, f: Fault) -> None:
@@ -45,17 +45,17 @@ def _rebalance(world: World, f: Fault) -> None:
     instance = world.pick_instance(str(f.param("az")))
     if instance is None:
         return
-    world.cloud.rebalance(instance)
+    world.aws.rebalance(instance)
     if int(f.param("follow", 0)):
 
         def reclaim() -> None:
-            world.cloud.interrupt(instance)
+            world.aws.interrupt(instance)
 
         world.kernel.after(f.duration, "fault spot (after rebalance)", reclaim)
 
 
 def _outage(world: World, f: Fault) -> None:
-    world.cloud.capacity_outage(str(f.param("az")), f.at, f.at + f.duration)
+    world.aws.capacity_outage(str(f.param("az")), f.at, f.at + f.duration)
 
 
 def _api(world: World, f: Fault) -> None:
@@ -118,7 +118,7 @@ def _kops_reset(world: World, f: Fault) -> None:
     name = f"nodes-{f.param('az')}"
     if name in world.cloud.groups:
         min_size, max_size, desired = world.sizes[name]
-        world.cloud.kops_reset(name, min_size, max_size, desired)
+        world.aws.kops_reset(name, min_size, max_size, desired)
 
 
 def _manual_refresh(world: World, f: Fault) -> None:
@@ -169,8 +169,8 @@ def _patch(world: World, node: str, unschedulable: bool) -> bool:
 
 
 def _pdb_block(world: World, f: Fault) -> None:
-    """A PodDisruptionBudget allowing no disruption (``minAvailable: 100%``) over one Deployment without a budget,
-    deleted ``duration`` later."""
+    """A PodDisruptionBudget allowing no disruption (``minAvailable: 100%``) over one Deployment without a budget;
+    ``duration`` later it is edited to allow any (``maxUnavailable: 100%``), as good as deleted."""
     from sim.kube_objects import Budget
 
     taken = {str(b.selector.get("app")) for b in world.kube.budgets.values()}
@@ -182,11 +182,7 @@ def _pdb_block(world: World, f: Fault) -> None:
     world.kube.add_budget(Budget("default", f"{app}-blocker", {"app": app}, min_available="100%"))
 
     def remove() -> None:
-        world.kube.budgets.pop(key, None)
-        for pod in world.kube.matched.pop(key, {}):
-            info = world.kube.pods.get(pod)
-            if info is not None and key in info.budgets:
-                info.budgets.remove(key)
+        world.kube.budgets[key] = Budget("default", f"{app}-blocker", {"app": app}, max_unavailable="100%")
 
     world.kernel.after(f.duration, "fault pdb unblock", remove)
 

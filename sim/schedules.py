@@ -172,6 +172,8 @@ def generate(rng: random.Random, nodes: int, days: float, profile: Profile | Non
         ("dynamodb", "", "InternalServerError"),
         ("sqs", "", "ThrottlingException"),
         ("kube", "", "TooManyRequests"),
+        ("autoscaling:lost-answer", "", "ServiceUnavailable"),  # the effect made, the answer lost (sim.aws_common)
+        ("ec2:lost-answer", "", "InternalError"),
     )
     for t in d.poisson_times(p.api_bursts_per_day / DAY):
         service, operation, code = rng.choice(services)

@@ -88,8 +88,9 @@ def default_agent(world: World) -> AgentLike:
 @dataclass(frozen=True)
 class Shape:
     """The cluster's shape: ``nodes`` Spot workers over the AZs, ``masters`` (1 or 3), workload pods per worker,
-    Deployments' size, and the fraction of Deployments with a PodDisruptionBudget (``maxUnavailable: 1``) and with
-    a long grace period (``long_grace`` seconds)."""
+    Deployments' size, the fraction of Deployments with a PodDisruptionBudget (``maxUnavailable: 1``) and with a
+    long grace period (``long_grace`` seconds); the workers at the start were launched up to ``prelaunch_age``
+    seconds before (so the weekly refresh, ``REFRESH_MAX_AGE`` 7 days, has some to replace)."""
 
     nodes: int = 30
     masters: int = 3
@@ -98,6 +99,7 @@ class Shape:
     budgeted: float = 0.5
     long_grace_share: float = 0.1
     long_grace: int = 300
+    prelaunch_age: float = 1.5 * 86400
     azs: tuple[str, ...] = AZS
 
 
@@ -146,7 +148,7 @@ class World:
         )
         self.cloud: Cloud = self.aws.cloud
         self.kube = SimKube(self.kernel, self.faults)
-        self.dynamo = MemoryDynamo(self.kernel, self.faults)
+        self.dynamo = MemoryDynamo(self.kernel, self.faults, copy_reads=False)  # shared reads: the fast setting
         self.table = self.dynamo.table(TABLE)
         self.lambdas = Lambdas(self.kernel, self.table, self.aws, CLUSTER)
         _quiet_agent_logs()
@@ -221,6 +223,7 @@ class World:
             control_plane=control_plane,
             instance_type="m5.large" if spot else "c5.large",
             hooks=hooks,
+            prelaunch_age=self.shape.prelaunch_age if spot else 0.0,
         )
         self.sizes[name] = (size, size, size)
         self.sizes_at_start[name] = (size, size)

@@ -51,7 +51,7 @@ def test_an_unrecorded_capacity_increase_is_caught() -> None:
 
 def test_sizes_not_given_back_are_caught_at_the_end() -> None:
     def kops(world: World) -> None:
-        world.cloud.kops_reset("nodes-us-east-1c", 3, 5, 5)
+        world.aws.kops_reset("nodes-us-east-1c", 3, 5, 5)
 
     result = run_seed(2, nodes=9, days=0.1, profile=CALM, mutate=_at(300.0, kops))  # type: ignore[arg-type]
     assert result.violation is not None
