@@ -40,6 +40,7 @@ from sim.world import AZS, NoAgent, Shape, World, default_agent
 # Spot Instance Advisor frequency of interruption bands, as a monthly fraction of instances (the top of the band)
 BANDS = {"us-east-1a": 0.10, "us-east-1b": 0.15, "us-east-1c": 0.20}
 SAMPLE_SECONDS = 60.0
+WARMUP_SECONDS = 900.0  # the cluster's first nodes register in the first minutes: not a loss of any policy
 WARNING = "EC2 Spot Instance Interruption Warning"
 
 
@@ -89,11 +90,11 @@ class Meter:
     counters: dict[str, float] = field(default_factory=dict)
 
     def sample(self, world: World, t: float) -> None:
-        if t - self._last < SAMPLE_SECONDS:
+        if t < WARMUP_SECONDS or t - self._last < SAMPLE_SECONDS:
             return
         self._last = t
         ready: dict[str, int] = {}
-        for name, obj in world.kube.nodes.items():
+        for obj in world.kube.nodes.values():
             if any(c.get("type") == "Ready" and c.get("status") == "True" for c in obj["status"].get("conditions", ())):
                 instance = world.cloud.instances.get(str(obj["spec"].get("providerID", "")).rsplit("/", 1)[-1])
                 if instance is not None and instance.group is not None:
@@ -145,7 +146,7 @@ class Nth:
                 continue
             namespace, name = key.split("/", 1)
             response = kube.evict_pod(namespace, name)
-            left += response.status_code != 201
+            left += response.http_status == 429 or response.http_status >= 500
         if left:
             self.world.kernel.after(5.0, "nth evict", lambda: self._evict(node, instance))
 
@@ -158,7 +159,7 @@ def run_policy(policy: str, seed: int, nodes: int, days: float, schedule: tuple[
     """One policy's week: the world, the schedule, the meter."""
     agent = default_agent if policy == "product" else (lambda _world: NoAgent())
     world = World(seed, Shape(nodes=nodes, masters=3), agent=agent)
-    world._populate()  # noqa: SLF001 - World.build without its default agent
+    world._populate()  # World.build without its default agent
     if policy != "product":
         for group in world.cloud.groups.values():
             group.hooks = ()  # no termination lifecycle hook: nobody would complete it
