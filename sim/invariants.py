@@ -85,7 +85,7 @@ class WorldView(Protocol):
 
 
 @dataclass
-class Violation(Exception):
+class Violation(BaseException):  # as LambdaCrash: no `except Exception` of the product may swallow it
     """An invariant broken: which, when (simulated seconds), the seed, and what was seen."""
 
     invariant: str
@@ -175,6 +175,7 @@ class Checker:
         items = self.view.table_items()
         recorded = any(
             (i.get("sk") == f"COMP#{asg_name}")
+            or (str(i.get("sk", "")).startswith("COMP#") and asg_name in _donors(i))
             or (str(i.get("sk", "")).startswith("RUN#") and asg_name in str(i.get("surge", {})))
             for i in items
         )
@@ -344,6 +345,13 @@ class Checker:
         detached = sorted(i for i, (group, _az) in self.view.running_instances().items() if group is None and not busy)
         if detached:
             self.fail("4 nothing detached left running", f"{len(detached)} instances outside any group: {detached[:5]}")
+
+
+def _donors(item: dict[str, Any]) -> dict[str, Any]:
+    """A ``COMP#`` ledger item's donors (``core.ledger.Compensation.donors``: the siblings it raised), by name."""
+    comp = item.get("compensation")
+    donors = comp.get("donors") if isinstance(comp, dict) else None
+    return donors if isinstance(donors, dict) else {}
 
 
 def view_epoch(t: float) -> float:

@@ -38,8 +38,8 @@ class Watch:
     """The two checks of the module docstring on one world."""
 
     world: World
-    cordon_seconds: float = 30.0
-    every: float = 15.0  # seconds between two looks at the drains (the refresh waits: the checker's scan cadence)
+    cordon_seconds: float = 10.0
+    every: float = 5.0  # seconds between two looks at the drains (the refresh waits: the checker's scan cadence)
     wait_slack: float = 600.0
     _tokens: dict[int, str] = field(default_factory=dict)  # fencing token -> the holder it was given to
     _last: float = -1e18
