@@ -213,7 +213,11 @@ MUTANTS: dict[str, Mutant] = {
         Mutant(
             "lock_not_atomic",
             lock_not_atomic,
-            replace(QUIET, outages=2, concurrent_per_day=6.0, spot_monthly=0.3, operators_per_day=2.0),
+            # the race needs two invocations that both take the lock, one between the other's read and write:
+            # compensations (outages, reclaims) and refresh runs (operators) often, concurrent windows often
+            replace(
+                QUIET, outages=6, burst_per_day=4.0, concurrent_per_day=24.0, spot_monthly=1.0, operators_per_day=6.0
+            ),
         ),
     )
 }

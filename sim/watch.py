@@ -11,6 +11,8 @@ drained node cordoned at once (not when its drain gets a slot); and a refresh's 
   (``status`` ``running``) has its node unschedulable within ``cordon_seconds``, while the Kubernetes API had no
   injected fault since the command started (a refused cordon is retried by the drain step only) and the agent is up.
 
+- **Compensations end**: a ``COMP#`` ledger whose failed group has been whole for ``comp_bound`` still carrying a
+  compensation is stuck (its give-back refused again and again, or never decided).
 - **Refresh waits end** (docs/DESIGN.md: every wait of a run has a deadline, ``core.runs.WaitDeadline``): no step
   of an active run has been in one wait longer than its deadline plus two refresher ticks.
 
@@ -41,6 +43,7 @@ class Watch:
     cordon_seconds: float = 10.0
     every: float = 5.0  # seconds between two looks at the drains (the refresh waits: the checker's scan cadence)
     wait_slack: float = 600.0
+    comp_bound: float = 3 * 3600.0  # a compensation given back after its group is whole (REPLENISH hold + give-back)
     _tokens: dict[int, str] = field(default_factory=dict)  # fencing token -> the holder it was given to
     _last: float = -1e18
     _last_cordons: float = -1e18
@@ -92,6 +95,9 @@ class Watch:
         settings = world.lambdas.refresher_settings
         now = view_epoch(world.kernel.t)
         for item in world.view.table_items():
+            if str(item.get("sk", "")).startswith("COMP#"):
+                self._compensation(item, now)
+                continue
             if not str(item.get("sk", "")).startswith("RUN#") or item.get("status") not in ACTIVE_RUN:
                 continue
             for step in item.get("steps") or []:
@@ -128,6 +134,21 @@ class Watch:
                 "5 a drained node is cordoned at once",
                 f"node {node.name} ({node.instance_id}) still schedulable {t - since_or_none:.0f} s after the agent "
                 "started its drain",
+            )
+
+    def _compensation(self, item: dict[str, Any], now: float) -> None:
+        """A compensation whose failed group has been whole (``healthy_since``) for ``comp_bound`` seconds is given
+        back by then (docs/DESIGN.md: every capacity increase undone exactly once, within a bound)."""
+        comp = item.get("compensation")
+        healthy = comp.get("healthy_since") if isinstance(comp, dict) else None
+        if not healthy:
+            return
+        since = datetime.fromisoformat(str(healthy)).timestamp()
+        if now - since > self.comp_bound:
+            self.world.checker.t = self.world.kernel.t
+            self.world.checker.fail(
+                "8 no compensation stuck past its bound",
+                f"{item.get('sk')}: its group whole for {now - since:.0f} s and the compensation not given back",
             )
 
     def _excused(self, since: float, t: float) -> bool:
