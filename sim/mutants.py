@@ -28,7 +28,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -87,10 +87,8 @@ def refused_terminate_given_back() -> AbstractContextManager[None]:
 
     def apply(action: Any, effects: Any, now: Any, refused: list[str]) -> str:
         if isinstance(action, Terminate):
-            try:
+            with suppress(AwsRequestError):
                 effects.aws.autoscaling.terminate_in_group(action.instance_id, action.decrement)
-            except AwsRequestError:
-                pass
             return "terminated"
         return real(action, effects, now, refused)
 
@@ -139,6 +137,7 @@ def lock_not_atomic() -> AbstractContextManager[None]:
     """The lock's acquire reads the item, then writes itself as holder with no condition: two invocations that read
     the same free lock both take it (the second's write lands on the first's lease)."""
     from adapters.dynamo import lock
+    from core.lock import Lease, fencing_of, renewable_by
 
     real = lock.LeaseLock.acquire
 
@@ -153,16 +152,16 @@ def lock_not_atomic() -> AbstractContextManager[None]:
     ) -> Any:
         now = self.clock()
         current = seen if use_seen else self.table.get(lock.LOCK_SK)
-        held = lock.renewable_by(current, holder, now)
+        held = renewable_by(current, holder, now)
         if held is not None:
             return self.renew(held, lease_seconds)
         if current is not None and current.get("holder") and float(current.get("lease_expires_at", 0)) > now:
             return real(self, holder, operation, lease_seconds, seen=seen, use_seen=use_seen)  # refused as before
-        previous = lock.fencing_of(current)
+        previous = fencing_of(current)
         expires = now + lease_seconds
         item = {"holder": holder, "operation": operation, "lease_expires_at": expires, "fencing": previous + 1}
         self.table.put(lock.LOCK_SK, {**item, "acquired_at": now})
-        return lock.Lease(holder, operation, previous + 1, expires)
+        return Lease(holder, operation, previous + 1, expires)
 
     return _patched(lock.LeaseLock, "acquire", acquire)
 
@@ -223,6 +222,12 @@ MUTANTS: dict[str, Mutant] = {
 }
 
 
+def _watched(world: Any) -> None:
+    from sim.watch import install
+
+    install(world)
+
+
 @contextmanager
 def _agent_overrides(overrides: dict[str, int]) -> Iterator[None]:
     """The worlds built meanwhile run their agent with ``overrides`` of its settings."""
@@ -255,7 +260,6 @@ def hunt(name: str, seeds: range, nodes: int | None = None, days: float | None =
     """Run ``seeds`` with mutant ``name`` applied until one breaks an invariant (``control``: the same seeds and
     profile without the patch, which must find nothing)."""
     from sim.run import run_seed
-    from sim.watch import install
 
     mutant = MUTANTS[name]
     started = time.process_time()
@@ -263,7 +267,7 @@ def hunt(name: str, seeds: range, nodes: int | None = None, days: float | None =
     with _agent_overrides(dict(mutant.agent)), nullcontext() if control else mutant.patch():
         for seed in seeds:
             ran += 1
-            result = run_seed(seed, nodes or mutant.nodes, days or mutant.days, profile=mutant.profile, mutate=install)
+            result = run_seed(seed, nodes or mutant.nodes, days or mutant.days, profile=mutant.profile, mutate=_watched)
             if result.violation is not None:
                 return Found(name, seed, ran, result.violation, time.process_time() - started)
     return Found(name, None, ran, None, time.process_time() - started)

@@ -67,12 +67,12 @@ class Watch:
         token = int(new.get("fencing") or 0)
         checker = self.world.checker
         checker.t = self.world.kernel.t
-        if old is not None and old.get("holder") and str(old["holder"]) != holder:
-            if float(old.get("lease_expires_at") or 0) > view_epoch(self.world.kernel.t):
-                checker.fail(
-                    "8 one lock holder at a time",
-                    f"{holder} took the lock over {old['holder']}'s lease valid until {old['lease_expires_at']}",
-                )
+        taken_over = old is not None and old.get("holder") and str(old["holder"]) != holder
+        if taken_over and old is not None and float(old.get("lease_expires_at") or 0) > view_epoch(checker.t):
+            checker.fail(
+                "8 one lock holder at a time",
+                f"{holder} took the lock over {old['holder']}'s lease valid until {old['lease_expires_at']}",
+            )
         given = self._tokens.get(token)
         if given is not None and given != holder:
             checker.fail("8 one lock holder at a time", f"fencing token {token} given to {given} and to {holder}")
