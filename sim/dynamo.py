@@ -157,10 +157,10 @@ class MemoryTable:
         self._history = History()  # for eventually consistent reads under a StaleRead fault
 
     # for the invariant checker (no faults, no counting) ------------------------------------------------------------
-    def items(self, pk: str) -> list[Item]:
-        """The partition's items in sort key order (copies)."""
-        partition = self._items.get(pk, {})
-        return [copy_item(partition[sk]) for sk in self._order.get(pk, [])]
+    def items(self, pk: str | None = None) -> list[Item]:
+        """The partition ``pk``'s items in sort key order (copies); every item (partitions in order) without one."""
+        pks = sorted(self._order) if pk is None else [pk]
+        return [copy_item(self._items[p][sk]) for p in pks for sk in self._order.get(p, [])]
 
     def peek(self, pk: str, sk: str) -> Item | None:
         """One item (a copy), or None."""

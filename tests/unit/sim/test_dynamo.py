@@ -337,6 +337,10 @@ def test_accessors_copy_and_listeners_see_every_write() -> None:
         ("state", ("p", "a"), {**K, "l": [Decimal(1)]}, None),
     ]
     assert dynamo.snapshot() == {"state": {}} and table.items("p") == []
+    for pk, sk in (("q", "b"), ("p", "z"), ("q", "a")):
+        table.put_item(Item={"pk": pk, "sk": sk})
+    assert [(i["pk"], i["sk"]) for i in table.items()] == [("p", "z"), ("q", "a"), ("q", "b")]
+    assert list(table.snapshot()) == [("p", "z"), ("q", "a"), ("q", "b")] and len(table) == 3
 
 
 def test_floats_are_refused_as_boto3_refuses_them() -> None:
