@@ -21,6 +21,17 @@ kernel actions instead of threads, running the product's own code.
 - Faults: ``restart`` (the process dies: in-flight work is lost, its items stay ``running`` until their heartbeat
   is stale and its messages come back after their visibility timeout; it starts again with a new worker id) and
   ``lead`` (leadership gained or lost: a new term of the membership reporter).
+
+Usage (inside ``kernel.installed()``, so the product's ``utcnow()`` is simulated time)::
+
+    agent = SimAgent(kernel, kube, aws.queue, dynamo.table(name), aws.autoscaling, settings, name="agent-a")
+    standby = SimAgent(kernel, kube, aws.queue, dynamo.table(name), aws.autoscaling, settings, name="agent-b",
+                       leader=False)
+    kernel.at(t, "fault:agent-restart", agent.restart)       # or agent.lead(False); standby.lead(True)
+    agent.events.entries                                     # the result events it put on the bus
+
+A drain-only policy (aws-node-termination-handler's queue mode) can run ``sim.agent_drain.SimDrain`` on a warning
+without a queue or a table (``bench.sim_kube`` does).
 """
 
 from __future__ import annotations
