@@ -15,12 +15,15 @@ kernel actions instead of threads, running the product's own code.
   the worker's own ``_finish``.
 - ``agent.consumer.heartbeat.Heartbeat.beat_once`` every ``heartbeat_seconds``: visibility extended, ``CMD#``
   heartbeats, takeovers noticed, tightened deadlines passed to the running drain, lifecycle heartbeats.
-- While leader: ``agent.membership.MembershipReporter.resync`` every ``MEMBERSHIP_RESYNC_SECONDS`` (the watch
+- Only the leader works (``agent.app``: the consumer, the membership reporter and the releaser run while leading):
+  ``agent.membership.MembershipReporter.resync`` every ``MEMBERSHIP_RESYNC_SECONDS`` (the watch
   between resyncs is not followed: a node's change reaches its ``NODE#`` item at the next resync) and
   ``agent.cordons.releaser.CordonReleaser.check_once`` every ``CORDON_CHECK_SECONDS``.
 - Faults: ``restart`` (the process dies: in-flight work is lost, its items stay ``running`` until their heartbeat
-  is stale and its messages come back after their visibility timeout; it starts again with a new worker id) and
-  ``lead`` (leadership gained or lost: a new term of the membership reporter).
+  is stale and its messages come back after their visibility timeout; it starts again with a new worker id, still
+  leading if it led: a single replica takes its Lease back) and ``lead`` (leadership gained: the consumer starts;
+  or lost: work stops, in-flight commands are handed back after the shutdown grace, the process restarts as a
+  standby).
 
 Usage (inside ``kernel.installed()``, so the product's ``utcnow()`` is simulated time)::
 
@@ -248,11 +251,30 @@ class SimAgent:
         self.kernel.after(down_seconds, f"agent:{self.name}:start", self.start)
 
     def lead(self, leading: bool) -> None:
-        """Leadership gained (a new term: the membership reporter reads the table again) or lost."""
+        """Leadership gained (the consumer starts; a new term: the membership reporter reads the table again) or
+        lost: as ``agent.app`` does, work stops (no receive, no new drain), in-flight commands get
+        ``AGENT_SHUTDOWN_GRACE_SECONDS`` to finish, the rest are handed back (item ``queued``, message visible at
+        once: ``CommandConsumer.shutdown``), and the process restarts as a standby (a new worker id)."""
         if leading and not self.leading:
             self.leading = True
             self._new_term()
-        self.leading = leading
+            self._pump()
+        elif not leading and self.leading:
+            self.leading = False
+            self._count("leadership_lost")
+            self.kernel.after(self.config.shutdown_grace_seconds, f"agent:{self.name}:step-down", self._step_down)
+
+    def _step_down(self) -> None:
+        if not self.alive or self.leading:
+            return
+        for _, drain, _ in self.running.values():
+            drain.cancel()
+        for job in self._jobs():
+            if job.close():
+                job.handed_back = True
+                self.worker.give_back(job, visibility_seconds=0)
+                self._count("handed_back")
+        self.restart(down_seconds=1.0)
 
     def _new_term(self) -> None:
         s = self.settings
@@ -286,7 +308,7 @@ class SimAgent:
     def poll(self) -> None:
         """One receive, each message handled at once (``CommandWorker.handle``); errors counted, never raised."""
         free = self.config.max_in_flight - len(self.running) - len(self.waiting)
-        if not self.alive or free <= 0:
+        if not (self.alive and self.leading) or free <= 0:
             return
         try:
             messages = self.queue.receive(
@@ -312,7 +334,7 @@ class SimAgent:
         self._pump()
 
     def _pump(self) -> None:
-        while self.alive and self.waiting and len(self.running) < self.config.concurrency:
+        while self.alive and self.leading and self.waiting and len(self.running) < self.config.concurrency:
             _, _, job = heapq.heappop(self.waiting)
             if job.closed or job.lost:
                 continue
