@@ -45,6 +45,7 @@ bench-smoke: bootstrap
 	$(PY) -m bench.membership --smoke
 	$(PY) -m bench.wave --smoke
 	$(PY) -m bench.lock_race --smoke
+	$(PY) -m bench.sim_dynamo --smoke
 
 check: lint bench-smoke
 

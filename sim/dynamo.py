@@ -23,19 +23,21 @@ it. Semantics, from the DynamoDB Developer Guide and API Reference:
 Faults: every call first asks ``faults.check("dynamodb", <operation>)`` (PutItem, GetItem, UpdateItem, DeleteItem,
 Query, TransactWriteItems) and raises that error code's answer (HTTP 500/503 for InternalServerError /
 ServiceUnavailable, 400 otherwise); for TransactWriteItems the codes TransactionConflict and ThrottlingError cancel
-the transaction with that reason instead. The answer is the one botocore raises once its own retries are spent
-(nothing here sleeps). Not modelled: eventual consistency (every read is strongly consistent), TTL deletion,
+the transaction with that reason instead; ``StaleRead`` makes an eventually consistent GetItem / Query answer as
+of before the last second's writes (``sim.dynamo_stale``; without it every read is strongly consistent). An error
+answer is the one botocore raises once its own retries are spent (nothing here sleeps). Not modelled: TTL deletion,
 ClientRequestToken idempotency, projections, capacity.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from sim.dynamo_calls import RequestError, Write, client_error, expressions, metadata, validation
+from sim.dynamo_calls import Expressions, RequestError, Write, client_error, expressions, metadata, validation
 from sim.dynamo_keys import key_range
+from sim.dynamo_stale import STALE_READ, History
 from sim.dynamo_transactions import MemoryClient
 from sim.expression_syntax import ExpressionError
 from sim.faults import Faults
@@ -63,6 +65,10 @@ class MemoryDynamo:
         listeners: called after every applied write with (table name, (pk, sk), old item, new item); None for no
             item. The items are the stored objects: a listener reads them and never changes them. The invariant
             checker may watch writes this way.
+        before_call: called with the operation name at the start of every call, before it reads or writes anything
+            (not while one of them runs: calls they make do not call them again). A preemption point without
+            threads: the simulation may run another actor's step here (a competing Lambda invocation), so a product
+            step that reads, then writes without a condition, loses the race it would lose on AWS.
     """
 
     def __init__(self, kernel: Kernel, faults: Faults, copy_reads: bool = True) -> None:
@@ -71,10 +77,13 @@ class MemoryDynamo:
         self.faults = faults
         self.tables: dict[str, MemoryTable] = {}
         self.client = MemoryClient(self)
+        self.meta = _Meta(self.client)  # resource.meta.client, as on a boto3 service resource
         self.calls: dict[str, int] = {}
         self.listeners: list[Listener] = []
+        self.before_call: list[Callable[[str], None]] = []
+        self._preempting = False
         self._requests = 0
-        self._pending_cancellation: str | None = None
+        self.pending: str | None = None  # the injected code the current call acts on (``begin``)
         self._rng = kernel.stream("dynamodb:conflicts")
 
     def create_table(self, name: str, partition_key: str = "pk", sort_key: str = "sk") -> MemoryTable:
@@ -84,7 +93,12 @@ class MemoryDynamo:
 
     def table(self, name: str) -> MemoryTable:
         """The table ``name`` (created with the state table's keys on first use)."""
-        return self.tables.get(name) or self.create_table(name)
+        table = self.tables.get(name)  # not ``or``: an empty table is falsy (``__len__``)
+        return table if table is not None else self.create_table(name)
+
+    def Table(self, name: str) -> MemoryTable:  # the boto3 resource's method name
+        """``table``, as a boto3 ``dynamodb`` service resource names it (the handlers' ``dynamodb.Table(name)``)."""
+        return self.table(name)
 
     def snapshot(self) -> dict[str, dict[tuple[str, str], Item]]:
         """table name -> {(pk, sk): item} (copies)."""
@@ -92,21 +106,33 @@ class MemoryDynamo:
 
     # calls --------------------------------------------------------------------------------------------------------
     def begin(self, operation: str) -> str:
-        """Count the call, raise the injected fault if any; returns the call's request id."""
+        """Count the call, raise the injected fault if any; returns the call's request id. The codes that are not
+        errors (``StaleRead``; TransactionConflict / ThrottlingError for TransactWriteItems) are left in
+        ``pending`` for the call to act on."""
+        if self.before_call and not self._preempting:
+            self._preempting = True
+            try:
+                for hook in list(self.before_call):
+                    hook(operation)
+            finally:
+                self._preempting = False
         self._requests += 1
         self.calls[operation] = self.calls.get(operation, 0) + 1
         request_id = f"SIM{self._requests:012d}"
         code = self.faults.check("dynamodb", operation)
-        if code is not None and not (
-            operation == "TransactWriteItems" and code in ("TransactionConflict", "ThrottlingError")
-        ):
+        cancels = operation == "TransactWriteItems" and code in ("TransactionConflict", "ThrottlingError")
+        if code is not None and code != STALE_READ and not cancels:
             raise client_error(code, operation, request_id)
-        self._pending_cancellation = code
+        self.pending = code
         return request_id
 
     def injected_cancellation(self) -> str | None:
         """The cancellation code ``begin`` drew for the current TransactWriteItems, if any."""
-        return self._pending_cancellation
+        return self.pending if self.pending != STALE_READ else None
+
+    def stale(self, consistent: bool) -> bool:
+        """Whether the current read answers from before recent writes (``sim.dynamo_stale``)."""
+        return self.pending == STALE_READ and not consistent
 
     def pick(self, n: int) -> int:
         """Which of ``n`` transaction actions an injected conflict lands on."""
@@ -141,12 +167,13 @@ class MemoryTable:
         self._order: dict[str, list[str]] = {}
         self._sizes: dict[tuple[str, str], int] = {}  # item_bytes of each stored item, for Query's 1 MB pages
         self._read: Callable[[Item], Item] = copy_item if dynamo.copy_reads else _shared
+        self._history = History()  # for eventually consistent reads under a StaleRead fault
 
     # for the invariant checker (no faults, no counting) ------------------------------------------------------------
-    def items(self, pk: str) -> list[Item]:
-        """The partition's items in sort key order (copies)."""
-        partition = self._items.get(pk, {})
-        return [copy_item(partition[sk]) for sk in self._order.get(pk, [])]
+    def items(self, pk: str | None = None) -> list[Item]:
+        """The partition ``pk``'s items in sort key order (copies); every item (partitions in order) without one."""
+        pks = sorted(self._order) if pk is None else [pk]
+        return [copy_item(self._items[p][sk]) for p in pks for sk in self._order.get(p, [])]
 
     def peek(self, pk: str, sk: str) -> Item | None:
         """One item (a copy), or None."""
@@ -180,6 +207,7 @@ class MemoryTable:
                 insort(self._order.setdefault(pk, []), sk)
             self._items.setdefault(pk, {})[sk] = item
             self._sizes[key] = size
+        self._history.record(key, self.dynamo.kernel.t, old)
         self.dynamo.applied(self.name, key, old, item)
 
     def key_of(self, key: Mapping[str, Any], exact: bool = True) -> tuple[str, str]:
@@ -238,9 +266,12 @@ class MemoryTable:
     ) -> dict[str, Any]:
         request_id = self.dynamo.begin("GetItem")
         try:
-            item = self.stored(self.key_of(Key))
+            key = self.key_of(Key)
         except RequestError as err:
             raise client_error(err.code, "GetItem", request_id, err.message) from None
+        item = self.stored(key)
+        if self.dynamo.stale(ConsistentRead):
+            item = self._history.version(key, item, self.dynamo.kernel.t)
         out: dict[str, Any] = {"ResponseMetadata": metadata(request_id)}
         if item is not None:
             out["Item"] = self._read(item)
@@ -288,11 +319,9 @@ class MemoryTable:
             page: list[Item] = []
             scanned, read = 0, 0
             last: str | None = None
-            partition = self._items.get(pk, {})
-            for sk in candidates:  # exactly the items the key condition selects (key_range's bounds)
-                item = partition[sk]
+            for sk, item, size in self._selected(pk, candidates, exprs, params):
                 scanned += 1
-                read += self._sizes[(pk, sk)]
+                read += size
                 if exprs.filter is None or exprs.holds(exprs.filter, item):
                     page.append(self._read(item))
                 if (limit and scanned >= limit) or read >= PAGE_BYTES:
@@ -308,6 +337,21 @@ class MemoryTable:
             out["LastEvaluatedKey"] = {self.keys[0]: pk, self.keys[1]: last}
         out["ResponseMetadata"] = metadata(request_id)
         return out
+
+    def _selected(
+        self, pk: str, keys: list[str], exprs: Expressions, params: Mapping[str, Any]
+    ) -> Iterator[tuple[str, Item, int]]:
+        """(sort key, item, size) of what a Query reads: exactly ``keys`` (key_range's bounds), or with a stale
+        read the versions ``History`` gives."""
+        partition = self._items.get(pk, {})
+        if not self.dynamo.stale(bool(params.get("ConsistentRead", False))):
+            for sk in keys:
+                yield sk, partition[sk], self._sizes[(pk, sk)]
+            return
+        start = (params.get("ExclusiveStartKey") or {}).get(self.keys[1])
+        forward = bool(params.get("ScanIndexForward", True))
+        for sk, item in self._history.query(pk, keys, partition, self.dynamo.kernel.t, exprs, forward, start):
+            yield sk, item, item_bytes(item)
 
     def sort_keys(self, pk: str) -> list[str]:
         """The partition's sort keys in order (the list itself: read only)."""

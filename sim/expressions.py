@@ -15,9 +15,10 @@ list indexes. A comparison with a missing attribute (or values of different type
 is true. Parsed expressions are cached by their text (boto3's builder numbers placeholders from 0, so the product's
 expressions repeat).
 
-Errors: ``ExpressionError`` for a request DynamoDB refuses as a whole (syntax, undefined or unused placeholders: the
-table answers ``ValidationException``); ``EvaluationError`` (a subclass) for one found while evaluating an item (a
-BETWEEN with bounds out of order, an unknown ``attribute_type`` type).
+Errors (from ``sim.expression_syntax``, re-exported): ``ExpressionError`` for a request DynamoDB refuses as a whole
+(syntax, undefined or unused placeholders: the table answers ``ValidationException``); ``EvaluationError`` (a
+subclass) for one found while evaluating an item (a BETWEEN with bounds out of order, an unknown ``attribute_type``
+type).
 """
 
 from __future__ import annotations
@@ -39,6 +40,22 @@ from sim.expression_syntax import (
     parse_operand,
 )
 from sim.values import MISSING, Item, compare, equal, ordered, raw, type_of
+
+__all__ = [
+    "And",
+    "Between",
+    "Compare",
+    "Condition",
+    "EvaluationError",
+    "ExpressionError",
+    "Function",
+    "In",
+    "Not",
+    "Or",
+    "Parsed",
+    "evaluate",
+    "parse_condition",
+]
 
 COMPARATORS = frozenset({"=", "<>", "<", "<=", ">", ">="})
 CONDITION_FUNCTIONS = frozenset(

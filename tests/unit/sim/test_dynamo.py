@@ -16,7 +16,7 @@ from moto import mock_aws
 
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.store import Store
-from core.exceptions import StoreUnavailableError
+from core.exceptions import LockHeldError, StoreUnavailableError
 from core.schema import state_table
 from sim.dynamo import MemoryDynamo, MemoryTable
 from sim.faults import Faults, FaultWindow
@@ -337,6 +337,10 @@ def test_accessors_copy_and_listeners_see_every_write() -> None:
         ("state", ("p", "a"), {**K, "l": [Decimal(1)]}, None),
     ]
     assert dynamo.snapshot() == {"state": {}} and table.items("p") == []
+    for pk, sk in (("q", "b"), ("p", "z"), ("q", "a")):
+        table.put_item(Item={"pk": pk, "sk": sk})
+    assert [(i["pk"], i["sk"]) for i in table.items()] == [("p", "z"), ("q", "a"), ("q", "b")]
+    assert list(table.snapshot()) == [("p", "z"), ("q", "a"), ("q", "b")] and len(table) == 3
 
 
 def test_floats_are_refused_as_boto3_refuses_them() -> None:
@@ -412,3 +416,77 @@ def test_items_over_400_kb_are_refused() -> None:
         transact({"Update": {**grow, "ExpressionAttributeValues": {":b": big[: 201 * 1024]}}})(table)
     assert cancelled.value.response["CancellationReasons"][0]["Code"] == "ValidationError"
     assert set(table.peek("p", "a") or {}) == {"pk", "sk", "half"}
+
+
+def test_stale_reads_under_the_fault_see_the_last_second_as_it_was() -> None:
+    """DynamoDB "Read consistency": an eventually consistent read may miss a write completed just before it; a
+    strongly consistent one never does."""
+    kernel = Kernel(seed=1)
+    faults = Faults(kernel)
+    table = MemoryDynamo(kernel, faults).table("state")
+    for sk, v in (("a", 1), ("b", 1), ("c", 1)):
+        table.put_item(Item={"pk": "p", "sk": sk, "v": v})
+    kernel.run(until=100)
+    table.put_item(Item={"pk": "p", "sk": "a", "v": 2})  # changed
+    table.delete_item(Key={"pk": "p", "sk": "b"})  # deleted
+    table.put_item(Item={"pk": "p", "sk": "d", "v": 1})  # created
+    faults.add(FaultWindow("dynamodb", "GetItem", 100, 200, "StaleRead"))
+    faults.add(FaultWindow("dynamodb", "Query", 100, 200, "StaleRead"))
+    key = Key("pk").eq("p")
+
+    def seen(**kwargs: Any) -> list[tuple[str, int]]:
+        return [(i["sk"], int(i["v"])) for i in table.query(KeyConditionExpression=key, **kwargs)["Items"]]
+
+    assert seen() == [("a", 1), ("b", 1), ("c", 1)]
+    assert seen(ScanIndexForward=False, ExclusiveStartKey={"pk": "p", "sk": "c"}) == [("b", 1), ("a", 1)]
+    assert seen(ConsistentRead=True) == [("a", 2), ("c", 1), ("d", 1)]
+    assert table.get_item(Key={"pk": "p", "sk": "a"})["Item"]["v"] == 1
+    assert "Item" not in table.get_item(Key={"pk": "p", "sk": "d"})
+    assert table.get_item(Key={"pk": "p", "sk": "a"}, ConsistentRead=True)["Item"]["v"] == 2
+    kernel.run(until=101.5)  # more than a second after the writes: caught up
+    assert seen() == [("a", 2), ("c", 1), ("d", 1)]
+    assert Store(table, "x").get("LOCK", consistent=False) is None  # the adapter's reads pass through
+
+
+def test_the_dynamo_is_a_service_resource_too() -> None:
+    kernel = Kernel(seed=1)
+    dynamo = MemoryDynamo(kernel, Faults(kernel))
+    table = dynamo.Table("state")
+    assert table is dynamo.table("state") and table.name == "state" and dynamo.meta.client is table.meta.client
+
+
+def race(acquire: Callable[[Store, str], bool]) -> list[str]:
+    """Holder ``a`` acquires; when its write begins, ``b`` runs a whole acquisition (a preemption point)."""
+    kernel = Kernel(seed=1)
+    dynamo = MemoryDynamo(kernel, Faults(kernel))
+    store = Store(dynamo.table("state"), "demo")
+    winners: list[str] = []
+
+    def competitor(operation: str) -> None:
+        if operation in ("PutItem", "TransactWriteItems") and not winners:
+            dynamo.before_call.clear()
+            if acquire(store, "b"):
+                winners.append("b")
+
+    dynamo.before_call.append(competitor)
+    if acquire(store, "a"):
+        winners.append("a")
+    return winners
+
+
+def test_a_preemption_point_shows_a_lock_that_is_not_atomic() -> None:
+    def lease_lock(store: Store, holder: str) -> bool:
+        try:
+            LeaseLock(store, clock=lambda: 1000.0).acquire(holder, "refresh", 60)
+        except LockHeldError:
+            return False
+        return True
+
+    def check_then_write(store: Store, holder: str) -> bool:  # the read and the write are two steps, unconditioned
+        if store.get("LOCK") is not None:
+            return False
+        store.put("LOCK", {"holder": holder, "fencing": 1, "lease_expires_at": 1060})
+        return True
+
+    assert race(lease_lock) == ["b"]  # the conditional write refuses a once b holds the lock
+    assert race(check_then_write) == ["b", "a"]  # both believe they hold it

@@ -1,9 +1,9 @@
 """Contract: the product's table adapters (Store, LeaseLock, RunStore, the ledger, hooks, detach, membership) get
 the same answers and the same exceptions from the simulation's in-memory DynamoDB as from moto's.
 
-Every test runs once on ``sim.dynamo.MemoryTable`` and once on a moto ``mock_aws`` table (``core.schema``'s layout),
-with the same calls and the same expectations, so a difference between the two fails one of the pair. Where moto
-differs from DynamoDB as AWS documents it, the test says so and follows AWS (see ``test_dynamo.py`` for the raw
+Every test runs on ``sim.dynamo.MemoryTable`` (with and without ``copy_reads``) and on a moto ``mock_aws`` table
+(``core.schema``'s layout), with the same calls and the same expectations, so a difference fails one of them. Where
+moto differs from DynamoDB as AWS documents it, the test says so and follows AWS (see ``test_dynamo.py`` for the raw
 answers compared side by side).
 """
 
@@ -48,12 +48,13 @@ T0 = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 IA, IB, IC = "i-0aaaaaaaaaaaaaaaa", "i-0bbbbbbbbbbbbbbbb", "i-0cccccccccccccccc"
 
 
-@pytest.fixture(params=["memory", "moto"])
+@pytest.fixture(params=["memory", "memory-shared-reads", "moto"])
 def table(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A boto3-like ``dynamodb.Table``: the simulation's, or moto's."""
-    if request.param == "memory":
+    """A boto3-like ``dynamodb.Table``: the simulation's (reads copied, or shared as the fast setting does), or
+    moto's."""
+    if request.param.startswith("memory"):
         kernel = Kernel(seed=7)
-        yield MemoryDynamo(kernel, Faults(kernel)).table("state")
+        yield MemoryDynamo(kernel, Faults(kernel), copy_reads=request.param == "memory").table("state")
         return
     with mock_aws():
         ddb = boto3.resource("dynamodb", region_name="us-east-1")
