@@ -20,7 +20,14 @@ from tests.unit.sim.agent_world import CLUSTER, AutoScaling, Queue, drain, send
 
 
 def digest(seed: int) -> str:
-    logging.disable(logging.CRITICAL)
+    logging.disable(logging.CRITICAL)  # the product logs every step; undone at the end (other tests read logs)
+    try:
+        return _digest(seed)
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def _digest(seed: int) -> str:
     kernel = Kernel(seed)
     faults = Faults(kernel)
     faults.add(FaultWindow("kube", "", 0, 400, "InternalError", probability=0.3))
