@@ -237,7 +237,9 @@ class SimAgent:
 
     def restart(self, down_seconds: float = 5.0) -> None:
         """The process dies now (in-flight work lost, nothing handed back) and starts again ``down_seconds`` later
-        with a new worker id."""
+        with a new worker id. Nothing when it is already down."""
+        if not self.alive:
+            return
         self.alive = False
         for timer in self._timers:
             timer.cancel()
@@ -262,10 +264,13 @@ class SimAgent:
         elif not leading and self.leading:
             self.leading = False
             self._count("leadership_lost")
-            self.kernel.after(self.config.shutdown_grace_seconds, f"agent:{self.name}:step-down", self._step_down)
+            life = self.restarts
+            self.kernel.after(
+                self.config.shutdown_grace_seconds, f"agent:{self.name}:step-down", lambda: self._step_down(life)
+            )
 
-    def _step_down(self) -> None:
-        if not self.alive or self.leading:
+    def _step_down(self, life: int) -> None:
+        if not self.alive or self.leading or self.restarts != life:  # died meanwhile, or leading again
             return
         for _, drain, _ in self.running.values():
             drain.cancel()

@@ -242,3 +242,14 @@ def test_a_leader_that_loses_its_lease_hands_its_drain_back_and_the_new_leader_f
     item = w.item("d4")
     assert item["status"] == "succeeded" and item["worker"] == "standby:0"
     assert w.agent.worker_id == "agent:1" and not w.agent.leading
+
+
+def test_a_restart_of_a_process_already_down_and_a_step_down_after_a_crash_change_nothing(table: Any) -> None:
+    w = World(table)
+    w.agent.lead(False)  # a step-down is due after the shutdown grace
+    w.agent.restart(down_seconds=5)  # but the process crashes first
+    w.agent.restart(down_seconds=5)  # already down
+    w.run(60)
+    assert w.agent.counts == {"leadership_lost": 1, "restarts": 1} and w.agent.worker_id == "agent:1"
+    assert w.agent.alive and not w.agent.leading
+    assert len(w.agent._timers) == 4  # one set of periodic actions
