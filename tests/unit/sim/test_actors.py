@@ -43,3 +43,18 @@ def test_every_kind_applies_and_the_invariants_hold() -> None:
     assert "refresher ok started" in trace or "refresher ok refused" in trace
     assert "replenisher timeout" in trace
     assert result.counters["events"] > 5
+
+
+def test_a_reclaim_during_an_outage_is_compensated_and_given_back() -> None:
+    """A Spot reclaim in an AZ without capacity: the replenisher raises a sibling under the lock (COMP# first), the
+    shortfall is covered within the bound, and once the AZ recovers everything ends at its kOps sizes."""
+    schedule = (
+        entry(60, "outage", 3 * 3600, az="us-east-1a"),
+        entry(300, "spot", az="us-east-1a", count=1),
+        entry(900, "spot", az="us-east-1a", count=1),
+    )
+    result = run_seed(3, nodes=9, days=0.5, schedule=schedule, trace=True)
+    assert result.violation is None, result.summary()
+    trace = "\n".join(result.trace)
+    assert "EC2 Instance Launch Unsuccessful" in trace
+    assert "replenisher ok acted" in trace
