@@ -15,12 +15,26 @@ kernel actions instead of threads, running the product's own code.
   the worker's own ``_finish``.
 - ``agent.consumer.heartbeat.Heartbeat.beat_once`` every ``heartbeat_seconds``: visibility extended, ``CMD#``
   heartbeats, takeovers noticed, tightened deadlines passed to the running drain, lifecycle heartbeats.
-- While leader: ``agent.membership.MembershipReporter.resync`` every ``MEMBERSHIP_RESYNC_SECONDS`` (the watch
+- Only the leader works (``agent.app``: the consumer, the membership reporter and the releaser run while leading):
+  ``agent.membership.MembershipReporter.resync`` every ``MEMBERSHIP_RESYNC_SECONDS`` (the watch
   between resyncs is not followed: a node's change reaches its ``NODE#`` item at the next resync) and
   ``agent.cordons.releaser.CordonReleaser.check_once`` every ``CORDON_CHECK_SECONDS``.
 - Faults: ``restart`` (the process dies: in-flight work is lost, its items stay ``running`` until their heartbeat
-  is stale and its messages come back after their visibility timeout; it starts again with a new worker id) and
-  ``lead`` (leadership gained or lost: a new term of the membership reporter).
+  is stale and its messages come back after their visibility timeout; it starts again with a new worker id, still
+  leading if it led: a single replica takes its Lease back) and ``lead`` (leadership gained: the consumer starts;
+  or lost: work stops, in-flight commands are handed back after the shutdown grace, the process restarts as a
+  standby).
+
+Usage (inside ``kernel.installed()``, so the product's ``utcnow()`` is simulated time)::
+
+    agent = SimAgent(kernel, kube, aws.queue, dynamo.table(name), aws.autoscaling, settings, name="agent-a")
+    standby = SimAgent(kernel, kube, aws.queue, dynamo.table(name), aws.autoscaling, settings, name="agent-b",
+                       leader=False)
+    kernel.at(t, "fault:agent-restart", agent.restart)       # or agent.lead(False); standby.lead(True)
+    agent.events.entries                                     # the result events it put on the bus
+
+A drain-only policy (aws-node-termination-handler's queue mode) can run ``sim.agent_drain.SimDrain`` on a warning
+without a queue or a table (``bench.sim_kube`` does).
 """
 
 from __future__ import annotations
@@ -223,7 +237,9 @@ class SimAgent:
 
     def restart(self, down_seconds: float = 5.0) -> None:
         """The process dies now (in-flight work lost, nothing handed back) and starts again ``down_seconds`` later
-        with a new worker id."""
+        with a new worker id. Nothing when it is already down."""
+        if not self.alive:
+            return
         self.alive = False
         for timer in self._timers:
             timer.cancel()
@@ -237,11 +253,33 @@ class SimAgent:
         self.kernel.after(down_seconds, f"agent:{self.name}:start", self.start)
 
     def lead(self, leading: bool) -> None:
-        """Leadership gained (a new term: the membership reporter reads the table again) or lost."""
+        """Leadership gained (the consumer starts; a new term: the membership reporter reads the table again) or
+        lost: as ``agent.app`` does, work stops (no receive, no new drain), in-flight commands get
+        ``AGENT_SHUTDOWN_GRACE_SECONDS`` to finish, the rest are handed back (item ``queued``, message visible at
+        once: ``CommandConsumer.shutdown``), and the process restarts as a standby (a new worker id)."""
         if leading and not self.leading:
             self.leading = True
             self._new_term()
-        self.leading = leading
+            self._pump()
+        elif not leading and self.leading:
+            self.leading = False
+            self._count("leadership_lost")
+            life = self.restarts
+            self.kernel.after(
+                self.config.shutdown_grace_seconds, f"agent:{self.name}:step-down", lambda: self._step_down(life)
+            )
+
+    def _step_down(self, life: int) -> None:
+        if not self.alive or self.leading or self.restarts != life:  # died meanwhile, or leading again
+            return
+        for _, drain, _ in self.running.values():
+            drain.cancel()
+        for job in self._jobs():
+            if job.close():
+                job.handed_back = True
+                self.worker.give_back(job, visibility_seconds=0)
+                self._count("handed_back")
+        self.restart(down_seconds=1.0)
 
     def _new_term(self) -> None:
         s = self.settings
@@ -275,7 +313,7 @@ class SimAgent:
     def poll(self) -> None:
         """One receive, each message handled at once (``CommandWorker.handle``); errors counted, never raised."""
         free = self.config.max_in_flight - len(self.running) - len(self.waiting)
-        if not self.alive or free <= 0:
+        if not (self.alive and self.leading) or free <= 0:
             return
         try:
             messages = self.queue.receive(
@@ -301,7 +339,7 @@ class SimAgent:
         self._pump()
 
     def _pump(self) -> None:
-        while self.alive and self.waiting and len(self.running) < self.config.concurrency:
+        while self.alive and self.leading and self.waiting and len(self.running) < self.config.concurrency:
             _, _, job = heapq.heappop(self.waiting)
             if job.closed or job.lost:
                 continue

@@ -65,6 +65,10 @@ class MemoryDynamo:
         listeners: called after every applied write with (table name, (pk, sk), old item, new item); None for no
             item. The items are the stored objects: a listener reads them and never changes them. The invariant
             checker may watch writes this way.
+        before_call: called with the operation name at the start of every call, before it reads or writes anything
+            (not while one of them runs: calls they make do not call them again). A preemption point without
+            threads: the simulation may run another actor's step here (a competing Lambda invocation), so a product
+            step that reads, then writes without a condition, loses the race it would lose on AWS.
     """
 
     def __init__(self, kernel: Kernel, faults: Faults, copy_reads: bool = True) -> None:
@@ -76,6 +80,8 @@ class MemoryDynamo:
         self.meta = _Meta(self.client)  # resource.meta.client, as on a boto3 service resource
         self.calls: dict[str, int] = {}
         self.listeners: list[Listener] = []
+        self.before_call: list[Callable[[str], None]] = []
+        self._preempting = False
         self._requests = 0
         self.pending: str | None = None  # the injected code the current call acts on (``begin``)
         self._rng = kernel.stream("dynamodb:conflicts")
@@ -103,6 +109,13 @@ class MemoryDynamo:
         """Count the call, raise the injected fault if any; returns the call's request id. The codes that are not
         errors (``StaleRead``; TransactionConflict / ThrottlingError for TransactWriteItems) are left in
         ``pending`` for the call to act on."""
+        if self.before_call and not self._preempting:
+            self._preempting = True
+            try:
+                for hook in list(self.before_call):
+                    hook(operation)
+            finally:
+                self._preempting = False
         self._requests += 1
         self.calls[operation] = self.calls.get(operation, 0) + 1
         request_id = f"SIM{self._requests:012d}"
@@ -157,10 +170,10 @@ class MemoryTable:
         self._history = History()  # for eventually consistent reads under a StaleRead fault
 
     # for the invariant checker (no faults, no counting) ------------------------------------------------------------
-    def items(self, pk: str) -> list[Item]:
-        """The partition's items in sort key order (copies)."""
-        partition = self._items.get(pk, {})
-        return [copy_item(partition[sk]) for sk in self._order.get(pk, [])]
+    def items(self, pk: str | None = None) -> list[Item]:
+        """The partition ``pk``'s items in sort key order (copies); every item (partitions in order) without one."""
+        pks = sorted(self._order) if pk is None else [pk]
+        return [copy_item(self._items[p][sk]) for p in pks for sk in self._order.get(p, [])]
 
     def peek(self, pk: str, sk: str) -> Item | None:
         """One item (a copy), or None."""

@@ -173,9 +173,17 @@ class Checker:
         if group.master:
             self.fail("2 masters never surged or compensated", f"{function} raised master group {asg_name}")
         items = self.view.table_items()
+        lock = next((i for i in items if i.get("sk") == "LOCK"), None) or {}
+        holder = str(lock.get("holder", ""))
+        held = float(lock.get("lease_expires_at", 0)) > view_epoch(self.t) and holder.startswith(f"{function}:")
+        if function in ("replenisher", "refresher") and not held:
+            self.fail(
+                "9 a capacity change is made under the current lock holder's lease",
+                f"{function} raised {asg_name} while the lock is {holder or 'free'} "
+                f"(lease until {lock.get('lease_expires_at')})",
+            )
         recorded = any(
-            (i.get("sk") == f"COMP#{asg_name}")
-            or (str(i.get("sk", "")).startswith("COMP#") and asg_name in _donors(i))
+            (str(i.get("sk", "")).startswith("COMP#") and asg_name in str(i))
             or (str(i.get("sk", "")).startswith("RUN#") and asg_name in str(i.get("surge", {})))
             for i in items
         )
@@ -345,13 +353,6 @@ class Checker:
         detached = sorted(i for i, (group, _az) in self.view.running_instances().items() if group is None and not busy)
         if detached:
             self.fail("4 nothing detached left running", f"{len(detached)} instances outside any group: {detached[:5]}")
-
-
-def _donors(item: dict[str, Any]) -> dict[str, Any]:
-    """A ``COMP#`` ledger item's donors (``core.ledger.Compensation.donors``: the siblings it raised), by name."""
-    comp = item.get("compensation")
-    donors = comp.get("donors") if isinstance(comp, dict) else None
-    return donors if isinstance(donors, dict) else {}
 
 
 def view_epoch(t: float) -> float:

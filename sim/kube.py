@@ -22,6 +22,18 @@
   any other code a 5xx (``KubernetesApiError``; an eviction answers a retryable 500).
 
 Nothing here sleeps or spawns threads; all time is the kernel's.
+
+Usage (the world wires it to the simulated EC2 and Auto Scaling)::
+
+    kube = SimKube(kernel, faults, event_log=0)            # event_log=0: no watch history (faster)
+    kube.add_daemonset("kube-system", "cni")
+    kube.add_deployment("default", "web", 300, grace=30)     # pods Pending until a node has room
+    kube.add_budget(Budget("default", "web", {"app": "web"}, max_unavailable="10%"))
+    kube.add_node(name, instance_id, az, instance_group="nodes-us-east-1a")   # an instance's kubelet joined
+    kube.set_node_ready(name, False)                         # the instance stopped answering
+    kube.remove_instance(instance_id)                        # terminated: its pods end (counters)
+    kube.patch_node(name, {"spec": {"unschedulable": True}}) # an operator's ``kubectl cordon``
+    kube.counters, kube.unschedulable_pod_seconds, kube.ready_workers()   # the benchmark's and invariants' reads
 """
 
 from __future__ import annotations

@@ -82,6 +82,7 @@ class Cluster:
         self.node_views: dict[str, NodeView] = {}  # each node as the agent's views parse it, since its last change
         self.schedulable: dict[str, None] = {}  # Ready, schedulable, non-control-plane nodes
         self.instances: dict[str, str] = {}  # instance id -> node name
+        self.node_instance: dict[str, str] = {}  # node name -> instance id
         self.pods: dict[str, PodInfo] = {}  # ns/name -> pod, in creation order
         self.by_node: dict[str, dict[str, None]] = {}
         self.pending: dict[str, None] = {}
@@ -168,7 +169,9 @@ class Cluster:
         ready: bool = True,
     ) -> None:
         """A node joins (its kubelet registered): DaemonSet pods start on it, pending pods may bind to it. A node of
-        the same name still registered (a reused private DNS name) goes first, as ``remove_node``."""
+        the same name still registered (a reused private DNS name) goes first, as ``remove_node``. ``instance_id``
+        must look like an EC2 id (``i-`` and 8 or 17 hex digits, ``core.model.parse_provider_id``) for the agent to
+        find the node by it."""
         if name in self.nodes:
             self.remove_node(name)
         all_labels = {INSTANCE_GROUP_LABEL: instance_group, **(labels or {})}
@@ -177,6 +180,7 @@ class Cluster:
         obj = node_object(name, instance_id, az, all_labels, ready, self.kernel.now())
         self.nodes[name] = obj
         self.instances[instance_id] = name
+        self.node_instance[name] = instance_id
         self.by_node[name] = {}
         self._node_event("ADDED", obj)
         for ds in self.daemonsets:
@@ -203,7 +207,7 @@ class Cluster:
             return
         view = self.node_views.pop(name)
         self.schedulable.pop(name, None)
-        instance = view.instance_id
+        instance = self.node_instance.pop(name, None)
         if instance is not None and self.instances.get(instance) == name:
             del self.instances[instance]
         for key in list(self.by_node.get(name, {})):

@@ -65,18 +65,20 @@ def wire(item: Item) -> dict[str, Any]:
     return {k: _SERIALIZER.serialize(v) for k, v in item.items()}
 
 
+_SCALARS = frozenset({str, Decimal, bool, type(None), Binary})
+
+
 def copy_value(value: Any) -> Any:
-    """A deep copy of a stored value (scalars are immutable and shared)."""
-    if isinstance(value, dict):
-        return {k: copy_value(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [copy_value(v) for v in value]
-    if isinstance(value, set):
+    """A deep copy of a stored value (scalars are immutable and shared). Stored values are exactly the types
+    ``canonical`` gives, so ``type()`` (not ``isinstance``) tells them apart."""
+    kind = type(value)
+    if kind is dict:
+        return {k: v if type(v) in _SCALARS else copy_value(v) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _SCALARS else copy_value(v) for v in value]
+    if kind is set:
         return set(value)
     return value
-
-
-_SCALARS = frozenset({str, Decimal, bool, type(None), Binary})
 
 
 def copy_item(item: Item) -> Item:

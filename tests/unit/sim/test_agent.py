@@ -200,9 +200,9 @@ def test_the_leaders_releaser_gives_back_a_rebalance_cordon_after_its_quiet_peri
     w.agent.lead(False)
     w.send(drain(w.kernel, "rb-2", N0, 600, reason="rebalance", kind=CommandKind.CORDON, uncordon_after_seconds=60))
     w.run(300)
-    assert "resolution" not in w.item("rb-2")  # only the leader releases
+    assert w.item("rb-2")["status"] == "queued"  # a standby runs nothing
     w.agent.lead(True)
-    w.run(70)
+    w.run(200)
     assert w.item("rb-2")["resolution"] == "released"
 
 
@@ -220,3 +220,36 @@ def test_an_api_outage_when_the_drain_starts_hands_the_command_back_and_it_runs_
     item = w.item("d3")
     assert item["status"] == "succeeded" and int(item["attempt"]) > 1
     assert w.kube.faults.injected["kube:list_pods:InternalError"] >= 1
+
+
+def test_a_leader_that_loses_its_lease_hands_its_drain_back_and_the_new_leader_finishes_it(table: Any) -> None:
+    w = World(table)
+    w.kube.budgets[f"{NS}/web"] = Budget(NS, "web", {"app": "web"}, min_available=6)  # blocks: the drain stays
+    with w.kernel.installed():
+        standby = SimAgent(
+            w.kernel, w.kube, w.queue, w.agent.store.table, w.autoscaling, w.settings, name="standby", leader=False
+        )
+    w.send(drain(w.kernel, "d4", N0, 1800))
+    w.run(10)
+    assert w.item("d4")["worker"] == "agent:0"
+    w.agent.lead(False)
+    w.run(w.settings.shutdown_grace_seconds + 1)
+    assert w.item("d4")["status"] == "queued"  # handed back, not left to go stale
+    assert w.agent.counts == {"leadership_lost": 1, "handed_back": 1, "restarts": 1}
+    standby.lead(True)
+    w.kube.budgets[f"{NS}/web"] = Budget(NS, "web", {"app": "web"}, min_available=5)
+    w.run(150)
+    item = w.item("d4")
+    assert item["status"] == "succeeded" and item["worker"] == "standby:0"
+    assert w.agent.worker_id == "agent:1" and not w.agent.leading
+
+
+def test_a_restart_of_a_process_already_down_and_a_step_down_after_a_crash_change_nothing(table: Any) -> None:
+    w = World(table)
+    w.agent.lead(False)  # a step-down is due after the shutdown grace
+    w.agent.restart(down_seconds=5)  # but the process crashes first
+    w.agent.restart(down_seconds=5)  # already down
+    w.run(60)
+    assert w.agent.counts == {"leadership_lost": 1, "restarts": 1} and w.agent.worker_id == "agent:1"
+    assert w.agent.alive and not w.agent.leading
+    assert len(w.agent._timers) == 4  # one set of periodic actions

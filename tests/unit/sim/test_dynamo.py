@@ -16,7 +16,7 @@ from moto import mock_aws
 
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.store import Store
-from core.exceptions import StoreUnavailableError
+from core.exceptions import LockHeldError, StoreUnavailableError
 from core.schema import state_table
 from sim.dynamo import MemoryDynamo, MemoryTable
 from sim.faults import Faults, FaultWindow
@@ -337,6 +337,10 @@ def test_accessors_copy_and_listeners_see_every_write() -> None:
         ("state", ("p", "a"), {**K, "l": [Decimal(1)]}, None),
     ]
     assert dynamo.snapshot() == {"state": {}} and table.items("p") == []
+    for pk, sk in (("q", "b"), ("p", "z"), ("q", "a")):
+        table.put_item(Item={"pk": pk, "sk": sk})
+    assert [(i["pk"], i["sk"]) for i in table.items()] == [("p", "z"), ("q", "a"), ("q", "b")]
+    assert list(table.snapshot()) == [("p", "z"), ("q", "a"), ("q", "b")] and len(table) == 3
 
 
 def test_floats_are_refused_as_boto3_refuses_them() -> None:
@@ -449,3 +453,40 @@ def test_the_dynamo_is_a_service_resource_too() -> None:
     dynamo = MemoryDynamo(kernel, Faults(kernel))
     table = dynamo.Table("state")
     assert table is dynamo.table("state") and table.name == "state" and dynamo.meta.client is table.meta.client
+
+
+def race(acquire: Callable[[Store, str], bool]) -> list[str]:
+    """Holder ``a`` acquires; when its write begins, ``b`` runs a whole acquisition (a preemption point)."""
+    kernel = Kernel(seed=1)
+    dynamo = MemoryDynamo(kernel, Faults(kernel))
+    store = Store(dynamo.table("state"), "demo")
+    winners: list[str] = []
+
+    def competitor(operation: str) -> None:
+        if operation in ("PutItem", "TransactWriteItems") and not winners:
+            dynamo.before_call.clear()
+            if acquire(store, "b"):
+                winners.append("b")
+
+    dynamo.before_call.append(competitor)
+    if acquire(store, "a"):
+        winners.append("a")
+    return winners
+
+
+def test_a_preemption_point_shows_a_lock_that_is_not_atomic() -> None:
+    def lease_lock(store: Store, holder: str) -> bool:
+        try:
+            LeaseLock(store, clock=lambda: 1000.0).acquire(holder, "refresh", 60)
+        except LockHeldError:
+            return False
+        return True
+
+    def check_then_write(store: Store, holder: str) -> bool:  # the read and the write are two steps, unconditioned
+        if store.get("LOCK") is not None:
+            return False
+        store.put("LOCK", {"holder": holder, "fencing": 1, "lease_expires_at": 1060})
+        return True
+
+    assert race(lease_lock) == ["b"]  # the conditional write refuses a once b holds the lock
+    assert race(check_then_write) == ["b", "a"]  # both believe they hold it

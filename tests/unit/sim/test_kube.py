@@ -201,9 +201,9 @@ def test_injected_faults_answer_as_the_adapter_raises_and_evictions_as_retryable
 def test_a_node_name_reused_by_a_new_instance_replaces_the_old_node() -> None:
     kernel, kube = cluster(1)
     web(kube, kernel, replicas=2)
-    kube.add_node("n0", "i-new", "us-east-1b")
-    assert kube.instances == {"i-new": "n0"} and kube.counters.killed_by_reclaim == 2
+    kube.add_node("n0", "i-0000000000000beef", "us-east-1b")
+    assert kube.instances == {"i-0000000000000beef": "n0"} and kube.counters.killed_by_reclaim == 2
     node = kube.get_node("n0")
-    assert node is not None and node.instance_id == "i-new"
+    assert node is not None and node.instance_id == "i-0000000000000beef"
     kernel.run(kernel.t + 2)
     assert len(kube.by_node["n0"]) == 2  # the replacements, on the new node
