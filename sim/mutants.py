@@ -196,8 +196,8 @@ MUTANTS: dict[str, Mutant] = {
             "cordon_behind_slots",
             cordon_behind_slots,
             replace(QUIET, burst_per_day=6.0, spot_monthly=0.5),
-            # at the default 64 drain slots a 12-node cluster never queues a drain: two slots (AGENT_CONCURRENCY)
-            agent=(("concurrency", 2), ("max_in_flight", 4)),
+            # at the default 64 drain slots a 12-node cluster never queues a drain: one slot (AGENT_CONCURRENCY=1)
+            agent=(("concurrency", 1), ("max_in_flight", 2)),
         ),
         Mutant(
             "rebalance_cordon_kept",
