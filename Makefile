@@ -55,3 +55,8 @@ IMAGE ?= node-manager-agent:0.1.0
 PLATFORMS ?= linux/amd64,linux/arm64
 image:
 	docker buildx build --platform $(PLATFORMS) -t $(IMAGE) --push .
+
+# Mutation testing of the fleet simulation (issue 12): each known bug put back, seeds until an invariant breaks.
+.PHONY: mutants
+mutants: bootstrap-venv
+	$(PY) -m sim.mutants --seeds 300
