@@ -207,7 +207,8 @@ MUTANTS: dict[str, Mutant] = {
         Mutant(
             "ledger_ignores_reset",
             ledger_ignores_reset,
-            replace(QUIET, outages=3, kops_resets_per_day=4.0, spot_monthly=0.3),
+            # a reset must meet a compensation: reclaims in an AZ while it has no capacity, kOps resets often
+            replace(QUIET, outages=4, burst_per_day=4.0, kops_resets_per_day=6.0, spot_monthly=1.0),
         ),
         Mutant(
             "lock_not_atomic",
