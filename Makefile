@@ -46,6 +46,7 @@ bench-smoke: bootstrap
 	$(PY) -m bench.membership --smoke
 	$(PY) -m bench.wave --smoke
 	$(PY) -m bench.lock_race --smoke
+	$(PY) -m bench.sim_dynamo --smoke
 
 check: lint bench-smoke
 
@@ -55,3 +56,8 @@ IMAGE ?= node-manager-agent:0.1.0
 PLATFORMS ?= linux/amd64,linux/arm64
 image:
 	docker buildx build --platform $(PLATFORMS) -t $(IMAGE) --push .
+
+# Mutation testing of the fleet simulation (issue 12): each known bug put back, seeds until an invariant breaks.
+.PHONY: mutants
+mutants: bootstrap-venv
+	$(PY) -m sim.mutants --seeds 300

@@ -42,6 +42,7 @@ class Heartbeat:
         hooks: lifecycle-hook heartbeats (optional).
         metrics: counts the errors a beat survives (``loop_errors{loop="heartbeat"}``; optional).
         tighten: brings a running drain's deadline forward (``DrainEngine.tighten``; optional).
+        monotonic: the clock of the lifecycle heartbeats' period (seconds; the scale of ``Job.lifecycle_beat_at``).
     """
 
     def __init__(
@@ -54,6 +55,7 @@ class Heartbeat:
         hooks: HookFinisher | None = None,
         metrics: AgentMetrics | None = None,
         tighten: Callable[[str, datetime], bool] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.metrics = metrics
         self.queue = queue
@@ -62,6 +64,7 @@ class Heartbeat:
         self.clock = clock
         self.hooks = hooks
         self.tighten = tighten
+        self.monotonic = monotonic
         self._jobs = jobs
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -108,11 +111,11 @@ class Heartbeat:
         ``lifecycle_heartbeat_seconds``, until the drain's deadline (the cap)."""
         if self.hooks is None or job.command.kind is not CommandKind.DRAIN or job.handed_back or job.lost:
             return
-        if time.monotonic() - job.lifecycle_beat_at < self.config.lifecycle_heartbeat_seconds:
+        if self.monotonic() - job.lifecycle_beat_at < self.config.lifecycle_heartbeat_seconds:
             return
         if job.command.seconds_left(self.clock()) <= 0:
             return  # past the cap: the action ends by the drain's end or the hook's own timeout
-        job.lifecycle_beat_at = time.monotonic()
+        job.lifecycle_beat_at = self.monotonic()
         self.hooks.heartbeat(job.command.instance_id)
 
     def _beat(self, job: Job) -> None:

@@ -6,8 +6,9 @@ pod, ``pod_disposition``) → ``evict_pods`` (parallel, through the Eviction API
 are retried with backoff) → ``wait_until_gone`` (a watch on the node's pods, not polling) → ``NodeCommandResult``.
 
 The package splits that by responsibility: ``policy`` (pure pod policy), ``cordon`` (pure cordon decisions),
-``progress`` (the pure progress state machine), ``results`` (result models), ``evict`` (parallel evictions with
-backoff), ``watcher`` (the pod watch) and this module, the engine that runs a command through them.
+``progress`` (the pure progress state machine), ``results`` (result models), ``attempts`` (one pod's eviction
+retries, a state machine), ``evict`` (parallel evictions with backoff), ``watcher`` (the pod watch) and this
+module, the engine that runs a command through them.
 
 Decisions are pure functions with their own tests: ``pod_disposition``, ``plan_drain``, ``decide_cordon``,
 ``decide_uncordon``, ``core.clock.backoff_delay``, and ``DrainProgress`` (a state machine fed with eviction
@@ -38,8 +39,8 @@ from agent.drain.evict import Evictor
 from agent.drain.guard import ControlPlaneGuard, LocalControlPlaneGuard
 from agent.drain.policy import daemonset_owners, deletes_past_pdb, is_control_plane, plan_drain
 from agent.drain.ports import BackoffSettings, DrainApi, ResultEvents
-from agent.drain.progress import DrainProgress, counts_text
-from agent.drain.results import Durations, NodeCommandResult, RemainingPod
+from agent.drain.progress import DrainProgress, conclude, refuse
+from agent.drain.results import Durations, NodeCommandResult
 from agent.kube.views import NodeView
 from core.clock import Clock, Deadline, SystemClock
 from core.exceptions import (
@@ -103,6 +104,7 @@ class DrainEngine:
         self._request_slots = threading.BoundedSemaphore(max(1, max_requests_in_flight))
         self.rand = rand
         self.pdb_deadline_policy = settings.drain_pdb_deadline_policy
+        self.grace_margin = float(settings.drain_grace_margin_seconds)
         # command id -> (the deadline of its drain in progress, set once the drain is deadline-bound: it deletes pods
         # a PodDisruptionBudget still protects when their grace stops fitting, ``deletes_past_pdb``)
         self._deadlines: dict[str, tuple[Deadline, threading.Event]] = {}
@@ -117,7 +119,7 @@ class DrainEngine:
             rand,
             self.max_workers,
             self._request_slots,
-            grace_margin=float(settings.drain_grace_margin_seconds),
+            grace_margin=self.grace_margin,
         )
 
     # ----------------------------------------------------------------------------------------- entry
@@ -336,40 +338,20 @@ class DrainEngine:
         plan = plan_drain(pods, options, missing)
         progress = DrainProgress(plan)
         if plan.refused:
-            refused = ", ".join(f"{pod.key} ({d.reason})" for pod, d in plan.refused)
-            result.status = CommandStatus.FAILED
-            result.message = f"drain of {node.name} refused, nothing evicted: {refused}"
-            result.pods = progress.outcomes()
-            result.remaining = [
-                RemainingPod(namespace=pod.namespace, name=pod.name, why=f"refused: {d.reason}")
-                for pod, d in plan.refused
-            ]
-            self._uncordon_after_failure(options, node, result)
+            refuse(result, plan, progress, node.name)
+            self.uncordon_after_failure(options, node, result)
             return
         if progress.states:
             self._evictor.evict_and_wait(
                 node, options, deadline, progress, resource_version, result.durations, bound.is_set
             )
-        result.pods = progress.outcomes()
-        result.remaining = progress.remaining()
-        failures = progress.failures()
-        counts = counts_text(progress)
-        if not result.remaining:
-            result.status = CommandStatus.SUCCEEDED
-            result.message = f"drained node {node.name}: {counts}"
-        elif failures:
-            result.status = CommandStatus.FAILED
-            result.errors = [f"{s.pod.key}: {s.failed}" for s in failures]
-            result.message = f"drain of {node.name} failed: {len(failures)} pod(s) could not be evicted; {counts}"
-        else:
-            result.status = CommandStatus.TIMED_OUT
-            result.message = f"drain of {node.name} timed out with {len(result.remaining)} pod(s) left: " + ", ".join(
-                f"{r.namespace}/{r.name} ({r.why})" for r in result.remaining[:10]
-            )
+        conclude(result, progress, node.name)
         if result.status != CommandStatus.SUCCEEDED:
-            self._uncordon_after_failure(options, node, result)
+            self.uncordon_after_failure(options, node, result)
 
-    def _uncordon_after_failure(self, options: DrainOptions, node: NodeView, result: NodeCommandResult) -> None:
+    def uncordon_after_failure(self, options: DrainOptions, node: NodeView, result: NodeCommandResult) -> None:
+        """Undo our cordon of a drain that did not succeed, when ``options.uncordon_on_failure``; an error is
+        recorded in ``result.errors``, never raised."""
         if not (options.uncordon_on_failure and result.cordoned_by_us):
             return
         try:

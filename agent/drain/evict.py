@@ -21,27 +21,17 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from agent.drain.policy import (
-    Grace,
-    PodAction,
-    grace_for,
-    grace_past_pdb,
-    seconds_until_pdb_delete,
-    wanted_grace,
-)
+from agent.drain.attempts import EvictionAttempts, send
+from agent.drain.policy import GraceSource, PodAction
 from agent.drain.ports import EvictionApi
 from agent.drain.progress import DrainProgress, EvictionUpdate
 from agent.drain.results import Durations
 from agent.drain.watcher import PodWatcher
-from agent.kube.eviction import EvictionResponse, EvictionStatus
 from agent.kube.views import NodeView, PodView
-from core.clock import Clock, Deadline, backoff_delay
-from core.exceptions import KubernetesApiError, KubernetesRejectedError
+from core.clock import Clock, Deadline
 from core.model import DrainOptions
 
 log = logging.getLogger(__name__)
-
-EVICTION_ERROR_RETRIES = 5  # tries of an eviction failing with a retryable error other than a PDB's 429
 
 
 class Evictor:
@@ -152,73 +142,35 @@ class Evictor:
         inbox: queue.Queue[tuple[str, Any]],
         pdb_delete: bool | Callable[[], bool] = False,
     ) -> None:
-        """One pod's eviction (or deletion) with retries; reports every answer on ``inbox``. Never raises.
-
-        429 (a PodDisruptionBudget) and 500 "more than one PodDisruptionBudget" are retried with backoff until
-        the deadline (or, with ``pdb_delete``, until the pod's grace stops fitting: then it is DELETEd); other
-        retryable errors (5xx, connection) ``EVICTION_ERROR_RETRIES`` times; anything else gives up at once.
-        """
-        attempts = 0
-        errors = 0
-        wanted, source = wanted_grace(pod, options)
-        refused_by_pdb = False
+        """One pod's eviction (or deletion) with retries (``EvictionAttempts``: when to retry, when to give up,
+        when to delete past a budget); reports every answer on ``inbox``. Never raises."""
+        tries = EvictionAttempts(pod, action, options, self.backoff_base, self.backoff_cap, self.grace_margin)
         try:
             while not stop.is_set():
                 if deadline.expired:
-                    inbox.put(("update", EvictionUpdate(pod.key, attempts, None, final=True)))
+                    inbox.put(("update", tries.expired()))
                     return
-                attempts += 1
-                grace: Grace | None = None
                 with self._request_slots:
-                    remaining = deadline.remaining()
-                    if action == PodAction.DELETE:
-                        response = self._delete(pod, options.grace_period_seconds)
-                    elif refused_by_pdb and seconds_until_pdb_delete(wanted, remaining, self.grace_margin) <= 0:
-                        grace = grace_past_pdb(wanted, remaining, self.grace_margin)
+                    request = tries.request(deadline.remaining())
+                    if request.grace is not None and request.grace.source == GraceSource.PDB_DEADLINE:
                         log.info(
                             "deleting %s past its PodDisruptionBudget: %.1f s before the deadline, grace %d s",
                             pod.key,
-                            remaining,
-                            grace.seconds,
+                            deadline.remaining(),
+                            request.grace.seconds,
                         )
-                        response = self._delete(pod, grace.send)
-                    else:
-                        grace = grace_for(wanted, source, remaining, self.grace_margin)
-                        response = self.kube.evict_pod(pod.namespace, pod.name, pod.uid or None, grace.send)
-                now = self.clock.now()
-                if response.status in (EvictionStatus.EVICTED, EvictionStatus.GONE):
-                    update = EvictionUpdate(pod.key, attempts, response, final=True, at=now, grace=grace)
-                    inbox.put(("update", update))
-                    return
+                    response = send(self.kube, pod, request)
                 deletes = pdb_delete() if callable(pdb_delete) else pdb_delete
-                refused_by_pdb = refused_by_pdb or (deletes and response.pdb_blocked)
-                if response.status in (EvictionStatus.BLOCKED, EvictionStatus.MULTIPLE_PDBS):
-                    delay = backoff_delay(attempts, self.backoff_base, self.backoff_cap, self.rand)
-                    if refused_by_pdb:  # wake up when the pod is due for deletion past its budget
-                        due = seconds_until_pdb_delete(wanted, deadline.remaining(), self.grace_margin)
-                        delay = min(delay, max(0.0, due))
-                else:
-                    errors += 1
-                    if not response.retryable or errors >= EVICTION_ERROR_RETRIES:
-                        error = f"HTTP {response.http_status}: {response.message}"
-                        update = EvictionUpdate(pod.key, attempts, response, final=True, at=now, error=error)
-                        inbox.put(("update", update))
-                        return
-                    delay = backoff_delay(errors, self.backoff_base, self.backoff_cap, self.rand)
-                inbox.put(("update", EvictionUpdate(pod.key, attempts, response, final=False, at=now)))
+                update, delay = tries.answer(
+                    request, response, self.clock.now(), deadline.remaining, deletes, self.rand
+                )
+                inbox.put(("update", update))
+                if delay is None:
+                    return
                 if self.clock.sleep(min(delay, deadline.remaining()), stop):
                     return
         except Exception as err:
             log.exception("eviction worker for %s crashed", pod.key)
-            inbox.put(("update", EvictionUpdate(pod.key, attempts, None, final=True, error=f"internal error: {err}")))
-
-    def _delete(self, pod: PodView, grace_period_seconds: int | None) -> EvictionResponse:
-        try:
-            deleted = self.kube.delete_pod(pod.namespace, pod.name, pod.uid or None, grace_period_seconds)
-        except KubernetesApiError as err:
-            return EvictionResponse(EvictionStatus.ERROR, 0, str(err), retryable=True)
-        except KubernetesRejectedError as err:
-            return EvictionResponse(EvictionStatus.ERROR, err.status, str(err), retryable=False)
-        # A deleted finished pod is gone at once (the apiserver deletes terminal pods without grace), but the
-        # watch confirms it; report it as accepted.
-        return EvictionResponse(EvictionStatus.EVICTED if deleted else EvictionStatus.GONE, 200 if deleted else 404)
+            inbox.put(
+                ("update", EvictionUpdate(pod.key, tries.attempts, None, final=True, error=f"internal error: {err}"))
+            )

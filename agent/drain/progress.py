@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from agent.drain.policy import DrainPlan, Grace, GraceSource, PodAction, PodDisposition
-from agent.drain.results import PodOutcome, RemainingPod
+from agent.drain.results import NodeCommandResult, PodOutcome, RemainingPod
 from agent.kube.eviction import EvictionResponse, EvictionStatus
 from agent.kube.views import PodEvent, PodView
+from core.model import CommandStatus
 
 
 @dataclass(frozen=True)
@@ -184,3 +185,35 @@ def counts_text(progress: DrainProgress) -> str:
         f"{gone[PodAction.EVICT]} evicted, {gone[PodAction.DELETE]} finished deleted, "
         f"{gone[PodAction.WAIT]} already terminating, {skipped} skipped{extra}"
     )
+
+
+def refuse(result: NodeCommandResult, plan: DrainPlan, progress: DrainProgress, node_name: str) -> None:
+    """Fill ``result`` for a drain whose plan refused pods (``plan.refused``): failed, nothing evicted. Pure."""
+    refused = ", ".join(f"{pod.key} ({d.reason})" for pod, d in plan.refused)
+    result.status = CommandStatus.FAILED
+    result.message = f"drain of {node_name} refused, nothing evicted: {refused}"
+    result.pods = progress.outcomes()
+    result.remaining = [
+        RemainingPod(namespace=pod.namespace, name=pod.name, why=f"refused: {d.reason}") for pod, d in plan.refused
+    ]
+
+
+def conclude(result: NodeCommandResult, progress: DrainProgress, node_name: str) -> None:
+    """Fill ``result`` from a drain's progress once it settled or its deadline passed (pure): succeeded when no
+    tracked pod remains, failed when an eviction gave up, else timed out listing (up to 10 of) the pods left."""
+    result.pods = progress.outcomes()
+    result.remaining = progress.remaining()
+    failures = progress.failures()
+    counts = counts_text(progress)
+    if not result.remaining:
+        result.status = CommandStatus.SUCCEEDED
+        result.message = f"drained node {node_name}: {counts}"
+    elif failures:
+        result.status = CommandStatus.FAILED
+        result.errors = [f"{s.pod.key}: {s.failed}" for s in failures]
+        result.message = f"drain of {node_name} failed: {len(failures)} pod(s) could not be evicted; {counts}"
+    else:
+        result.status = CommandStatus.TIMED_OUT
+        result.message = f"drain of {node_name} timed out with {len(result.remaining)} pod(s) left: " + ", ".join(
+            f"{r.namespace}/{r.name} ({r.why})" for r in result.remaining[:10]
+        )

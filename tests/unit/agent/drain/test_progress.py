@@ -110,3 +110,38 @@ def test_outcome_names_the_grace_of_the_accepted_request() -> None:
     # nothing accepted (or a finished pod's plain DELETE): no grace named
     assert outcomes["leaving"].grace_seconds is None and outcomes["leaving"].grace_source is None
     assert outcomes["ds"].grace_source is None
+
+
+def test_conclude_and_refuse_fill_the_result_from_the_progress() -> None:
+    from agent.drain.progress import conclude, refuse
+    from agent.drain.results import NodeCommandResult
+    from core.model import CommandKind, CommandStatus
+
+    def result() -> NodeCommandResult:
+        return NodeCommandResult(
+            command_id="c",
+            kind=CommandKind.DRAIN,
+            instance_id="i-1",
+            node_name="n",
+            status=CommandStatus.SUCCEEDED,
+            started_at=T0,
+            finished_at=T0,
+        )
+
+    progress = make_progress()
+    timed_out = result()
+    conclude(timed_out, progress, "n")
+    assert timed_out.status is CommandStatus.TIMED_OUT and len(timed_out.remaining) == 4
+    progress.apply_snapshot([])
+    done = result()
+    conclude(done, progress, "n")
+    assert done.status is CommandStatus.SUCCEEDED and done.message.startswith("drained node n: 2 evicted")
+    failed_progress = make_progress()
+    failed_progress.apply_update(EvictionUpdate("ns/web", 1, None, final=True, error="HTTP 403: no"))
+    failed = result()
+    conclude(failed, failed_progress, "n")
+    assert failed.status is CommandStatus.FAILED and failed.errors == ["ns/web: HTTP 403: no"]
+    plan = plan_drain([pod("bare")], DrainOptions(force=False))
+    refused = result()
+    refuse(refused, plan, DrainProgress(plan), "n")
+    assert refused.status is CommandStatus.FAILED and refused.remaining[0].why.startswith("refused: unmanaged")

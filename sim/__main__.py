@@ -1,0 +1,63 @@
+"""``python -m sim``: run seeds of the fleet simulation, or replay one (issue 12).
+
+    python -m sim run --seeds 20 --nodes 300 --days 7 [--first 0] [--masters 3] [--no-shrink | --shrink-runs 60]
+    python -m sim replay SEED [--nodes 300 --days 7] [--trace]
+
+``run`` prints one summary per seed and, for a seed that breaks an invariant, the shortest schedule that still
+breaks it; it exits 1 when any seed did. ``replay`` runs one seed again (bit for bit the same run) and prints its
+schedule, its summary and, with ``--trace``, every step and invocation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from sim.run import run_seed, shrink_seed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sim", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run seeds and check the invariants")
+    run.add_argument("--seeds", type=int, default=10)
+    run.add_argument("--first", type=int, default=0, help="the first seed")
+    replay = sub.add_parser("replay", help="run one seed again")
+    replay.add_argument("seed", type=int)
+    replay.add_argument("--trace", action="store_true", help="print every step and invocation")
+    for p in (run, replay):
+        p.add_argument("--nodes", type=int, default=30)
+        p.add_argument("--days", type=float, default=1.0)
+        p.add_argument("--masters", type=int, choices=(1, 3), default=3)
+    run.add_argument("--no-shrink", action="store_true", help="do not shrink a failing schedule")
+    run.add_argument("--shrink-runs", type=int, default=60, help="at most this many runs to shrink one schedule")
+    args = parser.parse_args(argv)
+
+    if args.command == "replay":
+        result = run_seed(args.seed, args.nodes, args.days, masters=args.masters, trace=args.trace)
+        print("schedule:")
+        for fault in result.schedule:
+            print(f"  {fault.describe()}")
+        for line in result.trace:
+            print(line)
+        print(result.summary())
+        return 1 if result.failed else 0
+
+    failed = 0
+    for seed in range(args.first, args.first + args.seeds):
+        result = run_seed(seed, args.nodes, args.days, masters=args.masters)
+        print(result.summary(), flush=True)
+        if result.failed:
+            failed += 1
+            if not args.no_shrink:
+                shortest = shrink_seed(seed, result, runs=args.shrink_runs, masters=args.masters)
+                print(f"  shortest failing schedule ({len(shortest)} of {len(result.schedule)} entries):")
+                for fault in shortest:
+                    print(f"    {fault.describe()}")
+            print(f"  replay: python -m sim replay {seed} --nodes {args.nodes} --days {args.days:g} --trace")
+    print(f"{args.seeds - failed} of {args.seeds} seeds held every invariant")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""A schedule entry (``sim.schedules.Fault``) applied to the world: EC2 reclaiming Spot instances, outages, API
+faults, Lambda crashes, late and bad events, agent restarts, kOps resets and operators (issue 12).
+
+Shapes of the operators' inputs are the product's: the refresher's manual requests (``lambdas.events.request``),
+``kubectl cordon`` (a merge patch of ``spec.unschedulable``, without the product's annotation). Bad events are the
+ones docs/DESIGN.md invariant 7 names: malformed, another account's or region's, an instance no group of the cluster
+holds.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from agent.kube.views import CORDON_ANNOTATION
+from sim.faults import FaultWindow
+from sim.schedules import Fault
+
+if TYPE_CHECKING:
+    from sim.world import World
+
+
+def apply_fault(world: World, f: Fault) -> None:
+    """Start what ``f`` describes now (its later parts are scheduled on the world's kernel)."""
+    handler = _HANDLERS.get(f.kind)
+    if handler is None:
+        raise ValueError(f"unknown fault kind {f.kind!r}")
+    handler(world, f)
+
+
+def _spot(world: World, f: Fault) -> None:
+    instance = world.pick_instance(str(f.param("az")))
+    if instance is not None:
+        world.aws.interrupt(instance)
+
+
+def _burst(world: World, f: Fault) -> None:
+    count = int(f.param("count", 2))
+    rng = world.kernel.stream("world:bursts")
+    for _ in range(count):
+        world.kernel.after(rng.uniform(0, f.duration), "fault spot (burst)", lambda: _spot(world, f))
+
+
+def _rebalance(world: World, f: Fault) -> None:
+    instance = world.pick_instance(str(f.param("az")))
+    if instance is None:
+        return
+    world.aws.rebalance(instance)
+    if int(f.param("follow", 0)):
+
+        def reclaim() -> None:
+            world.aws.interrupt(instance)
+
+        world.kernel.after(f.duration, "fault spot (after rebalance)", reclaim)
+
+
+def _outage(world: World, f: Fault) -> None:
+    world.aws.capacity_outage(str(f.param("az")), f.at, f.at + f.duration)
+
+
+def _api(world: World, f: Fault) -> None:
+    window = FaultWindow(
+        str(f.param("service")),
+        str(f.param("operation")),
+        f.at,
+        f.at + f.duration,
+        str(f.param("code")),
+        float(f.param("probability", 1.0)),
+    )
+    world.add_fault_window(window)
+
+
+def _crash(world: World, f: Fault) -> None:
+    world.bus.crash(f.at, f.at + f.duration, str(f.param("function")), int(f.param("call", 1)), str(f.param("how")))
+
+
+def _concurrent(world: World, f: Fault) -> None:
+    function, other = str(f.param("function")), str(f.param("other"))
+    world.bus.overlap(f.at, f.at + f.duration, function, int(f.param("call", 1)), other)
+
+
+def _late(world: World, f: Fault) -> None:
+    """An event delivered again, late (EventBridge's at-least-once delivery; the original id)."""
+    if not world.history:
+        return
+    rng = world.kernel.stream("world:late")
+    event = world.history[rng.randrange(len(world.history))]
+    world.bus.put(copy.deepcopy(event))
+
+
+def _bad(world: World, f: Fault) -> None:
+    variant = str(f.param("variant"))
+    instance = "i-0" + f"{world.kernel.stream('world:bad').getrandbits(64):016x}"
+    detail: dict[str, Any] = {"instance-id": instance, "instance-action": "terminate"}
+    event = world.bus.envelope("aws.ec2", "EC2 Spot Instance Interruption Warning", detail, [])
+    if variant == "malformed":
+        event["detail"] = {"instance-action": "terminate"}
+        event["time"] = "yesterday"
+    elif variant == "foreign_account":
+        event["account"] = "210987654321"
+    elif variant == "foreign_region":
+        event["region"] = "eu-west-1"
+    world.mark_bad(str(event["id"]), variant)
+    world.bus.put(event)
+
+
+def _agent_restart(world: World, f: Fault) -> None:
+    """The agent's process dies and starts again; with ``leader``, its leadership is lost instead and regained 15 s
+    later (another replica led meanwhile: a new term)."""
+    if int(f.param("leader", 0)):
+        world.agent.lead(False)
+        world.kernel.after(15.0, "fault agent leads again", lambda: world.agent.lead(True))
+    else:
+        world.agent.restart()
+
+
+def _kops_reset(world: World, f: Fault) -> None:
+    name = f"nodes-{f.param('az')}"
+    if name in world.cloud.groups:
+        min_size, max_size, desired = world.sizes[name]
+        world.aws.kops_reset(name, min_size, max_size, desired)
+
+
+def _manual_refresh(world: World, f: Fault) -> None:
+    from sim.world import CLUSTER
+
+    request = {"action": "refresh", "cluster": CLUSTER, "instance_groups": [f"nodes-{f.param('az')}"], "all": True}
+    world.bus.deliver_now("refresher", request)
+
+
+def _cancel(world: World, f: Fault) -> None:
+    from sim.world import CLUSTER
+
+    world.bus.deliver_now("refresher", {"action": "cancel", "cluster": CLUSTER})
+
+
+def _operator_cordon(world: World, f: Fault) -> None:
+    """``kubectl cordon`` of a schedulable worker of the AZ, ``kubectl uncordon`` ``duration`` later (only when the
+    node is still cordoned by the operator)."""
+    az = str(f.param("az"))
+    candidates = sorted(
+        name
+        for name, obj in world.kube.nodes.items()
+        if not obj["spec"].get("unschedulable") and obj["spec"].get("providerID", "").startswith(f"aws:///{az}/")
+    )
+    if not candidates:
+        return
+    name = world.kernel.stream("world:operator").choice(candidates)
+    if not _patch(world, name, True):
+        return
+    world.operator_cordon(name, True)
+
+    def uncordon() -> None:
+        obj = world.kube.nodes.get(name)
+        world.operator_cordon(name, False)
+        if obj is not None and CORDON_ANNOTATION not in obj["metadata"].get("annotations", {}):
+            _patch(world, name, False)
+
+    world.kernel.after(f.duration, "fault operator uncordon", uncordon)
+
+
+def _patch(world: World, node: str, unschedulable: bool) -> bool:
+    """kubectl's merge patch of ``spec.unschedulable``; False when the API refused it (a fault: the operator gives
+    up)."""
+    try:
+        return world.kube.patch_node(node, {"spec": {"unschedulable": unschedulable}}) is not None
+    except Exception:  # noqa: BLE001 - an injected API fault: the operator's command failed, nothing changed
+        return False
+
+
+def _pdb_block(world: World, f: Fault) -> None:
+    """A PodDisruptionBudget allowing no disruption (``minAvailable: 100%``) over one Deployment without a budget;
+    ``duration`` later it is edited to allow any (``maxUnavailable: 100%``), as good as deleted."""
+    from sim.kube_objects import Budget
+
+    taken = {str(b.selector.get("app")) for b in world.kube.budgets.values()}
+    free = sorted(d.name for d in world.kube.deployments.values() if d.name not in taken)
+    if not free:
+        return
+    app = world.kernel.stream("world:pdb").choice(free)
+    key = f"default/{app}-blocker"
+    world.kube.add_budget(Budget("default", f"{app}-blocker", {"app": app}, min_available="100%"))
+
+    def remove() -> None:
+        world.kube.budgets[key] = Budget("default", f"{app}-blocker", {"app": app}, max_unavailable="100%")
+
+    world.kernel.after(f.duration, "fault pdb unblock", remove)
+
+
+_HANDLERS = {
+    "spot": _spot,
+    "spot_burst": _burst,
+    "rebalance": _rebalance,
+    "outage": _outage,
+    "api": _api,
+    "crash": _crash,
+    "concurrent": _concurrent,
+    "late_event": _late,
+    "bad_event": _bad,
+    "agent_restart": _agent_restart,
+    "kops_reset": _kops_reset,
+    "manual_refresh": _manual_refresh,
+    "cancel_refresh": _cancel,
+    "operator_cordon": _operator_cordon,
+    "pdb_block": _pdb_block,
+}

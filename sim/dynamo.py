@@ -1,0 +1,374 @@
+"""An in-memory DynamoDB for the simulation: tables that stand in for boto3 ``dynamodb.Table`` resources.
+
+``MemoryDynamo(kernel, faults).table(name)`` answers the calls ``adapters.dynamo`` makes of a boto3 Table resource
+(``name``, ``get_item``, ``put_item``, ``update_item``, ``delete_item``, ``query``,
+``meta.client.transact_write_items``) with the same return values (numbers as ``Decimal``, ``Item`` /
+``Attributes`` / ``Items``) and the same errors (``sim.dynamo_calls``), so the product's adapters run unchanged on
+it. Semantics, from the DynamoDB Developer Guide and API Reference:
+
+- "Condition expressions": a write with a ConditionExpression applies only if it holds on the item as stored (no
+  item: every attribute missing); it fails with ConditionalCheckFailedException, carrying the item with
+  ``ReturnValuesOnConditionCheckFailure=ALL_OLD``. Each call is atomic (the simulation is single-threaded).
+- "Update expressions" (``sim.updates``): UpdateItem creates the item when there is none; ReturnValues NONE,
+  ALL_OLD, ALL_NEW, UPDATED_OLD, UPDATED_NEW.
+- "TransactWriteItems": up to 100 ConditionCheck / Put / Update / Delete actions, at most one per item, all applied
+  or none; a failed condition cancels it (TransactionCanceledException with one CancellationReason per action in
+  order: ``Code`` "None", "ConditionalCheckFailed" (with ``Item`` for ALL_OLD) or "ValidationError").
+- "Query": the partition key by equality, the sort key by =, <, <=, >, >=, BETWEEN or begins_with; items in sort
+  key order (UTF-8 bytes, i.e. code points), reversed with ``ScanIndexForward=False``; a page ends after ``Limit``
+  items or 1 MB read, with ``LastEvaluatedKey``; FilterExpression applies after the page is read.
+- Items are at most 400 KB ("Item sizes and formats"); key attributes are non-empty strings (the state table's
+  schema, ``core.schema``).
+
+Faults: every call first asks ``faults.check("dynamodb", <operation>)`` (PutItem, GetItem, UpdateItem, DeleteItem,
+Query, TransactWriteItems) and raises that error code's answer (HTTP 500/503 for InternalServerError /
+ServiceUnavailable, 400 otherwise); for TransactWriteItems the codes TransactionConflict and ThrottlingError cancel
+the transaction with that reason instead; ``StaleRead`` makes an eventually consistent GetItem / Query answer as
+of before the last second's writes (``sim.dynamo_stale``; without it every read is strongly consistent). An error
+answer is the one botocore raises once its own retries are spent (nothing here sleeps). Not modelled: TTL deletion,
+ClientRequestToken idempotency, projections, capacity.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from sim.dynamo_calls import Expressions, RequestError, Write, client_error, expressions, metadata, validation
+from sim.dynamo_keys import key_range
+from sim.dynamo_stale import STALE_READ, History
+from sim.dynamo_transactions import MemoryClient
+from sim.expression_syntax import ExpressionError
+from sim.faults import Faults
+from sim.kernel import Kernel
+from sim.values import MAX_ITEM_BYTES, Item, canonical, canonical_item, copy_item, item_bytes, type_of
+
+PAGE_BYTES = 1024 * 1024  # "Query": a page reads at most 1 MB
+
+Listener = Callable[[str, tuple[str, str], Item | None, Item | None], None]
+
+
+class MemoryDynamo:
+    """The simulation's DynamoDB: its tables and the client their ``meta.client`` is.
+
+    Args:
+        kernel: the simulation's kernel (a stream for injected transaction conflicts).
+        faults: consulted at the start of every call.
+        copy_reads: GetItem and Query answer copies of the stored items, as boto3 answers fresh objects. False
+            answers the stored objects themselves (about twice as fast for a large Query): only for callers that
+            never change what they read, as ``adapters.dynamo`` (it makes plain copies with ``plain``). Writes
+            never change a stored item in place either way.
+
+    Attributes:
+        calls: operation name -> calls made (including failed ones).
+        listeners: called after every applied write with (table name, (pk, sk), old item, new item); None for no
+            item. The items are the stored objects: a listener reads them and never changes them. The invariant
+            checker may watch writes this way.
+        before_call: called with the operation name at the start of every call, before it reads or writes anything
+            (not while one of them runs: calls they make do not call them again). A preemption point without
+            threads: the simulation may run another actor's step here (a competing Lambda invocation), so a product
+            step that reads, then writes without a condition, loses the race it would lose on AWS.
+    """
+
+    def __init__(self, kernel: Kernel, faults: Faults, copy_reads: bool = True) -> None:
+        self.kernel = kernel
+        self.copy_reads = copy_reads
+        self.faults = faults
+        self.tables: dict[str, MemoryTable] = {}
+        self.client = MemoryClient(self)
+        self.meta = _Meta(self.client)  # resource.meta.client, as on a boto3 service resource
+        self.calls: dict[str, int] = {}
+        self.listeners: list[Listener] = []
+        self.before_call: list[Callable[[str], None]] = []
+        self._preempting = False
+        self._requests = 0
+        self.pending: str | None = None  # the injected code the current call acts on (``begin``)
+        self._rng = kernel.stream("dynamodb:conflicts")
+
+    def create_table(self, name: str, partition_key: str = "pk", sort_key: str = "sk") -> MemoryTable:
+        """A new empty table keyed by two string attributes (``core.schema.state_table``'s layout)."""
+        table = self.tables[name] = MemoryTable(self, name, (partition_key, sort_key))
+        return table
+
+    def table(self, name: str) -> MemoryTable:
+        """The table ``name`` (created with the state table's keys on first use)."""
+        table = self.tables.get(name)  # not ``or``: an empty table is falsy (``__len__``)
+        return table if table is not None else self.create_table(name)
+
+    def Table(self, name: str) -> MemoryTable:  # the boto3 resource's method name
+        """``table``, as a boto3 ``dynamodb`` service resource names it (the handlers' ``dynamodb.Table(name)``)."""
+        return self.table(name)
+
+    def snapshot(self) -> dict[str, dict[tuple[str, str], Item]]:
+        """table name -> {(pk, sk): item} (copies)."""
+        return {name: table.snapshot() for name, table in self.tables.items()}
+
+    # calls --------------------------------------------------------------------------------------------------------
+    def begin(self, operation: str) -> str:
+        """Count the call, raise the injected fault if any; returns the call's request id. The codes that are not
+        errors (``StaleRead``; TransactionConflict / ThrottlingError for TransactWriteItems) are left in
+        ``pending`` for the call to act on."""
+        if self.before_call and not self._preempting:
+            self._preempting = True
+            try:
+                for hook in list(self.before_call):
+                    hook(operation)
+            finally:
+                self._preempting = False
+        self._requests += 1
+        self.calls[operation] = self.calls.get(operation, 0) + 1
+        request_id = f"SIM{self._requests:012d}"
+        code = self.faults.check("dynamodb", operation)
+        cancels = operation == "TransactWriteItems" and code in ("TransactionConflict", "ThrottlingError")
+        if code is not None and code != STALE_READ and not cancels:
+            raise client_error(code, operation, request_id)
+        self.pending = code
+        return request_id
+
+    def injected_cancellation(self) -> str | None:
+        """The cancellation code ``begin`` drew for the current TransactWriteItems, if any."""
+        return self.pending if self.pending != STALE_READ else None
+
+    def stale(self, consistent: bool) -> bool:
+        """Whether the current read answers from before recent writes (``sim.dynamo_stale``)."""
+        return self.pending == STALE_READ and not consistent
+
+    def pick(self, n: int) -> int:
+        """Which of ``n`` transaction actions an injected conflict lands on."""
+        return self._rng.randrange(n)
+
+    def applied(self, table: str, key: tuple[str, str], old: Item | None, new: Item | None) -> None:
+        for listener in self.listeners:
+            listener(table, key, old, new)
+
+
+class _Meta:
+    def __init__(self, client: MemoryClient) -> None:
+        self.client = client
+
+
+class MemoryTable:
+    """One table: items by partition, sort keys kept in order. See the module docstring for the semantics.
+
+    Args:
+        dynamo: the owning ``MemoryDynamo``.
+        name: the table name.
+        keys: (partition key attribute, sort key attribute).
+    """
+
+    def __init__(self, dynamo: MemoryDynamo, name: str, keys: tuple[str, str]) -> None:
+        self.dynamo = dynamo
+        self.name = name
+        self.table_name = name
+        self.keys = keys
+        self.meta = _Meta(dynamo.client)
+        self._items: dict[str, dict[str, Item]] = {}
+        self._order: dict[str, list[str]] = {}
+        self._sizes: dict[tuple[str, str], int] = {}  # item_bytes of each stored item, for Query's 1 MB pages
+        self._read: Callable[[Item], Item] = copy_item if dynamo.copy_reads else _shared
+        self._history = History()  # for eventually consistent reads under a StaleRead fault
+
+    # for the invariant checker (no faults, no counting) ------------------------------------------------------------
+    def items(self, pk: str | None = None) -> list[Item]:
+        """The partition ``pk``'s items in sort key order (copies); every item (partitions in order) without one."""
+        pks = sorted(self._order) if pk is None else [pk]
+        return [copy_item(self._items[p][sk]) for p in pks for sk in self._order.get(p, [])]
+
+    def peek(self, pk: str, sk: str) -> Item | None:
+        """One item (a copy), or None."""
+        item = self._items.get(pk, {}).get(sk)
+        return None if item is None else copy_item(item)
+
+    def snapshot(self) -> dict[tuple[str, str], Item]:
+        """{(pk, sk): item} for every item (copies), partitions and sort keys in order."""
+        return {(pk, sk): copy_item(self._items[pk][sk]) for pk in sorted(self._order) for sk in self._order[pk]}
+
+    def __len__(self) -> int:
+        return sum(len(p) for p in self._items.values())
+
+    # storage ------------------------------------------------------------------------------------------------------
+    def stored(self, key: tuple[str, str]) -> Item | None:
+        return self._items.get(key[0], {}).get(key[1])
+
+    def store(self, key: tuple[str, str], item: Item | None, size: int) -> None:
+        """Put ``item`` (of ``size`` bytes) at ``key``, or delete what is there (None); tell the listeners."""
+        pk, sk = key
+        old = self.stored(key)
+        if item is None:
+            if old is not None:
+                del self._items[pk][sk], self._sizes[key]
+                order = self._order[pk]
+                del order[bisect_left(order, sk)]
+                if not order:
+                    del self._items[pk], self._order[pk]
+        else:
+            if old is None:
+                insort(self._order.setdefault(pk, []), sk)
+            self._items.setdefault(pk, {})[sk] = item
+            self._sizes[key] = size
+        self._history.record(key, self.dynamo.kernel.t, old)
+        self.dynamo.applied(self.name, key, old, item)
+
+    def key_of(self, key: Mapping[str, Any], exact: bool = True) -> tuple[str, str]:
+        """(pk, sk) of a ``Key`` (exactly the two key attributes) or an item (``exact=False``).
+
+        Raises:
+            RequestError: ValidationException, as DynamoDB words it.
+        """
+        if exact and set(key) != set(self.keys):
+            raise validation("The provided key element does not match the schema")
+        out = []
+        for attribute in self.keys:
+            if attribute not in key:
+                raise validation(f"One or more parameter values were invalid: Missing the key {attribute} in the item")
+            value = canonical(key[attribute])
+            if not isinstance(value, str):
+                raise validation(
+                    f"One or more parameter values were invalid: Type mismatch for key {attribute} expected: S "
+                    f"actual: {type_of(value)}"
+                )
+            if not value:
+                raise validation(
+                    "One or more parameter values are not valid. The AttributeValue for a key attribute cannot "
+                    f"contain an empty string value. Key: {attribute}"
+                )
+            out.append(value)
+        return out[0], out[1]
+
+    def write(self, kind: str, params: Mapping[str, Any]) -> Write:
+        """The ``Write`` a Put / Update / Delete / ConditionCheck request asks for.
+
+        Raises:
+            RequestError: ValidationException.
+        """
+        exprs = expressions(params, update=kind == "Update")
+        if kind == "ConditionCheck" and exprs.condition is None:
+            raise validation("1 validation error detected: ConditionExpression must not be null")
+        item = None
+        if kind == "Put":
+            item = canonical_item(dict(params["Item"]))
+            key = self.key_of(item, exact=False)
+            size = item_bytes(item)
+            if size > MAX_ITEM_BYTES:
+                raise validation("Item size has exceeded the maximum allowed size")
+        else:
+            key, size = self.key_of(params["Key"]), 0
+        on_failure = params.get("ReturnValuesOnConditionCheckFailure", "NONE") == "ALL_OLD"
+        return Write(kind, key, exprs, self.keys, item, on_failure, size)
+
+    # the Table resource's calls --------------------------------------------------------------------------------------
+    def get_item(
+        self,
+        *,
+        Key: Mapping[str, Any],  # boto3's parameter names
+        ConsistentRead: bool = False,
+    ) -> dict[str, Any]:
+        request_id = self.dynamo.begin("GetItem")
+        try:
+            key = self.key_of(Key)
+        except RequestError as err:
+            raise client_error(err.code, "GetItem", request_id, err.message) from None
+        item = self.stored(key)
+        if self.dynamo.stale(ConsistentRead):
+            item = self._history.version(key, item, self.dynamo.kernel.t)
+        out: dict[str, Any] = {"ResponseMetadata": metadata(request_id)}
+        if item is not None:
+            out["Item"] = self._read(item)
+        return out
+
+    def put_item(self, **params: Any) -> dict[str, Any]:
+        return self._single("PutItem", "Put", params)
+
+    def update_item(self, **params: Any) -> dict[str, Any]:
+        return self._single("UpdateItem", "Update", params)
+
+    def delete_item(self, **params: Any) -> dict[str, Any]:
+        return self._single("DeleteItem", "Delete", params)
+
+    def _single(self, operation: str, kind: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        request_id = self.dynamo.begin(operation)
+        try:
+            write = self.write(kind, params)
+            old = self.stored(write.key)
+            if not write.holds(old):
+                extra = {"Item": item} if (item := write.failure_item(old)) else {}
+                raise client_error("ConditionalCheckFailedException", operation, request_id, extra=extra)
+            new = write.result(old)
+            size = write.sized(new)
+        except (RequestError, ExpressionError) as err:
+            code, message = (
+                (err.code, err.message) if isinstance(err, RequestError) else ("ValidationException", str(err))
+            )
+            raise client_error(code, operation, request_id, message) from None
+        self.store(write.key, new, size)
+        out: dict[str, Any] = {"ResponseMetadata": metadata(request_id)}
+        attributes = _returned(params.get("ReturnValues", "NONE"), old, new, write)
+        if attributes:
+            out["Attributes"] = attributes
+        return out
+
+    def query(self, **params: Any) -> dict[str, Any]:
+        request_id = self.dynamo.begin("Query")
+        try:
+            exprs = expressions(params)
+            if exprs.key_condition is None:
+                raise validation("Either the KeyConditions or KeyConditionExpression parameter must be specified")
+            pk, candidates = key_range(self, exprs, params)
+            limit = int(params.get("Limit") or 0)
+            page: list[Item] = []
+            scanned, read = 0, 0
+            last: str | None = None
+            for sk, item, size in self._selected(pk, candidates, exprs, params):
+                scanned += 1
+                read += size
+                if exprs.filter is None or exprs.holds(exprs.filter, item):
+                    page.append(self._read(item))
+                if (limit and scanned >= limit) or read >= PAGE_BYTES:
+                    last = sk
+                    break
+        except (RequestError, ExpressionError) as err:
+            code, message = (
+                (err.code, err.message) if isinstance(err, RequestError) else ("ValidationException", str(err))
+            )
+            raise client_error(code, "Query", request_id, message) from None
+        out: dict[str, Any] = {"Items": page, "Count": len(page), "ScannedCount": scanned}
+        if last is not None:
+            out["LastEvaluatedKey"] = {self.keys[0]: pk, self.keys[1]: last}
+        out["ResponseMetadata"] = metadata(request_id)
+        return out
+
+    def _selected(
+        self, pk: str, keys: list[str], exprs: Expressions, params: Mapping[str, Any]
+    ) -> Iterator[tuple[str, Item, int]]:
+        """(sort key, item, size) of what a Query reads: exactly ``keys`` (key_range's bounds), or with a stale
+        read the versions ``History`` gives."""
+        partition = self._items.get(pk, {})
+        if not self.dynamo.stale(bool(params.get("ConsistentRead", False))):
+            for sk in keys:
+                yield sk, partition[sk], self._sizes[(pk, sk)]
+            return
+        start = (params.get("ExclusiveStartKey") or {}).get(self.keys[1])
+        forward = bool(params.get("ScanIndexForward", True))
+        for sk, item in self._history.query(pk, keys, partition, self.dynamo.kernel.t, exprs, forward, start):
+            yield sk, item, item_bytes(item)
+
+    def sort_keys(self, pk: str) -> list[str]:
+        """The partition's sort keys in order (the list itself: read only)."""
+        return self._order.get(pk, [])
+
+
+def _shared(item: Item) -> Item:
+    return item
+
+
+def _returned(mode: str, old: Item | None, new: Item | None, write: Write) -> Item | None:
+    if mode == "NONE":
+        return None
+    if mode == "ALL_OLD":
+        return copy_item(old) if old else None
+    if mode == "ALL_NEW":
+        return copy_item(new) if new else None
+    touched = write.exprs.update.updated(write.exprs.names) if write.exprs.update else set()
+    source = (old if mode == "UPDATED_OLD" else new) or {}
+    return {k: v for k, v in copy_item(source).items() if k in touched} or None

@@ -1,0 +1,226 @@
+"""What the in-memory DynamoDB shares between its calls: error answers shaped as botocore raises them, a request's
+expressions resolved and validated, and one conditional write (``Write``) that PutItem, UpdateItem, DeleteItem and
+TransactWriteItems all apply.
+
+Errors are the exception classes botocore builds from the DynamoDB service model (``ConditionalCheckFailedException``,
+``TransactionCanceledException``, ...; a plain ``ClientError`` for codes the model does not name, such as
+``ValidationException``), with the answer's shape as botocore parses it: ``Error.Code``/``Error.Message``,
+``ResponseMetadata.HTTPStatusCode``, the body's ``message`` (``Message`` for TransactionCanceledException), and
+``Item`` / ``CancellationReasons`` in DynamoDB JSON (botocore's resource layer does not deserialize error bodies).
+Sources: the DynamoDB API Reference, "Common Errors", "PutItem" (ReturnValuesOnConditionCheckFailure) and
+"TransactWriteItems" (CancellationReasons).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import botocore.session
+from boto3.dynamodb.conditions import ConditionBase, ConditionExpressionBuilder
+from botocore.exceptions import ClientError
+
+from sim.expression_syntax import Context, EvaluationError, ExpressionError
+from sim.expressions import parse_condition
+from sim.updates import Update, parse_update
+from sim.values import MAX_ITEM_BYTES, Item, canonical, item_bytes, wire
+
+# HTTP status DynamoDB answers with ("Error handling with DynamoDB", "Error components"); other codes: 400
+STATUS = {
+    "InternalServerError": 500,
+    "InternalFailure": 500,
+    "InternalError": 500,
+    "ServiceUnavailable": 503,
+    "ServiceUnavailableException": 503,
+}
+MESSAGES = {
+    "ProvisionedThroughputExceededException": "The level of configured provisioned throughput for the table was "
+    "exceeded. Consider increasing your provisioning level with the UpdateTable API.",
+    "ThrottlingException": "Rate of requests exceeds the allowed throughput.",
+    "RequestLimitExceeded": "Throughput exceeds the current throughput limit for your account.",
+    "InternalServerError": "Internal server error",
+    "ConditionalCheckFailedException": "The conditional request failed",
+    "ResourceNotFoundException": "Requested resource not found",
+}
+CONDITION_FAILED = "The conditional request failed"
+CANCELLATION_CODES = ("TransactionConflict", "ThrottlingError")  # injected faults that cancel a transaction
+
+
+@lru_cache(maxsize=1)
+def _client() -> Any:
+    """A botocore DynamoDB client, never called: only its exception classes are used."""
+    session = botocore.session.Session()
+    return session.create_client(
+        "dynamodb", region_name="us-east-1", aws_access_key_id="sim", aws_secret_access_key="sim"
+    )
+
+
+def client_error(
+    code: str, operation: str, request_id: str, message: str | None = None, extra: Mapping[str, Any] | None = None
+) -> ClientError:
+    """The exception botocore raises for the error answer ``code`` to ``operation``."""
+    text = message or MESSAGES.get(code, code)
+    status = STATUS.get(code, 400)
+    response: dict[str, Any] = {
+        "Error": {"Message": text, "Code": code},
+        "ResponseMetadata": metadata(request_id, status, code),
+        ("Message" if code == "TransactionCanceledException" else "message"): text,
+        **(extra or {}),
+    }
+    error_class: type[ClientError] = _client().exceptions.from_code(code)
+    return error_class(response, operation)  # type: ignore[arg-type]  # botocore types the response as a TypedDict
+
+
+def metadata(request_id: str, status: int = 200, error: str | None = None) -> dict[str, Any]:
+    headers = {"content-type": "application/x-amz-json-1.0", "x-amzn-requestid": request_id}
+    if error is not None:
+        headers["x-amzn-errortype"] = error
+    return {"RequestId": request_id, "HTTPStatusCode": status, "HTTPHeaders": headers, "RetryAttempts": 0}
+
+
+class RequestError(Exception):
+    """A request DynamoDB refuses as a whole: ``code`` (``ValidationException``, ``ResourceNotFoundException``)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def validation(message: str) -> RequestError:
+    return RequestError("ValidationException", message)
+
+
+@dataclass
+class Expressions:
+    """A request's expressions as strings, its placeholders (values canonical), the parsed update."""
+
+    condition: str | None
+    key_condition: str | None
+    filter: str | None
+    update: Update | None
+    names: dict[str, str]
+    values: dict[str, Any]
+
+    def holds(self, text: str | None, item: Item) -> bool:
+        return text is None or parse_condition(text).condition.holds(Context(item, self.names, self.values))
+
+
+def expressions(params: Mapping[str, Any], update: bool = False) -> Expressions:
+    """Resolve a request's ConditionExpression / KeyConditionExpression / FilterExpression (boto3 condition objects
+    are built to strings as boto3's resource layer does: one builder per request) and UpdateExpression, and check
+    the placeholders as DynamoDB does: every one used is defined, every one defined is used.
+
+    Raises:
+        RequestError: ValidationException.
+    """
+    names = dict(params.get("ExpressionAttributeNames") or {})
+    given_values = params.get("ExpressionAttributeValues")
+    if given_values is not None and not given_values:
+        raise validation("ExpressionAttributeValues must not be empty")
+    values = {k: canonical(v) for k, v in (given_values or {}).items()}
+    builder = ConditionExpressionBuilder()
+    texts: dict[str, str | None] = {}
+    for field in ("KeyConditionExpression", "ConditionExpression", "FilterExpression"):
+        given = params.get(field)
+        if isinstance(given, ConditionBase):
+            built = builder.build_expression(given, is_key_condition=field == "KeyConditionExpression")
+            names.update(built.attribute_name_placeholders)
+            values.update({k: canonical(v) for k, v in built.attribute_value_placeholders.items()})
+            texts[field] = built.condition_expression
+        else:
+            texts[field] = given
+    used_names: set[str] = set()
+    used_values: set[str] = set()
+    parsed_update = None
+    try:
+        for field, text in texts.items():
+            if text is not None:
+                parsed = parse_condition(text, field)
+                used_names |= parsed.names
+                used_values |= parsed.values
+        if update:
+            parsed_update = parse_update(params.get("UpdateExpression") or "")
+            used_names |= parsed_update.names
+            used_values |= parsed_update.values
+    except ExpressionError as err:
+        raise validation(str(err)) from err
+    if not any(texts.values()) and parsed_update is None:
+        for field, given in (("ExpressionAttributeNames", names), ("ExpressionAttributeValues", values)):
+            if given:
+                raise validation(f"{field} can only be specified when using expressions")
+    _check_used("ExpressionAttributeNames", names.keys(), used_names, "attribute name used in the document path")
+    _check_used("ExpressionAttributeValues", values.keys(), used_values, "attribute value used in expression")
+    return Expressions(
+        texts["ConditionExpression"], texts["KeyConditionExpression"], texts["FilterExpression"], parsed_update,
+        names, values,
+    )  # fmt: skip
+
+
+def _check_used(field: str, defined: Any, used: set[str], what: str) -> None:
+    missing = sorted(used - set(defined))
+    if missing:
+        kind = "name" if "name" in what else "value"
+        raise validation(f"An expression {what} is not defined; attribute {kind}: {missing[0]}")
+    unused = sorted(set(defined) - used)
+    if unused:
+        raise validation(f"Value provided in {field} unused in expressions: keys: {{{', '.join(unused)}}}")
+
+
+@dataclass
+class Write:
+    """One conditional write: ``kind`` Put (``item``), Update (``exprs.update``), Delete, or ConditionCheck."""
+
+    kind: str
+    key: tuple[str, str]
+    exprs: Expressions
+    keys: tuple[str, str]  # the table's key attribute names
+    item: Item | None = None
+    all_old_on_failure: bool = False
+    size: int = 0  # item_bytes of a Put's item
+
+    def sized(self, new: Item | None) -> int:
+        """``item_bytes`` of the item after the write (0 for none).
+
+        Raises:
+            RequestError: ValidationException, the item is over 400 KB.
+        """
+        if new is None or self.kind == "ConditionCheck":
+            return 0
+        size = self.size if self.kind == "Put" else item_bytes(new)
+        if size > MAX_ITEM_BYTES:
+            raise validation("Item size has exceeded the maximum allowed size")
+        return size
+
+    def holds(self, old: Item | None) -> bool:
+        """Whether the condition holds for the stored item (None: none).
+
+        Raises:
+            EvaluationError: the condition cannot be evaluated on it.
+        """
+        return self.exprs.holds(self.exprs.condition, old or {})
+
+    def result(self, old: Item | None) -> Item | None:
+        """The item after the write (None: no item; a ConditionCheck leaves ``old``).
+
+        Raises:
+            EvaluationError, ExpressionError: the update cannot apply to this item.
+        """
+        if self.kind == "Put":
+            return self.item
+        if self.kind == "Delete":
+            return None
+        if self.kind == "ConditionCheck":
+            return old
+        assert self.exprs.update is not None  # an Update write is built with its parsed expression
+        base = old if old is not None else {self.keys[0]: self.key[0], self.keys[1]: self.key[1]}
+        return self.exprs.update.apply(base, self.exprs.names, self.exprs.values, self.keys)
+
+    def failure_item(self, old: Item | None) -> dict[str, Any] | None:
+        """``Item`` of a failed condition's answer (DynamoDB JSON), when asked for with ALL_OLD and there is one."""
+        return wire(old) if self.all_old_on_failure and old is not None else None
+
+
+__all__ = ["EvaluationError", "ExpressionError", "RequestError", "Write", "client_error", "expressions", "metadata"]

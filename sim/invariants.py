@@ -1,0 +1,382 @@
+"""The design's safety invariants and liveness bounds, checked after every simulated step (issue 12).
+
+The invariants are docs/DESIGN.md's "Safety invariants" (1-8). Two kinds of checks keep a 1,000-node week fast:
+
+- at the effect: every AWS call a Lambda makes is seen before it is made (``sim.lambdas.Tripwire`` observers), and
+  the checks that concern it run then, against the world as it is (a terminate before a drain, a capacity increase
+  not recorded first, a master surged, an effect of an invocation on bad input);
+- on the state: a scan of groups, nodes and the table's items, after a step only when ``scan_seconds`` of simulated
+  time passed since the last scan (Ready workers during a refresh, masters, cordons, a lock or a run past its
+  bound, a shortfall left uncovered), and once at the end of the run (sizes back where they were, nothing detached
+  left running, no cordon of ours left on a surviving instance).
+
+A violation names the invariant, the simulated time and the seed (``Violation``); the run stops at the first one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from core.lifecycle import LifecycleAction
+from sim.kernel import EPOCH, Step
+
+ACTIVE_RUN = ("running", "pausing", "cancelling")  # core.runs.RunStatus.active
+WRITES = (
+    "autoscaling.set_capacity",
+    "autoscaling.terminate_in_group",
+    "autoscaling.detach_instance",
+    "autoscaling.complete_lifecycle_action",
+    "ec2.terminate",
+)
+
+
+@dataclass(frozen=True)
+class GroupState:
+    """An Auto Scaling group as the checker sees it."""
+
+    name: str
+    master: bool
+    az: str
+    pool: str
+    desired: int
+    min_size: int
+    max_size: int
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """A node: its instance, role, Ready, cordon (``ours``: our annotation is on it; ``operator``: someone else
+    cordoned it)."""
+
+    name: str
+    instance_id: str
+    master: bool
+    ready: bool
+    unschedulable: bool
+    ours: bool
+    operator: bool
+
+
+class WorldView(Protocol):
+    """What the checker reads of the simulated world (``sim.world.World``)."""
+
+    def group_states(self) -> list[GroupState]: ...
+
+    def running_instances(self) -> dict[str, tuple[str | None, str]]:
+        """instance id -> (its group or None when detached, its AZ), for pending and running instances."""
+        ...
+
+    def node_states(self) -> list[NodeState]: ...
+
+    def movable_pods(self, node: str) -> int:
+        """Pods on ``node`` a drain must move (workload pods Running and not being deleted)."""
+        ...
+
+    def table_items(self) -> list[dict[str, Any]]: ...
+
+    def outage_azs(self) -> frozenset[str]: ...
+
+    def baseline(self) -> dict[str, tuple[int, int]]:
+        """group -> (desired, MaxSize) they must end at (the start, or what kOps last reset them to)."""
+        ...
+
+
+@dataclass
+class Violation(BaseException):  # as LambdaCrash: no `except Exception` of the product may swallow it
+    """An invariant broken: which, when (simulated seconds), the seed, and what was seen."""
+
+    invariant: str
+    at: float
+    seed: int
+    detail: str
+
+    def __str__(self) -> str:
+        return f"seed {self.seed}: {self.invariant} broken at t={self.at:.0f}s ({self.at / 3600:.2f} h): {self.detail}"
+
+
+@dataclass
+class Bounds:
+    """Liveness bounds (seconds) and the scan cadence."""
+
+    scan_seconds: float = 60.0
+    lock_held: float = 3600.0  # one holder keeping the lock continuously
+    run_stalled: float = 4 * 3600.0  # a run whose item did not change
+    shortfall: float = 3600.0  # a pool below desired while a sibling AZ has no outage
+    cordon: float = 4 * 3600.0  # a cordon of ours on a running instance with no active command
+
+
+@dataclass
+class Checker:
+    """Checks one run's world; ``after_step`` is the kernel's hook, ``on_call`` the Lambdas' call observer.
+
+    Args:
+        view: the world.
+        seed: the run's seed (named in violations).
+        bounds: liveness bounds.
+    """
+
+    view: WorldView
+    seed: int
+    bounds: Bounds = field(default_factory=Bounds)
+    clock: Callable[[], float] | None = None  # the kernel's time (checks at an effect run inside a step)
+    t: float = 0.0
+    bad_input: bool = False  # the invocation under way was given bad input (set by the world)
+    checks: int = 0
+    _last_scan: float = -1e18
+    _lock: tuple[str, float] | None = None  # (holder, since)
+    _runs: dict[str, tuple[str, float]] = field(default_factory=dict)  # run id -> (updated_at, since)
+    _short: dict[str, float] = field(default_factory=dict)  # pool -> since
+    _cordons: dict[str, float] = field(default_factory=dict)  # node -> since
+    _ready_at_start: dict[str, frozenset[str]] = field(default_factory=dict)  # run id -> Ready workers first seen
+    refreshed: set[str] = field(default_factory=set)  # instances the refresher terminated
+    _known: dict[str, str] = field(default_factory=dict)  # node -> instance, at the last scan
+    _gone: dict[str, str] = field(default_factory=dict)  # nodes gone since, -> instance
+    _operator_cordons: set[str] = field(default_factory=set)
+
+    def fail(self, invariant: str, detail: str) -> None:
+        raise Violation(invariant, self.t, self.seed, detail)
+
+    def _now(self) -> None:
+        if self.clock is not None:
+            self.t = self.clock()
+
+    # effects -------------------------------------------------------------------------------------------------------
+    def on_call(self, function: str, call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """A Lambda is about to make ``call``: check what concerns it."""
+        if call not in WRITES:
+            return
+        self._now()
+        self.checks += 1
+        if self.bad_input:
+            self.fail("7 bad input changes nothing", f"{function} called {call}{args} on bad input")
+        if call == "autoscaling.set_capacity":
+            self._capacity(function, *args, **kwargs)
+        elif call in ("autoscaling.terminate_in_group", "ec2.terminate", "autoscaling.complete_lifecycle_action"):
+            ids = _instance_ids(call, args, kwargs)
+            for instance_id in ids:
+                if function == "refresher":
+                    self.refreshed.add(instance_id)
+                self._terminate(function, call, instance_id)
+
+    def _capacity(self, function: str, asg_name: str, desired: int | None, max_size: int | None) -> None:
+        group = next((g for g in self.view.group_states() if g.name == asg_name), None)
+        if group is None:
+            return
+        raised = (desired is not None and desired > group.desired) or (
+            max_size is not None and max_size > group.max_size
+        )
+        if not raised:
+            return
+        if group.master:
+            self.fail("2 masters never surged or compensated", f"{function} raised master group {asg_name}")
+        items = self.view.table_items()
+        lock = next((i for i in items if i.get("sk") == "LOCK"), None) or {}
+        holder = str(lock.get("holder", ""))
+        held = float(lock.get("lease_expires_at", 0)) > view_epoch(self.t) and holder.startswith(f"{function}:")
+        if function in ("replenisher", "refresher") and not held:
+            self.fail(
+                "9 a capacity change is made under the current lock holder's lease",
+                f"{function} raised {asg_name} while the lock is {holder or 'free'} "
+                f"(lease until {lock.get('lease_expires_at')})",
+            )
+        recorded = any(
+            (str(i.get("sk", "")).startswith("COMP#") and asg_name in str(i))
+            or (str(i.get("sk", "")).startswith("RUN#") and asg_name in str(i.get("surge", {})))
+            for i in items
+        )
+        if not recorded:
+            self.fail(
+                "4 every capacity increase recorded before it is made",
+                f"{function} raised {asg_name} ({group.desired}/{group.max_size} -> {desired}/{max_size}) "
+                "with no COMP# or RUN# surge item naming it",
+            )
+
+    def _terminate(self, function: str, call: str, instance_id: str) -> None:
+        nodes = self.view.node_states()
+        node = next((n for n in nodes if n.instance_id == instance_id), None)
+        if node is None:
+            return
+        if node.master and function == "refresher":
+            down = [n.name for n in nodes if n.master and n.name != node.name and not n.ready]
+            if down:
+                self.fail(
+                    "2 masters one at a time, only while all Ready", f"{call} {instance_id} while {down} not Ready"
+                )
+        movable = self.view.movable_pods(node.name) if node.ready else 0
+        if movable == 0:
+            return
+        commands = [
+            i
+            for i in self.view.table_items()
+            if str(i.get("sk", "")).startswith("CMD#")
+            and i.get("instance_id") == instance_id
+            and i.get("kind") == "drain"
+        ]
+        past = any(_deadline_passed(i, self.t) for i in commands)
+        if not past:
+            self.fail(
+                "3 no termination before drain",
+                f"{function} {call} {instance_id}: node {node.name} still has {movable} pods to move and "
+                f"no drain of it finished or passed its deadline",
+            )
+
+    # state ---------------------------------------------------------------------------------------------------------
+    def operator_cordon(self, node: str, cordoned: bool) -> None:
+        """The schedule's operator cordoned (or uncordoned) ``node`` with kubectl."""
+        if cordoned:
+            self._operator_cordons.add(node)
+        else:
+            self._operator_cordons.discard(node)
+
+    def after_step(self, step: Step) -> None:
+        """The kernel's hook: a scan when ``scan_seconds`` passed since the last."""
+        self.t = step.at
+        if step.at - self._last_scan < self.bounds.scan_seconds:
+            return
+        self._last_scan = step.at
+        self.scan()
+
+    def scan(self) -> None:
+        """Check the state's invariants and liveness bounds now."""
+        self.checks += 1
+        view, t, b = self.view, self.t, self.bounds
+        nodes = view.node_states()
+        items = view.table_items()
+        by_sk = {str(i.get("sk", "")): i for i in items}
+        # 6: nobody's cordon but ours is undone; ours does not outlive its instance's commands
+        for n in nodes:
+            if n.name in self._operator_cordons and not n.unschedulable:
+                self.fail("6 others' cordons left alone", f"node {n.name} cordoned by an operator was uncordoned")
+        active = {
+            str(i.get("instance_id"))
+            for sk, i in by_sk.items()
+            if sk.startswith("CMD#") and i.get("status") in ("queued", "running")
+        }
+        running = view.running_instances()
+        for n in nodes:
+            if n.ours and n.unschedulable and n.instance_id in running and n.instance_id not in active:
+                since = self._cordons.setdefault(n.name, t)
+                if t - since > b.cordon:
+                    self.fail("8 a cordon of ours is resolved within a bound", f"node {n.name} cordoned since {since}")
+            else:
+                self._cordons.pop(n.name, None)
+        # 1: Ready workers during a refresh (nodes the refresher terminated are replaced by as many new Ready ones;
+        # losses to Spot reclaims and outages are not the refresh's)
+        ready_now = {n.name for n in nodes if not n.master and n.ready}
+        for sk, item in by_sk.items():
+            if not sk.startswith("RUN#") or item.get("status") not in ACTIVE_RUN:
+                continue
+            run_id = sk[4:]
+            start = self._ready_at_start.setdefault(run_id, frozenset(ready_now))
+            lost = {n.name for n in nodes if n.name in start and n.instance_id in self.refreshed}
+            lost |= {name for name, instance in self._gone.items() if name in start and instance in self.refreshed}
+            lost -= ready_now
+            if len(lost) > len(ready_now - start):
+                self.fail(
+                    "1 Ready workers never below the start during a refresh",
+                    f"run {run_id}: {len(lost)} nodes it replaced are gone, {len(ready_now - start)} new Ready",
+                )
+            updated = str(item.get("updated_at"))
+            seen = self._runs.get(run_id)
+            if seen is None or seen[0] != updated:
+                self._runs[run_id] = (updated, t)
+            elif t - seen[1] > b.run_stalled:
+                self.fail("8 no run stuck past its deadline", f"run {run_id} unchanged since t={seen[1]:.0f}")
+        present = {n.name for n in nodes}
+        for name in [k for k in self._known if k not in present]:
+            self._gone[name] = self._known.pop(name)
+        self._known.update({n.name: n.instance_id for n in nodes})
+        # 8: the lock
+        lock = by_sk.get("LOCK")
+        holder = str(lock.get("holder")) if lock and float(lock.get("lease_expires_at", 0)) > view_epoch(t) else None
+        if holder is None:
+            self._lock = None
+        elif self._lock is None or self._lock[0] != holder:
+            self._lock = (holder, t)
+        elif t - self._lock[1] > b.lock_held:
+            self.fail("8 no lock held past its bound", f"{holder} holds the lock since t={self._lock[1]:.0f}")
+        # 8: shortfalls covered while a sibling AZ is healthy
+        self._shortfalls(view.group_states(), running, view.outage_azs())
+
+    def _shortfalls(
+        self, groups: list[GroupState], running: dict[str, tuple[str | None, str]], outages: frozenset[str]
+    ) -> None:
+        """A worker pool with fewer running instances than its groups' kOps sizes (the baseline) while one of its
+        AZs has an outage and another has none must be made whole (by compensation) within the bound."""
+        per_group: dict[str, int] = {}
+        for group, _az in running.values():
+            if group is not None:
+                per_group[group] = per_group.get(group, 0) + 1
+        base = self.view.baseline()
+        pools: dict[str, list[GroupState]] = {}
+        for g in groups:
+            if not g.master:
+                pools.setdefault(g.pool, []).append(g)
+        for pool, members in sorted(pools.items()):
+            want = sum(base.get(g.name, (g.desired, g.max_size))[0] for g in members)
+            short = want - sum(per_group.get(g.name, 0) for g in members)
+            degraded = any(g.az in outages for g in members) and any(g.az not in outages for g in members)
+            if short > 0 and degraded:
+                since = self._short.setdefault(pool, self.t)
+                if self.t - since > self.bounds.shortfall:
+                    self.fail(
+                        "8 every shortfall covered within a bound",
+                        f"pool {pool} short {short} of {want} since t={since:.0f} while a sibling AZ is healthy",
+                    )
+            else:
+                self._short.pop(pool, None)
+
+    def finish(self) -> None:
+        """End of run (after a quiet tail): sizes back where they were, nothing detached running, no cordon of ours
+        on a surviving instance without a command."""
+        self.scan()
+        base = self.view.baseline()
+        busy: set[str] = set()  # groups an active refresh run still surges (the run is judged by its liveness)
+        for item in self.view.table_items():
+            if str(item.get("sk", "")).startswith("RUN#") and item.get("status") in (
+                "running",
+                "pausing",
+                "cancelling",
+            ):
+                busy.update(str(g.get("name")) for g in item.get("groups") or [] if isinstance(g, dict))
+                busy.update(str(name) for name in item.get("surge") or {})
+        for g in self.view.group_states():
+            want = base.get(g.name)
+            if want is not None and g.name not in busy and (g.desired, g.max_size) != want:
+                self.fail(
+                    "4 sizes end where they were",
+                    f"{g.name} ends at desired {g.desired} MaxSize {g.max_size}, was {want[0]}/{want[1]}",
+                )
+        detached = sorted(i for i, (group, _az) in self.view.running_instances().items() if group is None and not busy)
+        if detached:
+            self.fail("4 nothing detached left running", f"{len(detached)} instances outside any group: {detached[:5]}")
+
+
+def view_epoch(t: float) -> float:
+    """The epoch seconds of simulated second ``t`` (``sim.kernel.EPOCH``)."""
+    return EPOCH.timestamp() + t
+
+
+def _deadline_passed(item: dict[str, Any], t: float) -> bool:
+    if item.get("status") not in ("queued", "running"):
+        return True  # finished (succeeded, failed, timed out, skipped): the drain had its chance
+    command = item.get("command")
+    deadline = item.get("deadline_tightened_to") or (command.get("deadline") if isinstance(command, dict) else None)
+    if deadline is None:
+        return False
+    try:
+        return datetime.fromisoformat(str(deadline)).timestamp() <= view_epoch(t)
+    except ValueError:
+        return float(deadline) <= view_epoch(t)
+
+
+def _instance_ids(call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterable[str]:
+    if call == "ec2.terminate":
+        return [str(i) for i in (args[0] if args else kwargs.get("instance_ids", ()))]
+    if call == "autoscaling.complete_lifecycle_action":
+        action = args[0] if args else kwargs.get("action")
+        return [action.instance_id] if isinstance(action, LifecycleAction) else []
+    return [str(args[0] if args else kwargs.get("instance_id"))]

@@ -1,0 +1,76 @@
+"""The in-memory cluster's records beside the API objects (``sim.kube_cluster``): what happened to pods (the
+benchmark's counters), Deployments, what a PodDisruptionBudget's status is computed from, and each pod's
+bookkeeping."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.kube.views import PodView
+from sim.kernel import Timer
+
+DEFAULT_GRACE = 30  # spec.terminationGracePeriodSeconds when unset (core/v1 PodSpec)
+
+
+@dataclass
+class Counters:
+    """What happened to workload pods (DaemonSet pods are not counted)."""
+
+    created: int = 0
+    stopped_by_eviction: int = 0  # an accepted eviction started the pod's graceful shutdown
+    stopped_by_delete: int = 0  # a DELETE did (a drain past a budget, an operator)
+    killed_by_reclaim: int = 0  # running when its node went away
+    cut_short: int = 0  # still terminating when its node went away
+    evictions_refused: int = 0  # 429 from a PodDisruptionBudget
+
+
+@dataclass
+class Deployment:
+    namespace: str
+    name: str
+    replicas: int
+    labels: dict[str, str]
+    grace: int | None
+    made: int = 0
+    pods: dict[str, None] = field(default_factory=dict)
+    active: dict[str, None] = field(default_factory=dict)  # its pods not being deleted
+
+
+@dataclass
+class BudgetCounts:
+    """What a PodDisruptionBudget's status is computed from, kept up to date as its pods change."""
+
+    healthy: int = 0  # selected pods bound, Ready and not being deleted
+    deploys: dict[str, int] = field(default_factory=dict)  # selected pods per owning Deployment
+    others: int = 0  # selected pods no Deployment owns
+
+
+@dataclass
+class PodInfo:
+    """A pod's API object and the cluster's bookkeeping beside it."""
+
+    obj: dict[str, Any]
+    owner: str = ""  # "deploy:<ns>/<name>", "ds:<ns>/<name>" or ""
+    budgets: list[str] = field(default_factory=list)
+    timer: Timer | None = None
+    gone_at: float | None = None  # when its graceful deletion ends
+    view: PodView | None = None  # the object as the agent's views parse it, since its last change (bound pods)
+    healthy: bool = False  # bound, Ready and not being deleted (what a budget counts)
+
+    @property
+    def key(self) -> str:
+        meta = self.obj["metadata"]
+        return f"{meta['namespace']}/{meta['name']}"
+
+    @property
+    def node(self) -> str:
+        return str(self.obj["spec"].get("nodeName") or "")
+
+    @property
+    def terminating(self) -> bool:
+        return "deletionTimestamp" in self.obj["metadata"]
+
+    @property
+    def workload(self) -> bool:
+        return not self.owner.startswith("ds:")

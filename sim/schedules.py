@@ -1,0 +1,201 @@
+"""Seeded, composable fault schedules: what happens to the simulated cluster and when (issue 12).
+
+A schedule is a plain tuple of ``Fault`` entries (data only: kind, simulated start, duration, parameters), drawn
+from the kernel's streams, so one seed gives one schedule and a failing schedule can be shrunk by dropping entries
+(``sim.run.shrink``). ``sim.world.World.apply`` turns each entry into scheduled actions. Targets that depend on the
+world at that moment (which instance of an AZ is reclaimed) are chosen then, from the world's own stream.
+
+What the generators follow:
+
+- Spot interruptions: "Spot Instance interruptions" (EC2 User Guide): a two-minute warning, then the reclaim; the
+  Spot Instance Advisor's frequency bands (<5 %, 5-10 %, 10-15 %, 15-20 %, >20 % of instances interrupted a month)
+  give the base rate; reclaims come in waves per capacity pool (a Poisson process per pool and AZ, and bursts of
+  several instances within minutes).
+- Rebalance recommendations: "EC2 instance rebalance recommendations": sent ahead of, or instead of, an
+  interruption; some are followed by one, some never.
+- AZ capacity outages: ``InsufficientInstanceCapacity`` for a pool or AZ, minutes to hours.
+- API throttling and 5xx bursts (``sim.faults.FaultWindow``), Lambda crashes and timeouts, concurrent invocations
+  (one run whole between two port calls of another), duplicate and late events, agent restarts, kOps resetting
+  group sizes (``kops update cluster``), operators (manual refresh, cancel, ``kubectl cordon``/``uncordon``),
+  PDB-blocked workloads, the weekly refresh (a rule of ``sim.eventbridge``).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+HOUR = 3600.0
+DAY = 24 * HOUR
+
+KINDS = (
+    "spot",
+    "spot_burst",
+    "rebalance",
+    "outage",
+    "api",
+    "crash",
+    "concurrent",
+    "late_event",
+    "bad_event",
+    "agent_restart",
+    "kops_reset",
+    "manual_refresh",
+    "cancel_refresh",
+    "operator_cordon",
+    "pdb_block",
+)
+
+
+@dataclass(frozen=True, order=True)
+class Fault:
+    """One entry: ``kind`` (one of ``KINDS``) at simulated second ``at`` for ``duration`` seconds, with ``params``
+    (sorted (name, value) pairs: ``az``, ``count``, ``service``, ``operation``, ``code``, ``probability``,
+    ``function``, ``call``, ``follow``...)."""
+
+    at: float
+    kind: str
+    duration: float = 0.0
+    params: tuple[tuple[str, str | int | float], ...] = ()
+
+    def param(self, name: str, default: str | int | float = "") -> str | int | float:
+        return dict(self.params).get(name, default)
+
+    def describe(self) -> str:
+        args = " ".join(f"{k}={v}" for k, v in self.params)
+        return f"{self.at / HOUR:7.2f} h  {self.kind:<15} {self.duration / 60:6.1f} min  {args}"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How rough the week is.
+
+    Attributes:
+        spot_monthly: fraction of Spot instances interrupted per 30 days (Spot Instance Advisor band; 0.10 = the
+            5-10 % band's top).
+        burst_per_day: interruption bursts (several instances of one pool within minutes) per AZ and day.
+        rebalance_per_day: rebalance recommendations per 100 nodes and day; ``rebalance_followed``: the fraction
+            followed by an interruption.
+        outages: capacity outages in the run (each 10 minutes to 4 hours, one AZ).
+        api_bursts_per_day: throttling / 5xx windows per day (1-10 minutes each).
+        crashes_per_day: Lambda crash or timeout windows per day.
+        concurrent_per_day: windows per day in which a function's invocations have another (a duplicate, or
+            another function's tick) run whole between two of their port calls.
+        operators_per_day: operator actions (manual refresh, cancel, cordon) per day.
+        quiet_tail: the last seconds of the run have no new faults, so the end-state checks see a settled world.
+    """
+
+    spot_monthly: float = 0.10
+    burst_per_day: float = 0.3
+    rebalance_per_day: float = 1.0
+    rebalance_followed: float = 0.5
+    outages: int = 2
+    api_bursts_per_day: float = 2.0
+    crashes_per_day: float = 1.0
+    concurrent_per_day: float = 1.0
+    late_per_day: float = 2.0
+    bad_per_day: float = 2.0
+    agent_restarts_per_day: float = 1.0
+    kops_resets_per_day: float = 0.2
+    operators_per_day: float = 1.0
+    pdb_blocks_per_day: float = 0.5
+    quiet_tail: float = 6 * HOUR
+    azs: tuple[str, ...] = ("us-east-1a", "us-east-1b", "us-east-1c")
+    functions: tuple[str, ...] = ("interruption", "replenisher", "refresher")
+
+
+CALM = Profile(
+    spot_monthly=0.0,
+    burst_per_day=0.0,
+    rebalance_per_day=0.0,
+    outages=0,
+    api_bursts_per_day=0.0,
+    crashes_per_day=0.0,
+    concurrent_per_day=0.0,
+    late_per_day=0.0,
+    bad_per_day=0.0,
+    agent_restarts_per_day=0.0,
+    kops_resets_per_day=0.0,
+    operators_per_day=0.0,
+    pdb_blocks_per_day=0.0,
+)
+
+
+@dataclass
+class _Draw:
+    rng: random.Random
+    end: float
+    out: list[Fault] = field(default_factory=list)
+
+    def poisson_times(self, per_second: float) -> list[float]:
+        """Arrival times of a Poisson process of rate ``per_second`` in [0, end)."""
+        times: list[float] = []
+        if per_second <= 0:
+            return times
+        t = self.rng.expovariate(per_second)
+        while t < self.end:
+            times.append(t)
+            t += self.rng.expovariate(per_second)
+        return times
+
+    def add(self, at: float, kind: str, duration: float = 0.0, **params: str | int | float) -> None:
+        self.out.append(Fault(round(at, 3), kind, round(duration, 3), tuple(sorted(params.items()))))
+
+
+def generate(rng: random.Random, nodes: int, days: float, profile: Profile | None = None) -> tuple[Fault, ...]:
+    """A schedule for ``nodes`` Spot workers over ``days``, drawn from ``rng`` (``kernel.stream("schedule")``).
+
+    Returns:
+        The entries, sorted by time (no entry starts in the profile's quiet tail).
+    """
+    p = profile or Profile()
+    d = _Draw(rng, max(0.0, days * DAY - p.quiet_tail))
+    per_az = max(1, nodes // len(p.azs))
+    for az in p.azs:
+        # the band's monthly fraction as a per-instance rate, for the AZ's instances
+        for t in d.poisson_times(p.spot_monthly * per_az / (30 * DAY)):
+            d.add(t, "spot", az=az, count=1)
+        for t in d.poisson_times(p.burst_per_day / DAY):
+            d.add(t, "spot_burst", duration=rng.uniform(60, 600), az=az, count=rng.randint(2, max(2, per_az // 10)))
+    for t in d.poisson_times(p.rebalance_per_day * nodes / 100 / DAY):
+        followed = int(rng.random() < p.rebalance_followed)
+        d.add(
+            t, "rebalance", duration=rng.uniform(120, 3600) if followed else 0.0, az=rng.choice(p.azs), follow=followed
+        )
+    for _ in range(p.outages if d.end > 0 else 0):
+        d.add(rng.uniform(0, d.end), "outage", duration=rng.uniform(600, 4 * HOUR), az=rng.choice(p.azs))
+    services = (
+        ("autoscaling", "", "Throttling"),
+        ("autoscaling", "", "ServiceUnavailable"),
+        ("ec2", "", "RequestLimitExceeded"),
+        ("dynamodb", "", "ProvisionedThroughputExceededException"),
+        ("dynamodb", "", "InternalServerError"),
+        ("sqs", "", "ThrottlingException"),
+        ("kube", "", "TooManyRequests"),
+        ("autoscaling:lost-answer", "", "ServiceUnavailable"),  # the effect made, the answer lost (sim.aws_common)
+        ("ec2:lost-answer", "", "InternalError"),
+    )
+    for t in d.poisson_times(p.api_bursts_per_day / DAY):
+        service, operation, code = rng.choice(services)
+        d.add(t, "api", duration=rng.uniform(60, 600), service=service, operation=operation, code=code,
+              probability=round(rng.choice((0.3, 0.7, 1.0)), 2))  # fmt: skip
+    for t in d.poisson_times(p.crashes_per_day / DAY):
+        d.add(t, "crash", duration=rng.uniform(60, 1800), function=rng.choice(p.functions),
+              call=rng.randint(1, 12), how=rng.choice(("crash", "timeout")))  # fmt: skip
+    for t in d.poisson_times(p.concurrent_per_day / DAY):
+        d.add(t, "concurrent", duration=rng.uniform(60, 1800), function=rng.choice(p.functions),
+              call=rng.randint(1, 8), other=rng.choice(p.functions))  # fmt: skip
+    for t in d.poisson_times(p.late_per_day / DAY):
+        d.add(t, "late_event", delay=round(rng.uniform(60, 6 * HOUR)))
+    for t in d.poisson_times(p.bad_per_day / DAY):
+        d.add(t, "bad_event", variant=rng.choice(("malformed", "foreign_account", "foreign_region", "unmanaged")))
+    for t in d.poisson_times(p.agent_restarts_per_day / DAY):
+        d.add(t, "agent_restart", leader=int(rng.random() < 0.5))
+    for t in d.poisson_times(p.kops_resets_per_day / DAY):
+        d.add(t, "kops_reset", az=rng.choice(p.azs))
+    for t in d.poisson_times(p.operators_per_day / DAY):
+        what = rng.choice(("manual_refresh", "cancel_refresh", "operator_cordon"))
+        d.add(t, what, duration=rng.uniform(600, 6 * HOUR) if what == "operator_cordon" else 0.0, az=rng.choice(p.azs))
+    for t in d.poisson_times(p.pdb_blocks_per_day / DAY):
+        d.add(t, "pdb_block", duration=rng.uniform(600, 3 * HOUR))
+    return tuple(sorted(d.out))

@@ -1,0 +1,297 @@
+"""DynamoDB update expressions for the in-memory table: a parser and how one changes an item.
+
+Follows the DynamoDB Developer Guide, "Update expressions"::
+
+    update ::= [SET action (, action)*] [REMOVE path (, path)*] [ADD path value (, ...)*] [DELETE path value (, ...)*]
+    set action ::= path = value        value ::= operand | operand + operand | operand - operand
+    operand ::= path | :value | if_not_exists(path, value) | list_append(operand, operand)
+
+Each clause at most once, in any order; keywords are case insensitive. Every right-hand side reads the item as it
+was before the update, then all actions apply together. Two actions on overlapping paths, an update of a key
+attribute, arithmetic on a non-number, a missing attribute on the right-hand side, or a nested path whose parent is
+missing are refused (``EvaluationError`` / ``ExpressionError``: the table answers ``ValidationException``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import lru_cache
+from typing import Any
+
+from sim.expression_syntax import Context, EvaluationError, ExpressionError, Path, Tokens, Value, parse_path
+from sim.values import MISSING, Item, copy_item, copy_value, step, type_of
+
+CLAUSES = ("SET", "REMOVE", "ADD", "DELETE")
+WHAT = "UpdateExpression"
+
+
+@dataclass(frozen=True)
+class IfNotExists:
+    path: Path
+    default: Term
+
+    def value(self, ctx: Context) -> Any:
+        current = self.path.value(ctx)
+        return self.default.value(ctx) if current is MISSING else current
+
+
+@dataclass(frozen=True)
+class ListAppend:
+    first: Term
+    second: Term
+
+    def value(self, ctx: Context) -> Any:
+        a, b = self.first.value(ctx), self.second.value(ctx)
+        if not isinstance(a, list) or not isinstance(b, list):
+            raise EvaluationError(
+                "Invalid UpdateExpression: Incorrect operand type for operator or function; operator or function: "
+                "list_append"
+            )
+        return [*a, *b]
+
+
+Term = Path | Value | IfNotExists | ListAppend
+
+
+@dataclass(frozen=True)
+class Arithmetic:
+    op: str
+    left: Term
+    right: Term
+
+    def value(self, ctx: Context) -> Any:
+        a, b = _present(self.left.value(ctx)), _present(self.right.value(ctx))
+        if not isinstance(a, Decimal) or not isinstance(b, Decimal):
+            raise EvaluationError(
+                f"An operand in the update expression has an incorrect data type; operator or function: {self.op}"
+            )
+        return a + b if self.op == "+" else a - b
+
+
+def _present(value: Any) -> Any:
+    if value is MISSING:
+        raise EvaluationError("The provided expression refers to an attribute that does not exist in the item")
+    return value
+
+
+@dataclass(frozen=True)
+class Update:
+    """A parsed update expression and the placeholders its text uses."""
+
+    sets: tuple[tuple[Path, Term | Arithmetic], ...]
+    removes: tuple[Path, ...]
+    adds: tuple[tuple[Path, Value], ...]
+    deletes: tuple[tuple[Path, Value], ...]
+    names: frozenset[str]
+    values: frozenset[str]
+
+    def apply(self, item: Item, names: Mapping[str, str], values: Mapping[str, Any], keys: tuple[str, ...]) -> Item:
+        """The item after the update (a new dict; ``item`` is left as it was; ``{}`` for none).
+
+        Raises:
+            ExpressionError: overlapping paths or a key attribute updated.
+            EvaluationError: the update cannot apply to this item.
+        """
+        ctx = Context(item, names, values)
+        paths = [p.resolve(ctx) for p, _ in self.sets] + [p.resolve(ctx) for p in self.removes]
+        paths += [p.resolve(ctx) for p, _ in self.adds] + [p.resolve(ctx) for p, _ in self.deletes]
+        _check_paths(paths, keys)
+        new_values = [(path.resolve(ctx), copy_value(_present(term.value(ctx)))) for path, term in self.sets]
+        out = copy_item(item)
+        for parts, value in new_values:
+            _set(out, parts, value)
+        for parts in sorted((p.resolve(ctx) for p in self.removes), key=_path_order, reverse=True):
+            _remove(out, parts)  # later list indexes first, so earlier ones still point where they did
+        for path, operand in self.adds:
+            _add(out, path.resolve(ctx), operand.value(ctx))
+        for path, operand in self.deletes:
+            _delete(out, path.resolve(ctx), operand.value(ctx))
+        return out
+
+    def updated(self, names: Mapping[str, str]) -> set[str]:
+        """The top-level attributes the update touches (ReturnValues UPDATED_OLD / UPDATED_NEW)."""
+        ctx = Context({}, names, {})
+        paths = (
+            [p for p, _ in self.sets] + list(self.removes) + [p for p, _ in self.adds] + [p for p, _ in self.deletes]
+        )
+        return {str(p.resolve(ctx)[0]) for p in paths}
+
+
+def _check_paths(paths: list[tuple[str | int, ...]], keys: tuple[str, ...]) -> None:
+    for parts in paths:
+        if parts[0] in keys:
+            raise ExpressionError(f"Cannot update attribute {parts[0]}. This attribute is part of the key")
+    for i, one in enumerate(paths):
+        for two in paths[i + 1 :]:
+            n = min(len(one), len(two))
+            if one[:n] == two[:n]:
+                raise ExpressionError(
+                    "Invalid UpdateExpression: Two document paths overlap with each other; must remove or rewrite one "
+                    f"of these paths; path one: {list(one)}, path two: {list(two)}"
+                )
+
+
+_INVALID_PATH = "The document path provided in the update expression is invalid for update"
+
+
+def _parent(item: Item, parts: tuple[str | int, ...]) -> Any:
+    current: Any = item
+    for part in parts[:-1]:
+        current = step(current, part)
+        if current is MISSING:
+            break
+    return current
+
+
+def _set(item: Item, parts: tuple[str | int, ...], value: Any) -> None:
+    parent, last = _parent(item, parts), parts[-1]
+    if isinstance(last, str) and isinstance(parent, dict):
+        parent[last] = value
+    elif isinstance(last, int) and isinstance(parent, list):
+        if last < len(parent):
+            parent[last] = value
+        else:
+            parent.append(value)  # an index past the end appends
+    else:
+        raise EvaluationError(_INVALID_PATH)
+
+
+def _remove(item: Item, parts: tuple[str | int, ...]) -> None:
+    parent, last = _parent(item, parts), parts[-1]
+    if parent is MISSING:
+        return  # removing what is not there changes nothing
+    if isinstance(last, str) and isinstance(parent, dict):
+        parent.pop(last, None)
+    elif isinstance(last, int) and isinstance(parent, list):
+        if last < len(parent):
+            del parent[last]
+    else:
+        raise EvaluationError(_INVALID_PATH)
+
+
+def _path_order(parts: tuple[str | int, ...]) -> tuple[tuple[bool, str | int], ...]:
+    """A sort key for resolved paths (names and indexes never compared with each other)."""
+    return tuple((isinstance(p, int), p) for p in parts)
+
+
+def _add(item: Item, parts: tuple[str | int, ...], value: Any) -> None:
+    if len(parts) != 1:
+        raise EvaluationError("Invalid UpdateExpression: ADD is supported on top-level attributes only")
+    name = str(parts[0])
+    current = item.get(name, MISSING)
+    kind = type_of(value)
+    if kind not in ("N", "SS", "NS", "BS"):
+        raise EvaluationError(
+            "Invalid UpdateExpression: Incorrect operand type for operator or function; operator: ADD"
+        )
+    if current is MISSING:
+        item[name] = copy_value(value)
+    elif type_of(current) != kind:
+        raise EvaluationError("An operand in the update expression has an incorrect data type")
+    else:
+        item[name] = current + value if kind == "N" else current | value
+
+
+def _delete(item: Item, parts: tuple[str | int, ...], value: Any) -> None:
+    if len(parts) != 1:
+        raise EvaluationError("Invalid UpdateExpression: DELETE is supported on top-level attributes only")
+    name = str(parts[0])
+    current = item.get(name, MISSING)
+    kind = type_of(value)
+    if kind not in ("SS", "NS", "BS"):
+        raise EvaluationError(
+            "Invalid UpdateExpression: Incorrect operand type for operator or function; operator: DELETE"
+        )
+    if current is MISSING:
+        return
+    if type_of(current) != kind:
+        raise EvaluationError("An operand in the update expression has an incorrect data type")
+    left = current - value
+    if left:
+        item[name] = left
+    else:
+        del item[name]  # an empty set is no value
+
+
+def _term(tokens: Tokens) -> Term:
+    kind, text = tokens.peek()
+    if kind == "vph":
+        tokens.take()
+        return Value(text)
+    if kind == "name" and text in ("if_not_exists", "list_append") and tokens.peek(1) == ("op", "("):
+        tokens.take()
+        tokens.take()
+        if text == "if_not_exists":
+            path = parse_path(tokens)
+            tokens.expect(",")
+            default = _term(tokens)
+            tokens.expect(")")
+            return IfNotExists(path, default)
+        first = _term(tokens)
+        tokens.expect(",")
+        second = _term(tokens)
+        tokens.expect(")")
+        return ListAppend(first, second)
+    return parse_path(tokens)
+
+
+def _set_value(tokens: Tokens) -> Term | Arithmetic:
+    left = _term(tokens)
+    for op in ("+", "-"):
+        if tokens.op(op):
+            return Arithmetic(op, left, _term(tokens))
+    return left
+
+
+def _value(tokens: Tokens) -> Value:
+    kind, text = tokens.take()
+    if kind != "vph":
+        tokens.pos -= 1
+        raise tokens.error()
+    return Value(text)
+
+
+@lru_cache(maxsize=4096)
+def parse_update(text: str) -> Update:
+    """Parse an update expression.
+
+    Raises:
+        ExpressionError: empty, a clause twice, or not in the grammar.
+    """
+    tokens = Tokens(text, WHAT)
+    if not tokens.items:
+        raise ExpressionError(f"Invalid {WHAT}: The expression can not be empty;")
+    sets: list[tuple[Path, Term | Arithmetic]] = []
+    removes: list[Path] = []
+    adds: list[tuple[Path, Value]] = []
+    deletes: list[tuple[Path, Value]] = []
+    seen: set[str] = set()
+    while tokens.peek()[0] != "end":
+        kind, word = tokens.take()
+        clause = word.upper()
+        if kind != "name" or clause not in CLAUSES:
+            tokens.pos -= 1
+            raise tokens.error()
+        if clause in seen:
+            raise ExpressionError(
+                f'Invalid {WHAT}: The "{clause}" section can only be used once in an update expression;'
+            )
+        seen.add(clause)
+        while True:
+            path = parse_path(tokens)
+            if clause == "SET":
+                tokens.expect("=")
+                sets.append((path, _set_value(tokens)))
+            elif clause == "REMOVE":
+                removes.append(path)
+            elif clause == "ADD":
+                adds.append((path, _value(tokens)))
+            else:
+                deletes.append((path, _value(tokens)))
+            if not tokens.op(","):
+                break
+    return Update(
+        tuple(sets), tuple(removes), tuple(adds), tuple(deletes), frozenset(tokens.names), frozenset(tokens.values)
+    )

@@ -1,0 +1,212 @@
+"""DynamoDB attribute values as the in-memory table holds them: the Python values boto3's resource layer returns.
+
+Values enter through boto3's own ``TypeSerializer`` and come back through its ``TypeDeserializer`` (``canonical``),
+so the table accepts and refuses exactly what a boto3 ``Table`` resource does (``float`` raises ``TypeError`` before
+any call, as in boto3) and stores numbers as ``Decimal``, binary as ``Binary``, sets as ``set``, lists and maps as
+``list`` / ``dict``. Comparisons follow the DynamoDB Developer Guide, "Comparison operator and function reference"
+(ordering only between two values of the same scalar type N, S or B; strings by UTF-8 bytes, which is Python's code
+point order). Item sizes follow "Item sizes and formats" (names + values; numbers by significant digits).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
+
+Item = dict[str, Any]
+
+_SERIALIZER = TypeSerializer()
+_DESERIALIZER = TypeDeserializer()
+
+MAX_ITEM_BYTES = 400 * 1024  # "Service, account, and table quotas in Amazon DynamoDB": item size
+
+
+class Missing:
+    """The value of a document path that does not exist in the item (a singleton, ``MISSING``)."""
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING = Missing()
+
+
+def canonical(value: Any) -> Any:
+    """``value`` as boto3 would give it back after a round trip through DynamoDB: numbers as ``Decimal`` with
+    leading and trailing zeroes trimmed ("Supported data types and naming rules in Amazon DynamoDB", Number:
+    ``Decimal("1.50")`` comes back as ``Decimal("1.5")``, ``Decimal("1000.0")`` as ``Decimal("1000")``).
+
+    Raises:
+        TypeError: a type boto3 refuses (``float``, unsupported objects), as boto3 raises before the call.
+    """
+    return _trimmed(_DESERIALIZER.deserialize(_SERIALIZER.serialize(value)))
+
+
+def _trimmed(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return Decimal(format(value.normalize(), "f")) if value else Decimal(0)
+    if isinstance(value, dict):
+        return {k: _trimmed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_trimmed(v) for v in value]
+    if isinstance(value, set) and value and isinstance(next(iter(value)), Decimal):
+        return {_trimmed(v) for v in value}
+    return value
+
+
+def canonical_item(item: Item) -> Item:
+    return {str(k): canonical(v) for k, v in item.items()}
+
+
+def wire(item: Item) -> dict[str, Any]:
+    """An item in DynamoDB JSON (``{"S": ...}``), as error answers carry it (``Item`` of a failed condition)."""
+    return {k: _SERIALIZER.serialize(v) for k, v in item.items()}
+
+
+_SCALARS = frozenset({str, Decimal, bool, type(None), Binary})
+
+
+def copy_value(value: Any) -> Any:
+    """A deep copy of a stored value (scalars are immutable and shared). Stored values are exactly the types
+    ``canonical`` gives, so ``type()`` (not ``isinstance``) tells them apart."""
+    kind = type(value)
+    if kind is dict:
+        return {k: v if type(v) in _SCALARS else copy_value(v) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _SCALARS else copy_value(v) for v in value]
+    if kind is set:
+        return set(value)
+    return value
+
+
+def copy_item(item: Item) -> Item:
+    """A deep copy of a stored item (its scalars shared: they are immutable)."""
+    return {k: v if type(v) in _SCALARS else copy_value(v) for k, v in item.items()}
+
+
+def type_of(value: Any) -> str:
+    """The DynamoDB data type descriptor of a canonical value: S, N, B, BOOL, NULL, L, M, SS, NS, BS."""
+    if isinstance(value, bool):
+        return "BOOL"
+    if value is None:
+        return "NULL"
+    if isinstance(value, str):
+        return "S"
+    if isinstance(value, Decimal):
+        return "N"
+    if isinstance(value, Binary):
+        return "B"
+    if isinstance(value, list):
+        return "L"
+    if isinstance(value, dict):
+        return "M"
+    if isinstance(value, set):
+        first = next(iter(value))
+        return {"S": "SS", "N": "NS", "B": "BS"}[type_of(first)]
+    raise TypeError(f"not a DynamoDB value: {type(value).__name__}")
+
+
+def raw(value: Any) -> bytes:
+    """The bytes of a ``Binary`` (boto3's stubs do not declare its ``__bytes__``)."""
+    return bytes(value)
+
+
+def step(current: Any, part: str | int) -> Any:
+    """The element ``part`` (a map key or a list index) of ``current``; MISSING when there is none."""
+    if isinstance(part, str):
+        return current.get(part, MISSING) if isinstance(current, dict) else MISSING
+    return current[part] if isinstance(current, list) and part < len(current) else MISSING
+
+
+def _order_key(value: Any) -> Any:
+    return raw(value) if isinstance(value, Binary) else value
+
+
+def equal(a: Any, b: Any) -> bool:
+    """``a = b``: both present, same type, same value (sets as sets, lists and maps element-wise)."""
+    if a is MISSING or b is MISSING:
+        return False
+    ta, tb = type_of(a), type_of(b)
+    if ta != tb:
+        return False
+    if ta == "L":
+        return len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b, strict=True))
+    if ta == "M":
+        return a.keys() == b.keys() and all(equal(a[k], b[k]) for k in a)
+    return bool(a == b)
+
+
+def ordered(a: Any, b: Any) -> tuple[Any, Any] | None:
+    """The pair's order keys when ``a`` and ``b`` may be ordered (both present, same type N, S or B), else None."""
+    if a is MISSING or b is MISSING:
+        return None
+    ta = type_of(a)
+    if ta not in ("N", "S", "B") or type_of(b) != ta:
+        return None
+    return _order_key(a), _order_key(b)
+
+
+def compare(op: str, a: Any, b: Any) -> bool:
+    """``a op b`` for a comparator ``=``, ``<>``, ``<``, ``<=``, ``>``, ``>=``.
+
+    ``<>`` is true when the values differ in any way, including a missing attribute (DynamoDB evaluates
+    ``#a <> :v`` to true for an item without ``a``).
+    """
+    if op == "=":
+        return equal(a, b)
+    if op == "<>":
+        return not equal(a, b)
+    pair = ordered(a, b)
+    if pair is None:
+        return False
+    x, y = pair
+    if op == "<":
+        return bool(x < y)
+    if op == "<=":
+        return bool(x <= y)
+    if op == ">":
+        return bool(x > y)
+    return bool(x >= y)
+
+
+def size_of(value: Any) -> Any:
+    """``size(path)``: the length of an S, the bytes of a B, the elements of a set, list or map; MISSING for other
+    types or a missing path (a comparison with it is false)."""
+    if isinstance(value, str):
+        return Decimal(len(value))
+    if isinstance(value, Binary):
+        return Decimal(len(raw(value)))
+    if isinstance(value, (set, list, dict)):
+        return Decimal(len(value))
+    return MISSING
+
+
+def _number_bytes(value: Decimal) -> int:
+    digits = value.normalize().as_tuple().digits
+    return (len(digits) + 1) // 2 + 1
+
+
+def value_bytes(value: Any) -> int:
+    """The stored size of one value ("Item sizes and formats"; an approximation exact for S, B, BOOL, NULL)."""
+    if isinstance(value, bool) or value is None:
+        return 1
+    if isinstance(value, str):
+        return len(value.encode("utf-8"))
+    if isinstance(value, Decimal):
+        return _number_bytes(value)
+    if isinstance(value, Binary):
+        return len(raw(value))
+    if isinstance(value, set):
+        return sum(value_bytes(v) for v in value)
+    if isinstance(value, list):
+        return 3 + sum(1 + value_bytes(v) for v in value)
+    if isinstance(value, dict):
+        return 3 + sum(1 + len(k.encode("utf-8")) + value_bytes(v) for k, v in value.items())
+    raise TypeError(f"not a DynamoDB value: {type(value).__name__}")
+
+
+def item_bytes(item: Item) -> int:
+    """An item's size: each attribute's name (UTF-8 bytes) plus its value."""
+    return sum(len(k.encode("utf-8")) + value_bytes(v) for k, v in item.items())

@@ -1,0 +1,175 @@
+"""Two more of the design's safety invariants, watched as they happen (issue 12): the lease lock's exclusion, and a
+drained node cordoned at once (not when its drain gets a slot); and a refresh's waits ending by their deadlines.
+
+- **The lock** (docs/DESIGN.md, "one writer at a time"; DynamoDB Developer Guide, "Condition expressions": a
+  conditional ``PutItem`` is atomic): every write of the ``LOCK`` item is seen as the table applies it (the
+  ``MemoryDynamo.listeners`` hook). A new holder may take the lock only over a free or expired lease, and its fencing
+  token must be higher than every token handed out before: two holders with one token means two invocations both
+  believed they held the lock.
+- **Cordon at once** (agent/consumer/steps.py ``cordon_first``; Kubernetes documentation "Safely Drain a Node":
+  cordon first so evicted pods are not scheduled back onto the node): a drain command the agent has started
+  (``status`` ``running``) has its node unschedulable within ``cordon_seconds``, while the Kubernetes API had no
+  injected fault since the command started (a refused cordon is retried by the drain step only) and the agent is up.
+
+- **Compensations end**: a ``COMP#`` ledger whose failed group has been whole for ``comp_bound`` still carrying a
+  compensation is stuck (its give-back refused again and again, or never decided).
+- **Refresh waits end** (docs/DESIGN.md: every wait of a run has a deadline, ``core.runs.WaitDeadline``): no step
+  of an active run has been in one wait longer than its deadline plus six refresher ticks.
+
+``install(world)`` wires both into a built ``sim.world.World`` (its checker raises the ``Violation``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from core.runs import WaitDeadline
+from sim.invariants import ACTIVE_RUN, view_epoch
+from sim.kernel import Step
+
+if TYPE_CHECKING:
+    from sim.world import World
+
+LOCK = "LOCK"
+
+
+@dataclass
+class Watch:
+    """The two checks of the module docstring on one world."""
+
+    world: World
+    cordon_seconds: float = 10.0
+    every: float = 5.0  # seconds between two looks at the drains (the refresh waits: the checker's scan cadence)
+    wait_slack: float = 1800.0  # six refresher ticks: a tick lost to a crash or throttling is not the bug
+    comp_bound: float = 3 * 3600.0  # a compensation given back after its group is whole (REPLENISH hold + give-back)
+    _tokens: dict[int, str] = field(default_factory=dict)  # fencing token -> the holder it was given to
+    _last: float = -1e18
+    _last_cordons: float = -1e18
+    _drains: dict[str, tuple[str, float]] = field(default_factory=dict)  # CMD# sk -> (instance, started at)
+
+    def on_write(
+        self, table: str, key: tuple[str, str], old: dict[str, Any] | None, new: dict[str, Any] | None
+    ) -> None:
+        """``MemoryDynamo`` listener: a write of the lock item, or of a command (the drains under way)."""
+        if key[1].startswith("CMD#"):
+            if new is not None and new.get("status") == "running" and new.get("kind") == "drain":
+                if new.get("started_at"):
+                    since = datetime.fromisoformat(str(new["started_at"])).timestamp() - view_epoch(0.0)
+                    self._drains[key[1]] = (str(new.get("instance_id")), since)
+            else:
+                self._drains.pop(key[1], None)
+            return
+        if key[1] != LOCK or new is None or not new.get("holder"):
+            return
+        holder = str(new["holder"])
+        token = int(new.get("fencing") or 0)
+        checker = self.world.checker
+        checker.t = self.world.kernel.t
+        taken_over = old is not None and old.get("holder") and str(old["holder"]) != holder
+        if taken_over and old is not None and float(old.get("lease_expires_at") or 0) > view_epoch(checker.t):
+            checker.fail(
+                "8 one lock holder at a time",
+                f"{holder} took the lock over {old['holder']}'s lease valid until {old['lease_expires_at']}",
+            )
+        given = self._tokens.get(token)
+        if given is not None and given != holder:
+            checker.fail("8 one lock holder at a time", f"fencing token {token} given to {given} and to {holder}")
+        if given is None and self._tokens and token <= max(self._tokens):
+            checker.fail("8 one lock holder at a time", f"fencing token {token} given after {max(self._tokens)}")
+        self._tokens[token] = holder
+
+    def after_step(self, step: Step) -> None:
+        if step.at - self._last_cordons >= self.every:
+            self._last_cordons = step.at
+            self.cordons()
+        if step.at - self._last >= self.world.checker.bounds.scan_seconds:
+            self._last = step.at
+            self.waits()
+
+    def waits(self) -> None:
+        """No wait of an active refresh run outlives its deadline (``RefresherSettings.deadline_seconds``) by more
+        than ``wait_slack`` (six refresher ticks)."""
+        world = self.world
+        settings = world.lambdas.refresher_settings
+        now = view_epoch(world.kernel.t)
+        for item in world.view.table_items():
+            if str(item.get("sk", "")).startswith("COMP#"):
+                self._compensation(item, now)
+                continue
+            if not str(item.get("sk", "")).startswith("RUN#") or item.get("status") not in ACTIVE_RUN:
+                continue
+            for step in item.get("steps") or []:
+                for wait, since in sorted((step.get("waiting_since") or {}).items()):
+                    try:
+                        limit = settings.deadline_seconds(WaitDeadline(wait))
+                    except ValueError:
+                        continue
+                    waited = now - datetime.fromisoformat(str(since)).timestamp()
+                    if waited > limit + self.wait_slack:
+                        world.checker.t = world.kernel.t
+                        world.checker.fail(
+                            "8 no refresh wait past its deadline",
+                            f"{item.get('sk')} step {step.get('index')} in {wait} for {waited:.0f} s "
+                            f"(deadline {limit} s)",
+                        )
+
+    def cordons(self) -> None:
+        """Every started drain's node cordoned within ``cordon_seconds`` (see the module docstring)."""
+        world = self.world
+        t = world.kernel.t
+        started = {i: since for i, since in self._drains.values() if t - since > self.cordon_seconds}
+        if not started:
+            return
+        running = world.view.running_instances()
+        for node in world.view.node_states():
+            since_or_none = started.get(node.instance_id)
+            if since_or_none is None or node.unschedulable or not node.ready or node.instance_id not in running:
+                continue
+            if self._excused(since_or_none, t):
+                continue
+            world.checker.t = t
+            world.checker.fail(
+                "5 a drained node is cordoned at once",
+                f"node {node.name} ({node.instance_id}) still schedulable {t - since_or_none:.0f} s after the agent "
+                "started its drain",
+            )
+
+    def _compensation(self, item: dict[str, Any], now: float) -> None:
+        """A compensation whose failed group has been whole (``healthy_since``) for ``comp_bound`` seconds is given
+        back by then (docs/DESIGN.md: every capacity increase undone exactly once, within a bound)."""
+        comp = item.get("compensation")
+        healthy = comp.get("healthy_since") if isinstance(comp, dict) else None
+        if not healthy:
+            return
+        since = datetime.fromisoformat(str(healthy)).timestamp()
+        if now - since > self.comp_bound:
+            self.world.checker.t = self.world.kernel.t
+            self.world.checker.fail(
+                "8 no compensation stuck past its bound",
+                f"{item.get('sk')}: its group whole for {now - since:.0f} s and the compensation not given back",
+            )
+
+    def _excused(self, since: float, t: float) -> bool:
+        """A Kubernetes API fault window since the drain started (the cordon may have been refused), or the agent
+        down or not leading."""
+        for w in self.world.faults.windows:
+            if w.service == "kube" and w.start < t and w.end > since:
+                return True
+        agent: Any = self.world.agent
+        return not getattr(agent, "alive", True) or not getattr(agent, "leading", True)
+
+
+def install(world: World) -> Watch:
+    """Wire a ``Watch`` into ``world`` (before it runs)."""
+    watch = Watch(world)
+    world.dynamo.listeners.append(watch.on_write)
+    checker_step = world.checker.after_step
+
+    def after_step(step: Step) -> None:
+        checker_step(step)
+        watch.after_step(step)
+
+    world.checker.after_step = after_step  # type: ignore[method-assign]  # the world calls the checker's hook
+    return watch

@@ -1,0 +1,255 @@
+"""The simulated agent runs the product's command handling on simulated time: a drain through the real worker,
+Store, drain policy, eviction retries and lifecycle completion; a Spot drain deleting past a budget at its deadline;
+a restart losing in-flight work that another start takes over once stale; membership; determinism."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from adapters.dynamo.hooks import get_hook, record_hook
+from adapters.dynamo.store import Store
+from core.lifecycle import LifecycleAction
+from core.model import CommandKind
+from core.settings import AgentSettings
+from localworld.cluster import create_kops_cluster
+from sim.agent import SimAgent
+from sim.dynamo import MemoryDynamo
+from sim.faults import Faults
+from sim.kernel import Kernel
+from sim.kube import SimKube
+from sim.kube_objects import Budget
+from tests.unit.sim.agent_world import CLUSTER, AutoScaling, Queue, drain, send
+
+NS = "default"
+
+
+@pytest.fixture(params=["moto", "memory"])
+def table(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The state table: moto's (through boto3), or the simulation's own ``sim.dynamo`` (made per world, on its
+    kernel: ``World`` builds it when given "memory")."""
+    if request.param == "memory":
+        yield "memory"
+        return
+    session = boto3.Session(region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing")
+    with mock_aws():
+        info = create_kops_cluster(session, name=CLUSTER, azs=())
+        yield session.resource("dynamodb").Table(info.table_name)
+
+
+class World:
+    def __init__(self, table: Any, seed: int = 7, **settings: Any) -> None:
+        self.kernel = Kernel(seed)
+        if table == "memory":
+            table = MemoryDynamo(self.kernel, Faults(self.kernel)).table("node-manager-state")
+        self.kube = SimKube(self.kernel)
+        for i in range(3):
+            self.kube.add_node(f"n{i}", f"i-{i:017x}", "us-east-1a")
+        self.kube.add_daemonset("kube-system", "cni")
+        self.kube.add_deployment(NS, "web", 6, grace=20)
+        self.kube.add_budget(Budget(NS, "web", {"app": "web"}, min_available=5))
+        self.queue = Queue(self.kernel)
+        self.autoscaling = AutoScaling(kernel=self.kernel)
+        self.store = Store(table, CLUSTER)
+        defaults: dict[str, Any] = {"cluster_name": CLUSTER, "table_name": table.name, "queue_url": "q"}
+        self.settings = AgentSettings(**{**defaults, **settings})
+        with self.kernel.installed():
+            self.agent = SimAgent(self.kernel, self.kube, self.queue, table, self.autoscaling, self.settings)
+            self.run(30)  # pods scheduled and Ready
+
+    def run(self, seconds: float) -> None:
+        with self.kernel.installed():
+            self.kernel.run(self.kernel.t + seconds)
+
+    def send(self, command: Any) -> None:
+        with self.kernel.installed():
+            send(self.store, self.queue, command)
+
+    def item(self, command_id: str) -> dict[str, Any]:
+        item = self.store.get_command(command_id)
+        assert item is not None
+        return item
+
+
+N0 = "i-00000000000000000"
+
+
+def test_a_drain_evicts_through_the_budget_one_pod_at_a_time_and_ends_succeeded(table: Any) -> None:
+    w = World(table)
+    assert len(w.kube.by_node["n0"]) == 3  # cni and two web pods
+    w.send(drain(w.kernel, "d1", N0, 900))
+    w.run(3)
+    node = w.kube.node_view("n0")
+    assert node is not None and node.unschedulable and node.cordoned_by == "d1"
+    assert w.item("d1")["status"] == "running" and w.item("d1")["worker"] == "agent:0"
+    w.run(120)
+    item = w.item("d1")
+    assert item["status"] == "succeeded", item["result"]["message"]
+    assert list(w.kube.by_node["n0"]) == ["kube-system/cni-n0"]
+    assert w.kube.counters.stopped_by_eviction == 2 and w.kube.counters.evictions_refused >= 1
+    assert w.kube.counters.killed_by_reclaim == 0
+    assert w.queue.messages == [] and item["reported_at"]
+    assert [e["DetailType"] for e in w.agent.events.entries] == ["Node Drain Succeeded"]
+    pods = {p["name"]: p for p in item["result"]["pods"]}
+    assert all(p["gone"] for p in pods.values() if p["action"] == "evict")
+    assert max(p["attempts"] for p in pods.values()) > 1  # the second waited for the budget
+
+
+def test_a_spot_drain_deletes_past_the_budget_before_its_deadline_and_completes_the_lifecycle_action(
+    table: Any,
+) -> None:
+    w = World(table, lifecycle_heartbeat_seconds=30)
+    w.kube.scale(NS, "web", 6)
+    w.kube.budgets[f"{NS}/web"] = Budget(NS, "web", {"app": "web"}, min_available=6)  # no disruption allowed
+    action = LifecycleAction(instance_id=N0, asg_name="nodes", hook_name="drain", token="tok")
+    with w.kernel.installed():
+        record_hook(w.store, action, ttl_seconds=3600)
+    start = w.kernel.t
+    w.send(drain(w.kernel, "spot-1", N0, 120, reason="spot-interruption:terminate"))
+    w.run(130)
+    item = w.item("spot-1")
+    assert item["status"] == "succeeded", item["result"]["message"]
+    graces = {p["grace_source"] for p in item["result"]["pods"] if p["action"] == "evict"}
+    assert graces == {"pdb-deadline"}
+    assert w.kube.counters.stopped_by_delete == 2 and w.kube.counters.stopped_by_eviction == 0
+    # deleted when the grace (20 s) stopped fitting before the deadline minus the margin (10 s): ~89 s in
+    assert [t - start for t, _ in w.autoscaling.completed] == pytest.approx([2 + 89 + 20], abs=3)
+    # RecordLifecycleActionHeartbeat every 30 s of simulated time (the heartbeat beats every 10 s) until the end
+    assert [(t - start, i) for t, i in w.autoscaling.heartbeats] == [(40.0, N0), (70.0, N0), (100.0, N0)]
+    hook = get_hook(w.store, N0)
+    assert hook is not None and hook["state"] != "pending"
+
+
+def test_a_restart_loses_the_drain_and_a_later_start_takes_it_over_once_stale(table: Any) -> None:
+    w = World(table)
+    w.kube.budgets[f"{NS}/web"] = Budget(NS, "web", {"app": "web"}, min_available=6)  # blocks: the drain stays
+    w.send(drain(w.kernel, "d2", N0, 1800))
+    w.run(10)
+    assert w.item("d2")["status"] == "running"
+    w.agent.restart(down_seconds=5)
+    w.run(40)
+    assert w.item("d2")["worker"] == "agent:0"  # not stale yet: the new process leaves it
+    w.kube.budgets[f"{NS}/web"] = Budget(NS, "web", {"app": "web"}, min_available=5)
+    w.run(200)
+    item = w.item("d2")
+    assert item["status"] == "succeeded" and item["worker"] == "agent:1" and int(item["attempt"]) == 2
+    assert w.agent.counts == {"restarts": 1}
+
+
+def test_an_uncordon_command_gives_back_our_cordon_and_membership_records_every_node(table: Any) -> None:
+    w = World(table, membership_resync_seconds=60)
+    w.send(drain(w.kernel, "c1", N0, 600, kind=CommandKind.CORDON))
+    w.run(5)
+    node = w.kube.node_view("n0")
+    assert node is not None and node.unschedulable
+    w.send(drain(w.kernel, "u1", N0, 600, kind=CommandKind.UNCORDON))
+    w.run(60)
+    node = w.kube.node_view("n0")
+    assert node is not None and not node.unschedulable and node.cordoned_by is None
+    assert w.item("u1")["status"] == "succeeded"
+    assert sorted(r.instance_id for r in w.store.recorded_nodes()) == sorted(w.kube.instances)
+
+
+def test_one_seed_gives_one_run(table: Any) -> None:
+    def trace(seed: int) -> list[tuple[float, str]]:
+        w = World(table, seed=seed)
+        steps: list[tuple[float, str]] = []
+        w.send(drain(w.kernel, f"s{seed}-{len(w.queue.deleted)}", N0, 900))
+        with w.kernel.installed():
+            w.kernel.run(w.kernel.t + 200, after_step=lambda s: steps.append((s.at, s.label)))
+        return steps
+
+    first = trace(11)
+    if table != "memory":
+        table.delete_item(Key={"pk": f"CLUSTER#{CLUSTER}", "sk": "CMD#s11-0"})
+    assert trace(11) == first
+
+
+def test_the_leaders_releaser_gives_back_a_rebalance_cordon_after_its_quiet_period_but_not_an_operators(
+    table: Any,
+) -> None:
+    w = World(table, cordon_check_seconds=60)
+    with w.kernel.installed():
+        operator = w.kube.patch_node("n1", {"spec": {"unschedulable": True}})  # kubectl cordon n1
+    assert operator is not None
+    w.send(drain(w.kernel, "rb-0", N0, 600, reason="rebalance", kind=CommandKind.CORDON, uncordon_after_seconds=300))
+    w.send(
+        drain(
+            w.kernel,
+            "rb-1",
+            "i-00000000000000001",
+            600,
+            reason="rebalance",
+            kind=CommandKind.CORDON,
+            uncordon_after_seconds=300,
+        )
+    )
+    w.run(250)
+    n0, n1 = w.kube.node_view("n0"), w.kube.node_view("n1")
+    assert n0 is not None and n0.unschedulable and n1 is not None and n1.unschedulable
+    w.run(120)  # quiet period over, one check later
+    n0, n1 = w.kube.node_view("n0"), w.kube.node_view("n1")
+    assert n0 is not None and not n0.unschedulable and n0.cordoned_by is None
+    assert n1 is not None and n1.unschedulable  # someone else's cordon stays
+    assert w.item("rb-0")["resolution"] == "released"
+    assert w.item("rb-1")["resolution"].startswith("nothing to give back")
+    w.agent.lead(False)
+    w.send(drain(w.kernel, "rb-2", N0, 600, reason="rebalance", kind=CommandKind.CORDON, uncordon_after_seconds=60))
+    w.run(300)
+    assert w.item("rb-2")["status"] == "queued"  # a standby runs nothing
+    w.agent.lead(True)
+    w.run(200)
+    assert w.item("rb-2")["resolution"] == "released"
+
+
+def test_an_api_outage_when_the_drain_starts_hands_the_command_back_and_it_runs_after(table: Any) -> None:
+    from sim.faults import FaultWindow
+
+    w = World(table)
+    w.kube.faults = Faults(w.kernel)
+    w.kube.faults.add(FaultWindow("kube", "list_pods", 0, w.kernel.t + 20, "InternalError"))
+    w.send(drain(w.kernel, "d3", N0, 900))
+    w.run(3)
+    item = w.item("d3")
+    assert item["status"] == "queued" and w.agent.worker.counters.snapshot().get("retried") == 1
+    w.run(120)
+    item = w.item("d3")
+    assert item["status"] == "succeeded" and int(item["attempt"]) > 1
+    assert w.kube.faults.injected["kube:list_pods:InternalError"] >= 1
+
+
+def test_a_leader_that_loses_its_lease_hands_its_drain_back_and_the_new_leader_finishes_it(table: Any) -> None:
+    w = World(table)
+    w.kube.budgets[f"{NS}/web"] = Budget(NS, "web", {"app": "web"}, min_available=6)  # blocks: the drain stays
+    with w.kernel.installed():
+        standby = SimAgent(
+            w.kernel, w.kube, w.queue, w.agent.store.table, w.autoscaling, w.settings, name="standby", leader=False
+        )
+    w.send(drain(w.kernel, "d4", N0, 1800))
+    w.run(10)
+    assert w.item("d4")["worker"] == "agent:0"
+    w.agent.lead(False)
+    w.run(w.settings.shutdown_grace_seconds + 1)
+    assert w.item("d4")["status"] == "queued"  # handed back, not left to go stale
+    assert w.agent.counts == {"leadership_lost": 1, "handed_back": 1, "restarts": 1}
+    standby.lead(True)
+    w.kube.budgets[f"{NS}/web"] = Budget(NS, "web", {"app": "web"}, min_available=5)
+    w.run(150)
+    item = w.item("d4")
+    assert item["status"] == "succeeded" and item["worker"] == "standby:0"
+    assert w.agent.worker_id == "agent:1" and not w.agent.leading
+
+
+def test_a_restart_of_a_process_already_down_and_a_step_down_after_a_crash_change_nothing(table: Any) -> None:
+    w = World(table)
+    w.agent.lead(False)  # a step-down is due after the shutdown grace
+    w.agent.restart(down_seconds=5)  # but the process crashes first
+    w.agent.restart(down_seconds=5)  # already down
+    w.run(60)
+    assert w.agent.counts == {"leadership_lost": 1, "restarts": 1} and w.agent.worker_id == "agent:1"
+    assert w.agent.alive and not w.agent.leading
+    assert len(w.agent._timers) == 4  # one set of periodic actions

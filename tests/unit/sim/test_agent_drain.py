@@ -1,0 +1,118 @@
+"""One drain on simulated time (``sim.agent_drain.SimDrain``) through the product's drain rules: a refused plan
+evicts nothing, the control-plane cap, a missing node ends with the engine's error, a Spot warning tightening a
+rebalance drain makes it delete past a budget, and an uncordon after a failed drain when asked."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from agent.drain.engine import DrainEngine
+from agent.drain.results import NodeCommandResult
+from core.exceptions import NodeNotFoundError
+from core.model import Command, CommandKind, CommandStatus, DrainOptions
+from core.settings import AgentSettings
+from sim.agent_drain import SimDrain
+from sim.kernel import Kernel
+from sim.kube import SimKube
+from sim.kube_objects import Budget
+
+NS = "default"
+SETTINGS = AgentSettings(cluster_name="demo", table_name="t", queue_url="q")
+
+
+class Drains:
+    def __init__(self) -> None:
+        self.kernel = Kernel(3)
+        self.kube = SimKube(self.kernel)
+        self.kube.add_node("m0", "i-0000000000000aaa0", "us-east-1a", control_plane=True)
+        self.kube.add_node("m1", "i-0000000000000aaa1", "us-east-1b", control_plane=True)
+        for i in range(3):
+            self.kube.add_node(f"n{i}", f"i-{i:017x}", "us-east-1a")
+        self.engine = DrainEngine(self.kube, SETTINGS, clock=self.kernel)
+        self.ends: list[NodeCommandResult | Exception] = []
+        self.busy = 0
+
+    def start(self, instance: str, seconds: float = 600, reason: str = "test", **options: Any) -> SimDrain:
+        with self.kernel.installed():
+            command = Command(
+                command_id=f"c-{instance}",
+                cluster="demo",
+                kind=CommandKind.DRAIN,
+                instance_id=instance,
+                reason=reason,
+                deadline=self.kernel.now() + timedelta(seconds=seconds),
+                options=DrainOptions(**options),
+            )
+            drain = SimDrain(
+                self.kernel,
+                self.kube,
+                self.engine,
+                command,
+                self.kernel.stream("b").random,
+                lambda d, end: self.ends.append(end),
+                lambda: self.busy,
+            )
+            drain.start()
+        return drain
+
+    def run(self, seconds: float) -> None:
+        with self.kernel.installed():
+            self.kernel.run(self.kernel.t + seconds)
+
+    def result(self, index: int = -1) -> NodeCommandResult:
+        end = self.ends[index]
+        assert isinstance(end, NodeCommandResult)
+        return end
+
+
+def test_a_refused_plan_evicts_nothing_and_a_missing_node_ends_with_the_engines_error() -> None:
+    d = Drains()
+    d.kube.add_pod(NS, "bare", node="n0")
+    d.start("i-00000000000000000", force=False)
+    result = d.result()
+    assert result.status is CommandStatus.FAILED and "refused" in result.message
+    assert d.kube.pod(NS, "bare") is not None and d.kube.counters.stopped_by_eviction == 0
+    d.start("i-0000000000000dead")
+    assert isinstance(d.ends[-1], NodeNotFoundError)
+
+
+def test_a_control_plane_drain_beyond_the_cap_is_refused_untouched() -> None:
+    d = Drains()
+    first = d.start("i-0000000000000aaa0")
+    assert first.control_plane
+    d.busy = 1  # the agent counts it as running
+    d.start("i-0000000000000aaa1")
+    refused = d.result()
+    assert refused.status is CommandStatus.FAILED and "control-plane" in refused.message
+    node = d.kube.node_view("m1")
+    assert node is not None and not node.unschedulable
+
+
+def test_a_spot_deadline_tightening_a_rebalance_drain_deletes_past_the_budget_in_time() -> None:
+    d = Drains()
+    d.kube.add_deployment(NS, "web", 3, grace=20)
+    d.kube.add_budget(Budget(NS, "web", {"app": "web"}, min_available=3))  # allows nothing
+    d.run(30)
+    drain = d.start("i-00000000000000000", seconds=3000, reason="rebalance")
+    d.run(60)
+    assert not d.ends and d.kube.counters.stopped_by_delete == 0  # a rebalance drain honours the budget
+    with d.kernel.installed():
+        assert drain.tighten(d.kernel.now() + timedelta(seconds=120))
+    d.run(130)
+    result = d.result()
+    assert result.status is CommandStatus.SUCCEEDED, result.message
+    assert d.kube.counters.stopped_by_delete == 1 and d.kube.counters.killed_by_reclaim == 0
+
+
+def test_a_timed_out_drain_gives_back_its_cordon_when_asked() -> None:
+    d = Drains()
+    d.kube.add_deployment(NS, "web", 3, grace=20)
+    d.kube.add_budget(Budget(NS, "web", {"app": "web"}, min_available=3))
+    d.run(30)
+    d.start("i-00000000000000001", seconds=60, uncordon_on_failure=True)
+    d.run(61)
+    result = d.result()
+    assert result.status is CommandStatus.TIMED_OUT and result.uncordoned
+    node = d.kube.node_view("n1")
+    assert node is not None and not node.unschedulable and node.cordoned_by is None

@@ -1,0 +1,209 @@
+"""The in-memory cluster answers as the apiserver does for the calls the agent makes: merge patches with
+resourceVersion preconditions, the Eviction API's 201/404/409/429/500 against PodDisruptionBudgets, graceful
+deletion on simulated time, the scheduler, node removal and the benchmark's counters."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from agent.drain.cordon import decide_cordon, decide_uncordon
+from agent.drain.engine import DrainEngine
+from agent.kube.eviction import EvictionStatus
+from agent.membership import membership_records
+from core.exceptions import KubernetesApiError
+from core.model import Command, CommandKind
+from core.settings import AgentSettings
+from sim.faults import Faults, FaultWindow
+from sim.kernel import Kernel
+from sim.kube import SimKube
+from sim.kube_objects import Budget
+
+NS = "default"
+
+
+def cluster(nodes: int = 2, **kwargs: int) -> tuple[Kernel, SimKube]:
+    kernel = Kernel(seed=1)
+    kube = SimKube(kernel, Faults(kernel), **kwargs)
+    for i in range(nodes):
+        kube.add_node(f"n{i}", f"i-{i:017x}", "us-east-1a")
+    return kernel, kube
+
+
+def web(kube: SimKube, kernel: Kernel, replicas: int = 3, grace: int = 20) -> None:
+    kube.add_deployment(NS, "web", replicas, grace=grace)
+    kernel.run(kernel.t + 30)  # scheduled and Ready
+
+
+def test_pending_pods_are_bound_to_the_least_loaded_schedulable_node_and_become_ready() -> None:
+    kernel, kube = cluster(2)
+    kube.add_deployment(NS, "web", 4)
+    assert len(kube.pending) == 4
+    kernel.run(1.0)
+    assert not kube.pending
+    assert [len(kube.by_node[n]) for n in ("n0", "n1")] == [2, 2]
+    pods, _ = kube.list_pods_on_node("n0")
+    assert all(p.phase == "Running" and not p.ready for p in pods)
+    kernel.run(20.0)
+    pods, _ = kube.list_pods_on_node("n0")
+    assert all(p.ready for p in pods)
+    assert pods[0].controller is not None and pods[0].controller.kind == "ReplicaSet"
+
+
+def test_a_cordon_patch_with_a_stale_resource_version_loses_and_a_fresh_one_wins() -> None:
+    kernel, kube = cluster(2)
+    node = kube.get_node("n0")
+    assert node is not None and node.instance_id == "i-00000000000000000"
+    kube.patch_node("n0", {"metadata": {"annotations": {"x": "y"}}})  # someone else writes first
+    stale = decide_cordon(node, "cmd-1").patch
+    assert stale is not None and kube.patch_node("n0", stale) is None
+    fresh_node = kube.get_node("n0")
+    assert fresh_node is not None
+    fresh = decide_cordon(fresh_node, "cmd-1").patch
+    assert fresh is not None
+    cordoned = kube.patch_node("n0", fresh)
+    assert cordoned is not None and cordoned.unschedulable and cordoned.cordoned_by == "cmd-1"
+    assert cordoned.annotations["x"] == "y"  # a merge, not a replace
+    kube.add_deployment(NS, "web", 3)
+    kernel.run(2.0)
+    assert len(kube.by_node["n0"]) == 0 and len(kube.by_node["n1"]) == 3  # the scheduler avoids the cordon
+    undo = decide_uncordon(cordoned).patch
+    assert undo is not None
+    back = kube.patch_node("n0", undo)
+    assert back is not None and not back.unschedulable and back.cordoned_by is None
+
+
+def test_a_budget_refuses_the_eviction_that_would_break_it_until_the_replacement_is_ready() -> None:
+    kernel, kube = cluster(2)
+    kube.add_budget(Budget(NS, "web-pdb", {"app": "web"}, min_available=2))
+    web(kube, kernel)
+    assert kube.budget_status(NS, "web-pdb") == (1, 2, 3)
+    first, second = [key.split("/")[1] for key in kube.deployments[f"{NS}/web"].pods][:2]
+    ok = kube.evict_pod(NS, first)
+    assert ok.status is EvictionStatus.EVICTED and ok.http_status == 201
+    refused = kube.evict_pod(NS, second)
+    assert refused.status is EvictionStatus.BLOCKED and refused.http_status == 429
+    assert refused.pdb_blocked and refused.pdb_name == "web-pdb"
+    assert kube.counters.evictions_refused == 1
+    kernel.run(kernel.t + 15)  # the replacement (created at the eviction) is bound and Ready
+    assert kube.evict_pod(NS, second).status is EvictionStatus.EVICTED
+    assert kube.counters.stopped_by_eviction == 2
+
+
+def test_max_unavailable_and_percentages_count_against_the_deployments_scale() -> None:
+    kernel, kube = cluster(2)
+    kube.add_budget(Budget(NS, "web-pdb", {"app": "web"}, max_unavailable="25%"))
+    web(kube, kernel, replicas=8)
+    assert kube.budget_status(NS, "web-pdb") == (2, 6, 8)
+
+
+def test_pending_terminating_and_unknown_pods_and_several_budgets() -> None:
+    _, kube = cluster(0)
+    kube.add_budget(Budget(NS, "all", {}, min_available=5))
+    kube.add_deployment(NS, "web", 1)  # no node: stays Pending
+    pending = next(iter(kube.pending)).split("/")[1]
+    assert kube.evict_pod(NS, pending).status is EvictionStatus.EVICTED  # a Pending pod ignores budgets
+    assert kube.evict_pod(NS, "nope").status is EvictionStatus.GONE
+    kube.add_node("n0", "i-0", "us-east-1a")
+    uid = kube.add_pod(NS, "bare", node="n0", labels={"app": "bare"})
+    assert kube.evict_pod(NS, "bare", uid="other").status is EvictionStatus.BLOCKED  # the budget is checked first
+    blocked = kube.evict_pod(NS, "bare", uid=uid)
+    assert blocked.status is EvictionStatus.BLOCKED and blocked.pdb_name == "all"
+    kube.add_budget(Budget(NS, "bare", {"app": "bare"}, min_available=0))
+    assert kube.evict_pod(NS, "bare").status is EvictionStatus.MULTIPLE_PDBS
+    assert kube.delete_pod(NS, "bare", uid=uid)  # DELETE consults no budget
+    info = kube.pod(NS, "bare")
+    assert info is not None and info.terminating
+    assert kube.evict_pod(NS, "bare", uid="other").status is EvictionStatus.GONE  # 409: the uid precondition
+    assert kube.evict_pod(NS, "bare").status is EvictionStatus.EVICTED  # terminating: no budget consulted
+
+
+def test_graceful_deletion_keeps_the_pod_terminating_for_its_grace_and_a_shorter_grace_shortens_it() -> None:
+    kernel, kube = cluster(1)
+    kube.add_pod(NS, "slow", node="n0", owner=("ReplicaSet", "x"), grace=100)
+    _, rv = kube.list_pods_on_node("n0")
+    assert kube.evict_pod(NS, "slow").status is EvictionStatus.EVICTED
+    pods, _ = kube.list_pods_on_node("n0")
+    assert pods[0].deletion_timestamp == kernel.now().replace(microsecond=0) + timedelta(seconds=100)
+    kernel.run(50)
+    assert kube.pod(NS, "slow") is not None
+    assert kube.delete_pod(NS, "slow", grace_period_seconds=5)
+    kernel.run(54)
+    assert kube.pod(NS, "slow") is not None
+    kernel.run(56)
+    assert kube.pod(NS, "slow") is None
+    events = [e.type for e in kube.watch_pods_on_node("n0", rv, 60)]
+    assert events == ["MODIFIED", "MODIFIED", "DELETED"]
+
+
+def test_a_watch_from_a_resource_version_no_longer_kept_answers_410() -> None:
+    kernel, kube = cluster(1, event_log=3)
+    _, rv = kube.list_pods_on_node("n0")
+    kube.add_deployment(NS, "web", 3)
+    kernel.run(30)
+    assert [(e.type, e.code) for e in kube.watch_pods_on_node("n0", rv, 60)] == [("ERROR", 410)]
+
+
+def test_a_node_that_goes_away_kills_its_running_pods_and_they_wait_unschedulable_for_room() -> None:
+    kernel, kube = cluster(2, max_pods_per_node=2)
+    kube.add_daemonset("kube-system", "cni")
+    web(kube, kernel, replicas=2)
+    assert len(kube.by_node["n0"]) == 2  # the DaemonSet pod and one web pod each
+    kube.evict_pod(NS, next(iter(kube.by_node["n1"].keys() - {"kube-system/cni-n1"})).split("/")[1])
+    kube.remove_instance("i-00000000000000001")  # n1, with its evicted pod still terminating
+    kube.remove_node("n0")
+    assert kube.counters.killed_by_reclaim == 1 and kube.counters.cut_short == 1
+    assert kube.counters.stopped_by_eviction == 1
+    assert len(kube.pending) == 2  # recreated, nowhere to go
+    before = kube.unschedulable_pod_seconds  # 2 pods x 1 s before their first scheduling pass
+    kernel.run(kernel.t + 100)
+    assert before == 2 and kube.unschedulable_pod_seconds == 202
+    kube.add_node("n2", "i-2", "us-east-1b")
+    kernel.run(kernel.t + 2)
+    assert len(kube.pending) == 1 and len(kube.by_node["n2"]) == 2  # cni-n2 and one web pod (room for 2)
+
+
+def test_the_real_engine_cordons_through_the_sim_and_membership_reads_its_pages() -> None:
+    kernel, kube = cluster(3)
+    settings = AgentSettings(cluster_name="demo", table_name="t", queue_url="q")
+    engine = DrainEngine(kube, settings, clock=kernel)
+    with kernel.installed():
+        command = Command(
+            command_id="c1",
+            cluster="demo",
+            kind=CommandKind.DRAIN,
+            instance_id="i-00000000000000001",
+            reason="test",
+            deadline=kernel.now() + timedelta(seconds=120),
+        )
+        node, decision = engine.cordon(command)
+    assert node.name == "n1" and node.unschedulable and decision.ours
+    pages = list(kube.list_node_pages(page_size=2))
+    assert [len(page) for page, _ in pages] == [2, 1]
+    records = membership_records([n for page, _ in pages for n in page], {}, kernel.now())
+    assert sorted(r.instance_id for r in records) == sorted(kube.instances)
+
+
+def test_injected_faults_answer_as_the_adapter_raises_and_evictions_as_retryable_errors() -> None:
+    kernel, kube = cluster(1)
+    assert kube.faults is not None
+    kube.faults.add(FaultWindow("kube", "", 0, 10, "InternalError"))
+    kube.add_pod(NS, "p", node="n0")
+    response = kube.evict_pod(NS, "p")
+    assert response.status is EvictionStatus.ERROR and response.retryable
+    with pytest.raises(KubernetesApiError):
+        kube.get_node("n0")
+    kernel.run(11)
+    assert kube.get_node("n0") is not None
+
+
+def test_a_node_name_reused_by_a_new_instance_replaces_the_old_node() -> None:
+    kernel, kube = cluster(1)
+    web(kube, kernel, replicas=2)
+    kube.add_node("n0", "i-0000000000000beef", "us-east-1b")
+    assert kube.instances == {"i-0000000000000beef": "n0"} and kube.counters.killed_by_reclaim == 2
+    node = kube.get_node("n0")
+    assert node is not None and node.instance_id == "i-0000000000000beef"
+    kernel.run(kernel.t + 2)
+    assert len(kube.by_node["n0"]) == 2  # the replacements, on the new node

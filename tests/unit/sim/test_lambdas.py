@@ -1,0 +1,118 @@
+"""sim.lambdas: the interruption Lambda's real ``handle()`` on the simulated AWS account and simulated time, reached
+through the simulated EventBridge; a crash at a port call ends the invocation there and its retry completes it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from sim.aws import SimAws
+from sim.cloud import TerminationHook
+from sim.dynamo import MemoryDynamo
+from sim.eventbridge import Delivery, EventBus, stack_rules
+from sim.faults import Faults
+from sim.kernel import Kernel
+from sim.lambdas import TABLE, Invocation, Lambdas
+
+CLUSTER = "sim.k8s.local"
+
+
+class Slice:
+    """A kernel, the simulated account with one Spot group of 3, the state table, the Lambdas behind the bus."""
+
+    def __init__(self) -> None:
+        self.kernel = Kernel(7)
+        self.faults = Faults(self.kernel)
+        table = MemoryDynamo(self.kernel, self.faults).table(TABLE)
+        self.results: list[Invocation] = []
+        self.bus = EventBus(self.kernel, self.invoke, stack_rules(CLUSTER), Delivery(duplicate=0.0))
+        self.aws = SimAws(self.kernel, self.faults, self.bus.put)
+        self.aws.cloud.add_group(
+            "nodes-us-east-1a",
+            cluster=CLUSTER,
+            instance_group="nodes-us-east-1a",
+            zones=("us-east-1a",),
+            min_size=3,
+            max_size=3,
+            desired=3,
+            hooks=(TerminationHook("node-manager-drain"),),
+        )
+        self.aws.start()
+        self.lambdas = Lambdas(self.kernel, table, self.aws, CLUSTER)
+        self.table = table
+
+    def invoke(
+        self,
+        function: str,
+        event: dict[str, Any],
+        crash_at: int = 0,
+        kind: str = "crash",
+        interleave_at: int = 0,
+        interleave: Callable[[], None] | None = None,
+    ) -> Invocation:
+        result = self.lambdas.invoke(function, event, crash_at, kind, interleave_at, interleave)
+        self.results.append(result)
+        return result
+
+    def commands(self) -> list[dict[str, Any]]:
+        items = self.table.items(f"CLUSTER#{CLUSTER}")
+        return [i for i in items if str(i["sk"]).startswith("CMD#")]
+
+
+@pytest.fixture
+def world() -> Slice:
+    return Slice()
+
+
+def test_a_spot_warning_becomes_a_recorded_drain_command_on_the_queue(world: Slice) -> None:
+    instance = sorted(world.aws.cloud.instances)[0]
+    assert world.aws.interrupt(instance)
+    world.kernel.run(10)
+    interruption = [r for r in world.results if r.function == "interruption"]
+    assert interruption and interruption[0].status == "ok", interruption
+    assert interruption[0].response is not None and interruption[0].response["status"] == "acted"
+    commands = world.commands()
+    assert [(c["kind"], c["instance_id"]) for c in commands] == [("drain", instance)]
+    assert world.aws.queue.sent == 1
+    # the invocation ran on simulated time: the command's deadline is the warning's two minutes after the epoch
+    assert str(commands[0]["command"]["deadline"]).startswith("2026-01-05T00:02")
+
+
+def test_a_crash_mid_invocation_stops_there_and_the_retry_completes(world: Slice) -> None:
+    world.bus.crash(0, 30, "interruption", 4, "crash")
+    instance = sorted(world.aws.cloud.instances)[0]
+    world.aws.interrupt(instance)
+    world.kernel.run(10)
+    first = [r for r in world.results if r.function == "interruption"]
+    assert [r.status for r in first] == ["crash"] and first[0].calls == 4
+    world.kernel.run(100)
+    statuses = [r.status for r in world.results if r.function == "interruption"]
+    assert statuses == ["crash", "ok"]
+    assert [c["kind"] for c in world.commands()] == ["drain"]
+    assert world.aws.queue.sent >= 1
+
+
+def test_throttled_auto_scaling_is_a_function_error_retried(world: Slice) -> None:
+    from sim.faults import FaultWindow
+
+    world.faults.add(FaultWindow("autoscaling", "", 0, 30, "Throttling"))
+    world.aws.interrupt(sorted(world.aws.cloud.instances)[0])
+    world.kernel.run(100)
+    statuses = [r.status for r in world.results if r.function == "interruption"]
+    assert statuses[0] == "error" and statuses[-1] == "ok"
+    assert world.bus.stats.retried >= 1
+
+
+def test_a_duplicate_run_concurrently_records_one_command(world: Slice) -> None:
+    """The same warning delivered twice at once: the second invocation runs whole between two port calls of the
+    first; the CMD# record's conditional write keeps one command."""
+    world.bus.overlap(0, 100, "interruption", 3, "interruption")
+    instance = sorted(world.aws.cloud.instances)[0]
+    world.aws.interrupt(instance)
+    world.kernel.run(10)
+    statuses = [(r.function, r.status) for r in world.results]
+    assert statuses == [("interruption", "ok"), ("interruption", "ok")]
+    assert world.bus.stats.overlapped == 1
+    assert [(c["kind"], c["instance_id"]) for c in world.commands()] == [("drain", instance)]

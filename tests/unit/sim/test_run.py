@@ -1,0 +1,149 @@
+"""sim.run: one seed is one exact run (same trace digest); the invariant checker catches a deliberately broken world
+through the real wiring (an effect made through the Lambdas' ports); a few small seeds hold every invariant."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.cordons.releaser import CordonReleaser
+from sim.run import run_seed
+from sim.schedules import CALM, Fault
+from sim.world import World
+
+
+def test_same_seed_same_run() -> None:
+    first = run_seed(3, nodes=12, days=0.5)
+    again = run_seed(3, nodes=12, days=0.5)
+    assert first.digest == again.digest
+    assert first.schedule == again.schedule
+    assert first.steps == again.steps
+    assert run_seed(4, nodes=12, days=0.5).digest != first.digest
+
+
+def _at(t: float, action: object) -> object:
+    def mutate(world: World) -> None:
+        world.kernel.at(t, "broken", lambda: action(world))  # type: ignore[operator]  # the test's action
+
+    return mutate
+
+
+def test_a_termination_before_any_drain_is_caught() -> None:
+    def terminate(world: World) -> None:
+        victim = sorted(i for i, (g, _) in world.view.running_instances().items() if g and g.startswith("nodes-"))[0]
+        world.lambdas.wire.function = "broken"
+        world.lambdas.interruption.aws.autoscaling.terminate_in_group(victim, False)
+
+    result = run_seed(1, nodes=9, days=0.1, profile=CALM, mutate=_at(600.0, terminate))  # type: ignore[arg-type]
+    assert result.violation is not None
+    assert result.violation.invariant == "3 no termination before drain"
+    assert result.violation.at == 600.0 and result.violation.seed == 1
+
+
+def test_an_unrecorded_capacity_increase_is_caught() -> None:
+    def raise_group(world: World) -> None:
+        world.lambdas.wire.function = "broken"
+        world.lambdas.replenisher.aws.autoscaling.set_capacity("nodes-us-east-1b", 4, 4)
+
+    result = run_seed(2, nodes=9, days=0.1, profile=CALM, mutate=_at(300.0, raise_group))  # type: ignore[arg-type]
+    assert result.violation is not None
+    assert result.violation.invariant == "4 every capacity increase recorded before it is made"
+
+
+def test_sizes_not_given_back_are_caught_at_the_end() -> None:
+    def kops(world: World) -> None:
+        world.aws.kops_reset("nodes-us-east-1c", 3, 5, 5)
+
+    result = run_seed(2, nodes=9, days=0.1, profile=CALM, mutate=_at(300.0, kops))  # type: ignore[arg-type]
+    assert result.violation is not None
+    assert result.violation.invariant == "4 sizes end where they were"
+
+
+def test_bad_input_acting_is_caught() -> None:
+    schedule = (Fault(100.0, "bad_event", params=(("variant", "foreign_account"),)),)
+
+    def act_on_bad_input(world: World) -> None:
+        original = world.lambdas.invoke
+
+        def invoke(function: str, event: dict[str, object], *args: object) -> object:
+            if world.checker.bad_input:
+                world.lambdas.wire.check("ec2.terminate", (["i-0"],), {})
+            return original(function, event, *args)  # type: ignore[arg-type]  # passed through as received
+
+        world.lambdas.invoke = invoke  # type: ignore[method-assign,assignment]  # the broken Lambda
+
+    result = run_seed(2, nodes=9, days=0.1, schedule=schedule, mutate=act_on_bad_input)
+    assert result.violation is not None
+    assert result.violation.invariant == "7 bad input changes nothing"
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_small_seeds_hold(seed: int) -> None:
+    result = run_seed(seed, nodes=9, days=0.5)
+    assert result.schedule, "the seed's schedule has faults"
+    assert result.violation is None, result.summary()
+
+
+def test_cli_runs_and_replays(capsys: pytest.CaptureFixture[str]) -> None:
+    from sim.__main__ import main
+
+    assert main(["run", "--seeds", "1", "--first", "11", "--nodes", "9", "--days", "0.3"]) == 0
+    out = capsys.readouterr().out
+    assert "seed 11: 9 nodes" in out and "1 of 1 seeds held every invariant" in out
+    assert main(["replay", "11", "--nodes", "9", "--days", "0.3"]) == 0
+    replayed = capsys.readouterr().out
+    digest = next(line for line in out.splitlines() if "digest" in line).split()[1]
+    assert digest in replayed
+
+
+def test_a_rebalance_cordon_never_undone_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mutation of issue 12's "Done when": the cordon releaser does nothing, so a rebalance cordon whose
+    interruption never came stays; the liveness bound on our cordons reports it."""
+    schedule = (Fault(600.0, "rebalance", params=(("az", "us-east-1a"), ("follow", 0))),)
+
+    held = run_seed(5, nodes=9, days=0.3, schedule=schedule)
+    assert held.violation is None, held.summary()
+    monkeypatch.setattr(CordonReleaser, "check_once", lambda self: {})  # the mutation
+    broken = run_seed(5, nodes=9, days=0.3, schedule=schedule)
+    assert broken.violation is not None
+    assert broken.violation.invariant == "8 a cordon of ours is resolved within a bound"
+
+
+def test_shrinking_a_failing_run_drops_the_entries_it_does_not_need() -> None:
+    from sim.run import shrink_seed
+
+    def terminate(world: World) -> None:
+        victim = sorted(i for i, (g, _) in world.view.running_instances().items() if g and g.startswith("nodes-"))[0]
+        world.lambdas.wire.function = "broken"
+        world.lambdas.interruption.aws.autoscaling.terminate_in_group(victim, False)
+
+    noise = (
+        Fault(100.0, "bad_event", params=(("variant", "malformed"),)),
+        Fault(200.0, "agent_restart", params=(("leader", 0),)),
+        Fault(
+            300.0, "api", 60.0, (("code", "Throttling"), ("operation", ""), ("probability", 1.0), ("service", "ec2"))
+        ),
+    )
+    mutate = _at(900.0, terminate)
+    result = run_seed(1, nodes=9, days=0.1, schedule=noise, mutate=mutate)  # type: ignore[arg-type]
+    assert result.violation is not None
+    assert shrink_seed(1, result, runs=20, mutate=mutate) == ()
+
+
+def test_same_seed_same_digest_across_processes_and_hash_seeds() -> None:
+    """String hashing differs per process (PYTHONHASHSEED): nothing of the run may depend on it."""
+    import os
+    import subprocess
+    import sys
+
+    digests = set()
+    for hash_seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        out = subprocess.run(
+            [sys.executable, "-m", "sim", "run", "--seeds", "1", "--first", "3", "--nodes", "6", "--days", "0.3"],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        ).stdout
+        digests.add(next(line.split()[1] for line in out.splitlines() if "digest" in line))
+    assert len(digests) == 1
