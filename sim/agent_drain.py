@@ -21,7 +21,7 @@ from agent.drain.attempts import EvictionAttempts, send
 from agent.drain.engine import DrainEngine
 from agent.drain.policy import PodAction, daemonset_owners, deletes_past_pdb, is_control_plane, plan_drain
 from agent.drain.progress import DrainProgress, conclude, refuse
-from agent.drain.results import Durations, NodeCommandResult, refused_control_plane
+from agent.drain.results import Durations, NodeCommandResult
 from agent.kube.views import NodeView, PodEvent
 from core.clock import Deadline
 from core.exceptions import NodeManagerError
@@ -85,11 +85,9 @@ class SimDrain:
             node = self.engine.find_node(self.command.instance_id, self.command.node_name)
             durations = Durations(resolve=0.0)
             if is_control_plane(node.labels):
-                limit = self.engine.max_control_plane_drains
-                if limit <= 0 or self.control_plane_busy() >= limit:
-                    now = self.kernel.now()
-                    self._end(refused_control_plane(self.command, node.name, limit, started_at, now, durations))
-                    return
+                # the product's guard (agent.drain.guard): a command it refuses raises ControlPlaneRefusedError, a busy
+                # slot ControlPlaneBusyError; either ends this drain with the error and the product's steps decide
+                self.engine.guard.admit(self.command, node)
                 self.control_plane = True
             node, decision = self.engine.cordon_node(node, self.command.command_id)
             self.node = node
@@ -189,6 +187,8 @@ class SimDrain:
         if isinstance(outcome, NodeCommandResult):
             outcome.durations.total = self.kernel.t - self._t0
             outcome.finished_at = self.kernel.now()
+        if self.control_plane:
+            self.engine.guard.release(self.command.command_id)
         self.cancel()
         self.on_end(self, outcome)
 

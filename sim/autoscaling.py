@@ -38,6 +38,7 @@ from adapters.aws.ports import Membership
 from core.kops import CLUSTER_TAG
 from core.lifecycle import LifecycleAction
 from sim.aws_common import check_fault, check_lost_answer, refuse
+from sim.aws_state import TerminationHook
 from sim.cloud import Cloud
 from sim.faults import Faults
 
@@ -91,6 +92,45 @@ class SimAutoScaling:
         self._call("DescribeAutoScalingGroups")
         group = self.cloud.groups.get(asg_name)
         return None if group is None else group.describe(self.cloud.region, self.cloud.account)
+
+    def lifecycle_hook(self, asg_name: str, hook_name: str) -> dict[str, Any] | None:
+        """DescribeLifecycleHooks for one hook name: its fields as Auto Scaling answers them, None when the group has
+        none of that name ("DescribeLifecycleHooks", Auto Scaling API reference).
+
+        Raises:
+            AwsUnavailableError, AwsRequestError (``ValidationError`` when the group does not exist).
+        """
+        self._call("DescribeLifecycleHooks")
+        group = self.cloud.groups.get(asg_name)
+        if group is None:
+            refuse("DescribeLifecycleHooks", "ValidationError", f"AutoScalingGroup name not found - {asg_name}")
+        for hook in group.hooks:
+            if hook.name == hook_name:
+                return {
+                    "LifecycleHookName": hook.name,
+                    "AutoScalingGroupName": asg_name,
+                    "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING",
+                    "HeartbeatTimeout": hook.heartbeat_timeout,
+                    "GlobalTimeout": hook.global_timeout,
+                    "DefaultResult": hook.default_result,
+                }
+        return None
+
+    def put_termination_hook(self, asg_name: str, hook_name: str, heartbeat_seconds: int) -> None:
+        """PutLifecycleHook for a termination hook (creates or replaces the hook of that name; DefaultResult
+        ``CONTINUE``); "PutLifecycleHook", Auto Scaling API reference.
+
+        Raises:
+            AwsUnavailableError, AwsRequestError (``ValidationError`` when the group does not exist).
+        """
+        self._call("PutLifecycleHook")
+        group = self.cloud.groups.get(asg_name)
+        if group is None:
+            refuse("PutLifecycleHook", "ValidationError", f"AutoScalingGroup name not found - {asg_name}")
+        hook = TerminationHook(hook_name, heartbeat_seconds, "CONTINUE")
+        group.hooks = (*(h for h in group.hooks if h.name != hook_name), hook)
+        self.cloud.touch(group)
+        self._answered("PutLifecycleHook")
 
     def membership(self, instance_id: str) -> Membership | None:
         """The instance's group and lifecycle state, None when no group holds it.
