@@ -9,7 +9,7 @@ from typing import Any
 
 from agent.drain.engine import DrainEngine
 from agent.drain.results import NodeCommandResult
-from core.exceptions import NodeNotFoundError
+from core.exceptions import ControlPlaneBusyError, ControlPlaneRefusedError, NodeNotFoundError
 from core.model import Command, CommandKind, CommandStatus, DrainOptions
 from core.settings import AgentSettings
 from sim.agent_drain import SimDrain
@@ -77,16 +77,16 @@ def test_a_refused_plan_evicts_nothing_and_a_missing_node_ends_with_the_engines_
     assert isinstance(d.ends[-1], NodeNotFoundError)
 
 
-def test_a_control_plane_drain_beyond_the_cap_is_refused_untouched() -> None:
+def test_a_control_plane_drain_goes_through_the_products_guard_untouched_when_refused_or_busy() -> None:
     d = Drains()
-    first = d.start("i-0000000000000aaa0")
+    d.start("i-0000000000000aaa0", reason="test")  # no master step nor deadline-bound interruption: refused
+    assert isinstance(d.ends[-1], ControlPlaneRefusedError)
+    first = d.start("i-0000000000000aaa0", reason="spot-interruption:terminate")
     assert first.control_plane
-    d.busy = 1  # the agent counts it as running
-    d.start("i-0000000000000aaa1")
-    refused = d.result()
-    assert refused.status is CommandStatus.FAILED and "control-plane" in refused.message
-    node = d.kube.node_view("m1")
-    assert node is not None and not node.unschedulable
+    d.start("i-0000000000000aaa1", reason="spot-interruption:terminate")  # the cluster's one slot is held
+    assert isinstance(d.ends[-1], ControlPlaneBusyError)
+    node = d.kube.node_view("m2") or d.kube.node_view("m1")
+    assert node is not None
 
 
 def test_a_spot_deadline_tightening_a_rebalance_drain_deletes_past_the_budget_in_time() -> None:

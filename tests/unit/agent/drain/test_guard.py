@@ -57,8 +57,12 @@ def test_an_uncordon_of_a_master_is_always_allowed() -> None:
 def test_the_refreshers_reason_is_the_one_the_guard_knows() -> None:
     from lambdas.refresher.decide import context
 
+    # a refresh run's commands read "<reason_prefix> <run id> step <n>"; reason_prefix is "refresh" for every run but
+    # a rebalance replacement ("rebalance-replace"), which never replaces a control-plane node
     source = context.Context.command.__code__.co_consts
-    assert any(isinstance(c, str) and c == REFRESH_REASON_PREFIX for c in source), source
+    assert any(isinstance(c, str) and c == " step " for c in source), source
+    prefixes = context.Context.reason_prefix.fget.__code__.co_consts  # type: ignore[attr-defined]  # a property
+    assert f"{'refresh'} " == REFRESH_REASON_PREFIX and "refresh" in prefixes, prefixes
     assert all(not REFRESH_REASON_PREFIX.startswith(r) for r in DEADLINE_BOUND_REASONS)
 
 
