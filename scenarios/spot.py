@@ -68,7 +68,21 @@ def _pick_target(world: LocalWorld) -> tuple[str, str]:
 
 
 def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
-    """Play the scenario on a started world; the checks land in ``timeline``."""
+    """Play the scenario on a started world; the checks land in ``timeline``.
+
+    The Lambda runs in this process and reads its environment as it would in AWS; that environment (the moto
+    endpoint among it) is this call's only: ``os.environ`` is put back as it was when the scenario ends, so nothing
+    run later in the process (a test in the same pytest session) talks to the world's moto server by accident.
+    """
+    saved = dict(os.environ)
+    try:
+        _play(world, timeline, log_dir)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _play(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     info = world.setup_cluster()
     asg_client = world.client("autoscaling")
     timeline.mark(

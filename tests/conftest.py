@@ -11,6 +11,7 @@ kube assets are missing the fixtures fail with the install hint (never a silent 
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +38,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if WORLD_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.world)
+
+
+# What a test must not leave in the process environment: a boto3 client built later reads it, and with mock_aws
+# active a request to the world's moto server is not intercepted, so a unit test would answer from the wrong moto.
+_PROCESS_WIDE_AWS = ("AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_CONFIG_FILE")
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_aws_environment(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail the test that leaves an AWS endpoint or region in ``os.environ`` (monkeypatch undoes its own first)."""
+    before = {key: os.environ.get(key) for key in _PROCESS_WIDE_AWS}
+    yield
+    after = {key: os.environ.get(key) for key in _PROCESS_WIDE_AWS}
+    if after != before:
+        leaked = {key: after[key] for key in _PROCESS_WIDE_AWS if after[key] != before[key]}
+        for key, value in before.items():  # put it back so the tests after this one are not failed too
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        pytest.fail(f"{request.node.nodeid} left {leaked} in os.environ", pytrace=False)
 
 
 @pytest.fixture(scope="session")
