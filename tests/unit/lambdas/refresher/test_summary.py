@@ -14,6 +14,7 @@ from core.exceptions import AwsRequestError
 from core.settings import RefresherSettings
 from lambdas.refresher.handler import Deps, handle
 from lambdas.refresher.summary import group_rows
+from localworld import spot_market
 from localworld.cluster import create_kops_cluster
 
 CLUSTER = "demo.k8s.local"
@@ -66,6 +67,10 @@ def test_rows_count_states_and_markets_by_pool_then_zone() -> None:
 def deps(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deps]:
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "NodeManagerTest")
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "refresher")
+    # All-Spot groups launch Spot Instances, as in AWS: moto needs localworld.spot_market for that. The local world
+    # installs it process-wide when its moto server starts, so installing it here (idempotent) makes the answer the
+    # same whichever tests ran before in this process.
+    spot_market.install()
     with mock_aws():
         session = boto3.Session(region_name="us-east-1")
         info = create_kops_cluster(session, name=CLUSTER, azs=("us-east-1a", "us-east-1b"), nodes_per_az=2)
@@ -88,8 +93,10 @@ def test_status_carries_the_groups_read_from_aws(deps: Deps) -> None:
         (["us-east-1a"], 2, 2),
         (["us-east-1b"], 2, 2),
     ]
-    # moto does not mark Mixed Instances Policy instances as Spot (FACTS.md): EC2 answered, all On-Demand
-    assert all(g["on_demand"] == g["in_service"] and g["spot"] == 0 for g in response["cluster_groups"])
+    # the market is EC2's answer per instance: the all-Spot worker groups' instances Spot, the masters On-Demand
+    assert all(g["spot"] == g["in_service"] and g["on_demand"] == 0 for g in workers)
+    masters = [g for g in response["cluster_groups"] if g["role"] == "control-plane"]
+    assert masters and all(g["on_demand"] == g["in_service"] and g["spot"] == 0 for g in masters)
     assert {g["role"] for g in response["cluster_groups"]} == {"node", "control-plane"}
 
 
