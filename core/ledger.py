@@ -72,7 +72,9 @@ class Donor(BaseModel):
     Attributes:
         asg_name: the donor group.
         raised_by: how many instances it carries for the failed group.
-        desired_before, max_before: its DesiredCapacity and MaxSize when first raised for this ledger.
+        desired_before, max_before: its own DesiredCapacity and MaxSize, before any compensation raised it: its
+            sizes when first raised for this ledger, or, when another ledger already carried a raise on it, the
+            sizes that ledger recorded (``lambdas.replenisher.decide.compensate.own_sizes``).
         desired_target, max_target: what the raise sets (absolute values, so a redo is harmless).
         baseline_ids: its instance ids before the raise (never claimed as compensating).
         instance_ids: the compensating instances claimed so far (new ids, at most ``raised_by`` alive).

@@ -24,6 +24,12 @@ one ``with`` block of an in-process ``mock_aws``):
 
 moto runs in this process (``ThreadedMotoServer`` or ``mock_aws``), so the rules are patched onto moto's Auto Scaling
 backend and response classes; ``uninstall()`` puts moto's own methods back.
+
+One fault too, for a ``with`` block (``terminates_refused()``): **TerminateInstanceInAutoScalingGroup refused with
+``ScalingActivityInProgress``** (HTTP 400, "The operation can't be performed because there are scaling activities in
+progress."), one of the two errors the API reference documents for that call; AWS does not say when it answers it,
+so nothing in moto's model decides it: the block does (the simulation's ``sim.faults.FaultWindow`` on that
+operation is its twin, ``tests/unit/sim/test_aws_contract.py``).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from moto.autoscaling.exceptions import ValidationError
+from moto.autoscaling.exceptions import AutoscalingClientError, ValidationError
 from moto.autoscaling.models import AutoScalingBackend
 from moto.autoscaling.responses import AutoScalingResponse
 
@@ -82,6 +88,31 @@ def _terminate_instance(original: Callable[..., Any]) -> Callable[..., Any]:
         return original(self, instance_id, should_decrement)
 
     return terminate_instance
+
+
+class ScalingActivityInProgressError(AutoscalingClientError):
+    """The API reference's ``ScalingActivityInProgress`` (HTTP 400)."""
+
+    code = "ScalingActivityInProgress"
+    message = "The operation can't be performed because there are scaling activities in progress."
+
+
+@contextmanager
+def terminates_refused() -> Iterator[None]:
+    """While inside: every TerminateInstanceInAutoScalingGroup of moto's Auto Scaling (in this process) answers
+    ``ScalingActivityInProgress`` and changes nothing."""
+
+    def refused(self: Any, instance_id: str, should_decrement: bool) -> Any:
+        raise ScalingActivityInProgressError()
+
+    with _lock:
+        current = AutoScalingBackend.terminate_instance
+        AutoScalingBackend.terminate_instance = refused  # type: ignore[method-assign]  # moto's backend, for the block
+    try:
+        yield
+    finally:
+        with _lock:
+            AutoScalingBackend.terminate_instance = current  # type: ignore[method-assign]
 
 
 def _detach_instances(original: Callable[..., Any]) -> Callable[..., Any]:

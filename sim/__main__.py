@@ -2,18 +2,39 @@
 
     python -m sim run --seeds 20 --nodes 300 --days 7 [--first 0] [--masters 3] [--no-shrink | --shrink-runs 60]
     python -m sim replay SEED [--nodes 300 --days 7] [--trace]
+    ... [--profile NAME] [--mutant NAME]
 
 ``run`` prints one summary per seed and, for a seed that breaks an invariant, the shortest schedule that still
-breaks it; it exits 1 when any seed did. ``replay`` runs one seed again (bit for bit the same run) and prints its
-schedule, its summary and, with ``--trace``, every step and invocation.
+breaks it and the command that replays it; it exits 1 when any seed did. ``replay`` runs one seed again (bit for bit
+the same run) and prints its schedule, its summary and, with ``--trace``, every step and invocation. Both judge every
+invariant the tests judge: ``sim.invariants`` and ``sim.watch`` (``sim.run.run_seed``).
+
+``--profile NAME`` draws the schedule with mutant NAME's fault profile (``sim.mutants.MUTANTS``; ``default``: the
+default profile); ``--mutant NAME`` also puts that mutant's bug back (and its agent settings), as ``python -m
+sim.mutants`` does, so a seed the hunt reports can be replayed and traced.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import nullcontext
 
+from sim.mutants import MUTANTS, applied
 from sim.run import run_seed, shrink_seed
+from sim.schedules import Profile
+
+
+def _options(args: argparse.Namespace) -> str:
+    """The options that make a run the same run again (for the replay command)."""
+    out = f"--nodes {args.nodes} --days {args.days:g}"
+    if args.masters != 3:
+        out += f" --masters {args.masters}"
+    if args.profile:
+        out += f" --profile {args.profile}"
+    if args.mutant:
+        out += f" --mutant {args.mutant}"
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,32 +50,37 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--nodes", type=int, default=30)
         p.add_argument("--days", type=float, default=1.0)
         p.add_argument("--masters", type=int, choices=(1, 3), default=3)
+        p.add_argument("--profile", choices=["default", *MUTANTS], default=None, help="the fault profile")
+        p.add_argument("--mutant", choices=list(MUTANTS), default=None, help="put this mutant's bug back")
     run.add_argument("--no-shrink", action="store_true", help="do not shrink a failing schedule")
     run.add_argument("--shrink-runs", type=int, default=60, help="at most this many runs to shrink one schedule")
     args = parser.parse_args(argv)
+    named = args.profile or args.mutant
+    profile: Profile | None = MUTANTS[named].profile if named and named != "default" else None
 
-    if args.command == "replay":
-        result = run_seed(args.seed, args.nodes, args.days, masters=args.masters, trace=args.trace)
-        print("schedule:")
-        for fault in result.schedule:
-            print(f"  {fault.describe()}")
-        for line in result.trace:
-            print(line)
-        print(result.summary())
-        return 1 if result.failed else 0
+    with applied(args.mutant) if args.mutant else nullcontext():
+        if args.command == "replay":
+            result = run_seed(args.seed, args.nodes, args.days, masters=args.masters, trace=args.trace, profile=profile)
+            print("schedule:")
+            for fault in result.schedule:
+                print(f"  {fault.describe()}")
+            for line in result.trace:
+                print(line)
+            print(result.summary())
+            return 1 if result.failed else 0
 
-    failed = 0
-    for seed in range(args.first, args.first + args.seeds):
-        result = run_seed(seed, args.nodes, args.days, masters=args.masters)
-        print(result.summary(), flush=True)
-        if result.failed:
-            failed += 1
-            if not args.no_shrink:
-                shortest = shrink_seed(seed, result, runs=args.shrink_runs, masters=args.masters)
-                print(f"  shortest failing schedule ({len(shortest)} of {len(result.schedule)} entries):")
-                for fault in shortest:
-                    print(f"    {fault.describe()}")
-            print(f"  replay: python -m sim replay {seed} --nodes {args.nodes} --days {args.days:g} --trace")
+        failed = 0
+        for seed in range(args.first, args.first + args.seeds):
+            result = run_seed(seed, args.nodes, args.days, masters=args.masters, profile=profile)
+            print(result.summary(), flush=True)
+            if result.failed:
+                failed += 1
+                if not args.no_shrink:
+                    shortest = shrink_seed(seed, result, runs=args.shrink_runs, masters=args.masters)
+                    print(f"  shortest failing schedule ({len(shortest)} of {len(result.schedule)} entries):")
+                    for fault in shortest:
+                        print(f"    {fault.describe()}")
+                print(f"  replay: python -m sim replay {seed} {_options(args)} --trace", flush=True)
     print(f"{args.seeds - failed} of {args.seeds} seeds held every invariant")
     return 1 if failed else 0
 

@@ -35,6 +35,10 @@ from typing import Any
 from sim.invariants import Violation
 from sim.schedules import HOUR, Profile
 
+# Auto Scaling refusing TerminateInstanceInAutoScalingGroup (sim.schedules.API_FAULTS): the refused_terminate mutant's
+# only API fault, so a give-back meets it often
+TERMINATE_REFUSED = ("autoscaling", "TerminateInstanceInAutoScalingGroup", "ScalingActivityInProgress")
+
 QUIET = Profile(
     spot_monthly=0.0,
     burst_per_day=0.0,
@@ -190,7 +194,15 @@ MUTANTS: dict[str, Mutant] = {
         Mutant(
             "refused_terminate_given_back",
             refused_terminate_given_back,
-            replace(QUIET, outages=3, kops_resets_per_day=4.0, spot_monthly=0.3),
+            # give-backs (outages, reclaims) often, and terminate refusals windows often
+            replace(
+                QUIET,
+                outages=4,
+                burst_per_day=4.0,
+                spot_monthly=1.0,
+                api_bursts_per_day=24.0,
+                api_faults=(TERMINATE_REFUSED,),
+            ),
         ),
         Mutant(
             "cordon_behind_slots",
@@ -223,12 +235,6 @@ MUTANTS: dict[str, Mutant] = {
 }
 
 
-def _watched(world: Any) -> None:
-    from sim.watch import install
-
-    install(world)
-
-
 @contextmanager
 def _agent_overrides(overrides: dict[str, int]) -> Iterator[None]:
     """The worlds built meanwhile run their agent with ``overrides`` of its settings."""
@@ -243,6 +249,14 @@ def _agent_overrides(overrides: dict[str, int]) -> Iterator[None]:
         return real(**{**overrides, **more})
 
     with _patched(sim.world, "agent_settings", settings):
+        yield
+
+
+@contextmanager
+def applied(name: str, patch: bool = True) -> Iterator[None]:
+    """While inside: the worlds built run with mutant ``name``'s agent overrides and (``patch``) its bug put back."""
+    mutant = MUTANTS[name]
+    with _agent_overrides(dict(mutant.agent)), mutant.patch() if patch else nullcontext():
         yield
 
 
@@ -265,10 +279,10 @@ def hunt(name: str, seeds: range, nodes: int | None = None, days: float | None =
     mutant = MUTANTS[name]
     started = time.process_time()
     ran = 0
-    with _agent_overrides(dict(mutant.agent)), nullcontext() if control else mutant.patch():
+    with applied(name, patch=not control):
         for seed in seeds:
             ran += 1
-            result = run_seed(seed, nodes or mutant.nodes, days or mutant.days, profile=mutant.profile, mutate=_watched)
+            result = run_seed(seed, nodes or mutant.nodes, days or mutant.days, profile=mutant.profile)
             if result.violation is not None:
                 return Found(name, seed, ran, result.violation, time.process_time() - started)
     return Found(name, None, ran, None, time.process_time() - started)
@@ -305,4 +319,4 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["HOUR", "MUTANTS", "Found", "Mutant", "hunt"]
+__all__ = ["HOUR", "MUTANTS", "Found", "Mutant", "applied", "hunt"]

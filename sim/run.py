@@ -13,6 +13,7 @@ from sim.eventbridge import Delivery
 from sim.invariants import Violation
 from sim.schedules import DAY, Fault, Profile, generate
 from sim.shrink import shrink
+from sim.watch import install as install_watch
 from sim.world import Shape, World
 
 
@@ -57,14 +58,21 @@ def run_seed(
     delivery: Delivery | None = None,
     trace: bool = False,
     mutate: Callable[[World], None] | None = None,
+    watch: bool = True,
 ) -> Result:
     """Build the world for ``seed``, apply ``schedule`` (default: drawn from the seed's ``schedule`` stream with
     ``profile``), run ``days`` simulated days, and check the end state.
 
     Args:
         mutate: changes the built world before it runs (a test's deliberately broken part).
+        watch: also judge the invariants ``sim.watch`` checks as they happen (the lock's exclusion, a drained node
+            cordoned at once, refresh waits and compensations ending by their bounds); every caller (``python -m
+            sim run`` and ``replay``, the shrinker, the mutation hunt, the tests) judges the same invariants unless
+            it turns them off.
     """
     world = World.build(seed, Shape(nodes=nodes, masters=masters), delivery, trace)
+    if watch:
+        install_watch(world)
     if mutate is not None:
         mutate(world)
     if schedule is None:

@@ -14,7 +14,11 @@ What the generators follow:
 - Rebalance recommendations: "EC2 instance rebalance recommendations": sent ahead of, or instead of, an
   interruption; some are followed by one, some never.
 - AZ capacity outages: ``InsufficientInstanceCapacity`` for a pool or AZ, minutes to hours.
-- API throttling and 5xx bursts (``sim.faults.FaultWindow``), Lambda crashes and timeouts, concurrent invocations
+- API throttling and 5xx bursts (``sim.faults.FaultWindow``), and windows in which Auto Scaling refuses
+  TerminateInstanceInAutoScalingGroup with ``ScalingActivityInProgress`` (HTTP 400, one of the two errors the EC2
+  Auto Scaling API Reference documents for that call: "The operation can't be performed because there are scaling
+  activities in progress"; it does not say when, so the window is drawn like the others), Lambda crashes and
+  timeouts, concurrent invocations
   (one run whole between two port calls of another), duplicate and late events, agent restarts, kOps resetting
   group sizes (``kops update cluster``), operators (manual refresh, cancel, ``kubectl cordon``/``uncordon``),
   PDB-blocked workloads, the weekly refresh (a rule of ``sim.eventbridge``).
@@ -27,6 +31,22 @@ from dataclasses import dataclass, field
 
 HOUR = 3600.0
 DAY = 24 * HOUR
+
+# (service, operation prefix, error code) of the API fault windows: throttling and 5xx of every service, answers lost
+# after the effect (``sim.aws_common.check_lost_answer``), and Auto Scaling refusing a terminate (a 400 the adapter
+# raises as ``AwsRequestError``: the give-back must count it refused and retry, never count it given back)
+API_FAULTS: tuple[tuple[str, str, str], ...] = (
+    ("autoscaling", "", "Throttling"),
+    ("autoscaling", "", "ServiceUnavailable"),
+    ("ec2", "", "RequestLimitExceeded"),
+    ("dynamodb", "", "ProvisionedThroughputExceededException"),
+    ("dynamodb", "", "InternalServerError"),
+    ("sqs", "", "ThrottlingException"),
+    ("kube", "", "TooManyRequests"),
+    ("autoscaling:lost-answer", "", "ServiceUnavailable"),
+    ("ec2:lost-answer", "", "InternalError"),
+    ("autoscaling", "TerminateInstanceInAutoScalingGroup", "ScalingActivityInProgress"),
+)
 
 KINDS = (
     "spot",
@@ -77,7 +97,8 @@ class Profile:
         rebalance_per_day: rebalance recommendations per 100 nodes and day; ``rebalance_followed``: the fraction
             followed by an interruption.
         outages: capacity outages in the run (each 10 minutes to 4 hours, one AZ).
-        api_bursts_per_day: throttling / 5xx windows per day (1-10 minutes each).
+        api_bursts_per_day: throttling / 5xx / refusal windows per day (1-10 minutes each), each one of
+            ``api_faults`` (service, operation prefix, error code), drawn uniformly.
         crashes_per_day: Lambda crash or timeout windows per day.
         concurrent_per_day: windows per day in which a function's invocations have another (a duplicate, or
             another function's tick) run whole between two of their port calls.
@@ -100,6 +121,7 @@ class Profile:
     operators_per_day: float = 1.0
     pdb_blocks_per_day: float = 0.5
     quiet_tail: float = 6 * HOUR
+    api_faults: tuple[tuple[str, str, str], ...] = API_FAULTS
     azs: tuple[str, ...] = ("us-east-1a", "us-east-1b", "us-east-1c")
     functions: tuple[str, ...] = ("interruption", "replenisher", "refresher")
 
@@ -164,19 +186,8 @@ def generate(rng: random.Random, nodes: int, days: float, profile: Profile | Non
         )
     for _ in range(p.outages if d.end > 0 else 0):
         d.add(rng.uniform(0, d.end), "outage", duration=rng.uniform(600, 4 * HOUR), az=rng.choice(p.azs))
-    services = (
-        ("autoscaling", "", "Throttling"),
-        ("autoscaling", "", "ServiceUnavailable"),
-        ("ec2", "", "RequestLimitExceeded"),
-        ("dynamodb", "", "ProvisionedThroughputExceededException"),
-        ("dynamodb", "", "InternalServerError"),
-        ("sqs", "", "ThrottlingException"),
-        ("kube", "", "TooManyRequests"),
-        ("autoscaling:lost-answer", "", "ServiceUnavailable"),  # the effect made, the answer lost (sim.aws_common)
-        ("ec2:lost-answer", "", "InternalError"),
-    )
     for t in d.poisson_times(p.api_bursts_per_day / DAY):
-        service, operation, code = rng.choice(services)
+        service, operation, code = rng.choice(p.api_faults)
         d.add(t, "api", duration=rng.uniform(60, 600), service=service, operation=operation, code=code,
               probability=round(rng.choice((0.3, 0.7, 1.0)), 2))  # fmt: skip
     for t in d.poisson_times(p.crashes_per_day / DAY):

@@ -16,7 +16,9 @@ drained node cordoned at once (not when its drain gets a slot); and a refresh's 
 - **Refresh waits end** (docs/DESIGN.md: every wait of a run has a deadline, ``core.runs.WaitDeadline``): no step
   of an active run has been in one wait longer than its deadline plus six refresher ticks.
 
-``install(world)`` wires both into a built ``sim.world.World`` (its checker raises the ``Violation``).
+``install(world)`` wires these checks into a built ``sim.world.World`` (its checker raises the ``Violation``);
+``sim.run.run_seed`` does it for every run unless told not to (``watch=False``), so ``python -m sim run`` and the tests
+judge the same invariants.
 """
 
 from __future__ import annotations

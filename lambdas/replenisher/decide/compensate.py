@@ -130,6 +130,22 @@ def healthy_siblings(b: Builder, group: Group) -> list[Group]:
     return out
 
 
+def own_sizes(b: Builder, ledger_name: str, donor: str) -> tuple[int, int]:
+    """``donor``'s own DesiredCapacity and MaxSize, before any compensation raised them: its sizes now when no other
+    ledger carries anything on it, else the smallest ``desired_before`` the other ledgers recorded (never more than
+    its desired now) and its original MaxSize (``Builder.original_max``).
+
+    A donor raised for two failed groups in turn must not record the first raise as its own size in the second
+    ledger: once the first compensation is given back and cleared, the second's ``desired_before``/``max_before``
+    would be the give-back's floor and the MaxSize it restores, and the donor would end one raise above where it was
+    (``reconcile_donors`` would also read the first give-back as a reset of the donor: docs/DESIGN.md invariant 4).
+    """
+    others = b.donor_records(donor, exclude=ledger_name)
+    if not others:
+        return b.desired[donor], b.max_size[donor]
+    return min([r.desired_before for r in others] + [b.desired[donor]]), b.original_max(donor)
+
+
 def headroom(b: Builder, donor: str) -> int:
     cap = math.floor(b.original_max(donor) * b.settings.donor_max_size_factor)
     return max(0, cap - b.desired[donor])
@@ -168,12 +184,13 @@ def compensate(b: Builder, group: Group, ledger: Ledger, comp: Compensation) -> 
         prior = donors.get(name)
         target = b.desired[name] + k
         cur_max = b.max_size[name]
+        own_desired, own_max = own_sizes(b, group.name, name)
         donors[name] = Donor(
             asg_name=name,
             state=DonorState.INTENDED,
             raised_by=(prior.raised_by if prior else 0) + k,
-            desired_before=prior.desired_before if prior else b.desired[name],
-            max_before=prior.max_before if prior else cur_max,
+            desired_before=prior.desired_before if prior else own_desired,
+            max_before=prior.max_before if prior else own_max,
             desired_target=target,
             max_target=max(cur_max, target),
             raised_at=prior.raised_at if prior else b.now,

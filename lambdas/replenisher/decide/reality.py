@@ -9,7 +9,9 @@ person) reset the donor's sizes:
 
 - what it still holds is shared out to the ledgers in the order they raised it (earliest first); each ledger whose
   share is short gets ``raised_by`` lowered to ``returned`` + its share, its claimed instances cut to match (the
-  rest are the donor's own now), ``desired_before``/``max_before`` rebased on the donor's current sizes, and
+  rest are the donor's own now), ``desired_before`` rebased on the donor's own size now (its desired capacity minus
+  what it still holds for the ledgers: every ledger records the donor's own size, never another ledger's raise),
+  ``max_before`` lowered to its MaxSize now when that is smaller, and
   ``reset_at`` set (noted in the ledger);
 - a ``size_reset`` note is logged and counted (``Skipped{reason=size_reset}`` and ``SizeResets``);
 - the failed group's shortfall is then re-evaluated as usual (rule 5) with the lowered carry, on the *other*
@@ -70,7 +72,6 @@ def reconcile_donors(b: Builder) -> None:
         for name, d in held_for:
             share = min(d.raised_by - d.returned, left)
             left -= share
-            before = below
             below += share
             if share == d.raised_by - d.returned:
                 continue
@@ -79,7 +80,7 @@ def reconcile_donors(b: Builder) -> None:
                 update={
                     "raised_by": d.returned + share,
                     "instance_ids": tuple(alive[:share]),
-                    "desired_before": before,
+                    "desired_before": own,
                     "desired_target": below,
                     "max_before": min(d.max_before, group.max_size),
                     "max_target": min(d.max_target, group.max_size),

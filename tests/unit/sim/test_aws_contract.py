@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -38,7 +38,7 @@ from core.lifecycle import LifecycleAction
 from core.model import Command, CommandKind
 from lambdas.interruption.gather import read_instance_facts
 from lambdas.refresher.gather import read_groups
-from localworld.aws_rules import strict_auto_scaling
+from localworld.aws_rules import strict_auto_scaling, terminates_refused
 from sim.aws import SimAws
 from sim.aws_state import TerminationHook, kops_tags
 from sim.faults import Faults, FaultWindow
@@ -62,6 +62,9 @@ class Side:
         settle: let AWS act on what was asked (the simulation runs its clock; moto acts at once).
         new_template_version: CreateLaunchTemplateVersion on the group's template.
         dead_letters: how many messages the dead-letter queue holds.
+        terminates_refused: a ``with`` block in which Auto Scaling refuses TerminateInstanceInAutoScalingGroup with
+            ``ScalingActivityInProgress`` (moto: ``localworld.aws_rules.terminates_refused``; the simulation: a
+            ``FaultWindow`` on that operation, as ``sim.schedules.API_FAULTS`` draws it).
     """
 
     name: str
@@ -70,6 +73,7 @@ class Side:
     settle: Callable[[], None]
     new_template_version: Callable[[], object]
     dead_letters: Callable[[], int]
+    terminates_refused: Callable[[], AbstractContextManager[None]]
 
     def instances(self) -> list[str]:
         group = self.aws.autoscaling.describe_group(GROUP)
@@ -131,6 +135,7 @@ def moto_side(monkeypatch: pytest.MonkeyPatch) -> Iterator[Side]:
             settle=lambda: None,
             new_template_version=new_version,
             dead_letters=dead_letters,
+            terminates_refused=terminates_refused,
         )
 
 
@@ -155,8 +160,20 @@ def sim_world(hooks: tuple[TerminationHook, ...] = ()) -> tuple[Kernel, Faults, 
 
 
 def sim_side() -> Side:
-    kernel, _, aws, _ = sim_world()
+    kernel, faults, aws, _ = sim_world()
     template = next(iter(aws.cloud.templates))
+
+    @contextmanager
+    def refused() -> Iterator[None]:
+        window = FaultWindow(
+            "autoscaling", "TerminateInstanceInAutoScalingGroup", kernel.t, kernel.t + 3600, "ScalingActivityInProgress"
+        )
+        faults.add(window)
+        try:
+            yield
+        finally:
+            faults.windows.remove(window)
+
     return Side(
         "sim",
         aws,
@@ -164,6 +181,7 @@ def sim_side() -> Side:
         settle=lambda: kernel.run(kernel.t + 300),
         new_template_version=lambda: aws.cloud.new_template_version(template),
         dead_letters=lambda: len(aws.queue.dead_letters),
+        terminates_refused=refused,
     )
 
 
@@ -266,6 +284,24 @@ def test_terminate_with_decrement_stops_at_min_size(side: Side):
     assert side.aws.autoscaling.terminate_in_group(UNKNOWN, decrement=False) is False
     assert side.aws.autoscaling.terminate_in_group(first, decrement=False) is False  # gone already
     assert side.aws.ec2.describe_instance(first).state in ("shutting-down", "terminated")
+
+
+def test_a_terminate_auto_scaling_refuses_is_an_error_and_changes_nothing(side: Side):
+    """``ScalingActivityInProgress`` (HTTP 400) is a refusal (``AwsRequestError``, not retryable by the adapter):
+    the instance stays in service and the desired capacity is not decremented; once Auto Scaling accepts again, the
+    same call goes through."""
+    first, second = side.instances()
+    with side.terminates_refused():
+        assert outcome(lambda: side.aws.autoscaling.terminate_in_group(first, decrement=True)) == (
+            "AwsRequestError",
+            "ScalingActivityInProgress",
+        )
+    side.settle()
+    assert side.aws.autoscaling.describe_group(GROUP)["DesiredCapacity"] == 2
+    assert side.instances() == [first, second]
+    assert side.aws.autoscaling.terminate_in_group(first, decrement=True) is True
+    side.settle()
+    assert side.aws.autoscaling.describe_group(GROUP)["DesiredCapacity"] == 1
 
 
 def test_terminate_without_decrement_is_replaced(side: Side):
@@ -487,6 +523,7 @@ def test_rules_moto_does_not_apply(side: Side):
         ("ServiceUnavailable", 503, AwsUnavailableError),
         ("InternalFailure", 500, AwsUnavailableError),
         ("AccessDenied", 403, AwsRequestError),
+        ("ScalingActivityInProgress", 400, AwsRequestError),
     ],
 )
 def test_an_injected_fault_raises_what_the_adapter_raises(code: str, status: int, raised: type[Exception]):

@@ -147,3 +147,22 @@ def test_same_seed_same_digest_across_processes_and_hash_seeds() -> None:
         ).stdout
         digests.add(next(line.split()[1] for line in out.splitlines() if "digest" in line))
     assert len(digests) == 1
+
+
+def test_a_violation_only_the_watch_sees_is_reported_by_the_cli_with_its_seed_and_replay(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``python -m sim run`` judges ``sim.watch``'s invariants too: the cordon_behind_slots mutant (a drained node
+    left schedulable while its drain waits for a slot, invariant 5 as ``sim.watch`` checks it) is reported with the
+    seed and the command that replays it, and that command breaks the same invariant again."""
+    from sim.__main__ import main
+
+    options = ["--nodes", "12", "--days", "0.5", "--mutant", "cordon_behind_slots"]
+    assert main(["run", "--seeds", "1", "--first", "3", "--no-shrink", *options]) == 1
+    out = capsys.readouterr().out
+    assert "VIOLATION seed 3: 5 a drained node is cordoned at once" in out, out
+    replay = "python -m sim replay 3 --nodes 12 --days 0.5 --mutant cordon_behind_slots --trace"
+    assert f"replay: {replay}" in out
+    assert "0 of 1 seeds held every invariant" in out
+    assert main(replay.split()[3:]) == 1
+    assert "VIOLATION seed 3: 5 a drained node is cordoned at once" in capsys.readouterr().out
