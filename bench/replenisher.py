@@ -153,7 +153,7 @@ def report_membership(session: boto3.session.Session, table: Any, cluster: str) 
                     )
                     batch.put_item(
                         Item={
-                            "pk": f"CLUSTER#{cluster}",
+                            "pk": schema.agent_partition_of(cluster),
                             "sk": f"NODE#{record.instance_id}",
                             **record.model_dump(mode="json"),
                         }

@@ -8,6 +8,7 @@ Commands::
     cancel  [--run-id ID]
     plan                       what each Lambda would do now (their own code, dry run, in this process)
     configure-agent [--stack-name NAME] [--env-file PATH]
+    migrate-table [--table-name NAME]   move the agent's items to their own partition (once, on upgrade)
     local up [--nodes-per-az N] [--no-agent]
 
 Where refresh/status/cancel happen:
@@ -126,6 +127,12 @@ def parser() -> argparse.ArgumentParser:
         type=Path,
         help="the agent.env to update (default: agent/deploy/default/agent.env of this CLI's checkout)",
     )
+    migrate = command(
+        "migrate-table",
+        "move the agent's items (NODE#, MEMBERSHIP, CMD#, HOOK#, CPDRAIN#) from the old layout to the agent "
+        "partition (once, on upgrade; idempotent)",
+    )
+    migrate.add_argument("--table-name", help="the state table (default TABLE_NAME; stack output StateTableName)")
     local = command("local", "the local world (moto, kube-apiserver, simulated kOps cluster)")
     local_sub = local.add_subparsers(dest="local_command", required=True, metavar="ACTION")
     local_up = local_sub.add_parser("up", help="start it, print its environment, run until Ctrl-C")
@@ -283,6 +290,23 @@ def _configure_agent(args: argparse.Namespace, out: Callable[[str], None], err: 
     return 0
 
 
+def _migrate_table(args: argparse.Namespace, env: Mapping[str, str], out: Callable[[str], None]) -> int:
+    import boto3
+
+    from adapters.dynamo.migrate import move_agent_items
+
+    name = args.table_name or env.get("TABLE_NAME")
+    if not name:
+        raise UsageError("--table-name or TABLE_NAME is required")
+    counts = move_agent_items(boto3.resource("dynamodb").Table(name), args.cluster)
+    if args.output == "json":
+        out(json.dumps({kind: dict(counter) for kind, counter in counts.items()}, indent=2))
+    else:
+        for what, counter in counts.items():
+            out(f"{what}: {sum(counter.values())}" + "".join(f" {k}={n}" for k, n in sorted(counter.items())))
+    return 0
+
+
 def main(
     argv: Sequence[str] | None = None,
     environ: Mapping[str, str] | None = None,
@@ -313,6 +337,8 @@ def main(
             return _plan(args, env, out)
         if args.command == "configure-agent":
             return _configure_agent(args, out, err)
+        if args.command == "migrate-table":
+            return _migrate_table(args, env, out)
         return _operate(args, env, invoker, out, err)
     except (UsageError, SettingsError) as error:
         err(f"node-manager: {error}")

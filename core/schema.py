@@ -11,16 +11,41 @@ PARTITION_KEY = "pk"
 SORT_KEY = "sk"
 TTL_ATTRIBUTE = "expires_at"
 IDEMPOTENCY_KEY = "id"  # Powertools' DynamoDBPersistenceLayer default key_attr
-PARTITION_PREFIX = "CLUSTER#"  # every item of a cluster is in the partition CLUSTER#<cluster> (adapters.dynamo.table)
+PARTITION_PREFIX = "CLUSTER#"  # a cluster's items are in the partitions CLUSTER#<cluster> and CLUSTER#<cluster>#AGENT
+AGENT_PARTITION_SUFFIX = "#AGENT"
+# The item kinds the in-cluster agent writes, kept in a partition of their own so that its role's
+# ``dynamodb:LeadingKeys`` can name that partition alone: ``NODE#`` and ``MEMBERSHIP`` (membership), ``CMD#`` (a
+# command's status), ``HOOK#`` (claiming a lifecycle action), ``CPDRAIN#`` (control-plane drain slots). Every other
+# kind (``LOCK``, ``COMP#``, ``RUN#``, ``DETACH#``, ``POLL#``) stays in the cluster partition, which only the
+# Lambdas write.
+AGENT_ITEM_PREFIXES = ("NODE#", "MEMBERSHIP", "CMD#", "HOOK#", "CPDRAIN#")
 
 
 def partition_of(cluster: str) -> str:
-    """The partition key value of ``cluster``'s items: ``CLUSTER#<cluster>``."""
+    """The partition key value of ``cluster``'s Lambda-only items (``LOCK``, ``COMP#``, ``RUN#``, ``DETACH#``,
+    ``POLL#``): ``CLUSTER#<cluster>``."""
     return f"{PARTITION_PREFIX}{cluster}"
 
 
+def agent_partition_of(cluster: str) -> str:
+    """The partition key value of the items the agent writes (``AGENT_ITEM_PREFIXES``): ``CLUSTER#<cluster>#AGENT``.
+    kOps cluster names are DNS names (no ``#``), so no cluster's partition is another's agent partition."""
+    return f"{PARTITION_PREFIX}{cluster}{AGENT_PARTITION_SUFFIX}"
+
+
+def agent_item(sk: str) -> bool:
+    """True when the item (or sort-key prefix) ``sk`` is of a kind the agent writes (``AGENT_ITEM_PREFIXES``)."""
+    return sk.startswith(AGENT_ITEM_PREFIXES)
+
+
+def partition_for(cluster: str, sk: str) -> str:
+    """The partition key value of ``cluster``'s item ``sk``: its agent partition for the agent's kinds, else its
+    cluster partition."""
+    return agent_partition_of(cluster) if agent_item(sk) else partition_of(cluster)
+
+
 def state_table(name: str) -> dict[str, Any]:
-    """CreateTable arguments of the state table (LOCK, NODE#, CMD#, COMP#, RUN#, DETACH# items)."""
+    """CreateTable arguments of the state table (both partitions of every cluster: ``partition_for``)."""
     return {
         "TableName": name,
         "KeySchema": [

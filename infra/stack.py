@@ -214,7 +214,7 @@ class NodeManagerStack(Stack):
             existing_role_arn=cluster.agent_role_arn,
         )
         commands.grant_consume(agent.role)
-        state.grant_partition_access(agent.role, cluster.name)
+        state.grant_agent_access(agent.role, cluster.name)
         attach_put_default_bus_events(agent, "EventsPolicy", agent.role, source=AGENT_EVENT_SOURCE)
         attach_unscoped_describe(agent, "DescribePolicy", agent.role, AGENT_DESCRIBE_ACTIONS)
         attach_cluster_group_actions(

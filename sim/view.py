@@ -1,5 +1,5 @@
 """What the invariant checker reads of a simulated world (``sim.invariants.WorldView``), read cheaply: nodes whose
-``resourceVersion`` did not change are not parsed again, the table's partition is read in place (issue 12)."""
+``resourceVersion`` did not change are not parsed again, the table's partitions are read in place (issue 12)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ if TYPE_CHECKING:
 class View:
     """``sim.invariants.WorldView`` over ``world``."""
 
-    def __init__(self, world: World, partition: str) -> None:
+    def __init__(self, world: World, partitions: tuple[str, ...]) -> None:
         self.world = world
-        self.partition = partition
+        self.partitions = partitions  # the cluster's (core.schema.partition_of, agent_partition_of)
         self._node_cache: dict[str, tuple[tuple[Any, bool], NodeState]] = {}  # node -> (version, state)
 
     def group_states(self) -> list[GroupState]:
@@ -72,10 +72,10 @@ class View:
         return movable
 
     def table_items(self) -> list[dict[str, Any]]:
-        """The cluster's partition, read in place (no copies: the checker only reads; ``MemoryTable.items`` copies
-        every item, too slow for a scan every simulated minute at 1,000 nodes)."""
-        partition = self.world.table._items.get(self.partition, {})
-        return list(partition.values())
+        """The cluster's items (both its partitions), read in place (no copies: the checker only reads;
+        ``MemoryTable.items`` copies every item, too slow for a scan every simulated minute at 1,000 nodes)."""
+        items = self.world.table._items
+        return [item for partition in self.partitions for item in items.get(partition, {}).values()]
 
     def outage_azs(self) -> frozenset[str]:
         t = self.world.kernel.t

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from core.kops import INSTANCE_GROUP_TAG
+from core.schema import agent_partition_of, partition_of
 from core.settings import AgentSettings
 from sim.agent import EventLog, SimAgent
 from sim.aws import SimAws
@@ -43,7 +44,7 @@ from sim.view import View
 CLUSTER = "sim.k8s.local"
 AZS = ("us-east-1a", "us-east-1b", "us-east-1c")
 HOOK = "node-manager-drain"
-PK = f"CLUSTER#{CLUSTER}"
+PARTITIONS = (partition_of(CLUSTER), agent_partition_of(CLUSTER))  # the cluster's items (core.schema)
 
 
 class AgentLike(Protocol):
@@ -153,7 +154,7 @@ class World:
         self.lambdas = Lambdas(self.kernel, self.table, self.aws, CLUSTER)
         _quiet_agent_logs()
         self.agent = agent(self)
-        self.view = View(self, PK)
+        self.view = View(self, PARTITIONS)
         self.checker = Checker(self.view, seed, Bounds(), clock=self.kernel.monotonic)
         self.lambdas.wire.observers.append(self.checker.on_call)
         self.sizes: dict[str, tuple[int, int, int]] = {}  # group -> (min, max, desired) of its kOps spec

@@ -5,7 +5,7 @@ Each ``NODE#`` item is a ``core.model.NodeRecord`` (instance id, node name, ASG,
 ``expires_at``. The agent writes it only when its content changes (and again before its TTL lapses), so
 ``reported_at`` alone can be old for a node that did not change; after each resync the agent writes the mark::
 
-    {"pk": "CLUSTER#<cluster>", "sk": "MEMBERSHIP", "reported_at": "<ISO 8601 UTC>", "nodes": 2001,
+    {"pk": "CLUSTER#<cluster>#AGENT", "sk": "MEMBERSHIP", "reported_at": "<ISO 8601 UTC>", "nodes": 2001,
      "expires_at": <epoch seconds>}
 
 ``reported_at`` of the mark is when the agent listed the nodes it reconciled every ``NODE#`` item with (items of

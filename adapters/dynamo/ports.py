@@ -19,7 +19,7 @@ from core.runs import Run
 
 
 class ItemReader(Protocol):
-    """Plain reads of the cluster's partition (items as plain Python values)."""
+    """Plain reads of the cluster's items (items as plain Python values; ``query_partition`` reads both partitions)."""
 
     def get(self, sk: str, consistent: bool = True) -> dict[str, Any] | None: ...
 

@@ -1,20 +1,24 @@
-"""One read of what a refresh pass starts from: the ``LOCK`` item, membership (the ``MEMBERSHIP`` mark and the
-``NODE#`` items), the runs' pollers (``POLL#``) and the active ``RUN#`` items, in one consistent Query.
+"""One read of what a refresh pass starts from: the ``LOCK`` item, the runs' pollers (``POLL#``) and the active
+``RUN#`` items, then membership (the ``MEMBERSHIP`` mark and the ``NODE#`` items), in two consistent Queries.
 
-Their sort keys are neighbours (``LOCK`` < ``MEMBERSHIP`` < ``NODE#...`` < ``POLL#...`` < ``RUN#...``; no other item
-kind sorts in between), so one range read from ``LOCK`` to ``RUN$`` returns them all, with a FilterExpression dropping
-the runs that are over (their items are still read, and billed, by DynamoDB; only the active ones come back). One call
+The first kinds are in the cluster partition and their sort keys are neighbours there (``LOCK`` < ``POLL#...`` <
+``RUN#...``; no other kind of that partition sorts in between), so one range read from ``LOCK`` to ``RUN$`` returns
+them, with a FilterExpression dropping the runs that are over (their items are still read, and billed, by DynamoDB;
+only the active ones come back). Membership is in the agent partition (``core.schema.agent_partition_of``), where
+``MEMBERSHIP`` < ``NODE#...`` are neighbours too: a second range read from ``MEMBERSHIP`` to ``NODE$``. Two calls
 instead of four (``LOCK`` GetItem, ``MEMBERSHIP`` GetItem, ``NODE#`` Query, ``RUN#`` GetItem); pages of 1 MB, about
 4,000 nodes a page.
 
-A reader that decides on this read and then takes the lock conditioned on the ``LOCK`` item it saw
-(``LeaseLock.acquire(..., seen=..., use_seen=True)``) knows that no other holder acted in between.
+The ``LOCK`` item is read before the membership (the world). A reader that decides on this read and then takes the
+lock conditioned on the ``LOCK`` item it saw (``LeaseLock.acquire(..., seen=..., use_seen=True)``) knows that no
+other holder acted in between.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import chain
 from typing import Any
 
 from pydantic import ValidationError
@@ -64,7 +68,9 @@ def read_snapshot(table: Table, max_age_seconds: float, now: datetime | None = N
     nodes: list[dict[str, Any]] = []
     runs: list[Run] = []
     pollers: dict[str, tuple[str, float]] = {}
-    for item in table.query_range(LOCK_SK, RUN_PREFIX[:-1] + "$", consistent=True, keep=keep):
+    state = table.query_range(LOCK_SK, RUN_PREFIX[:-1] + "$", consistent=True, keep=keep)
+    membership = table.query_range(MARK_SK, NODE_PREFIX[:-1] + "$", consistent=True)
+    for item in chain(state, membership):
         sk = str(item.get("sk", ""))
         if sk == LOCK_SK:
             lock = item

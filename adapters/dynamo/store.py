@@ -1,4 +1,4 @@
-"""``Store``: one cluster's partition of the state table with the item kinds most callers share.
+"""``Store``: one cluster's items of the state table (its two partitions) with the item kinds most callers share.
 
 ``Store`` is ``Table`` (the low-level access) with the ``CMD#`` (``commands``), ``NODE#`` (``nodes``) and
 ``DETACH#`` (``detach``) operations. The other kinds take a ``Table`` (a ``Store`` is one): ``hooks`` (``HOOK#``),
@@ -13,7 +13,7 @@ from adapters.dynamo.nodes import NodeItems
 
 
 class Store(CommandItems, NodeItems, DetachItems):
-    """Typed access to one cluster's partition of the table.
+    """Typed access to one cluster's items of the table (``Table``: the partition follows the item kind).
 
     Args:
         table: a boto3 ``dynamodb.Table`` resource (built by the entry point, so tests pass a local one).

@@ -1,16 +1,22 @@
-"""The deployment's DynamoDB table: one partition per cluster, items keyed by kind.
+"""The deployment's DynamoDB table: two partitions per cluster, items keyed by kind.
 
-Keys (see DESIGN.md, "Table items"): ``pk = CLUSTER#<cluster>`` and ``sk`` one of ``LOCK``,
-``NODE#<instance-id>``, ``CMD#<command-id>``, ``COMP#<asg>``, ``RUN#<run-id>``, ``DETACH#<instance-id>``,
-``HOOK#<instance-id>``, ``CPDRAIN#<n>``. Items that may go stale carry ``expires_at`` (epoch seconds, the table's
-TTL attribute), but readers never rely on TTL deletion: they compare timestamps themselves.
+Keys (see DESIGN.md, "Table items"): ``sk`` one of ``LOCK``, ``COMP#<asg>``, ``RUN#<run-id>``,
+``DETACH#<instance-id>``, ``POLL#<run-id>`` in the cluster partition ``pk = CLUSTER#<cluster>``, which only the
+Lambdas write; and ``NODE#<instance-id>``, ``MEMBERSHIP``, ``CMD#<command-id>``, ``HOOK#<instance-id>``,
+``CPDRAIN#<n>`` (the kinds the agent writes) in the agent partition ``pk = CLUSTER#<cluster>#AGENT``, the only one
+the agent's role may touch (``dynamodb:LeadingKeys``). Every call below picks the partition from the sort key
+(``core.schema.partition_for``), so callers name items by ``sk`` alone. Items that may go stale carry
+``expires_at`` (epoch seconds, the table's TTL attribute), but readers never rely on TTL deletion: they compare
+timestamps themselves. A Query returns an item only from its own kind's partition: a ``LOCK``, ``COMP#`` or ``RUN#``
+item someone wrote into the agent partition is never read.
 
 This module is the low-level access (get, put, update, delete, query, with optional conditions); one module per
 item kind builds on it (``commands``, ``nodes``, ``detach``, ``hooks``, ``ledger``, ``runs``, ``lock``,
 ``controlplane``).
 
 Fencing: a ``put`` given a ``fence`` (the caller's ``core.lock.Lease``) is one ``TransactWriteItems`` of a
-``ConditionCheck`` on the ``LOCK`` item (still this holder, same fencing value) and the put itself: it applies only
+``ConditionCheck`` on the ``LOCK`` item (still this holder, same fencing value) and the put itself (a ``CMD#`` put
+is in the other partition: one transaction spans items of any partitions of a table): it applies only
 while the lease has not changed hands, atomically (DynamoDB transactions are serializable: "Amazon DynamoDB
 Transactions: How it works", isolation levels). A lost lock raises ``LockLostError`` (carrying the ``LOCK`` item) and
 the put is not applied.
@@ -35,6 +41,7 @@ from botocore.parsers import ResponseParserError
 from adapters.aws.calls import CONNECTION_ERRORS, error_of, retryable, unparsed
 from core.exceptions import AwsRequestError, ConflictError, LockLostError, StoreUnavailableError
 from core.lock import Lease, describe
+from core.schema import agent_item, agent_partition_of, partition_of
 
 LOCK_SK = "LOCK"
 
@@ -150,43 +157,61 @@ def _expression(builder: ConditionExpressionBuilder, params: dict[str, Any]) -> 
 
 
 class Table:
-    """Typed access to one cluster's partition of the table.
+    """Typed access to one cluster's items of the table (its two partitions: module docstring).
 
     Args:
         table: a boto3 ``dynamodb.Table`` resource (built by the entry point, so tests pass a local one).
         cluster: the cluster name.
+
+    Attributes:
+        pk: the cluster partition (``CLUSTER#<cluster>``: ``LOCK``, ``COMP#``, ``RUN#``, ``DETACH#``, ``POLL#``).
+        agent_pk: the agent partition (``CLUSTER#<cluster>#AGENT``: ``core.schema.AGENT_ITEM_PREFIXES``).
     """
 
     def __init__(self, table: Any, cluster: str) -> None:
         self.table = table
         self.cluster = cluster
-        self.pk = f"CLUSTER#{cluster}"
+        self.pk = partition_of(cluster)
+        self.agent_pk = agent_partition_of(cluster)
+
+    def partition(self, sk: str) -> str:
+        """The partition key value of item ``sk`` (or of the items whose sort keys start with ``sk``)."""
+        return self.agent_pk if agent_item(sk) else self.pk
+
+    def key(self, sk: str) -> dict[str, str]:
+        """The primary key of item ``sk``."""
+        return {"pk": self.partition(sk), "sk": sk}
 
     def get(self, sk: str, consistent: bool = True) -> dict[str, Any] | None:
         """The item ``sk`` as plain values, or None."""
         try:
-            out = self.table.get_item(Key={"pk": self.pk, "sk": sk}, ConsistentRead=consistent)
+            out = self.table.get_item(Key=self.key(sk), ConsistentRead=consistent)
         except TABLE_ERRORS as err:
             raise translate(err, f"get {sk}") from err
         item = out.get("Item")
         return None if item is None else plain(item)
 
     def query_prefix(self, prefix: str, consistent: bool = False) -> Iterator[dict[str, Any]]:
-        """All items whose sort key starts with ``prefix``, following pagination."""
-        return self._query(Key("pk").eq(self.pk) & Key("sk").begins_with(prefix), consistent, f"query {prefix}")
+        """All items whose sort key starts with ``prefix`` (in the partition of ``prefix``'s kind), following
+        pagination."""
+        key = Key("pk").eq(self.partition(prefix)) & Key("sk").begins_with(prefix)
+        return self._query(key, consistent, f"query {prefix}")
 
     def query_range(
         self, low: str, high: str, consistent: bool = False, keep: ConditionBase | None = None
     ) -> Iterator[dict[str, Any]]:
-        """All items whose sort key is between ``low`` and ``high`` (both included), following pagination; with
-        ``keep``, only those it matches (a FilterExpression: DynamoDB still reads, and bills, the others)."""
-        key = Key("pk").eq(self.pk) & Key("sk").between(low, high)
+        """All items of ``low``'s partition whose sort key is between ``low`` and ``high`` (both included),
+        following pagination; with ``keep``, only those it matches (a FilterExpression: DynamoDB still reads, and
+        bills, the others)."""
+        key = Key("pk").eq(self.partition(low)) & Key("sk").between(low, high)
         return self._query(key, consistent, f"query {low}..{high}", keep)
 
     def query_partition(self, consistent: bool = False) -> Iterator[dict[str, Any]]:
-        """Every item of the cluster's partition (LOCK, NODE#, CMD#, COMP#, RUN#, DETACH#, HOOK#), following
-        pagination (DynamoDB returns up to 1 MB a call): one read of the whole state."""
-        return self._query(Key("pk").eq(self.pk), consistent, "query partition")
+        """Every item of the cluster: its cluster partition (LOCK, COMP#, RUN#, DETACH#, POLL#) first, then its agent
+        partition (NODE#, MEMBERSHIP, CMD#, HOOK#, CPDRAIN#), each in sort-key order, following pagination
+        (DynamoDB returns up to 1 MB a call): one read of the whole state, two Queries."""
+        yield from self._query(Key("pk").eq(self.pk), consistent, "query partition")
+        yield from self._query(Key("pk").eq(self.agent_pk), consistent, "query agent partition")
 
     def _query(
         self, key: ConditionBase, consistent: bool, message: str, keep: ConditionBase | None = None
@@ -204,6 +229,8 @@ class Table:
                 # must not pass for an empty partition
                 raise StoreUnavailableError(f"{message}: an answer without Items (unreadable body)")
             for item in out["Items"]:
+                if item.get("pk") != self.partition(str(item.get("sk", ""))):
+                    continue  # a kind outside its own partition (the agent may write its partition only): never read
                 yield plain(item)
             if "LastEvaluatedKey" not in out:
                 return
@@ -224,7 +251,7 @@ class Table:
             LockLostError: (with ``fence``) the lock changed hands or was released; nothing was written.
             ConflictError (``conflict``): the condition failed; ``current`` holds the item.
         """
-        kwargs: dict[str, Any] = {"Item": dynamo({**attrs, "pk": self.pk, "sk": sk})}
+        kwargs: dict[str, Any] = {"Item": dynamo({**attrs, **self.key(sk)})}
         self._condition(kwargs, condition)
         if fence is not None:
             self._fenced({"Put": kwargs}, fence, f"put {sk}", conflict)
@@ -244,7 +271,7 @@ class Table:
         check = _expression(
             builder,
             {
-                "Key": {"pk": self.pk, "sk": LOCK_SK},
+                "Key": self.key(LOCK_SK),
                 "ConditionExpression": Attr("holder").eq(fence.holder) & Attr("fencing").eq(fence.fencing),
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             },
@@ -262,7 +289,7 @@ class Table:
         self, sk: str, condition: ConditionBase | None = None, conflict: type[ConflictError] = ConflictError
     ) -> None:
         """Delete the item ``sk`` (if ``condition`` holds; deleting an absent item is not an error)."""
-        kwargs: dict[str, Any] = {"Key": {"pk": self.pk, "sk": sk}}
+        kwargs: dict[str, Any] = {"Key": self.key(sk)}
         self._condition(kwargs, condition)
         try:
             self.table.delete_item(**kwargs)
@@ -287,7 +314,7 @@ class Table:
         if removes:
             expr.append("REMOVE " + ", ".join(rev[k] for k in removes))
         kwargs: dict[str, Any] = {
-            "Key": {"pk": self.pk, "sk": sk},
+            "Key": self.key(sk),
             "UpdateExpression": " ".join(expr),
             "ExpressionAttributeNames": names,
             "ReturnValues": "ALL_NEW",

@@ -144,9 +144,9 @@ def on_refusal(
         now: epoch seconds.
 
     Returns:
-        (disposition, delay): for LATER, the seconds until the message should be visible again (1 ..
-        visibility timeout): for a command running elsewhere, about when its heartbeat goes stale; for a command
-        finished moments ago but not notified yet, when its worker should have notified.
+        (disposition, delay): for LATER, the seconds until the message should be visible again: for a command
+        running elsewhere, when its heartbeat goes stale (1 .. ``stale_running_seconds`` + 1); for a command
+        finished moments ago but not notified yet, when its worker should have notified (1 .. visibility timeout).
     """
     if current is None:
         return RefusalDisposition.LATER, 1
@@ -160,8 +160,12 @@ def on_refusal(
             return RefusalDisposition.NOTIFY_AGAIN, 0
         return RefusalDisposition.LATER, _clamp(visibility_timeout_seconds - age + 1, visibility_timeout_seconds)
     if status is CommandStatus.RUNNING:
+        # not capped at the visibility timeout: each look spends one of the queue's 3 receives, and one spent before
+        # the holder can be stale is wasted (a holder that died, or a handback whose release failed, would otherwise
+        # see its message dead-lettered just as the command became takeable, its CMD# left running with no message)
         heartbeat = float(current.get("heartbeat_at", 0))
-        return RefusalDisposition.LATER, _clamp(heartbeat + stale_running_seconds - now + 1, visibility_timeout_seconds)
+        upper = max(visibility_timeout_seconds, math.ceil(stale_running_seconds) + 1)
+        return RefusalDisposition.LATER, _clamp(heartbeat + stale_running_seconds - now + 1, upper)
     return RefusalDisposition.LATER, 1  # queued: lost a race with another starter; look again soon
 
 

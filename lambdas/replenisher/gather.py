@@ -1,5 +1,5 @@
-"""The replenisher's reads: one consistent query of the cluster's partition, the cluster's groups, and EC2 only for
-what the decision needs (``gather``); the ``World`` it builds is all ``decide`` sees.
+"""The replenisher's reads: one consistent query of each of the cluster's two partitions, the cluster's groups, and
+EC2 only for what the decision needs (``gather``); the ``World`` it builds is all ``decide`` sees.
 """
 
 from __future__ import annotations

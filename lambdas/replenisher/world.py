@@ -4,7 +4,7 @@ Plain frozen values, gathered once per invocation by ``gather.gather`` with a bu
 
 - one DescribeAutoScalingGroups, filtered on ``tag:KubernetesCluster=<cluster>`` and paginated (100 groups a page),
   gives every managed group with its instances (``Group``);
-- one Query of the cluster's table partition (paginated by DynamoDB at 1 MB) gives the lock, the ledgers
+- one Query of each of the cluster's two table partitions (paginated by DynamoDB at 1 MB) gives the lock, the ledgers
   (``COMP#``), the membership (``NODE#``), the commands (``CMD#``), the refresh runs (``RUN#``) and the early
   replacements (``DETACH#``);
 - DescribeInstances only for the InService instances with no fresh membership record (their launch time decides

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from pathlib import Path
 from typing import Any
@@ -381,7 +382,7 @@ def test_agent_role_permissions(template: Template) -> None:
     for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"):
         assert granted[action] == [{"Fn::GetAtt": [queue_id, "Arn"]}]
     for action in ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"):
-        assert granted[action] == [{"Fn::GetAtt": [state_table_id(template), "Arn"]}]
+        assert granted[action] and all(r == {"Fn::GetAtt": [state_table_id(template), "Arn"]} for r in granted[action])
     (bus,) = granted["events:PutEvents"]
     assert bus == {
         "Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":events:eu-west-1:111122223333:event-bus/default"]]
@@ -390,15 +391,59 @@ def test_agent_role_permissions(template: Template) -> None:
     assert "sqs:SendMessage" not in granted and "autoscaling:DetachInstances" not in granted
 
 
-def test_agent_reaches_only_its_clusters_items_and_puts_only_its_own_events(template: Template) -> None:
-    """Every table statement of the agent carries dynamodb:LeadingKeys = its cluster's partition (IAM has no
-    condition on the sort key, so item kinds within it cannot be told apart); its PutEvents names its own source."""
+def dynamodb_allowed(mine: list[dict[str, Any]], table: Any, action: str, pk: str | None) -> bool:
+    """Whether ``mine`` (IAM statements) allow ``action`` on ``table`` for a request whose partition key is ``pk``
+    (None: a request naming none, a Scan). Evaluates what the stack writes: ``Allow`` and ``Deny`` statements,
+    ``Action`` with wildcards, ``Resource`` equal to the table or ``*``, and the ``ForAllValues:StringEquals``
+    condition on ``dynamodb:LeadingKeys`` (every value of the request's set among the allowed ones; an empty set
+    matches, as in IAM). Any other condition on a table statement fails the test rather than being guessed."""
+
+    def matches(statement: dict[str, Any]) -> bool:
+        if not any(fnmatch.fnmatchcase(action, a) for a in as_list(statement["Action"])):
+            return False
+        if not any(r in ("*", table) for r in as_list(statement["Resource"])):
+            return False
+        for operator, keys in statement.get("Condition", {}).items():
+            assert operator == "ForAllValues:StringEquals" and set(keys) == {"dynamodb:LeadingKeys"}, statement
+            if pk is not None and pk not in as_list(keys["dynamodb:LeadingKeys"]):
+                return False
+        return True
+
+    hits = [s for s in mine if matches(s)]
+    return any(s["Effect"] == "Allow" for s in hits) and not any(s["Effect"] == "Deny" for s in hits)
+
+
+WRITES = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem")
+
+
+def test_the_agents_role_writes_only_its_own_item_kinds(template: Template) -> None:
+    """The synthesized policy, evaluated against item keys: the agent's kinds (``NODE#``, ``MEMBERSHIP``, ``CMD#``,
+    ``HOOK#``, ``CPDRAIN#``) can be written; ``LOCK``, ``COMP#``, ``RUN#``, ``DETACH#`` and ``POLL#`` cannot (nor
+    anything of another cluster, nor through a call without a partition key); the ``LOCK`` item can be read."""
     role = {"Ref": agent_role_id(template)}
     mine = [s for s in statements(template) if role in s["_roles"]]
-    table_statements = [s for s in mine if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
-    assert table_statements
-    for statement in table_statements:
-        assert statement["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [f"CLUSTER#{CLUSTER}"]}}
+    table = {"Fn::GetAtt": [state_table_id(template), "Arn"]}
+    for sk in ("NODE#i-1", "MEMBERSHIP", "CMD#spot-1", "HOOK#i-1", "CPDRAIN#0"):
+        pk = schema.partition_for(CLUSTER, sk)
+        assert pk == schema.agent_partition_of(CLUSTER)
+        for action in ("dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"):
+            assert dynamodb_allowed(mine, table, action, pk), (action, sk)
+    for sk in ("LOCK", "COMP#nodes-a", "RUN#20240101T000000Z-000001", "DETACH#i-1", "POLL#r"):
+        pk = schema.partition_for(CLUSTER, sk)
+        assert pk == schema.partition_of(CLUSTER)
+        for action in (*WRITES, "dynamodb:Query", "dynamodb:BatchWriteItem"):
+            assert not dynamodb_allowed(mine, table, action, pk), (action, sk)
+    assert dynamodb_allowed(mine, table, "dynamodb:GetItem", schema.partition_of(CLUSTER))  # the lock's age
+    other = schema.agent_partition_of("other.k8s.example.com")
+    for action in (*WRITES, "dynamodb:GetItem", "dynamodb:Query"):
+        assert not dynamodb_allowed(mine, table, action, other), action
+    for action in ("dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:PartiQLUpdate", "dynamodb:DeleteTable"):
+        assert not dynamodb_allowed(mine, table, action, None), action
+
+
+def test_the_agent_puts_only_its_own_events(template: Template) -> None:
+    role = {"Ref": agent_role_id(template)}
+    mine = [s for s in statements(template) if role in s["_roles"]]
     (events,) = [s for s in mine if "events:PutEvents" in as_list(s["Action"])]
     assert events["Condition"] == {"StringEquals": {"events:source": "node-manager.agent"}}
 

@@ -15,6 +15,7 @@ from adapters.dynamo.hooks import get_hook, record_hook
 from adapters.dynamo.store import Store
 from core.lifecycle import LifecycleAction
 from core.model import CommandKind
+from core.schema import agent_partition_of
 from core.settings import AgentSettings
 from localworld.cluster import create_kops_cluster
 from sim.agent import SimAgent
@@ -165,7 +166,7 @@ def test_one_seed_gives_one_run(table: Any) -> None:
 
     first = trace(11)
     if table != "memory":
-        table.delete_item(Key={"pk": f"CLUSTER#{CLUSTER}", "sk": "CMD#s11-0"})
+        table.delete_item(Key={"pk": agent_partition_of(CLUSTER), "sk": "CMD#s11-0"})
     assert trace(11) == first
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from core.schema import agent_partition_of
 from sim.aws import SimAws
 from sim.cloud import TerminationHook
 from sim.dynamo import MemoryDynamo
@@ -57,7 +58,7 @@ class Slice:
         return result
 
     def commands(self) -> list[dict[str, Any]]:
-        items = self.table.items(f"CLUSTER#{CLUSTER}")
+        items = self.table.items(agent_partition_of(CLUSTER))
         return [i for i in items if str(i["sk"]).startswith("CMD#")]
 
 

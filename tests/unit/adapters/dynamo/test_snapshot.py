@@ -1,5 +1,5 @@
 """One read of the lock, membership, the pollers and the active runs (adapters.dynamo.snapshot) on moto's DynamoDB:
-what it returns and that it is one call."""
+what it returns and that it is two calls (one per partition: the cluster's, then the agent's)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def run(run_id: str, status: RunStatus) -> Run:
     return Run(run_id=run_id, cluster="demo", status=status, options=RunOptions(), created_at=NOW, updated_at=NOW)
 
 
-def test_one_query_returns_the_lock_fresh_membership_and_only_the_active_run(store: Store) -> None:
+def test_two_queries_return_the_lock_fresh_membership_and_only_the_active_run(store: Store) -> None:
     runs = RunStore(store)
     for run_id, status in (("20240101T000000Z-000001", RunStatus.SUCCEEDED), ("20240301T000000Z-000002", "running")):
         runs.create(run(run_id, RunStatus(status)))
@@ -50,7 +50,7 @@ def test_one_query_returns_the_lock_fresh_membership_and_only_the_active_run(sto
     assert not claim(store, "20240301T000000Z-000002", "req-2", NOW.timestamp() + 30)  # its budget ends sooner
     counted = calls(store)
     snapshot = read_snapshot(store, max_age_seconds=600, now=NOW)
-    assert dict(counted) == {"Query": 1}
+    assert dict(counted) == {"Query": 2}
     assert snapshot.lock is not None and snapshot.lock["holder"] == lease.holder
     assert [n.instance_id for n in snapshot.nodes] == ["i-1"]  # i-2 is stale
     assert [r.run_id for r in snapshot.runs] == ["20240301T000000Z-000002"]

@@ -178,7 +178,7 @@ def test_an_invocation_leaves_the_polling_to_one_whose_budget_ends_later(cluster
     late = cluster.new_deps()
     late.store.table.meta.client.meta.events.register("before-call", lambda model, **_: counted.update([model.name]))
     out = advance.advance_run(late, None, 0.3, "a-launch-event")
-    assert out["polling"] == "invocation the-tick polls the run" and counted["Query"] == 1  # one pass, no polling
+    assert out["polling"] == "invocation the-tick polls the run" and counted["Query"] == 2  # one pass (2 reads)
     assert deps.store.get(poll_sk(RUN_ID)) == {**deps.store.get(poll_sk(RUN_ID)), "invocation": "the-tick"}
 
 
