@@ -66,6 +66,7 @@ class Chart:
         title: first line of the picture. note: where the data comes from (printed under the capacity panel).
         origin: the wall-clock time of second 0 (UTC), shown in the axis label; None when unknown.
         end: the last second shown (bars still open at the end are drawn up to it).
+        start: the first second shown (a scenario's chart starts shortly before the system first acted).
     """
 
     title: str
@@ -74,6 +75,7 @@ class Chart:
     end: float
     origin: datetime | None = None
     note: str = ""
+    start: float = 0.0
 
 
 def sequence(events: Iterable[tuple[float | None, Phase | None]], end: float) -> list[Span]:

@@ -127,7 +127,7 @@ def figure(chart: Chart) -> Figure:
     capacity.grid(alpha=0.3)
     since = f" (0 = {chart.origin:%Y-%m-%d %H:%M:%S} UTC)" if chart.origin else ""
     capacity.set_xlabel(f"seconds{since}" + (f"\n{chart.note}" if chart.note else ""), fontsize=8)
-    capacity.set_xlim(left=0, right=max(chart.end, 1.0))
+    capacity.set_xlim(left=chart.start, right=max(chart.end, chart.start + 1.0))
     return fig
 
 

@@ -29,6 +29,10 @@ from localworld.world import LocalWorld
 from scenarios.timeline import Timeline
 
 Event = tuple[float, Phase | None]
+# The chart starts this long before the timeline's first entry of a Lambda or of the fault the scenario plays (actors
+# ``STARTERS``), or at the first sample when that is later: the world's set-up before it would squeeze what matters.
+LEAD_SECONDS = 2.0
+STARTERS = ("lambda", "refresher", "aws")
 
 
 def _instance_of(node: Mapping[str, Any]) -> str | None:
@@ -147,7 +151,8 @@ class FleetRecorder(threading.Thread):
         return round(self.timeline.mono(datetime.fromisoformat(iso)) - self.timeline.start, 3)
 
     def chart(self, title: str, end: float | None = None) -> Chart:
-        """What was seen, as a chart (rows by group, then first appearance; ``end``: the last second, default now)."""
+        """What was seen, as a chart (rows by group, then first appearance; ``end``: the last second, default now;
+        shown from ``LEAD_SECONDS`` before the timeline's first entry of one of the ``STARTERS``)."""
         end = self.now() if end is None else end
         drains = self.drains()
         cluster = self.world.cluster.name if self.world.cluster else ""
@@ -171,6 +176,9 @@ class FleetRecorder(threading.Thread):
             )
             rows.append((group, events[0][0], row))
         pools = [PoolSeries(short_group(name, cluster), points) for name, points in sorted(self.pools.items())]
+        first_seen = min((events[0][0] for events in self.events.values()), default=0.0)
+        acted = next((e.at for e in sorted(self.timeline.entries, key=lambda e: e.at) if e.actor in STARTERS), None)
+        start = first_seen if acted is None else max(first_seen, acted - LEAD_SECONDS)
         note = (
             f"seen every {self.interval} s: the groups (Auto Scaling) and their nodes (Ready); drains from CMD# records"
         )
@@ -183,6 +191,7 @@ class FleetRecorder(threading.Thread):
             end=end,
             origin=datetime.fromtimestamp(self.timeline.wall_start, UTC),
             note=note,
+            start=start,
         )
 
 

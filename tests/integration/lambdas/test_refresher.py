@@ -471,3 +471,36 @@ def test_the_cli_runs_the_handler_locally_against_the_world(world: Any) -> None:
     none = cli("cancel")
     assert none.returncode == 1 and "no active run" in none.stdout
     assert RefreshHarness(world, info).groups() == before
+
+
+def test_a_finished_runs_record_draws_each_instance_and_the_groups_ready_nodes(world: Any, tmp_path: Any) -> None:
+    """``node-manager status --run ID --chart FILE`` on a run the refresher carried out: the picture read back (its
+    SVG ids) has the old instance's surge, drain and terminate, its spare's launch and Ready, and the group's Ready
+    nodes going up by the spare and down by the old one."""
+    import xml.etree.ElementTree as ET
+
+    from charts.runrecord import run_chart
+    from cli.main import main
+
+    info = world.setup_cluster(azs=("us-east-1a",), nodes_per_az=1)
+    worker_asg = info.worker_asgs["us-east-1a"]
+    with harness(world, info) as h:
+        response = h.refresh(all=True, instance_groups=[worker_asg])
+        run = h.wait_run(response["run"]["run_id"], 60)
+    assert run.status is RunStatus.SUCCEEDED, run.reason
+    (step,) = run.steps
+    assert list(step.entered) == ["surging", "draining", "terminating", "done"] and step.spare_ready_at is not None
+
+    path, out, err = tmp_path / "run.svg", [], []
+    argv = ["status", "--run", run.run_id, "--chart", str(path), "--cluster", info.name, "--function-name", "f"]
+    assert main(argv, environ={}, invoker=h.invoke, out=out.append, err=err.append) == 0, err
+    assert out[-1] == f"chart: {path} (2 instance rows, 1 groups)"
+    ids = [e.get("id", "") for e in ET.parse(path).iter() if "|" in e.get("id", "")]
+    phases = {
+        iid: [i.split("|")[2] for i in ids if i.startswith(f"span|{iid}|")]
+        for iid in (step.instance_id, step.surge_instance_id)
+    }
+    assert phases == {step.instance_id: ["surge", "drain", "terminate"], step.surge_instance_id: ["launch", "ready"]}
+    assert [i for i in ids if i.startswith("pool|")] == ["pool|nodes-us-east-1a"]
+    (pool,) = run_chart(run).pools
+    assert [n for _, n in pool.points] == [1, 2, 1]  # the spare Ready, then the old instance terminated
