@@ -66,6 +66,7 @@ class FleetRecorder(threading.Thread):
         self._was_ready: set[str] = set()
         self._cordoned: set[str] = set()
         self._autoscaling: Any = None
+        self._first_sample: float | None = None
 
     def now(self) -> float:
         return round(time.monotonic() - self.timeline.start, 3)
@@ -93,6 +94,8 @@ class FleetRecorder(threading.Thread):
         groups = self._autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=names)["AutoScalingGroups"]
         nodes = {iid: n for n in simulator.nodes() if (iid := _instance_of(n))}
         t = self.now() if at is None else at
+        if self._first_sample is None:
+            self._first_sample = t
         member = {str(i["InstanceId"]): str(g["AutoScalingGroupName"]) for g in groups for i in g["Instances"]}
         self.groups.update(member)
         for iid in sorted(set(member) | set(self.events)):
@@ -123,7 +126,9 @@ class FleetRecorder(threading.Thread):
         events.append((t, phase))
         if ready and iid not in self._was_ready:
             self._was_ready.add(iid)
-            if len(events) > 1:  # not for an instance Ready when first seen
+            if (
+                self._first_sample is not None and t > self._first_sample
+            ):  # not for the instances Ready when the cluster was first seen
                 markers.append(Marker("Ready", t))
         if cordoned and iid not in self._cordoned:
             self._cordoned.add(iid)
@@ -160,11 +165,14 @@ class FleetRecorder(threading.Thread):
         for iid, events in self.events.items():
             windows = drains.get(iid, [])
 
-            def in_drain(t: float, windows: list[tuple[float, float | None, str]] = windows) -> bool:
-                return any(start <= t < (stop if stop is not None else end) for start, stop, _ in windows)
+            def drains_cordon(t: float, events: list[Event] = events, windows: list[Any] = windows) -> bool:
+                """A cordon first seen after a drain began, the node not seen schedulable since: the drain's own
+                (a drain of a few milliseconds is over before the next sample sees its cordon)."""
+                began = [start for start, _, _ in windows if start <= t]
+                return bool(began) and not any(p is Phase.READY and max(began) <= u < t for u, p in events)
 
             merged: list[tuple[float | None, Phase | None]] = [
-                (t, p) for t, p in events if not (p is Phase.CORDONED and in_drain(t))
+                (t, p) for t, p in events if not (p is Phase.CORDONED and drains_cordon(t))
             ]
             for start, stop, status in windows:
                 merged.append((start, Phase.DRAIN))

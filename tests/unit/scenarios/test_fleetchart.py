@@ -67,8 +67,8 @@ def test_a_replacement_seen_gives_each_instance_its_phases_and_each_group_its_re
     recorder.sample(at=1)
     world.nodes = [node("i-m"), node("i-1"), node("i-2")]  # the spare Ready
     recorder.sample(at=2)
-    world.nodes = [node("i-m"), node("i-1", cordoned=True), node("i-2")]  # seen cordoned by its drain (2.5 to 3.5)
-    recorder.sample(at=3)
+    world.nodes = [node("i-m"), node("i-1", cordoned=True), node("i-2")]  # its drain (2.5 to 3.5) cordoned it
+    recorder.sample(at=3.75)  # a fast drain: over before a sample saw its cordon
     world.members[NODES] = ["i-2"]
     world.nodes = [node("i-m"), node("i-2")]
     recorder.sample(at=4)
@@ -82,11 +82,11 @@ def test_a_replacement_seen_gives_each_instance_its_phases_and_each_group_its_re
     assert [r.instance_id for r in chart.rows] == ["i-m", "i-1", "i-2"]  # by group, then first seen
     assert [(s.phase, s.start, s.end) for s in rows["i-1"].spans] == [
         (Phase.READY, 0, 2.5),
-        (Phase.DRAIN, 2.5, 3.5),  # the cordon seen inside the drain is the drain's
+        (Phase.DRAIN, 2.5, 3.5),  # the cordon seen after the drain began is the drain's
         (Phase.DRAINED, 3.5, 4),
     ]
     assert [(s.phase, s.start, s.end) for s in rows["i-2"].spans] == [(Phase.LAUNCH, 1, 2), (Phase.READY, 2, 5)]
-    assert [(m.what, m.at) for m in rows["i-1"].markers] == [("cordoned", 3), ("left group", 4)]
+    assert [(m.what, m.at) for m in rows["i-1"].markers] == [("cordoned", 3.75), ("left group", 4)]
     assert [(m.what, m.at) for m in rows["i-2"].markers] == [("Ready", 2)]
     points = {p.pool: p.points for p in chart.pools}
     assert points == {"master-a.masters": [(0, 1)], "nodes-a": [(0, 1), (2, 2), (4, 1)]}
