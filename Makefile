@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # The packages mypy --strict checks (the deployed and in-cluster code, the simulation, the operator CLI); those not
 # present yet are skipped.
-TYPED := $(wildcard core adapters lambdas agent sim cli)
+TYPED := $(wildcard core adapters lambdas agent sim cli charts)
 .PHONY: demo test bootstrap bootstrap-venv synth bench lint bench-smoke check image
 
 bootstrap:

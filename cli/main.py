@@ -4,7 +4,7 @@ Commands::
 
     refresh [--dry-run] [--all | --max-age 7d] [--instance-group NAME ...] [--max-surge N]
             [--drain-timeout 10m] [--drain-timeout-policy pause|terminate] [--wait SECONDS]
-    status  [--limit N]
+    status  [--limit N] [--run ID] [--chart FILE]   --chart: the run's timeline as a picture (.svg/.png/.pdf)
     cancel  [--run-id ID]
     plan                       what each Lambda would do now (their own code, dry run, in this process)
     configure-agent [--stack-name NAME] [--env-file PATH]
@@ -117,6 +117,14 @@ def parser() -> argparse.ArgumentParser:
         "runs, lock holder, a table per pool (groups by AZ: sizes, markets, compensation, run progress), membership",
     )
     status.add_argument("--limit", type=int, default=5)
+    status.add_argument("--run", dest="run_id", metavar="ID", help="this run (its steps and whole RUN# record)")
+    status.add_argument(
+        "--chart",
+        type=Path,
+        metavar="FILE",
+        help="draw the run (--run, else the newest) into FILE (.svg, .png, .pdf): a timeline per instance and Ready "
+        "nodes per group; needs the charts extra (pip install 'aws-node-manager[charts]')",
+    )
     cancel = command("cancel", "cancel the active run (in-flight steps finish or are undone)")
     cancel.add_argument("--run-id")
     command("plan", "what each Lambda would do now: their own gather/decide/plan, dry run, in this process")
@@ -158,6 +166,8 @@ def payload_of(args: argparse.Namespace) -> dict[str, Any]:
                 base[key] = getattr(args, key)
     elif args.command == "status":
         base["limit"] = args.limit
+        if args.run_id:
+            base["run_id"] = args.run_id
     elif args.command == "cancel" and args.run_id:
         base["run_id"] = args.run_id
     return base
@@ -220,6 +230,15 @@ def _operate(
     out: Callable[[str], None],
     err: Callable[[str], None],
 ) -> int:
+    chart: Path | None = getattr(args, "chart", None)
+    if chart is not None:  # before anything is asked: a missing library or a bad name is a usage error (exit 2)
+        from charts.render import check_path, require
+
+        require()
+        try:
+            check_path(chart)
+        except ValueError as error:
+            raise UsageError(str(error)) from error
     invoke = _refresher(args, env, invoker)
     response = invoke(payload_of(args))
     text = render(response)
@@ -239,8 +258,43 @@ def _operate(
                 else "the refresher's events and tick advance it"
             )
             out(f"started run {run['run_id']} ({how}); follow it with `node-manager status`")
+    if chart is not None and response.get("status") == "ok":
+        return _chart(invoke, args.cluster, response, chart, out if args.output == "text" else None, err)
     # A dry run that a real run would refuse (e.g. an unknown instance group) fails the same way.
     return 1 if response.get("status") in ("rejected", "refused") or response.get("refusal") else 0
+
+
+def _chart(
+    invoke: Invoke,
+    cluster: str,
+    response: Mapping[str, Any],
+    path: Path,
+    out: Callable[[str], None] | None,
+    err: Callable[[str], None],
+) -> int:
+    """Draw the run of a status response into ``path``: its ``run_record``, else the newest run's (asked for);
+    ``out`` (None with ``--output json``: stdout stays one JSON document) gets a line naming the file."""
+    from charts.render import write
+    from charts.runrecord import run_chart
+    from core.runs import Run
+
+    record = response.get("run_record")
+    if record is None:
+        runs = response.get("runs") or []
+        if not runs:
+            err("node-manager: no run to draw (status shows none)")
+            return 1
+        record = invoke({"action": "status", "cluster": cluster, "limit": 1, "run_id": runs[0]["run_id"]}).get(
+            "run_record"
+        )
+    if record is None:
+        err("node-manager: the refresher's status response has no run_record (an older refresher deployed?)")
+        return 1
+    chart = run_chart(Run.model_validate(record))
+    write(chart, path)
+    if out is not None:
+        out(f"chart: {path} ({len(chart.rows)} instance rows, {len(chart.pools)} groups)")
+    return 0
 
 
 def _plan(args: argparse.Namespace, env: Mapping[str, str], out: Callable[[str], None]) -> int:
@@ -316,6 +370,7 @@ def main(
 ) -> int:
     """Run one command; returns the exit code. ``invoker`` replaces the refresher's invocation (tests); ``out`` gets
     each line of output, ``err`` each error line (default stderr)."""
+    from charts.render import ChartsUnavailableError
     from core.exceptions import SettingsError
 
     err = err or (lambda line: print(line, file=sys.stderr, flush=True))
@@ -340,7 +395,7 @@ def main(
         if args.command == "migrate-table":
             return _migrate_table(args, env, out)
         return _operate(args, env, invoker, out, err)
-    except (UsageError, SettingsError) as error:
+    except (UsageError, SettingsError, ChartsUnavailableError) as error:
         err(f"node-manager: {error}")
         return 2
     except KeyboardInterrupt:

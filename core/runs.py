@@ -180,6 +180,11 @@ class RunStep(BaseModel):
         intent_at: when the last effect of the current state was asked for (redone only after the grace period).
         settle_first_ok_at: master: when all masters were first seen Ready after the replacement.
         waiting_since: ``WaitDeadline`` value -> when the step began that wait (its deadline counts from there).
+        entered: ``StepState`` value -> when the step first entered that state (the pass that moved it there;
+            ``started_at`` is the first, ``finished_at`` the last). A state the step passed through inside one pass
+            is not listed. Empty in records written before it existed.
+        spare_ready_at: worker: when the refresher first saw this step's spare Ready (None before, and in records
+            written before it existed).
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -201,6 +206,8 @@ class RunStep(BaseModel):
     intent_at: datetime | None = None
     settle_first_ok_at: datetime | None = None
     waiting_since: dict[str, datetime] = Field(default_factory=dict)
+    entered: dict[str, datetime] = Field(default_factory=dict)
+    spare_ready_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
     note: str = ""

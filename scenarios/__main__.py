@@ -1,10 +1,11 @@
-"""The main job on the local world: ``python -m scenarios [spot-interruption | replenish | refresh]``.
+"""The main job on the local world: ``python -m scenarios [spot-interruption | replenish | refresh] [--chart FILE]``.
 
 Starts the local world (moto server, kube-apiserver, etcd), plays the scenario, prints its timeline and verdict, stops
 everything it started. Exit status: 0 every check passed, 1 a check failed (a broken safety invariant), 2 the scenario
 could not finish (ABORTED) or a setting in the environment is invalid (one line naming it; the README's settings
-reach the Lambdas and the agent, see ``scenarios.settings``), 3 the local world is not installed, 64 a bad command
-line, 130 interrupted by Ctrl-C, 143 stopped by SIGTERM (see ``scenarios.runner``).
+reach the Lambdas and the agent, see ``scenarios.settings``; or ``--chart`` cannot be drawn: matplotlib, the
+``charts`` extra, is missing, or the file's suffix is not .svg/.png/.pdf), 3 the local world is not installed, 64 a
+bad command line, 130 interrupted by Ctrl-C, 143 stopped by SIGTERM (see ``scenarios.runner``).
 """
 
 from __future__ import annotations
@@ -39,10 +40,27 @@ class _Parser(argparse.ArgumentParser):
         self.exit(runner.Exit.USAGE, f"{self.prog}: error: {message}\n")
 
 
-def _play(name: str) -> runner.Play:
+def _play(name: str, chart: Path | None = None) -> runner.Play:
+    """The scenario ``name``; with ``chart``, a ``FleetRecorder`` watches it and its picture is written to ``chart``
+    when it ends, however it ends (the timeline says where, or why not)."""
+
     def play(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
         timeline.mark("world", f"moto server {world.moto.endpoint_url}, kube-apiserver {world.kube.url}")
-        SCENARIOS[name](world, timeline, log_dir)
+        if chart is None:
+            SCENARIOS[name](world, timeline, log_dir)
+            return
+        from scenarios.fleetchart import FleetRecorder, write_chart
+
+        recorder = FleetRecorder(world, timeline)
+        recorder.start()
+        try:
+            SCENARIOS[name](world, timeline, log_dir)
+        finally:
+            try:
+                drawn = write_chart(recorder, chart, f"scenario {name} on the local world")
+                timeline.mark("world", f"chart {chart}: {len(drawn.rows)} instance rows, {len(drawn.pools)} groups")
+            except Exception as error:  # noqa: BLE001 - a picture that cannot be drawn does not change the verdict
+                timeline.mark("world", f"chart {chart} not written: {type(error).__name__}: {error}")
 
     return play
 
@@ -59,7 +77,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("scenario", nargs="?", default="spot-interruption", choices=sorted(SCENARIOS))
     parser.add_argument("--logs", type=Path, default=None, help="folder for the agent's log (default: a temp dir)")
+    parser.add_argument(
+        "--chart",
+        type=Path,
+        metavar="FILE",
+        default=None,
+        help="draw what the scenario saw into FILE (.svg, .png, .pdf): a timeline per instance and Ready nodes per "
+        "group; needs the charts extra (pip install 'aws-node-manager[charts]')",
+    )
     args = parser.parse_args(argv)
+    if args.chart is not None:  # before the world starts: a missing library or a bad name is one line, exit 2
+        from charts.render import ChartsUnavailableError, check_path, require
+
+        try:
+            require()
+            check_path(args.chart)
+        except (ChartsUnavailableError, ValueError) as error:
+            print(f"python -m scenarios: {error}", file=sys.stderr)
+            return int(runner.Exit.ABORTED)
     try:  # the user's settings reach the Lambdas and the agent: a bad one stops here, before the world starts
         check_user_settings()
     except SettingsError as error:
@@ -67,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(runner.Exit.ABORTED)
     log_dir = args.logs or Path(tempfile.mkdtemp(prefix="node-manager-demo-"))
     try:
-        return int(runner.run(args.scenario, _play(args.scenario), lambda logs: LocalWorld(log_dir=logs), log_dir))
+        play = _play(args.scenario, args.chart)
+        return int(runner.run(args.scenario, play, lambda logs: LocalWorld(log_dir=logs), log_dir))
     except KeyboardInterrupt:  # outside the runner's own handling: before the world exists, or while printing
         print("\ninterrupted (Ctrl-C)", file=sys.stderr)
         return int(runner.Exit.INTERRUPTED)

@@ -19,6 +19,7 @@ Start a refresh (every field but ``cluster`` optional; defaults from ``Refresher
 Status and cancel::
 
     {"action": "status", "cluster": "demo.k8s.local"}
+    {"action": "status", "cluster": "demo.k8s.local", "run_id": "20240101T000000Z-ab12cd"}  # + that run's RUN# record
     {"action": "cancel", "cluster": "demo.k8s.local", "run_id": "20240101T000000Z-ab12cd"}   # run_id optional
 
 Anything else is refused with ``InvalidRequestError`` naming each field at fault. A well-formed refresh request is
@@ -87,6 +88,8 @@ class StatusRequest(BaseModel):
     action: Literal["status"]
     cluster: str = Field(min_length=1)
     limit: int = Field(default=5, ge=1, le=50)
+    # this run, with its whole RUN# record (``run_record``), instead of the newest
+    run_id: str | None = Field(default=None, min_length=1)
 
 
 class CancelRequest(BaseModel):

@@ -27,7 +27,8 @@ Responses (JSON; what ``aws lambda invoke`` and the CLI print):
 - ``{"status": "acknowledged", "reason": "foreign_account" | "foreign_region" | ...}``: an event of another account
   or region (``lambdas.events.scope``); counted (``EventsOutOfScope``), nothing read or done.
 - ``{"status": "ok", "cluster_groups": [...], "runs": [...], "lock": ..., "ledger": [...], "membership": [...]}``:
-  status (``cluster_groups``: ``summary.group_rows``; ``cluster_groups_error`` too when AWS did not answer).
+  status (``cluster_groups``: ``summary.group_rows``; ``cluster_groups_error`` too when AWS did not answer; with a
+  ``run_id``, that run and its whole ``RUN#`` record as ``run_record``).
 
 Transient faults (throttling, DynamoDB unavailable) are raised: EventBridge retries within the rule's policy.
 """

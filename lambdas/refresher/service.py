@@ -171,8 +171,17 @@ def status(request: StatusRequest, deps: RefresherDeps) -> dict[str, Any]:
     The groups cost one DescribeAutoScalingGroups per 100 groups and one DescribeInstances per 200 instances; when
     AWS refuses or does not answer them, the rest is still returned, with ``cluster_groups_error`` saying why. (Not
     ``groups``: a refresh's responses use that key for the plan's rows.)
+
+    With ``run_id``: that run only (with its steps), and its whole ``RUN#`` record as ``run_record`` (what
+    ``node-manager status --run ID --chart FILE`` draws); ``refused`` when no such run exists.
     """
-    runs = deps.runs.list(request.limit)
+    if request.run_id:
+        asked = deps.runs.get(request.run_id)
+        if asked is None:
+            return {"status": "refused", "reason": f"no run {request.run_id}"}
+        runs = [asked]
+    else:
+        runs = deps.runs.list(request.limit)
     now = deps.clock()
     nodes = deps.store.list_nodes(deps.settings.membership_max_age_seconds, now)
     groups: dict[str, Any] = {"cluster_groups": []}
@@ -183,9 +192,11 @@ def status(request: StatusRequest, deps: RefresherDeps) -> dict[str, Any]:
         groups["cluster_groups"] = group_rows(raw, deps.settings.cluster_name, markets)
     except (AwsRequestError, AwsUnavailableError) as err:
         groups["cluster_groups_error"] = str(err)
+    record = {"run_record": runs[0].model_dump(mode="json")} if request.run_id else {}
     return {
         "status": "ok",
         **groups,
+        **record,
         "runs": [run_summary(r, steps=(i == 0)) for i, r in enumerate(runs)],
         "lock": deps.lock.current(),
         "ledger": list(deps.store.query_prefix("COMP#", consistent=True)),

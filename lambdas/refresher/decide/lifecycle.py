@@ -89,6 +89,7 @@ def decide_pass(p: Context) -> Decision:
         StepState.SURGING: surging,
         StepState.UNDOING: undoing,
     }
+    was = {s.index: s.state for s in run.steps}
     # terminations first: they give surge units back before anything compares desired capacity
     for state in handlers:
         for step in [s for s in run.steps if s.state is state]:
@@ -104,6 +105,9 @@ def decide_pass(p: Context) -> Decision:
             run.waiting = waiting
             if not p.changes:
                 p.change("waiting: " + (waiting or "nothing"))
+    for step in run.steps:  # when each step entered the state this pass left it in (charts, status)
+        if step.state is not was[step.index]:
+            step.entered.setdefault(step.state.value, p.now)
     actions: list[Action] = []
     if p.changes:
         run.updated_at = p.now

@@ -44,6 +44,8 @@ def surging(p: Context, step: RunStep) -> None:
         return
     spares = p.new_instances(step, facts)
     ready = [iid for iid in spares if p.world.ready(iid)]
+    if ready and step.spare_ready_at is None:
+        step.spare_ready_at = p.now  # saved with this pass's change (the drain, or the start of the nodes_ready wait)
     exclude = p.olds_being_replaced(step.group) | {step.instance_id}
     if ready and p.ready_besides(facts, exclude) >= group.original_desired:
         p.end_wait(step, *SURGE_WAITS)

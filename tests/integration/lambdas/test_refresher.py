@@ -8,6 +8,7 @@ except where a test says so).
 from __future__ import annotations
 
 import contextlib
+import io
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -22,7 +23,9 @@ from lambdas.refresher.handler import Deps
 from localworld.faults import CapacityOutage
 from localworld.spot_market import set_market
 from localworld.workloads import block_with_pdb, deploy_pods_on_node
+from scenarios.fleetchart import FleetRecorder
 from scenarios.refreshing import ReadyGuard, RefreshHarness, ready_workers, wait_until
+from scenarios.timeline import Timeline
 
 pytestmark = pytest.mark.world
 
@@ -471,3 +474,46 @@ def test_the_cli_runs_the_handler_locally_against_the_world(world: Any) -> None:
     none = cli("cancel")
     assert none.returncode == 1 and "no active run" in none.stdout
     assert RefreshHarness(world, info).groups() == before
+
+
+def test_a_finished_runs_record_draws_each_instance_and_the_groups_ready_nodes(world: Any, tmp_path: Any) -> None:
+    """``node-manager status --run ID --chart FILE`` on a run the refresher carried out: the picture read back (its
+    SVG ids) has the old instance's surge, drain and terminate, its spare's launch and Ready, and the group's Ready
+    nodes going up by the spare and down by the old one; the scenarios' recorder, watching beside it, sees the same."""
+    import xml.etree.ElementTree as ET
+
+    from charts.runrecord import run_chart
+    from cli.main import main
+
+    info = world.setup_cluster(azs=("us-east-1a",), nodes_per_az=1)
+    worker_asg = info.worker_asgs["us-east-1a"]
+    recorder = FleetRecorder(world, Timeline(out=io.StringIO(), progress=io.StringIO()), interval=0.1)
+    recorder.start()  # what `python -m scenarios NAME --chart FILE` records beside a scenario
+    with harness(world, info) as h:
+        response = h.refresh(all=True, instance_groups=[worker_asg])
+        run = h.wait_run(response["run"]["run_id"], 60)
+    recorder.stop()
+    assert run.status is RunStatus.SUCCEEDED, run.reason
+    (step,) = run.steps
+    assert list(step.entered) == ["surging", "draining", "terminating", "done"] and step.spare_ready_at is not None
+
+    path, out, err = tmp_path / "run.svg", [], []
+    argv = ["status", "--run", run.run_id, "--chart", str(path), "--cluster", info.name, "--function-name", "f"]
+    assert main(argv, environ={}, invoker=h.invoke, out=out.append, err=err.append) == 0, err
+    assert out[-1] == f"chart: {path} (2 instance rows, 1 groups)"
+    ids = [e.get("id", "") for e in ET.parse(path).iter() if "|" in e.get("id", "")]
+    phases = {
+        iid: [i.split("|")[2] for i in ids if i.startswith(f"span|{iid}|")]
+        for iid in (step.instance_id, step.surge_instance_id)
+    }
+    assert phases == {step.instance_id: ["surge", "drain", "terminate"], step.surge_instance_id: ["launch", "ready"]}
+    assert [i for i in ids if i.startswith("pool|")] == ["pool|nodes-us-east-1a"]
+    (pool,) = run_chart(run).pools
+    assert [n for _, n in pool.points] == [1, 2, 1]  # the spare Ready, then the old instance terminated
+
+    seen = recorder.chart("seen")  # the same run as the scenario recorder saw it: groups, nodes, the drain's CMD#
+    rows = {r.instance_id: [s.phase.value for s in r.spans] for r in seen.rows}
+    assert rows[step.instance_id][:2] == ["ready", "drain"] and "drained" in rows[step.instance_id], rows
+    assert "ready" in rows[step.surge_instance_id], rows
+    ready = {p.pool: [n for _, n in p.points] for p in seen.pools}
+    assert ready["nodes-us-east-1a"] == [1, 2, 1], ready

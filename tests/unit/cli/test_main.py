@@ -173,3 +173,53 @@ def test_a_long_wait_says_it_is_still_waiting_on_stderr(monkeypatch):
     follow(lambda p: next(answers), "c", "r1", 600, False, out.append, seen="", progress=progress.append)
     assert out == ["run r1: running (pending 2)", "run r1: succeeded (pending 2)"]
     assert progress and all(line.startswith("... run r1 still running after") for line in progress)
+
+
+def _record() -> dict:
+    from tests.unit.charts.test_runrecord import worker_run_through_the_decider
+
+    return worker_run_through_the_decider().model_dump(mode="json")
+
+
+def test_status_draws_the_run_it_names_into_a_chart(tmp_path):
+    record = _record()
+    answer = {"status": "ok", "runs": [{"run_id": "r1", "status": "succeeded"}], "run_record": record}
+    path = tmp_path / "r1.svg"
+    code, out, err, sent = _main(
+        answer, ["status", "--run", "r1", "--chart", str(path), "--function-name", "f", "--cluster", "c"]
+    )
+    assert code == 0 and not err
+    assert sent == [{"action": "status", "cluster": "c", "limit": 5, "run_id": "r1"}]
+    assert out[-1] == f"chart: {path} (2 instance rows, 1 groups)"
+    assert path.stat().st_size > 0 and "span|i-00000000000000001|drain|1" in path.read_text()
+
+
+def test_status_without_a_run_draws_the_newest(tmp_path):
+    record = _record()
+
+    def answer(payload):
+        if payload.get("run_id"):
+            return {"status": "ok", "runs": [{"run_id": "r1", "status": "succeeded"}], "run_record": record}
+        return {"status": "ok", "runs": [{"run_id": "r1", "status": "succeeded"}]}
+
+    path = tmp_path / "newest.png"
+    code, _, err, sent = _main(answer, ["status", "--chart", str(path), "--function-name", "f", "--cluster", "c"])
+    assert code == 0 and not err and [p.get("run_id") for p in sent] == [None, "r1"]
+    assert path.stat().st_size > 0
+
+
+def test_a_chart_without_matplotlib_is_one_line_naming_the_extra_and_exit_2(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    path = tmp_path / "r1.svg"
+    code, out, err, sent = _main({}, ["status", "--chart", str(path), "--function-name", "f", "--cluster", "c"])
+    assert code == 2 and out == [] and sent == [] and not path.exists()
+    assert len(err) == 1 and "aws-node-manager[charts]" in err[0]
+
+
+def test_a_chart_of_an_unknown_kind_is_a_usage_error(tmp_path):
+    code, _, err, sent = _main(
+        {}, ["status", "--chart", str(tmp_path / "x.gif"), "--function-name", "f", "--cluster", "c"]
+    )
+    assert code == 2 and sent == [] and ".svg" in err[0]

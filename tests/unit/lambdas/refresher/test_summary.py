@@ -110,3 +110,18 @@ def test_status_without_the_groups_says_why_and_keeps_the_rest(deps: Deps, monke
 
     assert response["status"] == "ok" and response["cluster_groups"] == []
     assert "AccessDenied" in response["cluster_groups_error"] and "membership" in response
+
+
+def test_status_of_one_run_carries_its_whole_record(deps: Deps) -> None:
+    from tests.unit.charts.test_runrecord import worker_run_through_the_decider
+
+    stored = worker_run_through_the_decider().model_copy(update={"run_id": "20261202T100000Z-abcdef"})
+    deps.runs.create(stored)
+
+    response = handle({"action": "status", "cluster": CLUSTER, "run_id": stored.run_id}, deps)
+
+    assert response["status"] == "ok" and [r["run_id"] for r in response["runs"]] == [stored.run_id]
+    assert response["run_record"]["steps"][0]["entered"]["terminating"] == "2026-12-02T10:00:20Z"
+    missing = handle({"action": "status", "cluster": CLUSTER, "run_id": "20990101T000000Z-000000"}, deps)
+    assert (missing["status"], missing["reason"]) == ("refused", "no run 20990101T000000Z-000000")
+    assert "run_record" not in handle({"action": "status", "cluster": CLUSTER}, deps)
