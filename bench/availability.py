@@ -16,15 +16,15 @@ The schedule: Spot interruptions per AZ at the Spot Instance Advisor's frequency
 followed by an interruption), two capacity outages of 2-4 hours in two AZs, and the weekly refresh (the product's
 scheduled rule, Sunday 03:00; the other two policies have no refresher, so their instances are not replaced).
 
-Measured every ``--sample`` simulated seconds (a timer of its own, 60 s by default) after a 15-minute warm-up, per
-kOps group (one group = one pool per AZ here): node-minutes below its desired size, where a node counts when it is
-Ready and its instance runs and was launched for that group (its ``kops.k8s.io/instancegroup`` tag), whether a group
-still holds the instance or not (``Meter``); the pool's total over its AZs; the longest stretch any group stayed
-below; the same node-minutes counting only Ready nodes not cordoned, and counting only instances a group holds (the
-first version's measure); pods stopped by an eviction vs killed by a reclaim (``sim.kube`` counters); unschedulable
-pod-minutes (Pending workload pods); extra instance-hours (running instances above the groups' kOps sizes: surge,
-compensation, detached instances until their reclaim). Each missing node-minute of the group-member count is
-attributed to a cause (``Meter._explain``, ``Causes``): printed as a second table.
+Measured every ``--sample`` simulated seconds (a timer of its own, 60 s by default) after a 15-minute warm-up, per kOps
+group (one group = one pool per AZ here): node-minutes below its desired size, where a node counts when it is Ready and
+its instance runs and was launched for that group (its ``kops.k8s.io/instancegroup`` tag), whether a group still holds
+the instance or not (``Meter``); the pool's total over its AZs; the longest stretch any group stayed below; the same
+node-minutes counting only Ready nodes not cordoned, and counting only instances a group holds (the first version's
+measure); pods stopped by an eviction vs killed by a reclaim (``sim.kube`` counters); unschedulable pod-minutes (Pending
+workload pods, after the warm-up); extra instance-hours (running instances above the groups' kOps sizes: surge,
+compensation, detached instances until their reclaim). Each missing node-minute of the group-member count is attributed
+to a cause (``Meter._explain``, ``Causes``): printed as a second table.
 
 Usage: ``python -m bench.availability --nodes 1000 --days 7 [--seed 1] [--policies asg,drain,product]
 [--only spot,spot_burst] [--sample 60]``.
@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import sim.cloud
+from agent.kube.views import CORDON_ANNOTATION
 from core.kops import INSTANCE_GROUP_TAG, pool_of
 from sim.lambdas import Invocation
 from sim.schedules import DAY, HOUR, Fault
@@ -178,11 +179,15 @@ class Meter:
     counters: dict[str, float] = field(default_factory=dict)
     causes: Causes | None = None
     why: dict[str, float] = field(default_factory=dict)  # cause -> node-minutes (of ``below_member``)
+    cordoned: dict[str, float] = field(default_factory=dict)  # command kind -> node-minutes of Ready cordoned nodes
+    pending_at_warmup: float | None = None  # unschedulable pod-seconds before the first sample (the cluster's start)
 
     def sample(self, world: World, t: float) -> None:
         """Add the state at simulated second ``t`` as held for ``sample_seconds`` (nothing during the warm-up)."""
         if t < WARMUP_SECONDS:
             return
+        if self.pending_at_warmup is None:
+            self.pending_at_warmup = world.kube.unschedulable_pod_seconds
         minutes = self.sample_seconds / 60
         member: dict[str, int] = {}
         tagged: dict[str, int] = {}
@@ -200,6 +205,10 @@ class Meter:
             tagged[name] = tagged.get(name, 0) + 1
             if not obj["spec"].get("unschedulable"):
                 schedulable[name] = schedulable.get(name, 0) + 1
+            else:
+                by = str((obj["metadata"].get("annotations") or {}).get(CORDON_ANNOTATION, "unannotated"))
+                reason = by.split("-", 1)[0]
+                self.cordoned[reason] = self.cordoned.get(reason, 0.0) + minutes
         base = world.view.baseline()
         pools: dict[str, int] = {}
         for name, (desired, _max) in sorted(base.items()):
@@ -352,7 +361,7 @@ def run_policy(
             "stopped_by_delete": float(c.stopped_by_delete),
             "killed_by_reclaim": float(c.killed_by_reclaim),
             "cut_short": float(c.cut_short),
-            "unschedulable_pod_minutes": world.kube.unschedulable_pod_seconds / 60,
+            "unschedulable_pod_minutes": (world.kube.unschedulable_pod_seconds - (meter.pending_at_warmup or 0.0)) / 60,
         }
     )
     return meter
@@ -386,11 +395,16 @@ def table(meters: list[Meter]) -> str:
 
 def causes_table(meters: list[Meter]) -> str:
     """Node-minutes below desired counting group members only (``below_member``, all groups) by cause, one column
-    per policy; then that total and the table's (``below``): they differ by the first cause."""
+    per policy; node-minutes of Ready nodes cordoned, by the kind of command that cordoned them (the annotation's
+    prefix; "unannotated": drain-only's cordon); then the group-member total and the table's (``below``): they
+    differ by the first cause."""
     causes = sorted({c for m in meters for c in m.why})
     lines = ["| cause | " + " | ".join(m.policy for m in meters) + " |", "|---|" + "---|" * len(meters)]
     for cause in causes:
         lines.append(f"| {cause} | " + " | ".join(f"{m.why.get(cause, 0.0):.1f}" for m in meters) + " |")
+    for reason in sorted({r for m in meters for r in m.cordoned}):
+        row = " | ".join(f"{m.cordoned.get(reason, 0.0):.1f}" for m in meters)
+        lines.append(f"| (not a loss) Ready node cordoned by {reason} | {row} |")
     members = " | ".join(f"{sum(m.below_member.values()):.1f}" for m in meters)
     lines.append(f"| **total, group members only** | {members} |")
     tagged = " | ".join(f"{sum(m.below.values()):.1f}" for m in meters)
