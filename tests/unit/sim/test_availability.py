@@ -13,6 +13,7 @@ from bench.availability import (
     Causes,
     Meter,
     _no_invoke,
+    outage_burst,
     run_policy,
 )
 from sim.schedules import Fault
@@ -68,3 +69,18 @@ def test_the_asg_loses_each_reclaim_until_its_replacement_is_ready_and_early_rep
     # the product detached each doomed instance at the warning: its replacement was launched two minutes earlier
     assert sum(product.below.values()) <= lost / 5
     assert product.why.get(DETACHED, 0.0) > 0
+
+
+def test_a_reclaim_during_an_outage_is_compensated_in_the_pool_and_the_asg_run_is_not_cut_short() -> None:
+    days = 6 * 3600.0 / 86400
+    schedule = outage_burst(1, 30, days)  # us-east-1a: no launch from 2 h to 5 h; 2 reclaimed from 2.5 h
+    asg = run_policy("asg", 1, 30, days, schedule)
+    product = run_policy("product", 1, 30, days, schedule)
+    assert "violation" not in asg.counters and "violation" not in product.counters
+    # the ASG alone replaces both only once the outage is over: more than 2 x 2h20 (its run is not ended by the
+    # product's liveness invariant, "every shortfall covered within a bound")
+    assert asg.below_pool["nodes"] >= 2 * 140
+    assert asg.below["nodes-us-east-1a"] == asg.below_pool["nodes"]
+    # the product's replenisher launches them in a sibling AZ: the pool is whole, the AZ is not
+    assert product.below_pool["nodes"] <= asg.below_pool["nodes"] / 10
+    assert product.below["nodes-us-east-1a"] >= 2 * 140
