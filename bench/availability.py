@@ -16,12 +16,18 @@ The schedule: Spot interruptions per AZ at the Spot Instance Advisor's frequency
 followed by an interruption), two capacity outages of 2-4 hours in two AZs, and the weekly refresh (the product's
 scheduled rule, Sunday 03:00; the other two policies have no refresher, so their instances are not replaced).
 
-Measured once a simulated minute: per pool (a kOps group), node-minutes below its desired size (Ready nodes of the
-group vs the size kOps gave it), the longest stretch any pool stayed below; pods stopped by an eviction vs killed by
-a reclaim (``sim.kube`` counters); unschedulable pod-minutes (Pending workload pods); extra instance-hours (running
-instances above the groups' kOps sizes: surge and compensation).
+Measured every ``--sample`` simulated seconds (a timer of its own, 60 s by default) after a 15-minute warm-up, per kOps
+group (one group = one pool per AZ here): node-minutes below its desired size, where a node counts when it is Ready and
+its instance runs and was launched for that group (its ``kops.k8s.io/instancegroup`` tag), whether a group still holds
+the instance or not (``Meter``); the pool's total over its AZs; the longest stretch any group stayed below; the same
+node-minutes counting only Ready nodes not cordoned, and counting only instances a group holds (the first version's
+measure); pods stopped by an eviction vs killed by a reclaim (``sim.kube`` counters); unschedulable pod-minutes (Pending
+workload pods, after the warm-up); extra instance-hours (running instances above the groups' kOps sizes: surge,
+compensation, detached instances until their reclaim). Each missing node-minute of the group-member count is attributed
+to a cause (``Meter._explain``, ``Causes``): printed as a second table.
 
-Usage: ``python -m bench.availability --nodes 1000 --days 7 [--seed 1] [--policies asg,drain,product]``.
+Usage: ``python -m bench.availability --nodes 1000 --days 7 [--seed 1] [--policies asg,drain,product]
+[--schedule week|outage-burst] [--only spot,spot_burst] [--sample 60] [--boot 30,60]``.
 """
 
 from __future__ import annotations
@@ -32,7 +38,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sim.kernel import Step
+import sim.cloud
+from agent.kube.views import CORDON_ANNOTATION
+from core.kops import INSTANCE_GROUP_TAG, pool_of
 from sim.lambdas import Invocation
 from sim.schedules import DAY, HOUR, Fault
 from sim.world import AZS, NoAgent, Shape, World, default_agent
@@ -75,45 +83,224 @@ def week(seed: int, nodes: int, days: float) -> tuple[Fault, ...]:
     return tuple(sorted(out))
 
 
+LOSS_RECLAIM = "replacing a Spot reclaim (health check)"
+LOSS_DETACH = "replacing a detached instance (early replacement)"
+LOSS_TERMINATE = "replacing a terminated instance (no decrement)"
+LOSS_RAISED = "desired raised (surge, compensation)"
+LOSS_OTHER = "replacing another loss"
+
+
+class Causes:
+    """Why each instance of a group was launched: a loss the group replaces (a member EC2 reclaimed, found at the
+    group's health check; a member detached or terminated without decrement) or a raised desired capacity, matched
+    first in, first out. Wraps the world's ``Cloud`` methods (this world's object only)."""
+
+    def __init__(self, world: World) -> None:
+        self.cloud = world.cloud
+        self.kernel = world.kernel
+        self.pending: dict[str, list[tuple[str, float]]] = {}  # group -> losses not yet replaced
+        self.launched: dict[str, tuple[str, float]] = {}  # instance id -> (cause, when the loss happened)
+        self.detached_at: dict[str, float] = {}
+        cloud = self.cloud
+        begin, detach, terminate, set_sizes, launch = (
+            cloud._begin_termination,
+            cloud.detach,
+            cloud.terminate_in_group,
+            cloud.set_sizes,
+            cloud._launch,
+        )
+
+        def _begin_termination(group: Any, inst: Any) -> None:
+            if not inst.alive and inst.group == group.name:
+                self._lose(group.name, LOSS_RECLAIM if inst.reclaim_at is not None else LOSS_OTHER)
+            begin(group, inst)
+
+        def _detach(instance_id: str, decrement: bool) -> None:
+            inst = cloud.instances[instance_id]
+            if not decrement:
+                self._lose(str(inst.group), LOSS_DETACH)
+            self.detached_at[instance_id] = self.kernel.t
+            detach(instance_id, decrement)
+
+        def _terminate(instance_id: str, decrement: bool) -> None:
+            inst = cloud.instances[instance_id]
+            if not decrement and inst.alive and inst.lifecycle_state in ("Pending", "InService"):
+                self._lose(str(inst.group), LOSS_TERMINATE)
+            terminate(instance_id, decrement)
+
+        def _set_sizes(name: str, min_size: int, max_size: int, desired: int) -> None:
+            for _ in range(desired - cloud.groups[name].desired):
+                self._lose(name, LOSS_RAISED)
+            set_sizes(name, min_size, max_size, desired)
+
+        def _launch(group: Any, zone: str | None, booted: bool = False) -> Any:
+            inst = launch(group, zone, booted)
+            if not booted:
+                queue = self.pending.get(group.name) or [(LOSS_OTHER, self.kernel.t)]
+                self.launched[inst.instance_id] = queue.pop(0)
+            return inst
+
+        cloud._begin_termination = _begin_termination  # type: ignore[method-assign]
+        cloud.detach = _detach  # type: ignore[method-assign]
+        cloud.terminate_in_group = _terminate  # type: ignore[method-assign]
+        cloud.set_sizes = _set_sizes  # type: ignore[method-assign]
+        cloud._launch = _launch  # type: ignore[method-assign]
+
+    def _lose(self, group: str, cause: str) -> None:
+        self.pending.setdefault(group, []).append((cause, self.kernel.t))
+
+
+def _ready(obj: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in obj["status"].get("conditions", ()))
+
+
+def outage_burst(seed: int, nodes: int, days: float) -> tuple[Fault, ...]:
+    """A targeted schedule (``--schedule outage-burst``): a 3-hour capacity outage in us-east-1a from hour 2, and a
+    burst reclaiming a fifth of that AZ's instances within 10 minutes half an hour into it: what compensation in a
+    sibling AZ is for (the week of ``week`` may have no reclaim during its outages)."""
+    count = max(2, nodes // len(AZS) // 5)
+    return (
+        Fault(2 * HOUR, "outage", 3 * HOUR, (("az", "us-east-1a"),)),
+        Fault(2.5 * HOUR, "spot_burst", 600.0, (("az", "us-east-1a"), ("count", count))),
+    )
+
+
+SCHEDULES = {"week": week, "outage-burst": outage_burst}
+
+
 @dataclass
 class Meter:
-    """What a policy's run measured (see the module docstring)."""
+    """What a policy's run measured (see the module docstring).
+
+    Capacity counts Ready nodes by the kOps instance group their instance was launched for (its
+    ``kops.k8s.io/instancegroup`` tag), whether an Auto Scaling group still holds the instance or not: a node whose
+    instance the product detached for an early replacement runs and is Ready until EC2 reclaims it, as the same
+    node does under the ASG alone (``below``). ``below_member`` is the count the first version of this benchmark
+    made (only instances a group holds), ``below_schedulable`` counts Ready nodes not cordoned (a node draining on a
+    warning is not counted), ``below_pool`` the pool's total (a compensation in a sibling AZ counts)."""
 
     policy: str
-    below: dict[str, float] = field(default_factory=dict)  # pool -> node-minutes below desired
-    longest: float = 0.0  # seconds, any pool
+    sample_seconds: float = SAMPLE_SECONDS
+    below: dict[str, float] = field(default_factory=dict)  # group -> node-minutes below desired
+    below_member: dict[str, float] = field(default_factory=dict)
+    below_schedulable: dict[str, float] = field(default_factory=dict)
+    below_pool: dict[str, float] = field(default_factory=dict)  # pool -> node-minutes below its groups' total
+    longest: float = 0.0  # seconds, any group (``below``)
     _since: dict[str, float] = field(default_factory=dict)
     extra_instance_seconds: float = 0.0
     base_instance_seconds: float = 0.0
-    _last: float = -1e18
     cpu: float = 0.0
     counters: dict[str, float] = field(default_factory=dict)
+    causes: Causes | None = None
+    why: dict[str, float] = field(default_factory=dict)  # cause -> node-minutes (of ``below_member``)
+    cordoned: dict[str, float] = field(default_factory=dict)  # command kind -> node-minutes of Ready cordoned nodes
+    pending_at_warmup: float | None = None  # unschedulable pod-seconds before the first sample (the cluster's start)
 
     def sample(self, world: World, t: float) -> None:
-        if t < WARMUP_SECONDS or t - self._last < SAMPLE_SECONDS:
+        """Add the state at simulated second ``t`` as held for ``sample_seconds`` (nothing during the warm-up)."""
+        if t < WARMUP_SECONDS:
             return
-        self._last = t
-        ready: dict[str, int] = {}
+        if self.pending_at_warmup is None:
+            self.pending_at_warmup = world.kube.unschedulable_pod_seconds
+        minutes = self.sample_seconds / 60
+        member: dict[str, int] = {}
+        tagged: dict[str, int] = {}
+        schedulable: dict[str, int] = {}
+        node_ready: dict[str, bool] = {}
         for obj in world.kube.nodes.values():
-            if any(c.get("type") == "Ready" and c.get("status") == "True" for c in obj["status"].get("conditions", ())):
-                instance = world.cloud.instances.get(str(obj["spec"].get("providerID", "")).rsplit("/", 1)[-1])
-                if instance is not None and instance.group is not None:
-                    ready[instance.group] = ready.get(instance.group, 0) + 1
+            instance_id = str(obj["spec"].get("providerID", "")).rsplit("/", 1)[-1]
+            node_ready[instance_id] = ok = _ready(obj)
+            instance = world.cloud.instances.get(instance_id)
+            if not ok or instance is None or not instance.alive:
+                continue
+            if instance.group is not None:
+                member[instance.group] = member.get(instance.group, 0) + 1
+            name = instance.tags.get(INSTANCE_GROUP_TAG, "")
+            tagged[name] = tagged.get(name, 0) + 1
+            if not obj["spec"].get("unschedulable"):
+                schedulable[name] = schedulable.get(name, 0) + 1
+            else:
+                by = str((obj["metadata"].get("annotations") or {}).get(CORDON_ANNOTATION, "unannotated"))
+                reason = by.split("-", 1)[0]
+                self.cordoned[reason] = self.cordoned.get(reason, 0.0) + minutes
         base = world.view.baseline()
+        pools: dict[str, int] = {}
         for name, (desired, _max) in sorted(base.items()):
             if name.startswith("master-"):
                 continue
-            short = max(0, desired - ready.get(name, 0))
-            self.below[name] = self.below.get(name, 0.0) + short * SAMPLE_SECONDS / 60
+            group = world.cloud.groups[name]
+            pool = pool_of(group.tags, group.zones) or name
+            pools[pool] = pools.get(pool, 0) + desired - tagged.get(name, 0)
+            short = max(0, desired - tagged.get(name, 0))
+            self.below[name] = self.below.get(name, 0.0) + short * minutes
+            self.below_schedulable[name] = (
+                self.below_schedulable.get(name, 0.0) + max(0, desired - schedulable.get(name, 0)) * minutes
+            )
+            short_member = max(0, desired - member.get(name, 0))
+            self.below_member[name] = self.below_member.get(name, 0.0) + short_member * minutes
             if short:
                 since = self._since.setdefault(name, t)
-                self.longest = max(self.longest, t - since + SAMPLE_SECONDS)
+                self.longest = max(self.longest, t - since + self.sample_seconds)
             else:
                 self._since.pop(name, None)
+            if short_member:
+                for cause, n in self._explain(world, name, desired, short_member, node_ready).items():
+                    self.why[cause] = self.why.get(cause, 0.0) + n * minutes
+        for pool, short_pool in pools.items():
+            self.below_pool[pool] = self.below_pool.get(pool, 0.0) + max(0, short_pool) * minutes
         alive = sum(1 for i in world.cloud.instances.values() if i.alive)
         wanted = sum(d for d, _ in base.values())
-        self.extra_instance_seconds += max(0, alive - wanted) * SAMPLE_SECONDS
-        self.base_instance_seconds += wanted * SAMPLE_SECONDS
+        self.extra_instance_seconds += max(0, alive - wanted) * self.sample_seconds
+        self.base_instance_seconds += wanted * self.sample_seconds
+
+    def _explain(
+        self, world: World, name: str, desired: int, short: int, node_ready: dict[str, bool]
+    ) -> dict[str, int]:
+        """``short`` missing Ready nodes of group ``name`` split by cause, in this order: a detached instance of the
+        group still running with its node Ready (counted as lost by ``below``, not by ``below_tagged``); members
+        counting toward the desired capacity whose node is not Ready (by why they were launched, and whether the
+        instance is booting, its node not registered yet, or the instance dead awaiting the group's health check);
+        instances the group has not launched (an outage, a backoff, the next reconcile); the group's desired
+        capacity below its kOps size; the rest is "unexplained"."""
+        group = world.cloud.groups[name]
+        out: dict[str, int] = {}
+        left = short
+
+        def add(cause: str, n: int) -> None:
+            nonlocal left
+            n = min(n, left)
+            if n > 0:
+                out[cause] = out.get(cause, 0) + n
+                left -= n
+
+        detached = [
+            i
+            for i in world.cloud.instances.values()
+            if i.group is None and i.alive and i.tags.get(INSTANCE_GROUP_TAG) == name and node_ready.get(i.instance_id)
+        ]
+        add("measure: detached instance still running, node Ready", len(detached))
+        active = group.active()
+        for inst in active:
+            if node_ready.get(inst.instance_id):
+                continue
+            if not inst.alive:
+                add("reclaimed, awaiting the group's health check", 1)
+                continue
+            cause = self.causes.launched.get(inst.instance_id, (LOSS_OTHER, 0.0))[0] if self.causes else LOSS_OTHER
+            phase = "booting" if inst.state == "pending" else "node not registered yet"
+            add(f"{cause}: {phase}", 1)
+        missing = group.desired - len(active)
+        if missing > 0:
+            outage = any(o.covers((group.instance_type, group.zones[0]), world.kernel.t) for o in world.cloud.outages)
+            if outage:
+                add("not launched: capacity outage", missing)
+            elif group.launch_failures:
+                add("not launched: launch backoff after an outage", missing)
+            else:
+                add("not launched yet: next Auto Scaling reconcile", missing)
+        add("group desired capacity below its kOps size", desired - group.desired)
+        add("unexplained", left)
+        return out
 
 
 class Nth:
@@ -155,8 +342,10 @@ def _no_invoke(function: str, event: dict[str, Any], *_args: Any, **_kwargs: Any
     return Invocation(function, "ok", {})
 
 
-def run_policy(policy: str, seed: int, nodes: int, days: float, schedule: tuple[Fault, ...]) -> Meter:
-    """One policy's week: the world, the schedule, the meter."""
+def run_policy(
+    policy: str, seed: int, nodes: int, days: float, schedule: tuple[Fault, ...], sample: float = SAMPLE_SECONDS
+) -> Meter:
+    """One policy's week: the world, the schedule, the meter (sampling every ``sample`` simulated seconds)."""
     agent = default_agent if policy == "product" else (lambda _world: NoAgent())
     world = World(seed, Shape(nodes=nodes, masters=3), agent=agent)
     world._populate()  # World.build without its default agent
@@ -164,17 +353,20 @@ def run_policy(policy: str, seed: int, nodes: int, days: float, schedule: tuple[
         for group in world.cloud.groups.values():
             group.hooks = ()  # no termination lifecycle hook: nobody would complete it
         world.bus.invoke = Nth(world).invoke if policy == "drain" else _no_invoke
-    meter = Meter(policy)
+        # the product's invariants are not these policies' promises: a shortfall the ASG alone leaves uncovered
+        # during an outage "breaks" invariant 8, and a violation would end their run early (shorter losses)
+        world.checker.after_step = lambda _step: None  # type: ignore[method-assign]
+    meter = Meter(policy, sample_seconds=sample, causes=Causes(world))
     world.apply(schedule)
+    # a timer of its own, off the 10 s grid of Auto Scaling's reconcile: the state is sampled at evenly spaced
+    # instants, not right after the steps that change it
+    world.kernel.every(sample, "bench:sample", lambda: meter.sample(world, world.kernel.t), first=WARMUP_SECONDS + 0.5)
     started = time.process_time()
-
-    def after(step: Step) -> None:
-        meter.sample(world, step.at)
 
     from sim.invariants import Violation
 
     try:
-        world.run(days * DAY, after)
+        world.run(days * DAY)
     except Violation as found:  # the product's invariants are still checked; a violation is reported, not hidden
         meter.counters["violation"] = 1.0
         print(f"  {policy}: {found}")
@@ -186,7 +378,7 @@ def run_policy(policy: str, seed: int, nodes: int, days: float, schedule: tuple[
             "stopped_by_delete": float(c.stopped_by_delete),
             "killed_by_reclaim": float(c.killed_by_reclaim),
             "cut_short": float(c.cut_short),
-            "unschedulable_pod_minutes": world.kube.unschedulable_pod_seconds / 60,
+            "unschedulable_pod_minutes": (world.kube.unschedulable_pod_seconds - (meter.pending_at_warmup or 0.0)) / 60,
         }
     )
     return meter
@@ -194,8 +386,10 @@ def run_policy(policy: str, seed: int, nodes: int, days: float, schedule: tuple[
 
 def table(meters: list[Meter]) -> str:
     """The Markdown table of the module docstring's measures, one row per policy."""
-    pools = sorted({p for m in meters for p in m.below})
-    head = ["policy", *[f"node-min below desired {p}" for p in pools], "longest below (min)"]
+    groups = sorted({p for m in meters for p in m.below})
+    pools = sorted({p for m in meters for p in m.below_pool})
+    head = ["policy", *[f"node-min below desired {g}" for g in groups], *[f"pool {p} (all AZs)" for p in pools]]
+    head += ["longest below (min)", "node-min below, schedulable nodes", "node-min below, group members only"]
     head += ["pods evicted", "pods deleted past PDB", "pods killed by reclaim", "unschedulable pod-min"]
     head += ["extra instance-h", "extra %", "CPU s"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -203,10 +397,35 @@ def table(meters: list[Meter]) -> str:
         c = m.counters
         extra_h = m.extra_instance_seconds / 3600
         share = 100 * m.extra_instance_seconds / m.base_instance_seconds if m.base_instance_seconds else 0.0
-        row = [m.policy, *[f"{m.below.get(p, 0.0):.0f}" for p in pools], f"{m.longest / 60:.0f}"]
+        row = [m.policy, *[f"{m.below.get(g, 0.0):.0f}" for g in groups]]
+        row += [f"{m.below_pool.get(p, 0.0):.0f}" for p in pools]
+        row += [
+            f"{m.longest / 60:.0f}",
+            f"{sum(m.below_schedulable.values()):.0f}",
+            f"{sum(m.below_member.values()):.0f}",
+        ]
         row += [f"{c['stopped_by_eviction']:.0f}", f"{c['stopped_by_delete']:.0f}", f"{c['killed_by_reclaim']:.0f}"]
         row += [f"{c['unschedulable_pod_minutes']:.0f}", f"{extra_h:.1f}", f"{share:.2f}", f"{m.cpu:.0f}"]
         lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def causes_table(meters: list[Meter]) -> str:
+    """Node-minutes below desired counting group members only (``below_member``, all groups) by cause, one column
+    per policy; node-minutes of Ready nodes cordoned, by the kind of command that cordoned them (the annotation's
+    prefix; "unannotated": drain-only's cordon); then the group-member total and the table's (``below``): they
+    differ by the first cause."""
+    causes = sorted({c for m in meters for c in m.why})
+    lines = ["| cause | " + " | ".join(m.policy for m in meters) + " |", "|---|" + "---|" * len(meters)]
+    for cause in causes:
+        lines.append(f"| {cause} | " + " | ".join(f"{m.why.get(cause, 0.0):.1f}" for m in meters) + " |")
+    for reason in sorted({r for m in meters for r in m.cordoned}):
+        row = " | ".join(f"{m.cordoned.get(reason, 0.0):.1f}" for m in meters)
+        lines.append(f"| (not a loss) Ready node cordoned by {reason} | {row} |")
+    members = " | ".join(f"{sum(m.below_member.values()):.1f}" for m in meters)
+    lines.append(f"| **total, group members only** | {members} |")
+    tagged = " | ".join(f"{sum(m.below.values()):.1f}" for m in meters)
+    lines.append(f"| total, Ready nodes by instance-group tag (the table's measure) | {tagged} |")
     return "\n".join(lines)
 
 
@@ -216,14 +435,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", type=float, default=7.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--policies", default="asg,drain,product")
+    parser.add_argument("--schedule", default="week", choices=sorted(SCHEDULES))
+    parser.add_argument("--only", default="", help="keep only these schedule kinds (comma-separated)")
+    parser.add_argument("--sample", type=float, default=SAMPLE_SECONDS, help="simulated seconds between samples")
+    parser.add_argument(
+        "--boot",
+        default="",
+        help="LOW,HIGH: an instance's pending -> running seconds (sim.cloud.BOOT_SECONDS, 30,60 by default); the "
+        "kubelet registers its node 30-60 s after that",
+    )
     args = parser.parse_args(argv)
-    schedule = week(args.seed, args.nodes, args.days)
+    schedule = SCHEDULES[args.schedule](args.seed, args.nodes, args.days)
+    if args.only:
+        schedule = tuple(f for f in schedule if f.kind in args.only.split(","))
     print(f"seed {args.seed}: {args.nodes} nodes, {args.days:g} days, {len(schedule)} schedule entries", flush=True)
+    boot = sim.cloud.BOOT_SECONDS
+    if args.boot:
+        low, high = (float(x) for x in args.boot.split(","))
+        sim.cloud.BOOT_SECONDS = (low, high)  # read by Cloud at each launch; put back below
+        print(f"boot {low:g}-{high:g} s", flush=True)
     meters = []
-    for policy in args.policies.split(","):
-        meters.append(run_policy(policy, args.seed, args.nodes, args.days, schedule))
-        print(f"  {policy} done in {meters[-1].cpu:.0f} s CPU", flush=True)
+    try:
+        for policy in args.policies.split(","):
+            meters.append(run_policy(policy, args.seed, args.nodes, args.days, schedule, args.sample))
+            print(f"  {policy} done in {meters[-1].cpu:.0f} s CPU", flush=True)
+    finally:
+        sim.cloud.BOOT_SECONDS = boot
     print(table(meters))
+    print(causes_table(meters))
     return 0
 
 
