@@ -41,14 +41,18 @@ LOCK_SK = "LOCK"
 __all__ = ["Attr", "Table", "dynamo", "plain", "translate"]
 
 
+# values ``plain`` leaves as they are, known by their exact type (no call per string of an item)
+_AS_IS = frozenset({str, bool, int, float, type(None), bytes})
+
+
 def plain(value: Any) -> Any:
     """DynamoDB values back to plain Python (Decimal → int or float)."""
     if isinstance(value, Decimal):
         return int(value) if value == value.to_integral_value() else float(value)
     if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
+        return {k: v if type(v) in _AS_IS else plain(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [plain(v) for v in value]
+        return [v if type(v) in _AS_IS else plain(v) for v in value]
     return value
 
 
