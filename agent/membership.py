@@ -200,8 +200,9 @@ class MembershipReporter:
         self._written: dict[str, NodeRecord] = {}  # instance id -> what its NODE# item holds
         self._seeded = False  # _written was read from the table in this term
         self._warned: set[str] = set()  # node names logged as having no AWS providerID
-        # instance id -> (the node's fields and group last compared, the record they matched, its refresh age)
-        self._basis: dict[str, tuple[tuple[Any, ...], NodeRecord, float]] = {}
+        # instance id -> (the node's view and fields last compared, the record they matched, its group, its
+        # refresh age in seconds)
+        self._basis: dict[str, tuple[NodeView, tuple[Any, ...], NodeRecord, str | None, float]] = {}
         self._identities: dict[str, tuple[str, str] | None] = {}  # providerID -> node_identity, as of the last list
         self._watch: Any = None  # the open watch, closed by ``close`` from another thread
 
@@ -317,9 +318,13 @@ class MembershipReporter:
                 previous, basis = records.get(instance_id), bases.get(instance_id)
                 if (  # the node, its group and the item as last compared, the item not due: nothing to write
                     basis is not None
-                    and basis[1] is previous
-                    and basis[0] == (node.name, node.provider_id, node.ready, node.unschedulable, asg_name, node.labels)
-                    and (now - basis[1].reported_at).total_seconds() < basis[2]
+                    and basis[2] is previous
+                    and basis[3] == asg_name
+                    and (
+                        basis[0] is node  # the same (frozen) view again: a list answered from a cache
+                        or basis[1] == (node.name, node.provider_id, node.ready, node.unschedulable, node.labels)
+                    )
+                    and (now - basis[2].reported_at).total_seconds() < basis[4]
                 ):
                     continue
                 written += self._report(node, instance_id, asg_name, now)
@@ -379,8 +384,8 @@ class MembershipReporter:
             self._write(record)
             wrote = 1
         age = refresh_age_seconds(instance_id, self.ttl_seconds, self.resync_seconds)
-        kept = (node.name, node.provider_id, node.ready, node.unschedulable, asg_name, dict(node.labels))  # a copy
-        self._basis[instance_id] = (kept, self._written[instance_id], age)
+        kept = (node.name, node.provider_id, node.ready, node.unschedulable, dict(node.labels))  # labels copied
+        self._basis[instance_id] = (node, kept, self._written[instance_id], asg_name, age)
         return wrote
 
     def _identity(self, node: NodeView) -> tuple[str, str] | None:

@@ -47,10 +47,16 @@ _AS_IS = frozenset({str, bool, int, float, type(None), bytes})
 
 def plain(value: Any) -> Any:
     """DynamoDB values back to plain Python (Decimal → int or float)."""
+    if type(value) is dict:  # an item: copied at once, only its numbers, lists and maps converted
+        out = dict(value)
+        for key, inner in value.items():
+            if type(inner) not in _AS_IS:
+                out[key] = plain(inner)
+        return out
     if isinstance(value, Decimal):
         return int(value) if value == value.to_integral_value() else float(value)
     if isinstance(value, dict):
-        return {k: v if type(v) in _AS_IS else plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     if isinstance(value, list):
         return [v if type(v) in _AS_IS else plain(v) for v in value]
     return value
