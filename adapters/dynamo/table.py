@@ -23,7 +23,7 @@ refusal ``AwsRequestError``. Each is raised ``from`` the botocore error.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -181,9 +181,12 @@ class Table:
         item = out.get("Item")
         return None if item is None else plain(item)
 
-    def query_prefix(self, prefix: str, consistent: bool = False) -> Iterator[dict[str, Any]]:
-        """All items whose sort key starts with ``prefix``, following pagination."""
-        return self._query(Key("pk").eq(self.pk) & Key("sk").begins_with(prefix), consistent, f"query {prefix}")
+    def query_prefix(self, prefix: str, consistent: bool = False, convert: bool = True) -> Iterator[dict[str, Any]]:
+        """All items whose sort key starts with ``prefix``, following pagination; without ``convert``, as the
+        table answered (DynamoDB numbers as ``Decimal``: the caller runs ``plain`` on those it keeps, and must not
+        change them)."""
+        key = Key("pk").eq(self.pk) & Key("sk").begins_with(prefix)
+        return self._query(key, consistent, f"query {prefix}", convert=convert)
 
     def query_range(
         self, low: str, high: str, consistent: bool = False, keep: ConditionBase | None = None
@@ -193,13 +196,27 @@ class Table:
         key = Key("pk").eq(self.pk) & Key("sk").between(low, high)
         return self._query(key, consistent, f"query {low}..{high}", keep)
 
-    def query_partition(self, consistent: bool = False) -> Iterator[dict[str, Any]]:
+    def query_partition(
+        self, consistent: bool = False, wanted: Callable[[str], bool] | None = None
+    ) -> Iterator[dict[str, Any]]:
         """Every item of the cluster's partition (LOCK, NODE#, CMD#, COMP#, RUN#, DETACH#, HOOK#), following
-        pagination (DynamoDB returns up to 1 MB a call): one read of the whole state."""
-        return self._query(Key("pk").eq(self.pk), consistent, "query partition")
+        pagination (DynamoDB returns up to 1 MB a call): one read of the whole state.
+
+        Args:
+            wanted: given a sort key, whether the caller reads that item; the others are left out before they are
+                turned into plain values (a week of ``CMD#`` items, with their nested results, is most of that work).
+                They are still read, and billed, by DynamoDB: a FilterExpression cannot name the sort key.
+        """
+        return self._query(Key("pk").eq(self.pk), consistent, "query partition", wanted=wanted)
 
     def _query(
-        self, key: ConditionBase, consistent: bool, message: str, keep: ConditionBase | None = None
+        self,
+        key: ConditionBase,
+        consistent: bool,
+        message: str,
+        keep: ConditionBase | None = None,
+        wanted: Callable[[str], bool] | None = None,
+        convert: bool = True,
     ) -> Iterator[dict[str, Any]]:
         kwargs: dict[str, Any] = {"KeyConditionExpression": key, "ConsistentRead": consistent}
         if keep is not None:
@@ -214,7 +231,8 @@ class Table:
                 # must not pass for an empty partition
                 raise StoreUnavailableError(f"{message}: an answer without Items (unreadable body)")
             for item in out["Items"]:
-                yield plain(item)
+                if wanted is None or wanted(str(item.get("sk", ""))):
+                    yield plain(item) if convert else item
             if "LastEvaluatedKey" not in out:
                 return
             kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]

@@ -67,7 +67,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     detached: dict[str, Detached] = {}
     mark = None
     node_items: list[dict[str, Any]] = []
-    for item in deps.store.query_partition(consistent=True):
+    for item in deps.store.query_partition(consistent=True, wanted=gathered):
         sk = str(item.get("sk", ""))
         try:
             if sk == LOCK_SK:
@@ -174,6 +174,12 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
         lock=lock,
         detached=detached,
     )
+
+
+def gathered(sk: str) -> bool:
+    """Whether ``gather`` reads the item ``sk``: every kind but other components' ``CMD#`` items (only the
+    replenisher's own commands, ``OWN_COMMAND_PREFIXES``, are looked at). Pure."""
+    return not sk.startswith("CMD#") or sk[4:].startswith(OWN_COMMAND_PREFIXES)
 
 
 def detached_record(instance_id: str, item: Mapping[str, Any]) -> Detached:
