@@ -177,9 +177,12 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
 
 
 def gathered(sk: str) -> bool:
-    """Whether ``gather`` reads the item ``sk``: every kind but other components' ``CMD#`` items (only the
-    replenisher's own commands, ``OWN_COMMAND_PREFIXES``, are looked at). Pure."""
-    return not sk.startswith("CMD#") or sk[4:].startswith(OWN_COMMAND_PREFIXES)
+    """Whether ``gather`` reads the item ``sk``: the kinds it looks at (``LOCK``, ``MEMBERSHIP``, ``COMP#``,
+    ``NODE#``, ``RUN#``, ``DETACH#``) and, of the ``CMD#`` items, only the replenisher's own commands
+    (``OWN_COMMAND_PREFIXES``); others' commands and ``HOOK#`` items are left unconverted. Pure."""
+    if sk.startswith("CMD#"):
+        return sk[4:].startswith(OWN_COMMAND_PREFIXES)
+    return sk in (LOCK_SK, MARK_SK) or sk.startswith((ledger_store.PREFIX, "NODE#", "RUN#", "DETACH#"))
 
 
 def detached_record(instance_id: str, item: Mapping[str, Any]) -> Detached:
