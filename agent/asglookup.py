@@ -19,7 +19,12 @@ DESCRIBE_ASG_INSTANCES_MAX_IDS = 50  # DescribeAutoScalingInstances: "You can sp
 
 def spread(instance_id: str, span: float) -> float:
     """A fixed point of ``[span / 2, span)`` for ``instance_id`` (CRC-32 of its id). Pure."""
-    return span * (0.5 + 0.5 * zlib.crc32(instance_id.encode()) / 2**32)
+    return span * spread_fraction(instance_id)
+
+
+def spread_fraction(instance_id: str) -> float:
+    """``spread(instance_id, 1.0)``: the instance's fixed fraction of ``[0.5, 1)`` (CRC-32 of its id). Pure."""
+    return 0.5 + 0.5 * zlib.crc32(instance_id.encode()) / 2**32
 
 
 class AsgLookup:
@@ -35,6 +40,7 @@ class AsgLookup:
         self.clock = clock
         self._cache: dict[str, str | None] = {}
         self._asked: dict[str, float] = {}  # instance id -> clock() of the answer cached
+        self._fraction: dict[str, float] = {}  # instance id -> spread_fraction (a CRC-32 once per instance)
         self._lock = threading.Lock()
 
     def resolve(
@@ -48,16 +54,18 @@ class AsgLookup:
         Raises:
             AwsUnavailableError, AwsRequestError: the API failed (the caller retries on its next pass).
         """
-        wanted = sorted(set(instance_ids))
+        wanted = instance_ids if isinstance(instance_ids, (list, tuple)) else list(instance_ids)
         now = self.clock()
         with self._lock:
-            missing = [i for i in wanted if refresh or self._stale(i, now, recheck_seconds)]
+            # only the few due are sorted (the calls' order); a steady cluster's resync asks none
+            missing = sorted({i for i in wanted if refresh or self._stale(i, now, recheck_seconds)})
         found: dict[str, str | None] = dict.fromkeys(missing)
         found.update(self.autoscaling.group_names(missing))
         with self._lock:
             self._cache.update(found)
             self._asked.update(dict.fromkeys(missing, now))
-            return {i: self._cache.get(i) for i in wanted}
+            cache = self._cache
+            return {i: cache.get(i) for i in wanted}
 
     def retain(self, instance_ids: Iterable[str]) -> None:
         """Forget every cached instance not in ``instance_ids`` (after a full list: those have no node)."""
@@ -66,10 +74,14 @@ class AsgLookup:
             for gone in set(self._cache) - keep:
                 del self._cache[gone]
                 self._asked.pop(gone, None)
+                self._fraction.pop(gone, None)
 
     def _stale(self, instance_id: str, now: float, recheck_seconds: float | None) -> bool:
         if instance_id not in self._cache:
             return True
         if recheck_seconds is None:
             return False
-        return now - self._asked.get(instance_id, now) >= spread(instance_id, recheck_seconds)
+        fraction = self._fraction.get(instance_id)
+        if fraction is None:
+            fraction = self._fraction[instance_id] = spread_fraction(instance_id)
+        return now - self._asked.get(instance_id, now) >= recheck_seconds * fraction

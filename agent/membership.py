@@ -200,6 +200,10 @@ class MembershipReporter:
         self._written: dict[str, NodeRecord] = {}  # instance id -> what its NODE# item holds
         self._seeded = False  # _written was read from the table in this term
         self._warned: set[str] = set()  # node names logged as having no AWS providerID
+        # instance id -> (the node's view and fields last compared, the record they matched, its group, its
+        # refresh age in seconds)
+        self._basis: dict[str, tuple[NodeView, tuple[Any, ...], NodeRecord, str | None, float]] = {}
+        self._identities: dict[str, tuple[str, str] | None] = {}  # providerID -> node_identity, as of the last list
         self._watch: Any = None  # the open watch, closed by ``close`` from another thread
 
     @classmethod
@@ -291,27 +295,45 @@ class MembershipReporter:
         listed_at = self.clock()
         if not self._seeded:
             self._written = {record.instance_id: record for record in self.store.recorded_nodes()}
+            self._basis.clear()
             self._seeded = True
-        recorded = {iid: record.reported_at for iid, record in self._written.items()}
         ids: list[str] = []
         resource_version = ""
         written = 0
+        identities: dict[str, tuple[str, str] | None] = {}  # this list's providerIDs, parsed (the next memo)
         for page, page_version in self.nodes.list_node_pages():
             resource_version = page_version
-            page_ids = [identity[1] for node in page if (identity := self._identity(node)) is not None]
+            listed: list[tuple[NodeView, str]] = []
+            for node in page:
+                identity = self._identities.get(node.provider_id) or self._identity(node)
+                identities[node.provider_id] = identity
+                if identity is not None:
+                    listed.append((node, identity[1]))
+            page_ids = [instance_id for _, instance_id in listed]
             asg_by_instance = self.asgs.resolve(page_ids, recheck_seconds=ASG_RECHECK_RESYNCS * self.resync_seconds)
             now = self.clock()
-            for record in membership_records(page, asg_by_instance, now):
-                previous = self._written.get(record.instance_id)
-                if (
-                    previous is None
-                    or not same_content(previous, record)
-                    or refresh_due(previous, now, self.ttl_seconds, self.resync_seconds)
+            records, bases = self._written, self._basis
+            for node, instance_id in listed:
+                asg_name = asg_by_instance.get(instance_id)
+                previous, basis = records.get(instance_id), bases.get(instance_id)
+                if (  # the node, its group and the item as last compared, the item not due: nothing to write
+                    basis is not None
+                    and basis[2] is previous
+                    and basis[3] == asg_name
+                    and (
+                        basis[0] is node  # the same (frozen) view again: a list answered from a cache
+                        or basis[1] == (node.name, node.provider_id, node.ready, node.unschedulable, node.labels)
+                    )
+                    and (now - basis[2].reported_at).total_seconds() < basis[4]
                 ):
-                    self._write(record)
-                    written += 1
+                    continue
+                written += self._report(node, instance_id, asg_name, now)
             ids.extend(page_ids)
+        self._identities = identities
         self.asgs.retain(ids)
+        # items of instances not listed (only those can be forgotten), as they were before the list
+        unlisted = self._written.keys() - set(ids)
+        recorded = {iid: self._written[iid].reported_at for iid in unlisted}
         gone = sorted(instances_to_forget(recorded, ids, listed_at))
         for instance_id in gone:
             self._forget(instance_id)
@@ -341,6 +363,31 @@ class MembershipReporter:
         if previous is None or not same_content(previous, record):
             self._write(record)
 
+    def _report(self, node: NodeView, instance_id: str, asg_name: str | None, now: datetime) -> int:
+        """Write the node's record when its content changed or its item is due (``refresh_due``); 1 when written.
+
+        Remembers what it compared (``_basis``: the node's fields, its group, the record the item holds, its refresh
+        age), so that ``resync`` builds a record only when one of them changed or the item is due: a steady
+        cluster's resync costs a comparison of a few fields a node, no model built, and decides as building the
+        record and comparing it with ``same_content`` does.
+        """
+        previous = self._written.get(instance_id)
+        record = node_record(node, asg_name, now)
+        if record is None:
+            return 0
+        wrote = 0
+        if (
+            previous is None
+            or not same_content(previous, record)
+            or refresh_due(previous, now, self.ttl_seconds, self.resync_seconds)
+        ):
+            self._write(record)
+            wrote = 1
+        age = refresh_age_seconds(instance_id, self.ttl_seconds, self.resync_seconds)
+        kept = (node.name, node.provider_id, node.ready, node.unschedulable, dict(node.labels))  # labels copied
+        self._basis[instance_id] = (node, kept, self._written[instance_id], asg_name, age)
+        return wrote
+
     def _identity(self, node: NodeView) -> tuple[str, str] | None:
         identity = node_identity(node)
         if identity is None and node.name not in self._warned:
@@ -355,3 +402,4 @@ class MembershipReporter:
     def _forget(self, instance_id: str) -> None:
         self.store.delete_node(instance_id)
         self._written.pop(instance_id, None)
+        self._basis.pop(instance_id, None)

@@ -7,6 +7,7 @@ A command travels as JSON in an SQS message body (``Command.model_dump_json()``)
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
@@ -145,6 +146,17 @@ class NodeRecord(BaseModel):
     def with_mark(self, mark: datetime | None) -> NodeRecord:
         """This record confirmed by the membership mark of ``mark`` (None: no mark, the record as it is)."""
         return self if mark is None else self.model_copy(update={"confirmed_at": mark})
+
+    @classmethod
+    def confirmed(cls, item: Mapping[str, Any], mark: datetime | None) -> NodeRecord:
+        """The record of a ``NODE#`` item (plain values) confirmed by the mark of ``mark``: what
+        ``model_validate(item).with_mark(mark)`` gives, in one validation and no copy (readers of a whole
+        membership read thousands).
+
+        Raises:
+            pydantic.ValidationError: the item is not a record.
+        """
+        return cls.model_validate(item if mark is None else {**item, "confirmed_at": mark})
 
 
 def parse_provider_id(provider_id: str | None) -> tuple[str, str] | None:

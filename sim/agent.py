@@ -158,10 +158,10 @@ class SimAgent:
         leader: whether it starts as the leader.
         events: the EventBridge client for result events (default an ``EventLog``).
         poll_seconds: seconds between receives.
-        resync_every: seconds between membership resyncs (default ``MEMBERSHIP_RESYNC_SECONDS``). A resync costs the
-            product's own ~20 ms of CPU at 1,000 nodes (measured: 19 ms steady, 100 ms the first), so a simulated
-            week at the 60 s default costs ~190 s; a long simulation may resync less often (the items' refresh and
-            TTL still follow the settings).
+        resync_every: seconds between membership resyncs (default ``MEMBERSHIP_RESYNC_SECONDS``, what the seeds of
+            ``python -m sim run`` use). A steady resync costs the product's own 1-3 ms of CPU at 1,000 nodes (a
+            comparison of a few fields a node, BENCHMARKS.md "The fleet simulation's speed per seed"); a test may
+            resync less often (the items' refresh and TTL still follow the settings).
     """
 
     def __init__(

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
+import lambdas.refresher.advance as refresher_advance
 import lambdas.refresher.service as refresher_service
 from adapters.aws.ports import AutoScalingPort, AwsPort, CommandSender, Ec2Port
 from adapters.dynamo.store import Store
@@ -300,18 +301,31 @@ class Lambdas:
 
 @contextmanager
 def _seeded_run_ids(rng: random.Random) -> Iterator[None]:
-    """A refresh run's id is ``<start>-<6 hex>`` from ``secrets`` (``core.runs.new_run_id``); within a simulated
-    invocation the hex comes from the run's stream instead, so one seed gives one exact run."""
-    original = getattr(refresher_service, "new_run_id")  # noqa: B009 - the module imports it, mypy sees no export
+    """A refresh run's id is ``<start>-<6 hex>`` from ``secrets`` (``core.runs.new_run_id``), and an invocation
+    without a Lambda request id names itself (the lock holder ``refresher:<run>:<invocation>``) with 12 hex digits
+    from ``secrets`` (``core.runs.new_invocation_id``); within a simulated invocation the hex comes from the run's
+    stream instead, so one seed gives one exact run."""
+    originals = {
+        (module, name): getattr(module, name)
+        for module in (refresher_service, refresher_advance)
+        for name in ("new_run_id", "new_invocation_id")
+        if hasattr(module, name)
+    }
 
     def new_run_id(now: datetime) -> str:
         return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{rng.getrandbits(24):06x}"
 
-    setattr(refresher_service, "new_run_id", new_run_id)  # noqa: B010 - as above
+    def new_invocation_id() -> str:
+        return f"{rng.getrandbits(48):012x}"
+
+    seeded = {"new_run_id": new_run_id, "new_invocation_id": new_invocation_id}
+    for module, name in originals:
+        setattr(module, name, seeded[name])
     try:
         yield
     finally:
-        setattr(refresher_service, "new_run_id", original)  # noqa: B010 - as above
+        for (module, name), original in originals.items():
+            setattr(module, name, original)
 
 
 def _no_sleep(kernel: Kernel) -> Callable[[float], None]:

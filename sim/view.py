@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import TYPE_CHECKING, Any
 
 from agent.kube.views import CORDON_ANNOTATION, NodeView
 from core.kops import POOL_TAG, pool_of
+from sim.aws_state import LIVE_EC2_STATES
 from sim.invariants import GroupState, NodeState
 from sim.kube_objects import CONTROL_PLANE_LABEL
 
@@ -31,7 +33,9 @@ class View:
         return out
 
     def running_instances(self) -> dict[str, tuple[str | None, str]]:
-        return {i.instance_id: (i.group, i.zone) for i in self.world.cloud.instances.values() if i.alive}
+        return {
+            i.instance_id: (i.group, i.zone) for i in self.world.cloud.instances.values() if i.state in LIVE_EC2_STATES
+        }
 
     def node_states(self) -> list[NodeState]:
         """Every node's state; a node whose ``resourceVersion`` did not change since the last call is not read
@@ -76,6 +80,19 @@ class View:
         ``MemoryTable.items`` copies every item, too slow for a scan every simulated minute at 1,000 nodes)."""
         items = self.world.table._items
         return [item for partition in self.partitions for item in items.get(partition, {}).values()]
+
+    def table_prefix(self, prefix: str) -> list[dict[str, Any]]:
+        """The partition's items whose sort key starts with ``prefix``, read in place (a range of the table's sorted
+        sort keys: the ``NODE#`` items are not looked at for ``CMD#``)."""
+        table = self.world.table
+        order = table.sort_keys(self.partition)
+        partition = table._items.get(self.partition, {})
+        after = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        return [partition[sk] for sk in order[bisect_left(order, prefix) : bisect_left(order, after)]]
+
+    def table_item(self, sk: str) -> dict[str, Any] | None:
+        """The partition's item ``sk``, read in place."""
+        return self.world.table._items.get(self.partition, {}).get(sk)
 
     def outage_azs(self) -> frozenset[str]:
         t = self.world.kernel.t

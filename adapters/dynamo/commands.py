@@ -18,7 +18,7 @@ from boto3.dynamodb.conditions import ConditionBase
 from pydantic import ValidationError
 
 from adapters.dynamo.ports import CommandStore
-from adapters.dynamo.table import Attr, Table
+from adapters.dynamo.table import Attr, Table, plain
 from core.exceptions import CommandExistsError, CommandTransitionError, ConflictError
 from core.lock import Lease
 from core.model import Command, CommandKind, CommandStatus, to_epoch, utcnow
@@ -219,9 +219,9 @@ def commands_for_instance(table: Table, instance_id: str, kind: CommandKind | No
     Reads the cluster's whole ``CMD#`` range (items expire after ``COMMAND_TTL_SECONDS``, a week by default:
     hundreds of items at most) and filters here.
     """
-    items = [
-        item
-        for item in table.query_prefix(PREFIX, consistent=True)
+    items = [  # chosen on the table's values (strings compare the same), only those converted
+        plain(item)
+        for item in table.query_prefix(PREFIX, consistent=True, convert=False)
         if item.get("instance_id") == instance_id and (kind is None or item.get("kind") == kind.value)
     ]
     return sorted(items, key=lambda item: str(item.get("created_at", "")), reverse=True)

@@ -88,7 +88,7 @@ class NodeItems(Table):
         deleted)."""
         now = now or utcnow()
         mark = self.membership_mark()
-        records = [NodeRecord.model_validate(item).with_mark(mark) for item in self.query_prefix(PREFIX)]
+        records = [NodeRecord.confirmed(item, mark) for item in self.query_prefix(PREFIX)]
         return [r for r in records if r.fresh(now, max_age_seconds)]
 
     def recorded_nodes(self) -> list[NodeRecord]:

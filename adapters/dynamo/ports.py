@@ -8,7 +8,7 @@ implementation (a simulation, a test double) satisfies them without boto3.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -23,9 +23,11 @@ class ItemReader(Protocol):
 
     def get(self, sk: str, consistent: bool = True) -> dict[str, Any] | None: ...
 
-    def query_prefix(self, prefix: str, consistent: bool = False) -> Iterator[dict[str, Any]]: ...
+    def query_prefix(self, prefix: str, consistent: bool = False, convert: bool = True) -> Iterator[dict[str, Any]]: ...
 
-    def query_partition(self, consistent: bool = False) -> Iterator[dict[str, Any]]: ...
+    def query_partition(
+        self, consistent: bool = False, wanted: Callable[[str], bool] | None = None
+    ) -> Iterator[dict[str, Any]]: ...
 
 
 class CommandStore(Protocol):

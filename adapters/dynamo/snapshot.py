@@ -85,7 +85,7 @@ def read_snapshot(table: Table, max_age_seconds: float, now: datetime | None = N
     records = []
     for item in nodes:
         try:
-            records.append(NodeRecord.model_validate(item).with_mark(mark))
+            records.append(NodeRecord.confirmed(item, mark))
         except ValidationError:
             continue  # the agent writes it again
     fresh = [r for r in records if r.fresh(now, max_age_seconds)]

@@ -29,7 +29,7 @@ refusal ``AwsRequestError``. Each is raised ``from`` the botocore error.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -48,14 +48,24 @@ LOCK_SK = "LOCK"
 __all__ = ["Attr", "Table", "dynamo", "plain", "translate"]
 
 
+# values ``plain`` leaves as they are, known by their exact type (no call per string of an item)
+_AS_IS = frozenset({str, bool, int, float, type(None), bytes})
+
+
 def plain(value: Any) -> Any:
     """DynamoDB values back to plain Python (Decimal → int or float)."""
+    if type(value) is dict:  # an item: copied at once, only its numbers, lists and maps converted
+        out = dict(value)
+        for key, inner in value.items():
+            if type(inner) not in _AS_IS:
+                out[key] = plain(inner)
+        return out
     if isinstance(value, Decimal):
         return int(value) if value == value.to_integral_value() else float(value)
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [plain(v) for v in value]
+        return [v if type(v) in _AS_IS else plain(v) for v in value]
     return value
 
 
@@ -191,11 +201,12 @@ class Table:
         item = out.get("Item")
         return None if item is None else plain(item)
 
-    def query_prefix(self, prefix: str, consistent: bool = False) -> Iterator[dict[str, Any]]:
+    def query_prefix(self, prefix: str, consistent: bool = False, convert: bool = True) -> Iterator[dict[str, Any]]:
         """All items whose sort key starts with ``prefix`` (in the partition of ``prefix``'s kind), following
-        pagination."""
+        pagination; without ``convert``, as the table answered (DynamoDB numbers as ``Decimal``: the caller runs
+        ``plain`` on those it keeps, and must not change them)."""
         key = Key("pk").eq(self.partition(prefix)) & Key("sk").begins_with(prefix)
-        return self._query(key, consistent, f"query {prefix}")
+        return self._query(key, consistent, f"query {prefix}", convert=convert)
 
     def query_range(
         self, low: str, high: str, consistent: bool = False, keep: ConditionBase | None = None
@@ -206,15 +217,29 @@ class Table:
         key = Key("pk").eq(self.partition(low)) & Key("sk").between(low, high)
         return self._query(key, consistent, f"query {low}..{high}", keep)
 
-    def query_partition(self, consistent: bool = False) -> Iterator[dict[str, Any]]:
+    def query_partition(
+        self, consistent: bool = False, wanted: Callable[[str], bool] | None = None
+    ) -> Iterator[dict[str, Any]]:
         """Every item of the cluster: its cluster partition (LOCK, COMP#, RUN#, DETACH#, POLL#) first, then its agent
         partition (NODE#, MEMBERSHIP, CMD#, HOOK#, CPDRAIN#), each in sort-key order, following pagination
-        (DynamoDB returns up to 1 MB a call): one read of the whole state, two Queries."""
-        yield from self._query(Key("pk").eq(self.pk), consistent, "query partition")
-        yield from self._query(Key("pk").eq(self.agent_pk), consistent, "query agent partition")
+        (DynamoDB returns up to 1 MB a call): one read of the whole state, two Queries.
+
+        Args:
+            wanted: given a sort key, whether the caller reads that item; the others are left out before they are
+                turned into plain values (a week of ``CMD#`` items, with their nested results, is most of that work).
+                They are still read, and billed, by DynamoDB: a FilterExpression cannot name the sort key.
+        """
+        yield from self._query(Key("pk").eq(self.pk), consistent, "query partition", wanted=wanted)
+        yield from self._query(Key("pk").eq(self.agent_pk), consistent, "query agent partition", wanted=wanted)
 
     def _query(
-        self, key: ConditionBase, consistent: bool, message: str, keep: ConditionBase | None = None
+        self,
+        key: ConditionBase,
+        consistent: bool,
+        message: str,
+        keep: ConditionBase | None = None,
+        wanted: Callable[[str], bool] | None = None,
+        convert: bool = True,
     ) -> Iterator[dict[str, Any]]:
         kwargs: dict[str, Any] = {"KeyConditionExpression": key, "ConsistentRead": consistent}
         if keep is not None:
@@ -229,9 +254,11 @@ class Table:
                 # must not pass for an empty partition
                 raise StoreUnavailableError(f"{message}: an answer without Items (unreadable body)")
             for item in out["Items"]:
-                if item.get("pk") != self.partition(str(item.get("sk", ""))):
+                sk = str(item.get("sk", ""))
+                if item.get("pk") != self.partition(sk):
                     continue  # a kind outside its own partition (the agent may write its partition only): never read
-                yield plain(item)
+                if wanted is None or wanted(sk):
+                    yield plain(item) if convert else item
             if "LastEvaluatedKey" not in out:
                 return
             kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]

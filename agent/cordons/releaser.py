@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from adapters.dynamo.commands import PREFIX, commands_for_instance, resolve_cordon
 from adapters.dynamo.hooks import get_hook
 from adapters.dynamo.store import Store
+from adapters.dynamo.table import plain
 from agent.cordons.decisions import RELEASED, RELEASING, Verdict, command_id, judge, pending
 from agent.drain.cordon import UncordonDecision
 from agent.kube.views import NodeView
@@ -86,11 +87,15 @@ class CordonReleaser:
         """One pass over the pending commands; returns how many were released, kept, waited for, or failed."""
         counts = {"released": 0, "kept": 0, "waiting": 0, "errors": 0}
         try:
-            items = list(self.store.query_prefix(PREFIX, consistent=True))
+            raw = list(self.store.query_prefix(PREFIX, consistent=True, convert=False))
         except Exception:
             log.exception("cordon check: could not read the commands")
             counts["errors"] += 1
             return counts
+        # only the commands of instances with a pending cordon are looked at (``pending`` answers the same on the
+        # table's values as on plain ones): a week of commands is not converted every pass
+        instances = {item.get("instance_id") for item in raw if pending(item)}
+        items = [plain(item) for item in raw if item.get("instance_id") in instances]
         for item in items:
             if not pending(item):
                 continue

@@ -66,7 +66,8 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     lock = None
     detached: dict[str, Detached] = {}
     mark = None
-    for item in deps.store.query_partition(consistent=True):
+    node_items: list[dict[str, Any]] = []
+    for item in deps.store.query_partition(consistent=True, wanted=gathered):
         sk = str(item.get("sk", ""))
         try:
             if sk == LOCK_SK:
@@ -77,8 +78,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
             elif sk == MARK_SK:
                 mark = mark_time(item)
             elif sk.startswith("NODE#"):
-                record = NodeRecord.model_validate(item)
-                nodes[record.instance_id] = record
+                node_items.append(item)  # read once the mark is known (below)
             elif sk.startswith("CMD#") and sk[4:].startswith(OWN_COMMAND_PREFIXES):
                 commands[sk[4:]] = item
             elif sk.startswith("RUN#"):
@@ -97,11 +97,16 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
             logger.warning(f"unreadable item {sk} ignored", extra={"error": str(err)})
             deps.telemetry.count_by("Skipped", "reason", "unreadable_item")
     # fresh by its own write or by the agent's MEMBERSHIP mark (the agent writes a NODE# item only when it changes)
-    nodes = {
-        iid: record
-        for iid, record in ((iid, r.with_mark(mark)) for iid, r in nodes.items())
-        if record.fresh(now, settings.membership_max_age_seconds)
-    }
+    max_age = settings.membership_max_age_seconds
+    for item in node_items:
+        try:
+            record = NodeRecord.confirmed(item, mark)
+        except ValidationError as err:
+            logger.warning(f"unreadable item {item.get('sk', '')} ignored", extra={"error": str(err)})
+            deps.telemetry.count_by("Skipped", "reason", "unreadable_item")
+            continue
+        nodes[record.instance_id] = record
+    nodes = {iid: record for iid, record in nodes.items() if record.fresh(now, max_age)}
     unregistered = []
     for raw in raw_groups:
         info = managed_group(raw, settings.cluster_name)
@@ -169,6 +174,15 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
         lock=lock,
         detached=detached,
     )
+
+
+def gathered(sk: str) -> bool:
+    """Whether ``gather`` reads the item ``sk``: the kinds it looks at (``LOCK``, ``MEMBERSHIP``, ``COMP#``,
+    ``NODE#``, ``RUN#``, ``DETACH#``) and, of the ``CMD#`` items, only the replenisher's own commands
+    (``OWN_COMMAND_PREFIXES``); others' commands and ``HOOK#`` items are left unconverted. Pure."""
+    if sk.startswith("CMD#"):
+        return sk[4:].startswith(OWN_COMMAND_PREFIXES)
+    return sk in (LOCK_SK, MARK_SK) or sk.startswith((ledger_store.PREFIX, "NODE#", "RUN#", "DETACH#"))
 
 
 def detached_record(instance_id: str, item: Mapping[str, Any]) -> Detached:

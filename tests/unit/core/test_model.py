@@ -76,3 +76,24 @@ def test_node_record_freshness():
     rec = NodeRecord(instance_id="i-0123456789abcdef0", node_name="n", reported_at=NOW)
     assert rec.fresh(NOW + timedelta(seconds=60), 60)
     assert not rec.fresh(NOW + timedelta(seconds=61), 60)
+
+
+def test_a_record_read_with_its_mark_is_the_record_confirmed_by_it() -> None:
+    item = {
+        "pk": "CLUSTER#c",
+        "sk": "NODE#i-0123456789abcdef0",
+        "instance_id": "i-0123456789abcdef0",
+        "node_name": "n",
+        "ready": True,
+        "roles": ["node"],
+        "reported_at": "2026-01-05T00:00:00+00:00",
+        "expires_at": 1767657600,
+    }
+    mark = datetime(2026, 1, 5, 0, 9, tzinfo=UTC)
+    read = NodeRecord.confirmed(item, mark)
+    assert read == NodeRecord.model_validate(item).with_mark(mark)
+    assert read.confirmed_at == mark and read.fresh(mark + timedelta(seconds=60), 300)
+    assert NodeRecord.confirmed(item, None) == NodeRecord.model_validate(item)
+    assert NodeRecord.confirmed(item, None).confirmed_at is None
+    with pytest.raises(ValidationError):
+        NodeRecord.confirmed({"instance_id": "i-0123456789abcdef0"}, mark)

@@ -20,6 +20,17 @@ def test_same_seed_same_run() -> None:
     assert run_seed(4, nodes=12, days=0.5).digest != first.digest
 
 
+def test_a_refresh_run_is_the_same_run_again() -> None:
+    """A manual refresh starts a run under the lock: its run id and its invocation's lock holder name come from the
+    seed, not from ``secrets`` (``core.runs.new_run_id``, ``new_invocation_id``)."""
+    schedule = (Fault(600.0, "manual_refresh", params=(("az", "us-east-1a"),)),)
+    first = run_seed(5, nodes=9, days=0.1, schedule=schedule, trace=True)
+    again = run_seed(5, nodes=9, days=0.1, schedule=schedule, trace=True)
+    assert any("refresher:" in line for line in first.trace)  # the run took the lock under its holder name
+    assert first.trace == again.trace
+    assert first.digest == again.digest
+
+
 def _at(t: float, action: object) -> object:
     def mutate(world: World) -> None:
         world.kernel.at(t, "broken", lambda: action(world))  # type: ignore[operator]  # the test's action

@@ -152,3 +152,39 @@ def test_other_cancelled_transactions_are_translated(reasons, expected) -> None:
         "TransactWriteItems",
     )
     assert isinstance(translate_fenced(err, "put X", ConflictError, Lease("h", "op", 1, 0.0)), expected)
+
+
+def test_plain_converts_nested_numbers_and_keeps_the_rest() -> None:
+    item = {
+        "s": "x",
+        "b": True,
+        "n": None,
+        "d": Decimal("2"),
+        "f": Decimal("0.5"),
+        "m": {"deep": [Decimal("1"), {"e": Decimal("1.25")}], "t": "y"},
+        "l": ["a", Decimal("4")],
+    }
+    converted = plain(item)
+    assert converted == {
+        "s": "x",
+        "b": True,
+        "n": None,
+        "d": 2,
+        "f": 0.5,
+        "m": {"deep": [1, {"e": 1.25}], "t": "y"},
+        "l": ["a", 4],
+    }
+    assert type(converted["d"]) is int and type(converted["f"]) is float
+    assert item["d"] == Decimal("2") and item["m"]["deep"][0] == Decimal("1")  # the answer is a copy
+
+
+def test_a_partition_read_leaves_out_unwanted_items_and_a_prefix_read_can_keep_the_tables_values(store: Store) -> None:
+    store.put("CMD#drain-1", {"n": 1})
+    store.put("CMD#surplus-1", {"n": 2})
+    store.put("NODE#i-1", {"n": 3})
+    read = list(store.query_partition(consistent=True, wanted=lambda sk: sk != "CMD#drain-1"))
+    assert [(i["sk"], i["n"]) for i in read] == [("CMD#surplus-1", 2), ("NODE#i-1", 3)]
+    assert type(read[0]["n"]) is int
+    raw = list(store.query_prefix("CMD#", consistent=True, convert=False))
+    assert [(i["sk"], i["n"]) for i in raw] == [("CMD#drain-1", Decimal("1")), ("CMD#surplus-1", Decimal("2"))]
+    assert all(type(i["n"]) is Decimal for i in raw)

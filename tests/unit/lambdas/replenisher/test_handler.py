@@ -56,3 +56,16 @@ def test_old_records_count_while_the_agents_mark_is_fresh(deps: Deps, marked: bo
     world = gather(deps, now)
 
     assert set(world.nodes) == (set(ids) if marked else set())
+
+
+def test_gather_reads_its_own_commands_and_leaves_the_others(deps: Deps) -> None:
+    now = utcnow()
+    for command_id in ("giveback-1", "surplus-2", "drain-3", "refresh-4"):
+        deps.store.put(f"CMD#{command_id}", {"status": "queued", "instance_id": "i-0123456789abcdef0"})
+    deps.store.put("NODE#not-a-record", {"instance_id": 7})  # unreadable: counted and left out, not raised
+
+    world = gather(deps, now)
+
+    assert sorted(world.commands) == ["giveback-1", "surplus-2"]
+    assert world.commands["giveback-1"]["status"] == "queued"
+    assert "not-a-record" not in world.nodes and 7 not in world.nodes
