@@ -63,9 +63,43 @@ class CallCounter:
         finally:
             session.events.unregister("before-call", unique_id=unique_id)
 
-    def _count(self, model: Any, **_: Any) -> None:
+    def _count(self, model: Any, params: Any = None, **_: Any) -> None:
+        name = f"{model.service_model.service_name}.{model.name}"
+        if model.service_model.service_name == "dynamodb":
+            name += _item_kinds(model.name, params or {})
         with self._lock:
-            self.calls[f"{model.service_model.service_name}.{model.name}"] += 1
+            self.calls[name] += 1
+
+
+def _item_kinds(operation: str, params: dict[str, Any]) -> str:
+    """Which item kinds a table call is about, from its sort-key values (``[RUN#]``, ``[LOCK..RUN]``), so the
+    breakdown tells the snapshot from the ``RUN#`` read and the lock's writes."""
+    values: list[str] = []
+    if operation == "Query":
+        values = [str(v.get("S", "")) for v in (params.get("ExpressionAttributeValues") or {}).values()]
+    elif operation in ("GetItem", "PutItem", "UpdateItem", "DeleteItem"):
+        values = [str((params.get("Key") or params.get("Item") or {}).get("sk", {}).get("S", ""))]
+    elif operation == "TransactWriteItems":
+        for entry in params.get("TransactItems") or []:
+            for body in entry.values():
+                values.append(str((body.get("Key") or body.get("Item") or {}).get("sk", {}).get("S", "")))
+    kinds = sorted({v.split("#")[0].rstrip("$") for v in values if v and not v.startswith("CLUSTER#")})
+    return f"[{'+'.join(kinds)}]" if kinds else ""
+
+
+ADVANCING = ("advanced", "started", "lock_lost")  # responses of invocations that ran passes over the run
+
+
+def overlapping(spans: list[tuple[float, float, str]]) -> tuple[int, int]:
+    """(invocations that ran passes over the run, how many of them overlapped another such invocation in time)."""
+    runs = sorted((s, e) for s, e, status in spans if status in ADVANCING)
+    overlapped = set()
+    for i, (_start, end) in enumerate(runs):
+        for j in range(i + 1, len(runs)):
+            if runs[j][0] >= end:
+                break
+            overlapped |= {i, j}
+    return len(runs), len(overlapped)
 
 
 def measure(world: LocalWorld, workers: int, launch: float, drain: int, max_surge: int) -> dict[str, Any]:
@@ -113,6 +147,9 @@ def measure(world: LocalWorld, workers: int, launch: float, drain: int, max_surg
         "calls_per_node": sum(counter.calls.values()) / replaced,
         "by_service": {k: v / replaced for k, v in sorted(by_service.items())},
         "top_calls": counter.calls.most_common(6),
+        "calls": {k: v / replaced for k, v in counter.calls.most_common()},
+        "invocations": overlapping(h.invoker.spans),
+        "ready_events": len(h.bus.events(detail_type="Node Ready")),
         "events": len(h.bus.events()),
         "ticks": len(h.bus.events(source="aws.events")),
     }
@@ -138,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"N={size}: wall {result['wall']:.1f} s, floor {result['floor']:.1f} s, overhead "
                 f"{result['overhead_per_node']:.2f} s/node, {result['calls_per_node']:.1f} AWS calls/node "
-                f"{result['by_service']}, top {result['top_calls']}, {result['events']} events, "
+                f"{result['by_service']}, per call {', '.join(f'{k} {v:.1f}' for k, v in result['calls'].items())}; "
+                f"invocations advancing the run {result['invocations'][0]}, of which overlapping another "
+                f"{result['invocations'][1]}; {result['events']} events ({result['ready_events']} Node Ready), "
                 f"{result['ticks']} ticks",
                 file=sys.stderr,
                 flush=True,

@@ -17,6 +17,11 @@ holders: neither can renew or release the other's lease. Only one of them polls 
 one whose budget ends last); the others return after their own passes, which read the world after the event that
 invoked them, so no event goes unseen.
 
+Waits that an event ends (a spare's launch, a node becoming Ready: "EC2 Instance Launch Successful", the agent's "Node
+Ready") are polled every ``REFRESH_EVENT_WAIT_POLL_SECONDS`` (slow, a safety net), the others every
+``REFRESH_POLL_SECONDS``. A poller that wakes to find another invocation took the polling over (after the pass of its
+own event) stops before reading the world again.
+
 Calls of a polling pass that applies nothing: the snapshot Query, DescribeAutoScalingGroups and a GetItem per command
 in flight (``gather``); before, it also took and gave up the lock and read the run and membership apart (8 calls).
 """
@@ -134,6 +139,7 @@ def advance_run(
     lock_note = ""
     lost = False  # a pass's lease was taken over: it applied nothing more
     polling = False  # this invocation holds the run's POLL# item
+    woke = False  # the next pass follows a poll's sleep (not a change of this invocation's own)
     poll_note = ""
     settings = deps.settings
     invocation = invocation or new_invocation_id()
@@ -155,6 +161,12 @@ def advance_run(
             if active is None:
                 break  # over (or never started): the last state is read once below
             run, run_id, seen = active, active.run_id, snapshot.lock
+            taker, slept = snapshot.pollers.get(run_id, ("", 0.0))[0], woke
+            woke = False
+            if polling and slept and taker != invocation:
+                # another invocation took the polling over after its own pass (its event's): this pass is redundant
+                poll_note, polling = f"invocation {taker} polls the run now", False
+                break
             holder = run.holder_for(invocation)
             if lease is None:
                 lease = renewable_by(seen, holder, deps.clock().timestamp())  # taken by this invocation's start
@@ -201,7 +213,9 @@ def advance_run(
             wait = decision.pollable
             if wait is None:
                 break
-            delay = max(settings.poll_seconds, wait.after_seconds or 0.0)
+            # a wait an event ends (a launch, a node Ready) is polled slowly, as a safety net for a lost event
+            poll = settings.event_wait_poll_seconds if decision.evented else settings.poll_seconds
+            delay = max(poll, wait.after_seconds or 0.0)
             if deps.monotonic() + delay > deadline:
                 break
             if lease is not None:
@@ -220,6 +234,7 @@ def advance_run(
                     poll_note = "another invocation polls the run"
                     break
             deps.sleep(delay)
+            woke = True
     finally:
         if lease is not None:
             deps.lock.release(lease)
