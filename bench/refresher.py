@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import math
 import sys
 import threading
@@ -66,7 +67,8 @@ class CallCounter:
     def _count(self, model: Any, params: Any = None, **_: Any) -> None:
         name = f"{model.service_model.service_name}.{model.name}"
         if model.service_model.service_name == "dynamodb":
-            name += _item_kinds(model.name, params or {})
+            body = (params or {}).get("body") or b"{}"  # the request as sent: DynamoDB's JSON
+            name += _item_kinds(model.name, json.loads(body.decode() if isinstance(body, bytes) else body))
         with self._lock:
             self.calls[name] += 1
 

@@ -48,6 +48,7 @@ from lambdas.refresher.decide import advance as decide_next
 from lambdas.refresher.deps import RefresherDeps, logger
 from lambdas.refresher.execute import execute
 from lambdas.refresher.gather import read_groups
+from lambdas.refresher.plan import Action, Metric, SaveRun
 from lambdas.refresher.summary import run_summary
 from lambdas.refresher.world import World
 
@@ -67,6 +68,11 @@ def donor_groups(deps: RefresherDeps) -> frozenset[str]:
         if ledger.compensation is not None:
             donors |= {n for n, d in ledger.compensation.donors.items() if d.state is not DonorState.RESTORED}
     return frozenset(donors)
+
+
+def bookkeeping(actions: list[Action]) -> bool:
+    """Whether a decision only records (its ``SaveRun`` and metrics): no AWS call, no command, no lock release."""
+    return all(isinstance(a, (SaveRun, Metric)) for a in actions)
 
 
 def may_start_a_group(run: Run) -> bool:
@@ -140,6 +146,7 @@ def advance_run(
     lost = False  # a pass's lease was taken over: it applied nothing more
     polling = False  # this invocation holds the run's POLL# item
     woke = False  # the next pass follows a poll's sleep (not a change of this invocation's own)
+    applied = False  # the last pass applied something (the run read before it may be stale)
     poll_note = ""
     settings = deps.settings
     invocation = invocation or new_invocation_id()
@@ -175,9 +182,20 @@ def advance_run(
                     if pause(f"waited for the cluster lock held by {other}", settings.poll_seconds):
                         continue
                     break
+            applied = False  # this pass's read is the run's last state until something is applied
             world = gather(run, deps, snapshot.nodes)
             now = deps.clock()
             decision = decide_next(run, world, settings, now)
+            if decision.actions and lease is None and bookkeeping(decision.actions):
+                # a save no AWS call follows (a wait's start, a pause decided before its undo): conditioned on the
+                # run's version alone, so no lock is taken or given up for it (DESIGN.md, "the lock")
+                try:
+                    applied = True
+                    results += execute(decision.actions, deps.effects(), now)
+                except RunConflictError:
+                    logger.info(f"run {run.run_id} was advanced by another invocation: reading it again")
+                    continue
+                continue
             if decision.actions:
                 try:
                     if lease is None:  # the lock only if the lock item is still the one read before the world
@@ -198,6 +216,7 @@ def advance_run(
                     break
                 try:
                     effects = replace(deps.effects(lease), bounds=capacity_bounds(decision.run, world, settings))
+                    applied = True
                     results += execute(decision.actions, effects, now)
                 except LockLostError as err:  # a fenced write found another holder: nothing after it was applied
                     logger.warning(f"run {run.run_id} lost the cluster lock mid-pass: nothing more applied ({err})")
@@ -225,7 +244,9 @@ def advance_run(
             poller, until = snapshot.pollers.get(run_id, ("", 0.0))
             mine = deps.clock().timestamp() + (deadline - deps.monotonic())
             if poller != invocation:
-                if polling or (until >= mine and until > deps.clock().timestamp()):
+                live = until > deps.clock().timestamp()
+                # a wait an event ends needs no second poller: any live one will do (no claim, no take-over)
+                if polling or (live and (until >= mine or decision.evented)):
                     poll_note = f"invocation {poller} polls the run" + (" now" if polling else "")
                     polling = False  # taken over: it is the other's to give up
                     break
@@ -246,7 +267,8 @@ def advance_run(
         run = deps.runs.get(run_id)  # the run asked for is not active (any more): its last state
     if run is None:
         return {"status": "idle", "actions": results}
-    final = deps.runs.get(run.run_id) or run
+    # the run as the last pass read it, unless a pass applied something after that read (then read it once more)
+    final = (deps.runs.get(run.run_id) or run) if applied else run
     out = {"status": "lock_lost" if lost else "advanced", "run": run_summary(final), "actions": results}
     if poll_note:
         out["polling"] = poll_note

@@ -99,11 +99,9 @@ def decide_pass(p: Context) -> Decision:
     finish_groups(p)
     finish_run(p)
     if run.status.active:
-        waiting = "; ".join(w.what for w in p.waits)
-        if waiting != run.waiting:
-            run.waiting = waiting
-            if not p.changes:
-                p.change("waiting: " + (waiting or "nothing"))
+        # saved with the pass's changes; alone it is no reason to write (a wait's start, which its deadline counts
+        # from, is a change of its own: ``Context.overdue``)
+        run.waiting = "; ".join(w.what for w in p.waits)
     actions: list[Action] = []
     if p.changes:
         run.updated_at = p.now
