@@ -22,6 +22,10 @@ Ready") are polled every ``REFRESH_EVENT_WAIT_POLL_SECONDS`` (slow, a safety net
 ``REFRESH_POLL_SECONDS``. A poller that wakes to find another invocation took the polling over (after the pass of its
 own event) stops before reading the world again.
 
+A pass whose decision only records (``bookkeeping``: a wait's start, a pause decided before its undo; no AWS call,
+no command) saves the run conditioned on its version alone, without taking the lock: a stale writer fails on the
+version, and no effect follows the save in that pass.
+
 Calls of a polling pass that applies nothing: the snapshot Query, DescribeAutoScalingGroups and a GetItem per command
 in flight (``gather``); before, it also took and gave up the lock and read the run and membership apart (8 calls).
 """

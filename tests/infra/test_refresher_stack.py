@@ -92,7 +92,12 @@ def test_weekly_tick_drain_result_and_launch_rules_each_with_retries_and_a_dlq(t
     by_source = {p["source"][0]: p for p in patterns if p["detail-type"] != ["Node Ready"]}
     (ready,) = [p for p in patterns if p["detail-type"] == ["Node Ready"]]
     # the agent's reports of its own cluster only; the source is the one its role may put (test_stack)
-    assert ready == {"source": ["node-manager.agent"], "detail-type": ["Node Ready"], "detail": {"cluster": [CLUSTER]}}
+    assert ready == {
+        "source": ["node-manager.agent"],
+        "detail-type": ["Node Ready"],
+        "detail": {"cluster": [CLUSTER]},
+        "account": ["111122223333"],  # the stack's own (every rule of it)
+    }
     agent = by_source["node-manager.agent"]
     drains = {"Node Drain Succeeded", "Node Drain Failed", "Node Drain Skipped"}
     cordons = {"Node Cordon Succeeded", "Node Cordon Failed", "Node Cordon Skipped"}  # a replacement run's wake-up
