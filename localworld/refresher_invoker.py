@@ -30,8 +30,8 @@ class LocalInvoker:
 
     Attributes:
         responses: (event, response) of every finished invocation; errors: (event, exception) of failed ones.
-        spans: (start, end, response status) in ``time.monotonic`` seconds of every finished invocation, for
-            measuring how often invocations overlap (the benchmark).
+        spans: (start, end, response status, thread id) in ``time.monotonic`` seconds of every finished
+            invocation, for measuring how often invocations overlap (the benchmark).
     """
 
     def __init__(self, make_deps: Callable[[], Deps], concurrency: int = 2, timeout_seconds: float = 120.0) -> None:
@@ -39,7 +39,7 @@ class LocalInvoker:
         self.timeout_seconds = timeout_seconds
         self.responses: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self.errors: list[tuple[dict[str, Any], BaseException]] = []
-        self.spans: list[tuple[float, float, str]] = []
+        self.spans: list[tuple[float, float, str, int]] = []
         self._local = threading.local()
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="refresher")
         self._pending: set[Future[Any]] = set()
@@ -60,11 +60,11 @@ class LocalInvoker:
         except BaseException as err:
             with self._lock:
                 self.errors.append((event, err))
-                self.spans.append((start, time.monotonic(), "error"))
+                self.spans.append((start, time.monotonic(), "error", threading.get_ident()))
             raise
         with self._lock:
             self.responses.append((event, response))
-            self.spans.append((start, time.monotonic(), str(response.get("status"))))
+            self.spans.append((start, time.monotonic(), str(response.get("status")), threading.get_ident()))
         return response
 
     def invoke_async(self, event: dict[str, Any]) -> Future[Any]:

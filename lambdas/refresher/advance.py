@@ -80,11 +80,15 @@ def bookkeeping(actions: list[Action]) -> bool:
 
 
 def may_start_a_group(run: Run) -> bool:
-    """Whether the next pass may surge a worker group for the first time (no surge, no raised MaxSize, no step in
-    flight, a step pending): only then does the decision look at the compensation donors."""
+    """Whether the next pass may surge a worker group for the first time (the run's current group, the first with a
+    step not final: no surge, no raised MaxSize, no step in flight, a step pending): only then does the decision
+    look at the compensation donors (``decide.lifecycle.start_steps`` starts steps of that group only)."""
     if run.status is not RunStatus.RUNNING:
         return False
+    current = next((s.group for s in run.steps if not s.state.final), None)
     for group in run.groups:
+        if group.name != current:
+            continue
         steps = [s for s in run.steps if s.group == group.name]
         if group.role != Role.NODE.value or group.raised or group.max_raised_to is not None:
             continue
@@ -194,13 +198,16 @@ def advance_run(
                 # a save no AWS call follows (a wait's start, a pause decided before its undo): conditioned on the
                 # run's version alone, so no lock is taken or given up for it (DESIGN.md, "the lock")
                 try:
-                    applied = True
                     results += execute(decision.actions, deps.effects(), now)
                 except RunConflictError:
                     logger.info(f"run {run.run_id} was advanced by another invocation: reading it again")
                     continue
-                continue
-            if decision.actions:
+                if decision.pollable is None:
+                    continue  # e.g. a pause recorded: its undo comes at the next pass
+                # a wait's start recorded, nothing changed in the world: deciding again on the same world would
+                # only find the same waits, so wait now (the run as saved is the last state)
+                run = decision.run.model_copy(update={"version": decision.run.version + 1})
+            elif decision.actions:
                 try:
                     if lease is None:  # the lock only if the lock item is still the one read before the world
                         lease = deps.lock.acquire(

@@ -56,6 +56,15 @@ def test_donors_are_read_only_before_a_groups_first_surge() -> None:
     assert not may_start_a_group(run(StepState.SURGING, raised=1))  # the group is the run's now
     assert not may_start_a_group(run(StepState.PENDING, status=RunStatus.PAUSING))
     assert not may_start_a_group(run(StepState.PENDING, role="control-plane"))
+    # a later group waiting for its turn is not read for: only the current group may start (every pass of a run's
+    # first groups read the COMP# ledgers before, 5.7 Queries a node in the smoke benchmark)
+    later = run(StepState.SURGING, raised=1)
+    later.groups.append(GroupSurge(name="h", role="node", min_size=1, original_desired=2, original_max=4))
+    later.steps.append(RunStep(index=2, group="h", role="node", instance_id="i-00000000000000003"))
+    assert not may_start_a_group(later)
+    later.steps[0].state = later.steps[1].state = StepState.DONE
+    later.groups[0].raised = 0
+    assert may_start_a_group(later)  # g finished: h is the current group now
 
 
 # -- two invocations of one run: each its own lock holder (moto) -------------------------------------------------
