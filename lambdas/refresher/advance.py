@@ -194,14 +194,21 @@ def advance_run(
             world = gather(run, deps, snapshot.nodes)
             now = deps.clock()
             decision = decide_next(run, world, settings, now)
-            if decision.actions and lease is None and bookkeeping(decision.actions):
+            if decision.actions and bookkeeping(decision.actions):
                 # a save no AWS call follows (a wait's start, a pause decided before its undo): conditioned on the
-                # run's version alone, so no lock is taken or given up for it (DESIGN.md, "the lock")
+                # run's version alone (and on the lease this invocation holds, if it holds one, without renewing
+                # it), so no lock is taken or given up for it (DESIGN.md, "the lock")
                 try:
-                    results += execute(decision.actions, deps.effects(), now)
+                    results += execute(decision.actions, deps.effects(lease), now)
                 except RunConflictError:
                     logger.info(f"run {run.run_id} was advanced by another invocation: reading it again")
                     continue
+                except LockLostError as err:
+                    logger.warning(f"run {run.run_id} lost the cluster lock: nothing more applied ({err})")
+                    deps.effects().telemetry.count("LockLost")
+                    lock_note = f"lost the cluster lock to {(err.current or {}).get('holder')}: nothing applied"
+                    lease, lost = None, True
+                    break
                 if decision.pollable is None:
                     continue  # e.g. a pause recorded: its undo comes at the next pass
                 # a wait's start recorded, nothing changed in the world: deciding again on the same world would

@@ -21,8 +21,9 @@ Responses (JSON; what ``aws lambda invoke`` and the CLI print):
 - ``{"status": "refused", "reason": ...}``: a start refused (masters not Ready, lock held, unknown groups).
 - ``{"status": "nothing_to_do", "table": ...}``, ``{"status": "already_running", "run": ...}``.
 - ``{"status": "started" | "advanced" | "idle" | "cancel_requested", "run": {...}, "actions": [...]}``.
-- ``{"status": "acknowledged", "reason": "not_ours" | "not_in_run" | "no_active_run" | "other_cluster"}``: an event
-  needing nothing (``not_in_run``: a launch, or a "Node Ready" report, of none of the active run's groups).
+- ``{"status": "acknowledged", "reason": "not_ours" | "not_in_run" | "no_active_run" | "other_cluster" |
+  "already_seen"}``: an event needing nothing (``not_in_run``: a launch, or a "Node Ready" report, of none of the
+  active run's groups; ``already_seen``: a launch whose spare the run recorded already).
 - ``{"status": "lock_lost", "run": {...}, "actions": [...], "lock": ...}``: another holder has the cluster lock; the
   run's fenced writes are refused, so nothing more of it is applied until its holder gets the lock again (logged,
   counted as ``LockLost``).

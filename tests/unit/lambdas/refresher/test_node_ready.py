@@ -118,3 +118,18 @@ def test_a_report_advances_the_run_only_as_far_as_what_it_reads_allows(cluster: 
     command = deps.store.get_command(f"refresh-{RUN_ID}-0")
     assert command is not None and command["status"] == CommandStatus.QUEUED.value
     assert command["command"]["instance_id"] == old and len(messages()) == 1
+
+
+def test_a_launch_the_run_has_seen_already_needs_no_pass() -> None:
+    """Auto Scaling's "Launch Successful" usually comes after the pass that raised the group saw the spare (Pending):
+    it then adds nothing, and the refresher acknowledges it without a pass."""
+    run = surging_run("i-0aaaaaaaaaaaaaaa1")
+    assert service.launch_unseen(run, "nodes")  # no spare seen yet
+    run.steps[0].waiting_since["spare_launch"] = T0
+    assert service.launch_unseen(run, "nodes")  # still waiting for it
+    run.steps[0].waiting_since["spare_register"] = T0
+    assert not service.launch_unseen(run, "nodes")  # seen: its node's "Node Ready" is what the run waits for
+    assert not service.launch_unseen(surging_run("i-0aaaaaaaaaaaaaaa1"), "other-group")
+    run.steps[0].state = StepState.DRAINING
+    run.steps[0].waiting_since.clear()
+    assert not service.launch_unseen(run, "nodes")
