@@ -44,6 +44,7 @@ from typing import Any
 from adapters.aws.autoscaling import AutoScaling
 from adapters.aws.clients import agent_config, clients, new_session
 from adapters.aws.cloudwatch import MetricSink
+from adapters.aws.events import EventBus
 from adapters.aws.sqs import CommandQueue
 from adapters.dynamo.controlplane import ControlPlaneSlots
 from adapters.dynamo.store import Store
@@ -62,6 +63,7 @@ from agent.kube.ratelimit import TokenBucket
 from agent.leader import LeaderElector
 from agent.membership import MembershipReporter
 from agent.metrics import AgentMetrics, CountingEvictions
+from agent.ready import ReadyReporter
 from agent.report import Reporter
 from core.exceptions import SettingsError
 from core.settings import AgentSettings
@@ -85,6 +87,7 @@ class Agent:
     Attributes:
         consumer, membership: the leader's two loops.
         cordons: the leader's third loop, giving back cordons after their quiet period (agent/cordons/; None: off).
+        ready: the leader's "Node Ready" reports (agent/ready.py), flushed by a loop of their own (None: off).
         poll_wait_seconds: the consumer's long-poll wait (how long stopping its loop may take).
         elector: leader election; None runs as the only replica (``LEADER_ELECTION=false``).
         health: the probes' facts; server: the HTTP endpoint (None: no endpoint, e.g. in unit tests).
@@ -96,6 +99,7 @@ class Agent:
     poll_wait_seconds: float
     elector: LeaderElector | None = None
     cordons: CordonReleaser | None = None
+    ready: ReadyReporter | None = None
     health: Health = field(default_factory=Health)
     server: HealthServer | None = None
     metrics: AgentMetrics | None = None
@@ -163,11 +167,16 @@ class Agent:
         membership.start()
         consumer.start()
         log.info("leading: consuming commands and reporting membership")
+        workers = [membership, consumer]
         if self.cordons is not None:
             cordons = threading.Thread(target=self.cordons.run, args=(work_stop,), name="cordons", daemon=True)
             cordons.start()
-            return [membership, consumer, cordons]
-        return [membership, consumer]
+            workers.append(cordons)
+        if self.ready is not None:
+            ready = threading.Thread(target=self.ready.run, args=(work_stop,), name="ready-events", daemon=True)
+            ready.start()
+            workers.append(ready)
+        return workers
 
     def _stop_workers(self, workers: list[threading.Thread]) -> None:
         membership, consumer = workers[:2]
@@ -175,7 +184,7 @@ class Agent:
         consumer.join(timeout=self.poll_wait_seconds + 5)
         self.consumer.shutdown()
         membership.join(timeout=2)
-        for other in workers[2:]:  # the cordon releaser ends at its next wait (a check in progress finishes)
+        for other in workers[2:]:  # the cordon releaser and the Ready reports end at their next wait
             other.join(timeout=5)
 
 
@@ -232,11 +241,18 @@ def build_agent(settings: AgentSettings, environ: Mapping[str, str], session: An
 
     membership = MembershipReporter.from_settings(settings, kube, store, autoscaling, on_resync=on_resync)
     membership.on_error = lambda err: metrics.loop_error("membership", err)
+    ready = None
+    if settings.ready_events:
+        ready = ReadyReporter(
+            EventBus(events, settings.event_bus_name), settings.cluster_name, settings.ready_event_seconds
+        )
+        membership.on_ready = ready.note
     server = HealthServer(
         health, metrics, settings.http_port, settings.liveness_max_age_seconds, settings.readiness_max_age_seconds
     )
     agent = Agent(consumer, membership, settings.poll_wait_seconds, health=health, server=server, metrics=metrics)
     agent.cordons = CordonReleaser(store, engine, settings.cordon_check_seconds, metrics=metrics)
+    agent.ready = ready
     if settings.leader_election:
         agent.elector = LeaderElector(
             kube,

@@ -14,6 +14,9 @@ a record as fresh by the later of its own ``reported_at`` and that mark. An unch
 one write per resync plus about 2,000 x resync / (0.75 x TTL) refreshes (about 2 with the default TTL of a day),
 instead of 2,000 writes.
 
+A record written Ready over one NotReady or absent is told to ``on_ready`` (``agent.ready``: the "Node Ready" event
+that wakes a refresh run waiting for the node).
+
 Pure part: ``node_identity``, ``node_roles``, ``node_record``, ``membership_records``,
 ``instances_to_forget``, ``batches``, ``refresh_due`` (nodes + ASG map in, records out).
 I/O part: ``MembershipReporter`` (a watch on Nodes,
@@ -39,6 +42,7 @@ from adapters.aws.ports import GroupReader
 from adapters.dynamo.store import Store
 from agent.asglookup import AsgLookup, spread
 from agent.kube.views import NodeEvent, NodeView
+from agent.ready import became_ready
 from core.exceptions import KubernetesApiError, WatchExpiredError
 from core.model import NodeRecord, parse_provider_id, utcnow
 from core.settings import AgentSettings
@@ -191,6 +195,8 @@ class MembershipReporter:
     ) -> None:
         self.on_resync = on_resync
         self.on_error: Callable[[BaseException], None] | None = None  # counts the errors ``run`` survives
+        # told each record written that makes its node Ready (``agent.ready``: the "Node Ready" report), after the write
+        self.on_ready: Callable[[NodeRecord], None] | None = None
         self.nodes = nodes
         self.store = store
         self.asgs = asgs
@@ -396,8 +402,11 @@ class MembershipReporter:
         return identity
 
     def _write(self, record: NodeRecord) -> None:
+        previous = self._written.get(record.instance_id)
         self.store.put_node(record, self.ttl_seconds)
         self._written[record.instance_id] = record
+        if self.on_ready is not None and became_ready(previous, record):
+            self.on_ready(record)  # after the write: a reader it wakes finds the item Ready
 
     def _forget(self, instance_id: str) -> None:
         self.store.delete_node(instance_id)

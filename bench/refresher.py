@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import math
 import sys
 import threading
@@ -33,6 +34,7 @@ from typing import Any
 import boto3
 
 from core.runs import RunStatus
+from lambdas.refresher.handler import Deps
 from localworld.workloads import deploy_pods_on_node
 from localworld.world import LocalWorld
 from scenarios.refreshing import RefreshHarness, wait_until
@@ -63,9 +65,54 @@ class CallCounter:
         finally:
             session.events.unregister("before-call", unique_id=unique_id)
 
-    def _count(self, model: Any, **_: Any) -> None:
+    def _count(self, model: Any, params: Any = None, **_: Any) -> None:
+        name = f"{model.service_model.service_name}.{model.name}"
+        if model.service_model.service_name == "dynamodb":
+            body = (params or {}).get("body") or b"{}"  # the request as sent: DynamoDB's JSON
+            name += _item_kinds(model.name, json.loads(body.decode() if isinstance(body, bytes) else body))
         with self._lock:
-            self.calls[f"{model.service_model.service_name}.{model.name}"] += 1
+            self.calls[name] += 1
+
+
+def _item_kinds(operation: str, params: dict[str, Any]) -> str:
+    """Which item kinds a table call is about, from its sort-key values (``[RUN#]``, ``[LOCK..RUN]``), so the
+    breakdown tells the snapshot from the ``RUN#`` read and the lock's writes."""
+    values: list[str] = []
+    if operation == "Query":
+        values = [str(v.get("S", "")) for v in (params.get("ExpressionAttributeValues") or {}).values()]
+    elif operation in ("GetItem", "PutItem", "UpdateItem", "DeleteItem"):
+        values = [str((params.get("Key") or params.get("Item") or {}).get("sk", {}).get("S", ""))]
+    elif operation == "TransactWriteItems":
+        for entry in params.get("TransactItems") or []:
+            for body in entry.values():
+                values.append(str((body.get("Key") or body.get("Item") or {}).get("sk", {}).get("S", "")))
+    kinds = sorted({v.split("#")[0].rstrip("$") for v in values if v and not v.startswith("CLUSTER#")})
+    return f"[{'+'.join(kinds)}]" if kinds else ""
+
+
+ADVANCING = ("advanced", "started", "lock_lost")  # responses of invocations that ran passes over the run
+
+
+def busy(span: tuple[float, float, str, int], sleeps: list[tuple[int, float, float]]) -> list[tuple[float, float]]:
+    """An invocation's time minus its sleeps between polls (its thread's ``Deps.sleep`` calls inside its span)."""
+    start, end, _, thread = span
+    pieces, at = [], start
+    for _t, s, e in sorted(x for x in sleeps if x[0] == thread and start <= x[1] and x[2] <= end):
+        pieces.append((at, s))
+        at = e
+    return [*pieces, (at, end)]
+
+
+def overlapping(spans: list[tuple[float, float, str, int]], sleeps: list[tuple[int, float, float]]) -> tuple[int, int]:
+    """(invocations that ran passes over the run, how many of them were at work, not sleeping between polls, while
+    another such invocation was at work too)."""
+    runs = [busy(span, sleeps) for span in spans if span[2] in ADVANCING]
+    overlapped = set()
+    for i, a in enumerate(runs):
+        for j in range(i + 1, len(runs)):
+            if any(s1 < e2 and s2 < e1 for s1, e1 in a for s2, e2 in runs[j]):
+                overlapped |= {i, j}
+    return len(runs), len(overlapped)
 
 
 def measure(world: LocalWorld, workers: int, launch: float, drain: int, max_surge: int) -> dict[str, Any]:
@@ -76,10 +123,29 @@ def measure(world: LocalWorld, workers: int, launch: float, drain: int, max_surg
         if "node-role.kubernetes.io/node" in node["metadata"].get("labels", {}):
             deploy_pods_on_node(world.api, node["metadata"]["name"], 1, grace=drain, namespace="bench", wait=False)
     counter = CallCounter()
+    sleeps: list[tuple[int, float, float]] = []  # (thread, start, end) of every sleep between two polls
+
+    def timed_sleep(deps: Deps) -> Deps:
+        inner = deps.sleep
+
+        def sleep(seconds: float) -> None:
+            start = time.monotonic()
+            inner(seconds)
+            sleeps.append((threading.get_ident(), start, time.monotonic()))
+
+        deps.sleep = sleep
+        return deps
+
     h = RefreshHarness(
         world,
         info,
-        refresher_env={"REFRESH_POLL_SECONDS": "0.5", "REFRESH_WAIT_BUDGET_SECONDS": "60"},
+        # the event-ended waits (launch, node Ready) at the product's default: the events drive the run
+        refresher_env={
+            "REFRESH_POLL_SECONDS": "0.5",
+            "REFRESH_EVENT_WAIT_POLL_SECONDS": "20",
+            "REFRESH_WAIT_BUDGET_SECONDS": "60",
+        },
+        deps_hook=timed_sleep,
     )
     # After the harness and its event pump built their clients, before the refresher builds its own.
     with counter.on_session(world.session.boto), contextlib.redirect_stdout(io.StringIO()):
@@ -113,6 +179,9 @@ def measure(world: LocalWorld, workers: int, launch: float, drain: int, max_surg
         "calls_per_node": sum(counter.calls.values()) / replaced,
         "by_service": {k: v / replaced for k, v in sorted(by_service.items())},
         "top_calls": counter.calls.most_common(6),
+        "calls": {k: v / replaced for k, v in counter.calls.most_common()},
+        "invocations": overlapping(h.invoker.spans, sleeps),
+        "ready_events": len(h.bus.events(detail_type="Node Ready")),
         "events": len(h.bus.events()),
         "ticks": len(h.bus.events(source="aws.events")),
     }
@@ -138,7 +207,9 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"N={size}: wall {result['wall']:.1f} s, floor {result['floor']:.1f} s, overhead "
                 f"{result['overhead_per_node']:.2f} s/node, {result['calls_per_node']:.1f} AWS calls/node "
-                f"{result['by_service']}, top {result['top_calls']}, {result['events']} events, "
+                f"{result['by_service']}, per call {', '.join(f'{k} {v:.1f}' for k, v in result['calls'].items())}; "
+                f"invocations advancing the run {result['invocations'][0]}, of which at work while another was "
+                f"{result['invocations'][1]}; {result['events']} events ({result['ready_events']} Node Ready), "
                 f"{result['ticks']} ticks",
                 file=sys.stderr,
                 flush=True,

@@ -8,6 +8,8 @@ Rules on the default bus, each target with a retry policy and the unit's dead-le
   was missed, free a lock a crashed start left. Never starts a run.
 - ``drain-results``: the agent's ``Node Drain Succeeded/Failed/Skipped`` (source ``node-manager.agent``) for this
   cluster and the refresher's own commands (``command_id`` prefix ``refresh-``): the step after a drain.
+- ``node-ready``: the agent's ``Node Ready`` (source ``node-manager.agent``) for this cluster: nodes that became
+  Ready, a hint to advance a run waiting for one (the function reads membership itself; no run: acknowledged).
 - ``launch-successful``: ``EC2 Instance Launch Successful`` (source ``aws.autoscaling``) of the cluster's groups
   (kOps names them ``<instance group>.<cluster>``): a spare or a master's replacement launched.
 
@@ -42,6 +44,7 @@ COMMAND_PREFIX = "refresh-"
 # just before it (lambdas.refresher.service); any other rebalance result is acknowledged.
 CORDON_RESULTS = ("Node Cordon Succeeded", "Node Cordon Failed", "Node Cordon Skipped")
 REBALANCE_PREFIX = "rebalance-"
+NODE_READY = "Node Ready"
 POWERTOOLS_SERVICE_NAME = "refresher"
 # An invocation polls for a node to become Ready for at most REFRESH_WAIT_BUDGET_SECONDS (60) and stops 5 s before
 # its timeout; 120 s leaves room for the calls around it.
@@ -52,7 +55,7 @@ EVENT_MAX_AGE = Duration.hours(1)
 
 
 class RefresherHandler(Construct):
-    """The refresher Lambda, its log group and role, its four rules and their dead-letter queue.
+    """The refresher Lambda, its log group and role, its five rules and their dead-letter queue.
 
     Parameters:
         code: the shared Lambda asset (``infra.bundling.lambda_code``), built for ``architecture``.
@@ -66,7 +69,7 @@ class RefresherHandler(Construct):
 
     Attributes:
         function, role, log_group, dead_letter_queue, rules (keyed by ``weekly``, ``tick``, ``drain-results``,
-        ``launch-successful``), operator_role (may invoke the function, for manual runs).
+        ``node-ready``, ``launch-successful``), operator_role (may invoke the function, for manual runs).
     """
 
     def __init__(
@@ -92,7 +95,7 @@ class RefresherHandler(Construct):
             self,
             name=POWERTOOLS_SERVICE_NAME,
             description="Rolling refresh of the cluster's instances, surge first: weekly, on demand, and advanced "
-            "by drain results and launches",
+            "by drain results, launches and nodes Ready",
             handler=HANDLER,
             code=code,
             settings_environment=settings_environment,
@@ -131,6 +134,14 @@ class RefresherHandler(Construct):
                         "cluster": [cluster_name],
                         "command_id": [{"prefix": COMMAND_PREFIX}, {"prefix": REBALANCE_PREFIX}],
                     },
+                ),
+                None,
+                None,
+            ),
+            "node-ready": (
+                "NodeReadyRule",
+                events.EventPattern(
+                    source=[AGENT_SOURCE], detail_type=[NODE_READY], detail={"cluster": [cluster_name]}
                 ),
                 None,
                 None,

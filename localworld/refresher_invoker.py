@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from lambdas.events import agent_result, launch_successful, scheduled
+from lambdas.events import agent_result, launch_successful, node_ready, scheduled
 from lambdas.refresher.handler import Deps, handle
 from localworld.lambda_context import REFRESHER_FUNCTION, LocalLambdaContext
 
@@ -30,6 +30,8 @@ class LocalInvoker:
 
     Attributes:
         responses: (event, response) of every finished invocation; errors: (event, exception) of failed ones.
+        spans: (start, end, response status, thread id) in ``time.monotonic`` seconds of every finished
+            invocation, for measuring how often invocations overlap (the benchmark).
     """
 
     def __init__(self, make_deps: Callable[[], Deps], concurrency: int = 2, timeout_seconds: float = 120.0) -> None:
@@ -37,6 +39,7 @@ class LocalInvoker:
         self.timeout_seconds = timeout_seconds
         self.responses: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self.errors: list[tuple[dict[str, Any], BaseException]] = []
+        self.spans: list[tuple[float, float, str, int]] = []
         self._local = threading.local()
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="refresher")
         self._pending: set[Future[Any]] = set()
@@ -51,14 +54,17 @@ class LocalInvoker:
 
     def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
         """A synchronous invocation: returns the response, raises what the handler raised."""
+        start = time.monotonic()
         try:
             response = handle(event, self.deps(), LocalLambdaContext(self.timeout_seconds, REFRESHER_FUNCTION))
         except BaseException as err:
             with self._lock:
                 self.errors.append((event, err))
+                self.spans.append((start, time.monotonic(), "error", threading.get_ident()))
             raise
         with self._lock:
             self.responses.append((event, response))
+            self.spans.append((start, time.monotonic(), str(response.get("status")), threading.get_ident()))
         return response
 
     def invoke_async(self, event: dict[str, Any]) -> Future[Any]:
@@ -82,10 +88,11 @@ class LocalInvoker:
 
     def subscribe(self, bus: Any) -> None:
         """Route what the stack's rules route to the function: the agent's drain results (and cordon results, which
-        the function acknowledges unless they are a rebalance cordon's), Launch Successful, scheduled events (the
-        tick)."""
+        the function acknowledges unless they are a rebalance cordon's), the agent's "Node Ready", Launch Successful,
+        scheduled events (the tick)."""
         for detail_type in (*agent_result.DRAIN_DETAIL_TYPES, *agent_result.CORDON_DETAIL_TYPES):
             bus.subscribe(agent_result.SOURCE, detail_type, self.invoke_async)
+        bus.subscribe(node_ready.SOURCE, node_ready.DETAIL_TYPE, self.invoke_async)
         bus.subscribe(launch_successful.SOURCE, launch_successful.DETAIL_TYPE, self.invoke_async)
         bus.subscribe(scheduled.SOURCE, scheduled.DETAIL_TYPE, self.invoke_async)
 

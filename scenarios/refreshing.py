@@ -48,6 +48,7 @@ AGENT_ENV = {
 REFRESHER_ENV = {
     "REFRESH_WAIT_BUDGET_SECONDS": "5",
     "REFRESH_POLL_SECONDS": "0.1",
+    "REFRESH_EVENT_WAIT_POLL_SECONDS": "2",  # the safety net under the events (20 s in AWS), scaled as the rest
     "REFRESH_MASTER_SETTLE_SECONDS": "0.5",
     "REFRESH_EFFECT_GRACE_SECONDS": "3",
     "REFRESH_AGENT_GRACE_SECONDS": "20",

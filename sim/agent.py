@@ -17,7 +17,8 @@ kernel actions instead of threads, running the product's own code.
   heartbeats, takeovers noticed, tightened deadlines passed to the running drain, lifecycle heartbeats.
 - Only the leader works (``agent.app``: the consumer, the membership reporter and the releaser run while leading):
   ``agent.membership.MembershipReporter.resync`` every ``MEMBERSHIP_RESYNC_SECONDS`` (the watch
-  between resyncs is not followed: a node's change reaches its ``NODE#`` item at the next resync) and
+  between resyncs is not followed: a node's change reaches its ``NODE#`` item at the next resync; the nodes it
+  writes Ready go out as "Node Ready" events, ``agent.ready.ReadyReporter.flush``, at the end of it) and
   ``agent.cordons.releaser.CordonReleaser.check_once`` every ``CORDON_CHECK_SECONDS``.
 - Faults: ``restart`` (the process dies: in-flight work is lost, its items stay ``running`` until their heartbeat
   is stale and its messages come back after their visibility timeout; it starts again with a new worker id, still
@@ -46,6 +47,7 @@ from datetime import datetime
 from itertools import count
 from typing import Any, Protocol
 
+from adapters.aws.events import EventBus
 from adapters.aws.ports import CommandReceiver, GroupReader, LifecycleActions
 from adapters.dynamo.store import Store
 from agent.asglookup import AsgLookup
@@ -61,6 +63,7 @@ from agent.drain.engine import DrainEngine
 from agent.drain.results import NodeCommandResult
 from agent.hooks import HookFinisher
 from agent.membership import MembershipReporter
+from agent.ready import ReadyReporter
 from agent.report import Reporter
 from core.exceptions import RetryableError
 from core.model import Command, CommandKind
@@ -291,6 +294,10 @@ class SimAgent:
             s.membership_ttl_seconds,
             clock=self.kernel.now,
         )
+        self.ready: ReadyReporter | None = None
+        if s.ready_events:  # as agent.app: the leader's "Node Ready" reports, on the same bus as the results
+            self.ready = ReadyReporter(EventBus(self.events, s.event_bus_name), s.cluster_name)
+            self.membership.on_ready = self.ready.note
         self.releaser = CordonReleaser(self.store, self.engine, s.cordon_check_seconds, clock=self.kernel.now)
 
     def _every(self, period: float, what: str, action: Callable[[], None]) -> None:
@@ -379,6 +386,8 @@ class SimAgent:
             return
         try:
             self.membership.resync()
+            if self.ready is not None:
+                self.ready.flush()
         except Exception:  # MembershipReporter.run: logged, a new term reads the table again
             log.exception("membership resync failed")
             self._count("membership_errors")

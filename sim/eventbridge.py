@@ -24,6 +24,7 @@ from sim.lambdas import ACCOUNT, REGION, Invocation
 
 AGENT_SOURCE = "node-manager.agent"
 DRAIN_RESULTS = ("Node Drain Succeeded", "Node Drain Failed", "Node Drain Skipped")
+NODE_READY = "Node Ready"
 GOING_STATES = ("stopping", "shutting-down", "terminated")
 WEEK = 7 * 86400.0
 
@@ -88,6 +89,7 @@ def stack_rules(cluster: str, hook_name: str = "node-manager-drain") -> tuple[Ru
         Rule("drain-results", "replenisher", AGENT_SOURCE, DRAIN_RESULTS, ours),
         Rule("refresher-drain-results", "refresher", AGENT_SOURCE, DRAIN_RESULTS, ours),
         Rule("refresher-launch-successful", "refresher", "aws.autoscaling", ("EC2 Instance Launch Successful",)),
+        Rule("refresher-node-ready", "refresher", AGENT_SOURCE, (NODE_READY,), ours),
     )
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.kube.views import CORDON_ANNOTATION, NodeView
 from core.kops import POOL_TAG, pool_of
+from core.schema import agent_item
 from sim.aws_state import LIVE_EC2_STATES
 from sim.invariants import GroupState, NodeState
 from sim.kube_objects import CONTROL_PLANE_LABEL
@@ -22,6 +23,11 @@ class View:
     def __init__(self, world: World, partitions: tuple[str, ...]) -> None:
         self.world = world
         self.partitions = partitions  # the cluster's (core.schema.partition_of, agent_partition_of)
+        self.partition, self.agent_partition = partitions
+
+    def _partition_of(self, sk: str) -> str:
+        """The partition holding kind ``sk`` (``core.schema.partition_for``: the agent's kinds in its own)."""
+        return self.agent_partition if agent_item(sk) else self.partition
         self._node_cache: dict[str, tuple[tuple[Any, bool], NodeState]] = {}  # node -> (version, state)
 
     def group_states(self) -> list[GroupState]:
@@ -82,17 +88,18 @@ class View:
         return [item for partition in self.partitions for item in items.get(partition, {}).values()]
 
     def table_prefix(self, prefix: str) -> list[dict[str, Any]]:
-        """The partition's items whose sort key starts with ``prefix``, read in place (a range of the table's sorted
-        sort keys: the ``NODE#`` items are not looked at for ``CMD#``)."""
+        """The items whose sort key starts with ``prefix``, from the partition of ``prefix``'s kind, read in place (a
+        range of the table's sorted sort keys: the ``NODE#`` items are not looked at for ``CMD#``)."""
         table = self.world.table
-        order = table.sort_keys(self.partition)
-        partition = table._items.get(self.partition, {})
+        where = self._partition_of(prefix)
+        order = table.sort_keys(where)
+        partition = table._items.get(where, {})
         after = prefix[:-1] + chr(ord(prefix[-1]) + 1)
         return [partition[sk] for sk in order[bisect_left(order, prefix) : bisect_left(order, after)]]
 
     def table_item(self, sk: str) -> dict[str, Any] | None:
-        """The partition's item ``sk``, read in place."""
-        return self.world.table._items.get(self.partition, {}).get(sk)
+        """The item ``sk``, from its kind's partition, read in place."""
+        return self.world.table._items.get(self._partition_of(sk), {}).get(sk)
 
     def outage_azs(self) -> frozenset[str]:
         t = self.world.kernel.t

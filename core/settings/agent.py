@@ -49,6 +49,8 @@ class AgentSettings(_Settings):
         "cloudwatch_namespace": "CLOUDWATCH_NAMESPACE",
         "lifecycle_heartbeat_seconds": "LIFECYCLE_HEARTBEAT_SECONDS",
         "cordon_check_seconds": "CORDON_CHECK_SECONDS",
+        "ready_events": "READY_EVENTS",
+        "ready_event_seconds": "READY_EVENT_SECONDS",
     }
 
     cluster_name: str = Field(min_length=1)
@@ -117,6 +119,10 @@ class AgentSettings(_Settings):
     # How often the leader looks for cordons due to be given back (commands with options.uncordon_after_seconds,
     # e.g. rebalance cordons after REBALANCE_QUIET_SECONDS; agent/cordons/): the release is this much late at most.
     cordon_check_seconds: float = Field(default=60.0, ge=1)
+    # "Node Ready" events (agent/ready.py): the leader reports nodes that became Ready, at most one PutEvents call
+    # every READY_EVENT_SECONDS (batched), so a refresh run waiting for a node advances without polling for it
+    ready_events: bool = True
+    ready_event_seconds: float = Field(default=1.0, ge=0.1, le=60)
 
     @model_validator(mode="after")
     def _consistent(self) -> AgentSettings:

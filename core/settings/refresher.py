@@ -38,6 +38,7 @@ class RefresherSettings(_Settings):
         "master_settle_seconds": "REFRESH_MASTER_SETTLE_SECONDS",
         "wait_budget_seconds": "REFRESH_WAIT_BUDGET_SECONDS",
         "poll_seconds": "REFRESH_POLL_SECONDS",
+        "event_wait_poll_seconds": "REFRESH_EVENT_WAIT_POLL_SECONDS",
         "agent_grace_seconds": "REFRESH_AGENT_GRACE_SECONDS",
         "spare_launch_timeout_seconds": "REFRESH_SPARE_LAUNCH_TIMEOUT_SECONDS",
         "spare_register_timeout_seconds": "REFRESH_SPARE_REGISTER_TIMEOUT_SECONDS",
@@ -80,6 +81,9 @@ class RefresherSettings(_Settings):
     # how long one invocation may poll for a node to become Ready before returning (the tick takes over)
     wait_budget_seconds: float = Field(default=60.0, ge=0, le=840)
     poll_seconds: float = Field(default=1.0, gt=0)
+    # a wait that an event ends (the spare's launch: "EC2 Instance Launch Successful"; a node Ready: the agent's
+    # "Node Ready") is polled this often instead: only a safety net for a lost event (the tick is the other one)
+    event_wait_poll_seconds: float = Field(default=20.0, gt=0)
     # a drain command still unfinished this long after its deadline counts as timed out (agent gone)
     agent_grace_seconds: int = Field(default=120, ge=0)
     # deadlines of a run's waits (core.runs.WaitDeadline): past one, the run pauses and gives its surge back.

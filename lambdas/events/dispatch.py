@@ -23,6 +23,7 @@ from lambdas.events import (
     launch_successful,
     launch_unsuccessful,
     lifecycle,
+    node_ready,
     rebalance,
     request,
     scheduled,
@@ -106,6 +107,7 @@ DISPATCH: Mapping[tuple[str, str], Reader] = {
         )
         for detail_type in (*agent_result.DRAIN_DETAIL_TYPES, *agent_result.CORDON_DETAIL_TYPES)
     },
+    (node_ready.SOURCE, node_ready.DETAIL_TYPE): _aws(EventKind.NODE_READY, node_ready.NodeReady, node_ready.to_event),
     DIRECT: Reader(frozenset({EventKind.SCHEDULE, EventKind.TICK, EventKind.REQUEST}), _read_direct),
 }
 
@@ -127,8 +129,9 @@ def parse_event(raw: Any, kinds: Collection[EventKind], received_at: datetime) -
         MalformedEventError: the input does not have the documented shape (not an object, a ``source`` or
             ``detail-type`` that is not a string, no ``id``, no ``detail``, a ``time`` that is not an RFC 3339
             string, an instance id that is not ``i-`` + 8 to 17 hex digits, an unknown ``instance-action``,
-            a launch event without ``AutoScalingGroupName``, an agent event without
-            ``command_id``, a ``trigger`` input with other keys). The message names the fields at fault.
+            a launch event without ``AutoScalingGroupName``, an agent result without
+            ``command_id``, a "Node Ready" without ``cluster``, with no node, more than 50 or a bad instance id, a
+            ``trigger`` input with other keys). The message names the fields at fault.
         InvalidRequestError: a manual request that does not validate (``errors`` lists the fields).
 
     >>> from datetime import UTC

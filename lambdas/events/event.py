@@ -15,6 +15,7 @@ decider ever sees an AWS payload. Which fields are set depends on the kind; the 
 | ``launch_succeeded``         | EC2 Instance Launch Successful                | asg_name, instance_id (or None)  |
 | ``tick``                     | Scheduled Event, ``{"trigger": "tick"}``      | --                               |
 | ``drain_finished``           | Node Drain Succeeded / Failed / Skipped       | command_id, cluster, instance_id |
+| ``node_ready``               | Node Ready (the agent's)                      | cluster, instance_ids, asg_names |
 | ``schedule``                 | ``{"trigger": "schedule"}``                   | --                               |
 | ``request``                  | a manual ``{"action": ...}`` invocation       | request                          |
 """
@@ -43,6 +44,7 @@ class EventKind(str, Enum):
     LAUNCH_SUCCEEDED = "launch_succeeded"  # "EC2 Instance Launch Successful" (aws.autoscaling)
     TICK = "tick"  # "Scheduled Event" (aws.events) or {"trigger": "tick"}: the periodic safety net
     DRAIN_FINISHED = "drain_finished"  # "Node Drain Succeeded/Failed/Skipped" (node-manager.agent)
+    NODE_READY = "node_ready"  # "Node Ready" (node-manager.agent): nodes that became Ready, a hint to read again
     SCHEDULE = "schedule"  # {"trigger": "schedule"}: the refresh schedule's constant input
     REQUEST = "request"  # a manual invocation {"action": "refresh" | "status" | "cancel", ...}
 
@@ -75,7 +77,9 @@ class Event(BaseModel):
         instance_state: for a state-change notification, the new state.
         asg_name: the Auto Scaling group (launch events).
         status_message: Launch Unsuccessful's ``StatusMessage`` (why), for logs.
-        command_id, cluster: agent results only.
+        command_id, cluster: agent results only (``cluster`` also for ``node_ready``).
+        instance_ids, asg_names: ``node_ready`` only: the nodes' instances and, index for index, their groups as the
+            agent saw them ("" when it could not tell).
         request: the validated manual request (kind ``request``).
         source, detail_type, region, account: copied from the envelope ("" for direct inputs); ``region`` and
             ``account`` decide whether the event is the deployment's (``lambdas.events.scope``).
@@ -94,6 +98,8 @@ class Event(BaseModel):
     status_message: str = ""
     command_id: str | None = None
     cluster: str | None = None
+    instance_ids: tuple[str, ...] = ()
+    asg_names: tuple[str, ...] = ()
     request: RefreshRequest | StatusRequest | CancelRequest | None = None
     source: str = ""
     detail_type: str = ""
@@ -105,6 +111,14 @@ class Event(BaseModel):
     def _instance_id(cls, value: str | None) -> str | None:
         if value is not None and not INSTANCE_ID_RE.fullmatch(value):
             raise ValueError(f"not an EC2 instance id: {value!r}")
+        return value
+
+    @field_validator("instance_ids")
+    @classmethod
+    def _instance_ids(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [v for v in value if not INSTANCE_ID_RE.fullmatch(v)]
+        if bad:
+            raise ValueError(f"not EC2 instance ids: {bad[:3]!r}")
         return value
 
     @field_validator("event_time")
@@ -129,6 +143,8 @@ class Event(BaseModel):
         request``, else the kind."""
         if self.kind is EventKind.DRAIN_FINISHED:
             return f"agent result for command {self.command_id}"
+        if self.kind is EventKind.NODE_READY:
+            return f"{len(self.instance_ids)} node(s) Ready"
         if self.kind is EventKind.LAUNCH_SUCCEEDED:
             return f"launch of {self.instance_id} in {self.asg_name}"
         if self.kind is EventKind.REQUEST and self.request is not None:

@@ -17,6 +17,15 @@ holders: neither can renew or release the other's lease. Only one of them polls 
 one whose budget ends last); the others return after their own passes, which read the world after the event that
 invoked them, so no event goes unseen.
 
+Waits that an event ends (a spare's launch, a node becoming Ready: "EC2 Instance Launch Successful", the agent's "Node
+Ready") are polled every ``REFRESH_EVENT_WAIT_POLL_SECONDS`` (slow, a safety net), the others every
+``REFRESH_POLL_SECONDS``. A poller that wakes to find another invocation took the polling over (after the pass of its
+own event) stops before reading the world again.
+
+A pass whose decision only records (``bookkeeping``: a wait's start, a pause decided before its undo; no AWS call,
+no command) saves the run conditioned on its version alone, without taking the lock: a stale writer fails on the
+version, and no effect follows the save in that pass.
+
 Calls of a polling pass that applies nothing: the snapshot Query, DescribeAutoScalingGroups and a GetItem per command
 in flight (``gather``); before, it also took and gave up the lock and read the run and membership apart (8 calls).
 """
@@ -43,6 +52,7 @@ from lambdas.refresher.decide import advance as decide_next
 from lambdas.refresher.deps import RefresherDeps, logger
 from lambdas.refresher.execute import execute
 from lambdas.refresher.gather import read_groups
+from lambdas.refresher.plan import Action, Metric, SaveRun
 from lambdas.refresher.summary import run_summary
 from lambdas.refresher.world import World
 
@@ -64,12 +74,21 @@ def donor_groups(deps: RefresherDeps) -> frozenset[str]:
     return frozenset(donors)
 
 
+def bookkeeping(actions: list[Action]) -> bool:
+    """Whether a decision only records (its ``SaveRun`` and metrics): no AWS call, no command, no lock release."""
+    return all(isinstance(a, (SaveRun, Metric)) for a in actions)
+
+
 def may_start_a_group(run: Run) -> bool:
-    """Whether the next pass may surge a worker group for the first time (no surge, no raised MaxSize, no step in
-    flight, a step pending): only then does the decision look at the compensation donors."""
+    """Whether the next pass may surge a worker group for the first time (the run's current group, the first with a
+    step not final: no surge, no raised MaxSize, no step in flight, a step pending): only then does the decision
+    look at the compensation donors (``decide.lifecycle.start_steps`` starts steps of that group only)."""
     if run.status is not RunStatus.RUNNING:
         return False
+    current = next((s.group for s in run.steps if not s.state.final), None)
     for group in run.groups:
+        if group.name != current:
+            continue
         steps = [s for s in run.steps if s.group == group.name]
         if group.role != Role.NODE.value or group.raised or group.max_raised_to is not None:
             continue
@@ -134,6 +153,8 @@ def advance_run(
     lock_note = ""
     lost = False  # a pass's lease was taken over: it applied nothing more
     polling = False  # this invocation holds the run's POLL# item
+    woke = False  # the next pass follows a poll's sleep (not a change of this invocation's own)
+    applied = False  # the last pass applied something (the run read before it may be stale)
     poll_note = ""
     settings = deps.settings
     invocation = invocation or new_invocation_id()
@@ -155,6 +176,12 @@ def advance_run(
             if active is None:
                 break  # over (or never started): the last state is read once below
             run, run_id, seen = active, active.run_id, snapshot.lock
+            taker, slept = snapshot.pollers.get(run_id, ("", 0.0))[0], woke
+            woke = False
+            if polling and slept and taker != invocation:
+                # another invocation took the polling over after its own pass (its event's): this pass is redundant
+                poll_note, polling = f"invocation {taker} polls the run now", False
+                break
             holder = run.holder_for(invocation)
             if lease is None:
                 lease = renewable_by(seen, holder, deps.clock().timestamp())  # taken by this invocation's start
@@ -163,10 +190,31 @@ def advance_run(
                     if pause(f"waited for the cluster lock held by {other}", settings.poll_seconds):
                         continue
                     break
+            applied = False  # this pass's read is the run's last state until something is applied
             world = gather(run, deps, snapshot.nodes)
             now = deps.clock()
             decision = decide_next(run, world, settings, now)
-            if decision.actions:
+            if decision.actions and bookkeeping(decision.actions):
+                # a save no AWS call follows (a wait's start, a pause decided before its undo): conditioned on the
+                # run's version alone (and on the lease this invocation holds, if it holds one, without renewing
+                # it), so no lock is taken or given up for it (DESIGN.md, "the lock")
+                try:
+                    results += execute(decision.actions, deps.effects(lease), now)
+                except RunConflictError:
+                    logger.info(f"run {run.run_id} was advanced by another invocation: reading it again")
+                    continue
+                except LockLostError as err:
+                    logger.warning(f"run {run.run_id} lost the cluster lock: nothing more applied ({err})")
+                    deps.effects().telemetry.count("LockLost")
+                    lock_note = f"lost the cluster lock to {(err.current or {}).get('holder')}: nothing applied"
+                    lease, lost = None, True
+                    break
+                if decision.pollable is None:
+                    continue  # e.g. a pause recorded: its undo comes at the next pass
+                # a wait's start recorded, nothing changed in the world: deciding again on the same world would
+                # only find the same waits, so wait now (the run as saved is the last state)
+                run = decision.run.model_copy(update={"version": decision.run.version + 1})
+            elif decision.actions:
                 try:
                     if lease is None:  # the lock only if the lock item is still the one read before the world
                         lease = deps.lock.acquire(
@@ -186,6 +234,7 @@ def advance_run(
                     break
                 try:
                     effects = replace(deps.effects(lease), bounds=capacity_bounds(decision.run, world, settings))
+                    applied = True
                     results += execute(decision.actions, effects, now)
                 except LockLostError as err:  # a fenced write found another holder: nothing after it was applied
                     logger.warning(f"run {run.run_id} lost the cluster lock mid-pass: nothing more applied ({err})")
@@ -201,7 +250,9 @@ def advance_run(
             wait = decision.pollable
             if wait is None:
                 break
-            delay = max(settings.poll_seconds, wait.after_seconds or 0.0)
+            # a wait an event ends (a launch, a node Ready) is polled slowly, as a safety net for a lost event
+            poll = settings.event_wait_poll_seconds if decision.evented else settings.poll_seconds
+            delay = max(poll, wait.after_seconds or 0.0)
             if deps.monotonic() + delay > deadline:
                 break
             if lease is not None:
@@ -211,7 +262,9 @@ def advance_run(
             poller, until = snapshot.pollers.get(run_id, ("", 0.0))
             mine = deps.clock().timestamp() + (deadline - deps.monotonic())
             if poller != invocation:
-                if polling or (until >= mine and until > deps.clock().timestamp()):
+                live = until > deps.clock().timestamp()
+                # a wait an event ends needs no second poller: any live one will do (no claim, no take-over)
+                if polling or (live and (until >= mine or decision.evented)):
                     poll_note = f"invocation {poller} polls the run" + (" now" if polling else "")
                     polling = False  # taken over: it is the other's to give up
                     break
@@ -220,6 +273,7 @@ def advance_run(
                     poll_note = "another invocation polls the run"
                     break
             deps.sleep(delay)
+            woke = True
     finally:
         if lease is not None:
             deps.lock.release(lease)
@@ -231,7 +285,8 @@ def advance_run(
         run = deps.runs.get(run_id)  # the run asked for is not active (any more): its last state
     if run is None:
         return {"status": "idle", "actions": results}
-    final = deps.runs.get(run.run_id) or run
+    # the run as the last pass read it, unless a pass applied something after that read (then read it once more)
+    final = (deps.runs.get(run.run_id) or run) if applied else run
     out = {"status": "lock_lost" if lost else "advanced", "run": run_summary(final), "actions": results}
     if poll_note:
         out["polling"] = poll_note

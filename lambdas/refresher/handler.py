@@ -7,9 +7,10 @@ mode and the scenario call with clients of their own.
 
 Each invocation is short and level-triggered: it reads the run and the world, decides the next step(s)
 (``decide.advance``), applies them, and looks again, until the run waits for something. A wait for a drain returns
-at once (the agent's result event ends it); a wait for a node to become Ready, a launch, a termination or the
-masters' second check is polled for at most ``REFRESH_WAIT_BUDGET_SECONDS`` (and never past the invocation's
-remaining time minus a margin); the periodic tick catches anything an event missed.
+at once (the agent's result event ends it); a wait for a termination or the masters' second check is polled every
+``REFRESH_POLL_SECONDS``, one for a launch or a node to become Ready (their events end it: Launch Successful, the
+agent's "Node Ready") every ``REFRESH_EVENT_WAIT_POLL_SECONDS``, for at most ``REFRESH_WAIT_BUDGET_SECONDS`` (and
+never past the invocation's remaining time minus a margin); the periodic tick catches anything an event missed.
 
 Responses (JSON; what ``aws lambda invoke`` and the CLI print):
 
@@ -20,7 +21,9 @@ Responses (JSON; what ``aws lambda invoke`` and the CLI print):
 - ``{"status": "refused", "reason": ...}``: a start refused (masters not Ready, lock held, unknown groups).
 - ``{"status": "nothing_to_do", "table": ...}``, ``{"status": "already_running", "run": ...}``.
 - ``{"status": "started" | "advanced" | "idle" | "cancel_requested", "run": {...}, "actions": [...]}``.
-- ``{"status": "acknowledged", "reason": "not_ours" | "not_in_run" | "no_active_run"}``: an event needing nothing.
+- ``{"status": "acknowledged", "reason": "not_ours" | "not_in_run" | "no_active_run" | "other_cluster" |
+  "already_seen"}``: an event needing nothing (``not_in_run``: a launch, or a "Node Ready" report, of none of the
+  active run's groups; ``already_seen``: a launch whose spare the run recorded already).
 - ``{"status": "lock_lost", "run": {...}, "actions": [...], "lock": ...}``: another holder has the cluster lock; the
   run's fenced writes are refused, so nothing more of it is applied until its holder gets the lock again (logged,
   counted as ``LockLost``).
@@ -71,7 +74,14 @@ from lambdas.refresher.service import logger, serve
 CONTEXT_MARGIN_SECONDS = 5.0  # stop polling this long before the invocation's timeout
 
 KINDS = frozenset(
-    {EventKind.SCHEDULE, EventKind.TICK, EventKind.REQUEST, EventKind.DRAIN_FINISHED, EventKind.LAUNCH_SUCCEEDED}
+    {
+        EventKind.SCHEDULE,
+        EventKind.TICK,
+        EventKind.REQUEST,
+        EventKind.DRAIN_FINISHED,
+        EventKind.LAUNCH_SUCCEEDED,
+        EventKind.NODE_READY,
+    }
 )  # what invokes the refresher (see ``lambdas.events.event``)
 
 

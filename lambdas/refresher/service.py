@@ -21,6 +21,8 @@ from core.runs import (
     Run,
     RunOptions,
     Selection,
+    StepState,
+    WaitDeadline,
     new_invocation_id,
     new_run_id,
     run_id_of_holder,
@@ -243,10 +245,53 @@ def wake_replacement(deps: RefresherDeps, budget_seconds: float, invocation: str
     return advance_run(deps, active.run_id, budget_seconds, invocation)
 
 
+SEEN_LAUNCH = frozenset(
+    {WaitDeadline.SPARE_REGISTER.value, WaitDeadline.SPARE_READY.value, WaitDeadline.NODES_READY.value}
+)
+
+
+def launch_unseen(run: Run, group: str) -> bool:
+    """Whether a launch in ``group`` may tell ``run`` something it has not seen (pure): a step of the group surges
+    and has not recorded its spare yet (no wait past the launch began). A pass reads the group right after it raises
+    the desired capacity, so in AWS the run usually sees the spare (Pending) before Auto Scaling's event comes; the
+    other waits a launch could end (a master's replacement Ready) end with the agent's "Node Ready" instead."""
+    return any(
+        s.group == group and s.state is StepState.SURGING and not SEEN_LAUNCH & set(s.waiting_since) for s in run.steps
+    )
+
+
+def waits_on(run: Run, trigger: Event) -> bool:
+    """Whether a "Node Ready" report may concern ``run`` (pure): it names one of the run's groups, one of its
+    instances (old or spare), or a node whose group the agent could not tell. Masters of groups outside the run and
+    nodes of other groups are left to the run's slow poll and the tick: no decision of a run looks at them but the
+    masters' check."""
+    groups = {g.name for g in run.groups}
+    instances = {s.instance_id for s in run.steps} | {s.surge_instance_id for s in run.steps if s.surge_instance_id}
+    return any(not g or g in groups for g in trigger.asg_names) or any(i in instances for i in trigger.instance_ids)
+
+
+def node_ready(trigger: Event, deps: RefresherDeps, budget: float, invocation: str) -> dict[str, Any]:
+    """The agent's "Node Ready" report: advance the active run when the report may concern it (``waits_on``).
+
+    The report is a hint to read again, never a fact: the pass reads membership (``NODE#``) and the groups itself
+    and decides on what it read, so a report the agent's role could forge (it may put events of its own source and
+    write ``NODE#``, nothing more) makes the refresher look, never act on a node that is not Ready. No active run
+    (the common case: nodes become Ready all day long) costs one Query of the ``RUN#`` items, nothing else.
+    """
+    if trigger.cluster != deps.settings.cluster_name:
+        return {"status": "acknowledged", "reason": "other_cluster"}
+    active = deps.runs.active()
+    if active is None:
+        return {"status": "acknowledged", "reason": "no_active_run"}
+    if not waits_on(active, trigger):
+        return {"status": "acknowledged", "reason": "not_in_run"}
+    return advance_run(deps, active.run_id, budget, invocation)
+
+
 def serve(trigger: Event, deps: RefresherDeps, budget: float, invocation: str | None = None) -> dict[str, Any]:
     """Answer one invocation (see ``handler``'s module docstring for the responses): a manual request (status,
     cancel, refresh), the schedule (start a run), the tick (free an orphan lock, advance the active run), an agent
-    result or a launch (advance the run it concerns).
+    result, a launch or a "Node Ready" report (advance the run it concerns).
 
     Args:
         trigger: the parsed input.
@@ -298,5 +343,9 @@ def serve(trigger: Event, deps: RefresherDeps, budget: float, invocation: str | 
             return {"status": "acknowledged", "reason": "no_active_run"}
         if trigger.asg_name not in {g.name for g in active.groups}:
             return {"status": "acknowledged", "reason": "not_in_run"}
+        if not launch_unseen(active, trigger.asg_name or ""):
+            return {"status": "acknowledged", "reason": "already_seen"}
         return advance_run(deps, active.run_id, budget, invocation)
+    if trigger.kind is EventKind.NODE_READY:
+        return node_ready(trigger, deps, budget, invocation)
     raise AssertionError(f"unhandled trigger {trigger.kind}")

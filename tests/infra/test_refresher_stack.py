@@ -1,6 +1,6 @@
-"""The refresher unit in the stack: its function (shared asset, valid settings), its four rules (weekly schedule
-from the settings, tick, the agent's drain results, Launch Successful) each with a retry policy and a dead-letter
-queue, and IAM scoped to the cluster's groups."""
+"""The refresher unit in the stack: its function (shared asset, valid settings), its five rules (weekly schedule
+from the settings, tick, the agent's drain results and "Node Ready" reports, Launch Successful) each with a retry
+policy and a dead-letter queue, and IAM scoped to the cluster's groups."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def test_weekly_tick_drain_result_and_launch_rules_each_with_retries_and_a_dlq(t
     rules = template.find_resources(
         "AWS::Events::Rule", {"Properties": {"Targets": [Match.object_like({"Arn": {"Fn::GetAtt": [fn_id, "Arn"]}})]}}
     )
-    assert len(rules) == 4
+    assert len(rules) == 5
     schedules, patterns, inputs = set(), [], []
     for rule in rules.values():
         props = rule["Properties"]
@@ -89,7 +89,15 @@ def test_weekly_tick_drain_result_and_launch_rules_each_with_retries_and_a_dlq(t
             patterns.append(props["EventPattern"])
     assert schedules == {"cron(30 4 ? * SAT *)", "rate(3 minutes)"}
     assert sorted(inputs) == ['{"trigger":"schedule"}', '{"trigger":"tick"}']
-    by_source = {p["source"][0]: p for p in patterns}
+    by_source = {p["source"][0]: p for p in patterns if p["detail-type"] != ["Node Ready"]}
+    (ready,) = [p for p in patterns if p["detail-type"] == ["Node Ready"]]
+    # the agent's reports of its own cluster only; the source is the one its role may put (test_stack)
+    assert ready == {
+        "source": ["node-manager.agent"],
+        "detail-type": ["Node Ready"],
+        "detail": {"cluster": [CLUSTER]},
+        "account": ["111122223333"],  # the stack's own (every rule of it)
+    }
     agent = by_source["node-manager.agent"]
     drains = {"Node Drain Succeeded", "Node Drain Failed", "Node Drain Skipped"}
     cordons = {"Node Cordon Succeeded", "Node Cordon Failed", "Node Cordon Skipped"}  # a replacement run's wake-up

@@ -40,6 +40,12 @@ class WaitKind(str, Enum):
     def pollable(self) -> bool:
         return self not in (WaitKind.DRAIN, WaitKind.OTHER_OPERATION)
 
+    @property
+    def evented(self) -> bool:
+        """An event ends it ("EC2 Instance Launch Successful", the agent's "Node Ready"): polled only slowly, as
+        a safety net (``REFRESH_EVENT_WAIT_POLL_SECONDS``)."""
+        return self in (WaitKind.LAUNCH, WaitKind.NODE_READY)
+
 
 @dataclass(frozen=True)
 class Wait:
@@ -72,6 +78,11 @@ class Decision:
         if not self.waits or any(not w.kind.pollable for w in self.waits):
             return None
         return min(self.waits, key=lambda w: w.after_seconds or 0)
+
+    @property
+    def evented(self) -> bool:
+        """Every wait is one an event ends (``WaitKind.evented``): a poll for it is only the safety net."""
+        return bool(self.waits) and all(w.kind.evented for w in self.waits)
 
 
 class Context:

@@ -100,11 +100,9 @@ def decide_pass(p: Context) -> Decision:
     finish_groups(p)
     finish_run(p)
     if run.status.active:
-        waiting = "; ".join(w.what for w in p.waits)
-        if waiting != run.waiting:
-            run.waiting = waiting
-            if not p.changes:
-                p.change("waiting: " + (waiting or "nothing"))
+        # saved with the pass's changes; alone it is no reason to write (a wait's start, which its deadline counts
+        # from, is a change of its own: ``Context.overdue``)
+        run.waiting = "; ".join(w.what for w in p.waits)
     for step in run.steps:  # when each step entered the state this pass left it in (charts, status)
         if step.state is not was[step.index]:
             step.entered.setdefault(step.state.value, p.now)

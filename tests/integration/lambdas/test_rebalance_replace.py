@@ -123,7 +123,11 @@ def test_a_recommendation_launches_the_replacement_before_the_drain_then_termina
         assert spare in {i["InstanceId"] for i in h.groups()[worker_asg]["Instances"]}
         assert_capacity_restored(h, before)
         assert (LeaseLock(h.store).current() or {}).get("holder") is None
-        woken = [e for e in h.bus.events(source="node-manager.agent") if e["detail"]["command_id"].startswith("rebal")]
+        woken = [
+            e
+            for e in h.bus.events(source="node-manager.agent")
+            if e["detail"].get("command_id", "").startswith("rebal")
+        ]
         assert woken and woken[0]["detail-type"] == "Node Cordon Succeeded"
 
         # a recommendation while another run is active only cordons (the fallback), with the reason

@@ -76,8 +76,9 @@ def test_full_refresh_masters_then_workers_never_lowers_ready_workers(world: Any
         assert_capacity_restored(h, before)
         assert not old & h.running_instances(), "an old instance survived"
         assert (LeaseLock(h.store).current() or {}).get("holder") is None  # lock released
-        # advancement came from events: drain results and launches reached the function
+        # advancement came from events: drain results, the agent's "Node Ready" and launches reached the function
         assert h.bus.events(source="node-manager.agent") and h.bus.events(source="aws.autoscaling")
+        assert h.bus.events(detail_type="Node Ready")
 
 
 def test_pdb_blocking_a_drain_pauses_cleanly_under_pause(world: Any) -> None:

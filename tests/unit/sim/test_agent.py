@@ -94,7 +94,8 @@ def test_a_drain_evicts_through_the_budget_one_pod_at_a_time_and_ends_succeeded(
     assert w.kube.counters.stopped_by_eviction == 2 and w.kube.counters.evictions_refused >= 1
     assert w.kube.counters.killed_by_reclaim == 0
     assert w.queue.messages == [] and item["reported_at"]
-    assert [e["DetailType"] for e in w.agent.events.entries] == ["Node Drain Succeeded"]
+    results = [e["DetailType"] for e in w.agent.events.entries if e["DetailType"] != "Node Ready"]
+    assert results == ["Node Drain Succeeded"]  # (the first resync also reported the nodes Ready: agent.ready)
     pods = {p["name"]: p for p in item["result"]["pods"]}
     assert all(p["gone"] for p in pods.values() if p["action"] == "evict")
     assert max(p["attempts"] for p in pods.values()) > 1  # the second waited for the budget

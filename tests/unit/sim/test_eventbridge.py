@@ -43,16 +43,19 @@ def test_each_event_reaches_the_functions_of_its_rules() -> None:
     bus.put(event(bus, "aws.autoscaling", "EC2 Instance Launch Successful"))
     bus.put(event(bus, AGENT_SOURCE, "Node Drain Succeeded", cluster="c1"))
     bus.put(event(bus, AGENT_SOURCE, "Node Drain Succeeded", cluster="other"))  # another cluster's: no rule
+    bus.put(event(bus, AGENT_SOURCE, "Node Ready", cluster="c1"))  # the refresher's only
+    bus.put(event(bus, AGENT_SOURCE, "Node Ready", cluster="other"))
     bus.put(event(bus, "aws.ec2", "EC2 Instance State-change Notification", state="running"))  # not a going state
     kernel.run(10)
     assert sorted((f, d) for _, f, d in rec.calls) == [
         ("interruption", "EC2 Spot Instance Interruption Warning"),
         ("refresher", "EC2 Instance Launch Successful"),
         ("refresher", "Node Drain Succeeded"),
+        ("refresher", "Node Ready"),
         ("replenisher", "EC2 Instance Launch Successful"),
         ("replenisher", "Node Drain Succeeded"),
     ]
-    assert bus.stats.unmatched == 2
+    assert bus.stats.unmatched == 3
 
 
 def test_a_failed_invocation_is_retried_twice_then_dropped() -> None:

@@ -24,7 +24,9 @@ from lambdas.refresher.handler import Deps
 T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
 RUN_ID = "20240305T100000Z-abcdef"
 REGION = "us-east-1"
-SETTINGS = RefresherSettings(cluster_name="demo", table_name="state", queue_url="q", poll_seconds=0.01)
+SETTINGS = RefresherSettings(
+    cluster_name="demo", table_name="state", queue_url="q", poll_seconds=0.01, event_wait_poll_seconds=0.01
+)
 
 
 class Counting(Telemetry):

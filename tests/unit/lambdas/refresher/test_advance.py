@@ -56,6 +56,15 @@ def test_donors_are_read_only_before_a_groups_first_surge() -> None:
     assert not may_start_a_group(run(StepState.SURGING, raised=1))  # the group is the run's now
     assert not may_start_a_group(run(StepState.PENDING, status=RunStatus.PAUSING))
     assert not may_start_a_group(run(StepState.PENDING, role="control-plane"))
+    # a later group waiting for its turn is not read for: only the current group may start (every pass of a run's
+    # first groups read the COMP# ledgers before, 5.7 Queries a node in the smoke benchmark)
+    later = run(StepState.SURGING, raised=1)
+    later.groups.append(GroupSurge(name="h", role="node", min_size=1, original_desired=2, original_max=4))
+    later.steps.append(RunStep(index=2, group="h", role="node", instance_id="i-00000000000000003"))
+    assert not may_start_a_group(later)
+    later.steps[0].state = later.steps[1].state = StepState.DONE
+    later.groups[0].raised = 0
+    assert may_start_a_group(later)  # g finished: h is the current group now
 
 
 # -- two invocations of one run: each its own lock holder (moto) -------------------------------------------------
@@ -159,8 +168,9 @@ def test_a_polling_pass_that_decides_nothing_writes_nothing_not_even_the_lock(cl
     assert not {"UpdateItem", "TransactWriteItems"} & set(counted), counted  # the lock neither taken nor given up
     lock = deps.lock.current() or {}
     assert lock.get("holder") is None and lock["fencing"] == 1  # as the first invocation left it
-    # once per invocation: it claims the polling (POLL#) and gives it up; and reads the run's last state
-    assert (counted["PutItem"], counted["DeleteItem"], counted["GetItem"]) == (1, 1, 1), counted
+    # once per invocation: it claims the polling (POLL#) and gives it up; the run's last state is its last pass's
+    # read (it applied nothing), so no GetItem at the end
+    assert (counted["PutItem"], counted["DeleteItem"], counted["GetItem"]) == (1, 1, 0), counted
 
 
 def _waiting_run(cluster: Cluster) -> Any:
@@ -182,7 +192,17 @@ def test_an_invocation_leaves_the_polling_to_one_whose_budget_ends_later(cluster
     assert deps.store.get(poll_sk(RUN_ID)) == {**deps.store.get(poll_sk(RUN_ID)), "invocation": "the-tick"}
 
 
-@pytest.mark.parametrize("others_until", [0.0, 0.1], ids=["expired", "ends-sooner"])
+def test_a_wait_an_event_ends_leaves_the_polling_to_any_live_poller(cluster: Cluster) -> None:
+    """The spare's node to register and be Ready: the agent's "Node Ready" ends that wait, so one slow poller is
+    enough; a later invocation does its own pass and leaves the polling to it, whatever their budgets."""
+    deps = _waiting_run(cluster)
+    deps.store.put(poll_sk(RUN_ID), {"invocation": "older", "until": T0.timestamp() + 0.1})
+    out = advance.advance_run(cluster.new_deps(), None, 1.0, "newer")
+    assert out["polling"] == "invocation older polls the run"
+    assert (deps.store.get(poll_sk(RUN_ID)) or {})["invocation"] == "older"
+
+
+@pytest.mark.parametrize("others_until", [0.0], ids=["expired"])
 def test_an_invocation_whose_budget_ends_later_takes_the_polling_over_and_gives_it_up(
     cluster: Cluster, others_until: float
 ) -> None:
