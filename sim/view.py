@@ -24,11 +24,11 @@ class View:
         self.world = world
         self.partitions = partitions  # the cluster's (core.schema.partition_of, agent_partition_of)
         self.partition, self.agent_partition = partitions
+        self._node_cache: dict[str, tuple[tuple[Any, bool], NodeState]] = {}  # node -> (version, state)
 
     def _partition_of(self, sk: str) -> str:
         """The partition holding kind ``sk`` (``core.schema.partition_for``: the agent's kinds in its own)."""
         return self.agent_partition if agent_item(sk) else self.partition
-        self._node_cache: dict[str, tuple[tuple[Any, bool], NodeState]] = {}  # node -> (version, state)
 
     def group_states(self) -> list[GroupState]:
         out = []
