@@ -177,6 +177,13 @@ class SimDrain:
         if self.ended or self.progress is None or self.node is None or node != self.node.name:
             return
         self.progress.apply_event(event)
+        arrived = self.progress.arrival(event, self.command.options)
+        if arrived is not None:  # placed on the node after its cordon (DrainProgress.arrival): evicted too
+            e = self.engine
+            self.tries[arrived.pod.key] = EvictionAttempts(
+                arrived.pod, PodAction.EVICT, self.command.options, e.backoff_base, e.backoff_cap, e.grace_margin
+            )
+            self._after(0.0, "agent:evict", partial(self._try, arrived.pod.key))
         self._want_check()
 
     def _want_check(self) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from agent.drain.cordon import ENDING_ANNOTATION
 from agent.drain.engine import DrainEngine
+from agent.drain.policy import PodAction
 from agent.drain.results import NodeCommandResult
 from core.exceptions import ControlPlaneBusyError, ControlPlaneRefusedError, NodeNotFoundError
 from core.model import Command, CommandKind, CommandStatus, DrainOptions
@@ -180,3 +181,19 @@ def test_a_failed_refresh_drain_and_its_uncordon_leave_a_node_a_spot_drain_took_
     assert history and history[history.index(True) :] == [True] * len(history[history.index(True) :])
     node = d.kube.node_view("n1")
     assert node is not None and node.unschedulable and node.annotations.get(ENDING_ANNOTATION) == "spot-1"
+
+
+def test_a_pod_placed_on_the_node_after_its_cordon_is_evicted_with_the_others() -> None:
+    # a scheduler whose view had not caught up with the cordon binds a pod there while the drain runs
+    d = Drains()
+    d.kube.add_deployment(NS, "web", 3, grace=20)
+    d.run(30)
+    d.start("i-00000000000000002", seconds=120)
+    d.run(1)
+    d.kube.add_pod(NS, "late", node="n2", owner=("ReplicaSet", "other"), grace=5)
+    d.run(60)
+    result = d.result()
+    assert result.status is CommandStatus.SUCCEEDED, result.message
+    assert d.kube.pod(NS, "late") is None
+    late = next(p for p in result.pods if p.name == "late")
+    assert late.action is PodAction.EVICT and "after the cordon" in late.reason
