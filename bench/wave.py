@@ -40,6 +40,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -201,8 +202,26 @@ def prepare(
     return targets, store
 
 
+@contextlib.contextmanager
+def _environ_restored() -> Iterator[None]:
+    """Put ``os.environ`` back as it was: ``handler_deps`` points it at the world's moto server and region, which a
+    later boto3 client of the same process (a test's ``mock_aws``) would otherwise read."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def run_wave(world: LocalWorld, targets: list[tuple[str, str]], store: Store, timeout: float = 240) -> WaveResult:
-    """Warn every target at once (back-to-back handler calls) and measure (see the module docstring)."""
+    """Warn every target at once (back-to-back handler calls) and measure (see the module docstring); the process
+    environment is left as it was."""
+    with _environ_restored():
+        return _run_wave(world, targets, store, timeout)
+
+
+def _run_wave(world: LocalWorld, targets: list[tuple[str, str]], store: Store, timeout: float) -> WaveResult:
     deps = handler_deps(world)
     core = k8s.CoreV1Api(world.api)
     recorder = Recorder(core).start()
