@@ -7,9 +7,19 @@ results go to BENCHMARKS.md).
 production settings). The interruption handler (warm, in this process, as in a warm Lambda) is called once per warned
 worker, back to back. Reported per run: time from the first handler call to the last node cordoned (and from the last
 call), to the last drain finished, drains that ended ``succeeded`` before their deadline, and pods bound to a node
-after that node's warning (a watch on Pods sees each binding; target 0), counted from the start of the node's handler
-call and from its return (when its drain command is queued: from then on a binding is the agent's delay).
+after that node's warning (target 0), counted from the start of the node's handler call, from its return (its drain
+command is queued: from then on a binding is the agent's delay) and from the node's cordon (from then on a binding is
+the scheduler's: the local world's ReplicaSet controller places a new pod from its cached view of the nodes).
 Cordon times come from a watch on Nodes.
+
+Bindings are ordered by ``resourceVersion``, not by when the benchmark's watch saw them: a watch event can arrive
+seconds late on a loaded machine (the watch threads share this process with the back-to-back handler calls), and a
+pod bound just before its node's warning was then counted as bound after it. kube-apiserver's etcd3 storage gives
+every write one global revision (an object's ``resourceVersion``; opaque to clients by contract, but one counter on
+this apiserver v1.20 + etcd), so a pod's binding (the first watch event with ``spec.nodeName``, at its revision), the
+node's cordon (the first with ``spec.unschedulable``) and the revisions read just before and just after each handler
+call (a one-item list, whose ``metadata.resourceVersion`` is the store's current revision) are on one clock. The
+counts by the watch's arrival time are printed too (``seen late``).
 
 **Grace** (``--grace``): one worker carries a pod with ``terminationGracePeriodSeconds`` 180; a Spot warning gives
 it 120 s. Reported: when the pod got its deletion (``metadata.deletionTimestamp`` seen by a watch: the SIGTERM) and
@@ -30,6 +40,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -65,8 +76,13 @@ class WaveResult:
     last_drain: float = math.inf
     before_deadline: int = 0
     terminal: int = 0
-    onto_warned: int = 0  # bound to a node after its handler call started
+    onto_warned: int = 0  # bound to a node after its handler call started (by revision)
     onto_commanded: int = 0  # bound to a node after its handler call returned (its drain command was queued)
+    onto_cordoned: int = 0  # bound to a node after its cordon (the scheduler's placement, not the agent's delay)
+    onto_schedulable: int = 0  # bound after its command was queued and before its cordon: the agent's delay
+    seen_after_warned: int = 0  # the earlier count: bindings the watch delivered after the handler call started
+    seen_after_commanded: int = 0  # ... after it returned
+    onto: list[str] = field(default_factory=list)  # each binding counted in onto_warned: pod, node, when, revisions
     statuses: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -80,9 +96,10 @@ class Recorder:
     def __init__(self, core: k8s.CoreV1Api) -> None:
         self.core = core
         self.cordoned: dict[str, float] = {}
+        self.cordoned_rv: dict[str, int] = {}
         self.deleting: dict[str, float] = {}  # pod name -> first time a deletionTimestamp was seen
         self.gone: dict[str, float] = {}
-        self.bindings: list[tuple[float, str, str]] = []  # (time, pod uid, node)
+        self.bindings: list[tuple[float, str, str, int, str]] = []  # (time seen, pod uid, node, revision, name)
         self.known: set[str] = set()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -111,6 +128,7 @@ class Recorder:
                 rv = node.metadata.resource_version
                 if node.spec.unschedulable and node.metadata.name not in self.cordoned:
                     self.cordoned[node.metadata.name] = time.time()
+                    self.cordoned_rv[node.metadata.name] = int(rv)
                 if self._stop.is_set():
                     w.stop()
 
@@ -123,7 +141,7 @@ class Recorder:
                 now = time.time()
                 if pod.spec.node_name and pod.metadata.uid not in self.known:
                     self.known.add(pod.metadata.uid)
-                    self.bindings.append((now, pod.metadata.uid, pod.spec.node_name))
+                    self.bindings.append((now, pod.metadata.uid, pod.spec.node_name, int(rv), pod.metadata.name))
                 if pod.metadata.deletion_timestamp is not None:
                     self.deleting.setdefault(pod.metadata.name, now)
                 if event["type"] == "DELETED":
@@ -184,23 +202,45 @@ def prepare(
     return targets, store
 
 
+@contextlib.contextmanager
+def _environ_restored() -> Iterator[None]:
+    """Put ``os.environ`` back as it was: ``handler_deps`` points it at the world's moto server and region, which a
+    later boto3 client of the same process (a test's ``mock_aws``) would otherwise read."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def run_wave(world: LocalWorld, targets: list[tuple[str, str]], store: Store, timeout: float = 240) -> WaveResult:
-    """Warn every target at once (back-to-back handler calls) and measure (see the module docstring)."""
+    """Warn every target at once (back-to-back handler calls) and measure (see the module docstring); the process
+    environment is left as it was."""
+    with _environ_restored():
+        return _run_wave(world, targets, store, timeout)
+
+
+def _run_wave(world: LocalWorld, targets: list[tuple[str, str]], store: Store, timeout: float) -> WaveResult:
     deps = handler_deps(world)
     core = k8s.CoreV1Api(world.api)
     recorder = Recorder(core).start()
     result = WaveResult(size=len(targets))
     warned: dict[str, float] = {}
     commanded: dict[str, float] = {}
+    warned_rv: dict[str, int] = {}
+    commanded_rv: dict[str, int] = {}
     command_ids: list[str] = []
     sink = io.StringIO()
     t0 = time.time()
     for name, instance_id in targets:
         event = spot_warning(instance_id, world.region, datetime.now(UTC))
+        warned_rv[name] = revision(core)
         warned[name] = time.time()
         with contextlib.redirect_stdout(sink):
             handle(event, deps)
         commanded[name] = time.time()
+        commanded_rv[name] = revision(core)
         command_ids.append(f"spot-{event['id']}")
     result.calls_span = time.time() - t0
     names = [name for name, _ in targets]
@@ -234,9 +274,38 @@ def run_wave(world: LocalWorld, targets: list[tuple[str, str]], store: Store, ti
             result.before_deadline += 1
     if finished and len(items) == len(command_ids):
         result.last_drain = max(finished) - t0
-    result.onto_warned = sum(1 for t, _, node in recorder.bindings if node in warned and t > warned[node])
-    result.onto_commanded = sum(1 for t, _, node in recorder.bindings if node in commanded and t > commanded[node])
+    onto = [b for b in recorder.bindings if b[2] in warned_rv]
+    result.seen_after_warned = sum(1 for t, _, node, _, _ in onto if t > warned[node])
+    result.seen_after_commanded = sum(1 for t, _, node, _, _ in onto if t > commanded[node])
+    result.onto_warned = sum(1 for _, _, node, rv, _ in onto if rv > warned_rv[node])
+    result.onto_commanded = sum(1 for _, _, node, rv, _ in onto if rv > commanded_rv[node])
+    result.onto_cordoned = sum(1 for _, _, node, rv, _ in onto if rv > recorder.cordoned_rv.get(node, 1 << 62))
+    result.onto_schedulable = sum(
+        1 for _, _, node, rv, _ in onto if commanded_rv[node] < rv <= recorder.cordoned_rv.get(node, 1 << 62)
+    )
+    for seen, _, node, rv, pod in onto:
+        if rv <= warned_rv[node]:
+            continue
+        cordoned = recorder.cordoned_rv.get(node)
+        when = (
+            "after its cordon"
+            if cordoned is not None and rv > cordoned
+            else "after its command was queued, before its cordon"
+            if rv > commanded_rv[node]
+            else "during its handler call, before its cordon"
+        )
+        result.onto.append(
+            f"{pod} -> {node} {when}: bound at revision {rv} (seen {seen - t0:.2f} s), warned at {warned_rv[node]}, "
+            f"command queued by {commanded_rv[node]}, cordoned at {cordoned} "
+            f"(seen {recorder.cordoned.get(node, math.inf) - t0:.2f} s)"
+        )
     return result
+
+
+def revision(core: k8s.CoreV1Api) -> int:
+    """The store's current revision: a one-item list is read from etcd, and its ``metadata.resourceVersion`` is the
+    revision it was read at."""
+    return int(core.list_namespaced_pod(NAMESPACE, limit=1).metadata.resource_version)
 
 
 def bench_grace(world: LocalWorld, log_dir: str, grace: int, left: float) -> dict[str, float]:
@@ -326,17 +395,23 @@ def main(argv: list[str] | None = None) -> int:
                     f"  wave {size} run {run + 1}: calls {result.calls_span:.2f} s, last cordon "
                     f"{_seconds(result.last_cordon)}, last drain {_seconds(result.last_drain)}, "
                     f"before deadline {result.before_deadline}/{size}, onto warned {result.onto_warned} "
-                    f"(after the command: {result.onto_commanded}), "
+                    f"(after the command: {result.onto_commanded}, "
+                    f"of them before the cordon: {result.onto_schedulable}; "
+                    f"after the cordon: {result.onto_cordoned}; "
+                    f"by the watch's arrival time: {result.seen_after_warned} / {result.seen_after_commanded}), "
                     f"statuses {result.statuses}",
                     file=sys.stderr,
                 )
+                for line in result.onto:
+                    print(f"    onto a warned node: {line}", file=sys.stderr)
         if args.grace:
             grace_runs.append(bench_grace(world, args.logs, grace, left))
     print(f"\n{args.runs} run(s) per size, {os.cpu_count()} CPUs, {datetime.now(UTC):%Y-%m-%d}\n")
     print(
         "| wave | handler calls span | first call -> last cordon, p50 / p99 | last call -> last cordon, p99 "
         "(target <= 2 s) | first call -> last drain, p50 / p99 | drains succeeded before deadline (worst run) "
-        "| pods bound to a warned node after its handler call started / returned (total; target 0) |"
+        "| pods bound to a warned node after its handler call started / returned / its cordon (total; target 0 "
+        "after it returned) |"
     )
     print("|---|---|---|---|---|---|---|")
     for size, runs in results.items():
@@ -349,7 +424,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{_seconds(percentile(after, 99))} | "
             f"{_seconds(percentile(drain, 50))} / {_seconds(percentile(drain, 99))} "
             f"| {min(r.before_deadline for r in runs)}/{size} "
-            f"| {sum(r.onto_warned for r in runs)} / {sum(r.onto_commanded for r in runs)} |"
+            f"| {sum(r.onto_warned for r in runs)} / {sum(r.onto_commanded for r in runs)} / "
+            f"{sum(r.onto_cordoned for r in runs)} |"
         )
     for g in grace_runs:
         print(

@@ -19,7 +19,14 @@ from functools import partial
 
 from agent.drain.attempts import EvictionAttempts, send
 from agent.drain.engine import DrainEngine
-from agent.drain.policy import PodAction, daemonset_owners, deletes_past_pdb, is_control_plane, plan_drain
+from agent.drain.policy import (
+    PodAction,
+    daemonset_owners,
+    deletes_past_pdb,
+    instance_ends,
+    is_control_plane,
+    plan_drain,
+)
 from agent.drain.progress import DrainProgress, conclude, refuse
 from agent.drain.results import Durations, NodeCommandResult
 from agent.kube.views import NodeView, PodEvent
@@ -69,6 +76,7 @@ class SimDrain:
         self.progress: DrainProgress | None = None
         self.deadline = Deadline.at(command.deadline, kernel)
         self.bound = deletes_past_pdb(engine.pdb_deadline_policy, command.reason)
+        self.ending = False  # tightened to an instance's end: keeps its cordon if it does not succeed
         self.tries: dict[str, EvictionAttempts] = {}
         self.timers: list[Timer] = []
         self.ended = False
@@ -89,7 +97,9 @@ class SimDrain:
                 # slot ControlPlaneBusyError; either ends this drain with the error and the product's steps decide
                 self.engine.guard.admit(self.command, node)
                 self.control_plane = True
-            node, decision = self.engine.cordon_node(node, self.command.command_id)
+            node, decision = self.engine.cordon_node(
+                node, self.command.command_id, ending=instance_ends(self.command.reason)
+            )
             self.node = node
             self.result = NodeCommandResult(
                 command_id=self.command.command_id,
@@ -112,7 +122,7 @@ class SimDrain:
         self.progress = DrainProgress(plan)
         if plan.refused:
             refuse(self.result, plan, self.progress, node.name)
-            self.engine.uncordon_after_failure(self.command.options, node, self.result)
+            self.engine.uncordon_after_failure(self.command.options, node, self.result, ending=self.ending)
             self._end(self.result)
             return
         self.kube.listeners.append(self._on_event)
@@ -135,9 +145,11 @@ class SimDrain:
 
     def tighten(self, when: datetime) -> bool:
         """``DrainEngine.tighten`` for this drain: the deadline moves earlier (never later) and, under
-        ``DRAIN_PDB_DEADLINE_POLICY=delete``, the drain becomes deadline-bound. False when it did not move."""
+        ``DRAIN_PDB_DEADLINE_POLICY=delete``, the drain becomes deadline-bound; under either policy it keeps its
+        cordon if it does not succeed. False when it did not move."""
         if self.ended or not self.deadline.tighten(when):
             return False
+        self.ending = True
         if self.engine.pdb_deadline_policy == PdbDeadlinePolicy.DELETE:
             self.bound = True
         self._after(self.deadline.remaining(), "agent:drain-deadline", self._check)
@@ -165,6 +177,13 @@ class SimDrain:
         if self.ended or self.progress is None or self.node is None or node != self.node.name:
             return
         self.progress.apply_event(event)
+        arrived = self.progress.arrival(event, self.command.options)
+        if arrived is not None:  # placed on the node after its cordon (DrainProgress.arrival): evicted too
+            e = self.engine
+            self.tries[arrived.pod.key] = EvictionAttempts(
+                arrived.pod, PodAction.EVICT, self.command.options, e.backoff_base, e.backoff_cap, e.grace_margin
+            )
+            self._after(0.0, "agent:evict", partial(self._try, arrived.pod.key))
         self._want_check()
 
     def _want_check(self) -> None:
@@ -180,7 +199,7 @@ class SimDrain:
             return
         conclude(self.result, self.progress, self.node.name)
         if self.result.status != CommandStatus.SUCCEEDED:
-            self.engine.uncordon_after_failure(self.command.options, self.node, self.result)
+            self.engine.uncordon_after_failure(self.command.options, self.node, self.result, ending=self.ending)
         self._end(self.result)
 
     def _end(self, outcome: NodeCommandResult | Exception) -> None:

@@ -19,7 +19,7 @@ from agent.consumer.config import ConsumerConfig
 from agent.consumer.decisions import Binding, RefusalDisposition, completes_hook, handback_delay, on_refusal
 from agent.consumer.jobs import Counters, Job, Jobs
 from agent.consumer.retry import Retry
-from agent.consumer.schedule import DeadlineGate
+from agent.consumer.schedule import CordonsFirst, DeadlineGate
 from agent.consumer.steps import Engine
 from agent.hooks import HookFinisher
 from agent.metrics import AgentMetrics
@@ -62,6 +62,7 @@ class WorkerBase:
         self.counters = Counters()
         self.jobs = Jobs()
         self.gate = DeadlineGate(config.concurrency)
+        self.cordons = CordonsFirst()  # evictions wait for the cordons of the commands received (a wave)
         self.sleep = sleep
         self.retry = Retry(
             config.command_retry_seconds, config.retry_backoff_seconds, config.retry_backoff_max_seconds, sleep=sleep

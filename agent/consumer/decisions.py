@@ -203,11 +203,13 @@ def tightened(command: Command, item: Mapping[str, Any] | None) -> Command:
     """``command`` with the deadline its ``CMD#`` item tightened it to (``deadline_tightened_to``, written by
     ``adapters.dynamo.commands.tighten_deadline`` when a Spot warning came for a node a rebalance drain empties),
     when that is earlier; else ``command`` itself. Pure. An unreadable value is ignored (the recorded deadline
-    stands)."""
+    stands). A tightened drain's instance ends at that deadline, so it never gives its cordon back
+    (``options.uncordon_on_failure`` off; ``DrainEngine.tighten`` does the same to a drain already running)."""
     when = tightened_deadline(item)
     if when is None or when >= command.deadline:
         return command
-    return command.model_copy(update={"deadline": when})
+    options = command.options.model_copy(update={"uncordon_on_failure": False})
+    return command.model_copy(update={"deadline": when, "options": options})
 
 
 def tightened_deadline(item: Mapping[str, Any] | None) -> datetime | None:

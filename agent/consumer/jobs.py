@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from core.model import Command
@@ -22,6 +23,7 @@ class Job:
     handed_back: bool = False
     lost: bool = False  # another worker took the command over (seen by the heartbeat)
     lifecycle_beat_at: float = field(default_factory=time.monotonic)  # last lifecycle heartbeat (or the start)
+    cordoned: Callable[[], None] = lambda: None  # gives back the message's hold on evictions (``CordonsFirst``)
     _closed: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
 

@@ -1,7 +1,7 @@
 """The consumer's receive loop: long-polls SQS (up to 10 messages a receive) while fewer than ``max_in_flight``
 commands are in flight, whatever the number of drains evicting, hands each to a ``CommandWorker`` on its own thread
-(which cordons a drain's node at once, then waits for a drain slot), and on shutdown hands back what did not finish
-in time."""
+(which cordons a drain's node at once, then waits until the commands received so far are cordoned too and for a
+drain slot), and on shutdown hands back what did not finish in time."""
 
 from __future__ import annotations
 
@@ -119,11 +119,13 @@ class CommandConsumer:
                 log.exception("receive failed, backing off seconds=%.1f consecutive_failures=%d", delay, failures)
                 stop.wait(delay)
                 continue
-            for message in messages:
+            holds = [self.worker.cordons.hold() for _ in messages]  # before any of them evicts (a wave)
+            for message, cordoned in zip(messages, holds, strict=True):
                 if stop.is_set():
+                    cordoned()
                     self.worker.set_visibility(message["ReceiptHandle"], 0, message.get("MessageId", "?"))
                     continue
-                self._spawn(message)
+                self._spawn(message, cordoned)
         log.info("consumer stopped polling")
 
     def shutdown(self, grace_seconds: float | None = None) -> None:
@@ -157,21 +159,22 @@ class CommandConsumer:
                 self._slots.wait(1.0)
             return 0 if stop.is_set() else max(0, self.config.max_in_flight - self._busy)
 
-    def _spawn(self, message: dict[str, Any]) -> None:
+    def _spawn(self, message: dict[str, Any], cordoned: Callable[[], None]) -> None:
         with self._slots:
             self._busy += 1
         name = f"command-{message.get('MessageId', '?')[:8]}"
-        threading.Thread(target=self._work, args=(message,), name=name, daemon=True).start()
+        threading.Thread(target=self._work, args=(message, cordoned), name=name, daemon=True).start()
 
-    def _work(self, message: dict[str, Any]) -> None:
+    def _work(self, message: dict[str, Any], cordoned: Callable[[], None]) -> None:
         try:
-            self.worker.handle(message)
+            self.worker.handle(message, cordoned)
         except Exception as err:
             log.exception("unexpected error handling message_id=%s", message.get("MessageId"))
             self.counters.inc("errors")
             if self.metrics is not None:
                 self.metrics.loop_error("consumer", err)
         finally:
+            cordoned()  # whatever became of the message, it holds no drain up any more
             with self._slots:
                 self._busy -= 1
                 self._slots.notify_all()

@@ -1,5 +1,7 @@
 """Which cordoned drain evicts next: at most ``slots`` drains evict at once, and a free slot goes to the waiting drain
-with the earliest deadline (earliest deadline first; ties in arrival order).
+with the earliest deadline (earliest deadline first; ties in arrival order). And when: not before every command
+received so far has had its node cordoned (``CordonsFirst``), so no pod evicted by the first drains of a wave is
+placed onto a node warned in the same wave whose cordon is still being written.
 
 A wave of Spot warnings gives every node the same two minutes, but a lifecycle-hook drain (up to the hook's timeout)
 or a refresh drain (many minutes) may wait behind them: the one whose instance goes first drains first.
@@ -10,10 +12,73 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
 
 POLL_SECONDS = 0.5  # how often a waiter looks at ``cancelled`` (hand-back on shutdown, a command taken over)
+# The longest a cordoned drain waits for the cordons of the commands received with or after it before it evicts. A
+# cordon is a read of the command's record, its start and one node patch (tens of milliseconds; a few seconds on a
+# loaded apiserver or table); a cordon held up longer (retried errors) does not hold the other drains up: each ends
+# by its deadline, two minutes for a Spot warning.
+CORDONS_FIRST_MAX_SECONDS = 5.0
+
+
+class CordonsFirst:
+    """Evictions wait while a received command's cordon is still to be written (bounded by ``max_seconds``).
+
+    The receive loop takes a ``hold`` per message as it is received, before any of them is worked; the worker gives
+    it back once the command's node is cordoned (or the command needs no cordon, or will not run); a drain then
+    ``wait``s before its evictions. Thread-safe.
+    """
+
+    def __init__(self, max_seconds: float = CORDONS_FIRST_MAX_SECONDS) -> None:
+        self.max_seconds = max_seconds
+        self._pending = 0
+        self._waiters = 0
+        self._cond = threading.Condition()
+
+    def hold(self) -> Callable[[], None]:
+        """One more cordon to wait for; returns its release (idempotent: only its first call counts)."""
+        with self._cond:
+            self._pending += 1
+        released = threading.Event()
+
+        def release() -> None:
+            with self._cond:
+                if released.is_set():
+                    return
+                released.set()
+                self._pending -= 1
+                self._cond.notify_all()
+
+        return release
+
+    def wait(self, cancelled: Callable[[], bool] = lambda: False) -> bool:
+        """Wait until no cordon is held, ``max_seconds`` at most (or until ``cancelled`` turns True); True when none
+        is held any more, False when the wait ended with some still held."""
+        end = time.monotonic() + self.max_seconds
+        with self._cond:
+            self._waiters += 1
+            try:
+                while self._pending > 0 and not cancelled():
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(min(left, POLL_SECONDS))
+                return self._pending == 0
+            finally:
+                self._waiters -= 1
+
+    def pending(self) -> int:
+        """Cordons held."""
+        with self._cond:
+            return self._pending
+
+    def waiting(self) -> int:
+        """Drains waiting for them."""
+        with self._cond:
+            return self._waiters
 
 
 class DeadlineGate:

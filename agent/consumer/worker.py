@@ -4,7 +4,8 @@
 recorded (``decisions.bind_to_record``: the stored command is what runs; a body no item backs, or one that differs
 from its item, is rejected and left for the dead-letter queue), starts the command in its item, runs it through the
 engine in two steps (``steps``: a drain's node is cordoned the moment the message is taken, then the drain waits
-for a slot of ``schedule.DeadlineGate``, earliest deadline first), reports it, completes the drain's lifecycle action,
+for a slot of ``schedule.DeadlineGate``, earliest deadline first, once the commands received with it are cordoned too:
+``schedule.CordonsFirst``), reports it, completes the drain's lifecycle action,
 and deletes the message or leaves it for redelivery. Each step's retryable errors are retried first (``retry.Retry``);
 a control-plane drain that finds every control-plane slot held waits here for one, its node untouched.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agent.consumer.answers import PREVIEW_CHARS, WorkerBase
@@ -50,8 +51,10 @@ class CommandWorker(WorkerBase):
     """Takes messages to their end; shared by the consumer's worker threads (see ``CommandConsumer`` for the
     arguments). ``jobs`` holds the commands in flight, ``counters`` what happened."""
 
-    def handle(self, message: Mapping[str, Any]) -> None:
-        """Take one received message to its end (see the module docstring). Runs in a worker thread.
+    def handle(self, message: Mapping[str, Any], cordoned: Callable[[], None] = lambda: None) -> None:
+        """Take one received message to its end (see the module docstring). Runs in a worker thread. ``cordoned``
+        gives back the message's hold on evictions (``CordonsFirst.hold``, taken by the receive loop): called once
+        its node is cordoned (or the command has nothing to cordon); the loop calls it again when this returns.
 
         Raises:
             AwsRequestError and other non-retryable errors: from ``get_command`` or ``start_command``; the message is
@@ -107,7 +110,8 @@ class CommandWorker(WorkerBase):
             if binding.command is None:
                 self._rejected(message, binding)
                 return
-            self._start(message_id, receipt, tightened(binding.command, item), count)  # a Spot deadline, if one came
+            # a Spot deadline, if one came
+            self._start(message_id, receipt, tightened(binding.command, item), count, cordoned)
 
     @property
     def _unowned_seconds(self) -> float:
@@ -115,7 +119,14 @@ class CommandWorker(WorkerBase):
         yet, so within half the visibility timeout (the message must not come back to another worker meanwhile)."""
         return self.config.visibility_timeout_seconds / 2
 
-    def _start(self, message_id: str, receipt: str, command: Command, count: int = 1) -> None:
+    def _start(
+        self,
+        message_id: str,
+        receipt: str,
+        command: Command,
+        count: int = 1,
+        cordoned: Callable[[], None] = lambda: None,
+    ) -> None:
         """Start the command (``queued`` → ``running``) and work it, or say why not (``_refused``)."""
         try:
             attempt = self.retry.call(
@@ -136,7 +147,7 @@ class CommandWorker(WorkerBase):
         except RetryableError as err:
             self._leave(receipt, message_id, command, count, err)
             return
-        job = Job(message_id, receipt, command, attempt, receive_count=count)
+        job = Job(message_id, receipt, command, attempt, receive_count=count, cordoned=cordoned)
         log.info(
             "command started command_id=%s kind=%s instance_id=%s attempt=%d message_id=%s",
             command.command_id,
@@ -157,8 +168,10 @@ class CommandWorker(WorkerBase):
         command = job.command
         if command.kind is not CommandKind.DRAIN:
             outcome = self._execute_or_give_back(job)
+            job.cordoned()
         else:
             outcome = self._cordon_or_wait(job)
+            job.cordoned()
             if outcome is None and (job.closed or job.lost):
                 return  # handed back (shutdown) or taken over while it waited for a control-plane slot
             if outcome is None and deadline_passed(command, self.clock()):
@@ -166,6 +179,7 @@ class CommandWorker(WorkerBase):
                     self.engine, command, self.clock(), self.config.max_command_seconds
                 )  # cordoned; nothing to evict for
             if outcome is None:
+                self.cordons.wait(cancelled=lambda: job.closed or job.lost)  # the wave's other nodes cordoned first
                 if not self.gate.acquire(command.deadline, cancelled=lambda: job.closed or job.lost):
                     log.info("drain handed back or taken over before it started command_id=%s", command.command_id)
                     return
@@ -188,6 +202,7 @@ class CommandWorker(WorkerBase):
             try:
                 return cordon_first(self.engine, command, self.metrics)
             except ControlPlaneBusyError as err:
+                job.cordoned()  # this one waits for a control-plane slot, the others need not wait for it
                 tries += 1
                 if tries == 1:
                     self.counters.inc("control_plane_busy")

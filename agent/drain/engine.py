@@ -17,7 +17,9 @@ the Kubernetes API.
 
 Every wait is bounded by the command's deadline (``Deadline``, on an injectable ``Clock``). At the deadline the
 drain ends ``timed_out`` listing the pods still there and why; the node stays cordoned (unless
-``options.uncordon_on_failure`` and the cordon is ours).
+``options.uncordon_on_failure`` and the cordon is still this command's, and never when the instance is ending: a
+Spot warning or lifecycle action marked the node, ``agent.drain.cordon.ENDING_ANNOTATION``, or tightened the drain to
+its deadline).
 
 Every pod gets its shutdown inside the deadline: an eviction's grace period is capped to the time left minus
 ``DRAIN_GRACE_MARGIN_SECONDS``; a deadline-bound drain (Spot, lifecycle hook) under
@@ -31,13 +33,14 @@ import logging
 import random
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
 
 from agent.drain.cordon import CordonDecision, UncordonDecision, decide_cordon, decide_release, decide_uncordon
 from agent.drain.evict import Evictor
 from agent.drain.guard import ControlPlaneGuard, LocalControlPlaneGuard
-from agent.drain.policy import daemonset_owners, deletes_past_pdb, is_control_plane, plan_drain
+from agent.drain.policy import daemonset_owners, deletes_past_pdb, instance_ends, is_control_plane, plan_drain
 from agent.drain.ports import BackoffSettings, DrainApi, ResultEvents
 from agent.drain.progress import DrainProgress, conclude, refuse
 from agent.drain.results import Durations, NodeCommandResult
@@ -58,6 +61,17 @@ log = logging.getLogger(__name__)
 CORDON_CONFLICT_RETRIES = 8
 
 _D = TypeVar("_D", CordonDecision, UncordonDecision)
+
+
+@dataclass
+class _Running:
+    """A drain in progress: its deadline; ``bound`` once it deletes pods a PodDisruptionBudget still protects when
+    their grace stops fitting (``deletes_past_pdb``); ``ending`` once a Spot warning tightened it to the instance's
+    end (``DrainEngine.tighten``): it then never gives its cordon back."""
+
+    deadline: Deadline
+    bound: threading.Event = field(default_factory=threading.Event)
+    ending: threading.Event = field(default_factory=threading.Event)
 
 
 class DrainEngine:
@@ -105,9 +119,8 @@ class DrainEngine:
         self.rand = rand
         self.pdb_deadline_policy = settings.drain_pdb_deadline_policy
         self.grace_margin = float(settings.drain_grace_margin_seconds)
-        # command id -> (the deadline of its drain in progress, set once the drain is deadline-bound: it deletes pods
-        # a PodDisruptionBudget still protects when their grace stops fitting, ``deletes_past_pdb``)
-        self._deadlines: dict[str, tuple[Deadline, threading.Event]] = {}
+        # command id -> its drain in progress (deadline, deadline-bound, tightened to an instance's end)
+        self._deadlines: dict[str, _Running] = {}
         self._deadlines_lock = threading.Lock()
         # which commands may touch a control-plane node, and how many drain one at once (agent.drain.guard)
         self.guard: ControlPlaneGuard = guard or LocalControlPlaneGuard(max_control_plane_drains)
@@ -187,7 +200,7 @@ class DrainEngine:
         node = self.find_node(command.instance_id, command.node_name)
         if is_control_plane(node.labels):
             self.guard.admit(command, node)  # the slot is held until the drain ends (``run``) or is given back
-        return self.cordon_node(node, command.command_id)
+        return self.cordon_node(node, command.command_id, ending=instance_ends(command.reason))
 
     def find_node(self, instance_id: str, node_name: str | None = None) -> NodeView:
         """The node whose ``spec.providerID`` names ``instance_id``; the ``node_name`` hint (the command's, from
@@ -206,8 +219,9 @@ class DrainEngine:
             return found
         raise NodeNotFoundError(instance_id)
 
-    def cordon_node(self, node: NodeView, command_id: str) -> tuple[NodeView, CordonDecision]:
-        """Cordon ``node`` as ours unless someone else already did (``decide_cordon``); a conflicting write
+    def cordon_node(self, node: NodeView, command_id: str, ending: bool = False) -> tuple[NodeView, CordonDecision]:
+        """Cordon ``node`` as ours unless someone else already did (``decide_cordon``; ``ending``: the command's
+        instance is going away, ``instance_ends``, so the cordon is marked never to be undone); a conflicting write
         (409: the node changed since it was read) is re-read and re-decided.
 
         Returns:
@@ -217,11 +231,11 @@ class DrainEngine:
             KubernetesApiError: still conflicting after ``CORDON_CONFLICT_RETRIES`` tries, or see ``KubeAdapter``.
             NodeNotFoundError: the node vanished meanwhile.
         """
-        return self._patch_until_applied(node, lambda n: decide_cordon(n, command_id))
+        return self._patch_until_applied(node, lambda n: decide_cordon(n, command_id, ending))
 
     def uncordon_node(self, node: NodeView) -> tuple[NodeView, UncordonDecision]:
-        """Undo our cordon of ``node`` (``decide_uncordon``); someone else's is left alone. Conflicts as in
-        ``cordon_node``."""
+        """Undo our cordon of ``node`` (``decide_uncordon``); someone else's is left alone, and so is the cordon of a
+        node whose instance is ending. Conflicts as in ``cordon_node``."""
         return self._patch_until_applied(node, decide_uncordon)
 
     def release_node(self, node: NodeView, command_id: str) -> tuple[NodeView, UncordonDecision]:
@@ -234,14 +248,17 @@ class DrainEngine:
         """Bring the deadline of the drain of ``command_id`` in progress forward to ``when`` (never later): its
         evictions from then on get graces capped by it and its waits end by it. ``when`` is an instance's end (a
         Spot warning's deadline), so the drain becomes deadline-bound: under ``DRAIN_PDB_DEADLINE_POLICY=delete``
-        it deletes pods a PodDisruptionBudget still protects when their grace stops fitting, as a Spot drain does.
+        it deletes pods a PodDisruptionBudget still protects when their grace stops fitting, as a Spot drain does;
+        under either policy, if it does not succeed it keeps its cordon (whatever ``options.uncordon_on_failure``
+        says: the node dies at ``when``, and no pod may be scheduled onto it meanwhile).
         Returns False when no drain of that command runs here or the deadline is already as early. Thread-safe."""
         with self._deadlines_lock:
             entry = self._deadlines.get(command_id)
-        if entry is None or not entry[0].tighten(when):
+        if entry is None or not entry.deadline.tighten(when):
             return False
+        entry.ending.set()
         if self.pdb_deadline_policy == PdbDeadlinePolicy.DELETE:
-            entry[1].set()
+            entry.bound.set()
         log.info("drain deadline tightened command_id=%s deadline=%s", command_id, when.isoformat())
         return True
 
@@ -290,7 +307,7 @@ class DrainEngine:
         self, command: Command, node: NodeView, started_at: datetime, durations: Durations, t0: float
     ) -> NodeCommandResult:
         t = self.clock.monotonic()
-        node, decision = self.cordon_node(node, command.command_id)
+        node, decision = self.cordon_node(node, command.command_id, ending=instance_ends(command.reason))
         durations.cordon = self.clock.monotonic() - t
         result = NodeCommandResult(
             command_id=command.command_id,
@@ -317,21 +334,18 @@ class DrainEngine:
         return result
 
     def _drain(self, command: Command, node: NodeView, result: NodeCommandResult) -> None:
-        bound = threading.Event()
+        running = _Running(Deadline.at(command.deadline, self.clock))
         if deletes_past_pdb(self.pdb_deadline_policy, command.reason):
-            bound.set()
+            running.bound.set()
         with self._deadlines_lock:
-            deadline = Deadline.at(command.deadline, self.clock)
-            self._deadlines[command.command_id] = (deadline, bound)
+            self._deadlines[command.command_id] = running
         try:
-            self._drain_until(command, node, result, deadline, bound)
+            self._drain_until(command, node, result, running)
         finally:
             with self._deadlines_lock:
                 self._deadlines.pop(command.command_id, None)
 
-    def _drain_until(
-        self, command: Command, node: NodeView, result: NodeCommandResult, deadline: Deadline, bound: threading.Event
-    ) -> None:
+    def _drain_until(self, command: Command, node: NodeView, result: NodeCommandResult, running: _Running) -> None:
         options = command.options
         pods, resource_version = self.kube.list_pods_on_node(node.name)
         missing = frozenset(ds for ds in daemonset_owners(pods) if not self.kube.daemonset_exists(*ds))
@@ -339,24 +353,33 @@ class DrainEngine:
         progress = DrainProgress(plan)
         if plan.refused:
             refuse(result, plan, progress, node.name)
-            self.uncordon_after_failure(options, node, result)
+            self.uncordon_after_failure(options, node, result, ending=running.ending.is_set())
             return
         if progress.states:
             self._evictor.evict_and_wait(
-                node, options, deadline, progress, resource_version, result.durations, bound.is_set
+                node, options, running.deadline, progress, resource_version, result.durations, running.bound.is_set
             )
         conclude(result, progress, node.name)
         if result.status != CommandStatus.SUCCEEDED:
-            self.uncordon_after_failure(options, node, result)
+            self.uncordon_after_failure(options, node, result, ending=running.ending.is_set())
 
-    def uncordon_after_failure(self, options: DrainOptions, node: NodeView, result: NodeCommandResult) -> None:
-        """Undo our cordon of a drain that did not succeed, when ``options.uncordon_on_failure``; an error is
+    def uncordon_after_failure(
+        self, options: DrainOptions, node: NodeView, result: NodeCommandResult, ending: bool = False
+    ) -> None:
+        """Give back the cordon of a drain that did not succeed, when ``options.uncordon_on_failure``: only while it
+        is still this command's (``release_node``: a Spot drain that took the cordon over keeps it) and the node is
+        not marked ending. ``ending``: a Spot warning tightened this drain to its instance's end (``tighten``; a drain
+        the consumer starts already tightened comes with ``uncordon_on_failure`` off,
+        ``agent.consumer.decisions.tightened``): the cordon is kept and said so in ``result.message``. An error is
         recorded in ``result.errors``, never raised."""
         if not (options.uncordon_on_failure and result.cordoned_by_us):
             return
+        if ending:
+            result.message = f"{result.message}; node {node.name} left cordoned: its instance is ending"
+            return
         try:
             current = self.kube.get_node(node.name) or node
-            _, decision = self.uncordon_node(current)
+            _, decision = self.release_node(current, result.command_id)
             result.uncordoned = decision.patch is not None
         except NodeManagerError as err:
             result.errors.append(f"uncordon after failure: {err}")

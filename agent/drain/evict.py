@@ -2,8 +2,9 @@
 the watcher reports which are gone, until the drain is settled or its deadline passed.
 
 Each pod has its own worker thread (at most ``max_workers`` per drain); requests in flight are bounded over all
-drains by the engine's ``request_slots``. Workers and the watcher post to one inbox that only the drain's own
-thread reads, so ``DrainProgress`` needs no lock.
+drains by the engine's ``request_slots``. A pod the watch sees arrive on the node after the drain listed it (placed
+by a scheduler that had not seen the cordon yet, ``DrainProgress.arrival``) is evicted too. Workers and the watcher
+post to one inbox that only the drain's own thread reads, so ``DrainProgress`` needs no lock.
 
 Each request's grace period is decided when it is sent (``agent.drain.policy.grace_for``): capped so the pod's
 shutdown ends ``grace_margin`` seconds before the deadline. With ``pdb_delete`` (a deadline-bound drain under
@@ -87,7 +88,8 @@ class Evictor:
         watcher = PodWatcher(self.kube, node.name, resource_version, deadline, inbox, stop, self.clock)
         watcher.start()
         todo = [s for s in progress.states.values() if s.disposition.action in (PodAction.EVICT, PodAction.DELETE)]
-        pool = ThreadPoolExecutor(max_workers=min(self.max_workers, max(1, len(todo))), thread_name_prefix="evict")
+        # threads are started as needed: an arrival after the cordon (``DrainProgress.arrival``) gets one too
+        pool = ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="evict")
         t_evict = self.clock.monotonic()
         try:
             for state in todo:
@@ -116,6 +118,20 @@ class Evictor:
                     progress.apply_update(payload)
                 elif kind == "event":
                     progress.apply_event(payload)
+                    arrived = progress.arrival(payload, options)
+                    if arrived is not None:  # placed on the node after its cordon: it leaves with the others
+                        log.info("pod %s arrived on %s after its cordon: evicting it too", arrived.pod.key, node.name)
+                        pool.submit(
+                            contextvars.copy_context().run,
+                            self._evict_until_done,
+                            arrived.pod,
+                            PodAction.EVICT,
+                            options,
+                            deadline,
+                            stop,
+                            inbox,
+                            pdb_delete,
+                        )
                 elif kind == "snapshot":
                     progress.apply_snapshot(payload)
                 elif kind == "watch_error":

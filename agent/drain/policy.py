@@ -196,12 +196,19 @@ def grace_past_pdb(wanted: int, remaining: float, margin: float) -> Grace:
     return Grace(seconds, seconds, GraceSource.PDB_DEADLINE)
 
 
+def instance_ends(reason: str) -> bool:
+    """Whether a command with ``Command.reason`` is for an instance that is going away whatever the drain does (pure):
+    a Spot interruption or a termination lifecycle action (``DEADLINE_BOUND_REASONS``). Its node's cordon is marked
+    so that we never undo it (``agent.drain.cordon.ENDING_ANNOTATION``)."""
+    return reason.startswith(DEADLINE_BOUND_REASONS)
+
+
 def deletes_past_pdb(policy: PdbDeadlinePolicy, reason: str) -> bool:
     """Whether a drain with ``Command.reason`` deletes pods a PodDisruptionBudget still protects near its
     deadline (pure): only under ``PdbDeadlinePolicy.DELETE`` and only for deadline-bound drains
     (``DEADLINE_BOUND_REASONS``: the instance goes at the deadline anyway). Rebalance, refresh and replenish
     drains always honour budgets."""
-    return policy == PdbDeadlinePolicy.DELETE and reason.startswith(DEADLINE_BOUND_REASONS)
+    return policy == PdbDeadlinePolicy.DELETE and instance_ends(reason)
 
 
 def seconds_until_pdb_delete(wanted: int, remaining: float, margin: float) -> float:

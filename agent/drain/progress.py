@@ -10,11 +10,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from agent.drain.policy import DrainPlan, Grace, GraceSource, PodAction, PodDisposition
+from agent.drain.policy import DrainPlan, Grace, GraceSource, PodAction, PodDisposition, pod_disposition
 from agent.drain.results import NodeCommandResult, PodOutcome, RemainingPod
 from agent.kube.eviction import EvictionResponse, EvictionStatus
 from agent.kube.views import PodEvent, PodView
-from core.model import CommandStatus
+from core.model import CommandStatus, DrainOptions
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,24 @@ class DrainProgress:
             return
         if pod.uid != state.pod.uid or event.type == "DELETED":
             state.gone = True
+
+    def arrival(self, event: PodEvent, options: DrainOptions) -> PodState | None:
+        """A pod the drain's watch sees on the node that the drain did not list: one placed there after the cordon
+        by a scheduler whose view of the node had not caught up with it yet (the cordon only keeps the scheduler
+        away, and only once it has seen it). Tracked, and returned, when ``pod_disposition`` evicts it (a pod that
+        stays, such as a DaemonSet's, is not tracked), so it leaves with the others instead of dying with the
+        instance. None otherwise (a pod already tracked, terminating, or gone). Pure."""
+        pod = event.pod
+        if pod is None or event.type not in ("ADDED", "MODIFIED") or pod.key in self.states:
+            return None
+        if pod.deletion_timestamp is not None or pod.phase in ("Succeeded", "Failed"):
+            return None
+        disposition = pod_disposition(pod, options)
+        if disposition.action is not PodAction.EVICT:
+            return None
+        state = PodState(pod, PodDisposition(PodAction.EVICT, f"{disposition.reason}; arrived after the cordon"))
+        self.states[pod.key] = state
+        return state
 
     def apply_snapshot(self, pods: Iterable[PodView]) -> None:
         present = {(p.key, p.uid) for p in pods}

@@ -641,3 +641,29 @@ def test_a_pdb_protected_pod_is_left_until_the_deadline_with_the_honor_policy(
     assert all(o.grace_source is None and o.attempts >= 3 for o in outcome(result, app))
     assert seen.terminating == {} and seen.gone == {}
     assert len([p for p in non_daemonset_pods(world, target) if is_live(p)]) == len(uids) == 2
+
+
+def test_a_pod_bound_to_the_node_after_its_cordon_is_evicted_with_the_others(
+    world: LocalWorld, cluster: ClusterInfo, engine: DrainEngine
+) -> None:
+    # a scheduler whose view of the node had not caught up with the cordon binds a pod there while the drain runs
+    target = workers(world)[0]["metadata"]["name"]
+    deploy_pods_on_node(world.rest, target, 1, grace=8, namespace="late", name="slow")
+    instance = instance_of(node_json(world, target))
+    results: list[NodeCommandResult] = []
+    runner = threading.Thread(target=lambda: results.append(engine.run(command(CommandKind.DRAIN, instance, 60))))
+    runner.start()
+
+    def slow_evicted() -> bool:
+        return any(
+            p["metadata"].get("deletionTimestamp") for p in non_daemonset_pods(world, target)
+        )  # the drain listed the node's pods and evicted them
+
+    world.simulator.wait_for(slow_evicted, 20, "the drain's eviction")
+    create_bare_pod(world.rest, "late", "late-1", grace=0, node_name=target)
+    runner.join(60)
+    [result] = results
+    assert result.status == CommandStatus.SUCCEEDED, result.message
+    late = [p for p in result.pods if p.name == "late-1"]
+    assert late and late[0].action == PodAction.EVICT and "after the cordon" in late[0].reason
+    assert [p["metadata"]["name"] for p in non_daemonset_pods(world, target)] == []

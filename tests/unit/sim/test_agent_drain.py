@@ -1,17 +1,20 @@
 """One drain on simulated time (``sim.agent_drain.SimDrain``) through the product's drain rules: a refused plan
 evicts nothing, the control-plane cap, a missing node ends with the engine's error, a Spot warning tightening a
-rebalance drain makes it delete past a budget, and an uncordon after a failed drain when asked."""
+rebalance drain makes it delete past a budget, and an uncordon after a failed drain when asked, never of a node whose
+instance is ending."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
 
+from agent.drain.cordon import ENDING_ANNOTATION
 from agent.drain.engine import DrainEngine
+from agent.drain.policy import PodAction
 from agent.drain.results import NodeCommandResult
 from core.exceptions import ControlPlaneBusyError, ControlPlaneRefusedError, NodeNotFoundError
 from core.model import Command, CommandKind, CommandStatus, DrainOptions
-from core.settings import AgentSettings
+from core.settings import AgentSettings, PdbDeadlinePolicy
 from sim.agent_drain import SimDrain
 from sim.kernel import Kernel
 from sim.kube import SimKube
@@ -33,10 +36,12 @@ class Drains:
         self.ends: list[NodeCommandResult | Exception] = []
         self.busy = 0
 
-    def start(self, instance: str, seconds: float = 600, reason: str = "test", **options: Any) -> SimDrain:
+    def start(
+        self, instance: str, seconds: float = 600, reason: str = "test", command_id: str = "", **options: Any
+    ) -> SimDrain:
         with self.kernel.installed():
             command = Command(
-                command_id=f"c-{instance}",
+                command_id=command_id or f"c-{instance}",
                 cluster="demo",
                 kind=CommandKind.DRAIN,
                 instance_id=instance,
@@ -116,3 +121,79 @@ def test_a_timed_out_drain_gives_back_its_cordon_when_asked() -> None:
     assert result.status is CommandStatus.TIMED_OUT and result.uncordoned
     node = d.kube.node_view("n1")
     assert node is not None and not node.unschedulable and node.cordoned_by is None
+
+
+def cordon_history(d: Drains, name: str) -> list[bool]:
+    """``spec.unschedulable`` of the node ``name`` at each of its watch events, in order."""
+    return [e.node.unschedulable for _, e in d.kube.node_log if e.node is not None and e.node.name == name]
+
+
+def test_a_drain_a_spot_warning_tightened_keeps_its_cordon_when_the_budget_holds_to_the_deadline() -> None:
+    # REBALANCE_POLICY=replace: the run's drain pauses the run on failure (uncordon_on_failure); a Spot warning
+    # tightens it; under the honour policy the budget holds every pod to the Spot deadline and the drain times out
+    d = Drains()
+    d.engine.pdb_deadline_policy = PdbDeadlinePolicy.HONOR
+    d.kube.add_deployment(NS, "web", 3, grace=20)
+    d.kube.add_budget(Budget(NS, "web", {"app": "web"}, min_available=3))  # allows nothing
+    d.run(30)
+    drain = d.start("i-00000000000000000", seconds=3000, reason="rebalance-replace r1 step 0", uncordon_on_failure=True)
+    d.run(10)
+    with d.kernel.installed():
+        assert drain.tighten(d.kernel.now() + timedelta(seconds=120))
+    d.run(130)
+    result = d.result()
+    assert result.status is CommandStatus.TIMED_OUT and not result.uncordoned, result.message
+    assert "left cordoned" in result.message
+    history = cordon_history(d, "n0")
+    assert history and history[history.index(True) :] == [True] * len(history[history.index(True) :])
+
+
+def test_a_failed_refresh_drain_and_its_uncordon_leave_a_node_a_spot_drain_took_over() -> None:
+    d = Drains()
+    d.engine.pdb_deadline_policy = PdbDeadlinePolicy.HONOR
+    d.kube.add_deployment(NS, "web", 3, grace=20)
+    d.kube.add_budget(Budget(NS, "web", {"app": "web"}, min_available=3))
+    d.run(30)
+    d.start(
+        "i-00000000000000001",
+        seconds=60,
+        reason="refresh r1 step 0",
+        command_id="refresh-r1-0",
+        uncordon_on_failure=True,
+    )
+    d.run(10)
+    d.start("i-00000000000000001", seconds=120, reason="spot-interruption:terminate", command_id="spot-1")
+    d.run(51)  # the refresh drain times out; the Spot drain goes on
+    refresh = d.result(0)
+    assert refresh.status is CommandStatus.TIMED_OUT and not refresh.uncordoned
+    with d.kernel.installed():  # the refresher pauses the run and asks for the node back (lambdas.refresher give_up)
+        uncordon = Command(
+            command_id="refresh-r1-0-uncordon",
+            cluster="demo",
+            kind=CommandKind.UNCORDON,
+            instance_id="i-00000000000000001",
+            reason="refresh r1 step 0",
+            deadline=d.kernel.now() + timedelta(seconds=120),
+        )
+        given_back = d.engine.run(uncordon)
+    assert not given_back.uncordoned and "ending" in given_back.message
+    history = cordon_history(d, "n1")
+    assert history and history[history.index(True) :] == [True] * len(history[history.index(True) :])
+    node = d.kube.node_view("n1")
+    assert node is not None and node.unschedulable and node.annotations.get(ENDING_ANNOTATION) == "spot-1"
+
+
+def test_a_pod_placed_on_the_node_after_its_cordon_is_evicted_with_the_others() -> None:
+    # a scheduler whose view had not caught up with the cordon binds a pod there while the drain runs
+    d = Drains()
+    d.kube.add_deployment(NS, "web", 3, grace=20)
+    d.run(30)
+    d.start("i-00000000000000002", seconds=120)
+    d.run(1)
+    d.kube.add_pod(NS, "late", node="n2", owner=("ReplicaSet", "other"), grace=5)
+    d.run(60)
+    result = d.result()
+    assert result.status is CommandStatus.SUCCEEDED, result.message
+    assert d.kube.pod(NS, "late") is None
+    late = next(p for p in result.pods if p.name == "late")
+    assert late.action is PodAction.EVICT and "after the cordon" in late.reason

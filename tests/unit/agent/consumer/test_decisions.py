@@ -17,6 +17,7 @@ from agent.consumer.decisions import (
     deadline_passed,
     on_refusal,
     parse_message,
+    tightened,
 )
 from core.model import CommandKind, DrainOptions
 from tests.unit.agent.commands import NOW
@@ -169,3 +170,17 @@ def test_a_refused_control_plane_drain_never_completes_its_hook() -> None:
 
     assert completes_hook({"status": "failed"}) and completes_hook(None)
     assert not completes_hook({"status": "failed", CONTROL_PLANE_REFUSED: True})
+
+
+def test_a_drain_tightened_to_a_spot_deadline_never_gives_its_cordon_back() -> None:
+    # a rebalance-replace drain that pauses its run on failure: the Spot warning came before the agent started it
+    drain = _cmd().model_copy(
+        update={"reason": "rebalance-replace r1 step 0", "options": DrainOptions(uncordon_on_failure=True)}
+    )
+    spot = drain.deadline - timedelta(seconds=60)
+    started = tightened(drain, {"deadline_tightened_to": spot.isoformat()})
+    assert started.deadline == spot and not started.options.uncordon_on_failure
+    assert started.options.model_copy(update={"uncordon_on_failure": True}) == drain.options  # nothing else changed
+    later = drain.deadline + timedelta(seconds=60)
+    for item in ({"deadline_tightened_to": later.isoformat()}, {}, None, {"deadline_tightened_to": "garbage"}):
+        assert tightened(drain, item) is drain  # not tightened: the command as recorded

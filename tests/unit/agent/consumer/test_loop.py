@@ -116,3 +116,42 @@ def test_every_drain_is_cordoned_at_once_and_drains_run_earliest_deadline_first(
         consumer.shutdown(grace_seconds=5)
     by_left = [f"wave-{i}" for _, i in sorted((left, i) for i, left in enumerate(lefts))]
     assert engine.ran == ["first", *by_left]
+
+
+def test_no_drain_of_a_wave_evicts_before_every_command_received_with_it_is_cordoned(world: World) -> None:
+    """Two warnings received together: the first node's drain does not start evicting while the second node's cordon
+    is still being written (a pod evicted from the first could be placed onto the second meanwhile)."""
+    blocked = threading.Event()
+    unblock = threading.Event()
+    cordons_done: list[str] = []
+    done_when_run: dict[str, list[str]] = {}
+
+    def cordon(cmd: Command) -> None:
+        if cmd.command_id == "slow":
+            blocked.set()
+            assert unblock.wait(10)
+        cordons_done.append(cmd.command_id)
+
+    def run(cmd: Command) -> NodeCommandResult:
+        done_when_run[cmd.command_id] = list(cordons_done)
+        return succeed(cmd)
+
+    engine = ScriptedEngine(run, cordon_answer=cordon)
+    consumer = world.consumer(engine, concurrency=4, max_in_flight=20, wait_seconds=1)
+    world.send(command("fast", deadline_in=60))
+    world.send(command("slow", deadline_in=120))
+    stop = threading.Event()
+    loop = threading.Thread(target=consumer.run, args=(stop,))
+    loop.start()
+    try:
+        assert blocked.wait(10)
+        wait_until(lambda: consumer.worker.cordons.waiting() == 1 or "fast" in engine.ran)
+        unblock.set()
+        wait_until(lambda: len(engine.ran) == 2 and world.in_queue() == 0, timeout=20)
+    finally:
+        unblock.set()
+        stop.set()
+        loop.join(10)
+        consumer.shutdown(grace_seconds=5)
+    assert "slow" in done_when_run["fast"], done_when_run  # its evictions began after the other node's cordon
+    assert consumer.worker.cordons.pending() == 0

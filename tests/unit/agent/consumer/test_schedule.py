@@ -1,4 +1,5 @@
-"""Drains wait for a slot earliest deadline first (``agent.consumer.schedule.DeadlineGate``)."""
+"""Drains wait for a slot earliest deadline first (``agent.consumer.schedule.DeadlineGate``), and for the cordons of
+the commands received with them (``CordonsFirst``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 
-from agent.consumer.schedule import DeadlineGate
+from agent.consumer.schedule import CordonsFirst, DeadlineGate
+from tests.unit.agent.consumer_world import wait_until
 
 T0 = datetime(2026, 12, 2, 4, 0, tzinfo=UTC)
 
@@ -56,3 +58,30 @@ def test_at_most_slots_holders_and_a_cancelled_wait_ends_without_a_slot() -> Non
     assert got == [False] and gate.waiting() == 0 and gate.busy() == 2
     gate.release()
     assert gate.acquire(T0 + timedelta(seconds=1)) and gate.busy() == 2
+
+
+def test_cordons_first_lets_evictions_start_once_every_hold_is_given_back_or_at_its_bound() -> None:
+    cordons = CordonsFirst(max_seconds=0.0)
+    assert cordons.wait()  # nothing held: at once
+    first, second = cordons.hold(), cordons.hold()
+    assert cordons.pending() == 2 and not cordons.wait()  # still held when its bound (here 0 s) is reached
+    first()
+    first()  # a second release of the same hold does not count
+    assert cordons.pending() == 1
+    second()
+    assert cordons.pending() == 0 and cordons.wait()
+
+
+def test_cordons_first_wakes_a_waiting_drain_when_the_last_hold_is_given_back() -> None:
+    cordons = CordonsFirst(max_seconds=30.0)
+    release = cordons.hold()
+    answers: list[bool] = []
+    waiter = threading.Thread(target=lambda: answers.append(cordons.wait()))
+    waiter.start()
+    wait_until(lambda: cordons.waiting() == 1)
+    release()
+    waiter.join(10)
+    assert answers == [True]
+    stopped = cordons.hold()
+    assert not cordons.wait(cancelled=lambda: True)  # a cancelled wait ends without the hold given back
+    stopped()

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agent.drain.cordon import decide_cordon, decide_release, decide_uncordon
+from agent.drain.cordon import ENDING_ANNOTATION, decide_cordon, decide_release, decide_uncordon
 from agent.kube.views import CORDON_ANNOTATION, NodeView
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -95,3 +95,48 @@ def test_release_leaves_a_cordon_the_command_does_not_hold(
 ) -> None:
     decision = decide_release(node(unschedulable=unschedulable, annotations=annotations), "rebalance-1")
     assert decision.patch is None and decision.by_other is by_other
+
+
+# ----------------------------------------------------------------------------------- an instance that is ending
+
+
+def test_a_cordon_for_an_ending_instance_is_marked_with_the_command() -> None:
+    decision = decide_cordon(node(), "spot-1", ending=True)
+    assert decision.ours and decision.patch is not None
+    assert decision.patch["metadata"]["annotations"] == {CORDON_ANNOTATION: "spot-1", ENDING_ANNOTATION: "spot-1"}
+
+
+def test_a_spot_drain_taking_over_a_rebalance_cordon_marks_it_and_a_later_cordon_keeps_the_mark() -> None:
+    escalated = decide_cordon(node(unschedulable=True, annotations={CORDON_ANNOTATION: "rebalance-1"}), "spot-1", True)
+    assert escalated.patch == {
+        "metadata": {"resourceVersion": "42", "annotations": {CORDON_ANNOTATION: "spot-1", ENDING_ANNOTATION: "spot-1"}}
+    }
+    marked = {CORDON_ANNOTATION: "spot-1", ENDING_ANNOTATION: "spot-1"}
+    later = decide_cordon(node(unschedulable=True, annotations=marked), "refresh-r1-0")
+    assert later.patch == {"metadata": {"resourceVersion": "42", "annotations": {CORDON_ANNOTATION: "refresh-r1-0"}}}
+    again = decide_cordon(node(unschedulable=True, annotations={CORDON_ANNOTATION: "spot-1"}), "spot-1", ending=True)
+    assert again.patch is not None  # a redelivered Spot command whose first try cordoned without the mark
+    assert again.patch["metadata"]["annotations"][ENDING_ANNOTATION] == "spot-1"
+
+
+def test_a_stale_mark_on_a_schedulable_node_is_removed_by_a_cordon_for_another_reason() -> None:
+    # an operator uncordoned a node whose instance came back (a hibernated Spot instance resumed)
+    decision = decide_cordon(node(annotations={CORDON_ANNOTATION: "spot-1", ENDING_ANNOTATION: "spot-1"}), "cmd-2")
+    assert decision.patch is not None
+    assert decision.patch["metadata"]["annotations"] == {CORDON_ANNOTATION: "cmd-2", ENDING_ANNOTATION: None}
+
+
+@pytest.mark.parametrize("holder", ["spot-1", "refresh-r1-0", "rebalance-1"])
+def test_no_uncordon_or_release_of_ours_undoes_the_cordon_of_an_ending_instance(holder: str) -> None:
+    ending = node(unschedulable=True, annotations={CORDON_ANNOTATION: holder, ENDING_ANNOTATION: "spot-1"})
+    for decision in (decide_uncordon(ending), decide_release(ending, holder)):
+        assert decision.patch is None and not decision.by_other
+        assert "ending" in decision.message
+
+
+def test_an_uncordon_after_an_operator_uncordoned_an_ending_node_removes_both_annotations() -> None:
+    decision = decide_uncordon(node(annotations={CORDON_ANNOTATION: "spot-1", ENDING_ANNOTATION: "spot-1"}))
+    assert decision.patch == {
+        "metadata": {"resourceVersion": "42", "annotations": {CORDON_ANNOTATION: None, ENDING_ANNOTATION: None}},
+        "spec": {},
+    }

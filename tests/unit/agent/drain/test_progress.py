@@ -145,3 +145,29 @@ def test_conclude_and_refuse_fill_the_result_from_the_progress() -> None:
     refused = result()
     refuse(refused, plan, DrainProgress(plan), "n")
     assert refused.status is CommandStatus.FAILED and refused.remaining[0].why.startswith("refused: unmanaged")
+
+
+def test_a_pod_placed_on_the_node_after_its_cordon_is_tracked_to_be_evicted_and_others_are_not() -> None:
+    from agent.kube.views import OwnerRef
+
+    progress = make_progress()
+    rs = (OwnerRef("ReplicaSet", "rs", True),)
+    late = progress.arrival(PodEvent("ADDED", pod("web-late", owners=rs)), DrainOptions())
+    assert (
+        late is not None
+        and late.disposition.action is PodAction.EVICT
+        and "after the cordon" in late.disposition.reason
+    )
+    assert "ns/web-late" in progress.states and not progress.settled  # the drain waits for it too
+    assert progress.arrival(PodEvent("MODIFIED", pod("web-late", owners=rs)), DrainOptions()) is None  # once
+    assert progress.arrival(PodEvent("MODIFIED", pod("web", owners=rs)), DrainOptions()) is None  # listed already
+    ignored = [
+        PodEvent("ADDED", pod("ds-2", owners=(OwnerRef("DaemonSet", "ds", True),))),  # stays, as listed ones do
+        PodEvent("ADDED", pod("going", owners=rs, deletion_timestamp=T0)),
+        PodEvent("ADDED", pod("job-done", owners=rs, phase="Succeeded")),
+        PodEvent("DELETED", pod("gone", owners=rs)),
+        PodEvent("BOOKMARK"),
+    ]
+    assert [progress.arrival(e, DrainOptions()) for e in ignored] == [None] * len(ignored)
+    progress.apply_event(PodEvent("DELETED", pod("web-late", owners=rs)))
+    assert progress.states["ns/web-late"].gone
