@@ -27,9 +27,9 @@ def test_a_burst_of_retryable_errors_during_a_drain_ends_succeeded_and_dead_lett
     start = world.kernel.t
     with world.kernel.installed():
         assert world.aws.interrupt(instance)
-    # from the moment the agent receives the command, 2 s after the warning (the Lambda's own calls, at 1.8 s, are left alone: a refused one
-    # fails the invocation, which EventBridge retries a minute later): DynamoDB refuses most calls for 30 s,
-    # Kubernetes every call for 20 s (the node's reads, the cordon, the evictions), whatever the random draws
+    # from the moment the agent receives the command, 2 s after the warning (the Lambda's own calls, at 1.8 s, are
+    # left alone: a refused one fails the invocation, which EventBridge retries a minute later): DynamoDB refuses
+    # most calls for 30 s, Kubernetes every call for 20 s (the node's reads, the cordon, the evictions)
     world.add_fault_window(FaultWindow("dynamodb", "", start + 2, start + 32, "ThrottlingException", probability=0.6))
     world.add_fault_window(FaultWindow("kube", "", start + 2, start + 22, "InternalError", probability=1.0))
     world.run(start + 115.0)  # before the reclaim at 120 s
