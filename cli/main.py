@@ -60,7 +60,7 @@ def checkout_env_file(cwd: Path) -> Path | None:
 ENVIRONMENT_HELP = """environment:
   CLUSTER_NAME             the kOps cluster (default of --cluster)
   REFRESHER_FUNCTION_NAME  the deployed refresher Lambda (default of --function-name)
-  AWS_REGION, AWS_PROFILE, AWS_* credentials   the AWS SDK's default chain
+  AWS_REGION, AWS_PROFILE, AWS_* credentials   the AWS SDK's default chain (AWS_REGION or AWS_DEFAULT_REGION)
   AWS_ENDPOINT_URL         a local endpoint (the local world's moto server; printed by `local up`)
   --local and plan run the Lambdas' code here and read their settings as the deployed functions do:
   TABLE_NAME, QUEUE_URL (required), ACCOUNT_ID, REFRESH_*, and the rest of README "Settings".
@@ -419,8 +419,16 @@ def main(
         return 1
 
 
+def default_region_from_aws_region() -> None:
+    """Let ``AWS_REGION`` name the region, as ``--help`` says: boto3 reads only ``AWS_DEFAULT_REGION`` (botocore
+    ``configprovider``, ``region``), so it is copied there when that is unset (this process's environment only)."""
+    if os.environ.get("AWS_REGION") and not os.environ.get("AWS_DEFAULT_REGION"):
+        os.environ["AWS_DEFAULT_REGION"] = os.environ["AWS_REGION"]
+
+
 def run() -> None:
     """The ``node-manager`` console script (``[project.scripts]``)."""
+    default_region_from_aws_region()
     sys.exit(main())
 
 
