@@ -46,7 +46,7 @@ def test_synth_names_its_stacks_and_folder_when_run_by_hand(
 
 
 @pytest.mark.parametrize(
-    ("cluster", "key"),
+    ("entry", "key"),
     [
         ({"spot_deadline_seconds": "two minutes", "agent_trust_account": True}, "clusters[0].spot_deadline_seconds"),
         ({"spot_dedline_seconds": 120, "agent_trust_account": True}, "clusters[0].spot_dedline_seconds"),
@@ -54,11 +54,11 @@ def test_synth_names_its_stacks_and_folder_when_run_by_hand(
     ],
 )
 def test_a_bad_setting_is_one_line_naming_its_key_and_exit_2(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], cluster: dict[str, Any], key: str
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], entry: dict[str, Any], key: str
 ) -> None:
     import infra.application
 
-    context = {"clusters": [{"name": "dev.k8s.local", **cluster}]}
+    context = {"clusters": [{"name": "dev.k8s.local", **entry}]}  # ("cluster" would name the world's fixture)
     real_build_app = infra.application.build_app
     monkeypatch.setattr(infra.application, "build_app", lambda: real_build_app(context, outdir="unused"))
 
