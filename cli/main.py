@@ -41,13 +41,26 @@ from cli.render import action_line, render, run_line
 # re-exported: tests and scripts import these from cli.main
 __all__ = ["Invoke", "lambda_invoker", "local_invoker", "main", "parser", "render", "run"]
 
-# The checkout this CLI runs from (None when installed without one): default of configure-agent's --env-file.
-CHECKOUT_ENV_FILE = Path(__file__).resolve().parent.parent / "agent" / "deploy" / "default" / "agent.env"
+# configure-agent's default --env-file, relative to a checkout (a directory with pyproject.toml and this file).
+ENV_FILE_IN_CHECKOUT = Path("agent") / "deploy" / "default" / "agent.env"
+# The checkout this CLI's code lives in, if it runs from one (after `pip install .` it is site-packages: no checkout).
+CODE_ROOT = Path(__file__).resolve().parent.parent
+
+
+def checkout_env_file(cwd: Path) -> Path | None:
+    """configure-agent's default env file: that of the checkout ``cwd`` is in (the operator's), else that of the
+    checkout this code runs from; None when neither is a checkout (an installed CLI run outside one)."""
+    for start in (cwd.resolve(), CODE_ROOT):
+        for root in (start, *start.parents):
+            if (root / "pyproject.toml").is_file() and (root / ENV_FILE_IN_CHECKOUT).is_file():
+                return root / ENV_FILE_IN_CHECKOUT
+    return None
+
 
 ENVIRONMENT_HELP = """environment:
   CLUSTER_NAME             the kOps cluster (default of --cluster)
   REFRESHER_FUNCTION_NAME  the deployed refresher Lambda (default of --function-name)
-  AWS_REGION, AWS_PROFILE, AWS_* credentials   the AWS SDK's default chain
+  AWS_REGION, AWS_PROFILE, AWS_* credentials   the AWS SDK's default chain (AWS_REGION or AWS_DEFAULT_REGION)
   AWS_ENDPOINT_URL         a local endpoint (the local world's moto server; printed by `local up`)
   --local and plan run the Lambdas' code here and read their settings as the deployed functions do:
   TABLE_NAME, QUEUE_URL (required), ACCOUNT_ID, REFRESH_*, and the rest of README "Settings".
@@ -326,9 +339,9 @@ def _configure_agent(args: argparse.Namespace, out: Callable[[str], None], err: 
 
     path: Path | None = args.env_file
     if path is None:
-        if not CHECKOUT_ENV_FILE.exists():
+        path = checkout_env_file(Path.cwd())
+        if path is None:
             raise UsageError("no checkout here to find agent/deploy/default/agent.env: give --env-file PATH")
-        path = CHECKOUT_ENV_FILE
     try:
         stack = args.stack_name or stack_name_of(args.cluster)
         settings = stack_settings(boto3.client("cloudformation"), stack, args.cluster)
@@ -406,8 +419,16 @@ def main(
         return 1
 
 
+def default_region_from_aws_region() -> None:
+    """Let ``AWS_REGION`` name the region, as ``--help`` says: boto3 reads only ``AWS_DEFAULT_REGION`` (botocore
+    ``configprovider``, ``region``), so it is copied there when that is unset (this process's environment only)."""
+    if os.environ.get("AWS_REGION") and not os.environ.get("AWS_DEFAULT_REGION"):
+        os.environ["AWS_DEFAULT_REGION"] = os.environ["AWS_REGION"]
+
+
 def run() -> None:
     """The ``node-manager`` console script (``[project.scripts]``)."""
+    default_region_from_aws_region()
     sys.exit(main())
 
 

@@ -19,7 +19,8 @@ def render(response: Mapping[str, Any], now: datetime | None = None) -> str:
         if response.get(key):
             lines.append(f"{key}: {response[key]}")
     for error in response.get("errors") or []:
-        lines.append(f"  - {error}")
+        if error not in str(response.get("error") or ""):  # the error line joins them: each is printed once
+            lines.append(f"  - {error}")
     if response.get("table"):
         lines += ["", str(response["table"])]
     if response.get("steps") and isinstance(response["steps"], list):

@@ -25,6 +25,7 @@ Shape of the context (every key but ``clusters[].name`` optional)::
           "event_max_age_seconds": 120,             #   (an interruption warning is worthless after ~2 minutes)
           "agent_oidc_provider_arn": null,          # IRSA: arn:aws:iam::<account>:oidc-provider/<issuer>
           "agent_service_account": "node-manager:agent",
+          "irsa_audience": "amazonaws.com",         # the token audience IRSA trusts (kOps; EKS: sts.amazonaws.com)
           "agent_role_arn": null,                   # use this existing role for the agent instead of creating one
           "agent_trust_account": false,             # neither of the two: let the account assume it (development only)
           "refresh_schedule": "cron(0 3 ? * SUN *)", # the weekly refresh (EventBridge cron/rate expression, UTC)
@@ -64,6 +65,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from core.exceptions import SettingsError
 from core.settings import InterruptionSettings, RebalancePolicy, RefresherSettings, ReplenisherSettings
 from infra.schedule import validate_schedule
+
+# The audience of the agent's service-account token that its IRSA role trusts by default: kOps' IAM OIDC provider has
+# the client ID "amazonaws.com" and its pod-identity-webhook runs with --token-audience=amazonaws.com (kops
+# pkg/model/awsmodel/oidc_provider.go, defaultAudience). EKS uses "sts.amazonaws.com".
+IRSA_AUDIENCE = "amazonaws.com"
 
 CONTEXT_KEY = "clusters"
 # The capacity Lambdas' timeouts (seconds; infra/replenisher.py and infra/refresher.py give them to the functions).
@@ -177,6 +183,9 @@ class ClusterConfig(BaseModel):
     event_max_age_seconds: int = Field(default=120, ge=60, le=86400)
     agent_oidc_provider_arn: str | None = None
     agent_service_account: str = "node-manager:agent"
+    # The ``aud`` of the agent's projected token that the role trusts (infra/agent.py): kOps' pod-identity-webhook and
+    # IAM OIDC provider use "amazonaws.com"; "sts.amazonaws.com" is EKS' (or a webhook run with that token audience).
+    irsa_audience: str = Field(default=IRSA_AUDIENCE, pattern=r"^[A-Za-z0-9][A-Za-z0-9.:/_-]{0,254}$")
     agent_role_arn: str | None = None
     # Without an OIDC provider or an existing role, the agent's role would trust every principal of the account that
     # is allowed sts:AssumeRole on it: refused unless asked for (a development cluster without IRSA).

@@ -212,6 +212,7 @@ class NodeManagerStack(Stack):
             oidc_issuer=cluster.oidc_issuer,
             service_account=cluster.agent_service_account,
             existing_role_arn=cluster.agent_role_arn,
+            audience=cluster.irsa_audience,
         )
         commands.grant_consume(agent.role)
         state.grant_agent_access(agent.role, cluster.name)

@@ -41,11 +41,19 @@ def apply_agent_rbac(rest: KubeRest, folder: Path = RBAC_DIR) -> list[str]:
     """Create or replace each RBAC object of ``folder`` (admin client needed). Returns ``["Kind/name", ...]``.
 
     Raises:
+        FileNotFoundError: ``folder`` holds no manifest (an install without the package data ``agent/deploy``):
+            the agent would run without its permissions.
         ValueError: a manifest has a kind this helper does not know.
         ApiException: the API refused an object.
     """
+    docs = list(manifests(folder))
+    if not docs:
+        raise FileNotFoundError(
+            f"no RBAC manifests in {folder}: the agent's permissions (agent/deploy/rbac/*.yaml) are missing from this "
+            "install; reinstall with `pip install .` from a checkout (pyproject.toml ships agent/deploy)"
+        )
     applied = []
-    for doc in manifests(folder):
+    for doc in docs:
         kind = doc["kind"]
         if kind not in _KINDS:
             raise ValueError(f"unsupported kind {kind} in {folder}")

@@ -143,7 +143,10 @@ def run(
                     stopped, why = Exit.ABORTED, f"the local world did not stop: {type(error).__name__}: {error}"
     leftover = [pid for pid in pids if _alive(pid)]
     timeline.check(
-        "no process left running", not leftover, f"{len(pids)} processes running at the end, left: {leftover}"
+        "no process left running",
+        not leftover,
+        f"{len(pids)} process(es) started by the world, {len(leftover)} still running after it stopped"
+        + (f" (pids {leftover})" if leftover else ""),
     )
 
     interrupted = stopped in (Exit.INTERRUPTED, Exit.TERMINATED)

@@ -284,6 +284,8 @@ def _play(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
         again["status"] in ("acted", "acknowledged")
         and (again.get("replayed") or again.get("reason") == "duplicate")
         and len(list(store.query_prefix("CMD#"))) == 1,
-        f"second delivery {again['status']}, {len(list(store.query_prefix('CMD#')))} command(s) recorded",
+        f"second delivery answered {again['status']!r} "
+        + ("by replaying the first's answer" if again.get("replayed") else f"(reason {again.get('reason')!r})")
+        + f", {len(list(store.query_prefix('CMD#')))} command(s) recorded in all",
     )
     check("the agent is still running", agent.alive(), f"pid {agent.pid}")

@@ -64,8 +64,11 @@ if [ ! -x "$ASSETS/kube-apiserver" ]; then
   [ -e .go/src/k8s.io/kubernetes ] || ln -s ../../.. .go/src/k8s.io/kubernetes
   say "building kube-apiserver from $src (about 5 minutes on 2 cores)"
   start=$(date +%s)
+  # make prints a line or two, then the Go build is silent for minutes (12 on a loaded machine): say it still runs.
+  progress_start "building kube-apiserver"
   ( GOPATH="$PWD/.go" GOFLAGS=-mod=vendor GO111MODULE=off CGO_ENABLED=0 make WHAT=cmd/kube-apiserver 2>&1 ) | \
     while IFS= read -r line; do say "  $line"; done
+  progress_stop
   cp _output/bin/kube-apiserver "$ASSETS/kube-apiserver.tmp"
   mv "$ASSETS/kube-apiserver.tmp" "$ASSETS/kube-apiserver"
   say "built in $(( $(date +%s) - start )) s"

@@ -56,7 +56,9 @@ def test_a_scenario_aborted_on_purpose_is_aborted_and_the_world_stopped(tmp_path
         "(2/2 checks passed before it stopped)"
     )
     assert len(seen) == 2 and not [pid for pid in seen if _alive(pid)]  # kube-apiserver and etcd, both gone
-    assert "[PASS] no process left running: 2 processes running at the end" in text
+    assert (
+        "[PASS] no process left running: 2 process(es) started by the world, 0 still running after it stopped" in text
+    )
 
 
 def test_sigint_mid_scenario_is_interrupted_with_no_traceback(tmp_path: Path) -> None:

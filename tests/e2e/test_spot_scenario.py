@@ -22,6 +22,9 @@ def test_spot_warning_ends_drained_and_replaced(world, tmp_path):
     assert failed == [], out.getvalue()
     names = {c.name for c in timeline.checks}
     assert any(n.startswith("invariant 3") for n in names) and any(n.startswith("invariant 4") for n in names)
+    # the second delivery's answer is the first's, replayed: the detail must not read as a second action
+    (duplicate,) = [c for c in timeline.checks if c.name.startswith("invariant 7")]
+    assert "by replaying the first's answer" in duplicate.detail, duplicate.detail
     # The timeline tells the whole story, in order.
     story = [e.what for e in sorted(timeline.entries, key=lambda e: e.at)]
     first = {

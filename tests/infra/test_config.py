@@ -64,6 +64,8 @@ def test_the_repository_cdk_json_validates() -> None:
         (clusters(agent_oidc_provider_arn="oidc.example.com"), "clusters[0].agent_oidc_provider_arn", "OIDC"),
         (clusters(agent_service_account="agent"), "clusters[0].agent_service_account", "<namespace>:"),
         (clusters(agent_role_arn="arn:aws:iam::111122223333:user/x"), "clusters[0].agent_role_arn", "role ARN"),
+        (clusters(irsa_audience="amazon aws"), "clusters[0].irsa_audience", "pattern"),
+        (clusters(irsa_audience=""), "clusters[0].irsa_audience", "pattern"),
         (clusters(typo_key=1), "clusters[0].typo_key", "Extra inputs"),
         (
             {
@@ -117,6 +119,12 @@ def test_context_given_as_a_json_string_on_the_command_line() -> None:
         }
     )
     assert config.clusters[0].lambda_architecture is Architecture.X86_64
+
+
+def test_irsa_audience_defaults_to_kops_and_may_be_the_eks_one() -> None:
+    # kOps' IAM OIDC provider lists only the client ID "amazonaws.com" (kops pkg/model/awsmodel/oidc_provider.go)
+    assert load_config(clusters()).clusters[0].irsa_audience == "amazonaws.com"
+    assert load_config(clusters(irsa_audience="sts.amazonaws.com")).clusters[0].irsa_audience == "sts.amazonaws.com"
 
 
 def test_oidc_issuer_comes_from_the_provider_arn() -> None:

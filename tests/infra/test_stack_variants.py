@@ -182,7 +182,8 @@ def test_agent_role_trusts_only_the_agents_service_account(kms: Template) -> Non
     assert statement["Condition"] == {
         "StringEquals": {
             f"{ISSUER}:sub": "system:serviceaccount:node-manager:agent",
-            f"{ISSUER}:aud": "sts.amazonaws.com",
+            # kOps' audience (its IAM OIDC provider's only client ID; the pod-identity-webhook's --token-audience)
+            f"{ISSUER}:aud": "amazonaws.com",
         }
     }
 

@@ -33,7 +33,7 @@ def test_synth_names_its_stacks_and_folder_when_run_by_hand(
     else:
         monkeypatch.delenv("CDK_OUTDIR", raising=False)
 
-    app.main()
+    assert app.main() == 0
 
     err = capsys.readouterr().err  # after whatever jsii printed when aws-cdk-lib was first imported
     if under_cdk_cli:
@@ -43,3 +43,27 @@ def test_synth_names_its_stacks_and_folder_when_run_by_hand(
             err.splitlines(keepends=True)[-1]
             == "synthesized NodeManager-a-k8s-local, NodeManager-b into cdk.out/ (templates *.template.json)\n"
         )
+
+
+@pytest.mark.parametrize(
+    ("entry", "key"),
+    [
+        ({"spot_deadline_seconds": "two minutes", "agent_trust_account": True}, "clusters[0].spot_deadline_seconds"),
+        ({"spot_dedline_seconds": 120, "agent_trust_account": True}, "clusters[0].spot_dedline_seconds"),
+        ({}, "clusters[0]"),  # no trust for the agent's role
+    ],
+)
+def test_a_bad_setting_is_one_line_naming_its_key_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], entry: dict[str, Any], key: str
+) -> None:
+    import infra.application
+
+    context = {"clusters": [{"name": "dev.k8s.local", **entry}]}  # ("cluster" would name the world's fixture)
+    real_build_app = infra.application.build_app
+    monkeypatch.setattr(infra.application, "build_app", lambda: real_build_app(context, outdir="unused"))
+
+    assert app.main() == 2
+
+    err = capsys.readouterr().err
+    last = err.splitlines()[-1]  # after whatever jsii printed when aws-cdk-lib was first imported
+    assert last.startswith(f"cdk.json: setting {key}: ") and "Traceback" not in err

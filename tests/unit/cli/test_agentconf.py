@@ -97,3 +97,34 @@ def test_the_default_stack_name_is_the_cdk_apps():
     from infra.config import ClusterConfig
 
     assert stack_name_of("prod.k8s.local") == ClusterConfig(name="prod.k8s.local", agent_trust_account=True).stack_name
+
+
+def make_checkout(root: Path) -> Path:
+    env = root / "agent" / "deploy" / "default" / "agent.env"
+    env.parent.mkdir(parents=True)
+    env.write_text(CHECKOUT_ENV.read_text())
+    (root / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    return env
+
+
+def test_the_default_env_file_is_the_current_checkouts(tmp_path, monkeypatch):
+    # an installed CLI (its code in site-packages, which is no checkout) run from inside the operator's checkout
+    import cli.main
+
+    monkeypatch.setattr(cli.main, "CODE_ROOT", tmp_path / "site-packages")
+    env = make_checkout(tmp_path / "clone")
+    (tmp_path / "clone" / "docs").mkdir()
+    assert cli.main.checkout_env_file(tmp_path / "clone" / "docs") == env
+    assert cli.main.checkout_env_file(tmp_path) is None  # outside any checkout
+
+
+def test_the_command_writes_the_current_checkouts_file(cfn, tmp_path, monkeypatch):
+    import cli.main
+
+    monkeypatch.setattr(cli.main, "CODE_ROOT", tmp_path / "site-packages")
+    env = make_checkout(tmp_path / "clone")
+    monkeypatch.chdir(tmp_path / "clone")
+    out: list[str] = []
+    assert main(["configure-agent", "--cluster", "prod.k8s.local"], environ={}, out=out.append) == 0, out
+    assert "CLUSTER_NAME=prod.k8s.local" in env.read_text()
+    assert out[0].startswith(str(env))

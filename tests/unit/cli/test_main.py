@@ -223,3 +223,36 @@ def test_a_chart_of_an_unknown_kind_is_a_usage_error(tmp_path):
         {}, ["status", "--chart", str(tmp_path / "x.gif"), "--function-name", "f", "--cluster", "c"]
     )
     assert code == 2 and sent == [] and ".svg" in err[0]
+
+
+def test_a_rejected_request_says_each_problem_once():
+    # the refresher's own request validation, answered as lambdas.common.prologue.rejected answers it
+    from core.exceptions import InvalidRequestError
+    from lambdas.events.request import parse_request
+
+    def refresher(payload):
+        try:
+            parse_request(payload)
+        except InvalidRequestError as err:
+            return {"status": "rejected", "reason": err.reason, "error": str(err), "errors": err.errors}
+        raise AssertionError("the request validated")
+
+    lines: list[str] = []
+    argv = ["--function-name", "fn", "--cluster", "c", "refresh", "--max-age", "two weeks"]
+    assert main(argv, environ={}, invoker=refresher, out=lines.append) == 1
+    assert "\n".join(lines).count("not a duration") == 1, lines
+
+
+def test_aws_region_names_the_sdks_region(monkeypatch):
+    import boto3
+
+    import cli.main
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "unset-by-this-test")
+    monkeypatch.delenv("AWS_DEFAULT_REGION")  # restored afterwards by monkeypatch
+    monkeypatch.setenv("AWS_REGION", "eu-west-3")
+    cli.main.default_region_from_aws_region()
+    assert boto3.session.Session().region_name == "eu-west-3"
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")  # the SDK's own variable wins when both are set
+    cli.main.default_region_from_aws_region()
+    assert boto3.session.Session().region_name == "us-west-2"

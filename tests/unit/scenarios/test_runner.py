@@ -106,7 +106,10 @@ def test_a_process_left_running_breaks_the_verdict() -> None:
 
     code, out, _, world = play_run(play, FakeWorld(leave_behind=True))
     assert code == 1
-    assert f"[FAIL] no process left running: 1 processes running at the end, left: [{world.proc.pid}]" in out
+    assert (
+        "[FAIL] no process left running: 1 process(es) started by the world, 1 still running after it stopped "
+        f"(pids [{world.proc.pid}])" in out
+    )
 
 
 def test_a_world_that_does_not_start_is_aborted_and_still_stopped() -> None:

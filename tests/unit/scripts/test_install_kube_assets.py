@@ -59,3 +59,39 @@ def test_a_chatty_etcd_does_not_fail_the_script(tmp_path: Path) -> None:
         assert done.stdout.splitlines() == [str(assets)]
         assert done.stderr.splitlines() == ["Kubernetes v1.20.2", "etcd Version: 3.4.23"]
     assert (assets / "etcd").resolve() == (bin_dir / "etcd").resolve()
+
+
+@pytest.mark.skipif(
+    not Path("/etc/apt/sources.list.d/debian-src.sources").exists(),
+    reason="the script would add a deb-src entry under /etc/apt first, which a test must not do",
+)
+def test_a_silent_build_says_it_still_runs(tmp_path: Path) -> None:
+    """The Go build prints nothing for minutes: a line every PROGRESS_EVERY seconds says it still runs, and the ticker
+    stops with the build (apt, the source download and make are stand-ins here)."""
+    bin_dir, assets = tmp_path / "bin", tmp_path / "kube-assets"
+    bin_dir.mkdir()
+    fakes = {
+        "sudo": '#!/bin/sh\nif [ "$1" = tee ]; then cat >/dev/null; exit 0; fi\nexec "$@"\n',
+        "apt-get": '#!/bin/sh\nif [ "$1" = source ]; then mkdir -p kubernetes-1.20.2; fi\n',
+        "make": "#!/bin/sh\necho '+++ Building go targets'\nsleep 1.5\nmkdir -p _output/bin\n"
+        "printf '#!/bin/sh\\necho Kubernetes v1.20.2\\n' > _output/bin/kube-apiserver\n"
+        "chmod +x _output/bin/kube-apiserver\n",
+        "etcd": '#!/bin/sh\necho "etcd Version: 3.4.23"\n',
+        **dict.fromkeys(("go", "rsync", "jq", "dpkg-source"), "#!/bin/sh\n"),
+    }
+    for name, text in fakes.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    env = {
+        **os.environ,
+        "KUBE_ASSETS_DIR": str(assets),
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "PROGRESS_EVERY": "0.3",
+    }
+    done = run_script(env)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    ticks = [i for i, line in enumerate(lines) if "... still building kube-apiserver (" in line]
+    built = next(i for i, line in enumerate(lines) if line.startswith("[kube-assets] built in "))
+    assert ticks and ticks[-1] < built, done.stderr
+    assert done.stdout.splitlines() == [str(assets)]
