@@ -220,6 +220,19 @@ class RunConflictError(ConflictError):
     """A ``RUN#`` item changed since it was read (another invocation advanced the run first): read it again."""
 
 
+class RunAlreadyActiveError(Exception):
+    """A refresh start found, once it held the cluster lock, a run another invocation started since its first read
+    (at most one run is active: the check that matters is the one made under the lock).
+
+    Attributes:
+        run_id: the active run's id.
+    """
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"run {run_id} is already active")
+        self.run_id = run_id
+
+
 class InvalidRequestError(BadInputError):
     """A manual refresher request (``aws lambda invoke`` payload, CLI) that does not validate.
 

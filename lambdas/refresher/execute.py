@@ -31,6 +31,7 @@ from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store
 from core.capacity import Bounds, clamp
+from core.exceptions import RunAlreadyActiveError
 from core.lock import Lease
 from core.runs import LOCK_OPERATION, run_id_of_holder
 from lambdas.common.execute import apply_in_order
@@ -97,6 +98,8 @@ def execute(actions: list[Action], effects: Effects, now: datetime, dry_run: boo
         RunConflictError: the run changed since it was read (nothing after the ``SaveRun`` was done).
         LockHeldError: another holder has the cluster lock (nothing after the ``AcquireLock`` was done).
         LockLostError: the lease was lost (nothing after the refused write was done).
+        RunAlreadyActiveError: at ``CreateRun``, under the lock, another run is active (the lock just taken is
+            released, nothing after it done).
         StoreUnavailableError, AwsUnavailableError: transient faults; AwsRequestError: AWS refused a call.
     """
     held = _Held(effects.lease)
@@ -131,6 +134,13 @@ def _apply(action: Action, effects: Effects, now: datetime, held: _Held) -> str:
         held.lease = effects.lock.acquire(action.holder, LOCK_OPERATION, action.lease_seconds)
         return f"held (fencing {held.lease.fencing})"
     if isinstance(action, CreateRun):
+        # the caller's "no active run" was read before the lock: read again under it (a concurrent start may have
+        # created its run and released the lock in between); a run already active keeps the cluster to itself
+        other = effects.runs.active()
+        if other is not None and other.run_id != action.run.run_id:
+            if held.lease is not None:
+                effects.lock.release(held.lease)
+            raise RunAlreadyActiveError(other.run_id)
         effects.runs.create(action.run, fence=held.lease)
         effects.telemetry.count("RunsStarted")
         return "created"

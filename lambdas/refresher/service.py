@@ -11,7 +11,14 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from core.exceptions import AwsRequestError, AwsUnavailableError, InvalidRequestError, LockHeldError, RunConflictError
+from core.exceptions import (
+    AwsRequestError,
+    AwsUnavailableError,
+    InvalidRequestError,
+    LockHeldError,
+    RunAlreadyActiveError,
+    RunConflictError,
+)
 from core.lock import Lease
 from core.runs import (
     LOCK_OPERATION,
@@ -129,6 +136,10 @@ def start(
         try:
             results = execute(actions, deps.effects(), now)
             break
+        except RunAlreadyActiveError as err:
+            logger.info(f"refresh asked while run {err.run_id} became active: advancing that one")
+            out = advance_run(deps, err.run_id, budget_seconds, invocation)
+            return {**base, **out, "status": "already_running"}
         except LockHeldError as err:
             # another operation's pass holds it for a moment: wait within the budget; a refresh run is refused
             if run_id_of_holder(err.holder) is None and deps.monotonic() + deps.settings.poll_seconds < give_up_at:

@@ -2,9 +2,9 @@
 code (``sim.mutants``), one at a time, must be reported as an invariant or liveness violation, and the same run
 without the patch must hold every invariant (the finding is the bug's, not the simulation's).
 
-Two kinds: a short hand-written schedule per mutant (the faults it needs, at known times: fast), and the seed the
-random hunt of the issue found first (``python -m sim.mutants --seeds 300``, ``make mutants``: seeds from 0 with the
-mutant's profile until one fails), replayed with and without the patch (``slow``: two simulated days a mutant).
+Two kinds: a short hand-written schedule per mutant (the faults it needs, at known times: fast), and a short random
+hunt (seeds from 0 with the mutant's profile until one fails, at most ``HUNT_SEEDS``; the long one is ``python -m
+sim.mutants --seeds 300``, ``make mutants``) whose finding seed is run again without the patch (``slow``).
 """
 
 from __future__ import annotations
@@ -104,29 +104,21 @@ def test_without_the_mutant_the_same_run_holds(name: str) -> None:
     assert _run(name, mutated=False) is None
 
 
-# mutant -> (the first seed from 0 of its profile that finds it, the invariant reported): ``python -m sim.mutants``
-# (BENCHMARKS.md, "Mutation testing of the simulation"). The hunt itself (up to 300 seeds a mutant) is ``make
-# mutants``; the default test run replays the finding seed, and the same seed without the patch must hold.
-FIRST_SEEDS: dict[str, tuple[int, str]] = {
-    "refresh_no_deadline": (7, "8 no refresh wait past its deadline"),
-    "refused_terminate_given_back": (8, "8 a cordon of ours is resolved within a bound"),
-    "cordon_behind_slots": (0, "5 a drained node is cordoned at once"),
-    "rebalance_cordon_kept": (0, "8 a cordon of ours is resolved within a bound"),
-    "ledger_ignores_reset": (6, "8 every shortfall covered within a bound"),
-    "lock_not_atomic": (8, "8 one lock holder at a time"),
-}
+# How many seeds (from 0, each mutant's profile) the default test run hunts before it calls a mutant missed. The
+# seed that finds a mutant first moves whenever the product's code changes what a seed draws or how a run goes (the
+# hunt of 2026-12-02 found them at seeds 7 / 8 / 0 / 0 / 6 / 8: BENCHMARKS.md, "Mutation testing of the
+# simulation"), so the test hunts instead of replaying a recorded seed; the long hunt (300 seeds) is ``make mutants``.
+HUNT_SEEDS = 30
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(FIRST_SEEDS))
-def test_the_seed_the_hunt_found_finds_the_mutant_and_holds_without_it(name: str) -> None:
-    seed, invariant = FIRST_SEEDS[name]
-    found = hunt(name, range(seed, seed + 1))
-    assert found.violation is not None, f"{name} not found by seed {seed}"
-    assert found.violation.invariant == invariant, found.violation
-    control = hunt(name, range(seed, seed + 1), control=True)
-    assert control.violation is None, control.violation
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_a_short_random_hunt_finds_the_mutant_and_its_seed_holds_without_it(name: str) -> None:
+    found = hunt(name, range(HUNT_SEEDS))
+    assert found.violation is not None and found.seed is not None, f"{name} not found in seeds 0-{HUNT_SEEDS - 1}"
+    control = hunt(name, range(found.seed, found.seed + 1), control=True)
+    assert control.violation is None, (found.seed, control.violation)
 
 
-def test_every_mutant_has_a_finding_seed() -> None:
-    assert sorted(FIRST_SEEDS) == sorted(MUTANTS)
+def test_every_mutant_has_a_hand_written_schedule() -> None:
+    assert sorted(SCENARIOS) == sorted(MUTANTS)

@@ -15,9 +15,9 @@ import lambdas.refresher.advance as advance
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store
-from core.exceptions import LockLostError
+from core.exceptions import LockLostError, RunAlreadyActiveError
 from core.model import Command
-from core.runs import GroupSurge, Run, RunOptions, RunStatus, RunStep, StepState, lock_holder
+from core.runs import LOCK_OPERATION, GroupSurge, Run, RunOptions, RunStatus, RunStep, StepState, lock_holder
 from core.schema import state_table
 from core.settings import RefresherSettings
 from lambdas.refresher.execute import Effects, execute
@@ -106,6 +106,26 @@ def test_a_start_fences_the_new_run_by_the_lease_it_just_took(store: Store) -> N
     execute([AcquireLock(run().holder, 1800), CreateRun(run())], effects(store, recorder), T0)
     stored = RunStore(store).get(RUN_ID)
     assert stored is not None and (LeaseLock(store).current() or {})["holder"] == run().holder
+
+
+def test_a_start_that_finds_another_run_active_under_the_lock_creates_none_and_frees_the_lock(store: Store) -> None:
+    """Two manual refreshes at once (found by the fleet simulation, seed 4 of the lock profile): the second read "no
+    active run" before the first created its run and released the lock, then took the lock itself. Under the lock
+    its CreateRun must find the first run, create nothing and give the lock back (two runs surged one group
+    twice, and the second was never advanced)."""
+    recorder = Recorder()
+    lock = LeaseLock(store, clock=lambda: T0.timestamp())
+    lease = lock.acquire(run().holder, LOCK_OPERATION, 1800)
+    execute([CreateRun(run())], effects(store, recorder, lease), T0)
+    lock.release(lease)  # the first start's pass is over: its run is active, the lock free
+    late = run().model_copy(update={"run_id": "20240305T100500Z-fedcba"})
+
+    with pytest.raises(RunAlreadyActiveError) as raised:
+        execute([AcquireLock(late.holder, 1800), CreateRun(late)], effects(store, recorder), T0)
+
+    assert raised.value.run_id == RUN_ID
+    assert [r.run_id for r in RunStore(store).list(5)] == [RUN_ID]
+    assert (LeaseLock(store).current() or {}).get("holder") in (None, "")
 
 
 def test_a_save_with_a_lost_lease_stops_the_decision_before_any_effect(store: Store) -> None:
