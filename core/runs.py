@@ -175,7 +175,10 @@ class RunStep(BaseModel):
     Attributes:
         needs_update: why it was selected: ``max_age``, ``launch_template`` (its version differs from the
             group's, kops' NEEDUPDATE) or ``forced``.
-        surge_baseline: the group's instance ids when the surge was asked for (a new instance is one not in it).
+        surge_baseline: the group's instance ids when the surge was asked for (a new instance is one not in it);
+            emptied once the step is final (nothing reads it then): kept on every step, a group of N instances
+            refreshed whole would make the ``RUN#`` item grow as N x N ids, past DynamoDB's 400 KB item size
+            (about 52 steps of a 333-instance group) and every later save of the run would be refused.
         surge_instance_id: the spare chosen for this step (a new instance of the group, Ready).
         intent_at: when the last effect of the current state was asked for (redone only after the grace period).
         settle_first_ok_at: master: when all masters were first seen Ready after the replacement.

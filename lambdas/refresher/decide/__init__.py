@@ -10,7 +10,8 @@ replacement. Then worker groups one after the other; within a group up to ``max_
 **Worker step** (surge first, max unavailable 0):
 
 1. ``pending -> surging``: desired capacity is raised to ``original_desired + raised`` (MaxSize too if needed),
-   after recording the intent and the group's current instances (``surge_baseline``).
+   after recording the intent and the group's current instances (``surge_baseline``, dropped once the step is
+   final).
 2. ``surging -> draining``: once a new instance of the group (not in the baseline, not another step's spare) has a
    Ready node *and* the group has at least ``original_desired`` Ready instances besides the old ones being
    replaced, the old node is drained through the agent (a ``drain`` command, deadline now + drain timeout,

@@ -206,8 +206,11 @@ class Context:
         ]
 
     def finish_step(self, step: RunStep, state: StepState, note: str = "") -> None:
+        """End ``step`` in the final ``state``; its ``surge_baseline`` is dropped (only a step in flight reads it):
+        the ``RUN#`` item keeps at most ``max_surge`` baselines, not one per step, under DynamoDB's 400 KB."""
         step.state = state
         step.finished_at = self.now
+        step.surge_baseline = []
         if note:
             step.note = note
         self.change(f"step {step.index} ({step.instance_id}) {state.value}" + (f": {note}" if note else ""))

@@ -96,7 +96,8 @@ def cleanup(b: Builder) -> None:
 
 def run_instances(run: Run) -> set[str]:
     """The instances a refresh run names, never judged surplus while it is active: each step's old instance, its
-    spare and the group's instances when its surge started (``surge_baseline``)."""
+    spare and the group's instances when its surge started (``surge_baseline``, kept only while the step is in flight:
+    the refresher drops it once the step is final)."""
     ids: set[str] = set()
     for step in run.steps:
         ids.add(step.instance_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from adapters.dynamo.table import dynamo
 from core.kops import Role
 from core.model import NodeRecord
 from core.runs import GroupSurge, Run, RunOptions, RunStatus, RunStep, Selection, StepState
@@ -12,6 +13,7 @@ from core.settings import RefresherSettings
 from lambdas.refresher.decide import advance
 from lambdas.refresher.plan import SaveRun, SendCommand, SetCapacity, TerminateInstance
 from lambdas.refresher.world import GroupFacts, InstanceFacts, World
+from sim.values import MAX_ITEM_BYTES, canonical_item, item_bytes
 
 T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
 SETTINGS = RefresherSettings(cluster_name="c", table_name="t", queue_url="q", effect_grace_seconds=30)
@@ -119,3 +121,53 @@ def test_a_failed_drain_pauses_and_gives_the_surge_back() -> None:
     kinds = [a.command.kind.value for a in effects(decision, SendCommand)]
     assert kinds == ["uncordon", "drain"]  # uncordon the old, drain the spare before giving it back
     assert decision.run.steps[0].state is StepState.UNDO_DRAINING
+
+
+def test_a_finished_step_keeps_no_surge_baseline() -> None:
+    # only a step in flight reads its baseline (which instances are new); a final one drops it
+    decision = advance(
+        run(StepState.TERMINATING, 1, T0, surge_instance_id=SPARE), world([OTHER, SPARE], 2), SETTINGS, T0
+    )
+    (save,) = effects(decision, SaveRun)
+    assert save.run.steps[0].state is StepState.DONE and save.run.steps[0].surge_baseline == []
+
+
+def test_a_whole_group_refreshed_keeps_its_run_item_under_dynamodbs_item_size() -> None:
+    # issue 12, `python -m sim replay 1 --nodes 1000 --days 7`: a manual refresh of a 333-instance group kept every
+    # step's surge_baseline (333 ids each); at step 52 the RUN# item passed DynamoDB's 400 KB ("Service, account, and
+    # table quotas in Amazon DynamoDB"), every later save was refused and the run stayed unchanged for good. With
+    # every baseline kept, a group of 150 passes it too (150 steps x 150 ids); without, its item is about 90 KB
+    size = 150
+    live = [f"i-{n:017x}" for n in range(size)]
+    fresh = iter(range(size, 100 * size))
+    desired, commands = size, {}
+    current = Run(
+        run_id="r1",
+        cluster="c",
+        options=RunOptions(selection=Selection.ALL),
+        created_at=T0,
+        updated_at=T0,
+        groups=[GroupSurge(name=NODES, role="node", min_size=size, original_desired=size, original_max=size)],
+        steps=[RunStep(index=k, group=NODES, role="node", instance_id=iid) for k, iid in enumerate(live)],
+    )
+    now, largest, saves = T0, 0, 0
+    while current.status.active:
+        now += timedelta(seconds=60)
+        instances = tuple(InstanceFacts(i, launch_template_version="1") for i in live)
+        group = GroupFacts(NODES, Role.NODE, "nodes-a", size, max(size, desired), desired, instances, "1")
+        decision = advance(current, World({NODES: group}, {i: node(i) for i in live}, commands), SETTINGS, now)
+        for action in decision.actions:
+            if isinstance(action, SaveRun) and (saves := saves + 1) % 10 == 0:  # sizes of every 10th save
+                largest = max(largest, item_bytes(canonical_item(dynamo(action.run.to_item()))))
+            elif isinstance(action, SetCapacity) and action.desired is not None:
+                desired = action.desired
+                live.extend(f"i-{next(fresh):017x}" for _ in range(desired - len(live)))
+            elif isinstance(action, SendCommand):
+                deadline = action.command.deadline.isoformat()
+                commands[action.command.command_id] = {"status": "succeeded", "command": {"deadline": deadline}}
+            elif isinstance(action, TerminateInstance):
+                live.remove(action.instance_id)
+                desired -= action.decrement
+        current = decision.run
+    assert current.status is RunStatus.SUCCEEDED and len(live) == size
+    assert largest < MAX_ITEM_BYTES
