@@ -126,7 +126,7 @@ def test_a_worker_thread_survives_an_unreadable_command_record(made: dict[str, A
     metrics = AgentMetrics()
     loop = consumer(made, metrics)
     message = {"MessageId": "m-1", "ReceiptHandle": "r-1", "Body": command().model_dump_json()}
-    loop._work(message)  # the worker thread's target: must return
+    loop._work(message, lambda: None)  # the worker thread's target (no cordon-first wait here): must return
     if status != 200:
         assert errors(metrics, "consumer") >= 1
     else:  # read as "no record": rejected and released for the dead-letter queue
