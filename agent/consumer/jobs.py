@@ -75,6 +75,11 @@ class Jobs:
             if self._jobs.get(job.command.command_id) is job:
                 del self._jobs[job.command.command_id]
 
+    def holds(self, command_id: str) -> bool:
+        """Whether a job for ``command_id`` is in flight here."""
+        with self._lock:
+            return command_id in self._jobs
+
     def list(self) -> list[Job]:
         with self._lock:
             return list(self._jobs.values())

@@ -136,6 +136,9 @@ class CommandWorker(WorkerBase):
                     self.config.stale_running_seconds,
                     self.config.command_ttl_seconds,
                     now=self.clock(),
+                    # its own failed handback left it running under this worker: take it again when no job here
+                    # holds it (else no one could start it before its heartbeat is stale, past a Spot deadline)
+                    retake_own=not self.holds(command.command_id),
                 ),
                 "start",
                 seconds_left=self._unowned_seconds,
