@@ -12,7 +12,9 @@ kernel actions instead of threads, running the product's own code.
   ``DrainEngine.run``. Only where the worker would block does this module take over: a drain waits for one of
   ``concurrency`` slots, earliest deadline first (``schedule.DeadlineGate``'s rule), then runs as a
   ``sim.agent_drain.SimDrain``; its result goes back through ``steps.execute`` (judged as of the drain's start) and
-  the worker's own ``_finish``.
+  the worker's own ``_finish``. A drain that ends on a retryable error runs again after ``retry.Retry``'s backoff
+  within ``command_retry_seconds`` and its deadline, as ``_execute_or_give_back`` retries it, before it is handed
+  back.
 - ``agent.consumer.heartbeat.Heartbeat.beat_once`` every ``heartbeat_seconds``: visibility extended, ``CMD#``
   heartbeats, takeovers noticed, tightened deadlines passed to the running drain, lifecycle heartbeats.
 - Only the leader works (``agent.app``: the consumer, the membership reporter and the releaser run while leading):
