@@ -12,7 +12,9 @@ kernel actions instead of threads, running the product's own code.
   ``DrainEngine.run``. Only where the worker would block does this module take over: a drain waits for one of
   ``concurrency`` slots, earliest deadline first (``schedule.DeadlineGate``'s rule), then runs as a
   ``sim.agent_drain.SimDrain``; its result goes back through ``steps.execute`` (judged as of the drain's start) and
-  the worker's own ``_finish``.
+  the worker's own ``_finish``. A drain that ends on a retryable error runs again after ``retry.Retry``'s backoff
+  within ``command_retry_seconds`` and its deadline, as ``_execute_or_give_back`` retries it, before it is handed
+  back.
 - ``agent.consumer.heartbeat.Heartbeat.beat_once`` every ``heartbeat_seconds``: visibility extended, ``CMD#``
   heartbeats, takeovers noticed, tightened deadlines passed to the running drain, lifecycle heartbeats.
 - Only the leader works (``agent.app``: the consumer, the membership reporter and the releaser run while leading):
@@ -65,6 +67,7 @@ from agent.hooks import HookFinisher
 from agent.membership import MembershipReporter
 from agent.ready import ReadyReporter
 from agent.report import Reporter
+from core.clock import backoff_delay
 from core.exceptions import RetryableError
 from core.model import Command, CommandKind
 from core.settings import AgentSettings
@@ -121,6 +124,10 @@ class SimWorker(CommandWorker):
 
     agent: SimAgent
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._tries: dict[tuple[str, int], tuple[float, int]] = {}  # a drain's (first failure, tries) by attempt
+
     def _run_job(self, job: Job) -> None:
         job.lifecycle_beat_at = self.agent.kernel.t
         command = job.command
@@ -135,17 +142,41 @@ class SimWorker(CommandWorker):
             return
         self.agent.enqueue(job)
 
+    def holds(self, command_id: str) -> bool:
+        return any(job.command.command_id == command_id for job in self.agent._jobs())
+
     def end_drain(self, job: Job, started: datetime) -> None:
-        """The drain's end through ``steps.execute`` as of its start (a RetryableError hands the command back, as
-        ``_execute_or_give_back`` does), then ``_finish``."""
+        """The drain's end through ``steps.execute`` as of its start, then ``_finish``. A RetryableError is retried
+        as ``_execute_or_give_back`` retries it (``retry.Retry``: backoff within ``command_retry_seconds`` and the
+        deadline; here the drain runs again after a kernel delay), then the command is handed back after
+        ``decisions.handback_delay``."""
+        key = (job.command.command_id, job.attempt)
         try:
             outcome = execute(self.engine, job.command, started, self.config.max_command_seconds)
-        except RetryableError:
+        except RetryableError as err:
+            if not (job.closed or job.lost) and self._again(job, key, err):
+                return
+            self._tries.pop(key, None)
             if job.close():
                 self.counters.inc("retried")
-                self.give_back(job, visibility_seconds=self.config.retry_delay_seconds)
+                self.give_back(job, visibility_seconds=self._delay(job.command, job.receive_count))
             return
+        self._tries.pop(key, None)
         self._finish(job, outcome)
+
+    def _again(self, job: Job, key: tuple[str, int], err: RetryableError) -> bool:
+        """Run the drain again after ``Retry``'s backoff while the next try starts within its budget (and the
+        command's deadline); False when the budget is spent."""
+        first, tries = self._tries.get(key, (self.agent.kernel.t, 0))
+        tries += 1
+        delay = backoff_delay(tries, self.retry.base_seconds, self.retry.cap_seconds, self.agent._rand)
+        limit = min(self.retry.budget_seconds, job.command.seconds_left(self.clock()))
+        if self.agent.kernel.t - first + delay > limit:
+            return False
+        self._tries[key] = (first, tries)
+        self._retried("run")(err)
+        self.agent.back_off(job, delay)
+        return True
 
 
 class SimAgent:
@@ -221,6 +252,7 @@ class SimAgent:
         self.worker.agent = self
         self.waiting: list[tuple[datetime, int, Job]] = []
         self.running: dict[str, tuple[Job, SimDrain, datetime]] = {}
+        self.backing_off: dict[str, Job] = {}
         self._seq = count()
         self.heartbeat = Heartbeat(
             self.queue,
@@ -251,6 +283,7 @@ class SimAgent:
             drain.cancel()
         self.running.clear()
         self.waiting.clear()
+        self.backing_off.clear()
         self.restarts += 1
         self._count("restarts")
         self.kernel.after(down_seconds, f"agent:{self.name}:start", self.start)
@@ -340,6 +373,18 @@ class SimAgent:
             log.exception("unexpected error handling message_id=%s", message.get("MessageId"))
             self._count("errors")
 
+    def back_off(self, job: Job, delay: float) -> None:
+        """A drain that met a retryable error runs again after ``delay`` (its job still heartbeated meanwhile)."""
+        self.backing_off[job.command.command_id] = job
+
+        def again() -> None:
+            if self.backing_off.get(job.command.command_id) is job:
+                del self.backing_off[job.command.command_id]
+                if self.alive and not (job.closed or job.lost):
+                    self.enqueue(job)
+
+        self.kernel.after(delay, f"agent:{self.name}:drain-retry", again)
+
     def enqueue(self, job: Job) -> None:
         """A cordoned drain waits for a slot, earliest deadline first."""
         heapq.heappush(self.waiting, (job.command.deadline, next(self._seq), job))
@@ -373,6 +418,7 @@ class SimAgent:
             *self.worker.jobs.list(),
             *(job for job, _, _ in self.running.values()),
             *(j for _, _, j in self.waiting),
+            *self.backing_off.values(),
         ]
 
     def _tighten(self, command_id: str, when: datetime) -> bool:

@@ -71,14 +71,23 @@ class CommandItems(Table):
         return self.get(command_sk(command_id))
 
     def start_command(
-        self, command: Command, worker: str, stale_after_seconds: int, ttl_seconds: int, now: datetime | None = None
+        self,
+        command: Command,
+        worker: str,
+        stale_after_seconds: int,
+        ttl_seconds: int,
+        now: datetime | None = None,
+        *,
+        retake_own: bool = False,
     ) -> int:
         """Move a recorded command to ``running`` for ``worker``; returns its attempt number (1, 2, ...).
 
         Allowed from ``queued``, or ``running`` whose heartbeat is older than ``stale_after_seconds`` (the worker
-        died; its message was redelivered). Never from no item: a command no Lambda recorded is not run (the agent
-        binds a message to its item first, ``agent.consumer.decisions.bind_to_record``). The item's ``command``,
-        ``kind`` and ``instance_id`` are left as recorded; ``command`` only names the item.
+        died; its message was redelivered), or, with ``retake_own``, ``running`` by ``worker`` itself (the caller
+        holds no live job for it: its own handback's release failed, so no one else could start it before its
+        heartbeat went stale, minutes past a Spot deadline). Never from no item: a command no Lambda recorded is not
+        run (the agent binds a message to its item first, ``agent.consumer.decisions.bind_to_record``). The item's
+        ``command``, ``kind`` and ``instance_id`` are left as recorded; ``command`` only names the item.
 
         Raises:
             CommandTransitionError: there is no item (``current`` None), the command is terminal, or another live
@@ -87,10 +96,12 @@ class CommandItems(Table):
         now = now or utcnow()
         sk = command_sk(command.command_id)
         stale_before = now.timestamp() - stale_after_seconds
-        condition = Attr("pk").exists() & (
-            Attr("status").eq(CommandStatus.QUEUED.value)
-            | (Attr("status").eq(CommandStatus.RUNNING.value) & Attr("heartbeat_at").lt(Decimal(str(stale_before))))
+        takeable = Attr("status").eq(CommandStatus.QUEUED.value) | (
+            Attr("status").eq(CommandStatus.RUNNING.value) & Attr("heartbeat_at").lt(Decimal(str(stale_before)))
         )
+        if retake_own:
+            takeable = takeable | (Attr("status").eq(CommandStatus.RUNNING.value) & Attr("worker").eq(worker))
+        condition = Attr("pk").exists() & takeable
         current = self.get(sk)
         if current is None:
             raise CommandTransitionError(f"start {sk}: no such command recorded", None)

@@ -40,7 +40,14 @@ class CommandStore(Protocol):
     def get_command(self, command_id: str) -> dict[str, Any] | None: ...
 
     def start_command(
-        self, command: Command, worker: str, stale_after_seconds: int, ttl_seconds: int, now: datetime | None = None
+        self,
+        command: Command,
+        worker: str,
+        stale_after_seconds: int,
+        ttl_seconds: int,
+        now: datetime | None = None,
+        *,
+        retake_own: bool = False,
     ) -> int: ...
 
     def heartbeat_command(

@@ -197,13 +197,34 @@ class WorkerBase:
 
     def give_back(self, job: Job, visibility_seconds: int) -> None:
         """Return a started command to ``queued`` (so anyone may start it at once) and make its message visible."""
-        now = self.clock()
+        command = job.command
         try:
-            self.store.release_command(job.command.command_id, self.config.worker_id, job.attempt, now=now)
+            # retried (a throttled release would leave the command running here until its heartbeat is stale),
+            # within the time the message stays away and, for a drain, its deadline
+            self.retry.call(
+                lambda: self.store.release_command(
+                    command.command_id, self.config.worker_id, job.attempt, now=self.clock()
+                ),
+                "release",
+                seconds_left=self._release_seconds(command, visibility_seconds),
+                on_retry=self._retried("release"),
+            )
         except Exception as err:
             self._error(err)
             log.exception("could not hand back command command_id=%s", job.command.command_id)
         self.set_visibility(job.receipt, visibility_seconds, job.message_id)
+
+    def holds(self, command_id: str) -> bool:
+        """Whether this worker has a live job for ``command_id`` (started and not yet ended or handed back)."""
+        return self.jobs.holds(command_id)
+
+    def _release_seconds(self, command: Command, visibility_seconds: int) -> float:
+        """How long a handback's release may be retried: until its message is visible again (at least 1 s), and for
+        a drain not past its deadline."""
+        limit = float(max(1, visibility_seconds))
+        if command.kind is CommandKind.DRAIN:
+            limit = min(limit, command.seconds_left(self.clock()))
+        return limit
 
     def _delete(self, receipt: str, message_id: str) -> None:
         try:

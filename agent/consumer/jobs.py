@@ -64,6 +64,7 @@ class Jobs:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._jobs: dict[str, Job] = {}
+        self._starting: dict[str, int] = {}  # command id -> starts under way (not yet a job)
 
     def add(self, job: Job) -> None:
         with self._lock:
@@ -74,6 +75,27 @@ class Jobs:
         with self._lock:
             if self._jobs.get(job.command.command_id) is job:
                 del self._jobs[job.command.command_id]
+
+    def holds(self, command_id: str) -> bool:
+        """Whether a job for ``command_id`` is in flight here."""
+        with self._lock:
+            return command_id in self._jobs
+
+    def begin_start(self, command_id: str) -> bool:
+        """Note a start of ``command_id`` under way (a duplicate delivery may be handled by another thread at once);
+        True when neither a job nor another start holds it here. Each call is paired with ``end_start``."""
+        with self._lock:
+            free = command_id not in self._jobs and command_id not in self._starting
+            self._starting[command_id] = self._starting.get(command_id, 0) + 1
+            return free
+
+    def end_start(self, command_id: str) -> None:
+        with self._lock:
+            left = self._starting.get(command_id, 0) - 1
+            if left > 0:
+                self._starting[command_id] = left
+            else:
+                self._starting.pop(command_id, None)
 
     def list(self) -> list[Job]:
         with self._lock:

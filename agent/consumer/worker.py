@@ -128,6 +128,9 @@ class CommandWorker(WorkerBase):
         cordoned: Callable[[], None] = lambda: None,
     ) -> None:
         """Start the command (``queued`` → ``running``) and work it, or say why not (``_refused``)."""
+        # its own failed handback left it running under this worker: taken again when no job (nor another start of
+        # a duplicate delivery) holds it here; else no one could start it before its heartbeat is stale
+        retake = self.jobs.begin_start(command.command_id) and not self.holds(command.command_id)
         try:
             attempt = self.retry.call(
                 lambda: self.store.start_command(
@@ -136,15 +139,20 @@ class CommandWorker(WorkerBase):
                     self.config.stale_running_seconds,
                     self.config.command_ttl_seconds,
                     now=self.clock(),
+                    retake_own=retake,
                 ),
                 "start",
                 seconds_left=self._unowned_seconds,
                 on_retry=self._retried("start"),
             )
         except CommandTransitionError as err:
+            self.jobs.end_start(command.command_id)
             self._refused(message_id, receipt, command, err.current)
             return
-        except RetryableError as err:
+        except BaseException as err:
+            self.jobs.end_start(command.command_id)
+            if not isinstance(err, RetryableError):
+                raise
             self._leave(receipt, message_id, command, count, err)
             return
         job = Job(message_id, receipt, command, attempt, receive_count=count, cordoned=cordoned)
@@ -157,6 +165,7 @@ class CommandWorker(WorkerBase):
             message_id,
         )
         self.jobs.add(job)
+        self.jobs.end_start(command.command_id)
         try:
             self._run_job(job)
         finally:

@@ -5,6 +5,7 @@ a restart losing in-flight work that another start takes over once stale; member
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import boto3
@@ -208,10 +209,28 @@ def test_the_leaders_releaser_gives_back_a_rebalance_cordon_after_its_quiet_peri
     assert w.item("rb-2")["resolution"] == "released"
 
 
-def test_an_api_outage_when_the_drain_starts_hands_the_command_back_and_it_runs_after(table: Any) -> None:
+def test_an_api_outage_when_the_drain_starts_is_retried_within_the_budget_and_the_drain_runs_after(table: Any) -> None:
     from sim.faults import FaultWindow
 
     w = World(table)
+    w.kube.faults = Faults(w.kernel)
+    w.kube.faults.add(FaultWindow("kube", "list_pods", 0, w.kernel.t + 20, "InternalError"))
+    w.send(drain(w.kernel, "d3", N0, 900))
+    w.run(3)
+    assert w.item("d3")["status"] == "running"  # the drain runs again after a backoff, as _execute_or_give_back does
+    w.run(120)
+    item = w.item("d3")
+    assert item["status"] == "succeeded" and int(item["attempt"]) == 1
+    counters = w.agent.worker.counters.snapshot()
+    assert counters.get("retried") is None and counters.get("retry_run", 0) >= 2, counters
+    assert w.kube.faults.injected["kube:list_pods:InternalError"] >= 2
+
+
+def test_an_api_outage_that_outlasts_the_retries_hands_the_command_back_and_it_runs_after(table: Any) -> None:
+    from sim.faults import FaultWindow
+
+    w = World(table)
+    w.agent.worker.retry = replace(w.agent.worker.retry, budget_seconds=0)  # COMMAND_RETRY_SECONDS=0: no retry
     w.kube.faults = Faults(w.kernel)
     w.kube.faults.add(FaultWindow("kube", "list_pods", 0, w.kernel.t + 20, "InternalError"))
     w.send(drain(w.kernel, "d3", N0, 900))

@@ -40,6 +40,22 @@ def test_running_command_is_not_taken_by_a_live_worker(store):
     assert info.value.current["worker"] == "agent-a"
 
 
+def test_a_worker_retakes_its_own_running_command_only_when_it_says_it_holds_no_job_for_it(store):
+    store.record_command(_cmd(), ttl_seconds=3600)
+    first = store.start_command(_cmd(), "agent-a", stale_after_seconds=60, ttl_seconds=3600)
+    with pytest.raises(CommandTransitionError):  # a live heartbeat: not even its own worker without retake_own
+        store.start_command(_cmd(), "agent-a", stale_after_seconds=60, ttl_seconds=3600)
+    with pytest.raises(CommandTransitionError):  # another worker may not retake it
+        store.start_command(_cmd(), "agent-b", stale_after_seconds=60, ttl_seconds=3600, retake_own=True)
+    second = store.start_command(_cmd(), "agent-a", stale_after_seconds=60, ttl_seconds=3600, retake_own=True)
+    assert second == first + 1
+    with pytest.raises(CommandTransitionError):  # the failed handback's attempt is fenced off
+        store.heartbeat_command("spot-1", "agent-a", first)
+    store.finish_command("spot-1", "agent-a", second, CommandStatus.SUCCEEDED, {})
+    with pytest.raises(CommandTransitionError):  # terminal: never retaken
+        store.start_command(_cmd(), "agent-a", stale_after_seconds=60, ttl_seconds=3600, retake_own=True)
+
+
 def test_stale_running_command_is_taken_over_and_the_old_worker_cannot_finish(store):
     store.record_command(_cmd(), ttl_seconds=3600)
     first = store.start_command(_cmd(), "agent-a", stale_after_seconds=60, ttl_seconds=3600)

@@ -39,6 +39,10 @@ class FlakyStore(Store):
         self._maybe_fail("finish_command")
         super().finish_command(*args, **kwargs)
 
+    def release_command(self, *args: Any, **kwargs: Any) -> None:
+        self._maybe_fail("release_command")
+        super().release_command(*args, **kwargs)
+
 
 def failing_runs(times: int) -> Any:
     runs: list[int] = []
@@ -101,3 +105,40 @@ def test_errors_that_outlast_the_retries_hand_it_back_later_each_time_and_it_sti
     assert counts == ["1", "2", "3"]
     assert 0.7 <= invisible[0] < 1.7 and 1.7 <= invisible[1] < 2.9, invisible  # 1 s, then 2 s
     assert world.in_queue() == 0 and world.receive(world.info.dlq_url) is None
+
+
+def test_a_throttled_handback_is_retried_so_the_command_is_queued_for_anyone_at_once(world: World) -> None:
+    world.store = FlakyStore(world.store.table, world.store.cluster, {"release_command": 2})
+    engine = ScriptedEngine(failing_runs(100))
+    consumer = world.consumer(
+        engine,
+        command_retry_seconds=0.3,
+        retry_delay_seconds=1,
+        retry_backoff_seconds=0.01,
+        retry_backoff_max_seconds=0.02,
+    )
+    world.send(command())
+    consumer.handle(world.receive())  # the drain's errors outlast the retries: handed back, its release throttled
+
+    item = world.item()
+    # not left running under this worker until its heartbeat is stale
+    assert item["status"] == "queued" and item.get("worker") is None, item
+    assert world.store.failures["release_command"] == 0
+
+
+def test_a_worker_takes_again_the_command_its_own_failed_handback_left_running(world: World) -> None:
+    world.store = FlakyStore(world.store.table, world.store.cluster, {"release_command": 1000})
+    engine = ScriptedEngine(failing_runs(1))
+    consumer = world.consumer(engine, command_retry_seconds=0, retry_delay_seconds=1)
+    world.send(command())
+    consumer.handle(world.receive())  # handed back, the release refused: still running under this worker
+    assert world.item()["status"] == "running"
+
+    message = None
+    while message is None:
+        message = world.receive()  # back after 1 s, long before the heartbeat is stale
+    consumer.handle(message)
+
+    item = world.item()
+    assert item["status"] == "succeeded" and item["attempt"] == 2, item
+    assert len(engine.ran) == 2 and world.receive(world.info.dlq_url) is None
