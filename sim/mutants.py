@@ -228,8 +228,8 @@ MUTANTS: dict[str, Mutant] = {
             # the race needs two invocations that both take the lock, one between the other's read and write:
             # compensations (outages, reclaims) and refresh runs (operators) often, concurrent windows often, and
             # only between the two lock takers (the interruption Lambda takes no lock), at the port calls around
-            # the acquire (the replenisher reads the lock with its partition at calls 2-3 and writes it at 4-5,
-            # the refresher reads it at 1 and writes it at 5): a window elsewhere cannot race
+            # the acquire (both read the lock in their first calls and write it about the fifth): a window
+            # elsewhere cannot race
             replace(
                 QUIET,
                 outages=6,
