@@ -101,7 +101,8 @@ class Profile:
             ``api_faults`` (service, operation prefix, error code), drawn uniformly.
         crashes_per_day: Lambda crash or timeout windows per day.
         concurrent_per_day: windows per day in which a function's invocations have another (a duplicate, or
-            another function's tick) run whole between two of their port calls.
+            another function's tick) run whole between two of their port calls; ``concurrent_calls``: the range
+            (inclusive) the port call drawn for each window is taken from (the other runs before that call).
         operators_per_day: operator actions (manual refresh, cancel, cordon) per day.
         quiet_tail: the last seconds of the run have no new faults, so the end-state checks see a settled world.
     """
@@ -114,6 +115,7 @@ class Profile:
     api_bursts_per_day: float = 2.0
     crashes_per_day: float = 1.0
     concurrent_per_day: float = 1.0
+    concurrent_calls: tuple[int, int] = (1, 8)
     late_per_day: float = 2.0
     bad_per_day: float = 2.0
     agent_restarts_per_day: float = 1.0
@@ -195,7 +197,7 @@ def generate(rng: random.Random, nodes: int, days: float, profile: Profile | Non
               call=rng.randint(1, 12), how=rng.choice(("crash", "timeout")))  # fmt: skip
     for t in d.poisson_times(p.concurrent_per_day / DAY):
         d.add(t, "concurrent", duration=rng.uniform(60, 1800), function=rng.choice(p.functions),
-              call=rng.randint(1, 8), other=rng.choice(p.functions))  # fmt: skip
+              call=rng.randint(*p.concurrent_calls), other=rng.choice(p.functions))  # fmt: skip
     for t in d.poisson_times(p.late_per_day / DAY):
         d.add(t, "late_event", delay=round(rng.uniform(60, 6 * HOUR)))
     for t in d.poisson_times(p.bad_per_day / DAY):

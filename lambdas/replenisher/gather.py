@@ -56,7 +56,6 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     logger = logger or log
     settings = deps.settings
     groups: dict[str, Group] = {}
-    raw_groups = deps.aws.autoscaling.cluster_groups(settings.cluster_name)
     ledgers = {}
     nodes: dict[str, NodeRecord] = {}
     commands = {}
@@ -96,6 +95,10 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
         except ValidationError as err:
             logger.warning(f"unreadable item {sk} ignored", extra={"error": str(err)})
             deps.telemetry.count_by("Skipped", "reason", "unreadable_item")
+    # the groups after the partition (its LOCK item): another invocation that changes them after this read has to
+    # take the lock after the read too, and the acquire (conditioned on the fencing read) then fails; read before
+    # it, they could predate a raise the ledgers read already record (and a raise would read as a kOps reset)
+    raw_groups = deps.aws.autoscaling.cluster_groups(settings.cluster_name)
     # fresh by its own write or by the agent's MEMBERSHIP mark (the agent writes a NODE# item only when it changes)
     max_age = settings.membership_max_age_seconds
     for item in node_items:

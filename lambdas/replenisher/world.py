@@ -2,11 +2,13 @@
 
 Plain frozen values, gathered once per invocation by ``gather.gather`` with a budget of calls:
 
-- one DescribeAutoScalingGroups, filtered on ``tag:KubernetesCluster=<cluster>`` and paginated (100 groups a page),
-  gives every managed group with its instances (``Group``);
 - one Query of each of the cluster's two table partitions (paginated by DynamoDB at 1 MB) gives the lock, the ledgers
   (``COMP#``), the membership (``NODE#``), the commands (``CMD#``), the refresh runs (``RUN#``) and the early
   replacements (``DETACH#``);
+- then (after the lock was read: a change made after it is made under a lock taken after it, which the acquire
+  conditioned on the fencing read refuses) one DescribeAutoScalingGroups, filtered on
+  ``tag:KubernetesCluster=<cluster>`` and paginated (100 groups a page), gives every managed group with its instances
+  (``Group``);
 - DescribeInstances only for the InService instances with no fresh membership record (their launch time decides
   whether they are past the maximum provision time), 200 ids a call, none when every instance is registered;
 - DescribeInstances only for the instances of ``DETACH#`` records past ``DETACHED_MAX_SECONDS`` (their state and

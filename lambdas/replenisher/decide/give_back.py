@@ -83,6 +83,30 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
             for iid in candidates[:need]:
                 give_back[iid] = giveback_entry(b, iid, name)
                 notes.append(f"{b.now.isoformat()} {iid} given back in place of a compensating instance that left")
+            # a raised unit that never launched (the donor's own AZ failed under the raise) has no instance to
+            # drain: lowering the desired capacity to no less than the donor's InService/Pending count cancels it
+            # and terminates nothing; waiting for it to launch would hold the compensation as long as that outage
+            unlaunched = max(0, b.desired[name] - len(b.world.groups[name].active))
+            others = sum(
+                max(0, r.raised_by - r.returned)
+                for r in b.donor_records(name, exclude=group.name)
+                if r.state is not DonorState.RESTORED
+            )
+            cancel = min(need - len(candidates[:need]), unlaunched, max(0, still_held - others))
+            if cancel > 0:
+                b.set_capacity(
+                    name,
+                    b.desired[name] - cancel,
+                    None,
+                    f"{cancel} unit(s) raised for {group.name} never launched: cancelled",
+                    Operation.SCALE_BACK,
+                )
+                d = donors[name]
+                donors[name] = d.model_copy(update={"returned": d.returned + cancel})
+                notes.append(
+                    f"{b.now.isoformat()} {name}: {cancel} raised unit(s) never launched, desired lowered to "
+                    f"{b.desired[name]}"
+                )
     comp = comp.model_copy(update={"give_back": give_back, "notes": tuple(notes)})
     b.write(ledger.model_copy(update={"compensation": comp}), "give-back progress recorded")
     for iid, gb in sorted(give_back.items()):

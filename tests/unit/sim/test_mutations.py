@@ -107,7 +107,10 @@ def test_without_the_mutant_the_same_run_holds(name: str) -> None:
 # How many seeds (from 0, each mutant's profile) the default test run hunts before it calls a mutant missed. The
 # seed that finds a mutant first moves whenever the product's code changes what a seed draws or how a run goes (the
 # hunt of 2026-12-02 found them at seeds 7 / 8 / 0 / 0 / 6 / 8: BENCHMARKS.md, "Mutation testing of the
-# simulation"), so the test hunts instead of replaying a recorded seed; the long hunt (300 seeds) is ``make mutants``.
+# simulation"; in the afternoon, after the lock profile drew its concurrent windows between the two lock takers only,
+# at 7 / 23 / 0 / 0 / 6 / 11 for refresh_no_deadline / refused_terminate_given_back / cordon_behind_slots /
+# rebalance_cordon_kept / ledger_ignores_reset / lock_not_atomic), so the test hunts instead of replaying a recorded
+# seed; the long hunt (300 seeds) is ``make mutants``.
 HUNT_SEEDS = 30
 
 

@@ -13,16 +13,25 @@ seed kept as a regression case"). Each names the bug and must hold on the fixed 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from sim.mutants import MUTANTS
 from sim.run import run_seed
+from sim.schedules import Profile
+
+# the lock profile as it was when seeds 6 and 7 were found: concurrent windows of any function at calls 1-8 (the
+# profile now draws them between the lock takers only, which gives the same seeds other faults)
+LOCK_PROFILE_FIRST = replace(
+    MUTANTS["lock_not_atomic"].profile, concurrent_calls=Profile().concurrent_calls, functions=Profile().functions
+)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [6, 7])
 def test_a_donor_shared_by_two_compensations_ends_where_it_was(seed: int) -> None:
-    result = run_seed(seed, 12, 1.0, profile=MUTANTS["lock_not_atomic"].profile, trace=True)
+    result = run_seed(seed, 12, 1.0, profile=LOCK_PROFILE_FIRST, trace=True)
     assert result.violation is None, result.summary()
     notes = [line for line in result.trace if "size_reset" in line]
     assert not notes, notes[:1]  # no give-back read as a reset (the profile has no kOps reset)

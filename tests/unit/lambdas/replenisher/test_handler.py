@@ -69,3 +69,21 @@ def test_gather_reads_its_own_commands_and_leaves_the_others(deps: Deps) -> None
     assert sorted(world.commands) == ["giveback-1", "surplus-2"]
     assert world.commands["giveback-1"]["status"] == "queued"
     assert "not-a-record" not in world.nodes and 7 not in world.nodes
+
+
+def test_gather_reads_the_groups_after_the_lock(deps: Deps, monkeypatch: pytest.MonkeyPatch) -> None:
+    # sim seed 42 of the lock profile: a duplicate invocation ran whole between this one's group read and its
+    # partition read; this one saw the raise in the ledger, the donor at its old size, and took it for a kOps reset
+    asg: Any = deps.aws.autoscaling.client  # the gateway's adapter keeps its boto3 client
+    name = sorted(g["AutoScalingGroupName"] for g in asg.describe_auto_scaling_groups()["AutoScalingGroups"])[-1]
+    real = deps.store.query_partition
+
+    def another_invocation_first(*args: Any, **kwargs: Any) -> Any:
+        asg.update_auto_scaling_group(AutoScalingGroupName=name, MaxSize=9, DesiredCapacity=5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(deps.store, "query_partition", another_invocation_first)
+
+    world = gather(deps, utcnow())
+
+    assert world.groups[name].desired == 5 and world.groups[name].max_size == 9

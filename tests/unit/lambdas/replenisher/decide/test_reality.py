@@ -129,3 +129,40 @@ def test_a_terminated_instance_still_in_its_donor_is_retried() -> None:
     plan = decide(TICK, T0, SETTINGS, world)
     assert any(isinstance(a, Note) and a.reason is Reason.UNVERIFIED for a in plan.actions)
     assert [a.asg_name for a in plan.actions if isinstance(a, Terminate)] == ["b"]
+
+
+def test_a_raised_unit_that_never_launched_is_cancelled_and_the_compensation_cleared() -> None:
+    # sim seed 26 of the lock profile: b was raised by 2 for a, launched one (given back already), then its own AZ
+    # failed; the second unit never launched, and the give-back waited for an instance that could not come
+    world, _ = _world(3, 4)
+    b = world.groups["b"]
+    b = replace(b, instances=b.instances[:2])  # its baseline only: desired 3, 2 InService
+    led = world.ledgers["a"]
+    assert led.compensation is not None
+    gone = ids("b", 4)[2]
+    comp = led.compensation.model_copy(
+        update={
+            "returning": True,
+            "give_back": {
+                gone: GiveBack(
+                    instance_id=gone,
+                    donor="b",
+                    command_id=f"giveback-{gone}",
+                    state=GiveBackState.TERMINATED,
+                    deadline=T0 - timedelta(minutes=1),
+                    updated_at=T0 - timedelta(minutes=2),
+                )
+            },
+            "donors": {"b": led.compensation.donors["b"].model_copy(update={"instance_ids": (gone,), "returned": 1})},
+        }
+    )
+    a = replace(world.groups["a"], instances=world.groups["a"].instances * 3)
+    world = replace(
+        world, groups={**world.groups, "a": a, "b": b}, ledgers={"a": led.model_copy(update={"compensation": comp})}
+    )
+    plan = decide(TICK, T0, SETTINGS, world)
+    assert not [a for a in plan.actions if isinstance(a, Terminate)]
+    sets = [(s.asg_name, s.desired, s.max_size) for s in plan.actions if isinstance(s, SetCapacity)]
+    assert sets == [("b", 2, None), ("b", None, 3)]  # the unlaunched unit cancelled, then MaxSize restored
+    final = [a for a in plan.actions if isinstance(a, WriteLedger)][-1].ledger.compensation
+    assert final is None
