@@ -17,8 +17,8 @@ instead of 2,000 writes.
 A record written Ready over one NotReady or absent is told to ``on_ready`` (``agent.ready``: the "Node Ready" event
 that wakes a refresh run waiting for the node).
 
-Pure part: ``node_identity``, ``node_roles``, ``node_record``, ``membership_records``,
-``instances_to_forget``, ``batches``, ``refresh_due`` (nodes + ASG map in, records out).
+Pure part (``agent.membership_records``): ``node_identity``, ``node_roles``, ``node_record``,
+``membership_records``, ``instances_to_forget``, ``batches``, ``refresh_due`` (nodes + ASG map in, records out).
 I/O part: ``MembershipReporter`` (a watch on Nodes,
 and a periodic resync that lists the nodes a page at a time, writes the items that changed or are due, deletes items
 of instances that have no node, and writes the mark), with ``agent.asglookup.AsgLookup`` for each instance's group
@@ -34,126 +34,31 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, Protocol
 
 from adapters.aws.ports import GroupReader
 from adapters.dynamo.store import Store
-from agent.asglookup import AsgLookup, spread
+from agent.asglookup import AsgLookup
 from agent.kube.views import NodeEvent, NodeView
+from agent.membership_records import (
+    instances_to_forget,
+    node_identity,
+    node_record,
+    refresh_age_seconds,
+    refresh_due,
+    same_content,
+)
 from agent.ready import became_ready
 from core.exceptions import KubernetesApiError, WatchExpiredError
-from core.model import NodeRecord, parse_provider_id, utcnow
+from core.model import NodeRecord, utcnow
 from core.settings import AgentSettings
 
 log = logging.getLogger(__name__)
 
-INSTANCE_GROUP_LABEL = "kops.k8s.io/instancegroup"
-ROLE_LABEL_PREFIX = "node-role.kubernetes.io/"
-LEGACY_ROLE_LABEL = "kubernetes.io/role"  # kOps still sets it: "master" or "node"
 HTTP_GONE = 410  # a watch's resourceVersion is too old: list again
 ASG_RECHECK_RESYNCS = 10  # each instance's group is asked again every 5-10 resyncs (spread), not every resync
-
-
-# -- pure ------------------------------------------------------------------------------------------------------
-
-
-def node_identity(node: NodeView) -> tuple[str, str] | None:
-    """(availability zone, instance id) from the node's ``spec.providerID``, None when it has no AWS one. Pure."""
-    return parse_provider_id(node.provider_id)
-
-
-def node_roles(labels: Mapping[str, str] | None) -> list[str]:
-    """Roles from ``node-role.kubernetes.io/<role>`` labels and kOps' legacy ``kubernetes.io/role``; sorted. Pure.
-
-    >>> node_roles({"node-role.kubernetes.io/control-plane": "", "kubernetes.io/role": "master"})
-    ['control-plane', 'master']
-    """
-    labels = labels or {}
-    roles = {key[len(ROLE_LABEL_PREFIX) :] for key in labels if key.startswith(ROLE_LABEL_PREFIX)}
-    if labels.get(LEGACY_ROLE_LABEL):
-        roles.add(labels[LEGACY_ROLE_LABEL])
-    roles.discard("")
-    return sorted(roles)
-
-
-def node_record(node: NodeView, asg_name: str | None, now: datetime) -> NodeRecord | None:
-    """The membership record of one node, or None when it has no AWS providerID. Pure."""
-    identity = node_identity(node)
-    if identity is None:
-        return None
-    az, instance_id = identity
-    return NodeRecord(
-        instance_id=instance_id,
-        node_name=node.name,
-        availability_zone=az,
-        asg_name=asg_name,
-        ready=node.ready,
-        unschedulable=node.unschedulable,
-        roles=node_roles(node.labels),
-        instance_group=node.labels.get(INSTANCE_GROUP_LABEL),
-        reported_at=now,
-    )
-
-
-def membership_records(
-    nodes: Iterable[NodeView], asg_by_instance: Mapping[str, str | None], now: datetime
-) -> list[NodeRecord]:
-    """Records for every node with an AWS providerID; ``asg_by_instance`` maps instance id → ASG name (None: in
-    no group, e.g. detached). Pure."""
-    records = []
-    for node in nodes:
-        identity = node_identity(node)
-        record = None if identity is None else node_record(node, asg_by_instance.get(identity[1]), now)
-        if record is not None:
-            records.append(record)
-    return records
-
-
-def instances_to_forget(recorded: Mapping[str, datetime], current: Iterable[str], listed_at: datetime) -> set[str]:
-    """Instance ids whose ``NODE#`` item names no node of the list taken at ``listed_at``. Pure.
-
-    Args:
-        recorded: instance id -> ``reported_at`` of its item.
-        current: instance ids of the listed nodes.
-        listed_at: when the list was asked for; an item written since (by another agent replica following its
-            watch) is newer than the list's evidence and is kept.
-    """
-    present = set(current)
-    return {iid for iid, reported_at in recorded.items() if iid not in present and reported_at < listed_at}
-
-
-def batches(items: list[str], size: int) -> Iterator[list[str]]:
-    """Consecutive slices of at most ``size`` items."""
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def same_content(a: NodeRecord, b: NodeRecord) -> bool:
-    """Two records that differ at most in ``reported_at`` (no need to write again between resyncs)."""
-    times = {"reported_at", "confirmed_at"}
-    return a.model_dump(exclude=times) == b.model_dump(exclude=times)
-
-
-def refresh_age_seconds(instance_id: str, ttl_seconds: float, resync_seconds: float) -> float:
-    """Age (seconds) at which an unchanged item is written again. Pure.
-
-    Between half and all of ``ttl_seconds - 2 * resync_seconds``, at a fraction fixed per instance (CRC-32 of its
-    id), so items written at once are refreshed over many resyncs. A resync comes at most ``resync_seconds`` after
-    the item becomes due, so it is written again at least one resync before its TTL lapses; when the TTL is shorter
-    than two resyncs it is 0 (written every resync).
-    """
-    return spread(instance_id, max(0.0, ttl_seconds - 2 * resync_seconds))
-
-
-def refresh_due(written: NodeRecord, now: datetime, ttl_seconds: float, resync_seconds: float) -> bool:
-    """Whether the item holding ``written`` is old enough to be written again (``refresh_age_seconds``). Pure."""
-    age = (now - written.reported_at).total_seconds()
-    return age >= refresh_age_seconds(written.instance_id, ttl_seconds, resync_seconds)
-
-
-# -- I/O -------------------------------------------------------------------------------------------------------
 
 
 class NodeSource(Protocol):

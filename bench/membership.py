@@ -39,7 +39,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from agent.membership import refresh_age_seconds
+from agent.membership_records import refresh_age_seconds
 from core import schema
 from core.settings import AgentSettings
 from localworld.aws import MotoServer

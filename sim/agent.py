@@ -54,12 +54,10 @@ from adapters.aws.ports import CommandReceiver, GroupReader, LifecycleActions
 from adapters.dynamo.store import Store
 from agent.asglookup import AsgLookup
 from agent.consumer.config import ConsumerConfig
-from agent.consumer.decisions import capped, deadline_passed
+from agent.consumer.decisions import capped
 from agent.consumer.heartbeat import Heartbeat
 from agent.consumer.jobs import Job
 from agent.consumer.loop import MAX_MESSAGES_PER_RECEIVE
-from agent.consumer.steps import cordon_first, execute
-from agent.consumer.worker import CommandWorker
 from agent.cordons.releaser import CordonReleaser
 from agent.drain.engine import DrainEngine
 from agent.drain.results import NodeCommandResult
@@ -67,11 +65,9 @@ from agent.hooks import HookFinisher
 from agent.membership import MembershipReporter
 from agent.ready import ReadyReporter
 from agent.report import Reporter
-from core.clock import backoff_delay
-from core.exceptions import RetryableError
-from core.model import Command, CommandKind
 from core.settings import AgentSettings
 from sim.agent_drain import SimDrain
+from sim.agent_worker import EventLog, ResultEngine, SimWorker
 from sim.kernel import Kernel, Timer
 from sim.kube import SimKube
 
@@ -80,103 +76,6 @@ log = logging.getLogger(__name__)
 
 class AutoScalingForAgent(GroupReader, LifecycleActions, Protocol):
     """What the agent calls on Auto Scaling (the SimAws ``autoscaling`` fits)."""
-
-
-class EventLog:
-    """An EventBridge client stand-in for the agent's result events (``put_events``): keeps every entry and hands
-    it to ``emit`` (the simulation's bus), answering as PutEvents does when all entries are accepted."""
-
-    def __init__(self, emit: Callable[[dict[str, Any]], None] | None = None) -> None:
-        self.entries: list[dict[str, Any]] = []
-        self.emit = emit
-
-    def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:
-        for entry in Entries:
-            self.entries.append(entry)
-            if self.emit is not None:
-                self.emit(entry)
-        return {"FailedEntryCount": 0, "Entries": [{"EventId": f"e-{len(self.entries)}"} for _ in Entries]}
-
-
-class ResultEngine:
-    """The consumer's ``Engine`` port: ``cordon`` and non-drain commands through the real ``DrainEngine`` at once; a
-    drain's ``run`` answers the end its ``SimDrain`` reached (a result, or the exception it raised)."""
-
-    def __init__(self, engine: DrainEngine) -> None:
-        self.engine = engine
-        self.ends: dict[str, NodeCommandResult | Exception] = {}
-
-    def cordon(self, command: Command) -> Any:
-        return self.engine.cordon(command)
-
-    def run(self, command: Command) -> Any:
-        if command.kind is not CommandKind.DRAIN:
-            return self.engine.run(command)
-        end = self.ends.pop(command.command_id)
-        if isinstance(end, Exception):
-            raise end
-        return end
-
-
-class SimWorker(CommandWorker):
-    """``CommandWorker`` whose drains do not block: after the fast cordon step a drain is handed to the agent's
-    slots (``SimAgent.enqueue``) instead of waiting on ``DeadlineGate``."""
-
-    agent: SimAgent
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._tries: dict[tuple[str, int], tuple[float, int]] = {}  # a drain's (first failure, tries) by attempt
-
-    def _run_job(self, job: Job) -> None:
-        job.lifecycle_beat_at = self.agent.kernel.t
-        command = job.command
-        if command.kind is not CommandKind.DRAIN:
-            super()._run_job(job)
-            return
-        outcome = cordon_first(self.engine, command, self.metrics)
-        if outcome is None and deadline_passed(command, self.clock()):
-            outcome = execute(self.engine, command, self.clock(), self.config.max_command_seconds)
-        if outcome is not None:
-            self._finish(job, outcome)
-            return
-        self.agent.enqueue(job)
-
-    def holds(self, command_id: str) -> bool:
-        return any(job.command.command_id == command_id for job in self.agent._jobs())
-
-    def end_drain(self, job: Job, started: datetime) -> None:
-        """The drain's end through ``steps.execute`` as of its start, then ``_finish``. A RetryableError is retried
-        as ``_execute_or_give_back`` retries it (``retry.Retry``: backoff within ``command_retry_seconds`` and the
-        deadline; here the drain runs again after a kernel delay), then the command is handed back after
-        ``decisions.handback_delay``."""
-        key = (job.command.command_id, job.attempt)
-        try:
-            outcome = execute(self.engine, job.command, started, self.config.max_command_seconds)
-        except RetryableError as err:
-            if not (job.closed or job.lost) and self._again(job, key, err):
-                return
-            self._tries.pop(key, None)
-            if job.close():
-                self.counters.inc("retried")
-                self.give_back(job, visibility_seconds=self._delay(job.command, job.receive_count))
-            return
-        self._tries.pop(key, None)
-        self._finish(job, outcome)
-
-    def _again(self, job: Job, key: tuple[str, int], err: RetryableError) -> bool:
-        """Run the drain again after ``Retry``'s backoff while the next try starts within its budget (and the
-        command's deadline); False when the budget is spent."""
-        first, tries = self._tries.get(key, (self.agent.kernel.t, 0))
-        tries += 1
-        delay = backoff_delay(tries, self.retry.base_seconds, self.retry.cap_seconds, self.agent._rand)
-        limit = min(self.retry.budget_seconds, job.command.seconds_left(self.clock()))
-        if self.agent.kernel.t - first + delay > limit:
-            return False
-        self._tries[key] = (first, tries)
-        self._retried("run")(err)
-        self.agent.back_off(job, delay)
-        return True
 
 
 class SimAgent:

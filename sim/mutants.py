@@ -101,12 +101,12 @@ def refused_terminate_given_back() -> AbstractContextManager[None]:
 
 def cordon_behind_slots() -> AbstractContextManager[None]:
     """Cordons queued behind drain slots: no cordon before the slot; the drain step cordons when it starts."""
-    import sim.agent
+    import sim.agent_worker
 
     def no_cordon_first(engine: Any, command: Any, metrics: Any = None) -> None:
         return None
 
-    return _patched(sim.agent, "cordon_first", no_cordon_first)
+    return _patched(sim.agent_worker, "cordon_first", no_cordon_first)
 
 
 def rebalance_cordon_kept() -> AbstractContextManager[None]:

@@ -27,7 +27,8 @@ from typing import Any, Protocol
 from core.kops import INSTANCE_GROUP_TAG
 from core.schema import agent_partition_of, partition_of
 from core.settings import AgentSettings
-from sim.agent import EventLog, SimAgent
+from sim.agent import SimAgent
+from sim.agent_worker import EventLog
 from sim.aws import SimAws
 from sim.cloud import Cloud, TerminationHook
 from sim.dynamo import MemoryDynamo

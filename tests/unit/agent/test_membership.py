@@ -18,8 +18,8 @@ from adapters.aws.autoscaling import AutoScaling
 from adapters.dynamo.store import Store
 from agent.asglookup import DESCRIBE_ASG_INSTANCES_MAX_IDS, AsgLookup
 from agent.kube.views import NodeEvent, NodeView
-from agent.membership import (
-    MembershipReporter,
+from agent.membership import MembershipReporter
+from agent.membership_records import (
     batches,
     instances_to_forget,
     membership_records,

@@ -11,7 +11,7 @@ import pytest
 from agent.drain.cordon import decide_cordon, decide_uncordon
 from agent.drain.engine import DrainEngine
 from agent.kube.eviction import EvictionStatus
-from agent.membership import membership_records
+from agent.membership_records import membership_records
 from core.exceptions import KubernetesApiError
 from core.model import Command, CommandKind
 from core.settings import AgentSettings
