@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from core.kops import Role
-from core.runs import RunStatus, RunStep, StepState
-from lambdas.refresher.decide.context import Context, Decision
+from core.runs import Run, RunStatus, RunStep, StepState
+from lambdas.refresher.decide.context import Context, Decision, WaitKind
 from lambdas.refresher.decide.master import settling, start_master
 from lambdas.refresher.decide.replace import draining, terminating
 from lambdas.refresher.decide.undo import undo_draining, undo_terminating, undoing
@@ -33,15 +33,32 @@ def start_steps(p: Context) -> None:
 
 
 def finish_groups(p: Context) -> None:
-    """Restore the MaxSize of each group whose steps are all final and whose surge is all given back."""
+    """Restore the MaxSize of each group whose steps are all final and whose surge is all given back.
+
+    The restore counts as done only when a later pass reads it back: while the group's MaxSize is still one the run
+    raised (above the original, at most ``max_raised_to``: the executor may have clamped the raise), the pass asks
+    for the original again and waits (a refused or throttled UpdateAutoScalingGroup is retried, never taken as
+    done). Any other MaxSize (the original, a group gone, or a value kOps or a person set since) ends the restore:
+    the run does not fight a reset."""
     for group in p.run.groups:
         steps = [s for s in p.run.steps if s.group == group.name]
         if group.max_raised_to is None or group.max_restored or not all(s.state.final for s in steps):
             continue
-        if group.raised == 0:
-            group.max_restored = True
+        if group.raised:
+            continue
+        facts = p.world.groups.get(group.name)
+        if facts is not None and group.original_max < facts.max_size <= group.max_raised_to:
             p.effects.append(SetCapacity(group.name, max_size=group.original_max))
-            p.change(f"{group.name}: MaxSize back to {group.original_max}")
+            p.wait(WaitKind.EFFECT, f"{group.name}: MaxSize back to {group.original_max} (read back next pass)")
+            continue
+        group.max_restored = True
+        actual = "group gone" if facts is None else f"MaxSize {facts.max_size}"
+        p.change(f"{group.name}: MaxSize restore read back ({actual}; original {group.original_max})")
+
+
+def restoring(run: Run) -> bool:
+    """A group whose surge is all given back still waits for its MaxSize restore to be read back."""
+    return any(g.max_raised_to is not None and not g.max_restored and g.raised == 0 for g in run.groups)
 
 
 def skip_pending(p: Context) -> None:
@@ -56,7 +73,7 @@ def skip_pending(p: Context) -> None:
 def finish_run(p: Context) -> None:
     """End the run once every step is final (after ``finish_groups`` restored MaxSize); release the lock."""
     run = p.run
-    if not all(s.state.final for s in run.steps):
+    if not all(s.state.final for s in run.steps) or restoring(run):
         return
     final = {
         RunStatus.RUNNING: RunStatus.SUCCEEDED,

@@ -9,6 +9,11 @@ seed kept as a regression case"). Each names the bug and must hold on the fixed 
   and the second give-back restored MaxSize to the first raise: the donor ended at 5/5 instead of 4/4 (invariant 4,
   "sizes end where they were"). Fixed in ``lambdas.replenisher.decide.compensate.own_sizes`` (and
   ``reality.reconcile_donors`` rebasing on the donor's own size).
+- Seed 1280 of ``make soak`` (12 nodes, 1 day), shrunk to two faults: a manual refresh of ``nodes-us-east-1a`` and
+  Auto Scaling throttling 30 % of calls for 4 minutes. The pass that ended the run saved it ``succeeded`` with MaxSize
+  "restored" and then asked UpdateAutoScalingGroup, which was throttled: nothing ever asked again, and the group
+  ended at desired 4 / MaxSize 5 instead of 4/4 (invariant 4). Fixed in
+  ``lambdas.refresher.decide.lifecycle.finish_groups``: the restore is done only once a later pass reads it back.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import pytest
 
 from sim.mutants import MUTANTS
 from sim.run import run_seed
-from sim.schedules import Profile
+from sim.schedules import Fault, Profile
 
 # the lock profile as it was when seeds 6 and 7 were found: concurrent windows of any function at calls 1-8 (the
 # profile now draws them between the lock takers only, which gives the same seeds other faults)
@@ -35,3 +40,22 @@ def test_a_donor_shared_by_two_compensations_ends_where_it_was(seed: int) -> Non
     assert result.violation is None, result.summary()
     notes = [line for line in result.trace if "size_reset" in line]
     assert not notes, notes[:1]  # no give-back read as a reset (the profile has no kOps reset)
+
+
+SEED_1280_SHRUNK = (
+    Fault(at=80.863, kind="manual_refresh", duration=0.0, params=(("az", "us-east-1a"),)),
+    Fault(
+        at=584.896,
+        kind="api",
+        duration=247.252,
+        params=(("code", "Throttling"), ("operation", ""), ("probability", 0.3), ("service", "autoscaling")),
+    ),
+)
+
+
+@pytest.mark.slow
+def test_a_throttled_max_size_restore_at_a_runs_end_is_asked_again() -> None:
+    result = run_seed(1280, 12, 1.0, schedule=SEED_1280_SHRUNK, trace=True)
+    assert result.violation is None, result.summary()
+    refused = [line for line in result.trace if "refresher error" in line and "UpdateAutoScalingGroup" in line]
+    assert refused, "the schedule no longer throttles the run's restore: re-find a seed (make soak)"

@@ -50,6 +50,7 @@ class Model:
     launched: int = 0
     sent: list[SendCommand] = field(default_factory=list)
     released: bool = False
+    refused_max_restores: int = 0  # UpdateAutoScalingGroup calls lowering MaxSize refused (throttled) first
 
     def __post_init__(self) -> None:
         self.nodes |= set(self.instances) | set(self.masters)
@@ -79,6 +80,10 @@ class Model:
     def apply(self, actions: list[object], bounds: dict[str, Bounds]) -> None:
         """Apply ``actions`` as the executor would (sizes clamped to ``bounds``) and Auto Scaling answers."""
         for a in actions:
+            lowers_max = isinstance(a, SetCapacity) and a.max_size is not None and a.max_size < self.max_size
+            if lowers_max and self.refused_max_restores:
+                self.refused_max_restores -= 1
+                return  # refused: the invocation ends on the error, nothing after it applies
             if isinstance(a, SetCapacity):
                 bounded = clamp(a.desired, a.max_size, bounds[a.asg_name])
                 self.desired = bounded.desired if bounded.desired is not None else self.desired
@@ -249,3 +254,30 @@ def test_a_forged_max_surge_starts_no_more_steps_than_the_settings_allow() -> No
     run, _, most = drive(model, new_run(model, olds, max_surge=100), tick=5)
     assert run.status is RunStatus.SUCCEEDED, run.reason
     assert most <= SETTINGS.surge_limit and model.max_size == 3  # and MaxSize restored
+
+
+def test_a_refused_max_size_restore_is_retried_until_it_reads_back() -> None:
+    # soak seed 1280: a throttled UpdateAutoScalingGroup at the run's end left MaxSize raised, the run succeeded
+    model = Model([OLD1, OLD2], desired=2, max_size=2, refused_max_restores=3)
+    run, _, _ = drive(model, new_run(model, [OLD1, OLD2]))
+    assert run.status is RunStatus.SUCCEEDED, run.waiting
+    assert (model.desired, model.max_size) == (2, 2) and model.refused_max_restores == 0
+    assert model.released
+
+
+def test_a_max_size_reset_by_kops_at_the_runs_end_is_not_fought() -> None:
+    model = Model([OLD1], desired=1, max_size=1, refused_max_restores=1)
+    run = new_run(model, [OLD1])
+    for _ in range(200):  # until the surge is given back and the restore asked (and refused)
+        world = model.world()
+        decision = advance(run, world, SETTINGS, T0)
+        model.apply(decision.actions, capacity_bounds(decision.run, world, SETTINGS))
+        run = decision.run
+        model.autoscale()
+        if model.refused_max_restores == 0:
+            break
+    assert model.refused_max_restores == 0 and run.status.active
+    model.max_size = 7  # kOps sets the group's own MaxSize meanwhile
+    decision = advance(run, model.world(), SETTINGS, T0 + timedelta(minutes=5))
+    assert not [a for a in decision.actions if isinstance(a, SetCapacity)]
+    assert decision.run.status is RunStatus.SUCCEEDED
