@@ -26,6 +26,7 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from unittest import mock
 
 import boto3
 from kubernetes import client as k8s
@@ -40,7 +41,7 @@ from lambdas.interruption.handler import Deps, handle
 from localworld.aws import aws_env
 from localworld.lambda_context import INTERRUPTION_FUNCTION, LocalLambdaContext
 from localworld.workloads import deploy_pods_on_node
-from localworld.world import LocalWorld
+from localworld.world import LocalWorld, Spawned
 from scenarios.spot import spot_warning
 
 PODS = 30
@@ -88,9 +89,16 @@ def bench_cordon(world: LocalWorld, runs: int, log_dir: str) -> list[float]:
     store = Store(world.resource("dynamodb").Table(info.table_name), info.name)
     node_total = len(world.simulator.nodes())
     _wait(lambda: len(store.list_nodes(600)) >= node_total, 60, "membership")
-    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "interruption")
-    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "NodeManager")
-    os.environ.update(aws_env(world.moto.endpoint_url, world.region))
+    # the handler's clients reach the world's moto server through the environment, for this bench only
+    env = {"POWERTOOLS_SERVICE_NAME": "interruption", "POWERTOOLS_METRICS_NAMESPACE": "NodeManager"}
+    env.update(aws_env(world.moto.endpoint_url, world.region))
+    with mock.patch.dict(os.environ, env):
+        return _cordon_runs(world, runs, store, agent)
+
+
+def _cordon_runs(world: LocalWorld, runs: int, store: Store, agent: Spawned) -> list[float]:
+    info = world.cluster
+    assert info is not None and world.simulator is not None
     deps = Deps.from_session(InterruptionSettings.from_env(info.env()), boto3.session.Session())
     deps.register_context(LocalLambdaContext(30, INTERRUPTION_FUNCTION))
     core = k8s.CoreV1Api(world.api)
