@@ -237,7 +237,7 @@ def build_agent(settings: AgentSettings, environ: Mapping[str, str], session: An
     def on_resync(nodes: int) -> None:
         health.reached(KUBERNETES)
         metrics.membership_nodes.set(nodes)
-        alarms.membership_reported(nodes, store)
+        alarms.membership_reported(nodes)
 
     membership = MembershipReporter.from_settings(settings, kube, store, autoscaling, on_resync=on_resync)
     membership.on_error = lambda err: metrics.loop_error("membership", err)

@@ -7,7 +7,8 @@ Every metric lives in the ``AgentMetrics``' own registry (tests build as many as
 - ``node_manager_agent_commands_completed_total{kind,result}``: commands finished by this agent; ``result`` is the
   terminal status (``succeeded``, ``failed``, ``timed_out``, ``skipped``).
 - ``node_manager_agent_messages_dropped_total{reason}``: messages not run: ``malformed``, ``foreign`` (another
-  cluster), ``duplicate`` (a finished command delivered again).
+  cluster), ``duplicate`` (a finished command delivered again), ``redundant`` (another copy of a command a live
+  holder works from its own message: deleted, ``agent.consumer.decisions.on_refusal``).
 - ``node_manager_agent_commands_rejected_total{reason}``: well-formed commands not run because no ``CMD#`` item
   backs them: ``no_record`` (none recorded under the body's command id), ``mismatch`` (the item records another
   cluster, kind, instance, node, deadline or options). The message is left for the dead-letter queue.

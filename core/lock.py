@@ -16,6 +16,7 @@ The lease model and its rules are here; the conditional writes are ``adapters.dy
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,3 +79,13 @@ def describe(item: dict[str, Any] | None) -> str:
     if not item:
         return "nobody"
     return f"{item.get('holder')} ({item.get('operation')}, fencing {item.get('fencing')})"
+
+
+def held_seconds(item: Mapping[str, Any] | None, now: float) -> float:
+    """Seconds since the ``LOCK`` item's current holder acquired it (``acquired_at``, epoch seconds), 0 when the lock
+    was never taken or is released (no ``holder``). An expired lease still counts: an abandoned lock is what the
+    ``LockHeldTooLong`` alarm is for. ``now``: epoch seconds. Pure."""
+    if not item or not item.get("holder"):
+        return 0.0
+    acquired = float(item.get("acquired_at") or now)
+    return max(0.0, now - acquired)

@@ -7,7 +7,8 @@ Alarms (each one a stack output, ``<Name>AlarmName``; what each means and what t
 - ``DrainFailures``: a drain ended ``failed`` or ``timed_out`` (``NodeManager/DrainFailures``, published by the
   agent, agent/cloudwatch.py).
 - ``LockHeldTooLong``: the cluster lock has been held past ``lock_alarm_seconds`` by one holder
-  (``NodeManager/LockHeldSeconds``, published by the leading agent at each membership resync).
+  (``NodeManager/LockHeldSeconds``, service ``replenisher``: the lock's age as each replenisher invocation reads it,
+  at least every tick; the agent's role reads nothing of the cluster partition).
 - ``AgentSilent``: no membership report for ``agent_silent_minutes`` (``NodeManager/AgentMembershipReports``: the
   leading agent publishes one per resync, every minute by default; missing data is breaching). The agent is down,
   has no leader, or cannot reach AWS. A metric the agent publishes rather than a canary reading ``NODE#`` items:
@@ -41,7 +42,7 @@ from infra.nag import acknowledge
 NAMESPACE = "NodeManager"  # the agent's CLOUDWATCH_NAMESPACE default
 MEMBERSHIP_REPORTS = "AgentMembershipReports"
 DRAIN_FAILURES = "DrainFailures"
-LOCK_HELD_SECONDS = "LockHeldSeconds"
+LOCK_HELD_SECONDS = "LockHeldSeconds"  # published by the replenisher (lambdas/replenisher/handler.py)
 DETACHED_TERMINATED = "DetachedTerminated"  # counted by the replenisher (lambdas/replenisher/execute.py)
 REPLENISHER_SERVICE = "replenisher"  # its POWERTOOLS_SERVICE_NAME: Powertools adds it as the "service" dimension
 PERIOD = Duration.minutes(5)
@@ -51,7 +52,7 @@ class Operations(Construct):
     """Dashboard, alarms and their outputs (see the module docstring).
 
     Parameters:
-        cluster_name: the ``cluster`` dimension of the agent's metrics.
+        cluster_name: the ``cluster`` dimension of the agent's and the Lambdas' metrics.
         dead_letter_queues: name -> queue, one ``DeadLetter<name>`` alarm each.
         functions: name -> Lambda, one ``LambdaErrors<name>`` alarm each.
         lock_alarm_seconds: ``LockHeldTooLong`` threshold.
@@ -97,12 +98,13 @@ class Operations(Construct):
             threshold=0,
             description="a drain ended failed or timed_out",
         )
+        replenisher_dims = {**dims, "service": REPLENISHER_SERVICE}
         self._alarm(
             "LockHeldTooLong",
             cloudwatch.Metric(
                 namespace=NAMESPACE,
                 metric_name=LOCK_HELD_SECONDS,
-                dimensions_map=dims,
+                dimensions_map=replenisher_dims,
                 period=PERIOD,
                 statistic="Maximum",
             ),
@@ -130,7 +132,7 @@ class Operations(Construct):
             cloudwatch.Metric(
                 namespace=NAMESPACE,
                 metric_name=DETACHED_TERMINATED,
-                dimensions_map={**dims, "service": REPLENISHER_SERVICE},
+                dimensions_map=replenisher_dims,
                 period=PERIOD,
                 statistic="Sum",
             ),
@@ -183,7 +185,7 @@ class Operations(Construct):
                     cloudwatch.Metric(
                         namespace=NAMESPACE,
                         metric_name=LOCK_HELD_SECONDS,
-                        dimensions_map=dims,
+                        dimensions_map=replenisher_dims,
                         period=PERIOD,
                         statistic="Maximum",
                     )

@@ -36,7 +36,7 @@ STORE_ACTIONS = (
     "dynamodb:DeleteItem",
     "dynamodb:ConditionCheckItem",
 )
-# What the agent calls on its own partition (no fenced write: ConditionCheckItem is not needed) ...
+# What the agent calls, on its own partition only (no fenced write: ConditionCheckItem is not needed).
 AGENT_ACTIONS = (
     "dynamodb:GetItem",
     "dynamodb:Query",
@@ -44,8 +44,6 @@ AGENT_ACTIONS = (
     "dynamodb:UpdateItem",
     "dynamodb:DeleteItem",
 )
-# ... and on the cluster partition: the LOCK item's age (agent/cloudwatch.py).
-AGENT_CLUSTER_READ_ACTIONS = ("dynamodb:GetItem",)
 # What Powertools' DynamoDBPersistenceLayer calls.
 IDEMPOTENCY_ACTIONS = (
     "dynamodb:GetItem",
@@ -120,22 +118,20 @@ class StateStore(Construct):
         self._grant_key(grantee)
 
     def grant_agent_access(self, role: iam.IRole, cluster_name: str) -> iam.Policy:
-        """Let the agent's ``role`` write only the items of ``cluster_name``'s agent partition and read one item of
-        its cluster partition.
+        """Let the agent's ``role`` read and write only the items of ``cluster_name``'s agent partition.
 
         IAM can condition DynamoDB access on the partition key only (``dynamodb:LeadingKeys``; no condition key names
         the sort key: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/specifying-conditions.html), so
         the item kinds the agent writes (``NODE#``, ``MEMBERSHIP``, ``CMD#``, ``HOOK#``, ``CPDRAIN#``) live in a
         partition of their own, ``CLUSTER#<cluster>#AGENT`` (``core.schema.agent_partition_of``):
 
-        - ``AgentItems``: ``AGENT_ACTIONS`` with ``dynamodb:LeadingKeys`` = that partition only. ``LOCK``, ``COMP#``,
-          ``RUN#``, ``DETACH#`` and ``POLL#`` (``CLUSTER#<cluster>``) cannot be written, so a stolen agent credential
-          cannot take the lock, forge a compensation or a refresh run, or scale anything through them.
-        - ``ReadClusterItems``: ``GetItem`` with ``dynamodb:LeadingKeys`` = ``CLUSTER#<cluster>``: the leader reads the
-          ``LOCK`` item for ``LockHeldSeconds`` (``agent.cloudwatch``). A read of one item of a known key; no Query.
+        ``AgentItems``: ``AGENT_ACTIONS`` with ``dynamodb:LeadingKeys`` = that partition only. ``LOCK``, ``COMP#``,
+        ``RUN#``, ``DETACH#`` and ``POLL#`` (``CLUSTER#<cluster>``) can be neither written nor read, so a stolen agent
+        credential cannot take the lock, forge a compensation or a refresh run, scale anything through them, or read
+        a run's or a ledger's contents (the lock's age, ``LockHeldSeconds``, is the replenisher's metric).
 
-        Neither grants an action without a partition key (``Scan``, ``BatchWriteItem``): ``ForAllValues`` holds for
-        a request with no ``dynamodb:LeadingKeys`` value at all.
+        It grants no action without a partition key (``Scan``, ``BatchWriteItem``): ``ForAllValues`` holds for a
+        request with no ``dynamodb:LeadingKeys`` value at all.
         """
         policy = iam.Policy(
             self,
@@ -148,14 +144,6 @@ class StateStore(Construct):
                     resources=[self.table.table_arn],
                     conditions={
                         "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [schema.agent_partition_of(cluster_name)]}
-                    },
-                ),
-                iam.PolicyStatement(
-                    sid="ReadClusterItems",
-                    actions=list(AGENT_CLUSTER_READ_ACTIONS),
-                    resources=[self.table.table_arn],
-                    conditions={
-                        "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [schema.partition_of(cluster_name)]}
                     },
                 ),
             ],

@@ -84,7 +84,10 @@ class SimWorker(CommandWorker):
         self.agent.enqueue(job)
 
     def holds(self, command_id: str) -> bool:
-        return any(job.command.command_id == command_id for job in self.agent._jobs())
+        return self.job_for(command_id) is not None
+
+    def job_for(self, command_id: str) -> Job | None:
+        return next((job for job in self.agent._jobs() if job.command.command_id == command_id), None)
 
     def end_drain(self, job: Job, started: datetime) -> None:
         """The drain's end through ``steps.execute`` as of its start, then ``_finish``. A RetryableError is retried

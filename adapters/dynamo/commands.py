@@ -2,8 +2,10 @@
 
 An item holds the command (``command``, as sent on SQS), ``kind``, ``instance_id``, ``status`` (``queued`` ->
 ``running`` -> a terminal status, or back to ``queued`` when released), ``attempt``, the running ``worker`` and its
-``heartbeat_at`` (epoch seconds), ``result`` once terminal, timestamps, and ``expires_at``. Every transition is a
-conditional write; losing one raises a ``ConflictError`` subclass carrying the current item.
+``heartbeat_at`` (epoch seconds), the age past which that heartbeat is stale to the worker that started it
+(``stale_after_seconds``: the agent's ``STALE_RUNNING_SECONDS``, read by the command sweeper), the SQS ``MessageId`` of
+the message it was started from (``message_id``), ``result`` once terminal, timestamps, and ``expires_at``. Every
+transition is a conditional write; losing one raises a ``ConflictError`` subclass carrying the current item.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ class CommandItems(Table):
         now: datetime | None = None,
         *,
         retake_own: bool = False,
+        message_id: str | None = None,
     ) -> int:
         """Move a recorded command to ``running`` for ``worker``; returns its attempt number (1, 2, ...).
 
@@ -87,7 +90,10 @@ class CommandItems(Table):
         holds no live job for it: its own handback's release failed, so no one else could start it before its
         heartbeat went stale, minutes past a Spot deadline). Never from no item: a command no Lambda recorded is not
         run (the agent binds a message to its item first, ``agent.consumer.decisions.bind_to_record``). The item's
-        ``command``, ``kind`` and ``instance_id`` are left as recorded; ``command`` only names the item.
+        ``command``, ``kind`` and ``instance_id`` are left as recorded; ``command`` only names the item. The item
+        keeps ``stale_after_seconds`` (when another worker may take it over: the command sweeper sends a message again
+        for a ``running`` item stale by it) and ``message_id``, the SQS message being worked (None: unknown), so a
+        worker receiving another copy can tell the holder's own message from a redundant one.
 
         Raises:
             CommandTransitionError: there is no item (``current`` None), the command is terminal, or another live
@@ -113,6 +119,8 @@ class CommandItems(Table):
                 "attempt": attempt,
                 "worker": worker,
                 "heartbeat_at": now.timestamp(),
+                "stale_after_seconds": stale_after_seconds,
+                "message_id": message_id,
                 "started_at": now.isoformat(),
                 "updated_at": now.isoformat(),
                 "expires_at": to_epoch(now) + ttl_seconds,

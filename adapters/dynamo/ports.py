@@ -48,6 +48,7 @@ class CommandStore(Protocol):
         now: datetime | None = None,
         *,
         retake_own: bool = False,
+        message_id: str | None = None,
     ) -> int: ...
 
     def heartbeat_command(

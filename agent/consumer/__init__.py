@@ -21,8 +21,11 @@ Lambda recorded before sending decides (``adapters.dynamo.store.Store``):
 2. ``Store.start_command`` moves the item ``queued`` → ``running`` (or takes over a ``running`` item whose heartbeat
    is older than ``STALE_RUNNING_SECONDS``: its worker died; ``attempt`` + 1). When it refuses, ``on_refusal``
    (pure) says what the message gets: deleted (a duplicate of a finished command), its notifications re-sent and
-   deleted (finished by a worker that died before notifying), or left for later (another live worker runs it; it
-   becomes visible again about when that worker's heartbeat would go stale).
+   deleted (finished by a worker that died before notifying), deleted as a redundant copy (a live worker runs it
+   from another message, whose return when that worker dies, or else the replenisher's sweep, covers it), or left
+   for later (another live worker runs it from this very message, or the item names none; it becomes visible again
+   about when that worker's heartbeat would go stale). A job's own message that comes back to its worker (its
+   visibility lapsed) is adopted: the job takes the new receipt handle.
 3. A drain's node is cordoned at once (``DrainEngine.cordon``, the fast step), whatever the number of drains
    running; the drain then waits for one of ``concurrency`` slots, earliest deadline first, and the engine runs it
    (``DrainEngine.run``, which finds the node cordoned as ours and evicts). Cordon and uncordon commands run at once.

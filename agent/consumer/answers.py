@@ -131,11 +131,29 @@ class WorkerBase:
             )
 
     def _refused(self, message_id: str, receipt: str, command: Command, current: Mapping[str, Any] | None) -> None:
-        disposition, delay = on_refusal(
-            current, self.clock().timestamp(), self.config.stale_running_seconds, self.config.visibility_timeout_seconds
-        )
         item = current or {}
-        if disposition is RefusalDisposition.DUPLICATE:
+        if self._adopt(message_id, receipt, command, item):
+            return
+        disposition, delay = on_refusal(
+            current,
+            self.clock().timestamp(),
+            self.config.stale_running_seconds,
+            self.config.visibility_timeout_seconds,
+            message_id,
+        )
+        if disposition is RefusalDisposition.REDUNDANT:
+            self.counters.inc("redundant")
+            self._dropped("redundant")
+            log.info(
+                "command running under a live holder from another message, this copy deleted command_id=%s "
+                "worker=%s holder_message_id=%s message_id=%s",
+                command.command_id,
+                item.get("worker"),
+                item.get("message_id"),
+                message_id,
+            )
+            self._delete(receipt, message_id)
+        elif disposition is RefusalDisposition.DUPLICATE:
             self.counters.inc("duplicate")
             self._dropped("duplicate")
             log.info(
@@ -174,6 +192,30 @@ class WorkerBase:
                 delay,
             )
             self.set_visibility(receipt, delay, message_id)
+
+    def _adopt(self, message_id: str, receipt: str, command: Command, item: Mapping[str, Any]) -> bool:
+        """The message of a job in flight here came back (its visibility lapsed: a heartbeat's extension failed or
+        came late): the job takes the new receipt handle, the only one that extends or deletes the message now
+        (SQS Developer Guide, "Amazon SQS message identifiers"), and its heartbeat keeps it invisible again. True
+        when adopted; the receive is then neither a refusal nor a look spent."""
+        if item.get("status") != CommandStatus.RUNNING.value or item.get("worker") != self.config.worker_id:
+            return False
+        job = self.job_for(command.command_id)
+        if job is None or job.message_id != message_id or job.closed or job.lost:
+            return False
+        job.receipt = receipt
+        self.counters.inc("adopted")
+        log.warning(
+            "own message came back while its command runs here, receipt adopted command_id=%s message_id=%s",
+            command.command_id,
+            message_id,
+        )
+        self.set_visibility(receipt, self.config.visibility_timeout_seconds, message_id)
+        return True
+
+    def job_for(self, command_id: str) -> Job | None:
+        """The live job of this worker for ``command_id``, if any."""
+        return self.jobs.get(command_id)
 
     def _observe(self, command: Command, outcome: Outcome) -> None:
         """Count a finished command (Prometheus) and a failed drain (CloudWatch)."""

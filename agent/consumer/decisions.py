@@ -131,17 +131,32 @@ def deadline_passed(command: Command, now: datetime) -> bool:
 class RefusalDisposition(str, Enum):
     DUPLICATE = "duplicate"  # finished and notified: delete the message
     NOTIFY_AGAIN = "notify_again"  # finished, never notified, its worker surely gone: notify, then delete
+    REDUNDANT = "redundant"  # running under a live holder that works another message of it: delete this copy
     LATER = "later"  # someone else is at it: leave the message, visible again after a delay
 
 
 def on_refusal(
-    current: Mapping[str, Any] | None, now: float, stale_running_seconds: float, visibility_timeout_seconds: int
+    current: Mapping[str, Any] | None,
+    now: float,
+    stale_running_seconds: float,
+    visibility_timeout_seconds: int,
+    message_id: str | None = None,
 ) -> tuple[RefusalDisposition, int]:
     """What to do with a message whose command ``Store.start_command`` refused. Pure.
+
+    A command ``running`` under a live holder (heartbeat fresh) that started it from another message
+    (the item's ``message_id`` is set and is not ``message_id``: a Lambda's re-send, the sweep's, a duplicate event's
+    command) is REDUNDANT: the copy is deleted rather than left, since each look at it spends one of the queue's
+    ``maxReceiveCount`` receives and a long drain would see it dead-lettered with nothing wrong. What covers the holder
+    dying is its own message (kept invisible by its heartbeat, visible again when it dies) and, when that is gone
+    too, the sweep's re-send of a command whose heartbeat went stale (``lambdas.common.sweep``). The holder's own
+    message (same ``message_id``: its visibility lapsed, or a handback whose release failed left it running) and
+    an item that names no message are left for later as before: deleting them could leave no message at all.
 
     Args:
         current: the ``CMD#`` item as the refusal returned it.
         now: epoch seconds.
+        message_id: the SQS MessageId of the message being handled (None: unknown).
 
     Returns:
         (disposition, delay): for LATER, the seconds until the message should be visible again: for a command
@@ -164,6 +179,10 @@ def on_refusal(
         # the holder can be stale is wasted (a holder that died, or a handback whose release failed, would otherwise
         # see its message dead-lettered just as the command became takeable, its CMD# left running with no message)
         heartbeat = float(current.get("heartbeat_at", 0))
+        holder_message = current.get("message_id")
+        live = heartbeat + stale_running_seconds > now
+        if live and holder_message and message_id and str(holder_message) != message_id:
+            return RefusalDisposition.REDUNDANT, 0
         upper = max(visibility_timeout_seconds, math.ceil(stale_running_seconds) + 1)
         return RefusalDisposition.LATER, _clamp(heartbeat + stale_running_seconds - now + 1, upper)
     return RefusalDisposition.LATER, 1  # queued: lost a race with another starter; look again soon

@@ -1,7 +1,9 @@
 """The consumer's heartbeat thread: keeps in-flight commands owned while they run.
 
 Every ``heartbeat_seconds`` (a third of the visibility timeout) each in-flight message's visibility is extended
-and its ``CMD#`` item's ``heartbeat_at`` renewed (a job another worker took over is flagged ``lost``); the item as
+and its ``CMD#`` item's ``heartbeat_at`` renewed, the second even when the first fails: the item proves the worker
+alive, and a message that comes back meanwhile is adopted by its job (``answers.WorkerBase._adopt``); a job another
+worker took over is flagged ``lost``; the item as
 updated is read back, and a deadline tightened in it (``deadline_tightened_to``: a Spot warning for a node a rebalance
 drain empties) is passed to the running drain (``tighten``, ``DrainEngine.tighten``); a drain
 whose instance has a pending termination lifecycle action gets RecordLifecycleActionHeartbeat every
@@ -121,7 +123,18 @@ class Heartbeat:
     def _beat(self, job: Job) -> None:
         if job.handed_back or job.lost:
             return
-        self.queue.set_visibility(job.receipt, self.config.visibility_timeout_seconds)
+        # whatever SQS answers, the item's heartbeat goes on: a message that comes back meanwhile is adopted
+        try:
+            self.queue.set_visibility(job.receipt, self.config.visibility_timeout_seconds)
+        except Exception as err:  # noqa: BLE001 - any SQS failure is logged and counted, never fatal to the beat
+            if self.metrics is not None:
+                self.metrics.loop_error("heartbeat", err)
+            log.warning(
+                "could not extend the message's visibility command_id=%s message_id=%s error=%s",
+                job.command.command_id,
+                job.message_id,
+                err,
+            )
         try:
             item = self.store.heartbeat_command(
                 job.command.command_id, self.config.worker_id, job.attempt, now=self.clock()

@@ -76,6 +76,11 @@ class Jobs:
             if self._jobs.get(job.command.command_id) is job:
                 del self._jobs[job.command.command_id]
 
+    def get(self, command_id: str) -> Job | None:
+        """The job in flight here for ``command_id``, if any."""
+        with self._lock:
+            return self._jobs.get(command_id)
+
     def holds(self, command_id: str) -> bool:
         """Whether a job for ``command_id`` is in flight here."""
         with self._lock:

@@ -140,6 +140,7 @@ class CommandWorker(WorkerBase):
                     self.config.command_ttl_seconds,
                     now=self.clock(),
                     retake_own=retake,
+                    message_id=message_id,
                 ),
                 "start",
                 seconds_left=self._unowned_seconds,

@@ -110,7 +110,7 @@ class AgentSettings(_Settings):
     readiness_max_age_seconds: float = Field(default=60.0, gt=0)
     liveness_max_age_seconds: float = Field(default=90.0, gt=0)
     log_format: LogFormat = LogFormat.JSON
-    # CloudWatch metrics the alarms watch (agent/cloudwatch.py): membership heartbeat, drain failures, lock age
+    # CloudWatch metrics the alarms watch (agent/cloudwatch.py): membership heartbeat, drain failures
     cloudwatch_metrics: bool = True
     cloudwatch_namespace: str = Field(default="NodeManager", min_length=1)
     # RecordLifecycleActionHeartbeat period while a drain of an instance with a pending hook runs (agent/hooks.py);

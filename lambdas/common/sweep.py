@@ -1,8 +1,11 @@
-"""The command sweeper: no ``CMD#`` item stays ``queued`` because its message was lost.
+"""The command sweeper: no ``CMD#`` item stays ``queued``, or ``running`` under a dead worker, because its message was
+lost.
 
 A message the agent could not start (a burst of retryable Kubernetes or DynamoDB errors, an agent crashing on it)
 moves to the dead-letter queue after ``MAX_RECEIVE_COUNT`` receives, while its item stays ``queued``: nothing would
-ever send it again. The replenisher's periodic tick sweeps (``sweep_commands``):
+ever send it again. Likewise a command whose worker died while it ran stays ``running``: the agent takes it over once
+its heartbeat is stale, but only when a message for it arrives, and its message may be gone (dead-lettered, or
+deleted as a redundant copy while its holder was alive). The replenisher's periodic tick sweeps (``sweep_commands``):
 
 - a ``queued`` item whose command's deadline has passed is ended ``timed_out`` (message ``expired: never started
   before its deadline``), conditionally on its still being ``queued``: what waits for it treats it as any drain that
@@ -10,7 +13,14 @@ ever send it again. The replenisher's periodic tick sweeps (``sweep_commands``):
   read as "no node to drain");
 - a ``queued`` item last sent (``created_at``, or ``resent_at`` of an earlier sweep) more than
   ``COMMAND_SWEEP_SECONDS`` ago is sent again, exactly as recorded (the agent binds a body to its record), after
-  ``resent_at`` is set conditionally on the item still being ``queued``.
+  ``resent_at`` is set conditionally on the item still being ``queued``;
+- a ``running`` item whose heartbeat (``heartbeat_at``) is older than the staleness its worker recorded
+  (``stale_after_seconds``, the agent's ``STALE_RUNNING_SECONDS``; ``COMMAND_SWEEP_SECONDS`` for an item that has
+  none) and whose deadline (or the earlier ``deadline_tightened_to``) has not passed is sent again as recorded, at most
+  once every ``COMMAND_SWEEP_SECONDS`` (``resent_at``), after ``resent_at`` is set conditionally on the item being
+  still ``running`` with a heartbeat that old: an agent receiving it takes the command over (``attempt + 1``) as it
+  would on a redelivery. One past its deadline is left alone: what waits for it judges it timed out by then
+  (``lambdas.refresher.decide.context.drain_outcome``), and a drain started that late would do nothing.
 
 A second message for a command whose first is still queued is harmless: the agent's conditional start runs it once.
 ``stranded`` is the pure rule; ``sweep_commands`` applies it.
@@ -21,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from adapters.aws.ports import CommandSender
@@ -35,11 +46,14 @@ EXPIRED = "expired: never started before its deadline"
 
 @dataclass(frozen=True)
 class Sweep:
-    """What to do with the stranded commands: ``resend`` (as recorded) and ``expire`` (command ids)."""
+    """What to do with the stranded commands: ``resend`` (``queued``, as recorded), ``expire`` (command ids) and
+    ``retake`` (``running`` under a stale heartbeat: the command and the epoch second before which a heartbeat is
+    stale, the resend's condition)."""
 
     resend: tuple[Command, ...] = ()
     expire: tuple[str, ...] = ()
     unreadable: tuple[str, ...] = field(default=())
+    retake: tuple[tuple[Command, float], ...] = ()
 
 
 def _when(value: Any) -> datetime | None:
@@ -49,21 +63,56 @@ def _when(value: Any) -> datetime | None:
         return None
 
 
+def _epoch(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def stale_since(item: Mapping[str, Any], now: datetime, after_seconds: float) -> float | None:
+    """For a ``running`` item whose worker is presumed dead, the epoch second before which a heartbeat is stale (its
+    ``stale_after_seconds`` before ``now``, else ``after_seconds``); None while its heartbeat is fresh or unreadable.
+    Pure."""
+    heartbeat = _epoch(item.get("heartbeat_at"))
+    stale_after = _epoch(item.get("stale_after_seconds"))
+    if heartbeat is None:
+        return None
+    before = now.timestamp() - (stale_after if stale_after is not None and stale_after > 0 else after_seconds)
+    return before if heartbeat < before else None
+
+
 def stranded(items: Iterable[Mapping[str, Any]], now: datetime, after_seconds: float) -> Sweep:
     """Sort the ``CMD#`` items (plain values): ``queued`` ones past their command's deadline are expired, those last
-    sent more than ``after_seconds`` before ``now`` re-sent; everything else is left alone. Pure.
+    sent more than ``after_seconds`` before ``now`` re-sent; ``running`` ones under a stale heartbeat, before their
+    deadline, not re-sent in the last ``after_seconds``, re-sent (``retake``); everything else is left alone. Pure.
 
     An item with no readable command (``recorded_command`` None) is reported in ``unreadable``, never sent.
     """
     resend: list[Command] = []
     expire: list[str] = []
     unreadable: list[str] = []
+    retake: list[tuple[Command, float]] = []
     for item in items:
-        if item.get("status") != CommandStatus.QUEUED.value:
+        status = item.get("status")
+        if status not in (CommandStatus.QUEUED.value, CommandStatus.RUNNING.value):
             continue
         command = recorded_command(dict(item))
         if command is None:
             unreadable.append(str(item.get("sk", "")))
+            continue
+        if status == CommandStatus.RUNNING.value:
+            tightened = _when(item.get("deadline_tightened_to"))
+            aware = tightened is not None and tightened.tzinfo is not None
+            deadline = min(command.deadline, tightened) if tightened is not None and aware else command.deadline
+            before = stale_since(item, now, after_seconds)
+            resent = _when(item.get("resent_at"))
+            if (
+                before is not None
+                and deadline > now
+                and (resent is None or now - resent >= timedelta(seconds=after_seconds))
+            ):
+                retake.append((command, before))
             continue
         if command.deadline <= now:
             expire.append(command.command_id)
@@ -71,13 +120,14 @@ def stranded(items: Iterable[Mapping[str, Any]], now: datetime, after_seconds: f
         last_sent = _when(item.get("resent_at")) or _when(item.get("created_at"))
         if last_sent is None or now - last_sent >= timedelta(seconds=after_seconds):
             resend.append(command)
-    return Sweep(tuple(resend), tuple(expire), tuple(unreadable))
+    return Sweep(tuple(resend), tuple(expire), tuple(unreadable), tuple(retake))
 
 
 def sweep_commands(
     store: Store, sender: CommandSender, now: datetime, after_seconds: float, *, dry_run: bool, logger: Any
 ) -> dict[str, list[str]]:
-    """Apply ``stranded`` to the cluster's ``CMD#`` items (one Query). Returns the command ids re-sent and expired.
+    """Apply ``stranded`` to the cluster's ``CMD#`` items (one Query). Returns the command ids re-sent (``queued``
+    and stale ``running`` ones alike) and expired.
 
     Raises:
         StoreUnavailableError, AwsUnavailableError, AwsRequestError.
@@ -85,9 +135,9 @@ def sweep_commands(
     sweep = stranded(store.query_prefix("CMD#", consistent=True), now, after_seconds)
     done: dict[str, list[str]] = {"resent": [], "expired": []}
     for sk in sweep.unreadable:
-        logger.warning(f"queued command item {sk} holds no readable command: left alone")
+        logger.warning(f"queued or running command item {sk} holds no readable command: left alone")
     if dry_run:
-        done["resent"] = [c.command_id for c in sweep.resend]
+        done["resent"] = [c.command_id for c in sweep.resend] + [c.command_id for c, _ in sweep.retake]
         done["expired"] = list(sweep.expire)
         return done
     for command_id in sweep.expire:
@@ -106,6 +156,19 @@ def sweep_commands(
         sender.send_command(command)
         done["resent"].append(command.command_id)
         logger.warning(f"command {command.command_id} still queued: sent again as recorded")
+    for command, before in sweep.retake:
+        try:
+            store.update(
+                command_sk(command.command_id),
+                {"resent_at": now.isoformat()},
+                condition=Attr("status").eq(CommandStatus.RUNNING.value)
+                & Attr("heartbeat_at").lt(Decimal(str(before))),
+            )
+        except ConflictError:
+            continue  # its worker beat meanwhile, or it ended or was taken over
+        sender.send_command(command)
+        done["resent"].append(command.command_id)
+        logger.warning(f"command {command.command_id} running under a stale heartbeat: sent again as recorded")
     return done
 
 

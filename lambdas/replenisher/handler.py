@@ -49,6 +49,7 @@ from adapters.aws.ports import AwsPort
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.store import Store
 from core.exceptions import LockHeldError, LockLostError
+from core.lock import held_seconds
 from core.model import utcnow
 from core.settings import ReplenisherSettings
 from lambdas.common.handler import (
@@ -74,6 +75,9 @@ from lambdas.replenisher.plan import Action
 logger = lambda_logger()
 
 LOCK_RETRY_SECONDS = 0.5  # between two looks at a lock another holder has (a refresh pass lasts a second or two)
+# the LOCK item's age as this invocation read it (``core.lock.held_seconds``), the ``LockHeldTooLong`` alarm's metric
+# (infra/operations.py): published here, where the item is read anyway, so the agent needs no read of the partition
+LOCK_HELD_SECONDS = "LockHeldSeconds"
 
 KINDS = frozenset(
     {EventKind.LAUNCH_FAILED, EventKind.LAUNCH_SUCCEEDED, EventKind.TICK, EventKind.DRAIN_FINISHED}
@@ -176,6 +180,7 @@ def process(notice: Event, deps: Deps, now: datetime, request_id: str) -> dict[s
             plan = decide(notice, at, settings, world, lock_free=False)
             break
     now = at
+    deps.telemetry.seconds(LOCK_HELD_SECONDS, held_seconds(world.lock, now.timestamp()))
     effects = Effects(
         store=deps.store,
         aws=deps.aws,

@@ -140,6 +140,9 @@ def test_alarm_definitions(template: Template) -> None:
     assert silent["Dimensions"] == [{"Name": "cluster", "Value": "ops.k8s.local"}]
     lock = _alarm(template, "LockHeldSeconds")
     assert lock["Threshold"] == 7200 and lock["ComparisonOperator"] == "GreaterThanThreshold"
+    assert lock["Namespace"] == "NodeManager" and lock["Statistic"] == "Maximum"
+    # the replenisher publishes it (Powertools adds its service name as a dimension), not the agent
+    assert {d["Name"]: d["Value"] for d in lock["Dimensions"]} == {"cluster": "ops.k8s.local", "service": "replenisher"}
     detached = _alarm(template, "DetachedTerminated")
     assert detached["Statistic"] == "Sum" and detached["Threshold"] == 0
     assert {d["Name"]: d["Value"] for d in detached["Dimensions"]} == {

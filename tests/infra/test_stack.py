@@ -419,7 +419,8 @@ WRITES = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dyn
 def test_the_agents_role_writes_only_its_own_item_kinds(template: Template) -> None:
     """The synthesized policy, evaluated against item keys: the agent's kinds (``NODE#``, ``MEMBERSHIP``, ``CMD#``,
     ``HOOK#``, ``CPDRAIN#``) can be written; ``LOCK``, ``COMP#``, ``RUN#``, ``DETACH#`` and ``POLL#`` cannot (nor
-    anything of another cluster, nor through a call without a partition key); the ``LOCK`` item can be read."""
+    anything of another cluster, nor through a call without a partition key), nor even read: the policy names only the
+    agent's partition in ``dynamodb:LeadingKeys``."""
     role = {"Ref": agent_role_id(template)}
     mine = [s for s in statements(template) if role in s["_roles"]]
     table = {"Fn::GetAtt": [state_table_id(template), "Arn"]}
@@ -431,9 +432,15 @@ def test_the_agents_role_writes_only_its_own_item_kinds(template: Template) -> N
     for sk in ("LOCK", "COMP#nodes-a", "RUN#20240101T000000Z-000001", "DETACH#i-1", "POLL#r"):
         pk = schema.partition_for(CLUSTER, sk)
         assert pk == schema.partition_of(CLUSTER)
-        for action in (*WRITES, "dynamodb:Query", "dynamodb:BatchWriteItem"):
+        for action in (*WRITES, "dynamodb:GetItem", "dynamodb:Query", "dynamodb:BatchWriteItem"):
             assert not dynamodb_allowed(mine, table, action, pk), (action, sk)
-    assert dynamodb_allowed(mine, table, "dynamodb:GetItem", schema.partition_of(CLUSTER))  # the lock's age
+    leading = [
+        key
+        for s in mine
+        for keys in s.get("Condition", {}).values()
+        for key in as_list(keys.get("dynamodb:LeadingKeys", []))
+    ]
+    assert leading and set(leading) == {schema.agent_partition_of(CLUSTER)}
     other = schema.agent_partition_of("other.k8s.example.com")
     for action in (*WRITES, "dynamodb:GetItem", "dynamodb:Query"):
         assert not dynamodb_allowed(mine, table, action, other), action

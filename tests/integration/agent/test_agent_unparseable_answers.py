@@ -142,7 +142,8 @@ def test_the_heartbeat_survives_and_counts(made: dict[str, Any], status: int) ->
     loop.worker.jobs.add(Job("m-1", "r-1", command(), attempt=1))
     loop.heartbeat_once()
     if status != 200:
-        assert errors(metrics, "heartbeat") == 1
+        # both calls tried and each counted: a failed visibility extension does not stop the item's heartbeat
+        assert errors(metrics, "heartbeat") == 2
 
 
 @pytest.mark.parametrize("status", STATUSES)

@@ -1,8 +1,8 @@
 """The agent's table calls address only its own partition (``CLUSTER#<cluster>#AGENT``, ``core.schema``), the one its
 IAM role may write (``infra/state.py``, ``StateStore.grant_agent_access``; the policy itself is evaluated in
 tests/infra/test_stack.py): every request the agent's parts send to moto's DynamoDB is recorded as it goes on the
-wire and its partition key values are checked. The one exception is the ``GetItem`` of ``LOCK`` (the lock's age for
-``LockHeldSeconds``), which the role may read and nothing more."""
+wire and its partition key values are checked: none names the cluster partition (``CLUSTER#<cluster>``), which the
+role may neither read nor write (the lock's age, ``LockHeldSeconds``, is the replenisher's metric)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from botocore.stub import Stubber
 from adapters.aws.autoscaling import AutoScaling
 from adapters.dynamo.controlplane import ControlPlaneSlots
 from adapters.dynamo.hooks import record_hook
-from adapters.dynamo.lock import LOCK_SK, LeaseLock
+from adapters.dynamo.lock import LeaseLock
 from agent.asglookup import AsgLookup
 from agent.cloudwatch import CloudWatchPublisher
 from agent.cordons.releaser import CordonReleaser
@@ -126,11 +126,12 @@ def test_every_table_call_of_the_agent_names_only_its_partition(world: World, st
     slots = ControlPlaneSlots(world.store)
     assert slots.claim("refresh-1", INSTANCE, "agent-a:1", 1, utcnow() + timedelta(minutes=5), utcnow()).slot == 0
     slots.release("refresh-1")
-    # the lock's age for the LockHeldTooLong alarm
-    CloudWatchPublisher(Sink(), CLUSTER).membership_reported(1, world.store)
+    # the alarm metrics of a resync (no table call any more: the lock's age is the replenisher's)
+    CloudWatchPublisher(Sink(), CLUSTER).membership_reported(1)
 
-    agent_pk, cluster_pk = agent_partition_of(CLUSTER), partition_of(CLUSTER)
+    agent_pk = agent_partition_of(CLUSTER)
     operations = {operation for operation, _, _ in wire.calls}
     assert {"GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem"} <= operations
     outside = [(op, pks, sk) for op, pks, sk in wire.calls if pks != {agent_pk}]
-    assert outside == [("GetItem", {cluster_pk}, json.dumps({"S": LOCK_SK}))]
+    assert outside == []
+    assert all(partition_of(CLUSTER) not in pks for _, pks, _ in wire.calls)

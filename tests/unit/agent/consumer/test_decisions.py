@@ -135,6 +135,21 @@ def test_a_command_running_elsewhere_comes_back_when_its_heartbeat_would_be_stal
     assert on_refusal(stale, NOW.timestamp(), 60, 30) == (RefusalDisposition.LATER, 1)
 
 
+def test_a_copy_of_a_command_a_live_holder_works_from_another_message_is_redundant() -> None:
+    item = {"status": "running", "heartbeat_at": NOW.timestamp() - 2, "worker": "other:1", "message_id": "m-1"}
+    assert on_refusal(item, NOW.timestamp(), 60, 30, "m-2") == (RefusalDisposition.REDUNDANT, 0)
+    # the holder's own message (its visibility lapsed, or a handback whose release failed left the command running):
+    # left for when the holder would be stale, as before; deleting it could leave the command with no message
+    assert on_refusal(item, NOW.timestamp(), 60, 30, "m-1") == (RefusalDisposition.LATER, 59)
+    # a holder already stale (a race lost to another taker): never deleted, looked at again at once
+    stale = {**item, "heartbeat_at": NOW.timestamp() - 100}
+    assert on_refusal(stale, NOW.timestamp(), 60, 30, "m-2") == (RefusalDisposition.LATER, 1)
+    # an item that names no message (started by an older agent), or a message id unknown: later, as before
+    unnamed = {key: value for key, value in item.items() if key != "message_id"}
+    assert on_refusal(unnamed, NOW.timestamp(), 60, 30, "m-2") == (RefusalDisposition.LATER, 59)
+    assert on_refusal(item, NOW.timestamp(), 60, 30) == (RefusalDisposition.LATER, 59)
+
+
 def test_a_refusal_without_an_item_or_while_queued_looks_again_soon() -> None:
     assert on_refusal(None, NOW.timestamp(), 60, 30) == (RefusalDisposition.LATER, 1)
     assert on_refusal({"status": "queued", "attempt": 3}, NOW.timestamp(), 60, 30) == (RefusalDisposition.LATER, 1)

@@ -31,7 +31,7 @@ def test_the_heartbeat_keeps_the_command_alive_and_notices_a_takeover(
         assert gate.entered.wait(10)
         clock.now = clock.now + timedelta(seconds=20)
         consumer.heartbeat_once()
-        assert world.item()["heartbeat_at"] == pytest.approx(clock.now.timestamp())
+        assert world.item()["heartbeat_at"] == pytest.approx(clock.now.timestamp(), abs=0.01)
 
         world.store.start_command(
             command(), "agent-b:2", stale_after_seconds=1, ttl_seconds=3600, now=clock.now + timedelta(seconds=5)
@@ -79,3 +79,33 @@ def test_a_deadline_tightened_in_the_record_reaches_the_running_drain(world: Wor
     finally:
         gate.release.set()
         worker.join(10)
+
+
+def test_a_failed_visibility_extension_still_renews_the_items_heartbeat(world: World) -> None:
+    """SQS refusing the extension (throttled, or the receipt handle outdated because the message came back) must not
+    make a live worker look dead: the item's heartbeat goes on, or the sweep and another receive would take the
+    command over while it still runs here."""
+
+    class Refusing:
+        def __init__(self, queue: object) -> None:
+            self.queue = queue
+
+        def set_visibility(self, receipt: str, seconds: int) -> None:
+            raise RuntimeError("ThrottlingException")
+
+    gate = Gate()
+    clock = Clock()
+    consumer = world.consumer(ScriptedEngine(gate), clock=clock)
+    consumer.heartbeat.queue = Refusing(consumer.queue)  # type: ignore[assignment]  # the one call a beat makes
+    world.send(command())
+    worker = threading.Thread(target=consumer.handle, args=(world.receive(),))
+    worker.start()
+    try:
+        assert gate.entered.wait(10)
+        clock.now = clock.now + timedelta(seconds=20)
+        consumer.heartbeat_once()
+        assert world.item()["heartbeat_at"] == pytest.approx(clock.now.timestamp(), abs=0.01)
+    finally:
+        gate.release.set()
+        worker.join(10)
+    assert world.item()["status"] == "succeeded"

@@ -4,6 +4,7 @@ backs, skipped, late, refused, taken over, handed back, notified again. On moto,
 from __future__ import annotations
 
 import logging
+import threading
 from datetime import timedelta
 
 import pytest
@@ -16,6 +17,7 @@ from core.model import Command, CommandKind, CommandStatus, DrainOptions, utcnow
 from tests.unit.agent.consumer_world import (
     INSTANCE,
     Clock,
+    Gate,
     ScriptedEngine,
     World,
     command,
@@ -280,6 +282,72 @@ def test_a_command_running_on_a_live_worker_is_left_alone(world: World) -> None:
     assert world.item()["worker"] == "agent-b:2" and world.item()["status"] == "running"
     assert world.in_queue() == 1  # left; visible again about when agent-b's heartbeat would go stale
     assert consumer.counters.snapshot()["busy_elsewhere"] == 1
+
+
+def test_a_redundant_copy_of_a_command_a_live_holder_works_is_deleted_not_returned(world: World) -> None:
+    """A Lambda's re-send while agent-b drains from its own message: the copy is deleted (returning it would spend
+    one of the queue's 3 receives each time, and a long drain would see it dead-lettered with nothing wrong); the
+    holder's message stays in flight, the item untouched."""
+    engine = ScriptedEngine()
+    cmd = command()
+    world.send(cmd)
+    held = world.receive()
+    assert held is not None
+    world.store.start_command(cmd, "agent-b:2", stale_after_seconds=60, ttl_seconds=3600, message_id=held["MessageId"])
+    world.send(cmd, record=False)  # the re-send
+    consumer = world.consumer(engine)
+    consumer.handle(world.receive())
+    assert engine.ran == []
+    item = world.item()
+    assert item["worker"] == "agent-b:2" and item["status"] == "running" and item["attempt"] == 1
+    assert world.in_queue() == 1  # only the holder's own message, in flight
+    assert consumer.counters.snapshot()["redundant"] == 1
+
+
+def test_the_holders_own_message_is_left_for_when_its_heartbeat_would_be_stale(world: World) -> None:
+    """The holder's own message came back (its handback's release failed, or its visibility lapsed): not deleted,
+    or the command could be left with no message at all."""
+    world.send(command())
+    own = world.receive()
+    assert own is not None
+    world.store.start_command(
+        command(), "agent-b:2", stale_after_seconds=60, ttl_seconds=3600, message_id=own["MessageId"]
+    )
+    world.sqs.change_message_visibility(
+        QueueUrl=world.info.queue_url, ReceiptHandle=own["ReceiptHandle"], VisibilityTimeout=0
+    )
+    consumer = world.consumer(ScriptedEngine())
+    consumer.handle(world.receive())
+    assert world.in_queue() == 1 and world.receive() is None  # left, invisible until agent-b would be stale
+    assert consumer.counters.snapshot()["busy_elsewhere"] == 1 and "redundant" not in consumer.counters.snapshot()
+
+
+def test_a_jobs_own_message_that_comes_back_is_adopted_and_deleted_at_the_end(world: World) -> None:
+    """Its visibility lapsed while this worker drains (a heartbeat's extension failed): the job takes the new
+    receipt handle, so the end deletes the message rather than leaving it to come back and be dead-lettered."""
+    gate = Gate()
+    consumer = world.consumer(ScriptedEngine(gate))
+    world.send(command())
+    first = world.receive()
+    assert first is not None
+    worker = threading.Thread(target=consumer.handle, args=(first,))
+    worker.start()
+    try:
+        assert gate.entered.wait(10)
+        world.sqs.change_message_visibility(
+            QueueUrl=world.info.queue_url, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=0
+        )
+        again = world.receive()
+        assert again is not None and again["MessageId"] == first["MessageId"]
+        consumer.handle(again)
+        assert consumer.counters.snapshot()["adopted"] == 1
+        [job] = consumer.worker.jobs.list()
+        assert job.receipt == again["ReceiptHandle"]
+        assert world.receive() is None  # kept invisible again
+    finally:
+        gate.release.set()
+        worker.join(10)
+    assert world.item()["status"] == "succeeded" and world.in_queue() == 0
 
 
 def test_a_stale_running_command_is_taken_over_with_the_next_attempt(world: World) -> None:

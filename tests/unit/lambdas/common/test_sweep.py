@@ -1,5 +1,7 @@
 """The command sweeper: a CMD# stranded ``queued`` (its message dead-lettered after retryable errors) is sent again
-as recorded, or expired once its deadline passed; anything started, finished or recent is left alone."""
+as recorded, or expired once its deadline passed; one ``running`` under a stale heartbeat (its worker died, its
+message gone) is sent again before its deadline; anything running under a live worker, finished or recent is left
+alone."""
 
 from __future__ import annotations
 
@@ -87,12 +89,91 @@ def test_sweep_resends_once_per_period_and_expires_on_the_table(store: Store) ->
     assert store.get_command("stuck")["resent_at"] == NOW.isoformat()
     expired = store.get_command("late")
     assert expired["status"] == CommandStatus.TIMED_OUT.value and expired["result"]["message"] == EXPIRED
-    # the next tick within the period sends nothing more; a started command is never sent again
+    # the next tick within the period sends nothing more; a command started by a live worker is never sent again
     assert sweep_commands(store, sender, NOW + timedelta(seconds=60), 300, dry_run=False, logger=log)["resent"] == []
-    store.start_command(stuck, "agent-a:1", 60, 3600, now=NOW + timedelta(seconds=61))
+    attempt = store.start_command(stuck, "agent-a:1", 60, 3600, now=NOW + timedelta(seconds=61))
+    store.heartbeat_command("stuck", "agent-a:1", attempt, now=NOW + timedelta(seconds=390))
     later = NOW + timedelta(seconds=400)
     assert sweep_commands(store, sender, later, 300, dry_run=False, logger=log) == {"resent": [], "expired": []}
     assert sender.sent == [stuck]
+
+
+def test_stranded_resends_a_running_command_only_once_its_heartbeat_is_stale_by_its_own_measure() -> None:
+    beat = NOW.timestamp()
+    dead, alive, slow_agent, late = drain("dead"), drain("alive"), drain("slow"), drain("late", deadline_in=-1)
+    tightened, resent, no_beat = drain("tightened"), drain("resent"), drain("no-beat")
+    sweep = stranded(
+        [
+            item(dead, "running", heartbeat_at=beat - 61, stale_after_seconds=60),
+            item(alive, "running", heartbeat_at=beat - 59, stale_after_seconds=60),
+            # an agent with STALE_RUNNING_SECONDS=600 takes no item over before 600 s: nor does the sweep send it
+            item(slow_agent, "running", heartbeat_at=beat - 300, stale_after_seconds=600),
+            item(late, "running", heartbeat_at=beat - 600, stale_after_seconds=60),
+            item(
+                tightened,
+                "running",
+                heartbeat_at=beat - 600,
+                stale_after_seconds=60,
+                deadline_tightened_to=(NOW - timedelta(seconds=1)).isoformat(),
+            ),
+            item(
+                resent,
+                "running",
+                heartbeat_at=beat - 600,
+                stale_after_seconds=60,
+                resent_at=(NOW - timedelta(seconds=299)).isoformat(),
+            ),
+            item(no_beat, "running"),
+        ],
+        NOW,
+        300,
+    )
+    assert sweep.retake == ((dead, beat - 60),)
+    assert sweep.resend == () and sweep.expire == ()
+    # an item started before the staleness was recorded: the sweep's own period stands in for it
+    legacy = stranded([item(dead, "running", heartbeat_at=beat - 301)], NOW, 300)
+    assert [command for command, _ in legacy.retake] == [dead]
+    assert stranded([item(dead, "running", heartbeat_at=beat - 299)], NOW, 300).retake == ()
+
+
+def test_a_running_command_whose_worker_died_is_sent_again_and_taken_over(store: Store) -> None:  # noqa: F811
+    """Its worker died mid-drain and its message is gone (dead-lettered, or deleted as a redundant copy): the sweep
+    sends it again as recorded, once per period, and the agent that receives it takes it over (attempt 2)."""
+    stuck = drain("stuck")
+    store.record_command(stuck, ttl_seconds=3600, now=NOW - timedelta(seconds=300))
+    attempt = store.start_command(stuck, "agent-a:1", 60, 3600, now=NOW - timedelta(seconds=200), message_id="m-1")
+    assert store.get_command("stuck")["stale_after_seconds"] == 60
+    store.heartbeat_command("stuck", "agent-a:1", attempt, now=NOW - timedelta(seconds=61))
+    sender, log = Sender(), Log()
+
+    assert sweep_commands(store, sender, NOW, 300, dry_run=False, logger=log) == {"resent": ["stuck"], "expired": []}
+    assert sender.sent == [stuck] and store.get_command("stuck")["resent_at"] == NOW.isoformat()
+    # within the period: not again; the agent that receives it takes it over
+    assert sweep_commands(store, sender, NOW + timedelta(seconds=120), 300, dry_run=False, logger=log)["resent"] == []
+    assert store.start_command(stuck, "agent-b:1", 60, 3600, now=NOW + timedelta(seconds=5), message_id="m-2") == 2
+    assert sweep_commands(store, sender, NOW + timedelta(seconds=30), 300, dry_run=False, logger=log)["resent"] == []
+    assert sender.sent == [stuck]
+
+
+def test_a_worker_beating_between_the_read_and_the_resend_keeps_its_command(store: Store) -> None:  # noqa: F811
+    stuck = drain("stuck")
+    store.record_command(stuck, ttl_seconds=3600, now=NOW - timedelta(seconds=300))
+    attempt = store.start_command(stuck, "agent-a:1", 60, 3600, now=NOW - timedelta(seconds=200))
+    items = store.query_prefix("CMD#", consistent=True)
+    store.heartbeat_command("stuck", "agent-a:1", attempt, now=NOW)  # alive after all
+    sender = Sender()
+
+    class Frozen:
+        """The store as the sweep read it before the heartbeat (the conditional write then sees the new one)."""
+
+        def query_prefix(self, *_: Any, **__: Any) -> Any:
+            return items
+
+        def update(self, *args: Any, **kwargs: Any) -> Any:
+            return store.update(*args, **kwargs)
+
+    assert sweep_commands(Frozen(), sender, NOW, 300, dry_run=False, logger=Log())["resent"] == []  # type: ignore[arg-type]
+    assert sender.sent == [] and "resent_at" not in store.get_command("stuck")
 
 
 def test_a_dry_run_sweep_changes_nothing(store: Store) -> None:  # noqa: F811 - fixture
