@@ -36,10 +36,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
+from itertools import pairwise
 from typing import Any, Protocol, TypeVar
 
-ROW = ("index", "group", "instance_id", "node_name", "needs_update", "state", "surge_instance_id", "drain_status")
-ROW += ("note", "times_key")  # then the times
+# a row's positions; then the times
+ROW = (
+    "index",
+    "group",
+    "instance_id",
+    "node_name",
+    "needs_update",
+    "state",
+    "surge_instance_id",
+    "drain_status",
+    "note",
+    "times_key",
+)
 PENDING = "pending"
 # fields only a step in flight reads: a final step drops them
 FINAL_DROPS = (
@@ -122,7 +134,7 @@ def pack(
     Steps out of ``index`` order (or with an index twice) all stay maps: reading sorts by index.
     """
     indexes = [s.index for s in steps]
-    if any(a >= b for a, b in zip(indexes, indexes[1:], strict=False)):
+    if any(a >= b for a, b in pairwise(indexes)):
         return [], [], list(steps)
     positions = {g.name: (n, g.role) for n, g in enumerate(groups)}
     words = Words()
@@ -146,7 +158,8 @@ def _row(
     state = step.state
     if not state.final and (state.value != PENDING or not _plan_only(step)):
         return None
-    node: str | bool | None = True if step.node_name is not None and step.node_name == step.instance_id else step.node_name
+    same = step.node_name is not None and step.node_name == step.instance_id
+    node: str | bool | None = True if same else step.node_name
     head = [step.index, place[0], step.instance_id, node, words(step.needs_update)]
     if not state.final:
         return head
@@ -167,9 +180,7 @@ def _plan_only(step: StepLike) -> bool:
         or step.waiting_since
         or step.entered
         or step.note
-        or step.surge_instance_id
-        or step.drain_status
-        or step.drain_message
+        or any(getattr(step, f) is not None for f in ("surge_instance_id", "drain_status", "drain_message"))
         or any(getattr(step, f) is not None for f in ("command_id", "undo_command_id", "uncordon_command_id"))
         or any(getattr(step, f) is not None for f in ("intent_at", "started_at", "finished_at"))
         or any(getattr(step, f) is not None for f in ("spare_ready_at", "settle_first_ok_at"))
@@ -217,7 +228,9 @@ def _get(value: Any, name: str) -> Any:
     return value.get(name) if isinstance(value, Mapping) else getattr(value, name)
 
 
-def _step(row: Sequence[Any], groups: Sequence[tuple[Any, Any]], words: Sequence[str], created_at: datetime) -> dict[str, Any]:
+def _step(
+    row: Sequence[Any], groups: Sequence[tuple[Any, Any]], words: Sequence[str], created_at: datetime
+) -> dict[str, Any]:
     name, role = groups[int(row[1])]
     node = row[3]
     step: dict[str, Any] = {

@@ -52,6 +52,11 @@ LOCK_OPERATION = "refresh"  # the cluster lock's ``operation`` while a run holds
 # ``RunOptions.trigger`` of a replacement run: the interruption Lambda's one-instance run for an at-risk instance
 # (``REBALANCE_POLICY=replace``); its drains say ``rebalance-replace`` so a Spot warning tightens them.
 REBALANCE_TRIGGER = "rebalance"
+# A ``RUN#`` save is not attempted when its item would be larger than this (``adapters.dynamo.runs``): DynamoDB's
+# 400 KB item size (``core.itemsize.DYNAMODB_ITEM_LIMIT_BYTES``) less 20 KB, room for the small write that then pauses
+# the run (``RunStore.record_refusal``) and for the size count's approximation of numbers.
+RUN_ITEM_GUARD_BYTES = 380 * 1024
+REFUSAL_REASON_CHARS = 300  # the longest reason a refusal's small write records
 
 
 class RunStatus(str, Enum):
@@ -222,7 +227,9 @@ class RunStep(BaseModel):
         (``core.runrecord.FINAL_DROPS``); any other step as it is."""
         if not self.state.final:
             return self
-        return self.model_copy(update={f: RunStep.model_fields[f].get_default(call_default_factory=True) for f in FINAL_DROPS})
+        return self.model_copy(
+            update={f: RunStep.model_fields[f].get_default(call_default_factory=True) for f in FINAL_DROPS}
+        )
 
 
 class Run(BaseModel):
@@ -304,12 +311,13 @@ class Run(BaseModel):
             shed: final steps keep only what decisions read (``core.runrecord``, ``shed``); the item says so
                 (``history_shed``). For a stopping run whose item would not fit otherwise.
         """
+        shed = shed or self.history_shed
         item = self.model_dump(mode="json", exclude={"steps", "history_shed"})
         rows, words, maps = pack(self.steps, self.groups, self.created_at, shed)
-        item["steps"] = [s.model_dump(mode="json", exclude_defaults=True) for s in maps]
+        item["steps"] = [s.at_rest().model_dump(mode="json", exclude_defaults=True) for s in maps]
         if rows:
             item["rows"], item["words"] = rows, words
-        if shed or self.history_shed:
+        if shed:
             item["history_shed"] = True
         item["surge"] = {
             g.name: {"original_desired": g.original_desired, "original_max": g.original_max, "raised": g.raised}
