@@ -21,9 +21,12 @@ DYNAMODB_ITEM_LIMIT_BYTES = 400 * 1024
 
 
 def _number_bytes(value: int | float | Decimal) -> int:
+    if type(value) is int:  # most numbers of an item: its significant digits without a Decimal
+        digits = len(str(abs(value)).rstrip("0")) or 1
+        return (digits + 1) // 2 + 1
     number = value if isinstance(value, Decimal) else Decimal(str(value))
-    digits = number.normalize().as_tuple().digits if number else (0,)
-    return (len(digits) + 1) // 2 + 1
+    count = len(number.normalize().as_tuple().digits) if number else 1
+    return (count + 1) // 2 + 1
 
 
 def value_bytes(value: Any) -> int:
@@ -36,6 +39,13 @@ def value_bytes(value: Any) -> int:
     Raises:
         TypeError: a value DynamoDB cannot store.
     """
+    kind = type(value)
+    if kind is str:
+        return len(value.encode("utf-8")) if not value.isascii() else len(value)
+    if kind is int:
+        return _number_bytes(value)
+    if kind is list:
+        return 3 + sum(1 + value_bytes(v) for v in value)
     if isinstance(value, bool) or value is None:
         return 1
     if isinstance(value, str):
