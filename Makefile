@@ -47,6 +47,7 @@ bench-smoke: bootstrap
 	$(PY) -m bench.wave --smoke
 	$(PY) -m bench.lock_race --smoke
 	$(PY) -m bench.sim_dynamo --smoke
+	$(PY) -m bench.run_item --smoke
 
 check: lint bench-smoke
 

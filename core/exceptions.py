@@ -220,6 +220,27 @@ class RunConflictError(ConflictError):
     """A ``RUN#`` item changed since it was read (another invocation advanced the run first): read it again."""
 
 
+class RunRecordRefusedError(NodeManagerError):
+    """A ``RUN#`` item was not written for a reason no retry fixes: it would be over the size guard
+    (``code`` ``ItemTooLarge``, refused before the call: ``adapters.dynamo.runs``), or DynamoDB refused it as invalid
+    (``ValidationException``; in a transaction a ``ValidationError`` cancellation reason), e.g. over its 400 KB item
+    size ("DynamoDB item sizes and formats"). Nothing was written.
+
+    Attributes:
+        run_id: the run's id.
+        code: ``ItemTooLarge`` or DynamoDB's error code.
+        size: the item's size in bytes as ``core.itemsize`` counts it (None when not counted).
+        limit: the guard it was held to, in bytes (None for DynamoDB's own refusal).
+    """
+
+    def __init__(self, run_id: str, code: str, message: str, size: int | None = None, limit: int | None = None) -> None:
+        super().__init__(f"run {run_id}: {code}: {message}")
+        self.run_id = run_id
+        self.code = code
+        self.size = size
+        self.limit = limit
+
+
 class RunAlreadyActiveError(Exception):
     """A refresh start found, once it held the cluster lock, a run another invocation started since its first read
     (at most one run is active: the check that matters is the one made under the lock).

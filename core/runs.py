@@ -44,12 +44,19 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from core.runrecord import FINAL_DROPS, pack, unpack
 
 LOCK_OPERATION = "refresh"  # the cluster lock's ``operation`` while a run holds it
 # ``RunOptions.trigger`` of a replacement run: the interruption Lambda's one-instance run for an at-risk instance
 # (``REBALANCE_POLICY=replace``); its drains say ``rebalance-replace`` so a Spot warning tightens them.
 REBALANCE_TRIGGER = "rebalance"
+# A ``RUN#`` save is not attempted when its item would be larger than this (``adapters.dynamo.runs``): DynamoDB's
+# 400 KB item size (``core.itemsize.DYNAMODB_ITEM_LIMIT_BYTES``) less 20 KB, room for the small write that then pauses
+# the run (``RunStore.record_refusal``) and for the size count's approximation of numbers.
+RUN_ITEM_GUARD_BYTES = 380 * 1024
+REFUSAL_REASON_CHARS = 300  # the longest reason a refusal's small write records
 
 
 class RunStatus(str, Enum):
@@ -215,6 +222,15 @@ class RunStep(BaseModel):
     finished_at: datetime | None = None
     note: str = ""
 
+    def at_rest(self) -> RunStep:
+        """The step as its ``RUN#`` item keeps it: a final step without what only a step in flight reads
+        (``core.runrecord.FINAL_DROPS``); any other step as it is."""
+        if not self.state.final:
+            return self
+        return self.model_copy(
+            update={f: RunStep.model_fields[f].get_default(call_default_factory=True) for f in FINAL_DROPS}
+        )
+
 
 class Run(BaseModel):
     """A refresh run (the ``RUN#<run_id>`` item)."""
@@ -235,6 +251,13 @@ class Run(BaseModel):
     cancel_requested: bool = False
     lock_fencing: int | None = None
     version: int = 0
+    history_shed: bool = False  # its final steps were saved without their times, notes and node names (``to_item``)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_rows(cls, data: Any) -> Any:
+        """An item's steps at rest come as rows (``core.runrecord``): back to steps, in ``index`` order."""
+        return unpack(data) if isinstance(data, dict) and "rows" in data else data
 
     @property
     def holder(self) -> str:
@@ -274,8 +297,28 @@ class Run(BaseModel):
         """Spare instances of this run still in use (in-flight steps)."""
         return sorted({s.surge_instance_id for s in self.steps if s.surge_instance_id and s.state.in_flight})
 
-    def to_item(self) -> dict[str, Any]:
-        item = self.model_dump(mode="json")
+    def at_rest(self) -> Run:
+        """The run as its ``RUN#`` item keeps it (``RunStep.at_rest``): what ``Run.model_validate(to_item())`` gives
+        back (without ``shed``)."""
+        return self.model_copy(update={"steps": [s.at_rest() for s in self.steps]})
+
+    def to_item(self, shed: bool = False) -> dict[str, Any]:
+        """The ``RUN#`` item's attributes (no keys), as JSON values: the steps at rest as rows with the ``words``
+        they name (``core.runrecord``), the others as maps in ``steps`` (default values left out); ``surge`` and
+        ``surge_instance_ids`` for the other capacity operations.
+
+        Args:
+            shed: final steps keep only what decisions read (``core.runrecord``, ``shed``); the item says so
+                (``history_shed``). For a stopping run whose item would not fit otherwise.
+        """
+        shed = shed or self.history_shed
+        item = self.model_dump(mode="json", exclude={"steps", "history_shed"})
+        rows, words, maps = pack(self.steps, self.groups, self.created_at, shed)
+        item["steps"] = [s.at_rest().model_dump(mode="json", exclude_defaults=True) for s in maps]
+        if rows:
+            item["rows"], item["words"] = rows, words
+        if shed:
+            item["history_shed"] = True
         item["surge"] = {
             g.name: {"original_desired": g.original_desired, "original_max": g.original_max, "raised": g.raised}
             for g in self.groups

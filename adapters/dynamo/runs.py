@@ -1,15 +1,30 @@
 """Refresh runs in the table: the ``RUN#<run id>`` items (``core.runs.Run``), saved whole and conditioned on their
 ``version``, and what other capacity operations read of the active run (its surge).
+
+**Size.** DynamoDB refuses an item over 400 KB ("DynamoDB item sizes and formats"), and a run's whole state is one
+item, its steps at rest as compact rows (``core.runrecord``). Before each write the item is measured as DynamoDB
+counts it (``core.itemsize``); over ``guard_bytes`` (``core.runs.RUN_ITEM_GUARD_BYTES``) the write is not attempted:
+``RunRecordRefusedError`` (code ``ItemTooLarge``). A run that is no longer ``running`` (pausing, cancelling, over)
+is first saved shed (its final steps without their times, notes and node names, ``Run.to_item(shed=True)``), so
+the pause that follows such a refusal can still be recorded, and its surge given back, step by step. A write DynamoDB
+refuses as invalid (``ValidationException``; ``ValidationError`` in a transaction) raises the same error with its
+code. ``record_refusal`` is the small write that pauses the run then (``lambdas/refresher/refused.py``).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 from adapters.dynamo.table import Attr, Table
-from core.exceptions import RunConflictError
+from core.exceptions import AwsRequestError, RunConflictError, RunRecordRefusedError
+from core.itemsize import item_bytes
 from core.lock import Lease
-from core.runs import Run, RunStatus
+from core.runs import REFUSAL_REASON_CHARS, RUN_ITEM_GUARD_BYTES, Run, RunStatus
 
 PREFIX = "RUN#"
+# DynamoDB's codes for a write that is invalid as sent (an item over 400 KB among them): no retry helps
+VALIDATION_CODES = frozenset({"ValidationException", "ValidationError"})
 
 
 class RunStore:
@@ -17,14 +32,51 @@ class RunStore:
 
     Args:
         table: the cluster's table partition.
+        guard_bytes: the largest item a write is attempted with (module docstring).
     """
 
-    def __init__(self, table: Table) -> None:
+    def __init__(self, table: Table, guard_bytes: int = RUN_ITEM_GUARD_BYTES) -> None:
         self.table = table
+        self.guard_bytes = guard_bytes
 
     @staticmethod
     def sk(run_id: str) -> str:
         return f"{PREFIX}{run_id}"
+
+    def item_of(self, run: Run) -> dict[str, Any]:
+        """The item ``run`` is written as (attributes, no keys), shed when that is what makes a stopping run fit.
+
+        Raises:
+            RunRecordRefusedError: (``ItemTooLarge``) over ``guard_bytes`` even so.
+        """
+        item = run.to_item()
+        size = self.size(run.run_id, item)
+        if size > self.guard_bytes and run.status is not RunStatus.RUNNING and not run.history_shed:
+            item = run.to_item(shed=True)
+            size = self.size(run.run_id, item)
+        if size > self.guard_bytes:
+            raise RunRecordRefusedError(
+                run.run_id,
+                "ItemTooLarge",
+                f"its RUN# item would be {size} bytes with {len(run.steps)} steps, over the {self.guard_bytes} "
+                "bytes a save is attempted with (DynamoDB refuses items over 400 KB)",
+                size,
+                self.guard_bytes,
+            )
+        return item
+
+    def size(self, run_id: str, item: dict[str, Any]) -> int:
+        """The item's size with its keys, as DynamoDB counts it (``core.itemsize``; a map's None values, which
+        ``Table.put`` leaves out, counted too: a few bytes over, never under)."""
+        return item_bytes({**item, **self.table.key(self.sk(run_id))})
+
+    def _put(self, run: Run, item: dict[str, Any], condition: Any, fence: Lease | None) -> None:
+        try:
+            self.table.put(self.sk(run.run_id), item, condition=condition, conflict=RunConflictError, fence=fence)
+        except AwsRequestError as err:
+            if err.code not in VALIDATION_CODES:
+                raise
+            raise RunRecordRefusedError(run.run_id, err.code, str(err), self.size(run.run_id, item)) from err
 
     def create(self, run: Run, fence: Lease | None = None) -> None:
         """Write a new run (version 0); with ``fence`` (the lease the run was started under) only while that lease
@@ -33,14 +85,9 @@ class RunStore:
         Raises:
             LockLostError: (with ``fence``) the lock changed hands; nothing was written.
             RunConflictError: a run with this id exists.
+            RunRecordRefusedError: the item is too large (or otherwise invalid); nothing was written.
         """
-        self.table.put(
-            self.sk(run.run_id),
-            run.to_item(),
-            condition=Attr("pk").not_exists(),
-            conflict=RunConflictError,
-            fence=fence,
-        )
+        self._put(run, self.item_of(run), Attr("pk").not_exists(), fence)
 
     def get(self, run_id: str) -> Run | None:
         """The run ``run_id`` (consistent read), or None."""
@@ -58,16 +105,43 @@ class RunStore:
         Raises:
             LockLostError: (with ``fence``) the lock changed hands or was released; nothing was written.
             RunConflictError: another invocation saved first (``current`` holds its item).
+            RunRecordRefusedError: the item is too large (or otherwise invalid); nothing was written.
         """
         saved = run.model_copy(update={"version": run.version + 1})
-        self.table.put(
+        self._put(saved, self.item_of(saved), Attr("version").eq(run.version), fence)
+        return saved
+
+    def record_refusal(self, run: Run, reason: str, now: datetime) -> Run:
+        """The small write after a refused save (``RunRecordRefusedError``): the stored item (still at
+        ``run.version``) gets ``reason`` and, when it is ``running``, status ``pausing`` (its undo is the next
+        passes'); a run already stopping keeps its status and its reason gets this one appended. Conditioned on the
+        version alone (an UpdateItem of a few attributes: it fits whatever the item's size, which was under the guard
+        when it was last written); no AWS call follows it.
+
+        Returns:
+            The run as now stored (version + 1).
+
+        Raises:
+            RunConflictError: another invocation saved first.
+        """
+        status = RunStatus.PAUSING if run.status is RunStatus.RUNNING else run.status
+        text = reason if run.status is RunStatus.RUNNING or not run.reason else f"{run.reason}; {reason}"
+        text = text[:REFUSAL_REASON_CHARS]
+        self.table.update(
             self.sk(run.run_id),
-            saved.to_item(),
+            {
+                "status": status.value,
+                "reason": text,
+                "waiting": "",
+                "updated_at": now.isoformat(),
+                "version": run.version + 1,
+            },
             condition=Attr("version").eq(run.version),
             conflict=RunConflictError,
-            fence=fence,
         )
-        return saved
+        return run.model_copy(
+            update={"status": status, "reason": text, "waiting": "", "updated_at": now, "version": run.version + 1}
+        )
 
     def list(self, limit: int = 10) -> list[Run]:
         """The most recent runs, newest first (run ids sort by start time)."""

@@ -128,7 +128,8 @@ def translate_fenced(
         ``LockLostError`` (``current``: the ``LOCK`` item) when the lock check failed, whatever the write's own
         condition did; ``conflict`` (``current``: the item) when only the write's condition failed;
         ``StoreUnavailableError`` for a transaction conflict with another one in flight (retryable, as AWS advises);
-        else as ``translate``.
+        ``AwsRequestError`` with code ``ValidationError`` when a write was invalid (an item over 400 KB: "An item size
+        becomes too large", TransactWriteItems API reference); else as ``translate``.
     """
     if not isinstance(err, ClientError) or error_of(err)[0] != "TransactionCanceledException":
         return translate(err, message, conflict)
@@ -143,6 +144,9 @@ def translate_fenced(
         return conflict(message, _item(reasons[1].get("Item")))
     if "TransactionConflict" in codes or "ThrottlingError" in codes:
         return StoreUnavailableError(f"{message}: transaction cancelled ({', '.join(codes)})")
+    if "ValidationError" in codes:  # e.g. an item over 400 KB: the write's own refusal, named as such
+        texts = [str(r.get("Message", "")) for r in reasons if r.get("Code") == "ValidationError"]
+        return AwsRequestError("DynamoDB", "ValidationError", f"{message}: {'; '.join(texts)}")
     return AwsRequestError("DynamoDB", "TransactionCanceledException", f"{message}: {', '.join(codes)}")
 
 

@@ -22,6 +22,8 @@ Ready") are polled every ``REFRESH_EVENT_WAIT_POLL_SECONDS`` (slow, a safety net
 ``REFRESH_POLL_SECONDS``. A poller that wakes to find another invocation took the polling over (after the pass of its
 own event) stops before reading the world again.
 
+A save refused for its size (or as invalid) pauses the run with the reason (``refused.record_refused``).
+
 A pass whose decision only records (``bookkeeping``: a wait's start, a pause decided before its undo; no AWS call,
 no command) saves the run conditioned on its version alone, without taking the lock: a stale writer fails on the
 version, and no effect follows the save in that pass.
@@ -41,7 +43,7 @@ from pydantic import ValidationError
 from adapters.dynamo import ledger as ledger_store
 from adapters.dynamo import poller as poller_store
 from adapters.dynamo.snapshot import read_snapshot
-from core.exceptions import LockHeldError, LockLostError, RunConflictError, StoreUnavailableError
+from core.exceptions import LockHeldError, LockLostError, RunConflictError, RunRecordRefusedError, StoreUnavailableError
 from core.kops import Role
 from core.ledger import DonorState
 from core.lock import Lease, describe, renewable_by, valid_holder
@@ -53,6 +55,7 @@ from lambdas.refresher.deps import RefresherDeps, logger
 from lambdas.refresher.execute import execute
 from lambdas.refresher.gather import read_groups
 from lambdas.refresher.plan import Action, Metric, SaveRun
+from lambdas.refresher.refused import record_refused
 from lambdas.refresher.summary import run_summary
 from lambdas.refresher.world import World
 
@@ -203,6 +206,10 @@ def advance_run(
                 except RunConflictError:
                     logger.info(f"run {run.run_id} was advanced by another invocation: reading it again")
                     continue
+                except RunRecordRefusedError as err:  # nothing applied: the run pauses with the reason (refused.py)
+                    if record_refused(deps, run, err):
+                        continue
+                    break
                 except LockLostError as err:
                     logger.warning(f"run {run.run_id} lost the cluster lock: nothing more applied ({err})")
                     deps.effects().telemetry.count("LockLost")
@@ -245,6 +252,10 @@ def advance_run(
                 except RunConflictError:
                     logger.info(f"run {run.run_id} was advanced by another invocation: reading it again")
                     continue
+                except RunRecordRefusedError as err:  # the save opens the decision: nothing after it applied
+                    if record_refused(deps, run, err):
+                        continue
+                    break
                 if decision.changed:
                     continue
             wait = decision.pollable

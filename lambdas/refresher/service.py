@@ -18,6 +18,7 @@ from core.exceptions import (
     LockHeldError,
     RunAlreadyActiveError,
     RunConflictError,
+    RunRecordRefusedError,
 )
 from core.lock import Lease
 from core.runs import (
@@ -125,10 +126,14 @@ def start(
         ],
         steps=list(plan.steps),
     )
+    oversize = too_large(deps, run)  # refused before the lock: a record that cannot be written (issue 10)
     actions: list[Action] = [AcquireLock(run.holder_for(invocation), deps.settings.lock_lease_seconds), CreateRun(run)]
     if dry_run:
         results = execute(actions, deps.effects(), now, dry_run=True)
-        return {**base, "status": "dry_run", "refusal": plan.refusal, "actions": results}
+        return {**base, "status": "dry_run", "refusal": plan.refusal or oversize, "actions": results}
+    if oversize:
+        logger.warning(f"refresh refused: {oversize}")
+        return {**base, "status": "refused", "reason": oversize}
     if not plan.steps:
         return {**base, "status": "nothing_to_do"}
     give_up_at = deps.monotonic() + budget_seconds
@@ -153,6 +158,15 @@ def start(
     )
     out = advance_run(deps, run_id, budget_seconds, invocation)  # the same holder: its first pass renews the lease
     return {**base, **out, "status": "started", "actions": results + out["actions"]}
+
+
+def too_large(deps: RefresherDeps, run: Run) -> str | None:
+    """Why the new run's ``RUN#`` item cannot be written (``RunStore.item_of``: over the size guard), or None."""
+    try:
+        deps.runs.item_of(run)
+    except RunRecordRefusedError as err:
+        return f"{err}: refresh fewer instance groups at once"
+    return None
 
 
 def free_orphan_lock(deps: RefresherDeps) -> str | None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from adapters.dynamo.runs import RunStore
 from lambdas.refresher.handler import handle
 from tests.unit.lambdas.refresher.moto_cluster import SETTINGS, Cluster, moto_cluster
 
@@ -57,3 +58,26 @@ def test_the_settings_can_allow_terminate_and_shorter_drains(monkeypatch: pytest
     with moto_cluster(monkeypatch, lenient) as cluster:
         out = handle(request(dry_run=True, drain_timeout="10s", drain_timeout_policy="terminate"), cluster.new_deps())
     assert out["status"] == "dry_run", out
+
+
+def test_a_run_whose_record_would_not_fit_is_refused_before_the_lock(cluster: Cluster) -> None:
+    tags = {"k8s.io/role/node": "1", "kops.k8s.io/instancegroup": "nodes"}
+    cluster.autoscaling.create_or_update_tags(
+        Tags=[
+            {
+                "ResourceId": "nodes",
+                "ResourceType": "auto-scaling-group",
+                "Key": k,
+                "Value": v,
+                "PropagateAtLaunch": True,
+            }
+            for k, v in tags.items()
+        ]
+    )
+    deps = cluster.new_deps()
+    deps.runs = RunStore(deps.store, guard_bytes=500)  # the item of a run of two steps is about 0.9 KB
+    out = handle(request(), deps)
+    assert out["status"] == "refused" and "ItemTooLarge" in out["reason"], out
+    assert deps.runs.list(5) == [] and deps.lock.current() is None and cluster.sizes() == (2, 3)
+    dry = handle(request(dry_run=True), deps)
+    assert dry["status"] == "dry_run" and "ItemTooLarge" in dry["refusal"]

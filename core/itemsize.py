@@ -1,0 +1,72 @@
+"""The size of a DynamoDB item, counted the way DynamoDB counts it. Pure.
+
+DynamoDB Developer Guide, "DynamoDB item sizes and formats": an item's size is the sum of its attribute names'
+UTF-8 bytes and its values' sizes; a string is its UTF-8 bytes, a binary its raw bytes, a number about one byte per
+two significant digits plus one (leading and trailing zeroes trimmed), a null or Boolean one byte; a list or map
+costs 3 bytes plus one byte per element, plus its elements (a map's also their names). An item is at most
+``DYNAMODB_ITEM_LIMIT_BYTES`` ("Service, account, and table quotas in Amazon DynamoDB": 400 KB, and "All size
+measurements in DynamoDB use binary-based units": 1 KB = 1,024 bytes), key attributes included.
+
+The number rule is the guide's approximation; ``item_bytes`` rounds it up (an odd digit count costs a whole byte),
+so a size it reports under a limit is under DynamoDB's count too, within a few bytes per number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+DYNAMODB_ITEM_LIMIT_BYTES = 400 * 1024
+
+
+def _number_bytes(value: int | float | Decimal) -> int:
+    if type(value) is int:  # most numbers of an item: its significant digits without a Decimal
+        digits = len(str(abs(value)).rstrip("0")) or 1
+        return (digits + 1) // 2 + 1
+    number = value if isinstance(value, Decimal) else Decimal(str(value))
+    count = len(number.normalize().as_tuple().digits) if number else 1
+    return (count + 1) // 2 + 1
+
+
+def value_bytes(value: Any) -> int:
+    """The size of one attribute value (without its name).
+
+    Args:
+        value: a plain value as boto3's resource layer takes it (str, int, float, Decimal, bool, None, bytes,
+            list/tuple, dict, set).
+
+    Raises:
+        TypeError: a value DynamoDB cannot store.
+    """
+    kind = type(value)
+    if kind is str:
+        return len(value.encode("utf-8")) if not value.isascii() else len(value)
+    if kind is int:
+        return _number_bytes(value)
+    if kind is list:
+        return 3 + sum(1 + value_bytes(v) for v in value)
+    if isinstance(value, bool) or value is None:
+        return 1
+    if isinstance(value, str):
+        return len(value.encode("utf-8"))
+    if isinstance(value, (int, float, Decimal)):
+        return _number_bytes(value)
+    if isinstance(value, (bytes, bytearray)):
+        return len(value)
+    if isinstance(value, Mapping):
+        return 3 + sum(1 + len(str(k).encode("utf-8")) + value_bytes(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return 3 + sum(1 + value_bytes(v) for v in value)
+    if isinstance(value, (set, frozenset)):
+        return sum(value_bytes(v) for v in value)
+    raise TypeError(f"not a DynamoDB value: {type(value).__name__}")
+
+
+def item_bytes(item: Mapping[str, Any]) -> int:
+    """An item's size in bytes: each attribute's name (UTF-8) plus its value (``value_bytes``).
+
+    >>> item_bytes({"pk": "CLUSTER#c", "n": 12345, "l": ["ab", None]})
+    25
+    """
+    return sum(len(k.encode("utf-8")) + value_bytes(v) for k, v in item.items())

@@ -1,0 +1,270 @@
+"""How a refresh run's steps are laid out in its ``RUN#`` item: steps at rest as compact rows. Pure.
+
+DynamoDB caps an item at 400 KB, names included ("DynamoDB item sizes and formats"), and a run's whole state is one
+item (``core.runs``). Written as maps, a step costs its field names on every step (about 0.5 KB a finished step,
+0.2 KB a pending one: a 1,000-step run passed the cap at about its 670th finished step). So a step **at rest** is a
+row, a list of values in fixed positions (``ROW``):
+
+- a *pending* step with nothing but its plan (no wait started): ``[index, group, instance_id, node_name,
+  needs_update]``;
+- a *final* step: the same, then ``state, surge_instance_id, drain_status, note, times_key, t0, d1, ...``. A final
+  step keeps what is read of it after it ends (``decide``: its instance and spare; ``status``: state, spare, drain,
+  note; the plan table: group, instance, node, why; the chart: ``entered``, ``spare_ready_at``,
+  ``settle_first_ok_at``, ``started_at``, ``finished_at``), exactly, and drops what only a step in flight reads
+  (``FINAL_DROPS``: its surge baseline, wait starts, command ids, intent time, the drain's message, which the run's
+  reason or the step's note already carry when it mattered).
+
+In a row, ``group`` is the group's position in the run's ``groups`` (whose ``role`` is the step's); ``node_name`` is
+``True`` when it is the instance id (kOps' resource-based node names); ``needs_update``, ``state``,
+``drain_status``, ``note`` and ``times_key`` are positions in the item's ``words`` (each distinct string once: a
+1,000-step run repeats a handful). ``times_key`` names the times that follow, space-separated, in time order (ties
+in the order ``@started``, the ``entered`` states in theirs, ``@finished``, ``@spare_ready``, ``@settle``); ``t0`` is
+the first one's offset from the run's ``created_at`` and each next one its offset from the one before, in
+microseconds, exact (a number costs a byte per two significant digits: a delta of minutes is 5 bytes, a time that
+coincides with the one before 2, an ISO timestamp 27). A step a
+row cannot hold exactly (a group not in ``groups``, another role, a timestamp of another kind than ``created_at``'s)
+stays a map in ``steps``, as do steps in flight and pending steps with a wait started (the simulation's checker
+reads their ``waiting_since`` there). Reading puts all steps back in ``index`` order; an item without ``rows`` (one
+written before them) reads as it always did.
+
+``shed`` (a stopping run whose item would not fit otherwise, ``adapters.dynamo.runs``): final rows keep only
+``[index, group, instance_id, None, needs_update, state, surge_instance_id]``, what decisions and the other
+operations read; status and chart then lack their node names, notes and times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from itertools import pairwise
+from typing import Any, Protocol, TypeVar
+
+# a row's positions; then the times
+ROW = (
+    "index",
+    "group",
+    "instance_id",
+    "node_name",
+    "needs_update",
+    "state",
+    "surge_instance_id",
+    "drain_status",
+    "note",
+    "times_key",
+)
+PENDING = "pending"
+# fields only a step in flight reads: a final step drops them
+FINAL_DROPS = (
+    "surge_baseline",
+    "waiting_since",
+    "command_id",
+    "undo_command_id",
+    "uncordon_command_id",
+    "intent_at",
+    "drain_message",
+)
+# time fields beside ``entered``, by their key in ``times_key`` (``@started`` comes first, the others after)
+EXTRA_TIMES = {"@finished": "finished_at", "@spare_ready": "spare_ready_at", "@settle": "settle_first_ok_at"}
+_US = timedelta(microseconds=1)
+
+
+class State(Protocol):
+    @property
+    def value(self) -> str: ...
+
+    @property
+    def final(self) -> bool: ...
+
+
+class StepLike(Protocol):
+    """What packing reads of a step (``core.runs.RunStep``)."""
+
+    index: int
+    group: str
+    role: str
+    instance_id: str
+    node_name: str | None
+    needs_update: str
+    surge_baseline: list[str]
+    surge_instance_id: str | None
+    command_id: str | None
+    drain_status: str | None
+    drain_message: str | None
+    undo_command_id: str | None
+    uncordon_command_id: str | None
+    intent_at: datetime | None
+    settle_first_ok_at: datetime | None
+    waiting_since: dict[str, datetime]
+    entered: dict[str, datetime]
+    spare_ready_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    note: str
+
+    @property
+    def state(self) -> State: ...
+
+
+S = TypeVar("S", bound=StepLike)
+
+
+class GroupLike(Protocol):
+    name: str
+    role: str
+
+
+class Words:
+    """The item's ``words``: each distinct string once, rows name them by position."""
+
+    def __init__(self) -> None:
+        self.positions: dict[str, int] = {}
+
+    def __call__(self, word: str) -> int:
+        return self.positions.setdefault(word, len(self.positions))
+
+    def list(self) -> list[str]:
+        return list(self.positions)
+
+
+def pack(
+    steps: Sequence[S], groups: Sequence[GroupLike], created_at: datetime, shed: bool = False
+) -> tuple[list[list[Any]], list[str], list[S]]:
+    """The rows of the steps at rest, the words they name, and the steps that stay maps (in their order).
+
+    Steps out of ``index`` order (or with an index twice) all stay maps: reading sorts by index.
+    """
+    indexes = [s.index for s in steps]
+    if any(a >= b for a, b in pairwise(indexes)):
+        return [], [], list(steps)
+    positions = {g.name: (n, g.role) for n, g in enumerate(groups)}
+    words = Words()
+    rows: list[list[Any]] = []
+    maps: list[S] = []
+    for step in steps:
+        row = _row(step, positions, words, created_at, shed)
+        if row is None:
+            maps.append(step)
+        else:
+            rows.append(row)
+    return rows, words.list(), maps
+
+
+def _row(
+    step: StepLike, positions: Mapping[str, tuple[int, str]], words: Words, created_at: datetime, shed: bool
+) -> list[Any] | None:
+    place = positions.get(step.group)
+    if place is None or place[1] != step.role:
+        return None
+    state = step.state
+    if not state.final and (state.value != PENDING or not _plan_only(step)):
+        return None
+    same = step.node_name is not None and step.node_name == step.instance_id
+    node: str | bool | None = True if same else step.node_name
+    head = [step.index, place[0], step.instance_id, node, words(step.needs_update)]
+    if not state.final:
+        return head
+    if shed:
+        return [*head[:3], None, head[4], words(state.value), step.surge_instance_id]
+    times = _times(step, created_at)
+    if times is None:
+        return None
+    key, values = times
+    drain = None if step.drain_status is None else words(step.drain_status)
+    return [*head, words(state.value), step.surge_instance_id, drain, words(step.note), words(key), *values]
+
+
+def _plan_only(step: StepLike) -> bool:
+    """A pending step that carries nothing but its plan (what a pending row holds)."""
+    return not (
+        step.surge_baseline
+        or step.waiting_since
+        or step.entered
+        or step.note
+        or any(getattr(step, f) is not None for f in ("surge_instance_id", "drain_status", "drain_message"))
+        or any(getattr(step, f) is not None for f in ("command_id", "undo_command_id", "uncordon_command_id"))
+        or any(getattr(step, f) is not None for f in ("intent_at", "started_at", "finished_at"))
+        or any(getattr(step, f) is not None for f in ("spare_ready_at", "settle_first_ok_at"))
+    )
+
+
+def _times(step: StepLike, created_at: datetime) -> tuple[str, list[int]] | None:
+    pairs: list[tuple[str, datetime]] = []
+    if step.started_at is not None:
+        pairs.append(("@started", step.started_at))
+    for state, when in step.entered.items():
+        if not state or state.startswith("@") or " " in state:
+            return None
+        pairs.append((state, when))
+    pairs += [(key, getattr(step, field)) for key, field in EXTRA_TIMES.items() if getattr(step, field) is not None]
+    aware = created_at.tzinfo is not None
+    if any((when.tzinfo is not None) != aware for _, when in pairs):
+        return None
+    pairs.sort(key=lambda pair: pair[1])  # stable: times that coincide keep their order and cost a 0 delta
+    values: list[int] = []
+    previous = created_at
+    for _, when in pairs:
+        values.append((when - previous) // _US)
+        previous = when
+    return " ".join(key for key, _ in pairs), values
+
+
+def unpack(data: Mapping[str, Any]) -> dict[str, Any]:
+    """An item's fields with its ``rows`` turned back into step maps, every step in ``index`` order (``data``
+    unchanged but for that; an item without rows as it is)."""
+    out = dict(data)
+    rows = out.pop("rows", None)
+    words = [str(w) for w in out.pop("words", None) or []]
+    if not rows:
+        return out
+    created = out["created_at"]
+    created_at = created if isinstance(created, datetime) else datetime.fromisoformat(str(created))
+    groups = [(_get(g, "name"), _get(g, "role")) for g in out.get("groups") or []]
+    steps = [*(out.get("steps") or []), *(_step(row, groups, words, created_at) for row in rows)]
+    out["steps"] = sorted(steps, key=lambda s: int(_get(s, "index")))
+    return out
+
+
+def _get(value: Any, name: str) -> Any:
+    return value.get(name) if isinstance(value, Mapping) else getattr(value, name)
+
+
+def _step(
+    row: Sequence[Any], groups: Sequence[tuple[Any, Any]], words: Sequence[str], created_at: datetime
+) -> dict[str, Any]:
+    name, role = groups[int(row[1])]
+    node = row[3]
+    step: dict[str, Any] = {
+        "index": int(row[0]),
+        "group": name,
+        "role": role,
+        "instance_id": row[2],
+        "node_name": row[2] if node is True else node,
+        "needs_update": words[int(row[4])],
+    }
+    if len(row) <= 5:
+        return step
+    step["state"] = words[int(row[5])]
+    step["surge_instance_id"] = row[6] if len(row) > 6 else None
+    if len(row) > 7 and row[7] is not None:
+        step["drain_status"] = words[int(row[7])]
+    if len(row) > 8:
+        step["note"] = words[int(row[8])]
+    if len(row) > 9:
+        step.update(_read_times(words[int(row[9])].split(), row[10:], created_at))
+    return step
+
+
+def _read_times(keys: Iterable[str], values: Sequence[Any], created_at: datetime) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    entered: dict[str, datetime] = {}
+    when = created_at
+    for key, value in zip(keys, values, strict=True):
+        when = when + int(value) * _US
+        if key == "@started":
+            out["started_at"] = when
+        elif key in EXTRA_TIMES:
+            out[EXTRA_TIMES[key]] = when
+        else:
+            entered[key] = when
+    out["entered"] = entered
+    return out
