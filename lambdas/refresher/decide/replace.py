@@ -1,14 +1,17 @@
 """The replacement of an old instance, worker or master (rules 3 and 4): its drain's outcome decides between
 terminating it and pausing the run; then it must leave its group. A drain a Spot warning tightened that timed out
-counts as done (``reclaimed``): the instance goes at the Spot deadline anyway. Pure."""
+counts as done (``reclaimed``): the instance goes at the Spot deadline anyway. A worker's old instance that leaves
+its group by other means than the run's termination with decrement (Spot reclaimed it during its drain, or before
+the run's termination reached it) leaves the surge unit in place: ``left_group`` gives it back. Pure."""
 
 from __future__ import annotations
 
 from core.kops import Role
 from core.model import CommandKind, CommandStatus
 from core.runs import DrainTimeoutPolicy, RunStatus, RunStep, StepState, WaitDeadline
-from lambdas.refresher.decide.context import UNCORDON_COMMAND_SUFFIX, Context, WaitKind
-from lambdas.refresher.plan import Metric, SendCommand, TerminateInstance
+from lambdas.refresher.decide.context import RECLAIMED_NOTE, UNCORDON_COMMAND_SUFFIX, Context, WaitKind
+from lambdas.refresher.plan import Metric, SendCommand, SetCapacity, TerminateInstance
+from lambdas.refresher.world import GroupFacts
 
 
 def draining(p: Context, step: RunStep) -> None:
@@ -18,6 +21,11 @@ def draining(p: Context, step: RunStep) -> None:
     facts = p.facts(step)
     worker = step.role == Role.NODE.value
     if worker and (facts is None or not facts.has_live(step.instance_id)):
+        if facts is not None and step.surge_instance_id is not None and facts.has_live(step.surge_instance_id):
+            # reclaimed under its drain (a Spot warning took the drain over): its spare, Ready and taking its pods,
+            # replaced it; only the surge unit is left to give back
+            left_group(p, step, facts)
+            return
         step.state = StepState.UNDOING
         step.note = "the old instance left its group during the drain: surge given back"
         p.change(f"step {step.index} undoing: {step.note}")
@@ -105,7 +113,9 @@ def terminating(p: Context, step: RunStep) -> None:
     terminate it again after the grace period."""
     facts = p.facts(step)
     if facts is None or not facts.has_live(step.instance_id):
-        if step.role == Role.NODE.value:
+        if step.role == Role.NODE.value and facts is not None:
+            left_group(p, step, facts)
+        elif step.role == Role.NODE.value:
             p.run.group(step.group).raised -= 1
             p.finish_step(step, StepState.DONE, "replaced")
             p.effects.append(Metric("NodesReplaced"))
@@ -120,3 +130,41 @@ def terminating(p: Context, step: RunStep) -> None:
         p.change(f"step {step.index}: {step.instance_id} still in service, terminate it again")
     else:
         p.wait(WaitKind.TERMINATION, f"{step.instance_id} to leave {step.group}")
+
+
+def left_group(p: Context, step: RunStep, facts: GroupFacts) -> None:
+    """A worker step's old instance is no longer live in its group, its spare stays: the step is replaced, and its
+    surge unit is given back exactly once (invariant 4).
+
+    - The group's desired capacity is already at most ``original_desired + raised - 1``: the run's termination with
+      decrement gave the unit back (the usual end), ``done``.
+    - Else the instance left by other means (Spot reclaimed it; Auto Scaling keeps the desired capacity and launches
+      a replacement for it): while the group holds no more live instances than that value, desired capacity is
+      lowered to it (Auto Scaling then has nothing to pick), ``done``; once Auto Scaling launched its replacement,
+      that instance (a new one that is no step's spare, one without a node first) is given back as a surge is
+      (``undo``: drained if it has a node, terminated with decrement) and the step ends ``done``
+      (``RECLAIMED_NOTE``); with no such instance yet the step waits for it.
+    """
+    group = p.run.group(step.group)
+    target = group.original_desired + group.raised - 1
+    if facts.desired <= target:
+        group.raised -= 1
+        p.finish_step(step, StepState.DONE, "replaced")
+        p.effects.append(Metric("NodesReplaced"))
+        return
+    if len(facts.live) <= target:
+        group.raised -= 1
+        p.add_capacity_effect(SetCapacity(group.name, desired=target))
+        p.finish_step(step, StepState.DONE, f"{RECLAIMED_NOTE}: spare {step.surge_instance_id} kept, desired {target}")
+        p.effects.append(Metric("NodesReplaced"))
+        return
+    spares = {s.surge_instance_id for s in p.run.steps if s.surge_instance_id}
+    extras = [i for i in p.new_instances(step, facts) if i not in spares]
+    if not extras:
+        p.wait(WaitKind.LAUNCH, f"{group.name} to launch the replacement of {step.instance_id} to give back")
+        return
+    extras.sort(key=lambda iid: iid in p.world.nodes)  # one without a node first: nothing to drain
+    p.change(f"step {step.index}: {RECLAIMED_NOTE}; spare {step.surge_instance_id} kept, give back {extras[0]}")
+    step.surge_instance_id = extras[0]
+    step.state = StepState.UNDOING
+    step.note = f"{RECLAIMED_NOTE}: replaced by its spare; Auto Scaling's replacement {extras[0]} given back"

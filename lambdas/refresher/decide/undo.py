@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from core.model import CommandKind
 from core.runs import RunStep, StepState
-from lambdas.refresher.decide.context import UNDO_COMMAND_SUFFIX, UNDO_DRAIN_SECONDS, Context, WaitKind
-from lambdas.refresher.plan import SendCommand, SetCapacity, TerminateInstance
+from lambdas.refresher.decide.context import RECLAIMED_NOTE, UNDO_COMMAND_SUFFIX, UNDO_DRAIN_SECONDS, Context, WaitKind
+from lambdas.refresher.plan import Metric, SendCommand, SetCapacity, TerminateInstance
 
 
 def undoing(p: Context, step: RunStep) -> None:
@@ -97,7 +97,11 @@ def undo_terminating(p: Context, step: RunStep) -> None:
     facts = p.facts(step)
     if facts is None or not facts.has_live(step.surge_instance_id):
         p.run.group(step.group).raised -= 1
-        p.finish_step(step, StepState.UNDONE, step.note or "surge given back")
+        if step.note.startswith(RECLAIMED_NOTE):  # the old instance was reclaimed, its spare kept (replace.left_group)
+            p.finish_step(step, StepState.DONE)
+            p.effects.append(Metric("NodesReplaced"))
+        else:
+            p.finish_step(step, StepState.UNDONE, step.note or "surge given back")
         return
     if p.older_than_grace(step.intent_at):
         step.intent_at = p.now
