@@ -70,6 +70,7 @@ class _Running:
     end (``DrainEngine.tighten``): it then never gives its cordon back."""
 
     deadline: Deadline
+    node: str = ""  # the drained node's name (its cordon is marked ending when the drain is tightened)
     bound: threading.Event = field(default_factory=threading.Event)
     ending: threading.Event = field(default_factory=threading.Event)
 
@@ -250,17 +251,40 @@ class DrainEngine:
         Spot warning's deadline), so the drain becomes deadline-bound: under ``DRAIN_PDB_DEADLINE_POLICY=delete``
         it deletes pods a PodDisruptionBudget still protects when their grace stops fitting, as a Spot drain does;
         under either policy, if it does not succeed it keeps its cordon (whatever ``options.uncordon_on_failure``
-        says: the node dies at ``when``, and no pod may be scheduled onto it meanwhile).
-        Returns False when no drain of that command runs here or the deadline is already as early. Thread-safe."""
+        says: the node dies at ``when``, and no pod may be scheduled onto it meanwhile), and its cordon is marked
+        ``ENDING_ANNOTATION`` (``mark_ending``), so no uncordon of ours undoes it. A drain that started with its
+        deadline already tightened (``agent.consumer.decisions.tightened``) is made so at the first call.
+        Returns False when no drain of that command runs here, or it is already deadline-bound to an instance's
+        end no later than ``when``. Thread-safe."""
         with self._deadlines_lock:
             entry = self._deadlines.get(command_id)
-        if entry is None or not entry.deadline.tighten(when):
+        if entry is None:
+            return False
+        moved = entry.deadline.tighten(when)
+        if not moved and entry.ending.is_set():
             return False
         entry.ending.set()
         if self.pdb_deadline_policy == PdbDeadlinePolicy.DELETE:
             entry.bound.set()
         log.info("drain deadline tightened command_id=%s deadline=%s", command_id, when.isoformat())
+        if entry.node:
+            self.mark_ending(entry.node, command_id)
         return True
+
+    def mark_ending(self, node_name: str, command_id: str) -> bool:
+        """Mark the cordon ``command_id`` holds on node ``node_name`` with ``ENDING_ANNOTATION`` (``decide_cordon``
+        with ``ending``: our cordon gets the mark, someone else's is left alone), once a Spot warning tightened the
+        drain to its instance's end. Errors are logged, never raised: the drain goes on, and its ``ending`` flag
+        still keeps the cordon on failure. Returns True when the cordon is ours after it."""
+        try:
+            node = self.kube.get_node(node_name)
+            if node is None:
+                return False
+            _, decision = self.cordon_node(node, command_id, ending=True)
+        except NodeManagerError as err:
+            log.warning("cordon not marked ending command_id=%s node=%s error=%s", command_id, node_name, err)
+            return False
+        return decision.ours
 
     def _patch_until_applied(self, node: NodeView, decide: Callable[[NodeView], _D]) -> tuple[NodeView, _D]:
         current: NodeView | None = node
@@ -334,7 +358,7 @@ class DrainEngine:
         return result
 
     def _drain(self, command: Command, node: NodeView, result: NodeCommandResult) -> None:
-        running = _Running(Deadline.at(command.deadline, self.clock))
+        running = _Running(Deadline.at(command.deadline, self.clock), node=node.name)
         if deletes_past_pdb(self.pdb_deadline_policy, command.reason):
             running.bound.set()
         with self._deadlines_lock:
