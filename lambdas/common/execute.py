@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from adapters.aws.ports import AutoScalingPort
+from adapters.aws.ports import AwsPort
 from core.capacity import Bounds, clamp
 from lambdas.common.telemetry import Telemetry
 
@@ -52,14 +52,21 @@ def apply_in_order(
     return results
 
 
+class CapacityEffects(Protocol):
+    """What a capacity executor's ``Effects`` offers ``set_bounded_capacity``."""
+
+    @property
+    def aws(self) -> AwsPort: ...
+
+    @property
+    def telemetry(self) -> Telemetry: ...
+
+    @property
+    def logger(self) -> Any: ...
+
+
 def set_bounded_capacity(
-    autoscaling: AutoScalingPort,
-    asg_name: str,
-    desired: int | None,
-    max_size: int | None,
-    bounds: Bounds,
-    telemetry: Telemetry,
-    logger: Any,
+    effects: CapacityEffects, asg_name: str, desired: int | None, max_size: int | None, bounds: Bounds
 ) -> str:
     """UpdateAutoScalingGroup of ``asg_name`` with the sizes asked, clamped to ``bounds`` first
     (``core.capacity.clamp``, DESIGN.md invariant 9): a clamp is counted (``CapacityClamped``) and logged as a
@@ -73,12 +80,12 @@ def set_bounded_capacity(
     """
     sizes = clamp(desired, max_size, bounds)
     if sizes.clamped:
-        telemetry.count("CapacityClamped")
-        logger.warning(
+        effects.telemetry.count("CapacityClamped")
+        effects.logger.warning(
             f"{asg_name}: sizes clamped: {'; '.join(sizes.reasons)}",
             extra={"asg_name": asg_name, "asked_desired": desired, "asked_max_size": max_size},
         )
-    autoscaling.set_capacity(asg_name, sizes.desired, sizes.max_size)
+    effects.aws.autoscaling.set_capacity(asg_name, sizes.desired, sizes.max_size)
     if sizes.clamped:
         return f"updated, clamped to desired {sizes.desired} and MaxSize {sizes.max_size}: {'; '.join(sizes.reasons)}"
     return "updated"

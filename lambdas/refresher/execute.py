@@ -165,12 +165,4 @@ def _set_capacity(action: SetCapacity, effects: Effects) -> str:
         effects.telemetry.count_by("Skipped", "reason", "unknown_group")
         effects.logger.warning(f"{action.describe()} not done: {action.asg_name} is not one of the run's groups")
         return f"not done: {action.asg_name} is not one of the run's groups"
-    return set_bounded_capacity(
-        effects.aws.autoscaling,
-        action.asg_name,
-        action.desired,
-        action.max_size,
-        bounds,
-        effects.telemetry,
-        effects.logger,
-    )
+    return set_bounded_capacity(effects, action.asg_name, action.desired, action.max_size, bounds)

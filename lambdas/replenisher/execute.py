@@ -167,14 +167,6 @@ def _set_capacity(action: SetCapacity, effects: Effects) -> str:
     if bounds is None:
         effects.telemetry.count_by("Skipped", "reason", "unknown_group")
         return f"not done: {action.asg_name} is not one of the cluster's groups"
-    result = set_bounded_capacity(
-        effects.aws.autoscaling,
-        action.asg_name,
-        action.desired,
-        action.max_size,
-        bounds,
-        effects.telemetry,
-        effects.logger,
-    )
+    result = set_bounded_capacity(effects, action.asg_name, action.desired, action.max_size, bounds)
     effects.telemetry.count("CapacityChanges")
     return result
