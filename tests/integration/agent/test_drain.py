@@ -280,17 +280,22 @@ def test_pdb_allowing_no_disruption_times_out_with_the_pods_left(
     assert node_events(world, target)[0]["type"] == "Warning"
 
 
-def test_timed_out_drain_uncordons_when_asked_and_the_cordon_is_ours(
-    world: LocalWorld, cluster: ClusterInfo, engine: DrainEngine
-) -> None:
-    target = workers(world)[1]["metadata"]["name"]
-    app = deploy_pods_on_node(world.rest, target, 1, grace=0, namespace="held", name="held1")
+def held_pod_on(world: LocalWorld, target: str, name: str) -> None:
+    """One pod of Deployment ``name`` on node ``target``, under a budget that allows no disruption (status current)."""
+    app = deploy_pods_on_node(world.rest, target, 1, grace=0, namespace="held", name=name)
     block_with_pdb(world.rest, "held", app)
     world.simulator.wait_for(
         lambda: get_pdb(world.rest, "held", f"{app}-blocker").get("status", {}).get("currentHealthy") == 1,
         10,
         "PDB status current",
     )
+
+
+def test_timed_out_drain_uncordons_when_asked_and_the_cordon_is_ours(
+    world: LocalWorld, cluster: ClusterInfo, engine: DrainEngine
+) -> None:
+    target = workers(world)[1]["metadata"]["name"]
+    held_pod_on(world, target, "held1")
     options = DrainOptions(uncordon_on_failure=True)
     result = engine.run(command(CommandKind.DRAIN, instance_of(node_json(world, target)), 1.5, options=options))
     assert result.status == CommandStatus.TIMED_OUT and result.uncordoned
@@ -307,13 +312,7 @@ def test_a_refresh_drain_a_spot_warning_tightens_keeps_its_cordon_marked_ending(
     deadline (the honour policy: the budget holds its pod) leaves the node cordoned."""
     engine.pdb_deadline_policy = PdbDeadlinePolicy.HONOR
     target = workers(world)[2]["metadata"]["name"]
-    app = deploy_pods_on_node(world.rest, target, 1, grace=0, namespace="held", name="held2")
-    block_with_pdb(world.rest, "held", app)
-    world.simulator.wait_for(
-        lambda: get_pdb(world.rest, "held", f"{app}-blocker").get("status", {}).get("currentHealthy") == 1,
-        10,
-        "PDB status current",
-    )
+    held_pod_on(world, target, "held2")
     refresh = command(
         CommandKind.DRAIN,
         instance_of(node_json(world, target)),

@@ -128,14 +128,20 @@ def cordon_history(d: Drains, name: str) -> list[bool]:
     return [e.node.unschedulable for _, e in d.kube.node_log if e.node is not None and e.node.name == name]
 
 
-def test_a_drain_a_spot_warning_tightened_keeps_its_cordon_when_the_budget_holds_to_the_deadline() -> None:
-    # REBALANCE_POLICY=replace: the run's drain pauses the run on failure (uncordon_on_failure); a Spot warning
-    # tightens it; under the honour policy the budget holds every pod to the Spot deadline and the drain times out
+def held_by_a_budget() -> Drains:
+    """Drains under the honour policy, with a Deployment of 3 whose budget allows no disruption."""
     d = Drains()
     d.engine.pdb_deadline_policy = PdbDeadlinePolicy.HONOR
     d.kube.add_deployment(NS, "web", 3, grace=20)
     d.kube.add_budget(Budget(NS, "web", {"app": "web"}, min_available=3))  # allows nothing
     d.run(30)
+    return d
+
+
+def test_a_drain_a_spot_warning_tightened_keeps_its_cordon_when_the_budget_holds_to_the_deadline() -> None:
+    # REBALANCE_POLICY=replace: the run's drain pauses the run on failure (uncordon_on_failure); a Spot warning
+    # tightens it; under the honour policy the budget holds every pod to the Spot deadline and the drain times out
+    d = held_by_a_budget()
     drain = d.start("i-00000000000000000", seconds=3000, reason="rebalance-replace r1 step 0", uncordon_on_failure=True)
     d.run(10)
     with d.kernel.installed():
@@ -202,11 +208,7 @@ def test_a_pod_placed_on_the_node_after_its_cordon_is_evicted_with_the_others() 
 def test_a_refresh_drain_a_spot_warning_tightened_marks_its_cordon_ending_and_no_uncordon_undoes_it() -> None:
     # the Spot warning took the refresh drain over (one drain): its cordon is marked ending, so the refresher's
     # uncordon after the drain failed (give_up) leaves the doomed node cordoned
-    d = Drains()
-    d.engine.pdb_deadline_policy = PdbDeadlinePolicy.HONOR
-    d.kube.add_deployment(NS, "web", 3, grace=20)
-    d.kube.add_budget(Budget(NS, "web", {"app": "web"}, min_available=3))  # allows nothing
-    d.run(30)
+    d = held_by_a_budget()
     reason = "refresh r1 step 0"
     drain = d.start("i-00000000000000001", 600, reason, "refresh-r1-0", uncordon_on_failure=True)
     d.run(10)
