@@ -10,7 +10,8 @@ from core.kops import Role
 from core.model import CommandKind, CommandStatus
 from core.runs import DrainTimeoutPolicy, RunStatus, RunStep, StepState, WaitDeadline
 from lambdas.refresher.decide.context import RECLAIMED_NOTE, UNCORDON_COMMAND_SUFFIX, Context, WaitKind
-from lambdas.refresher.plan import Metric, SendCommand, SetCapacity, TerminateInstance
+from lambdas.refresher.decide.undo import give_back_unit
+from lambdas.refresher.plan import Metric, SendCommand, TerminateInstance
 from lambdas.refresher.world import GroupFacts
 
 
@@ -133,38 +134,14 @@ def terminating(p: Context, step: RunStep) -> None:
 
 
 def left_group(p: Context, step: RunStep, facts: GroupFacts) -> None:
-    """A worker step's old instance is no longer live in its group, its spare stays: the step is replaced, and its
-    surge unit is given back exactly once (invariant 4).
-
-    - The group's desired capacity is already at most ``original_desired + raised - 1``: the run's termination with
-      decrement gave the unit back (the usual end), ``done``.
-    - Else the instance left by other means (Spot reclaimed it; Auto Scaling keeps the desired capacity and launches
-      a replacement for it): while the group holds no more live instances than that value, desired capacity is
-      lowered to it (Auto Scaling then has nothing to pick), ``done``; once Auto Scaling launched its replacement,
-      that instance (a new one that is no step's spare, one without a node first) is given back as a surge is
-      (``undo``: drained if it has a node, terminated with decrement) and the step ends ``done``
-      (``RECLAIMED_NOTE``); with no such instance yet the step waits for it.
-    """
+    """A worker step's old instance is no longer live in its group, its spare stays: the step is replaced (``done``),
+    and its surge unit is given back exactly once (invariant 4): by the run's termination with decrement (the usual
+    end), else (Spot reclaimed the instance; Auto Scaling keeps the desired capacity and launches a replacement for
+    it) as ``undo.give_back_unit`` says, the step ending ``done`` (``RECLAIMED_NOTE``) once it is."""
     group = p.run.group(step.group)
-    target = group.original_desired + group.raised - 1
-    if facts.desired <= target:
-        group.raised -= 1
-        p.finish_step(step, StepState.DONE, "replaced")
-        p.effects.append(Metric("NodesReplaced"))
+    decremented = facts.desired <= group.original_desired + group.raised - 1
+    if not give_back_unit(p, step, facts, f"{RECLAIMED_NOTE}: spare {step.surge_instance_id} kept"):
         return
-    if len(facts.live) <= target:
-        group.raised -= 1
-        p.add_capacity_effect(SetCapacity(group.name, desired=target))
-        p.finish_step(step, StepState.DONE, f"{RECLAIMED_NOTE}: spare {step.surge_instance_id} kept, desired {target}")
-        p.effects.append(Metric("NodesReplaced"))
-        return
-    spares = {s.surge_instance_id for s in p.run.steps if s.surge_instance_id}
-    extras = [i for i in p.new_instances(step, facts) if i not in spares]
-    if not extras:
-        p.wait(WaitKind.LAUNCH, f"{group.name} to launch the replacement of {step.instance_id} to give back")
-        return
-    extras.sort(key=lambda iid: iid in p.world.nodes)  # one without a node first: nothing to drain
-    p.change(f"step {step.index}: {RECLAIMED_NOTE}; spare {step.surge_instance_id} kept, give back {extras[0]}")
-    step.surge_instance_id = extras[0]
-    step.state = StepState.UNDOING
-    step.note = f"{RECLAIMED_NOTE}: replaced by its spare; Auto Scaling's replacement {extras[0]} given back"
+    group.raised -= 1
+    p.finish_step(step, StepState.DONE, "replaced" if decremented else f"{RECLAIMED_NOTE}: spare kept")
+    p.effects.append(Metric("NodesReplaced"))

@@ -12,7 +12,7 @@ from core.runs import RunStatus, StepState
 from lambdas.refresher.decide import advance
 from lambdas.refresher.plan import SendCommand, TerminateInstance
 from lambdas.refresher.world import World
-from tests.unit.lambdas.refresher.test_decide import NODES, OTHER, SETTINGS, SPARE, T0, caps, effects, run, world
+from tests.unit.lambdas.refresher.test_decide import NODES, OLD, OTHER, SETTINGS, SPARE, T0, caps, effects, run, world
 
 REPLACEMENT = "i-00000000000000009"  # Auto Scaling's replacement of the reclaimed instance (desired kept)
 LATER = T0 + timedelta(seconds=60)
@@ -68,3 +68,19 @@ def test_the_runs_own_termination_with_decrement_is_not_given_back_twice() -> No
 def test_reclaimed_with_its_spare_gone_too_gives_the_surge_back_as_before() -> None:
     decision = advance(run(StepState.DRAINING, 1, T0, **DRAIN), with_commands(world([OTHER], 3)), SETTINGS, LATER)
     assert decision.run.steps[0].state is not StepState.DONE
+
+
+def test_a_spare_reclaimed_while_it_is_given_back_still_gives_the_unit_back_once() -> None:
+    # the run paused and gives its spare back (terminate with decrement asked); Spot reclaimed the spare first, so
+    # the decrement never happened: desired is still 3 with 2 live instances
+    undo = {"command_id": "refresh-r1-0", "surge_instance_id": SPARE, "note": "drain failed: surge given back"}
+    decision = advance(run(StepState.UNDO_TERMINATING, 1, T0, **undo), world([OLD, OTHER], 3), SETTINGS, LATER)
+    assert caps(decision) == [(NODES, 2, None)]
+    step = decision.run.steps[0]
+    assert step.state is StepState.UNDONE and decision.run.groups[0].raised == 0
+    # and once Auto Scaling replaced the reclaimed spare, that replacement is given back instead
+    w = world([OLD, OTHER, REPLACEMENT], 3, ready=[OLD, OTHER])
+    decision = advance(run(StepState.UNDO_TERMINATING, 1, T0, **undo), w, SETTINGS, LATER)
+    (terminate,) = effects(decision, TerminateInstance)
+    assert (terminate.instance_id, terminate.decrement) == (REPLACEMENT, True) and not caps(decision)
+    assert decision.run.steps[0].state is StepState.UNDO_TERMINATING and decision.run.groups[0].raised == 1
