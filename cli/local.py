@@ -50,8 +50,9 @@ def up(
     stop_after: float | None = None,
 ) -> int:
     """Start the world, print its environment on ``out`` (then ``READY_LINE``), wait for SIGINT/SIGTERM (or
-    ``stop_after`` seconds), stop everything. Returns the exit code (0: stopped by the operator, 1: the agent died,
-    2: the kube assets are missing, with the install hint on ``err``).
+    ``stop_after`` seconds), stop everything. Returns the exit code: 128 + the signal's number when a signal stopped
+    it (130 for Ctrl-C, as every other command of the CLI; 143 for SIGTERM), 0 when ``stop_after`` ended it, 1 when
+    the agent died, 2 when the kube assets are missing (the install hint on ``err``).
 
     Raises:
         FileNotFoundError, RuntimeError, TimeoutError: the world could not start (assets missing, ports, ...).
@@ -94,6 +95,6 @@ def up(
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         err("stopping the local world")
-        return 0
+        return 128 + stopping[0] if stopping else 0  # the shell's convention for a process a signal ended
     finally:
         world.stop()

@@ -146,13 +146,20 @@ class SimDrain:
     def tighten(self, when: datetime) -> bool:
         """``DrainEngine.tighten`` for this drain: the deadline moves earlier (never later) and, under
         ``DRAIN_PDB_DEADLINE_POLICY=delete``, the drain becomes deadline-bound; under either policy it keeps its
-        cordon if it does not succeed. False when it did not move."""
-        if self.ended or not self.deadline.tighten(when):
+        cordon if it does not succeed, and the cordon is marked ending (``DrainEngine.mark_ending``). False when it
+        did not move and was already so."""
+        if self.ended:
+            return False
+        moved = self.deadline.tighten(when)
+        if not moved and self.ending:
             return False
         self.ending = True
         if self.engine.pdb_deadline_policy == PdbDeadlinePolicy.DELETE:
             self.bound = True
-        self._after(self.deadline.remaining(), "agent:drain-deadline", self._check)
+        if self.node is not None:
+            self.engine.mark_ending(self.node.name, self.command.command_id)
+        if moved:
+            self._after(self.deadline.remaining(), "agent:drain-deadline", self._check)
         return True
 
     def _try(self, key: str) -> None:

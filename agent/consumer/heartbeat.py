@@ -151,5 +151,6 @@ class Heartbeat:
             )
             return
         when = tightened_deadline(item)
-        if when is not None and when < job.command.deadline and self.tighten is not None:
+        # no later than the job's deadline: a drain started already tightened is made deadline-bound here too
+        if when is not None and when <= job.command.deadline and self.tighten is not None:
             self.tighten(job.command.command_id, when)

@@ -65,11 +65,12 @@ _D = TypeVar("_D", CordonDecision, UncordonDecision)
 
 @dataclass
 class _Running:
-    """A drain in progress: its deadline; ``bound`` once it deletes pods a PodDisruptionBudget still protects when
-    their grace stops fitting (``deletes_past_pdb``); ``ending`` once a Spot warning tightened it to the instance's
-    end (``DrainEngine.tighten``): it then never gives its cordon back."""
+    """A drain in progress: its deadline and node; ``bound`` once it deletes pods a PodDisruptionBudget still protects
+    when their grace stops fitting (``deletes_past_pdb``); ``ending`` once a Spot warning tightened it to the
+    instance's end (``DrainEngine.tighten``): it then never gives its cordon back, which it marks ending."""
 
     deadline: Deadline
+    node: str = ""
     bound: threading.Event = field(default_factory=threading.Event)
     ending: threading.Event = field(default_factory=threading.Event)
 
@@ -245,22 +246,33 @@ class DrainEngine:
         return self._patch_until_applied(node, lambda n: decide_release(n, command_id))
 
     def tighten(self, command_id: str, when: datetime) -> bool:
-        """Bring the deadline of the drain of ``command_id`` in progress forward to ``when`` (never later): its
-        evictions from then on get graces capped by it and its waits end by it. ``when`` is an instance's end (a
-        Spot warning's deadline), so the drain becomes deadline-bound: under ``DRAIN_PDB_DEADLINE_POLICY=delete``
-        it deletes pods a PodDisruptionBudget still protects when their grace stops fitting, as a Spot drain does;
-        under either policy, if it does not succeed it keeps its cordon (whatever ``options.uncordon_on_failure``
-        says: the node dies at ``when``, and no pod may be scheduled onto it meanwhile).
-        Returns False when no drain of that command runs here or the deadline is already as early. Thread-safe."""
+        """Bring the deadline of the drain of ``command_id`` in progress forward to ``when`` (never later), an
+        instance's end (a Spot warning's deadline): its graces are capped by it and its waits end by it; under
+        ``DRAIN_PDB_DEADLINE_POLICY=delete`` it deletes pods a PodDisruptionBudget still protects when their grace
+        stops fitting, as a Spot drain does; if it does not succeed it keeps its cordon (whatever
+        ``options.uncordon_on_failure``), marked ``ENDING_ANNOTATION`` (``mark_ending``). A drain started already
+        tightened (``agent.consumer.decisions.tightened``) is made so at the first call. Returns False when no drain
+        of that command runs here, or it is already bound to an end no later than ``when``. Thread-safe."""
         with self._deadlines_lock:
             entry = self._deadlines.get(command_id)
-        if entry is None or not entry.deadline.tighten(when):
+        if entry is None or (not entry.deadline.tighten(when) and entry.ending.is_set()):
             return False
         entry.ending.set()
         if self.pdb_deadline_policy == PdbDeadlinePolicy.DELETE:
             entry.bound.set()
         log.info("drain deadline tightened command_id=%s deadline=%s", command_id, when.isoformat())
+        if entry.node:
+            self.mark_ending(entry.node, command_id)
         return True
+
+    def mark_ending(self, node_name: str, command_id: str) -> None:
+        """Mark our cordon of ``node_name`` ``ENDING_ANNOTATION`` (``decide_cordon``, ``ending``; someone else's is
+        left alone). Errors are logged, never raised: the drain's ``ending`` flag still keeps the cordon."""
+        try:
+            if (node := self.kube.get_node(node_name)) is not None:
+                self.cordon_node(node, command_id, ending=True)
+        except NodeManagerError as err:
+            log.warning("cordon not marked ending command_id=%s node=%s error=%s", command_id, node_name, err)
 
     def _patch_until_applied(self, node: NodeView, decide: Callable[[NodeView], _D]) -> tuple[NodeView, _D]:
         current: NodeView | None = node
@@ -334,7 +346,7 @@ class DrainEngine:
         return result
 
     def _drain(self, command: Command, node: NodeView, result: NodeCommandResult) -> None:
-        running = _Running(Deadline.at(command.deadline, self.clock))
+        running = _Running(Deadline.at(command.deadline, self.clock), node=node.name)
         if deletes_past_pdb(self.pdb_deadline_policy, command.reason):
             running.bound.set()
         with self._deadlines_lock:

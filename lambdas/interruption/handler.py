@@ -212,9 +212,10 @@ def gather(notice: Event, deps: Deps) -> World:
         deps.aws.autoscaling, deps.aws.ec2, notice.instance, recorded_asg=detach.get("asg_name") if detach else None
     )
     active_run = None
-    if deps.settings.rebalance_policy is RebalancePolicy.REPLACE and notice.kind in REPLACE_KINDS:
-        # rule 5c: a replacement starts only when no run is active; a Spot warning for an instance a run is
-        # replacing gets no early replacement (rule 4)
+    replace = deps.settings.rebalance_policy is RebalancePolicy.REPLACE
+    if notice.kind is EventKind.SPOT_INTERRUPTION or (replace and notice.kind in REPLACE_KINDS):
+        # a Spot warning for an instance a run (a refresh, a replacement) is replacing gets no early replacement
+        # (rule 4); rule 5c: a replacement starts only when no run is active
         active_run = RunStore(deps.store).active()
     return World(
         instance=facts,

@@ -56,8 +56,9 @@ class World:
         hook: for a lifecycle action, the instance's ``HOOK#`` item, if any.
         commands: for a lifecycle action or a state change, the instance's ``CMD#`` items, newest first
             (``adapters.dynamo.commands.commands_for_instance``); empty otherwise.
-        active_run: for a rebalance recommendation or a Spot warning under ``REBALANCE_POLICY=replace``, the
-            cluster's active refresh run (``RunStore.active``), if any; None otherwise.
+        active_run: for a Spot warning (any policy), and for a rebalance recommendation under
+            ``REBALANCE_POLICY=replace``, the cluster's active refresh run (``RunStore.active``), if any; None
+            otherwise.
     """
 
     instance: InstanceFacts

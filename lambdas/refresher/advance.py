@@ -130,6 +130,15 @@ def gather(run: Run, deps: RefresherDeps, membership: list[NodeRecord] | None = 
     return World(groups=groups, nodes=nodes, commands=commands, donors=donors)
 
 
+def lock_lost(deps: RefresherDeps, run_id: str, err: LockLostError, mid_pass: bool = False) -> str:
+    """Log and count (``LockLost``) a pass of run ``run_id`` whose lease another holder took over (``mid_pass``: a
+    fenced write of the pass's own found it); returns the ``lock`` note of ``advance_run``'s answer."""
+    where, more = (" mid-pass", " more") if mid_pass else ("", "")
+    logger.warning(f"run {run_id} lost the cluster lock{where}: nothing more applied ({err})")
+    deps.effects().telemetry.count("LockLost")
+    return f"lost the cluster lock to {(err.current or {}).get('holder')}: nothing{more} applied"
+
+
 def advance_run(
     deps: RefresherDeps, run_id: str | None, budget_seconds: float, invocation: str | None = None
 ) -> dict[str, Any]:
@@ -211,10 +220,7 @@ def advance_run(
                         continue
                     break
                 except LockLostError as err:
-                    logger.warning(f"run {run.run_id} lost the cluster lock: nothing more applied ({err})")
-                    deps.effects().telemetry.count("LockLost")
-                    lock_note = f"lost the cluster lock to {(err.current or {}).get('holder')}: nothing applied"
-                    lease, lost = None, True
+                    lock_note, lease, lost = lock_lost(deps, run.run_id, err), None, True
                     break
                 if decision.pollable is None:
                     continue  # e.g. a pause recorded: its undo comes at the next pass
@@ -234,20 +240,14 @@ def advance_run(
                         continue
                     break
                 except LockLostError as err:
-                    logger.warning(f"run {run.run_id} lost the cluster lock: nothing more applied ({err})")
-                    deps.effects().telemetry.count("LockLost")
-                    lock_note = f"lost the cluster lock to {(err.current or {}).get('holder')}: nothing applied"
-                    lease, lost = None, True
+                    lock_note, lease, lost = lock_lost(deps, run.run_id, err), None, True
                     break
                 try:
                     effects = replace(deps.effects(lease), bounds=capacity_bounds(decision.run, world, settings))
                     applied = True
                     results += execute(decision.actions, effects, now)
                 except LockLostError as err:  # a fenced write found another holder: nothing after it was applied
-                    logger.warning(f"run {run.run_id} lost the cluster lock mid-pass: nothing more applied ({err})")
-                    deps.effects().telemetry.count("LockLost")
-                    lock_note = f"lost the cluster lock to {(err.current or {}).get('holder')}: nothing more applied"
-                    lease, lost = None, True
+                    lock_note, lease, lost = lock_lost(deps, run.run_id, err, mid_pass=True), None, True
                     break
                 except RunConflictError:
                     logger.info(f"run {run.run_id} was advanced by another invocation: reading it again")

@@ -30,11 +30,11 @@ from adapters.dynamo.commands import record_and_send
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store
-from core.capacity import Bounds, clamp
+from core.capacity import Bounds
 from core.exceptions import RunAlreadyActiveError
 from core.lock import Lease
 from core.runs import LOCK_OPERATION, run_id_of_holder
-from lambdas.common.execute import apply_in_order
+from lambdas.common.execute import apply_in_order, set_bounded_capacity
 from lambdas.common.telemetry import Telemetry
 from lambdas.refresher.plan import (
     EFFECTS,
@@ -165,14 +165,4 @@ def _set_capacity(action: SetCapacity, effects: Effects) -> str:
         effects.telemetry.count_by("Skipped", "reason", "unknown_group")
         effects.logger.warning(f"{action.describe()} not done: {action.asg_name} is not one of the run's groups")
         return f"not done: {action.asg_name} is not one of the run's groups"
-    sizes = clamp(action.desired, action.max_size, bounds)
-    if sizes.clamped:
-        effects.telemetry.count("CapacityClamped")
-        effects.logger.warning(
-            f"{action.asg_name}: sizes clamped: {'; '.join(sizes.reasons)}",
-            extra={"asg_name": action.asg_name, "asked_desired": action.desired, "asked_max_size": action.max_size},
-        )
-    effects.aws.autoscaling.set_capacity(action.asg_name, sizes.desired, sizes.max_size)
-    if sizes.clamped:
-        return f"updated, clamped to desired {sizes.desired} and MaxSize {sizes.max_size}: {'; '.join(sizes.reasons)}"
-    return "updated"
+    return set_bounded_capacity(effects, action.asg_name, action.desired, action.max_size, bounds)

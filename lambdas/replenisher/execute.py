@@ -32,10 +32,10 @@ from adapters.aws.ports import AwsPort
 from adapters.dynamo import ledger as ledger_store
 from adapters.dynamo.commands import record_and_send
 from adapters.dynamo.store import Store
-from core.capacity import Bounds, clamp
+from core.capacity import Bounds
 from core.exceptions import AwsRequestError
 from core.lock import Lease
-from lambdas.common.execute import apply_in_order
+from lambdas.common.execute import apply_in_order, set_bounded_capacity
 from lambdas.common.telemetry import Telemetry
 from lambdas.replenisher.decide.builder import Plan
 from lambdas.replenisher.plan import (
@@ -167,15 +167,6 @@ def _set_capacity(action: SetCapacity, effects: Effects) -> str:
     if bounds is None:
         effects.telemetry.count_by("Skipped", "reason", "unknown_group")
         return f"not done: {action.asg_name} is not one of the cluster's groups"
-    sizes = clamp(action.desired, action.max_size, bounds)
-    if sizes.clamped:
-        effects.telemetry.count("CapacityClamped")
-        effects.logger.warning(
-            f"{action.asg_name}: sizes clamped: {'; '.join(sizes.reasons)}",
-            extra={"asg_name": action.asg_name, "asked_desired": action.desired, "asked_max_size": action.max_size},
-        )
-    effects.aws.autoscaling.set_capacity(action.asg_name, sizes.desired, sizes.max_size)
+    result = set_bounded_capacity(effects, action.asg_name, action.desired, action.max_size, bounds)
     effects.telemetry.count("CapacityChanges")
-    if sizes.clamped:
-        return f"updated, clamped to desired {sizes.desired} and MaxSize {sizes.max_size}: {'; '.join(sizes.reasons)}"
-    return "updated"
+    return result

@@ -37,9 +37,11 @@ Rules, in order:
    etcd member; detaching it makes the ASG launch a second master for the same etcd member slot while the old
    one still runs, and etcd-manager expects exactly one master per instance group. The master is drained and
    replaced by the ASG after the termination, as kOps intends. An ASG of the cluster with no kOps role tag is
-   treated the same way (unknown role: the conservative choice). Never for an instance a run is replacing now (a
-   step in flight, ``already_replacing``; read under ``REBALANCE_POLICY=replace``): the run's spare is its
-   replacement.
+   treated the same way (unknown role: the conservative choice). Never for an instance a run (a refresh or a
+   replacement; the active run is read for every Spot warning) is replacing now (its step surging, draining,
+   terminating or settling: ``already_replacing``): the run's spare is its replacement, and the run gives its surge
+   unit back when the instance is reclaimed under it (``lambdas.refresher.decide.replace``). A step giving its surge
+   back keeps the instance: then the early replacement is made as usual.
 5. **Rebalance recommendation**: ``REBALANCE_POLICY`` ``ignore`` (acknowledged, ``rebalance_ignored``), ``cordon``
    (default; a ``cordon`` command) or ``drain`` (a ``drain`` command); id ``rebalance-<event id>``, deadline
    ``now + REBALANCE_DRAIN_TIMEOUT_SECONDS``; no early replacement (no interruption is certain yet). The command
@@ -53,12 +55,14 @@ Rules, in order:
    a. **Duplicates of a recommendation** (another event id for the same instance): acknowledged ``already_draining``
       while a drain of the instance is queued or running, ``rebalance_in_effect`` while an earlier rebalance
       command is active or still holds its cordon (not given back, not resolved).
-   b. **A Spot warning after a recommendation**: a rebalance ``drain`` still queued or running is tightened to the
-      Spot deadline (``TightenCommand``, a conditional update of its ``CMD#`` item that the agent's running drain
-      reads back on its heartbeat): one drain, not two; if it ended meanwhile the Spot drain is recorded and sent
-      as usual. A rebalance cordon is escalated: the Spot drain is recorded as usual. Every rebalance command of the
-      instance still holding its cordon is marked resolved (``ResolveCordon``), as a lifecycle action (rule 7) and
-      a state change (rule 8) do too, so its cordon is never given back.
+   b. **A Spot warning after a recommendation, or during a refresh**: a rebalance or refresh ``drain`` (reason
+      ``rebalance...`` or ``refresh <run> step <n>``) still queued or running is tightened to the Spot deadline
+      (``TightenCommand``, a conditional update of its ``CMD#`` item that the agent's running drain reads back on
+      its heartbeat; the agent bounds its graces by it, keeps its cordon and marks it ``instance-ending``): one
+      drain, not two; if it ended meanwhile the Spot drain is recorded and sent as usual. A rebalance cordon is
+      escalated: the Spot drain is recorded as usual. Every rebalance command of the instance still holding its
+      cordon is marked resolved (``ResolveCordon``), as a lifecycle action (rule 7) and a state change (rule 8) do
+      too, so its cordon is never given back.
    c. **Replacement** (``REBALANCE_POLICY=replace``, ``rebalance.replacement_steps``): a one-instance refresh run
       (trigger ``rebalance``) replaces the at-risk worker surge first: the refresher launches a spare in its ASG,
       waits for it Ready (the run's deadlines), drains the old node, terminates it with decrement, under the

@@ -66,16 +66,22 @@ def duplicate_rebalance(own_id: str, commands: Iterable[Mapping[str, Any]]) -> A
     return None
 
 
-def active_rebalance_drain(commands: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    """The instance's queued or running drain that a rebalance recommendation started, if any (a Spot warning
-    tightens it instead of starting a second drain)."""
+# reasons of the drains a Spot warning takes over (tightens) instead of starting a second drain: a rebalance drain
+# (``rebalance-recommendation``, a replacement run's ``rebalance-replace ...``) and a refresh run's drain
+# (``refresh <run> step <n>``, ``lambdas.refresher.decide.context.Context.command``)
+TAKEOVER_REASONS = ("rebalance", "refresh ")
+
+
+def active_takeover_drain(commands: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The instance's queued or running drain that a rebalance recommendation or a refresh run started, if any (a
+    Spot warning tightens it instead of starting a second drain: one drain, one agent slot)."""
     return next(
         (
             c
             for c in commands
             if c.get("kind") == CommandKind.DRAIN.value
             and c.get("status") in ACTIVE
-            and str(c.get("command", {}).get("reason", "")).startswith("rebalance")
+            and str(c.get("command", {}).get("reason", "")).startswith(TAKEOVER_REASONS)
         ),
         None,
     )

@@ -1,14 +1,15 @@
-"""A Spot warning's steps beyond its command: early replacement (rule 4) and a rebalance drain already running
-(rule 5b). Pure."""
+"""A Spot warning's steps beyond its command: early replacement (rule 4) and a rebalance or refresh drain already
+running (rule 5b). Pure."""
 
 from __future__ import annotations
 
 from core.kops import Role
 from core.model import Command, CommandKind
+from core.runs import StepState
 from core.settings import InterruptionSettings
 from lambdas.events.event import Event, InstanceAction
 from lambdas.interruption.decide.common import command_id, command_steps
-from lambdas.interruption.decide.rebalance import active_rebalance_drain, resolve_all
+from lambdas.interruption.decide.rebalance import active_takeover_drain, resolve_all
 from lambdas.interruption.plan import (
     Action,
     DetachInstance,
@@ -23,22 +24,28 @@ from lambdas.interruption.world import World
 IN_SERVICE = "InService"
 DETACH_INTENDED = "intended"
 DETACH_DONE = "detached"
+# states of a run's step in which the run's own spare replaces the step's instance (surge first): an early detach
+# would launch a second replacement; a step giving its surge back (``undoing``...) keeps the instance, so a Spot
+# warning then replaces it early as usual
+REPLACING = (StepState.SURGING, StepState.DRAINING, StepState.TERMINATING, StepState.SETTLING)
 
 
 def spot_command_steps(command: Command, world: World) -> list[Action]:
-    """Rule 5b: the Spot command's steps when the instance may already be cordoned or drained for a rebalance.
+    """Rule 5b: the Spot command's steps when the instance may already be cordoned or drained for a rebalance or a
+    refresh.
 
-    - a rebalance ``drain`` still queued or running, and this warning asks for a drain: that drain's deadline is
-      brought forward to the Spot deadline (``TightenCommand``; the warning's own command is recorded and sent
-      only if that drain ended meanwhile): one drain, not two;
+    - a rebalance or refresh ``drain`` still queued or running (``active_takeover_drain``), and this warning asks
+      for a drain: that drain's deadline is brought forward to the Spot deadline (``TightenCommand``; the agent then
+      bounds its graces by it, keeps its cordon and marks it ``instance-ending``; the warning's own command is
+      recorded and sent only if that drain ended meanwhile): one drain, not two;
     - otherwise this warning's command as usual (``command_steps``): a rebalance cordon is escalated to a drain;
     - either way every rebalance command of the instance still holding its cordon is resolved (``ResolveCordon``):
       the agent never gives that cordon back.
     """
     steps: list[Action]
-    rebalance_drain = active_rebalance_drain(world.commands) if world.command is None else None
-    if rebalance_drain is not None and command.kind is CommandKind.DRAIN:
-        steps = [TightenCommand(command_id(rebalance_drain), command.deadline, command)]
+    takeover = active_takeover_drain(world.commands) if world.command is None else None
+    if takeover is not None and command.kind is CommandKind.DRAIN:
+        steps = [TightenCommand(command_id(takeover), command.deadline, command)]
     else:
         steps = command_steps(command, world)
     return steps + resolve_all(world.commands, f"escalated by {command.command_id}", skip=command.command_id)
@@ -68,9 +75,9 @@ def early_replacement_steps(notice: Event, world: World, settings: InterruptionS
     if facts.lifecycle_state != IN_SERVICE:
         return [Skip("early_replacement", SkipReason.NOT_IN_SERVICE)]
     run = world.active_run
-    if run is not None and any(s.instance_id == facts.instance_id and s.state.in_flight for s in run.steps):
-        # a run is replacing it surge first (a rebalance replacement): its spare is the replacement; a detach would
-        # launch a second one and make the run give its spare back (the old instance "left its group")
+    if run is not None and any(s.instance_id == facts.instance_id and s.state in REPLACING for s in run.steps):
+        # a run (a refresh, a rebalance replacement) is replacing it surge first: its spare is the replacement; a
+        # detach would launch a second one, which the run would then have to give back
         return [Skip("early_replacement", SkipReason.ALREADY_REPLACING, f"run {run.run_id}")]
     asg_name = str(facts.asg["AutoScalingGroupName"]) if facts.asg else ""
     return [

@@ -1,14 +1,18 @@
 """The replacement of an old instance, worker or master (rules 3 and 4): its drain's outcome decides between
 terminating it and pausing the run; then it must leave its group. A drain a Spot warning tightened that timed out
-counts as done (``reclaimed``): the instance goes at the Spot deadline anyway. Pure."""
+counts as done (``reclaimed``): the instance goes at the Spot deadline anyway. A worker's old instance that leaves
+its group by other means than the run's termination with decrement (Spot reclaimed it during its drain, or before
+the run's termination reached it) leaves the surge unit in place: ``left_group`` gives it back. Pure."""
 
 from __future__ import annotations
 
 from core.kops import Role
 from core.model import CommandKind, CommandStatus
 from core.runs import DrainTimeoutPolicy, RunStatus, RunStep, StepState, WaitDeadline
-from lambdas.refresher.decide.context import UNCORDON_COMMAND_SUFFIX, Context, WaitKind
+from lambdas.refresher.decide.context import RECLAIMED_NOTE, UNCORDON_COMMAND_SUFFIX, Context, WaitKind
+from lambdas.refresher.decide.undo import give_back_unit
 from lambdas.refresher.plan import Metric, SendCommand, TerminateInstance
+from lambdas.refresher.world import GroupFacts
 
 
 def draining(p: Context, step: RunStep) -> None:
@@ -18,6 +22,11 @@ def draining(p: Context, step: RunStep) -> None:
     facts = p.facts(step)
     worker = step.role == Role.NODE.value
     if worker and (facts is None or not facts.has_live(step.instance_id)):
+        if facts is not None and step.surge_instance_id is not None and facts.has_live(step.surge_instance_id):
+            # reclaimed under its drain (a Spot warning took the drain over): its spare, Ready and taking its pods,
+            # replaced it; only the surge unit is left to give back
+            left_group(p, step, facts)
+            return
         step.state = StepState.UNDOING
         step.note = "the old instance left its group during the drain: surge given back"
         p.change(f"step {step.index} undoing: {step.note}")
@@ -105,7 +114,9 @@ def terminating(p: Context, step: RunStep) -> None:
     terminate it again after the grace period."""
     facts = p.facts(step)
     if facts is None or not facts.has_live(step.instance_id):
-        if step.role == Role.NODE.value:
+        if step.role == Role.NODE.value and facts is not None:
+            left_group(p, step, facts)
+        elif step.role == Role.NODE.value:
             p.run.group(step.group).raised -= 1
             p.finish_step(step, StepState.DONE, "replaced")
             p.effects.append(Metric("NodesReplaced"))
@@ -120,3 +131,17 @@ def terminating(p: Context, step: RunStep) -> None:
         p.change(f"step {step.index}: {step.instance_id} still in service, terminate it again")
     else:
         p.wait(WaitKind.TERMINATION, f"{step.instance_id} to leave {step.group}")
+
+
+def left_group(p: Context, step: RunStep, facts: GroupFacts) -> None:
+    """A worker step's old instance is no longer live in its group, its spare stays: the step is replaced (``done``),
+    and its surge unit is given back exactly once (invariant 4): by the run's termination with decrement (the usual
+    end), else (Spot reclaimed the instance; Auto Scaling keeps the desired capacity and launches a replacement for
+    it) as ``undo.give_back_unit`` says, the step ending ``done`` (``RECLAIMED_NOTE``) once it is."""
+    group = p.run.group(step.group)
+    decremented = facts.desired <= group.original_desired + group.raised - 1
+    if not give_back_unit(p, step, facts, f"{RECLAIMED_NOTE}: spare {step.surge_instance_id} kept"):
+        return
+    group.raised -= 1
+    p.finish_step(step, StepState.DONE, "replaced" if decremented else f"{RECLAIMED_NOTE}: spare kept")
+    p.effects.append(Metric("NodesReplaced"))

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from core.model import CommandKind
 from core.runs import RunStep, StepState
-from lambdas.refresher.decide.context import UNDO_COMMAND_SUFFIX, UNDO_DRAIN_SECONDS, Context, WaitKind
-from lambdas.refresher.plan import SendCommand, SetCapacity, TerminateInstance
+from lambdas.refresher.decide.context import RECLAIMED_NOTE, UNDO_COMMAND_SUFFIX, UNDO_DRAIN_SECONDS, Context, WaitKind
+from lambdas.refresher.plan import Metric, SendCommand, SetCapacity, TerminateInstance
+from lambdas.refresher.world import GroupFacts
 
 
 def undoing(p: Context, step: RunStep) -> None:
@@ -96,8 +97,14 @@ def undo_terminating(p: Context, step: RunStep) -> None:
     assert step.surge_instance_id is not None
     facts = p.facts(step)
     if facts is None or not facts.has_live(step.surge_instance_id):
+        if facts is not None and not give_back_unit(p, step, facts, step.note or "surge given back"):
+            return  # the spare left without the run's decrement (reclaimed): Auto Scaling's replacement goes instead
         p.run.group(step.group).raised -= 1
-        p.finish_step(step, StepState.UNDONE, step.note or "surge given back")
+        if step.note.startswith(RECLAIMED_NOTE):  # the old instance was reclaimed, its spare kept (replace.left_group)
+            p.finish_step(step, StepState.DONE)
+            p.effects.append(Metric("NodesReplaced"))
+        else:
+            p.finish_step(step, StepState.UNDONE, step.note or "surge given back")
         return
     if p.older_than_grace(step.intent_at):
         step.intent_at = p.now
@@ -105,3 +112,36 @@ def undo_terminating(p: Context, step: RunStep) -> None:
         p.change(f"step {step.index}: spare {step.surge_instance_id} still in service, terminate again")
     else:
         p.wait(WaitKind.TERMINATION, f"spare {step.surge_instance_id} to leave {step.group}")
+
+
+def give_back_unit(p: Context, step: RunStep, facts: GroupFacts, why: str) -> bool:
+    """Whether the surge unit of worker ``step`` is given back by this pass, now that an instance it counted on (its
+    old instance, or the spare it gives back) left the group; the caller then lowers ``raised`` and ends the step.
+
+    - Desired capacity is already at most ``original_desired + raised - 1``: the run's termination with decrement
+      gave it back. True.
+    - Else the instance left by other means (Spot reclaimed it: Auto Scaling keeps the desired capacity and launches
+      a replacement). While the group holds no more live instances than that value, desired capacity is lowered to
+      it (Auto Scaling then has nothing to pick): True. Once Auto Scaling launched its replacement, that instance (a
+      new one that is no step's spare, one without a node first) is given back as a surge is (``undoing``: drained
+      if it has a node, terminated with decrement; ``note`` says ``why``), or the step waits for it to launch: False.
+    """
+    group = p.run.group(step.group)
+    target = group.original_desired + group.raised - 1
+    if facts.desired <= target:
+        return True
+    if len(facts.live) <= target:
+        p.add_capacity_effect(SetCapacity(group.name, desired=target))
+        p.change(f"step {step.index}: {why}; desired capacity of {group.name} lowered to {target}")
+        return True
+    spares = {s.surge_instance_id for s in p.run.steps if s.surge_instance_id}
+    extras = [i for i in p.new_instances(step, facts) if i not in spares]
+    if not extras:
+        p.wait(WaitKind.LAUNCH, f"{group.name} to launch a replacement to give back ({why})")
+        return False
+    extras.sort(key=lambda iid: iid in p.world.nodes)  # one without a node first: nothing to drain
+    step.surge_instance_id = extras[0]
+    step.state = StepState.UNDOING
+    step.note = f"{why}; Auto Scaling's replacement {extras[0]} given back"
+    p.change(f"step {step.index} undoing: {step.note}")
+    return False

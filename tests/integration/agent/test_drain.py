@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from agent.drain.cordon import ENDING_ANNOTATION
 from agent.drain.engine import DrainEngine
 from agent.drain.policy import GraceSource, PodAction
 from agent.drain.results import NodeCommandResult
@@ -279,22 +280,59 @@ def test_pdb_allowing_no_disruption_times_out_with_the_pods_left(
     assert node_events(world, target)[0]["type"] == "Warning"
 
 
-def test_timed_out_drain_uncordons_when_asked_and_the_cordon_is_ours(
-    world: LocalWorld, cluster: ClusterInfo, engine: DrainEngine
-) -> None:
-    target = workers(world)[1]["metadata"]["name"]
-    app = deploy_pods_on_node(world.rest, target, 1, grace=0, namespace="held", name="held1")
+def held_pod_on(world: LocalWorld, target: str, name: str) -> None:
+    """One pod of Deployment ``name`` on node ``target``, under a budget that allows no disruption (status current)."""
+    app = deploy_pods_on_node(world.rest, target, 1, grace=0, namespace="held", name=name)
     block_with_pdb(world.rest, "held", app)
     world.simulator.wait_for(
         lambda: get_pdb(world.rest, "held", f"{app}-blocker").get("status", {}).get("currentHealthy") == 1,
         10,
         "PDB status current",
     )
+
+
+def test_timed_out_drain_uncordons_when_asked_and_the_cordon_is_ours(
+    world: LocalWorld, cluster: ClusterInfo, engine: DrainEngine
+) -> None:
+    target = workers(world)[1]["metadata"]["name"]
+    held_pod_on(world, target, "held1")
     options = DrainOptions(uncordon_on_failure=True)
     result = engine.run(command(CommandKind.DRAIN, instance_of(node_json(world, target)), 1.5, options=options))
     assert result.status == CommandStatus.TIMED_OUT and result.uncordoned
     node = node_json(world, target)
     assert not node["spec"].get("unschedulable") and CORDON_ANNOTATION not in node["metadata"].get("annotations", {})
+
+
+def test_a_refresh_drain_a_spot_warning_tightens_keeps_its_cordon_marked_ending(
+    world: LocalWorld, cluster: ClusterInfo, engine: DrainEngine
+) -> None:
+    """A refresh drain (``uncordon_on_failure``) held by a PodDisruptionBudget; a Spot warning tightens it
+    (``DrainEngine.tighten``, what the heartbeat does when the interruption Lambda wrote ``deadline_tightened_to``):
+    the node's cordon is marked ``instance-ending`` while the drain runs, and the drain that times out at the Spot
+    deadline (the honour policy: the budget holds its pod) leaves the node cordoned."""
+    engine.pdb_deadline_policy = PdbDeadlinePolicy.HONOR
+    target = workers(world)[2]["metadata"]["name"]
+    held_pod_on(world, target, "held2")
+    refresh = command(
+        CommandKind.DRAIN,
+        instance_of(node_json(world, target)),
+        60,
+        command_id="refresh-r1-0",
+        options=DrainOptions(uncordon_on_failure=True),
+        reason="refresh r1 step 0",
+    )
+    results: list[NodeCommandResult] = []
+    drain = threading.Thread(target=lambda: results.append(engine.run(refresh)), daemon=True)
+    drain.start()
+    world.simulator.wait_for(lambda: node_json(world, target)["spec"].get("unschedulable") is True, 10, "cordoned")
+    assert ENDING_ANNOTATION not in node_json(world, target)["metadata"].get("annotations", {})
+    world.simulator.wait_for(lambda: engine.tighten("refresh-r1-0", utcnow() + timedelta(seconds=2)), 10, "tightened")
+    annotations = node_json(world, target)["metadata"]["annotations"]
+    assert annotations[ENDING_ANNOTATION] == "refresh-r1-0" and annotations[CORDON_ANNOTATION] == "refresh-r1-0"
+    drain.join(15)
+    (result,) = results
+    assert result.status == CommandStatus.TIMED_OUT and not result.uncordoned, result.message
+    assert node_json(world, target)["spec"]["unschedulable"] is True
 
 
 @pytest.mark.parametrize("naming", ["id", "dns"])

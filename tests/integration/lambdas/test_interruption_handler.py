@@ -20,14 +20,18 @@ from aws_lambda_powertools import Metrics
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store
 from core.exceptions import AwsUnavailableError, RetryableError
 from core.kops import CLUSTER_TAG, INSTANCE_GROUP_TAG, NODE_ROLE_TAG
 from core.model import Command, CommandStatus, NodeRecord
+from core.runs import GroupSurge, Run, RunOptions, RunStep, StepState
 from core.schema import idempotency_table, state_table
-from core.settings import InterruptionSettings
+from core.settings import InterruptionSettings, RefresherSettings
 from lambdas.interruption import handler as interruption_handler
 from lambdas.interruption.handler import Deps, handle, lambda_handler
+from lambdas.refresher.decide.context import Context
+from lambdas.refresher.world import World as RefreshWorld
 from localworld.spot_market import set_market
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
@@ -679,3 +683,53 @@ def test_a_direct_invocation_that_names_its_caller_is_logged_with_it(world, monk
     lambda_handler({"not": "an event"}, context)
     lines = logs(capsys.readouterr().out)
     assert any(line["level"] == "WARNING" and line.get("caller") == caller for line in lines), lines
+
+
+# -- Spot warning for a node a refresh run is draining ------------------------------------------------------
+
+
+def test_a_spot_warning_takes_over_the_refresh_drain_of_its_node(world, capsys):
+    """A refresh run surged a spare and drains the old node when the warning comes (default ``REBALANCE_POLICY``):
+    the refresh drain is tightened to the Spot deadline (one drain, one agent slot), no second drain is queued and
+    nothing is detached (the run's spare is the replacement; no second one is launched)."""
+    victim, spare_of_run = world.members(NODES)
+    member(world, victim)
+    world.autoscaling.set_desired_capacity(AutoScalingGroupName=NODES, DesiredCapacity=3)  # the run's surge
+    run_id = "20240305T101000Z-abcdef"
+    step = RunStep(
+        index=0, group=NODES, role="node", instance_id=victim, state=StepState.DRAINING,
+        surge_instance_id=spare_of_run, command_id=f"refresh-{run_id}-0",
+    )  # fmt: skip
+    run = Run(
+        run_id=run_id,
+        cluster=CLUSTER,
+        options=RunOptions(trigger="schedule"),
+        groups=[GroupSurge(name=NODES, role="node", min_size=2, original_desired=2, original_max=4, raised=1)],
+        steps=[step],
+        created_at=T0 - timedelta(minutes=10),
+        updated_at=T0 - timedelta(minutes=1),
+    )
+    RunStore(world.store).create(run)
+    refresher_settings = RefresherSettings(cluster_name=CLUSTER, table_name="state", queue_url=world.queue_url)
+    drain = Context(run, RefreshWorld(), refresher_settings, T0 - timedelta(minutes=1)).drain_command(step)
+    world.store.record_command(drain, ttl_seconds=3600, now=T0 - timedelta(minutes=1))
+    world.store.start_command(drain, "agent-1", stale_after_seconds=60, ttl_seconds=3600, now=T0)
+    members = world.members(NODES)
+
+    response = handle(
+        event("spot-interruption-warning.json", victim, event_id="ev-spot-9"),
+        world.deps(),
+        now=T0 + timedelta(seconds=2),
+    )
+
+    assert response["status"] == "acted", response
+    [item] = world.commands()  # no second drain recorded
+    assert item["sk"] == f"CMD#{drain.command_id}" and item["status"] == CommandStatus.RUNNING.value
+    assert item["deadline_tightened_to"] == (T0 + timedelta(seconds=120)).isoformat()
+    assert item["tightened_by"] == "spot-ev-spot-9"
+    assert world.messages() == []  # nothing sent: the agent's running drain reads the deadline on its heartbeat
+    assert world.detaches() == [] and world.members(NODES) == members  # no early detach beside the run's spare
+    assert world.group(NODES)["DesiredCapacity"] == 3
+    said = [a["action"] + ": " + a["result"] for a in response["actions"]]
+    assert any("skip early_replacement: already_replacing" in a for a in said), said
+    assert counted(emf(capsys.readouterr().out), "CommandsTightened") == 1

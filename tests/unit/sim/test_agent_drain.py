@@ -128,14 +128,20 @@ def cordon_history(d: Drains, name: str) -> list[bool]:
     return [e.node.unschedulable for _, e in d.kube.node_log if e.node is not None and e.node.name == name]
 
 
-def test_a_drain_a_spot_warning_tightened_keeps_its_cordon_when_the_budget_holds_to_the_deadline() -> None:
-    # REBALANCE_POLICY=replace: the run's drain pauses the run on failure (uncordon_on_failure); a Spot warning
-    # tightens it; under the honour policy the budget holds every pod to the Spot deadline and the drain times out
+def held_by_a_budget() -> Drains:
+    """Drains under the honour policy, with a Deployment of 3 whose budget allows no disruption."""
     d = Drains()
     d.engine.pdb_deadline_policy = PdbDeadlinePolicy.HONOR
     d.kube.add_deployment(NS, "web", 3, grace=20)
     d.kube.add_budget(Budget(NS, "web", {"app": "web"}, min_available=3))  # allows nothing
     d.run(30)
+    return d
+
+
+def test_a_drain_a_spot_warning_tightened_keeps_its_cordon_when_the_budget_holds_to_the_deadline() -> None:
+    # REBALANCE_POLICY=replace: the run's drain pauses the run on failure (uncordon_on_failure); a Spot warning
+    # tightens it; under the honour policy the budget holds every pod to the Spot deadline and the drain times out
+    d = held_by_a_budget()
     drain = d.start("i-00000000000000000", seconds=3000, reason="rebalance-replace r1 step 0", uncordon_on_failure=True)
     d.run(10)
     with d.kernel.installed():
@@ -197,3 +203,48 @@ def test_a_pod_placed_on_the_node_after_its_cordon_is_evicted_with_the_others() 
     assert d.kube.pod(NS, "late") is None
     late = next(p for p in result.pods if p.name == "late")
     assert late.action is PodAction.EVICT and "after the cordon" in late.reason
+
+
+def test_a_refresh_drain_a_spot_warning_tightened_marks_its_cordon_ending_and_no_uncordon_undoes_it() -> None:
+    # the Spot warning took the refresh drain over (one drain): its cordon is marked ending, so the refresher's
+    # uncordon after the drain failed (give_up) leaves the doomed node cordoned
+    d = held_by_a_budget()
+    reason = "refresh r1 step 0"
+    drain = d.start("i-00000000000000001", 600, reason, "refresh-r1-0", uncordon_on_failure=True)
+    d.run(10)
+    node = d.kube.node_view("n1")
+    assert node is not None and node.annotations.get(ENDING_ANNOTATION) is None  # a refresh drain: not ending
+    with d.kernel.installed():
+        spot_deadline = d.kernel.now() + timedelta(seconds=110)
+        assert drain.tighten(spot_deadline)
+        assert not drain.tighten(spot_deadline)  # the same deadline again (the next heartbeat): nothing more
+    node = d.kube.node_view("n1")
+    assert node is not None and node.annotations.get(ENDING_ANNOTATION) == "refresh-r1-0"
+    d.run(120)
+    assert d.result().status is CommandStatus.TIMED_OUT and not d.result().uncordoned
+    with d.kernel.installed():
+        uncordon = Command(
+            command_id="refresh-r1-0-uncordon",
+            cluster="demo",
+            kind=CommandKind.UNCORDON,
+            instance_id="i-00000000000000001",
+            reason=reason,
+            deadline=d.kernel.now() + timedelta(seconds=120),
+        )
+        given_back = d.engine.run(uncordon)
+    assert not given_back.uncordoned and "ending" in given_back.message
+    node = d.kube.node_view("n1")
+    assert node is not None and node.unschedulable
+
+
+def test_a_drain_started_already_tightened_is_made_ending_at_the_first_heartbeat() -> None:
+    # the Spot warning came while the refresh drain was queued: it starts with the Spot deadline
+    # (agent.consumer.decisions.tightened), and the heartbeat hands the same deadline to it
+    d = Drains()
+    d.kube.add_deployment(NS, "web", 3, grace=20)
+    d.run(30)
+    drain = d.start("i-00000000000000002", 110, "refresh r1 step 0", "refresh-r1-1")
+    with d.kernel.installed():
+        assert drain.tighten(d.kernel.now() + timedelta(seconds=110))
+    node = d.kube.node_view("n2")
+    assert node is not None and node.annotations.get(ENDING_ANNOTATION) == "refresh-r1-1"
