@@ -47,13 +47,15 @@ class RunStore:
         item = self.table.get(self.sk(run_id))
         return None if item is None else Run.model_validate(item)
 
-    def save(self, run: Run, fence: Lease | None = None) -> Run:
+    def save(self, run: Run, fence: Lease | None = None, release_at: float | None = None) -> Run:
         """Write ``run`` if the stored version is still ``run.version``; returns it with version + 1.
 
         Args:
             fence: the cluster lock's lease the run advances under: the save applies only while it is the lock's
                 current lease (a fenced ``TransactWriteItems``, ``Table.put``); None: not fenced (an operator's
                 cancel request, which no AWS effect follows).
+            release_at: (with ``fence``) give that lease up in the same transaction, at this time (epoch seconds):
+                a save no effect follows that ends the holder's pass (``Table.put``).
 
         Raises:
             LockLostError: (with ``fence``) the lock changed hands or was released; nothing was written.
@@ -66,6 +68,7 @@ class RunStore:
             condition=Attr("version").eq(run.version),
             conflict=RunConflictError,
             fence=fence,
+            release_at=release_at,
         )
         return saved
 

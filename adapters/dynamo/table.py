@@ -19,7 +19,9 @@ Fencing: a ``put`` given a ``fence`` (the caller's ``core.lock.Lease``) is one `
 is in the other partition: one transaction spans items of any partitions of a table): it applies only
 while the lease has not changed hands, atomically (DynamoDB transactions are serializable: "Amazon DynamoDB
 Transactions: How it works", isolation levels). A lost lock raises ``LockLostError`` (carrying the ``LOCK`` item) and
-the put is not applied.
+the put is not applied. A fenced put given ``release_at`` also gives the lease up in the same transaction (an
+``Update`` of the ``LOCK`` item under the same condition, as ``LeaseLock.release`` writes it, instead of the
+``ConditionCheck``): the holder's last write and its release are one call.
 
 Errors: conditional writes that lose raise typed ``ConflictError`` subclasses carrying the current item
 (``ReturnValuesOnConditionCheckFailure=ALL_OLD``); throttling, 5xx and connection failures raise
@@ -270,9 +272,11 @@ class Table:
         condition: ConditionBase | None = None,
         conflict: type[ConflictError] = ConflictError,
         fence: Lease | None = None,
+        release_at: float | None = None,
     ) -> None:
         """Write the whole item ``sk`` (if ``condition`` holds, and with a ``fence`` only while that lease is the
-        lock's current one: see the module docstring).
+        lock's current one: see the module docstring; with ``release_at``, epoch seconds, the fence's lease is given
+        up in the same transaction).
 
         Raises:
             LockLostError: (with ``fence``) the lock changed hands or was released; nothing was written.
@@ -281,7 +285,7 @@ class Table:
         kwargs: dict[str, Any] = {"Item": dynamo({**attrs, **self.key(sk)})}
         self._condition(kwargs, condition)
         if fence is not None:
-            self._fenced({"Put": kwargs}, fence, f"put {sk}", conflict)
+            self._fenced({"Put": kwargs}, fence, f"put {sk}", conflict, release_at)
             return
         try:
             self.table.put_item(**kwargs)
@@ -289,22 +293,40 @@ class Table:
             raise translate(err, f"put {sk}", conflict) from err
 
     def _fenced(
-        self, write: dict[str, dict[str, Any]], fence: Lease, message: str, conflict: type[ConflictError]
+        self,
+        write: dict[str, dict[str, Any]],
+        fence: Lease,
+        message: str,
+        conflict: type[ConflictError],
+        release_at: float | None = None,
     ) -> None:
         ((kind, params),) = write.items()
         # boto3 builds the expressions of a resource call's top-level ConditionExpression only: build them here, one
         # builder for the whole transaction so placeholders never collide (the values it then serialises itself)
         builder = ConditionExpressionBuilder()
-        check = _expression(
-            builder,
-            {
-                "Key": self.key(LOCK_SK),
-                "ConditionExpression": Attr("holder").eq(fence.holder) & Attr("fencing").eq(fence.fencing),
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            },
-        )
+        lock: dict[str, Any] = {
+            "Key": self.key(LOCK_SK),
+            "ConditionExpression": Attr("holder").eq(fence.holder) & Attr("fencing").eq(fence.fencing),
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        lock_kind = "ConditionCheck"
+        if release_at is not None:  # the release as ``LeaseLock.release`` writes it: no holder, the fencing kept
+            lock_kind = "Update"
+            lock |= {
+                "UpdateExpression": (
+                    "REMOVE #rel_holder, #rel_operation SET #rel_expires = :rel_zero, #rel_at = :rel_at"
+                ),
+                "ExpressionAttributeNames": {
+                    "#rel_holder": "holder",
+                    "#rel_operation": "operation",
+                    "#rel_expires": "lease_expires_at",
+                    "#rel_at": "released_at",
+                },
+                "ExpressionAttributeValues": {":rel_zero": 0, ":rel_at": dynamo(release_at)},
+            }
+        check = _expression(builder, lock)
         items = [
-            {"ConditionCheck": {"TableName": self.table.name, **check}},
+            {lock_kind: {"TableName": self.table.name, **check}},
             {kind: {"TableName": self.table.name, **_expression(builder, params)}},
         ]
         try:

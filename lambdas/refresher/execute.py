@@ -114,8 +114,12 @@ def execute(actions: list[Action], effects: Effects, now: datetime, dry_run: boo
 
 def _apply(action: Action, effects: Effects, now: datetime, held: _Held) -> str:
     if isinstance(action, SaveRun):
-        effects.runs.save(action.run, fence=held.lease)
-        return f"saved (version {action.run.version + 1})"
+        release_at = now.timestamp() if action.release and held.lease is not None else None
+        effects.runs.save(action.run, fence=held.lease, release_at=release_at)
+        if release_at is None:
+            return f"saved (version {action.run.version + 1})"
+        held.lease = None
+        return f"saved (version {action.run.version + 1}), cluster lock released"
     if isinstance(action, SendCommand):
         delivery = record_and_send(
             effects.store, effects.aws.queue.send_command, action.command, effects.ttl_seconds, now, held.lease
