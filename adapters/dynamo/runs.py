@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from adapters.dynamo.table import Attr, Table
+from adapters.dynamo.table import Attr, Table, Taking
 from core.exceptions import RunConflictError
 from core.lock import Lease
 from core.runs import Run, RunStatus
@@ -47,7 +47,9 @@ class RunStore:
         item = self.table.get(self.sk(run_id))
         return None if item is None else Run.model_validate(item)
 
-    def save(self, run: Run, fence: Lease | None = None, release_at: float | None = None) -> Run:
+    def save(
+        self, run: Run, fence: Lease | None = None, release_at: float | None = None, take: Taking | None = None
+    ) -> Run:
         """Write ``run`` if the stored version is still ``run.version``; returns it with version + 1.
 
         Args:
@@ -56,6 +58,8 @@ class RunStore:
                 cancel request, which no AWS effect follows).
             release_at: (with ``fence``) give that lease up in the same transaction, at this time (epoch seconds):
                 a save no effect follows that ends the holder's pass (``Table.put``).
+            take: instead of ``fence``, take the lock in the same transaction (``LeaseLock.taking``): the save is
+                fenced by the lease it takes (``LockHeldError`` when the lock changed hands since it was read).
 
         Raises:
             LockLostError: (with ``fence``) the lock changed hands or was released; nothing was written.
@@ -69,6 +73,7 @@ class RunStore:
             conflict=RunConflictError,
             fence=fence,
             release_at=release_at,
+            take=take,
         )
         return saved
 

@@ -32,6 +32,7 @@ refusal ``AwsRequestError``. Each is raised ``from`` the botocore error.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -41,7 +42,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from botocore.parsers import ResponseParserError
 
 from adapters.aws.calls import CONNECTION_ERRORS, error_of, retryable, unparsed
-from core.exceptions import AwsRequestError, ConflictError, LockLostError, StoreUnavailableError
+from core.exceptions import AwsRequestError, ConflictError, LockHeldError, LockLostError, StoreUnavailableError
 from core.lock import Lease, describe
 from core.schema import agent_item, agent_partition_of, partition_of
 
@@ -123,6 +124,7 @@ def translate_fenced(
     message: str,
     conflict: type[ConflictError],
     fence: Lease,
+    taking: bool = False,
 ) -> Exception:
     """``translate`` for a fenced write (a transaction of the ``LOCK`` check, then the write).
 
@@ -138,6 +140,8 @@ def translate_fenced(
     codes = [str(r.get("Code", "None")) for r in reasons]
     if codes and codes[0] == "ConditionalCheckFailed":
         lock = _item(reasons[0].get("Item"))
+        if taking:
+            return LockHeldError(f"{message}: lock held by {describe(lock)}", lock)
         return LockLostError(
             f"{message}: lease of {fence.holder} (fencing {fence.fencing}) lost to {describe(lock)}", lock
         )
@@ -166,6 +170,16 @@ def _expression(builder: ConditionExpressionBuilder, params: dict[str, Any]) -> 
             **built.attribute_value_placeholders,
         }
     return out
+
+
+@dataclass(frozen=True)
+class Taking:
+    """The ``LOCK`` item's write that takes the lock (``LeaseLock.taking``), made inside a fenced put's transaction
+    in place of its ``ConditionCheck``: ``lease`` is the lease taken, the one the put is fenced by."""
+
+    lease: Lease
+    attrs: dict[str, Any]
+    condition: ConditionBase
 
 
 class Table:
@@ -273,17 +287,23 @@ class Table:
         conflict: type[ConflictError] = ConflictError,
         fence: Lease | None = None,
         release_at: float | None = None,
+        take: Taking | None = None,
     ) -> None:
         """Write the whole item ``sk`` (if ``condition`` holds, and with a ``fence`` only while that lease is the
         lock's current one: see the module docstring; with ``release_at``, epoch seconds, the fence's lease is given
-        up in the same transaction).
+        up in the same transaction; with ``take``, the lock is taken in the same transaction and the put fenced by
+        the lease taken).
 
         Raises:
             LockLostError: (with ``fence``) the lock changed hands or was released; nothing was written.
+            LockHeldError: (with ``take``) the lock changed hands since its item was read; nothing was written.
             ConflictError (``conflict``): the condition failed; ``current`` holds the item.
         """
         kwargs: dict[str, Any] = {"Item": dynamo({**attrs, **self.key(sk)})}
         self._condition(kwargs, condition)
+        if take is not None:
+            self._fenced({"Put": kwargs}, take.lease, f"put {sk}", conflict, take=take)
+            return
         if fence is not None:
             self._fenced({"Put": kwargs}, fence, f"put {sk}", conflict, release_at)
             return
@@ -299,6 +319,7 @@ class Table:
         message: str,
         conflict: type[ConflictError],
         release_at: float | None = None,
+        take: Taking | None = None,
     ) -> None:
         ((kind, params),) = write.items()
         # boto3 builds the expressions of a resource call's top-level ConditionExpression only: build them here, one
@@ -324,6 +345,10 @@ class Table:
                 },
                 "ExpressionAttributeValues": {":rel_zero": 0, ":rel_at": dynamo(release_at)},
             }
+        if take is not None:  # the lock taken, as ``LeaseLock.acquire`` writes it
+            lock_kind = "Put"
+            lock = {"Item": dynamo({**take.attrs, **self.key(LOCK_SK)}), "ConditionExpression": take.condition}
+            lock["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         check = _expression(builder, lock)
         items = [
             {lock_kind: {"TableName": self.table.name, **check}},
@@ -332,7 +357,7 @@ class Table:
         try:
             self.table.meta.client.transact_write_items(TransactItems=items)
         except TABLE_ERRORS as err:
-            raise translate_fenced(err, message, conflict, fence) from err
+            raise translate_fenced(err, message, conflict, fence, taking=take is not None) from err
 
     def delete(
         self, sk: str, condition: ConditionBase | None = None, conflict: type[ConflictError] = ConflictError

@@ -277,8 +277,13 @@ def advance_run(
                 # only find the same waits, so wait now (the run as saved is the last state)
                 run = last = decision.run.model_copy(update={"version": decision.run.version + 1})
             elif decision.actions:
+                take = None
                 try:
-                    if lease is None:  # the lock only if the lock item is still the one read before the world
+                    if lease is None and decision.changed:
+                        # the save that opens the decision takes the lock in its own transaction, conditioned on the
+                        # lock item being the one read before the world (LockHeldError: it changed hands since)
+                        take = deps.lock.taking(holder, LOCK_OPERATION, settings.lock_lease_seconds, seen)
+                    elif lease is None:  # the lock only if the lock item is still the one read before the world
                         lease = deps.lock.acquire(
                             holder, LOCK_OPERATION, settings.lock_lease_seconds, seen=seen, use_seen=True
                         )
@@ -297,10 +302,19 @@ def advance_run(
                     lock_note = f"lost the cluster lock to {(err.current or {}).get('holder')}: nothing applied"
                     lease, lost = None, True
                     break
+                effects = replace(deps.effects(lease), bounds=capacity_bounds(decision.run, world, settings), take=take)
                 try:
-                    effects = replace(deps.effects(lease), bounds=capacity_bounds(decision.run, world, settings))
                     applied = True
-                    results += execute(decision.actions, effects, now)
+                    try:
+                        results += execute(decision.actions, effects, now)
+                    finally:
+                        if effects.taken:  # held from the save on, whatever followed: released below
+                            lease = effects.taken[-1]
+                except LockHeldError as err:  # the save that was to take the lock found it changed hands
+                    applied = False  # nothing was written
+                    if pause(f"waited for the cluster lock held by {describe(err.current)}", settings.poll_seconds):
+                        continue
+                    break
                 except LockLostError as err:  # a fenced write found another holder: nothing after it was applied
                     logger.warning(f"run {run.run_id} lost the cluster lock mid-pass: nothing more applied ({err})")
                     deps.effects().telemetry.count("LockLost")

@@ -4,6 +4,7 @@ time), and two invocations of one run sharing the cluster lock (moto), each as a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 from collections import Counter
@@ -119,8 +120,14 @@ def test_two_concurrent_invocations_never_apply_at_once(cluster: Cluster, monkey
                 both_read.wait(timeout=5)  # the two first passes decide on the same read
         return world
 
-    def watched(*args: Any) -> Any:
+    def watched(actions: Any, effects: Any, now: Any) -> Any:
         me = threading.current_thread().name
+        done = []
+        if effects.lease is None and effects.take is not None:
+            # the save that opens the decision takes the lock in its own transaction: until it has, nothing is
+            # applied (it raises LockHeldError when the lock changed hands since the pass read it)
+            done = execute(actions[:1], effects, now)
+            actions, effects = actions[1:], dataclasses.replace(effects, lease=effects.taken[-1], take=None)
         with guard:
             applying.append(me)
             applied.append(me)
@@ -128,7 +135,7 @@ def test_two_concurrent_invocations_never_apply_at_once(cluster: Cluster, monkey
                 overlaps.append(tuple(applying))
         try:
             time.sleep(0.05)  # applying takes a while: plenty of time for the other invocation to step in
-            return execute(*args)
+            return done + execute(actions, effects, now)
         finally:
             with guard:
                 applying.remove(me)
