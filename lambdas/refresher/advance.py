@@ -5,11 +5,18 @@ and membership first (one Query, ``adapters.dynamo.snapshot``), then the groups 
 pass that decides nothing (a poll while a spare launches or becomes Ready) writes nothing, the lock included. A pass
 with something to apply takes the lock as the invocation's holder (``refresher:<run id>:<invocation id>``,
 ``core.runs.lock_holder``) conditioned on the ``LOCK`` item being exactly the one it read before the world
-(``LeaseLock.acquire(..., use_seen=True)``): if any holder took the lock since, the acquisition fails and the pass reads
-again, so what it decided was decided on a world no other operation changed in between. It keeps the lease for the
-passes that follow at once (renewed right before each one applies: a holder whose lease was taken over gets
-``LockLostError`` there and applies nothing more; every ``RUN#`` and ``CMD#`` write is fenced by that lease, so one lost
-in the middle of a pass stops it at its next write), and gives it up before the invocation sleeps or returns. A pass
+(``LeaseLock.taking``, written in the transaction of the pass's first ``RUN#`` save; ``LeaseLock.acquire(...,
+use_seen=True)`` for a decision that saves nothing): if any holder took the lock since, the take fails and the pass
+reads again, so what it decided was decided on a world no other operation changed in between. It keeps the lease for
+the passes that follow at once (every ``RUN#`` and ``CMD#`` write is fenced by that lease, and each such pass starts
+with its ``RUN#`` save, so a holder whose lease was taken over gets ``LockLostError`` there and applies nothing more;
+the lease outlives the function's timeout, so it is renewed only past half its length), and gives it up before the
+invocation sleeps or returns (with the save of a wait's start when the pass ends with one: ``SaveRun.release``).
+
+**Read-back.** The pass right after one that applied under the lease reads only the groups and the commands a draining
+step looks at (``gather``): the run is the one it saved (a save by anyone else since fails on the version and the pass
+reads again), the ``LOCK`` item is held, membership was read a moment before. A pass whose only effects are drain
+commands (``outcome_by_event``) ends the invocation instead: the drain's result event reads its outcome back. A pass
 that finds another holder's valid lease waits for it (polling, within the invocation's budget). The run's whole state is
 its ``RUN#`` item, so nothing is lost in between; the replenisher takes the lock between two passes and compensates a
 launch failure while the run is active. Two invocations of the same run (the tick and a drain result, say) are two
@@ -26,8 +33,10 @@ A pass whose decision only records (``bookkeeping``: a wait's start, a pause dec
 no command) saves the run conditioned on its version alone, without taking the lock: a stale writer fails on the
 version, and no effect follows the save in that pass.
 
-Calls of a polling pass that applies nothing: the snapshot Query, DescribeAutoScalingGroups and a GetItem per command
-in flight (``gather``); before, it also took and gave up the lock and read the run and membership apart (8 calls).
+Calls of a polling pass that applies nothing: the snapshot's two Queries, DescribeAutoScalingGroups and a GetItem
+per draining step's command (``gather``); before, it also took and gave up the lock and read the run and membership
+apart (8 calls). An event handler that read the active run first (``snapshot.read_state``) passes that read on
+(``advance_run(..., state=...)``): its first pass reads membership only.
 """
 
 from __future__ import annotations
@@ -53,7 +62,7 @@ from lambdas.refresher.decide.context import Decision
 from lambdas.refresher.deps import RefresherDeps, logger
 from lambdas.refresher.execute import execute
 from lambdas.refresher.gather import read_groups
-from lambdas.refresher.plan import Action, Metric, SaveRun, SendCommand
+from lambdas.refresher.plan import Action, Metric, ReleaseLock, SaveRun, SendCommand
 from lambdas.refresher.summary import run_summary
 from lambdas.refresher.world import World
 
@@ -327,10 +336,13 @@ def advance_run(
                 applied = False  # all of it applied: the run as saved is its last state
                 if decision.changed:
                     last = decision.run.model_copy(update={"version": decision.run.version + 1})
+                    if any(isinstance(a, ReleaseLock) for a in decision.actions):
+                        lease = None  # given up by the decision itself (the run's end)
+                    if not last.status.active:
+                        break  # over: its last state is the one saved
                     if outcome_by_event(decision):
                         break  # the drain's result event (or the tick) reads its outcome back
-                    if last.status.active:
-                        carried = replace(snapshot, runs=[last])
+                    carried = replace(snapshot, runs=[last])
                     continue
             wait = decision.pollable
             if wait is None:

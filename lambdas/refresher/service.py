@@ -152,7 +152,7 @@ def start(
         f"run {run_id} started: {len(plan.steps)} instances to replace",
         extra={"run_id": run_id, "trigger": options.trigger},
     )
-    out = advance_run(deps, run_id, budget_seconds, invocation)  # the same holder: its first pass renews the lease
+    out = advance_run(deps, run_id, budget_seconds, invocation)  # the same holder: its first pass keeps the lease
     return {**base, **out, "status": "started", "actions": results + out["actions"]}
 
 
