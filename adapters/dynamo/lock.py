@@ -10,11 +10,11 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from adapters.dynamo.table import LOCK_SK, Attr, Table
+from adapters.dynamo.table import LOCK_SK, Attr, Table, Taking
 from core.exceptions import ConflictError, LockHeldError, LockLostError
 from core.lock import Lease, describe, fencing_of, renewable_by
 
-__all__ = ["LOCK_SK", "LeaseLock"]
+__all__ = ["LOCK_SK", "LeaseLock", "Taking"]
 
 
 class LeaseLock:
@@ -53,39 +53,44 @@ class LeaseLock:
             LockHeldError: another holder's lease is still valid (``current`` is the lock item), or, with
                 ``use_seen``, the lock changed since it was read.
         """
-        now = self.clock()
-        expires = now + lease_seconds
         current = seen if use_seen else self.table.get(LOCK_SK)
-        held = renewable_by(current, holder, now)
+        held = renewable_by(current, holder, self.clock())
         if held is not None:
             return self.renew(held, lease_seconds)
-        previous = fencing_of(current)
+        taking = self.taking(holder, operation, lease_seconds, current)
+        try:
+            self.table.put(LOCK_SK, taking.attrs, condition=taking.condition, conflict=LockHeldError)
+        except LockHeldError as err:
+            raise LockHeldError(f"lock held by {describe(err.current)}", err.current) from err
+        return taking.lease
+
+    def taking(self, holder: str, operation: str, lease_seconds: float, seen: dict[str, Any] | None) -> Taking:
+        """The write that takes the lock from the ``LOCK`` item as ``seen`` (None: there was none) for a holder
+        that does not hold it: what ``acquire(..., seen=seen, use_seen=True)`` writes, for a caller that makes it
+        inside its own first fenced write (``Table.put(..., take=...)``: one transaction takes the lock and writes,
+        ``LockHeldError`` when the lock changed hands since ``seen`` was read). A new holder gets fencing =
+        previous + 1."""
+        now = self.clock()
+        previous = fencing_of(seen)
         # Free, expired, or released; the condition pins the exact item we looked at (by fencing) so two
         # contenders reading the same expired lease cannot both win.
         condition = (
             Attr("pk").not_exists()
-            if current is None
+            if seen is None
             else (
                 Attr("fencing").eq(previous)
                 & (Attr("lease_expires_at").lt(Decimal(str(now))) | Attr("holder").not_exists())
             )
         )
-        try:
-            self.table.put(
-                LOCK_SK,
-                {
-                    "holder": holder,
-                    "operation": operation,
-                    "lease_expires_at": expires,
-                    "fencing": previous + 1,
-                    "acquired_at": now,
-                },
-                condition=condition,
-                conflict=LockHeldError,
-            )
-        except LockHeldError as err:
-            raise LockHeldError(f"lock held by {describe(err.current)}", err.current) from err
-        return Lease(holder, operation, previous + 1, expires)
+        lease = Lease(holder, operation, previous + 1, now + lease_seconds)
+        attrs = {
+            "holder": holder,
+            "operation": operation,
+            "lease_expires_at": lease.expires_at,
+            "fencing": lease.fencing,
+            "acquired_at": now,
+        }
+        return Taking(lease, attrs, condition)
 
     def renew(self, lease: Lease, lease_seconds: float) -> Lease:
         """Extend a held lease.

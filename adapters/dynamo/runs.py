@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from adapters.dynamo.table import Attr, Table
+from adapters.dynamo.table import Attr, Table, Taking
 from core.exceptions import AwsRequestError, RunConflictError, RunRecordRefusedError
 from core.itemsize import item_bytes
 from core.lock import Lease
@@ -70,9 +70,25 @@ class RunStore:
         ``Table.put`` leaves out, counted too: a few bytes over, never under)."""
         return item_bytes({**item, **self.table.key(self.sk(run_id))})
 
-    def _put(self, run: Run, item: dict[str, Any], condition: Any, fence: Lease | None) -> None:
+    def _put(
+        self,
+        run: Run,
+        item: dict[str, Any],
+        condition: Any,
+        fence: Lease | None,
+        release_at: float | None = None,
+        take: Taking | None = None,
+    ) -> None:
         try:
-            self.table.put(self.sk(run.run_id), item, condition=condition, conflict=RunConflictError, fence=fence)
+            self.table.put(
+                self.sk(run.run_id),
+                item,
+                condition=condition,
+                conflict=RunConflictError,
+                fence=fence,
+                release_at=release_at,
+                take=take,
+            )
         except AwsRequestError as err:
             if err.code not in VALIDATION_CODES:
                 raise
@@ -94,13 +110,19 @@ class RunStore:
         item = self.table.get(self.sk(run_id))
         return None if item is None else Run.model_validate(item)
 
-    def save(self, run: Run, fence: Lease | None = None) -> Run:
+    def save(
+        self, run: Run, fence: Lease | None = None, release_at: float | None = None, take: Taking | None = None
+    ) -> Run:
         """Write ``run`` if the stored version is still ``run.version``; returns it with version + 1.
 
         Args:
             fence: the cluster lock's lease the run advances under: the save applies only while it is the lock's
                 current lease (a fenced ``TransactWriteItems``, ``Table.put``); None: not fenced (an operator's
                 cancel request, which no AWS effect follows).
+            release_at: (with ``fence``) give that lease up in the same transaction, at this time (epoch seconds):
+                a save no effect follows that ends the holder's pass (``Table.put``).
+            take: instead of ``fence``, take the lock in the same transaction (``LeaseLock.taking``): the save is
+                fenced by the lease it takes (``LockHeldError`` when the lock changed hands since it was read).
 
         Raises:
             LockLostError: (with ``fence``) the lock changed hands or was released; nothing was written.
@@ -108,7 +130,7 @@ class RunStore:
             RunRecordRefusedError: the item is too large (or otherwise invalid); nothing was written.
         """
         saved = run.model_copy(update={"version": run.version + 1})
-        self._put(saved, self.item_of(saved), Attr("version").eq(run.version), fence)
+        self._put(saved, self.item_of(saved), Attr("version").eq(run.version), fence, release_at, take)
         return saved
 
     def record_refusal(self, run: Run, reason: str, now: datetime) -> Run:

@@ -16,9 +16,8 @@ other holder acted in between.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from itertools import chain
 from typing import Any
 
 from pydantic import ValidationError
@@ -56,32 +55,53 @@ class Snapshot:
 
 
 def read_snapshot(table: Table, max_age_seconds: float, now: datetime | None = None) -> Snapshot:
-    """Read the ``LOCK`` item, fresh membership and the active runs (module docstring).
+    """Read the ``LOCK`` item, fresh membership and the active runs (module docstring): ``read_state`` then
+    ``with_membership``, two Queries.
+
+    Raises:
+        StoreUnavailableError: the read failed.
+    """
+    return with_membership(read_state(table), table, max_age_seconds, now)
+
+
+def read_state(table: Table) -> Snapshot:
+    """The first half of ``read_snapshot``: the ``LOCK`` item, the pollers and the active runs, in one Query (no
+    membership). An event handler that must find the active run first reads it with this, then completes the same
+    read with ``with_membership`` for its pass (the ``LOCK`` item still read before the world).
+
+    Raises:
+        StoreUnavailableError: the read failed.
+    """
+    keep = Attr("run_id").not_exists() | Attr("status").is_in(ACTIVE)  # every item but the runs that are over
+    lock: dict[str, Any] | None = None
+    runs: list[Run] = []
+    pollers: dict[str, tuple[str, float]] = {}
+    for item in table.query_range(LOCK_SK, RUN_PREFIX[:-1] + "$", consistent=True, keep=keep):
+        sk = str(item.get("sk", ""))
+        if sk == LOCK_SK:
+            lock = item
+        elif sk.startswith(RUN_PREFIX):
+            runs.append(Run.model_validate(item))
+        elif sk.startswith(POLL_PREFIX):
+            pollers[sk[len(POLL_PREFIX) :]] = (str(item.get("invocation")), float(item.get("until") or 0))
+    return Snapshot(lock=lock, runs=runs, pollers=pollers)
+
+
+def with_membership(state: Snapshot, table: Table, max_age_seconds: float, now: datetime | None = None) -> Snapshot:
+    """``state`` (from ``read_state``) with fresh membership read now (one Query; an unreadable item is left out).
 
     Raises:
         StoreUnavailableError: the read failed.
     """
     now = now or utcnow()
-    keep = Attr("run_id").not_exists() | Attr("status").is_in(ACTIVE)  # every item but the runs that are over
-    lock: dict[str, Any] | None = None
     mark: datetime | None = None
     nodes: list[dict[str, Any]] = []
-    runs: list[Run] = []
-    pollers: dict[str, tuple[str, float]] = {}
-    state = table.query_range(LOCK_SK, RUN_PREFIX[:-1] + "$", consistent=True, keep=keep)
-    membership = table.query_range(MARK_SK, NODE_PREFIX[:-1] + "$", consistent=True)
-    for item in chain(state, membership):
+    for item in table.query_range(MARK_SK, NODE_PREFIX[:-1] + "$", consistent=True):
         sk = str(item.get("sk", ""))
-        if sk == LOCK_SK:
-            lock = item
-        elif sk == MARK_SK:
+        if sk == MARK_SK:
             mark = mark_time(item)
         elif sk.startswith(NODE_PREFIX):
             nodes.append(item)
-        elif sk.startswith(RUN_PREFIX):
-            runs.append(Run.model_validate(item))
-        elif sk.startswith(POLL_PREFIX):
-            pollers[sk[len(POLL_PREFIX) :]] = (str(item.get("invocation")), float(item.get("until") or 0))
     records = []
     for item in nodes:
         try:
@@ -89,4 +109,4 @@ def read_snapshot(table: Table, max_age_seconds: float, now: datetime | None = N
         except ValidationError:
             continue  # the agent writes it again
     fresh = [r for r in records if r.fresh(now, max_age_seconds)]
-    return Snapshot(lock=lock, nodes=fresh, runs=runs, pollers=pollers)
+    return replace(state, nodes=fresh)

@@ -19,7 +19,9 @@ Fencing: a ``put`` given a ``fence`` (the caller's ``core.lock.Lease``) is one `
 is in the other partition: one transaction spans items of any partitions of a table): it applies only
 while the lease has not changed hands, atomically (DynamoDB transactions are serializable: "Amazon DynamoDB
 Transactions: How it works", isolation levels). A lost lock raises ``LockLostError`` (carrying the ``LOCK`` item) and
-the put is not applied.
+the put is not applied. A fenced put given ``release_at`` also gives the lease up in the same transaction (an
+``Update`` of the ``LOCK`` item under the same condition, as ``LeaseLock.release`` writes it, instead of the
+``ConditionCheck``): the holder's last write and its release are one call.
 
 Errors: conditional writes that lose raise typed ``ConflictError`` subclasses carrying the current item
 (``ReturnValuesOnConditionCheckFailure=ALL_OLD``); throttling, 5xx and connection failures raise
@@ -30,6 +32,7 @@ refusal ``AwsRequestError``. Each is raised ``from`` the botocore error.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -39,7 +42,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from botocore.parsers import ResponseParserError
 
 from adapters.aws.calls import CONNECTION_ERRORS, error_of, retryable, unparsed
-from core.exceptions import AwsRequestError, ConflictError, LockLostError, StoreUnavailableError
+from core.exceptions import AwsRequestError, ConflictError, LockHeldError, LockLostError, StoreUnavailableError
 from core.lock import Lease, describe
 from core.schema import agent_item, agent_partition_of, partition_of
 
@@ -121,6 +124,7 @@ def translate_fenced(
     message: str,
     conflict: type[ConflictError],
     fence: Lease,
+    taking: bool = False,
 ) -> Exception:
     """``translate`` for a fenced write (a transaction of the ``LOCK`` check, then the write).
 
@@ -137,6 +141,8 @@ def translate_fenced(
     codes = [str(r.get("Code", "None")) for r in reasons]
     if codes and codes[0] == "ConditionalCheckFailed":
         lock = _item(reasons[0].get("Item"))
+        if taking:
+            return LockHeldError(f"{message}: lock held by {describe(lock)}", lock)
         return LockLostError(
             f"{message}: lease of {fence.holder} (fencing {fence.fencing}) lost to {describe(lock)}", lock
         )
@@ -168,6 +174,16 @@ def _expression(builder: ConditionExpressionBuilder, params: dict[str, Any]) -> 
             **built.attribute_value_placeholders,
         }
     return out
+
+
+@dataclass(frozen=True)
+class Taking:
+    """The ``LOCK`` item's write that takes the lock (``LeaseLock.taking``), made inside a fenced put's transaction
+    in place of its ``ConditionCheck``: ``lease`` is the lease taken, the one the put is fenced by."""
+
+    lease: Lease
+    attrs: dict[str, Any]
+    condition: ConditionBase
 
 
 class Table:
@@ -274,18 +290,26 @@ class Table:
         condition: ConditionBase | None = None,
         conflict: type[ConflictError] = ConflictError,
         fence: Lease | None = None,
+        release_at: float | None = None,
+        take: Taking | None = None,
     ) -> None:
         """Write the whole item ``sk`` (if ``condition`` holds, and with a ``fence`` only while that lease is the
-        lock's current one: see the module docstring).
+        lock's current one: see the module docstring; with ``release_at``, epoch seconds, the fence's lease is given
+        up in the same transaction; with ``take``, the lock is taken in the same transaction and the put fenced by
+        the lease taken).
 
         Raises:
             LockLostError: (with ``fence``) the lock changed hands or was released; nothing was written.
+            LockHeldError: (with ``take``) the lock changed hands since its item was read; nothing was written.
             ConflictError (``conflict``): the condition failed; ``current`` holds the item.
         """
         kwargs: dict[str, Any] = {"Item": dynamo({**attrs, **self.key(sk)})}
         self._condition(kwargs, condition)
+        if take is not None:
+            self._fenced({"Put": kwargs}, take.lease, f"put {sk}", conflict, take=take)
+            return
         if fence is not None:
-            self._fenced({"Put": kwargs}, fence, f"put {sk}", conflict)
+            self._fenced({"Put": kwargs}, fence, f"put {sk}", conflict, release_at)
             return
         try:
             self.table.put_item(**kwargs)
@@ -293,28 +317,51 @@ class Table:
             raise translate(err, f"put {sk}", conflict) from err
 
     def _fenced(
-        self, write: dict[str, dict[str, Any]], fence: Lease, message: str, conflict: type[ConflictError]
+        self,
+        write: dict[str, dict[str, Any]],
+        fence: Lease,
+        message: str,
+        conflict: type[ConflictError],
+        release_at: float | None = None,
+        take: Taking | None = None,
     ) -> None:
         ((kind, params),) = write.items()
         # boto3 builds the expressions of a resource call's top-level ConditionExpression only: build them here, one
         # builder for the whole transaction so placeholders never collide (the values it then serialises itself)
         builder = ConditionExpressionBuilder()
-        check = _expression(
-            builder,
-            {
-                "Key": self.key(LOCK_SK),
-                "ConditionExpression": Attr("holder").eq(fence.holder) & Attr("fencing").eq(fence.fencing),
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            },
-        )
+        lock: dict[str, Any] = {
+            "Key": self.key(LOCK_SK),
+            "ConditionExpression": Attr("holder").eq(fence.holder) & Attr("fencing").eq(fence.fencing),
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        lock_kind = "ConditionCheck"
+        if release_at is not None:  # the release as ``LeaseLock.release`` writes it: no holder, the fencing kept
+            lock_kind = "Update"
+            lock |= {
+                "UpdateExpression": (
+                    "REMOVE #rel_holder, #rel_operation SET #rel_expires = :rel_zero, #rel_at = :rel_at"
+                ),
+                "ExpressionAttributeNames": {
+                    "#rel_holder": "holder",
+                    "#rel_operation": "operation",
+                    "#rel_expires": "lease_expires_at",
+                    "#rel_at": "released_at",
+                },
+                "ExpressionAttributeValues": {":rel_zero": 0, ":rel_at": dynamo(release_at)},
+            }
+        if take is not None:  # the lock taken, as ``LeaseLock.acquire`` writes it
+            lock_kind = "Put"
+            lock = {"Item": dynamo({**take.attrs, **self.key(LOCK_SK)}), "ConditionExpression": take.condition}
+            lock["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        check = _expression(builder, lock)
         items = [
-            {"ConditionCheck": {"TableName": self.table.name, **check}},
+            {lock_kind: {"TableName": self.table.name, **check}},
             {kind: {"TableName": self.table.name, **_expression(builder, params)}},
         ]
         try:
             self.table.meta.client.transact_write_items(TransactItems=items)
         except TABLE_ERRORS as err:
-            raise translate_fenced(err, message, conflict, fence) from err
+            raise translate_fenced(err, message, conflict, fence, taking=take is not None) from err
 
     def delete(
         self, sk: str, condition: ConditionBase | None = None, conflict: type[ConflictError] = ConflictError

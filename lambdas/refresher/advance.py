@@ -5,11 +5,18 @@ and membership first (one Query, ``adapters.dynamo.snapshot``), then the groups 
 pass that decides nothing (a poll while a spare launches or becomes Ready) writes nothing, the lock included. A pass
 with something to apply takes the lock as the invocation's holder (``refresher:<run id>:<invocation id>``,
 ``core.runs.lock_holder``) conditioned on the ``LOCK`` item being exactly the one it read before the world
-(``LeaseLock.acquire(..., use_seen=True)``): if any holder took the lock since, the acquisition fails and the pass reads
-again, so what it decided was decided on a world no other operation changed in between. It keeps the lease for the
-passes that follow at once (renewed right before each one applies: a holder whose lease was taken over gets
-``LockLostError`` there and applies nothing more; every ``RUN#`` and ``CMD#`` write is fenced by that lease, so one lost
-in the middle of a pass stops it at its next write), and gives it up before the invocation sleeps or returns. A pass
+(``LeaseLock.taking``, written in the transaction of the pass's first ``RUN#`` save; ``LeaseLock.acquire(...,
+use_seen=True)`` for a decision that saves nothing): if any holder took the lock since, the take fails and the pass
+reads again, so what it decided was decided on a world no other operation changed in between. It keeps the lease for
+the passes that follow at once (every ``RUN#`` and ``CMD#`` write is fenced by that lease, and each such pass starts
+with its ``RUN#`` save, so a holder whose lease was taken over gets ``LockLostError`` there and applies nothing more;
+the lease outlives the function's timeout, so it is renewed only past half its length), and gives it up before the
+invocation sleeps or returns (with the save of a wait's start when the pass ends with one: ``SaveRun.release``).
+
+**Read-back.** The pass right after one that applied under the lease reads only the groups and the commands a draining
+step looks at (``gather``): the run is the one it saved (a save by anyone else since fails on the version and the pass
+reads again), the ``LOCK`` item is held, membership was read a moment before. A pass whose only effects are drain
+commands (``outcome_by_event``) ends the invocation instead: the drain's result event reads its outcome back. A pass
 that finds another holder's valid lease waits for it (polling, within the invocation's budget). The run's whole state is
 its ``RUN#`` item, so nothing is lost in between; the replenisher takes the lock between two passes and compensates a
 launch failure while the run is active. Two invocations of the same run (the tick and a drain result, say) are two
@@ -28,8 +35,10 @@ A pass whose decision only records (``bookkeeping``: a wait's start, a pause dec
 no command) saves the run conditioned on its version alone, without taking the lock: a stale writer fails on the
 version, and no effect follows the save in that pass.
 
-Calls of a polling pass that applies nothing: the snapshot Query, DescribeAutoScalingGroups and a GetItem per command
-in flight (``gather``); before, it also took and gave up the lock and read the run and membership apart (8 calls).
+Calls of a polling pass that applies nothing: the snapshot's two Queries, DescribeAutoScalingGroups and a GetItem
+per draining step's command (``gather``); before, it also took and gave up the lock and read the run and membership
+apart (8 calls). An event handler that read the active run first (``snapshot.read_state``) passes that read on
+(``advance_run(..., state=...)``): its first pass reads membership only.
 """
 
 from __future__ import annotations
@@ -42,24 +51,30 @@ from pydantic import ValidationError
 
 from adapters.dynamo import ledger as ledger_store
 from adapters.dynamo import poller as poller_store
-from adapters.dynamo.snapshot import read_snapshot
+from adapters.dynamo.snapshot import Snapshot, read_snapshot, with_membership
 from core.exceptions import LockHeldError, LockLostError, RunConflictError, RunRecordRefusedError, StoreUnavailableError
 from core.kops import Role
 from core.ledger import DonorState
 from core.lock import Lease, describe, renewable_by, valid_holder
-from core.model import NodeRecord
+from core.model import CommandKind, NodeRecord
 from core.runs import LOCK_OPERATION, Run, RunStatus, StepState, new_invocation_id
 from lambdas.refresher.bounds import capacity_bounds
 from lambdas.refresher.decide import advance as decide_next
+from lambdas.refresher.decide.context import Decision
 from lambdas.refresher.deps import RefresherDeps, logger
 from lambdas.refresher.execute import execute
 from lambdas.refresher.gather import read_groups
-from lambdas.refresher.plan import Action, Metric, SaveRun
+from lambdas.refresher.plan import Action, Metric, ReleaseLock, SaveRun, SendCommand
 from lambdas.refresher.refused import record_refused
 from lambdas.refresher.summary import run_summary
 from lambdas.refresher.world import World
 
 MAX_PASSES = 500  # decisions per invocation (each one changes the run or waits); a bound, never reached in practice
+
+
+def lasts(lease: Lease, now: float, lease_seconds: float) -> bool:
+    """Whether ``lease`` has at least half its length left at ``now`` (epoch seconds)."""
+    return lease.expires_at - now >= lease_seconds / 2
 
 
 def donor_groups(deps: RefresherDeps) -> frozenset[str]:
@@ -100,6 +115,39 @@ def may_start_a_group(run: Run) -> bool:
     return False
 
 
+# the states whose decision reads a step's command (its CMD# item), and which command: the drain's outcome
+# (``decide.replace.draining``), the spare's drain when a surge is given back (``decide.undo.undo_draining``)
+COMMAND_OF_STATE = {StepState.DRAINING: "command_id", StepState.UNDO_DRAINING: "undo_command_id"}
+
+
+def looked_at_commands(run: Run) -> list[str]:
+    """The ids of the commands the next decision looks at (pure): a draining step's drain, an undo-draining step's
+    drain of its spare. A step surging, terminating or settling never reads its command (before, every step in flight
+    read both of its commands: about 2 GetItem a replaced node)."""
+    ids = (getattr(s, COMMAND_OF_STATE[s.state]) for s in run.steps if s.state in COMMAND_OF_STATE)
+    return [i for i in ids if i]
+
+
+def outcome_by_event(decision: Decision) -> bool:
+    """Whether the pass after this applied ``decision`` could only find what an event will report (pure), so the
+    invocation need not read the world again: every effect is a drain command (the agent's result event reports
+    its outcome; the tick is the safety net for a lost one, and redoes a drain never taken up), the run still runs,
+    every step in flight drains or surges, and every wait left is one an event ends (a launch, a node Ready) or a
+    drain. Such a read-back pass would decide on the world this pass read plus the commands just recorded: it would
+    find the drains in flight and return (a drain in flight is not worth polling for), or, if a spare became Ready
+    meanwhile, the "Node Ready" event of it advances the run."""
+    run = decision.run
+    effects = [a for a in decision.actions if not isinstance(a, (SaveRun, Metric))]
+    if run.status is not RunStatus.RUNNING or not effects:
+        return False
+    if not all(isinstance(a, SendCommand) and a.command.kind is CommandKind.DRAIN for a in effects):
+        return False
+    if any(w.kind.pollable and not w.kind.evented for w in decision.waits):
+        return False
+    moving = (StepState.DRAINING, StepState.UNDO_DRAINING, StepState.SURGING, StepState.PENDING)
+    return all(s.state.final or s.state in moving for s in run.steps)
+
+
 def gather(run: Run, deps: RefresherDeps, membership: list[NodeRecord] | None = None) -> World:
     """The world a run's next decision needs: every group of the cluster (the masters' check needs them all),
     fresh membership (``membership`` when the caller read it already), the ``CMD#`` items of the run's unfinished
@@ -107,7 +155,7 @@ def gather(run: Run, deps: RefresherDeps, membership: list[NodeRecord] | None = 
     ``may_start_a_group``).
 
     Calls: DescribeAutoScalingGroups (1 per 100 groups), the ``NODE#`` Query (unless given), one GetItem per command
-    in flight, the ``COMP#`` Query (only then).
+    a decision looks at (``looked_at_commands``), the ``COMP#`` Query (only then).
 
     Raises:
         StoreUnavailableError, AwsUnavailableError, AwsRequestError: reads failed.
@@ -118,14 +166,10 @@ def gather(run: Run, deps: RefresherDeps, membership: list[NodeRecord] | None = 
         membership = deps.store.list_nodes(deps.settings.membership_max_age_seconds, now)
     nodes = {r.instance_id: r for r in membership}
     commands = {}
-    for step in run.steps:
-        if not step.state.in_flight:
-            continue
-        for command_id in (step.command_id, step.undo_command_id):
-            if command_id:
-                item = deps.store.get_command(command_id)
-                if item is not None:
-                    commands[command_id] = item
+    for command_id in looked_at_commands(run):
+        item = deps.store.get_command(command_id)
+        if item is not None:
+            commands[command_id] = item
     donors = donor_groups(deps) if may_start_a_group(run) else frozenset()
     return World(groups=groups, nodes=nodes, commands=commands, donors=donors)
 
@@ -140,7 +184,11 @@ def lock_lost(deps: RefresherDeps, run_id: str, err: LockLostError, mid_pass: bo
 
 
 def advance_run(
-    deps: RefresherDeps, run_id: str | None, budget_seconds: float, invocation: str | None = None
+    deps: RefresherDeps,
+    run_id: str | None,
+    budget_seconds: float,
+    invocation: str | None = None,
+    state: Snapshot | None = None,
 ) -> dict[str, Any]:
     """Advance the run ``run_id`` (or the active one) until it waits for something not worth polling for, or the
     budget is spent; the cluster lock is held only while a pass reads, decides and applies (module docstring).
@@ -148,6 +196,8 @@ def advance_run(
     Args:
         invocation: this invocation's id (the Lambda request id), part of the lock holder name; default a new one.
             A caller that already took the lock for the run (``service.start``) passes the id it took it with.
+        state: the ``LOCK`` item, pollers and active runs the caller has just read (``snapshot.read_state``, an
+            event handler that looked for the active run): the first pass reads only membership after it.
 
     Returns:
         ``{"status": "advanced" | "idle" | "lock_lost", "run": summary, "actions": [...]}``, with ``"lock"`` saying
@@ -166,7 +216,9 @@ def advance_run(
     lost = False  # a pass's lease was taken over: it applied nothing more
     polling = False  # this invocation holds the run's POLL# item
     woke = False  # the next pass follows a poll's sleep (not a change of this invocation's own)
-    applied = False  # the last pass applied something (the run read before it may be stale)
+    applied = False  # a pass stopped part-way through applying (the run as last known may be stale)
+    last: Run | None = None  # the run's last state this invocation knows: as read, or as it saved it
+    carried: Snapshot | None = None  # what the read-back pass after an applied decision starts from (no new read)
     poll_note = ""
     settings = deps.settings
     invocation = invocation or new_invocation_id()
@@ -182,12 +234,24 @@ def advance_run(
 
     try:
         for _ in range(MAX_PASSES):
-            # the run, the LOCK item and membership in one read, before anything else the decision looks at
-            snapshot = read_snapshot(deps.store, settings.membership_max_age_seconds, deps.clock())
+            if carried is not None:
+                # the pass right after one that applied under the lease this invocation still holds: the run as it
+                # saved it (a save by anyone else since fails on the version, and the pass reads again), the LOCK
+                # item needs no read (the lease is held), membership as read a moment ago; the groups and the
+                # commands, which the effects change, are read again (gather)
+                snapshot, carried = carried, None
+            elif state is not None:
+                snapshot, state = (
+                    with_membership(state, deps.store, settings.membership_max_age_seconds, deps.clock()),
+                    None,
+                )
+            else:
+                # the run, the LOCK item and membership, before anything else the decision looks at
+                snapshot = read_snapshot(deps.store, settings.membership_max_age_seconds, deps.clock())
             active = snapshot.run(run_id)
             if active is None:
                 break  # over (or never started): the last state is read once below
-            run, run_id, seen = active, active.run_id, snapshot.lock
+            run, run_id, seen, last = active, active.run_id, snapshot.lock, active
             taker, slept = snapshot.pollers.get(run_id, ("", 0.0))[0], woke
             woke = False
             if polling and slept and taker != invocation:
@@ -209,9 +273,16 @@ def advance_run(
             if decision.actions and bookkeeping(decision.actions):
                 # a save no AWS call follows (a wait's start, a pause decided before its undo): conditioned on the
                 # run's version alone (and on the lease this invocation holds, if it holds one, without renewing
-                # it), so no lock is taken or given up for it (DESIGN.md, "the lock")
+                # it), so no lock is taken for it (DESIGN.md, "the lock"). A save before a wait that the invocation
+                # would give its lease up for anyway (it polls or returns: below) gives it up in the same write
+                actions = decision.actions
+                releasing = lease is not None and decision.pollable is not None
+                if releasing:
+                    actions = [replace(a, release=True) if isinstance(a, SaveRun) else a for a in actions]
                 try:
-                    results += execute(decision.actions, deps.effects(lease), now)
+                    results += execute(actions, deps.effects(lease), now)
+                    if releasing:
+                        lease = None
                 except RunConflictError:
                     logger.info(f"run {run.run_id} was advanced by another invocation: reading it again")
                     continue
@@ -226,14 +297,22 @@ def advance_run(
                     continue  # e.g. a pause recorded: its undo comes at the next pass
                 # a wait's start recorded, nothing changed in the world: deciding again on the same world would
                 # only find the same waits, so wait now (the run as saved is the last state)
-                run = decision.run.model_copy(update={"version": decision.run.version + 1})
+                run = last = decision.run.model_copy(update={"version": decision.run.version + 1})
             elif decision.actions:
+                take = None
                 try:
-                    if lease is None:  # the lock only if the lock item is still the one read before the world
+                    if lease is None and decision.changed:
+                        # the save that opens the decision takes the lock in its own transaction, conditioned on the
+                        # lock item being the one read before the world (LockHeldError: it changed hands since)
+                        take = deps.lock.taking(holder, LOCK_OPERATION, settings.lock_lease_seconds, seen)
+                    elif lease is None:  # the lock only if the lock item is still the one read before the world
                         lease = deps.lock.acquire(
                             holder, LOCK_OPERATION, settings.lock_lease_seconds, seen=seen, use_seen=True
                         )
-                    else:
+                    elif not (decision.changed and lasts(lease, deps.clock().timestamp(), settings.lock_lease_seconds)):
+                        # a decision whose first write is its fenced save needs no renewal to find out that its
+                        # lease was taken over (the save fails, LockLostError, before any effect): only a lease
+                        # past half its length is renewed
                         lease = deps.lock.renew(lease, settings.lock_lease_seconds)
                 except LockHeldError as err:  # it changed hands since: what this pass read may be stale
                     if pause(f"waited for the cluster lock held by {describe(err.current)}", settings.poll_seconds):
@@ -242,10 +321,19 @@ def advance_run(
                 except LockLostError as err:
                     lock_note, lease, lost = lock_lost(deps, run.run_id, err), None, True
                     break
+                effects = replace(deps.effects(lease), bounds=capacity_bounds(decision.run, world, settings), take=take)
                 try:
-                    effects = replace(deps.effects(lease), bounds=capacity_bounds(decision.run, world, settings))
                     applied = True
-                    results += execute(decision.actions, effects, now)
+                    try:
+                        results += execute(decision.actions, effects, now)
+                    finally:
+                        if effects.taken:  # held from the save on, whatever followed: released below
+                            lease = effects.taken[-1]
+                except LockHeldError as err:  # the save that was to take the lock found it changed hands
+                    applied = False  # nothing was written
+                    if pause(f"waited for the cluster lock held by {describe(err.current)}", settings.poll_seconds):
+                        continue
+                    break
                 except LockLostError as err:  # a fenced write found another holder: nothing after it was applied
                     lock_note, lease, lost = lock_lost(deps, run.run_id, err, mid_pass=True), None, True
                     break
@@ -256,7 +344,16 @@ def advance_run(
                     if record_refused(deps, run, err):
                         continue
                     break
+                applied = False  # all of it applied: the run as saved is its last state
                 if decision.changed:
+                    last = decision.run.model_copy(update={"version": decision.run.version + 1})
+                    if any(isinstance(a, ReleaseLock) for a in decision.actions):
+                        lease = None  # given up by the decision itself (the run's end)
+                    if not last.status.active:
+                        break  # over: its last state is the one saved
+                    if outcome_by_event(decision):
+                        break  # the drain's result event (or the tick) reads its outcome back
+                    carried = replace(snapshot, runs=[last])
                     continue
             wait = decision.pollable
             if wait is None:
@@ -292,12 +389,12 @@ def advance_run(
             # left behind, the item only keeps other invocations from polling until this one's budget ends
             with contextlib.suppress(StoreUnavailableError):
                 poller_store.give_up(deps.store, run_id, invocation)
-    if run is None and run_id:
-        run = deps.runs.get(run_id)  # the run asked for is not active (any more): its last state
-    if run is None:
+    if last is None and run_id:
+        last = deps.runs.get(run_id)  # the run asked for is not active (any more): its last state
+    if last is None:
         return {"status": "idle", "actions": results}
-    # the run as the last pass read it, unless a pass applied something after that read (then read it once more)
-    final = (deps.runs.get(run.run_id) or run) if applied else run
+    # the run as the last pass read it or as this invocation saved it; read once more when a pass stopped mid-way
+    final = (deps.runs.get(last.run_id) or last) if applied else last
     out = {"status": "lock_lost" if lost else "advanced", "run": run_summary(final), "actions": results}
     if poll_note:
         out["polling"] = poll_note

@@ -27,7 +27,7 @@ from typing import Any
 
 from adapters.aws.ports import AwsPort
 from adapters.dynamo.commands import record_and_send
-from adapters.dynamo.lock import LeaseLock
+from adapters.dynamo.lock import LeaseLock, Taking
 from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store
 from core.capacity import Bounds
@@ -62,6 +62,9 @@ class Effects:
         lease: the cluster lock's lease the run holds (its fencing token); None before ``AcquireLock`` takes it.
         bounds: group name -> the limits its sizes are clamped to (``lambdas.refresher.bounds``); a group without
             bounds is never resized.
+        take: with no ``lease``, the lock's taking (``LeaseLock.taking``) the first ``SaveRun`` makes in its own
+            transaction; ``taken`` receives the lease once it is taken (the caller releases it, even when a later
+            action fails).
     """
 
     store: Store
@@ -73,6 +76,8 @@ class Effects:
     ttl_seconds: int
     lease: Lease | None = None
     bounds: Mapping[str, Bounds] = field(default_factory=dict)
+    take: Taking | None = None
+    taken: list[Lease] = field(default_factory=list)
 
 
 class _Held:
@@ -114,8 +119,17 @@ def execute(actions: list[Action], effects: Effects, now: datetime, dry_run: boo
 
 def _apply(action: Action, effects: Effects, now: datetime, held: _Held) -> str:
     if isinstance(action, SaveRun):
-        effects.runs.save(action.run, fence=held.lease)
-        return f"saved (version {action.run.version + 1})"
+        if held.lease is None and effects.take is not None:  # the lock taken by the save itself
+            effects.runs.save(action.run, take=effects.take)
+            held.lease = effects.take.lease
+            effects.taken.append(held.lease)
+            return f"saved (version {action.run.version + 1}), cluster lock taken (fencing {held.lease.fencing})"
+        release_at = now.timestamp() if action.release and held.lease is not None else None
+        effects.runs.save(action.run, fence=held.lease, release_at=release_at)
+        if release_at is None:
+            return f"saved (version {action.run.version + 1})"
+        held.lease = None
+        return f"saved (version {action.run.version + 1}), cluster lock released"
     if isinstance(action, SendCommand):
         delivery = record_and_send(
             effects.store, effects.aws.queue.send_command, action.command, effects.ttl_seconds, now, held.lease

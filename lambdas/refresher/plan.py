@@ -37,10 +37,13 @@ class CreateRun:
 
 @dataclass(frozen=True)
 class SaveRun:
-    """Write the run's new state, conditioned on the version read (``RunConflictError`` when another won)."""
+    """Write the run's new state, conditioned on the version read (``RunConflictError`` when another won);
+    ``release``: give the lease the save is fenced by up in the same write (a save no effect follows, at the end of
+    the holder's pass)."""
 
     run: Run
     changes: tuple[str, ...] = ()
+    release: bool = False
 
     def describe(self) -> str:
         return f"record run {self.run.run_id}: " + ("; ".join(self.changes) or "state")

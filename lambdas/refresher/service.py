@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from adapters.dynamo.snapshot import read_state
 from core.exceptions import (
     AwsRequestError,
     AwsUnavailableError,
@@ -156,7 +157,7 @@ def start(
         f"run {run_id} started: {len(plan.steps)} instances to replace",
         extra={"run_id": run_id, "trigger": options.trigger},
     )
-    out = advance_run(deps, run_id, budget_seconds, invocation)  # the same holder: its first pass renews the lease
+    out = advance_run(deps, run_id, budget_seconds, invocation)  # the same holder: its first pass keeps the lease
     return {**base, **out, "status": "started", "actions": results + out["actions"]}
 
 
@@ -301,16 +302,18 @@ def node_ready(trigger: Event, deps: RefresherDeps, budget: float, invocation: s
     The report is a hint to read again, never a fact: the pass reads membership (``NODE#``) and the groups itself
     and decides on what it read, so a report the agent's role could forge (it may put events of its own source and
     write ``NODE#``, nothing more) makes the refresher look, never act on a node that is not Ready. No active run
-    (the common case: nodes become Ready all day long) costs one Query of the ``RUN#`` items, nothing else.
+    (the common case: nodes become Ready all day long) costs one Query (``snapshot.read_state``: the ``LOCK`` item,
+    the pollers, the active runs), nothing else; a report that concerns the run starts its first pass from that read.
     """
     if trigger.cluster != deps.settings.cluster_name:
         return {"status": "acknowledged", "reason": "other_cluster"}
-    active = deps.runs.active()
+    state = read_state(deps.store)
+    active = state.run(None)
     if active is None:
         return {"status": "acknowledged", "reason": "no_active_run"}
     if not waits_on(active, trigger):
         return {"status": "acknowledged", "reason": "not_in_run"}
-    return advance_run(deps, active.run_id, budget, invocation)
+    return advance_run(deps, active.run_id, budget, invocation, state)
 
 
 def serve(trigger: Event, deps: RefresherDeps, budget: float, invocation: str | None = None) -> dict[str, Any]:
@@ -363,14 +366,15 @@ def serve(trigger: Event, deps: RefresherDeps, budget: float, invocation: str | 
         out = advance_run(deps, None, budget, invocation)
         return out if out["status"] != "idle" else {"status": "acknowledged", "reason": "no_active_run"}
     if trigger.kind is EventKind.LAUNCH_SUCCEEDED:
-        active = deps.runs.active()
+        state = read_state(deps.store)  # one Query; the run's pass starts from it
+        active = state.run(None)
         if active is None:
             return {"status": "acknowledged", "reason": "no_active_run"}
         if trigger.asg_name not in {g.name for g in active.groups}:
             return {"status": "acknowledged", "reason": "not_in_run"}
         if not launch_unseen(active, trigger.asg_name or ""):
             return {"status": "acknowledged", "reason": "already_seen"}
-        return advance_run(deps, active.run_id, budget, invocation)
+        return advance_run(deps, active.run_id, budget, invocation, state)
     if trigger.kind is EventKind.NODE_READY:
         return node_ready(trigger, deps, budget, invocation)
     raise AssertionError(f"unhandled trigger {trigger.kind}")

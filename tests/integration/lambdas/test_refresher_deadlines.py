@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from aws_lambda_powertools import Metrics
 
-from adapters.dynamo.lock import LeaseLock
+from adapters.dynamo.lock import LeaseLock, Taking
 from core.lock import Lease
 from core.runs import LOCK_OPERATION, RunStatus, StepState
 from core.settings import ReplenisherSettings
@@ -213,18 +213,19 @@ def test_a_refresher_that_lost_the_lock_applies_nothing(world: Any) -> None:
         surged = h.groups()[group]["DesiredCapacity"]
         clock.advance(hours=1)  # the spare's deadline passed: the next pass would give the surge back
         thief = "replenisher:thief"
-        real_acquire = LeaseLock.acquire
+        real_taking = LeaseLock.taking
 
-        def acquire_then_lose(self: LeaseLock, holder: str, *args: Any, **kwargs: Any) -> Lease:
-            lease = real_acquire(self, holder, *args, **kwargs)
-            # the lease lapses during the pass's reads and another holder takes the lock over
-            self.table.update("LOCK", {"holder": thief, "fencing": lease.fencing + 1, "lease_expires_at": 4e9})
-            return lease
+        def taking_then_lose(self: LeaseLock, holder: str, *args: Any, **kwargs: Any) -> Taking:
+            taking = real_taking(self, holder, *args, **kwargs)
+            # after the pass read the world and decided, before its save (which takes the lock): another holder
+            # takes the lock over
+            self.table.update("LOCK", {"holder": thief, "fencing": taking.lease.fencing, "lease_expires_at": 4e9})
+            return taking
 
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(LeaseLock, "acquire", acquire_then_lose)
+            patch.setattr(LeaseLock, "taking", taking_then_lose)
             out = h.invoke({"trigger": "tick"})
-        assert "lost the cluster lock" in out.get("lock", ""), out
+        assert f"cluster lock held by {thief}" in out.get("lock", ""), out  # the save refused: it waited
         assert h.run(run_id).version == stored.version and h.run(run_id).status is RunStatus.RUNNING
         assert h.groups()[group]["DesiredCapacity"] == surged  # nothing given back by the loser
         assert lock_holder(h) == thief

@@ -4,9 +4,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from adapters.dynamo.lock import LOCK_SK, LeaseLock
 from adapters.dynamo.runs import RunStore, surge_capacity, surge_instance_ids
 from adapters.dynamo.store import Store
-from core.exceptions import RunConflictError
+from core.exceptions import LockHeldError, LockLostError, RunConflictError
 from core.runs import GroupSurge, Run, RunOptions, RunStatus, RunStep, StepState
 
 T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
@@ -74,3 +75,36 @@ def test_a_save_fenced_by_a_lost_lease_is_refused_and_applies_nothing(store: Sto
     with pytest.raises(LockLostError):
         runs.create(run("20240305T110000Z-other"), fence=lease)
     assert runs.get("20240305T110000Z-other") is None
+
+
+def test_a_save_that_takes_the_lock_takes_it_only_as_it_was_read(store: Store) -> None:
+    now = [1000.0]
+    lock, runs = LeaseLock(store, clock=lambda: now[0]), RunStore(store)
+    runs.create(run())
+    seen = store.get(LOCK_SK)  # None: never taken
+    stale = lock.taking("refresher:r:b", "refresh", 60, seen)
+    taking = lock.taking("refresher:r:a", "refresh", 60, seen)
+    saved = runs.save(run(), take=taking)  # one transaction: the lock taken and the run saved
+    item = lock.current() or {}
+    assert (
+        (item["holder"], item["fencing"], saved.version)
+        == ("refresher:r:a", 1, 1)
+        == (
+            taking.lease.holder,
+            taking.lease.fencing,
+            1,
+        )
+    )
+    # another holder that read the lock before it was taken: refused, nothing written (neither lock nor run)
+    with pytest.raises(LockHeldError):
+        runs.save(saved, take=stale)
+    assert (lock.current() or {})["holder"] == "refresher:r:a" and (runs.get(run().run_id) or run()).version == 1
+    # the holder's last save gives the lock up in the same write; a lease lost already writes nothing
+    runs.save(saved, fence=taking.lease, release_at=now[0])
+    item = lock.current() or {}
+    assert item.get("holder") is None and item["fencing"] == 1 and (runs.get(run().run_id) or run()).version == 2
+    with pytest.raises(LockLostError):
+        runs.save(saved.model_copy(update={"version": 2}), fence=taking.lease, release_at=now[0])
+    assert (runs.get(run().run_id) or run()).version == 2
+    # the next holder reads the released lock and takes it with the next fencing value
+    assert lock.taking("refresher:r:c", "refresh", 60, lock.current()).lease.fencing == 2

@@ -4,6 +4,7 @@ time), and two invocations of one run sharing the cluster lock (moto), each as a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 from collections import Counter
@@ -17,6 +18,7 @@ import lambdas.refresher.advance as advance
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.poller import poll_sk
 from core.exceptions import StoreUnavailableError
+from core.model import Command, CommandKind
 from core.runs import (
     LOCK_OPERATION,
     GroupSurge,
@@ -29,6 +31,8 @@ from core.runs import (
     run_id_of_holder,
 )
 from lambdas.refresher.advance import may_start_a_group
+from lambdas.refresher.decide.context import Decision, Wait, WaitKind
+from lambdas.refresher.plan import SaveRun, SendCommand, SetCapacity
 from tests.unit.lambdas.refresher.moto_cluster import RUN_ID, Cluster, moto_cluster, surging_run
 
 T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
@@ -119,8 +123,14 @@ def test_two_concurrent_invocations_never_apply_at_once(cluster: Cluster, monkey
                 both_read.wait(timeout=5)  # the two first passes decide on the same read
         return world
 
-    def watched(*args: Any) -> Any:
+    def watched(actions: Any, effects: Any, now: Any) -> Any:
         me = threading.current_thread().name
+        done = []
+        if effects.lease is None and effects.take is not None:
+            # the save that opens the decision takes the lock in its own transaction: until it has, nothing is
+            # applied (it raises LockHeldError when the lock changed hands since the pass read it)
+            done = execute(actions[:1], effects, now)
+            actions, effects = actions[1:], dataclasses.replace(effects, lease=effects.taken[-1], take=None)
         with guard:
             applying.append(me)
             applied.append(me)
@@ -128,7 +138,7 @@ def test_two_concurrent_invocations_never_apply_at_once(cluster: Cluster, monkey
                 overlaps.append(tuple(applying))
         try:
             time.sleep(0.05)  # applying takes a while: plenty of time for the other invocation to step in
-            return execute(*args)
+            return done + execute(actions, effects, now)
         finally:
             with guard:
                 applying.remove(me)
@@ -243,3 +253,76 @@ def test_a_poller_that_cannot_give_the_polling_up_still_returns(
     out = advance.advance_run(cluster.new_deps(), None, 1.0, "poller")
     assert out["status"] == "advanced"  # the item expires with its budget
     assert (deps.store.get(poll_sk(RUN_ID)) or {})["invocation"] == "poller"
+
+
+# -- what a pass reads and writes: the calls per replaced node (bench.refresher) --------------------------------
+
+
+def test_only_the_commands_a_decision_looks_at_are_read() -> None:
+    r = run(StepState.DRAINING)
+    r.steps[0].command_id = "refresh-r1-0"
+    r.steps[1].state, r.steps[1].command_id = StepState.TERMINATING, "refresh-r1-1"  # drained: not looked at
+    r.steps.append(
+        RunStep(
+            index=2,
+            group="g",
+            role="node",
+            instance_id="i-00000000000000003",
+            state=StepState.UNDO_DRAINING,
+            command_id="refresh-r1-2",
+            undo_command_id="refresh-r1-2-undo",
+        )
+    )
+    assert advance.looked_at_commands(r) == ["refresh-r1-0", "refresh-r1-2-undo"]
+    r.steps[0].state = StepState.SURGING
+    assert advance.looked_at_commands(r) == ["refresh-r1-2-undo"]
+
+
+def _drain(index: int = 0) -> SendCommand:
+    return SendCommand(
+        Command(
+            command_id=f"refresh-r1-{index}",
+            cluster="c",
+            kind=CommandKind.DRAIN,
+            instance_id="i-00000000000000001",
+            node_name="n1",
+            reason="refresh r1 step 0",
+            deadline=T0,
+        )
+    )
+
+
+def test_only_a_pass_that_sent_drains_alone_skips_the_read_back() -> None:
+    r = run(StepState.DRAINING)
+    assert advance.outcome_by_event(Decision(r, [SaveRun(r), _drain()]))
+    assert advance.outcome_by_event(Decision(r, [SaveRun(r), _drain()], [Wait(WaitKind.NODE_READY, "spare")]))
+    # an effect the next pass reads back (the surge), a wait polled for, a state the next pass acts on, a run
+    # that stops, an uncordon: read again
+    assert not advance.outcome_by_event(Decision(r, [SaveRun(r), _drain(), SetCapacity("g", desired=3)]))
+    assert not advance.outcome_by_event(Decision(r, [SaveRun(r), _drain()], [Wait(WaitKind.TERMINATION, "i-1")]))
+    undoing = run(StepState.DRAINING)
+    undoing.steps[1].state = StepState.UNDOING
+    assert not advance.outcome_by_event(Decision(undoing, [SaveRun(undoing), _drain()]))
+    pausing = run(StepState.DRAINING, status=RunStatus.PAUSING)
+    assert not advance.outcome_by_event(Decision(pausing, [SaveRun(pausing), _drain()]))
+    uncordon = _drain()
+    uncordon = SendCommand(uncordon.command.model_copy(update={"kind": CommandKind.UNCORDON}))
+    assert not advance.outcome_by_event(Decision(r, [SaveRun(r), uncordon]))
+    assert not advance.outcome_by_event(Decision(r, [SaveRun(r)]))
+
+
+def test_a_surge_costs_one_snapshot_and_the_lock_rides_on_the_saves(cluster: Cluster) -> None:
+    deps = cluster.new_deps()
+    deps.runs.create(surging_run(cluster.instances()[0]))
+    counted: Counter[str] = Counter()
+    deps.store.table.meta.client.meta.events.register("before-call", lambda model, **_: counted.update([model.name]))
+    out = advance.advance_run(deps, None, 0.0, "first")  # raises the group, then records what the step waits for
+    calls = Counter(counted)
+    stored = deps.runs.get(RUN_ID)
+    assert cluster.sizes() == (3, 3) and stored is not None and stored.version == 2, out
+    assert out["run"]["waiting"] == stored.waiting and stored.steps[0].waiting_since  # the run as it saved it
+    # the first pass's snapshot (two Queries); the pass after the raise reads the groups only; the first save takes
+    # the lock, the second (the wait's start) gives it up: no PutItem, UpdateItem or GetItem of the lock or the run
+    assert calls == Counter({"Query": 2, "TransactWriteItems": 2}), calls
+    lock = deps.lock.current() or {}
+    assert lock.get("holder") is None and lock["fencing"] == 1
