@@ -41,7 +41,28 @@ def canonical(value: Any) -> Any:
     Raises:
         TypeError: a type boto3 refuses (``float``, unsupported objects), as boto3 raises before the call.
     """
+    kind = type(value)
+    if kind is str or kind is bool or value is None:  # what the round trip gives back unchanged (the same object)
+        return value
+    if kind is dict:  # a map: its values one by one, as the serializer and the deserializer treat them
+        return {k: canonical(v) for k, v in value.items()}
+    if kind is list:
+        return [canonical(v) for v in value]
+    if kind is Decimal or kind is int:  # a number: the round trip of the same text is the same number
+        key = (kind, str(value))
+        number = _NUMBERS.get(key)
+        if number is None:
+            number = _trimmed(_DESERIALIZER.deserialize(_SERIALIZER.serialize(value)))  # raises as boto3 does
+            if len(_NUMBERS) >= _NUMBERS_KEPT:
+                _NUMBERS.clear()
+            _NUMBERS[key] = number
+        return number
     return _trimmed(_DESERIALIZER.deserialize(_SERIALIZER.serialize(value)))
+
+
+# canonical numbers by (type, text): a pure memo (same text in, same Decimal out), bounded, shared by every run
+_NUMBERS: dict[tuple[type, str], Decimal] = {}
+_NUMBERS_KEPT = 4096
 
 
 def _trimmed(value: Any) -> Any:

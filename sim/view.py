@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from agent.kube.views import CORDON_ANNOTATION, NodeView
@@ -46,32 +47,55 @@ class View:
     def node_states(self) -> list[NodeState]:
         """Every node's state; a node whose ``resourceVersion`` did not change since the last call is not read
         again."""
-        out = []
+        nodes = self.world.kube.nodes
+        out = [self._node_state(name, obj) for name, obj in nodes.items()]
         cache = self._node_cache
-        for name, obj in self.world.kube.nodes.items():
-            meta = obj["metadata"]
-            key = (meta.get("resourceVersion"), name in self.world.operators)
-            hit = cache.get(name)
-            if hit is not None and hit[0] == key:
-                out.append(hit[1])
-                continue
-            spec = obj["spec"]
-            conditions = obj["status"].get("conditions", ())
-            state = NodeState(
-                name=name,
-                instance_id=NodeView.from_api(obj).instance_id or "",
-                master=CONTROL_PLANE_LABEL in meta["labels"],
-                ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
-                unschedulable=bool(spec.get("unschedulable")),
-                ours=CORDON_ANNOTATION in (meta.get("annotations") or {}),
-                operator=name in self.world.operators,
-            )
-            cache[name] = (key, state)
-            out.append(state)
-        if len(cache) > 2 * len(self.world.kube.nodes) + 100:
-            for gone in [n for n in cache if n not in self.world.kube.nodes]:
+        if len(cache) > 2 * len(nodes) + 100:
+            for gone in [n for n in cache if n not in nodes]:
                 del cache[gone]
         return out
+
+    def nodes_of(self, instances: Collection[str]) -> list[NodeState]:
+        """The states of the nodes whose instance (``spec.providerID``) is one of ``instances``, in the order of
+        ``node_states`` (only those nodes are read)."""
+        kube = self.world.kube
+        states = [
+            self._node_state(name, kube.nodes[name])
+            for name, instance_id in kube.node_instance.items()  # each node's, as its providerID names it
+            if instance_id in instances
+        ]
+        return [state for state in states if state.instance_id in instances]
+
+    def _node_state(self, name: str, obj: dict[str, Any]) -> NodeState:
+        meta = obj["metadata"]
+        operator = name in self.world.operators
+        key = (meta.get("resourceVersion"), operator)
+        hit = self._node_cache.get(name)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        spec = obj["spec"]
+        conditions = obj["status"].get("conditions", ())
+        state = NodeState(
+            name=name,
+            instance_id=NodeView.from_api(obj).instance_id or "",
+            master=CONTROL_PLANE_LABEL in meta["labels"],
+            ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
+            unschedulable=bool(spec.get("unschedulable")),
+            ours=CORDON_ANNOTATION in (meta.get("annotations") or {}),
+            operator=operator,
+        )
+        self._node_cache[name] = (key, state)
+        return state
+
+    def running(self, instance_id: str) -> bool:
+        """Whether the instance is pending or running (as ``running_instances`` has it)."""
+        instance = self.world.cloud.instances.get(instance_id)
+        return instance is not None and instance.state in LIVE_EC2_STATES
+
+    def cluster_items(self) -> list[dict[str, Any]]:
+        """The items of the cluster partition (``LOCK``, ``COMP#``, ``RUN#``, ``DETACH#``, ``POLL#``: the kinds only
+        the Lambdas write), in the order ``table_items`` gives them, read in place."""
+        return list(self.world.table._items.get(self.partition, {}).values())
 
     def movable_pods(self, node: str) -> int:
         movable = 0

@@ -96,7 +96,7 @@ class Watch:
         world = self.world
         settings = world.lambdas.refresher_settings
         now = view_epoch(world.kernel.t)
-        for item in world.view.table_items():
+        for item in world.view.cluster_items():  # COMP# and RUN# are kinds of the cluster partition
             if str(item.get("sk", "")).startswith("COMP#"):
                 self._compensation(item, now)
                 continue
@@ -124,10 +124,10 @@ class Watch:
         started = {i: since for i, since in self._drains.values() if t - since > self.cordon_seconds}
         if not started:
             return
-        running = world.view.running_instances()
-        for node in world.view.node_states():
+        view = world.view
+        for node in view.nodes_of(started.keys()):  # only the started drains' nodes, in the nodes' order
             since_or_none = started.get(node.instance_id)
-            if since_or_none is None or node.unschedulable or not node.ready or node.instance_id not in running:
+            if since_or_none is None or node.unschedulable or not node.ready or not view.running(node.instance_id):
                 continue
             if self._excused(since_or_none, t):
                 continue

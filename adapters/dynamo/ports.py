@@ -26,7 +26,7 @@ class ItemReader(Protocol):
     def query_prefix(self, prefix: str, consistent: bool = False, convert: bool = True) -> Iterator[dict[str, Any]]: ...
 
     def query_partition(
-        self, consistent: bool = False, wanted: Callable[[str], bool] | None = None
+        self, consistent: bool = False, wanted: Callable[[str], bool] | None = None, convert: bool = True
     ) -> Iterator[dict[str, Any]]: ...
 
 

@@ -238,7 +238,7 @@ class Table:
         return self._query(key, consistent, f"query {low}..{high}", keep)
 
     def query_partition(
-        self, consistent: bool = False, wanted: Callable[[str], bool] | None = None
+        self, consistent: bool = False, wanted: Callable[[str], bool] | None = None, convert: bool = True
     ) -> Iterator[dict[str, Any]]:
         """Every item of the cluster: its cluster partition (LOCK, COMP#, RUN#, DETACH#, POLL#) first, then its agent
         partition (NODE#, MEMBERSHIP, CMD#, HOOK#, CPDRAIN#), each in sort-key order, following pagination
@@ -248,9 +248,13 @@ class Table:
             wanted: given a sort key, whether the caller reads that item; the others are left out before they are
                 turned into plain values (a week of ``CMD#`` items, with their nested results, is most of that work).
                 They are still read, and billed, by DynamoDB: a FilterExpression cannot name the sort key.
+            convert: False yields the items as the table answered (as ``query_prefix``): the caller runs ``plain``
+                on those it keeps, and must not change them.
         """
-        yield from self._query(Key("pk").eq(self.pk), consistent, "query partition", wanted=wanted)
-        yield from self._query(Key("pk").eq(self.agent_pk), consistent, "query agent partition", wanted=wanted)
+        yield from self._query(Key("pk").eq(self.pk), consistent, "query partition", wanted=wanted, convert=convert)
+        yield from self._query(
+            Key("pk").eq(self.agent_pk), consistent, "query agent partition", wanted=wanted, convert=convert
+        )
 
     def _query(
         self,

@@ -17,6 +17,7 @@ from adapters.dynamo import ledger as ledger_store
 from adapters.dynamo.lock import LOCK_SK
 from adapters.dynamo.nodes import MARK_SK, mark_time
 from adapters.dynamo.store import Store
+from adapters.dynamo.table import plain
 from core.detach import DetachState
 from core.kops import CLUSTER_TAG, managed_group
 from core.model import NodeRecord
@@ -66,8 +67,11 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     detached: dict[str, Detached] = {}
     mark = None
     node_items: list[dict[str, Any]] = []
-    for item in deps.store.query_partition(consistent=True, wanted=gathered):
-        sk = str(item.get("sk", ""))
+    for stored in deps.store.query_partition(consistent=True, wanted=gathered, convert=False):
+        sk = str(stored.get("sk", ""))
+        if sk.startswith("RUN#") and not run_active(stored):
+            continue  # a run that is over (its status a string either way): never converted, often a large item
+        item = plain(stored)
         try:
             if sk == LOCK_SK:
                 lock = item
@@ -80,15 +84,14 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
                 node_items.append(item)  # read once the mark is known (below)
             elif sk.startswith("CMD#") and sk[4:].startswith(OWN_COMMAND_PREFIXES):
                 commands[sk[4:]] = item
-            elif sk.startswith("RUN#"):
-                if run_active(item):
-                    try:
-                        run = Run.model_validate(item)
-                    except ValidationError:
-                        runs_unreadable = True
-                        raise
-                    runs.append(run)
-                    protected |= run_instances(run)
+            elif sk.startswith("RUN#"):  # an active one (above)
+                try:
+                    run = Run.model_validate(item)
+                except ValidationError:
+                    runs_unreadable = True
+                    raise
+                runs.append(run)
+                protected |= run_instances(run)
             elif sk.startswith("DETACH#"):
                 protected.add(sk[7:])
                 detached[sk[7:]] = detached_record(sk[7:], item)

@@ -188,3 +188,6 @@ def test_a_partition_read_leaves_out_unwanted_items_and_a_prefix_read_can_keep_t
     raw = list(store.query_prefix("CMD#", consistent=True, convert=False))
     assert [(i["sk"], i["n"]) for i in raw] == [("CMD#drain-1", Decimal("1")), ("CMD#surplus-1", Decimal("2"))]
     assert all(type(i["n"]) is Decimal for i in raw)
+    raw_partition = list(store.query_partition(consistent=True, wanted=lambda sk: sk != "CMD#drain-1", convert=False))
+    assert [(i["sk"], i["n"]) for i in raw_partition] == [("CMD#surplus-1", Decimal("2")), ("NODE#i-1", Decimal("3"))]
+    assert all(type(i["n"]) is Decimal for i in raw_partition)
