@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from core.runs import Run, RunStatus, StepState
 from sim.faults import FaultWindow
 from sim.kube_objects import Budget
 from sim.run import run_seed
@@ -88,9 +89,10 @@ def test_a_spot_warning_during_a_refresh_drain_takes_it_over_and_sizes_end_where
     assert [str(i["sk"]).split("-")[0] for i in drains] == ["CMD#refresh"], drains  # one drain, no spot-... drain
     assert drains[0].get("deadline_tightened_to"), drains[0]  # taken over by the Spot warning
     assert not world.view.table_prefix(f"DETACH#{victim}")  # no early replacement beside the run's spare
-    (run,) = world.view.table_prefix("RUN#")
-    assert run["status"] == "succeeded", run.get("reason")
-    (step,) = [s for s in run["steps"] if s["instance_id"] == victim]
-    assert step["state"] == "done", step
+    (item,) = world.view.table_prefix("RUN#")
+    run = Run.model_validate(item)  # finished steps are stored as compact rows (core.runrecord)
+    assert run.status is RunStatus.SUCCEEDED, run.reason
+    (step,) = [s for s in run.steps if s.instance_id == victim]
+    assert step.state is StepState.DONE, step
     if blocked:  # the drain did not end before the reclaim: the step saw its instance leave without its decrement
-        assert "reclaimed" in step["note"], step
+        assert "reclaimed" in step.note, step
