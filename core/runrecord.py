@@ -7,12 +7,15 @@ row, a list of values in fixed positions (``ROW``):
 
 - a *pending* step with nothing but its plan (no wait started): ``[index, group, instance_id, node_name,
   needs_update]``;
-- a *final* step: the same, then ``state, surge_instance_id, drain_status, note, times_key, t0, d1, ...``. A final
-  step keeps what is read of it after it ends (``decide``: its instance and spare; ``status``: state, spare, drain,
-  note; the plan table: group, instance, node, why; the chart: ``entered``, ``spare_ready_at``,
-  ``settle_first_ok_at``, ``started_at``, ``finished_at``), exactly, and drops what only a step in flight reads
-  (``FINAL_DROPS``: its surge baseline, wait starts, command ids, intent time, the drain's message, which the run's
-  reason or the step's note already carry when it mattered).
+- a *final* step: the same, then ``state, surge_instance_id, drain_status, note, times_key, commands, t0, d1,
+  ...``. A final step keeps what is read of it after it ends (``decide``: its instance and spare; ``status``:
+  state, spare, drain, note; the plan table: group, instance, node, why; the chart: ``entered``,
+  ``spare_ready_at``, ``settle_first_ok_at``, ``started_at``, ``finished_at``; the scenarios and an operator looking
+  for the step's ``CMD#`` items: its command ids), exactly, and drops what only a step in flight reads
+  (``FINAL_DROPS``: its surge baseline, wait starts, intent time, the drain's message, which the run's reason or the
+  step's note already carry when it mattered). ``commands`` is a bit set of the step's command ids
+  (``COMMANDS``: drain 1, undo 2, uncordon 4), each of which is ``refresh-<run id>-<index>[-<suffix>]``, as the
+  refresher names them; a step with an id of another form stays a map.
 
 In a row, ``group`` is the group's position in the run's ``groups`` (whose ``role`` is the step's); ``node_name`` is
 ``True`` when it is the instance id (kOps' resource-based node names); ``needs_update``, ``state``,
@@ -51,21 +54,27 @@ ROW = (
     "drain_status",
     "note",
     "times_key",
+    "commands",
 )
 PENDING = "pending"
 # fields only a step in flight reads: a final step drops them
 FINAL_DROPS = (
     "surge_baseline",
     "waiting_since",
-    "command_id",
-    "undo_command_id",
-    "uncordon_command_id",
     "intent_at",
     "drain_message",
 )
 # time fields beside ``entered``, by their key in ``times_key`` (``@started`` comes first, the others after)
 EXTRA_TIMES = {"@finished": "finished_at", "@spare_ready": "spare_ready_at", "@settle": "settle_first_ok_at"}
 _US = timedelta(microseconds=1)
+# a final row's command ids, by bit: the field and the suffix its id carries (lambdas.refresher.decide.context)
+COMMANDS = (("command_id", ""), ("undo_command_id", "undo"), ("uncordon_command_id", "uncordon"))
+
+
+def command_id(run_id: str, index: int, suffix: str = "") -> str:
+    """A refresh step's command id as the refresher names it: ``refresh-<run id>-<index>[-<suffix>]``."""
+    base = f"refresh-{run_id}-{index}"
+    return f"{base}-{suffix}" if suffix else base
 
 
 class State(Protocol):
@@ -127,7 +136,7 @@ class Words:
 
 
 def pack(
-    steps: Sequence[S], groups: Sequence[GroupLike], created_at: datetime, shed: bool = False
+    steps: Sequence[S], groups: Sequence[GroupLike], created_at: datetime, shed: bool = False, run_id: str = ""
 ) -> tuple[list[list[Any]], list[str], list[S]]:
     """The rows of the steps at rest, the words they name, and the steps that stay maps (in their order).
 
@@ -141,7 +150,7 @@ def pack(
     rows: list[list[Any]] = []
     maps: list[S] = []
     for step in steps:
-        row = _row(step, positions, words, created_at, shed)
+        row = _row(step, positions, words, created_at, shed, run_id)
         if row is None:
             maps.append(step)
         else:
@@ -150,7 +159,12 @@ def pack(
 
 
 def _row(
-    step: StepLike, positions: Mapping[str, tuple[int, str]], words: Words, created_at: datetime, shed: bool
+    step: StepLike,
+    positions: Mapping[str, tuple[int, str]],
+    words: Words,
+    created_at: datetime,
+    shed: bool,
+    run_id: str,
 ) -> list[Any] | None:
     place = positions.get(step.group)
     if place is None or place[1] != step.role:
@@ -166,11 +180,26 @@ def _row(
     if shed:
         return [*head[:3], None, head[4], words(state.value), step.surge_instance_id]
     times = _times(step, created_at)
-    if times is None:
+    commands = _commands(step, run_id)
+    if times is None or commands is None:
         return None
     key, values = times
     drain = None if step.drain_status is None else words(step.drain_status)
-    return [*head, words(state.value), step.surge_instance_id, drain, words(step.note), words(key), *values]
+    return [*head, words(state.value), step.surge_instance_id, drain, words(step.note), words(key), commands, *values]
+
+
+def _commands(step: StepLike, run_id: str) -> int | None:
+    """The bit set of the step's command ids (``COMMANDS``), or None when one is not named as the refresher names
+    them (the step then stays a map)."""
+    bits = 0
+    for bit, (field, suffix) in enumerate(COMMANDS):
+        value = getattr(step, field)
+        if value is None:
+            continue
+        if value != command_id(run_id, step.index, suffix):
+            return None
+        bits |= 1 << bit
+    return bits
 
 
 def _plan_only(step: StepLike) -> bool:
@@ -219,7 +248,8 @@ def unpack(data: Mapping[str, Any]) -> dict[str, Any]:
     created = out["created_at"]
     created_at = created if isinstance(created, datetime) else datetime.fromisoformat(str(created))
     groups = [(_get(g, "name"), _get(g, "role")) for g in out.get("groups") or []]
-    steps = [*(out.get("steps") or []), *(_step(row, groups, words, created_at) for row in rows)]
+    run_id = str(out.get("run_id", ""))
+    steps = [*(out.get("steps") or []), *(_step(row, groups, words, created_at, run_id) for row in rows)]
     out["steps"] = sorted(steps, key=lambda s: int(_get(s, "index")))
     return out
 
@@ -229,7 +259,7 @@ def _get(value: Any, name: str) -> Any:
 
 
 def _step(
-    row: Sequence[Any], groups: Sequence[tuple[Any, Any]], words: Sequence[str], created_at: datetime
+    row: Sequence[Any], groups: Sequence[tuple[Any, Any]], words: Sequence[str], created_at: datetime, run_id: str
 ) -> dict[str, Any]:
     name, role = groups[int(row[1])]
     node = row[3]
@@ -249,8 +279,13 @@ def _step(
         step["drain_status"] = words[int(row[7])]
     if len(row) > 8:
         step["note"] = words[int(row[8])]
+    if len(row) > 10:
+        bits = int(row[10])
+        for bit, (field, suffix) in enumerate(COMMANDS):
+            if bits & (1 << bit):
+                step[field] = command_id(run_id, int(row[0]), suffix)
     if len(row) > 9:
-        step.update(_read_times(words[int(row[9])].split(), row[10:], created_at))
+        step.update(_read_times(words[int(row[9])].split(), row[11:], created_at))
     return step
 
 

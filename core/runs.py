@@ -313,7 +313,7 @@ class Run(BaseModel):
         """
         shed = shed or self.history_shed
         item = self.model_dump(mode="json", exclude={"steps", "history_shed"})
-        rows, words, maps = pack(self.steps, self.groups, self.created_at, shed)
+        rows, words, maps = pack(self.steps, self.groups, self.created_at, shed, self.run_id)
         item["steps"] = [s.at_rest().model_dump(mode="json", exclude_defaults=True) for s in maps]
         if rows:
             item["rows"], item["words"] = rows, words

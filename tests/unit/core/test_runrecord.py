@@ -20,7 +20,8 @@ from sim.values import item_bytes as sim_item_bytes
 T0 = datetime(2026, 12, 2, 10, 0, 0, 123456, tzinfo=UTC)
 CLUSTER = "prod.k8s.example.com"
 GROUPS = [f"nodes-us-east-1{az}.{CLUSTER}" for az in "abc"]
-KEYS = {"pk": f"CLUSTER#{CLUSTER}", "sk": "RUN#20261202T100000Z-abcdef"}
+RUN_ID = "20261202T100000Z-abcdef"
+KEYS = {"pk": f"CLUSTER#{CLUSTER}", "sk": f"RUN#{RUN_ID}"}
 ITEM_BUDGET = 300 * 1024  # a run of 2,100 finished steps stays under this (DynamoDB's cap is 400 KB)
 
 
@@ -43,7 +44,7 @@ def replaced(index: int, at: datetime) -> RunStep:
         needs_update="max_age",
         state=StepState.DONE,
         surge_instance_id=f"i-{index + 10**6:017x}",
-        command_id=f"refresh-r-{index}",
+        command_id=f"refresh-{RUN_ID}-{index}",
         drain_status="succeeded",
         drain_message="",
         intent_at=terminating,
@@ -101,7 +102,8 @@ def test_a_run_of_2100_finished_steps_fits_well_under_the_item_size_and_reads_ba
     assert size < ITEM_BUDGET, size  # each step as a map: about 618 B a finished step, 1.3 MB in all
     assert size == sim_item_bytes(canonical_item(item))  # the simulation's table counts it the same way
     assert Run.model_validate(plain(item)) == run.at_rest()
-    assert run.at_rest().steps[0].command_id is None and run.at_rest().steps[0].waiting_since == {}
+    # the drain's id is kept (the scenarios and an operator find the CMD# item by it), as a bit of the row
+    assert run.at_rest().steps[0].command_id == f"refresh-{RUN_ID}-0" and run.at_rest().steps[0].waiting_since == {}
 
 
 def test_a_run_of_2100_pending_steps_and_a_run_half_way_fit_too() -> None:
