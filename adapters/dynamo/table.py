@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.conditions import Attr, ConditionBase, ConditionExpressionBuilder, Key
@@ -42,6 +41,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from botocore.parsers import ResponseParserError
 
 from adapters.aws.calls import CONNECTION_ERRORS, error_of, retryable, unparsed
+from adapters.dynamo.values import dynamo, plain
 from core.exceptions import AwsRequestError, ConflictError, LockHeldError, LockLostError, StoreUnavailableError
 from core.lock import Lease, describe
 from core.schema import agent_item, agent_partition_of, partition_of
@@ -49,38 +49,6 @@ from core.schema import agent_item, agent_partition_of, partition_of
 LOCK_SK = "LOCK"
 
 __all__ = ["Attr", "Table", "dynamo", "plain", "translate"]
-
-
-# values ``plain`` leaves as they are, known by their exact type (no call per string of an item)
-_AS_IS = frozenset({str, bool, int, float, type(None), bytes})
-
-
-def plain(value: Any) -> Any:
-    """DynamoDB values back to plain Python (Decimal → int or float)."""
-    if type(value) is dict:  # an item: copied at once, only its numbers, lists and maps converted
-        out = dict(value)
-        for key, inner in value.items():
-            if type(inner) not in _AS_IS:
-                out[key] = plain(inner)
-        return out
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [v if type(v) in _AS_IS else plain(v) for v in value]
-    return value
-
-
-def dynamo(value: Any) -> Any:
-    """Plain Python to DynamoDB values (float → Decimal; None values dropped from maps)."""
-    if isinstance(value, float):
-        return Decimal(str(value))
-    if isinstance(value, dict):
-        return {k: dynamo(v) for k, v in value.items() if v is not None}
-    if isinstance(value, (list, tuple)):
-        return [dynamo(v) for v in value]
-    return value
 
 
 # what a table call may raise from botocore: an error answer, a botocore error, an answer it cannot parse

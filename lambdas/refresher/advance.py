@@ -53,18 +53,17 @@ from adapters.dynamo import ledger as ledger_store
 from adapters.dynamo import poller as poller_store
 from adapters.dynamo.snapshot import Snapshot, read_snapshot, with_membership
 from core.exceptions import LockHeldError, LockLostError, RunConflictError, RunRecordRefusedError, StoreUnavailableError
-from core.kops import Role
 from core.ledger import DonorState
 from core.lock import Lease, describe, renewable_by, valid_holder
-from core.model import CommandKind, NodeRecord
-from core.runs import LOCK_OPERATION, Run, RunStatus, StepState, new_invocation_id
+from core.model import NodeRecord
+from core.runs import LOCK_OPERATION, Run, new_invocation_id
 from lambdas.refresher.bounds import capacity_bounds
 from lambdas.refresher.decide import advance as decide_next
-from lambdas.refresher.decide.context import Decision
 from lambdas.refresher.deps import RefresherDeps, logger
 from lambdas.refresher.execute import execute
 from lambdas.refresher.gather import read_groups
-from lambdas.refresher.plan import Action, Metric, ReleaseLock, SaveRun, SendCommand
+from lambdas.refresher.passes import bookkeeping, looked_at_commands, may_start_a_group, outcome_by_event
+from lambdas.refresher.plan import ReleaseLock, SaveRun
 from lambdas.refresher.refused import record_refused
 from lambdas.refresher.summary import run_summary
 from lambdas.refresher.world import World
@@ -90,62 +89,6 @@ def donor_groups(deps: RefresherDeps) -> frozenset[str]:
         if ledger.compensation is not None:
             donors |= {n for n, d in ledger.compensation.donors.items() if d.state is not DonorState.RESTORED}
     return frozenset(donors)
-
-
-def bookkeeping(actions: list[Action]) -> bool:
-    """Whether a decision only records (its ``SaveRun`` and metrics): no AWS call, no command, no lock release."""
-    return all(isinstance(a, (SaveRun, Metric)) for a in actions)
-
-
-def may_start_a_group(run: Run) -> bool:
-    """Whether the next pass may surge a worker group for the first time (the run's current group, the first with a
-    step not final: no surge, no raised MaxSize, no step in flight, a step pending): only then does the decision
-    look at the compensation donors (``decide.lifecycle.start_steps`` starts steps of that group only)."""
-    if run.status is not RunStatus.RUNNING:
-        return False
-    current = next((s.group for s in run.steps if not s.state.final), None)
-    for group in run.groups:
-        if group.name != current:
-            continue
-        steps = [s for s in run.steps if s.group == group.name]
-        if group.role != Role.NODE.value or group.raised or group.max_raised_to is not None:
-            continue
-        if any(s.state is StepState.PENDING for s in steps) and not any(s.state.in_flight for s in steps):
-            return True
-    return False
-
-
-# the states whose decision reads a step's command (its CMD# item), and which command: the drain's outcome
-# (``decide.replace.draining``), the spare's drain when a surge is given back (``decide.undo.undo_draining``)
-COMMAND_OF_STATE = {StepState.DRAINING: "command_id", StepState.UNDO_DRAINING: "undo_command_id"}
-
-
-def looked_at_commands(run: Run) -> list[str]:
-    """The ids of the commands the next decision looks at (pure): a draining step's drain, an undo-draining step's
-    drain of its spare. A step surging, terminating or settling never reads its command (before, every step in flight
-    read both of its commands: about 2 GetItem a replaced node)."""
-    ids = (getattr(s, COMMAND_OF_STATE[s.state]) for s in run.steps if s.state in COMMAND_OF_STATE)
-    return [i for i in ids if i]
-
-
-def outcome_by_event(decision: Decision) -> bool:
-    """Whether the pass after this applied ``decision`` could only find what an event will report (pure), so the
-    invocation need not read the world again: every effect is a drain command (the agent's result event reports
-    its outcome; the tick is the safety net for a lost one, and redoes a drain never taken up), the run still runs,
-    every step in flight drains or surges, and every wait left is one an event ends (a launch, a node Ready) or a
-    drain. Such a read-back pass would decide on the world this pass read plus the commands just recorded: it would
-    find the drains in flight and return (a drain in flight is not worth polling for), or, if a spare became Ready
-    meanwhile, the "Node Ready" event of it advances the run."""
-    run = decision.run
-    effects = [a for a in decision.actions if not isinstance(a, (SaveRun, Metric))]
-    if run.status is not RunStatus.RUNNING or not effects:
-        return False
-    if not all(isinstance(a, SendCommand) and a.command.kind is CommandKind.DRAIN for a in effects):
-        return False
-    if any(w.kind.pollable and not w.kind.evented for w in decision.waits):
-        return False
-    moving = (StepState.DRAINING, StepState.UNDO_DRAINING, StepState.SURGING, StepState.PENDING)
-    return all(s.state.final or s.state in moving for s in run.steps)
 
 
 def gather(run: Run, deps: RefresherDeps, membership: list[NodeRecord] | None = None) -> World:

@@ -30,8 +30,8 @@ from core.runs import (
     lock_holder,
     run_id_of_holder,
 )
-from lambdas.refresher.advance import may_start_a_group
 from lambdas.refresher.decide.context import Decision, Wait, WaitKind
+from lambdas.refresher.passes import may_start_a_group
 from lambdas.refresher.plan import SaveRun, SendCommand, SetCapacity
 from tests.unit.lambdas.refresher.moto_cluster import RUN_ID, Cluster, moto_cluster, surging_run
 

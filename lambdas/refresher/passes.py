@@ -1,0 +1,66 @@
+"""What a pass of ``advance_run`` reads and whether the next one is needed, as pure predicates on the run and the
+decision (the invocation's loop in ``lambdas.refresher.advance`` applies them)."""
+
+from __future__ import annotations
+
+from core.kops import Role
+from core.model import CommandKind
+from core.runs import Run, RunStatus, StepState
+from lambdas.refresher.decide.context import Decision
+from lambdas.refresher.plan import Action, Metric, SaveRun, SendCommand
+
+
+def bookkeeping(actions: list[Action]) -> bool:
+    """Whether a decision only records (its ``SaveRun`` and metrics): no AWS call, no command, no lock release."""
+    return all(isinstance(a, (SaveRun, Metric)) for a in actions)
+
+
+def may_start_a_group(run: Run) -> bool:
+    """Whether the next pass may surge a worker group for the first time (the run's current group, the first with a
+    step not final: no surge, no raised MaxSize, no step in flight, a step pending): only then does the decision
+    look at the compensation donors (``decide.lifecycle.start_steps`` starts steps of that group only)."""
+    if run.status is not RunStatus.RUNNING:
+        return False
+    current = next((s.group for s in run.steps if not s.state.final), None)
+    for group in run.groups:
+        if group.name != current:
+            continue
+        steps = [s for s in run.steps if s.group == group.name]
+        if group.role != Role.NODE.value or group.raised or group.max_raised_to is not None:
+            continue
+        if any(s.state is StepState.PENDING for s in steps) and not any(s.state.in_flight for s in steps):
+            return True
+    return False
+
+
+# the states whose decision reads a step's command (its CMD# item), and which command: the drain's outcome
+# (``decide.replace.draining``), the spare's drain when a surge is given back (``decide.undo.undo_draining``)
+COMMAND_OF_STATE = {StepState.DRAINING: "command_id", StepState.UNDO_DRAINING: "undo_command_id"}
+
+
+def looked_at_commands(run: Run) -> list[str]:
+    """The ids of the commands the next decision looks at (pure): a draining step's drain, an undo-draining step's
+    drain of its spare. A step surging, terminating or settling never reads its command (before, every step in flight
+    read both of its commands: about 2 GetItem a replaced node)."""
+    ids = (getattr(s, COMMAND_OF_STATE[s.state]) for s in run.steps if s.state in COMMAND_OF_STATE)
+    return [i for i in ids if i]
+
+
+def outcome_by_event(decision: Decision) -> bool:
+    """Whether the pass after this applied ``decision`` could only find what an event will report (pure), so the
+    invocation need not read the world again: every effect is a drain command (the agent's result event reports
+    its outcome; the tick is the safety net for a lost one, and redoes a drain never taken up), the run still runs,
+    every step in flight drains or surges, and every wait left is one an event ends (a launch, a node Ready) or a
+    drain. Such a read-back pass would decide on the world this pass read plus the commands just recorded: it would
+    find the drains in flight and return (a drain in flight is not worth polling for), or, if a spare became Ready
+    meanwhile, the "Node Ready" event of it advances the run."""
+    run = decision.run
+    effects = [a for a in decision.actions if not isinstance(a, (SaveRun, Metric))]
+    if run.status is not RunStatus.RUNNING or not effects:
+        return False
+    if not all(isinstance(a, SendCommand) and a.command.kind is CommandKind.DRAIN for a in effects):
+        return False
+    if any(w.kind.pollable and not w.kind.evented for w in decision.waits):
+        return False
+    moving = (StepState.DRAINING, StepState.UNDO_DRAINING, StepState.SURGING, StepState.PENDING)
+    return all(s.state.final or s.state in moving for s in run.steps)
