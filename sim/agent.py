@@ -14,7 +14,9 @@ kernel actions instead of threads, running the product's own code.
   ``sim.agent_drain.SimDrain``; its result goes back through ``steps.execute`` (judged as of the drain's start) and
   the worker's own ``_finish``. A drain that ends on a retryable error runs again after ``retry.Retry``'s backoff
   within ``command_retry_seconds`` and its deadline, as ``_execute_or_give_back`` retries it, before it is handed
-  back.
+  back. The worker's other step retries (``retry.Retry``: the ``CMD#`` read, start, terminal write, handback) run
+  the product's loop with ``sim.agent_worker.RetryClock``'s sleep and clock and the seeded ``agent:<name>:retry``
+  stream's jitter: their tries answer as of the step's instant, and nothing waits for the wall clock.
 - ``agent.consumer.heartbeat.Heartbeat.beat_once`` every ``heartbeat_seconds``: visibility extended, ``CMD#``
   heartbeats, takeovers noticed, tightened deadlines passed to the running drain, lifecycle heartbeats.
 - Only the leader works (``agent.app``: the consumer, the membership reporter and the releaser run while leading):
@@ -45,6 +47,7 @@ from __future__ import annotations
 import heapq
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from itertools import count
 from typing import Any, Protocol
@@ -67,7 +70,7 @@ from agent.ready import ReadyReporter
 from agent.report import Reporter
 from core.settings import AgentSettings
 from sim.agent_drain import SimDrain
-from sim.agent_worker import EventLog, ResultEngine, SimWorker
+from sim.agent_worker import EventLog, ResultEngine, RetryClock, SimWorker
 from sim.kernel import Kernel, Timer
 from sim.kube import SimKube
 
@@ -127,6 +130,8 @@ class SimAgent:
         self.alive = False
         self.counts: dict[str, int] = {}
         self._rand = kernel.stream(f"agent:{name}:backoff").random
+        self._retry_rand = kernel.stream(f"agent:{name}:retry").random  # the worker's step retries' jitter
+        self.retry_clock = RetryClock(kernel.monotonic)
         self._timers: list[Timer] = []
         self.start()
 
@@ -144,9 +149,22 @@ class SimAgent:
         self.engine = DrainEngine(self.kube, s, clock=self.kernel, rand=self._rand)
         self.results = ResultEngine(self.engine)
         self.hooks = HookFinisher(self.store, self.autoscaling, self.worker_id, clock=self.kernel.now)
-        reporter = Reporter(self.store, self.events, s.event_bus_name, sleep=lambda _: None)
+        reporter = Reporter(self.store, self.events, s.event_bus_name, sleep=self.retry_clock.sleep)
         self.worker = SimWorker(
-            self.queue, self.store, self.results, reporter, self.config, self.kernel.now, hooks=self.hooks
+            self.queue,
+            self.store,
+            self.results,
+            reporter,
+            self.config,
+            self.kernel.now,
+            hooks=self.hooks,
+            sleep=self._no_sleep,
+        )
+        # the product's retries wait on the simulation's clock, jittered from the seed (no time.sleep, no
+        # time.monotonic, no unseeded random: a run is bit for bit the same and never waits for the wall clock)
+        clock = self.retry_clock
+        self.worker.retry = replace(
+            self.worker.retry, sleep=clock.sleep, monotonic=clock.monotonic, rand=self._retry_rand
         )
         self.worker.agent = self
         self.waiting: list[tuple[datetime, int, Job]] = []
@@ -168,6 +186,11 @@ class SimAgent:
         self._every(self.resync_every, "membership", self._resync)
         self._every(float(s.cordon_check_seconds), "cordons", self._check_cordons)
         self._new_term()
+
+    def _no_sleep(self, seconds: float) -> None:
+        """The worker's own sleep (a control-plane drain's wait for a slot, ``CommandWorker._pause``): never called
+        here (``SimWorker`` hands a drain to the slots instead); ``Kernel.sleep`` raises if it is."""
+        self.kernel.sleep(seconds)
 
     def restart(self, down_seconds: float = 5.0) -> None:
         """The process dies now (in-flight work lost, nothing handed back) and starts again ``down_seconds`` later

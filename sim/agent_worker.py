@@ -1,7 +1,8 @@
 """The simulated agent's command side (``sim.agent``): ``SimWorker``, the product's ``CommandWorker`` whose drains do
 not block a thread (a drain is handed to the agent's slots and ends on the simulation's clock, retried as the
 product's ``retry.Retry`` retries it); ``ResultEngine``, the consumer's engine port answering a drain with the end its
-``SimDrain`` reached; ``EventLog``, the EventBridge client stand-in for the agent's result events."""
+``SimDrain`` reached; ``EventLog``, the EventBridge client stand-in for the agent's result events; ``RetryClock``, the
+clock the worker's step retries (``retry.Retry``) wait on."""
 
 from __future__ import annotations
 
@@ -37,6 +38,24 @@ class EventLog:
             if self.emit is not None:
                 self.emit(entry)
         return {"FailedEntryCount": 0, "Entries": [{"EventId": f"e-{len(self.entries)}"} for _ in Entries]}
+
+
+class RetryClock:
+    """The clock of the agent's step retries (``agent.consumer.retry.Retry``: the ``CMD#`` read, start, terminal write
+    and handback of ``CommandWorker``) on simulated time; nothing sleeps. A step runs inside one simulated instant, so
+    its tries answer as the services do at that instant; each backoff ``sleep`` only moves this clock on, so the
+    budget (``COMMAND_RETRY_SECONDS``, the command's deadline) is spent after as many tries as the product makes,
+    whatever the wall clock does. ``monotonic`` is the kernel's time plus every backoff slept (never goes back)."""
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        self.now = now
+        self.slept = 0.0
+
+    def sleep(self, seconds: float) -> None:
+        self.slept += max(0.0, seconds)
+
+    def monotonic(self) -> float:
+        return self.now() + self.slept
 
 
 class ResultEngine:
