@@ -201,6 +201,7 @@ class SimKube(Workloads):
             return classify_eviction_error(409, status_body(409, "Conflict", "Precondition failed: UID mismatch"))
         if not ignores_budgets and info.workload:
             self.counters.stopped_by_eviction += 1
+        self._stopped(info, "evict")
         self._terminate(info, grace_period_seconds)
         return EvictionResponse(EvictionStatus.EVICTED, 201)
 
@@ -214,8 +215,15 @@ class SimKube(Workloads):
             return False
         if info.workload and not info.terminating and info.node and info.obj["status"]["phase"] == "Running":
             self.counters.stopped_by_delete += 1
+        self._stopped(info, "delete")
         self._terminate(info, grace_period_seconds)
         return True
+
+    def _stopped(self, info: PodInfo, verb: str) -> None:
+        """Tell the ``stops`` observers that an eviction or a DELETE of a pod on a node was accepted."""
+        if info.node:
+            for observer in self.stops:
+                observer(info.node, verb)
 
     # -------------------------------------------------------------------------------------------- queries
 

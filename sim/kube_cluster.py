@@ -94,6 +94,7 @@ class Cluster:
         self.pod_log: deque[tuple[int, str, PodEvent]] = deque(maxlen=event_log)
         self.node_log: deque[tuple[int, NodeEvent]] = deque(maxlen=event_log)
         self.listeners: list[Callable[[str, PodEvent], None]] = []
+        self.stops: list[Callable[[str, str], None]] = []  # (node, "evict"/"delete"): an accepted request (sim.watch)
         self._rv = 1
         self._uid = 0
         self._schedule_timer: Timer | None = None

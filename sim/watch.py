@@ -1,5 +1,6 @@
-"""Two more of the design's safety invariants, watched as they happen (issue 12): the lease lock's exclusion, and a
-drained node cordoned at once (not when its drain gets a slot); and a refresh's waits ending by their deadlines.
+"""More of the design's safety invariants, watched as they happen (issue 12): the lease lock's exclusion, a drained
+node cordoned at once (not when its drain gets a slot) and a drain stopped at its deadline; and a refresh's waits
+ending by their deadlines.
 
 - **The lock** (docs/DESIGN.md, "one writer at a time"; DynamoDB Developer Guide, "Condition expressions": a
   conditional ``PutItem`` is atomic): every write of the ``LOCK`` item is seen as the table applies it (the
@@ -9,7 +10,16 @@ drained node cordoned at once (not when its drain gets a slot); and a refresh's 
 - **Cordon at once** (agent/consumer/steps.py ``cordon_first``; Kubernetes documentation "Safely Drain a Node":
   cordon first so evicted pods are not scheduled back onto the node): a drain command the agent has started
   (``status`` ``running``) has its node unschedulable within ``cordon_seconds``, while the Kubernetes API had no
-  injected fault since the command started (a refused cordon is retried by the drain step only) and the agent is up.
+  injected fault since the command started (a refused cordon is retried by the drain step only) and the agent is up,
+  **until the drain's end** (``_Drain.cordon_until``: its deadline, tightened, capped at ``MAX_COMMAND_SECONDS`` after
+  its start, ``decisions.capped``). Past it the drain is over whatever its ``CMD#`` item still reads (an end the
+  table refused to record, a message dead-lettered meanwhile), and the node may be uncordoned: the drain's own
+  ``uncordon_on_failure``, or the refresher undoing a step whose drain timed out (docs/DESIGN.md).
+- **A drain stops at its deadline** (the other side; ``agent.drain``: a drain evicts until its deadline, then
+  concludes; ``steps.execute``: a drain whose deadline passed evicts nothing): every eviction or DELETE of a pod the
+  Kubernetes API accepts (``SimKube.stops``) is on the node of a drain the agent started (``running`` in its
+  ``CMD#`` item) and no later than that drain's deadline (``_Drain.stop_by``, the command's deadline: a tightened one
+  reaches the running drain only at its next heartbeat).
 
 - **Compensations end**: a ``COMP#`` ledger whose failed group has been whole for ``comp_bound`` still carrying a
   compensation is stuck (its give-back refused again and again, or never decided).
@@ -25,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from core.runs import WaitDeadline
 from sim.invariants import ACTIVE_RUN, view_epoch
@@ -37,9 +47,40 @@ if TYPE_CHECKING:
 LOCK = "LOCK"
 
 
+class _Drain(NamedTuple):
+    """A started drain as its ``CMD#`` item tells it (simulated seconds)."""
+
+    instance: str
+    since: float  # started_at
+    cordon_until: float  # the earliest its deadline can be: tightened, capped MAX_COMMAND_SECONDS after the start
+    stop_by: float  # the latest it may evict: the command's own deadline (tightening and the cap only move it earlier)
+
+
+def drain_of(item: dict[str, Any], max_command_seconds: float | None) -> _Drain | None:
+    """The started drain a ``running`` ``CMD#`` drain item describes (None without a start or a deadline)."""
+    command = item.get("command")
+    deadline = command.get("deadline") if isinstance(command, dict) else None
+    if not item.get("started_at") or deadline is None:
+        return None
+    since = _seconds(item["started_at"])
+    stop_by = _seconds(deadline)
+    until = min(stop_by, _seconds(item["deadline_tightened_to"])) if item.get("deadline_tightened_to") else stop_by
+    if max_command_seconds is not None:
+        until = min(until, since + max_command_seconds)
+    return _Drain(str(item.get("instance_id")), since, until, stop_by)
+
+
+def _seconds(value: Any) -> float:
+    """Simulated seconds of an ISO 8601 time (or epoch seconds) read from an item."""
+    try:
+        return datetime.fromisoformat(str(value)).timestamp() - view_epoch(0.0)
+    except ValueError:
+        return float(value) - view_epoch(0.0)
+
+
 @dataclass
 class Watch:
-    """The two checks of the module docstring on one world."""
+    """The checks of the module docstring on one world."""
 
     world: World
     cordon_seconds: float = 10.0
@@ -49,7 +90,9 @@ class Watch:
     _tokens: dict[int, str] = field(default_factory=dict)  # fencing token -> the holder it was given to
     _last: float = -1e18
     _last_cordons: float = -1e18
-    _drains: dict[str, tuple[str, float]] = field(default_factory=dict)  # CMD# sk -> (instance, started at)
+    stop_slack: float = 1.0  # an eviction sent at its drain's deadline, to the float
+    _drains: dict[str, _Drain] = field(default_factory=dict)  # CMD# sk -> the drain, while it may still run
+    _stop_by: dict[str, float] = field(default_factory=dict)  # instance -> the latest deadline of a drain started
 
     def on_write(
         self, table: str, key: tuple[str, str], old: dict[str, Any] | None, new: dict[str, Any] | None
@@ -57,9 +100,10 @@ class Watch:
         """``MemoryDynamo`` listener: a write of the lock item, or of a command (the drains under way)."""
         if key[1].startswith("CMD#"):
             if new is not None and new.get("status") == "running" and new.get("kind") == "drain":
-                if new.get("started_at"):
-                    since = datetime.fromisoformat(str(new["started_at"])).timestamp() - view_epoch(0.0)
-                    self._drains[key[1]] = (str(new.get("instance_id")), since)
+                drain = drain_of(new, getattr(getattr(self.world.agent, "settings", None), "max_command_seconds", None))
+                if drain is not None:
+                    self._drains[key[1]] = drain
+                    self._stop_by[drain.instance] = max(drain.stop_by, self._stop_by.get(drain.instance, drain.stop_by))
             else:
                 self._drains.pop(key[1], None)
             return
@@ -121,7 +165,12 @@ class Watch:
         """Every started drain's node cordoned within ``cordon_seconds`` (see the module docstring)."""
         world = self.world
         t = world.kernel.t
-        started = {i: since for i, since in self._drains.values() if t - since > self.cordon_seconds}
+        started: dict[str, float] = {}
+        for sk, drain in list(self._drains.items()):
+            if t > drain.cordon_until:  # over (its end maybe never recorded): no longer this check's
+                del self._drains[sk]
+            elif t - drain.since > self.cordon_seconds:
+                started[drain.instance] = drain.since
         if not started:
             return
         view = world.view
@@ -136,6 +185,20 @@ class Watch:
                 "5 a drained node is cordoned at once",
                 f"node {node.name} ({node.instance_id}) still schedulable {t - since_or_none:.0f} s after the agent "
                 "started its drain",
+            )
+
+    def stopped(self, node: str, verb: str) -> None:
+        """``SimKube.stops`` observer: a pod on ``node`` evicted or deleted now, by a drain still within its deadline
+        (see the module docstring)."""
+        t = self.world.kernel.t
+        instance = self.world.kube.node_instance.get(node, "")
+        stop_by = self._stop_by.get(instance)
+        if stop_by is None or t > stop_by + self.stop_slack:
+            self.world.checker.t = t
+            self.world.checker.fail(
+                "5 a drain stops at its deadline",
+                f"a pod on node {node} ({instance or 'no instance'}) stopped by {verb} at t={t:.1f} s, "
+                + ("no drain of it started" if stop_by is None else f"{t - stop_by:.0f} s after its drain's deadline"),
             )
 
     def _compensation(self, item: dict[str, Any], now: float) -> None:
@@ -167,6 +230,7 @@ def install(world: World) -> Watch:
     """Wire a ``Watch`` into ``world`` (before it runs)."""
     watch = Watch(world)
     world.dynamo.listeners.append(watch.on_write)
+    world.kube.stops.append(watch.stopped)
     checker_step = world.checker.after_step
 
     def after_step(step: Step) -> None:

@@ -15,17 +15,31 @@ seed kept as a regression case"). Each names the bug and must hold on the fixed 
   ended at desired 4 / MaxSize 5 instead of 4/4 (invariant 4). Fixed in
   ``lambdas.refresher.decide.lifecycle.finish_groups``: the restore is done only once a later pass reads it back.
   The test slides the throttling window over the run's end instead of keeping the shrunk schedule's.
+- Seed 1 at 300 nodes x 7 days (on ``31f3072`` to ``6253f3a``): a refresh drain started, then DynamoDB refused every
+  call for 4.6 minutes; the drain's ``CMD#`` end was never written, the item kept reading ``running`` and the
+  refresher, past the drain's deadline, timed the step out and uncordoned the node. The checker's "5 a
+  drained node is cordoned at once" judged that node as if the drain still ran: a checker bug (``sim.watch`` now
+  checks the cordon only until the drain's end, and "5 a drain stops at its deadline" the side after it). Such a
+  window also made the agent's step retries (``retry.Retry``) sleep real time (``time.sleep``, unseeded jitter):
+  they now wait on ``sim.agent_worker.RetryClock``.
 """
 
 from __future__ import annotations
 
+import sys
+import time
 from dataclasses import replace
+from datetime import timedelta
+from types import FrameType
+from typing import Any
 
 import pytest
 
+from core.model import Command
 from sim.mutants import MUTANTS
 from sim.run import run_seed
 from sim.schedules import Fault, Profile
+from sim.world import World
 
 # the lock profile as it was when seeds 6 and 7 were found: concurrent windows of any function at calls 1-8 (the
 # profile now draws them between the lock takers only, which gives the same seeds other faults)
@@ -60,3 +74,83 @@ def test_a_throttled_max_size_restore_at_a_runs_end_is_asked_again() -> None:
         assert result.violation is None, f"throttled from {start} s: {result.summary()}"
         throttled += any("refresher error" in line and "UpdateAutoScalingGroup" in line for line in result.trace)
     assert throttled, "no window throttles the refresher any more: move the windows (make soak found the case)"
+
+
+REFRESH_1A = Fault(at=80.863, kind="manual_refresh", duration=0.0, params=(("az", "us-east-1a"),))
+
+
+def _dynamodb_down(start: float, end: float) -> Fault:
+    """DynamoDB refusing every call from ``start`` to ``end`` (seed 1's window at t=297,379 s, made longer)."""
+    params = (
+        ("code", "ProvisionedThroughputExceededException"),
+        ("operation", ""),
+        ("probability", 1.0),
+        ("service", "dynamodb"),
+    )
+    return Fault(at=start, kind="api", duration=end - start, params=params)
+
+
+def test_a_drain_whose_end_the_table_refused_may_be_uncordoned_after_its_deadline() -> None:
+    """Seed 1's case on a 12-node refresh: the first drain (sent at about t=183 s, deadline 10 minutes later) ends
+    while DynamoDB refuses every call until past its deadline: its end is never recorded (its message dead-lettered
+    by the throttled reads), the refresher times the step out and uncordons the node. Every invariant holds: the
+    cordon check ends at the drain's deadline. Windows slid over the drain's start, as the run's timing moves."""
+    found = 0
+    for start in (184.0, 186.0, 190.0):
+        worlds: list[World] = []
+        result = run_seed(1280, 12, 0.1, schedule=(REFRESH_1A, _dynamodb_down(start, 790.0)), mutate=worlds.append)
+        assert result.violation is None, f"DynamoDB down from {start} s: {result.summary()}"
+        stuck = [
+            item
+            for item in worlds[0].view.table_prefix("CMD#")
+            if item.get("kind") == "drain" and item.get("status") == "running"
+        ]
+        schedulable = {n.instance_id for n in worlds[0].view.node_states() if not n.unschedulable}
+        uncordoned = schedulable & {str(item["instance_id"]) for item in stuck}
+        found += bool(uncordoned)
+    assert found, "no window left a drain's end unrecorded and its node uncordoned: move the windows"
+
+
+def test_the_agents_step_retries_never_sleep() -> None:
+    """Throttled ``CMD#`` reads and terminal writes are retried (``retry.Retry``) on the simulation's clock: no
+    ``time.sleep`` is called during the run (before, each throttled step slept up to ``COMMAND_RETRY_SECONDS`` of
+    wall time, jittered by the unseeded ``random``), and the run is the same run again."""
+    slept: list[str] = []
+
+    class Slept(BaseException):
+        pass
+
+    def watch(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "c_call" and arg is time.sleep:
+            slept.append(frame.f_code.co_qualname)
+            raise Slept(frame.f_code.co_qualname)
+
+    schedule = (REFRESH_1A, _dynamodb_down(186.0, 790.0))
+    worlds: list[World] = []
+    sys.setprofile(watch)
+    try:
+        first = run_seed(1280, 12, 0.1, schedule=schedule, mutate=worlds.append)
+    except Slept:
+        pass
+    finally:
+        sys.setprofile(None)
+    assert not slept, f"slept in {slept[0]}"
+    assert worlds[0].agent.worker.counters.snapshot().get("retry_report", 0) > 0  # the terminal write was retried
+    assert run_seed(1280, 12, 0.1, schedule=schedule).digest == first.digest
+
+
+def test_a_drain_evicting_past_its_deadline_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The side "cordoned until its end" leaves open: a PodDisruptionBudget holds the first drains past their
+    deadlines; a drain that ignored its deadline (the mutation: the agent caps it a day away) evicts once the budget
+    allows, after the deadline, and "5 a drain stops at its deadline" reports it. Unmutated, every invariant holds."""
+    schedule = (REFRESH_1A, Fault(at=60.0, kind="pdb_block", duration=1500.0))
+    held = run_seed(1280, 12, 0.1, schedule=schedule)
+    assert held.violation is None, held.summary()
+
+    def no_deadline(command: Command, now: Any, max_seconds: float) -> Command:
+        return command.model_copy(update={"deadline": now + timedelta(days=1)})
+
+    monkeypatch.setattr("sim.agent.capped", no_deadline)
+    broken = run_seed(1280, 12, 0.1, schedule=schedule)
+    assert broken.violation is not None
+    assert broken.violation.invariant == "5 a drain stops at its deadline"
