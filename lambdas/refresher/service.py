@@ -38,6 +38,7 @@ from core.runs import (
 )
 from core.settings import RefresherSettings, parse_duration
 from lambdas.common.prologue import rejected
+from lambdas.common.refused import record_refused, refusal_reason
 from lambdas.events.event import Event, EventKind
 from lambdas.events.request import CancelRequest, RefreshRequest, StatusRequest
 from lambdas.refresher.advance import advance_run
@@ -245,7 +246,13 @@ def status(request: StatusRequest, deps: RefresherDeps) -> dict[str, Any]:
 def cancel(
     request: CancelRequest, deps: RefresherDeps, budget_seconds: float, invocation: str | None = None
 ) -> dict[str, Any]:
-    """Ask the run to stop: steps in flight are finished or undone, then it ends ``cancelled``."""
+    """Ask the run to stop: steps in flight are finished or undone, then it ends ``cancelled``.
+
+    A cancel whose save is refused (``RunRecordRefusedError``: the run's item no longer fits) is not lost: the small
+    write of ``lambdas.common.refused`` marks the run ``cancel_requested`` (``cancelling``) with the reason, the run
+    is advanced as for any cancel, and the response carries ``refusal`` (the CLI prints it and exits 1).
+    """
+    refusal: dict[str, str] = {}
     for _ in range(10):
         run = deps.runs.get(request.run_id) if request.run_id else deps.runs.active()
         if run is None or not run.status.active:
@@ -254,9 +261,17 @@ def cancel(
             deps.runs.save(run.model_copy(update={"cancel_requested": True, "updated_at": deps.clock()}))
         except RunConflictError:
             continue
+        except RunRecordRefusedError as err:
+            telemetry = deps.effects().telemetry
+            recorded = record_refused(
+                deps.runs, run, err, deps.clock(), telemetry=telemetry, logger=logger, cancel=True
+            )
+            if recorded is None:
+                continue  # another invocation saved first: cancel what it saved
+            refusal = {"refusal": refusal_reason(err, "cancelling")}
         logger.info(f"run {run.run_id}: cancel requested")
         out = advance_run(deps, run.run_id, budget_seconds, invocation)
-        return {**out, "status": "cancel_requested"}
+        return {**out, **refusal, "status": "cancel_requested"}
     raise RunConflictError("the run kept changing while cancelling; try again")
 
 
