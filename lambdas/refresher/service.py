@@ -47,6 +47,7 @@ from lambdas.refresher.deps import RefresherDeps, logger
 from lambdas.refresher.execute import execute
 from lambdas.refresher.gather import read_groups
 from lambdas.refresher.plan import AcquireLock, Action, CreateRun
+from lambdas.refresher.runsize import too_large
 from lambdas.refresher.select import format_table, select
 from lambdas.refresher.summary import group_rows, run_summary, step_row
 from lambdas.refresher.world import World
@@ -128,7 +129,7 @@ def start(
         ],
         steps=list(plan.steps),
     )
-    oversize = too_large(deps, run)  # refused before the lock: a record that cannot be written (issue 10)
+    oversize = too_large(deps.runs, run)  # refused before the lock: a record that cannot be written, or outgrows it
     actions: list[Action] = [AcquireLock(run.holder_for(invocation), deps.settings.lock_lease_seconds), CreateRun(run)]
     if dry_run:
         results = execute(actions, deps.effects(), now, dry_run=True)
@@ -160,15 +161,6 @@ def start(
     )
     out = advance_run(deps, run_id, budget_seconds, invocation)  # the same holder: its first pass keeps the lease
     return {**base, **out, "status": "started", "actions": results + out["actions"]}
-
-
-def too_large(deps: RefresherDeps, run: Run) -> str | None:
-    """Why the new run's ``RUN#`` item cannot be written (``RunStore.item_of``: over the size guard), or None."""
-    try:
-        deps.runs.item_of(run)
-    except RunRecordRefusedError as err:
-        return f"{err}: refresh fewer instance groups at once"
-    return None
 
 
 def free_orphan_lock(deps: RefresherDeps) -> str | None:
