@@ -13,10 +13,10 @@ The projection (``peak_run``), conservative where the run's own values are not k
   command id, the longest note a ``done`` step gets, the times a worker or a master records, each distinct one with
   all its microseconds, a step after the run's first day);
 - except, in the group where they weigh most (``in_flight_group``), the last ``k`` steps in flight at once
-  (``k = min(max_surge, steps of the group)`` for workers, 1 for masters: workers surge up to ``max_surge`` within one
-  group at a time, control-plane steps one at a time), each as a ``draining`` map: spare, drain command, every wait started,
-  intent and state times, and a ``surge_baseline`` of ``original_desired + k`` instance ids; the group's surge
-  (``raised = k``, MaxSize raised by ``k``) and the run's ``waiting`` line for each of them;
+  (``k = min(max_surge, steps of the group)`` for workers, 1 for the control plane: workers surge up to ``max_surge``
+  within one group at a time, control-plane steps go one at a time), each as a ``draining`` map: spare, drain command,
+  every wait started, intent and state times, and a ``surge_baseline`` of ``original_desired + k`` instance ids; the
+  group's surge (``raised = k``, MaxSize raised by ``k``) and the run's ``waiting`` line for each of them;
 - a step without a node name gets one of EC2's longer private DNS form (``NODE_NAME``).
 
 What it does not project: a ``running`` run's ``reason`` (empty while it runs), the notes a stopping run's steps get
