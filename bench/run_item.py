@@ -9,6 +9,10 @@ command id kept in the map layout as the refresher wrote them).
 
     python -m bench.run_item            # the table in BENCHMARKS.md
     python -m bench.run_item --smoke    # one small size
+
+Then the boundary a start is held to (``lambdas/refresher/runsize.py``): the most steps of such a run that fit under
+the guard (``core.runs.RUN_ITEM_GUARD_BYTES``) at the largest the run reaches (``core.runpeak.peak_run``) at
+``max_surge`` 1, 3 and 10, found by bisection.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from typing import Any
 
 from adapters.dynamo.table import dynamo
 from core.itemsize import DYNAMODB_ITEM_LIMIT_BYTES, item_bytes
-from core.runs import GroupSurge, Run, RunOptions, RunStatus, RunStep, StepState
+from core.runpeak import peak_run
+from core.runs import RUN_ITEM_GUARD_BYTES, GroupSurge, Run, RunOptions, RunStatus, RunStep, StepState
 
 T0 = datetime(2026, 12, 2, 10, 0, 0, 123456, tzinfo=UTC)
 CLUSTER = "prod.k8s.example.com"
@@ -95,6 +100,24 @@ def sizes(r: Run) -> dict[str, int]:
     }
 
 
+def guarded(r: Run) -> int:
+    """Bytes of ``r``'s item as ``RunStore.size`` holds it to the guard (its keys, None values counted)."""
+    return item_bytes({**r.to_item(), **KEYS})
+
+
+def most_steps(max_surge: int, high: int = 8000) -> tuple[int, int]:
+    """The most steps of ``run(n, 0)`` at ``max_surge`` whose peak fits under the guard, and that peak's bytes."""
+
+    def peak(n: int) -> int:
+        return guarded(peak_run(run(n, 0).model_copy(update={"options": RunOptions(max_surge=max_surge)})))
+
+    low = 1
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if peak(mid) <= RUN_ITEM_GUARD_BYTES else (low, mid - 1)
+    return low, peak(low)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="one small size")
@@ -112,6 +135,13 @@ def main() -> None:
             f"| {steps} | {finished} | {got['maps'] / 1024:.0f} KB | {got['rows'] / 1024:.0f} KB | "
             f"{got['shed'] / 1024:.0f} KB | {per} |"
         )
+    print(f"\nlargest run a start accepts (its peak under the {RUN_ITEM_GUARD_BYTES} B guard):")
+    print("| max_surge | steps | peak | as planned | all done |")
+    print("|---|---|---|---|---|")
+    for max_surge in (1, 3) if args.smoke else (1, 3, 10):
+        steps, peak = most_steps(max_surge, 200 if args.smoke else 8000)
+        planned, done = guarded(run(steps, 0)), guarded(run(steps, steps))
+        print(f"| {max_surge} | {steps} | {peak / 1024:.0f} KB | {planned / 1024:.0f} KB | {done / 1024:.0f} KB |")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ counts it (``core.itemsize``); over ``guard_bytes`` (``core.runs.RUN_ITEM_GUARD_
 is first saved shed (its final steps without their times, notes and node names, ``Run.to_item(shed=True)``), so
 the pause that follows such a refusal can still be recorded, and its surge given back, step by step. A write DynamoDB
 refuses as invalid (``ValidationException``; ``ValidationError`` in a transaction) raises the same error with its
-code. ``record_refusal`` is the small write that pauses the run then (``lambdas/refresher/refused.py``).
+code. ``record_refusal`` is the small write that pauses the run then (``lambdas/common/refused.py``).
 """
 
 from __future__ import annotations
@@ -133,12 +133,14 @@ class RunStore:
         self._put(saved, self.item_of(saved), Attr("version").eq(run.version), fence, release_at, take)
         return saved
 
-    def record_refusal(self, run: Run, reason: str, now: datetime) -> Run:
+    def record_refusal(self, run: Run, reason: str, now: datetime, cancel: bool = False) -> Run:
         """The small write after a refused save (``RunRecordRefusedError``): the stored item (still at
         ``run.version``) gets ``reason`` and, when it is ``running``, status ``pausing`` (its undo is the next
         passes'); a run already stopping keeps its status and its reason gets this one appended. Conditioned on the
         version alone (an UpdateItem of a few attributes: it fits whatever the item's size, which was under the guard
-        when it was last written); no AWS call follows it.
+        when it was last written); no AWS call follows it. With ``cancel`` (an operator's cancel whose save was
+        refused) the run is also marked ``cancel_requested`` and a ``running`` one becomes ``cancelling``, so the
+        cancel is not lost (``lambdas/common/refused.py``).
 
         Returns:
             The run as now stored (version + 1).
@@ -146,24 +148,25 @@ class RunStore:
         Raises:
             RunConflictError: another invocation saved first.
         """
-        status = RunStatus.PAUSING if run.status is RunStatus.RUNNING else run.status
+        stop = RunStatus.CANCELLING if cancel else RunStatus.PAUSING
+        status = stop if run.status is RunStatus.RUNNING else run.status
         text = reason if run.status is RunStatus.RUNNING or not run.reason else f"{run.reason}; {reason}"
         text = text[:REFUSAL_REASON_CHARS]
+        changes: dict[str, Any] = {"status": status, "reason": text, "waiting": "", "updated_at": now}
+        if cancel:
+            changes["cancel_requested"] = True
         self.table.update(
             self.sk(run.run_id),
             {
+                **changes,
                 "status": status.value,
-                "reason": text,
-                "waiting": "",
                 "updated_at": now.isoformat(),
                 "version": run.version + 1,
             },
             condition=Attr("version").eq(run.version),
             conflict=RunConflictError,
         )
-        return run.model_copy(
-            update={"status": status, "reason": text, "waiting": "", "updated_at": now, "version": run.version + 1}
-        )
+        return run.model_copy(update={**changes, "version": run.version + 1})
 
     def list(self, limit: int = 10) -> list[Run]:
         """The most recent runs, newest first (run ids sort by start time)."""

@@ -21,6 +21,14 @@ The refresher:
 - ``RunsStarted``, ``NodesReplaced``, ``RunDuration`` (Seconds, when a run ends), ``RunFailures`` (runs paused by a
   drain that failed or timed out), ``RunsCancelled``.
 
+The interruption Lambda and the refresher (``lambdas.common.refused``):
+
+- ``RunRecordRefused`` with dimension ``code`` (``ItemTooLarge``, ``ValidationException``...): a ``RUN#`` save
+  refused for its size or as invalid (a replacement run's, a refresh pass's, an operator's cancel's).
+- ``ReplacementsStarted``; ``ReplacementsRefused`` with dimension ``reason`` (``lock_or_run``,
+  ``run_record_refused``, a ``plan.SkipReason``): the interruption Lambda's replacement runs
+  (``REBALANCE_POLICY=replace``).
+
 The replenisher:
 
 - ``CapacityChanges``, ``CommandsQueued``, ``InstancesTerminated``.

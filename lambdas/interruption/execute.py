@@ -13,6 +13,10 @@ Races between concurrent deliveries of one event are settled here by the table's
   another operation, another run active, the run already recorded by an earlier delivery): counted
   ``ReplacementsRefused`` (reason ``lock_or_run``; a refusal by the decision, a ``Skip`` of step ``replacement``,
   is counted with its own reason) and logged; the rebalance cordon that follows stays (the fallback).
+- ``StartReplacement`` / ``JoinReplacement`` whose ``RUN#`` save is refused (too large or invalid:
+  ``RunRecordRefusedError``): not retried (it would be refused at every delivery), logged, counted
+  ``RunRecordRefused`` (by ``code``) and ``ReplacementsRefused`` (reason ``run_record_refused``), a joined run paused
+  with the reason (``replacement.replacement_refused``); the cordon stays.
 - ``RecordDetach`` losing (the ``DETACH#`` item exists): the detach and mark that follow are dropped; the
   invocation that won does them (if it crashes, the redelivered event finds the record ``intended`` and completes
   it).
@@ -31,7 +35,7 @@ from adapters.dynamo.commands import cancel_queued_command, recorded_command, re
 from adapters.dynamo.hooks import Finish, finish, record_hook
 from adapters.dynamo.store import Store
 from core.detach import DetachState
-from core.exceptions import CommandExistsError
+from core.exceptions import CommandExistsError, RunRecordRefusedError
 from core.lifecycle import LifecycleAction
 from core.model import Command, CommandStatus
 from lambdas.common.execute import apply_in_order
@@ -59,7 +63,12 @@ from lambdas.interruption.plan import (
     StartReplacement,
     TightenCommand,
 )
-from lambdas.interruption.replacement import join_replacement, start_replacement
+from lambdas.interruption.replacement import (
+    RECORD_REFUSED,
+    join_replacement,
+    replacement_refused,
+    start_replacement,
+)
 
 CLAIMER = "interruption-lambda"
 
@@ -192,10 +201,16 @@ def _apply(
             return "resolved"
         return "already resolved"
     if isinstance(action, StartReplacement | JoinReplacement):
-        if isinstance(action, StartReplacement):
-            done, what = start_replacement(action, effects.store, now)
-        else:
-            done, what = join_replacement(action, effects.store, now)
+        try:
+            if isinstance(action, StartReplacement):
+                done, what = start_replacement(action, effects.store, now)
+            else:
+                done, what = join_replacement(action, effects.store, now)
+        except RunRecordRefusedError as err:  # nothing written; a retry would be refused the same way
+            effects.telemetry.count_by("ReplacementsRefused", "reason", RECORD_REFUSED)
+            return replacement_refused(
+                action, err, effects.store, now, telemetry=effects.telemetry, logger=effects.logger
+            )
         if done:
             effects.telemetry.count("ReplacementsStarted")
         else:  # the rebalance cordon that follows in the plan stays: the fallback

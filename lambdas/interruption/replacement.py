@@ -6,24 +6,34 @@ three table calls it needs, never across an AWS call, and gives it back at once.
 active" is authoritative (runs start only under the lock), and every write is fenced by the lease (a holder whose
 lease was taken over writes nothing). What the run does next is the refresher's: it advances the run on its tick or
 on the first event that concerns it (``lambdas.refresher``).
+
+A save of the run refused for its size or as invalid (``RunRecordRefusedError``; nothing written, the lock given
+back) would be refused again at every delivery of the event: ``replacement_refused`` logs and counts it
+(``lambdas.common.refused``) and, for a join, records it on the stored run (``pausing`` with the reason); the
+executor answers it as a refused replacement (``run_record_refused``), never a started one, and the rebalance cordon
+stays.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store
-from core.exceptions import LockHeldError, LockLostError, RunConflictError
+from core.exceptions import LockHeldError, LockLostError, RunConflictError, RunRecordRefusedError
 from core.lock import LEASE_MARGIN_SECONDS
 from core.runs import Run, RunStatus
+from lambdas.common.refused import record_refused, refusal_reason
+from lambdas.common.telemetry import Telemetry
 from lambdas.interruption.plan import JoinReplacement, StartReplacement
 
 FUNCTION_TIMEOUT_SECONDS = 30  # infra/interruption.py's TIMEOUT
 LEASE_SECONDS = FUNCTION_TIMEOUT_SECONDS + LEASE_MARGIN_SECONDS  # core.lock.lease_too_short's rule
 OPERATION = "replace"
 JOIN_ATTEMPTS = 3
+RECORD_REFUSED = "run_record_refused"  # the ``ReplacementsRefused`` reason of a refused save
 
 
 def holder(run_id: str) -> str:
@@ -40,6 +50,7 @@ def start_replacement(action: StartReplacement, store: Store, now: datetime) -> 
 
     Raises:
         StoreUnavailableError: the table is unavailable (the event is retried).
+        RunRecordRefusedError: the run's item is too large or invalid; nothing was written (``replacement_refused``).
     """
     run = action.run
     lock = LeaseLock(store, clock=now.timestamp)
@@ -73,6 +84,8 @@ def join_replacement(action: JoinReplacement, store: Store, now: datetime) -> tu
 
     Raises:
         StoreUnavailableError: the table is unavailable (the event is retried).
+        RunRecordRefusedError: the run with the step would be too large (or is invalid); nothing was written
+            (``replacement_refused``).
     """
     lock = LeaseLock(store, clock=now.timestamp)
     try:
@@ -103,6 +116,41 @@ def join_replacement(action: JoinReplacement, store: Store, now: datetime) -> tu
         return False, f"not joined: run {action.run_id} kept changing"
     finally:
         lock.release(lease)
+
+
+def replacement_refused(
+    action: StartReplacement | JoinReplacement,
+    err: RunRecordRefusedError,
+    store: Store,
+    now: datetime,
+    *,
+    telemetry: Telemetry,
+    logger: Any,
+) -> str:
+    """Answer a refused save of a replacement run (``lambdas.common.refused.record_refused``): logged (error) and
+    counted (``RunRecordRefused`` by ``code``); a join's run (read again: the stored one, which the refused save was
+    to extend) records the refusal and pauses with the reason, so the refresher gives its surge back. A start wrote
+    nothing: there is no run to record it on.
+
+    Returns:
+        What happened, for the action's result (``refused: ...``).
+
+    Raises:
+        StoreUnavailableError: the table is unavailable (the event is retried; the next delivery is refused again
+            and records it then).
+    """
+    runs = RunStore(store)
+    run = runs.get(action.run_id) if isinstance(action, JoinReplacement) else None
+    advice = "the run took no more replacements"
+    recorded = record_refused(runs, run, err, now, telemetry=telemetry, logger=logger, advice=advice)
+    if isinstance(action, StartReplacement):
+        return f"refused: {refusal_reason(err, 'not started')}; the cordon stays"
+    if recorded is None:
+        state = "gone" if run is None else "changed meanwhile"
+        return f"refused: {refusal_reason(err, 'not joined')}; run {action.run_id} {state}; the cordon stays"
+    return (
+        f"refused: {refusal_reason(err, 'not joined')}; run {action.run_id} {recorded.status.value}: {recorded.reason}"
+    )
 
 
 def _refuse_join(run: Run | None, action: JoinReplacement) -> str | None:

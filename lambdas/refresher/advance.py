@@ -29,7 +29,7 @@ Ready") are polled every ``REFRESH_EVENT_WAIT_POLL_SECONDS`` (slow, a safety net
 ``REFRESH_POLL_SECONDS``. A poller that wakes to find another invocation took the polling over (after the pass of its
 own event) stops before reading the world again.
 
-A save refused for its size (or as invalid) pauses the run with the reason (``refused.record_refused``).
+A save refused for its size (or as invalid) pauses the run with the reason (``lambdas.common.refused``).
 
 A pass whose decision only records (``bookkeeping``: a wait's start, a pause decided before its undo; no AWS call,
 no command) saves the run conditioned on its version alone, without taking the lock: a stale writer fails on the
@@ -56,7 +56,8 @@ from core.exceptions import LockHeldError, LockLostError, RunConflictError, RunR
 from core.ledger import DonorState
 from core.lock import Lease, describe, renewable_by, valid_holder
 from core.model import NodeRecord
-from core.runs import LOCK_OPERATION, Run, new_invocation_id
+from core.runs import LOCK_OPERATION, Run, RunStatus, new_invocation_id
+from lambdas.common.refused import record_refused
 from lambdas.refresher.bounds import capacity_bounds
 from lambdas.refresher.decide import advance as decide_next
 from lambdas.refresher.deps import RefresherDeps, logger
@@ -64,7 +65,6 @@ from lambdas.refresher.execute import execute
 from lambdas.refresher.gather import read_groups
 from lambdas.refresher.passes import bookkeeping, looked_at_commands, may_start_a_group, outcome_by_event
 from lambdas.refresher.plan import ReleaseLock, SaveRun
-from lambdas.refresher.refused import record_refused
 from lambdas.refresher.summary import run_summary
 from lambdas.refresher.world import World
 
@@ -124,6 +124,22 @@ def lock_lost(deps: RefresherDeps, run_id: str, err: LockLostError, mid_pass: bo
     logger.warning(f"run {run_id} lost the cluster lock{where}: nothing more applied ({err})")
     deps.effects().telemetry.count("LockLost")
     return f"lost the cluster lock to {(err.current or {}).get('holder')}: nothing{more} applied"
+
+
+def refused(deps: RefresherDeps, run: Run, err: RunRecordRefusedError) -> bool:
+    """A refused save of ``run`` (as read before the pass) logged, counted and recorded (``lambdas.common.refused``).
+
+    Returns:
+        True when the pass should read the run again and go on (it is pausing now, or another invocation saved
+        first); False when it should stop (the run was already stopping: its own saves are refused).
+
+    Raises:
+        StoreUnavailableError: the small write failed (the next invocation tries again).
+    """
+    telemetry = deps.effects().telemetry
+    advice = "refresh fewer instance groups at once"
+    recorded = record_refused(deps.runs, run, err, deps.clock(), telemetry=telemetry, logger=logger, advice=advice)
+    return recorded is None or run.status is RunStatus.RUNNING
 
 
 def advance_run(
@@ -230,7 +246,7 @@ def advance_run(
                     logger.info(f"run {run.run_id} was advanced by another invocation: reading it again")
                     continue
                 except RunRecordRefusedError as err:  # nothing applied: the run pauses with the reason (refused.py)
-                    if record_refused(deps, run, err):
+                    if refused(deps, run, err):
                         continue
                     break
                 except LockLostError as err:
@@ -284,7 +300,7 @@ def advance_run(
                     logger.info(f"run {run.run_id} was advanced by another invocation: reading it again")
                     continue
                 except RunRecordRefusedError as err:  # the save opens the decision: nothing after it applied
-                    if record_refused(deps, run, err):
+                    if refused(deps, run, err):
                         continue
                     break
                 applied = False  # all of it applied: the run as saved is its last state

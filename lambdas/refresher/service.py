@@ -38,6 +38,7 @@ from core.runs import (
 )
 from core.settings import RefresherSettings, parse_duration
 from lambdas.common.prologue import rejected
+from lambdas.common.refused import record_refused, refusal_reason
 from lambdas.events.event import Event, EventKind
 from lambdas.events.request import CancelRequest, RefreshRequest, StatusRequest
 from lambdas.refresher.advance import advance_run
@@ -46,6 +47,7 @@ from lambdas.refresher.deps import RefresherDeps, logger
 from lambdas.refresher.execute import execute
 from lambdas.refresher.gather import read_groups
 from lambdas.refresher.plan import AcquireLock, Action, CreateRun
+from lambdas.refresher.runsize import too_large
 from lambdas.refresher.select import format_table, select
 from lambdas.refresher.summary import group_rows, run_summary, step_row
 from lambdas.refresher.world import World
@@ -127,7 +129,7 @@ def start(
         ],
         steps=list(plan.steps),
     )
-    oversize = too_large(deps, run)  # refused before the lock: a record that cannot be written (issue 10)
+    oversize = too_large(deps.runs, run)  # refused before the lock: a record that cannot be written, or outgrows it
     actions: list[Action] = [AcquireLock(run.holder_for(invocation), deps.settings.lock_lease_seconds), CreateRun(run)]
     if dry_run:
         results = execute(actions, deps.effects(), now, dry_run=True)
@@ -159,15 +161,6 @@ def start(
     )
     out = advance_run(deps, run_id, budget_seconds, invocation)  # the same holder: its first pass keeps the lease
     return {**base, **out, "status": "started", "actions": results + out["actions"]}
-
-
-def too_large(deps: RefresherDeps, run: Run) -> str | None:
-    """Why the new run's ``RUN#`` item cannot be written (``RunStore.item_of``: over the size guard), or None."""
-    try:
-        deps.runs.item_of(run)
-    except RunRecordRefusedError as err:
-        return f"{err}: refresh fewer instance groups at once"
-    return None
 
 
 def free_orphan_lock(deps: RefresherDeps) -> str | None:
@@ -245,7 +238,13 @@ def status(request: StatusRequest, deps: RefresherDeps) -> dict[str, Any]:
 def cancel(
     request: CancelRequest, deps: RefresherDeps, budget_seconds: float, invocation: str | None = None
 ) -> dict[str, Any]:
-    """Ask the run to stop: steps in flight are finished or undone, then it ends ``cancelled``."""
+    """Ask the run to stop: steps in flight are finished or undone, then it ends ``cancelled``.
+
+    A cancel whose save is refused (``RunRecordRefusedError``: the run's item no longer fits) is not lost: the small
+    write of ``lambdas.common.refused`` marks the run ``cancel_requested`` (``cancelling``) with the reason, the run
+    is advanced as for any cancel, and the response carries ``refusal`` (the CLI prints it and exits 1).
+    """
+    refusal: dict[str, str] = {}
     for _ in range(10):
         run = deps.runs.get(request.run_id) if request.run_id else deps.runs.active()
         if run is None or not run.status.active:
@@ -254,9 +253,17 @@ def cancel(
             deps.runs.save(run.model_copy(update={"cancel_requested": True, "updated_at": deps.clock()}))
         except RunConflictError:
             continue
+        except RunRecordRefusedError as err:
+            telemetry = deps.effects().telemetry
+            recorded = record_refused(
+                deps.runs, run, err, deps.clock(), telemetry=telemetry, logger=logger, cancel=True
+            )
+            if recorded is None:
+                continue  # another invocation saved first: cancel what it saved
+            refusal = {"refusal": refusal_reason(err, "cancelling")}
         logger.info(f"run {run.run_id}: cancel requested")
         out = advance_run(deps, run.run_id, budget_seconds, invocation)
-        return {**out, "status": "cancel_requested"}
+        return {**out, **refusal, "status": "cancel_requested"}
     raise RunConflictError("the run kept changing while cancelling; try again")
 
 
