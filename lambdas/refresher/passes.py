@@ -7,7 +7,7 @@ from core.kops import Role
 from core.model import CommandKind
 from core.runs import Run, RunStatus, StepState
 from lambdas.refresher.decide.context import Decision
-from lambdas.refresher.plan import Action, Metric, SaveRun, SendCommand, TerminateInstance
+from lambdas.refresher.plan import Action, Metric, SaveRun, SendCommand
 
 
 def bookkeeping(actions: list[Action]) -> bool:
@@ -53,21 +53,14 @@ def outcome_by_event(decision: Decision) -> bool:
     every step in flight drains or surges, and every wait left is one an event ends (a launch, a node Ready) or a
     drain. Such a read-back pass would decide on the world this pass read plus the commands just recorded: it would
     find the drains in flight and return (a drain in flight is not worth polling for), or, if a spare became Ready
-    meanwhile, the "Node Ready" event of it advances the run. A hand-over's termination without decrement
-    (``decide.handover``) counts as such an effect: its successor waits for Auto Scaling's replacement to launch and
-    be Ready (events), and the pass they cause sees the handed-over step's instance gone."""
+    meanwhile, the "Node Ready" event of it advances the run."""
     run = decision.run
     effects = [a for a in decision.actions if not isinstance(a, (SaveRun, Metric))]
     if run.status is not RunStatus.RUNNING or not effects:
         return False
-    handed = {s.instance_id for s in run.steps if s.state is StepState.TERMINATING and s.handed_over_to is not None}
-    if not all(
-        (isinstance(a, SendCommand) and a.command.kind is CommandKind.DRAIN)
-        or (isinstance(a, TerminateInstance) and not a.decrement and a.instance_id in handed)
-        for a in effects
-    ):
+    if not all(isinstance(a, SendCommand) and a.command.kind is CommandKind.DRAIN for a in effects):
         return False
     if any(w.kind.pollable and not w.kind.evented for w in decision.waits):
         return False
     moving = (StepState.DRAINING, StepState.UNDO_DRAINING, StepState.SURGING, StepState.PENDING)
-    return all(s.state.final or s.state in moving or s.instance_id in handed for s in run.steps)
+    return all(s.state.final or s.state in moving for s in run.steps)

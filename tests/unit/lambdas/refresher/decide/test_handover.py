@@ -247,24 +247,13 @@ def test_masters_never_hand_over() -> None:
     assert driver.raises() == 1 and (model.desired, len(model.instances)) == (3, 3)
 
 
-def test_a_hand_over_pass_ends_the_invocation_its_successors_launch_and_ready_are_events() -> None:
+def test_a_hand_over_pass_is_read_back_in_the_same_invocation() -> None:
+    # measured (BENCHMARKS.md, "Rolling refresh of N workers"): ending the invocation on the hand-over's terminate
+    # cost 20.4 AWS calls a node at N = 30 against 18.7 when the next pass reads the group back, sees Auto Scaling's
+    # replacement and so lets its Launch Successful event be acknowledged without a pass
     model = Model(list(OLDS), desired=4, max_size=5)
     driver = Driver(model, new_run(model, OLDS))
     driver.until(handed)
     decision = driver.decisions[-1]
     assert [w.kind.evented for w in decision.waits] == [True]  # the successor's spare to launch
-    assert outcome_by_event(decision)
-    # the same termination with decrement (a step giving its own unit back), or of a step not handed over: read back
-    run = decision.run
-    decrement = [
-        TerminateInstance(NODES, OLD2, decrement=True) if isinstance(a, TerminateInstance) else a
-        for a in decision.actions
-    ]
-    assert not outcome_by_event(Decision(run, decrement, decision.waits))
-    other = [
-        TerminateInstance(NODES, OLD4, decrement=False) if isinstance(a, TerminateInstance) else a
-        for a in decision.actions
-    ]
-    assert not outcome_by_event(Decision(run, other, decision.waits))
-    stopping = run.model_copy(update={"status": RunStatus.CANCELLING})
-    assert not outcome_by_event(Decision(stopping, decision.actions, decision.waits))
+    assert not outcome_by_event(decision)
