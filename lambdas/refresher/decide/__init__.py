@@ -22,9 +22,9 @@ replacement. Then worker groups one after the other; within a group up to ``max_
    group has a pending step that may start now (run running, canary done, within ``max_surge``, its instance live),
    without decrement: the unit is handed to that step, which starts surging with no raise, Auto Scaling's
    replacement being its spare (``handover``).
-4. ``terminating -> done`` once the instance left the group (``raised`` - 1; unchanged after a hand-over). An old instance that left by other
-   means (Spot reclaimed it while it drained or before the termination reached it: desired capacity was not
-   decremented) also ends the step ``done`` with its spare kept, and the unit is given back once: desired capacity
+4. ``terminating -> done`` once the instance left the group (``raised`` - 1; unchanged after a hand-over). An old
+   instance that left by other means (Spot reclaimed it while it drained or before the termination reached it:
+   desired capacity was not decremented) also ends the step ``done`` with its spare kept, and the unit is given back once: desired capacity
    lowered while Auto Scaling has launched nothing for it, else Auto Scaling's replacement given back as a surge is
    (``replace.left_group``).
 
