@@ -24,9 +24,9 @@ replacement. Then worker groups one after the other; within a group up to ``max_
    replacement being its spare (``handover``).
 4. ``terminating -> done`` once the instance left the group (``raised`` - 1; unchanged after a hand-over). An old
    instance that left by other means (Spot reclaimed it while it drained or before the termination reached it:
-   desired capacity was not decremented) also ends the step ``done`` with its spare kept, and the unit is given back once: desired capacity
-   lowered while Auto Scaling has launched nothing for it, else Auto Scaling's replacement given back as a surge is
-   (``replace.left_group``).
+   desired capacity was not decremented) also ends the step ``done`` with its spare kept, and the unit is given
+   back once: desired capacity lowered while Auto Scaling has launched nothing for it, else Auto Scaling's
+   replacement given back as a surge is (``replace.left_group``).
 
 A drain that failed, or timed out under ``pause``, pauses the run: an uncordon command is sent for the old node
 (belt and braces beside ``uncordon_on_failure``) and the step gives its surge back (``undoing``): the spare is
