@@ -163,6 +163,7 @@ def measure(world: LocalWorld, workers: int, launch: float, drain: int, max_surg
         h.stop()
     assert run.status is RunStatus.SUCCEEDED, run.reason
     replaced = sum(1 for s in run.steps if s.state.value == "done")
+    handed = sum(1 for s in run.steps if s.handed_over_to is not None)  # surge units handed to the next step
     floor = math.ceil(workers / max_surge) * (launch + drain)
     by_service: Counter[str] = Counter()
     for key, n in counter.calls.items():
@@ -170,6 +171,7 @@ def measure(world: LocalWorld, workers: int, launch: float, drain: int, max_surg
     return {
         "workers": workers,
         "replaced": replaced,
+        "handed_over": handed,
         "max_surge": max_surge,
         "launch": launch,
         "drain": drain,
@@ -210,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{result['by_service']}, per call {', '.join(f'{k} {v:.1f}' for k, v in result['calls'].items())}; "
                 f"invocations advancing the run {result['invocations'][0]}, of which at work while another was "
                 f"{result['invocations'][1]}; {result['events']} events ({result['ready_events']} Node Ready), "
-                f"{result['ticks']} ticks",
+                f"{result['ticks']} ticks; {result['handed_over']} of {result['replaced']} steps handed their surge "
+                "unit to the next",
                 file=sys.stderr,
                 flush=True,
             )

@@ -15,7 +15,10 @@ row, a list of values in fixed positions (``ROW``):
   (``FINAL_DROPS``: its surge baseline, wait starts, intent time, the drain's message, which the run's reason or the
   step's note already carry when it mattered). ``commands`` is a bit set of the step's command ids
   (``COMMANDS``: drain 1, undo 2, uncordon 4), each of which is ``refresh-<run id>-<index>[-<suffix>]``, as the
-  refresher names them; a step with an id of another form stays a map.
+  refresher names them; a step with an id of another form stays a map. Above those bits, ``commands`` carries a
+  worker step's hand-over (``handed_over_to``, the later step it handed its surge unit to) as ``HANDOVER_UNIT x
+  (handed_over_to - index)``: a successor is a later pending step of the same group, usually the next, so the
+  number keeps its one or two digits (a step handed over to an earlier index stays a map).
 
 In a row, ``group`` is the group's position in the run's ``groups`` (whose ``role`` is the step's); ``node_name`` is
 ``True`` when it is the instance id (kOps' resource-based node names); ``needs_update``, ``state``,
@@ -69,6 +72,7 @@ EXTRA_TIMES = {"@finished": "finished_at", "@spare_ready": "spare_ready_at", "@s
 _US = timedelta(microseconds=1)
 # a final row's command ids, by bit: the field and the suffix its id carries (lambdas.refresher.decide.context)
 COMMANDS = (("command_id", ""), ("undo_command_id", "undo"), ("uncordon_command_id", "uncordon"))
+HANDOVER_UNIT = 1 << len(COMMANDS)  # ``commands`` above the command bits: handed_over_to - index
 
 
 def command_id(run_id: str, index: int, suffix: str = "") -> str:
@@ -106,6 +110,7 @@ class StepLike(Protocol):
     waiting_since: dict[str, datetime]
     entered: dict[str, datetime]
     spare_ready_at: datetime | None
+    handed_over_to: int | None
     started_at: datetime | None
     finished_at: datetime | None
     note: str
@@ -189,9 +194,14 @@ def _row(
 
 
 def _commands(step: StepLike, run_id: str) -> int | None:
-    """The bit set of the step's command ids (``COMMANDS``), or None when one is not named as the refresher names
-    them (the step then stays a map)."""
+    """The bit set of the step's command ids (``COMMANDS``) plus its hand-over (``HANDOVER_UNIT``), or None when
+    an id is not named as the refresher names them or the step handed over to an earlier one (it then stays a
+    map)."""
     bits = 0
+    if step.handed_over_to is not None:
+        if step.handed_over_to <= step.index:
+            return None
+        bits = HANDOVER_UNIT * (step.handed_over_to - step.index)
     for bit, (field, suffix) in enumerate(COMMANDS):
         value = getattr(step, field)
         if value is None:
@@ -212,7 +222,7 @@ def _plan_only(step: StepLike) -> bool:
         or any(getattr(step, f) is not None for f in ("surge_instance_id", "drain_status", "drain_message"))
         or any(getattr(step, f) is not None for f in ("command_id", "undo_command_id", "uncordon_command_id"))
         or any(getattr(step, f) is not None for f in ("intent_at", "started_at", "finished_at"))
-        or any(getattr(step, f) is not None for f in ("spare_ready_at", "settle_first_ok_at"))
+        or any(getattr(step, f) is not None for f in ("spare_ready_at", "settle_first_ok_at", "handed_over_to"))
     )
 
 
@@ -284,6 +294,8 @@ def _step(
         for bit, (field, suffix) in enumerate(COMMANDS):
             if bits & (1 << bit):
                 step[field] = command_id(run_id, int(row[0]), suffix)
+        if bits >= HANDOVER_UNIT:
+            step["handed_over_to"] = int(row[0]) + bits // HANDOVER_UNIT
     if len(row) > 9:
         step.update(_read_times(words[int(row[9])].split(), row[11:], created_at))
     return step

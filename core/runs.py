@@ -9,6 +9,8 @@ Step states (``StepState``)::
 
     worker: pending -> surging -> draining -> terminating -> done
                           |           | drain timed out under "pause", or run cancelled while surging
+                          |           '-> terminating without decrement, its surge unit handed to the group's
+                          |               next pending step (pending -> surging, no raise) -> done
                           v           v
                         undoing -> undo_draining -> undo_terminating -> undone     (the surge is given back)
     master: pending -> draining -> terminating -> settling -> done
@@ -26,6 +28,13 @@ replacement that never becomes Ready stops the run before it touches another ins
 refresh and compensation share the lock"): the run's whole state is here, and the groups it is busy with
 (``Run.busy_groups``) are left alone by the replenisher, which neither counts the run's surge as a shortfall nor
 picks such a group as a donor.
+
+**Surge units.** A worker step in flight holds one surge unit (``RunStep.holds_unit``) and ``GroupSurge.raised``
+counts them: a step adds its unit when it starts surging and gives it back exactly once, by its old instance's
+termination with decrement, or by giving its spare back. A drained step whose group has a pending step that may
+start hands its unit over instead (``RunStep.handed_over_to``): its old instance is terminated without decrement,
+Auto Scaling's replacement is the successor's spare, and ``raised`` does not move (DESIGN.md, "A worker step hands
+its surge unit to the next").
 
 The run's ``surge`` map says how much desired capacity the run added on top of each group's own
 (``raised``; desired capacity = ``original_desired + raised``) and whether it had to raise MaxSize. Other
@@ -46,6 +55,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from core.kops import Role
 from core.runrecord import FINAL_DROPS, pack, unpack
 
 LOCK_OPERATION = "refresh"  # the cluster lock's ``operation`` while a run holds it
@@ -195,6 +205,9 @@ class RunStep(BaseModel):
             is not listed. Empty in records written before it existed.
         spare_ready_at: worker: when the refresher first saw this step's spare Ready (None before, and in records
             written before it existed).
+        handed_over_to: worker: the ``index`` of the step this one handed its surge unit to (its old instance
+            terminated without decrement, Auto Scaling's replacement that step's spare); None when it gave its unit
+            back itself (or had none).
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -218,9 +231,16 @@ class RunStep(BaseModel):
     waiting_since: dict[str, datetime] = Field(default_factory=dict)
     entered: dict[str, datetime] = Field(default_factory=dict)
     spare_ready_at: datetime | None = None
+    handed_over_to: int | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
     note: str = ""
+
+    @property
+    def holds_unit(self) -> bool:
+        """Whether the step holds a surge unit of its group (one of ``GroupSurge.raised``): a worker step in flight
+        that has not handed its unit over (``handed_over_to``). A master never holds one (never surged)."""
+        return self.role == Role.NODE.value and self.state.in_flight and self.handed_over_to is None
 
     def at_rest(self) -> RunStep:
         """The step as its ``RUN#`` item keeps it: a final step without what only a step in flight reads
@@ -286,6 +306,11 @@ class Run(BaseModel):
         busy = {s.group for s in self.steps if s.state.in_flight}
         busy |= {g.name for g in self.groups if g.raised or (g.max_raised_to is not None and not g.max_restored)}
         return frozenset(busy)
+
+    def units_held(self, group: str) -> int:
+        """How many surge units the steps of ``group`` hold (``RunStep.holds_unit``): ``group``'s ``raised`` at the
+        end of every decision pass."""
+        return sum(1 for s in self.steps if s.group == group and s.holds_unit)
 
     @property
     def canary_passed(self) -> bool:

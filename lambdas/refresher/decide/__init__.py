@@ -18,12 +18,15 @@ replacement. Then worker groups one after the other; within a group up to ``max_
    ``uncordon_on_failure`` under the ``pause`` policy). No spare yet: the run waits; it never removes capacity.
 3. ``draining -> terminating``: when the drain succeeded (or was skipped: no node), or timed out under the
    ``terminate`` policy, and the group still has ``original_desired`` Ready instances besides the old ones: the old
-   instance is terminated with ShouldDecrementDesiredCapacity=True, which gives the surge unit back.
-4. ``terminating -> done`` once the instance left the group (``raised`` - 1). An old instance that left by other
-   means (Spot reclaimed it while it drained or before the termination reached it: desired capacity was not
-   decremented) also ends the step ``done`` with its spare kept, and the unit is given back once: desired capacity
-   lowered while Auto Scaling has launched nothing for it, else Auto Scaling's replacement given back as a surge is
-   (``replace.left_group``).
+   instance is terminated with ShouldDecrementDesiredCapacity=True, which gives the surge unit back; or, when the
+   group has a pending step that may start now (run running, canary done, within ``max_surge``, its instance live),
+   without decrement: the unit is handed to that step, which starts surging with no raise, Auto Scaling's
+   replacement being its spare (``handover``).
+4. ``terminating -> done`` once the instance left the group (``raised`` - 1; unchanged after a hand-over). An old
+   instance that left by other means (Spot reclaimed it while it drained or before the termination reached it:
+   desired capacity was not decremented) also ends the step ``done`` with its spare kept, and the unit is given
+   back once: desired capacity lowered while Auto Scaling has launched nothing for it, else Auto Scaling's
+   replacement given back as a surge is (``replace.left_group``).
 
 A drain that failed, or timed out under ``pause``, pauses the run: an uncordon command is sent for the old node
 (belt and braces beside ``uncordon_on_failure``) and the step gives its surge back (``undoing``): the spare is
@@ -59,7 +62,8 @@ agent's event ends it). A launch and a node becoming Ready have their events too
 the agent's "Node Ready"): they are polled only slowly (``Decision.evented``).
 
 Modules: ``context`` (the pass's state and helpers, ``Decision``), ``worker`` (surge and start of worker steps),
-``master`` (control-plane steps), ``replace`` (drain outcome, termination), ``undo`` (giving a surge back),
+``master`` (control-plane steps), ``replace`` (drain outcome, termination), ``handover`` (a drained step's surge
+unit to the next step), ``undo`` (giving a surge back),
 ``lifecycle`` (one pass: stop, steps, groups' MaxSize, the run's end).
 """
 

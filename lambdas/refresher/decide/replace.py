@@ -10,6 +10,7 @@ from core.kops import Role
 from core.model import CommandKind, CommandStatus
 from core.runs import DrainTimeoutPolicy, RunStatus, RunStep, StepState, WaitDeadline
 from lambdas.refresher.decide.context import RECLAIMED_NOTE, UNCORDON_COMMAND_SUFFIX, Context, WaitKind
+from lambdas.refresher.decide.handover import hand_over, successor
 from lambdas.refresher.decide.undo import give_back_unit
 from lambdas.refresher.plan import Metric, SendCommand, TerminateInstance
 from lambdas.refresher.world import GroupFacts
@@ -17,7 +18,8 @@ from lambdas.refresher.world import GroupFacts
 
 def draining(p: Context, step: RunStep) -> None:
     """A step draining its old node: resend a drain not taken up; on success (or a timeout under ``terminate``)
-    terminate the old instance; on failure pause the run, uncordon the node and give the surge back (workers)."""
+    terminate the old instance (a worker's with decrement, or without when it hands its surge unit to the group's
+    next step: ``handover``); on failure pause the run, uncordon the node and give the surge back (workers)."""
     assert step.command_id is not None
     facts = p.facts(step)
     worker = step.role == Role.NODE.value
@@ -68,6 +70,10 @@ def draining(p: Context, step: RunStep) -> None:
                 p.wait(WaitKind.NODE_READY, what)
             return
         p.end_wait(step, WaitDeadline.NODES_READY)
+        to = successor(p, step, facts)
+        if to is not None:
+            hand_over(p, step, to, facts)
+            return
     step.state = StepState.TERMINATING
     step.intent_at = p.now
     p.effects.append(TerminateInstance(step.group, step.instance_id, decrement=worker))
@@ -111,12 +117,17 @@ def give_up(p: Context, step: RunStep, reason: str, what: str) -> None:
 
 def terminating(p: Context, step: RunStep) -> None:
     """A step terminating its old instance: done (workers) or settling (masters) once it left its group; else
-    terminate it again after the grace period."""
+    terminate it again after the grace period, with the same decrement choice (none for a master, nor for a worker
+    that handed its surge unit over: its unit is the successor's, ``raised`` is left as it is)."""
     facts = p.facts(step)
+    worker = step.role == Role.NODE.value
     if facts is None or not facts.has_live(step.instance_id):
-        if step.role == Role.NODE.value and facts is not None:
+        if worker and step.handed_over_to is not None:
+            p.finish_step(step, StepState.DONE, "replaced")
+            p.effects.append(Metric("NodesReplaced"))
+        elif worker and facts is not None:
             left_group(p, step, facts)
-        elif step.role == Role.NODE.value:
+        elif worker:
             p.run.group(step.group).raised -= 1
             p.finish_step(step, StepState.DONE, "replaced")
             p.effects.append(Metric("NodesReplaced"))
@@ -127,7 +138,8 @@ def terminating(p: Context, step: RunStep) -> None:
         return
     if p.older_than_grace(step.intent_at):
         step.intent_at = p.now
-        p.effects.append(TerminateInstance(step.group, step.instance_id, decrement=step.role == Role.NODE.value))
+        decrement = worker and step.handed_over_to is None
+        p.effects.append(TerminateInstance(step.group, step.instance_id, decrement=decrement))
         p.change(f"step {step.index}: {step.instance_id} still in service, terminate it again")
     else:
         p.wait(WaitKind.TERMINATION, f"{step.instance_id} to leave {step.group}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from core.runs import GroupSurge, RunStep, StepState, WaitDeadline
 from lambdas.refresher.decide.context import Context, WaitKind
-from lambdas.refresher.plan import SendCommand
+from lambdas.refresher.plan import SendCommand, SetCapacity
 from lambdas.refresher.world import GroupFacts
 
 # the waits of a surging step, each with its deadline (the later ones count from when the earlier one ended)
@@ -120,7 +120,11 @@ def start_workers(p: Context, current: str, steps: list[RunStep]) -> None:
 
 def rebase(p: Context, group: GroupSurge, facts: GroupFacts) -> None:
     """Take the group's sizes as they are now as its own (a group with no surge of the run in place): what the run
-    raises and restores is counted from them, never from sizes recorded when the run started."""
+    raises and restores is counted from them, never from sizes recorded when the run started. Not when this pass
+    already set the group's sizes (a surge given back in the same pass, e.g. a step whose old instance was reclaimed):
+    what was read is stale then, and taking it would count the unit just given back as the group's own."""
+    if any(isinstance(e, SetCapacity) and e.asg_name == group.name for e in p.effects):
+        return
     now = (facts.min_size, facts.desired, facts.max_size)
     if now == (group.min_size, group.original_desired, group.original_max):
         return

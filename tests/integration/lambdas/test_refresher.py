@@ -70,6 +70,10 @@ def test_full_refresh_masters_then_workers_never_lowers_ready_workers(world: Any
         assert run.status is RunStatus.SUCCEEDED, run.reason
         assert [s.state for s in run.steps] == [StepState.DONE] * 12
         assert [s.role for s in run.steps[:3]] == ["control-plane"] * 3  # masters first
+        for group in {s.group for s in run.steps if s.role == "node"}:  # a drained step hands its surge unit on
+            steps = [s for s in run.steps if s.group == group]
+            assert len(steps) < 2 or any(s.handed_over_to is not None for s in steps), (group, steps)
+        assert all(s.handed_over_to is None for s in run.steps[:3])  # masters never
         finished = [s.finished_at for s in run.steps]
         assert finished == sorted(finished)  # one after the other, masters before workers
         assert guard.minimum >= guard.start_count == 9, f"Ready workers fell to {guard.minimum}"

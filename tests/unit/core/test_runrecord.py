@@ -145,6 +145,28 @@ def test_a_shed_item_keeps_what_decisions_and_the_other_operations_read() -> Non
     assert stored(back) == item  # saved again, still shed
 
 
+def test_a_step_that_handed_its_unit_over_keeps_its_successor_in_its_row_at_no_extra_byte() -> None:
+    run = weekly_refresh(30, 30)
+    plain_size = item_bytes(stored(run))
+    for step in run.steps[:-3]:
+        step.handed_over_to = step.index + 3  # the next step of its group (3 groups, steps round-robin)
+    item = stored(run)
+    assert not item["steps"] and len(item["rows"]) == 30  # all rows still
+    assert item_bytes(item) == plain_size  # 8 x 3 + 1 = 25: as many digits as 1
+    back = Run.model_validate(plain(item))
+    assert back == run.at_rest()
+    assert [s.handed_over_to for s in back.steps] == [*range(3, 30), None, None, None]
+    assert back.steps[0].command_id == f"refresh-{RUN_ID}-0"  # the command bits are still read apart
+
+
+def test_a_step_handed_over_to_an_earlier_index_stays_a_map() -> None:
+    run = weekly_refresh(4, 4)
+    run.steps[2].handed_over_to = 1
+    item = stored(run)
+    assert [s["index"] for s in item["steps"]] == [2] and item["steps"][0]["handed_over_to"] == 1
+    assert Run.model_validate(plain(item)) == run.at_rest()
+
+
 stamps = st.datetimes(
     min_value=datetime(2026, 1, 1), max_value=datetime(2027, 1, 1), timezones=st.just(UTC)
 )  # any microsecond
@@ -175,6 +197,7 @@ def steps(draw: st.DrawFn, index: int) -> RunStep:
         waiting_since=draw(st.dictionaries(st.just("spare_launch"), stamps, max_size=1)),
         entered=entered,
         spare_ready_at=draw(optional),
+        handed_over_to=draw(st.none() | st.integers(min_value=0, max_value=40)),
         started_at=draw(optional),
         finished_at=draw(optional),
         note=draw(words),

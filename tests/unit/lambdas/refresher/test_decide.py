@@ -168,6 +168,7 @@ def test_a_whole_group_refreshed_keeps_its_run_item_under_dynamodbs_item_size() 
             elif isinstance(action, TerminateInstance):
                 live.remove(action.instance_id)
                 desired -= action.decrement
+        live.extend(f"i-{next(fresh):017x}" for _ in range(desired - len(live)))  # Auto Scaling replaces (hand-over)
         current = decision.run
     assert current.status is RunStatus.SUCCEEDED and len(live) == size
     assert largest < MAX_ITEM_BYTES

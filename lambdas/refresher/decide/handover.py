@@ -1,0 +1,62 @@
+"""A drained worker step hands its surge unit to the next step of its group (DESIGN.md, "A worker step hands its
+surge unit to the next"). Pure.
+
+Without it every worker step costs a raise of desired capacity (``UpdateAutoScalingGroup``) and a termination with
+decrement, and the next step raises again. With it, a step whose old node was drained terminates its old instance
+*without* decrement when its group has a pending step that may start now: Auto Scaling launches a replacement for
+it, and that launch is the successor's spare. The unit moves, it is not added: ``GroupSurge.raised`` does not
+change, the finished step records its successor (``RunStep.handed_over_to``) and ends ``done`` once its instance
+left the group without lowering ``raised`` (``replace.terminating``). The successor starts ``surging`` with the unit
+(its baseline is the group's instances but the one terminated, so the replacement is new to it); everything that
+gives a surge back (its undo, a reclaim) then gives that one unit back once, as for a step that raised its own.
+"""
+
+from __future__ import annotations
+
+from core.kops import Role
+from core.runs import RunStatus, RunStep, StepState
+from lambdas.refresher.decide.context import Context
+from lambdas.refresher.plan import TerminateInstance
+from lambdas.refresher.world import GroupFacts
+
+
+def successor(p: Context, step: RunStep, facts: GroupFacts) -> RunStep | None:
+    """The pending step of ``step``'s group that may take its surge unit now, or None (``step`` then gives it back).
+
+    One may only while the run runs (not pausing, not cancelling), after its canary replacement is ``done`` (until
+    then one step alone: ``worker.start_workers``), within the surge limit (the group's units held by the other steps,
+    plus this one, at most ``min(max_surge, surge_limit)``: the count does not change), and only a worker step whose
+    old instance is still live in the group (the first such step in ``index`` order, as ``start_workers`` takes them).
+    """
+    run = p.run
+    if step.role != Role.NODE.value or run.status is not RunStatus.RUNNING or not run.canary_passed:
+        return None
+    limit = min(run.options.max_surge, p.settings.surge_limit)
+    others = sum(1 for s in run.steps if s is not step and s.group == step.group and s.holds_unit)
+    if others + 1 > limit:
+        return None
+    return next(
+        (
+            s
+            for s in run.steps
+            if s.group == step.group and s.state is StepState.PENDING and facts.has_live(s.instance_id)
+        ),
+        None,
+    )
+
+
+def hand_over(p: Context, step: RunStep, to: RunStep, facts: GroupFacts) -> None:
+    """Terminate ``step``'s drained old instance without decrement and start ``to`` surging with its unit (no raise:
+    ``raised`` unchanged). ``to``'s baseline is the group's instances now but ``step``'s, so Auto Scaling's
+    replacement of it is a new instance to ``to`` (``Context.new_instances``)."""
+    step.state = StepState.TERMINATING
+    step.intent_at = p.now
+    step.handed_over_to = to.index
+    to.state = StepState.SURGING
+    to.started_at = to.intent_at = p.now
+    to.surge_baseline = sorted(i.instance_id for i in facts.instances if i.instance_id != step.instance_id)
+    p.effects.append(TerminateInstance(step.group, step.instance_id, decrement=False))
+    p.change(
+        f"step {step.index}: drain {step.drain_status}, terminate {step.instance_id} without decrement: its surge unit "
+        f"goes to step {to.index} ({to.instance_id}), whose spare is Auto Scaling's replacement"
+    )
