@@ -9,6 +9,7 @@ order (TransactWriteItems API reference). The caller raises the result ``from`` 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
@@ -62,12 +63,16 @@ def translate_fenced(
     conflict: type[ConflictError],
     fence: Lease,
     taking: bool = False,
+    also: Sequence[type[ConflictError]] = (),
 ) -> Exception:
-    """``translate`` for a fenced write (a transaction of the ``LOCK`` check, then the write).
+    """``translate`` for a fenced write (a transaction of the ``LOCK`` check, then the write, then the writes made
+    with it, whose conflicts are ``also``, in order).
 
     Returns:
         ``LockLostError`` (``current``: the ``LOCK`` item) when the lock check failed, whatever the write's own
-        condition did; ``conflict`` (``current``: the item) when only the write's condition failed;
+        condition did; ``conflict`` (``current``: the item) when the write's condition failed, whatever the writes
+        after it did; ``also[k]`` (``current``: that item) when only the condition of the write made with it, k-th,
+        failed (the first such);
         ``StoreUnavailableError`` for a transaction conflict with another one in flight (retryable, as AWS advises);
         ``AwsRequestError`` with code ``ValidationError`` when a write was invalid (an item over 400 KB: "An item size
         becomes too large", TransactWriteItems API reference); else as ``translate``.
@@ -85,6 +90,9 @@ def translate_fenced(
         )
     if len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
         return conflict(message, item_of_answer(reasons[1].get("Item")))
+    for k, other in enumerate(also):
+        if len(codes) > 2 + k and codes[2 + k] == "ConditionalCheckFailed":
+            return other(f"{message}: item {2 + k} of the transaction", item_of_answer(reasons[2 + k].get("Item")))
     if "TransactionConflict" in codes or "ThrottlingError" in codes:
         return StoreUnavailableError(f"{message}: transaction cancelled ({', '.join(codes)})")
     if "ValidationError" in codes:  # e.g. an item over 400 KB: the write's own refusal, named as such
