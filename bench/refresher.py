@@ -13,14 +13,17 @@ Measured: wall time from the manual invocation to the run's end, for the worker 
 session the refresher builds its clients from, not on the clients themselves, so it does not depend on where the
 Lambda keeps them.
 
-Usage: ``python -m bench.refresher [--sizes 9 30] [--launch 2] [--drain 2] [--max-surge 1] [--markdown]``;
-``--smoke`` runs once at the smallest size (3 workers, 1 s launch and drain) and does not judge the numbers.
+Usage: ``python -m bench.refresher [--sizes 9 30] [--launch 2] [--drain 2] [--max-surge 1] [--markdown] [--trace]``;
+``--smoke`` runs once at the smallest size (3 workers, 1 s launch and drain) and does not judge the numbers;
+``--trace`` prints each invocation of the refresher (seconds after the run's start, its trigger, its response) and
+its AWS calls in order (operation and, for DynamoDB, the item kinds), to see where the calls go.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import json
 import math
@@ -28,7 +31,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
@@ -54,6 +57,9 @@ class CallCounter:
     def __init__(self) -> None:
         self.calls: Counter[str] = Counter()
         self._lock = threading.Lock()
+        # --trace: per invocation (in the order they started) its trigger, response status and calls in order
+        self.invocations: list[Invocation] = []
+        self._current = threading.local()
 
     @contextlib.contextmanager
     def on_session(self, session: boto3.session.Session) -> Iterator[CallCounter]:
@@ -72,6 +78,54 @@ class CallCounter:
             name += _item_kinds(model.name, json.loads(body.decode() if isinstance(body, bytes) else body))
         with self._lock:
             self.calls[name] += 1
+        invocation = getattr(self._current, "invocation", None)
+        if invocation is not None:
+            invocation.calls.append(name)
+
+    def traced(self, invoke: Callable[[dict[str, Any]], dict[str, Any]], t0: list[float]) -> Callable[..., Any]:
+        """``invoke`` (the harness's ``LocalInvoker.invoke``, run in the invocation's own thread) recording each
+        invocation: its trigger, start (seconds after ``t0[0]``), status, and the calls made in its thread meanwhile."""
+
+        def invoke_traced(event: dict[str, Any]) -> dict[str, Any]:
+            invocation = Invocation(trigger_of(event), time.monotonic() - t0[0])
+            with self._lock:
+                self.invocations.append(invocation)
+            self._current.invocation = invocation
+            try:
+                response = invoke(event)
+                invocation.status = f"{response.get('status')} {response.get('reason', '')}".strip()
+                return response
+            finally:
+                self._current.invocation = None
+
+        return invoke_traced
+
+
+@dataclasses.dataclass
+class Invocation:
+    """One invocation of the refresher as ``--trace`` prints it."""
+
+    trigger: str
+    start: float
+    status: str = "error"
+    calls: list[str] = dataclasses.field(default_factory=list)
+
+    def line(self) -> str:
+        return (
+            f"+{self.start:6.1f} s  {self.trigger} -> {self.status}: {len(self.calls)} calls: {', '.join(self.calls)}"
+        )
+
+
+def trigger_of(event: dict[str, Any]) -> str:
+    """What invoked the refresher: an event's detail-type and what it names, or a manual request's action."""
+    if "detail-type" not in event:
+        return f"request {event.get('action') or event.get('trigger') or sorted(event)}"
+    detail = event.get("detail") or {}
+    named = detail.get("command_id") or detail.get("EC2InstanceId") or detail.get("AutoScalingGroupName")
+    nodes = detail.get("nodes")
+    if named is None and isinstance(nodes, list):
+        named = ",".join(str(n.get("instance_id", n) if isinstance(n, dict) else n) for n in nodes)
+    return f"{event['detail-type']}" + (f" ({named})" if named else "")
 
 
 def _item_kinds(operation: str, params: dict[str, Any]) -> str:
@@ -115,7 +169,9 @@ def overlapping(spans: list[tuple[float, float, str, int]], sleeps: list[tuple[i
     return len(runs), len(overlapped)
 
 
-def measure(world: LocalWorld, workers: int, launch: float, drain: int, max_surge: int) -> dict[str, Any]:
+def measure(
+    world: LocalWorld, workers: int, launch: float, drain: int, max_surge: int, trace: bool = False
+) -> dict[str, Any]:
     per_az = workers // len(AZS)
     info = world.setup_cluster(azs=AZS, nodes_per_az=per_az, join_delay=launch, timeout=60 + launch * 2)
     assert world.simulator is not None, "setup_cluster starts the simulator"
@@ -147,6 +203,9 @@ def measure(world: LocalWorld, workers: int, launch: float, drain: int, max_surg
         },
         deps_hook=timed_sleep,
     )
+    started = [time.monotonic()]
+    if trace:  # every invocation goes through invoke (EventBridge's too, from the invoker's threads)
+        h.invoker.invoke = counter.traced(h.invoker.invoke, started)  # type: ignore[method-assign]
     # After the harness and its event pump built their clients, before the refresher builds its own.
     with counter.on_session(world.session.boto), contextlib.redirect_stdout(io.StringIO()):
         h.start(membership_timeout=60)
@@ -156,7 +215,8 @@ def measure(world: LocalWorld, workers: int, launch: float, drain: int, max_surg
             "the bench pods to run",
         )
         counter.calls.clear()
-        t0 = time.monotonic()
+        counter.invocations.clear()
+        t0 = started[0] = time.monotonic()
         response = h.refresh(all=True, instance_groups=list(info.worker_asgs.values()), max_surge=max_surge)
         run = h.wait_run(response["run"]["run_id"], 60 + workers * (launch + drain + 15))
         wall = time.monotonic() - t0
@@ -186,6 +246,7 @@ def measure(world: LocalWorld, workers: int, launch: float, drain: int, max_surg
         "ready_events": len(h.bus.events(detail_type="Node Ready")),
         "events": len(h.bus.events()),
         "ticks": len(h.bus.events(source="aws.events")),
+        "trace": [i.line() for i in counter.invocations],
     }
 
 
@@ -197,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-surge", type=int, default=1)
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--smoke", action="store_true", help="once at the smallest size; numbers not judged")
+    parser.add_argument(
+        "--trace", action="store_true", help="print each invocation: its trigger and its AWS calls in order"
+    )
     args = parser.parse_args(argv)
     if args.smoke:
         args.sizes, args.launch, args.drain = [len(AZS)], 1.0, 1
@@ -204,8 +268,11 @@ def main(argv: list[str] | None = None) -> int:
     with LocalWorld() as world:
         for size in args.sizes:
             world.reset()
-            result = measure(world, size, args.launch, args.drain, args.max_surge)
+            result = measure(world, size, args.launch, args.drain, args.max_surge, args.trace)
             results.append(result)
+            if args.trace:
+                print(f"N={size}: {len(result['trace'])} invocations", file=sys.stderr)
+                print("\n".join(result["trace"]), file=sys.stderr, flush=True)
             print(
                 f"N={size}: wall {result['wall']:.1f} s, floor {result['floor']:.1f} s, overhead "
                 f"{result['overhead_per_node']:.2f} s/node, {result['calls_per_node']:.1f} AWS calls/node "

@@ -11,7 +11,8 @@ Rules on the default bus, each target with a retry policy and the unit's dead-le
 - ``node-ready``: the agent's ``Node Ready`` (source ``node-manager.agent``) for this cluster: nodes that became
   Ready, a hint to advance a run waiting for one (the function reads membership itself; no run: acknowledged).
 - ``launch-successful``: ``EC2 Instance Launch Successful`` (source ``aws.autoscaling``) of the cluster's groups
-  (kOps names them ``<instance group>.<cluster>``): a spare or a master's replacement launched.
+  (kOps names them ``<instance group>.<cluster>``): a spare or a master's replacement launched. The function
+  acknowledges it with no call (a surge records its launch wait itself; the spare's ``Node Ready`` advances the run).
 
 Manual runs are ``aws lambda invoke`` (or ``python -m cli --function-name``) on the function, by the operator role
 this unit creates (``operator_role``: assumable by principals of the account allowed ``sts:AssumeRole`` on it, and

@@ -20,7 +20,7 @@ from boto3.dynamodb.conditions import ConditionBase
 from pydantic import ValidationError
 
 from adapters.dynamo.ports import CommandStore
-from adapters.dynamo.table import Attr, Table, plain
+from adapters.dynamo.table import AlsoPut, Attr, Table, plain
 from core.exceptions import CommandExistsError, CommandTransitionError, ConflictError
 from core.lock import Lease
 from core.model import Command, CommandKind, CommandStatus, to_epoch, utcnow
@@ -31,6 +31,27 @@ PREFIX = "CMD#"
 def command_sk(command_id: str) -> str:
     """The sort key of a command's item."""
     return f"{PREFIX}{command_id}"
+
+
+def recording(command: Command, ttl_seconds: int, now: datetime) -> AlsoPut:
+    """The write that records ``command`` as ``queued`` at ``now`` (aware), the one item ``record_command`` writes,
+    conditioned on no item with its id (``CommandExistsError`` otherwise): for a transaction that records it with
+    another write (``Table.put(..., also=...)``: a run's save and its drains)."""
+    return AlsoPut(
+        command_sk(command.command_id),
+        {
+            "command": command.model_dump(mode="json"),
+            "kind": command.kind.value,
+            "instance_id": command.instance_id,
+            "status": CommandStatus.QUEUED.value,
+            "attempt": 0,
+            "created_at": now.isoformat(),
+            "updated_at": now.isoformat(),
+            "expires_at": to_epoch(now) + ttl_seconds,
+        },
+        Attr("pk").not_exists(),
+        CommandExistsError,
+    )
 
 
 class CommandItems(Table):
@@ -51,23 +72,8 @@ class CommandItems(Table):
             LockLostError: (with ``fence``) the lock changed hands; nothing was recorded.
             CommandExistsError: a command with this id is already recorded (carries it as ``current``).
         """
-        now = now or utcnow()
-        self.put(
-            command_sk(command.command_id),
-            {
-                "command": command.model_dump(mode="json"),
-                "kind": command.kind.value,
-                "instance_id": command.instance_id,
-                "status": CommandStatus.QUEUED.value,
-                "attempt": 0,
-                "created_at": now.isoformat(),
-                "updated_at": now.isoformat(),
-                "expires_at": to_epoch(now) + ttl_seconds,
-            },
-            condition=Attr("pk").not_exists(),
-            conflict=CommandExistsError,
-            fence=fence,
-        )
+        new = recording(command, ttl_seconds, now or utcnow())
+        self.put(new.sk, new.attrs, condition=new.condition, conflict=new.conflict, fence=fence)
 
     def get_command(self, command_id: str) -> dict[str, Any] | None:
         return self.get(command_sk(command_id))

@@ -13,10 +13,11 @@ code. ``record_refusal`` is the small write that pauses the run then (``lambdas/
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from adapters.dynamo.table import Attr, Table, Taking
+from adapters.dynamo.table import AlsoPut, Attr, Table, Taking
 from core.exceptions import AwsRequestError, RunConflictError, RunRecordRefusedError
 from core.itemsize import item_bytes
 from core.lock import Lease
@@ -78,6 +79,7 @@ class RunStore:
         fence: Lease | None,
         release_at: float | None = None,
         take: Taking | None = None,
+        also: Sequence[AlsoPut] = (),
     ) -> None:
         try:
             self.table.put(
@@ -88,6 +90,7 @@ class RunStore:
                 fence=fence,
                 release_at=release_at,
                 take=take,
+                also=also,
             )
         except AwsRequestError as err:
             if err.code not in VALIDATION_CODES:
@@ -111,7 +114,12 @@ class RunStore:
         return None if item is None else Run.model_validate(item)
 
     def save(
-        self, run: Run, fence: Lease | None = None, release_at: float | None = None, take: Taking | None = None
+        self,
+        run: Run,
+        fence: Lease | None = None,
+        release_at: float | None = None,
+        take: Taking | None = None,
+        also: Sequence[AlsoPut] = (),
     ) -> Run:
         """Write ``run`` if the stored version is still ``run.version``; returns it with version + 1.
 
@@ -123,14 +131,18 @@ class RunStore:
                 a save no effect follows that ends the holder's pass (``Table.put``).
             take: instead of ``fence``, take the lock in the same transaction (``LeaseLock.taking``): the save is
                 fenced by the lease it takes (``LockHeldError`` when the lock changed hands since it was read).
+            also: (with ``fence`` or ``take``) items written in the same transaction (``Table.put``): the ``CMD#``
+                items of the drains the saved decision sends (``commands.recording``).
 
         Raises:
             LockLostError: (with ``fence``) the lock changed hands or was released; nothing was written.
-            RunConflictError: another invocation saved first (``current`` holds its item).
+            RunConflictError: another invocation saved first (``current`` holds its item), whatever ``also`` found.
+            ConflictError: (an ``AlsoPut``'s ``conflict``, e.g. ``CommandExistsError``) only the condition of an item
+                of ``also`` failed; nothing was written (save again without it).
             RunRecordRefusedError: the item is too large (or otherwise invalid); nothing was written.
         """
         saved = run.model_copy(update={"version": run.version + 1})
-        self._put(saved, self.item_of(saved), Attr("version").eq(run.version), fence, release_at, take)
+        self._put(saved, self.item_of(saved), Attr("version").eq(run.version), fence, release_at, take, also)
         return saved
 
     def record_refusal(self, run: Run, reason: str, now: datetime, cancel: bool = False) -> Run:

@@ -21,107 +21,33 @@ while the lease has not changed hands, atomically (DynamoDB transactions are ser
 Transactions: How it works", isolation levels). A lost lock raises ``LockLostError`` (carrying the ``LOCK`` item) and
 the put is not applied. A fenced put given ``release_at`` also gives the lease up in the same transaction (an
 ``Update`` of the ``LOCK`` item under the same condition, as ``LeaseLock.release`` writes it, instead of the
-``ConditionCheck``): the holder's last write and its release are one call.
+``ConditionCheck``): the holder's last write and its release are one call. A fenced put given ``also`` writes
+those items in the same transaction after it (``AlsoPut``: a run's save and the ``CMD#`` items of the drains it
+decided, one call): DynamoDB applies all of them or none.
 
 Errors: conditional writes that lose raise typed ``ConflictError`` subclasses carrying the current item
 (``ReturnValuesOnConditionCheckFailure=ALL_OLD``); throttling, 5xx and connection failures raise
 ``StoreUnavailableError`` (so do an answer botocore cannot parse and a Query answer without ``Items``); any other
-refusal ``AwsRequestError``. Each is raised ``from`` the botocore error.
+refusal ``AwsRequestError``. Each is raised ``from`` the botocore error (the mapping: ``adapters.dynamo.errors``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from boto3.dynamodb.conditions import Attr, ConditionBase, ConditionExpressionBuilder, Key
-from boto3.dynamodb.types import TypeDeserializer
-from botocore.exceptions import BotoCoreError, ClientError
-from botocore.parsers import ResponseParserError
 
-from adapters.aws.calls import CONNECTION_ERRORS, error_of, retryable, unparsed
+from adapters.dynamo.errors import TABLE_ERRORS, translate, translate_fenced
 from adapters.dynamo.values import dynamo, plain
-from core.exceptions import AwsRequestError, ConflictError, LockHeldError, LockLostError, StoreUnavailableError
-from core.lock import Lease, describe
+from core.exceptions import ConflictError, StoreUnavailableError
+from core.lock import Lease
 from core.schema import agent_item, agent_partition_of, partition_of
 
 LOCK_SK = "LOCK"
 
-__all__ = ["Attr", "Table", "dynamo", "plain", "translate"]
-
-
-# what a table call may raise from botocore: an error answer, a botocore error, an answer it cannot parse
-TABLE_ERRORS = (ClientError, BotoCoreError, ResponseParserError)
-
-
-def translate(
-    err: BotoCoreError | ClientError | ResponseParserError, message: str, conflict: type[ConflictError] = ConflictError
-) -> Exception:
-    """The project's exception for a failed table call (to be raised ``from err``).
-
-    Returns:
-        ``conflict`` (with the current item) for a lost condition; ``StoreUnavailableError`` for a retryable answer
-        (``adapters.aws.calls.RETRYABLE_CODES``, 5xx), no connection or an unparseable answer; ``AwsRequestError``
-        otherwise.
-    """
-    if isinstance(err, ResponseParserError):
-        return StoreUnavailableError(f"{message}: {unparsed(err)}")
-    if isinstance(err, BotoCoreError):
-        if isinstance(err, CONNECTION_ERRORS):
-            return StoreUnavailableError(f"{message}: {type(err).__name__}")
-        return AwsRequestError("DynamoDB", type(err).__name__, f"{message}: {err}")
-    code, text = error_of(err)
-    if code == "ConditionalCheckFailedException":
-        return conflict(message, _item(err.response.get("Item")))  # ALL_OLD: the item as it is
-    if retryable(err):
-        return StoreUnavailableError(f"{message}: {code}")
-    return AwsRequestError("DynamoDB", code, f"{message}: {text}")
-
-
-def _item(item: Any) -> dict[str, Any] | None:
-    """An item in DynamoDB JSON (as an error answer carries it) as plain values; None for none."""
-    if not item:
-        return None
-    des = TypeDeserializer()
-    return dict(plain({k: des.deserialize(v) for k, v in item.items()}))
-
-
-def translate_fenced(
-    err: BotoCoreError | ClientError | ResponseParserError,
-    message: str,
-    conflict: type[ConflictError],
-    fence: Lease,
-    taking: bool = False,
-) -> Exception:
-    """``translate`` for a fenced write (a transaction of the ``LOCK`` check, then the write).
-
-    Returns:
-        ``LockLostError`` (``current``: the ``LOCK`` item) when the lock check failed, whatever the write's own
-        condition did; ``conflict`` (``current``: the item) when only the write's condition failed;
-        ``StoreUnavailableError`` for a transaction conflict with another one in flight (retryable, as AWS advises);
-        ``AwsRequestError`` with code ``ValidationError`` when a write was invalid (an item over 400 KB: "An item size
-        becomes too large", TransactWriteItems API reference); else as ``translate``.
-    """
-    if not isinstance(err, ClientError) or error_of(err)[0] != "TransactionCanceledException":
-        return translate(err, message, conflict)
-    reasons: list[Any] = list(err.response.get("CancellationReasons") or [])
-    codes = [str(r.get("Code", "None")) for r in reasons]
-    if codes and codes[0] == "ConditionalCheckFailed":
-        lock = _item(reasons[0].get("Item"))
-        if taking:
-            return LockHeldError(f"{message}: lock held by {describe(lock)}", lock)
-        return LockLostError(
-            f"{message}: lease of {fence.holder} (fencing {fence.fencing}) lost to {describe(lock)}", lock
-        )
-    if len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
-        return conflict(message, _item(reasons[1].get("Item")))
-    if "TransactionConflict" in codes or "ThrottlingError" in codes:
-        return StoreUnavailableError(f"{message}: transaction cancelled ({', '.join(codes)})")
-    if "ValidationError" in codes:  # e.g. an item over 400 KB: the write's own refusal, named as such
-        texts = [str(r.get("Message", "")) for r in reasons if r.get("Code") == "ValidationError"]
-        return AwsRequestError("DynamoDB", "ValidationError", f"{message}: {'; '.join(texts)}")
-    return AwsRequestError("DynamoDB", "TransactionCanceledException", f"{message}: {', '.join(codes)}")
+__all__ = ["MAX_ALSO", "TABLE_ERRORS", "AlsoPut", "Attr", "Table", "dynamo", "plain", "translate", "translate_fenced"]
 
 
 def _expression(builder: ConditionExpressionBuilder, params: dict[str, Any]) -> dict[str, Any]:
@@ -142,6 +68,23 @@ def _expression(builder: ConditionExpressionBuilder, params: dict[str, Any]) -> 
             **built.attribute_value_placeholders,
         }
     return out
+
+
+@dataclass(frozen=True)
+class AlsoPut:
+    """A whole item written in a fenced put's transaction, after the put (``Table.put(..., also=...)``): ``sk`` and
+    its ``attrs`` (no keys), written only if ``condition`` holds; its loss raises ``conflict`` (carrying the item)
+    and nothing of the transaction is written."""
+
+    sk: str
+    attrs: dict[str, Any]
+    condition: ConditionBase | None = None
+    conflict: type[ConflictError] = ConflictError
+
+
+# DynamoDB's limit of actions in one TransactWriteItems ("TransactWriteItems", API reference): the LOCK item's, the
+# put's, and at most this many more
+MAX_ALSO = 98
 
 
 @dataclass(frozen=True)
@@ -264,24 +207,30 @@ class Table:
         fence: Lease | None = None,
         release_at: float | None = None,
         take: Taking | None = None,
+        also: Sequence[AlsoPut] = (),
     ) -> None:
         """Write the whole item ``sk`` (if ``condition`` holds, and with a ``fence`` only while that lease is the
         lock's current one: see the module docstring; with ``release_at``, epoch seconds, the fence's lease is given
         up in the same transaction; with ``take``, the lock is taken in the same transaction and the put fenced by
-        the lease taken).
+        the lease taken). With ``also`` (a fence or a take needed; at most ``MAX_ALSO``), those items are written in
+        the same transaction, each under its own condition: all of it or nothing.
 
         Raises:
             LockLostError: (with ``fence``) the lock changed hands or was released; nothing was written.
             LockHeldError: (with ``take``) the lock changed hands since its item was read; nothing was written.
-            ConflictError (``conflict``): the condition failed; ``current`` holds the item.
+            ConflictError (``conflict``): the condition failed; ``current`` holds the item; nothing was written.
+            ConflictError (an ``AlsoPut``'s ``conflict``): only that item's condition failed; nothing was written.
+            ValueError: ``also`` without a fence or a take, or more than ``MAX_ALSO`` of them.
         """
         kwargs: dict[str, Any] = {"Item": dynamo({**attrs, **self.key(sk)})}
         self._condition(kwargs, condition)
+        if also and ((take is None and fence is None) or len(also) > MAX_ALSO):
+            raise ValueError(f"put {sk}: {len(also)} more items need a fence and at most {MAX_ALSO}")
         if take is not None:
-            self._fenced({"Put": kwargs}, take.lease, f"put {sk}", conflict, take=take)
+            self._fenced({"Put": kwargs}, take.lease, f"put {sk}", conflict, take=take, also=also)
             return
         if fence is not None:
-            self._fenced({"Put": kwargs}, fence, f"put {sk}", conflict, release_at)
+            self._fenced({"Put": kwargs}, fence, f"put {sk}", conflict, release_at, also=also)
             return
         try:
             self.table.put_item(**kwargs)
@@ -296,6 +245,7 @@ class Table:
         conflict: type[ConflictError],
         release_at: float | None = None,
         take: Taking | None = None,
+        also: Sequence[AlsoPut] = (),
     ) -> None:
         ((kind, params),) = write.items()
         # boto3 builds the expressions of a resource call's top-level ConditionExpression only: build them here, one
@@ -330,10 +280,15 @@ class Table:
             {lock_kind: {"TableName": self.table.name, **check}},
             {kind: {"TableName": self.table.name, **_expression(builder, params)}},
         ]
+        for extra in also:
+            put: dict[str, Any] = {"Item": dynamo({**extra.attrs, **self.key(extra.sk)})}
+            self._condition(put, extra.condition)
+            items.append({"Put": {"TableName": self.table.name, **_expression(builder, put)}})
         try:
             self.table.meta.client.transact_write_items(TransactItems=items)
         except TABLE_ERRORS as err:
-            raise translate_fenced(err, message, conflict, fence, taking=take is not None) from err
+            conflicts = [extra.conflict for extra in also]
+            raise translate_fenced(err, message, conflict, fence, taking=take is not None, also=conflicts) from err
 
     def delete(
         self, sk: str, condition: ConditionBase | None = None, conflict: type[ConflictError] = ConflictError

@@ -16,7 +16,9 @@ invocation sleeps or returns (with the save of a wait's start when the pass ends
 **Read-back.** The pass right after one that applied under the lease reads only the groups and the commands a draining
 step looks at (``gather``): the run is the one it saved (a save by anyone else since fails on the version and the pass
 reads again), the ``LOCK`` item is held, membership was read a moment before. A pass whose only effects are drain
-commands (``outcome_by_event``) ends the invocation instead: the drain's result event reads its outcome back. A pass
+commands and desired capacity raised for steps it surged (``outcome_by_event``) ends the invocation instead: the
+drain's result event reads its outcome back, the spare's "Node Ready" the surge's (the surge recorded the launch
+wait's start, whose deadline the tick enforces; a launch event makes no pass). A pass
 that finds another holder's valid lease waits for it (polling, within the invocation's budget). The run's whole state is
 its ``RUN#`` item, so nothing is lost in between; the replenisher takes the lock between two passes and compensates a
 launch failure while the run is active. Two invocations of the same run (the tick and a drain result, say) are two
@@ -24,10 +26,10 @@ holders: neither can renew or release the other's lease. Only one of them polls 
 one whose budget ends last); the others return after their own passes, which read the world after the event that
 invoked them, so no event goes unseen.
 
-Waits that an event ends (a spare's launch, a node becoming Ready: "EC2 Instance Launch Successful", the agent's "Node
-Ready") are polled every ``REFRESH_EVENT_WAIT_POLL_SECONDS`` (slow, a safety net), the others every
-``REFRESH_POLL_SECONDS``. A poller that wakes to find another invocation took the polling over (after the pass of its
-own event) stops before reading the world again.
+Waits that an event ends (a spare's launch and a node becoming Ready: the agent's "Node Ready" of the spare; "EC2
+Instance Launch Successful" is acknowledged with no pass) are polled every ``REFRESH_EVENT_WAIT_POLL_SECONDS`` (slow,
+a safety net), the others every ``REFRESH_POLL_SECONDS``. A poller that wakes to find another invocation took the
+polling over (after the pass of its own event) stops before reading the world again.
 
 A save refused for its size (or as invalid) pauses the run with the reason (``lambdas.common.refused``).
 

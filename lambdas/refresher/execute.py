@@ -15,7 +15,12 @@ and the settings, not the ``RUN#`` item): a clamp is logged as a warning and cou
 with no bounds (not one of the run's groups) is not touched (counted ``Skipped``, reason ``unknown_group``).
 
 ``SendCommand`` records the ``CMD#`` item first (conditional: a command already recorded is sent again only while
-still ``queued``; the agent makes a second message harmless) and then sends it.
+still ``queued``; the agent makes a second message harmless) and then sends it. The ``CMD#`` items of a decision's
+drains are written in the transaction of its ``SaveRun`` (``RunStore.save(..., also=...)``, each conditioned on no
+item with its id: one call for the run, the lock and the commands), and their ``SendCommand`` only sends. When the
+only condition that failed is a command's (it is recorded already: a drain decided again after a crash between its
+record and its send), the run is saved alone and each command goes the way above (``record_and_send``); a lost lock
+or version fails the save as always, whatever the commands found.
 """
 
 from __future__ import annotations
@@ -26,13 +31,15 @@ from datetime import datetime
 from typing import Any
 
 from adapters.aws.ports import AwsPort
-from adapters.dynamo.commands import record_and_send
+from adapters.dynamo.commands import record_and_send, recording
 from adapters.dynamo.lock import LeaseLock, Taking
 from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store
+from adapters.dynamo.table import MAX_ALSO
 from core.capacity import Bounds
-from core.exceptions import RunAlreadyActiveError
+from core.exceptions import CommandExistsError, RunAlreadyActiveError
 from core.lock import Lease
+from core.model import Command
 from core.runs import LOCK_OPERATION, run_id_of_holder
 from lambdas.common.execute import apply_in_order, set_bounded_capacity
 from lambdas.common.telemetry import Telemetry
@@ -81,10 +88,13 @@ class Effects:
 
 
 class _Held:
-    """The lease the actions are fenced by: the one given, then the one an ``AcquireLock`` took."""
+    """The lease the actions are fenced by: the one given, then the one an ``AcquireLock`` took; the commands of the
+    decision (its ``SendCommand``s) and those the ``SaveRun``'s transaction recorded."""
 
-    def __init__(self, lease: Lease | None) -> None:
+    def __init__(self, lease: Lease | None, commands: list[Command]) -> None:
         self.lease = lease
+        self.commands = commands
+        self.recorded: set[str] = set()
 
 
 def execute(actions: list[Action], effects: Effects, now: datetime, dry_run: bool = False) -> list[dict[str, str]]:
@@ -107,7 +117,7 @@ def execute(actions: list[Action], effects: Effects, now: datetime, dry_run: boo
             released, nothing after it done).
         StoreUnavailableError, AwsUnavailableError: transient faults; AwsRequestError: AWS refused a call.
     """
-    held = _Held(effects.lease)
+    held = _Held(effects.lease, [a.command for a in actions if isinstance(a, SendCommand)])
     return apply_in_order(
         actions,
         lambda action: _apply(action, effects, now, held),
@@ -119,17 +129,11 @@ def execute(actions: list[Action], effects: Effects, now: datetime, dry_run: boo
 
 def _apply(action: Action, effects: Effects, now: datetime, held: _Held) -> str:
     if isinstance(action, SaveRun):
-        if held.lease is None and effects.take is not None:  # the lock taken by the save itself
-            effects.runs.save(action.run, take=effects.take)
-            held.lease = effects.take.lease
-            effects.taken.append(held.lease)
-            return f"saved (version {action.run.version + 1}), cluster lock taken (fencing {held.lease.fencing})"
-        release_at = now.timestamp() if action.release and held.lease is not None else None
-        effects.runs.save(action.run, fence=held.lease, release_at=release_at)
-        if release_at is None:
-            return f"saved (version {action.run.version + 1})"
-        held.lease = None
-        return f"saved (version {action.run.version + 1}), cluster lock released"
+        return _save(action, effects, now, held)
+    if isinstance(action, SendCommand) and action.command.command_id in held.recorded:
+        message_id = effects.aws.queue.send_command(action.command)
+        effects.telemetry.count("CommandsQueued")
+        return f"recorded with the run's save, sent (message {message_id})"
     if isinstance(action, SendCommand):
         delivery = record_and_send(
             effects.store, effects.aws.queue.send_command, action.command, effects.ttl_seconds, now, held.lease
@@ -171,6 +175,33 @@ def _apply(action: Action, effects: Effects, now: datetime, held: _Held) -> str:
             effects.telemetry.count(action.name, int(action.value))
         return "counted"
     raise TypeError(f"unknown action {action!r}")
+
+
+def _save(action: SaveRun, effects: Effects, now: datetime, held: _Held) -> str:
+    """The ``SaveRun``: fenced by the lease held, or taking the lock (``Effects.take``); with the decision's commands
+    recorded in its transaction (module docstring)."""
+    take = effects.take if held.lease is None else None
+    release_at = now.timestamp() if action.release and held.lease is not None else None
+    also = []
+    if (held.lease is not None or take is not None) and len(held.commands) <= MAX_ALSO:
+        also = [recording(c, effects.ttl_seconds, now) for c in held.commands]
+    try:
+        effects.runs.save(action.run, fence=held.lease, release_at=release_at, take=take, also=also)
+        held.recorded = {c.command_id for c in held.commands} if also else set()
+    except CommandExistsError as err:  # only a command's condition failed (a version or lock loss raises its own)
+        effects.logger.info(f"a command of the save is recorded already ({err}): the run saved alone")
+        effects.runs.save(action.run, fence=held.lease, release_at=release_at, take=take)
+    saved = f"saved (version {action.run.version + 1})"
+    if held.recorded:
+        saved += f" with {len(held.recorded)} command(s) recorded"
+    if take is not None:  # the lock taken by the save itself
+        held.lease = take.lease
+        effects.taken.append(held.lease)
+        return f"{saved}, cluster lock taken (fencing {held.lease.fencing})"
+    if release_at is None:
+        return saved
+    held.lease = None
+    return f"{saved}, cluster lock released"
 
 
 def _set_capacity(action: SetCapacity, effects: Effects) -> str:

@@ -7,7 +7,7 @@ from core.kops import Role
 from core.model import CommandKind
 from core.runs import Run, RunStatus, StepState
 from lambdas.refresher.decide.context import Decision
-from lambdas.refresher.plan import Action, Metric, SaveRun, SendCommand
+from lambdas.refresher.plan import Action, Metric, SaveRun, SendCommand, SetCapacity
 
 
 def bookkeeping(actions: list[Action]) -> bool:
@@ -49,7 +49,9 @@ def looked_at_commands(run: Run) -> list[str]:
 def outcome_by_event(decision: Decision) -> bool:
     """Whether the pass after this applied ``decision`` could only find what an event will report (pure), so the
     invocation need not read the world again: every effect is a drain command (the agent's result event reports
-    its outcome; the tick is the safety net for a lost one, and redoes a drain never taken up), the run still runs,
+    its outcome; the tick is the safety net for a lost one, and redoes a drain never taken up) or a group's desired
+    capacity raised for its surging steps (the spare's "Node Ready" advances the run; the step recorded its launch
+    wait at the surge, so the tick enforces that deadline and redoes a raise not visible), the run still runs,
     every step in flight drains or surges, and every wait left is one an event ends (a launch, a node Ready) or a
     drain. Such a read-back pass would decide on the world this pass read plus the commands just recorded: it would
     find the drains in flight and return (a drain in flight is not worth polling for), or, if a spare became Ready
@@ -58,9 +60,27 @@ def outcome_by_event(decision: Decision) -> bool:
     effects = [a for a in decision.actions if not isinstance(a, (SaveRun, Metric))]
     if run.status is not RunStatus.RUNNING or not effects:
         return False
-    if not all(isinstance(a, SendCommand) and a.command.kind is CommandKind.DRAIN for a in effects):
+    if not all(_drain(a) or _surge(run, a) for a in effects):
         return False
     if any(w.kind.pollable and not w.kind.evented for w in decision.waits):
         return False
     moving = (StepState.DRAINING, StepState.UNDO_DRAINING, StepState.SURGING, StepState.PENDING)
     return all(s.state.final or s.state in moving for s in run.steps)
+
+
+def _drain(action: Action) -> bool:
+    return isinstance(action, SendCommand) and action.command.kind is CommandKind.DRAIN
+
+
+def _surge(run: Run, action: Action) -> bool:
+    """A desired capacity raised to what the group's surge adds up to, for a step of it that surges and recorded
+    that intent in this decision (a surge or its redo: ``intent_at`` is the decision's time, the run's
+    ``updated_at``)."""
+    if not isinstance(action, SetCapacity) or action.desired is None:
+        return False
+    group = next((g for g in run.groups if g.name == action.asg_name), None)
+    if group is None or group.raised <= 0 or action.desired != group.original_desired + group.raised:
+        return False
+    return any(
+        s.group == group.name and s.state is StepState.SURGING and s.intent_at == run.updated_at for s in run.steps
+    )

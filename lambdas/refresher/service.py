@@ -30,8 +30,6 @@ from core.runs import (
     Run,
     RunOptions,
     Selection,
-    StepState,
-    WaitDeadline,
     new_invocation_id,
     new_run_id,
     run_id_of_holder,
@@ -278,21 +276,6 @@ def wake_replacement(deps: RefresherDeps, budget_seconds: float, invocation: str
     return advance_run(deps, active.run_id, budget_seconds, invocation)
 
 
-SEEN_LAUNCH = frozenset(
-    {WaitDeadline.SPARE_REGISTER.value, WaitDeadline.SPARE_READY.value, WaitDeadline.NODES_READY.value}
-)
-
-
-def launch_unseen(run: Run, group: str) -> bool:
-    """Whether a launch in ``group`` may tell ``run`` something it has not seen (pure): a step of the group surges
-    and has not recorded its spare yet (no wait past the launch began). A pass reads the group right after it raises
-    the desired capacity, so in AWS the run usually sees the spare (Pending) before Auto Scaling's event comes; the
-    other waits a launch could end (a master's replacement Ready) end with the agent's "Node Ready" instead."""
-    return any(
-        s.group == group and s.state is StepState.SURGING and not SEEN_LAUNCH & set(s.waiting_since) for s in run.steps
-    )
-
-
 def waits_on(run: Run, trigger: Event) -> bool:
     """Whether a "Node Ready" report may concern ``run`` (pure): it names one of the run's groups, one of its
     instances (old or spare), or a node whose group the agent could not tell. Masters of groups outside the run and
@@ -373,15 +356,10 @@ def serve(trigger: Event, deps: RefresherDeps, budget: float, invocation: str | 
         out = advance_run(deps, None, budget, invocation)
         return out if out["status"] != "idle" else {"status": "acknowledged", "reason": "no_active_run"}
     if trigger.kind is EventKind.LAUNCH_SUCCEEDED:
-        state = read_state(deps.store)  # one Query; the run's pass starts from it
-        active = state.run(None)
-        if active is None:
-            return {"status": "acknowledged", "reason": "no_active_run"}
-        if trigger.asg_name not in {g.name for g in active.groups}:
-            return {"status": "acknowledged", "reason": "not_in_run"}
-        if not launch_unseen(active, trigger.asg_name or ""):
-            return {"status": "acknowledged", "reason": "already_seen"}
-        return advance_run(deps, active.run_id, budget, invocation, state)
+        # nothing to read: a surge records its spare's launch wait itself (``decide.worker.start_workers``), so a
+        # launch ends no wait a pass must record; the spare's "Node Ready" advances the run, and the tick enforces
+        # the launch's deadline when neither comes
+        return {"status": "acknowledged", "reason": "recorded_at_surge"}
     if trigger.kind is EventKind.NODE_READY:
         return node_ready(trigger, deps, budget, invocation)
     raise AssertionError(f"unhandled trigger {trigger.kind}")

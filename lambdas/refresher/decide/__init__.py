@@ -58,8 +58,8 @@ not recorded is sent again, an instance still in service is terminated again. Ef
 
 **Waiting.** The decision says what the run waits for; waits on a node becoming Ready, a launch, a termination or
 the masters' second check are worth polling for a while inside the invocation; a wait on a drain is not (the
-agent's event ends it). A launch and a node becoming Ready have their events too ("EC2 Instance Launch Successful",
-the agent's "Node Ready"): they are polled only slowly (``Decision.evented``).
+agent's event ends it). A launch and a node becoming Ready have an event too (the agent's "Node Ready" of the spare):
+they are polled only slowly (``Decision.evented``). A surge records its spare's launch wait itself.
 
 Modules: ``context`` (the pass's state and helpers, ``Decision``), ``worker`` (surge and start of worker steps),
 ``master`` (control-plane steps), ``replace`` (drain outcome, termination), ``handover`` (a drained step's surge

@@ -45,8 +45,8 @@ class WaitKind(str, Enum):
 
     @property
     def evented(self) -> bool:
-        """An event ends it ("EC2 Instance Launch Successful", the agent's "Node Ready"): polled only slowly, as
-        a safety net (``REFRESH_EVENT_WAIT_POLL_SECONDS``)."""
+        """An event ends it (the agent's "Node Ready" of the spare, which also ends its launch's wait): polled only
+        slowly, as a safety net (``REFRESH_EVENT_WAIT_POLL_SECONDS``)."""
         return self in (WaitKind.LAUNCH, WaitKind.NODE_READY)
 
 

@@ -81,7 +81,8 @@ def start_workers(p: Context, current: str, steps: list[RunStep]) -> None:
     than the settings' ``surge_limit``, which the executor clamps the sizes to; one until the run's canary replacement
     is done): raise its desired capacity by one each (a step whose instance left the group is skipped). Before a
     group's first surge its sizes are read again (kOps or another operation may have changed them since the run
-    started), and a group carrying compensation (a donor) waits until it is given back."""
+    started), and a group carrying compensation (a donor) waits until it is given back. A surged step's
+    ``spare_launch`` wait begins at the surge."""
     group = p.run.group(current)
     in_flight = sum(1 for s in steps if s.state.in_flight)
     facts = p.world.groups.get(current)
@@ -111,10 +112,14 @@ def start_workers(p: Context, current: str, steps: list[RunStep]) -> None:
         step.state = StepState.SURGING
         step.started_at = step.intent_at = p.now
         step.surge_baseline = sorted(i.instance_id for i in facts.instances)
+        # the launch wait starts with the surge (its deadline counts from it): the surge's pass needs no read-back
+        # pass to record it (``passes.outcome_by_event``), and the launch's event nothing to advance
+        step.waiting_since[WaitDeadline.SPARE_LAUNCH.value] = p.now
         p.add_capacity_effect(p.capacity(group))
         p.change(
             f"step {step.index}: surge {group.name} to {group.original_desired + group.raised} for {step.instance_id}"
         )
+        p.wait(WaitKind.LAUNCH, f"{group.name} to launch a spare for {step.instance_id}")
         in_flight += 1
 
 

@@ -20,6 +20,7 @@ from adapters.dynamo.commands import (
     cancel_queued_command,
     commands_for_instance,
     record_and_send,
+    recording,
     resolve_cordon,
     tighten_deadline,
 )
@@ -264,6 +265,36 @@ def test_runs_are_versioned_and_fenced(store: Store) -> None:
     assert stored is not None and stored.version == 1 and stored.status is RunStatus.RUNNING
     runs.save(stored.model_copy(update={"status": RunStatus.CANCELLING}))  # unfenced: an operator's cancel
     assert runs.active() is not None and runs.active().status is RunStatus.CANCELLING  # type: ignore[union-attr]
+
+
+def test_a_save_records_commands_in_its_transaction_and_names_the_one_that_exists(store: Store) -> None:
+    """The refresher's drain pass: the lock's check, the ``RUN#`` save and ``CMD#`` puts in one TransactWriteItems
+    (items in both partitions); the cancellation reasons tell a command recorded already from a stale version or a
+    lost lease."""
+    runs = RunStore(store)
+    lease = LeaseLock(store, clock=lambda: 1000.0).acquire("refresher:r", "refresh", 10)
+    runs.create(run(), fence=lease)
+    first = runs.get(run().run_id)
+    assert first is not None
+    drains = [recording(command("refresh-r-0", IA), 3600, T0), recording(command("refresh-r-1", IB), 3600, T0)]
+    saved = runs.save(first, fence=lease, also=drains)
+    assert saved.version == 1 and [
+        (store.get_command(c) or {}).get("status") for c in ("refresh-r-0", "refresh-r-1")
+    ] == [
+        "queued",
+        "queued",
+    ]
+    again = [recording(command("refresh-r-2", IC), 3600, T0), drains[1]]
+    with pytest.raises(CommandExistsError) as exists:
+        runs.save(saved, fence=lease, also=again)
+    assert exists.value.current is not None and exists.value.current["sk"] == "CMD#refresh-r-1"
+    assert store.get_command("refresh-r-2") is None and (runs.get(run().run_id) or first).version == 1
+    with pytest.raises(RunConflictError):
+        runs.save(first, fence=lease, also=again)
+    LeaseLock(store, clock=lambda: 2000.0).acquire("replenisher:x", "replenish", 10)
+    with pytest.raises(LockLostError):
+        runs.save(saved, fence=lease, also=again)
+    assert store.get_command("refresh-r-2") is None and (runs.get(run().run_id) or first).version == 1
 
 
 def test_ledger_writes_are_versioned_and_fenced(store: Store) -> None:

@@ -4,10 +4,12 @@ from datetime import UTC, datetime
 
 import pytest
 
+from adapters.dynamo.commands import command_sk, recording
 from adapters.dynamo.lock import LOCK_SK, LeaseLock
 from adapters.dynamo.runs import RunStore, surge_capacity, surge_instance_ids
 from adapters.dynamo.store import Store
-from core.exceptions import LockHeldError, LockLostError, RunConflictError
+from core.exceptions import CommandExistsError, LockHeldError, LockLostError, RunConflictError
+from core.model import Command, CommandKind
 from core.runs import GroupSurge, Run, RunOptions, RunStatus, RunStep, StepState
 
 T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
@@ -108,3 +110,60 @@ def test_a_save_that_takes_the_lock_takes_it_only_as_it_was_read(store: Store) -
     assert (runs.get(run().run_id) or run()).version == 2
     # the next holder reads the released lock and takes it with the next fencing value
     assert lock.taking("refresher:r:c", "refresh", 60, lock.current()).lease.fencing == 2
+
+
+def _drain(command_id: str) -> Command:
+    return Command(
+        command_id=command_id,
+        cluster="demo",
+        kind=CommandKind.DRAIN,
+        instance_id="i-0123456789abcdef0",
+        node_name="node-old",
+        reason="refresh r step 0",
+        deadline=T0,
+    )
+
+
+def test_a_save_records_its_commands_in_the_same_transaction_as_record_command_would(store: Store) -> None:
+    lease = LeaseLock(store, clock=lambda: 1000.0).acquire("refresher:r", "refresh", 10)
+    runs = RunStore(store)
+    runs.create(run(), fence=lease)
+    saved = runs.save(run(), fence=lease, also=[recording(_drain("refresh-r-0"), 3600, T0)])
+    assert saved.version == 1 and (runs.get(run().run_id) or run()).version == 1
+    store.record_command(_drain("refresh-r-1"), 3600, now=T0)
+    # byte for byte the item ``record_command`` writes (the agent binds a message to it): only the id differs
+    ours, theirs = store.get_command("refresh-r-0") or {}, store.get_command("refresh-r-1") or {}
+    assert theirs["command"].pop("command_id") == "refresh-r-1" and ours["command"].pop("command_id") == "refresh-r-0"
+    assert {k: v for k, v in ours.items() if k != "sk"} == {k: v for k, v in theirs.items() if k != "sk"}
+
+
+def test_a_save_whose_command_exists_writes_nothing_and_says_so_but_a_stale_version_or_lease_wins(store: Store) -> None:
+    lock = LeaseLock(store, clock=lambda: 1000.0)
+    lease = lock.acquire("refresher:r", "refresh", 10)
+    runs = RunStore(store)
+    runs.create(run(), fence=lease)
+    store.record_command(_drain("refresh-r-0"), 3600, now=T0)
+    store.update(command_sk("refresh-r-0"), {"status": "running"})
+    with pytest.raises(CommandExistsError) as exists:
+        runs.save(run(), fence=lease, also=[recording(_drain("refresh-r-0"), 3600, T0)])
+    assert (exists.value.current or {}).get("status") == "running"  # the item as it is (ALL_OLD)
+    assert (runs.get(run().run_id) or run()).version == 0  # nothing of the transaction written
+    assert (store.get_command("refresh-r-0") or {})["status"] == "running"
+    # a version conflict is never taken for the command's: it is the save's own
+    stale = run().model_copy(update={"version": 5})
+    with pytest.raises(RunConflictError):
+        runs.save(stale, fence=lease, also=[recording(_drain("refresh-r-0"), 3600, T0)])
+    # nor a lost lease
+    LeaseLock(store, clock=lambda: 2000.0).acquire("replenisher:x", "replenish", 10)
+    with pytest.raises(LockLostError):
+        runs.save(run(), fence=lease, also=[recording(_drain("refresh-r-0"), 3600, T0)])
+    with pytest.raises(LockLostError):
+        runs.save(run(), fence=lease, also=[recording(_drain("refresh-r-9"), 3600, T0)])
+    assert store.get_command("refresh-r-9") is None and (runs.get(run().run_id) or run()).version == 0
+
+
+def test_more_items_in_a_save_need_a_fence(store: Store) -> None:
+    runs = RunStore(store)
+    runs.create(run())
+    with pytest.raises(ValueError):
+        runs.save(run(), also=[recording(_drain("refresh-r-0"), 3600, T0)])

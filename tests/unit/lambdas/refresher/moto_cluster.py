@@ -82,6 +82,13 @@ def surging_run(instance_id: str, original_desired: int = 2, original_max: int =
     )
 
 
+def pending_run(instance_id: str, original_desired: int = 2, original_max: int = 3) -> Run:
+    """A run whose one step (replacing ``instance_id`` of ``nodes``) has not started: its next pass surges."""
+    run = surging_run(instance_id, original_desired, original_max, raised=0)
+    run.steps[0].state = StepState.PENDING
+    return run
+
+
 @contextmanager
 def moto_cluster(monkeypatch: pytest.MonkeyPatch, settings: RefresherSettings = SETTINGS) -> Iterator[Cluster]:
     """The account for the life of the ``with`` block; ``Cluster.new_deps()`` builds a ``Deps`` (clock fixed at T0,

@@ -9,7 +9,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -33,7 +33,7 @@ from core.runs import (
 from lambdas.refresher.decide.context import Decision, Wait, WaitKind
 from lambdas.refresher.passes import may_start_a_group
 from lambdas.refresher.plan import SaveRun, SendCommand, SetCapacity
-from tests.unit.lambdas.refresher.moto_cluster import RUN_ID, Cluster, moto_cluster, surging_run
+from tests.unit.lambdas.refresher.moto_cluster import RUN_ID, Cluster, moto_cluster, pending_run, surging_run
 
 T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
 
@@ -169,7 +169,8 @@ def test_two_concurrent_invocations_never_apply_at_once(cluster: Cluster, monkey
 def test_a_polling_pass_that_decides_nothing_writes_nothing_not_even_the_lock(cluster: Cluster) -> None:
     deps = cluster.new_deps()
     deps.runs.create(surging_run(cluster.instances()[0]))
-    advance.advance_run(deps, None, 0.0, "first")  # raises the group, records what the step waits for
+    advance.advance_run(deps, None, 0.0, "first")  # raises the group (again), and ends
+    advance.advance_run(deps, None, 0.0, "second")  # records what the step waits for
     polling = cluster.new_deps()
     counted: Counter[str] = Counter()
     polling.store.table.meta.client.meta.events.register("before-call", lambda model, **_: counted.update([model.name]))
@@ -186,7 +187,8 @@ def test_a_polling_pass_that_decides_nothing_writes_nothing_not_even_the_lock(cl
 def _waiting_run(cluster: Cluster) -> Any:
     deps = cluster.new_deps()
     deps.runs.create(surging_run(cluster.instances()[0]))
-    advance.advance_run(deps, None, 0.0, "first")  # raises the group; from now on the step waits for its spare
+    advance.advance_run(deps, None, 0.0, "first")  # raises the group (again), and ends
+    advance.advance_run(deps, None, 0.0, "second")  # from now on the step waits for its spare
     return deps
 
 
@@ -311,18 +313,39 @@ def test_only_a_pass_that_sent_drains_alone_skips_the_read_back() -> None:
     assert not advance.outcome_by_event(Decision(r, [SaveRun(r)]))
 
 
+def test_a_pass_that_only_surged_skips_the_read_back_too() -> None:
+    """The surge's launch and its spare's "Node Ready" are events (and the launch wait's deadline was recorded at the
+    surge, for the tick): a raise for a step that surged in this decision ends the invocation, with drains too."""
+    r = run(StepState.SURGING, raised=1)
+    r.steps[0].intent_at = r.updated_at
+    assert advance.outcome_by_event(Decision(r, [SaveRun(r), SetCapacity("g", desired=3)]))
+    assert advance.outcome_by_event(Decision(r, [SaveRun(r), SetCapacity("g", desired=3, max_size=3), _drain(1)]))
+    # not what the surge adds up to (a give-back), another group, or a surge decided before: read again
+    assert not advance.outcome_by_event(Decision(r, [SaveRun(r), SetCapacity("g", desired=2)]))
+    assert not advance.outcome_by_event(Decision(r, [SaveRun(r), SetCapacity("h", desired=3)]))
+    assert not advance.outcome_by_event(Decision(r, [SaveRun(r), SetCapacity("g", max_size=4)]))
+    earlier = run(StepState.SURGING, raised=1)
+    earlier.steps[0].intent_at = T0 - timedelta(minutes=1)
+    assert not advance.outcome_by_event(Decision(earlier, [SaveRun(earlier), SetCapacity("g", desired=3)]))
+    stopping = run(StepState.SURGING, raised=1, status=RunStatus.PAUSING)
+    stopping.steps[0].intent_at = stopping.updated_at
+    assert not advance.outcome_by_event(Decision(stopping, [SaveRun(stopping), SetCapacity("g", desired=3)]))
+
+
 def test_a_surge_costs_one_snapshot_and_the_lock_rides_on_the_saves(cluster: Cluster) -> None:
     deps = cluster.new_deps()
-    deps.runs.create(surging_run(cluster.instances()[0]))
+    deps.runs.create(pending_run(cluster.instances()[0]))
     counted: Counter[str] = Counter()
     deps.store.table.meta.client.meta.events.register("before-call", lambda model, **_: counted.update([model.name]))
-    out = advance.advance_run(deps, None, 0.0, "first")  # raises the group, then records what the step waits for
+    out = advance.advance_run(deps, None, 0.0, "first")  # raises the group, its launch wait's start in the save
     calls = Counter(counted)
     stored = deps.runs.get(RUN_ID)
-    assert cluster.sizes() == (3, 3) and stored is not None and stored.version == 2, out
-    assert out["run"]["waiting"] == stored.waiting and stored.steps[0].waiting_since  # the run as it saved it
-    # the first pass's snapshot (two Queries); the pass after the raise reads the groups only; the first save takes
-    # the lock, the second (the wait's start) gives it up: no PutItem, UpdateItem or GetItem of the lock or the run
-    assert calls == Counter({"Query": 2, "TransactWriteItems": 2}), calls
+    assert cluster.sizes() == (3, 3) and stored is not None and stored.version == 1, out
+    assert stored.steps[0].waiting_since == {"spare_launch": stored.updated_at}  # the deadline counts from the surge
+    assert "to launch a spare" in stored.waiting and out["run"]["waiting"] == stored.waiting
+    # the first pass's snapshot (two Queries) and the COMP# ledgers (before a group's first surge); no pass after the
+    # raise (the launch and the spare's "Node Ready" are events); the save takes the lock, the invocation gives it up
+    # after the raise: no PutItem or GetItem
+    assert calls == Counter({"Query": 3, "TransactWriteItems": 1, "UpdateItem": 1}), calls
     lock = deps.lock.current() or {}
     assert lock.get("holder") is None and lock["fencing"] == 1

@@ -1,6 +1,7 @@
 """The refresher's executor and ``advance_run`` under the cluster lock: a run whose lease was lost applies nothing
 more (moto's DynamoDB for the table, a recording double for AWS)."""
 
+import json
 import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -193,3 +194,54 @@ def test_the_end_of_a_run_releases_only_the_lease_of_the_invocation_that_ended_i
     mine = lock.acquire(lock_holder(RUN_ID, "this-invocation"), "refresh", 1800)
     out = execute([ReleaseLock(RUN_ID)], effects(store, recorder, mine), T0)
     assert out[0]["result"] == "released" and not (lock.current() or {}).get("holder")
+
+
+def drains(saved: Run) -> list[Any]:
+    return [a for a in actions(saved) if not isinstance(a, SetCapacity)]
+
+
+def _table_calls(store: Store) -> list[tuple[str, list[str]]]:
+    """(operation, sort keys written) of every call on the store's table from now on."""
+    calls: list[tuple[str, list[str]]] = []
+
+    def record(model: Any, params: Any, **_: Any) -> None:
+        body = json.loads(params["body"] or b"{}")  # the request as sent: DynamoDB JSON
+        entries = body.get("TransactItems") or [{model.name: body}]
+        keys = [(b.get("Key") or b.get("Item") or {}).get("sk", {}).get("S") for e in entries for b in e.values()]
+        calls.append((model.name, [k for k in keys if k]))
+
+    store.table.meta.client.meta.events.register("before-call.dynamodb", record)
+    return calls
+
+
+def test_a_drain_is_recorded_in_the_transaction_of_the_save_and_then_sent(store: Store) -> None:
+    recorder = Recorder()
+    lease = LeaseLock(store, clock=lambda: T0.timestamp()).acquire(run().holder, "refresh", 1800)
+    RunStore(store).create(run(), fence=lease)
+    calls = _table_calls(store)
+    execute(drains(run()), effects(store, recorder, lease), T0)
+    writes = [c for c in calls if c[0] != "GetItem"]
+    assert writes == [("TransactWriteItems", ["LOCK", f"RUN#{RUN_ID}", "CMD#refresh-1"])]  # one call, no PutItem
+    assert recorder.calls == [("send", "refresh-1"), ("metric", "CommandsQueued")]
+    item = store.get_command("refresh-1") or {}
+    assert item["status"] == "queued" and item["command"]["command_id"] == "refresh-1"
+    assert (RunStore(store).get(RUN_ID) or run()).version == 1
+
+
+@pytest.mark.parametrize(("status", "sent"), [("queued", True), ("running", False)])
+def test_a_drain_recorded_already_falls_back_to_the_save_alone_and_the_usual_record(
+    store: Store, status: str, sent: bool
+) -> None:
+    """A drain decided again (a crash between its record and its send): the transaction is cancelled for the command
+    only, so the run is saved alone and the command goes the usual way: sent again while still queued, else not."""
+    recorder = Recorder()
+    lease = LeaseLock(store, clock=lambda: T0.timestamp()).acquire(run().holder, "refresh", 1800)
+    RunStore(store).create(run(), fence=lease)
+    drain = next(a for a in actions(run()) if isinstance(a, SendCommand)).command
+    store.record_command(drain, 3600, now=T0 - timedelta(minutes=1))
+    store.update("CMD#refresh-1", {"status": status})
+    results = execute(drains(run()), effects(store, recorder, lease), T0)
+    assert (RunStore(store).get(RUN_ID) or run()).version == 1
+    assert (("send", "refresh-1") in recorder.calls) is sent
+    assert (store.get_command("refresh-1") or {})["status"] == status
+    assert results[0]["result"] == "saved (version 1)"

@@ -14,7 +14,16 @@ from core.model import CommandStatus, NodeRecord
 from core.runs import StepState
 from lambdas.events.event import Event, EventKind
 from lambdas.refresher import service
-from tests.unit.lambdas.refresher.moto_cluster import REGION, RUN_ID, SETTINGS, T0, Cluster, moto_cluster, surging_run
+from tests.unit.lambdas.refresher.moto_cluster import (
+    REGION,
+    RUN_ID,
+    SETTINGS,
+    T0,
+    Cluster,
+    moto_cluster,
+    pending_run,
+    surging_run,
+)
 
 QUEUE = "https://sqs.us-east-1.amazonaws.com/123456789012/commands"
 
@@ -120,16 +129,17 @@ def test_a_report_advances_the_run_only_as_far_as_what_it_reads_allows(cluster: 
     assert command["command"]["instance_id"] == old and len(messages()) == 1
 
 
-def test_a_launch_the_run_has_seen_already_needs_no_pass() -> None:
-    """Auto Scaling's "Launch Successful" usually comes after the pass that raised the group saw the spare (Pending):
-    it then adds nothing, and the refresher acknowledges it without a pass."""
-    run = surging_run("i-0aaaaaaaaaaaaaaa1")
-    assert service.launch_unseen(run, "nodes")  # no spare seen yet
-    run.steps[0].waiting_since["spare_launch"] = T0
-    assert service.launch_unseen(run, "nodes")  # still waiting for it
-    run.steps[0].waiting_since["spare_register"] = T0
-    assert not service.launch_unseen(run, "nodes")  # seen: its node's "Node Ready" is what the run waits for
-    assert not service.launch_unseen(surging_run("i-0aaaaaaaaaaaaaaa1"), "other-group")
-    run.steps[0].state = StepState.DRAINING
-    run.steps[0].waiting_since.clear()
-    assert not service.launch_unseen(run, "nodes")
+def test_a_launch_costs_no_call_the_surge_recorded_its_wait(cluster: Cluster) -> None:
+    """Auto Scaling's "Launch Successful" ends no wait a pass must record: the surge recorded its spare's launch wait
+    (the tick enforces its deadline) and the spare's "Node Ready" advances the run. Acknowledged with no call."""
+    deps = cluster.new_deps()
+    old, other = cluster.instances()
+    deps.runs.create(pending_run(old))
+    service.advance_run(deps, None, 0.0, "first")  # the surge: desired 3, the launch wait's start saved with it
+    surged = deps.runs.get(RUN_ID)
+    assert surged is not None and surged.steps[0].waiting_since == {"spare_launch": surged.updated_at}
+    (spare,) = set(cluster.instances()) - {old, other}
+    counted = dynamodb_calls(deps)
+    launch = Event(kind=EventKind.LAUNCH_SUCCEEDED, event_time=T0, event_id="e-1", asg_name="nodes", instance_id=spare)
+    assert service.serve(launch, deps, 5.0) == {"status": "acknowledged", "reason": "recorded_at_surge"}
+    assert counted == Counter() and (deps.runs.get(RUN_ID) or surged).version == surged.version

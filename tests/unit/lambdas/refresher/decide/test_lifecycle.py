@@ -169,6 +169,19 @@ def test_a_spare_that_cannot_launch_pauses_the_run_at_its_deadline_and_gives_the
     assert model.instances == [OLD1, OLD2] and not model.sent and model.released
 
 
+def test_the_launch_deadline_counts_from_the_surge_with_no_pass_between() -> None:
+    """The surge's invocation ends after the raise (no read-back pass records the wait) and the launch event makes no
+    pass: the next pass may be the tick's, past the deadline. It must pause the run then, not start the clock."""
+    model = Model([OLD1, OLD2], desired=2, max_size=2, launches=False)
+    surged = advance(new_run(model, [OLD1, OLD2]), model.world(frozenset()), SETTINGS, T0)
+    model.apply(surged.actions, capacity_bounds(surged.run, model.world(frozenset()), SETTINGS))
+    assert surged.run.steps[0].state is StepState.SURGING
+    assert surged.run.steps[0].waiting_since == {"spare_launch": T0}
+    later = T0 + timedelta(seconds=SETTINGS.spare_launch_timeout_seconds + 1)
+    tick = advance(surged.run, model.world(frozenset()), SETTINGS, later)
+    assert tick.run.status is RunStatus.PAUSING and "spare_launch deadline (600 s)" in tick.run.reason
+
+
 def test_a_spare_that_never_registers_is_terminated_with_decrement_at_its_deadline() -> None:
     model = Model([OLD1, OLD2], desired=2, max_size=4, registers=False)
     run, ended, _ = drive(model, new_run(model, [OLD1, OLD2]))
