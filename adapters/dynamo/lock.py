@@ -92,6 +92,18 @@ class LeaseLock:
         }
         return Taking(lease, attrs, condition)
 
+    def passing(self, holder: str, operation: str, seen: dict[str, Any] | None) -> Taking:
+        """``taking``'s write, but leaving the lock free: the ``LOCK`` item as ``seen`` (free or expired, pinned by
+        its fencing) becomes a released item with fencing = previous + 1 (a holder of an older lease still finds
+        it lost). For a write after which the holder applies nothing that needs the lock (a refresher pass whose
+        only effects are drain commands recorded in that same transaction, the SQS message a doorbell): the write
+        is fenced as a take is (``LockHeldError`` when the lock changed hands since ``seen`` was read), and the
+        release costs no write of its own."""
+        taking = self.taking(holder, operation, 0, seen)
+        now = self.clock()
+        attrs = {"fencing": taking.lease.fencing, "lease_expires_at": 0, "acquired_at": now, "released_at": now}
+        return Taking(taking.lease, attrs, taking.condition, holds=False)
+
     def renew(self, lease: Lease, lease_seconds: float) -> Lease:
         """Extend a held lease.
 

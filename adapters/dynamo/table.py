@@ -90,11 +90,13 @@ MAX_ALSO = 98
 @dataclass(frozen=True)
 class Taking:
     """The ``LOCK`` item's write that takes the lock (``LeaseLock.taking``), made inside a fenced put's transaction
-    in place of its ``ConditionCheck``: ``lease`` is the lease taken, the one the put is fenced by."""
+    in place of its ``ConditionCheck``: ``lease`` is the lease taken, the one the put is fenced by. ``holds``
+    False: the write leaves the lock free (``LeaseLock.passing``: taken and given up in the one write)."""
 
     lease: Lease
     attrs: dict[str, Any]
     condition: ConditionBase
+    holds: bool = True
 
 
 class Table:

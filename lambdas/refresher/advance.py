@@ -11,13 +11,17 @@ reads again, so what it decided was decided on a world no other operation change
 the passes that follow at once (every ``RUN#`` and ``CMD#`` write is fenced by that lease, and each such pass starts
 with its ``RUN#`` save, so a holder whose lease was taken over gets ``LockLostError`` there and applies nothing more;
 the lease outlives the function's timeout, so it is renewed only past half its length), and gives it up before the
-invocation sleeps or returns (with the save of a wait's start when the pass ends with one: ``SaveRun.release``).
+invocation sleeps or returns (with the save of a wait's start when the pass ends with one: ``SaveRun.release``). A
+pass whose only effects are drain commands recorded in its save's transaction, after which the invocation ends
+(``passes.passing``), takes the lock and gives it up in that one write (``LeaseLock.passing``): only the SQS message
+of a command already recorded follows, and the agent works from the ``CMD#`` item.
 
 **Read-back.** The pass right after one that applied under the lease reads only the groups and the commands a draining
 step looks at (``gather``): the run is the one it saved (a save by anyone else since fails on the version and the pass
 reads again), the ``LOCK`` item is held, membership was read a moment before. A pass whose only effects are drain
-commands and desired capacity raised for steps it surged (``outcome_by_event``) ends the invocation instead: the
-drain's result event reads its outcome back, the spare's "Node Ready" the surge's (the surge recorded the launch
+commands, desired capacity raised for steps it surged, or a drained instance terminated for the step it handed its
+surge unit to (``outcome_by_event``) ends the invocation instead: the drain's result event reads its outcome back,
+the spare's "Node Ready" the surge's and the hand-over's (the surge recorded the launch
 wait's start, whose deadline the tick enforces; a launch event makes no pass). A pass
 that finds another holder's valid lease waits for it (polling, within the invocation's budget). The run's whole state is
 its ``RUN#`` item, so nothing is lost in between; the replenisher takes the lock between two passes and compensates a
@@ -65,7 +69,7 @@ from lambdas.refresher.decide import advance as decide_next
 from lambdas.refresher.deps import RefresherDeps, logger
 from lambdas.refresher.execute import execute
 from lambdas.refresher.gather import read_groups
-from lambdas.refresher.passes import bookkeeping, looked_at_commands, may_start_a_group, outcome_by_event
+from lambdas.refresher.passes import bookkeeping, looked_at_commands, may_start_a_group, outcome_by_event, passing
 from lambdas.refresher.plan import ReleaseLock, SaveRun
 from lambdas.refresher.summary import run_summary
 from lambdas.refresher.world import World
@@ -262,7 +266,11 @@ def advance_run(
             elif decision.actions:
                 take = None
                 try:
-                    if lease is None and decision.changed:
+                    if lease is None and decision.changed and passing(decision):
+                        # only drains, recorded in the save's transaction, and the invocation ends after them: the
+                        # save takes the lock and gives it up in the same write (the SQS message is a doorbell)
+                        take = deps.lock.passing(holder, LOCK_OPERATION, seen)
+                    elif lease is None and decision.changed:
                         # the save that opens the decision takes the lock in its own transaction, conditioned on the
                         # lock item being the one read before the world (LockHeldError: it changed hands since)
                         take = deps.lock.taking(holder, LOCK_OPERATION, settings.lock_lease_seconds, seen)

@@ -194,6 +194,8 @@ def _save(action: SaveRun, effects: Effects, now: datetime, held: _Held) -> str:
     saved = f"saved (version {action.run.version + 1})"
     if held.recorded:
         saved += f" with {len(held.recorded)} command(s) recorded"
+    if take is not None and not take.holds:  # taken and given up by the save itself (``LeaseLock.passing``)
+        return f"{saved}, cluster lock taken and given up in the same write (fencing {take.lease.fencing})"
     if take is not None:  # the lock taken by the save itself
         held.lease = take.lease
         effects.taken.append(held.lease)

@@ -3,11 +3,12 @@ decision (the invocation's loop in ``lambdas.refresher.advance`` applies them)."
 
 from __future__ import annotations
 
+from adapters.dynamo.table import MAX_ALSO
 from core.kops import Role
 from core.model import CommandKind
-from core.runs import Run, RunStatus, StepState
+from core.runs import Run, RunStatus, RunStep, StepState
 from lambdas.refresher.decide.context import Decision
-from lambdas.refresher.plan import Action, Metric, SaveRun, SendCommand, SetCapacity
+from lambdas.refresher.plan import Action, Metric, SaveRun, SendCommand, SetCapacity, TerminateInstance
 
 
 def bookkeeping(actions: list[Action]) -> bool:
@@ -51,21 +52,24 @@ def outcome_by_event(decision: Decision) -> bool:
     invocation need not read the world again: every effect is a drain command (the agent's result event reports
     its outcome; the tick is the safety net for a lost one, and redoes a drain never taken up) or a group's desired
     capacity raised for its surging steps (the spare's "Node Ready" advances the run; the step recorded its launch
-    wait at the surge, so the tick enforces that deadline and redoes a raise not visible), the run still runs,
-    every step in flight drains or surges, and every wait left is one an event ends (a launch, a node Ready) or a
-    drain. Such a read-back pass would decide on the world this pass read plus the commands just recorded: it would
-    find the drains in flight and return (a drain in flight is not worth polling for), or, if a spare became Ready
-    meanwhile, the "Node Ready" event of it advances the run."""
+    wait at the surge, so the tick enforces that deadline and redoes a raise not visible) or a drained old
+    instance terminated without decrement for the step it handed its surge unit to (``decide.handover``: Auto
+    Scaling's replacement is that step's spare, whose "Node Ready" advances the run, and that pass sees the old
+    instance gone; ending here costs the lock's release, one call, where the read-back pass cost two: the groups
+    read and a save), the run still runs, every step in flight drains, surges or terminates so, and every wait left
+    is one an event ends (a launch, a node Ready) or a drain. Such a read-back pass would decide on the world this
+    pass read plus the commands just recorded: it would find the drains in flight and return (a drain in flight is
+    not worth polling for), or, if a spare became Ready meanwhile, the "Node Ready" event of it advances the run."""
     run = decision.run
     effects = [a for a in decision.actions if not isinstance(a, (SaveRun, Metric))]
     if run.status is not RunStatus.RUNNING or not effects:
         return False
-    if not all(_drain(a) or _surge(run, a) for a in effects):
+    if not all(_drain(a) or _surge(run, a) or _handed_over(run, a) for a in effects):
         return False
     if any(w.kind.pollable and not w.kind.evented for w in decision.waits):
         return False
     moving = (StepState.DRAINING, StepState.UNDO_DRAINING, StepState.SURGING, StepState.PENDING)
-    return all(s.state.final or s.state in moving for s in run.steps)
+    return all(s.state.final or s.state in moving or _giver(run, s) for s in run.steps)
 
 
 def _drain(action: Action) -> bool:
@@ -84,3 +88,29 @@ def _surge(run: Run, action: Action) -> bool:
     return any(
         s.group == group.name and s.state is StepState.SURGING and s.intent_at == run.updated_at for s in run.steps
     )
+
+
+def _giver(run: Run, step: RunStep) -> bool:
+    """A step terminating its old instance that handed its surge unit to a step now surging (``decide.handover``)."""
+    if step.state is not StepState.TERMINATING or step.handed_over_to is None:
+        return False
+    return any(s.index == step.handed_over_to and s.state is StepState.SURGING for s in run.steps)
+
+
+def _handed_over(run: Run, action: Action) -> bool:
+    """The termination without decrement of a step that handed its surge unit over (``_giver``)."""
+    if not isinstance(action, TerminateInstance) or action.decrement:
+        return False
+    return any(s.instance_id == action.instance_id and _giver(run, s) for s in run.steps)
+
+
+def passing(decision: Decision) -> bool:
+    """Whether the pass applying ``decision`` may take the cluster lock and give it up in its ``RUN#`` save's one
+    write (``LeaseLock.passing``) (pure): its only effects are drain commands, few enough to be recorded in that
+    save's transaction (``adapters.dynamo.table.MAX_ALSO``), and the invocation ends after it (``outcome_by_event``).
+    What follows the save is then the SQS message of a command already recorded ``queued``: the agent works from the
+    ``CMD#`` item, a lost message is redone by the next pass after the effect grace period (``decide.replace
+    .draining``: a command not taken up is sent again), so nothing that follows needs the lock. Saves the release
+    write (one a "Node Ready" of a spare, the pass that starts its old node's drain)."""
+    effects = [a for a in decision.actions if not isinstance(a, (SaveRun, Metric))]
+    return bool(effects) and len(effects) <= MAX_ALSO and all(_drain(a) for a in effects) and outcome_by_event(decision)

@@ -167,3 +167,30 @@ def test_more_items_in_a_save_need_a_fence(store: Store) -> None:
     runs.create(run())
     with pytest.raises(ValueError):
         runs.save(run(), also=[recording(_drain("refresh-r-0"), 3600, T0)])
+
+
+def test_a_save_that_passes_the_lock_takes_it_as_read_and_leaves_it_free_with_the_next_fencing(store: Store) -> None:
+    now = [1000.0]
+    lock, runs = LeaseLock(store, clock=lambda: now[0]), RunStore(store)
+    old = lock.acquire("replenisher:x", "replenish", 10)  # an earlier holder, whose lease then expires
+    runs.create(run())
+    now[0] = 2000.0
+    seen = lock.current()
+    stale = lock.taking("refresher:r:b", "refresh", 60, seen)
+    passing = lock.passing("refresher:r:a", "refresh", seen)
+    saved = runs.save(run(), take=passing, also=[recording(_drain("refresh-r-0"), 3600, T0)])
+    item = lock.current() or {}
+    assert item.get("holder") is None and item["fencing"] == old.fencing + 1 == passing.lease.fencing
+    assert saved.version == 1 and store.get_command("refresh-r-0") is not None
+    # what read the lock before the pass's write is refused (as after a take), and so is the earlier holder
+    with pytest.raises(LockHeldError):
+        runs.save(saved, take=stale)
+    with pytest.raises(LockLostError):
+        lock.renew(old, 10)
+    # the next holder takes the free lock with the fencing after the passed one
+    assert lock.taking("refresher:r:c", "refresh", 60, lock.current()).lease.fencing == old.fencing + 2
+    # a pass that read the lock while another held it cannot pass it either: nothing written
+    held = lock.acquire("replenisher:y", "replenish", 60)
+    with pytest.raises(LockHeldError):
+        runs.save(saved, take=lock.passing("refresher:r:d", "refresh", seen))
+    assert (lock.current() or {})["holder"] == held.holder and (runs.get(run().run_id) or run()).version == 1

@@ -32,7 +32,7 @@ from core.runs import (
 )
 from lambdas.refresher.decide.context import Decision, Wait, WaitKind
 from lambdas.refresher.passes import may_start_a_group
-from lambdas.refresher.plan import SaveRun, SendCommand, SetCapacity
+from lambdas.refresher.plan import Metric, SaveRun, SendCommand, SetCapacity
 from tests.unit.lambdas.refresher.moto_cluster import RUN_ID, Cluster, moto_cluster, pending_run, surging_run
 
 T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
@@ -349,3 +349,19 @@ def test_a_surge_costs_one_snapshot_and_the_lock_rides_on_the_saves(cluster: Clu
     assert calls == Counter({"Query": 3, "TransactWriteItems": 1, "UpdateItem": 1}), calls
     lock = deps.lock.current() or {}
     assert lock.get("holder") is None and lock["fencing"] == 1
+
+
+def test_only_a_pass_of_drains_alone_that_ends_the_invocation_passes_the_lock_in_its_save() -> None:
+    from lambdas.refresher.passes import passing
+
+    r = run(StepState.DRAINING)
+    assert passing(Decision(r, [SaveRun(r), _drain()]))
+    assert passing(Decision(r, [SaveRun(r), _drain(0), _drain(1), Metric("DrainsSent")]))
+    # a save with nothing after it (a wait's start), an effect that needs the lock held, a pass read back: no
+    assert not passing(Decision(r, [SaveRun(r)]))
+    assert not passing(Decision(r, [SaveRun(r), _drain(), SetCapacity("g", desired=3)]))
+    assert not passing(Decision(r, [SaveRun(r), _drain()], [Wait(WaitKind.TERMINATION, "i-1")]))
+    pausing = run(StepState.DRAINING, status=RunStatus.PAUSING)
+    assert not passing(Decision(pausing, [SaveRun(pausing), _drain()]))
+    # more drains than one transaction records with the save: their CMD# items are written apart, under the lease
+    assert not passing(Decision(r, [SaveRun(r), *(_drain(i) for i in range(99))]))

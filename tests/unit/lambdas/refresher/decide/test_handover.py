@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from core.capacity import Bounds
-from core.runs import Run, RunStatus, StepState
+from core.runs import Run, RunStatus, StepState, WaitDeadline
 from lambdas.refresher.bounds import capacity_bounds
 from lambdas.refresher.decide import Decision, advance
 from lambdas.refresher.passes import outcome_by_event
@@ -247,13 +247,19 @@ def test_masters_never_hand_over() -> None:
     assert driver.raises() == 1 and (model.desired, len(model.instances)) == (3, 3)
 
 
-def test_a_hand_over_pass_is_read_back_in_the_same_invocation() -> None:
-    # measured (BENCHMARKS.md, "Rolling refresh of N workers"): ending the invocation on the hand-over's terminate
-    # cost 20.4 AWS calls a node at N = 30 against 18.7 when the next pass reads the group back, sees Auto Scaling's
-    # replacement and so lets its Launch Successful event be acknowledged without a pass
+def test_a_hand_over_pass_ends_the_invocation_and_the_spares_node_ready_reads_it_back() -> None:
+    # the successor's spare is Auto Scaling's replacement: its launch and its "Node Ready" are events (a launch
+    # costs no pass: the surge records its wait), so a read-back pass would only cost the groups' read and a save
     model = Model(list(OLDS), desired=4, max_size=5)
     driver = Driver(model, new_run(model, OLDS))
     driver.until(handed)
     decision = driver.decisions[-1]
     assert [w.kind.evented for w in decision.waits] == [True]  # the successor's spare to launch
+    assert outcome_by_event(decision)
+    # a termination whose unit's receiver is not surging (any more) is not a hand-over's: the pass is read back
+    giver = next(s for s in decision.run.steps if s.handed_over_to is not None)
+    assert giver.state is StepState.TERMINATING
+    successor = next(s for s in decision.run.steps if s.index == giver.handed_over_to)
+    assert WaitDeadline.SPARE_LAUNCH.value in successor.waiting_since  # saved with the hand-over: the tick's deadline
+    successor.state = StepState.UNDOING
     assert not outcome_by_event(decision)
