@@ -57,6 +57,10 @@ REBALANCE_TRIGGER = "rebalance"
 # the run (``RunStore.record_refusal``) and for the size count's approximation of numbers.
 RUN_ITEM_GUARD_BYTES = 380 * 1024
 REFUSAL_REASON_CHARS = 300  # the longest reason a refusal's small write records
+# how long a run that is over keeps its RUN# item: its ``expires_at`` (the table's TTL attribute) is this many
+# seconds after its end (``RUN_RETENTION_SECONDS``; DynamoDB deletes an expired item lazily, readers skip it at once)
+RUN_RETENTION_SECONDS = 30 * 86400
+MIN_RUN_RETENTION_SECONDS = 86400
 
 
 class RunStatus(str, Enum):
