@@ -180,6 +180,10 @@ class GroupSurge(BaseModel):
     max_restored: bool = False
 
 
+# RunStep's fields that hold a list or a map (``working_copy`` copies them; their elements are strings and times)
+MUTABLE_STEP_FIELDS = ("surge_baseline", "waiting_since", "entered")
+
+
 class RunStep(BaseModel):
     """One old instance and how far its replacement went.
 
@@ -225,6 +229,14 @@ class RunStep(BaseModel):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     note: str = ""
+
+    def working_copy(self) -> RunStep:
+        """A copy that may be changed without changing this step: what ``model_copy(deep=True)`` gives, its lists
+        and maps (``MUTABLE_STEP_FIELDS``, of strings and times) copied, everything else immutable and shared."""
+        copied = self.model_copy()
+        for name in MUTABLE_STEP_FIELDS:
+            copied.__dict__[name] = type(self.__dict__[name])(self.__dict__[name])
+        return copied
 
     def at_rest(self) -> RunStep:
         """The step as its ``RUN#`` item keeps it: a final step without what only a step in flight reads
@@ -300,6 +312,16 @@ class Run(BaseModel):
     def surge_instance_ids(self) -> list[str]:
         """Spare instances of this run still in use (in-flight steps)."""
         return sorted({s.surge_instance_id for s in self.steps if s.surge_instance_id and s.state.in_flight})
+
+    def working_copy(self) -> Run:
+        """A copy a decision pass may change without changing this run (``lambdas.refresher.decide.context``): what
+        ``model_copy(deep=True)`` gives, at a fraction of its cost (a generic deep copy walks every time and string
+        of every step: about 10 ms a pass for a 300-step run). Its steps and groups are copied
+        (``RunStep.working_copy``; a group holds only numbers and strings); ``options`` is frozen and shared."""
+        copied = self.model_copy()
+        copied.__dict__["steps"] = [s.working_copy() for s in self.steps]
+        copied.__dict__["groups"] = [g.model_copy() for g in self.groups]
+        return copied
 
     def at_rest(self) -> Run:
         """The run as its ``RUN#`` item keeps it (``RunStep.at_rest``): what ``Run.model_validate(to_item())`` gives
