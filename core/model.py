@@ -149,9 +149,12 @@ class NodeRecord(BaseModel):
 
     @classmethod
     def confirmed(cls, item: Mapping[str, Any], mark: datetime | None) -> NodeRecord:
-        """The record of a ``NODE#`` item (plain values) confirmed by the mark of ``mark``: what
+        """The record of a ``NODE#`` item confirmed by the mark of ``mark``: what
         ``model_validate(item).with_mark(mark)`` gives, in one validation and no copy (readers of a whole
-        membership read thousands).
+        membership read thousands). ``item`` may be plain values or the item as the table answered it, unconverted
+        (``convert=False``; not changed here): a record has no number field, its ``expires_at`` is ignored, and
+        pydantic reads a ``Decimal`` in a field as it reads the int or float ``plain`` would make of it (accepted
+        or refused alike).
 
         Raises:
             pydantic.ValidationError: the item is not a record.

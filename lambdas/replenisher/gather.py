@@ -71,6 +71,9 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
         sk = str(stored.get("sk", ""))
         if sk.startswith("RUN#") and not run_active(stored):
             continue  # a run that is over (its status a string either way): never converted, often a large item
+        if sk.startswith("NODE#"):
+            node_items.append(stored)  # validated as read, not converted (``NodeRecord.confirmed``), with the mark
+            continue
         item = plain(stored)
         try:
             if sk == LOCK_SK:
@@ -80,8 +83,6 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
                 ledgers[led.asg_name] = led
             elif sk == MARK_SK:
                 mark = mark_time(item)
-            elif sk.startswith("NODE#"):
-                node_items.append(item)  # read once the mark is known (below)
             elif sk.startswith("CMD#") and sk[4:].startswith(OWN_COMMAND_PREFIXES):
                 commands[sk[4:]] = item
             elif sk.startswith("RUN#"):  # an active one (above)
