@@ -27,7 +27,7 @@ from adapters.dynamo.nodes import PREFIX as NODE_PREFIX
 from adapters.dynamo.poller import PREFIX as POLL_PREFIX
 from adapters.dynamo.runs import PREFIX as RUN_PREFIX
 from adapters.dynamo.table import LOCK_SK, Attr, Table, plain
-from core.model import NodeRecord, utcnow
+from core.model import NodeRecord, fresh_by_mark, utcnow
 from core.runs import Run, RunStatus
 
 ACTIVE = [s.value for s in RunStatus if s.active]
@@ -108,5 +108,7 @@ def with_membership(state: Snapshot, table: Table, max_age_seconds: float, now: 
             records.append(NodeRecord.confirmed(item, mark))
         except ValidationError:
             continue  # the agent writes it again
+    if fresh_by_mark(mark, now, max_age_seconds):  # every record it confirms is fresh
+        return replace(state, nodes=records)
     fresh = [r for r in records if r.fresh(now, max_age_seconds)]
     return replace(state, nodes=fresh)

@@ -20,7 +20,7 @@ from adapters.dynamo.store import Store
 from adapters.dynamo.table import plain
 from core.detach import DetachState
 from core.kops import CLUSTER_TAG, managed_group
-from core.model import NodeRecord
+from core.model import NodeRecord, fresh_by_mark
 from core.runs import Run
 from core.settings import ReplenisherSettings
 from lambdas.common.telemetry import Telemetry
@@ -113,7 +113,8 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
             deps.telemetry.count_by("Skipped", "reason", "unreadable_item")
             continue
         nodes[record.instance_id] = record
-    nodes = {iid: record for iid, record in nodes.items() if record.fresh(now, max_age)}
+    if not fresh_by_mark(mark, now, max_age):  # a fresh mark makes every record it confirms fresh
+        nodes = {iid: record for iid, record in nodes.items() if record.fresh(now, max_age)}
     unregistered = []
     for raw in raw_groups:
         info = managed_group(raw, settings.cluster_name)

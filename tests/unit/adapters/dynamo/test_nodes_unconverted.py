@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from adapters.dynamo.snapshot import read_snapshot
 from adapters.dynamo.store import Store
 from adapters.dynamo.table import plain
-from core.model import NodeRecord
+from core.model import NodeRecord, fresh_by_mark
 
 NOW = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
 GOOD: dict[str, Any] = {
@@ -64,3 +64,24 @@ def test_the_snapshot_skips_an_unreadable_item_and_reads_the_others(store: Store
     store.put_membership_mark(NOW, nodes=2, ttl_seconds=600)
     nodes = read_snapshot(store, max_age_seconds=600, now=NOW).nodes
     assert [(n.instance_id, n.ready, n.confirmed_at) for n in nodes] == [("i-1", True, NOW)]
+
+
+def test_a_naive_report_time_is_refused_as_bad_input(store: Store) -> None:
+    # a naive time cannot be compared with the mark or the clock: it was a TypeError out of every membership read
+    with pytest.raises(ValidationError):
+        NodeRecord.confirmed({**GOOD, "reported_at": "2024-03-05T10:00:00"}, NOW)
+    store.put("NODE#i-1", {k: v for k, v in GOOD.items() if k not in ("pk", "sk")})
+    store.put("NODE#i-3", {"instance_id": "i-3", "node_name": "n3", "reported_at": "2024-03-05T10:00:00"})
+    for mark in (NOW, NOW - timedelta(hours=1)):  # fresh, then stale: each record judged by its own time
+        store.put_membership_mark(mark, nodes=2, ttl_seconds=600)
+        assert [n.instance_id for n in read_snapshot(store, max_age_seconds=600, now=NOW).nodes] == ["i-1"]
+
+
+@pytest.mark.parametrize("mark_age", [None, 0, 599, 600, 601, 7200])
+@pytest.mark.parametrize("own_age", [0, 600, 601, 7200])
+def test_a_fresh_mark_makes_each_record_it_confirms_fresh(mark_age: int | None, own_age: int) -> None:
+    mark = None if mark_age is None else NOW - timedelta(seconds=mark_age)
+    record = NodeRecord.confirmed({**GOOD, "reported_at": (NOW - timedelta(seconds=own_age)).isoformat()}, mark)
+    if fresh_by_mark(mark, NOW, 600):
+        assert record.fresh(NOW, 600)
+    assert fresh_by_mark(mark, NOW, 600) == (mark is not None and mark_age is not None and mark_age <= 600)
