@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from core.clock import wall_now
 
@@ -134,8 +134,9 @@ class NodeRecord(BaseModel):
     unschedulable: bool = False
     roles: list[str] = Field(default_factory=list)
     instance_group: str | None = None
-    reported_at: datetime
-    confirmed_at: datetime | None = None
+    # aware times only: a naive one (no reader can compare it with the mark or the clock) is refused as bad input
+    reported_at: AwareDatetime
+    confirmed_at: AwareDatetime | None = None
 
     def fresh(self, now: datetime, max_age_seconds: float) -> bool:
         """Whether the record was written or confirmed (the agent's latest membership mark) at most
@@ -149,14 +150,24 @@ class NodeRecord(BaseModel):
 
     @classmethod
     def confirmed(cls, item: Mapping[str, Any], mark: datetime | None) -> NodeRecord:
-        """The record of a ``NODE#`` item (plain values) confirmed by the mark of ``mark``: what
+        """The record of a ``NODE#`` item confirmed by the mark of ``mark``: what
         ``model_validate(item).with_mark(mark)`` gives, in one validation and no copy (readers of a whole
-        membership read thousands).
+        membership read thousands). ``item`` may be plain values or the item as the table answered it, unconverted
+        (``convert=False``; not changed here): a record has no number field, its ``expires_at`` is ignored, and
+        pydantic reads a ``Decimal`` in a field as it reads the int or float ``plain`` would make of it (accepted
+        or refused alike).
 
         Raises:
             pydantic.ValidationError: the item is not a record.
         """
         return cls.model_validate(item if mark is None else {**item, "confirmed_at": mark})
+
+
+def fresh_by_mark(mark: datetime | None, now: datetime, max_age_seconds: float) -> bool:
+    """Whether every record confirmed by the membership mark of ``mark`` is fresh at ``now`` whatever its own
+    ``reported_at`` (``NodeRecord.fresh`` counts a record's age from the later of the two): readers of a whole
+    membership then need not ask each record. Pure."""
+    return mark is not None and (now - mark).total_seconds() <= max_age_seconds
 
 
 def parse_provider_id(provider_id: str | None) -> tuple[str, str] | None:

@@ -25,7 +25,8 @@ Query, TransactWriteItems) and raises that error code's answer (HTTP 500/503 for
 ServiceUnavailable, 400 otherwise); for TransactWriteItems the codes TransactionConflict and ThrottlingError cancel
 the transaction with that reason instead; ``StaleRead`` makes an eventually consistent GetItem / Query answer as
 of before the last second's writes (``sim.dynamo_stale``; without it every read is strongly consistent). An error
-answer is the one botocore raises once its own retries are spent (nothing here sleeps). Not modelled: TTL deletion,
+answer is the one botocore raises once its own retries are spent (nothing here sleeps). Not modelled: TTL deletion
+(an item past its ``expires_at`` stays, as DynamoDB may keep it for days: its readers must skip it themselves),
 ClientRequestToken idempotency, projections, capacity.
 """
 

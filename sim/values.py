@@ -205,12 +205,31 @@ def size_of(value: Any) -> Any:
 
 
 def _number_bytes(value: Decimal) -> int:
-    digits = value.normalize().as_tuple().digits
-    return (len(digits) + 1) // 2 + 1
+    size = _NUMBER_BYTES.get(value)
+    if size is None:
+        size = (len(value.normalize().as_tuple().digits) + 1) // 2 + 1
+        if len(_NUMBER_BYTES) >= _NUMBERS_KEPT:
+            _NUMBER_BYTES.clear()
+        _NUMBER_BYTES[value] = size
+    return size
+
+
+# the size of a number by its value: a pure memo (equal Decimals, 1 and 1.0 alike, normalise to the same digits),
+# bounded, shared by every run as ``_NUMBERS`` is; a RUN# item's rows are thousands of small numbers a save
+_NUMBER_BYTES: dict[Decimal, int] = {}
 
 
 def value_bytes(value: Any) -> int:
     """The stored size of one value ("Item sizes and formats"; an approximation exact for S, B, BOOL, NULL)."""
+    kind = type(value)  # the common canonical types first, by exact type
+    if kind is str:
+        return len(value) if value.isascii() else len(value.encode("utf-8"))
+    if kind is Decimal:
+        return _number_bytes(value)
+    if kind is list:
+        return 3 + sum(1 + value_bytes(v) for v in value)
+    if kind is dict:
+        return 3 + sum(1 + len(k.encode("utf-8")) + value_bytes(v) for k, v in value.items())
     if isinstance(value, bool) or value is None:
         return 1
     if isinstance(value, str):

@@ -88,7 +88,7 @@ class NodeItems(Table):
         deleted)."""
         now = now or utcnow()
         mark = self.membership_mark()
-        records = [NodeRecord.confirmed(item, mark) for item in self.query_prefix(PREFIX)]
+        records = [NodeRecord.confirmed(item, mark) for item in self.query_prefix(PREFIX, convert=False)]
         return [r for r in records if r.fresh(now, max_age_seconds)]
 
     def recorded_nodes(self) -> list[NodeRecord]:

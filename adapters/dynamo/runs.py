@@ -9,6 +9,12 @@ is first saved shed (its final steps without their times, notes and node names, 
 the pause that follows such a refusal can still be recorded, and its surge given back, step by step. A write DynamoDB
 refuses as invalid (``ValidationException``; ``ValidationError`` in a transaction) raises the same error with its
 code. ``record_refusal`` is the small write that pauses the run then (``lambdas/common/refused.py``).
+
+**Retention.** A run that is over (not ``running``, ``pausing`` nor ``cancelling``) is written with ``expires_at``
+(``core.schema.TTL_ATTRIBUTE``, epoch seconds) ``retention_seconds`` after its end (``finished_at``, else its last
+update): DynamoDB's TTL then deletes it, so finished runs do not pile up in the partition every tick reads. The
+deletion is lazy ("typically within a few days": DynamoDB Developer Guide, "Working with expired items"; until then
+an expired item still shows in reads and is billed), so ``list`` leaves out an item whose ``expires_at`` has passed.
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ from adapters.dynamo.table import AlsoPut, Attr, Table, Taking
 from core.exceptions import AwsRequestError, RunConflictError, RunRecordRefusedError
 from core.itemsize import item_bytes
 from core.lock import Lease
-from core.runs import REFUSAL_REASON_CHARS, RUN_ITEM_GUARD_BYTES, Run, RunStatus
+from core.model import utcnow
+from core.runs import REFUSAL_REASON_CHARS, RUN_ITEM_GUARD_BYTES, RUN_RETENTION_SECONDS, Run, RunStatus
+from core.schema import TTL_ATTRIBUTE
 
 PREFIX = "RUN#"
 # DynamoDB's codes for a write that is invalid as sent (an item over 400 KB among them): no retry helps
@@ -34,11 +42,16 @@ class RunStore:
     Args:
         table: the cluster's table partition.
         guard_bytes: the largest item a write is attempted with (module docstring).
+        retention_seconds: how long after its end a run that is over is kept (``RUN_RETENTION_SECONDS``; module
+            docstring, "Retention").
     """
 
-    def __init__(self, table: Table, guard_bytes: int = RUN_ITEM_GUARD_BYTES) -> None:
+    def __init__(
+        self, table: Table, guard_bytes: int = RUN_ITEM_GUARD_BYTES, retention_seconds: int = RUN_RETENTION_SECONDS
+    ) -> None:
         self.table = table
         self.guard_bytes = guard_bytes
+        self.retention_seconds = retention_seconds
 
     @staticmethod
     def sk(run_id: str) -> str:
@@ -50,10 +63,10 @@ class RunStore:
         Raises:
             RunRecordRefusedError: (``ItemTooLarge``) over ``guard_bytes`` even so.
         """
-        item = run.to_item()
+        item = self._expiring(run, run.to_item())
         size = self.size(run.run_id, item)
         if size > self.guard_bytes and run.status is not RunStatus.RUNNING and not run.history_shed:
-            item = run.to_item(shed=True)
+            item = self._expiring(run, run.to_item(shed=True))
             size = self.size(run.run_id, item)
         if size > self.guard_bytes:
             raise RunRecordRefusedError(
@@ -64,6 +77,14 @@ class RunStore:
                 size,
                 self.guard_bytes,
             )
+        return item
+
+    def _expiring(self, run: Run, item: dict[str, Any]) -> dict[str, Any]:
+        """``item`` with its ``expires_at`` when ``run`` is over (module docstring, "Retention"); an active run's
+        item has none."""
+        if not run.status.active:
+            ended = run.finished_at or run.updated_at
+            item[TTL_ATTRIBUTE] = int(ended.timestamp()) + self.retention_seconds
         return item
 
     def size(self, run_id: str, item: dict[str, Any]) -> int:
@@ -180,9 +201,15 @@ class RunStore:
         )
         return run.model_copy(update={**changes, "version": run.version + 1})
 
-    def list(self, limit: int = 10) -> list[Run]:
-        """The most recent runs, newest first (run ids sort by start time)."""
-        runs = [Run.model_validate(item) for item in self.table.query_prefix(PREFIX, consistent=True)]
+    def list(self, limit: int = 10, now: datetime | None = None) -> list[Run]:
+        """The most recent runs, newest first (run ids sort by start time); a run whose ``expires_at`` is at or
+        before ``now`` (default: the current time) is left out, whether or not DynamoDB has deleted it yet."""
+        cutoff = (now or utcnow()).timestamp()
+        runs = [
+            Run.model_validate(item)
+            for item in self.table.query_prefix(PREFIX, consistent=True)
+            if not expired(item, cutoff)
+        ]
         return sorted(runs, key=lambda r: r.run_id, reverse=True)[:limit]
 
     def active(self) -> Run | None:
@@ -192,6 +219,13 @@ class RunStore:
             if RunStatus(item.get("status", "failed")).active:
                 return Run.model_validate(item)
         return None
+
+
+def expired(item: dict[str, Any], now: float) -> bool:
+    """Whether ``item`` (plain values) carries an ``expires_at`` at or before ``now`` (epoch seconds): DynamoDB may
+    delete it any time, and may not have yet. An unreadable ``expires_at`` does not expire it. Pure."""
+    value = item.get(TTL_ATTRIBUTE)
+    return isinstance(value, int | float) and not isinstance(value, bool) and value <= now
 
 
 def surge_capacity(table: Table) -> dict[str, int]:

@@ -26,8 +26,8 @@ from adapters.dynamo.nodes import MARK_SK, mark_time
 from adapters.dynamo.nodes import PREFIX as NODE_PREFIX
 from adapters.dynamo.poller import PREFIX as POLL_PREFIX
 from adapters.dynamo.runs import PREFIX as RUN_PREFIX
-from adapters.dynamo.table import LOCK_SK, Attr, Table
-from core.model import NodeRecord, utcnow
+from adapters.dynamo.table import LOCK_SK, Attr, Table, plain
+from core.model import NodeRecord, fresh_by_mark, utcnow
 from core.runs import Run, RunStatus
 
 ACTIVE = [s.value for s in RunStatus if s.active]
@@ -95,11 +95,11 @@ def with_membership(state: Snapshot, table: Table, max_age_seconds: float, now: 
     """
     now = now or utcnow()
     mark: datetime | None = None
-    nodes: list[dict[str, Any]] = []
-    for item in table.query_range(MARK_SK, NODE_PREFIX[:-1] + "$", consistent=True):
+    nodes: list[dict[str, Any]] = []  # as the table answered them: validated unconverted (``NodeRecord.confirmed``)
+    for item in table.query_range(MARK_SK, NODE_PREFIX[:-1] + "$", consistent=True, convert=False):
         sk = str(item.get("sk", ""))
         if sk == MARK_SK:
-            mark = mark_time(item)
+            mark = mark_time(plain(item))
         elif sk.startswith(NODE_PREFIX):
             nodes.append(item)
     records = []
@@ -108,5 +108,7 @@ def with_membership(state: Snapshot, table: Table, max_age_seconds: float, now: 
             records.append(NodeRecord.confirmed(item, mark))
         except ValidationError:
             continue  # the agent writes it again
+    if fresh_by_mark(mark, now, max_age_seconds):  # every record it confirms is fresh
+        return replace(state, nodes=records)
     fresh = [r for r in records if r.fresh(now, max_age_seconds)]
     return replace(state, nodes=fresh)

@@ -142,13 +142,18 @@ class Table:
         return self._query(key, consistent, f"query {prefix}", convert=convert)
 
     def query_range(
-        self, low: str, high: str, consistent: bool = False, keep: ConditionBase | None = None
+        self,
+        low: str,
+        high: str,
+        consistent: bool = False,
+        keep: ConditionBase | None = None,
+        convert: bool = True,
     ) -> Iterator[dict[str, Any]]:
         """All items of ``low``'s partition whose sort key is between ``low`` and ``high`` (both included),
         following pagination; with ``keep``, only those it matches (a FilterExpression: DynamoDB still reads, and
-        bills, the others)."""
+        bills, the others); without ``convert``, as the table answered (as ``query_prefix``)."""
         key = Key("pk").eq(self.partition(low)) & Key("sk").between(low, high)
-        return self._query(key, consistent, f"query {low}..{high}", keep)
+        return self._query(key, consistent, f"query {low}..{high}", keep, convert=convert)
 
     def query_partition(
         self, consistent: bool = False, wanted: Callable[[str], bool] | None = None, convert: bool = True

@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from core.exceptions import SettingsError
 from core.lock import lease_too_short
-from core.runs import DrainTimeoutPolicy, WaitDeadline
+from core.runs import MIN_RUN_RETENTION_SECONDS, RUN_RETENTION_SECONDS, DrainTimeoutPolicy, WaitDeadline
 from core.settings.base import (
     _COMMON_ENV,
     _LAMBDA_ENV,
@@ -48,6 +48,7 @@ class RefresherSettings(_Settings):
         "group_quiet_timeout_seconds": "REFRESH_GROUP_QUIET_TIMEOUT_SECONDS",
         "membership_max_age_seconds": "MEMBERSHIP_MAX_AGE_SECONDS",
         "command_ttl_seconds": "COMMAND_TTL_SECONDS",
+        "run_retention_seconds": "RUN_RETENTION_SECONDS",
     }
 
     cluster_name: str = Field(min_length=1)
@@ -100,6 +101,9 @@ class RefresherSettings(_Settings):
     group_quiet_timeout_seconds: int = Field(default=7200, ge=1)
     membership_max_age_seconds: int = Field(default=600, ge=10)
     command_ttl_seconds: int = Field(default=7 * 86400, ge=3600)
+    # a run that is over keeps its RUN# item this long after its end (its expires_at, the table's TTL attribute); at
+    # least a day, so an operator reads a finished run's status and the replenisher sees its end
+    run_retention_seconds: int = Field(default=RUN_RETENTION_SECONDS, ge=MIN_RUN_RETENTION_SECONDS)
 
     @model_validator(mode="after")
     def _consistent(self) -> RefresherSettings:

@@ -37,11 +37,21 @@ from typing import Any
 from adapters.aws.ports import CommandSender
 from adapters.dynamo.commands import command_sk, end_queued_command, recorded_command
 from adapters.dynamo.store import Store
-from adapters.dynamo.table import Attr
+from adapters.dynamo.table import Attr, plain
 from core.exceptions import ConflictError
 from core.model import Command, CommandStatus
 
 EXPIRED = "expired: never started before its deadline"
+
+# the statuses the sweeper looks at; an item in any other (a week of finished commands) is never converted
+SWEPT = frozenset({CommandStatus.QUEUED.value, CommandStatus.RUNNING.value})
+
+
+def swept(item: Mapping[str, Any]) -> bool:
+    """Whether the sweeper looks at this ``CMD#`` item (its ``status`` ``queued`` or ``running``; any other value,
+    of any type, is not). Pure."""
+    status = item.get("status")
+    return isinstance(status, str) and status in SWEPT
 
 
 @dataclass(frozen=True)
@@ -94,9 +104,9 @@ def stranded(items: Iterable[Mapping[str, Any]], now: datetime, after_seconds: f
     unreadable: list[str] = []
     retake: list[tuple[Command, float]] = []
     for item in items:
-        status = item.get("status")
-        if status not in (CommandStatus.QUEUED.value, CommandStatus.RUNNING.value):
+        if not swept(item):
             continue
+        status = item.get("status")
         command = recorded_command(dict(item))
         if command is None:
             unreadable.append(str(item.get("sk", "")))
@@ -129,10 +139,14 @@ def sweep_commands(
     """Apply ``stranded`` to the cluster's ``CMD#`` items (one Query). Returns the command ids re-sent (``queued``
     and stale ``running`` ones alike) and expired.
 
+    Only the ``queued`` and ``running`` items are turned into plain values (chosen on the table's values: a status
+    is a string either way); the finished ones, most of a week's items with their nested results, are skipped as read.
+
     Raises:
         StoreUnavailableError, AwsUnavailableError, AwsRequestError.
     """
-    sweep = stranded(store.query_prefix("CMD#", consistent=True), now, after_seconds)
+    items = store.query_prefix("CMD#", consistent=True, convert=False)
+    sweep = stranded((plain(item) for item in items if swept(item)), now, after_seconds)
     done: dict[str, list[str]] = {"resent": [], "expired": []}
     for sk in sweep.unreadable:
         logger.warning(f"queued or running command item {sk} holds no readable command: left alone")

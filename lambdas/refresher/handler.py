@@ -109,7 +109,7 @@ class Deps:
     lock: LeaseLock = field(init=False)
 
     def __post_init__(self) -> None:
-        self.runs = RunStore(self.store)
+        self.runs = RunStore(self.store, retention_seconds=self.settings.run_retention_seconds)
         self.lock = LeaseLock(self.store, clock=lambda: self.clock().timestamp())
 
     @classmethod

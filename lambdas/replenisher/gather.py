@@ -20,7 +20,7 @@ from adapters.dynamo.store import Store
 from adapters.dynamo.table import plain
 from core.detach import DetachState
 from core.kops import CLUSTER_TAG, managed_group
-from core.model import NodeRecord
+from core.model import NodeRecord, fresh_by_mark
 from core.runs import Run
 from core.settings import ReplenisherSettings
 from lambdas.common.telemetry import Telemetry
@@ -71,6 +71,9 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
         sk = str(stored.get("sk", ""))
         if sk.startswith("RUN#") and not run_active(stored):
             continue  # a run that is over (its status a string either way): never converted, often a large item
+        if sk.startswith("NODE#"):
+            node_items.append(stored)  # validated as read, not converted (``NodeRecord.confirmed``), with the mark
+            continue
         item = plain(stored)
         try:
             if sk == LOCK_SK:
@@ -80,8 +83,6 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
                 ledgers[led.asg_name] = led
             elif sk == MARK_SK:
                 mark = mark_time(item)
-            elif sk.startswith("NODE#"):
-                node_items.append(item)  # read once the mark is known (below)
             elif sk.startswith("CMD#") and sk[4:].startswith(OWN_COMMAND_PREFIXES):
                 commands[sk[4:]] = item
             elif sk.startswith("RUN#"):  # an active one (above)
@@ -112,7 +113,8 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
             deps.telemetry.count_by("Skipped", "reason", "unreadable_item")
             continue
         nodes[record.instance_id] = record
-    nodes = {iid: record for iid, record in nodes.items() if record.fresh(now, max_age)}
+    if not fresh_by_mark(mark, now, max_age):  # a fresh mark makes every record it confirms fresh
+        nodes = {iid: record for iid, record in nodes.items() if record.fresh(now, max_age)}
     unregistered = []
     for raw in raw_groups:
         info = managed_group(raw, settings.cluster_name)

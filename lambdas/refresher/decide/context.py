@@ -92,7 +92,7 @@ class Context:
     """One decision pass: a mutable copy of the run plus the effects and notes gathered."""
 
     def __init__(self, run: Run, world: World, settings: RefresherSettings, now: datetime) -> None:
-        self.run = run.model_copy(deep=True)
+        self.run = run.working_copy()
         self.world = world
         self.settings = settings
         self.now = now

@@ -91,3 +91,14 @@ def test_the_default_leases_fit_the_stack_s_timeouts():
     base = {"CLUSTER_NAME": "c", "TABLE_NAME": "t", "QUEUE_URL": "q"}
     assert ReplenisherSettings.from_env({**base, "FUNCTION_TIMEOUT_SECONDS": "60"}).lock_lease_seconds == 120
     assert RefresherSettings.from_env({**base, "FUNCTION_TIMEOUT_SECONDS": "120"}).lock_lease_seconds == 180
+
+
+def test_run_retention_is_a_month_by_default_and_at_least_a_day():
+    from core.settings import RefresherSettings
+
+    base = {"CLUSTER_NAME": "c", "TABLE_NAME": "t", "QUEUE_URL": "q"}
+    assert RefresherSettings.from_env(base).run_retention_seconds == 2_592_000
+    assert RefresherSettings.from_env({**base, "RUN_RETENTION_SECONDS": "86400"}).run_retention_seconds == 86400
+    with pytest.raises(SettingsError) as info:
+        RefresherSettings.from_env({**base, "RUN_RETENTION_SECONDS": "86399"})
+    assert "RUN_RETENTION_SECONDS" in str(info.value)

@@ -6,6 +6,7 @@ alone."""
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 from adapters.dynamo.store import Store
@@ -181,3 +182,29 @@ def test_a_dry_run_sweep_changes_nothing(store: Store) -> None:  # noqa: F811 - 
     sender = Sender()
     assert sweep_commands(store, sender, NOW, 300, dry_run=True, logger=Log())["resent"] == ["stuck"]
     assert sender.sent == [] and "resent_at" not in store.get_command("stuck")
+
+
+class Untouchable(dict[str, Any]):
+    """A finished command's item as the table answered: reading its status is fine, converting it is not."""
+
+    def items(self) -> Any:
+        raise AssertionError("a finished command's item was converted")
+
+
+def test_only_queued_and_running_items_are_converted() -> None:
+    queued = drain("queued")
+    raw_queued = item(queued) | {"attempt": Decimal("1")}
+    asked: dict[str, Any] = {}
+
+    class Raw:
+        """The table's answer: numbers as Decimal, a finished item and one whose status is not a string."""
+
+        def query_prefix(self, prefix: str, consistent: bool = False, convert: bool = True) -> Any:
+            asked.update(prefix=prefix, convert=convert)
+            done = Untouchable(item(drain("done"), status="succeeded"))
+            odd = Untouchable({"sk": "CMD#odd", "status": ["queued"]})
+            return iter([done, odd, raw_queued] if not convert else [])
+
+    sweep = sweep_commands(Raw(), Sender(), NOW, 300, dry_run=True, logger=Log())  # type: ignore[arg-type]
+    assert asked == {"prefix": "CMD#", "convert": False}
+    assert sweep == {"resent": ["queued"], "expired": []}

@@ -1,0 +1,34 @@
+"""``sim.values.value_bytes``/``item_bytes``: DynamoDB's item size rule ("Item sizes and formats"), with numbers'
+sizes memoised by value (a pure memo: the same answer as counting, whatever was counted before)."""
+
+from decimal import Decimal
+
+from boto3.dynamodb.types import Binary
+
+from sim import values
+from sim.values import item_bytes, value_bytes
+
+
+def counted(number: Decimal) -> int:
+    return (len(number.normalize().as_tuple().digits) + 1) // 2 + 1
+
+
+def test_sizes_follow_dynamodb_s_rule() -> None:
+    assert value_bytes("abc") == 3 and value_bytes("é") == 2 and value_bytes(True) == 1 and value_bytes(None) == 1
+    assert value_bytes(Binary(b"\x00\x01")) == 2
+    assert value_bytes(Decimal("12345")) == 4 and value_bytes(Decimal("0.5")) == 2
+    assert value_bytes(["a", Decimal(7)]) == 3 + (1 + 1) + (1 + 2)
+    assert value_bytes({"k": "vv", "é": True}) == 3 + (1 + 1 + 2) + (1 + 2 + 1)
+    assert value_bytes({"s", "tt"}) == 3
+    assert item_bytes({"pk": "CLUSTER#c", "n": Decimal(12345)}) == 2 + 9 + 1 + 4
+
+
+def test_a_number_s_size_is_the_same_memoised_or_counted() -> None:
+    numbers = [Decimal(n) / Decimal(d) for n in range(-50, 2000, 7) for d in (1, 10, 8)]
+    numbers += [Decimal("1.0"), Decimal("1"), Decimal("100"), Decimal("1E+2"), Decimal("1234567890123456789")]
+    values._NUMBER_BYTES.clear()
+    first = [value_bytes(n) for n in numbers]
+    assert first == [counted(n) for n in numbers]
+    assert [value_bytes(n) for n in reversed(numbers)] == list(reversed(first))  # memoised: the same answers
+    assert value_bytes(Decimal("1.0")) == value_bytes(Decimal("1")) == 2
+    assert len(values._NUMBER_BYTES) <= values._NUMBERS_KEPT
