@@ -23,8 +23,9 @@ Responses (JSON; what ``aws lambda invoke`` and the CLI print):
 - ``{"status": "started" | "advanced" | "idle" | "cancel_requested", "run": {...}, "actions": [...]}``.
 - ``{"status": "acknowledged", "reason": "not_ours" | "not_in_run" | "no_active_run" | "other_cluster" |
   "recorded_at_surge"}``: an event needing nothing (``not_in_run``: a "Node Ready" report of none of the active
-  run's groups; ``recorded_at_surge``: any launch, with no call: a surge records its spare's launch wait itself, and
-  the spare's "Node Ready" advances the run).
+  run's groups, or of its old instances alone while no step counts Ready nodes: ``service.waits_on``;
+  ``recorded_at_surge``: any launch, with no call: a surge records its spare's launch wait itself, and the spare's
+  "Node Ready" advances the run).
 - ``{"status": "lock_lost", "run": {...}, "actions": [...], "lock": ...}``: another holder has the cluster lock; the
   run's fenced writes are refused, so nothing more of it is applied until its holder gets the lock again (logged,
   counted as ``LockLost``).

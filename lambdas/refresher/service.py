@@ -30,6 +30,8 @@ from core.runs import (
     Run,
     RunOptions,
     Selection,
+    StepState,
+    WaitDeadline,
     new_invocation_id,
     new_run_id,
     run_id_of_holder,
@@ -277,13 +279,36 @@ def wake_replacement(deps: RefresherDeps, budget_seconds: float, invocation: str
 
 
 def waits_on(run: Run, trigger: Event) -> bool:
-    """Whether a "Node Ready" report may concern ``run`` (pure): it names one of the run's groups, one of its
-    instances (old or spare), or a node whose group the agent could not tell. Masters of groups outside the run and
+    """Whether a "Node Ready" report may concern ``run`` (pure): it names a node whose group the agent could not tell,
+    a node of one of the run's groups that is not an old instance of the run (a spare, or a node counted among the
+    Ready ones a step needs), the run's spare, or an old instance of the run while a step counts Ready nodes (waits
+    ``nodes_ready`` or ``master_ready``, or a master step settling). An old instance becoming Ready changes nothing
+    else a decision looks at (a drain, a surge, a termination do not read it), so a report of old nodes alone (the
+    agent's first report after it starts names every node) costs no pass. Masters of groups outside the run and
     nodes of other groups are left to the run's slow poll and the tick: no decision of a run looks at them but the
     masters' check."""
     groups = {g.name for g in run.groups}
-    instances = {s.instance_id for s in run.steps} | {s.surge_instance_id for s in run.steps if s.surge_instance_id}
-    return any(not g or g in groups for g in trigger.asg_names) or any(i in instances for i in trigger.instance_ids)
+    olds = {s.instance_id for s in run.steps}
+    spares = {s.surge_instance_id for s in run.steps if s.surge_instance_id}
+    counting = any(
+        s.state is StepState.SETTLING or COUNTING_WAITS & set(s.waiting_since) for s in run.steps if not s.state.final
+    )
+    names = (
+        trigger.asg_names if len(trigger.asg_names) == len(trigger.instance_ids) else ("",) * len(trigger.instance_ids)
+    )
+    for instance_id, group in zip(trigger.instance_ids, names, strict=True):
+        if instance_id in olds and instance_id not in spares:
+            if counting:
+                return True
+            continue
+        if not group or group in groups or instance_id in spares:
+            return True
+    return not trigger.instance_ids and any(not g or g in groups for g in trigger.asg_names)
+
+
+# the waits whose end a Ready node of the run's old instances may bring (``decide.worker.surging``,
+# ``decide.replace.draining``, ``decide.master``)
+COUNTING_WAITS = frozenset({WaitDeadline.NODES_READY.value, WaitDeadline.MASTER_READY.value})
 
 
 def node_ready(trigger: Event, deps: RefresherDeps, budget: float, invocation: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import boto3
 import pytest
 
 from core.model import CommandStatus, NodeRecord
-from core.runs import StepState
+from core.runs import StepState, WaitDeadline
 from lambdas.events.event import Event, EventKind
 from lambdas.refresher import service
 from tests.unit.lambdas.refresher.moto_cluster import (
@@ -42,7 +42,20 @@ def ready(*instance_ids: str, groups: tuple[str, ...] | None = None, cluster: st
 def test_a_report_concerns_a_run_by_its_groups_its_instances_or_an_unknown_group() -> None:
     run = surging_run("i-0aaaaaaaaaaaaaaa1")
     assert service.waits_on(run, ready("i-0bbbbbbbbbbbbbbb2"))  # a node of the run's group (a spare)
-    assert service.waits_on(run, ready("i-0aaaaaaaaaaaaaaa1", groups=("elsewhere",)))  # one of its instances
+    # one of its old instances: only while a step counts Ready nodes (a NotReady node due later blocks a step)
+    assert not service.waits_on(run, ready("i-0aaaaaaaaaaaaaaa1"))
+    assert not service.waits_on(run, ready("i-0aaaaaaaaaaaaaaa1", groups=("elsewhere",)))
+    counting = run.model_copy(deep=True)
+    counting.steps[0].waiting_since[WaitDeadline.NODES_READY.value] = T0
+    assert service.waits_on(counting, ready("i-0aaaaaaaaaaaaaaa1"))
+    settling = run.model_copy(deep=True)
+    settling.steps[0].state = StepState.SETTLING
+    assert service.waits_on(settling, ready("i-0aaaaaaaaaaaaaaa1"))
+    # the agent's first report names every node: old ones and one the run may count or take as its spare
+    assert service.waits_on(run, ready("i-0aaaaaaaaaaaaaaa1", "i-0bbbbbbbbbbbbbbb2"))
+    spared = run.model_copy(deep=True)
+    spared.steps[0].surge_instance_id = "i-0ccccccccccccccc3"
+    assert service.waits_on(spared, ready("i-0ccccccccccccccc3", groups=("elsewhere",)))  # its spare
     assert service.waits_on(run, ready("i-0bbbbbbbbbbbbbbb2", groups=("",)))  # the agent could not tell its group
     assert not service.waits_on(run, ready("i-0bbbbbbbbbbbbbbb2", groups=("other-group",)))
 
