@@ -59,6 +59,23 @@ class Cluster:
         (group,) = self.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["nodes"])["AutoScalingGroups"]
         return [i["InstanceId"] for i in group["Instances"]]
 
+    def tag_as_kops_workers(self) -> None:
+        """Tag the group as kOps tags a worker instance group (role node, instance group ``nodes``), so a refresh
+        plans its instances."""
+        tags = {"k8s.io/role/node": "1", "kops.k8s.io/instancegroup": "nodes"}
+        self.autoscaling.create_or_update_tags(
+            Tags=[
+                {
+                    "ResourceId": "nodes",
+                    "ResourceType": "auto-scaling-group",
+                    "Key": k,
+                    "Value": v,
+                    "PropagateAtLaunch": True,
+                }
+                for k, v in tags.items()
+            ]
+        )
+
 
 def surging_run(instance_id: str, original_desired: int = 2, original_max: int = 3, raised: int = 1) -> Run:
     """A run whose one step (replacing ``instance_id`` of ``nodes``) is surging: the group raised by ``raised``."""

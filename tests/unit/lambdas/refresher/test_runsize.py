@@ -70,19 +70,7 @@ def test_the_start_refuses_it_before_the_lock_and_writes_nothing(monkeypatch: py
 
     monkeypatch.setattr(service, "too_large", measured)
     with moto_cluster(monkeypatch) as cluster:
-        tags = {"k8s.io/role/node": "1", "kops.k8s.io/instancegroup": "nodes"}
-        cluster.autoscaling.create_or_update_tags(
-            Tags=[
-                {
-                    "ResourceId": "nodes",
-                    "ResourceType": "auto-scaling-group",
-                    "Key": k,
-                    "Value": v,
-                    "PropagateAtLaunch": True,
-                }
-                for k, v in tags.items()
-            ]
-        )
+        cluster.tag_as_kops_workers()
         deps = cluster.new_deps()
         request: dict[str, Any] = {"action": "refresh", "cluster": "demo", "all": True, "max_surge": 2}
         dry = handle({**request, "dry_run": True}, deps)

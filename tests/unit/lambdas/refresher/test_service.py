@@ -61,19 +61,7 @@ def test_the_settings_can_allow_terminate_and_shorter_drains(monkeypatch: pytest
 
 
 def test_a_run_whose_record_would_not_fit_is_refused_before_the_lock(cluster: Cluster) -> None:
-    tags = {"k8s.io/role/node": "1", "kops.k8s.io/instancegroup": "nodes"}
-    cluster.autoscaling.create_or_update_tags(
-        Tags=[
-            {
-                "ResourceId": "nodes",
-                "ResourceType": "auto-scaling-group",
-                "Key": k,
-                "Value": v,
-                "PropagateAtLaunch": True,
-            }
-            for k, v in tags.items()
-        ]
-    )
+    cluster.tag_as_kops_workers()
     deps = cluster.new_deps()
     deps.runs = RunStore(deps.store, guard_bytes=500)  # the item of a run of two steps is about 0.9 KB
     out = handle(request(), deps)
