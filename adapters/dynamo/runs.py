@@ -118,16 +118,18 @@ class RunStore:
                 raise
             raise RunRecordRefusedError(run.run_id, err.code, str(err), self.size(run.run_id, item)) from err
 
-    def create(self, run: Run, fence: Lease | None = None) -> None:
+    def create(self, run: Run, fence: Lease | None = None, take: Taking | None = None) -> None:
         """Write a new run (version 0); with ``fence`` (the lease the run was started under) only while that lease
-        is the lock's current one.
+        is the lock's current one; with ``take`` instead (``LeaseLock.taking``), taking the lock in the same
+        transaction, fenced by the lease it takes.
 
         Raises:
             LockLostError: (with ``fence``) the lock changed hands; nothing was written.
+            LockHeldError: (with ``take``) the lock changed hands since it was read; nothing was written.
             RunConflictError: a run with this id exists.
             RunRecordRefusedError: the item is too large (or otherwise invalid); nothing was written.
         """
-        self._put(run, self.item_of(run), Attr("pk").not_exists(), fence)
+        self._put(run, self.item_of(run), Attr("pk").not_exists(), fence, take=take)
 
     def get(self, run_id: str) -> Run | None:
         """The run ``run_id`` (consistent read), or None."""

@@ -154,6 +154,7 @@ def advance_run(
     budget_seconds: float,
     invocation: str | None = None,
     state: Snapshot | None = None,
+    carried: Snapshot | None = None,
 ) -> dict[str, Any]:
     """Advance the run ``run_id`` (or the active one) until it waits for something not worth polling for, or the
     budget is spent; the cluster lock is held only while a pass reads, decides and applies (module docstring).
@@ -163,6 +164,9 @@ def advance_run(
             A caller that already took the lock for the run (``service.start``) passes the id it took it with.
         state: the ``LOCK`` item, pollers and active runs the caller has just read (``snapshot.read_state``, an
             event handler that looked for the active run): the first pass reads only membership after it.
+        carried: what the first pass decides on as it is, reading only the groups and commands again: the read a
+            start took the lock in, conditioned on its ``LOCK`` item, with the lock item as the start wrote it and
+            the run as created (``lambdas.refresher.start``).
 
     Returns:
         ``{"status": "advanced" | "idle" | "lock_lost", "run": summary, "actions": [...]}``, with ``"lock"`` saying
@@ -173,6 +177,7 @@ def advance_run(
     Raises:
         StoreUnavailableError, AwsUnavailableError, AwsRequestError: as ``execute`` (the lock is given up first).
     """
+    # ``carried``: what the next pass starts from with no new read (the start's read, or after an applied decision)
     deadline = deps.monotonic() + budget_seconds
     results: list[dict[str, str]] = []
     run: Run | None = None
@@ -183,7 +188,6 @@ def advance_run(
     woke = False  # the next pass follows a poll's sleep (not a change of this invocation's own)
     applied = False  # a pass stopped part-way through applying (the run as last known may be stale)
     last: Run | None = None  # the run's last state this invocation knows: as read, or as it saved it
-    carried: Snapshot | None = None  # what the read-back pass after an applied decision starts from (no new read)
     poll_note = ""
     settings = deps.settings
     invocation = invocation or new_invocation_id()

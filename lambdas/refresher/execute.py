@@ -69,9 +69,9 @@ class Effects:
         lease: the cluster lock's lease the run holds (its fencing token); None before ``AcquireLock`` takes it.
         bounds: group name -> the limits its sizes are clamped to (``lambdas.refresher.bounds``); a group without
             bounds is never resized.
-        take: with no ``lease``, the lock's taking (``LeaseLock.taking``) the first ``SaveRun`` makes in its own
-            transaction; ``taken`` receives the lease once it is taken (the caller releases it, even when a later
-            action fails).
+        take: with no ``lease``, the lock's taking (``LeaseLock.taking``) the first ``SaveRun`` (or a ``CreateRun``)
+            makes in its own transaction; ``taken`` receives the lease once it is taken (the caller releases it,
+            even when a later action fails).
     """
 
     store: Store
@@ -151,6 +151,14 @@ def _apply(action: Action, effects: Effects, now: datetime, held: _Held) -> str:
     if isinstance(action, AcquireLock):
         held.lease = effects.lock.acquire(action.holder, LOCK_OPERATION, action.lease_seconds)
         return f"held (fencing {held.lease.fencing})"
+    if isinstance(action, CreateRun) and held.lease is None and effects.take is not None:
+        # the lock taken in the run's creation, pinned to the free LOCK item read in the Query that found no active
+        # run (``lambdas.refresher.start``): any run created since has raised the fencing, and the take fails
+        effects.runs.create(action.run, take=effects.take)
+        held.lease = effects.take.lease
+        effects.taken.append(held.lease)
+        effects.telemetry.count("RunsStarted")
+        return f"created, cluster lock taken (fencing {held.lease.fencing})"
     if isinstance(action, CreateRun):
         # the caller's "no active run" was read before the lock: read again under it (a concurrent start may have
         # created its run and released the lock in between); a run already active keeps the cluster to itself

@@ -1,14 +1,14 @@
 """The refresher's application service: what each kind of invocation does to the refresh runs.
 
-``serve`` answers one parsed invocation; ``start`` plans and starts a run, ``advance.advance_run`` moves the active
-one on until it waits for something not worth polling for (the decisions are ``lambdas.refresher.decide``'s, the
-effects ``lambdas.refresher.execute``'s), ``status`` and ``cancel`` answer the manual requests, ``free_orphan_lock``
-repairs what a crash between the lock and the run left. ``handler`` wires it to Lambda; ``summary`` shows runs.
+``serve`` answers one parsed invocation; ``start.start`` plans and starts a run, ``advance.advance_run`` moves the
+active one on until it waits for something not worth polling for (the decisions are ``lambdas.refresher.decide``'s,
+the effects ``lambdas.refresher.execute``'s), ``status`` and ``cancel`` answer the manual requests,
+``free_orphan_lock`` repairs what a crash between the lock and the run left. ``handler`` wires it to Lambda;
+``summary`` shows runs.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 from adapters.dynamo.snapshot import read_state
@@ -16,8 +16,6 @@ from core.exceptions import (
     AwsRequestError,
     AwsUnavailableError,
     InvalidRequestError,
-    LockHeldError,
-    RunAlreadyActiveError,
     RunConflictError,
     RunRecordRefusedError,
 )
@@ -25,142 +23,25 @@ from core.lock import Lease
 from core.runs import (
     LOCK_OPERATION,
     REBALANCE_TRIGGER,
-    DrainTimeoutPolicy,
-    GroupSurge,
     Run,
-    RunOptions,
-    Selection,
     StepState,
     WaitDeadline,
     new_invocation_id,
-    new_run_id,
     run_id_of_holder,
 )
-from core.settings import RefresherSettings, parse_duration
 from lambdas.common.prologue import rejected
 from lambdas.common.refused import record_refused, refusal_reason
 from lambdas.events.event import Event, EventKind
-from lambdas.events.request import CancelRequest, RefreshRequest, StatusRequest
+from lambdas.events.request import CancelRequest, StatusRequest
 from lambdas.refresher.advance import advance_run
 from lambdas.refresher.bounds import request_refusals
 from lambdas.refresher.deps import RefresherDeps, logger
-from lambdas.refresher.execute import execute
-from lambdas.refresher.gather import read_groups
-from lambdas.refresher.plan import AcquireLock, Action, CreateRun
-from lambdas.refresher.runsize import too_large
-from lambdas.refresher.select import format_table, select
-from lambdas.refresher.summary import group_rows, run_summary, step_row
-from lambdas.refresher.world import World
+from lambdas.refresher.start import options_of, start
+from lambdas.refresher.summary import group_rows, run_summary
 
 __all__ = ["logger", "serve"]  # what ``handler`` wires
 
 # -- the work -----------------------------------------------------------------------------------------------------
-
-
-def options_of(request: RefreshRequest | None, settings: RefresherSettings, trigger: str) -> RunOptions:
-    """A run's options: the request's values, else the settings' defaults."""
-    policy = DrainTimeoutPolicy(settings.drain_timeout_policy)
-    if request is None:
-        return RunOptions(
-            trigger=trigger,
-            selection=Selection.MAX_AGE,
-            max_age_seconds=settings.max_age_seconds,
-            max_surge=settings.max_surge,
-            drain_timeout_seconds=settings.drain_timeout_seconds,
-            drain_timeout_policy=policy,
-        )
-    return RunOptions(
-        trigger=trigger,
-        selection=Selection.ALL if request.all else Selection.MAX_AGE,
-        max_age_seconds=parse_duration(request.max_age) if request.max_age else settings.max_age_seconds,
-        instance_groups=request.instance_groups,
-        max_surge=request.max_surge or settings.max_surge,
-        drain_timeout_seconds=request.drain_timeout_seconds or settings.drain_timeout_seconds,
-        drain_timeout_policy=request.drain_timeout_policy or policy,
-    )
-
-
-def start(
-    options: RunOptions, dry_run: bool, deps: RefresherDeps, budget_seconds: float, invocation: str | None = None
-) -> dict[str, Any]:
-    """Plan a run and, unless ``dry_run``, start it (lock, ``RUN#``) and advance it. ``invocation``: this
-    invocation's id (the lock holder is ``refresher:<run id>:<invocation>``; default a new one)."""
-    invocation = invocation or new_invocation_id()
-    active = deps.runs.active()
-    if active is not None:
-        logger.info(f"refresh asked while run {active.run_id} is active: advancing that one")
-        out = advance_run(deps, active.run_id, budget_seconds, invocation)
-        return {**out, "status": "already_running"}
-    now = deps.clock()
-    groups = read_groups(deps.aws.autoscaling, deps.aws.ec2, deps.settings.cluster_name, with_launch_facts=True)
-    nodes = {r.instance_id: r for r in deps.store.list_nodes(deps.settings.membership_max_age_seconds, now)}
-    world = World(groups=groups, nodes=nodes)
-    plan = select(options, world, now, options.max_age_seconds or deps.settings.max_age_seconds)
-    table = format_table(plan.rows, deps.settings.deadlines)
-    base: dict[str, Any] = {
-        "table": table,
-        "deadlines": deps.settings.deadlines,
-        "groups": [asdict(r) for r in plan.rows],
-        "steps": [step_row(s) for s in plan.steps],
-    }
-    logger.info("refresh plan\n" + table, extra={"groups": base["groups"], "steps": len(plan.steps)})
-    if plan.refusal and not dry_run:
-        logger.warning(f"refresh refused: {plan.refusal}")
-        return {**base, "status": "refused", "reason": plan.refusal}
-    run_id = new_run_id(now)
-    chosen = {s.group for s in plan.steps}
-    run = Run(
-        run_id=run_id,
-        cluster=deps.settings.cluster_name,
-        options=options,
-        created_at=now,
-        updated_at=now,
-        groups=[
-            GroupSurge(
-                name=g.name,
-                role=g.role.value,
-                instance_group=g.instance_group,
-                min_size=g.min_size,
-                original_desired=g.desired,
-                original_max=g.max_size,
-            )
-            for g in groups.values()
-            if g.name in chosen
-        ],
-        steps=list(plan.steps),
-    )
-    oversize = too_large(deps.runs, run)  # refused before the lock: a record that cannot be written, or outgrows it
-    actions: list[Action] = [AcquireLock(run.holder_for(invocation), deps.settings.lock_lease_seconds), CreateRun(run)]
-    if dry_run:
-        results = execute(actions, deps.effects(), now, dry_run=True)
-        return {**base, "status": "dry_run", "refusal": plan.refusal or oversize, "actions": results}
-    if oversize:
-        logger.warning(f"refresh refused: {oversize}")
-        return {**base, "status": "refused", "reason": oversize}
-    if not plan.steps:
-        return {**base, "status": "nothing_to_do"}
-    give_up_at = deps.monotonic() + budget_seconds
-    while True:
-        try:
-            results = execute(actions, deps.effects(), now)
-            break
-        except RunAlreadyActiveError as err:
-            logger.info(f"refresh asked while run {err.run_id} became active: advancing that one")
-            out = advance_run(deps, err.run_id, budget_seconds, invocation)
-            return {**base, **out, "status": "already_running"}
-        except LockHeldError as err:
-            # another operation's pass holds it for a moment: wait within the budget; a refresh run is refused
-            if run_id_of_holder(err.holder) is None and deps.monotonic() + deps.settings.poll_seconds < give_up_at:
-                deps.sleep(deps.settings.poll_seconds)
-                continue
-            logger.warning(f"refresh refused: the cluster lock is held by {err.holder}")
-            return {**base, "status": "refused", "reason": f"cluster lock held by {err.holder}", "lock": err.current}
-    logger.info(
-        f"run {run_id} started: {len(plan.steps)} instances to replace",
-        extra={"run_id": run_id, "trigger": options.trigger},
-    )
-    out = advance_run(deps, run_id, budget_seconds, invocation)  # the same holder: its first pass keeps the lease
-    return {**base, **out, "status": "started", "actions": results + out["actions"]}
 
 
 def free_orphan_lock(deps: RefresherDeps) -> str | None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-import lambdas.refresher.service as service
+import lambdas.refresher.start as start
 from adapters.dynamo.runs import RunStore
 from core.runpeak import peak_run
 from core.runs import Run
@@ -68,7 +68,7 @@ def test_the_start_refuses_it_before_the_lock_and_writes_nothing(monkeypatch: py
         seen.append(run)
         return too_large(runs, run)
 
-    monkeypatch.setattr(service, "too_large", measured)
+    monkeypatch.setattr(start, "too_large", measured)
     with moto_cluster(monkeypatch) as cluster:
         cluster.tag_as_kops_workers()
         deps = cluster.new_deps()
