@@ -9,7 +9,9 @@ pumped every 0.1 s as EventBridge delivers them; the tick is never pumped, so ad
 Measured: wall time from the manual invocation to the run's end, for the worker groups only (``--all``,
 ``max_surge``), beside the floor ``ceil(N / max_surge) x (launch + drain)``; overhead per node
 ``(wall - floor) / N`` (target <= 5 s), and of it the refresher's own time per node (every invocation's span less
-its sleeps between polls, AWS calls included; the rest is the world's: launch, registration, the agent); AWS API
+its sleeps between polls, AWS calls included; the rest is the world's: launch, registration, the agent), and of
+that the time inside its AWS calls (botocore ``before-call`` to ``after-call``: the request, moto's answer, its
+parsing; the rest is the refresher's own code); AWS API
 calls the refresher made per replaced node (botocore ``before-call`` events on its clients: Auto Scaling, EC2, SQS,
 DynamoDB). The counter is registered on the boto3 session the refresher builds its clients from, not on the
 clients themselves, so it does not depend on where the Lambda keeps them.
@@ -61,16 +63,27 @@ class CallCounter:
         # --trace: per invocation (in the order they started) its trigger, response status and calls in order
         self.invocations: list[Invocation] = []
         self._current = threading.local()
+        self.call_seconds = 0.0  # wall seconds spent inside the counted calls (the request and moto's answer)
+        self._started = threading.local()
 
     @contextlib.contextmanager
     def on_session(self, session: boto3.session.Session) -> Iterator[CallCounter]:
         """Count the calls of every client ``session`` builds inside the ``with`` block."""
         unique_id = f"bench-call-counter-{id(self)}"
         session.events.register("before-call", self._count, unique_id=unique_id)
+        session.events.register("after-call", self._timed, unique_id=unique_id + "-after")
         try:
             yield self
         finally:
             session.events.unregister("before-call", unique_id=unique_id)
+            session.events.unregister("after-call", unique_id=unique_id + "-after")
+
+    def _timed(self, **_: Any) -> None:
+        started = getattr(self._started, "at", None)
+        if started is not None:
+            with self._lock:
+                self.call_seconds += time.monotonic() - started
+            self._started.at = None
 
     def _count(self, model: Any, params: Any = None, **_: Any) -> None:
         name = f"{model.service_model.service_name}.{model.name}"
@@ -82,6 +95,7 @@ class CallCounter:
         invocation = getattr(self._current, "invocation", None)
         if invocation is not None:
             invocation.calls.append(name)
+        self._started.at = time.monotonic()  # after the counting: the call's own time starts here
 
     def traced(self, invoke: Callable[[dict[str, Any]], dict[str, Any]], t0: list[float]) -> Callable[..., Any]:
         """``invoke`` (the harness's ``LocalInvoker.invoke``, run in the invocation's own thread) recording each
@@ -246,6 +260,8 @@ def measure(
         "invocations": overlapping(h.invoker.spans, sleeps),
         # the refresher's own time: every invocation's span less its sleeps between polls, AWS calls included
         "work_per_node": sum(e - s for span in h.invoker.spans for s, e in busy(span, sleeps)) / replaced,
+        # of which inside its AWS calls (request, moto's answer, parsing): the rest is the refresher's own code
+        "calls_seconds_per_node": counter.call_seconds / replaced,
         "ready_events": len(h.bus.events(detail_type="Node Ready")),
         "events": len(h.bus.events()),
         "ticks": len(h.bus.events(source="aws.events")),
@@ -279,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"N={size}: wall {result['wall']:.1f} s, floor {result['floor']:.1f} s, overhead "
                 f"{result['overhead_per_node']:.2f} s/node (the refresher at work "
-                f"{result['work_per_node']:.2f} s/node), "
+                f"{result['work_per_node']:.2f} s/node, of which in AWS calls "
+                f"{result['calls_seconds_per_node']:.2f}), "
                 f"{result['calls_per_node']:.1f} AWS calls/node "
                 f"{result['by_service']}, per call {', '.join(f'{k} {v:.1f}' for k, v in result['calls'].items())}; "
                 f"invocations advancing the run {result['invocations'][0]}, of which at work while another was "
@@ -292,15 +309,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         print(
             "| workers N | max surge | launch + drain (s) | floor (s) | wall (s) | overhead / node (s) | "
-            "refresher at work / node (s) | AWS calls / node | of which DynamoDB / Auto Scaling / EC2 / SQS |"
+            "refresher at work / node (s) | of which in AWS calls (s) | AWS calls / node | "
+            "of which DynamoDB / Auto Scaling / EC2 / SQS |"
         )
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for r in results:
             s = r["by_service"]
             print(
                 f"| {r['workers']} | {r['max_surge']} | {r['launch']:g} + {r['drain']} | {r['floor']:.0f} | "
                 f"{r['wall']:.1f} | {r['overhead_per_node']:.2f} | {r['work_per_node']:.2f} | "
-                f"{r['calls_per_node']:.1f} | "
+                f"{r['calls_seconds_per_node']:.2f} | {r['calls_per_node']:.1f} | "
                 f"{s.get('dynamodb', 0):.1f} / {s.get('autoscaling', 0):.1f} / {s.get('ec2', 0):.1f} / "
                 f"{s.get('sqs', 0):.1f} |"
             )
