@@ -10,9 +10,10 @@ Rules on the default bus, each target with a retry policy and the unit's dead-le
   cluster and the refresher's own commands (``command_id`` prefix ``refresh-``): the step after a drain.
 - ``node-ready``: the agent's ``Node Ready`` (source ``node-manager.agent``) for this cluster: nodes that became
   Ready, a hint to advance a run waiting for one (the function reads membership itself; no run: acknowledged).
-- ``launch-successful``: ``EC2 Instance Launch Successful`` (source ``aws.autoscaling``) of the cluster's groups
-  (kOps names them ``<instance group>.<cluster>``): a spare or a master's replacement launched. The function
-  acknowledges it with no call (a surge records its launch wait itself; the spare's ``Node Ready`` advances the run).
+- No rule for ``EC2 Instance Launch Successful``: a surge records its spare's launch wait itself and the spare's
+  ``Node Ready`` advances the run (the tick enforces the launch's deadline), so the function acknowledged that event
+  with no call; a rule only paid for an invocation per launch in the cluster. The function still accepts one (an
+  event routed by an older stack during an update).
 
 Manual runs are ``aws lambda invoke`` (or ``python -m cli --function-name``) on the function, by the operator role
 this unit creates (``operator_role``: assumable by principals of the account allowed ``sts:AssumeRole`` on it, and
@@ -36,8 +37,6 @@ from infra.config import REFRESHER_TIMEOUT_SECONDS, Architecture
 from infra.function import event_dead_letter_queue, invoking_rule, unit_function
 
 HANDLER = "lambdas.refresher.handler.lambda_handler"
-AUTOSCALING_SOURCE = "aws.autoscaling"
-LAUNCH_SUCCESSFUL = "EC2 Instance Launch Successful"
 AGENT_SOURCE = "node-manager.agent"
 DRAIN_RESULTS = ("Node Drain Succeeded", "Node Drain Failed", "Node Drain Skipped")
 COMMAND_PREFIX = "refresh-"
@@ -56,7 +55,7 @@ EVENT_MAX_AGE = Duration.hours(1)
 
 
 class RefresherHandler(Construct):
-    """The refresher Lambda, its log group and role, its five rules and their dead-letter queue.
+    """The refresher Lambda, its log group and role, its four rules and their dead-letter queue.
 
     Parameters:
         code: the shared Lambda asset (``infra.bundling.lambda_code``), built for ``architecture``.
@@ -143,16 +142,6 @@ class RefresherHandler(Construct):
                 "NodeReadyRule",
                 events.EventPattern(
                     source=[AGENT_SOURCE], detail_type=[NODE_READY], detail={"cluster": [cluster_name]}
-                ),
-                None,
-                None,
-            ),
-            "launch-successful": (
-                "LaunchSuccessfulRule",
-                events.EventPattern(
-                    source=[AUTOSCALING_SOURCE],
-                    detail_type=[LAUNCH_SUCCESSFUL],
-                    detail={"AutoScalingGroupName": [{"suffix": f".{cluster_name}"}]},
                 ),
                 None,
                 None,

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from lambdas.events import agent_result, launch_successful, node_ready, scheduled
+from lambdas.events import agent_result, node_ready, scheduled
 from lambdas.refresher.handler import Deps, handle
 from localworld.lambda_context import REFRESHER_FUNCTION, LocalLambdaContext
 
@@ -88,12 +88,11 @@ class LocalInvoker:
 
     def subscribe(self, bus: Any) -> None:
         """Route what the stack's rules route to the function: the agent's drain results (and cordon results, which
-        the function acknowledges unless they are a rebalance cordon's), the agent's "Node Ready", Launch Successful,
-        scheduled events (the tick)."""
+        the function acknowledges unless they are a rebalance cordon's), the agent's "Node Ready", scheduled events
+        (the tick); no Launch Successful (``infra.refresher``: no rule routes it)."""
         for detail_type in (*agent_result.DRAIN_DETAIL_TYPES, *agent_result.CORDON_DETAIL_TYPES):
             bus.subscribe(agent_result.SOURCE, detail_type, self.invoke_async)
         bus.subscribe(node_ready.SOURCE, node_ready.DETAIL_TYPE, self.invoke_async)
-        bus.subscribe(launch_successful.SOURCE, launch_successful.DETAIL_TYPE, self.invoke_async)
         bus.subscribe(scheduled.SOURCE, scheduled.DETAIL_TYPE, self.invoke_async)
 
     def settle(self, timeout: float) -> bool:

@@ -88,7 +88,6 @@ def stack_rules(cluster: str, hook_name: str = "node-manager-drain") -> tuple[Ru
         Rule("launch-successful", "replenisher", "aws.autoscaling", ("EC2 Instance Launch Successful",)),
         Rule("drain-results", "replenisher", AGENT_SOURCE, DRAIN_RESULTS, ours),
         Rule("refresher-drain-results", "refresher", AGENT_SOURCE, DRAIN_RESULTS, ours),
-        Rule("refresher-launch-successful", "refresher", "aws.autoscaling", ("EC2 Instance Launch Successful",)),
         Rule("refresher-node-ready", "refresher", AGENT_SOURCE, (NODE_READY,), ours),
     )
 

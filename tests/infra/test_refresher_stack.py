@@ -1,6 +1,6 @@
-"""The refresher unit in the stack: its function (shared asset, valid settings), its five rules (weekly schedule
-from the settings, tick, the agent's drain results and "Node Ready" reports, Launch Successful) each with a retry
-policy and a dead-letter queue, and IAM scoped to the cluster's groups."""
+"""The refresher unit in the stack: its function (shared asset, valid settings), its four rules (weekly schedule
+from the settings, tick, the agent's drain results and "Node Ready" reports; no Launch Successful, which the function
+would only acknowledge) each with a retry policy and a dead-letter queue, and IAM scoped to the cluster's groups."""
 
 from __future__ import annotations
 
@@ -70,12 +70,12 @@ def test_function_shares_the_asset_and_reads_valid_settings(template: Template) 
     assert settings.lock_lease_seconds > props["Timeout"]
 
 
-def test_weekly_tick_drain_result_and_launch_rules_each_with_retries_and_a_dlq(template: Template) -> None:
+def test_weekly_tick_drain_result_and_node_ready_rules_each_with_retries_and_a_dlq(template: Template) -> None:
     fn_id, _ = refresher(template)
     rules = template.find_resources(
         "AWS::Events::Rule", {"Properties": {"Targets": [Match.object_like({"Arn": {"Fn::GetAtt": [fn_id, "Arn"]}})]}}
     )
-    assert len(rules) == 5
+    assert len(rules) == 4
     schedules, patterns, inputs = set(), [], []
     for rule in rules.values():
         props = rule["Properties"]
@@ -103,9 +103,7 @@ def test_weekly_tick_drain_result_and_launch_rules_each_with_retries_and_a_dlq(t
     cordons = {"Node Cordon Succeeded", "Node Cordon Failed", "Node Cordon Skipped"}  # a replacement run's wake-up
     assert set(agent["detail-type"]) == drains | cordons
     assert agent["detail"] == {"cluster": [CLUSTER], "command_id": [{"prefix": "refresh-"}, {"prefix": "rebalance-"}]}
-    launch = by_source["aws.autoscaling"]
-    assert launch["detail-type"] == ["EC2 Instance Launch Successful"]
-    assert launch["detail"] == {"AutoScalingGroupName": [{"suffix": f".{CLUSTER}"}]}
+    assert "aws.autoscaling" not in by_source  # a launch ends no wait a pass records (the spare's Node Ready does)
 
 
 def test_group_changes_only_on_the_clusters_groups_and_describes_read_only(template: Template) -> None:
