@@ -55,7 +55,6 @@ A bad value raises ``core.exceptions.SettingsError`` whose ``name`` is the conte
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from enum import Enum
 from typing import Annotated, Any, Literal
@@ -64,6 +63,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from core.exceptions import SettingsError
 from core.settings import InterruptionSettings, RebalancePolicy, RefresherSettings, ReplenisherSettings
+from infra.formats import (
+    CLUSTER_NAME_RE,
+    LOG_RETENTION_DAYS,
+    OIDC_PROVIDER_ARN_RE,
+    ROLE_ARN_RE,
+    SERVICE_ACCOUNT_RE,
+)
 from infra.schedule import validate_schedule
 
 # The audience of the agent's service-account token that its IRSA role trusts by default: kOps' IAM OIDC provider has
@@ -87,39 +93,6 @@ LAMBDA_SETTINGS = (
     "rebalance_replace_limit",
     "dry_run",
 )
-
-# CloudWatch Logs accepts only these retention periods (PutRetentionPolicy, "retentionInDays").
-LOG_RETENTION_DAYS = (
-    1,
-    3,
-    5,
-    7,
-    14,
-    30,
-    60,
-    90,
-    120,
-    150,
-    180,
-    365,
-    400,
-    545,
-    731,
-    1096,
-    1827,
-    2192,
-    2557,
-    2922,
-    3288,
-    3653,
-)
-
-# kOps cluster names are DNS names (or end in .k8s.local for gossip clusters).
-_CLUSTER_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$")
-_SERVICE_ACCOUNT_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?:[a-z0-9]([-.a-z0-9]*[a-z0-9])?$")
-# IAM ARN of an OIDC identity provider: arn:<partition>:iam::<account>:oidc-provider/<issuer host and path>
-_OIDC_PROVIDER_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:oidc-provider/(?P<issuer>[^\s]+)$")
-_ROLE_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
 
 
 def _as_in_lambda(field: str) -> Any:
@@ -220,7 +193,7 @@ class ClusterConfig(BaseModel):
     @field_validator("name")
     @classmethod
     def _cluster_name(cls, value: str) -> str:
-        if not _CLUSTER_NAME_RE.match(value):
+        if not CLUSTER_NAME_RE.match(value):
             raise ValueError("must be a kOps cluster name (lowercase DNS name, e.g. prod.k8s.example.com)")
         return value
 
@@ -242,21 +215,21 @@ class ClusterConfig(BaseModel):
     @field_validator("agent_oidc_provider_arn")
     @classmethod
     def _oidc_arn(cls, value: str | None) -> str | None:
-        if value is not None and not _OIDC_PROVIDER_ARN_RE.match(value):
+        if value is not None and not OIDC_PROVIDER_ARN_RE.match(value):
             raise ValueError("must be an IAM OIDC provider ARN, arn:aws:iam::<account>:oidc-provider/<issuer>")
         return value
 
     @field_validator("agent_role_arn")
     @classmethod
     def _role_arn(cls, value: str | None) -> str | None:
-        if value is not None and not _ROLE_ARN_RE.match(value):
+        if value is not None and not ROLE_ARN_RE.match(value):
             raise ValueError("must be an IAM role ARN, arn:aws:iam::<account>:role/<name>")
         return value
 
     @field_validator("agent_service_account")
     @classmethod
     def _service_account(cls, value: str) -> str:
-        if not _SERVICE_ACCOUNT_RE.match(value):
+        if not SERVICE_ACCOUNT_RE.match(value):
             raise ValueError("must be <namespace>:<service account name>")
         return value
 
@@ -331,7 +304,7 @@ class ClusterConfig(BaseModel):
         """The issuer (host and path, no scheme) of ``agent_oidc_provider_arn``, e.g. ``oidc.example.com/id/X``."""
         if self.agent_oidc_provider_arn is None:
             return None
-        match = _OIDC_PROVIDER_ARN_RE.match(self.agent_oidc_provider_arn)
+        match = OIDC_PROVIDER_ARN_RE.match(self.agent_oidc_provider_arn)
         assert match is not None  # checked by the validator
         return match.group("issuer")
 
