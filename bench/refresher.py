@@ -64,6 +64,7 @@ class CallCounter:
         self.invocations: list[Invocation] = []
         self._current = threading.local()
         self.call_seconds = 0.0  # wall seconds spent inside the counted calls (the request and moto's answer)
+        self.op_seconds: Counter[str] = Counter()  # the same, per call name
         self._started = threading.local()
 
     @contextlib.contextmanager
@@ -81,8 +82,10 @@ class CallCounter:
     def _timed(self, **_: Any) -> None:
         started = getattr(self._started, "at", None)
         if started is not None:
+            spent = time.monotonic() - started
             with self._lock:
-                self.call_seconds += time.monotonic() - started
+                self.call_seconds += spent
+                self.op_seconds[self._started.name] += spent
             self._started.at = None
 
     def _count(self, model: Any, params: Any = None, **_: Any) -> None:
@@ -95,7 +98,7 @@ class CallCounter:
         invocation = getattr(self._current, "invocation", None)
         if invocation is not None:
             invocation.calls.append(name)
-        self._started.at = time.monotonic()  # after the counting: the call's own time starts here
+        self._started.name, self._started.at = name, time.monotonic()  # the call's own time starts after the count
 
     def traced(self, invoke: Callable[[dict[str, Any]], dict[str, Any]], t0: list[float]) -> Callable[..., Any]:
         """``invoke`` (the harness's ``LocalInvoker.invoke``, run in the invocation's own thread) recording each
@@ -262,6 +265,7 @@ def measure(
         "work_per_node": sum(e - s for span in h.invoker.spans for s, e in busy(span, sleeps)) / replaced,
         # of which inside its AWS calls (request, moto's answer, parsing): the rest is the refresher's own code
         "calls_seconds_per_node": counter.call_seconds / replaced,
+        "ms_per_call": {k: 1000 * v / n for k, v in counter.op_seconds.most_common() if (n := counter.calls[k])},
         "ready_events": len(h.bus.events(detail_type="Node Ready")),
         "events": len(h.bus.events()),
         "ticks": len(h.bus.events(source="aws.events")),
@@ -302,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"invocations advancing the run {result['invocations'][0]}, of which at work while another was "
                 f"{result['invocations'][1]}; {result['events']} events ({result['ready_events']} Node Ready), "
                 f"{result['ticks']} ticks; {result['handed_over']} of {result['replaced']} steps handed their surge "
-                "unit to the next",
+                "unit to the next; ms a call: " + ", ".join(f"{k} {v:.0f}" for k, v in result["ms_per_call"].items()),
                 file=sys.stderr,
                 flush=True,
             )
