@@ -37,11 +37,13 @@ InstanceKey = tuple[str, str, str, str]  # an ``Instance``'s id, zone, lifecycle
 @dataclass
 class GatherMemo:
     """What ``gather`` keeps between the invocations of one execution environment (``handler.Deps.memo``), each
-    part holding only what the last read read (bounded by the membership and the groups' instances).
+    part holding only what the last read read (bounded by the membership and the groups' instances). Each part
+    answers only for exactly what it was built from, so a read that finds it changed by another invocation in between
+    still reads what it read.
 
     Attributes:
-        nodes: the ``NodeRecord`` of each ``NODE#`` item last read, answered again only for an exactly equal item
-            (``adapters.dynamo.node_memo``).
+        nodes: the ``NodeRecord`` of each ``NODE#`` item last read, answered again only for an item with exactly the
+            same record fields (``adapters.dynamo.node_memo``).
         instances: the ``Instance`` of each group instance last read, by its four fields as read (an ``Instance``
             is a frozen value of exactly those: one with another field value is a new one).
     """
@@ -71,7 +73,8 @@ class GatherDeps(Protocol):
 
 def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     """Read what ``decide`` needs (see ``world``'s module docstring for the calls); ``logger`` (the handler's
-    Powertools Logger; default this module's) notes what it leaves out.
+    Powertools Logger; default this module's) notes what it leaves out. The records of the ``NODE#`` items and the
+    groups' ``Instance``s that did not change since the last read are the ones ``deps.memo`` kept (``GatherMemo``).
 
     Raises:
         StoreUnavailableError, AwsUnavailableError, AwsRequestError: reads failed.
@@ -94,7 +97,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     for stored in deps.store.query_partition(consistent=True, convert=False):
         sk = str(stored.get("sk", ""))
         if sk.startswith("NODE#"):
-            node_items.append(stored)  # validated as read, not converted (``deps.memo.nodes``), with the mark
+            node_items.append(stored)  # validated as read, not converted (``deps.memo.nodes``); fresh by the mark
             continue
         if not gathered(sk):
             continue
