@@ -320,11 +320,12 @@ class MemoryTable:
             page: list[Item] = []
             scanned, read = 0, 0
             last: str | None = None
+            keep, answer = exprs.filter, self._read  # once a call, not once an item (a Query reads thousands)
             for sk, item, size in self._selected(pk, candidates, exprs, params):
                 scanned += 1
                 read += size
-                if exprs.filter is None or exprs.holds(exprs.filter, item):
-                    page.append(self._read(item))
+                if keep is None or exprs.holds(keep, item):
+                    page.append(item if answer is _shared else answer(item))
                 if (limit and scanned >= limit) or read >= PAGE_BYTES:
                     last = sk
                     break
@@ -346,8 +347,9 @@ class MemoryTable:
         read the versions ``History`` gives."""
         partition = self._items.get(pk, {})
         if not self.dynamo.stale(bool(params.get("ConsistentRead", False))):
+            sizes = self._sizes
             for sk in keys:
-                yield sk, partition[sk], self._sizes[(pk, sk)]
+                yield sk, partition[sk], sizes[(pk, sk)]
             return
         start = (params.get("ExclusiveStartKey") or {}).get(self.keys[1])
         forward = bool(params.get("ScanIndexForward", True))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from adapters.aws.ports import AwsPort
 from adapters.dynamo import ledger as ledger_store
 from adapters.dynamo.lock import LOCK_SK
+from adapters.dynamo.node_memo import NodeRecordMemo
 from adapters.dynamo.nodes import MARK_SK, mark_time
 from adapters.dynamo.store import Store
 from adapters.dynamo.table import plain
@@ -29,6 +30,26 @@ from lambdas.replenisher.decide.cleanup import run_instances
 from lambdas.replenisher.world import IN_SERVICE, Detached, Group, Instance, World, run_active
 
 log = logging.getLogger(__name__)
+
+InstanceKey = tuple[str, str, str, str]  # an ``Instance``'s id, zone, lifecycle state and health, as read
+
+
+@dataclass
+class GatherMemo:
+    """What ``gather`` keeps between the invocations of one execution environment (``handler.Deps.memo``), each
+    part holding only what the last read read (bounded by the membership and the groups' instances). Each part
+    answers only for exactly what it was built from, so a read that finds it changed by another invocation in between
+    still reads what it read.
+
+    Attributes:
+        nodes: the ``NodeRecord`` of each ``NODE#`` item last read, answered again only for an item with exactly the
+            same record fields (``adapters.dynamo.node_memo``).
+        instances: the ``Instance`` of each group instance last read, by its four fields as read (an ``Instance``
+            is a frozen value of exactly those: one with another field value is a new one).
+    """
+
+    nodes: NodeRecordMemo = field(default_factory=NodeRecordMemo)
+    instances: dict[InstanceKey, Instance] = field(default_factory=dict)
 
 
 class GatherDeps(Protocol):
@@ -46,10 +67,14 @@ class GatherDeps(Protocol):
     @property
     def telemetry(self) -> Telemetry: ...
 
+    @property
+    def memo(self) -> GatherMemo: ...
+
 
 def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     """Read what ``decide`` needs (see ``world``'s module docstring for the calls); ``logger`` (the handler's
-    Powertools Logger; default this module's) notes what it leaves out.
+    Powertools Logger; default this module's) notes what it leaves out. The records of the ``NODE#`` items and the
+    groups' ``Instance``s that did not change since the last read are the ones ``deps.memo`` kept (``GatherMemo``).
 
     Raises:
         StoreUnavailableError, AwsUnavailableError, AwsRequestError: reads failed.
@@ -67,13 +92,17 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     detached: dict[str, Detached] = {}
     mark = None
     node_items: list[dict[str, Any]] = []
-    for stored in deps.store.query_partition(consistent=True, wanted=gathered, convert=False):
+    # as the table answered (``convert=False``): no item is converted before this loop keeps it, so the kinds not
+    # read (``gathered``) are left out here, after the most numerous kind, ``NODE#``, is taken without that test
+    for stored in deps.store.query_partition(consistent=True, convert=False):
         sk = str(stored.get("sk", ""))
+        if sk.startswith("NODE#"):
+            node_items.append(stored)  # validated as read, not converted (``deps.memo.nodes``); fresh by the mark
+            continue
+        if not gathered(sk):
+            continue
         if sk.startswith("RUN#") and not run_active(stored):
             continue  # a run that is over (its status a string either way): never converted, often a large item
-        if sk.startswith("NODE#"):
-            node_items.append(stored)  # validated as read, not converted (``NodeRecord.confirmed``), with the mark
-            continue
         item = plain(stored)
         try:
             if sk == LOCK_SK:
@@ -103,35 +132,40 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     # take the lock after the read too, and the acquire (conditioned on the fencing read) then fails; read before
     # it, they could predate a raise the ledgers read already record (and a raise would read as a kOps reset)
     raw_groups = deps.aws.autoscaling.cluster_groups(settings.cluster_name)
-    # fresh by its own write or by the agent's MEMBERSHIP mark (the agent writes a NODE# item only when it changes)
+    # fresh by its own write or by the agent's MEMBERSHIP mark (the agent writes a NODE# item only when it changes):
+    # the records do not carry the mark (``NodeRecordMemo.records``), so a record's own ``fresh`` is its age by its
+    # own write, and it is fresh when that or the mark is
     max_age = settings.membership_max_age_seconds
-    for item in node_items:
-        try:
-            record = NodeRecord.confirmed(item, mark)
-        except ValidationError as err:
-            logger.warning(f"unreadable item {item.get('sk', '')} ignored", extra={"error": str(err)})
-            deps.telemetry.count_by("Skipped", "reason", "unreadable_item")
-            continue
+    records, refused = deps.memo.nodes.records(node_items, mark)
+    for bad in refused:
+        logger.warning(f"unreadable item {bad.sk} ignored", extra={"error": str(bad.error)})
+        deps.telemetry.count_by("Skipped", "reason", "unreadable_item")
+    for record in records:
         nodes[record.instance_id] = record
     if not fresh_by_mark(mark, now, max_age):  # a fresh mark makes every record it confirms fresh
         nodes = {iid: record for iid, record in nodes.items() if record.fresh(now, max_age)}
     unregistered = []
+    known: dict[InstanceKey, Instance] = deps.memo.instances  # the same four fields: an equal Instance
+    kept: dict[InstanceKey, Instance] = {}
     for raw in raw_groups:
         info = managed_group(raw, settings.cluster_name)
         if info is None:
             continue
         instances = []
         for inst in raw.get("Instances", []):
-            instances.append(
-                Instance(
-                    instance_id=str(inst["InstanceId"]),
-                    availability_zone=str(inst.get("AvailabilityZone", "")),
-                    lifecycle_state=str(inst.get("LifecycleState", "")),
-                    health_status=str(inst.get("HealthStatus", "Healthy")),
-                )
+            key = (
+                str(inst["InstanceId"]),
+                str(inst.get("AvailabilityZone", "")),
+                str(inst.get("LifecycleState", "")),
+                str(inst.get("HealthStatus", "Healthy")),
             )
-            if instances[-1].lifecycle_state == IN_SERVICE and instances[-1].instance_id not in nodes:
-                unregistered.append(instances[-1].instance_id)
+            instance = known.get(key)
+            if instance is None:
+                instance = Instance(*key)
+            kept[key] = instance
+            instances.append(instance)
+            if instance.lifecycle_state == IN_SERVICE and instance.instance_id not in nodes:
+                unregistered.append(instance.instance_id)
         groups[info.name] = Group(
             info=info,
             desired=int(raw.get("DesiredCapacity", 0)),
@@ -142,15 +176,16 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
             run_busy=any(info.name in run.busy_groups for run in runs),
             created=str(raw.get("CreatedTime", "")),
         )
+    deps.memo.instances = kept
     if unregistered and nodes:  # without any membership nothing is judged by it: no need to ask
         times = deps.aws.ec2.launch_times(sorted(unregistered))
         for name, group in list(groups.items()):
             groups[name] = replace(  # every other field as read (a field added to Group is never dropped here)
                 group,
                 instances=tuple(
-                    Instance(
-                        i.instance_id, i.availability_zone, i.lifecycle_state, i.health_status, times.get(i.instance_id)
-                    )
+                    i  # no launch time known: the Instance as read (its launch_time None)
+                    if (launched := times.get(i.instance_id)) is None
+                    else replace(i, launch_time=launched)
                     for i in group.instances
                 ),
             )

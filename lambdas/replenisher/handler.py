@@ -68,7 +68,7 @@ from lambdas.events.scope import Scope
 from lambdas.replenisher.bounds import capacity_bounds
 from lambdas.replenisher.decide import decide
 from lambdas.replenisher.execute import Effects, execute
-from lambdas.replenisher.gather import gather, lock_free
+from lambdas.replenisher.gather import GatherMemo, gather, lock_free
 from lambdas.replenisher.hooks import Seen, ensure_hooks
 from lambdas.replenisher.plan import Action
 
@@ -98,6 +98,8 @@ class Deps:
         sleep: waits between two looks at a lock another holder has (seconds); tests inject it.
         hooks_seen: the groups whose termination lifecycle hook was found right, kept for the execution
             environment (``lambdas.replenisher.hooks``).
+        memo: what ``gather`` keeps for the execution environment (the records of the ``NODE#`` items and the
+            groups' instances it last read: ``gather.GatherMemo``).
     """
 
     settings: ReplenisherSettings
@@ -108,6 +110,7 @@ class Deps:
     scope: Scope = field(default_factory=Scope)
     sleep: Callable[[float], None] = time.sleep
     hooks_seen: dict[str, Seen] = field(default_factory=dict)
+    memo: GatherMemo = field(default_factory=GatherMemo)
 
     @classmethod
     def from_clients(

@@ -130,7 +130,9 @@ class World:
     Attributes:
         groups: managed group name -> ``Group``.
         ledgers: group name -> its ``COMP#`` ledger (``Ledger``); unreadable items are left out (and logged).
-        nodes: instance id -> fresh membership record (older than ``MEMBERSHIP_MAX_AGE_SECONDS`` dropped).
+        nodes: instance id -> fresh membership record (older than ``MEMBERSHIP_MAX_AGE_SECONDS`` by both its own
+            ``reported_at`` and the ``MEMBERSHIP`` mark dropped; ``gather`` judged that, and ``confirmed_at`` is
+            None on the records of the items the agent writes).
         commands: command id -> ``CMD#`` item, for the replenisher's own commands (``giveback-``/``surplus-``).
         protected: instance ids named by an active ``RUN#`` item or a ``DETACH#`` item: never judged surplus.
         active_runs: the active refresh runs (``RUN#`` items read as ``core.runs.Run``): the cleanup leaves alone

@@ -1,0 +1,159 @@
+"""Validated membership records kept by an execution environment between reads of the whole membership.
+
+A reader of every ``NODE#`` item on every invocation (the replenisher's tick every 2 minutes, the refresher's pass)
+validated each item into a ``core.model.NodeRecord`` every time, although the agent rewrites an item only when its
+node changes (``adapters.dynamo.nodes``): at 1,000 nodes that was most of a tick's CPU. ``NodeRecordMemo`` keeps the
+record of each item it validated, with a private copy of what the validation read, and answers the next read of an
+item with exactly those values with that record instead of validating it again.
+
+What the validation reads is the values of the record's own fields (``FIELDS``): ``NodeRecord`` ignores every other
+attribute (``extra="ignore"``: ``pk``, ``sk``, ``expires_at``), has no aliases and no model validators (a test holds
+it to that). "Exactly those values": each field present or absent alike, its value equal by ``==`` *and* of the same
+type, all the way into nested lists and maps, and numbers other than ints of the same text (``repr``), since Python's
+``==`` alone holds ``True == 1 == 1.0 == Decimal("1.0")`` and pydantic reads ``reported_at: 1`` as a time but refuses
+``reported_at: True``; a field holding a value of any other type (a set, a binary value) is validated on every read.
+So an item whose record could differ in any way (rewritten by the agent, forged, only retyped) is validated again,
+and an item that does not validate is refused on every read (it is never remembered).
+
+Bounded: each read keeps only the items it was given (the current membership), none of an earlier read's.
+
+The memo lives in the reader's ``Deps`` (one per execution environment, like ``hooks_seen``); a warm Lambda keeps
+it, a cold start begins empty. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from pydantic import ValidationError
+
+from core.model import NodeRecord
+
+CONFIRMED_AT = "confirmed_at"  # a reader's field of ``NodeRecord`` (the mark's time), never stored by the agent
+FIELDS = tuple(name for name in NodeRecord.model_fields if name != CONFIRMED_AT)  # what a validation reads
+_ABSENT = object()  # a field the item does not have (not the same as one holding None: ``ready: None`` is refused)
+_ABSENTS = (_ABSENT,) * len(FIELDS)
+# types whose equal values of the same type are the same value (floats and Decimals are also compared by ``repr``:
+# ``Decimal("1.0") == Decimal("1")``, ``0.0 == -0.0``)
+_EXACT_BY_EQUALITY = frozenset({str, bool, int, type(None), bytes, object})
+_BY_TEXT = frozenset({float, Decimal})
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A ``NODE#`` item that is not a record: its sort key (``""`` when it has none) and pydantic's error."""
+
+    sk: str
+    error: ValidationError
+
+
+@dataclass(frozen=True)
+class _Entry:
+    values: tuple[Any, ...]  # the item's ``FIELDS`` (``_ABSENT`` where it had none), containers copied
+    types: tuple[type, ...]
+    deep: tuple[int, ...]  # the positions whose values equality and type alone do not pin down
+    record: NodeRecord
+
+
+class NodeRecordMemo:
+    """``NODE#`` item -> its validated ``NodeRecord``, for the items of the last read (module docstring)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _Entry] = {}
+
+    def __len__(self) -> int:
+        """How many records the memo holds (at most the number of items the last read was given)."""
+        return len(self._entries)
+
+    def records(
+        self, items: Iterable[Mapping[str, Any]], mark: datetime | None
+    ) -> tuple[list[NodeRecord], list[Refused]]:
+        """The records of ``items`` (``NODE#`` items, plain or as the table answered them: ``NodeRecord.confirmed``
+        reads both alike), in their order, and the items that are not records.
+
+        A record is ``NodeRecord.model_validate(item)``: its ``confirmed_at`` is None, not the mark's time. Judge its
+        freshness at ``now`` by ``fresh_by_mark(mark, now, max_age) or record.fresh(now, max_age)``: exactly
+        ``NodeRecord.confirmed(item, mark).fresh(now, max_age)`` (a record's age counts from the later of its own
+        time and the mark's), without a copy of every record. An item that carries ``confirmed_at`` itself (the agent
+        never stores it) is read as before, ``NodeRecord.confirmed(item, mark)``, and not remembered.
+
+        Records are shared between reads: read them, never change them (their ``roles`` list included). The items
+        are neither changed nor kept (the memo keeps copies of their values).
+        """
+        kept: dict[str, _Entry] = {}
+        records: list[NodeRecord] = []
+        refused: list[Refused] = []
+        entries = self._entries
+        for item in items:
+            sk = str(item.get("sk", ""))
+            values = tuple(map(item.get, FIELDS, _ABSENTS))
+            entry = entries.get(sk)
+            if (  # exactly the values the entry's record was validated from (module docstring)
+                entry is not None
+                and entry.values == values
+                and entry.types == tuple(map(type, values))
+                and (not entry.deep or _same_deep(entry, values))
+                and CONFIRMED_AT not in item
+            ):
+                kept[sk] = entry
+                records.append(entry.record)
+                continue
+            try:
+                if CONFIRMED_AT in item:
+                    records.append(NodeRecord.confirmed(item, mark))
+                    continue
+                record = NodeRecord.model_validate(item)
+            except ValidationError as err:
+                refused.append(Refused(sk, err))
+                continue
+            kept[sk] = _entry(values, record)
+            records.append(record)
+        self._entries = kept
+        return records, refused
+
+
+def _entry(values: tuple[Any, ...], record: NodeRecord) -> _Entry:
+    copied = tuple(map(_copied, values))
+    types = tuple(map(type, copied))
+    deep = tuple(  # an empty list or map equal to another is an empty one of the same type: nothing more to see
+        at
+        for at, kind in enumerate(types)
+        if kind not in _EXACT_BY_EQUALITY and not (kind in (list, dict) and not copied[at])
+    )
+    return _Entry(values=copied, types=types, deep=deep, record=record)
+
+
+def _same_deep(entry: _Entry, values: tuple[Any, ...]) -> bool:
+    """With ``entry.values == values`` and the same types: whether the values ``entry.deep`` names are the same
+    all the way down too."""
+    return all(_same_value(entry.values[at], values[at]) for at in entry.deep)
+
+
+def _same_value(kept: Any, value: Any) -> bool:
+    """``kept == value`` already holds; whether they are also the same types and text all the way down."""
+    kind = type(kept)
+    if kind is not type(value):
+        return False
+    if kind in _EXACT_BY_EQUALITY:
+        return True
+    if kind is list:
+        return all(_same_value(a, b) for a, b in zip(kept, value, strict=True))
+    if kind is dict:
+        return tuple(kept) == tuple(value) and all(_same_value(inner, value[key]) for key, inner in kept.items())
+    if kind in _BY_TEXT:
+        return repr(kept) == repr(value)
+    return False  # sets, binary values, anything else: validated again (a NODE# item has none)
+
+
+def _copied(value: Any) -> Any:
+    """``value`` with its lists and maps copied (the caller may not keep its item as it is)."""
+    kind = type(value)
+    if kind is dict:
+        return {key: _copied(inner) for key, inner in value.items()}
+    if kind is list:
+        return [_copied(inner) for inner in value]
+    return value  # the rest is immutable, or never answered from the memo (``_same_value``)

@@ -1,0 +1,111 @@
+"""``gather`` with what its execution environment kept (``Deps.memo``), against moto: the same ``World`` as a cold
+read, a changed ``NODE#`` item or group instance seen at once, an unreadable item counted on every read, and the
+memo holding only what the last read read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from core.model import NodeRecord, utcnow
+from core.settings import ReplenisherSettings
+from lambdas.replenisher.gather import GatherMemo, gather
+from lambdas.replenisher.handler import Deps
+from localworld.cluster import cluster_instances, create_kops_cluster
+
+CLUSTER = "demo.k8s.local"
+
+
+@pytest.fixture
+def deps(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deps]:
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "NodeManagerTest")
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "replenisher")
+    with mock_aws():
+        session = boto3.Session(region_name="us-east-1")
+        info = create_kops_cluster(session, name=CLUSTER, nodes_per_az=1)
+        settings = ReplenisherSettings.from_env(info.env())
+        yield Deps.from_clients(
+            settings,
+            dynamodb=session.resource("dynamodb"),
+            autoscaling=session.client("autoscaling"),
+            ec2=session.client("ec2"),
+            sqs=session.client("sqs"),
+            region="us-east-1",
+        )
+
+
+def register_all(deps: Deps, ready: bool = True) -> list[str]:
+    now = utcnow()
+    ec2: Any = deps.aws.ec2.client  # the gateway's adapter keeps its boto3 client
+    ids = sorted(i["InstanceId"] for i in cluster_instances(ec2, CLUSTER))
+    for iid in ids:
+        deps.store.put_node(NodeRecord(instance_id=iid, node_name=iid, ready=ready, reported_at=now), 7200)
+    deps.store.put_membership_mark(now - timedelta(seconds=30), len(ids), 600)
+    return ids
+
+
+def cold(deps: Deps) -> Deps:
+    """The same clients in a new execution environment (nothing kept)."""
+    return replace(deps, memo=GatherMemo())
+
+
+def test_a_warm_read_gives_the_world_a_cold_read_gives(deps: Deps) -> None:
+    register_all(deps)
+    now = utcnow()
+
+    first = gather(deps, now)
+    warm = gather(deps, now)
+
+    assert warm == first == gather(cold(deps), now)
+    assert len(warm.nodes) == len(deps.memo.nodes) > 0
+
+
+def test_a_changed_node_item_is_read_as_changed(deps: Deps) -> None:
+    ids = register_all(deps, ready=True)
+    now = utcnow()
+    assert all(n.ready for n in gather(deps, now).nodes.values())
+
+    deps.store.put_node(NodeRecord(instance_id=ids[0], node_name="renamed", ready=False, reported_at=now), 7200)
+    world = gather(deps, now)
+
+    assert (world.nodes[ids[0]].ready, world.nodes[ids[0]].node_name) == (False, "renamed")
+    assert world == gather(cold(deps), now)
+
+
+def test_an_unreadable_node_item_is_counted_on_every_read(deps: Deps, monkeypatch: pytest.MonkeyPatch) -> None:
+    register_all(deps)
+    deps.store.put("NODE#i-0123456789abcdef0", {"instance_id": "i-0123456789abcdef0", "node_name": "n"})  # no time
+    counted: list[tuple[str, str, str]] = []
+    monkeypatch.setattr(deps.telemetry, "count_by", lambda *args: counted.append(args))
+
+    for _ in range(3):
+        assert "i-0123456789abcdef0" not in gather(deps, utcnow()).nodes
+
+    assert counted == [("Skipped", "reason", "unreadable_item")] * 3
+
+
+def test_the_memo_holds_only_what_the_last_read_read(deps: Deps) -> None:
+    ids = register_all(deps)
+    gather(deps, utcnow())
+    assert len(deps.memo.nodes) == len(ids)
+    assert sorted(key[0] for key in deps.memo.instances) == ids
+
+    deps.store.delete_node(ids[0])
+    asg: Any = deps.aws.autoscaling.client  # the gateway's adapter keeps its boto3 client
+    asg.set_instance_health(InstanceId=ids[1], HealthStatus="Unhealthy")
+    now = utcnow()
+    world = gather(deps, now)
+
+    assert len(deps.memo.nodes) == len(ids) - 1
+    assert ids[0] not in world.nodes
+    assert len(deps.memo.instances) == len(ids)
+    seen = {i.instance_id: i for g in world.groups.values() for i in g.instances}
+    assert seen[ids[1]].health_status == "Unhealthy" and seen[ids[2]].health_status == "Healthy"
+    assert seen[ids[0]].launch_time is not None and seen[ids[2]].launch_time is None  # unregistered: asked EC2
+    assert world == gather(cold(deps), now)
