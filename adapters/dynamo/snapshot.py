@@ -20,8 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from pydantic import ValidationError
-
+from adapters.dynamo.node_memo import NodeRecordMemo
 from adapters.dynamo.nodes import MARK_SK, mark_time
 from adapters.dynamo.nodes import PREFIX as NODE_PREFIX
 from adapters.dynamo.poller import PREFIX as POLL_PREFIX
@@ -54,14 +53,16 @@ class Snapshot:
         return next((r for r in self.runs if run_id is None or r.run_id == run_id), None)
 
 
-def read_snapshot(table: Table, max_age_seconds: float, now: datetime | None = None) -> Snapshot:
+def read_snapshot(
+    table: Table, max_age_seconds: float, now: datetime | None = None, memo: NodeRecordMemo | None = None
+) -> Snapshot:
     """Read the ``LOCK`` item, fresh membership and the active runs (module docstring): ``read_state`` then
     ``with_membership``, two Queries.
 
     Raises:
         StoreUnavailableError: the read failed.
     """
-    return with_membership(read_state(table), table, max_age_seconds, now)
+    return with_membership(read_state(table), table, max_age_seconds, now, memo)
 
 
 def read_state(table: Table) -> Snapshot:
@@ -87,8 +88,16 @@ def read_state(table: Table) -> Snapshot:
     return Snapshot(lock=lock, runs=runs, pollers=pollers)
 
 
-def with_membership(state: Snapshot, table: Table, max_age_seconds: float, now: datetime | None = None) -> Snapshot:
+def with_membership(
+    state: Snapshot,
+    table: Table,
+    max_age_seconds: float,
+    now: datetime | None = None,
+    memo: NodeRecordMemo | None = None,
+) -> Snapshot:
     """``state`` (from ``read_state``) with fresh membership read now (one Query; an unreadable item is left out).
+    ``memo``: the records the execution environment kept from its last read (``adapters.dynamo.node_memo``; None: a
+    new one, every item validated); the records carry no ``confirmed_at`` (fresh by the mark or their own time).
 
     Raises:
         StoreUnavailableError: the read failed.
@@ -102,13 +111,8 @@ def with_membership(state: Snapshot, table: Table, max_age_seconds: float, now: 
             mark = mark_time(plain(item))
         elif sk.startswith(NODE_PREFIX):
             nodes.append(item)
-    records = []
-    for item in nodes:
-        try:
-            records.append(NodeRecord.confirmed(item, mark))
-        except ValidationError:
-            continue  # the agent writes it again
+    records, _refused = (memo or NodeRecordMemo()).records(nodes, mark)  # an unreadable item: the agent writes it again
     if fresh_by_mark(mark, now, max_age_seconds):  # every record it confirms is fresh
         return replace(state, nodes=records)
-    fresh = [r for r in records if r.fresh(now, max_age_seconds)]
+    fresh = [r for r in records if r.fresh(now, max_age_seconds)]  # by its own write: the mark is not fresh
     return replace(state, nodes=fresh)

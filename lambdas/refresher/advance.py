@@ -211,12 +211,12 @@ def advance_run(
                 snapshot, carried = carried, None
             elif state is not None:
                 snapshot, state = (
-                    with_membership(state, deps.store, settings.membership_max_age_seconds, deps.clock()),
+                    with_membership(state, deps.store, settings.membership_max_age_seconds, deps.clock(), deps.memo),
                     None,
                 )
             else:
                 # the run, the LOCK item and membership, before anything else the decision looks at
-                snapshot = read_snapshot(deps.store, settings.membership_max_age_seconds, deps.clock())
+                snapshot = read_snapshot(deps.store, settings.membership_max_age_seconds, deps.clock(), deps.memo)
             active = snapshot.run(run_id)
             if active is None:
                 break  # over (or never started): the last state is read once below

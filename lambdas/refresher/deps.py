@@ -9,6 +9,7 @@ from typing import Protocol
 
 from adapters.aws.ports import AwsPort
 from adapters.dynamo.lock import LeaseLock
+from adapters.dynamo.node_memo import NodeRecordMemo
 from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store
 from core.lock import Lease
@@ -46,5 +47,8 @@ class RefresherDeps(Protocol):
 
     @property
     def monotonic(self) -> Callable[[], float]: ...
+
+    @property
+    def memo(self) -> NodeRecordMemo: ...
 
     def effects(self, lease: Lease | None = None) -> Effects: ...

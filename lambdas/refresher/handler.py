@@ -53,6 +53,7 @@ from adapters.aws.clients import new_session
 from adapters.aws.gateway import AwsGateway
 from adapters.aws.ports import AwsPort
 from adapters.dynamo.lock import LeaseLock
+from adapters.dynamo.node_memo import NodeRecordMemo
 from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store
 from core.lock import Lease
@@ -96,6 +97,8 @@ class Deps:
             budget clock (seconds). Tests and the simulation inject them.
         scope: the account and region the Lambda runs in (the invocation's context adds what its function ARN
             names); events of others are acknowledged, not acted on.
+        memo: the validated ``NODE#`` records of the last membership read, kept for the execution environment
+            (``adapters.dynamo.node_memo``): a warm invocation validates only the items that changed.
     """
 
     settings: RefresherSettings
@@ -106,6 +109,7 @@ class Deps:
     sleep: Callable[[float], None] = time.sleep
     monotonic: Callable[[], float] = time.monotonic
     scope: Scope = field(default_factory=Scope)
+    memo: NodeRecordMemo = field(default_factory=NodeRecordMemo)
     runs: RunStore = field(init=False)
     lock: LeaseLock = field(init=False)
 
