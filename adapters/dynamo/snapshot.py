@@ -111,7 +111,8 @@ def with_membership(
             mark = mark_time(plain(item))
         elif sk.startswith(NODE_PREFIX):
             nodes.append(item)
-    records, _refused = (memo or NodeRecordMemo()).records(nodes, mark)  # an unreadable item: the agent writes it again
+    memo = NodeRecordMemo() if memo is None else memo  # (an empty memo is falsy: it has a length)
+    records, _refused = memo.records(nodes, mark)  # an unreadable item: the agent writes it again
     if fresh_by_mark(mark, now, max_age_seconds):  # every record it confirms is fresh
         return replace(state, nodes=records)
     fresh = [r for r in records if r.fresh(now, max_age_seconds)]  # by its own write: the mark is not fresh

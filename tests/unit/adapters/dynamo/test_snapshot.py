@@ -9,6 +9,7 @@ from typing import Any
 
 from adapters.dynamo.ledger import PREFIX as COMP_PREFIX
 from adapters.dynamo.lock import LeaseLock
+from adapters.dynamo.node_memo import NodeRecordMemo
 from adapters.dynamo.poller import claim
 from adapters.dynamo.runs import RunStore
 from adapters.dynamo.snapshot import read_snapshot
@@ -61,3 +62,22 @@ def test_two_queries_return_the_lock_fresh_membership_and_only_the_active_run(st
 def test_an_empty_partition_reads_as_nothing(store: Store) -> None:
     snapshot = read_snapshot(store, max_age_seconds=600, now=NOW)
     assert (snapshot.lock, snapshot.nodes, snapshot.runs) == (None, [], [])
+
+
+def test_a_memo_answers_an_unchanged_record_and_sees_a_changed_or_stale_one(store: Store) -> None:
+    """The refresher's warm reads (``Deps.memo``): an unchanged item's record is the one kept, a rewritten item is
+    read anew, and freshness is judged on every read (by the mark, else by the record's own time)."""
+    memo = NodeRecordMemo()
+    store.put_node(NodeRecord(instance_id="i-1", node_name="n1", ready=False, reported_at=NOW), ttl_seconds=600)
+    store.put_node(NodeRecord(instance_id="i-2", node_name="n2", ready=True, reported_at=NOW), ttl_seconds=600)
+    store.put_membership_mark(NOW, nodes=2, ttl_seconds=600)
+    first = {n.instance_id: n for n in read_snapshot(store, max_age_seconds=600, now=NOW, memo=memo).nodes}
+    store.put_node(NodeRecord(instance_id="i-1", node_name="n1", ready=True, reported_at=NOW), ttl_seconds=600)
+    second = {n.instance_id: n for n in read_snapshot(store, max_age_seconds=600, now=NOW, memo=memo).nodes}
+    assert second["i-2"] is first["i-2"]  # unchanged: not validated again
+    assert (first["i-1"].ready, second["i-1"].ready) == (False, True)  # rewritten by the agent: read anew
+    # the mark fresh confirms both; 20 minutes on, with no newer mark, both are stale (600 s) although kept
+    assert len(read_snapshot(store, max_age_seconds=600, now=NOW + timedelta(minutes=5), memo=memo).nodes) == 2
+    assert read_snapshot(store, max_age_seconds=600, now=NOW + timedelta(minutes=20), memo=memo).nodes == []
+    store.put_membership_mark(NOW + timedelta(minutes=19), nodes=2, ttl_seconds=600)
+    assert len(read_snapshot(store, max_age_seconds=600, now=NOW + timedelta(minutes=20), memo=memo).nodes) == 2
