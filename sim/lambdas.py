@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import logging
 import random
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-import lambdas.refresher.advance as refresher_advance
 import lambdas.refresher.service as refresher_service
 from adapters.aws.ports import AutoScalingPort, AwsPort, CommandSender, Ec2Port
 from adapters.dynamo.store import Store
+from core import runids
 from core.settings import InterruptionSettings, RefresherSettings, ReplenisherSettings
 from lambdas.common.telemetry import Telemetry
 from lambdas.events.scope import Scope
@@ -305,11 +306,15 @@ def _seeded_run_ids(rng: random.Random) -> Iterator[None]:
     without a Lambda request id names itself (the lock holder ``refresher:<run>:<invocation>``) with 12 hex digits
     from ``secrets`` (``core.runs.new_invocation_id``); within a simulated invocation the hex comes from the run's
     stream instead, so one seed gives one exact run."""
+    # every product module that bound them by name (``from core.runs import new_run_id``: the refresher's service,
+    # start and advance), found rather than listed, so a module that moves them cannot bring ``secrets`` back
+    unseeded = {"new_run_id": runids.new_run_id, "new_invocation_id": runids.new_invocation_id}
     originals = {
-        (module, name): getattr(module, name)
-        for module in (refresher_service, refresher_advance)
-        for name in ("new_run_id", "new_invocation_id")
-        if hasattr(module, name)
+        (module, name): original
+        for module in list(sys.modules.values())
+        if module is not None and module.__name__.startswith("lambdas.")
+        for name, original in unseeded.items()
+        if getattr(module, name, None) is original
     }
 
     def new_run_id(now: datetime) -> str:

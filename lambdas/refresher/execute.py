@@ -158,7 +158,7 @@ def _apply(action: Action, effects: Effects, now: datetime, held: _Held) -> str:
         held.lease = effects.take.lease
         effects.taken.append(held.lease)
         effects.telemetry.count("RunsStarted")
-        return f"created, cluster lock taken (fencing {held.lease.fencing})"
+        return f"created, cluster lock taken as {held.lease.holder} (fencing {held.lease.fencing})"
     if isinstance(action, CreateRun):
         # the caller's "no active run" was read before the lock: read again under it (a concurrent start may have
         # created its run and released the lock in between); a run already active keeps the cluster to itself

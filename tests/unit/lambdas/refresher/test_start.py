@@ -74,7 +74,8 @@ def test_a_start_on_a_free_lock_takes_it_in_the_runs_creation(cluster: Cluster) 
         "autoscaling.UpdateAutoScalingGroup",
         "dynamodb.UpdateItem",  # the lock given up
     ], calls
-    assert "created, cluster lock taken (fencing 1)" in [a["result"] for a in out["actions"]]
+    (created,) = [a["result"] for a in out["actions"] if a["action"].startswith("create run")]
+    assert created.startswith("created, cluster lock taken as refresher:") and created.endswith("(fencing 1)")
     lock = deps.lock.current() or {}
     assert lock["fencing"] == 1 and not lock.get("holder")
     assert cluster.sizes() == (3, 3)  # surged once
