@@ -129,6 +129,6 @@ def test_a_crash_window_names_the_call_for_its_function_only() -> None:
 
     bus = EventBus(kernel, invoke, stack_rules("c1"), Delivery(duplicate=0.0))
     bus.crash(0, 100, "replenisher", 3, "timeout")
-    bus.put(event(bus, "aws.autoscaling", "EC2 Instance Launch Successful"))
+    bus.put(event(bus, AGENT_SOURCE, "Node Drain Succeeded", cluster="c1"))  # routed to both
     kernel.run(60)
     assert sorted(plans) == [("refresher", 0, "crash"), ("replenisher", 3, "timeout")]
