@@ -43,6 +43,7 @@ from adapters.dynamo.store import Store
 from agent.asglookup import AsgLookup
 from agent.kube.views import NodeEvent, NodeView
 from agent.membership_records import (
+    due_at,
     instances_to_forget,
     node_identity,
     node_record,
@@ -111,10 +112,10 @@ class MembershipReporter:
         self._written: dict[str, NodeRecord] = {}  # instance id -> what its NODE# item holds
         self._seeded = False  # _written was read from the table in this term
         self._warned: set[str] = set()  # node names logged as having no AWS providerID
-        # instance id -> (the node's view and fields last compared, the record they matched, its group, its
-        # refresh age in seconds)
-        self._basis: dict[str, tuple[NodeView, tuple[Any, ...], NodeRecord, str | None, float]] = {}
-        self._identities: dict[str, tuple[str, str] | None] = {}  # providerID -> node_identity, as of the last list
+        # instance id -> (the node's view and fields last compared, its group, when its item is due again): what
+        # the item (``_written``) was last found to match; dropped whenever the item changes otherwise (``_write``)
+        self._basis: dict[str, tuple[NodeView, tuple[Any, ...], str | None, datetime]] = {}
+        self._identities: dict[str, tuple[str, str]] = {}  # providerID -> node_identity (the AWS ones listed)
         self._watch: Any = None  # the open watch, closed by ``close`` from another thread
 
     @classmethod
@@ -211,41 +212,47 @@ class MembershipReporter:
         ids: list[str] = []
         resource_version = ""
         written = 0
-        identities: dict[str, tuple[str, str] | None] = {}  # this list's providerIDs, parsed (the next memo)
+        known = self._identities  # providerID -> node_identity (pure: kept across lists, pruned below)
+        recheck = ASG_RECHECK_RESYNCS * self.resync_seconds
         for page, page_version in self.nodes.list_node_pages():
             resource_version = page_version
-            listed: list[tuple[NodeView, str]] = []
+            listed: list[NodeView] = []
+            page_ids: list[str] = []
             for node in page:
-                identity = self._identities.get(node.provider_id) or self._identity(node)
-                identities[node.provider_id] = identity
-                if identity is not None:
-                    listed.append((node, identity[1]))
-            page_ids = [instance_id for _, instance_id in listed]
-            asg_by_instance = self.asgs.resolve(page_ids, recheck_seconds=ASG_RECHECK_RESYNCS * self.resync_seconds)
+                identity = known.get(node.provider_id)
+                if identity is None:
+                    identity = self._identity(node)
+                    if identity is None:
+                        continue
+                    known[node.provider_id] = identity
+                listed.append(node)
+                page_ids.append(identity[1])
+            asg_by_instance = self.asgs.resolve(page_ids, recheck_seconds=recheck)
             now = self.clock()
-            records, bases = self._written, self._basis
-            for node, instance_id in listed:
-                asg_name = asg_by_instance.get(instance_id)
-                previous, basis = records.get(instance_id), bases.get(instance_id)
-                if (  # the node, its group and the item as last compared, the item not due: nothing to write
+            bases = self._basis
+            for node, instance_id in zip(listed, page_ids, strict=True):
+                asg_name = asg_by_instance[instance_id]  # resolve answers every instance asked
+                basis = bases.get(instance_id)
+                if (  # the node and its group as last compared, the item not due: nothing to write
                     basis is not None
-                    and basis[2] is previous
-                    and basis[3] == asg_name
+                    and basis[2] == asg_name
                     and (
                         basis[0] is node  # the same (frozen) view again: a list answered from a cache
                         or basis[1] == (node.name, node.provider_id, node.ready, node.unschedulable, node.labels)
                     )
-                    and (now - basis[2].reported_at).total_seconds() < basis[4]
+                    and now < basis[3]
                 ):
                     continue
                 written += self._report(node, instance_id, asg_name, now)
             ids.extend(page_ids)
-        self._identities = identities
-        self.asgs.retain(ids)
+        present = set(ids)
+        if len(known) > 2 * len(present) + 100:  # many nodes gone: keep the providerIDs of this list's instances
+            self._identities = {pid: identity for pid, identity in known.items() if identity[1] in present}
+        self.asgs.retain(present)
         # items of instances not listed (only those can be forgotten), as they were before the list
-        unlisted = self._written.keys() - set(ids)
+        unlisted = self._written.keys() - present
         recorded = {iid: self._written[iid].reported_at for iid in unlisted}
-        gone = sorted(instances_to_forget(recorded, ids, listed_at))
+        gone = sorted(instances_to_forget(recorded, present, listed_at))
         for instance_id in gone:
             self._forget(instance_id)
         self.store.put_membership_mark(listed_at, len(ids), self.ttl_seconds)
@@ -277,10 +284,10 @@ class MembershipReporter:
     def _report(self, node: NodeView, instance_id: str, asg_name: str | None, now: datetime) -> int:
         """Write the node's record when its content changed or its item is due (``refresh_due``); 1 when written.
 
-        Remembers what it compared (``_basis``: the node's fields, its group, the record the item holds, its refresh
-        age), so that ``resync`` builds a record only when one of them changed or the item is due: a steady
-        cluster's resync costs a comparison of a few fields a node, no model built, and decides as building the
-        record and comparing it with ``same_content`` does.
+        Remembers what it compared (``_basis``: the node's fields, its group, the instant its item becomes due), so
+        that ``resync`` builds a record only when one of them changed or the item is due: a steady cluster's resync
+        costs a comparison of a few fields a node, no model built, no time arithmetic, and decides as building the
+        record and comparing it with ``same_content`` and ``refresh_due`` does.
         """
         previous = self._written.get(instance_id)
         record = node_record(node, asg_name, now)
@@ -296,7 +303,7 @@ class MembershipReporter:
             wrote = 1
         age = refresh_age_seconds(instance_id, self.ttl_seconds, self.resync_seconds)
         kept = (node.name, node.provider_id, node.ready, node.unschedulable, dict(node.labels))  # labels copied
-        self._basis[instance_id] = (node, kept, self._written[instance_id], asg_name, age)
+        self._basis[instance_id] = (node, kept, asg_name, due_at(self._written[instance_id].reported_at, age))
         return wrote
 
     def _identity(self, node: NodeView) -> tuple[str, str] | None:
@@ -310,6 +317,7 @@ class MembershipReporter:
         previous = self._written.get(record.instance_id)
         self.store.put_node(record, self.ttl_seconds)
         self._written[record.instance_id] = record
+        self._basis.pop(record.instance_id, None)  # compared against the item it replaces (``_report`` sets it anew)
         if self.on_ready is not None and became_ready(previous, record):
             self.on_ready(record)  # after the write: a reader it wakes finds the item Ready
 

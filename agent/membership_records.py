@@ -2,12 +2,13 @@
 ``NODE#`` records out, and when a written record is due again.
 
 ``node_identity``, ``node_roles``, ``node_record``, ``membership_records``, ``instances_to_forget``, ``batches``,
-``same_content``, ``refresh_age_seconds``, ``refresh_due``. Node -> instance comes from ``spec.providerID``
+``same_content``, ``refresh_age_seconds``, ``refresh_due``, ``due_at``. Node -> instance comes from ``spec.providerID``
 (``aws:///<az>/<instance-id>``), never from the node's name.
 """
 
+import math
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from agent.asglookup import spread
 from agent.kube.views import NodeView
@@ -110,6 +111,22 @@ def refresh_due(written: NodeRecord, now: datetime, ttl_seconds: float, resync_s
     """Whether the item holding ``written`` is old enough to be written again (``refresh_age_seconds``). Pure."""
     age = (now - written.reported_at).total_seconds()
     return age >= refresh_age_seconds(written.instance_id, ttl_seconds, resync_seconds)
+
+
+def due_at(reported_at: datetime, age_seconds: float) -> datetime:
+    """The first instant (to the microsecond) at which an item reported at ``reported_at`` has reached
+    ``age_seconds``: ``now >= due_at(r, a)`` exactly when ``(now - r).total_seconds() >= a`` (``refresh_due``'s
+    test, float rounding included), so a resync compares two times instead of subtracting them. Pure.
+
+    >>> due_at(datetime(2026, 1, 1), 1.5)
+    datetime.datetime(2026, 1, 1, 0, 0, 1, 500000)
+    """
+    micros = math.ceil(age_seconds * 1e6)
+    while timedelta(microseconds=micros - 1).total_seconds() >= age_seconds:
+        micros -= 1
+    while timedelta(microseconds=micros).total_seconds() < age_seconds:
+        micros += 1
+    return reported_at + timedelta(microseconds=micros)
 
 
 # -- I/O -------------------------------------------------------------------------------------------------------

@@ -21,6 +21,15 @@ from sim.kernel import Timer
 ACTIVE_STATES = ("Pending", "Pending:Wait", "Pending:Proceed", "InService")  # count toward desired capacity
 TERMINATING_STATES = ("Terminating", "Terminating:Wait", "Terminating:Proceed")
 LIVE_EC2_STATES = ("pending", "running")
+PLACEMENT_FIELDS = frozenset({"state", "group", "zone"})  # what says which instances run where
+
+
+class PlacementEpoch:
+    """Bumped whenever any instance's ``state``, ``group`` or ``zone`` is set (``Instance.__setattr__``, creation
+    included): a view of which instances run where (``sim.view.View.running_instances``) made at one value holds
+    while it has not moved. Never read by a decision."""
+
+    value = 0
 
 
 def kops_tags(cluster: str, instance_group: str, control_plane: bool) -> dict[str, str]:
@@ -123,6 +132,11 @@ class Instance:
     @property
     def alive(self) -> bool:
         return self.state in LIVE_EC2_STATES
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in PLACEMENT_FIELDS:
+            PlacementEpoch.value += 1
+        object.__setattr__(self, name, value)
 
     def set_lifecycle(self, state: str, health: str | None = None) -> None:
         """A new Auto Scaling lifecycle state (and health status): the only way they change."""

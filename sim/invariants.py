@@ -18,10 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from core.lifecycle import LifecycleAction
 from sim.kernel import EPOCH, Step
+from sim.world_view import GroupState, NodeIndex, WorldView
 
 ACTIVE_RUN = ("running", "pausing", "cancelling")  # core.runs.RunStatus.active
 WRITES = (
@@ -31,65 +32,6 @@ WRITES = (
     "autoscaling.complete_lifecycle_action",
     "ec2.terminate",
 )
-
-
-@dataclass(frozen=True)
-class GroupState:
-    """An Auto Scaling group as the checker sees it."""
-
-    name: str
-    master: bool
-    az: str
-    pool: str
-    desired: int
-    min_size: int
-    max_size: int
-
-
-@dataclass(frozen=True)
-class NodeState:
-    """A node: its instance, role, Ready, cordon (``ours``: our annotation is on it; ``operator``: someone else
-    cordoned it)."""
-
-    name: str
-    instance_id: str
-    master: bool
-    ready: bool
-    unschedulable: bool
-    ours: bool
-    operator: bool
-
-
-class WorldView(Protocol):
-    """What the checker reads of the simulated world (``sim.world.World``)."""
-
-    def group_states(self) -> list[GroupState]: ...
-
-    def running_instances(self) -> dict[str, tuple[str | None, str]]:
-        """instance id -> (its group or None when detached, its AZ), for pending and running instances."""
-        ...
-
-    def node_states(self) -> list[NodeState]: ...
-
-    def movable_pods(self, node: str) -> int:
-        """Pods on ``node`` a drain must move (workload pods Running and not being deleted)."""
-        ...
-
-    def table_items(self) -> list[dict[str, Any]]: ...
-
-    def table_prefix(self, prefix: str) -> list[dict[str, Any]]:
-        """The cluster partition's items whose sort key starts with ``prefix``, in sort-key order."""
-        ...
-
-    def table_item(self, sk: str) -> dict[str, Any] | None:
-        """The cluster partition's item ``sk`` (None when absent)."""
-        ...
-
-    def outage_azs(self) -> frozenset[str]: ...
-
-    def baseline(self) -> dict[str, tuple[int, int]]:
-        """group -> (desired, MaxSize) they must end at (the start, or what kOps last reset them to)."""
-        ...
 
 
 @dataclass
@@ -141,6 +83,7 @@ class Checker:
     _ready_at_start: dict[str, frozenset[str]] = field(default_factory=dict)  # run id -> Ready workers first seen
     refreshed: set[str] = field(default_factory=set)  # instances the refresher terminated
     _known: dict[str, str] = field(default_factory=dict)  # node -> instance, at the last scan
+    _indexed: NodeIndex | None = None  # the nodes _known was last brought up to (the view's, while unchanged)
     _gone: dict[str, str] = field(default_factory=dict)  # nodes gone since, -> instance
     _operator_cordons: set[str] = field(default_factory=set)
 
@@ -251,12 +194,15 @@ class Checker:
         """Check the state's invariants and liveness bounds now.
 
         Reads only the table items the checks name (``CMD#``, ``RUN#``, ``LOCK``: ranges of the partition's sort
-        keys, not the ``NODE#`` items) and goes over the nodes in few passes: a scan every simulated minute at
-        1,000 nodes stays a small part of a seed's time (BENCHMARKS.md, "The fleet simulation's speed per seed").
+        keys, not the ``NODE#`` items), and of the nodes what the view's ``NodeIndex`` holds (made once per change
+        of the nodes): when nothing changed a scan looks at the cordoned nodes, the groups and the items only, not
+        at every node (BENCHMARKS.md, "The fleet simulation's speed per seed"). ``tests/unit/sim/test_scan.py``
+        checks it against the scan over every node, on random states.
         """
         self.checks += 1
         view, t, b = self.view, self.t, self.bounds
         nodes = view.node_states()
+        index = view.node_index()  # the same object while the nodes did not change
         # 6: nobody's cordon but ours is undone; ours does not outlive its instance's commands
         if self._operator_cordons:
             for n in nodes:
@@ -267,24 +213,24 @@ class Checker:
         }
         running = view.running_instances()
         cordons = self._cordons
-        for n in nodes:
-            if n.ours and n.unschedulable and n.instance_id in running and n.instance_id not in active:
+        held: set[str] = set()  # ours, cordoned, its instance running with no active command: timed
+        for n in index.ours_cordoned:  # only those can be; in the nodes' order (the first one past the bound fails)
+            if n.instance_id in running and n.instance_id not in active:
+                held.add(n.name)
                 since = cordons.setdefault(n.name, t)
                 if t - since > b.cordon:
                     self.fail("8 a cordon of ours is resolved within a bound", f"node {n.name} cordoned since {since}")
-            elif cordons:
-                cordons.pop(n.name, None)
+        for name in [name for name in cordons if name not in held and name in index.instance_of]:
+            del cordons[name]  # a listed node no longer held starts again (a node gone keeps its entry)
         # 1: Ready workers during a refresh (nodes the refresher terminated are replaced by as many new Ready ones;
         # losses to Spot reclaims and outages are not the refresh's)
-        ready_now: set[str] | None = None
+        ready_now = index.ready_workers
         for item in view.table_prefix("RUN#"):
             if item.get("status") not in ACTIVE_RUN:
                 continue
             run_id = str(item.get("sk", ""))[4:]
-            if ready_now is None:
-                ready_now = {n.name for n in nodes if not n.master and n.ready}
-            start = self._ready_at_start.setdefault(run_id, frozenset(ready_now))
-            lost = {n.name for n in nodes if n.name in start and n.instance_id in self.refreshed}
+            start = self._ready_at_start.setdefault(run_id, ready_now)
+            lost = {name for name in start if index.instance_of.get(name) in self.refreshed}
             lost |= {name for name, instance in self._gone.items() if name in start and instance in self.refreshed}
             lost -= ready_now
             if len(lost) > len(ready_now - start):
@@ -298,10 +244,12 @@ class Checker:
                 self._runs[run_id] = (updated, t)
             elif t - seen[1] > b.run_stalled:
                 self.fail("8 no run stuck past its deadline", f"run {run_id} unchanged since t={seen[1]:.0f}")
-        current = {n.name: n.instance_id for n in nodes}
-        for name in sorted(self._known.keys() - current.keys()):
-            self._gone[name] = self._known.pop(name)
-        self._known.update(current)
+        if index is not self._indexed:  # the same index as last time: _known holds its nodes already
+            current = index.instance_of
+            for name in sorted(self._known.keys() - current.keys()):
+                self._gone[name] = self._known.pop(name)
+            self._known.update(current)
+            self._indexed = index
         # 8: the lock
         lock = view.table_item("LOCK")
         holder = str(lock.get("holder")) if lock and float(lock.get("lease_expires_at", 0)) > view_epoch(t) else None
@@ -312,17 +260,11 @@ class Checker:
         elif t - self._lock[1] > b.lock_held:
             self.fail("8 no lock held past its bound", f"{holder} holds the lock since t={self._lock[1]:.0f}")
         # 8: shortfalls covered while a sibling AZ is healthy
-        self._shortfalls(view.group_states(), running, view.outage_azs())
+        self._shortfalls(view.group_states(), view.running_per_group(), view.outage_azs())
 
-    def _shortfalls(
-        self, groups: list[GroupState], running: dict[str, tuple[str | None, str]], outages: frozenset[str]
-    ) -> None:
+    def _shortfalls(self, groups: list[GroupState], per_group: dict[str, int], outages: frozenset[str]) -> None:
         """A worker pool with fewer running instances than its groups' kOps sizes (the baseline) while one of its
         AZs has an outage and another has none must be made whole (by compensation) within the bound."""
-        per_group: dict[str, int] = {}
-        for group, _az in running.values():
-            if group is not None:
-                per_group[group] = per_group.get(group, 0) + 1
         base = self.view.baseline()
         pools: dict[str, list[GroupState]] = {}
         for g in groups:

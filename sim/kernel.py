@@ -14,7 +14,7 @@ import random
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from core.clock import use_wall_clock
@@ -28,13 +28,13 @@ class SimulatedSleepError(RuntimeError):
     be a scheduled action instead (the caller's budget or settings are wrong for the simulation)."""
 
 
-@dataclass(order=True)
+@dataclass
 class _Entry:
     at: float
     seq: int
-    label: str = field(compare=False)
-    action: Callable[[], None] = field(compare=False)
-    cancelled: bool = field(default=False, compare=False)
+    label: str
+    action: Callable[[], None]
+    cancelled: bool = False
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class Kernel:
         self.seed = seed
         self.epoch = epoch
         self.t = 0.0  # seconds since epoch
-        self._queue: list[_Entry] = []
+        self._queue: list[tuple[float, int, _Entry]] = []  # (at, seq, entry): compared as tuples, in C
         self._seq = 0
         self._streams: dict[str, random.Random] = {}
         self.steps = 0
@@ -108,7 +108,7 @@ class Kernel:
         """Run ``action`` at simulated second ``when`` (not before now)."""
         entry = _Entry(max(when, self.t), self._seq, label, action)
         self._seq += 1
-        heapq.heappush(self._queue, entry)
+        heapq.heappush(self._queue, (entry.at, entry.seq, entry))
         return Timer(entry)
 
     def after(self, delay: float, label: str, action: Callable[[], None]) -> Timer:
@@ -139,8 +139,9 @@ class Kernel:
             until: the last simulated second to run.
             after_step: called after each action (the invariant checks); what it raises ends the run.
         """
-        while self._queue and self._queue[0].at <= until:
-            entry = heapq.heappop(self._queue)
+        queue = self._queue
+        while queue and queue[0][0] <= until:
+            entry = heapq.heappop(queue)[2]
             if entry.cancelled:
                 continue
             self.t = entry.at

@@ -78,6 +78,8 @@ class SimPodWatch(PodWatch):
 class SimKube(Workloads):
     """The cluster with the API the agent calls (see the module docstring; construction as ``Cluster``)."""
 
+    _listed: tuple[int, list[NodeView]] | None = None  # (node_version, every node's view by name) of the last list
+
     # --------------------------------------------------------------------------------------------- faults
 
     def _fault(self, operation: str) -> None:
@@ -127,7 +129,10 @@ class SimKube(Workloads):
         resourceVersion."""
         self._fault("list_nodes")
         size = page_size or 500
-        views = [self.node_views[name] for name in sorted(self.node_views)]
+        listed = self._listed
+        if listed is None or listed[0] != self.node_version:  # sorted again only after a node changed
+            listed = self._listed = (self.node_version, [self.node_views[name] for name in sorted(self.node_views)])
+        views = listed[1]
         version = str(self._rv)
         for start in range(0, max(1, len(views)), size):
             yield views[start : start + size], version

@@ -48,6 +48,14 @@ from sim.kube_objects import (
     timestamp,
 )
 
+Alike = tuple[str, str, frozenset[tuple[str, str]]]
+
+
+def alike(info: PodInfo) -> Alike:
+    """(controller, namespace, labels): pods equal in these are selected by the same budgets (``selects``)."""
+    meta = info.obj["metadata"]
+    return info.owner, meta["namespace"], frozenset((meta.get("labels") or {}).items())
+
 
 class Cluster:
     """Nodes, pods, controllers and budgets (see the module docstring).
@@ -91,11 +99,13 @@ class Cluster:
         self.budgets: dict[str, Budget] = {}
         self.budget_counts: dict[str, BudgetCounts] = {}  # budget ns/name -> its status' inputs
         self._selecting: dict[str, list[str]] = {}  # controller ("deploy:..."/"ds:...") -> budgets selecting its pods
+        self._alike: dict[Alike, dict[str, PodInfo]] = {}  # the pods a budget selects all or none of (``alike``)
         self.pod_log: deque[tuple[int, str, PodEvent]] = deque(maxlen=event_log)
         self.node_log: deque[tuple[int, NodeEvent]] = deque(maxlen=event_log)
         self.listeners: list[Callable[[str, PodEvent], None]] = []
         self.stops: list[Callable[[str, str], None]] = []  # (node, "evict"/"delete"): an accepted request (sim.watch)
         self._rv = 1
+        self.node_version = 0  # bumped at every change of a node or of the set of nodes (``sim.view`` caches on it)
         self._uid = 0
         self._schedule_timer: Timer | None = None
         self._pending_seconds = 0.0
@@ -144,6 +154,7 @@ class Cluster:
 
     def _node_event(self, kind: str, obj: dict[str, Any]) -> None:
         rv = self._bump(obj)
+        self.node_version += 1
         name = obj["metadata"]["name"]
         view = self.node_views[name] = NodeView.from_api(obj)
         if view.ready and not view.unschedulable and CONTROL_PLANE_LABEL not in view.labels:
@@ -221,6 +232,7 @@ class Cluster:
             self._remove(info)
         self.by_node.pop(name, None)
         self._rv += 1
+        self.node_version += 1
         self.node_log.append((self._rv, NodeEvent(type="DELETED", node=view, resource_version=str(self._rv))))
 
     def remove_instance(self, instance_id: str) -> None:
@@ -243,6 +255,7 @@ class Cluster:
         info = PodInfo(pod_object(namespace, name, uid, labels, owner, grace, self.kernel.now()), owner_key)
         self._bump(info.obj)
         self.pods[info.key] = info
+        self._alike.setdefault(alike(info), {})[info.key] = info
         if info.workload:
             self.counters.created += 1
         selecting = self._selecting.get(owner_key) if owner_key else None
@@ -357,6 +370,9 @@ class Cluster:
         if info.timer is not None:
             info.timer.cancel()
         del self.pods[key]
+        group = self._alike.get(alike(info), {})
+        if group.get(key) is info:
+            del group[key]
         if key in self.pending:
             self._account()
             del self.pending[key]

@@ -54,9 +54,12 @@ class Workloads(Cluster):
         self.budgets[key] = budget
         self.budget_counts[key] = BudgetCounts()
         self._selecting.clear()
-        for info in self.pods.values():
-            if self._selects(key, info):
-                self._match(info, key)
+        for group in self._alike.values():  # judged once per group of alike pods (``alike``): any one answers
+            first = next(iter(group.values()), None)
+            if first is not None and self._selects(key, first):
+                for pod, info in group.items():  # in no particular order: the counts are sums
+                    if self.pods.get(pod) is info:  # (not a pod replaced by another of its name)
+                        self._match(info, key)
 
     def add_pod(
         self,

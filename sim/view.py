@@ -1,5 +1,12 @@
-"""What the invariant checker reads of a simulated world (``sim.invariants.WorldView``), read cheaply: nodes whose
-``resourceVersion`` did not change are not parsed again, the table's partitions are read in place (issue 12)."""
+"""What the invariant checker reads of a simulated world (``sim.world_view.WorldView``), read cheaply: nodes whose
+``resourceVersion`` did not change are not parsed again, the table's partitions are read in place (issue 12).
+
+The whole-cluster answers are made again only when what they describe changed: ``node_states`` and ``node_index``
+when the cluster's ``node_version`` or the operators' cordons moved, ``running_instances`` and
+``running_per_group`` when ``sim.aws_state.PlacementEpoch`` moved (any instance's state, group or zone set). With
+``verify`` every cached answer is compared with one made afresh (``AssertionError`` when they differ; the tests run
+seeds so).
+"""
 
 from __future__ import annotations
 
@@ -10,22 +17,29 @@ from typing import TYPE_CHECKING, Any
 from agent.kube.views import CORDON_ANNOTATION, NodeView
 from core.kops import POOL_TAG, pool_of
 from core.schema import agent_item
-from sim.aws_state import LIVE_EC2_STATES
-from sim.invariants import GroupState, NodeState
+from sim.aws_state import LIVE_EC2_STATES, PlacementEpoch
 from sim.kube_objects import CONTROL_PLANE_LABEL
+from sim.world_view import GroupState, NodeIndex, NodeState
 
 if TYPE_CHECKING:
     from sim.world import World
 
 
 class View:
-    """``sim.invariants.WorldView`` over ``world``."""
+    """``sim.world_view.WorldView`` over ``world``.
 
-    def __init__(self, world: World, partitions: tuple[str, ...]) -> None:
+    Args:
+        verify: check every cached whole-cluster answer against one made afresh (slow; for tests).
+    """
+
+    def __init__(self, world: World, partitions: tuple[str, ...], verify: bool = False) -> None:
         self.world = world
         self.partitions = partitions  # the cluster's (core.schema.partition_of, agent_partition_of)
         self.partition, self.agent_partition = partitions
+        self.verify = verify
         self._node_cache: dict[str, tuple[tuple[Any, bool], NodeState]] = {}  # node -> (version, state)
+        self._nodes: tuple[Any, list[NodeState], NodeIndex] | None = None  # (the key they were made at, ...)
+        self._running: tuple[int, dict[str, tuple[str | None, str]], dict[str, int]] | None = None
 
     def _partition_of(self, sk: str) -> str:
         """The partition holding kind ``sk`` (``core.schema.partition_for``: the agent's kinds in its own)."""
@@ -40,15 +54,55 @@ class View:
         return out
 
     def running_instances(self) -> dict[str, tuple[str | None, str]]:
-        return {
+        """instance id -> (its group, its AZ) for the pending and running instances; made again only after an
+        instance's state, group or zone was set (``PlacementEpoch``)."""
+        return self._placements()[1]
+
+    def running_per_group(self) -> dict[str, int]:
+        return self._placements()[2]
+
+    def _placements(self) -> tuple[int, dict[str, tuple[str | None, str]], dict[str, int]]:
+        cached = self._running
+        if cached is not None and cached[0] == PlacementEpoch.value:
+            if self.verify:
+                assert cached[1:] == self._placed(cached[0])[1:], "running_instances cached across a change"
+            return cached
+        self._running = cached = self._placed(PlacementEpoch.value)
+        return cached
+
+    def _placed(self, epoch: int) -> tuple[int, dict[str, tuple[str | None, str]], dict[str, int]]:
+        running = {
             i.instance_id: (i.group, i.zone) for i in self.world.cloud.instances.values() if i.state in LIVE_EC2_STATES
         }
+        per_group: dict[str, int] = {}
+        for group, _az in running.values():
+            if group is not None:
+                per_group[group] = per_group.get(group, 0) + 1
+        return epoch, running, per_group
 
     def node_states(self) -> list[NodeState]:
-        """Every node's state; a node whose ``resourceVersion`` did not change since the last call is not read
-        again."""
+        """Every node's state (the same list again while no node changed: callers only read it); a node whose
+        ``resourceVersion`` did not change since it was last read is not read again."""
+        return self._node_answers()[1]
+
+    def node_index(self) -> NodeIndex:
+        return self._node_answers()[2]
+
+    def _node_answers(self) -> tuple[Any, list[NodeState], NodeIndex]:
+        key = (self.world.kube.node_version, frozenset(self.world.operators))
+        cached = self._nodes
+        if cached is not None and cached[0] == key:
+            if self.verify:
+                fresh = self._read_nodes(fresh=True)
+                assert cached[1] == fresh and cached[2] == NodeIndex.of(fresh), "node_states cached across a change"
+            return cached
+        states = self._read_nodes()
+        self._nodes = cached = (key, states, NodeIndex.of(states))
+        return cached
+
+    def _read_nodes(self, fresh: bool = False) -> list[NodeState]:
         nodes = self.world.kube.nodes
-        out = [self._node_state(name, obj) for name, obj in nodes.items()]
+        out = [self._node_state(name, obj, fresh) for name, obj in nodes.items()]
         cache = self._node_cache
         if len(cache) > 2 * len(nodes) + 100:
             for gone in [n for n in cache if n not in nodes]:
@@ -66,12 +120,13 @@ class View:
         ]
         return [state for state in states if state.instance_id in instances]
 
-    def _node_state(self, name: str, obj: dict[str, Any]) -> NodeState:
+    def _node_state(self, name: str, obj: dict[str, Any], fresh: bool = False) -> NodeState:
+        """The node's state (read again only when its ``resourceVersion`` moved, or ``fresh``)."""
         meta = obj["metadata"]
         operator = name in self.world.operators
         key = (meta.get("resourceVersion"), operator)
         hit = self._node_cache.get(name)
-        if hit is not None and hit[0] == key:
+        if hit is not None and hit[0] == key and not fresh:
             return hit[1]
         spec = obj["spec"]
         conditions = obj["status"].get("conditions", ())

@@ -1,14 +1,18 @@
 """The instance -> ASG lookup's re-asking: a known group is asked again only after its spread of the recheck
-period, so a cluster listed at once is not re-asked in one burst (moto's Auto Scaling behind it)."""
+period, so a cluster listed at once is not re-asked in one burst (moto's Auto Scaling behind it); and the heap that
+finds the answers due asks exactly what judging every instance at every resolve asked."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import random
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import pytest
 
 from adapters.aws.autoscaling import AutoScaling
-from agent.asglookup import AsgLookup, spread
+from agent.asglookup import AsgLookup, spread, spread_fraction
+from core.exceptions import AwsUnavailableError
 from tests.unit.agent.test_membership import Aws, CountingAutoscaling
 from tests.unit.agent.test_membership import aws as aws  # the moto cluster fixture, reused
 
@@ -45,3 +49,93 @@ def test_spread_stays_in_the_second_half_of_the_span() -> None:
     points = [spread(f"i-0{n:016x}", 600) for n in range(500)]
     assert all(300 <= p < 600 for p in points)
     assert max(points) - min(points) > 250  # spread, not bunched
+
+
+class Groups:
+    """An in-memory ``GroupReader``: records each call's ids, answers from ``groups``, fails when told."""
+
+    def __init__(self, groups: dict[str, str]) -> None:
+        self.groups = groups
+        self.calls: list[list[str]] = []
+        self.fail = False
+
+    def group_names(self, instance_ids: Iterable[str]) -> dict[str, str]:
+        ids = list(instance_ids)
+        self.calls.append(ids)
+        if self.fail:
+            raise AwsUnavailableError("DescribeAutoScalingInstances", "Throttling")
+        return {i: self.groups[i] for i in ids if i in self.groups}
+
+
+class EveryInstance:
+    """The lookup as it judged every wanted instance at every resolve (before the heap): the reference."""
+
+    def __init__(self, autoscaling: Groups, clock: Callable[[], float]) -> None:
+        self.autoscaling, self.clock = autoscaling, clock
+        self.cache: dict[str, str | None] = {}
+        self.asked: dict[str, float] = {}
+
+    def resolve(
+        self, ids: list[str], refresh: bool = False, recheck_seconds: float | None = None
+    ) -> dict[str, str | None]:
+        now = self.clock()
+        missing = sorted({i for i in ids if refresh or self._stale(i, now, recheck_seconds)})
+        found: dict[str, str | None] = dict.fromkeys(missing)
+        found.update(self.autoscaling.group_names(missing))
+        self.cache.update(found)
+        self.asked.update(dict.fromkeys(missing, now))
+        return {i: self.cache.get(i) for i in ids}
+
+    def retain(self, ids: Iterable[str]) -> None:
+        for gone in set(self.cache) - set(ids):
+            del self.cache[gone]
+            self.asked.pop(gone, None)
+
+    def _stale(self, instance_id: str, now: float, recheck_seconds: float | None) -> bool:
+        if instance_id not in self.cache:
+            return True
+        if recheck_seconds is None:
+            return False
+        return now - self.asked.get(instance_id, now) >= recheck_seconds * spread_fraction(instance_id)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_heap_asks_exactly_what_judging_every_instance_asks(seed: int) -> None:
+    """Random resyncs (pages, watch look-ups, refreshes, failed calls, nodes gone, clock steps, some landing exactly
+    on an answer's recheck): the lookup makes the same calls and gives the same answers as the reference."""
+    rng = random.Random(seed)
+    ids = [f"i-0{n:016x}" for n in range(120)]
+    groups = {i: f"nodes-{n % 3}" for n, i in enumerate(ids) if n % 7}  # some in no group
+    clock = [1000.0]
+    ours, theirs = Groups(groups), Groups(groups)
+    lookup, reference = AsgLookup(ours, clock=lambda: clock[0]), EveryInstance(theirs, lambda: clock[0])
+    listed = ids[:80]
+    for _ in range(400):
+        roll = rng.random()
+        if roll < 0.3:
+            clock[0] += rng.choice([1.0, 30.0, 60.0, 60.0, 61.5, 250.0])
+        elif roll < 0.4 and reference.asked:  # exactly at some answer's recheck
+            some = rng.choice(sorted(reference.asked))
+            clock[0] = max(clock[0], reference.asked[some] + 600 * spread_fraction(some))
+        elif roll < 0.45:
+            listed = sorted(rng.sample(ids, rng.randint(40, 110)))
+            lookup.retain(set(listed))
+            reference.retain(listed)
+            continue
+        fail = rng.random() < 0.05
+        ours.fail = theirs.fail = fail
+        kind = rng.random()
+        args: dict[str, Any] = {"recheck_seconds": 600.0} if kind < 0.8 else {"refresh": True} if kind < 0.85 else {}
+        pages = [listed[i : i + 25] for i in range(0, len(listed), 25)] if kind < 0.8 else [[rng.choice(ids)]]
+        for page in pages:
+            try:
+                expected: dict[str, str | None] | None = reference.resolve(page, **args)
+            except AwsUnavailableError:
+                expected = None
+            try:
+                got: dict[str, str | None] | None = lookup.resolve(page, **args)
+            except AwsUnavailableError:
+                got = None
+            assert got == expected
+            assert ours.calls == theirs.calls
+    assert len(ours.calls) > 100  # the recheck was exercised, not only the first answers

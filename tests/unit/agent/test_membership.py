@@ -4,6 +4,7 @@ tests/integration/agent/test_agent.py)."""
 
 from __future__ import annotations
 
+import random
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from agent.kube.views import NodeEvent, NodeView
 from agent.membership import MembershipReporter
 from agent.membership_records import (
     batches,
+    due_at,
     instances_to_forget,
     membership_records,
     node_record,
@@ -424,3 +426,33 @@ def test_the_mark_keeps_unchanged_records_fresh_for_the_lambdas(aws: Aws) -> Non
     some = next(iter(aws.instances))
     assert aws.store.get_node(some, 600, now=later) is not None
     assert aws.store.get_node(some, 600, now=NOW + timedelta(seconds=850)) is None  # the mark too is old by then
+
+
+def test_a_resync_after_a_watch_write_compares_with_the_item_the_watch_wrote(aws: Aws) -> None:
+    """The resync's memory of what it compared is dropped when the watch writes the item: a node back as it was at
+    the last resync is written again (its item says otherwise now), not skipped as unchanged."""
+    nodes = cluster_nodes(aws)
+    clock = [NOW]
+    reporter, table = counting_reporter(aws, nodes, clock)
+    reporter.resync()
+    cordoned = NodeView(**{**nodes[1].__dict__, "unschedulable": True})
+    clock[0] = NOW + timedelta(seconds=5)
+    reporter.apply("MODIFIED", cordoned)
+    assert node_items(aws.store)[str(cordoned.instance_id)]["unschedulable"] is True
+    table.puts.clear()
+
+    clock[0] = NOW + timedelta(seconds=60)
+    reporter.resync()  # the list still has the uncordoned view the last resync compared
+    assert node_puts(table) == [f"NODE#{nodes[1].instance_id}"]
+    assert node_items(aws.store)[str(nodes[1].instance_id)]["unschedulable"] is False
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_due_at_is_the_first_instant_refresh_due_says_due(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(2000):
+        reported = NOW + timedelta(microseconds=rng.randrange(10**12))
+        age = rng.choice([0.0, rng.uniform(0, 86400), rng.randrange(86400) + rng.randrange(10**6) / 1e6])
+        due = due_at(reported, age)
+        for now in (due - timedelta(microseconds=1), due, due + timedelta(microseconds=1)):
+            assert ((now - reported).total_seconds() >= age) == (now >= due)

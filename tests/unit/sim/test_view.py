@@ -1,10 +1,20 @@
 """The invariant checker's reads of the table (``sim.view.View``): each kind from its own partition
 (``core.schema.partition_for``). A prefix read from the wrong partition answers nothing, and every check over
-``CMD#`` or ``RUN#`` items would hold vacuously."""
+``CMD#`` or ``RUN#`` items would hold vacuously. Its whole-cluster answers, cached against version counters, equal
+fresh ones; and a budget added to a running cluster counts the pods judging each pod would."""
 
 from __future__ import annotations
 
+import random
+
+import pytest
+
 from core.schema import agent_partition_of
+from sim.kernel import Kernel
+from sim.kube import SimKube
+from sim.kube_model import BudgetCounts
+from sim.kube_objects import Budget
+from sim.run import run_seed
 from sim.world import AZS, CLUSTER, Shape, World
 
 
@@ -23,3 +33,79 @@ def test_the_checker_reads_commands_from_the_agent_partition_and_the_lock_from_t
     assert world.view.table_item(str(commands[0]["sk"])) == commands[0]
     lock = world.view.table_item("LOCK")
     assert lock is None or lock["pk"] != agent_partition_of(CLUSTER)
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_the_cached_whole_cluster_answers_equal_fresh_ones_along_a_run(seed: int) -> None:
+    """With ``verify`` every cached answer of ``node_states``, ``node_index``, ``running_instances`` and
+    ``running_per_group`` is compared with one made afresh (an ``AssertionError`` otherwise); the run is the same."""
+
+    def verify(world: World) -> None:
+        world.view.verify = True
+
+    checked = run_seed(seed, 30, 1.0, mutate=verify)
+    assert checked.digest == run_seed(seed, 30, 1.0).digest
+    assert checked.violation is None and checked.counters["checks"] > 1000
+
+
+def test_verify_finds_a_change_no_version_counter_saw() -> None:
+    world = World.build(5, Shape(nodes=3, masters=1, pods_per_node=1, replicas=1))
+    world.run(120.0)
+    world.view.verify = True
+    name = next(iter(world.kube.nodes))
+    assert not world.view.node_states()[0].unschedulable
+    world.kube.nodes[name]["spec"]["unschedulable"] = True  # behind the cluster's back: no node event
+    world.kube.nodes[name]["metadata"]["resourceVersion"] = "changed"
+    with pytest.raises(AssertionError):
+        world.view.node_states()
+    instance = next(iter(world.view.running_instances()))
+    world.cloud.instances[instance].__dict__["state"] = "terminated"  # not through Instance.__setattr__
+    with pytest.raises(AssertionError):
+        world.view.running_instances()
+
+
+class EveryPod(SimKube):
+    """``add_budget`` as it judged every pod (before the groups of alike pods): the reference."""
+
+    def add_budget(self, budget: Budget) -> None:
+        key = f"{budget.namespace}/{budget.name}"
+        self.budgets[key] = budget
+        self.budget_counts[key] = BudgetCounts()
+        self._selecting.clear()
+        for info in self.pods.values():
+            if self._selects(key, info):
+                self._match(info, key)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_budget_counts_the_pods_judging_each_would(seed: int) -> None:
+    """``add_budget`` judges a group of alike pods once; the counts and each pod's budgets are those of judging
+    every pod (random controllers, hand-made pods, pods deleted, two namespaces, a Deployment made again with other
+    labels), on two clusters given the same random operations."""
+    clusters = [SimKube(Kernel(seed)), EveryPod(Kernel(seed))]
+    rng = random.Random(seed)
+    for n in range(4):
+        for kube in clusters:
+            kube.add_node(f"node-{n}", f"i-0{n:016x}", "us-east-1a")
+    for kube in clusters:
+        kube.add_daemonset("kube-system", "agent")
+    for k in range(80):
+        roll = rng.random()
+        namespace = rng.choice(["default", "other"])
+        labels = {"app": f"a{rng.randrange(6)}", **({"tier": "web"} if rng.random() < 0.5 else {})}
+        name, replicas, node = f"d{rng.randrange(8)}", rng.randint(0, 4), f"node-{rng.randrange(4)}"
+        selector = dict(rng.sample(sorted({**labels, "tier": "web"}.items()), rng.randint(0, 2)))
+        gone = rng.randrange(1000)
+        for kube in clusters:
+            if roll < 0.3:
+                kube.add_deployment(namespace, name, replicas, labels=labels)
+            elif roll < 0.5:
+                kube.add_pod(namespace, f"p{k % 30}", node=node, labels=labels)  # a name again: a new pod
+            elif roll < 0.6 and kube.pods:
+                kube._remove(list(kube.pods.values())[gone % len(kube.pods)])
+            else:
+                kube.add_budget(Budget(namespace, f"b{k}", selector, max_unavailable=1))
+    ours, reference = clusters
+    assert len(ours.budgets) > 10
+    assert ours.budget_counts == reference.budget_counts
+    assert {k: i.budgets for k, i in ours.pods.items()} == {k: i.budgets for k, i in reference.pods.items()}

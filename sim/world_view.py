@@ -1,0 +1,102 @@
+"""What the invariant checker (``sim.invariants``) reads of a simulated world: the states of groups and nodes, what
+it derives from the nodes (``NodeIndex``), and the ``WorldView`` protocol ``sim.view.View`` implements.
+
+A view may answer the same objects again while nothing they describe changed (``sim.view.View`` caches them against
+version counters of the simulated Kubernetes and EC2 state); callers only read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class GroupState:
+    """An Auto Scaling group as the checker sees it."""
+
+    name: str
+    master: bool
+    az: str
+    pool: str
+    desired: int
+    min_size: int
+    max_size: int
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """A node: its instance, role, Ready, cordon (``ours``: our annotation is on it; ``operator``: someone else
+    cordoned it)."""
+
+    name: str
+    instance_id: str
+    master: bool
+    ready: bool
+    unschedulable: bool
+    ours: bool
+    operator: bool
+
+
+@dataclass(frozen=True)
+class NodeIndex:
+    """What the checker's scan derives from one answer of ``node_states``, made once per change of the nodes.
+
+    Attributes:
+        instance_of: node name -> its instance id, in the nodes' order.
+        ours_cordoned: the nodes with our cordon annotation that are unschedulable, in the nodes' order.
+        ready_workers: the names of the Ready nodes that are not masters.
+    """
+
+    instance_of: dict[str, str]
+    ours_cordoned: tuple[NodeState, ...]
+    ready_workers: frozenset[str]
+
+    @classmethod
+    def of(cls, nodes: Sequence[NodeState]) -> NodeIndex:
+        return cls(
+            {n.name: n.instance_id for n in nodes},
+            tuple(n for n in nodes if n.ours and n.unschedulable),
+            frozenset(n.name for n in nodes if not n.master and n.ready),
+        )
+
+
+class WorldView(Protocol):
+    """What the checker reads of the simulated world (``sim.view.View``)."""
+
+    def group_states(self) -> list[GroupState]: ...
+
+    def running_instances(self) -> dict[str, tuple[str | None, str]]:
+        """instance id -> (its group or None when detached, its AZ), for pending and running instances."""
+        ...
+
+    def running_per_group(self) -> dict[str, int]:
+        """group -> how many of ``running_instances`` it holds (groups holding none absent)."""
+        ...
+
+    def node_states(self) -> list[NodeState]: ...
+
+    def node_index(self) -> NodeIndex:
+        """``NodeIndex.of(node_states())``; the same object again while the nodes did not change."""
+        ...
+
+    def movable_pods(self, node: str) -> int:
+        """Pods on ``node`` a drain must move (workload pods Running and not being deleted)."""
+        ...
+
+    def table_items(self) -> list[dict[str, Any]]: ...
+
+    def table_prefix(self, prefix: str) -> list[dict[str, Any]]:
+        """The cluster partition's items whose sort key starts with ``prefix``, in sort-key order."""
+        ...
+
+    def table_item(self, sk: str) -> dict[str, Any] | None:
+        """The cluster partition's item ``sk`` (None when absent)."""
+        ...
+
+    def outage_azs(self) -> frozenset[str]: ...
+
+    def baseline(self) -> dict[str, tuple[int, int]]:
+        """group -> (desired, MaxSize) they must end at (the start, or what kOps last reset them to)."""
+        ...
