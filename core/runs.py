@@ -55,11 +55,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.kops import Role
+from core.rowread import unpack
 from core.runids import lock_holder
 from core.runids import new_invocation_id as new_invocation_id  # re-exported: callers import the ids from here
 from core.runids import new_run_id as new_run_id
 from core.runids import run_id_of_holder as run_id_of_holder
-from core.runrecord import FINAL_DROPS, pack, unpack
+from core.runrecord import FINAL_DROPS, pack
 
 LOCK_OPERATION = "refresh"  # the cluster lock's ``operation`` while a run holds it
 # ``RunOptions.trigger`` of a replacement run: the interruption Lambda's one-instance run for an at-risk instance
@@ -301,7 +302,9 @@ class Run(BaseModel):
     @classmethod
     def _from_rows(cls, data: Any) -> Any:
         """An item's steps at rest come as rows (``core.runrecord``): back to steps, in ``index`` order."""
-        return unpack(data) if isinstance(data, dict) and "rows" in data else data
+        if not isinstance(data, dict) or "rows" not in data:
+            return data
+        return unpack(data, RunStep.model_validate, RunStep.working_copy)  # a row read before: validated once
 
     @property
     def holder(self) -> str:
