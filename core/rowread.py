@@ -16,8 +16,6 @@ _US = timedelta(microseconds=1)
 _READ: dict[tuple[Any, ...], dict[tuple[Any, ...], Any]] = {}
 MEMO_RUNS = 4  # the runs (contexts) ``_READ`` keeps
 MEMO_ROWS = 50_000  # the rows it keeps of one
-# the values a row holds (anything else, e.g. a list in a corrupt item, is read without the memo)
-_ROW_VALUES = frozenset({int, str, bool, type(None)})
 
 
 def unpack(
@@ -50,11 +48,13 @@ def unpack(
     else:
         made = _rows_read((make, run_id, created_at, tuple(groups), tuple(words)))
         for row in rows:
-            if not all(type(v) in _ROW_VALUES for v in row):  # not a row the memo can hold (a corrupt item)
+            key = (len(row) > 3 and row[3] is True, *row)  # a node_name True (the instance id) is not a 1
+            try:
+                known = key in made
+            except TypeError:  # a list or a map in the row (a corrupt item): read as it is, no memo
                 steps.append(_step(row, groups, words, created_at, run_id))
                 continue
-            key = (len(row) > 3 and row[3] is True, *row)  # a node_name True (the instance id) is not a 1
-            if key not in made:
+            if not known:
                 if len(made) >= MEMO_ROWS:
                     made.clear()
                 fields = _step(row, groups, words, created_at, run_id)

@@ -66,7 +66,7 @@ def test_a_read_with_the_memo_gives_what_validation_alone_gives() -> None:
         assert [s.model_fields_set for s in got.steps] == [s.model_fields_set for s in validated.steps]
 
 
-@pytest.mark.parametrize(("slot", "bad"), [(3, 1), (2, 5), (6, 7)])
+@pytest.mark.parametrize(("slot", "bad"), [(3, 1), (2, 5), (6, 7), (2, ["i-0"]), (6, {"id": "i-0"})])
 def test_a_bad_row_is_refused_after_a_good_one_was_read(slot: int, bad: Any) -> None:
     run = weekly_refresh(3, 3)
     for step in run.steps:
@@ -74,7 +74,7 @@ def test_a_bad_row_is_refused_after_a_good_one_was_read(slot: int, bad: Any) -> 
     item = plain(dynamo(run.to_item()))
     assert item["rows"][0][3] is True
     read(item)  # its rows memoised
-    item["rows"][0][slot] = bad  # a 1 where the row said True (the node name is the instance id), an int id
+    item["rows"][0][slot] = bad  # a 1 where the row said True (the node name is the instance id), an int id, a list
     with pytest.raises(ValidationError):
         Run.model_validate(item)
 
