@@ -27,10 +27,10 @@ def unpack(
     unchanged but for that; an item without rows as it is).
 
     Args:
-        make: what the reader makes of a row's step map (``RunStep.model_validate``), made once for a row it has
-            read before in the same run, words and groups (``_READ``, "Memos" in the module docstring); a row it
-            refuses (``ValueError``, which pydantic's ``ValidationError`` is) stays a map, for the reader to refuse
-            as before.
+        make: what the reader makes of a row's step map (``RunStep.model_validate``), made once, the second time
+            the row is read in the same run, words and groups (``_READ``; "Memos" in ``core.runrecord``); the
+            first time it stays a map, as without ``make``, and so does a row ``make`` refuses (``ValueError``,
+            which pydantic's ``ValidationError`` is), for the reader to refuse as before.
         copy: (with ``make``) a fresh copy of what it made (``RunStep.working_copy``): each read gets its own.
     """
     out = dict(data)
@@ -54,18 +54,32 @@ def unpack(
             except TypeError:  # a list or a map in the row (a corrupt item): read as it is, no memo
                 steps.append(_step(row, groups, words, created_at, run_id))
                 continue
-            if not known:
+            if not known:  # first read: the map, validated with the others by the reader as before
                 if len(made) >= MEMO_ROWS:
                     made.clear()
                 fields = _step(row, groups, words, created_at, run_id)
+                made[key] = _Once(fields)
+                steps.append(fields)
+                continue
+            done = made[key]
+            if isinstance(done, _Once):  # read again: made once now, copied from then on
                 try:
-                    made[key] = make(fields)
+                    done = made[key] = make(done.fields)
                 except ValueError:
-                    steps.append(fields)
+                    steps.append(done.fields)
                     continue
-            steps.append(copy(made[key]))
+            steps.append(copy(done))
     out["steps"] = sorted(steps, key=lambda s: int(_get(s, "index")))
     return out
+
+
+class _Once:
+    """A row read once: its step map (a row read once only costs no ``make`` and no copy)."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, fields: dict[str, Any]) -> None:
+        self.fields = fields
 
 
 def _rows_read(context: tuple[Any, ...]) -> dict[tuple[Any, ...], Any]:

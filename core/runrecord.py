@@ -41,10 +41,11 @@ operations read; status and chart then lack their node names, notes and times.
 from one pass to the next (a final step never changes; a pending row holds its plan only). So each row is worked out
 once for what it holds: ``pack`` keeps a final step's row, words spelled out, keyed by every field the row is made
 of (``_PACKED``; ``words`` are then numbered in the order the rows name them, as always), and ``unpack``
-(``core.rowread``, the reading side) what the reader made of a row (a validated step) keyed by the row, its run,
-``created_at``, groups and words, handing out a fresh copy each time. Both keys are the content, never an object's
-identity: the same content always gives the same row and the same step, whichever run, seed or process asked
-first. Each memo is bounded (``MEMO_ROWS``; ``core.rowread``'s ``MEMO_RUNS`` and ``MEMO_ROWS``).
+(``core.rowread``, the reading side) what the reader made of a row (a validated step, made the second time the row
+is read) keyed by the row, its run, ``created_at``, groups and words, handing out a fresh copy each time. Both keys
+are the content, never an object's identity: the same content always gives the same row and the same step,
+whichever run, seed or process asked first. Each memo is bounded (``MEMO_ROWS``; ``core.rowread``'s ``MEMO_RUNS``
+and ``MEMO_ROWS``).
 """
 
 from __future__ import annotations

@@ -89,3 +89,20 @@ def test_the_memos_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(runrecord._PACKED) <= 5
     assert len(rowread._READ) <= rowread.MEMO_RUNS
     assert all(len(rows) <= 5 for rows in rowread._READ.values())
+
+
+def test_a_row_is_made_the_second_time_it_is_read_and_copied_after() -> None:
+    item = plain(dynamo(weekly_refresh(6, 4).to_item()))
+    made: list[dict[str, Any]] = []
+
+    def make(fields: dict[str, Any]) -> dict[str, Any]:
+        made.append(fields)
+        return dict(fields)
+
+    first = rowread.unpack(item, make, dict)
+    assert made == []  # read once: maps, as without the memo (a run read once costs nothing more)
+    second = rowread.unpack(item, make, dict)
+    assert len(made) == 6 and second["steps"] == first["steps"]
+    third = rowread.unpack(item, make, dict)
+    assert len(made) == 6 and third["steps"] == first["steps"]
+    assert all(a is not b for a, b in zip(second["steps"], third["steps"], strict=True))
