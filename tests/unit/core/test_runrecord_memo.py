@@ -82,6 +82,8 @@ def test_a_bad_row_is_refused_after_a_good_one_was_read(slot: int, bad: Any) -> 
 def test_the_memos_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runrecord, "MEMO_ROWS", 5)
     monkeypatch.setattr(rowread, "MEMO_ROWS", 5)
+    monkeypatch.setattr(runrecord, "_PACKED", {})  # not what earlier tests left (they may hold these rows already)
+    monkeypatch.setattr(rowread, "_READ", {})
     for k in range(12):
         step = replaced(k, weekly_refresh(1, 0).created_at)
         runrecord.pack([step], weekly_refresh(3, 0).groups, step.started_at or step.finished_at, run_id=RUN_ID)
