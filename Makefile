@@ -48,6 +48,7 @@ bench-smoke: bootstrap
 	$(PY) -m bench.lock_race --smoke
 	$(PY) -m bench.sim_dynamo --smoke
 	$(PY) -m bench.run_item --smoke
+	$(PY) -m bench.run_item --pass --smoke
 
 check: lint bench-smoke
 

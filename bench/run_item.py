@@ -9,6 +9,7 @@ command id kept in the map layout as the refresher wrote them).
 
     python -m bench.run_item            # the table in BENCHMARKS.md
     python -m bench.run_item --smoke    # one small size
+    python -m bench.run_item --pass     # one refresher pass's CPU at 300 and 1,000 steps (below)
 
 Then the boundary a start is held to (``lambdas/refresher/runsize.py``): the most steps of such a run that fit under
 the guard (``core.runs.RUN_ITEM_GUARD_BYTES``) at the largest the run reaches (``core.runpeak.peak_run``) at
@@ -121,7 +122,13 @@ def most_steps(max_surge: int, high: int = 8000) -> tuple[int, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="one small size")
+    parser.add_argument("--pass", dest="one_pass", action="store_true", help="one refresher pass's CPU (run_pass)")
     args = parser.parse_args()
+    if args.one_pass:
+        from bench.run_pass import main as pass_main  # bench.run_pass builds on this module's run
+
+        pass_main([300] if args.smoke else [300, 1000])
+        return
     counts = [(30, 30)] if args.smoke else [(1000, 0), (1000, 500), (1000, 1000), (2000, 0), (2000, 2000), (3000, 3000)]
     empty = sizes(run(0, 0))
     print(f"item without steps: {empty['rows']} B; DynamoDB's limit {DYNAMODB_ITEM_LIMIT_BYTES} B")

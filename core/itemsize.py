@@ -45,7 +45,7 @@ def value_bytes(value: Any) -> int:
     if kind is int:
         return _number_bytes(value)
     if kind is list:
-        return 3 + sum(1 + value_bytes(v) for v in value)
+        return _list_bytes(value)
     if isinstance(value, bool) or value is None:
         return 1
     if isinstance(value, str):
@@ -61,6 +61,21 @@ def value_bytes(value: Any) -> int:
     if isinstance(value, (set, frozenset)):
         return sum(value_bytes(v) for v in value)
     raise TypeError(f"not a DynamoDB value: {type(value).__name__}")
+
+
+def _list_bytes(values: list[Any]) -> int:
+    """A list's size: ``value_bytes``'s, its strings and ints counted here rather than in a call each (a 1,000-step
+    ``RUN#`` item's rows hold 15,000 of them)."""
+    total = 3 + len(values)
+    for v in values:
+        kind = type(v)
+        if kind is str:
+            total += len(v) if v.isascii() else len(v.encode("utf-8"))
+        elif kind is int:
+            total += ((len(str(abs(v)).rstrip("0")) or 1) + 1) // 2 + 1
+        else:
+            total += value_bytes(v)
+    return total
 
 
 def item_bytes(item: Mapping[str, Any]) -> int:

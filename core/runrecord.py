@@ -36,11 +36,21 @@ written before them) reads as it always did.
 ``shed`` (a stopping run whose item would not fit otherwise, ``adapters.dynamo.runs``): final rows keep only
 ``[index, group, instance_id, None, needs_update, state, surge_instance_id]``, what decisions and the other
 operations read; status and chart then lack their node names, notes and times.
+
+**Memos.** Every pass of the refresher reads and writes the whole item, and most of a large run's rows do not change
+from one pass to the next (a final step never changes; a pending row holds its plan only). So each row is worked out
+once for what it holds: ``pack`` keeps a final step's row, words spelled out, keyed by every field the row is made
+of (``_PACKED``; ``words`` are then numbered in the order the rows name them, as always), and ``unpack``
+(``core.rowread``, the reading side) what the reader made of a row (a validated step, made the second time the row
+is read) keyed by the row, its run, ``created_at``, groups and words, handing out a fresh copy each time. Both keys
+are the content, never an object's identity: the same content always gives the same row and the same step,
+whichever run, seed or process asked first. Each memo is bounded (``MEMO_ROWS``; ``core.rowread``'s ``MEMO_RUNS``
+and ``MEMO_ROWS``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any, Protocol, TypeVar
@@ -73,6 +83,13 @@ _US = timedelta(microseconds=1)
 # a final row's command ids, by bit: the field and the suffix its id carries (lambdas.refresher.decide.context)
 COMMANDS = (("command_id", ""), ("undo_command_id", "undo"), ("uncordon_command_id", "uncordon"))
 HANDOVER_UNIT = 1 << len(COMMANDS)  # ``commands`` above the command bits: handed_over_to - index
+# a row's positions that name a word, in the order a row names them first (``words`` keeps that order); a
+# drain_status may be None
+_WORD_SLOTS = tuple(ROW.index(f) for f in ("needs_update", "drain_status", "state", "note", "times_key"))
+# the most rows each memo keeps before it starts again (a few runs of a few thousand steps)
+MEMO_ROWS = 50_000
+# what a final step holds -> its row, words spelled out (``pack``)
+_PACKED: dict[tuple[Any, ...], tuple[Any, ...] | None] = {}
 
 
 def command_id(run_id: str, index: int, suffix: str = "") -> str:
@@ -127,51 +144,80 @@ class GroupLike(Protocol):
     role: str
 
 
-class Words:
-    """The item's ``words``: each distinct string once, rows name them by position."""
-
-    def __init__(self) -> None:
-        self.positions: dict[str, int] = {}
-
-    def __call__(self, word: str) -> int:
-        return self.positions.setdefault(word, len(self.positions))
-
-    def list(self) -> list[str]:
-        return list(self.positions)
-
-
 def pack(
     steps: Sequence[S], groups: Sequence[GroupLike], created_at: datetime, shed: bool = False, run_id: str = ""
 ) -> tuple[list[list[Any]], list[str], list[S]]:
     """The rows of the steps at rest, the words they name, and the steps that stay maps (in their order).
 
-    Steps out of ``index`` order (or with an index twice) all stay maps: reading sorts by index.
+    Steps out of ``index`` order (or with an index twice) all stay maps: reading sorts by index. A final step's row
+    is made once for what it holds (``_PACKED``, "Memos" in the module docstring).
     """
     indexes = [s.index for s in steps]
     if any(a >= b for a, b in pairwise(indexes)):
         return [], [], list(steps)
-    positions = {g.name: (n, g.role) for n, g in enumerate(groups)}
-    words = Words()
+    places = {g.name: (n, g.role) for n, g in enumerate(groups)}
+    words: dict[str, int] = {}
     rows: list[list[Any]] = []
     maps: list[S] = []
     for step in steps:
-        row = _row(step, positions, words, created_at, shed, run_id)
-        if row is None:
+        spelled = _spelled(step, places, created_at, shed, run_id)
+        if spelled is None:
             maps.append(step)
-        else:
-            rows.append(row)
-    return rows, words.list(), maps
+            continue
+        row = list(spelled)
+        for slot in _WORD_SLOTS:  # each word's position in the order it was first named
+            if slot < len(row) and row[slot] is not None:
+                row[slot] = words.setdefault(row[slot], len(words))
+        rows.append(row)
+    return rows, list(words), maps
+
+
+def _spelled(
+    step: StepLike, places: Mapping[str, tuple[int, str]], created_at: datetime, shed: bool, run_id: str
+) -> Sequence[Any] | None:
+    """``_row``, made once for what a final step holds (``_PACKED``) when not ``shed``."""
+    place = places.get(step.group)
+    if shed or place is None or not step.state.final:
+        return _row(step, place, created_at, shed, run_id)
+    key = (
+        run_id,
+        created_at,
+        place,
+        step.role,
+        step.index,
+        step.state,
+        step.instance_id,
+        step.node_name,
+        step.needs_update,
+        step.surge_instance_id,
+        step.drain_status,
+        step.note,
+        step.command_id,
+        step.undo_command_id,
+        step.uncordon_command_id,
+        step.handed_over_to,
+        step.started_at,
+        step.finished_at,
+        step.spare_ready_at,
+        step.settle_first_ok_at,
+        tuple(step.entered.items()),
+    )
+    try:
+        return _PACKED[key]
+    except KeyError:
+        pass
+    row = _row(step, place, created_at, shed, run_id)
+    if len(_PACKED) >= MEMO_ROWS:
+        _PACKED.clear()
+    _PACKED[key] = None if row is None else tuple(row)
+    return row
 
 
 def _row(
-    step: StepLike,
-    positions: Mapping[str, tuple[int, str]],
-    words: Words,
-    created_at: datetime,
-    shed: bool,
-    run_id: str,
+    step: StepLike, place: tuple[int, str] | None, created_at: datetime, shed: bool, run_id: str
 ) -> list[Any] | None:
-    place = positions.get(step.group)
+    """The step's row with its words spelled out (``pack`` puts their positions in ``_WORD_SLOTS``), or None when
+    it stays a map."""
     if place is None or place[1] != step.role:
         return None
     state = step.state
@@ -179,18 +225,17 @@ def _row(
         return None
     same = step.node_name is not None and step.node_name == step.instance_id
     node: str | bool | None = True if same else step.node_name
-    head = [step.index, place[0], step.instance_id, node, words(step.needs_update)]
+    head = [step.index, place[0], step.instance_id, node, step.needs_update]
     if not state.final:
         return head
     if shed:
-        return [*head[:3], None, head[4], words(state.value), step.surge_instance_id]
+        return [*head[:3], None, head[4], state.value, step.surge_instance_id]
     times = _times(step, created_at)
     commands = _commands(step, run_id)
     if times is None or commands is None:
         return None
     key, values = times
-    drain = None if step.drain_status is None else words(step.drain_status)
-    return [*head, words(state.value), step.surge_instance_id, drain, words(step.note), words(key), commands, *values]
+    return [*head, state.value, step.surge_instance_id, step.drain_status, step.note, key, commands, *values]
 
 
 def _commands(step: StepLike, run_id: str) -> int | None:
@@ -214,15 +259,20 @@ def _commands(step: StepLike, run_id: str) -> int | None:
 
 def _plan_only(step: StepLike) -> bool:
     """A pending step that carries nothing but its plan (what a pending row holds)."""
-    return not (
-        step.surge_baseline
-        or step.waiting_since
-        or step.entered
-        or step.note
-        or any(getattr(step, f) is not None for f in ("surge_instance_id", "drain_status", "drain_message"))
-        or any(getattr(step, f) is not None for f in ("command_id", "undo_command_id", "uncordon_command_id"))
-        or any(getattr(step, f) is not None for f in ("intent_at", "started_at", "finished_at"))
-        or any(getattr(step, f) is not None for f in ("spare_ready_at", "settle_first_ok_at", "handed_over_to"))
+    return (
+        not (step.surge_baseline or step.waiting_since or step.entered or step.note)
+        and step.surge_instance_id is None
+        and step.drain_status is None
+        and step.drain_message is None
+        and step.command_id is None
+        and step.undo_command_id is None
+        and step.uncordon_command_id is None
+        and step.intent_at is None
+        and step.started_at is None
+        and step.finished_at is None
+        and step.spare_ready_at is None
+        and step.settle_first_ok_at is None
+        and step.handed_over_to is None
     )
 
 
@@ -245,73 +295,3 @@ def _times(step: StepLike, created_at: datetime) -> tuple[str, list[int]] | None
         values.append((when - previous) // _US)
         previous = when
     return " ".join(key for key, _ in pairs), values
-
-
-def unpack(data: Mapping[str, Any]) -> dict[str, Any]:
-    """An item's fields with its ``rows`` turned back into step maps, every step in ``index`` order (``data``
-    unchanged but for that; an item without rows as it is)."""
-    out = dict(data)
-    rows = out.pop("rows", None)
-    words = [str(w) for w in out.pop("words", None) or []]
-    if not rows:
-        return out
-    created = out["created_at"]
-    created_at = created if isinstance(created, datetime) else datetime.fromisoformat(str(created))
-    groups = [(_get(g, "name"), _get(g, "role")) for g in out.get("groups") or []]
-    run_id = str(out.get("run_id", ""))
-    steps = [*(out.get("steps") or []), *(_step(row, groups, words, created_at, run_id) for row in rows)]
-    out["steps"] = sorted(steps, key=lambda s: int(_get(s, "index")))
-    return out
-
-
-def _get(value: Any, name: str) -> Any:
-    return value.get(name) if isinstance(value, Mapping) else getattr(value, name)
-
-
-def _step(
-    row: Sequence[Any], groups: Sequence[tuple[Any, Any]], words: Sequence[str], created_at: datetime, run_id: str
-) -> dict[str, Any]:
-    name, role = groups[int(row[1])]
-    node = row[3]
-    step: dict[str, Any] = {
-        "index": int(row[0]),
-        "group": name,
-        "role": role,
-        "instance_id": row[2],
-        "node_name": row[2] if node is True else node,
-        "needs_update": words[int(row[4])],
-    }
-    if len(row) <= 5:
-        return step
-    step["state"] = words[int(row[5])]
-    step["surge_instance_id"] = row[6] if len(row) > 6 else None
-    if len(row) > 7 and row[7] is not None:
-        step["drain_status"] = words[int(row[7])]
-    if len(row) > 8:
-        step["note"] = words[int(row[8])]
-    if len(row) > 10:
-        bits = int(row[10])
-        for bit, (field, suffix) in enumerate(COMMANDS):
-            if bits & (1 << bit):
-                step[field] = command_id(run_id, int(row[0]), suffix)
-        if bits >= HANDOVER_UNIT:
-            step["handed_over_to"] = int(row[0]) + bits // HANDOVER_UNIT
-    if len(row) > 9:
-        step.update(_read_times(words[int(row[9])].split(), row[11:], created_at))
-    return step
-
-
-def _read_times(keys: Iterable[str], values: Sequence[Any], created_at: datetime) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    entered: dict[str, datetime] = {}
-    when = created_at
-    for key, value in zip(keys, values, strict=True):
-        when = when + int(value) * _US
-        if key == "@started":
-            out["started_at"] = when
-        elif key in EXTRA_TIMES:
-            out[EXTRA_TIMES[key]] = when
-        else:
-            entered[key] = when
-    out["entered"] = entered
-    return out

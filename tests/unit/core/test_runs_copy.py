@@ -63,3 +63,22 @@ def test_changing_the_copy_leaves_the_run_as_it_was() -> None:
     copied.status = RunStatus.PAUSING
     assert original == before
     assert [s.model_fields_set for s in original.steps] == [s.model_fields_set for s in before.steps]
+
+
+def test_final_steps_are_shared_and_the_others_copied() -> None:
+    # a decision never changes a step final when its pass starts (tests/unit/lambdas/refresher/decide/
+    # test_final_steps.py): the copy shares those, and copies every step a pass may move
+    original = run()
+    original.steps[1] = original.steps[1].model_copy(update={"state": StepState.DONE})
+    original.steps.append(original.steps[0].model_copy(update={"index": 2, "state": StepState.PENDING}))
+    copied = original.working_copy()
+    assert copied == original
+    assert copied.steps[1] is original.steps[1]
+    assert copied.steps[0] is not original.steps[0] and copied.steps[2] is not original.steps[2]
+    assert copied.steps[0].waiting_since is not original.steps[0].waiting_since
+
+
+def test_final_and_in_flight_name_the_documented_states() -> None:
+    final = {StepState.DONE, StepState.UNDONE, StepState.KEPT, StepState.SKIPPED, StepState.FAILED}
+    assert {s for s in StepState if s.final} == final
+    assert {s for s in StepState if s.in_flight} == set(StepState) - final - {StepState.PENDING}

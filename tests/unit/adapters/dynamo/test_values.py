@@ -1,0 +1,55 @@
+"""``plain`` and ``dynamo``: the lists and maps they convert element by element inline come out as the one-value
+rules make them."""
+
+from decimal import Decimal
+from typing import Any
+
+from adapters.dynamo.values import dynamo, plain
+
+
+def plain_by_rule(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: plain_by_rule(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain_by_rule(v) for v in value]
+    return value
+
+
+def dynamo_by_rule(value: Any) -> Any:
+    if isinstance(value, float):
+        return Decimal(str(value))
+    if isinstance(value, dict):
+        return {k: dynamo_by_rule(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list | tuple):
+        return [dynamo_by_rule(v) for v in value]
+    return value
+
+
+ANSWERED = {
+    "rows": [[Decimal(3), Decimal(0), "i-0abc", True, Decimal(1), None, Decimal("12.5"), Decimal("-7"), [Decimal(2)]]],
+    "m": {"a": Decimal("1.0"), "b": [Decimal("0.25"), {"c": Decimal(10)}], "d": None, "e": b"x", "f": False},
+    "n": Decimal("1E+3"),
+}
+PLAIN = {
+    "rows": [[3, 0, "i-0abc", True, 1.5, None, 2.25, -7, [2, (1, 2.5)]]],
+    "m": {"a": 1.0, "b": [0.25, {"c": None, "d": 3}], "e": b"x"},
+    "t": (1.5, None),
+}
+
+
+def test_plain_makes_integral_numbers_ints_and_others_floats_everywhere() -> None:
+    got = plain(ANSWERED)
+    assert got == plain_by_rule(ANSWERED)
+    assert [type(v) for v in got["rows"][0]] == [int, int, str, bool, int, type(None), float, int, list]
+    assert type(got["m"]["a"]) is int and type(got["m"]["b"][0]) is float and type(got["n"]) is int
+
+
+def test_dynamo_makes_floats_decimals_and_drops_none_from_maps_everywhere() -> None:
+    got = dynamo(PLAIN)
+    assert got == dynamo_by_rule(PLAIN)
+    assert got["rows"][0][4] == Decimal("1.5") and type(got["rows"][0][4]) is Decimal
+    assert got["rows"][0][5] is None  # a list keeps its None
+    assert got["rows"][0][8] == [2, [1, Decimal("2.5")]]
+    assert got["m"]["b"][1] == {"d": 3} and got["t"] == [Decimal("1.5"), None]

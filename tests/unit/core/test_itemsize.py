@@ -1,0 +1,33 @@
+"""``core.itemsize``: a list's strings and ints counted inline give the sizes the one-value rule gives."""
+
+import random
+from decimal import Decimal
+from typing import Any
+
+from core.itemsize import _number_bytes, item_bytes, value_bytes
+
+
+def by_rule(value: Any) -> int:
+    """The guide's rule element by element (what ``value_bytes`` did for a list before its inline count)."""
+    if isinstance(value, list):
+        return 3 + sum(1 + by_rule(v) for v in value)
+    if isinstance(value, bool) or value is None:
+        return 1
+    if isinstance(value, int | float | Decimal):
+        return _number_bytes(value)
+    return value_bytes(value)
+
+
+def test_a_list_s_size_is_its_elements_by_the_rule() -> None:
+    rng = random.Random(7)
+    pool: list[Any] = [0, 1, -1, 10, 100, 120, -5000, 10**17 + 3, True, False, None, "", "abc", "é€", 1.5, Decimal(7)]
+    for _ in range(2000):
+        row = [rng.choice(pool) for _ in range(rng.randrange(0, 15))]
+        row += [rng.randrange(-(10**12), 10**12) // rng.choice((1, 10, 1000)) for _ in range(3)]
+        row.append([rng.choice(pool), {"k": rng.choice(pool)}])
+        assert value_bytes(row) == by_rule(row), row
+
+
+def test_numbers_in_a_list_cost_their_significant_digits() -> None:
+    # 0 and 5: one digit (2 bytes); 12000: two (2); 123: three (3); each element 1 more, the list 3
+    assert item_bytes({"l": [0, 5, 12000, 123]}) == 1 + 3 + 4 + 2 + 2 + 2 + 3

@@ -1,0 +1,110 @@
+"""``core.runrecord``'s memos: a row is worked out once for what it holds, and what a pass packs or reads is what it
+was without them: the same words in the same order, a step changed in place packed as it is now, each read its own
+steps, bad rows refused as before."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from adapters.dynamo.table import dynamo, plain
+from core import rowread, runrecord
+from core.runs import Run, StepState
+from tests.unit.core.test_runrecord import RUN_ID, replaced, weekly_refresh
+
+
+def read(item: dict[str, Any]) -> Run:
+    return Run.model_validate(plain(dynamo(item)))
+
+
+def test_words_are_numbered_in_the_order_a_row_names_them() -> None:
+    # needs_update, then the drain's status, the state, the note and the times' keys: the order the item has always
+    # had (a memo hit and a miss alike), so an item written now is the one written before
+    run = weekly_refresh(3, 2)
+    for _ in range(2):
+        item = run.to_item()
+        assert item["words"] == [
+            "max_age",
+            "succeeded",
+            "done",
+            "replaced",
+            "@started surging draining @spare_ready terminating done @finished",
+        ]
+        assert item["rows"][0][4:10] == [0, 2, f"i-{10**6:017x}", 1, 3, 4]
+
+
+def test_a_final_step_changed_in_place_is_packed_as_it_is_now() -> None:
+    run = weekly_refresh(6, 4)
+    first = run.to_item()
+    run.steps[1].note = "kept on purpose"
+    run.steps[2].entered["done"] = run.steps[2].entered["done"].replace(microsecond=7)
+    run.steps[3].role = "control-plane"  # not its group's role: a map
+    again = run.to_item()
+    assert again != first
+    assert read(again) == run.at_rest()
+    assert [s["index"] for s in again["steps"]] == [3]
+
+
+def test_each_read_has_its_own_steps() -> None:
+    item = weekly_refresh(9, 6).to_item()
+    one, two = read(item), read(item)
+    assert one == two and all(a is not b for a, b in zip(one.steps, two.steps, strict=True))
+    one.steps[0].entered.clear()
+    one.steps[7].state = StepState.SURGING
+    assert read(item) == two
+
+
+def test_a_read_with_the_memo_gives_what_validation_alone_gives() -> None:
+    run = weekly_refresh(30, 20)
+    item = plain(dynamo(run.to_item()))
+    validated = Run.model_validate(rowread.unpack(item))  # every step map validated by the model, no memo
+    for _ in range(2):
+        got = Run.model_validate(item)
+        assert got == validated == run.at_rest()
+        assert [s.model_fields_set for s in got.steps] == [s.model_fields_set for s in validated.steps]
+
+
+@pytest.mark.parametrize(("slot", "bad"), [(3, 1), (2, 5), (6, 7), (2, ["i-0"]), (6, {"id": "i-0"})])
+def test_a_bad_row_is_refused_after_a_good_one_was_read(slot: int, bad: Any) -> None:
+    run = weekly_refresh(3, 3)
+    for step in run.steps:
+        step.node_name = step.instance_id  # kOps' resource-based names: the row says True
+    item = plain(dynamo(run.to_item()))
+    assert item["rows"][0][3] is True
+    read(item)  # its rows memoised
+    item["rows"][0][slot] = bad  # a 1 where the row said True (the node name is the instance id), an int id, a list
+    with pytest.raises(ValidationError):
+        Run.model_validate(item)
+
+
+def test_the_memos_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runrecord, "MEMO_ROWS", 5)
+    monkeypatch.setattr(rowread, "MEMO_ROWS", 5)
+    monkeypatch.setattr(runrecord, "_PACKED", {})  # not what earlier tests left (they may hold these rows already)
+    monkeypatch.setattr(rowread, "_READ", {})
+    for k in range(12):
+        step = replaced(k, weekly_refresh(1, 0).created_at)
+        runrecord.pack([step], weekly_refresh(3, 0).groups, step.started_at or step.finished_at, run_id=RUN_ID)
+        read(weekly_refresh(k + 3, k + 1).to_item())
+    assert len(runrecord._PACKED) <= 5
+    assert len(rowread._READ) <= rowread.MEMO_RUNS
+    assert all(len(rows) <= 5 for rows in rowread._READ.values())
+
+
+def test_a_row_is_made_the_second_time_it_is_read_and_copied_after() -> None:
+    item = plain(dynamo(weekly_refresh(6, 4).to_item()))
+    made: list[dict[str, Any]] = []
+
+    def make(fields: dict[str, Any]) -> dict[str, Any]:
+        made.append(fields)
+        return dict(fields)
+
+    first = rowread.unpack(item, make, dict)
+    assert made == []  # read once: maps, as without the memo (a run read once costs nothing more)
+    second = rowread.unpack(item, make, dict)
+    assert len(made) == 6 and second["steps"] == first["steps"]
+    third = rowread.unpack(item, make, dict)
+    assert len(made) == 6 and third["steps"] == first["steps"]
+    assert all(a is not b for a, b in zip(second["steps"], third["steps"], strict=True))
