@@ -3,39 +3,16 @@ rewritten for long is fresh while the agent's ``MEMBERSHIP`` mark is."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from core.model import NodeRecord, utcnow
-from core.settings import ReplenisherSettings
 from lambdas.replenisher.gather import gather
 from lambdas.replenisher.handler import Deps
-from localworld.cluster import cluster_instances, create_kops_cluster
-
-CLUSTER = "demo.k8s.local"
-
-
-@pytest.fixture
-def deps(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deps]:
-    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "NodeManagerTest")
-    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "replenisher")
-    with mock_aws():
-        session = boto3.Session(region_name="us-east-1")
-        info = create_kops_cluster(session, name=CLUSTER, nodes_per_az=1)
-        settings = ReplenisherSettings.from_env(info.env())
-        yield Deps.from_clients(
-            settings,
-            dynamodb=session.resource("dynamodb"),
-            autoscaling=session.client("autoscaling"),
-            ec2=session.client("ec2"),
-            sqs=session.client("sqs"),
-            region="us-east-1",
-        )
+from localworld.cluster import cluster_instances
+from tests.unit.lambdas.replenisher.conftest import CLUSTER
 
 
 def instance_ids(deps: Deps) -> list[str]:
