@@ -18,6 +18,7 @@ from localworld.kube_processes import KubeAssetsMissingError, find_assets
 from localworld.world import LocalWorld
 from scenarios.runner import Exit, run
 from scenarios.timeline import Timeline
+from tests.processes import as_a_terminal_starts_it
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,6 +69,7 @@ def test_sigint_mid_scenario_is_interrupted_with_no_traceback(tmp_path: Path) ->
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=as_a_terminal_starts_it,
     )
     assert proc.stderr is not None
     lines: list[str] = []

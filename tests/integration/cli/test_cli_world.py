@@ -19,6 +19,7 @@ from adapters.dynamo.store import Store
 from cli.local import READY_LINE
 from localworld.world import LocalWorld
 from scenarios.observe import wait_until
+from tests.processes import as_a_terminal_starts_it
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -102,6 +103,7 @@ def test_local_up_runs_until_ctrl_c(tmp_path):
         stdout=subprocess.PIPE,
         stderr=errors.open("w"),
         text=True,
+        preexec_fn=as_a_terminal_starts_it,
     )
     try:
         exports: dict[str, str] = {}

@@ -18,6 +18,7 @@ import pytest
 from localworld.kube_processes import KubeAssetsMissingError
 from scenarios.runner import Exit, run
 from scenarios.timeline import Timeline
+from tests.processes import as_a_terminal_starts_it
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -212,6 +213,7 @@ def test_sigint_ends_with_a_verdict_and_no_traceback_even_when_pressed_twice() -
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=as_a_terminal_starts_it,
     )
     seen: list[str] = []
     try:
