@@ -6,7 +6,9 @@ pod with a ``--drain``-second termination grace period (the kubelet completes th
 that long). The refresher runs as in the ``refresh`` scenario (handler in this process, agent as a process, events
 pumped every 0.1 s as EventBridge delivers them; the tick is never pumped, so advancement is event-driven).
 
-Measured: wall time from the manual invocation to the run's end, for the worker groups only (``--all``,
+Measured: wall time from the manual invocation to the run's end (its ``finished_at``, as the refresher recorded
+it; the bench reads the run once a second and pumps no "Launch Successful", which no rule routes to the refresher,
+so that its own observation loads moto as little as it can), for the worker groups only (``--all``,
 ``max_surge``), beside the floor ``ceil(N / max_surge) x (launch + drain)``; overhead per node
 ``(wall - floor) / N`` (target <= 5 s), and of it the refresher's own time per node (every invocation's span less
 its sleeps between polls, AWS calls included; the rest is the world's: launch, registration, the agent), and of
@@ -220,6 +222,7 @@ def measure(
             "REFRESH_WAIT_BUDGET_SECONDS": "60",
         },
         deps_hook=timed_sleep,
+        watch_asgs=False,  # Launch Successful reaches no rule of the refresher: not pumped, not counted in moto
     )
     started = [time.monotonic()]
     if trace:  # every invocation goes through invoke (EventBridge's too, from the invoker's threads)
@@ -234,10 +237,14 @@ def measure(
         )
         counter.calls.clear()
         counter.invocations.clear()
-        t0 = started[0] = time.monotonic()
+        started[0] = time.monotonic()
+        t0_epoch = time.time()
         response = h.refresh(all=True, instance_groups=list(info.worker_asgs.values()), max_surge=max_surge)
-        run = h.wait_run(response["run"]["run_id"], 60 + workers * (launch + drain + 15))
-        wall = time.monotonic() - t0
+        # read once a second (every read of the RUN# item, O(N) in size, queues behind moto's one DynamoDB request
+        # at a time with the refresher's); the run's end is when the refresher recorded it, not when it was seen
+        run = h.wait_run(response["run"]["run_id"], 60 + workers * (launch + drain + 15), interval=1.0)
+        assert run.finished_at is not None, run
+        wall = run.finished_at.timestamp() - t0_epoch
         h.stop()
     assert run.status is RunStatus.SUCCEEDED, run.reason
     replaced = sum(1 for s in run.steps if s.state.value == "done")

@@ -115,6 +115,9 @@ class RefreshHarness:
         concurrency: the function's concurrent execution environments.
         log_dir: where the agent's log goes (default: the world's).
         deps_hook: wraps each ``Deps`` built (tests inject faults through it).
+        watch_asgs: the event pump announces new ASG instances ("EC2 Instance Launch Successful", a
+            DescribeAutoScalingGroups every pump); no rule routes them to the refresher, so a caller that does not
+            look at them (the benchmark) turns it off and spares moto the calls.
     """
 
     def __init__(
@@ -127,6 +130,7 @@ class RefreshHarness:
         concurrency: int = 4,
         log_dir: Path | None = None,
         deps_hook: Callable[[Deps], Deps] | None = None,
+        watch_asgs: bool = True,
     ) -> None:
         self.world = world
         self.info = info
@@ -138,7 +142,7 @@ class RefreshHarness:
         self.runs = RunStore(self.store)
         self.deps_hook = deps_hook
         self.invoker = LocalInvoker(self._make_deps, concurrency=concurrency)
-        self.bus = EventBus(world.session, observer_queue_url=info.observer_queue_url)
+        self.bus = EventBus(world.session, observer_queue_url=info.observer_queue_url, watch_asgs=watch_asgs)
         self.agent: Spawned | None = None
 
     def _make_deps(self) -> Deps:
@@ -179,10 +183,12 @@ class RefreshHarness:
         assert run is not None, f"no run {run_id}"
         return run
 
-    def wait_run(self, run_id: str, timeout: float, status: Callable[[Run], bool] | None = None) -> Run:
-        """Wait until the run is over (or ``status(run)`` holds)."""
+    def wait_run(
+        self, run_id: str, timeout: float, status: Callable[[Run], bool] | None = None, interval: float = 0.1
+    ) -> Run:
+        """Wait until the run is over (or ``status(run)`` holds), reading its item every ``interval`` seconds."""
         check = status or (lambda r: not r.status.active)
-        return wait_until(lambda: (r := self.run(run_id)) and check(r) and r, timeout, f"run {run_id}")
+        return wait_until(lambda: (r := self.run(run_id)) and check(r) and r, timeout, f"run {run_id}", interval)
 
     def groups(self) -> dict[str, dict[str, Any]]:
         """The cluster's ASGs as DescribeAutoScalingGroups says now, by name."""
