@@ -4,19 +4,36 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
-__all__ = ["lock_holder", "new_invocation_id", "new_run_id", "run_id_of_holder"]
+__all__ = ["hex_source", "lock_holder", "new_invocation_id", "new_run_id", "run_id_of_holder"]
+
+_token_hex: Callable[[int], str] = secrets.token_hex  # n bytes -> 2n hex digits; ``hex_source`` swaps it
+
+
+@contextmanager
+def hex_source(token_hex: Callable[[int], str]) -> Iterator[None]:
+    """Within the block, the ids' random hex comes from ``token_hex(n)`` (``n`` bytes, ``2n`` hex digits) instead
+    of ``secrets.token_hex``: a deterministic simulation draws it from its seeded stream. Not thread-safe (one
+    process-wide source); the product itself never calls it."""
+    global _token_hex
+    previous, _token_hex = _token_hex, token_hex
+    try:
+        yield
+    finally:
+        _token_hex = previous
 
 
 def new_run_id(now: datetime) -> str:
     """``<UTC yyyymmddThhmmssZ>-<6 hex>``: sorts by start time, unique."""
-    return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
+    return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{_token_hex(3)}"
 
 
 def new_invocation_id() -> str:
     """An id for an invocation that has none of its own (no Lambda request id): 12 hex digits."""
-    return secrets.token_hex(6)
+    return _token_hex(6)
 
 
 def lock_holder(run_id: str, invocation: str | None = None) -> str:

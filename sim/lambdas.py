@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import logging
 import random
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, cast
 
 import lambdas.refresher.service as refresher_service
@@ -300,37 +298,11 @@ class Lambdas:
         raise ValueError(f"no function {function!r}")
 
 
-@contextmanager
-def _seeded_run_ids(rng: random.Random) -> Iterator[None]:
-    """A refresh run's id is ``<start>-<6 hex>`` from ``secrets`` (``core.runs.new_run_id``), and an invocation
-    without a Lambda request id names itself (the lock holder ``refresher:<run>:<invocation>``) with 12 hex digits
-    from ``secrets`` (``core.runs.new_invocation_id``); within a simulated invocation the hex comes from the run's
-    stream instead, so one seed gives one exact run."""
-    # every product module that bound them by name (``from core.runs import new_run_id``: the refresher's service,
-    # start and advance), found rather than listed, so a module that moves them cannot bring ``secrets`` back
-    unseeded = {"new_run_id": runids.new_run_id, "new_invocation_id": runids.new_invocation_id}
-    originals = {
-        (module, name): original
-        for module in list(sys.modules.values())
-        if module is not None and module.__name__.startswith("lambdas.")
-        for name, original in unseeded.items()
-        if getattr(module, name, None) is original
-    }
-
-    def new_run_id(now: datetime) -> str:
-        return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{rng.getrandbits(24):06x}"
-
-    def new_invocation_id() -> str:
-        return f"{rng.getrandbits(48):012x}"
-
-    seeded = {"new_run_id": new_run_id, "new_invocation_id": new_invocation_id}
-    for module, name in originals:
-        setattr(module, name, seeded[name])
-    try:
-        yield
-    finally:
-        for (module, name), original in originals.items():
-            setattr(module, name, original)
+def _seeded_run_ids(rng: random.Random) -> AbstractContextManager[None]:
+    """A refresh run's id is ``<start>-<6 hex>`` and an invocation without a Lambda request id names itself (the
+    lock holder ``refresher:<run>:<invocation>``) with 12 hex digits, both from ``secrets`` (``core.runids``);
+    within a simulated invocation the hex comes from the run's stream instead, so one seed gives one exact run."""
+    return runids.hex_source(lambda n: f"{rng.getrandbits(8 * n):0{2 * n}x}")
 
 
 def _no_sleep(kernel: Kernel) -> Callable[[float], None]:
