@@ -31,6 +31,7 @@ class Workloads(Cluster):
         """A Deployment (its ReplicaSet ``<name>-rs``) keeping ``replicas`` pods labelled ``app=<name>``."""
         key = f"{namespace}/{name}"
         self.deployments[key] = Deployment(namespace, name, replicas, {"app": name, **(labels or {})}, grace)
+        self._selecting.pop(f"deploy:{key}", None)  # a Deployment made again may carry other labels: judged anew
         self._reconcile(key)
 
     def scale(self, namespace: str, name: str, replicas: int) -> None:

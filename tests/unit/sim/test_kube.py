@@ -207,3 +207,20 @@ def test_a_node_name_reused_by_a_new_instance_replaces_the_old_node() -> None:
     assert node is not None and node.instance_id == "i-0000000000000beef"
     kernel.run(kernel.t + 2)
     assert len(kube.by_node["n0"]) == 2  # the replacements, on the new node
+
+
+def test_a_deployment_made_again_with_other_labels_has_its_new_pods_counted_by_the_budgets_selecting_them() -> None:
+    kernel, kube = cluster(2)
+    kube.add_budget(Budget(NS, "front", {"tier": "front"}, min_available=1))
+    kube.add_deployment(NS, "web", 1)  # labelled app=web only: not the budget's
+    kernel.run(kernel.t + 30)
+    assert kube.budget_status(NS, "front") == (0, 1, 0)
+    kube.add_deployment(NS, "web", 3, labels={"tier": "front"})  # made again: its new pods carry tier=front
+    kernel.run(kernel.t + 30)
+    front = [
+        info
+        for info in kube.pods.values()
+        if (info.obj["metadata"].get("labels") or {}).get("tier") == "front" and info.healthy
+    ]
+    assert len(front) >= 2
+    assert kube.budget_status(NS, "front") == (len(front) - 1, 1, len(front))
