@@ -63,9 +63,12 @@ def _figure_class() -> type[Figure]:
 
 
 def check_path(path: Path) -> None:
-    """Raises ValueError unless ``path``'s suffix is one of ``FORMATS``."""
+    """Raises ValueError unless ``path``'s suffix is one of ``FORMATS`` and its folder exists (checked before a
+    scenario runs, so a chart that could not be written is said at once, not after the run)."""
     if path.suffix.lower() not in FORMATS:
         raise ValueError(f"chart file {path}: give a name ending in {', '.join(FORMATS)}")
+    if not path.parent.is_dir():
+        raise ValueError(f"chart file {path}: no folder {path.parent}")
 
 
 def figure(chart: Chart) -> Figure:

@@ -47,6 +47,14 @@ def _global_options(p: argparse.ArgumentParser, suppress: bool) -> None:
     )
 
 
+def _at_least_one(text: str) -> int:
+    """argparse ``type`` for a count of workers: an integer >= 1 (a group's MinSize cannot be negative)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: give a number of workers of 1 or more")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser (global options anywhere; ``--help`` lists the environment it reads)."""
     fmt = argparse.RawDescriptionHelpFormatter
@@ -104,6 +112,6 @@ def parser() -> argparse.ArgumentParser:
     local_sub = local.add_subparsers(dest="local_command", required=True, metavar="ACTION")
     local_up = local_sub.add_parser("up", help="start it, print its environment, run until Ctrl-C")
     _global_options(local_up, suppress=True)
-    local_up.add_argument("--nodes-per-az", type=int, default=2, help="workers per AZ (3 AZs, 1 master each)")
+    local_up.add_argument("--nodes-per-az", type=_at_least_one, default=2, help="workers per AZ (3 AZs, 1 master each)")
     local_up.add_argument("--no-agent", action="store_true", help="do not run the agent")
     return p

@@ -82,7 +82,10 @@ def up(
         for line in exports(world.env(kubeconfig="admin")):
             out(line)
         out(READY_LINE)
-        err(f"cluster {info.name}: {len(info.all_asgs)} Auto Scaling groups; try `node-manager --local status`")
+        err(
+            f"cluster {info.name}: {len(info.all_asgs)} Auto Scaling groups; try `python -m cli --local status` "
+            "(`node-manager` after `pip install -e .`)"
+        )
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             ends = None if stop_after is None else time.monotonic() + stop_after

@@ -21,7 +21,7 @@ Where refresh/status/cancel happen:
 
 Global options (``--cluster``, ``--function-name``, ``--local``, ``--output``) go before or after the command.
 Output on stdout, errors on stderr (one line). Exit codes: 0 done, 1 refused, rejected or failed, 2 bad usage or
-configuration, 130 interrupted.
+configuration, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM; ``local up``).
 """
 
 from __future__ import annotations

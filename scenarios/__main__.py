@@ -76,14 +76,16 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("scenario", nargs="?", default="spot-interruption", choices=sorted(SCENARIOS))
-    parser.add_argument("--logs", type=Path, default=None, help="folder for the agent's log (default: a temp dir)")
+    parser.add_argument(
+        "--logs", type=Path, default=None, help="folder for the agent's and the Lambdas' logs (default: a temp dir)"
+    )
     parser.add_argument(
         "--chart",
         type=Path,
         metavar="FILE",
         default=None,
         help="draw what the scenario saw into FILE (.svg, .png, .pdf): a timeline per instance and Ready nodes per "
-        "group; needs the charts extra (pip install 'aws-node-manager[charts]')",
+        "group; needs the charts extra (pip install '.[charts]' in a checkout)",
     )
     args = parser.parse_args(argv)
     if args.chart is not None:  # before the world starts: a missing library or a bad name is one line, exit 2

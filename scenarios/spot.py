@@ -277,7 +277,7 @@ def _play(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
         and pdb_guard.samples > 0
         and any("daemonset" in (p.get("reason") or "") for p in daemonset_left),
         f"{pdb_guard.samples} PDB samples, violations {pdb_guard.violations[:3]}, "
-        f"{len(daemonset_left)} pods left in place",
+        f"{len(daemonset_left)} pod{'' if len(daemonset_left) == 1 else 's'} left in place",
     )
     check(
         "invariant 7: the duplicate event changed nothing",

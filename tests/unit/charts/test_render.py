@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from charts.model import Chart, InstanceRow, Marker, Phase, PoolSeries, Span
-from charts.render import ChartsUnavailableError, figure, require, write
+from charts.render import ChartsUnavailableError, check_path, figure, require, write
 
 CHART = Chart(
     title="refresh run r1: succeeded, 1 steps",
@@ -64,3 +64,11 @@ def test_without_matplotlib_the_error_names_the_extra(monkeypatch: pytest.Monkey
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # import fails as if not installed
     with pytest.raises(ChartsUnavailableError, match=r"aws-node-manager\[charts\]"):
         require()
+
+
+def test_a_chart_path_is_refused_up_front_for_its_suffix_or_a_missing_folder(tmp_path: Path) -> None:
+    check_path(tmp_path / "run.svg")
+    with pytest.raises(ValueError, match="give a name ending in"):
+        check_path(tmp_path / "run.txt")
+    with pytest.raises(ValueError, match="no folder"):
+        check_path(tmp_path / "missing" / "run.svg")
