@@ -27,6 +27,7 @@ from aws_lambda_powertools import Metrics
 
 from adapters.dynamo import ledger as ledger_store
 from adapters.dynamo.store import Store
+from core.model import parse_provider_id
 from core.settings import AgentSettings, ReplenisherSettings
 from lambdas.replenisher.handler import Deps, handle
 from localworld.eventbus import LAUNCH_SUCCESSFUL, LAUNCH_UNSUCCESSFUL, EventBus
@@ -65,7 +66,7 @@ def _ready_workers(world: LocalWorld, excluding: Collection[str] = ()) -> int:
         for n in world.running_simulator().nodes()
         if "node-role.kubernetes.io/node" in n["metadata"].get("labels", {})
         and any(c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", []))
-        and str(n.get("spec", {}).get("providerID", "")).rsplit("/", 1)[-1] not in excluding
+        and (parse_provider_id(n.get("spec", {}).get("providerID")) or ("", ""))[1] not in excluding
     )
 
 
