@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # tests import core/, agent/, lambdas/, localworld/ from the repo root
     sys.path.insert(0, str(ROOT))
 
+from localworld.aws import serialise_dynamodb  # noqa: E402 - after the sys.path insert above
 from localworld.cluster import ClusterInfo  # noqa: E402 - after the sys.path insert above
 from localworld.kube_processes import KubeAssetsMissingError, find_assets  # noqa: E402 - after the sys.path insert above
 from localworld.world import LocalWorld  # noqa: E402 - after the sys.path insert above
@@ -32,6 +33,9 @@ WORLD_FIXTURES = {"local_world", "world", "cluster"}
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "world: needs the local world (moto server, kube-apiserver + etcd)")
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
+    # every test's moto DynamoDB (in-process ``mock_aws`` too) applies each request atomically, as DynamoDB does: moto
+    # alone let two of eight threads racing for one control-plane slot both win (1 run in 3 on a slow machine)
+    serialise_dynamodb()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
