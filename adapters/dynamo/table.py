@@ -174,6 +174,12 @@ class Table:
             Key("pk").eq(self.agent_pk), consistent, "query agent partition", wanted=wanted, convert=convert
         )
 
+    def query_cluster_partition(self, consistent: bool = False, convert: bool = True) -> Iterator[dict[str, Any]]:
+        """Every item of the cluster partition only (``LOCK``, ``COMP#``, ``RUN#``, ``DETACH#``, ``POLL#``: the
+        Lambdas' own kinds), in sort-key order, following pagination; without ``convert``, as the table answered (as
+        ``query_prefix``)."""
+        return self._query(Key("pk").eq(self.pk), consistent, "query partition", convert=convert)
+
     def _query(
         self,
         key: ConditionBase,

@@ -5,7 +5,7 @@ EC2 only for what the decision needs (``gather``); the ``World`` it builds is al
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
@@ -14,9 +14,11 @@ from pydantic import ValidationError
 
 from adapters.aws.ports import AwsPort
 from adapters.dynamo import ledger as ledger_store
+from adapters.dynamo.commands import PREFIX as COMMAND_PREFIX
 from adapters.dynamo.lock import LOCK_SK
 from adapters.dynamo.node_memo import NodeRecordMemo
 from adapters.dynamo.nodes import MARK_SK, mark_time
+from adapters.dynamo.nodes import PREFIX as NODE_PREFIX
 from adapters.dynamo.store import Store
 from adapters.dynamo.table import plain
 from core.detach import DetachState
@@ -94,7 +96,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     node_items: list[dict[str, Any]] = []
     # as the table answered (``convert=False``): no item is converted before this loop keeps it, so the kinds not
     # read (``gathered``) are left out here, after the most numerous kind, ``NODE#``, is taken without that test
-    for stored in deps.store.query_partition(consistent=True, convert=False):
+    for stored in read_items(deps.store):
         sk = str(stored.get("sk", ""))
         if sk.startswith("NODE#"):
             node_items.append(stored)  # validated as read, not converted (``deps.memo.nodes``); fresh by the mark
@@ -217,6 +219,25 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
         lock=lock,
         detached=detached,
     )
+
+
+def read_items(store: Store) -> Iterator[dict[str, Any]]:
+    """The items ``gather`` reads, as the table answered them (consistent reads): the whole cluster partition
+    (``LOCK`` first, then ``COMP#``, ``DETACH#``, ``POLL#``, ``RUN#``), then of the agent partition only the range
+    ``MEMBERSHIP`` .. ``NODE#`` (neighbours there: ``adapters.dynamo.snapshot``) and the replenisher's own
+    ``CMD#`` items (one range a prefix of ``OWN_COMMAND_PREFIXES``): 2 + 2 Queries.
+
+    Not the whole agent partition: its other ``CMD#`` items (a week of drains, refresh steps and their results, kept
+    until their TTL) and ``HOOK#`` items are history to this reader. Read and skipped, they were half of a tick's items
+    at 1,000 nodes after a week (issue 12, BENCHMARKS.md), and in DynamoDB more pages and read units each tick.
+
+    Raises:
+        StoreUnavailableError: a read failed.
+    """
+    yield from store.query_cluster_partition(consistent=True, convert=False)
+    yield from store.query_range(MARK_SK, NODE_PREFIX[:-1] + "$", consistent=True, convert=False)
+    for prefix in OWN_COMMAND_PREFIXES:
+        yield from store.query_prefix(COMMAND_PREFIX + prefix, consistent=True, convert=False)
 
 
 def gathered(sk: str) -> bool:

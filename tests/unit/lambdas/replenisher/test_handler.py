@@ -48,18 +48,47 @@ def test_gather_reads_its_own_commands_and_leaves_the_others(deps: Deps) -> None
     assert "not-a-record" not in world.nodes and 7 not in world.nodes
 
 
+def test_gather_never_reads_the_agents_history(deps: Deps, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a week of other commands and lifecycle claims is most of the agent partition: not one of them is read
+    now = utcnow()
+    for command_id in ("giveback-1", "surplus-2", "drain-3", "refresh-4", "rebalance-5"):
+        deps.store.put(f"CMD#{command_id}", {"status": "succeeded", "instance_id": "i-0123456789abcdef0"})
+    deps.store.put("HOOK#i-0123456789abcdef0", {"state": "claimed"})
+    deps.store.put("CPDRAIN#0", {"holder": "x"})
+    deps.store.put_membership_mark(now, 0, 600)
+    answered: list[str] = []
+    table: Any = deps.store.table
+    real = table.query
+
+    def counted(**kwargs: Any) -> Any:
+        out = real(**kwargs)
+        answered.extend(str(item["sk"]) for item in out.get("Items", []))
+        return out
+
+    monkeypatch.setattr(table, "query", counted)
+
+    world = gather(deps, now)
+
+    assert sorted(world.commands) == ["giveback-1", "surplus-2"]
+    assert "MEMBERSHIP" in answered and "CMD#giveback-1" in answered
+    read_history = [
+        sk for sk in answered if sk.startswith(("CMD#drain", "CMD#refresh", "CMD#rebalance", "HOOK#", "CPDRAIN#"))
+    ]
+    assert read_history == []
+
+
 def test_gather_reads_the_groups_after_the_lock(deps: Deps, monkeypatch: pytest.MonkeyPatch) -> None:
     # sim seed 42 of the lock profile: a duplicate invocation ran whole between this one's group read and its
     # partition read; this one saw the raise in the ledger, the donor at its old size, and took it for a kOps reset
     asg: Any = deps.aws.autoscaling.client  # the gateway's adapter keeps its boto3 client
     name = sorted(g["AutoScalingGroupName"] for g in asg.describe_auto_scaling_groups()["AutoScalingGroups"])[-1]
-    real = deps.store.query_partition
+    real = deps.store.query_cluster_partition
 
     def another_invocation_first(*args: Any, **kwargs: Any) -> Any:
         asg.update_auto_scaling_group(AutoScalingGroupName=name, MaxSize=9, DesiredCapacity=5)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(deps.store, "query_partition", another_invocation_first)
+    monkeypatch.setattr(deps.store, "query_cluster_partition", another_invocation_first)
 
     world = gather(deps, utcnow())
 
