@@ -194,3 +194,25 @@ def test_a_save_that_passes_the_lock_takes_it_as_read_and_leaves_it_free_with_th
     with pytest.raises(LockHeldError):
         runs.save(saved, take=lock.passing("refresher:r:d", "refresh", seen))
     assert (lock.current() or {})["holder"] == held.holder and (runs.get(run().run_id) or run()).version == 1
+
+
+def test_the_active_run_is_read_without_the_runs_that_are_over(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a Spot warning reads the active run: the finished ones (kept until their TTL, large) are never sent to it, so
+    # one that does not even validate any more costs it nothing
+    store.put("RUN#20240101T000000Z-old", {"run_id": "old", "status": RunStatus.SUCCEEDED.value, "steps": "junk"})
+    store.put("RUN#20240102T000000Z-old", {"run_id": "old2", "status": RunStatus.PAUSED.value, "steps": "junk"})
+    RunStore(store).create(run())
+    answered: list[str] = []
+    real = store.table.query
+
+    def counted(**kwargs: object) -> dict[str, list[dict[str, str]]]:
+        out: dict[str, list[dict[str, str]]] = real(**kwargs)
+        answered.extend(str(item["sk"]) for item in out.get("Items", []))
+        return out
+
+    monkeypatch.setattr(store.table, "query", counted)
+
+    active = RunStore(store).active()
+
+    assert active is not None and active.run_id == run().run_id
+    assert answered == [f"RUN#{run().run_id}"]
