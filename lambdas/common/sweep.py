@@ -139,13 +139,15 @@ def sweep_commands(
     """Apply ``stranded`` to the cluster's ``CMD#`` items (one Query). Returns the command ids re-sent (``queued``
     and stale ``running`` ones alike) and expired.
 
-    Only the ``queued`` and ``running`` items are turned into plain values (chosen on the table's values: a status
-    is a string either way); the finished ones, most of a week's items with their nested results, are skipped as read.
+    Only the ``queued`` and ``running`` items are answered by DynamoDB (a FilterExpression) and turned into plain
+    values; the finished ones, most of a week's items with their nested results, are read by DynamoDB only.
 
     Raises:
         StoreUnavailableError, AwsUnavailableError, AwsRequestError.
     """
-    items = store.query_prefix("CMD#", consistent=True, convert=False)
+    # only the queued and running ones are sent back (a FilterExpression: DynamoDB still reads the week of finished
+    # commands, with their results, but neither sends them nor has the Lambda parse them)
+    items = store.query_range("CMD#", "CMD$", consistent=True, keep=Attr("status").is_in(sorted(SWEPT)), convert=False)
     sweep = stranded((plain(item) for item in items if swept(item)), now, after_seconds)
     done: dict[str, list[str]] = {"resent": [], "expired": []}
     for sk in sweep.unreadable:

@@ -9,6 +9,8 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
+import pytest
+
 from adapters.dynamo.store import Store
 from core.model import Command, CommandKind, CommandStatus, utcnow
 from lambdas.common.sweep import EXPIRED, stranded, sweep_commands
@@ -167,7 +169,7 @@ def test_a_worker_beating_between_the_read_and_the_resend_keeps_its_command(stor
     class Frozen:
         """The store as the sweep read it before the heartbeat (the conditional write then sees the new one)."""
 
-        def query_prefix(self, *_: Any, **__: Any) -> Any:
+        def query_range(self, *_: Any, **__: Any) -> Any:
             return items
 
         def update(self, *args: Any, **kwargs: Any) -> Any:
@@ -199,12 +201,32 @@ def test_only_queued_and_running_items_are_converted() -> None:
     class Raw:
         """The table's answer: numbers as Decimal, a finished item and one whose status is not a string."""
 
-        def query_prefix(self, prefix: str, consistent: bool = False, convert: bool = True) -> Any:
-            asked.update(prefix=prefix, convert=convert)
+        def query_range(
+            self, low: str, high: str, consistent: bool = False, keep: Any = None, convert: bool = True
+        ) -> Any:
+            asked.update(low=low, high=high, convert=convert)
+            # as if DynamoDB had not applied the filter: the sweep's own test still holds
             done = Untouchable(item(drain("done"), status="succeeded"))
             odd = Untouchable({"sk": "CMD#odd", "status": ["queued"]})
             return iter([done, odd, raw_queued] if not convert else [])
 
     sweep = sweep_commands(Raw(), Sender(), NOW, 300, dry_run=True, logger=Log())  # type: ignore[arg-type]
-    assert asked == {"prefix": "CMD#", "convert": False}
+    assert asked == {"low": "CMD#", "high": "CMD$", "convert": False}
     assert sweep == {"resent": ["queued"], "expired": []}
+
+
+def test_the_finished_commands_are_not_answered(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    store.record_command(drain("stuck"), ttl_seconds=3600, now=NOW - timedelta(seconds=900))
+    store.put("CMD#done", {"status": "succeeded", "instance_id": "i-1"})
+    store.put("HOOK#i-1", {"status": "queued"})  # another kind, never read
+    answered: list[str] = []
+    real = store.table.query
+
+    def counted(**kwargs: Any) -> Any:
+        out = real(**kwargs)
+        answered.extend(str(i["sk"]) for i in out.get("Items", []))
+        return out
+
+    monkeypatch.setattr(store.table, "query", counted)
+    assert sweep_commands(store, Sender(), NOW, 300, dry_run=True, logger=Log())["resent"] == ["stuck"]
+    assert answered == ["CMD#stuck"]
