@@ -115,6 +115,25 @@ def test_a_released_command_is_started_again_with_the_next_attempt(store):
         store.release_command("spot-1", "agent-a", first)
 
 
+def test_only_the_instances_commands_are_sent_back(store, monkeypatch):
+    # a Spot warning's read: a week of other instances' commands stays in DynamoDB
+    store.record_command(_cmd("spot-1"), ttl_seconds=3600)
+    for n in range(5):
+        store.put(f"CMD#refresh-run-{n}", {"status": "succeeded", "instance_id": f"i-other{n}", "kind": "drain"})
+    answered = []
+    real = store.table.query
+
+    def counted(**kwargs):
+        out = real(**kwargs)
+        answered.extend(str(item["sk"]) for item in out.get("Items", []))
+        return out
+
+    monkeypatch.setattr(store.table, "query", counted)
+    assert [i["command"]["command_id"] for i in commands_for_instance(store, "i-0123456789abcdef0")] == ["spot-1"]
+    assert answered == ["CMD#spot-1"]
+    assert commands_for_instance(store, "i-0123456789abcdef0", CommandKind.CORDON) == []
+
+
 def test_commands_of_an_instance_newest_first_and_cancelling_only_a_queued_one(store):
     store.record_command(_cmd("spot-1"), ttl_seconds=3600, now=utcnow() - timedelta(minutes=5))
     store.record_command(_cmd("spot-2"), ttl_seconds=3600)
