@@ -6,9 +6,9 @@
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# The packages mypy --strict checks (the deployed and in-cluster code, the simulation, the operator CLI); those not
-# present yet are skipped.
-TYPED := $(wildcard core adapters lambdas agent sim cli charts)
+# The packages mypy --strict checks (the deployed and in-cluster code, the simulation, the operator CLI, the
+# benchmarks and scenarios); those not present yet are skipped.
+TYPED := $(wildcard core adapters lambdas agent sim cli charts bench scenarios)
 .PHONY: demo test bootstrap bootstrap-venv synth bench lint bench-smoke check image
 
 bootstrap:

@@ -355,7 +355,7 @@ def run_policy(
         world.bus.invoke = Nth(world).invoke if policy == "drain" else _no_invoke
         # the product's invariants are not these policies' promises: a shortfall the ASG alone leaves uncovered
         # during an outage "breaks" invariant 8, and a violation would end their run early (shorter losses)
-        world.checker.after_step = lambda _step: None  # type: ignore[method-assign]
+        world.checker.after_step = lambda step: None  # type: ignore[method-assign]  # the world's hook, replaced
     meter = Meter(policy, sample_seconds=sample, causes=Causes(world))
     world.apply(schedule)
     # a timer of its own, off the 10 s grid of Auto Scaling's reconcile: the state is sampled at evenly spaced

@@ -66,9 +66,9 @@ def _worker_nodes(world: LocalWorld) -> list[dict[str, Any]]:
 
 def wait_cordoned(core: k8s.CoreV1Api, node_name: str, resource_version: str, timeout: float) -> float:
     """Block on a watch until ``node_name`` is unschedulable; return ``time.perf_counter()`` at that moment."""
-    w = watch.Watch()
+    w = watch.Watch()  # type: ignore[no-untyped-call]  # kubernetes client: watch.Watch has no annotations
     try:
-        for event in w.stream(
+        for event in w.stream(  # type: ignore[no-untyped-call]  # kubernetes client: watch.Watch has no annotations
             core.list_node,
             field_selector=f"metadata.name={node_name}",
             resource_version=resource_version,
@@ -77,7 +77,7 @@ def wait_cordoned(core: k8s.CoreV1Api, node_name: str, resource_version: str, ti
             if event["object"].spec.unschedulable:
                 return time.perf_counter()
     finally:
-        w.stop()
+        w.stop()  # type: ignore[no-untyped-call]  # kubernetes client: watch.Watch has no annotations
     raise TimeoutError(f"{node_name} not cordoned within {timeout} s")
 
 
@@ -110,7 +110,9 @@ def _cordon_runs(world: LocalWorld, runs: int, store: Store, agent: Spawned) -> 
         node = _worker_nodes(world)[0]
         name = node["metadata"]["name"]
         instance_id = node["spec"]["providerID"].rsplit("/", 1)[1]
-        rv = core.read_node(name).metadata.resource_version
+        meta = core.read_node(name).metadata
+        assert meta is not None and meta.resource_version is not None  # the API server sets both
+        rv = meta.resource_version
         event = spot_warning(instance_id, world.region, datetime.now(UTC))
         with contextlib.redirect_stdout(sink):
             start = time.perf_counter()

@@ -39,8 +39,9 @@ def main() -> None:
     import agent.app  # noqa: F401  # every module the agent process holds, as in production
     from adapters.aws.autoscaling import AutoScaling
     from adapters.dynamo.store import Store
+    from agent.asglookup import AsgLookup
     from agent.kube.client import KubeAdapter, kube_configuration, make_api_client
-    from agent.membership import AsgLookup, MembershipReporter
+    from agent.membership import MembershipReporter
 
     calls: Counter[str] = Counter()
 

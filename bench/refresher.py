@@ -194,8 +194,9 @@ def measure(
 ) -> dict[str, Any]:
     per_az = workers // len(AZS)
     info = world.setup_cluster(azs=AZS, nodes_per_az=per_az, join_delay=launch, timeout=60 + launch * 2)
-    assert world.simulator is not None, "setup_cluster starts the simulator"
-    for node in world.simulator.nodes():
+    simulator = world.simulator
+    assert simulator is not None, "setup_cluster starts the simulator"
+    for node in simulator.nodes():
         if "node-role.kubernetes.io/node" in node["metadata"].get("labels", {}):
             deploy_pods_on_node(world.api, node["metadata"]["name"], 1, grace=drain, namespace="bench", wait=False)
     counter = CallCounter()
@@ -231,7 +232,7 @@ def measure(
     with counter.on_session(world.session.boto), contextlib.redirect_stdout(io.StringIO()):
         h.start(membership_timeout=60)
         wait_until(
-            lambda: all(p["status"].get("phase") == "Running" for p in world.simulator.pods("bench")),
+            lambda: all(p["status"].get("phase") == "Running" for p in simulator.pods("bench")),
             30,
             "the bench pods to run",
         )

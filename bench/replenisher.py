@@ -66,7 +66,7 @@ class CallCounter:
         client.meta.events.register("after-call.*.*", self._done)
 
     def _count(self, event_name: str, **_: Any) -> None:
-        _, service, operation = event_name.split(".", 2)
+        _hook, service, operation = event_name.split(".", 2)
         self.calls[f"{service}:{operation}"] += 1
         self._started = time.perf_counter()
 
@@ -283,8 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         print("| invocation | wall p50 (max) | outside AWS calls p50 (max) | AWS calls | calls (last run) |")
         print("|---|---|---|---|---|")
         for what, p50, worst, own, own_worst, lo, hi, detail in rows:
-            calls = f"{lo}" if lo == hi else f"{lo}-{hi}"
-            print(f"| {what} | {p50:.3f} s ({worst:.3f} s) | {own:.3f} s ({own_worst:.3f} s) | {calls} | {detail} |")
+            span = f"{lo}" if lo == hi else f"{lo}-{hi}"
+            print(f"| {what} | {p50:.3f} s ({worst:.3f} s) | {own:.3f} s ({own_worst:.3f} s) | {span} | {detail} |")
     else:
         for what, p50, worst, own, own_worst, lo, hi, detail in rows:
             print(

@@ -61,7 +61,7 @@ from localworld.world import LocalWorld
 from scenarios.spot import spot_warning
 
 NAMESPACE = "bench"
-GRACES = (0, 5, 10, 20, 30)
+GRACES: tuple[int, ...] = (0, 5, 10, 20, 30)
 PODS_PER_NODE = 5
 WORKER_LABEL = "node-role.kubernetes.io/node"
 
@@ -107,7 +107,11 @@ class Recorder:
     def start(self) -> Recorder:
         nodes = self.core.list_node()
         pods = self.core.list_namespaced_pod(NAMESPACE)
-        self.known = {p.metadata.uid for p in pods.items}
+        self.known = set()
+        for p in pods.items:
+            assert p.metadata is not None and p.metadata.uid is not None  # the API server sets both
+            self.known.add(p.metadata.uid)
+        assert nodes.metadata is not None and pods.metadata is not None  # a list carries the revision it was read at
         for target, rv in (
             (self._nodes, nodes.metadata.resource_version),
             (self._pods, pods.metadata.resource_version),
@@ -122,20 +126,26 @@ class Recorder:
 
     def _nodes(self, rv: str) -> None:
         while not self._stop.is_set():
-            w = watch.Watch()
-            for event in w.stream(self.core.list_node, resource_version=rv, timeout_seconds=5):
+            w = watch.Watch()  # type: ignore[no-untyped-call]  # kubernetes client: watch.Watch has no annotations
+            events = w.stream(  # type: ignore[no-untyped-call]  # kubernetes client: watch.Watch has no annotations
+                self.core.list_node, resource_version=rv, timeout_seconds=5
+            )
+            for event in events:
                 node = event["object"]
                 rv = node.metadata.resource_version
                 if node.spec.unschedulable and node.metadata.name not in self.cordoned:
                     self.cordoned[node.metadata.name] = time.time()
                     self.cordoned_rv[node.metadata.name] = int(rv)
                 if self._stop.is_set():
-                    w.stop()
+                    w.stop()  # type: ignore[no-untyped-call]  # kubernetes client: watch.Watch has no annotations
 
     def _pods(self, rv: str) -> None:
         while not self._stop.is_set():
-            w = watch.Watch()
-            for event in w.stream(self.core.list_namespaced_pod, NAMESPACE, resource_version=rv, timeout_seconds=5):
+            w = watch.Watch()  # type: ignore[no-untyped-call]  # kubernetes client: watch.Watch has no annotations
+            events = w.stream(  # type: ignore[no-untyped-call]  # kubernetes client: watch.Watch has no annotations
+                self.core.list_namespaced_pod, NAMESPACE, resource_version=rv, timeout_seconds=5
+            )
+            for event in events:
                 pod = event["object"]
                 rv = pod.metadata.resource_version
                 now = time.time()
@@ -147,7 +157,7 @@ class Recorder:
                 if event["type"] == "DELETED":
                     self.gone.setdefault(pod.metadata.name, now)
                 if self._stop.is_set():
-                    w.stop()
+                    w.stop()  # type: ignore[no-untyped-call]  # kubernetes client: watch.Watch has no annotations
 
 
 def workers(world: LocalWorld) -> list[tuple[str, str]]:
@@ -305,7 +315,9 @@ def _run_wave(world: LocalWorld, targets: list[tuple[str, str]], store: Store, t
 def revision(core: k8s.CoreV1Api) -> int:
     """The store's current revision: a one-item list is read from etcd, and its ``metadata.resourceVersion`` is the
     revision it was read at."""
-    return int(core.list_namespaced_pod(NAMESPACE, limit=1).metadata.resource_version)
+    meta = core.list_namespaced_pod(NAMESPACE, limit=1).metadata
+    assert meta is not None and meta.resource_version is not None  # a list carries the revision it was read at
+    return int(meta.resource_version)
 
 
 def bench_grace(world: LocalWorld, log_dir: str, grace: int, left: float) -> dict[str, float]:
@@ -322,7 +334,12 @@ def bench_grace(world: LocalWorld, log_dir: str, grace: int, left: float) -> dic
     _wait(lambda: len(store.list_nodes(600)) >= total, 60, "membership")
     deps = handler_deps(world)
     core = k8s.CoreV1Api(world.api)
-    [pod] = [p.metadata.name for p in core.list_namespaced_pod(NAMESPACE).items if p.spec.node_name == name]
+    on_node: list[str] = []
+    for p in core.list_namespaced_pod(NAMESPACE).items:
+        assert p.metadata is not None and p.metadata.name is not None and p.spec is not None  # the API server sets them
+        if p.spec.node_name == name:
+            on_node.append(p.metadata.name)
+    [pod] = on_node
     recorder = Recorder(core).start()
     warned_at = datetime.now(UTC) - timedelta(seconds=120 - left)
     event = spot_warning(instance_id, world.region, warned_at)
@@ -346,6 +363,7 @@ def bench_grace(world: LocalWorld, log_dir: str, grace: int, left: float) -> dic
 def _ready_pods(core: k8s.CoreV1Api) -> int:
     ready = 0
     for pod in core.list_namespaced_pod(NAMESPACE).items:
+        assert pod.status is not None and pod.metadata is not None  # the API server sets both
         conditions = pod.status.conditions or []
         if pod.metadata.deletion_timestamp is None and any(
             c.type == "Ready" and c.status == "True" for c in conditions

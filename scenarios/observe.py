@@ -56,11 +56,11 @@ class NodeWatcher(threading.Thread):
         self.cordoned_at: float | None = None
         self.cordoned_by: str | None = None
         self.deleted_at: float | None = None
-        self._watch = watch.Watch()
+        self._watch = watch.Watch()  # type: ignore[no-untyped-call]  # kubernetes client: Watch has no annotations
 
     def run(self) -> None:
         try:
-            for event in self._watch.stream(
+            for event in self._watch.stream(  # type: ignore[no-untyped-call]  # kubernetes client: no annotations
                 self.core.list_node, field_selector=f"metadata.name={self.node_name}", timeout_seconds=300
             ):
                 node = event["object"]
@@ -77,7 +77,7 @@ class NodeWatcher(threading.Thread):
             return
 
     def stop(self) -> None:
-        self._watch.stop()
+        self._watch.stop()  # type: ignore[no-untyped-call]  # kubernetes client: watch.Watch has no annotations
 
 
 class PdbGuard(_Loop):

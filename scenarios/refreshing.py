@@ -188,7 +188,14 @@ class RefreshHarness:
     ) -> Run:
         """Wait until the run is over (or ``status(run)`` holds), reading its item every ``interval`` seconds."""
         check = status or (lambda r: not r.status.active)
-        return wait_until(lambda: (r := self.run(run_id)) and check(r) and r, timeout, f"run {run_id}", interval)
+
+        def over() -> Run | None:
+            current = self.run(run_id)
+            return current if check(current) else None
+
+        found = wait_until(over, timeout, f"run {run_id}", interval)
+        assert found is not None  # wait_until returns only a truthy value
+        return found
 
     def groups(self) -> dict[str, dict[str, Any]]:
         """The cluster's ASGs as DescribeAutoScalingGroups says now, by name."""

@@ -163,4 +163,5 @@ def run(
     else:
         headline, stopped = f"OK: {timeline.summary()}", Exit.OK
     timeline.print_verdict(headline)
+    assert stopped is not None  # an interrupted run has its signal's exit; every other branch set one
     return stopped

@@ -40,7 +40,7 @@ NAMESPACE = "workloads"
 
 def spot_warning(instance_id: str, region: str, when: datetime, action: str = "terminate") -> dict[str, Any]:
     """The documented sample event (tests/events/spot-interruption-warning.json) for ``instance_id`` at ``when``."""
-    event = json.loads((EVENTS / "spot-interruption-warning.json").read_text())
+    event: dict[str, Any] = json.loads((EVENTS / "spot-interruption-warning.json").read_text())
     event["id"] = str(uuid.uuid4())
     event["time"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
     event["region"] = region
@@ -163,8 +163,8 @@ def _play(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
     finished_at = timeline.mono(finished_wall)
     for pod in sorted(result.get("pods", []), key=lambda p: p.get("evicted_at") or ""):
         why = f" ({pod['reason']})" if pod.get("reason") else ""
-        when = timeline.mono(datetime.fromisoformat(pod["evicted_at"])) if pod.get("evicted_at") else finished_at
-        timeline.mark("agent", f"pod {pod['namespace']}/{pod['name']}: {pod['action']}{why}", at=when)
+        acted = timeline.mono(datetime.fromisoformat(pod["evicted_at"])) if pod.get("evicted_at") else finished_at
+        timeline.mark("agent", f"pod {pod['namespace']}/{pod['name']}: {pod['action']}{why}", at=acted)
     took = result.get("durations", {}).get("total")
     timeline.mark(
         "agent",
