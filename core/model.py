@@ -12,11 +12,16 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from core.clock import wall_now
 
 INSTANCE_ID_RE = re.compile(r"^i-[0-9a-f]{8,17}$")
+# The id prefix of the only commands that may carry a quiet period (``DrainOptions.uncordon_after_seconds``): a
+# rebalance recommendation's (``lambdas.interruption.decide.common.command_id_for``). The agent's cordon check reads
+# this range of ``CMD#`` items, not a week of every command, to find the cordons it may give back (``Command``
+# refuses a quiet period under any other id).
+QUIET_CORDON_PREFIX = "rebalance-"
 # spec.providerID of a node on AWS: aws:///<availability-zone>/<instance-id>
 # (https://kubernetes.io/docs/reference/kubernetes-api/cluster-resources/node-v1/#NodeSpec,
 #  format set by the AWS cloud provider).
@@ -109,6 +114,15 @@ class Command(BaseModel):
         if value.tzinfo is None:
             raise ValueError("deadline must carry a time zone")
         return as_utc(value)
+
+    @model_validator(mode="after")
+    def _quiet_only_for_rebalance(self) -> Command:
+        if self.options.uncordon_after_seconds is not None and not self.command_id.startswith(QUIET_CORDON_PREFIX):
+            raise ValueError(
+                f"a quiet period (options.uncordon_after_seconds) is for {QUIET_CORDON_PREFIX}* commands only,"
+                f" not {self.command_id!r}"
+            )
+        return self
 
     def seconds_left(self, now: datetime) -> float:
         """Seconds from ``now`` to the deadline (negative once it passed)."""

@@ -1,7 +1,8 @@
 """The leader's loop that gives back cordons after their quiet period (``agent.cordons``).
 
-Every ``CORDON_CHECK_SECONDS`` it reads the cluster's ``CMD#`` items (one Query), judges each pending one
-(``decisions.judge``) and:
+Every ``CORDON_CHECK_SECONDS`` it reads the rebalance commands (``CMD#rebalance-``: the only ones with a quiet
+period, ``core.model.QUIET_CORDON_PREFIX``); when one is pending, the cluster's ``CMD#`` items (a second Query: a
+later command for the instance keeps its cordon). It judges each pending one (``decisions.judge``) and:
 
 - WAIT: nothing (the next check looks again; the state is the item, so a restart changes nothing);
 - KEEP: records the reason as the item's ``resolution`` (never looked at again);
@@ -32,7 +33,7 @@ from agent.drain.cordon import UncordonDecision
 from agent.kube.views import NodeView
 from agent.metrics import AgentMetrics
 from core.exceptions import NodeNotFoundError
-from core.model import utcnow
+from core.model import QUIET_CORDON_PREFIX, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,11 @@ class CordonReleaser:
         """One pass over the pending commands; returns how many were released, kept, waited for, or failed."""
         counts = {"released": 0, "kept": 0, "waiting": 0, "errors": 0}
         try:
+            # only rebalance commands carry a quiet period (``core.model.QUIET_CORDON_PREFIX``): with none of them
+            # pending, the check is that one range read, not a week of every command
+            quiet = self.store.query_prefix(PREFIX + QUIET_CORDON_PREFIX, consistent=True, convert=False)
+            if not any(pending(item) for item in quiet):
+                return counts
             raw = list(self.store.query_prefix(PREFIX, consistent=True, convert=False))
         except Exception:
             log.exception("cordon check: could not read the commands")

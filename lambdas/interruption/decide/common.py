@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from core.kops import CLUSTER_TAG, managed_group, tag_map
-from core.model import Command, CommandStatus
+from core.model import QUIET_CORDON_PREFIX, Command, CommandStatus
 from core.settings import InterruptionSettings
 from lambdas.events.event import Event, EventKind, InstanceAction
 from lambdas.interruption.plan import (
@@ -58,7 +58,7 @@ def command_id_for(notice: Event) -> str:
     """
     prefix = {
         EventKind.SPOT_INTERRUPTION: "spot",
-        EventKind.REBALANCE_RECOMMENDATION: "rebalance",
+        EventKind.REBALANCE_RECOMMENDATION: QUIET_CORDON_PREFIX.removesuffix("-"),  # its quiet period needs it
         EventKind.TERMINATE_LIFECYCLE_ACTION: "lifecycle",
     }.get(notice.kind, notice.kind.value)
     return f"{prefix}-{notice.event_id}"

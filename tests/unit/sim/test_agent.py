@@ -179,11 +179,13 @@ def test_the_leaders_releaser_gives_back_a_rebalance_cordon_after_its_quiet_peri
     with w.kernel.installed():
         operator = w.kube.patch_node("n1", {"spec": {"unschedulable": True}})  # kubectl cordon n1
     assert operator is not None
-    w.send(drain(w.kernel, "rb-0", N0, 600, reason="rebalance", kind=CommandKind.CORDON, uncordon_after_seconds=300))
+    w.send(
+        drain(w.kernel, "rebalance-0", N0, 600, reason="rebalance", kind=CommandKind.CORDON, uncordon_after_seconds=300)
+    )
     w.send(
         drain(
             w.kernel,
-            "rb-1",
+            "rebalance-1",
             "i-00000000000000001",
             600,
             reason="rebalance",
@@ -198,15 +200,17 @@ def test_the_leaders_releaser_gives_back_a_rebalance_cordon_after_its_quiet_peri
     n0, n1 = w.kube.node_view("n0"), w.kube.node_view("n1")
     assert n0 is not None and not n0.unschedulable and n0.cordoned_by is None
     assert n1 is not None and n1.unschedulable  # someone else's cordon stays
-    assert w.item("rb-0")["resolution"] == "released"
-    assert w.item("rb-1")["resolution"].startswith("nothing to give back")
+    assert w.item("rebalance-0")["resolution"] == "released"
+    assert w.item("rebalance-1")["resolution"].startswith("nothing to give back")
     w.agent.lead(False)
-    w.send(drain(w.kernel, "rb-2", N0, 600, reason="rebalance", kind=CommandKind.CORDON, uncordon_after_seconds=60))
+    w.send(
+        drain(w.kernel, "rebalance-2", N0, 600, reason="rebalance", kind=CommandKind.CORDON, uncordon_after_seconds=60)
+    )
     w.run(300)
-    assert w.item("rb-2")["status"] == "queued"  # a standby runs nothing
+    assert w.item("rebalance-2")["status"] == "queued"  # a standby runs nothing
     w.agent.lead(True)
     w.run(200)
-    assert w.item("rb-2")["resolution"] == "released"
+    assert w.item("rebalance-2")["resolution"] == "released"
 
 
 def test_an_api_outage_when_the_drain_starts_is_retried_within_the_budget_and_the_drain_runs_after(table: Any) -> None:

@@ -6,6 +6,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
+from pydantic import ValidationError
+
 from agent.cordons.releaser import CordonReleaser
 from agent.drain.cordon import UncordonDecision, decide_release
 from agent.kube.views import CORDON_ANNOTATION, NodeView
@@ -154,3 +157,38 @@ def test_a_lifecycle_action_recorded_after_the_cordon_keeps_it(world: World) -> 
     node = OneNode(unschedulable=True, holder="rebalance-1")
     assert releaser(world, node, after=400).check_once()["kept"] == 1
     assert node.unschedulable and "lifecycle action" in resolution(world)
+
+
+def test_with_no_cordon_pending_only_the_rebalance_commands_are_read(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cordoned(world)
+    node = OneNode(unschedulable=True, holder="rebalance-1")
+    assert releaser(world, node, after=400).check_once()["released"] == 1  # resolved: nothing pending any more
+    for n in range(3):  # a week of other commands
+        world.store.put(f"CMD#refresh-run-{n}", {"status": "succeeded", "instance_id": INSTANCE, "kind": "drain"})
+    answered: list[str] = []
+    table: Any = world.store.table
+    real = table.query
+
+    def counted(**kwargs: Any) -> Any:
+        out = real(**kwargs)
+        answered.extend(str(item["sk"]) for item in out.get("Items", []))
+        return out
+
+    monkeypatch.setattr(table, "query", counted)
+    assert releaser(world, node, after=500).check_once() == {"released": 0, "kept": 0, "waiting": 0, "errors": 0}
+    assert answered == ["CMD#rebalance-1"]
+
+
+def test_a_quiet_period_is_refused_on_any_other_command() -> None:
+    # the check reads only CMD#rebalance-*: a quiet period elsewhere would never be given back, so none is made
+    with pytest.raises(ValidationError, match="quiet period"):
+        Command(
+            command_id="spot-1",
+            cluster=CLUSTER,
+            kind="cordon",
+            instance_id=INSTANCE,
+            deadline=utcnow() + timedelta(seconds=600),
+            options=DrainOptions(uncordon_after_seconds=60),
+        )
