@@ -34,6 +34,8 @@ from lambdas.replenisher.world import IN_SERVICE, Detached, Group, Instance, Wor
 log = logging.getLogger(__name__)
 
 InstanceKey = tuple[str, str, str, str]  # an ``Instance``'s id, zone, lifecycle state and health, as read
+# the ``DETACH#`` states that are over (``core.detach``): a week of early replacements' records, never converted
+DETACH_OVER = frozenset({DetachState.TERMINATED.value, DetachState.GONE.value})
 
 
 @dataclass
@@ -105,6 +107,8 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
             continue
         if sk.startswith("RUN#") and not run_active(stored):
             continue  # a run that is over (its status a string either way): never converted, often a large item
+        if sk.startswith("DETACH#") and stored.get("state") in DETACH_OVER:
+            continue  # its instance terminated or gone: nothing to sweep or protect; the item waits for its TTL
         item = plain(stored)
         try:
             if sk == LOCK_SK:

@@ -77,6 +77,21 @@ def test_gather_never_reads_the_agents_history(deps: Deps, monkeypatch: pytest.M
     assert read_history == []
 
 
+def test_gather_leaves_the_early_replacements_that_are_over(deps: Deps) -> None:
+    now = utcnow()
+    for iid, state in (
+        ("i-0000000000000000a", "detached"),
+        ("i-0000000000000000b", "gone"),
+        ("i-0000000000000000c", "terminated"),
+    ):
+        deps.store.put(f"DETACH#{iid}", {"asg_name": "nodes", "state": state, "recorded_at": now.isoformat()})
+
+    world = gather(deps, now)
+
+    assert sorted(world.detached) == ["i-0000000000000000a"]
+    assert "i-0000000000000000a" in world.protected and "i-0000000000000000b" not in world.protected
+
+
 def test_gather_reads_the_groups_after_the_lock(deps: Deps, monkeypatch: pytest.MonkeyPatch) -> None:
     # sim seed 42 of the lock profile: a duplicate invocation ran whole between this one's group read and its
     # partition read; this one saw the raise in the ledger, the donor at its old size, and took it for a kOps reset
