@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -36,7 +36,6 @@ from tests.integration.lambdas.test_interruption_handler import (  # noqa: F401 
     EVENTS,
     NODES,
     REGION,
-    T0,
     World,
     counted,
     emf,
@@ -46,6 +45,15 @@ from tests.integration.lambdas.test_interruption_handler import (  # noqa: F401 
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore:Couldn't determine the remaining time left")
+
+
+def event_time() -> datetime:
+    """A few seconds ago, read when the event is built: the Lambda judges it against the wall clock (no ``now``
+    passed), and a lifecycle drain's deadline is 15 minutes after it; a time taken at import made these tests fail
+    once the whole suite took longer than that to reach them (a slower machine)."""
+    return datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=5)
+
+
 HOOK = "node-manager-drain"
 TOKEN = "87654321-4321-4321-4321-210987654321"
 
@@ -55,7 +63,7 @@ def hook_event(
 ) -> dict[str, Any]:
     raw = json.loads((EVENTS / "lifecycle-terminate-action.json").read_text())
     raw["id"] = event_id
-    raw["time"] = T0.strftime("%Y-%m-%dT%H:%M:%SZ")
+    raw["time"] = event_time().strftime("%Y-%m-%dT%H:%M:%SZ")
     raw["detail"].update(
         {
             "EC2InstanceId": instance_id,
@@ -78,7 +86,7 @@ def on_hook(instance_id: str, asg: str = NODES) -> str:
 
 def state_event(instance_id: str, state: str, event_id: str = "ev-state-1") -> dict[str, Any]:
     raw = json.loads((EVENTS / "ec2-state-change-terminated.json").read_text())
-    raw.update(id=event_id, time=T0.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    raw.update(id=event_id, time=event_time().strftime("%Y-%m-%dT%H:%M:%SZ"))
     raw["detail"] = {"instance-id": instance_id, "state": state}
     return raw
 
@@ -140,12 +148,14 @@ def drain_item(
 def test_a_hook_becomes_one_drain_and_is_recorded_for_the_agent(world: World, stubbed: Stubber) -> None:  # noqa: F811 - the interruption tests' world fixture, requested by name
     instance = on_hook(world.members(NODES)[0])
     member(world, instance)
-    response = handle(hook_event(instance), deps_with(world, stubbed))
+    raw = hook_event(instance)
+    response = handle(raw, deps_with(world, stubbed))
     assert response["status"] == "acted"
     [message] = world.messages()
     command = Command.model_validate_json(message["Body"])
     assert command.command_id == "lifecycle-ev-hook-1" and command.kind.value == "drain"
-    assert command.deadline == T0 + timedelta(seconds=900) and command.reason == f"asg-lifecycle:{NODES}"
+    sent_at = datetime.strptime(raw["time"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    assert command.deadline == sent_at + timedelta(seconds=900) and command.reason == f"asg-lifecycle:{NODES}"
     assert command.node_name == "ip-10-0-1-5.ec2.internal"
     hook = get_hook(world.store, instance)
     assert hook is not None and hook["state"] == HookState.PENDING and hook["token"] == TOKEN
