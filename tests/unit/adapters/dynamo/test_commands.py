@@ -13,6 +13,7 @@ from adapters.dynamo.commands import (
 )
 from core.exceptions import CommandExistsError, CommandTransitionError
 from core.model import Command, CommandKind, CommandStatus, utcnow
+from tests.dynamo_reads import answered_sort_keys
 
 
 def _cmd(cid="spot-1"):
@@ -120,15 +121,7 @@ def test_only_the_instances_commands_are_sent_back(store, monkeypatch):
     store.record_command(_cmd("spot-1"), ttl_seconds=3600)
     for n in range(5):
         store.put(f"CMD#refresh-run-{n}", {"status": "succeeded", "instance_id": f"i-other{n}", "kind": "drain"})
-    answered = []
-    real = store.table.query
-
-    def counted(**kwargs):
-        out = real(**kwargs)
-        answered.extend(str(item["sk"]) for item in out.get("Items", []))
-        return out
-
-    monkeypatch.setattr(store.table, "query", counted)
+    answered = answered_sort_keys(monkeypatch, store.table)
     assert [i["command"]["command_id"] for i in commands_for_instance(store, "i-0123456789abcdef0")] == ["spot-1"]
     assert answered == ["CMD#spot-1"]
     assert commands_for_instance(store, "i-0123456789abcdef0", CommandKind.CORDON) == []

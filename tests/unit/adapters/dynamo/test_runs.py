@@ -11,6 +11,7 @@ from adapters.dynamo.store import Store
 from core.exceptions import CommandExistsError, LockHeldError, LockLostError, RunConflictError
 from core.model import Command, CommandKind
 from core.runs import GroupSurge, Run, RunOptions, RunStatus, RunStep, StepState
+from tests.dynamo_reads import answered_sort_keys
 
 T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
 
@@ -202,15 +203,7 @@ def test_the_active_run_is_read_without_the_runs_that_are_over(store: Store, mon
     store.put("RUN#20240101T000000Z-old", {"run_id": "old", "status": RunStatus.SUCCEEDED.value, "steps": "junk"})
     store.put("RUN#20240102T000000Z-old", {"run_id": "old2", "status": RunStatus.PAUSED.value, "steps": "junk"})
     RunStore(store).create(run())
-    answered: list[str] = []
-    real = store.table.query
-
-    def counted(**kwargs: object) -> dict[str, list[dict[str, str]]]:
-        out: dict[str, list[dict[str, str]]] = real(**kwargs)
-        answered.extend(str(item["sk"]) for item in out.get("Items", []))
-        return out
-
-    monkeypatch.setattr(store.table, "query", counted)
+    answered = answered_sort_keys(monkeypatch, store.table)
 
     active = RunStore(store).active()
 

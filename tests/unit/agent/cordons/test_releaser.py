@@ -14,6 +14,7 @@ from agent.drain.cordon import UncordonDecision, decide_release
 from agent.kube.views import CORDON_ANNOTATION, NodeView
 from core.exceptions import NodeNotFoundError
 from core.model import Command, CommandStatus, DrainOptions, utcnow
+from tests.dynamo_reads import answered_sort_keys
 from tests.unit.agent.consumer_world import CLUSTER, INSTANCE, World
 
 
@@ -167,16 +168,7 @@ def test_with_no_cordon_pending_only_the_rebalance_commands_are_read(
     assert releaser(world, node, after=400).check_once()["released"] == 1  # resolved: nothing pending any more
     for n in range(3):  # a week of other commands
         world.store.put(f"CMD#refresh-run-{n}", {"status": "succeeded", "instance_id": INSTANCE, "kind": "drain"})
-    answered: list[str] = []
-    table: Any = world.store.table
-    real = table.query
-
-    def counted(**kwargs: Any) -> Any:
-        out = real(**kwargs)
-        answered.extend(str(item["sk"]) for item in out.get("Items", []))
-        return out
-
-    monkeypatch.setattr(table, "query", counted)
+    answered = answered_sort_keys(monkeypatch, world.store.table)
     assert releaser(world, node, after=500).check_once() == {"released": 0, "kept": 0, "waiting": 0, "errors": 0}
     assert answered == ["CMD#rebalance-1"]
 

@@ -14,6 +14,7 @@ import pytest
 from adapters.dynamo.store import Store
 from core.model import Command, CommandKind, CommandStatus, utcnow
 from lambdas.common.sweep import EXPIRED, stranded, sweep_commands
+from tests.dynamo_reads import answered_sort_keys
 from tests.unit.adapters.dynamo.conftest import store  # noqa: F401 - the moto-backed Store fixture, used by name
 
 NOW = utcnow()
@@ -219,14 +220,6 @@ def test_the_finished_commands_are_not_answered(store: Store, monkeypatch: pytes
     store.record_command(drain("stuck"), ttl_seconds=3600, now=NOW - timedelta(seconds=900))
     store.put("CMD#done", {"status": "succeeded", "instance_id": "i-1"})
     store.put("HOOK#i-1", {"status": "queued"})  # another kind, never read
-    answered: list[str] = []
-    real = store.table.query
-
-    def counted(**kwargs: Any) -> Any:
-        out = real(**kwargs)
-        answered.extend(str(i["sk"]) for i in out.get("Items", []))
-        return out
-
-    monkeypatch.setattr(store.table, "query", counted)
+    answered = answered_sort_keys(monkeypatch, store.table)
     assert sweep_commands(store, Sender(), NOW, 300, dry_run=True, logger=Log())["resent"] == ["stuck"]
     assert answered == ["CMD#stuck"]

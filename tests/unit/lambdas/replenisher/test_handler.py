@@ -12,6 +12,7 @@ from core.model import NodeRecord, utcnow
 from lambdas.replenisher.gather import gather
 from lambdas.replenisher.handler import Deps
 from localworld.cluster import cluster_instances
+from tests.dynamo_reads import answered_sort_keys
 from tests.unit.lambdas.replenisher.conftest import CLUSTER
 
 
@@ -56,16 +57,7 @@ def test_gather_never_reads_the_agents_history(deps: Deps, monkeypatch: pytest.M
     deps.store.put("HOOK#i-0123456789abcdef0", {"state": "claimed"})
     deps.store.put("CPDRAIN#0", {"holder": "x"})
     deps.store.put_membership_mark(now, 0, 600)
-    answered: list[str] = []
-    table: Any = deps.store.table
-    real = table.query
-
-    def counted(**kwargs: Any) -> Any:
-        out = real(**kwargs)
-        answered.extend(str(item["sk"]) for item in out.get("Items", []))
-        return out
-
-    monkeypatch.setattr(table, "query", counted)
+    answered = answered_sort_keys(monkeypatch, deps.store.table)
 
     world = gather(deps, now)
 
