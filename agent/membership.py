@@ -14,8 +14,15 @@ a record as fresh by the later of its own ``reported_at`` and that mark. An unch
 one write per resync plus about 2,000 x resync / (0.75 x TTL) refreshes (about 2 with the default TTL of a day),
 instead of 2,000 writes.
 
+The mark also carries the reporter's ``version`` of the ``NODE#`` items (a term chosen at its start and the count of
+the items it created, changed or deleted; a refresh of an unchanged item is not counted): a Lambda that finds the
+version it read last answers the records it read then instead of reading them again
+(``adapters.dynamo.nodes.read_membership``). A change made by the watch between two resyncs sets the mark's version
+at once (``set_membership_version``).
+
 A record written Ready over one NotReady or absent is told to ``on_ready`` (``agent.ready``: the "Node Ready" event
-that wakes a refresh run waiting for the node).
+that wakes a refresh run waiting for the node) once the mark's version covers its write, so the run that report
+wakes reads the item.
 
 Pure part (``agent.membership_records``): ``node_identity``, ``node_roles``, ``node_record``,
 ``membership_records``, ``instances_to_forget``, ``batches``, ``refresh_due`` (nodes + ASG map in, records out).
@@ -34,6 +41,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, Protocol
@@ -87,6 +95,8 @@ class MembershipReporter:
         on_resync: called with the number of nodes reported after each successful resync (the metrics gauge,
             the CloudWatch heartbeat the "agent silent" alarm watches, the readiness probe's "Kubernetes
             reached"); must not raise.
+        term: the first half of the mark's ``version``, unique to this reporter (default: 12 random hex digits, so
+            a restart or a new leader never repeats a version); the simulation passes one from its seed.
     """
 
     def __init__(
@@ -98,6 +108,7 @@ class MembershipReporter:
         ttl_seconds: int,
         clock: Callable[[], datetime] = utcnow,
         on_resync: Callable[[int], None] | None = None,
+        term: str | None = None,
     ) -> None:
         self.on_resync = on_resync
         self.on_error: Callable[[BaseException], None] | None = None  # counts the errors ``run`` survives
@@ -117,6 +128,17 @@ class MembershipReporter:
         self._basis: dict[str, tuple[NodeView, tuple[Any, ...], str | None, datetime]] = {}
         self._identities: dict[str, tuple[str, str]] = {}  # providerID -> node_identity (the AWS ones listed)
         self._watch: Any = None  # the open watch, closed by ``close`` from another thread
+        # the mark's ``version`` (``adapters.dynamo.nodes``): this reporter's term and its NODE# changes so far
+        self._term = term or uuid.uuid4().hex[:12]
+        self._changes = 0
+        self._ready: list[NodeRecord] = []  # written Ready, told to ``on_ready`` once the version says so
+
+    @property
+    def version(self) -> str:
+        """What the ``MEMBERSHIP`` mark says of the ``NODE#`` items this reporter wrote: ``<term>:<changes>``, each
+        put of a new or changed record and each delete counted before its call (one that failed after reaching the
+        table is counted too). A refresh of an unchanged item (``refresh_due``: its times only) is not a change."""
+        return f"{self._term}:{self._changes}"
 
     @classmethod
     def from_settings(
@@ -255,7 +277,8 @@ class MembershipReporter:
         gone = sorted(instances_to_forget(recorded, present, listed_at))
         for instance_id in gone:
             self._forget(instance_id)
-        self.store.put_membership_mark(listed_at, len(ids), self.ttl_seconds)
+        self.store.put_membership_mark(listed_at, len(ids), self.ttl_seconds, version=self.version)
+        self._announce()
         log.info("membership resync nodes=%d written=%d forgotten=%s", len(ids), written, gone)
         if self.on_resync is not None:
             self.on_resync(len(ids))
@@ -270,6 +293,7 @@ class MembershipReporter:
         if event_type == "DELETED":
             log.info("node deleted node=%s instance_id=%s", node.name, instance_id)
             self._forget(instance_id)
+            self._versioned()
             return
         if event_type not in ("ADDED", "MODIFIED"):
             return
@@ -280,6 +304,19 @@ class MembershipReporter:
         previous = self._written.get(instance_id)
         if previous is None or not same_content(previous, record):
             self._write(record)
+            self._versioned()
+
+    def _versioned(self) -> None:
+        """After a write between two marks (the watch's): the mark's version set to this one, then the nodes it
+        made Ready told (a reader a "Node Ready" report wakes finds the version changed, so it reads the item)."""
+        self.store.set_membership_version(self.version)
+        self._announce()
+
+    def _announce(self) -> None:
+        ready, self._ready = self._ready, []
+        if self.on_ready is not None:
+            for record in ready:
+                self.on_ready(record)
 
     def _report(self, node: NodeView, instance_id: str, asg_name: str | None, now: datetime) -> int:
         """Write the node's record when its content changed or its item is due (``refresh_due``); 1 when written.
@@ -315,13 +352,16 @@ class MembershipReporter:
 
     def _write(self, record: NodeRecord) -> None:
         previous = self._written.get(record.instance_id)
+        if previous is None or not same_content(previous, record):
+            self._changes += 1  # before the call: a write that reached the table, then failed, changes it too
         self.store.put_node(record, self.ttl_seconds)
         self._written[record.instance_id] = record
         self._basis.pop(record.instance_id, None)  # compared against the item it replaces (``_report`` sets it anew)
-        if self.on_ready is not None and became_ready(previous, record):
-            self.on_ready(record)  # after the write: a reader it wakes finds the item Ready
+        if became_ready(previous, record):
+            self._ready.append(record)  # told once the mark's version covers this write (``_announce``)
 
     def _forget(self, instance_id: str) -> None:
+        self._changes += 1
         self.store.delete_node(instance_id)
         self._written.pop(instance_id, None)
         self._basis.pop(instance_id, None)

@@ -133,6 +133,7 @@ class SimAgent:
         self._retry_rand = kernel.stream(f"agent:{name}:retry").random  # the worker's step retries' jitter
         self.retry_clock = RetryClock(kernel.monotonic)
         self._timers: list[Timer] = []
+        self._terms = count()  # the membership reporters' terms (``MembershipReporter(term=...)``), across restarts
         self.start()
 
     # ------------------------------------------------------------------------------------------- lifecycle
@@ -248,6 +249,7 @@ class SimAgent:
             s.membership_resync_seconds,
             s.membership_ttl_seconds,
             clock=self.kernel.now,
+            term=f"{self.name}.{next(self._terms)}",  # each term its own (a restart's too), from no clock or seed
         )
         self.ready: ReadyReporter | None = None
         if s.ready_events:  # as agent.app: the leader's "Node Ready" reports, on the same bus as the results

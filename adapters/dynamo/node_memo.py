@@ -17,8 +17,15 @@ and an item that does not validate is refused on every read (it is never remembe
 
 Bounded: each read keeps only the items it was given (the current membership), none of an earlier read's.
 
+A read that comes with the ``MEMBERSHIP`` mark's ``version`` (``adapters.dynamo.nodes.read_membership``) is kept
+whole with it: the next read that finds the same version within ``REUSE_SECONDS`` of it is answered with the same
+lists, without the ``NODE#`` items (``reused``). The agent changes the version with every record it creates, changes
+or deletes, so that read would have returned the same records but for the times of items it refreshed unchanged
+(why that is safe: ``adapters.dynamo.nodes``); ``REUSE_SECONDS`` bounds what the version does not see (a TTL
+deletion, a write by anything but the agent, a crash between a change and the mark).
+
 The memo lives in the reader's ``Deps`` (one per execution environment, like ``hooks_seen``); a warm Lambda keeps
-it, a cold start begins empty. Pure: no I/O, no clock.
+it, a cold start begins empty. Pure: no I/O; times are the caller's.
 """
 
 from __future__ import annotations
@@ -41,6 +48,9 @@ _ABSENTS = (_ABSENT,) * len(FIELDS)
 # ``Decimal("1.0") == Decimal("1")``, ``0.0 == -0.0``)
 _EXACT_BY_EQUALITY = frozenset({str, bool, int, type(None), bytes, object})
 _BY_TEXT = frozenset({float, Decimal})
+# the longest a read is answered again from its version (seconds): past it the items are read whatever the version
+# says. Ten replenisher ticks; the agent's resync writes the mark every ``MEMBERSHIP_RESYNC_SECONDS`` (60 s).
+REUSE_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
@@ -64,13 +74,31 @@ class NodeRecordMemo:
 
     def __init__(self) -> None:
         self._entries: dict[str, _Entry] = {}
+        # the last read's answer, the mark's version read before it and when it was read; None: not to be reused
+        self._last: tuple[list[NodeRecord], list[Refused]] | None = None
+        self._version: str | None = None
+        self._read_at: datetime | None = None
+
+    def reused(self, version: str | None, now: datetime) -> tuple[list[NodeRecord], list[Refused]] | None:
+        """The last read's records and refused items when it carried ``version`` (not None) and was made less than
+        ``REUSE_SECONDS`` before ``now`` (aware); None otherwise: read the items. The lists are shared: never change
+        them."""
+        if version is None or self._last is None or version != self._version or self._read_at is None:
+            return None
+        if not 0 <= (now - self._read_at).total_seconds() < REUSE_SECONDS:
+            return None
+        return self._last
 
     def __len__(self) -> int:
         """How many records the memo holds (at most the number of items the last read was given)."""
         return len(self._entries)
 
     def records(
-        self, items: Iterable[Mapping[str, Any]], mark: datetime | None
+        self,
+        items: Iterable[Mapping[str, Any]],
+        mark: datetime | None,
+        version: str | None = None,
+        now: datetime | None = None,
     ) -> tuple[list[NodeRecord], list[Refused]]:
         """The records of ``items`` (``NODE#`` items, plain or as the table answered them: ``NodeRecord.confirmed``
         reads both alike), in their order, and the items that are not records.
@@ -83,11 +111,16 @@ class NodeRecordMemo:
 
         Records are shared between reads: read them, never change them (their ``roles`` list included). The items
         are neither changed nor kept (the memo keeps copies of their values).
+
+        ``version``: the ``MEMBERSHIP`` mark's version read before ``items`` (``read_membership``), with ``now``, the
+        time of that read: the answer is kept for ``reused``. Without them, or when an item carries ``confirmed_at``
+        (its record depends on the mark), nothing is kept for reuse.
         """
         kept: dict[str, _Entry] = {}
         records: list[NodeRecord] = []
         refused: list[Refused] = []
         entries = self._entries
+        marked = False  # an item carrying ``confirmed_at``: its record is the mark's too, never reused
         for item in items:
             sk = str(item.get("sk", ""))
             values = tuple(map(item.get, FIELDS, _ABSENTS))
@@ -104,6 +137,7 @@ class NodeRecordMemo:
                 continue
             try:
                 if CONFIRMED_AT in item:
+                    marked = True
                     records.append(NodeRecord.confirmed(item, mark))
                     continue
                 record = NodeRecord.model_validate(item)
@@ -113,6 +147,9 @@ class NodeRecordMemo:
             kept[sk] = _entry(values, record)
             records.append(record)
         self._entries = kept
+        reusable = version is not None and now is not None and not marked
+        self._last = (records, refused) if reusable else None
+        self._version, self._read_at = (version, now) if reusable else (None, None)
         return records, refused
 
 

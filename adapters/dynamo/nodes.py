@@ -6,12 +6,27 @@ Each ``NODE#`` item is a ``core.model.NodeRecord`` (instance id, node name, ASG,
 ``reported_at`` alone can be old for a node that did not change; after each resync the agent writes the mark::
 
     {"pk": "CLUSTER#<cluster>#AGENT", "sk": "MEMBERSHIP", "reported_at": "<ISO 8601 UTC>", "nodes": 2001,
-     "expires_at": <epoch seconds>}
+     "version": "<term>:<writes>", "expires_at": <epoch seconds>}
 
 ``reported_at`` of the mark is when the agent listed the nodes it reconciled every ``NODE#`` item with (items of
 nodes gone were deleted, changed ones written). Readers judge a record fresh by the later of its own ``reported_at``
 and the mark's (``NodeRecord.fresh`` with ``confirmed_at``), whatever TTL did. The mark's sort key does not start
 with ``NODE#``, so readers of ``NODE#`` items never take it for a node.
+
+``version`` says which ``NODE#`` records the agent has written: a term chosen when its membership reporter starts and
+the number of records it has since created, changed or deleted, each counted before its call; a refresh of an unchanged
+item before its TTL lapses (its ``reported_at`` and ``expires_at`` only) is not counted. The agent writes the version
+after the changes it counts (in the mark at the end of a resync; ``set_membership_version`` after a change the watch
+made) and only then sends the "Node Ready" reports of those changes. A reader that read the mark, then every ``NODE#``
+item, and later reads the same version again may answer the records it read then (``read_membership``: the replenisher's
+tick, every minute, finds the version unchanged about three times in five in the simulation, BENCHMARKS.md; the
+refresher's passes keep one Query of ``MEMBERSHIP``..``NODE$``, since a pass mostly follows a change and the GetItem
+first would add a call to most of them): they are the stored ones but for the times of items refreshed unchanged
+meanwhile, and a record's own time matters only while the mark is not fresh (``NodeRecord.fresh``), when the agent is
+not refreshing items either (an older time can only make a record count as stale sooner). What the version does not see
+(a TTL deletion, a write by anything but the agent, a crash between a change and the mark) is bounded by
+``node_memo.REUSE_SECONDS``, after which a reader reads the items again. A mark without a version (an agent before it)
+is never reused.
 """
 
 from __future__ import annotations
@@ -20,7 +35,9 @@ from datetime import datetime
 
 from pydantic import ValidationError
 
-from adapters.dynamo.table import Table
+from adapters.dynamo.node_memo import NodeRecordMemo, Refused
+from adapters.dynamo.table import Attr, Table
+from core.exceptions import ConflictError
 from core.model import NodeRecord, as_utc, to_epoch, utcnow
 
 PREFIX = "NODE#"
@@ -42,6 +59,33 @@ def mark_time(item: dict[str, object] | None) -> datetime | None:
         return None
 
 
+def mark_version(item: dict[str, object] | None) -> str | None:
+    """``version`` of a ``MEMBERSHIP`` item (module docstring), None when there is none or it is not a string. Pure."""
+    version = (item or {}).get("version")
+    return version if isinstance(version, str) and version else None
+
+
+def read_membership(
+    table: Table, memo: NodeRecordMemo, now: datetime
+) -> tuple[datetime | None, list[NodeRecord], list[Refused]]:
+    """The mark's time, the records of the ``NODE#`` items and the items that are not records (``memo.records``):
+    a consistent GetItem of the mark, then, unless ``memo`` answers for the version it carries
+    (``NodeRecordMemo.reused``), a consistent Query of the ``NODE#`` items. The mark is read first, so a version
+    remembered is never newer than the items read with it.
+
+    Raises:
+        StoreUnavailableError: a read failed.
+    """
+    mark_item = table.get(MARK_SK, consistent=True)
+    mark, version = mark_time(mark_item), mark_version(mark_item)
+    reused = memo.reused(version, now)
+    if reused is not None:
+        return mark, *reused
+    items = table.query_prefix(PREFIX, consistent=True, convert=False)
+    records, refused = memo.records(items, mark, version=version, now=now)
+    return mark, records, refused
+
+
 class NodeItems(Table):
     """``NODE#`` items and the ``MEMBERSHIP`` mark of one cluster."""
 
@@ -59,16 +103,33 @@ class NodeItems(Table):
     def delete_node(self, instance_id: str) -> None:
         self.delete(node_sk(instance_id))
 
-    def put_membership_mark(self, confirmed_at: datetime, nodes: int, ttl_seconds: int) -> None:
-        """Mark every ``NODE#`` item confirmed as of ``confirmed_at`` (one PutItem; shape in the module docstring)."""
-        self.put(
-            MARK_SK,
-            {
-                "reported_at": confirmed_at.isoformat(),
-                "nodes": nodes,
-                "expires_at": to_epoch(confirmed_at) + ttl_seconds,
-            },
-        )
+    def put_membership_mark(
+        self, confirmed_at: datetime, nodes: int, ttl_seconds: int, version: str | None = None
+    ) -> None:
+        """Mark every ``NODE#`` item confirmed as of ``confirmed_at``, with the writer's ``version`` of them (one
+        PutItem; shape in the module docstring)."""
+        item: dict[str, object] = {
+            "reported_at": confirmed_at.isoformat(),
+            "nodes": nodes,
+            "expires_at": to_epoch(confirmed_at) + ttl_seconds,
+        }
+        if version is not None:
+            item["version"] = version
+        self.put(MARK_SK, item)
+
+    def set_membership_version(self, version: str) -> bool:
+        """Set the mark's ``version`` after ``NODE#`` writes made between two marks (the watch's), leaving its time
+        as it is (one UpdateItem). False, and nothing written, when there is no mark yet (its first resync writes
+        one).
+
+        Raises:
+            StoreUnavailableError: the write failed.
+        """
+        try:
+            self.update(MARK_SK, {"version": version}, condition=Attr("pk").exists())
+        except ConflictError:
+            return False
+        return True
 
     def membership_mark(self) -> datetime | None:
         """When the agent last confirmed the whole membership, None when it never did (or the item is unreadable)."""

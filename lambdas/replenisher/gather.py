@@ -17,8 +17,7 @@ from adapters.dynamo import ledger as ledger_store
 from adapters.dynamo.commands import PREFIX as COMMAND_PREFIX
 from adapters.dynamo.lock import LOCK_SK
 from adapters.dynamo.node_memo import NodeRecordMemo
-from adapters.dynamo.nodes import MARK_SK, mark_time
-from adapters.dynamo.nodes import PREFIX as NODE_PREFIX
+from adapters.dynamo.nodes import read_membership
 from adapters.dynamo.store import Store
 from adapters.dynamo.table import plain
 from core.detach import DetachState
@@ -94,15 +93,10 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     runs_unreadable = False
     lock = None
     detached: dict[str, Detached] = {}
-    mark = None
-    node_items: list[dict[str, Any]] = []
     # as the table answered (``convert=False``): no item is converted before this loop keeps it, so the kinds not
-    # read (``gathered``) are left out here, after the most numerous kind, ``NODE#``, is taken without that test
+    # read (``gathered``) are left out here
     for stored in read_items(deps.store):
         sk = str(stored.get("sk", ""))
-        if sk.startswith("NODE#"):
-            node_items.append(stored)  # validated as read, not converted (``deps.memo.nodes``); fresh by the mark
-            continue
         if not gathered(sk):
             continue
         if sk.startswith("RUN#") and not run_active(stored):
@@ -116,8 +110,6 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
             elif sk.startswith(ledger_store.PREFIX):
                 led = ledger_store.from_item(item)
                 ledgers[led.asg_name] = led
-            elif sk == MARK_SK:
-                mark = mark_time(item)
             elif sk.startswith("CMD#") and sk[4:].startswith(OWN_COMMAND_PREFIXES):
                 commands[sk[4:]] = item
             elif sk.startswith("RUN#"):  # an active one (above)
@@ -134,6 +126,9 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
         except ValidationError as err:
             logger.warning(f"unreadable item {sk} ignored", extra={"error": str(err)})
             deps.telemetry.count_by("Skipped", "reason", "unreadable_item")
+    # membership after the LOCK item too: the mark, then the NODE# items unless this environment read them at the
+    # mark's version already (``read_membership``); validated as read, not converted (``deps.memo.nodes``)
+    mark, records, refused = read_membership(deps.store, deps.memo.nodes, now)
     # the groups after the partition (its LOCK item): another invocation that changes them after this read has to
     # take the lock after the read too, and the acquire (conditioned on the fencing read) then fails; read before
     # it, they could predate a raise the ledgers read already record (and a raise would read as a kOps reset)
@@ -142,7 +137,6 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     # the records do not carry the mark (``NodeRecordMemo.records``), so a record's own ``fresh`` is its age by its
     # own write, and it is fresh when that or the mark is
     max_age = settings.membership_max_age_seconds
-    records, refused = deps.memo.nodes.records(node_items, mark)
     for bad in refused:
         logger.warning(f"unreadable item {bad.sk} ignored", extra={"error": str(bad.error)})
         deps.telemetry.count_by("Skipped", "reason", "unreadable_item")
@@ -226,10 +220,10 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
 
 
 def read_items(store: Store) -> Iterator[dict[str, Any]]:
-    """The items ``gather`` reads, as the table answered them (consistent reads): the whole cluster partition
-    (``LOCK`` first, then ``COMP#``, ``DETACH#``, ``POLL#``, ``RUN#``), then of the agent partition only the range
-    ``MEMBERSHIP`` .. ``NODE#`` (neighbours there: ``adapters.dynamo.snapshot``) and the replenisher's own
-    ``CMD#`` items (one range a prefix of ``OWN_COMMAND_PREFIXES``): 2 + 2 Queries.
+    """The items ``gather`` reads, membership apart (``adapters.dynamo.nodes.read_membership``), as the table
+    answered them (consistent reads): the whole cluster partition (``LOCK`` first, then ``COMP#``, ``DETACH#``,
+    ``POLL#``, ``RUN#``), then of the agent partition the replenisher's own ``CMD#`` items (one range a prefix of
+    ``OWN_COMMAND_PREFIXES``): 1 + 2 Queries.
 
     Not the whole agent partition: its other ``CMD#`` items (a week of drains, refresh steps and their results, kept
     until their TTL) and ``HOOK#`` items are history to this reader. Read and skipped, they were half of a tick's items
@@ -239,18 +233,17 @@ def read_items(store: Store) -> Iterator[dict[str, Any]]:
         StoreUnavailableError: a read failed.
     """
     yield from store.query_cluster_partition(consistent=True, convert=False)
-    yield from store.query_range(MARK_SK, NODE_PREFIX[:-1] + "$", consistent=True, convert=False)
     for prefix in OWN_COMMAND_PREFIXES:
         yield from store.query_prefix(COMMAND_PREFIX + prefix, consistent=True, convert=False)
 
 
 def gathered(sk: str) -> bool:
-    """Whether ``gather`` reads the item ``sk``: the kinds it looks at (``LOCK``, ``MEMBERSHIP``, ``COMP#``,
-    ``NODE#``, ``RUN#``, ``DETACH#``) and, of the ``CMD#`` items, only the replenisher's own commands
-    (``OWN_COMMAND_PREFIXES``); others' commands and ``HOOK#`` items are left unconverted. Pure."""
+    """Whether ``gather``'s loop over ``read_items`` looks at the item ``sk``: the kinds it reads there (``LOCK``,
+    ``COMP#``, ``RUN#``, ``DETACH#``) and, of the ``CMD#`` items, only the replenisher's own commands
+    (``OWN_COMMAND_PREFIXES``); anything else is left unconverted (membership is read apart). Pure."""
     if sk.startswith("CMD#"):
         return sk[4:].startswith(OWN_COMMAND_PREFIXES)
-    return sk in (LOCK_SK, MARK_SK) or sk.startswith((ledger_store.PREFIX, "NODE#", "RUN#", "DETACH#"))
+    return sk == LOCK_SK or sk.startswith((ledger_store.PREFIX, "RUN#", "DETACH#"))
 
 
 def detached_record(instance_id: str, item: Mapping[str, Any]) -> Detached:

@@ -8,13 +8,14 @@ does the work and is what tests call with clients of their own and an injected c
 After the plan, every group of the cluster is given the termination lifecycle hook where it lacks it
 (``lambdas.replenisher.hooks``; reported as ``"hooks"`` in the response).
 
-One invocation: parse -> ``gather`` (DescribeAutoScalingGroups filtered on the cluster tag, four Queries of the table
-(``gather.read_items``), DescribeInstances only for unregistered instances and for detached ones past their deadline)
--> ``decide`` (pure) -> take the cluster lock if the plan changes capacity (conditioned on the lock item just read, so
-a lock that changed hands since is noticed) -> ``execute`` -> release the lock. Level-triggered: every invocation
-reconciles the whole cluster, so a missed or duplicated event costs nothing; Powertools idempotency is therefore not
-used (it would add two DynamoDB calls to every invocation for no gain). The stack gives the function a reserved
-concurrency of 1 so Auto Scaling's bursts of failure events are handled one after the other.
+One invocation: parse -> ``gather`` (DescribeAutoScalingGroups filtered on the cluster tag, three Queries of the table
+(``gather.read_items``), the membership mark and, when its version changed, the ``NODE#`` items, DescribeInstances only
+for unregistered instances and for detached ones past their deadline) -> ``decide`` (pure) -> take the cluster lock if
+the plan changes capacity (conditioned on the lock item just read, so a lock that changed hands since is noticed) ->
+``execute`` -> release the lock. Level-triggered: every invocation reconciles the whole cluster, so a missed or
+duplicated event costs nothing; Powertools idempotency is therefore not used (it would add two DynamoDB calls to every
+invocation for no gain). The stack gives the function a reserved concurrency of 1 so Auto Scaling's bursts of failure
+events are handled one after the other.
 
 Outcomes (the return value, logged):
 

@@ -221,7 +221,9 @@ def test_a_spot_warning_after_a_rebalance_cordon_escalates_it_to_one_drain(rebal
     wait_for(lambda: rebal.item(spot_id)["status"] == "succeeded", 30, "the Spot drain", agent)
     drains = [i for i in rebal.commands_of(instance_id) if i["kind"] == "drain"]
     assert [i["sk"] for i in drains] == [f"CMD#{spot_id}"]
-    assert rebal.item(cordon_id)["resolution"] == f"escalated by {spot_id}"
+    # kept either way: the Lambda marks it escalated right after recording the drain, unless the agent's cordon
+    # check ran in between and found the newer command first (seen under load: both keep the cordon for good)
+    assert rebal.item(cordon_id)["resolution"] in (f"escalated by {spot_id}", f"superseded by {spot_id} (drain)")
     assert rebal.cordoned_by(node) == spot_id  # the Spot drain took the cordon over
     time.sleep(QUIET + 2)
     assert rebal.cordoned_by(node) == spot_id

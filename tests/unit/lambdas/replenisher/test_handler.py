@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from adapters.dynamo.node_memo import REUSE_SECONDS
 from core.model import NodeRecord, utcnow
 from lambdas.replenisher.gather import gather
 from lambdas.replenisher.handler import Deps
@@ -62,7 +63,7 @@ def test_gather_never_reads_the_agents_history(deps: Deps, monkeypatch: pytest.M
     world = gather(deps, now)
 
     assert sorted(world.commands) == ["giveback-1", "surplus-2"]
-    assert "MEMBERSHIP" in answered and "CMD#giveback-1" in answered
+    assert "CMD#giveback-1" in answered
     read_history = [
         sk for sk in answered if sk.startswith(("CMD#drain", "CMD#refresh", "CMD#rebalance", "HOOK#", "CPDRAIN#"))
     ]
@@ -100,3 +101,43 @@ def test_gather_reads_the_groups_after_the_lock(deps: Deps, monkeypatch: pytest.
     world = gather(deps, utcnow())
 
     assert world.groups[name].desired == 5 and world.groups[name].max_size == 9
+
+
+def test_a_warm_tick_reads_the_node_items_only_when_the_agents_version_changed(
+    deps: Deps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent's ``MEMBERSHIP`` mark carries the version of the ``NODE#`` items it wrote: a tick that finds the
+    version its environment read last answers the records it read then (no ``NODE#`` item read); a new version, a
+    mark without one, or a read older than ``REUSE_SECONDS`` reads them again."""
+    now = utcnow()
+    ids = instance_ids(deps)
+    for iid in ids:
+        deps.store.put_node(NodeRecord(instance_id=iid, node_name=iid, ready=True, reported_at=now), 7200)
+    deps.store.put_membership_mark(now, len(ids), 600, version="t:1")
+    answered = answered_sort_keys(monkeypatch, deps.store.table)
+
+    first = gather(deps, now)
+    assert sorted(sk for sk in answered if sk.startswith("NODE#")) == sorted(f"NODE#{iid}" for iid in ids)
+    answered.clear()
+    later = now + timedelta(seconds=60)
+    deps.store.put_membership_mark(later, len(ids), 600, version="t:1")  # a resync that wrote no NODE# item
+    again = gather(deps, later)
+    assert [sk for sk in answered if sk.startswith("NODE#")] == []
+    assert again.nodes == first.nodes
+
+    cordoned = NodeRecord(instance_id=ids[0], node_name=ids[0], ready=True, unschedulable=True, reported_at=later)
+    deps.store.put_node(cordoned, 7200)
+    deps.store.put_membership_mark(later, len(ids), 600, version="t:2")  # the agent counts that write
+    changed = gather(deps, later)
+    assert changed.nodes[ids[0]].unschedulable
+    answered.clear()
+
+    deps.store.put_membership_mark(later, len(ids), 600)  # an agent that writes no version: read every tick
+    gather(deps, later)
+    assert sorted(sk for sk in answered if sk.startswith("NODE#")) == sorted(f"NODE#{iid}" for iid in ids)
+    answered.clear()
+    deps.store.put_membership_mark(later, len(ids), 600, version="t:2")
+    gather(deps, later)  # read at t:2 again (the versionless read was kept for no reuse)
+    answered.clear()
+    gather(deps, later + timedelta(seconds=REUSE_SECONDS))  # the same version, but the read is too old
+    assert sorted(sk for sk in answered if sk.startswith("NODE#")) == sorted(f"NODE#{iid}" for iid in ids)
