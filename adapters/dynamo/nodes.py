@@ -6,7 +6,7 @@ Each ``NODE#`` item is a ``core.model.NodeRecord`` (instance id, node name, ASG,
 ``reported_at`` alone can be old for a node that did not change; after each resync the agent writes the mark::
 
     {"pk": "CLUSTER#<cluster>#AGENT", "sk": "MEMBERSHIP", "reported_at": "<ISO 8601 UTC>", "nodes": 2001,
-     "version": "<term>:<writes>", "expires_at": <epoch seconds>}
+     "version": "<term>:<changes>", "expires_at": <epoch seconds>}
 
 ``reported_at`` of the mark is when the agent listed the nodes it reconciled every ``NODE#`` item with (items of
 nodes gone were deleted, changed ones written). Readers judge a record fresh by the later of its own ``reported_at``
@@ -19,7 +19,7 @@ item before its TTL lapses (its ``reported_at`` and ``expires_at`` only) is not 
 after the changes it counts (in the mark at the end of a resync; ``set_membership_version`` after a change the watch
 made) and only then sends the "Node Ready" reports of those changes. A reader that read the mark, then every ``NODE#``
 item, and later reads the same version again may answer the records it read then (``read_membership``: the replenisher's
-tick, every minute, finds the version unchanged about three times in five in the simulation, BENCHMARKS.md; the
+tick, every minute, finds the version unchanged about two times in three in the simulation, BENCHMARKS.md; the
 refresher's passes keep one Query of ``MEMBERSHIP``..``NODE$``, since a pass mostly follows a change and the GetItem
 first would add a call to most of them): they are the stored ones but for the times of items refreshed unchanged
 meanwhile, and a record's own time matters only while the mark is not fresh (``NodeRecord.fresh``), when the agent is
