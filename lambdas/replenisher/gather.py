@@ -49,10 +49,16 @@ class GatherMemo:
             same record fields (``adapters.dynamo.node_memo``).
         instances: the ``Instance`` of each group instance last read, by its four fields as read (an ``Instance``
             is a frozen value of exactly those: one with another field value is a new one).
+        runs: each active ``RUN#`` item last read (its sort key -> the item as the table answered it, the ``Run``
+            made of it and the instances it names, ``run_instances``), answered again only for an item equal to it
+            in every attribute. A refresh run's item is read every tick and changes a few times a step; made anew,
+            a 1,000-step run was a twentieth of a simulated week at 1,000 nodes (BENCHMARKS.md, issue 12). The
+            ``Run`` is shared between ticks: ``decide`` only reads it.
     """
 
     nodes: NodeRecordMemo = field(default_factory=NodeRecordMemo)
     instances: dict[InstanceKey, Instance] = field(default_factory=dict)
+    runs: dict[str, tuple[Mapping[str, Any], Run, frozenset[str]]] = field(default_factory=dict)
 
 
 class GatherDeps(Protocol):
@@ -93,6 +99,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     runs_unreadable = False
     lock = None
     detached: dict[str, Detached] = {}
+    runs_read: dict[str, tuple[Mapping[str, Any], Run, frozenset[str]]] = {}
     # as the table answered (``convert=False``): no item is converted before this loop keeps it, so the kinds not
     # read (``gathered``) are left out here
     for stored in read_items(deps.store):
@@ -103,6 +110,11 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
             continue  # a run that is over (its status a string either way): never converted, often a large item
         if sk.startswith("DETACH#") and stored.get("state") in DETACH_OVER:
             continue  # its instance terminated or gone: nothing to sweep or protect; the item waits for its TTL
+        if sk.startswith("RUN#") and (kept := deps.memo.runs.get(sk)) is not None and kept[0] == stored:
+            runs_read[sk] = kept  # the same item as the last tick's: the same run, not made again
+            runs.append(kept[1])
+            protected |= kept[2]
+            continue
         item = plain(stored)
         try:
             if sk == LOCK_SK:
@@ -119,7 +131,9 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
                     runs_unreadable = True
                     raise
                 runs.append(run)
-                protected |= run_instances(run)
+                names = frozenset(run_instances(run))
+                protected |= names
+                runs_read[sk] = (stored, run, names)
             elif sk.startswith("DETACH#"):
                 protected.add(sk[7:])
                 detached[sk[7:]] = detached_record(sk[7:], item)
@@ -177,6 +191,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
             created=str(raw.get("CreatedTime", "")),
         )
     deps.memo.instances = kept
+    deps.memo.runs = runs_read
     if unregistered and nodes:  # without any membership nothing is judged by it: no need to ask
         times = deps.aws.ec2.launch_times(sorted(unregistered))
         for name, group in list(groups.items()):

@@ -1,6 +1,6 @@
 """``gather`` with what its execution environment kept (``Deps.memo``), against moto: the same ``World`` as a cold
-read, a changed ``NODE#`` item or group instance seen at once, an unreadable item counted on every read, and the
-memo holding only what the last read read."""
+read, a changed ``NODE#`` item or group instance seen at once, an unreadable item counted on every read, an
+unchanged ``RUN#`` item's run not made again, and the memo holding only what the last read read."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
+from adapters.dynamo.runs import RunStore
 from core.model import NodeRecord, utcnow
+from core.runids import new_run_id
+from core.runs import Run, RunOptions, RunStatus, RunStep, StepState
 from lambdas.replenisher.gather import GatherMemo, gather
 from lambdas.replenisher.handler import Deps
 from localworld.cluster import cluster_instances
@@ -86,3 +89,43 @@ def test_the_memo_holds_only_what_the_last_read_read(deps: Deps) -> None:
     assert seen[ids[1]].health_status == "Unhealthy" and seen[ids[2]].health_status == "Healthy"
     assert seen[ids[0]].launch_time is not None and seen[ids[2]].launch_time is None  # unregistered: asked EC2
     assert world == gather(cold(deps), now)
+
+
+def test_an_unchanged_run_item_is_not_made_again_and_a_saved_one_is(deps: Deps) -> None:
+    ids = register_all(deps)
+    runs = RunStore(deps.store)
+    started = utcnow()
+    run = Run(
+        run_id=new_run_id(started),
+        cluster=CLUSTER,
+        options=RunOptions(max_surge=1),
+        steps=[
+            RunStep(index=k, group="g", role="node", instance_id=iid, surge_baseline=ids if k == 0 else [])
+            for k, iid in enumerate(ids)
+        ],
+        created_at=started,
+        updated_at=started,
+    )
+    runs.create(run)
+    now = utcnow()
+
+    first = gather(deps, now)
+    warm = gather(deps, now)
+
+    assert warm.active_runs[0] is first.active_runs[0]  # the item did not change: the Run made once
+    assert warm == gather(cold(deps), now)
+    assert warm.protected >= set(ids)
+
+    moved = run.model_copy(deep=True)
+    moved.steps[0].state = StepState.SURGING
+    moved.steps[0].surge_instance_id = "i-0fffffffffffffff0"
+    runs.save(moved)
+    after = gather(deps, now)
+
+    assert after.active_runs[0] is not first.active_runs[0]
+    assert after.active_runs[0].steps[0].state is StepState.SURGING
+    assert "i-0fffffffffffffff0" in after.protected and after == gather(cold(deps), now)
+    assert list(deps.memo.runs) == [RunStore.sk(run.run_id)]
+
+    runs.save(after.active_runs[0].model_copy(update={"status": RunStatus.SUCCEEDED}))
+    assert gather(deps, now).active_runs == () and deps.memo.runs == {}  # a run over: not read, not kept
