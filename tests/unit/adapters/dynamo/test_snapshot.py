@@ -9,7 +9,7 @@ from typing import Any
 
 from adapters.dynamo.ledger import PREFIX as COMP_PREFIX
 from adapters.dynamo.lock import LeaseLock
-from adapters.dynamo.node_memo import NodeRecordMemo
+from adapters.dynamo.node_memo import REUSE_SECONDS, NodeRecordMemo
 from adapters.dynamo.poller import claim
 from adapters.dynamo.runs import RunStore
 from adapters.dynamo.snapshot import read_snapshot
@@ -81,3 +81,27 @@ def test_a_memo_answers_an_unchanged_record_and_sees_a_changed_or_stale_one(stor
     assert read_snapshot(store, max_age_seconds=600, now=NOW + timedelta(minutes=20), memo=memo).nodes == []
     store.put_membership_mark(NOW + timedelta(minutes=19), nodes=2, ttl_seconds=600)
     assert len(read_snapshot(store, max_age_seconds=600, now=NOW + timedelta(minutes=20), memo=memo).nodes) == 2
+
+
+def test_a_mark_at_the_version_read_before_answers_with_that_read(store: Store) -> None:
+    """The refresher's pass: the mark's version as at the last read (within ``REUSE_SECONDS``) answers with that read's
+    records, not the items' again; a new version, no version, or a read too old reads the items."""
+    memo = NodeRecordMemo()
+    store.put_node(NodeRecord(instance_id="i-1", node_name="n1", ready=False, reported_at=NOW), ttl_seconds=600)
+    store.put_membership_mark(NOW, nodes=1, ttl_seconds=600, version="t:1")
+    first = read_snapshot(store, max_age_seconds=600, now=NOW, memo=memo).nodes
+    # written without a new version (what the version cannot see: a write by anything but the agent)
+    store.put_node(NodeRecord(instance_id="i-1", node_name="n1", ready=True, reported_at=NOW), ttl_seconds=600)
+    counted = calls(store)
+    again = read_snapshot(store, max_age_seconds=600, now=NOW + timedelta(seconds=30), memo=memo).nodes
+    assert again is first and not again[0].ready and dict(counted) == {"Query": 2}  # the same calls
+    later = NOW + timedelta(seconds=REUSE_SECONDS + 1)
+    assert [n.ready for n in read_snapshot(store, max_age_seconds=1200, now=later, memo=memo).nodes] == [True]
+    store.put_node(NodeRecord(instance_id="i-1", node_name="n1", ready=False, reported_at=later), ttl_seconds=600)
+    store.put_membership_mark(later, nodes=1, ttl_seconds=600, version="t:2")
+    soon = later + timedelta(seconds=30)
+    assert [n.ready for n in read_snapshot(store, max_age_seconds=600, now=soon, memo=memo).nodes] == [False]
+    store.put_node(NodeRecord(instance_id="i-1", node_name="n1", ready=True, reported_at=later), ttl_seconds=600)
+    store.put_membership_mark(later, nodes=1, ttl_seconds=600)  # an older agent: no version, never reused
+    for _ in range(2):
+        assert [n.ready for n in read_snapshot(store, max_age_seconds=600, now=soon, memo=memo).nodes] == [True]
