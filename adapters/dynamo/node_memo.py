@@ -18,8 +18,9 @@ and an item that does not validate is refused on every read (it is never remembe
 Bounded: each read keeps only the items it was given (the current membership), none of an earlier read's.
 
 A read that comes with the ``MEMBERSHIP`` mark's ``version`` (``adapters.dynamo.nodes.read_membership``, the
-replenisher's; ``adapters.dynamo.snapshot.with_membership``, the refresher's) is kept whole with it: the next read that finds the same version within ``REUSE_SECONDS`` of it is answered with the same
-lists, without the ``NODE#`` items (``reused``). The agent changes the version with every record it creates, changes
+replenisher's; ``adapters.dynamo.snapshot.with_membership``, the refresher's) is kept whole with it: the next read
+that finds the same version within ``REUSE_SECONDS`` of it is answered with the same lists, without the ``NODE#``
+items (``reused``). The agent changes the version with every record it creates, changes
 or deletes, so that read would have returned the same records but for the times of items it refreshed unchanged
 (why that is safe: ``adapters.dynamo.nodes``); ``REUSE_SECONDS`` bounds what the version does not see (a TTL
 deletion, a write by anything but the agent, a crash between a change and the mark).

@@ -110,10 +110,10 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
             continue  # a run that is over (its status a string either way): never converted, often a large item
         if sk.startswith("DETACH#") and stored.get("state") in DETACH_OVER:
             continue  # its instance terminated or gone: nothing to sweep or protect; the item waits for its TTL
-        if sk.startswith("RUN#") and (kept := deps.memo.runs.get(sk)) is not None and kept[0] == stored:
-            runs_read[sk] = kept  # the same item as the last tick's: the same run, not made again
-            runs.append(kept[1])
-            protected |= kept[2]
+        if sk.startswith("RUN#") and (last := deps.memo.runs.get(sk)) is not None and last[0] == stored:
+            runs_read[sk] = last  # the same item as the last tick's: the same run, not made again
+            runs.append(last[1])
+            protected |= last[2]
             continue
         item = plain(stored)
         try:
