@@ -53,7 +53,10 @@ class GatherMemo:
             made of it and the instances it names, ``run_instances``), answered again only for an item equal to it
             in every attribute. A refresh run's item is read every tick and changes a few times a step; made anew,
             a 1,000-step run was a twentieth of a simulated week at 1,000 nodes (BENCHMARKS.md, issue 12). The
-            ``Run`` is shared between ticks: ``decide`` only reads it.
+            ``Run`` is shared between ticks: ``decide`` only reads it. "Equal" is Python's ``==``, under which a
+            value retyped to an equal one (``True`` for ``1``) is the same: pydantic's lax reading makes the same
+            field of both but for a row's node-name flag (``True``: the instance id; ``1`` is refused), a field
+            the replenisher does not read; such an item reads as the run made before, not as unreadable.
     """
 
     nodes: NodeRecordMemo = field(default_factory=NodeRecordMemo)
