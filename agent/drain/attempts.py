@@ -87,6 +87,11 @@ class EvictionAttempts:
         grace = grace_for(self.wanted, self.source, remaining, self.grace_margin)
         return Request(False, grace, grace.send)
 
+    def sending(self, request: Request, now: datetime) -> EvictionUpdate:
+        """The announcement of ``request`` before it is sent (``EvictionUpdate.sent``): its grace names the pod's
+        removal if the watch reports the pod gone before the request's answer reaches the drain."""
+        return EvictionUpdate(self.pod.key, self.attempts, None, final=False, at=now, grace=request.grace, sent=True)
+
     def answer(
         self,
         request: Request,

@@ -175,6 +175,8 @@ class Evictor:
                             deadline.remaining(),
                             request.grace.seconds,
                         )
+                    if request.grace is not None:  # before the DELETED event the request may cause
+                        inbox.put(("update", tries.sending(request, self.clock.now())))
                     response = send(self.kube, pod, request)
                 deletes = pdb_delete() if callable(pdb_delete) else pdb_delete
                 update, delay = tries.answer(

@@ -28,6 +28,7 @@ class EvictionUpdate:
     at: datetime | None = None
     error: str | None = None  # set when the worker gave up
     grace: Grace | None = None  # the grace the answered request carried (None: a finished pod's plain DELETE)
+    sent: bool = False  # an announcement: a request carrying ``grace`` is about to be sent (no answer yet)
 
 
 @dataclass
@@ -69,11 +70,19 @@ class DrainProgress:
         if state is None:
             return
         state.attempts = update.attempts
+        if update.sent:
+            # Announced before the request leaves, so it precedes on the inbox the watch's DELETED event the
+            # request may cause: a pod gone before its answer arrives is named with the grace that removed it.
+            if state.evicted_at is None:
+                state.grace = update.grace
+            return
         if update.response is not None:
             state.last = update.response
             if update.response.status == EvictionStatus.EVICTED and state.evicted_at is None:
                 state.evicted_at = update.at
                 state.grace = update.grace
+            elif state.evicted_at is None:  # refused, failed or already gone: the request removed nothing
+                state.grace = None
             if update.response.status == EvictionStatus.GONE:
                 state.gone = True
         if update.final:

@@ -171,3 +171,34 @@ def test_a_pod_placed_on_the_node_after_its_cordon_is_tracked_to_be_evicted_and_
     assert [progress.arrival(e, DrainOptions()) for e in ignored] == [None] * len(ignored)
     progress.apply_event(PodEvent("DELETED", pod("web-late", owners=rs)))
     assert progress.states["ns/web-late"].gone
+
+
+def test_a_pod_gone_before_its_answer_is_named_with_the_announced_grace() -> None:
+    """The watch's DELETED event can reach the drain before the worker's answer (two threads, one inbox): the
+    announcement sent before the request names what removed the pod (the flaky integration test
+    ``test_a_spot_warning_after_a_rebalance_drain_tightens_it_to_the_spot_deadline[pdb-delete-at-the-deadline]``)."""
+    from agent.drain.progress import counts_text
+
+    progress = make_progress()
+    past_pdb = Grace(0, 0, GraceSource.PDB_DEADLINE)
+    progress.apply_update(EvictionUpdate("ns/web", 4, None, final=False, at=T0, grace=past_pdb, sent=True))
+    progress.apply_event(PodEvent("DELETED", pod("web")))
+    assert progress.states["ns/web"].grace == past_pdb
+    assert "1 deleted past their PodDisruptionBudget at the deadline" in counts_text(progress)
+
+
+def test_a_refused_request_after_its_announcement_names_no_grace() -> None:
+    progress = make_progress()
+    capped = Grace(20, 20, GraceSource.DEADLINE)
+    blocked = EvictionResponse(EvictionStatus.BLOCKED, 429, "disruption budget", pdb_name="web-pdb")
+    progress.apply_update(EvictionUpdate("ns/web", 1, None, final=False, at=T0, grace=capped, sent=True))
+    progress.apply_update(EvictionUpdate("ns/web", 1, blocked, final=False, at=T0))
+    assert progress.states["ns/web"].grace is None
+    # an accepted eviction's grace is kept whatever is announced after it (a retry racing the acceptance)
+    progress.apply_update(
+        EvictionUpdate("ns/web", 2, EvictionResponse(EvictionStatus.EVICTED, 201), True, T0, grace=capped)
+    )
+    progress.apply_update(
+        EvictionUpdate("ns/web", 3, None, False, T0, grace=Grace(0, 0, GraceSource.PDB_DEADLINE), sent=True)
+    )
+    assert progress.states["ns/web"].grace == capped
