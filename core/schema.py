@@ -18,7 +18,7 @@ AGENT_PARTITION_SUFFIX = "#AGENT"
 # command's status), ``HOOK#`` (claiming a lifecycle action), ``CPDRAIN#`` (control-plane drain slots). Every other
 # kind (``LOCK``, ``COMP#``, ``RUN#``, ``DETACH#``, ``POLL#``) stays in the cluster partition, which only the
 # Lambdas write.
-AGENT_ITEM_PREFIXES = ("NODE#", "MEMBERSHIP", "CMD#", "HOOK#", "CPDRAIN#")
+AGENT_ITEM_PREFIXES = ("NODE#", "MEMBERSHIP", "CMD#", "HOOK#", "CPDRAIN#", "ICMD#")
 
 
 def partition_of(cluster: str) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 from boto3.dynamodb.conditions import ConditionBase
 from pydantic import ValidationError
 
+from adapters.dynamo.command_index import index_commands, index_complete, indexed_commands
 from adapters.dynamo.ports import CommandStore
 from adapters.dynamo.table import AlsoPut, Attr, Table, plain
 from core.exceptions import CommandExistsError, CommandTransitionError, ConflictError
@@ -72,7 +73,9 @@ class CommandItems(Table):
             LockLostError: (with ``fence``) the lock changed hands; nothing was recorded.
             CommandExistsError: a command with this id is already recorded (carries it as ``current``).
         """
-        new = recording(command, ttl_seconds, now or utcnow())
+        now = now or utcnow()
+        index_commands(self, [command], ttl_seconds, now)  # its pointer first: a command never lacks one
+        new = recording(command, ttl_seconds, now)
         self.put(new.sk, new.attrs, condition=new.condition, conflict=new.conflict, fence=fence)
 
     def get_command(self, command_id: str) -> dict[str, Any] | None:
@@ -241,11 +244,17 @@ def recorded_command(item: dict[str, Any] | None) -> Command | None:
 def commands_for_instance(table: Table, instance_id: str, kind: CommandKind | None = None) -> list[dict[str, Any]]:
     """The ``CMD#`` items of ``instance_id`` (of ``kind`` when given), newest first (by ``created_at``).
 
-    One Query of the cluster's ``CMD#`` range with a FilterExpression on the instance (and kind): DynamoDB reads the
-    whole range (items expire after ``COMMAND_TTL_SECONDS``, a week by default: a weekly refresh of 1,000 nodes alone
-    leaves 1,000, about a megabyte) but sends only the instance's few, so a Spot warning's invocation neither waits
-    for nor parses the rest. The same test is made here on what comes back.
+    Once the command index is complete (``adapters.dynamo.command_index``), from the instance's pointers: one Query
+    of them and one consistent GetItem per command, however many commands the week holds. Before (an upgrade's
+    first week), one Query of the cluster's ``CMD#`` range with a FilterExpression on the instance (and kind):
+    DynamoDB reads the whole range (a weekly refresh of 1,000 nodes alone leaves 1,000 items, about a megabyte) but
+    sends only the instance's few. Either way the instance (and kind) is checked here on what comes back.
     """
+    if index_complete(table, utcnow()):
+        items = [
+            item for item in indexed_commands(table, instance_id) if kind is None or item.get("kind") == kind.value
+        ]
+        return sorted(items, key=lambda item: str(item.get("created_at", "")), reverse=True)
     keep: ConditionBase = Attr("instance_id").eq(instance_id)
     if kind is not None:
         keep = keep & Attr("kind").eq(kind.value)

@@ -116,6 +116,8 @@ class Table:
         self.cluster = cluster
         self.pk = partition_of(cluster)
         self.agent_pk = agent_partition_of(cluster)
+        # facts about the table that, once true, stay true (``adapters.dynamo.command_index``: the index mark)
+        self.memo: dict[str, bool] = {}
 
     def partition(self, sk: str) -> str:
         """The partition key value of item ``sk`` (or of the items whose sort keys start with ``sk``)."""

@@ -17,7 +17,8 @@ with no bounds (not one of the run's groups) is not touched (counted ``Skipped``
 ``SendCommand`` records the ``CMD#`` item first (conditional: a command already recorded is sent again only while
 still ``queued``; the agent makes a second message harmless) and then sends it. The ``CMD#`` items of a decision's
 drains are written in the transaction of its ``SaveRun`` (``RunStore.save(..., also=...)``, each conditioned on no
-item with its id: one call for the run, the lock and the commands), and their ``SendCommand`` only sends. When the
+item with its id, each with its ``ICMD#`` pointer, ``adapters.dynamo.command_index``: one call for the run, the
+lock and the commands), and their ``SendCommand`` only sends. When the
 only condition that failed is a command's (it is recorded already: a drain decided again after a crash between its
 record and its send), the run is saved alone and each command goes the way above (``record_and_send``); a lost lock
 or version fails the save as always, whatever the commands found.
@@ -31,6 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from adapters.aws.ports import AwsPort
+from adapters.dynamo.command_index import mark_index, pointing
 from adapters.dynamo.commands import record_and_send, recording
 from adapters.dynamo.lock import LeaseLock, Taking
 from adapters.dynamo.runs import RunStore
@@ -191,8 +193,14 @@ def _save(action: SaveRun, effects: Effects, now: datetime, held: _Held) -> str:
     take = effects.take if held.lease is None else None
     release_at = now.timestamp() if action.release and held.lease is not None else None
     also = []
-    if (held.lease is not None or take is not None) and len(held.commands) <= MAX_ALSO:
-        also = [recording(c, effects.ttl_seconds, now) for c in held.commands]
+    if (held.lease is not None or take is not None) and 2 * len(held.commands) <= MAX_ALSO:
+        # each with its pointer (``adapters.dynamo.command_index``), the index mark written before
+        mark_index(effects.store, effects.ttl_seconds, now)
+        also = [
+            w
+            for c in held.commands
+            for w in (pointing(c, effects.ttl_seconds, now), recording(c, effects.ttl_seconds, now))
+        ]
     try:
         effects.runs.save(action.run, fence=held.lease, release_at=release_at, take=take, also=also)
         held.recorded = {c.command_id for c in held.commands} if also else set()
