@@ -16,7 +16,9 @@ Deterministic (counts, not times). Usage: ``python -m bench.command_reads --node
 from __future__ import annotations
 
 import argparse
+import logging
 import math
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -29,6 +31,7 @@ from adapters.dynamo.store import Store
 from core.itemsize import item_bytes
 from core.model import Command, CommandKind, CommandStatus, utcnow
 from core.schema import state_table
+from lambdas.common.sweep import sweep_commands
 
 TTL = 7 * 86400
 WARNED = "i-0aaaaaaaaaaaaaaaa"
@@ -62,8 +65,8 @@ def record(store: Store, command: Command, pods: int, node: int) -> None:
     store.finish_command(command.command_id, "agent-a", attempt, CommandStatus.SUCCEEDED, result(node, pods), now=now)
 
 
-def measure(store: Store, sizes: dict[str, int]) -> dict[str, Any]:
-    """One look-up of the warned instance's commands, counted (module docstring)."""
+def measure(store: Store, sizes: dict[str, int], look: Callable[[Store], list[Any]]) -> dict[str, Any]:
+    """One look-up (``look``), counted (module docstring)."""
     table = store.table
     reads: list[tuple[str, int, int]] = []  # (call, items read, bytes read)
     query, get_item = table.query, table.get_item
@@ -91,7 +94,7 @@ def measure(store: Store, sizes: dict[str, int]) -> dict[str, Any]:
 
     table.query, table.get_item = counted_query, counted_get
     try:
-        found = commands_for_instance(store, WARNED)
+        found = look(store)
     finally:
         del table.query, table.get_item
     units = sum(max(1, math.ceil(size / 4096)) for _, _, size in reads)
@@ -128,26 +131,52 @@ def main() -> None:
             record(writer, command, args.pods, n)
         for cid, kind in (("rebalance-1", CommandKind.CORDON), ("spot-1", CommandKind.DRAIN)):
             warned = Command(command_id=cid, cluster="demo", kind=kind, instance_id=WARNED, deadline=deadline)
-            record(writer, warned, 0, 0)
+            writer.record_command(warned, TTL, now=utcnow())  # open: queued
         sizes: dict[str, int] = {}
         page: dict[str, Any] = {"LastEvaluatedKey": None}
         while "LastEvaluatedKey" in page:
             start = {"ExclusiveStartKey": page["LastEvaluatedKey"]} if page["LastEvaluatedKey"] else {}
             page = dict(table.scan(**start))
             sizes.update({str(i["sk"]): item_bytes(i) for i in page["Items"]})
-        before = measure(Store(table, "demo"), sizes)  # the mark written with the first command: not complete
+        look_up, sweep = lambda s: commands_for_instance(s, WARNED), lambda s: open_items(s)
+        # the mark was written with the first command, an hour from complete: the range is read
+        before = (measure(Store(table, "demo"), sizes, look_up), measure(Store(table, "demo"), sizes, sweep))
         writer.delete(MARK_SK)
         mark_index(Store(table, "demo"), TTL, utcnow() - timedelta(days=8))  # as if written a TTL and an hour ago
-        after = measure(Store(table, "demo"), sizes)
-    print(f"{args.nodes} finished drains of {args.pods} pods in the week; the warned instance has 2 commands\n")
-    print(f"| path | commands found | calls | items read | bytes read | read units | a wave of {args.wave} (units) |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for name, m in (("CMD# range + filter (before)", before), ("ICMD# pointers (index complete)", after)):
+        after = (measure(Store(table, "demo"), sizes, look_up), measure(Store(table, "demo"), sizes, sweep))
+        # the tick above was the first since the drains ended (their pointers all there); one that deletes them, then
+        # a tick as every tick is when the sweep runs each minute: the open commands and those ended since
+        sweep_commands(Store(table, "demo"), NoSender(), utcnow(), 300, dry_run=False, logger=logging.getLogger("b"))
+        steady = measure(Store(table, "demo"), sizes, sweep)
+    print(f"{args.nodes} finished drains of {args.pods} pods in the week; the warned instance has 2 commands queued")
+    print("(recent: not resent)\n")
+    print(f"| look-up | path | found | calls | items read | bytes read | read units | a wave of {args.wave} (units) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    rows = (
+        ("a warned instance's commands", "CMD# range + filter (before)", before[0]),
+        ("a warned instance's commands", "ICMD# pointers (index complete)", after[0]),
+        ("the sweep's open commands (a tick)", "CMD# range + filter (before)", before[1]),
+        ("the sweep's open commands (a tick)", "OCMD# pointers, the first tick after the drains ended", after[1]),
+        ("the sweep's open commands (a tick)", "OCMD# pointers, any tick after", steady),
+    )
+    for what, name, m in rows:
         wave = m["units"] * args.wave
+        found = m["commands"] if "warned" in what else "-"
         print(
-            f"| {name} | {m['commands']} | {m['calls']} | {m['items']} | {m['bytes']:,} | {m['units']} | "
-            f"{wave:,} ({wave / PARTITION_READ_UNITS:.1f} s of one partition) |"
+            f"| {what} | {name} | {found} | {m['calls']} | {m['items']} | {m['bytes']:,} | {m['units']} | "
+            + (f"{wave:,} ({wave / PARTITION_READ_UNITS:.1f} s of one partition) |" if "warned" in what else "|")
         )
+
+
+def open_items(store: Store) -> list[Any]:
+    """The sweep's read (a dry run: nothing written or sent)."""
+    done = sweep_commands(store, NoSender(), utcnow(), 300, dry_run=True, logger=logging.getLogger("bench"))
+    return [*done["resent"], *done["expired"]]
+
+
+class NoSender:
+    def send_command(self, command: Command) -> str:
+        raise AssertionError("a dry run sends nothing")
 
 
 if __name__ == "__main__":

@@ -15,10 +15,11 @@ PARTITION_PREFIX = "CLUSTER#"  # a cluster's items are in the partitions CLUSTER
 AGENT_PARTITION_SUFFIX = "#AGENT"
 # The item kinds the in-cluster agent writes, kept in a partition of their own so that its role's
 # ``dynamodb:LeadingKeys`` can name that partition alone: ``NODE#`` and ``MEMBERSHIP`` (membership), ``CMD#`` (a
-# command's status), ``HOOK#`` (claiming a lifecycle action), ``CPDRAIN#`` (control-plane drain slots). Every other
-# kind (``LOCK``, ``COMP#``, ``RUN#``, ``DETACH#``, ``POLL#``) stays in the cluster partition, which only the
-# Lambdas write.
-AGENT_ITEM_PREFIXES = ("NODE#", "MEMBERSHIP", "CMD#", "HOOK#", "CPDRAIN#", "ICMD#")
+# command's status), ``HOOK#`` (claiming a lifecycle action), ``CPDRAIN#`` (control-plane drain slots), and beside
+# ``CMD#`` the pointers the Lambdas write with each command, ``ICMD#`` (an instance's) and ``OCMD#`` (an open one's:
+# ``adapters.dynamo.command_index``). Every other kind (``LOCK``, ``COMP#``, ``RUN#``, ``DETACH#``, ``POLL#``) stays
+# in the cluster partition, which only the Lambdas write.
+AGENT_ITEM_PREFIXES = ("NODE#", "MEMBERSHIP", "CMD#", "HOOK#", "CPDRAIN#", "ICMD#", "OCMD#")
 
 
 def partition_of(cluster: str) -> str:

@@ -1,5 +1,6 @@
-"""Which commands name an instance, without reading every command: one ``ICMD#<instance-id>#<command-id>`` item
-(a *pointer*) per recorded command, in the agent partition beside the ``CMD#`` items.
+"""Which commands name an instance, and which may still be open, without reading every command: two *pointers* per
+recorded command in the agent partition beside the ``CMD#`` items, ``ICMD#<instance-id>#<command-id>`` (the
+instance's) and ``OCMD#<command-id>`` (until the command sweeper finds it ended).
 
 Why: a Spot warning (``lambdas.interruption``) and the agent's cordon check (``agent.cordons.releaser``) ask for
 the commands of one instance. Answered from the ``CMD#`` range with a FilterExpression, DynamoDB reads (and bills)
@@ -15,6 +16,14 @@ write lost its condition, the writer crashed) answers nothing (``indexed_command
 names the instance), and a command never lacks its pointer. A pointer expires ``POINTER_TTL_MARGIN_SECONDS`` after
 its command would (a command started later is given a later ``expires_at``; the margin covers starts up to three days
 after recording).
+
+The replenisher's command sweeper (``lambdas.common.sweep``) looks only at commands still ``queued`` or ``running``.
+Read from the ``CMD#`` range with a FilterExpression, its tick read the week's commands every minute (the same 4 MB
+at 1,000 nodes). Through the ``OCMD#`` pointers it reads the open commands and those that ended since its last tick
+(``open_commands``: one Query, one GetItem per pointer), and deletes the pointers of ended commands
+(``stale_open_pointers``): nothing else ever deletes them, so no status transition (the agent's included) changes. A
+pointer with no command is deleted only once it is older than ``ORPHAN_POINTER_SECONDS`` (its command may be being
+written, after it).
 
 Commands recorded before the pointers existed (an upgrade) have none. The *index mark* (``ICMD#``, written once by
 the first writer that indexes, conditionally) says from when every live command has a pointer: ``complete_at`` =
@@ -32,17 +41,19 @@ expire); the same role reports every command's status and drains nodes itself, s
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from adapters.dynamo.table import AlsoPut, Attr, Table
 from core.exceptions import ConflictError
-from core.model import Command, to_epoch
+from core.model import Command, CommandStatus, to_epoch
 
 PREFIX = "ICMD#"
+OPEN_PREFIX = "OCMD#"
 MARK_SK = PREFIX  # the index mark: no pointer's key is the bare prefix (an instance id is never empty)
+ORPHAN_POINTER_SECONDS = 900  # an open pointer with no command is deleted past this age (a Lambda's longest run)
 INDEX_MARGIN_SECONDS = 3600  # past the mark, commands the previous code may still record (Lambda timeout <= 900 s)
 POINTER_TTL_MARGIN_SECONDS = 3 * 86400  # a pointer outlives its command's first ``expires_at`` by this much
 MARKED = "command_index_marked"  # ``Table.memo`` keys
@@ -54,21 +65,26 @@ def pointer_sk(instance_id: str, command_id: str) -> str:
     return f"{PREFIX}{instance_id}#{command_id}"
 
 
-def pointing(command: Command, ttl_seconds: int, now: datetime) -> AlsoPut:
-    """The write of ``command``'s pointer (unconditional), for a transaction that records the command with it (the
-    refresher's save, ``Table.put(..., also=...)``). The index mark must be written first (``mark_index``)."""
-    return AlsoPut(
-        pointer_sk(command.instance_id, command.command_id),
-        {
-            "command_id": command.command_id,
-            "created_at": now.isoformat(),
-            "expires_at": to_epoch(now) + ttl_seconds + POINTER_TTL_MARGIN_SECONDS,
-        },
+def open_sk(command_id: str) -> str:
+    """The sort key of ``command_id``'s open pointer."""
+    return f"{OPEN_PREFIX}{command_id}"
+
+
+def pointing(command: Command, ttl_seconds: int, now: datetime) -> tuple[AlsoPut, AlsoPut]:
+    """The writes of ``command``'s two pointers (unconditional), for a transaction that records the command with them
+    (the refresher's save, ``Table.put(..., also=...)``). The index mark must be written first (``mark_index``)."""
+    attrs = {
+        "command_id": command.command_id,
+        "created_at": now.isoformat(),
+        "expires_at": to_epoch(now) + ttl_seconds + POINTER_TTL_MARGIN_SECONDS,
+    }
+    return AlsoPut(pointer_sk(command.instance_id, command.command_id), attrs), AlsoPut(
+        open_sk(command.command_id), attrs
     )
 
 
 def index_commands(table: Table, commands: Iterable[Command], ttl_seconds: int, now: datetime) -> None:
-    """Put the index mark if this ``Table`` has not seen it (``mark_index``), then one pointer per command (a
+    """Put the index mark if this ``Table`` has not seen it (``mark_index``), then each command's two pointers (a
     PutItem each), before the commands are recorded (module docstring). Idempotent.
 
     Raises:
@@ -79,8 +95,8 @@ def index_commands(table: Table, commands: Iterable[Command], ttl_seconds: int, 
         return
     mark_index(table, ttl_seconds, now)
     for command in listed:
-        write = pointing(command, ttl_seconds, now)
-        table.put(write.sk, write.attrs)
+        for write in pointing(command, ttl_seconds, now):
+            table.put(write.sk, write.attrs)
 
 
 def mark_index(table: Table, ttl_seconds: int, now: datetime) -> None:
@@ -127,3 +143,33 @@ def indexed_commands(table: Table, instance_id: str) -> list[dict[str, Any]]:
         if item is not None and item.get("instance_id") == instance_id:
             out.append(item)
     return out
+
+
+def open_commands(table: Table, now: datetime) -> tuple[list[dict[str, Any]], list[str]]:
+    """The ``CMD#`` items the open pointers name (plain values, by command id), and the pointers to delete
+    (``stale_open_pointers``): one Query of the pointers, one consistent GetItem per pointer."""
+    items: list[dict[str, Any]] = []
+    stale: list[str] = []
+    for pointer in table.query_prefix(OPEN_PREFIX, consistent=True, convert=False):
+        sk = str(pointer["sk"])
+        command_id = sk[len(OPEN_PREFIX) :]
+        item = table.get(f"CMD#{command_id}", consistent=True) if command_id else None
+        if stale_open_pointer(pointer, item, now):
+            stale.append(sk)
+        elif item is not None:
+            items.append(item)
+    return items, stale
+
+
+def stale_open_pointer(pointer: Mapping[str, Any], item: Mapping[str, Any] | None, now: datetime) -> bool:
+    """Whether an open pointer may go: its command ended (any status but ``queued`` and ``running``: ended statuses
+    never reopen), or it has none and the pointer is older than ``ORPHAN_POINTER_SECONDS`` (or its age unreadable).
+    Pure."""
+    if item is not None:
+        return item.get("status") not in (CommandStatus.QUEUED.value, CommandStatus.RUNNING.value)
+    try:
+        created = datetime.fromisoformat(str(pointer.get("created_at")))
+        age = (now - created).total_seconds()
+    except (TypeError, ValueError):
+        return True
+    return age > ORPHAN_POINTER_SECONDS

@@ -35,6 +35,7 @@ from decimal import Decimal
 from typing import Any
 
 from adapters.aws.ports import CommandSender
+from adapters.dynamo.command_index import index_complete, open_commands
 from adapters.dynamo.commands import command_sk, end_queued_command, recorded_command
 from adapters.dynamo.store import Store
 from adapters.dynamo.table import Attr, plain
@@ -136,22 +137,35 @@ def stranded(items: Iterable[Mapping[str, Any]], now: datetime, after_seconds: f
 def sweep_commands(
     store: Store, sender: CommandSender, now: datetime, after_seconds: float, *, dry_run: bool, logger: Any
 ) -> dict[str, list[str]]:
-    """Apply ``stranded`` to the cluster's ``CMD#`` items (one Query). Returns the command ids re-sent (``queued``
-    and stale ``running`` ones alike) and expired.
+    """Apply ``stranded`` to the cluster's open commands. Returns the command ids re-sent (``queued`` and stale
+    ``running`` ones alike) and expired.
 
-    Only the ``queued`` and ``running`` items are answered by DynamoDB (a FilterExpression) and turned into plain
-    values; the finished ones, most of a week's items with their nested results, are read by DynamoDB only.
+    Once the command index is complete (``adapters.dynamo.command_index``), the open commands are those its
+    ``OCMD#`` pointers name (one Query and a GetItem per pointer: the commands open, and those that ended since the
+    last sweep, whose pointers are then deleted, ``pointers_deleted`` in the answer). Before (an upgrade's first
+    week), one Query of the whole ``CMD#`` range with a FilterExpression on the status: DynamoDB reads the week of
+    finished commands with their results, but neither sends them nor has the Lambda parse them.
 
     Raises:
         StoreUnavailableError, AwsUnavailableError, AwsRequestError.
     """
-    # only the queued and running ones are sent back (a FilterExpression: DynamoDB still reads the week of finished
-    # commands, with their results, but neither sends them nor has the Lambda parse them)
-    items = store.query_range("CMD#", "CMD$", consistent=True, keep=Attr("status").is_in(sorted(SWEPT)), convert=False)
-    sweep = stranded((plain(item) for item in items if swept(item)), now, after_seconds)
+    stale: list[str] = []
+    if index_complete(store, now):
+        found, stale = open_commands(store, now)
+        items: Iterable[Mapping[str, Any]] = (item for item in found if swept(item))
+    else:
+        queried = store.query_range(
+            "CMD#", "CMD$", consistent=True, keep=Attr("status").is_in(sorted(SWEPT)), convert=False
+        )
+        items = (plain(item) for item in queried if swept(item))
+    sweep = stranded(items, now, after_seconds)
     done: dict[str, list[str]] = {"resent": [], "expired": []}
     for sk in sweep.unreadable:
         logger.warning(f"queued or running command item {sk} holds no readable command: left alone")
+    if stale:  # as with the commands, a dry run says what it would do
+        done["pointers_deleted"] = stale
+    for sk in [] if dry_run else stale:
+        store.delete(sk)  # an ended command's open pointer (or one whose command never came): nothing to sweep
     if dry_run:
         done["resent"] = [c.command_id for c in sweep.resend] + [c.command_id for c, _ in sweep.retake]
         done["expired"] = list(sweep.expire)

@@ -17,10 +17,10 @@ with no bounds (not one of the run's groups) is not touched (counted ``Skipped``
 ``SendCommand`` records the ``CMD#`` item first (conditional: a command already recorded is sent again only while
 still ``queued``; the agent makes a second message harmless) and then sends it. The ``CMD#`` items of a decision's
 drains are written in the transaction of its ``SaveRun`` (``RunStore.save(..., also=...)``, each conditioned on no
-item with its id, each with its ``ICMD#`` pointer, ``adapters.dynamo.command_index``: one call for the run, the
-lock and the commands), and their ``SendCommand`` only sends. When the
-only condition that failed is a command's (it is recorded already: a drain decided again after a crash between its
-record and its send), the run is saved alone and each command goes the way above (``record_and_send``); a lost lock
+item with its id, each with its ``ICMD#`` and ``OCMD#`` pointers, ``adapters.dynamo.command_index``: one call for
+the run, the lock and the commands), and their ``SendCommand`` only sends. When the only condition that failed is a
+command's (it is recorded already: a drain decided again after a crash between its record and its send), the run is
+saved alone and each command goes the way above (``record_and_send``); a lost lock
 or version fails the save as always, whatever the commands found.
 """
 
@@ -193,13 +193,13 @@ def _save(action: SaveRun, effects: Effects, now: datetime, held: _Held) -> str:
     take = effects.take if held.lease is None else None
     release_at = now.timestamp() if action.release and held.lease is not None else None
     also = []
-    if (held.lease is not None or take is not None) and 2 * len(held.commands) <= MAX_ALSO:
-        # each with its pointer (``adapters.dynamo.command_index``), the index mark written before
+    if (held.lease is not None or take is not None) and 3 * len(held.commands) <= MAX_ALSO:
+        # each with its two pointers (``adapters.dynamo.command_index``), the index mark written before
         mark_index(effects.store, effects.ttl_seconds, now)
         also = [
             w
             for c in held.commands
-            for w in (pointing(c, effects.ttl_seconds, now), recording(c, effects.ttl_seconds, now))
+            for w in (*pointing(c, effects.ttl_seconds, now), recording(c, effects.ttl_seconds, now))
         ]
     try:
         effects.runs.save(action.run, fence=held.lease, release_at=release_at, take=take, also=also)

@@ -347,7 +347,7 @@ def test_membership_and_partition_queries_in_sort_key_order(store: Store) -> Non
     store.delete_node(IB)
     store.delete_node(IB)  # deleting an absent item is not an error
     sks = [item["sk"] for item in store.query_partition()]
-    # the command's pointer and the index mark (``adapters.dynamo.command_index``) sort between
+    # the command's pointers and the index mark (``adapters.dynamo.command_index``) sort in
     pointer = "ICMD#i-0123456789abcdef0#spot-1"
-    assert sks == ["CMD#spot-1", "ICMD#", pointer, "MEMBERSHIP", f"NODE#{IA}", f"NODE#{IC}"]
+    assert sks == ["CMD#spot-1", "ICMD#", pointer, "MEMBERSHIP", f"NODE#{IA}", f"NODE#{IC}", "OCMD#spot-1"]
     assert list(Store(store.table, "other").query_partition()) == []

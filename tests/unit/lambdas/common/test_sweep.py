@@ -168,7 +168,14 @@ def test_a_worker_beating_between_the_read_and_the_resend_keeps_its_command(stor
     sender = Sender()
 
     class Frozen:
-        """The store as the sweep read it before the heartbeat (the conditional write then sees the new one)."""
+        """The store as the sweep read it before the heartbeat (the conditional write then sees the new one); no
+        command index mark (the range is read)."""
+
+        def __init__(self) -> None:
+            self.memo: dict[str, bool] = {}
+
+        def get(self, sk: str, consistent: bool = True) -> Any:
+            return None
 
         def query_range(self, *_: Any, **__: Any) -> Any:
             return items
@@ -200,7 +207,14 @@ def test_only_queued_and_running_items_are_converted() -> None:
     asked: dict[str, Any] = {}
 
     class Raw:
-        """The table's answer: numbers as Decimal, a finished item and one whose status is not a string."""
+        """The table's answer: numbers as Decimal, a finished item and one whose status is not a string; no command
+        index mark (the range is read)."""
+
+        def __init__(self) -> None:
+            self.memo: dict[str, bool] = {}
+
+        def get(self, sk: str, consistent: bool = True) -> Any:
+            return None
 
         def query_range(
             self, low: str, high: str, consistent: bool = False, keep: Any = None, convert: bool = True
@@ -223,3 +237,40 @@ def test_the_finished_commands_are_not_answered(store: Store, monkeypatch: pytes
     answered = answered_sort_keys(monkeypatch, store.table)
     assert sweep_commands(store, Sender(), NOW, 300, dry_run=True, logger=Log())["resent"] == ["stuck"]
     assert answered == ["CMD#stuck"]
+
+
+def test_once_the_command_index_is_complete_only_open_pointers_and_their_commands_are_read(
+    store: Store,  # noqa: F811 - fixture
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from adapters.dynamo.command_index import mark_index, open_sk
+
+    mark_index(store, 3600, NOW - timedelta(hours=2))  # an empty table two hours ago: complete now
+    stuck, late, done, live = drain("stuck"), drain("late", deadline_in=-5), drain("done"), drain("live")
+    for command in (stuck, late, done, live):
+        store.record_command(command, ttl_seconds=3600, now=NOW - timedelta(seconds=900))
+    attempt = store.start_command(done, "agent-a:1", 60, 3600, now=NOW - timedelta(seconds=800))
+    store.finish_command("done", "agent-a:1", attempt, CommandStatus.SUCCEEDED, {}, now=NOW - timedelta(seconds=700))
+    store.start_command(live, "agent-a:1", 600, 3600, now=NOW - timedelta(seconds=30))
+    for name, age in (("young", 60), ("old", 1000)):  # pointers whose command never came (a writer crashed)
+        store.put(open_sk(f"ghost-{name}"), {"created_at": (NOW - timedelta(seconds=age)).isoformat()})
+    answered = answered_sort_keys(monkeypatch, store.table)
+    sender = Sender()
+
+    dry = sweep_commands(store, sender, NOW, 300, dry_run=True, logger=Log())
+    assert dry == {"resent": ["stuck"], "expired": ["late"], "pointers_deleted": ["OCMD#done", "OCMD#ghost-old"]}
+    assert answered and all(sk.startswith("OCMD#") for sk in answered)  # no CMD# item queried: got one by one
+    assert store.get(open_sk("done")) is not None and sender.sent == []  # a dry run deletes nothing
+
+    swept = sweep_commands(store, sender, NOW, 300, dry_run=False, logger=Log())
+    assert swept == dry and sender.sent == [stuck]
+    assert store.get(open_sk("done")) is None and store.get(open_sk("ghost-old")) is None
+    assert store.get(open_sk("ghost-young")) is not None  # its command may still be being written
+    # the expired one ended: its pointer goes at the next sweep; the open ones stay
+    later = sweep_commands(store, sender, NOW + timedelta(seconds=60), 300, dry_run=False, logger=Log())
+    assert later == {"resent": [], "expired": [], "pointers_deleted": ["OCMD#late"]}
+    assert {str(i["sk"]) for i in store.query_prefix("OCMD#", consistent=True)} == {
+        "OCMD#ghost-young",
+        "OCMD#live",
+        "OCMD#stuck",
+    }

@@ -221,11 +221,11 @@ def test_a_drain_is_recorded_in_the_transaction_of_the_save_and_then_sent(store:
     calls = _table_calls(store)
     execute(drains(run()), effects(store, recorder, lease), T0)
     writes = [c for c in calls if c[0] not in ("GetItem", "Query")]
-    # with its pointer (adapters.dynamo.command_index), after the index mark
-    pointer = "ICMD#i-0123456789abcdef0#refresh-1"
+    # with its pointers (adapters.dynamo.command_index), after the index mark
+    pointers = ["ICMD#i-0123456789abcdef0#refresh-1", "OCMD#refresh-1"]
     assert writes == [
         ("PutItem", ["ICMD#"]),
-        ("TransactWriteItems", ["LOCK", f"RUN#{RUN_ID}", pointer, "CMD#refresh-1"]),
+        ("TransactWriteItems", ["LOCK", f"RUN#{RUN_ID}", *pointers, "CMD#refresh-1"]),
     ]
     assert recorder.calls == [("send", "refresh-1"), ("metric", "CommandsQueued")]
     item = store.get_command("refresh-1") or {}
