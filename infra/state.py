@@ -122,8 +122,9 @@ class StateStore(Construct):
 
         IAM can condition DynamoDB access on the partition key only (``dynamodb:LeadingKeys``; no condition key names
         the sort key: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/specifying-conditions.html), so
-        the item kinds the agent writes (``NODE#``, ``MEMBERSHIP``, ``CMD#``, ``HOOK#``, ``CPDRAIN#``) live in a
-        partition of their own, ``CLUSTER#<cluster>#AGENT`` (``core.schema.agent_partition_of``):
+        the item kinds the agent writes (``core.schema.AGENT_ITEM_PREFIXES``: ``NODE#``, ``MEMBERSHIP``, ``CMD#``
+        and its pointers, ``HOOK#``, ``CPDRAIN#``) live in a partition of their own, ``CLUSTER#<cluster>#AGENT``
+        (``core.schema.agent_partition_of``):
 
         ``AgentItems``: ``AGENT_ACTIONS`` with ``dynamodb:LeadingKeys`` = that partition only. ``LOCK``, ``COMP#``,
         ``RUN#``, ``DETACH#`` and ``POLL#`` (``CLUSTER#<cluster>``) can be neither written nor read, so a stolen agent

@@ -22,8 +22,11 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Protocol
 
+from adapters.dynamo.command_index import INDEX_MARGIN_SECONDS, mark_index
+from adapters.dynamo.store import Store
 from core.kops import INSTANCE_GROUP_TAG
 from core.schema import agent_partition_of, partition_of
 from core.settings import AgentSettings
@@ -199,6 +202,11 @@ class World:
             self.kube.add_deployment("default", name, s.replicas, grace=grace)
             if (i * s.budgeted) % 1 + s.budgeted >= 1:
                 self.kube.add_budget(Budget("default", f"{name}-pdb", {"app": name}, max_unavailable=1))
+        # the cluster has run this version for longer than a command TTL: the command index is complete and its
+        # pointers answer from the first step (``adapters.dynamo.command_index``; its upgrade week is unit-tested)
+        ttl = AgentSettings.model_fields["command_ttl_seconds"].default
+        before = self.kernel.now() - timedelta(seconds=ttl + INDEX_MARGIN_SECONDS + 60)
+        mark_index(Store(self.table, CLUSTER), ttl, before)
         self.aws.start()
         self.bus.schedule_rules()
 

@@ -10,32 +10,40 @@ the 3,000 a second a partition serves ("Best practices for designing and using p
 DynamoDB Developer Guide): throttled reads, retried, drains that start later. Through the pointers a call reads the
 instance's few pointers (one Query) and their commands (one GetItem each).
 
-Writers put the pointer unconditionally, before the command (``index_commands``, in ``CommandItems.record_command``)
+Writers put the pointers unconditionally, before the command (``index_commands``, in ``CommandItems.record_command``)
 or in the same transaction (``pointing``, in the refresher's save): a pointer whose command was never written (the
-write lost its condition, the writer crashed) answers nothing (``indexed_commands`` reads the command and checks it
-names the instance), and a command never lacks its pointer. A pointer expires ``POINTER_TTL_MARGIN_SECONDS`` after
-its command would (a command started later is given a later ``expires_at``; the margin covers starts up to three days
-after recording).
+write lost its condition or its fence, the writer crashed) answers nothing (``indexed_commands`` reads the command
+and checks it names the instance). A pointer expires ``POINTER_TTL_MARGIN_SECONDS`` (30 days) after its command
+first would: a command started later is given a later ``expires_at`` (by the agent's ``COMMAND_TTL_SECONDS``), and
+the margin covers starts within 30 days and an agent TTL up to 30 days longer than the Lambdas'; a pointer left
+after its command expired answers nothing.
 
 The replenisher's command sweeper (``lambdas.common.sweep``) looks only at commands still ``queued`` or ``running``.
 Read from the ``CMD#`` range with a FilterExpression, its tick read the week's commands every minute (the same 4 MB
 at 1,000 nodes). Through the ``OCMD#`` pointers it reads the open commands and those that ended since its last tick
-(``open_commands``: one Query, one GetItem per pointer), and deletes the pointers of ended commands
-(``stale_open_pointers``): nothing else ever deletes them, so no status transition (the agent's included) changes. A
-pointer with no command is deleted only once it is older than ``ORPHAN_POINTER_SECONDS`` (its command may be being
-written, after it).
+(``open_commands``: one Query, one GetItem per pointer, at most ``MAX_OPEN_POINTERS`` a tick), and deletes the
+pointers of ended commands (``stale_open_pointer``; ``delete_open_pointer``, conditioned on the pointer read): nothing
+else ever deletes them, so no status transition (the agent's included) changes. A pointer with no command is deleted
+only once it is older than ``ORPHAN_POINTER_SECONDS`` (its command may be being written, after it), or when its
+``created_at`` is unreadable or in the future (forged); a command recorded again under the same id (a retry) writes
+its pointer again with a new ``created_at``, so a sweep that read the old one deletes nothing.
 
 Commands recorded before the pointers existed (an upgrade) have none. The *index mark* (``ICMD#``, written once by
-the first writer that indexes, conditionally) says from when every live command has a pointer: ``complete_at`` =
-when it was written + ``INDEX_MARGIN_SECONDS`` (an execution environment still running the previous code may record
-a command without a pointer while its invocation lasts, at most the Lambda timeout of 15 minutes), + the command TTL
-when the table held a ``CMD#`` item then (they expire within it). Until ``complete_at`` readers answer from the
-``CMD#`` range as before; after it, from the pointers. An instance of ``Table`` remembers both facts once true
-(``Table.memo``), so a warm Lambda or the agent reads the mark at most until it is complete.
+the first writer that records a command, conditionally) says from when every live command has pointers:
+``complete_at`` = when it was written + the command TTL + ``INDEX_MARGIN_SECONDS`` (the commands recorded before the
+mark, or by functions still running the previous code while a deployment updates them one by one, expire within
+that). Until ``complete_at`` readers answer from the ``CMD#`` range as before; after it, from the pointers. An instance
+of ``Table`` remembers both facts once true (``Table.memo``), so a warm Lambda or the agent reads the mark at most
+until it is complete.
+
+Rolling back to a version without pointers leaves the mark, and that version records commands without pointers: the
+pointer readers of a later upgrade would not see those until they expire. After such a rollback, delete the mark
+(docs/DEPLOY.md): the next command recorded writes a new one, and readers use the range for a TTL again.
 
 Trust: the agent's role may write its partition, so it could forge a pointer (answered only when its command names
-the instance) or a mark that is complete too early (commands recorded before the upgrade unseen until they
-expire); the same role reports every command's status and drains nodes itself, so it gains nothing by either.
+the instance; a forged open pointer costs the sweep a GetItem until it deletes it, at most ``MAX_OPEN_POINTERS`` a
+tick) or a mark that is complete too early (commands recorded before the upgrade unseen until they expire); the same
+role reports every command's status and drains nodes itself.
 """
 
 from __future__ import annotations
@@ -48,14 +56,16 @@ from typing import Any
 
 from adapters.dynamo.table import AlsoPut, Attr, Table
 from core.exceptions import ConflictError
-from core.model import Command, CommandStatus, to_epoch
+from core.model import Command, CommandStatus, to_epoch, utcnow
 
 PREFIX = "ICMD#"
 OPEN_PREFIX = "OCMD#"
 MARK_SK = PREFIX  # the index mark: no pointer's key is the bare prefix (an instance id is never empty)
-ORPHAN_POINTER_SECONDS = 900  # an open pointer with no command is deleted past this age (a Lambda's longest run)
-INDEX_MARGIN_SECONDS = 3600  # past the mark, commands the previous code may still record (Lambda timeout <= 900 s)
-POINTER_TTL_MARGIN_SECONDS = 3 * 86400  # a pointer outlives its command's first ``expires_at`` by this much
+ORPHAN_POINTER_SECONDS = 3600  # an open pointer with no command is deleted past this age (4 x a Lambda's longest run)
+FUTURE_SKEW_SECONDS = 300  # an open pointer created further in the future than this is forged: deleted
+MAX_OPEN_POINTERS = 2000  # open pointers one sweep reads (a GetItem each); more wait for the next tick
+INDEX_MARGIN_SECONDS = 3600  # past a TTL after the mark: a deployment's functions updated one by one, and clock skew
+POINTER_TTL_MARGIN_SECONDS = 30 * 86400  # a pointer outlives its command's first ``expires_at`` by this much
 MARKED = "command_index_marked"  # ``Table.memo`` keys
 COMPLETE = "command_index_complete"
 
@@ -70,12 +80,15 @@ def open_sk(command_id: str) -> str:
     return f"{OPEN_PREFIX}{command_id}"
 
 
-def pointing(command: Command, ttl_seconds: int, now: datetime) -> tuple[AlsoPut, AlsoPut]:
+def pointing(
+    command: Command, ttl_seconds: int, now: datetime, written: datetime | None = None
+) -> tuple[AlsoPut, AlsoPut]:
     """The writes of ``command``'s two pointers (unconditional), for a transaction that records the command with them
-    (the refresher's save, ``Table.put(..., also=...)``). The index mark must be written first (``mark_index``)."""
+    (the refresher's save, ``Table.put(..., also=...)``). The index mark must be written first (``mark_index``).
+    ``created_at`` is ``written`` (default ``now``): when the pointer is put."""
     attrs = {
         "command_id": command.command_id,
-        "created_at": now.isoformat(),
+        "created_at": (written or now).isoformat(),
         "expires_at": to_epoch(now) + ttl_seconds + POINTER_TTL_MARGIN_SECONDS,
     }
     return AlsoPut(pointer_sk(command.instance_id, command.command_id), attrs), AlsoPut(
@@ -95,19 +108,18 @@ def index_commands(table: Table, commands: Iterable[Command], ttl_seconds: int, 
         return
     mark_index(table, ttl_seconds, now)
     for command in listed:
-        for write in pointing(command, ttl_seconds, now):
+        # stamped when written (not the invocation's ``now``): the orphan age counts from the write
+        for write in pointing(command, ttl_seconds, now, written=utcnow()):
             table.put(write.sk, write.attrs)
 
 
 def mark_index(table: Table, ttl_seconds: int, now: datetime) -> None:
     """Write the index mark unless it exists (conditional: the first writer's stands), ``complete_at`` as the
-    module docstring says (a Query of the ``CMD#`` range's first page tells whether commands without pointers may
-    exist); remembered on ``table``. ``ttl_seconds``: the command TTL (``COMMAND_TTL_SECONDS``)."""
+    module docstring says; remembered on ``table``. ``ttl_seconds``: the command TTL (``COMMAND_TTL_SECONDS``)."""
     if table.memo.get(MARKED):
         return
     if table.get(MARK_SK) is None:
-        older = next(iter(table.query_range("CMD#", "CMD$", consistent=True, convert=False)), None)
-        complete_at = to_epoch(now) + INDEX_MARGIN_SECONDS + (ttl_seconds if older is not None else 0)
+        complete_at = to_epoch(now) + ttl_seconds + INDEX_MARGIN_SECONDS
         with contextlib.suppress(ConflictError):  # another writer marked it first: its mark stands
             table.put(
                 MARK_SK, {"since": now.isoformat(), "complete_at": complete_at}, condition=Attr("pk").not_exists()
@@ -145,17 +157,19 @@ def indexed_commands(table: Table, instance_id: str) -> list[dict[str, Any]]:
     return out
 
 
-def open_commands(table: Table, now: datetime) -> tuple[list[dict[str, Any]], list[str]]:
+def open_commands(table: Table, now: datetime) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The ``CMD#`` items the open pointers name (plain values, by command id), and the pointers to delete
-    (``stale_open_pointers``): one Query of the pointers, one consistent GetItem per pointer."""
+    (``stale_open_pointer``, as read): one Query of the pointers, one consistent GetItem per pointer, at most
+    ``MAX_OPEN_POINTERS`` of them (the rest wait for the next call)."""
     items: list[dict[str, Any]] = []
-    stale: list[str] = []
-    for pointer in table.query_prefix(OPEN_PREFIX, consistent=True, convert=False):
-        sk = str(pointer["sk"])
-        command_id = sk[len(OPEN_PREFIX) :]
+    stale: list[dict[str, Any]] = []
+    for n, pointer in enumerate(table.query_prefix(OPEN_PREFIX, consistent=True)):
+        if n >= MAX_OPEN_POINTERS:
+            break
+        command_id = str(pointer["sk"])[len(OPEN_PREFIX) :]
         item = table.get(f"CMD#{command_id}", consistent=True) if command_id else None
         if stale_open_pointer(pointer, item, now):
-            stale.append(sk)
+            stale.append(pointer)
         elif item is not None:
             items.append(item)
     return items, stale
@@ -163,8 +177,8 @@ def open_commands(table: Table, now: datetime) -> tuple[list[dict[str, Any]], li
 
 def stale_open_pointer(pointer: Mapping[str, Any], item: Mapping[str, Any] | None, now: datetime) -> bool:
     """Whether an open pointer may go: its command ended (any status but ``queued`` and ``running``: ended statuses
-    never reopen), or it has none and the pointer is older than ``ORPHAN_POINTER_SECONDS`` (or its age unreadable).
-    Pure."""
+    never reopen), or it has none and the pointer is older than ``ORPHAN_POINTER_SECONDS``, dated more than
+    ``FUTURE_SKEW_SECONDS`` ahead, or undated. Pure."""
     if item is not None:
         return item.get("status") not in (CommandStatus.QUEUED.value, CommandStatus.RUNNING.value)
     try:
@@ -172,4 +186,16 @@ def stale_open_pointer(pointer: Mapping[str, Any], item: Mapping[str, Any] | Non
         age = (now - created).total_seconds()
     except (TypeError, ValueError):
         return True
-    return age > ORPHAN_POINTER_SECONDS
+    return age > ORPHAN_POINTER_SECONDS or age < -FUTURE_SKEW_SECONDS
+
+
+def delete_open_pointer(table: Table, pointer: Mapping[str, Any]) -> bool:
+    """Delete an open pointer as it was read (conditioned on its ``created_at``: one written again since, by a
+    command recorded again under its id, stays). False when it changed (nothing deleted)."""
+    created = pointer.get("created_at")
+    condition = Attr("created_at").eq(created) if created is not None else Attr("created_at").not_exists()
+    try:
+        table.delete(str(pointer["sk"]), condition=condition)
+    except ConflictError:
+        return False
+    return True

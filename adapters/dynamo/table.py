@@ -3,9 +3,10 @@
 Keys (see DESIGN.md, "Table items"): ``sk`` one of ``LOCK``, ``COMP#<asg>``, ``RUN#<run-id>``,
 ``DETACH#<instance-id>``, ``POLL#<run-id>`` in the cluster partition ``pk = CLUSTER#<cluster>``, which only the
 Lambdas write; and ``NODE#<instance-id>``, ``MEMBERSHIP``, ``CMD#<command-id>``, ``HOOK#<instance-id>``,
-``CPDRAIN#<n>`` (the kinds the agent writes) in the agent partition ``pk = CLUSTER#<cluster>#AGENT``, the only one
-the agent's role may touch (``dynamodb:LeadingKeys``). Every call below picks the partition from the sort key
-(``core.schema.partition_for``), so callers name items by ``sk`` alone. Items that may go stale carry
+``CPDRAIN#<n>`` (the kinds the agent writes) and the pointers beside ``CMD#`` (``ICMD#``, ``OCMD#``) in the agent
+partition ``pk = CLUSTER#<cluster>#AGENT``, the only one the agent's role may touch (``dynamodb:LeadingKeys``). Every
+call below picks the partition from the sort key (``core.schema.partition_for``), so callers name items by ``sk``
+alone. Items that may go stale carry
 ``expires_at`` (epoch seconds, the table's TTL attribute), but readers never rely on TTL deletion: they compare
 timestamps themselves. A Query returns an item only from its own kind's partition: a ``LOCK``, ``COMP#`` or ``RUN#``
 item someone wrote into the agent partition is never read.
@@ -161,7 +162,7 @@ class Table:
         self, consistent: bool = False, wanted: Callable[[str], bool] | None = None, convert: bool = True
     ) -> Iterator[dict[str, Any]]:
         """Every item of the cluster: its cluster partition (LOCK, COMP#, RUN#, DETACH#, POLL#) first, then its agent
-        partition (NODE#, MEMBERSHIP, CMD#, HOOK#, CPDRAIN#), each in sort-key order, following pagination
+        partition (NODE#, MEMBERSHIP, CMD#, ICMD#, OCMD#, HOOK#, CPDRAIN#), each in sort-key order, following pagination
         (DynamoDB returns up to 1 MB a call): one read of the whole state, two Queries.
 
         Args:

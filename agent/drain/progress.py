@@ -44,6 +44,7 @@ class PodState:
     failed: str | None = None
     last: EvictionResponse | None = None
     grace: Grace | None = None  # of the accepted eviction (or deletion past a PodDisruptionBudget)
+    announced: Grace | None = None  # of the request in flight (``EvictionUpdate.sent``), until its answer
 
 
 class DrainProgress:
@@ -73,16 +74,14 @@ class DrainProgress:
         if update.sent:
             # Announced before the request leaves, so it precedes on the inbox the watch's DELETED event the
             # request may cause: a pod gone before its answer arrives is named with the grace that removed it.
-            if state.evicted_at is None:
-                state.grace = update.grace
+            state.announced = update.grace
             return
         if update.response is not None:
             state.last = update.response
+            state.announced = None  # answered: the answer says what the request did
             if update.response.status == EvictionStatus.EVICTED and state.evicted_at is None:
                 state.evicted_at = update.at
                 state.grace = update.grace
-            elif state.evicted_at is None:  # refused, failed or already gone: the request removed nothing
-                state.grace = None
             if update.response.status == EvictionStatus.GONE:
                 state.gone = True
         if update.final:
@@ -97,7 +96,14 @@ class DrainProgress:
         if state is None:
             return
         if pod.uid != state.pod.uid or event.type == "DELETED":
-            state.gone = True
+            self._gone(state)
+
+    @staticmethod
+    def _gone(state: PodState) -> None:
+        """The pod is gone: before its request's answer (``announced``), named with that request's grace."""
+        state.gone = True
+        if state.evicted_at is None and state.grace is None:
+            state.grace = state.announced
 
     def arrival(self, event: PodEvent, options: DrainOptions) -> PodState | None:
         """A pod the drain's watch sees on the node that the drain did not list: one placed there after the cordon
@@ -121,7 +127,7 @@ class DrainProgress:
         present = {(p.key, p.uid) for p in pods}
         for key, state in self.states.items():
             if (key, state.pod.uid) not in present:
-                state.gone = True
+                self._gone(state)
 
     @property
     def settled(self) -> bool:

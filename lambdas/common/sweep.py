@@ -35,11 +35,11 @@ from decimal import Decimal
 from typing import Any
 
 from adapters.aws.ports import CommandSender
-from adapters.dynamo.command_index import index_complete, open_commands
+from adapters.dynamo.command_index import delete_open_pointer, index_complete, open_commands
 from adapters.dynamo.commands import command_sk, end_queued_command, recorded_command
 from adapters.dynamo.store import Store
 from adapters.dynamo.table import Attr, plain
-from core.exceptions import ConflictError
+from core.exceptions import ConflictError, StoreUnavailableError
 from core.model import Command, CommandStatus
 
 EXPIRED = "expired: never started before its deadline"
@@ -142,14 +142,14 @@ def sweep_commands(
 
     Once the command index is complete (``adapters.dynamo.command_index``), the open commands are those its
     ``OCMD#`` pointers name (one Query and a GetItem per pointer: the commands open, and those that ended since the
-    last sweep, whose pointers are then deleted, ``pointers_deleted`` in the answer). Before (an upgrade's first
-    week), one Query of the whole ``CMD#`` range with a FilterExpression on the status: DynamoDB reads the week of
-    finished commands with their results, but neither sends them nor has the Lambda parse them.
+    last sweep, whose pointers are deleted after the rest is done, ``pointers_deleted`` in the answer). Before (an
+    upgrade's first week), one Query of the whole ``CMD#`` range with a FilterExpression on the status: DynamoDB
+    reads the week of finished commands with their results, but neither sends them nor has the Lambda parse them.
 
     Raises:
         StoreUnavailableError, AwsUnavailableError, AwsRequestError.
     """
-    stale: list[str] = []
+    stale: list[dict[str, Any]] = []
     if index_complete(store, now):
         found, stale = open_commands(store, now)
         items: Iterable[Mapping[str, Any]] = (item for item in found if swept(item))
@@ -162,13 +162,11 @@ def sweep_commands(
     done: dict[str, list[str]] = {"resent": [], "expired": []}
     for sk in sweep.unreadable:
         logger.warning(f"queued or running command item {sk} holds no readable command: left alone")
-    if stale:  # as with the commands, a dry run says what it would do
-        done["pointers_deleted"] = stale
-    for sk in [] if dry_run else stale:
-        store.delete(sk)  # an ended command's open pointer (or one whose command never came): nothing to sweep
     if dry_run:
         done["resent"] = [c.command_id for c in sweep.resend] + [c.command_id for c, _ in sweep.retake]
         done["expired"] = list(sweep.expire)
+        if stale:  # as with the commands, a dry run says what it would do
+            done["pointers_deleted"] = [str(p["sk"]) for p in stale]
         return done
     for command_id in sweep.expire:
         if _expire(store, command_id, now):
@@ -199,7 +197,23 @@ def sweep_commands(
         sender.send_command(command)
         done["resent"].append(command.command_id)
         logger.warning(f"command {command.command_id} running under a stale heartbeat: sent again as recorded")
+    if stale:  # last, after what the sweep is for: a failure here only leaves pointers for the next tick
+        done["pointers_deleted"] = _delete_pointers(store, stale, logger)
     return done
+
+
+def _delete_pointers(store: Store, pointers: Iterable[Mapping[str, Any]], logger: Any) -> list[str]:
+    """Delete the open pointers of ended commands (``delete_open_pointer``); stops at the first failure to reach
+    the table (logged: the next tick reads them again). Returns the sort keys deleted."""
+    deleted: list[str] = []
+    for pointer in pointers:
+        try:
+            if delete_open_pointer(store, pointer):
+                deleted.append(str(pointer["sk"]))
+        except StoreUnavailableError as err:
+            logger.warning(f"open command pointers left for the next sweep: {err}")
+            break
+    return deleted
 
 
 def _expire(store: Store, command_id: str, now: datetime) -> bool:

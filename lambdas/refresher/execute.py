@@ -193,7 +193,7 @@ def _save(action: SaveRun, effects: Effects, now: datetime, held: _Held) -> str:
     take = effects.take if held.lease is None else None
     release_at = now.timestamp() if action.release and held.lease is not None else None
     also = []
-    if (held.lease is not None or take is not None) and 3 * len(held.commands) <= MAX_ALSO:
+    if held.commands and (held.lease is not None or take is not None) and 3 * len(held.commands) <= MAX_ALSO:
         # each with its two pointers (``adapters.dynamo.command_index``), the index mark written before
         mark_index(effects.store, effects.ttl_seconds, now)
         also = [

@@ -14,6 +14,7 @@ from adapters.dynamo.command_index import (
     MARK_SK,
     index_complete,
     mark_index,
+    open_sk,
     pointer_sk,
 )
 from adapters.dynamo.commands import commands_for_instance
@@ -41,33 +42,31 @@ def ids(items: list[dict[str, Any]]) -> list[str]:
     return [str(item["sk"])[len("CMD#") :] for item in items]
 
 
-def test_a_fresh_table_is_complete_an_hour_after_its_first_command(store: Store) -> None:
-    now = utcnow()
-    store.record_command(command("spot-1"), TTL, now=now)
-    mark = store.get(MARK_SK) or {}
-    assert int(mark["complete_at"]) == to_epoch(now) + INDEX_MARGIN_SECONDS
-    assert store.get(pointer_sk(I1, "spot-1")) is not None
-    assert not index_complete(store, now)
-    assert index_complete(store, now + timedelta(seconds=INDEX_MARGIN_SECONDS))
+def complete(store: Store) -> None:
+    """The index mark as the first command's write left it a TTL and more than an hour ago: complete now."""
+    mark_index(store, TTL, utcnow() - timedelta(seconds=TTL + INDEX_MARGIN_SECONDS + 60))
 
 
-def test_an_upgraded_table_waits_until_the_commands_before_the_pointers_expired(store: Store) -> None:
-    unindexed(store, "old-1")
+def test_the_index_is_complete_a_ttl_and_an_hour_after_the_first_command(store: Store) -> None:
+    unindexed(store, "old-1")  # recorded by the code before the pointers
     now = utcnow()
     store.record_command(command("spot-1"), TTL, now=now)
-    assert int((store.get(MARK_SK) or {})["complete_at"]) == to_epoch(now) + INDEX_MARGIN_SECONDS + TTL
+    done_at = to_epoch(now) + TTL + INDEX_MARGIN_SECONDS
+    assert int((store.get(MARK_SK) or {})["complete_at"]) == done_at
+    assert store.get(pointer_sk(I1, "spot-1")) is not None and store.get(open_sk("spot-1")) is not None
     # the mark is the first writer's: another environment's later mark changes nothing
-    other = Store(store.table, "demo")
-    mark_index(other, 60, now + timedelta(days=1))
-    assert int((store.get(MARK_SK) or {})["complete_at"]) == to_epoch(now) + INDEX_MARGIN_SECONDS + TTL
+    mark_index(Store(store.table, "demo"), 60, now + timedelta(days=1))
+    assert int((store.get(MARK_SK) or {})["complete_at"]) == done_at
     # until then the whole range answers, the command without a pointer included
     assert ids(commands_for_instance(store, I1)) == ["spot-1", "old-1"]
+    assert not index_complete(store, now + timedelta(seconds=TTL))
+    assert index_complete(store, now + timedelta(seconds=TTL + INDEX_MARGIN_SECONDS))
 
 
 def test_once_complete_only_the_pointers_and_their_commands_are_read(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    mark_index(store, TTL, utcnow() - timedelta(seconds=INDEX_MARGIN_SECONDS + 1))  # an empty table, an hour ago
+    complete(store)
     store.record_command(command("spot-1"), TTL, now=utcnow() - timedelta(minutes=5))
     store.record_command(command("cordon-1", kind="cordon"), TTL)
     for n in range(5):  # a week of other instances' commands
@@ -81,7 +80,7 @@ def test_once_complete_only_the_pointers_and_their_commands_are_read(
 
 
 def test_a_pointer_answers_only_a_command_that_names_its_instance(store: Store) -> None:
-    mark_index(store, TTL, utcnow() - timedelta(days=1))
+    complete(store)
     store.record_command(command("spot-1", instance=I2), TTL)
     store.put(pointer_sk(I1, "spot-1"), {"command_id": "spot-1"})  # forged: the command names another instance
     store.put(pointer_sk(I1, "gone"), {"command_id": "gone"})  # its command never written (or expired)
@@ -102,7 +101,7 @@ def test_the_mark_is_read_until_complete_then_remembered(store: Store, monkeypat
     monkeypatch.setattr(store.table, "get_item", get_item)
     assert not index_complete(store, now) and not index_complete(store, now)
     assert reads == [MARK_SK, MARK_SK]
-    later = now + timedelta(seconds=INDEX_MARGIN_SECONDS)
+    later = now + timedelta(seconds=TTL + INDEX_MARGIN_SECONDS)
     assert index_complete(store, later) and index_complete(store, later)
     assert reads == [MARK_SK, MARK_SK, MARK_SK]
 
@@ -111,3 +110,19 @@ def test_the_mark_is_read_until_complete_then_remembered(store: Store, monkeypat
 def test_an_unreadable_mark_is_never_complete(store: Store, value: Any) -> None:
     store.put(MARK_SK, {"complete_at": value} if value is not None else {})
     assert not index_complete(store, utcnow() + timedelta(days=30))
+
+
+def test_an_open_pointer_written_again_since_it_was_read_is_not_deleted(store: Store) -> None:
+    """A command recorded again under its id (a retry after a crash left its pointer alone): the sweep read the old
+    pointer as an orphan, the retry wrote it again; the delete conditioned on what was read deletes nothing."""
+    from adapters.dynamo.command_index import delete_open_pointer, open_commands
+
+    complete(store)
+    old = (utcnow() - timedelta(hours=2)).isoformat()
+    store.put(open_sk("retried"), {"command_id": "retried", "created_at": old})
+    _, stale = open_commands(store, utcnow())
+    assert [p["sk"] for p in stale] == [open_sk("retried")]
+    store.record_command(command("retried"), TTL)  # the retry: its pointers again, then the command
+    assert delete_open_pointer(store, stale[0]) is False
+    assert store.get(open_sk("retried")) is not None
+    assert open_commands(store, utcnow())[1] == []  # open now, and its pointer stays

@@ -182,9 +182,15 @@ def test_a_pod_gone_before_its_answer_is_named_with_the_announced_grace() -> Non
     progress = make_progress()
     past_pdb = Grace(0, 0, GraceSource.PDB_DEADLINE)
     progress.apply_update(EvictionUpdate("ns/web", 4, None, final=False, at=T0, grace=past_pdb, sent=True))
+    assert progress.states["ns/web"].grace is None  # in flight: nothing named while the pod is there
+    assert "deleted past" not in counts_text(progress)
     progress.apply_event(PodEvent("DELETED", pod("web")))
     assert progress.states["ns/web"].grace == past_pdb
     assert "1 deleted past their PodDisruptionBudget at the deadline" in counts_text(progress)
+    # a pod found gone by a re-list before its answer likewise
+    progress.apply_update(EvictionUpdate("ns/db", 2, None, final=False, at=T0, grace=past_pdb, sent=True))
+    progress.apply_snapshot([])
+    assert progress.states["ns/db"].grace == past_pdb
 
 
 def test_a_refused_request_after_its_announcement_names_no_grace() -> None:
@@ -193,7 +199,9 @@ def test_a_refused_request_after_its_announcement_names_no_grace() -> None:
     blocked = EvictionResponse(EvictionStatus.BLOCKED, 429, "disruption budget", pdb_name="web-pdb")
     progress.apply_update(EvictionUpdate("ns/web", 1, None, final=False, at=T0, grace=capped, sent=True))
     progress.apply_update(EvictionUpdate("ns/web", 1, blocked, final=False, at=T0))
+    progress.apply_event(PodEvent("DELETED", pod("web")))  # deleted by someone else after the refusal
     assert progress.states["ns/web"].grace is None
+    progress = make_progress()
     # an accepted eviction's grace is kept whatever is announced after it (a retry racing the acceptance)
     progress.apply_update(
         EvictionUpdate("ns/web", 2, EvictionResponse(EvictionStatus.EVICTED, 201), True, T0, grace=capped)

@@ -245,26 +245,28 @@ def test_once_the_command_index_is_complete_only_open_pointers_and_their_command
 ) -> None:
     from adapters.dynamo.command_index import mark_index, open_sk
 
-    mark_index(store, 3600, NOW - timedelta(hours=2))  # an empty table two hours ago: complete now
+    mark_index(store, 3600, NOW - timedelta(hours=3))  # written a TTL (3600 s here) and more than an hour ago
     stuck, late, done, live = drain("stuck"), drain("late", deadline_in=-5), drain("done"), drain("live")
     for command in (stuck, late, done, live):
         store.record_command(command, ttl_seconds=3600, now=NOW - timedelta(seconds=900))
     attempt = store.start_command(done, "agent-a:1", 60, 3600, now=NOW - timedelta(seconds=800))
     store.finish_command("done", "agent-a:1", attempt, CommandStatus.SUCCEEDED, {}, now=NOW - timedelta(seconds=700))
     store.start_command(live, "agent-a:1", 600, 3600, now=NOW - timedelta(seconds=30))
-    for name, age in (("young", 60), ("old", 1000)):  # pointers whose command never came (a writer crashed)
+    # pointers whose command never came (a writer crashed), one dated ahead (forged)
+    for name, age in (("young", 60), ("old", 4000), ("ahead", -4000)):
         store.put(open_sk(f"ghost-{name}"), {"created_at": (NOW - timedelta(seconds=age)).isoformat()})
     answered = answered_sort_keys(monkeypatch, store.table)
     sender = Sender()
 
     dry = sweep_commands(store, sender, NOW, 300, dry_run=True, logger=Log())
-    assert dry == {"resent": ["stuck"], "expired": ["late"], "pointers_deleted": ["OCMD#done", "OCMD#ghost-old"]}
+    stale = ["OCMD#done", "OCMD#ghost-ahead", "OCMD#ghost-old"]
+    assert dry == {"resent": ["stuck"], "expired": ["late"], "pointers_deleted": stale}
     assert answered and all(sk.startswith("OCMD#") for sk in answered)  # no CMD# item queried: got one by one
     assert store.get(open_sk("done")) is not None and sender.sent == []  # a dry run deletes nothing
 
     swept = sweep_commands(store, sender, NOW, 300, dry_run=False, logger=Log())
     assert swept == dry and sender.sent == [stuck]
-    assert store.get(open_sk("done")) is None and store.get(open_sk("ghost-old")) is None
+    assert all(store.get(sk) is None for sk in stale)
     assert store.get(open_sk("ghost-young")) is not None  # its command may still be being written
     # the expired one ended: its pointer goes at the next sweep; the open ones stay
     later = sweep_commands(store, sender, NOW + timedelta(seconds=60), 300, dry_run=False, logger=Log())
