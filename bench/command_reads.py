@@ -59,7 +59,7 @@ def result(node: int, pods: int) -> dict[str, Any]:
 
 
 def record(store: Store, command: Command, pods: int, node: int) -> None:
-    now = utcnow()  # the first command's index mark is then an hour from complete: the look-up reads the range
+    now = utcnow()  # the first command's index mark is then a TTL from complete: the look-up reads the range
     store.record_command(command, TTL, now=now)
     attempt = store.start_command(command, "agent-a", 60, TTL, now=now)
     store.finish_command(command.command_id, "agent-a", attempt, CommandStatus.SUCCEEDED, result(node, pods), now=now)
@@ -139,7 +139,7 @@ def main() -> None:
             page = dict(table.scan(**start))
             sizes.update({str(i["sk"]): item_bytes(i) for i in page["Items"]})
         look_up, sweep = lambda s: commands_for_instance(s, WARNED), lambda s: open_items(s)
-        # the mark was written with the first command, an hour from complete: the range is read
+        # the mark was written with the first command, a TTL from complete: the range is read
         before = (measure(Store(table, "demo"), sizes, look_up), measure(Store(table, "demo"), sizes, sweep))
         writer.delete(MARK_SK)
         mark_index(Store(table, "demo"), TTL, utcnow() - timedelta(days=8))  # as if written a TTL and an hour ago
