@@ -74,7 +74,7 @@ class CommandItems(Table):
             CommandExistsError: a command with this id is already recorded (carries it as ``current``).
         """
         now = now or utcnow()
-        index_commands(self, [command], ttl_seconds, now)  # its pointer first: a command never lacks one
+        index_commands(self, [command], ttl_seconds, now)  # its pointers first (one left alone answers nothing)
         new = recording(command, ttl_seconds, now)
         self.put(new.sk, new.attrs, condition=new.condition, conflict=new.conflict, fence=fence)
 
