@@ -4,11 +4,11 @@ instance's) and ``OCMD#<command-id>`` (until the command sweeper finds it ended)
 
 Why: a Spot warning (``lambdas.interruption``) and the agent's cordon check (``agent.cordons.releaser``) ask for
 the commands of one instance. Answered from the ``CMD#`` range with a FilterExpression, DynamoDB reads (and bills)
-every command of the week: after a weekly refresh of 1,000 nodes about a megabyte, some 256 strongly consistent read
-units a call. A wave of 50 warnings in a few seconds then asks about 12,800 read units of one partition key, above
-the 3,000 a second a partition serves ("Best practices for designing and using partition keys effectively",
-DynamoDB Developer Guide): throttled reads, retried, drains that start later. Through the pointers a call reads the
-instance's few pointers (one Query) and their commands (one GetItem each).
+every command of the week: after a weekly refresh of 1,000 nodes about 4 MB, 1,025 strongly consistent read units a
+call (``bench/command_reads.py``). A wave of 50 warnings in a few seconds then asks 51,250 read units of one partition
+key, 17 seconds of the 3,000 a second a partition serves ("Best practices for designing and using partition keys
+effectively", DynamoDB Developer Guide): throttled reads, retried, drains that start later. Through the pointers a
+call reads the instance's few pointers (one Query) and their commands (one GetItem each).
 
 Writers put the pointers unconditionally, before the command (``index_commands``, in ``CommandItems.record_command``)
 or in the same transaction (``pointing``, in the refresher's save): a pointer whose command was never written (the
@@ -60,6 +60,7 @@ from core.model import Command, CommandStatus, to_epoch, utcnow
 
 PREFIX = "ICMD#"
 OPEN_PREFIX = "OCMD#"
+COMMAND_PREFIX = "CMD#"  # ``adapters.dynamo.commands.PREFIX`` (that module builds on this one)
 MARK_SK = PREFIX  # the index mark: no pointer's key is the bare prefix (an instance id is never empty)
 ORPHAN_POINTER_SECONDS = 3600  # an open pointer with no command is deleted past this age (4 x a Lambda's longest run)
 FUTURE_SKEW_SECONDS = 300  # an open pointer created further in the future than this is forged: deleted
@@ -151,10 +152,15 @@ def indexed_commands(table: Table, instance_id: str) -> list[dict[str, Any]]:
     )
     out = []
     for command_id in ids:
-        item = table.get(f"CMD#{command_id}", consistent=True) if command_id else None
+        item = _command(table, command_id)
         if item is not None and item.get("instance_id") == instance_id:
             out.append(item)
     return out
+
+
+def _command(table: Table, command_id: str) -> dict[str, Any] | None:
+    """The ``CMD#`` item a pointer names (a consistent GetItem), None when there is none (or no id)."""
+    return table.get(f"{COMMAND_PREFIX}{command_id}", consistent=True) if command_id else None
 
 
 def open_commands(table: Table, now: datetime) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -166,8 +172,7 @@ def open_commands(table: Table, now: datetime) -> tuple[list[dict[str, Any]], li
     for n, pointer in enumerate(table.query_prefix(OPEN_PREFIX, consistent=True)):
         if n >= MAX_OPEN_POINTERS:
             break
-        command_id = str(pointer["sk"])[len(OPEN_PREFIX) :]
-        item = table.get(f"CMD#{command_id}", consistent=True) if command_id else None
+        item = _command(table, str(pointer["sk"])[len(OPEN_PREFIX) :])
         if stale_open_pointer(pointer, item, now):
             stale.append(pointer)
         elif item is not None:

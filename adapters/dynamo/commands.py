@@ -19,14 +19,14 @@ from typing import Any
 from boto3.dynamodb.conditions import ConditionBase
 from pydantic import ValidationError
 
-from adapters.dynamo.command_index import index_commands, index_complete, indexed_commands
+from adapters.dynamo.command_index import COMMAND_PREFIX, index_commands, index_complete, indexed_commands
 from adapters.dynamo.ports import CommandStore
 from adapters.dynamo.table import AlsoPut, Attr, Table, plain
 from core.exceptions import CommandExistsError, CommandTransitionError, ConflictError
 from core.lock import Lease
 from core.model import Command, CommandKind, CommandStatus, to_epoch, utcnow
 
-PREFIX = "CMD#"
+PREFIX = COMMAND_PREFIX
 
 
 def command_sk(command_id: str) -> str:
@@ -247,8 +247,8 @@ def commands_for_instance(table: Table, instance_id: str, kind: CommandKind | No
     Once the command index is complete (``adapters.dynamo.command_index``), from the instance's pointers: one Query
     of them and one consistent GetItem per command, however many commands the week holds. Before (an upgrade's
     first week), one Query of the cluster's ``CMD#`` range with a FilterExpression on the instance (and kind):
-    DynamoDB reads the whole range (a weekly refresh of 1,000 nodes alone leaves 1,000 items, about a megabyte) but
-    sends only the instance's few. Either way the instance (and kind) is checked here on what comes back.
+    DynamoDB reads the whole range (a weekly refresh of 1,000 nodes alone leaves 1,000 items, about 4 MB) but sends
+    only the instance's few. Either way the instance (and kind) is checked here on what comes back.
     """
     if index_complete(table, utcnow()):
         items = [

@@ -20,8 +20,8 @@ drains are written in the transaction of its ``SaveRun`` (``RunStore.save(..., a
 item with its id, each with its ``ICMD#`` and ``OCMD#`` pointers, ``adapters.dynamo.command_index``: one call for
 the run, the lock and the commands), and their ``SendCommand`` only sends. When the only condition that failed is a
 command's (it is recorded already: a drain decided again after a crash between its record and its send), the run is
-saved alone and each command goes the way above (``record_and_send``); a lost lock
-or version fails the save as always, whatever the commands found.
+saved alone and each command goes the way above (``record_and_send``); a lost lock or version fails the save as
+always, whatever the commands found.
 """
 
 from __future__ import annotations
