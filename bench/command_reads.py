@@ -1,7 +1,8 @@
 """Benchmark of what a Spot warning's look-up of its instance's commands reads (not a test; results go to
 BENCHMARKS.md): ``adapters.dynamo.commands.commands_for_instance`` on moto's DynamoDB, after a weekly refresh of
 ``--nodes`` workers left one finished drain each (a result naming ``--pods`` pods), before and after the command
-index is complete (``adapters.dynamo.command_index``).
+index is complete (``adapters.dynamo.command_index``), and what the pointer backfill reads when it is due (an
+environment's first tick, then every half hour).
 
 Reported per look-up: calls, items DynamoDB read (a Query's ``ScannedCount``: a FilterExpression drops items after
 they are read) and their bytes (``core.itemsize.item_bytes``, DynamoDB's count), and the strongly consistent read
@@ -25,7 +26,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from adapters.dynamo.command_index import MARK_SK, mark_index
+from adapters.dynamo.command_index import BACKFILLED, MARK_SK, backfill_pointers, mark_index
 from adapters.dynamo.commands import commands_for_instance
 from adapters.dynamo.store import Store
 from core.itemsize import item_bytes
@@ -143,11 +144,13 @@ def main() -> None:
         before = (measure(Store(table, "demo"), sizes, look_up), measure(Store(table, "demo"), sizes, sweep))
         writer.delete(MARK_SK)
         mark_index(Store(table, "demo"), TTL, utcnow() - timedelta(days=8))  # as if written a TTL and an hour ago
-        after = (measure(Store(table, "demo"), sizes, look_up), measure(Store(table, "demo"), sizes, sweep))
+        after = (measure(Store(table, "demo"), sizes, look_up), measure(backfilled(table), sizes, sweep))
         # the tick above was the first since the drains ended (their pointers all there); one that deletes them, then
         # a tick as every tick is when the sweep runs each minute: the open commands and those ended since
-        sweep_commands(Store(table, "demo"), NoSender(), utcnow(), 300, dry_run=False, logger=logging.getLogger("b"))
-        steady = measure(Store(table, "demo"), sizes, sweep)
+        sweep_commands(backfilled(table), NoSender(), utcnow(), 300, dry_run=False, logger=logging.getLogger("b"))
+        steady = measure(backfilled(table), sizes, sweep)
+        # what an environment's first tick adds, and every half hour: the commands without pointers (none here)
+        backfill = measure(Store(table, "demo"), sizes, lambda s: backfill_pointers(s, utcnow()))
     print(f"{args.nodes} finished drains of {args.pods} pods in the week; the warned instance has 2 commands queued")
     print("(recent: not resent)\n")
     print(f"| look-up | path | found | calls | items read | bytes read | read units | a wave of {args.wave} (units) |")
@@ -158,6 +161,7 @@ def main() -> None:
         ("the sweep's open commands (a tick)", "CMD# range + filter (before)", before[1]),
         ("the sweep's open commands (a tick)", "OCMD# pointers, the first tick after the drains ended", after[1]),
         ("the sweep's open commands (a tick)", "OCMD# pointers, any tick after", steady),
+        ("the pointer backfill (first tick of an environment, then every 30 min)", "CMD# range + filter", backfill),
     )
     for what, name, m in rows:
         wave = m["units"] * args.wave
@@ -166,6 +170,14 @@ def main() -> None:
             f"| {what} | {name} | {found} | {m['calls']} | {m['items']} | {m['bytes']:,} | {m['units']} | "
             + (f"{wave:,} ({wave / PARTITION_READ_UNITS:.1f} s of one partition) |" if "warned" in what else "|")
         )
+
+
+def backfilled(table: Any) -> Store:
+    """A ``Store`` whose environment backfilled the pointers a moment ago (``backfill_pointers`` not due): a sweep's
+    tick between two backfills."""
+    store = Store(table, "demo")
+    store.memo[BACKFILLED] = utcnow().timestamp()
+    return store
 
 
 def open_items(store: Store) -> list[Any]:

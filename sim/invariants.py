@@ -286,7 +286,7 @@ class Checker:
 
     def finish(self) -> None:
         """End of run (after a quiet tail): sizes back where they were, nothing detached running, no cordon of ours
-        on a surviving instance without a command."""
+        on a surviving instance without a command, every command reachable through its pointers."""
         self.scan()
         base = self.view.baseline()
         busy: set[str] = set()  # groups an active refresh run still surges (the run is judged by its liveness)
@@ -308,6 +308,24 @@ class Checker:
         detached = sorted(i for i, (group, _az) in self.view.running_instances().items() if group is None and not busy)
         if detached:
             self.fail("4 nothing detached left running", f"{len(detached)} instances outside any group: {detached[:5]}")
+        self._pointers()
+
+    def _pointers(self) -> None:
+        """Every recorded command is found through its pointers (``adapters.dynamo.command_index``): it carries
+        ``indexed``, its instance's ``ICMD#`` pointer exists, and an open one (``queued``, ``running``) has its
+        ``OCMD#`` pointer (only the sweep deletes those, and only for ended commands). A command without them would
+        be unseen by a Spot warning's look-up and by the sweep until the next backfill."""
+        for item in self.view.table_prefix("CMD#"):
+            command_id = str(item.get("sk"))[len("CMD#") :]
+            missing = []
+            if item.get("indexed") is not True:
+                missing.append("indexed")
+            if self.view.table_item(f"ICMD#{item.get('instance_id')}#{command_id}") is None:
+                missing.append("ICMD#")
+            if item.get("status") in ("queued", "running") and self.view.table_item(f"OCMD#{command_id}") is None:
+                missing.append("OCMD#")
+            if missing:
+                self.fail("commands reachable through their pointers", f"command {command_id} lacks {missing}")
 
 
 def view_epoch(t: float) -> float:

@@ -37,8 +37,14 @@ of ``Table`` remembers both facts once true (``Table.memo``), so a warm Lambda o
 until it is complete.
 
 Rolling back to a version without pointers leaves the mark, and that version records commands without pointers: the
-pointer readers of a later upgrade would not see those until they expire. After such a rollback, delete the mark
-(docs/DEPLOY.md): the next command recorded writes a new one, and readers use the range for a TTL again.
+pointer readers of a later upgrade would not see those until they expire. So a command is recorded with
+``indexed: true`` (``adapters.dynamo.commands.recording``, written only where its pointers are), and the
+replenisher's sweep *backfills* (``backfill_pointers``): at its first tick in an execution environment (a deployment
+starts new ones) and every ``BACKFILL_SECONDS`` after, one Query of the ``CMD#`` range with a FilterExpression
+``attribute_not_exists(indexed)`` (DynamoDB reads the range, about 1,025 read units at 1,000 nodes after a week, and
+sends only the commands a pointerless writer recorded), then for each of those its pointers and the stamp. After a
+rollback and a new upgrade the commands of the rollback are thus seen from the replenisher's first tick; deleting the
+mark (docs/DEPLOY.md) is no longer needed, and still safe. The same read repairs a mark forged complete too early.
 
 Trust: the agent's role may write its partition, so it could forge a pointer (answered only when its command names
 the instance; a forged open pointer costs the sweep a GetItem until it deletes it, at most ``MAX_OPEN_POINTERS`` a
@@ -69,6 +75,11 @@ INDEX_MARGIN_SECONDS = 3600  # past a TTL after the mark: a deployment's functio
 POINTER_TTL_MARGIN_SECONDS = 30 * 86400  # a pointer outlives its command's first ``expires_at`` by this much
 MARKED = "command_index_marked"  # ``Table.memo`` keys
 COMPLETE = "command_index_complete"
+BACKFILLED = "command_index_backfilled_at"  # epoch seconds of the last backfill that went through every command
+INDEXED = "indexed"  # on a ``CMD#`` item: its pointers were written (``recording``, ``backfill_pointers``)
+BACKFILL_SECONDS = 1800  # between two backfills: a deployment's old functions may still record for a few minutes
+MAX_BACKFILLED = 500  # commands one backfill writes pointers for (3 writes each); more: the next tick goes on
+OPEN = frozenset({CommandStatus.QUEUED.value, CommandStatus.RUNNING.value})
 
 
 def pointer_sk(instance_id: str, command_id: str) -> str:
@@ -185,7 +196,7 @@ def stale_open_pointer(pointer: Mapping[str, Any], item: Mapping[str, Any] | Non
     never reopen), or it has none and the pointer is older than ``ORPHAN_POINTER_SECONDS``, dated more than
     ``FUTURE_SKEW_SECONDS`` ahead, or undated. Pure."""
     if item is not None:
-        return item.get("status") not in (CommandStatus.QUEUED.value, CommandStatus.RUNNING.value)
+        return item.get("status") not in OPEN
     try:
         created = datetime.fromisoformat(str(pointer.get("created_at")))
         age = (now - created).total_seconds()
@@ -204,3 +215,57 @@ def delete_open_pointer(table: Table, pointer: Mapping[str, Any]) -> bool:
     except ConflictError:
         return False
     return True
+
+
+def backfill_due(table: Table, now: datetime) -> bool:
+    """Whether ``backfill_pointers`` should read the commands at ``now``: never yet on this ``Table`` (a new
+    execution environment), or ``BACKFILL_SECONDS`` after the last backfill that finished."""
+    last = table.memo.get(BACKFILLED)
+    return not isinstance(last, float) or now.timestamp() - last >= BACKFILL_SECONDS
+
+
+def backfill_pointers(table: Table, now: datetime, *, dry_run: bool = False) -> list[str]:
+    """Write the pointers of the commands recorded without them (module docstring), when due (``backfill_due``).
+
+    One consistent Query of the ``CMD#`` range keeping only the items without ``indexed``; for each that names an
+    instance, up to ``MAX_BACKFILLED``: its ``ICMD#`` pointer, its ``OCMD#`` pointer when it is still ``queued`` or
+    ``running``, then ``indexed`` set on it (conditioned on the item existing: one deleted meanwhile is not made
+    again). A pointer expires ``POINTER_TTL_MARGIN_SECONDS`` after the command's own ``expires_at`` (after ``now``
+    when it has none). A finished backfill is remembered on ``table`` (``BACKFILLED``), a dry run's too (it said
+    what it would write); one stopped at the bound is due again at the next call. ``dry_run``: nothing written.
+
+    Returns:
+        The command ids given pointers (with ``dry_run``: that would be), in sort-key order; empty when not due.
+
+    Raises:
+        StoreUnavailableError, AwsRequestError: a read or a write failed (what was written stands; the next call
+            reads again).
+    """
+    if not backfill_due(table, now):
+        return []
+    done: list[str] = []
+    unindexed = Attr(INDEXED).not_exists()
+    for item in table.query_range(COMMAND_PREFIX, COMMAND_PREFIX[:-1] + "$", consistent=True, keep=unindexed):
+        command_id = str(item.get("sk", ""))[len(COMMAND_PREFIX) :]
+        instance_id = item.get("instance_id")
+        if not command_id or not isinstance(instance_id, str) or not instance_id or INDEXED in item:
+            continue  # names no instance (no reader would answer it): nothing to point to it
+        if len(done) >= MAX_BACKFILLED:
+            return done  # the rest at the next call (not remembered as finished)
+        done.append(command_id)
+        if dry_run:
+            continue
+        expires = item.get("expires_at")
+        base = expires if isinstance(expires, int) and not isinstance(expires, bool) else to_epoch(now)
+        attrs = {
+            "command_id": command_id,
+            "created_at": utcnow().isoformat(),
+            "expires_at": base + POINTER_TTL_MARGIN_SECONDS,
+        }
+        table.put(pointer_sk(instance_id, command_id), attrs)
+        if item.get("status") in OPEN:
+            table.put(open_sk(command_id), attrs)
+        with contextlib.suppress(ConflictError):  # deleted meanwhile (its TTL): nothing to stamp
+            table.update(f"{COMMAND_PREFIX}{command_id}", {INDEXED: True}, condition=Attr("pk").exists())
+    table.memo[BACKFILLED] = now.timestamp()
+    return done

@@ -19,7 +19,13 @@ from typing import Any
 from boto3.dynamodb.conditions import ConditionBase
 from pydantic import ValidationError
 
-from adapters.dynamo.command_index import COMMAND_PREFIX, index_commands, index_complete, indexed_commands
+from adapters.dynamo.command_index import (
+    COMMAND_PREFIX,
+    INDEXED,
+    index_commands,
+    index_complete,
+    indexed_commands,
+)
 from adapters.dynamo.ports import CommandStore
 from adapters.dynamo.table import AlsoPut, Attr, Table, plain
 from core.exceptions import CommandExistsError, CommandTransitionError, ConflictError
@@ -49,6 +55,7 @@ def recording(command: Command, ttl_seconds: int, now: datetime) -> AlsoPut:
             "created_at": now.isoformat(),
             "updated_at": now.isoformat(),
             "expires_at": to_epoch(now) + ttl_seconds,
+            INDEXED: True,  # written with its pointers, or after them (``command_index.backfill_pointers``)
         },
         Attr("pk").not_exists(),
         CommandExistsError,

@@ -117,8 +117,9 @@ class Table:
         self.cluster = cluster
         self.pk = partition_of(cluster)
         self.agent_pk = agent_partition_of(cluster)
-        # facts about the table that, once true, stay true (``adapters.dynamo.command_index``: the index mark)
-        self.memo: dict[str, bool] = {}
+        # facts about the table that, once true, stay true, and when the pointers were last backfilled
+        # (``adapters.dynamo.command_index``: the index mark)
+        self.memo: dict[str, bool | float] = {}
 
     def partition(self, sk: str) -> str:
         """The partition key value of item ``sk`` (or of the items whose sort keys start with ``sk``)."""

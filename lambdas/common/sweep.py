@@ -35,7 +35,7 @@ from decimal import Decimal
 from typing import Any
 
 from adapters.aws.ports import CommandSender
-from adapters.dynamo.command_index import delete_open_pointer, index_complete, open_commands
+from adapters.dynamo.command_index import backfill_pointers, delete_open_pointer, index_complete, open_commands
 from adapters.dynamo.commands import command_sk, end_queued_command, recorded_command
 from adapters.dynamo.store import Store
 from adapters.dynamo.table import Attr, plain
@@ -142,7 +142,9 @@ def sweep_commands(
 
     Once the command index is complete (``adapters.dynamo.command_index``), the open commands are those its
     ``OCMD#`` pointers name (one Query and a GetItem per pointer: the commands open, and those that ended since the
-    last sweep, whose pointers are deleted after the rest is done, ``pointers_deleted`` in the answer). Before (an
+    last sweep, whose pointers are deleted after the rest is done, ``pointers_deleted`` in the answer), after
+    the pointers of commands recorded without them are written, when due (``backfill_pointers``: at the first tick of
+    an execution environment and every half hour; ``pointers_backfilled`` in the answer). Before (an
     upgrade's first week), one Query of the whole ``CMD#`` range with a FilterExpression on the status: DynamoDB
     reads the week of finished commands with their results, but neither sends them nor has the Lambda parse them.
 
@@ -150,7 +152,9 @@ def sweep_commands(
         StoreUnavailableError, AwsUnavailableError, AwsRequestError.
     """
     stale: list[dict[str, Any]] = []
+    backfilled: list[str] = []
     if index_complete(store, now):
+        backfilled = _backfill(store, now, dry_run, logger)  # first: a command it gives pointers to is swept below
         found, stale = open_commands(store, now)
         items: Iterable[Mapping[str, Any]] = (item for item in found if swept(item))
     else:
@@ -160,6 +164,8 @@ def sweep_commands(
         items = (plain(item) for item in queried if swept(item))
     sweep = stranded(items, now, after_seconds)
     done: dict[str, list[str]] = {"resent": [], "expired": []}
+    if backfilled:
+        done["pointers_backfilled"] = backfilled
     for sk in sweep.unreadable:
         logger.warning(f"queued or running command item {sk} holds no readable command: left alone")
     if dry_run:
@@ -200,6 +206,23 @@ def sweep_commands(
     if stale:  # last, after what the sweep is for: a failure here only leaves pointers for the next tick
         done["pointers_deleted"] = _delete_pointers(store, stale, logger)
     return done
+
+
+def _backfill(store: Store, now: datetime, dry_run: bool, logger: Any) -> list[str]:
+    """``backfill_pointers`` when due, logged; a failure to reach the table is logged and leaves the rest of the sweep
+    to go on (the backfill is due again at the next tick)."""
+    try:
+        backfilled = backfill_pointers(store, now, dry_run=dry_run)
+    except StoreUnavailableError as err:
+        logger.warning(f"command pointers not backfilled this tick: {err}")
+        return []
+    if backfilled:
+        logger.warning(
+            f"{len(backfilled)} commands were recorded without pointers (by a version without them: a rollback?): "
+            f"{'would write' if dry_run else 'wrote'} their pointers",
+            extra={"commands": backfilled[:20]},
+        )
+    return backfilled
 
 
 def _delete_pointers(store: Store, pointers: Iterable[Mapping[str, Any]], logger: Any) -> list[str]:

@@ -34,7 +34,9 @@ The replenisher:
 - ``CapacityChanges``, ``CommandsQueued``, ``InstancesTerminated``.
 - ``LockHeldSeconds`` (Seconds): every invocation, the age of the cluster lock's current acquisition as read
   (``core.lock.held_seconds``; 0 when free), the ``LockHeldTooLong`` alarm's metric.
-- ``CommandsResent``, ``CommandsExpired``: the tick's command sweep (``lambdas.common.sweep``).
+- ``CommandsResent``, ``CommandsExpired``: the tick's command sweep (``lambdas.common.sweep``);
+  ``CommandPointersBackfilled``: commands it found recorded without pointers (a version without them ran: a rollback;
+  ``adapters.dynamo.command_index.backfill_pointers``).
 - ``Skipped`` with dimension ``reason`` (``plan.Reason``, ``unreadable_item``): what a plan noted and left alone.
 """
 

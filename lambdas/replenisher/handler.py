@@ -260,6 +260,7 @@ def handle(event: Any, deps: Deps, now: datetime | None = None, request_id: str 
             )
             telemetry.count("CommandsResent", len(swept["resent"]))
             telemetry.count("CommandsExpired", len(swept["expired"]))
+            telemetry.count("CommandPointersBackfilled", len(swept.get("pointers_backfilled", [])))
             response["swept"] = swept
         return response
 

@@ -177,3 +177,29 @@ def test_a_violation_only_the_watch_sees_is_reported_by_the_cli_with_its_seed_an
     assert "0 of 1 seeds held every invariant" in out
     assert main(replay.split()[3:]) == 1
     assert "VIOLATION seed 3: 5 a drained node is cordoned at once" in capsys.readouterr().out
+
+
+def _record_without_pointers(world: World) -> None:
+    """A command as a version without pointers records it (a rollback): queued, no pointer, no ``indexed``."""
+    from adapters.dynamo.store import Store
+    from sim.world import CLUSTER
+
+    instance = sorted(i for i, (g, _) in world.view.running_instances().items() if g and g.startswith("nodes-"))[0]
+    Store(world.table, CLUSTER).put(
+        "CMD#rolled-back-1", {"status": "succeeded", "instance_id": instance, "kind": "cordon", "created_at": "0"}
+    )
+
+
+def test_a_command_recorded_without_pointers_is_backfilled_before_the_end() -> None:
+    rolled_back = _at(600.0, _record_without_pointers)
+    result = run_seed(2, nodes=9, days=0.1, profile=CALM, mutate=rolled_back)  # type: ignore[arg-type]
+    assert result.violation is None
+
+
+def test_a_command_left_without_pointers_is_caught_at_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("adapters.dynamo.command_index.BACKFILL_SECONDS", 10 * 86400)  # never again after the first
+    rolled_back = _at(600.0, _record_without_pointers)
+    result = run_seed(2, nodes=9, days=0.1, profile=CALM, mutate=rolled_back)  # type: ignore[arg-type]
+    assert result.violation is not None
+    assert result.violation.invariant == "commands reachable through their pointers"
+    assert "rolled-back-1" in result.violation.detail

@@ -10,8 +10,11 @@ from typing import Any
 import pytest
 
 from adapters.dynamo.command_index import (
+    BACKFILL_SECONDS,
     INDEX_MARGIN_SECONDS,
     MARK_SK,
+    POINTER_TTL_MARGIN_SECONDS,
+    backfill_pointers,
     index_complete,
     mark_index,
     open_sk,
@@ -126,3 +129,76 @@ def test_an_open_pointer_written_again_since_it_was_read_is_not_deleted(store: S
     assert delete_open_pointer(store, stale[0]) is False
     assert store.get(open_sk("retried")) is not None
     assert open_commands(store, utcnow())[1] == []  # open now, and its pointer stays
+
+
+def rolled_back(store: Store, cid: str, instance: str = I1, status: str = "queued") -> int:
+    """A command as a version without pointers records it (a rollback): no pointer, no ``indexed``; returns its
+    ``expires_at``."""
+    expires = to_epoch(utcnow()) + TTL
+    store.put(
+        f"CMD#{cid}",
+        {
+            "status": status,
+            "instance_id": instance,
+            "kind": "drain",
+            "created_at": utcnow().isoformat(),
+            "expires_at": expires,
+        },
+    )
+    return expires
+
+
+def test_commands_recorded_by_a_version_without_pointers_get_them_at_the_next_backfill(store: Store) -> None:
+    complete(store)
+    now = utcnow()
+    store.record_command(command("spot-1"), TTL, now=now)  # written with its pointers: never backfilled
+    assert store.get("CMD#spot-1", consistent=True)["indexed"] is True  # type: ignore[index]
+    expires = rolled_back(store, "rb-open")
+    rolled_back(store, "rb-done", instance=I2, status="succeeded")
+    store.put("CMD#rb-nameless", {"status": "queued"})  # names no instance: nothing to point to it
+    assert ids(commands_for_instance(store, I1)) == ["spot-1"]  # unseen: no pointer
+
+    assert backfill_pointers(store, now) == ["rb-done", "rb-open"]
+    assert ids(commands_for_instance(store, I1)) == ["rb-open", "spot-1"]
+    assert ids(commands_for_instance(store, I2)) == ["rb-done"]
+    assert store.get(open_sk("rb-open")) is not None
+    assert store.get(open_sk("rb-done")) is None  # ended: the sweep has nothing to look at
+    pointer = store.get(pointer_sk(I1, "rb-open")) or {}
+    assert int(pointer["expires_at"]) == expires + POINTER_TTL_MARGIN_SECONDS
+    assert store.get("CMD#rb-open", consistent=True)["indexed"] is True  # type: ignore[index]
+    assert store.get("CMD#rb-nameless", consistent=True) == {  # left as it was
+        "pk": "CLUSTER#demo#AGENT",
+        "sk": "CMD#rb-nameless",
+        "status": "queued",
+    }
+    # a new environment finds nothing more to do: every command is stamped
+    assert backfill_pointers(Store(store.table, "demo"), now) == []
+
+
+def test_a_backfill_is_due_at_an_environments_first_tick_then_every_half_hour(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    complete(store)
+    now = utcnow()
+    assert backfill_pointers(store, now) == []
+    rolled_back(store, "rb-1")  # a function of the old version still recording during the deployment
+    answered = answered_sort_keys(monkeypatch, store.table)
+    assert backfill_pointers(store, now + timedelta(seconds=BACKFILL_SECONDS - 1)) == []
+    assert answered == []  # not due: not even read
+    assert backfill_pointers(store, now + timedelta(seconds=BACKFILL_SECONDS)) == ["rb-1"]
+
+
+def test_a_backfill_past_its_bound_goes_on_at_the_next_call_and_a_dry_run_writes_nothing(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    complete(store)
+    now = utcnow()
+    for n in range(3):
+        rolled_back(store, f"rb-{n}")
+    monkeypatch.setattr("adapters.dynamo.command_index.MAX_BACKFILLED", 2)
+    assert backfill_pointers(Store(store.table, "demo"), now, dry_run=True) == ["rb-0", "rb-1"]
+    assert ids(commands_for_instance(store, I1)) == []
+    assert backfill_pointers(store, now) == ["rb-0", "rb-1"]
+    assert backfill_pointers(store, now) == ["rb-2"]  # due again at once: the first stopped at the bound
+    assert backfill_pointers(store, now) == []
+    assert sorted(ids(commands_for_instance(store, I1))) == ["rb-0", "rb-1", "rb-2"]

@@ -276,3 +276,22 @@ def test_once_the_command_index_is_complete_only_open_pointers_and_their_command
         "OCMD#live",
         "OCMD#stuck",
     }
+
+
+def test_a_command_recorded_without_pointers_is_backfilled_and_swept_in_the_same_tick(
+    store: Store,  # noqa: F811 - fixture
+) -> None:
+    from adapters.dynamo.command_index import mark_index, open_sk
+
+    mark_index(store, 3600, NOW - timedelta(hours=3))  # complete
+    stuck = drain("stuck")
+    # recorded by a version without pointers (a rollback), stranded since: no OCMD# pointer, no ``indexed``
+    store.put("CMD#stuck", item(stuck, sent_ago=900) | {"instance_id": stuck.instance_id, "kind": "drain"})
+    sender, log = Sender(), Log()
+    swept = sweep_commands(store, sender, NOW, 300, dry_run=False, logger=log)
+    assert swept == {"resent": ["stuck"], "expired": [], "pointers_backfilled": ["stuck"]}
+    assert sender.sent == [stuck] and store.get(open_sk("stuck")) is not None
+    assert any("without pointers" in line for line in log.lines)
+    # the next tick reads it through its pointer (not due to backfill again)
+    later = sweep_commands(store, sender, NOW + timedelta(seconds=400), 300, dry_run=False, logger=log)
+    assert later == {"resent": ["stuck"], "expired": []}
