@@ -31,7 +31,8 @@ def unpack(
             the row is read in the same run, words and groups (``_READ``; "Memos" in ``core.runrecord``); the
             first time it stays a map, as without ``make``, and so does a row ``make`` refuses (``ValueError``,
             which pydantic's ``ValidationError`` is), for the reader to refuse as before.
-        copy: (with ``make``) a fresh copy of what it made (``RunStep.working_copy``): each read gets its own.
+        copy: (with ``make``) what each read gets of what was made (``core.runs._read_copy``: its own copy of a
+            step that may still change, the same object for a final one).
     """
     out = dict(data)
     rows = out.pop("rows", None)

@@ -42,7 +42,8 @@ from one pass to the next (a final step never changes; a pending row holds its p
 once for what it holds: ``pack`` keeps a final step's row, words spelled out, keyed by every field the row is made
 of (``_PACKED``; ``words`` are then numbered in the order the rows name them, as always), and ``unpack``
 (``core.rowread``, the reading side) what the reader made of a row (a validated step, made the second time the row
-is read) keyed by the row, its run, ``created_at``, groups and words, handing out a fresh copy each time. Both keys
+is read) keyed by the row, its run, ``created_at``, groups and words, handing out a fresh copy each time of a step
+that may still change and the same object of a final one (no code changes a final step). Both keys
 are the content, never an object's identity: the same content always gives the same row and the same step,
 whichever run, seed or process asked first. Each memo is bounded (``MEMO_ROWS``; ``core.rowread``'s ``MEMO_RUNS``
 and ``MEMO_ROWS``).
