@@ -149,8 +149,8 @@ def main() -> None:
         # a tick as every tick is when the sweep runs each minute: the open commands and those ended since
         sweep_commands(backfilled(table), NoSender(), utcnow(), 300, dry_run=False, logger=logging.getLogger("b"))
         steady = measure(backfilled(table), sizes, sweep)
-        # what an environment's first tick adds, and every half hour: the commands without pointers (none here)
-        backfill = measure(Store(table, "demo"), sizes, lambda s: backfill_pointers(s, utcnow()))
+        # what a backfill adds (first tick, every 5 min in the first hour, half-hourly after): none lacks pointers here
+        backfill = measure(Store(table, "demo"), sizes, lambda s: list(backfill_pointers(s, utcnow()).pointed))
     print(f"{args.nodes} finished drains of {args.pods} pods in the week; the warned instance has 2 commands queued")
     print("(recent: not resent)\n")
     print(f"| look-up | path | found | calls | items read | bytes read | read units | a wave of {args.wave} (units) |")

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from core.lifecycle import LifecycleAction
+from core.model import INSTANCE_ID_RE
 from sim.kernel import EPOCH, Step
 from sim.world_view import GroupState, NodeIndex, WorldView
 
@@ -317,6 +318,8 @@ class Checker:
         be unseen by a Spot warning's look-up and by the sweep until the next backfill."""
         for item in self.view.table_prefix("CMD#"):
             command_id = str(item.get("sk"))[len("CMD#") :]
+            if not INSTANCE_ID_RE.fullmatch(str(item.get("instance_id"))):
+                continue  # names no instance (forged): no reader asks for it, nor does the backfill point to it
             missing = []
             if item.get("indexed") is not True:
                 missing.append("indexed")

@@ -39,11 +39,14 @@ until it is complete.
 Rolling back to a version without pointers leaves the mark, and that version records commands without pointers: the
 pointer readers of a later upgrade would not see those until they expire. So a command is recorded with
 ``indexed: true`` (``adapters.dynamo.commands.recording``, written only where its pointers are), and the
-replenisher's sweep *backfills* (``backfill_pointers``): at its first tick in an execution environment (a deployment
-starts new ones) and every ``BACKFILL_SECONDS`` after, one Query of the ``CMD#`` range with a FilterExpression
-``attribute_not_exists(indexed)`` (DynamoDB reads the range, about 1,025 read units at 1,000 nodes after a week, and
-sends only the commands a pointerless writer recorded), then for each of those its pointers and the stamp. After a
-rollback and a new upgrade the commands of the rollback are thus seen from the replenisher's first tick; deleting the
+replenisher's sweep *backfills* (``backfill_pointers``): at its first tick in an execution environment (a
+deployment starts new ones), every ``EARLY_BACKFILL_SECONDS`` (5 min) in that environment's first hour, while a
+deployment's old functions may still record, and every ``BACKFILL_SECONDS`` (30 min) after, one Query of the
+``CMD#`` range with a FilterExpression ``attribute_not_exists(indexed)`` (DynamoDB reads the range, about 1,025 read
+units at 1,000 nodes after a week, and sends only the commands a pointerless writer recorded), then for each of those
+its pointers and the stamp (only the stamp for one whose pointer is there: recorded by the versions that wrote
+pointers before the stamp existed). After a rollback and a new upgrade the commands of the rollback are thus seen
+from the replenisher's first tick; deleting the
 mark (docs/DEPLOY.md) is no longer needed, and still safe. The same read repairs a mark forged complete too early.
 
 Trust: the agent's role may write its partition, so it could forge a pointer (answered only when its command names
@@ -56,13 +59,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from adapters.dynamo.table import AlsoPut, Attr, Table
-from core.exceptions import ConflictError
-from core.model import Command, CommandStatus, to_epoch, utcnow
+from core.exceptions import AwsRequestError, ConflictError
+from core.model import INSTANCE_ID_RE, Command, CommandStatus, to_epoch, utcnow
 
 PREFIX = "ICMD#"
 OPEN_PREFIX = "OCMD#"
@@ -77,8 +81,12 @@ MARKED = "command_index_marked"  # ``Table.memo`` keys
 COMPLETE = "command_index_complete"
 BACKFILLED = "command_index_backfilled_at"  # epoch seconds of the last backfill that went through every command
 INDEXED = "indexed"  # on a ``CMD#`` item: its pointers were written (``recording``, ``backfill_pointers``)
-BACKFILL_SECONDS = 1800  # between two backfills: a deployment's old functions may still record for a few minutes
-MAX_BACKFILLED = 500  # commands one backfill writes pointers for (3 writes each); more: the next tick goes on
+BACKFILL_SECONDS = 1800  # between two backfills, past an environment's first hour
+EARLY_BACKFILL_SECONDS = 300  # between two backfills in an environment's first hour (``backfill_due``)
+EARLY_BACKFILL_WINDOW_SECONDS = 3600  # a deployment's old functions may still record for a few minutes of it
+FIRST_BACKFILLED = "command_index_first_backfilled_at"  # ``Table.memo``: epoch seconds of this Table's first backfill
+MAX_EPOCH = 2**40  # a command's ``expires_at`` at or above this is not a date (forged): a pointer's counts from now
+MAX_BACKFILLED = 500  # commands one backfill handles (a GetItem and up to 3 writes each); more: the next tick goes on
 OPEN = frozenset({CommandStatus.QUEUED.value, CommandStatus.RUNNING.value})
 
 
@@ -219,53 +227,114 @@ def delete_open_pointer(table: Table, pointer: Mapping[str, Any]) -> bool:
 
 def backfill_due(table: Table, now: datetime) -> bool:
     """Whether ``backfill_pointers`` should read the commands at ``now``: never yet on this ``Table`` (a new
-    execution environment), or ``BACKFILL_SECONDS`` after the last backfill that finished."""
-    last = table.memo.get(BACKFILLED)
-    return not isinstance(last, float) or now.timestamp() - last >= BACKFILL_SECONDS
+    execution environment: a deployment starts new ones), then ``EARLY_BACKFILL_SECONDS`` after the last backfill that
+    finished while the first is less than ``EARLY_BACKFILL_WINDOW_SECONDS`` old (a deployment's old functions may record
+    for a few minutes after this one started), ``BACKFILL_SECONDS`` after it later."""
+    last, first = table.memo.get(BACKFILLED), table.memo.get(FIRST_BACKFILLED)
+    if not isinstance(last, float):
+        return True
+    early = isinstance(first, float) and now.timestamp() - first < EARLY_BACKFILL_WINDOW_SECONDS
+    return now.timestamp() - last >= (EARLY_BACKFILL_SECONDS if early else BACKFILL_SECONDS)
 
 
-def backfill_pointers(table: Table, now: datetime, *, dry_run: bool = False) -> list[str]:
+@dataclass(frozen=True)
+class Backfill:
+    """What ``backfill_pointers`` did (with ``dry_run``: would do), command ids in sort-key order.
+
+    Attributes:
+        pointed: commands given their pointers: recorded by a version that writes none (a rollback).
+        stamped: commands whose ``ICMD#`` pointer was there (recorded by a version that wrote pointers but not
+            ``indexed``: an upgrade from it): only ``indexed`` set.
+        refused: commands DynamoDB refused a call for (``AwsRequestError``: none is expected, the keys are short and
+            the values bounded): left as they are, asked again at the next backfill.
+    """
+
+    pointed: tuple[str, ...] = ()
+    stamped: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()
+
+
+def pointer_expiry(item: Mapping[str, Any], now: datetime) -> int:
+    """A backfilled pointer's ``expires_at`` (epoch seconds): ``POINTER_TTL_MARGIN_SECONDS`` after the command's own
+    ``expires_at`` when that is a number in (0, 2**40) (a TTL attribute DynamoDB can store and would act on), after
+    ``now`` otherwise (none, a bool, a string, a forged 1E+100 a Number attribute cannot carry with the margin added).
+    Pure."""
+    expires = item.get("expires_at")
+    if isinstance(expires, int | float | Decimal) and not isinstance(expires, bool) and 0 < expires < MAX_EPOCH:
+        return int(expires) + POINTER_TTL_MARGIN_SECONDS
+    return to_epoch(now) + POINTER_TTL_MARGIN_SECONDS
+
+
+def backfill_pointers(table: Table, now: datetime, *, dry_run: bool = False) -> Backfill:
     """Write the pointers of the commands recorded without them (module docstring), when due (``backfill_due``).
 
     One consistent Query of the ``CMD#`` range keeping only the items without ``indexed``; for each that names an
-    instance, up to ``MAX_BACKFILLED``: its ``ICMD#`` pointer, its ``OCMD#`` pointer when it is still ``queued`` or
-    ``running``, then ``indexed`` set on it (conditioned on the item existing: one deleted meanwhile is not made
-    again). A pointer expires ``POINTER_TTL_MARGIN_SECONDS`` after the command's own ``expires_at`` (after ``now``
-    when it has none). A finished backfill is remembered on ``table`` (``BACKFILLED``), a dry run's too (it said
-    what it would write); one stopped at the bound is due again at the next call. ``dry_run``: nothing written.
+    instance (``core.model.INSTANCE_ID_RE``, as every ``Command`` does; an item naming anything else is forged, and
+    no reader asks for it), up to ``MAX_BACKFILLED``: a GetItem of its ``ICMD#`` pointer; when that is there (an
+    upgrade from a version that wrote pointers, not the stamp), only ``indexed`` set on it; else its ``ICMD#``
+    pointer, its ``OCMD#`` pointer when it is still ``queued`` or ``running``, then ``indexed`` set on it. The stamp
+    is conditioned on the item existing (one deleted meanwhile, by its TTL, is not made again). A pointer expires as
+    ``pointer_expiry`` says. A call DynamoDB refuses for one command (``AwsRequestError``) leaves that command and
+    goes on with the next.
+
+    Remembered on ``table`` (``BACKFILLED``, ``backfill_due``): a backfill that went through every command; a dry
+    run's always (it said what it would write: reading again each tick would say it again); a refused Query (not
+    asked again each tick). One stopped at the bound is not: the next call goes on. ``dry_run``: nothing written (no
+    GetItem either: every command is reported ``pointed``).
 
     Returns:
-        The command ids given pointers (with ``dry_run``: that would be), in sort-key order; empty when not due.
+        A ``Backfill``; empty when not due.
 
     Raises:
-        StoreUnavailableError, AwsRequestError: a read or a write failed (what was written stands; the next call
+        StoreUnavailableError: a read or a write could not reach the table (what was written stands; the next call
             reads again).
+        AwsRequestError: DynamoDB refused the Query (remembered as a backfill: due again after the interval).
     """
     if not backfill_due(table, now):
-        return []
-    done: list[str] = []
+        return Backfill()
+    pointed: list[str] = []
+    stamped: list[str] = []
+    refused: list[str] = []
     unindexed = Attr(INDEXED).not_exists()
-    for item in table.query_range(COMMAND_PREFIX, COMMAND_PREFIX[:-1] + "$", consistent=True, keep=unindexed):
-        command_id = str(item.get("sk", ""))[len(COMMAND_PREFIX) :]
-        instance_id = item.get("instance_id")
-        if not command_id or not isinstance(instance_id, str) or not instance_id or INDEXED in item:
-            continue  # names no instance (no reader would answer it): nothing to point to it
-        if len(done) >= MAX_BACKFILLED:
-            return done  # the rest at the next call (not remembered as finished)
-        done.append(command_id)
-        if dry_run:
-            continue
-        expires = item.get("expires_at")
-        base = expires if isinstance(expires, int) and not isinstance(expires, bool) else to_epoch(now)
-        attrs = {
-            "command_id": command_id,
-            "created_at": utcnow().isoformat(),
-            "expires_at": base + POINTER_TTL_MARGIN_SECONDS,
-        }
-        table.put(pointer_sk(instance_id, command_id), attrs)
+    try:
+        for item in table.query_range(COMMAND_PREFIX, COMMAND_PREFIX[:-1] + "$", consistent=True, keep=unindexed):
+            command_id = str(item.get("sk", ""))[len(COMMAND_PREFIX) :]
+            instance_id = item.get("instance_id")
+            if not command_id or not isinstance(instance_id, str) or not INSTANCE_ID_RE.fullmatch(instance_id):
+                continue  # names no instance (no command does: forged): no reader would ask for it
+            if len(pointed) + len(stamped) + len(refused) >= MAX_BACKFILLED:
+                if dry_run:
+                    break  # said what it would begin with: a dry run never goes on (nothing it reads changes)
+                return Backfill(tuple(pointed), tuple(stamped), tuple(refused))  # the rest at the next call
+            if dry_run:
+                pointed.append(command_id)
+                continue
+            try:
+                if _backfilled(table, item, command_id, instance_id, now):
+                    pointed.append(command_id)
+                else:
+                    stamped.append(command_id)
+            except AwsRequestError:
+                refused.append(command_id)
+    except AwsRequestError:
+        table.memo[BACKFILLED] = now.timestamp()  # refused (an IAM policy without Query?): not asked every tick
+        table.memo.setdefault(FIRST_BACKFILLED, now.timestamp())
+        raise
+    table.memo[BACKFILLED] = now.timestamp()
+    table.memo.setdefault(FIRST_BACKFILLED, now.timestamp())
+    return Backfill(tuple(pointed), tuple(stamped), tuple(refused))
+
+
+def _backfilled(table: Table, item: Mapping[str, Any], command_id: str, instance_id: str, now: datetime) -> bool:
+    """Give one unstamped command its pointers (unless its ``ICMD#`` pointer is there) and its stamp; True when
+    pointers were written."""
+    sk = pointer_sk(instance_id, command_id)
+    write = table.get(sk) is None
+    if write:
+        attrs = {"command_id": command_id, "created_at": utcnow().isoformat(), "expires_at": pointer_expiry(item, now)}
+        table.put(sk, attrs)
         if item.get("status") in OPEN:
             table.put(open_sk(command_id), attrs)
-        with contextlib.suppress(ConflictError):  # deleted meanwhile (its TTL): nothing to stamp
-            table.update(f"{COMMAND_PREFIX}{command_id}", {INDEXED: True}, condition=Attr("pk").exists())
-    table.memo[BACKFILLED] = now.timestamp()
-    return done
+    with contextlib.suppress(ConflictError):  # deleted meanwhile (its TTL): nothing to stamp
+        table.update(f"{COMMAND_PREFIX}{command_id}", {INDEXED: True}, condition=Attr("pk").exists())
+    return write

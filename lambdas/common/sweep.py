@@ -39,7 +39,7 @@ from adapters.dynamo.command_index import backfill_pointers, delete_open_pointer
 from adapters.dynamo.commands import command_sk, end_queued_command, recorded_command
 from adapters.dynamo.store import Store
 from adapters.dynamo.table import Attr, plain
-from core.exceptions import ConflictError, StoreUnavailableError
+from core.exceptions import AwsRequestError, ConflictError, StoreUnavailableError
 from core.model import Command, CommandStatus
 
 EXPIRED = "expired: never started before its deadline"
@@ -144,7 +144,8 @@ def sweep_commands(
     ``OCMD#`` pointers name (one Query and a GetItem per pointer: the commands open, and those that ended since the
     last sweep, whose pointers are deleted after the rest is done, ``pointers_deleted`` in the answer), after
     the pointers of commands recorded without them are written, when due (``backfill_pointers``: at the first tick of
-    an execution environment and every half hour; ``pointers_backfilled`` in the answer). Before (an
+    an execution environment, every 5 minutes in its first hour, every half hour after; ``pointers_backfilled`` in the
+    answer). Before (an
     upgrade's first week), one Query of the whole ``CMD#`` range with a FilterExpression on the status: DynamoDB
     reads the week of finished commands with their results, but neither sends them nor has the Lambda parse them.
 
@@ -209,20 +210,36 @@ def sweep_commands(
 
 
 def _backfill(store: Store, now: datetime, dry_run: bool, logger: Any) -> list[str]:
-    """``backfill_pointers`` when due, logged; a failure to reach the table is logged and leaves the rest of the sweep
-    to go on (the backfill is due again at the next tick)."""
+    """``backfill_pointers`` when due, logged; returns the commands given pointers (``Backfill.pointed``). A failure
+    to reach the table, or DynamoDB refusing the Query, is logged and leaves the rest of the sweep to go on (due again
+    at the next tick, or after the interval: ``backfill_pointers``); a command whose writes were refused is logged
+    (an error: a forged item, or a bug) and left."""
     try:
-        backfilled = backfill_pointers(store, now, dry_run=dry_run)
+        backfill = backfill_pointers(store, now, dry_run=dry_run)
     except StoreUnavailableError as err:
         logger.warning(f"command pointers not backfilled this tick: {err}")
         return []
-    if backfilled:
+    except AwsRequestError as err:
+        logger.error(f"command pointers not backfilled: DynamoDB refused the read: {err}")
+        return []
+    if backfill.pointed:
         logger.warning(
-            f"{len(backfilled)} commands were recorded without pointers (by a version without them: a rollback?): "
-            f"{'would write' if dry_run else 'wrote'} their pointers",
-            extra={"commands": backfilled[:20]},
+            f"{len(backfill.pointed)} commands were recorded without pointers (by a version without them: a "
+            f"rollback?): {'would write' if dry_run else 'wrote'} their pointers",
+            extra={"commands": list(backfill.pointed[:20])},
         )
-    return backfilled
+    if backfill.stamped:
+        logger.info(
+            f"{len(backfill.stamped)} commands recorded with pointers before they carried indexed: stamped",
+            extra={"commands": list(backfill.stamped[:20])},
+        )
+    if backfill.refused:
+        logger.error(
+            f"{len(backfill.refused)} commands without pointers could not be given them (DynamoDB refused a call: "
+            "a forged item?): left as they are",
+            extra={"commands": list(backfill.refused[:20])},
+        )
+    return list(backfill.pointed)
 
 
 def _delete_pointers(store: Store, pointers: Iterable[Mapping[str, Any]], logger: Any) -> list[str]:

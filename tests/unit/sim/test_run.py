@@ -197,7 +197,8 @@ def test_a_command_recorded_without_pointers_is_backfilled_before_the_end() -> N
 
 
 def test_a_command_left_without_pointers_is_caught_at_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("adapters.dynamo.command_index.BACKFILL_SECONDS", 10 * 86400)  # never again after the first
+    for interval in ("BACKFILL_SECONDS", "EARLY_BACKFILL_SECONDS"):  # never again after the first
+        monkeypatch.setattr(f"adapters.dynamo.command_index.{interval}", 10 * 86400)
     rolled_back = _at(600.0, _record_without_pointers)
     result = run_seed(2, nodes=9, days=0.1, profile=CALM, mutate=rolled_back)  # type: ignore[arg-type]
     assert result.violation is not None

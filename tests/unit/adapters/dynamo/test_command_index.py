@@ -11,9 +11,12 @@ import pytest
 
 from adapters.dynamo.command_index import (
     BACKFILL_SECONDS,
+    EARLY_BACKFILL_SECONDS,
+    EARLY_BACKFILL_WINDOW_SECONDS,
     INDEX_MARGIN_SECONDS,
     MARK_SK,
     POINTER_TTL_MARGIN_SECONDS,
+    Backfill,
     backfill_pointers,
     index_complete,
     mark_index,
@@ -158,7 +161,7 @@ def test_commands_recorded_by_a_version_without_pointers_get_them_at_the_next_ba
     store.put("CMD#rb-nameless", {"status": "queued"})  # names no instance: nothing to point to it
     assert ids(commands_for_instance(store, I1)) == ["spot-1"]  # unseen: no pointer
 
-    assert backfill_pointers(store, now) == ["rb-done", "rb-open"]
+    assert backfill_pointers(store, now) == Backfill(pointed=("rb-done", "rb-open"))
     assert ids(commands_for_instance(store, I1)) == ["rb-open", "spot-1"]
     assert ids(commands_for_instance(store, I2)) == ["rb-done"]
     assert store.get(open_sk("rb-open")) is not None
@@ -172,20 +175,26 @@ def test_commands_recorded_by_a_version_without_pointers_get_them_at_the_next_ba
         "status": "queued",
     }
     # a new environment finds nothing more to do: every command is stamped
-    assert backfill_pointers(Store(store.table, "demo"), now) == []
+    assert backfill_pointers(Store(store.table, "demo"), now) == Backfill()
 
 
-def test_a_backfill_is_due_at_an_environments_first_tick_then_every_half_hour(
+def test_a_backfill_is_due_at_an_environments_first_tick_every_5_minutes_in_its_first_hour_then_every_half_hour(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     complete(store)
     now = utcnow()
-    assert backfill_pointers(store, now) == []
+    at = lambda seconds: now + timedelta(seconds=seconds)  # noqa: E731
+    assert backfill_pointers(store, now) == Backfill()
     rolled_back(store, "rb-1")  # a function of the old version still recording during the deployment
     answered = answered_sort_keys(monkeypatch, store.table)
-    assert backfill_pointers(store, now + timedelta(seconds=BACKFILL_SECONDS - 1)) == []
+    assert backfill_pointers(store, at(EARLY_BACKFILL_SECONDS - 1)) == Backfill()
     assert answered == []  # not due: not even read
-    assert backfill_pointers(store, now + timedelta(seconds=BACKFILL_SECONDS)) == ["rb-1"]
+    assert backfill_pointers(store, at(EARLY_BACKFILL_SECONDS)).pointed == ("rb-1",)
+    assert backfill_pointers(store, at(EARLY_BACKFILL_WINDOW_SECONDS)) == Backfill()  # an hour in: half-hourly now
+    rolled_back(store, "rb-2")
+    assert backfill_pointers(store, at(EARLY_BACKFILL_WINDOW_SECONDS + EARLY_BACKFILL_SECONDS)) == Backfill()
+    assert backfill_pointers(store, at(EARLY_BACKFILL_WINDOW_SECONDS + BACKFILL_SECONDS - 1)) == Backfill()
+    assert backfill_pointers(store, at(EARLY_BACKFILL_WINDOW_SECONDS + BACKFILL_SECONDS)).pointed == ("rb-2",)
 
 
 def test_a_backfill_past_its_bound_goes_on_at_the_next_call_and_a_dry_run_writes_nothing(
@@ -196,9 +205,84 @@ def test_a_backfill_past_its_bound_goes_on_at_the_next_call_and_a_dry_run_writes
     for n in range(3):
         rolled_back(store, f"rb-{n}")
     monkeypatch.setattr("adapters.dynamo.command_index.MAX_BACKFILLED", 2)
-    assert backfill_pointers(Store(store.table, "demo"), now, dry_run=True) == ["rb-0", "rb-1"]
+    dry = Store(store.table, "demo")
+    assert backfill_pointers(dry, now, dry_run=True) == Backfill(pointed=("rb-0", "rb-1"))
     assert ids(commands_for_instance(store, I1)) == []
-    assert backfill_pointers(store, now) == ["rb-0", "rb-1"]
-    assert backfill_pointers(store, now) == ["rb-2"]  # due again at once: the first stopped at the bound
-    assert backfill_pointers(store, now) == []
+    assert backfill_pointers(dry, now, dry_run=True) == Backfill()  # said once: not read again each tick
+    assert backfill_pointers(store, now).pointed == ("rb-0", "rb-1")
+    assert backfill_pointers(store, now).pointed == ("rb-2",)  # due again at once: the first stopped at the bound
+    assert backfill_pointers(store, now) == Backfill()
     assert sorted(ids(commands_for_instance(store, I1))) == ["rb-0", "rb-1", "rb-2"]
+
+
+def test_a_command_with_pointers_but_no_stamp_is_only_stamped(store: Store) -> None:
+    """An upgrade from the versions that wrote pointers before commands carried ``indexed``: nothing to write but the
+    stamp, and nothing reported as a rollback."""
+    complete(store)
+    now = utcnow()
+    store.record_command(command("pre-stamp"), TTL, now=now - timedelta(hours=1))
+    store.update("CMD#pre-stamp", {"indexed": None})  # as those versions recorded it
+    before = store.get(pointer_sk(I1, "pre-stamp"))
+    assert backfill_pointers(store, now) == Backfill(stamped=("pre-stamp",))
+    assert store.get(pointer_sk(I1, "pre-stamp")) == before  # not written again
+    assert store.get("CMD#pre-stamp", consistent=True)["indexed"] is True  # type: ignore[index]
+
+
+def test_forged_commands_are_refused_or_bounded_and_never_stop_the_backfill(store: Store) -> None:
+    """Anything that can write the agent partition can forge a ``CMD#`` item: one naming no instance id (1,100
+    characters would make a pointer key DynamoDB refuses) is left alone, an ``expires_at`` no TTL attribute is
+    (1E+100, a bool, a string) gives the pointer one from now, and the commands after them still get theirs."""
+    from decimal import Decimal
+
+    complete(store)
+    now = utcnow()
+    store.put("CMD#a-long", {"status": "queued", "instance_id": "i-" + "f" * 1100})
+    store.put("CMD#b-huge", {"status": "queued", "instance_id": I1, "expires_at": Decimal("1E+100")})
+    store.put("CMD#c-bool", {"status": "queued", "instance_id": I1, "expires_at": True})
+    store.put("CMD#d-text", {"status": "queued", "instance_id": I1, "expires_at": "soon"})
+    store.put("CMD#e-negative", {"status": "queued", "instance_id": I1, "expires_at": -5})
+    expires = rolled_back(store, "f-real")
+    assert backfill_pointers(store, now) == Backfill(pointed=("b-huge", "c-bool", "d-text", "e-negative", "f-real"))
+    fallback = to_epoch(now) + POINTER_TTL_MARGIN_SECONDS
+    for cid in ("b-huge", "c-bool", "d-text", "e-negative"):
+        assert int((store.get(pointer_sk(I1, cid)) or {})["expires_at"]) == fallback
+    assert int((store.get(pointer_sk(I1, "f-real")) or {})["expires_at"]) == expires + POINTER_TTL_MARGIN_SECONDS
+    assert "indexed" not in (store.get("CMD#a-long", consistent=True) or {})  # left as it was
+
+
+def test_a_write_dynamodb_refuses_leaves_that_command_and_goes_on(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.exceptions import AwsRequestError
+
+    complete(store)
+    now = utcnow()
+    rolled_back(store, "a-refused")
+    rolled_back(store, "b-fine")
+    put = store.put
+
+    def refusing(sk: str, attrs: dict[str, Any], **kwargs: Any) -> None:
+        if "a-refused" in sk:
+            raise AwsRequestError("DynamoDB", "ValidationException", "refused")
+        put(sk, attrs, **kwargs)
+
+    monkeypatch.setattr(store, "put", refusing)
+    assert backfill_pointers(store, now) == Backfill(pointed=("b-fine",), refused=("a-refused",))
+    assert "indexed" not in (store.get("CMD#a-refused", consistent=True) or {})  # asked again at the next backfill
+
+
+def test_a_command_deleted_while_its_pointers_are_written_is_not_made_again(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    complete(store)
+    now = utcnow()
+    rolled_back(store, "expiring", status="succeeded")
+    put = store.put
+
+    def expiring_meanwhile(sk: str, attrs: dict[str, Any], **kwargs: Any) -> None:
+        put(sk, attrs, **kwargs)
+        store.delete("CMD#expiring")  # its TTL took it between the pointer and the stamp
+
+    monkeypatch.setattr(store, "put", expiring_meanwhile)
+    assert backfill_pointers(store, now).pointed == ("expiring",)
+    assert store.get("CMD#expiring", consistent=True) is None  # no stub with only ``indexed``

@@ -79,6 +79,8 @@ class Log:
     def warning(self, message: str, **_: Any) -> None:
         self.lines.append(message)
 
+    info = error = warning
+
 
 def test_sweep_resends_once_per_period_and_expires_on_the_table(store: Store) -> None:  # noqa: F811 - fixture
     stuck, late = drain("stuck"), drain("late", deadline_in=-5)
@@ -295,3 +297,32 @@ def test_a_command_recorded_without_pointers_is_backfilled_and_swept_in_the_same
     # the next tick reads it through its pointer (not due to backfill again)
     later = sweep_commands(store, sender, NOW + timedelta(seconds=400), 300, dry_run=False, logger=log)
     assert later == {"resent": ["stuck"], "expired": []}
+
+
+def test_a_backfill_dynamodb_refuses_is_logged_and_the_sweep_goes_on(
+    store: Store,  # noqa: F811 - fixture
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from adapters.dynamo.command_index import mark_index
+    from core.exceptions import AwsRequestError
+
+    mark_index(store, 3600, NOW - timedelta(hours=3))  # complete
+    stuck = drain("stuck")
+    store.record_command(stuck, 3600, now=NOW - timedelta(seconds=900))  # with its pointers: swept through them
+    query_range = store.query_range
+    asked: list[Any] = []
+
+    def refusing(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("keep") is not None:  # the backfill's read (IAM without Query on the range, say)
+            asked.append(args)
+            raise AwsRequestError("DynamoDB", "AccessDeniedException", "not allowed")
+        return query_range(*args, **kwargs)
+
+    monkeypatch.setattr(store, "query_range", refusing)
+    sender, log = Sender(), Log()
+    assert sweep_commands(store, sender, NOW, 300, dry_run=False, logger=log) == {"resent": ["stuck"], "expired": []}
+    assert sender.sent == [stuck]
+    assert any("DynamoDB refused the read" in line for line in log.lines)
+    # remembered: not asked again at every tick
+    sweep_commands(store, sender, NOW + timedelta(seconds=60), 300, dry_run=False, logger=log)
+    assert len(asked) == 1
