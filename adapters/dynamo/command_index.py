@@ -85,6 +85,7 @@ BACKFILL_SECONDS = 1800  # between two backfills, past an environment's first ho
 EARLY_BACKFILL_SECONDS = 300  # between two backfills in an environment's first hour (``backfill_due``)
 EARLY_BACKFILL_WINDOW_SECONDS = 3600  # a deployment's old functions may still record for a few minutes of it
 FIRST_BACKFILLED = "command_index_first_backfilled_at"  # ``Table.memo``: epoch seconds of this Table's first backfill
+MAX_COMMAND_ID = 200  # ``core.model.Command.command_id``'s bound: a longer id in a ``CMD#`` key is forged
 MAX_EPOCH = 2**40  # a command's ``expires_at`` at or above this is not a date (forged): a pointer's counts from now
 MAX_BACKFILLED = 500  # commands one backfill handles (a GetItem and up to 3 writes each); more: the next tick goes on
 OPEN = frozenset({CommandStatus.QUEUED.value, CommandStatus.RUNNING.value})
@@ -199,12 +200,19 @@ def open_commands(table: Table, now: datetime) -> tuple[list[dict[str, Any]], li
     return items, stale
 
 
+def is_open(item: Mapping[str, Any]) -> bool:
+    """Whether a ``CMD#`` item is ``queued`` or ``running`` (a ``status`` of any other value or type is not: a list
+    or a map, forged, is never looked up in ``OPEN``). Pure."""
+    status = item.get("status")
+    return isinstance(status, str) and status in OPEN
+
+
 def stale_open_pointer(pointer: Mapping[str, Any], item: Mapping[str, Any] | None, now: datetime) -> bool:
     """Whether an open pointer may go: its command ended (any status but ``queued`` and ``running``: ended statuses
     never reopen), or it has none and the pointer is older than ``ORPHAN_POINTER_SECONDS``, dated more than
     ``FUTURE_SKEW_SECONDS`` ahead, or undated. Pure."""
     if item is not None:
-        return item.get("status") not in OPEN
+        return not is_open(item)
     try:
         created = datetime.fromisoformat(str(pointer.get("created_at")))
         age = (now - created).total_seconds()
@@ -242,9 +250,9 @@ class Backfill:
     """What ``backfill_pointers`` did (with ``dry_run``: would do), command ids in sort-key order.
 
     Attributes:
-        pointed: commands given their pointers: recorded by a version that writes none (a rollback).
-        stamped: commands whose ``ICMD#`` pointer was there (recorded by a version that wrote pointers but not
-            ``indexed``: an upgrade from it): only ``indexed`` set.
+        pointed: commands given a pointer they lacked: recorded by a version that writes none (a rollback).
+        stamped: commands whose pointers were there (recorded by a version that wrote pointers but not ``indexed``:
+            an upgrade from it): only ``indexed`` set.
         refused: commands DynamoDB refused a call for (``AwsRequestError``: none is expected, the keys are short and
             the values bounded): left as they are, asked again at the next backfill.
     """
@@ -256,8 +264,8 @@ class Backfill:
 
 def pointer_expiry(item: Mapping[str, Any], now: datetime) -> int:
     """A backfilled pointer's ``expires_at`` (epoch seconds): ``POINTER_TTL_MARGIN_SECONDS`` after the command's own
-    ``expires_at`` when that is a number in (0, 2**40) (a TTL attribute DynamoDB can store and would act on), after
-    ``now`` otherwise (none, a bool, a string, a forged 1E+100 a Number attribute cannot carry with the margin added).
+    ``expires_at`` when that is a number in (0, 2**40) (one a Number attribute can carry with the margin added), after
+    ``now`` otherwise (none, a bool, a string, a forged 1E+100 DynamoDB would refuse with the margin added).
     Pure."""
     expires = item.get("expires_at")
     if isinstance(expires, int | float | Decimal) and not isinstance(expires, bool) and 0 < expires < MAX_EPOCH:
@@ -268,19 +276,19 @@ def pointer_expiry(item: Mapping[str, Any], now: datetime) -> int:
 def backfill_pointers(table: Table, now: datetime, *, dry_run: bool = False) -> Backfill:
     """Write the pointers of the commands recorded without them (module docstring), when due (``backfill_due``).
 
-    One consistent Query of the ``CMD#`` range keeping only the items without ``indexed``; for each that names an
-    instance (``core.model.INSTANCE_ID_RE``, as every ``Command`` does; an item naming anything else is forged, and
-    no reader asks for it), up to ``MAX_BACKFILLED``: a GetItem of its ``ICMD#`` pointer; when that is there (an
-    upgrade from a version that wrote pointers, not the stamp), only ``indexed`` set on it; else its ``ICMD#``
-    pointer, its ``OCMD#`` pointer when it is still ``queued`` or ``running``, then ``indexed`` set on it. The stamp
-    is conditioned on the item existing (one deleted meanwhile, by its TTL, is not made again). A pointer expires as
+    One consistent Query of the ``CMD#`` range keeping only the items without ``indexed``; for each with a command's
+    id (at most ``MAX_COMMAND_ID`` characters) that names an instance (``core.model.INSTANCE_ID_RE``), as every
+    ``Command`` does (any other item is forged, and no reader asks for it), up to ``MAX_BACKFILLED``: a GetItem of its
+    ``ICMD#`` pointer and, while it is ``queued`` or ``running``, of its ``OCMD#`` pointer; the pointers missing
+    written (none, after an upgrade from a version that wrote pointers but not the stamp); then ``indexed`` set on
+    it, conditioned on the item existing (one deleted meanwhile, by its TTL, is not made again). A pointer expires as
     ``pointer_expiry`` says. A call DynamoDB refuses for one command (``AwsRequestError``) leaves that command and
-    goes on with the next.
+    goes on with the next (not counted in ``MAX_BACKFILLED``).
 
     Remembered on ``table`` (``BACKFILLED``, ``backfill_due``): a backfill that went through every command; a dry
     run's always (it said what it would write: reading again each tick would say it again); a refused Query (not
-    asked again each tick). One stopped at the bound is not: the next call goes on. ``dry_run``: nothing written (no
-    GetItem either: every command is reported ``pointed``).
+    asked again each tick). One stopped at the bound is not: the next call goes on. ``dry_run``: nothing written
+    (the GetItems are made: what is only stamped is told apart).
 
     Returns:
         A ``Backfill``; empty when not due.
@@ -300,20 +308,18 @@ def backfill_pointers(table: Table, now: datetime, *, dry_run: bool = False) -> 
         for item in table.query_range(COMMAND_PREFIX, COMMAND_PREFIX[:-1] + "$", consistent=True, keep=unindexed):
             command_id = str(item.get("sk", ""))[len(COMMAND_PREFIX) :]
             instance_id = item.get("instance_id")
-            if not command_id or not isinstance(instance_id, str) or not INSTANCE_ID_RE.fullmatch(instance_id):
-                continue  # names no instance (no command does: forged): no reader would ask for it
-            if len(pointed) + len(stamped) + len(refused) >= MAX_BACKFILLED:
+            if not 0 < len(command_id) <= MAX_COMMAND_ID or not isinstance(instance_id, str):
+                continue  # no command has such an id (``Command.command_id``): forged; no reader asks for it
+            if not INSTANCE_ID_RE.fullmatch(instance_id):
+                continue  # names no instance (no command does: forged): no reader asks for it either
+            if len(pointed) + len(stamped) >= MAX_BACKFILLED:
                 if dry_run:
                     break  # said what it would begin with: a dry run never goes on (nothing it reads changes)
                 return Backfill(tuple(pointed), tuple(stamped), tuple(refused))  # the rest at the next call
-            if dry_run:
-                pointed.append(command_id)
-                continue
             try:
-                if _backfilled(table, item, command_id, instance_id, now):
-                    pointed.append(command_id)
-                else:
-                    stamped.append(command_id)
+                (pointed if _backfilled(table, item, command_id, instance_id, now, dry_run) else stamped).append(
+                    command_id
+                )
             except AwsRequestError:
                 refused.append(command_id)
     except AwsRequestError:
@@ -325,16 +331,18 @@ def backfill_pointers(table: Table, now: datetime, *, dry_run: bool = False) -> 
     return Backfill(tuple(pointed), tuple(stamped), tuple(refused))
 
 
-def _backfilled(table: Table, item: Mapping[str, Any], command_id: str, instance_id: str, now: datetime) -> bool:
-    """Give one unstamped command its pointers (unless its ``ICMD#`` pointer is there) and its stamp; True when
-    pointers were written."""
-    sk = pointer_sk(instance_id, command_id)
-    write = table.get(sk) is None
-    if write:
-        attrs = {"command_id": command_id, "created_at": utcnow().isoformat(), "expires_at": pointer_expiry(item, now)}
+def _backfilled(
+    table: Table, item: Mapping[str, Any], command_id: str, instance_id: str, now: datetime, dry_run: bool
+) -> bool:
+    """Give one unstamped command the pointers it lacks (its ``ICMD#``; its ``OCMD#`` while it is open), then its
+    stamp; True when a pointer was missing (``dry_run``: only read)."""
+    wanted = [pointer_sk(instance_id, command_id)] + ([open_sk(command_id)] if is_open(item) else [])
+    missing = [sk for sk in wanted if table.get(sk) is None]
+    if dry_run:
+        return bool(missing)
+    attrs = {"command_id": command_id, "created_at": utcnow().isoformat(), "expires_at": pointer_expiry(item, now)}
+    for sk in missing:
         table.put(sk, attrs)
-        if item.get("status") in OPEN:
-            table.put(open_sk(command_id), attrs)
     with contextlib.suppress(ConflictError):  # deleted meanwhile (its TTL): nothing to stamp
         table.update(f"{COMMAND_PREFIX}{command_id}", {INDEXED: True}, condition=Attr("pk").exists())
-    return write
+    return bool(missing)

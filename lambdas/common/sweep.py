@@ -212,7 +212,8 @@ def sweep_commands(
 def _backfill(store: Store, now: datetime, dry_run: bool, logger: Any) -> list[str]:
     """``backfill_pointers`` when due, logged; returns the commands given pointers (``Backfill.pointed``). A failure
     to reach the table, or DynamoDB refusing the Query, is logged and leaves the rest of the sweep to go on (due again
-    at the next tick, or after the interval: ``backfill_pointers``); a command whose writes were refused is logged
+    at the next tick, or after the interval: ``backfill_pointers``), and so is any other exception (a defect: the
+    stranded commands are still swept); a command whose writes were refused is logged
     (an error: a forged item, or a bug) and left."""
     try:
         backfill = backfill_pointers(store, now, dry_run=dry_run)
@@ -221,6 +222,9 @@ def _backfill(store: Store, now: datetime, dry_run: bool, logger: Any) -> list[s
         return []
     except AwsRequestError as err:
         logger.error(f"command pointers not backfilled: DynamoDB refused the read: {err}")
+        return []
+    except Exception as err:  # noqa: BLE001 - a defect here must not keep the stranded commands below unsent
+        logger.error(f"command pointers not backfilled: {type(err).__name__}: {err}")
         return []
     if backfill.pointed:
         logger.warning(

@@ -188,6 +188,8 @@ def _record_without_pointers(world: World) -> None:
     Store(world.table, CLUSTER).put(
         "CMD#rolled-back-1", {"status": "succeeded", "instance_id": instance, "kind": "cordon", "created_at": "0"}
     )
+    # forged (the agent's role may write its partition): names no instance, so nothing points to it, nor must
+    Store(world.table, CLUSTER).put("CMD#forged-1", {"status": ["queued"], "instance_id": "not-an-instance"})
 
 
 def test_a_command_recorded_without_pointers_is_backfilled_before_the_end() -> None:

@@ -222,9 +222,10 @@ def test_a_command_with_pointers_but_no_stamp_is_only_stamped(store: Store) -> N
     now = utcnow()
     store.record_command(command("pre-stamp"), TTL, now=now - timedelta(hours=1))
     store.update("CMD#pre-stamp", {"indexed": None})  # as those versions recorded it
-    before = store.get(pointer_sk(I1, "pre-stamp"))
+    before = (store.get(pointer_sk(I1, "pre-stamp")), store.get(open_sk("pre-stamp")))
+    assert backfill_pointers(Store(store.table, "demo"), now, dry_run=True) == Backfill(stamped=("pre-stamp",))
     assert backfill_pointers(store, now) == Backfill(stamped=("pre-stamp",))
-    assert store.get(pointer_sk(I1, "pre-stamp")) == before  # not written again
+    assert (store.get(pointer_sk(I1, "pre-stamp")), store.get(open_sk("pre-stamp"))) == before  # not written again
     assert store.get("CMD#pre-stamp", consistent=True)["indexed"] is True  # type: ignore[index]
 
 
@@ -237,17 +238,22 @@ def test_forged_commands_are_refused_or_bounded_and_never_stop_the_backfill(stor
     complete(store)
     now = utcnow()
     store.put("CMD#a-long", {"status": "queued", "instance_id": "i-" + "f" * 1100})
+    store.put("CMD#a" + "x" * 900, {"status": "queued", "instance_id": I1})  # a pointer key over 1,024 bytes
+    store.put("CMD#a-listed", {"status": ["queued"], "instance_id": I2})  # no status: a finished one's pointer
     store.put("CMD#b-huge", {"status": "queued", "instance_id": I1, "expires_at": Decimal("1E+100")})
     store.put("CMD#c-bool", {"status": "queued", "instance_id": I1, "expires_at": True})
     store.put("CMD#d-text", {"status": "queued", "instance_id": I1, "expires_at": "soon"})
     store.put("CMD#e-negative", {"status": "queued", "instance_id": I1, "expires_at": -5})
     expires = rolled_back(store, "f-real")
-    assert backfill_pointers(store, now) == Backfill(pointed=("b-huge", "c-bool", "d-text", "e-negative", "f-real"))
+    assert backfill_pointers(store, now) == Backfill(
+        pointed=("a-listed", "b-huge", "c-bool", "d-text", "e-negative", "f-real")
+    )
     fallback = to_epoch(now) + POINTER_TTL_MARGIN_SECONDS
     for cid in ("b-huge", "c-bool", "d-text", "e-negative"):
         assert int((store.get(pointer_sk(I1, cid)) or {})["expires_at"]) == fallback
     assert int((store.get(pointer_sk(I1, "f-real")) or {})["expires_at"]) == expires + POINTER_TTL_MARGIN_SECONDS
     assert "indexed" not in (store.get("CMD#a-long", consistent=True) or {})  # left as it was
+    assert store.get(open_sk("a-listed")) is None and store.get(pointer_sk(I2, "a-listed")) is not None
 
 
 def test_a_write_dynamodb_refuses_leaves_that_command_and_goes_on(
@@ -286,3 +292,14 @@ def test_a_command_deleted_while_its_pointers_are_written_is_not_made_again(
     monkeypatch.setattr(store, "put", expiring_meanwhile)
     assert backfill_pointers(store, now).pointed == ("expiring",)
     assert store.get("CMD#expiring", consistent=True) is None  # no stub with only ``indexed``
+
+
+def test_an_open_command_whose_instance_pointer_is_there_still_gets_its_open_pointer(store: Store) -> None:
+    """A forged (or left) ``ICMD#`` pointer does not make a rolled-back open command look pointed: the sweep reads
+    the open ones through ``OCMD#``."""
+    complete(store)
+    now = utcnow()
+    rolled_back(store, "rb-open")
+    store.put(pointer_sk(I1, "rb-open"), {"command_id": "rb-open", "created_at": now.isoformat(), "expires_at": 1})
+    assert backfill_pointers(store, now) == Backfill(pointed=("rb-open",))
+    assert store.get(open_sk("rb-open")) is not None

@@ -323,6 +323,8 @@ def test_a_backfill_dynamodb_refuses_is_logged_and_the_sweep_goes_on(
     assert sweep_commands(store, sender, NOW, 300, dry_run=False, logger=log) == {"resent": ["stuck"], "expired": []}
     assert sender.sent == [stuck]
     assert any("DynamoDB refused the read" in line for line in log.lines)
-    # remembered: not asked again at every tick
+    # remembered: not asked again at every tick, but as an environment's first hour asks (every 5 minutes)
     sweep_commands(store, sender, NOW + timedelta(seconds=60), 300, dry_run=False, logger=log)
     assert len(asked) == 1
+    sweep_commands(store, sender, NOW + timedelta(seconds=300), 300, dry_run=False, logger=log)
+    assert len(asked) == 2
