@@ -308,10 +308,12 @@ def backfill_pointers(table: Table, now: datetime, *, dry_run: bool = False) -> 
         for item in table.query_range(COMMAND_PREFIX, COMMAND_PREFIX[:-1] + "$", consistent=True, keep=unindexed):
             command_id = str(item.get("sk", ""))[len(COMMAND_PREFIX) :]
             instance_id = item.get("instance_id")
-            if not 0 < len(command_id) <= MAX_COMMAND_ID or not isinstance(instance_id, str):
-                continue  # no command has such an id (``Command.command_id``): forged; no reader asks for it
-            if not INSTANCE_ID_RE.fullmatch(instance_id):
-                continue  # names no instance (no command does: forged): no reader asks for it either
+            if not (
+                0 < len(command_id) <= MAX_COMMAND_ID
+                and isinstance(instance_id, str)
+                and INSTANCE_ID_RE.fullmatch(instance_id)
+            ):
+                continue  # no ``Command`` has such an id or names no instance: forged; no reader asks for it
             if len(pointed) + len(stamped) >= MAX_BACKFILLED:
                 if dry_run:
                     break  # said what it would begin with: a dry run never goes on (nothing it reads changes)
@@ -323,12 +325,16 @@ def backfill_pointers(table: Table, now: datetime, *, dry_run: bool = False) -> 
             except AwsRequestError:
                 refused.append(command_id)
     except AwsRequestError:
-        table.memo[BACKFILLED] = now.timestamp()  # refused (an IAM policy without Query?): not asked every tick
-        table.memo.setdefault(FIRST_BACKFILLED, now.timestamp())
+        _remember_backfill(table, now)  # refused (an IAM policy without Query?): not asked every tick
         raise
+    _remember_backfill(table, now)
+    return Backfill(tuple(pointed), tuple(stamped), tuple(refused))
+
+
+def _remember_backfill(table: Table, now: datetime) -> None:
+    """Note on ``table`` a backfill at ``now`` (``backfill_due`` reads it), and the first one's time."""
     table.memo[BACKFILLED] = now.timestamp()
     table.memo.setdefault(FIRST_BACKFILLED, now.timestamp())
-    return Backfill(tuple(pointed), tuple(stamped), tuple(refused))
 
 
 def _backfilled(

@@ -35,7 +35,14 @@ from decimal import Decimal
 from typing import Any
 
 from adapters.aws.ports import CommandSender
-from adapters.dynamo.command_index import backfill_pointers, delete_open_pointer, index_complete, open_commands
+from adapters.dynamo.command_index import (
+    OPEN,
+    backfill_pointers,
+    delete_open_pointer,
+    index_complete,
+    is_open,
+    open_commands,
+)
 from adapters.dynamo.commands import command_sk, end_queued_command, recorded_command
 from adapters.dynamo.store import Store
 from adapters.dynamo.table import Attr, plain
@@ -43,16 +50,6 @@ from core.exceptions import AwsRequestError, ConflictError, StoreUnavailableErro
 from core.model import Command, CommandStatus
 
 EXPIRED = "expired: never started before its deadline"
-
-# the statuses the sweeper looks at; an item in any other (a week of finished commands) is never converted
-SWEPT = frozenset({CommandStatus.QUEUED.value, CommandStatus.RUNNING.value})
-
-
-def swept(item: Mapping[str, Any]) -> bool:
-    """Whether the sweeper looks at this ``CMD#`` item (its ``status`` ``queued`` or ``running``; any other value,
-    of any type, is not). Pure."""
-    status = item.get("status")
-    return isinstance(status, str) and status in SWEPT
 
 
 @dataclass(frozen=True)
@@ -105,7 +102,7 @@ def stranded(items: Iterable[Mapping[str, Any]], now: datetime, after_seconds: f
     unreadable: list[str] = []
     retake: list[tuple[Command, float]] = []
     for item in items:
-        if not swept(item):
+        if not is_open(item):  # the statuses the sweeper looks at (any other: never converted)
             continue
         status = item.get("status")
         command = recorded_command(dict(item))
@@ -145,9 +142,9 @@ def sweep_commands(
     last sweep, whose pointers are deleted after the rest is done, ``pointers_deleted`` in the answer), after
     the pointers of commands recorded without them are written, when due (``backfill_pointers``: at the first tick of
     an execution environment, every 5 minutes in its first hour, every half hour after; ``pointers_backfilled`` in the
-    answer). Before (an
-    upgrade's first week), one Query of the whole ``CMD#`` range with a FilterExpression on the status: DynamoDB
-    reads the week of finished commands with their results, but neither sends them nor has the Lambda parse them.
+    answer). Before (an upgrade's first week), one Query of the whole ``CMD#`` range with a FilterExpression on the
+    status: DynamoDB reads the week of finished commands with their results, but neither sends them nor has the
+    Lambda parse them.
 
     Raises:
         StoreUnavailableError, AwsUnavailableError, AwsRequestError.
@@ -157,12 +154,12 @@ def sweep_commands(
     if index_complete(store, now):
         backfilled = _backfill(store, now, dry_run, logger)  # first: a command it gives pointers to is swept below
         found, stale = open_commands(store, now)
-        items: Iterable[Mapping[str, Any]] = (item for item in found if swept(item))
+        items: Iterable[Mapping[str, Any]] = (item for item in found if is_open(item))
     else:
         queried = store.query_range(
-            "CMD#", "CMD$", consistent=True, keep=Attr("status").is_in(sorted(SWEPT)), convert=False
+            "CMD#", "CMD$", consistent=True, keep=Attr("status").is_in(sorted(OPEN)), convert=False
         )
-        items = (plain(item) for item in queried if swept(item))
+        items = (plain(item) for item in queried if is_open(item))
     sweep = stranded(items, now, after_seconds)
     done: dict[str, list[str]] = {"resent": [], "expired": []}
     if backfilled:
@@ -213,8 +210,7 @@ def _backfill(store: Store, now: datetime, dry_run: bool, logger: Any) -> list[s
     """``backfill_pointers`` when due, logged; returns the commands given pointers (``Backfill.pointed``). A failure
     to reach the table, or DynamoDB refusing the Query, is logged and leaves the rest of the sweep to go on (due again
     at the next tick, or after the interval: ``backfill_pointers``), and so is any other exception (a defect: the
-    stranded commands are still swept); a command whose writes were refused is logged
-    (an error: a forged item, or a bug) and left."""
+    stranded commands are still swept); a command whose writes were refused is logged (an error) and left."""
     try:
         backfill = backfill_pointers(store, now, dry_run=dry_run)
     except StoreUnavailableError as err:
