@@ -12,7 +12,7 @@ command id kept in the map layout as the refresher wrote them).
     python -m bench.run_item --pass     # one refresher pass's CPU at 300 and 1,000 steps (below)
 
 Then the boundary a start is held to (``lambdas/refresher/runsize.py``): the most steps of such a run that fit under
-the guard (``core.runs.RUN_ITEM_GUARD_BYTES``) at the largest the run reaches (``core.runpeak.peak_run``) at
+the guard (``core.runlimits.RUN_ITEM_GUARD_BYTES``) at the largest the run reaches (``core.runpeak.peak_run``) at
 ``max_surge`` 1, 3 and 10, found by bisection.
 """
 
@@ -24,8 +24,9 @@ from typing import Any
 
 from adapters.dynamo.table import dynamo
 from core.itemsize import DYNAMODB_ITEM_LIMIT_BYTES, item_bytes
+from core.runlimits import RUN_ITEM_GUARD_BYTES
 from core.runpeak import peak_run
-from core.runs import RUN_ITEM_GUARD_BYTES, GroupSurge, Run, RunOptions, RunStatus, RunStep, StepState
+from core.runs import GroupSurge, Run, RunOptions, RunStatus, RunStep, StepState
 
 T0 = datetime(2026, 12, 2, 10, 0, 0, 123456, tzinfo=UTC)
 CLUSTER = "prod.k8s.example.com"

@@ -3,7 +3,7 @@
 A run's item grows as it goes: a pending step is a short row (``core.runrecord``), a finished one a longer row (its
 state, spare, drain, note, times and command), and a step in flight a whole map with the fields only a step in flight
 carries, its ``surge_baseline`` first (the ids of its group's instances when the surge was asked for). A run that fits
-at its creation can therefore outgrow ``core.runs.RUN_ITEM_GUARD_BYTES`` halfway through, and then pauses
+at its creation can therefore outgrow ``core.runlimits.RUN_ITEM_GUARD_BYTES`` halfway through, and then pauses
 (``lambdas/common/refused.py``). ``peak_run`` builds the run as it will be at its largest, so a start can measure that
 item (``RunStore.item_of``) and refuse the run before it takes the lock (``lambdas/refresher/runsize.py``).
 

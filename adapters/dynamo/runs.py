@@ -1,14 +1,14 @@
 """Refresh runs in the table: the ``RUN#<run id>`` items (``core.runs.Run``), saved whole and conditioned on their
 ``version``, and what other capacity operations read of the active run (its surge).
 
-**Size.** DynamoDB refuses an item over 400 KB ("DynamoDB item sizes and formats"), and a run's whole state is one
-item, its steps at rest as compact rows (``core.runrecord``). Before each write the item is measured as DynamoDB
-counts it (``core.itemsize``); over ``guard_bytes`` (``core.runs.RUN_ITEM_GUARD_BYTES``) the write is not attempted:
-``RunRecordRefusedError`` (code ``ItemTooLarge``). A run that is no longer ``running`` (pausing, cancelling, over)
-is first saved shed (its final steps without their times, notes and node names, ``Run.to_item(shed=True)``), so
-the pause that follows such a refusal can still be recorded, and its surge given back, step by step. A write DynamoDB
-refuses as invalid (``ValidationException``; ``ValidationError`` in a transaction) raises the same error with its
-code. ``record_refusal`` is the small write that pauses the run then (``lambdas/common/refused.py``).
+**Size.** DynamoDB refuses an item over 400 KB ("DynamoDB item sizes and formats"), and a run's whole state is one item,
+its steps at rest as compact rows (``core.runrecord``). Before each write the item is measured as DynamoDB counts it
+(``core.itemsize``); over ``guard_bytes`` (``core.runlimits.RUN_ITEM_GUARD_BYTES``) the write is not attempted:
+``RunRecordRefusedError`` (code ``ItemTooLarge``). A run that is no longer ``running`` (pausing, cancelling, over) is
+first saved shed (its final steps without their times, notes and node names, ``Run.to_item(shed=True)``), so the pause
+that follows such a refusal can still be recorded, and its surge given back, step by step. A write DynamoDB refuses as
+invalid (``ValidationException``; ``ValidationError`` in a transaction) raises the same error with its code.
+``record_refusal`` is the small write that pauses the run then (``lambdas/common/refused.py``).
 
 **Retention.** A run that is over (not ``running``, ``pausing`` nor ``cancelling``) is written with ``expires_at``
 (``core.schema.TTL_ATTRIBUTE``, epoch seconds) ``retention_seconds`` after its end (``finished_at``, else its last
@@ -28,7 +28,8 @@ from core.exceptions import AwsRequestError, RunConflictError, RunRecordRefusedE
 from core.itemsize import item_bytes
 from core.lock import Lease
 from core.model import utcnow
-from core.runs import REFUSAL_REASON_CHARS, RUN_ITEM_GUARD_BYTES, RUN_RETENTION_SECONDS, Run, RunStatus
+from core.runlimits import REFUSAL_REASON_CHARS, RUN_ITEM_GUARD_BYTES, RUN_RETENTION_SECONDS
+from core.runs import Run, RunStatus
 from core.schema import TTL_ATTRIBUTE
 
 PREFIX = "RUN#"

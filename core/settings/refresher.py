@@ -8,7 +8,8 @@ from pydantic import Field, model_validator
 
 from core.exceptions import SettingsError
 from core.lock import lease_too_short
-from core.runs import MIN_RUN_RETENTION_SECONDS, RUN_RETENTION_SECONDS, DrainTimeoutPolicy, WaitDeadline
+from core.runlimits import MIN_RUN_RETENTION_SECONDS, RUN_RETENTION_SECONDS
+from core.runs import DrainTimeoutPolicy, WaitDeadline
 from core.settings.base import (
     _COMMON_ENV,
     _LAMBDA_ENV,

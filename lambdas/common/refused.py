@@ -2,15 +2,14 @@
 exists, instead of retried (a refusal is never counted as done, and bad input loses nothing).
 
 A save is refused for its size before the call (``RunRecordRefusedError`` ``ItemTooLarge``: the item would be over
-``core.runs.RUN_ITEM_GUARD_BYTES``) or by DynamoDB (``ValidationException``, e.g. over its 400 KB item size). Nothing
-was written. Retrying the same save would be refused the same way at every attempt (a refresher pass, a redelivered
-event), the run never moving on while it keeps its groups from compensation (issue 10). So the refusal is logged
-(error) and counted (``RunRecordRefused``, by ``code``) and a small write records it on the stored item
-(``RunStore.record_refusal``): a ``running`` run becomes ``pausing`` with the reason (``cancelling`` for an
-operator's cancel, ``cancel=True``), and the refresher's next passes take the normal pause path (pending steps
-skipped, steps in flight give their surge back, MaxSize restored, the run ends ``paused`` or ``cancelled`` and the
-lock is released), each saved shed if the whole item does not fit. A run already stopping only gets the reason
-appended.
+``core.runlimits.RUN_ITEM_GUARD_BYTES``) or by DynamoDB (``ValidationException``, e.g. over its 400 KB item size).
+Nothing was written. Retrying the same save would be refused the same way at every attempt (a refresher pass, a
+redelivered event), the run never moving on while it keeps its groups from compensation (issue 10). So the refusal is
+logged (error) and counted (``RunRecordRefused``, by ``code``) and a small write records it on the stored item
+(``RunStore.record_refusal``): a ``running`` run becomes ``pausing`` with the reason (``cancelling`` for an operator's
+cancel, ``cancel=True``), and the refresher's next passes take the normal pause path (pending steps skipped, steps in
+flight give their surge back, MaxSize restored, the run ends ``paused`` or ``cancelled`` and the lock is released), each
+saved shed if the whole item does not fit. A run already stopping only gets the reason appended.
 
 Used by the refresher (its passes, ``lambdas.refresher.advance``; an operator's cancel, ``service.cancel``) and by
 the interruption Lambda (a replacement run it starts or joins, ``lambdas.interruption.replacement``).

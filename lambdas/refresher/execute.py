@@ -32,8 +32,9 @@ from datetime import datetime
 from typing import Any
 
 from adapters.aws.ports import AwsPort
+from adapters.dynamo.command_delivery import record_and_send
 from adapters.dynamo.command_index import mark_index, pointing
-from adapters.dynamo.commands import record_and_send, recording
+from adapters.dynamo.commands import recording
 from adapters.dynamo.lock import LeaseLock, Taking
 from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store

@@ -1,7 +1,7 @@
 """Whether a new run's ``RUN#`` item can be written for the whole run: at its creation and at its largest.
 
 A run is refused at its start, before the lock, when its item would be over the size guard
-(``core.runs.RUN_ITEM_GUARD_BYTES``, ``RunStore.item_of``) as planned or at the peak it reaches while it runs
+(``core.runlimits.RUN_ITEM_GUARD_BYTES``, ``RunStore.item_of``) as planned or at the peak it reaches while it runs
 (``core.runpeak.peak_run``: every step finished, those in flight at once at ``max_surge`` with their surge
 baselines). Otherwise it would start, replace part of the cluster, and pause at the guard halfway
 (``lambdas/common/refused.py``).

@@ -30,7 +30,7 @@ from typing import Any
 
 from adapters.aws.ports import AwsPort
 from adapters.dynamo import ledger as ledger_store
-from adapters.dynamo.commands import record_and_send
+from adapters.dynamo.command_delivery import record_and_send
 from adapters.dynamo.store import Store
 from core.capacity import Bounds
 from core.exceptions import AwsRequestError

@@ -16,10 +16,10 @@ import pytest
 from moto import mock_aws
 
 from adapters.dynamo import ledger as ledger_store
+from adapters.dynamo.command_delivery import record_and_send
 from adapters.dynamo.commands import (
     cancel_queued_command,
     commands_for_instance,
-    record_and_send,
     recording,
     resolve_cordon,
     tighten_deadline,

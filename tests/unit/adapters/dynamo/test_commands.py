@@ -4,11 +4,10 @@ from datetime import timedelta
 
 import pytest
 
+from adapters.dynamo.command_delivery import Delivery, record_and_send
 from adapters.dynamo.commands import (
-    Delivery,
     cancel_queued_command,
     commands_for_instance,
-    record_and_send,
     recorded_command,
 )
 from core.exceptions import CommandExistsError, CommandTransitionError

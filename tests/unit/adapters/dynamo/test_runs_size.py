@@ -15,7 +15,8 @@ from adapters.dynamo.table import translate_fenced
 from core.exceptions import AwsRequestError, RunConflictError, RunRecordRefusedError
 from core.itemsize import DYNAMODB_ITEM_LIMIT_BYTES
 from core.lock import Lease
-from core.runs import RUN_ITEM_GUARD_BYTES, GroupSurge, Run, RunOptions, RunStatus, RunStep, StepState
+from core.runlimits import RUN_ITEM_GUARD_BYTES
+from core.runs import GroupSurge, Run, RunOptions, RunStatus, RunStep, StepState
 from tests.unit.adapters.dynamo.aws_item_size import TOO_LARGE, refuse_as_dynamodb
 
 T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
