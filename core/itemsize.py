@@ -65,7 +65,8 @@ def value_bytes(value: Any) -> int:
 
 def _list_bytes(values: list[Any]) -> int:
     """A list's size: ``value_bytes``'s, its strings and ints counted here rather than in a call each (a 1,000-step
-    ``RUN#`` item's rows hold 15,000 of them)."""
+    ``RUN#`` item's rows hold 15,000 of them), and a list in it that holds only such scalars (a row) sized once for
+    its content (``_row_bytes``)."""
     total = 3 + len(values)
     for v in values:
         kind = type(v)
@@ -73,9 +74,34 @@ def _list_bytes(values: list[Any]) -> int:
             total += len(v) if v.isascii() else len(v.encode("utf-8"))
         elif kind is int:
             total += ((len(str(abs(v)).rstrip("0")) or 1) + 1) // 2 + 1
+        elif kind is list:
+            total += _row_bytes(v)
         else:
             total += value_bytes(v)
     return total
+
+
+# a row's content (its values and their exact types: ``True`` costs 1 byte, ``1`` 2) -> its size
+_ROWS: dict[tuple[tuple[Any, ...], tuple[type, ...]], int] = {}
+MEMO_ROWS = 50_000  # the most row sizes kept before the memo starts again (a few runs of a few thousand steps)
+_SCALARS = frozenset((str, int, bool, type(None)))
+
+
+def _row_bytes(values: list[Any]) -> int:
+    """A nested list's size; one of scalars only (str, int, bool, None: a ``RUN#`` row, ``core.runrecord``) is
+    counted once for its content and remembered, since a large run's rows repeat from one save to the next. Keyed
+    by the values and their exact types, so the same content always gives the same size."""
+    types = tuple(map(type, values))
+    if not _SCALARS.issuperset(types):
+        return _list_bytes(values)
+    key = (tuple(values), types)
+    size = _ROWS.get(key)
+    if size is None:
+        size = _list_bytes(values)
+        if len(_ROWS) >= MEMO_ROWS:
+            _ROWS.clear()
+        _ROWS[key] = size
+    return size
 
 
 def item_bytes(item: Mapping[str, Any]) -> int:

@@ -47,7 +47,7 @@ def canonical(value: Any) -> Any:
     if kind is dict:  # a map: its values one by one, as the serializer and the deserializer treat them
         return {k: canonical(v) for k, v in value.items()}
     if kind is list:
-        return [canonical(v) for v in value]
+        return [_canonical_row(v) if type(v) is list else canonical(v) for v in value]
     if kind is Decimal or kind is int:  # a number: the round trip of the same text is the same number
         key = (kind, str(value))
         number = _NUMBERS.get(key)
@@ -63,6 +63,32 @@ def canonical(value: Any) -> Any:
 # canonical numbers by (type, text): a pure memo (same text in, same Decimal out), bounded, shared by every run
 _NUMBERS: dict[tuple[type, str], Decimal] = {}
 _NUMBERS_KEPT = 4096
+# a list of scalars by its content (values and their exact types: ``True``, ``1`` and ``Decimal(1)`` are equal in
+# Python) -> its canonical values and its size: pure memos, bounded, shared by every run; a large ``RUN#`` item's
+# rows (``core.runrecord``) are written again and again with the same content
+_ROW_SCALARS = frozenset({str, int, bool, type(None), Decimal})
+_ROWS: dict[tuple[tuple[Any, ...], tuple[type, ...]], tuple[Any, ...]] = {}
+_ROW_BYTES: dict[tuple[tuple[Any, ...], tuple[type, ...]], int] = {}
+_ROWS_KEPT = 50_000
+
+
+def _row_key(values: list[Any]) -> tuple[tuple[Any, ...], tuple[type, ...]] | None:
+    types = tuple(map(type, values))
+    return (tuple(values), types) if _ROW_SCALARS.issuperset(types) else None
+
+
+def _canonical_row(values: list[Any]) -> list[Any]:
+    """``canonical`` of a list inside a list, a list of scalars remembered by its content (a new list each time)."""
+    key = _row_key(values)
+    if key is None:
+        return [canonical(v) for v in values]
+    row = _ROWS.get(key)
+    if row is None:
+        row = tuple(canonical(v) for v in values)
+        if len(_ROWS) >= _ROWS_KEPT:
+            _ROWS.clear()
+        _ROWS[key] = row
+    return list(row)
 
 
 def _trimmed(value: Any) -> Any:
@@ -227,7 +253,7 @@ def value_bytes(value: Any) -> int:
     if kind is Decimal:
         return _number_bytes(value)
     if kind is list:
-        return 3 + sum(1 + value_bytes(v) for v in value)
+        return 3 + sum(1 + (_row_bytes(v) if type(v) is list else value_bytes(v)) for v in value)
     if kind is dict:
         return 3 + sum(1 + len(k.encode("utf-8")) + value_bytes(v) for k, v in value.items())
     if isinstance(value, bool) or value is None:
@@ -245,6 +271,20 @@ def value_bytes(value: Any) -> int:
     if isinstance(value, dict):
         return 3 + sum(1 + len(k.encode("utf-8")) + value_bytes(v) for k, v in value.items())
     raise TypeError(f"not a DynamoDB value: {type(value).__name__}")
+
+
+def _row_bytes(values: list[Any]) -> int:
+    """``value_bytes`` of a list inside a list, a list of scalars remembered by its content."""
+    key = _row_key(values)
+    if key is None:
+        return 3 + sum(1 + value_bytes(v) for v in values)
+    size = _ROW_BYTES.get(key)
+    if size is None:
+        size = 3 + sum(1 + value_bytes(v) for v in values)
+        if len(_ROW_BYTES) >= _ROWS_KEPT:
+            _ROW_BYTES.clear()
+        _ROW_BYTES[key] = size
+    return size
 
 
 def item_bytes(item: Item) -> int:

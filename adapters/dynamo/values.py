@@ -31,10 +31,35 @@ def plain(value: Any) -> Any:
             if type(v) in _AS_IS
             else (int(v) if v == v.to_integral_value() else float(v))
             if type(v) is Decimal
+            else _plain_row(v)
+            if type(v) is list
             else plain(v)
             for v in value
         ]
     return value
+
+
+# a row's content as answered (its values and their exact types: ``Decimal(1)`` and ``True`` are equal in Python)
+# -> its plain values
+_ROWS: dict[tuple[tuple[Any, ...], tuple[type, ...]], tuple[Any, ...]] = {}
+MEMO_ROWS = 50_000  # the most rows kept before the memo starts again (a few runs of a few thousand steps)
+_ROW_SCALARS = frozenset({str, bool, int, type(None), Decimal})
+
+
+def _plain_row(values: list[Any]) -> list[Any]:
+    """``plain`` of a list in a list: one of scalars only (a ``RUN#`` row, ``core.runrecord``) converted once for
+    its content and remembered (a large run's rows repeat from one read to the next), a new list each time."""
+    types = tuple(map(type, values))
+    if not _ROW_SCALARS.issuperset(types):
+        return plain(values)  # type: ignore[no-any-return]
+    key = (tuple(values), types)
+    row = _ROWS.get(key)
+    if row is None:
+        row = tuple(plain(values))
+        if len(_ROWS) >= MEMO_ROWS:
+            _ROWS.clear()
+        _ROWS[key] = row
+    return list(row)
 
 
 def dynamo(value: Any) -> Any:

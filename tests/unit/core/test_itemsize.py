@@ -31,3 +31,15 @@ def test_a_list_s_size_is_its_elements_by_the_rule() -> None:
 def test_numbers_in_a_list_cost_their_significant_digits() -> None:
     # 0 and 5: one digit (2 bytes); 12000: two (2); 123: three (3); each element 1 more, the list 3
     assert item_bytes({"l": [0, 5, 12000, 123]}) == 1 + 3 + 4 + 2 + 2 + 2 + 3
+
+
+def test_a_row_s_remembered_size_is_its_content_s_with_its_types() -> None:
+    # equal as Python values (True == 1, hash alike) but not as DynamoDB stores them: BOOL 1 byte, N 2
+    assert item_bytes({"rows": [[True, None]]}) == 4 + 3 + 1 + (3 + 2 + 1 + 1)
+    assert item_bytes({"rows": [[1, None]]}) == 4 + 3 + 1 + (3 + 2 + 2 + 1)
+    assert item_bytes({"rows": [[True, None]]}) == 4 + 3 + 1 + (3 + 2 + 1 + 1)  # remembered, still its own
+    # a row holding a map or a float is sized each time, by the rule
+    nested: list[Any] = [["a", {"k": 12345}], [1.5, 7]]
+    assert value_bytes(nested) == by_rule(nested)
+    nested[0][1]["k"] = 1
+    assert value_bytes(nested) == by_rule(nested)

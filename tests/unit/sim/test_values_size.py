@@ -32,3 +32,23 @@ def test_a_number_s_size_is_the_same_memoised_or_counted() -> None:
     assert [value_bytes(n) for n in reversed(numbers)] == list(reversed(first))  # memoised: the same answers
     assert value_bytes(Decimal("1.0")) == value_bytes(Decimal("1")) == 2
     assert len(values._NUMBER_BYTES) <= values._NUMBERS_KEPT
+
+
+def test_a_row_s_canonical_values_and_size_are_its_own_remembered_or_not() -> None:
+    # ``True``, ``1`` and ``Decimal(1)`` are equal in Python (and hash alike); DynamoDB stores BOOL and N apart
+    first = values.canonical([["i-1", True, 7]])
+    second = values.canonical([["i-1", Decimal(1), 7]])
+    assert [type(v) for v in first[0]] == [str, bool, Decimal]
+    assert [type(v) for v in second[0]] == [str, Decimal, Decimal]
+    assert value_bytes(first) == 3 + 1 + (3 + (1 + 3) + (1 + 1) + (1 + 2))
+    assert value_bytes(second) == 3 + 1 + (3 + (1 + 3) + (1 + 2) + (1 + 2))
+    again = values.canonical([["i-1", True, 7]])
+    assert again == first and again[0] is not first[0]  # a new list: the table may change its stored one
+    again[0].append("x")
+    assert values.canonical([["i-1", True, 7]]) == [["i-1", True, Decimal(7)]]
+    try:  # a float in a row is refused as boto3 refuses it, remembered rows or not
+        values.canonical([["i-1", 1.5]])
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("a float was accepted")

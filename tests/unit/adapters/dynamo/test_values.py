@@ -53,3 +53,17 @@ def test_dynamo_makes_floats_decimals_and_drops_none_from_maps_everywhere() -> N
     assert got["rows"][0][5] is None  # a list keeps its None
     assert got["rows"][0][8] == [2, [1, Decimal("2.5")]]
     assert got["m"]["b"][1] == {"d": 3} and got["t"] == [Decimal("1.5"), None]
+
+
+def test_a_row_read_again_comes_out_as_its_own_content_in_a_new_list() -> None:
+    # ``True`` and ``Decimal(1)`` are equal in Python (and hash alike); a remembered row keeps them apart
+    first = plain({"rows": [["i-1", True, Decimal(7)]]})["rows"][0]
+    second = plain({"rows": [["i-1", Decimal(1), Decimal(7)]]})["rows"][0]
+    assert [type(v) for v in first] == [str, bool, int] and [type(v) for v in second] == [str, int, int]
+    again = plain({"rows": [["i-1", True, Decimal(7)]]})["rows"][0]
+    assert again == first and again is not first  # a reader may change its copy
+    again.append("x")
+    assert plain({"rows": [["i-1", True, Decimal(7)]]})["rows"][0] == ["i-1", True, 7]
+    # a row holding a list is converted each time, by the rule
+    nested = {"rows": [[Decimal("2.5"), [Decimal(2)]]]}
+    assert plain(nested) == plain_by_rule(nested)
