@@ -9,7 +9,9 @@ bounds (not one of the cluster's groups) is not touched.
 A terminate Auto Scaling refuses (``AwsRequestError``, e.g. "Currently, desiredSize equals minSize" for a decrement
 at MinSize) is logged and counted (``TerminateRefused``), and the rest of the plan is not applied: the ledger writes
 after it would record the instance as given back. The ledger still says ``terminating``, so the next invocation
-re-reads the group and retries, or re-chooses (``decide.give_back``).
+re-reads the group and retries, or re-chooses (``decide.give_back``). So does a terminate with decrement that Auto
+Scaling answers with "not part of the group" (the instance left another way: reclaimed, detached, terminated by
+someone else): nothing was decremented, and the next invocation judges that by the donor's desired capacity.
 
 A ledger write that loses its version condition (``LedgerConflictError``) stops the plan there: what follows was
 decided on a ledger someone else has changed, so it is left to the next invocation (which re-reads everything).
@@ -133,6 +135,11 @@ def _apply(action: Action, effects: Effects, now: datetime, refused: list[str]) 
         if done:
             effects.telemetry.count("InstancesTerminated")
             return "terminated"
+        if action.decrement:  # it left some other way, decrementing nothing: what follows must not count it done
+            refused.append(
+                f"{action.instance_id} was no longer in {action.asg_name}, so its terminate decremented nothing; "
+                "read back next invocation"
+            )
         return "no longer in an Auto Scaling group"
     if isinstance(action, SendDrain):
         delivery = record_and_send(

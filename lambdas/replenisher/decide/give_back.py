@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from core.ledger import DonorState, GiveBackState, Ledger
+from core.ledger import Donor, DonorState, GiveBack, GiveBackState, Ledger
 from core.model import Command, CommandKind
 from lambdas.replenisher.decide.builder import (
     GIVEBACK_PREFIX,
@@ -35,6 +35,53 @@ def floor(b: Builder, donor: str, desired_before: int) -> int:
     return max(desired_before, group.min_size if group is not None else 0)
 
 
+def _left_while_terminating(
+    b: Builder, failed: str, give_back: dict[str, GiveBack], donors: dict[str, Donor], notes: list[str]
+) -> None:
+    """Judge the instances recorded ``terminating`` that are no longer in their donor by the donor's desired
+    capacity, not by the record: the terminate with decrement recorded before the call may never have happened (the
+    call refused or the invocation ended first) while the instance left another way (a Spot reclaim, an early
+    replacement's detach, someone's terminate), which decrements nothing and leaves Auto Scaling to launch a
+    replacement. Per donor, the units it still holds above its floor for ``failed``'s ledger (``desired - floor``,
+    less what its other ledgers carry) against those this ledger believes held (``raised_by - returned``) say how
+    many decrements happened: that many are ``terminated`` (returned), the others ``gone``, whose units the give-back
+    then takes back from what the donor holds (a replacement claimed and given back, or a raise that never launched
+    cancelled). A size someone else lowered meanwhile counts as returned, as the rest of the give-back counts it."""
+    for name in sorted({gb.donor for gb in give_back.values()}):
+        group = b.world.groups.get(name)
+        record = donors.get(name)
+        if group is None or record is None or record.state is DonorState.RESTORED:
+            continue
+        left = sorted(
+            iid
+            for iid, gb in give_back.items()
+            if gb.donor == name and gb.state is GiveBackState.TERMINATING and not group.has(iid)
+        )
+        if not left:
+            continue
+        believed = record.raised_by - record.returned
+        others = sum(
+            max(0, r.raised_by - r.returned)
+            for r in b.donor_records(name, exclude=failed)
+            if r.state is not DonorState.RESTORED
+        )
+        still_held = max(0, b.desired[name] - floor(b, name, record.desired_before) - others)
+        decremented = min(len(left), max(0, believed - still_held))
+        for n, iid in enumerate(left):
+            gb = give_back[iid]
+            if n < decremented:
+                give_back[iid] = gb.model_copy(update={"state": GiveBackState.TERMINATED, "updated_at": b.now})
+                continue
+            give_back[iid] = gb.model_copy(update={"state": GiveBackState.GONE, "updated_at": b.now})
+            b.note(
+                Reason.UNVERIFIED,
+                f"{iid} left {name} while its give-back terminate was pending, and {name}'s desired capacity "
+                f"{b.desired[name]} shows no decrement for it: its unit is taken back from what {name} holds",
+            )
+            notes.append(f"{b.now.isoformat()} {iid} left {name} without the give-back's decrement")
+        donors[name] = record.model_copy(update={"returned": record.returned + decremented})
+
+
 def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
     comp = ledger.compensation
     assert comp is not None and comp.returning
@@ -60,6 +107,7 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
                 )
             elif drain_done(b, gb.command_id, gb.deadline):
                 give_back[iid] = gb.model_copy(update={"state": GiveBackState.TERMINATING, "updated_at": b.now})
+    _left_while_terminating(b, group.name, give_back, donors, notes)
     for name, d in donors.items():
         if d.state is DonorState.RESTORED or name not in b.world.groups:
             continue

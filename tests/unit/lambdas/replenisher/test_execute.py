@@ -20,7 +20,7 @@ from core.model import Command
 from core.schema import state_table
 from lambdas.replenisher.decide.builder import Plan
 from lambdas.replenisher.execute import Effects, execute
-from lambdas.replenisher.plan import Operation, SendDrain, SetCapacity, WriteLedger
+from lambdas.replenisher.plan import Operation, SendDrain, SetCapacity, Terminate, WriteLedger
 
 T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
 
@@ -114,3 +114,23 @@ def test_a_lease_lost_mid_plan_stops_at_the_next_fenced_write(store: Store) -> N
         execute(plan(), fx, T0)
     assert ("send", "giveback-1") not in recorder.calls
     assert store.get_command("giveback-1") is None
+
+
+@pytest.mark.parametrize("decrement", [True, False])
+def test_a_terminate_of_an_instance_no_longer_in_its_group_decremented_nothing(store: Store, decrement: bool) -> None:
+    """Auto Scaling answers "not part of the group" (the adapter's False): the instance left another way, so a
+    decrement did not happen and the ledger write after it, which would count it given back, is not applied; a
+    terminate without decrement asked nothing more than that, and the plan goes on."""
+    recorder = Recorder()
+    recorder.autoscaling.terminate_in_group = lambda instance_id, dec: recorder.calls.append(("terminate", instance_id))
+    lease = LeaseLock(store, clock=lambda: 1000.0).acquire("replenisher:a", "replenish", 120)
+    given_back = Plan(
+        actions=(
+            Terminate("i-0123456789abcdef0", "nodes-b", decrement, "given back after drain (giveback-1)"),
+            WriteLedger(Ledger(asg_name="nodes-a"), None, "given back and cleared"),
+        ),
+        operation=Operation.SCALE_BACK,
+    )
+    results = execute(given_back, effects(store, recorder, lease), T0)
+    assert results[0]["result"] == "no longer in an Auto Scaling group"
+    assert (store.get("COMP#nodes-a") is not None) is (not decrement)
