@@ -15,6 +15,8 @@ A violation names the invariant, the simulated time and the seed (``Violation``)
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -55,7 +57,10 @@ class Bounds:
     scan_seconds: float = 60.0
     lock_held: float = 3600.0  # one holder keeping the lock continuously
     run_stalled: float = 4 * 3600.0  # a run whose item did not change
-    shortfall: float = 3600.0  # a pool below desired while a sibling AZ has no outage
+    shortfall: float = 3600.0  # a pool below desired while a sibling AZ has no outage and room to grow
+    # a sibling's room: up to this factor of its kOps MaxSize (the replenisher's ``donor_max_size_factor``, a cap the
+    # issue asks every raise to keep: ``lambdas.replenisher.decide.compensate.headroom``)
+    donor_max_size_factor: float = 2.0
     cordon: float = 4 * 3600.0  # a cordon of ours on a running instance with no active command
 
 
@@ -265,16 +270,25 @@ class Checker:
 
     def _shortfalls(self, groups: list[GroupState], per_group: dict[str, int], outages: frozenset[str]) -> None:
         """A worker pool with fewer running instances than its groups' kOps sizes (the baseline) while one of its
-        AZs has an outage and another has none must be made whole (by compensation) within the bound."""
+        AZs has an outage and another has none, with room to grow, must be made whole (by compensation) within the
+        bound. A sibling has room while its desired capacity is under the donor cap (``Bounds
+        .donor_max_size_factor`` times its kOps MaxSize, rounded down, as the replenisher caps a raise): when every
+        healthy sibling is at its cap (two AZs of three out at once, say), what is short cannot be covered."""
         base = self.view.baseline()
         pools: dict[str, list[GroupState]] = {}
         for g in groups:
             if not g.master:
                 pools.setdefault(g.pool, []).append(g)
+        factor = self.bounds.donor_max_size_factor
         for pool, members in sorted(pools.items()):
             want = sum(base.get(g.name, (g.desired, g.max_size))[0] for g in members)
             short = want - sum(per_group.get(g.name, 0) for g in members)
-            degraded = any(g.az in outages for g in members) and any(g.az not in outages for g in members)
+            roomy = [
+                g
+                for g in members
+                if g.az not in outages and g.desired < math.floor(base.get(g.name, (0, g.max_size))[1] * factor)
+            ]
+            degraded = any(g.az in outages for g in members) and bool(roomy)
             if short > 0 and degraded:
                 since = self._short.setdefault(pool, self.t)
                 if self.t - since > self.bounds.shortfall:

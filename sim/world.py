@@ -159,7 +159,8 @@ class World:
         _quiet_agent_logs()
         self.agent = agent(self)
         self.view = View(self, PARTITIONS)
-        self.checker = Checker(self.view, seed, Bounds(), clock=self.kernel.monotonic)
+        factor = self.lambdas.replenisher_settings.donor_max_size_factor
+        self.checker = Checker(self.view, seed, Bounds(donor_max_size_factor=factor), clock=self.kernel.monotonic)
         self.lambdas.wire.observers.append(self.checker.on_call)
         self.sizes: dict[str, tuple[int, int, int]] = {}  # group -> (min, max, desired) of its kOps spec
         self.sizes_at_start: dict[str, tuple[int, int]] = {}
