@@ -16,7 +16,6 @@ A violation names the invariant, the simulated time and the seed (``Violation``)
 from __future__ import annotations
 
 import math
-
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime

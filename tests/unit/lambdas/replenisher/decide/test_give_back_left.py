@@ -43,7 +43,7 @@ def test_no_decrement_and_nothing_launched_yet_lowers_the_donor_to_its_own_size(
     assert [(a.asg_name, a.desired) for a in plan.actions if isinstance(a, SetCapacity) and a.desired] == [("b", 2)]
     notes = [a.detail for a in plan.actions if isinstance(a, Note) and a.reason is Reason.UNVERIFIED]
     assert len(notes) == 1 and "shows no decrement" in notes[0]
-    comp = [a for a in plan.actions if isinstance(a, WriteLedger)][0].ledger.compensation
+    comp = next(a for a in plan.actions if isinstance(a, WriteLedger)).ledger.compensation
     assert comp is not None and comp.give_back[ids("b", 3)[2]].state is GiveBackState.GONE
 
 
