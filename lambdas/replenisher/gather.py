@@ -210,7 +210,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     due = [
         iid
         for iid, rec in detached.items()
-        if rec.state in (DetachState.DETACHED.value, DetachState.TERMINATING.value)
+        if rec.state in (DetachState.INTENDED.value, DetachState.DETACHED.value, DetachState.TERMINATING.value)
         and rec.recorded_at is not None
         and (now - rec.recorded_at).total_seconds() > settings.detached_max_seconds
     ]

@@ -1,7 +1,8 @@
 """Rule 10, detached instances never left running: an instance detached for early replacement (``DETACH#``,
 ``detached``) is outside every group, so nothing terminates it if the Spot reclaim never comes. Pure.
 
-A record is *due* ``DETACHED_MAX_SECONDS`` after it was recorded (the reclaim comes 2 minutes after the warning).
+A record is *due* ``DETACHED_MAX_SECONDS`` after it was recorded (the reclaim comes 2 minutes after the warning),
+``intended`` ones too (a detach whose ``detached`` mark was lost: ``SWEPT``).
 For a due record, what EC2 says of the instance (asked by ``gather.gather`` for due records only) decides:
 
 - still ``pending``/``running``/``stopping``/``stopped``, tagged ``KubernetesCluster=<cluster>``, and in none of the
@@ -27,11 +28,14 @@ from lambdas.replenisher.plan import MarkDetach, Operation, Reason, TerminateDet
 from lambdas.replenisher.world import Detached
 
 RUNNING = frozenset({"pending", "running", "stopping", "stopped"})
-SWEPT = frozenset({DetachState.TERMINATED.value, DetachState.GONE.value, DetachState.INTENDED.value})
+# settled: never looked at again. ``intended`` is not: the detach may have happened with its ``detached`` mark lost
+# (the write refused, the function ended, and the redelivered warning acknowledged as late), which leaves a running
+# instance outside every group; one whose detach never happened is in its group and left alone.
+SWEPT = frozenset({DetachState.TERMINATED.value, DetachState.GONE.value})
 
 
 def due(record: Detached, b: Builder) -> bool:
-    """Whether a record is past its deadline and not settled (``detached`` or ``terminating``)."""
+    """Whether a record is past its deadline and not settled (``intended``, ``detached`` or ``terminating``)."""
     if record.state in SWEPT or record.recorded_at is None:
         return False
     return b.now - record.recorded_at > timedelta(seconds=b.settings.detached_max_seconds)

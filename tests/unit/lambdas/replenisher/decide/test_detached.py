@@ -83,3 +83,18 @@ def test_at_most_cleanup_limit_per_invocation() -> None:
     plan = decide(TICK, T0, SETTINGS, _world(*records))
     assert len([a for a in plan.actions if isinstance(a, TerminateDetached)]) == SETTINGS.cleanup_limit
     assert any(isinstance(a, Note) and a.reason is Reason.CLEANUP_LIMIT for a in plan.actions)
+
+
+def test_an_intended_record_whose_detach_happened_is_swept_too() -> None:
+    """DetachInstances went through but the ``detached`` mark did not (refused, the function ended) and the warning's
+    redelivery came too late to complete it: the instance runs outside every group; past its deadline it is
+    terminated like a ``detached`` one."""
+    plan = decide(TICK, T0, SETTINGS, _world(_record("i-d1", 16, state="intended")))
+    assert [a.instance_id for a in plan.actions if isinstance(a, TerminateDetached)] == ["i-d1"]
+
+
+def test_an_intended_record_whose_detach_never_happened_leaves_the_instance_in_its_group() -> None:
+    in_group = ids("b", 2)[0]
+    plan = decide(TICK, T0, SETTINGS, _world(_record(in_group, 16, state="intended")))
+    assert not [a for a in plan.actions if isinstance(a, TerminateDetached)]
+    assert any(isinstance(a, Note) and a.reason is Reason.PROTECTED and in_group in a.detail for a in plan.actions)
