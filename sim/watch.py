@@ -14,7 +14,11 @@ ending by their deadlines.
   **until the drain's end** (``_Drain.cordon_until``: its deadline, tightened, capped at ``MAX_COMMAND_SECONDS`` after
   its start, ``decisions.capped``). Past it the drain is over whatever its ``CMD#`` item still reads (an end the
   table refused to record, a message dead-lettered meanwhile), and the node may be uncordoned: the drain's own
-  ``uncordon_on_failure``, or the refresher undoing a step whose drain timed out (docs/DESIGN.md).
+  ``uncordon_on_failure``, or the refresher undoing a step whose drain timed out (docs/DESIGN.md). A node an
+  operator uncordoned after the drain started (``World.operator_uncordoned``; the node was theirs, cordoned before
+  the drain, which a drain leaves theirs: ``agent.drain.cordon``) is not counted: the drain goes on and evicts what
+  lands there meanwhile (``DrainProgress.arrival``), but does not cordon it again (seed 5075 of the
+  ``lock_not_atomic`` profile).
 - **A drain stops at its deadline** (the other side; ``agent.drain``: a drain evicts until its deadline, then
   concludes; ``steps.execute``: a drain whose deadline passed evicts nothing): every eviction or DELETE of a pod the
   Kubernetes API accepts (``SimKube.stops``) is on the node of a drain the agent started (``running`` in its
@@ -178,8 +182,8 @@ class Watch:
             since_or_none = started.get(node.instance_id)
             if since_or_none is None or node.unschedulable or not node.ready or not view.running(node.instance_id):
                 continue
-            if self._excused(since_or_none, t):
-                continue
+            if self._excused(since_or_none, t) or world.operator_uncordoned.get(node.name, -1.0) >= since_or_none:
+                continue  # an operator's uncordon after the drain started: theirs, not a cordon the drain missed
             world.checker.t = t
             world.checker.fail(
                 "5 a drained node is cordoned at once",

@@ -166,6 +166,7 @@ class World:
         self.sizes_at_start: dict[str, tuple[int, int]] = {}
         self._bad: dict[str, str] = {}  # event id -> how it is bad
         self.operators: set[str] = set()
+        self.operator_uncordoned: dict[str, float] = {}  # node -> simulated second of an operator's last uncordon
         self._joined = 0
         self._rng = self.kernel.stream("world:targets")
         self._join = self.kernel.stream("world:join")
@@ -354,10 +355,14 @@ class World:
         self._bad[event_id] = variant
 
     def operator_cordon(self, node: str, cordoned: bool) -> None:
+        """An operator's ``kubectl cordon`` (``cordoned``) or ``uncordon`` of ``node``, told to the checker; an
+        uncordon's time is kept (``operator_uncordoned``: the watch does not count a drain's node the operator made
+        schedulable again against the drain's cordon)."""
         if cordoned:
             self.operators.add(node)
         else:
             self.operators.discard(node)
+            self.operator_uncordoned[node] = self.kernel.t
         self.checker.operator_cordon(node, cordoned)
 
 

@@ -22,6 +22,12 @@ seed kept as a regression case"). Each names the bug and must hold on the fixed 
   checks the cordon only until the drain's end, and "5 a drain stops at its deadline" the side after it). Such a
   window also made the agent's step retries (``retry.Retry``) sleep real time (``time.sleep``, unseeded jitter):
   they now wait on ``sim.agent_worker.RetryClock``.
+- Two checker bugs, 2026-12-04 (12 nodes, 1 day, without the patches): seed 5024 of the ``refused_terminate_given_back``
+  profile, two AZs of three out at once and the third raised to its donor cap (2 x 4): "8 every shortfall covered"
+  owed a cover no donor had room for (``Bounds.donor_max_size_factor``, ``tests/unit/sim/test_shortfall_bound.py``);
+  seed 5075 of the ``lock_not_atomic`` profile, an operator's ``kubectl uncordon`` of a node a refresh drained after
+  they had cordoned it: "5 a drained node is cordoned at once" counted their uncordon against the drain
+  (``World.operator_uncordoned``).
 """
 
 from __future__ import annotations
@@ -154,3 +160,10 @@ def test_a_drain_evicting_past_its_deadline_is_caught(monkeypatch: pytest.Monkey
     broken = run_seed(1280, 12, 0.1, schedule=schedule)
     assert broken.violation is not None
     assert broken.violation.invariant == "5 a drain stops at its deadline"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("seed", "profile"), [(5024, "refused_terminate_given_back"), (5075, "lock_not_atomic")])
+def test_the_checker_owes_no_cover_past_the_cap_and_counts_no_operator_uncordon(seed: int, profile: str) -> None:
+    result = run_seed(seed, 12, 1.0, profile=MUTANTS[profile].profile)
+    assert result.violation is None, result.summary()
