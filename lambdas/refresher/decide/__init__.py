@@ -58,6 +58,9 @@ draining or terminating finish; then the run ends ``cancelled``.
 **Redo.** An intent whose effect is not visible is redone once it is older than ``effect_grace_seconds`` (an
 invocation crashed between the record and the effect): desired capacity is set again (an absolute value), a command
 not recorded is sent again, an instance still in service is terminated again. Effects visible are only recorded.
+A surge's raise is redone only within its ``spare_launch`` deadline; a group whose MaxSize is read lower than the
+surge needs and than the run found it was reset (by kOps or a person): the run pauses with that reason and the
+step gives its surge back, MaxSize is not raised against the reset.
 
 **Waiting.** The decision says what the run waits for; waits on a node becoming Ready, a launch, a termination or
 the masters' second check are worth polling for a while inside the invocation; a wait on a drain is not (the

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from core.runs import StepState
+from core.runs import RunStatus, StepState, WaitDeadline
 from lambdas.refresher.decide import advance
 from lambdas.refresher.plan import SendCommand, TerminateInstance
 from lambdas.refresher.world import World
@@ -66,3 +66,24 @@ def test_a_spare_given_back_while_desired_capacity_still_holds_its_unit_is_still
     (terminate,) = effects(decision, TerminateInstance)
     assert (terminate.instance_id, terminate.decrement) == (SPARE, True)
     assert decision.run.steps[0].state is StepState.UNDO_TERMINATING and decision.run.groups[0].raised == 1
+
+
+def test_a_max_size_reset_below_the_surge_is_not_fought_the_run_pauses_and_gives_the_surge_back() -> None:
+    # surged 2 -> 3 under MaxSize 4; kOps applied a spec with MaxSize 2: desired clamped to 2. Asking for 3 again
+    # would be refused (above MaxSize 2) every grace period; raising MaxSize back would fight kOps
+    decision = advance(run(StepState.SURGING, 1, T0), sized(world([OLD, OTHER], 2), max_size=2), SETTINGS, LATER)
+    assert not caps(decision) and not effects(decision, TerminateInstance)
+    assert decision.run.status is RunStatus.PAUSED and "MaxSize of nodes-a.c reset to 2" in decision.run.reason
+    assert decision.run.steps[0].state is StepState.UNDONE and decision.run.groups[0].raised == 0
+
+
+def test_a_raise_never_read_back_meets_the_spare_launch_deadline() -> None:
+    # MaxSize untouched, the raise keeps not showing (refused, or reset again each time): redone within the deadline
+    r = run(StepState.SURGING, 1, T0)
+    r.steps[0].waiting_since[WaitDeadline.SPARE_LAUNCH.value] = T0
+    within = advance(r, world([OLD, OTHER], 2), SETTINGS, LATER)
+    assert caps(within) == [(NODES, 3, None)] and within.run.status is RunStatus.RUNNING
+    late = T0 + timedelta(seconds=SETTINGS.deadline_seconds(WaitDeadline.SPARE_LAUNCH) + 1)
+    past = advance(r, world([OLD, OTHER], 2), SETTINGS, late)
+    assert not caps(past) and past.run.status is RunStatus.PAUSED and "spare_launch deadline" in past.run.reason
+    assert past.run.steps[0].state is StepState.UNDONE and past.run.groups[0].raised == 0
