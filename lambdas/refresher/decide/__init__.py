@@ -26,7 +26,10 @@ replacement. Then worker groups one after the other; within a group up to ``max_
    instance that left by other means (Spot reclaimed it while it drained or before the termination reached it:
    desired capacity was not decremented) also ends the step ``done`` with its spare kept, and the unit is given
    back once: desired capacity lowered while Auto Scaling has launched nothing for it, else Auto Scaling's
-   replacement given back as a surge is (``replace.left_group``).
+   replacement given back as a surge is (``replace.left_group``). A group at MinSize (kOps raised it under the
+   surge) refuses a decrement: the old instance goes without it (Auto Scaling launches its replacement), a spare
+   being given back is kept, and the unit counts as the group's own (``original_desired`` + 1): desired capacity
+   ends at kOps' MinSize, and the refused call is not resent (``replace.decrementable``, ``undo.absorb``).
 
 A drain that failed, or timed out under ``pause``, pauses the run: an uncordon command is sent for the old node
 (belt and braces beside ``uncordon_on_failure``) and the step gives its surge back (``undoing``): the spare is

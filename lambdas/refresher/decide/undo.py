@@ -7,7 +7,7 @@ instance. Pure."""
 from __future__ import annotations
 
 from core.model import CommandKind
-from core.runs import RunStep, StepState
+from core.runs import GroupSurge, RunStep, StepState
 from lambdas.refresher.decide.context import (
     RECLAIMED_NOTE,
     UNDO_COMMAND_SUFFIX,
@@ -131,6 +131,8 @@ def give_back_unit(p: Context, step: RunStep, facts: GroupFacts, why: str) -> bo
 
     - Desired capacity is already at most ``original_desired + raised - 1``: the run's termination with decrement
       gave it back. True.
+    - MinSize is above that value (raised by kOps or a person under the surge): the unit cannot be given back, it
+      is the group's own now (``absorb``). True.
     - Else the instance left by other means (Spot reclaimed it: Auto Scaling keeps the desired capacity and launches
       a replacement). While the group holds no more live instances than that value, desired capacity is lowered to
       it (Auto Scaling then has nothing to pick): True. Once Auto Scaling launched its replacement, that instance (a
@@ -140,6 +142,9 @@ def give_back_unit(p: Context, step: RunStep, facts: GroupFacts, why: str) -> bo
     group = p.run.group(step.group)
     target = group.original_desired + group.raised - 1
     if facts.desired <= target:
+        return True
+    if facts.min_size > target:
+        absorb(p, group, facts)
         return True
     if len(facts.live) <= target:
         p.add_capacity_effect(SetCapacity(group.name, desired=target))
@@ -174,16 +179,21 @@ def taken_back(p: Context, step: RunStep, facts: GroupFacts) -> bool:
     Scaling clamped desired capacity and removed an instance of its choosing). Then it is counted given back
     (``raised`` - 1) and the step ends with nothing terminated: the spare stays the group's (uncordoned when the undo
     drained it), since a termination with decrement would remove a second instance (invariants 1 and 4). The same
-    read-back ends a surge whose raise never took effect."""
+    read-back ends a surge whose raise never took effect. So does a MinSize above that value (kOps raised it under
+    the surge): Auto Scaling refuses the decrement, the unit is the group's own now (``absorb``)."""
     group = p.run.group(step.group)
     target = group.original_desired + group.raised - 1
-    if facts.desired > target:
+    if facts.desired > target and facts.min_size <= target:
         return False
+    kept = f"desired capacity of {group.name} already {facts.desired} (reset by kOps?)"
+    if facts.desired > target:
+        absorb(p, group, facts)
+        kept = f"MinSize of {group.name} {facts.min_size} (raised by kOps?): the unit is the group's own"
     group.raised -= 1
     note = step.note or "surge given back"
     spare = step.surge_instance_id
     if spare is not None and facts.has_live(spare):
-        note += f"; desired capacity of {group.name} already {facts.desired} (reset by kOps?): spare {spare} kept"
+        note += f"; {kept}: spare {spare} kept"
         if step.undo_command_id is not None and not p.unsent(step.undo_command_id):
             p.effects.append(
                 SendCommand(
@@ -200,3 +210,13 @@ def taken_back(p: Context, step: RunStep, facts: GroupFacts) -> bool:
             note += " and uncordoned"
     given_back(p, step, note)
     return True
+
+
+def absorb(p: Context, group: GroupSurge, facts: GroupFacts) -> None:
+    """A surge unit MinSize keeps (kOps or a person raised MinSize above ``original_desired + raised - 1`` under the
+    surge): it becomes the group's own, ``original_desired`` + 1 (the caller lowers ``raised``), so desired capacity
+    stays ``original_desired + raised`` and nothing asks Auto Scaling for a decrement it refuses."""
+    group.original_desired += 1
+    p.change(
+        f"{group.name}: MinSize {facts.min_size} keeps a surge unit: the group's own size is {group.original_desired}"
+    )

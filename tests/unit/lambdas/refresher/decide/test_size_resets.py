@@ -87,3 +87,37 @@ def test_a_raise_never_read_back_meets_the_spare_launch_deadline() -> None:
     past = advance(r, world([OLD, OTHER], 2), SETTINGS, late)
     assert not caps(past) and past.run.status is RunStatus.PAUSED and "spare_launch deadline" in past.run.reason
     assert past.run.steps[0].state is StepState.UNDONE and past.run.groups[0].raised == 0
+
+
+# kOps raised MinSize to 3 under a surge 2 -> 3: a termination with decrement is refused ("desiredSize equals minSize")
+AT_MIN = sized(world([OLD, OTHER, SPARE], 3), min_size=3, **{"refresh-r1-0": DRAINED})
+NEW = "i-00000000000000009"  # Auto Scaling's replacement of the old instance terminated without decrement
+
+
+@pytest.mark.parametrize("state", [StepState.DRAINING, StepState.TERMINATING])
+def test_at_min_size_the_old_instance_goes_without_decrement_and_the_unit_is_the_groups_own(state: StepState) -> None:
+    r = run(state, 1, T0, surge_instance_id=SPARE, command_id="refresh-r1-0")
+    decision = advance(r, AT_MIN, SETTINGS, LATER)
+    (terminate,) = effects(decision, TerminateInstance)
+    assert (terminate.instance_id, terminate.decrement) == (OLD, False)  # never the call Auto Scaling refuses
+    assert decision.run.steps[0].state is StepState.TERMINATING and decision.run.groups[0].raised == 1
+    # the old instance left, Auto Scaling launched its replacement (desired kept at MinSize 3): the run is over
+    after = sized(world([OTHER, SPARE, NEW], 3), min_size=3)
+    done = advance(decision.run, after, SETTINGS, LATER + timedelta(seconds=60))
+    assert not caps(done) and not effects(done, TerminateInstance)
+    assert done.run.steps[0].state is StepState.DONE and "MinSize 3" in done.run.steps[0].note
+    group = done.run.groups[0]
+    assert (group.raised, group.original_desired) == (0, 3) and done.run.status is RunStatus.SUCCEEDED
+
+
+def test_a_spare_given_back_at_min_size_is_kept_as_the_groups_own() -> None:
+    # the run paused; the spare's termination with decrement would be refused at MinSize 3
+    r = run(StepState.UNDO_TERMINATING, 1, T0, surge_instance_id=SPARE, undo_command_id=UNDO)
+    w = sized(world([OLD, OTHER, SPARE], 3), min_size=3, **{UNDO: DRAINED})
+    decision = advance(r, w, SETTINGS, LATER)
+    assert not effects(decision, TerminateInstance) and not caps(decision)
+    assert [(s.command.kind.value, s.command.instance_id) for s in effects(decision, SendCommand)] == [
+        ("uncordon", SPARE)
+    ]
+    assert decision.run.steps[0].state is StepState.UNDONE and "MinSize" in decision.run.steps[0].note
+    assert (decision.run.groups[0].raised, decision.run.groups[0].original_desired) == (0, 3)
