@@ -26,14 +26,20 @@ replacement. Then worker groups one after the other; within a group up to ``max_
    instance that left by other means (Spot reclaimed it while it drained or before the termination reached it:
    desired capacity was not decremented) also ends the step ``done`` with its spare kept, and the unit is given
    back once: desired capacity lowered while Auto Scaling has launched nothing for it, else Auto Scaling's
-   replacement given back as a surge is (``replace.left_group``).
+   replacement given back as a surge is (``replace.left_group``). A group at MinSize (kOps raised it under the
+   surge) refuses a decrement: the old instance goes without it (Auto Scaling launches its replacement), a spare
+   being given back is kept, and the unit counts as the group's own (``original_desired`` + 1): desired capacity
+   ends at kOps' MinSize, and the refused call is not resent (``replace.decrementable``, ``undo.absorb``).
 
 A drain that failed, or timed out under ``pause``, pauses the run: an uncordon command is sent for the old node
 (belt and braces beside ``uncordon_on_failure``) and the step gives its surge back (``undoing``): the spare is
 drained (its pods go back to the old node, uncordoned) then terminated with decrement; a spare that has no node
 yet is terminated at once; a surge that launched nothing is lowered back (only when the group holds no more
 instances than the lower value, so Auto Scaling has nothing to pick). The undo's own drain proceeds to the
-termination whatever its outcome: the spare is the run's own capacity.
+termination whatever its outcome: the spare is the run's own capacity. Each give-back reads desired capacity back
+first: at most ``original_desired + raised - 1`` (kOps lowered MaxSize under the surge, Auto Scaling clamped desired
+capacity and removed an instance of its choosing), the unit is counted given back and nothing is terminated, the
+spare kept (uncordoned when the undo drained it): a termination with decrement would remove a second instance.
 
 **Deadlines** (``core.runs.WaitDeadline``, seconds from ``RefresherSettings``): a surging step waits for its spare
 to launch, then to register, then to be Ready, then for the group's other nodes to be Ready; a draining step for the
@@ -55,6 +61,9 @@ draining or terminating finish; then the run ends ``cancelled``.
 **Redo.** An intent whose effect is not visible is redone once it is older than ``effect_grace_seconds`` (an
 invocation crashed between the record and the effect): desired capacity is set again (an absolute value), a command
 not recorded is sent again, an instance still in service is terminated again. Effects visible are only recorded.
+A surge's raise is redone only within its ``spare_launch`` deadline; a group whose MaxSize is read lower than the
+surge needs and than the run found it was reset (by kOps or a person): the run pauses with that reason and the
+step gives its surge back, MaxSize is not raised against the reset.
 
 **Waiting.** The decision says what the run waits for; waits on a node becoming Ready, a launch, a termination or
 the masters' second check are worth polling for a while inside the invocation; a wait on a drain is not (the

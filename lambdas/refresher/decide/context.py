@@ -24,6 +24,7 @@ from lambdas.refresher.world import GroupFacts, World
 
 UNDO_COMMAND_SUFFIX = "undo"
 UNCORDON_COMMAND_SUFFIX = "uncordon"
+UNDO_UNCORDON_COMMAND_SUFFIX = "undo-uncordon"  # a spare the undo drained, then kept (``undo.taken_back``)
 UNDO_DRAIN_SECONDS = 300  # deadline of the drain of a spare being given back
 # note of a worker step whose old instance left its group under it (a Spot reclaim) while its spare stayed: the step
 # is ``done`` once its surge unit is given back, whatever instance gave it (``replace.left_group``, ``undo``)

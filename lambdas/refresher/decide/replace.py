@@ -2,7 +2,9 @@
 terminating it and pausing the run; then it must leave its group. A drain a Spot warning tightened that timed out
 counts as done (``reclaimed``): the instance goes at the Spot deadline anyway. A worker's old instance that leaves
 its group by other means than the run's termination with decrement (Spot reclaimed it during its drain, or before
-the run's termination reached it) leaves the surge unit in place: ``left_group`` gives it back. Pure."""
+the run's termination reached it) leaves the surge unit in place: ``left_group`` gives it back. A group at MinSize
+(raised by kOps under the surge) refuses the decrement: the old instance goes without it and the unit becomes the
+group's own (``decrementable``). Pure."""
 
 from __future__ import annotations
 
@@ -76,8 +78,9 @@ def draining(p: Context, step: RunStep) -> None:
             return
     step.state = StepState.TERMINATING
     step.intent_at = p.now
-    p.effects.append(TerminateInstance(step.group, step.instance_id, decrement=worker))
-    p.change(f"step {step.index}: drain {status}, terminate {step.instance_id}")
+    decrement = worker and facts is not None and decrementable(facts)
+    p.effects.append(TerminateInstance(step.group, step.instance_id, decrement=decrement))
+    p.change(f"step {step.index}: drain {status}, terminate {step.instance_id}" + absorbed_note(worker, decrement))
 
 
 def reclaimed(p: Context, step: RunStep) -> bool:
@@ -138,9 +141,10 @@ def terminating(p: Context, step: RunStep) -> None:
         return
     if p.older_than_grace(step.intent_at):
         step.intent_at = p.now
-        decrement = worker and step.handed_over_to is None
+        decrement = worker and step.handed_over_to is None and decrementable(facts)
         p.effects.append(TerminateInstance(step.group, step.instance_id, decrement=decrement))
-        p.change(f"step {step.index}: {step.instance_id} still in service, terminate it again")
+        extra = absorbed_note(worker and step.handed_over_to is None, decrement)
+        p.change(f"step {step.index}: {step.instance_id} still in service, terminate it again{extra}")
     else:
         p.wait(WaitKind.TERMINATION, f"{step.instance_id} to leave {step.group}")
 
@@ -151,9 +155,25 @@ def left_group(p: Context, step: RunStep, facts: GroupFacts) -> None:
     end), else (Spot reclaimed the instance; Auto Scaling keeps the desired capacity and launches a replacement for
     it) as ``undo.give_back_unit`` says, the step ending ``done`` (``RECLAIMED_NOTE``) once it is."""
     group = p.run.group(step.group)
-    decremented = facts.desired <= group.original_desired + group.raised - 1
+    target = group.original_desired + group.raised - 1
+    decremented = facts.desired <= target
+    note = "replaced" if decremented else f"{RECLAIMED_NOTE}: spare kept"
+    if not decremented and facts.min_size > target:
+        note = f"replaced; MinSize {facts.min_size}: the surge unit is {group.name}'s own now"
     if not give_back_unit(p, step, facts, f"{RECLAIMED_NOTE}: spare {step.surge_instance_id} kept"):
         return
     group.raised -= 1
-    p.finish_step(step, StepState.DONE, "replaced" if decremented else f"{RECLAIMED_NOTE}: spare kept")
+    p.finish_step(step, StepState.DONE, note)
     p.effects.append(Metric("NodesReplaced"))
+
+
+def decrementable(facts: GroupFacts) -> bool:
+    """Whether Auto Scaling takes a termination with decrement in this group: not at MinSize (kOps or a person raised
+    MinSize under the surge). Else the old instance is terminated without decrement (Auto Scaling launches its
+    replacement, the group kept at MinSize) and the surge unit counts as the group's own once it left
+    (``undo.give_back_unit``): sending the decrement again would be refused every grace period (invariant 8)."""
+    return facts.desired - 1 >= facts.min_size
+
+
+def absorbed_note(worker: bool, decrement: bool) -> str:
+    return " without decrement: MinSize keeps the surge unit" if worker and not decrement else ""

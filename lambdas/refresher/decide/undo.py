@@ -1,22 +1,35 @@
 """Giving a step's surge back (a paused or cancelled run, an old instance gone): drain the spare if it has a node,
-terminate it with decrement, or lower a surge that launched nothing. Pure."""
+terminate it with decrement, or lower a surge that launched nothing. A unit Auto Scaling already took back (kOps
+lowered MaxSize under the surge: desired capacity clamped, an instance of Auto Scaling's choosing removed) is
+counted given back as it is read back, the spare kept (``taken_back``): giving it back again would remove a second
+instance. Pure."""
 
 from __future__ import annotations
 
 from core.model import CommandKind
-from core.runs import RunStep, StepState
-from lambdas.refresher.decide.context import RECLAIMED_NOTE, UNDO_COMMAND_SUFFIX, UNDO_DRAIN_SECONDS, Context, WaitKind
+from core.runs import GroupSurge, RunStep, StepState
+from lambdas.refresher.decide.context import (
+    RECLAIMED_NOTE,
+    UNDO_COMMAND_SUFFIX,
+    UNDO_DRAIN_SECONDS,
+    UNDO_UNCORDON_COMMAND_SUFFIX,
+    Context,
+    WaitKind,
+)
 from lambdas.refresher.plan import Metric, SendCommand, SetCapacity, TerminateInstance
 from lambdas.refresher.world import GroupFacts
 
 
 def undoing(p: Context, step: RunStep) -> None:
     """Give a step's surge back: pick the spare (one without a node first), drain it if it has a node, else terminate
-    it with decrement; lower a surge that launched nothing."""
+    it with decrement; lower a surge that launched nothing; nothing when Auto Scaling already took it (``taken_back``).
+    """
     group, facts = p.run.group(step.group), p.facts(step)
     if facts is None:
         group.raised -= 1
         p.finish_step(step, StepState.UNDONE, f"group {step.group} is gone")
+        return
+    if taken_back(p, step, facts):
         return
     spare = step.surge_instance_id
     if spare is None or not facts.has_live(spare):
@@ -28,11 +41,8 @@ def undoing(p: Context, step: RunStep) -> None:
             spare = candidates[0]
             p.change(f"step {step.index}: give back spare {spare}")
         else:
-            target = group.original_desired + group.raised - 1
-            if facts.desired <= target:
-                group.raised -= 1
-                p.finish_step(step, StepState.UNDONE, step.note or "surge given back")
-            elif len(facts.live) <= target:
+            target = group.original_desired + group.raised - 1  # desired capacity is above it (``taken_back``)
+            if len(facts.live) <= target:
                 group.raised -= 1
                 p.add_capacity_effect(SetCapacity(group.name, desired=target))
                 p.finish_step(
@@ -86,6 +96,9 @@ def undo_draining(p: Context, step: RunStep) -> None:
     if status is None:
         p.wait(WaitKind.DRAIN, f"drain of spare {step.surge_instance_id}")
         return
+    facts = p.facts(step)
+    if facts is not None and taken_back(p, step, facts):
+        return
     step.state = StepState.UNDO_TERMINATING
     step.intent_at = p.now
     p.effects.append(TerminateInstance(step.group, step.surge_instance_id, decrement=True))
@@ -100,13 +113,11 @@ def undo_terminating(p: Context, step: RunStep) -> None:
         if facts is not None and not give_back_unit(p, step, facts, step.note or "surge given back"):
             return  # the spare left without the run's decrement (reclaimed): Auto Scaling's replacement goes instead
         p.run.group(step.group).raised -= 1
-        if step.note.startswith(RECLAIMED_NOTE):  # the old instance was reclaimed, its spare kept (replace.left_group)
-            p.finish_step(step, StepState.DONE)
-            p.effects.append(Metric("NodesReplaced"))
-        else:
-            p.finish_step(step, StepState.UNDONE, step.note or "surge given back")
+        given_back(p, step, step.note or "surge given back")
         return
     if p.older_than_grace(step.intent_at):
+        if taken_back(p, step, facts):
+            return
         step.intent_at = p.now
         p.effects.append(TerminateInstance(step.group, step.surge_instance_id, decrement=True))
         p.change(f"step {step.index}: spare {step.surge_instance_id} still in service, terminate again")
@@ -120,6 +131,8 @@ def give_back_unit(p: Context, step: RunStep, facts: GroupFacts, why: str) -> bo
 
     - Desired capacity is already at most ``original_desired + raised - 1``: the run's termination with decrement
       gave it back. True.
+    - MinSize is above that value (raised by kOps or a person under the surge): the unit cannot be given back, it
+      is the group's own now (``absorb``). True.
     - Else the instance left by other means (Spot reclaimed it: Auto Scaling keeps the desired capacity and launches
       a replacement). While the group holds no more live instances than that value, desired capacity is lowered to
       it (Auto Scaling then has nothing to pick): True. Once Auto Scaling launched its replacement, that instance (a
@@ -129,6 +142,9 @@ def give_back_unit(p: Context, step: RunStep, facts: GroupFacts, why: str) -> bo
     group = p.run.group(step.group)
     target = group.original_desired + group.raised - 1
     if facts.desired <= target:
+        return True
+    if facts.min_size > target:
+        absorb(p, group, facts)
         return True
     if len(facts.live) <= target:
         p.add_capacity_effect(SetCapacity(group.name, desired=target))
@@ -145,3 +161,62 @@ def give_back_unit(p: Context, step: RunStep, facts: GroupFacts, why: str) -> bo
     step.note = f"{why}; Auto Scaling's replacement {extras[0]} given back"
     p.change(f"step {step.index} undoing: {step.note}")
     return False
+
+
+def given_back(p: Context, step: RunStep, note: str) -> None:
+    """End a step whose surge unit was just given back (``raised`` lowered): ``undone``, or ``done`` when its old
+    instance was reclaimed and its spare kept (``RECLAIMED_NOTE``, ``replace.left_group``)."""
+    if step.note.startswith(RECLAIMED_NOTE):
+        p.finish_step(step, StepState.DONE, note)
+        p.effects.append(Metric("NodesReplaced"))
+    else:
+        p.finish_step(step, StepState.UNDONE, note)
+
+
+def taken_back(p: Context, step: RunStep, facts: GroupFacts) -> bool:
+    """Whether the surge unit of a step giving it back is no longer in the group's desired capacity, read back: at
+    most ``original_desired + raised - 1`` while the spare is still live (kOps lowered MaxSize under the surge; Auto
+    Scaling clamped desired capacity and removed an instance of its choosing). Then it is counted given back
+    (``raised`` - 1) and the step ends with nothing terminated: the spare stays the group's (uncordoned when the undo
+    drained it), since a termination with decrement would remove a second instance (invariants 1 and 4). The same
+    read-back ends a surge whose raise never took effect. So does a MinSize above that value (kOps raised it under
+    the surge): Auto Scaling refuses the decrement, the unit is the group's own now (``absorb``)."""
+    group = p.run.group(step.group)
+    target = group.original_desired + group.raised - 1
+    if facts.desired > target and facts.min_size <= target:
+        return False
+    kept = f"desired capacity of {group.name} already {facts.desired} (reset by kOps?)"
+    if facts.desired > target:
+        absorb(p, group, facts)
+        kept = f"MinSize of {group.name} {facts.min_size} (raised by kOps?): the unit is the group's own"
+    group.raised -= 1
+    note = step.note or "surge given back"
+    spare = step.surge_instance_id
+    if spare is not None and facts.has_live(spare):
+        note += f"; {kept}: spare {spare} kept"
+        if step.undo_command_id is not None and not p.unsent(step.undo_command_id):
+            p.effects.append(
+                SendCommand(
+                    p.command(
+                        step,
+                        CommandKind.UNCORDON,
+                        spare,
+                        p.node_name(spare),
+                        p.command_id(step, UNDO_UNCORDON_COMMAND_SUFFIX),
+                        120,
+                    )
+                )
+            )
+            note += " and uncordoned"
+    given_back(p, step, note)
+    return True
+
+
+def absorb(p: Context, group: GroupSurge, facts: GroupFacts) -> None:
+    """A surge unit MinSize keeps (kOps or a person raised MinSize above ``original_desired + raised - 1`` under the
+    surge): it becomes the group's own, ``original_desired`` + 1 (the caller lowers ``raised``), so desired capacity
+    stays ``original_desired + raised`` and nothing asks Auto Scaling for a decrement it refuses."""
+    group.original_desired += 1
+    p.change(
+        f"{group.name}: MinSize {facts.min_size} keeps a surge unit: the group's own size is {group.original_desired}"
+    )

@@ -3,7 +3,7 @@ current worker group up to ``max_surge``, and move a surging step to draining on
 
 from __future__ import annotations
 
-from core.runs import GroupSurge, RunStep, StepState, WaitDeadline
+from core.runs import GroupSurge, RunStatus, RunStep, StepState, WaitDeadline
 from lambdas.refresher.decide.context import Context, WaitKind
 from lambdas.refresher.plan import SendCommand, SetCapacity
 from lambdas.refresher.world import GroupFacts
@@ -18,8 +18,10 @@ SURGE_WAITS = (
 
 
 def surging(p: Context, step: RunStep) -> None:
-    """A surging worker step: redo a raise not visible after the grace period; once a spare is Ready and the group keeps
-    ``original_desired`` Ready nodes besides those being replaced, drain the old node (rules 1, 2)."""
+    """A surging worker step: redo a raise not visible after the grace period (within the ``spare_launch`` deadline;
+    a MaxSize lowered below both the surge and the one the run found is a reset, not fought: the run pauses and the
+    step gives its surge back); once a spare is Ready and the group keeps ``original_desired`` Ready nodes besides
+    those being replaced, drain the old node (rules 1, 2)."""
     group, facts = p.run.group(step.group), p.facts(step)
     if facts is None or not facts.has_live(step.instance_id):
         step.state = StepState.UNDOING
@@ -33,6 +35,23 @@ def surging(p: Context, step: RunStep) -> None:
         return
     expected = group.original_desired + group.raised
     if facts.desired < expected:
+        what = f"{group.name} desired capacity to reach {expected} (it is {facts.desired})"
+        if facts.max_size < min(expected, group.original_max):
+            # lower than the run found it, and than the surge needs: kOps (or a person) reset it; not fought
+            reason = (
+                f"MaxSize of {group.name} reset to {facts.max_size} under the surge to {expected} (it was "
+                f"{group.original_max}): kOps or a person lowered it, the run does not raise it back"
+            )
+            p.stop_run(RunStatus.PAUSING, reason)
+            step.state = StepState.UNDOING
+            step.note = f"MaxSize reset to {facts.max_size}: surge given back"
+            p.change(f"step {step.index} undoing: {step.note}")
+            return
+        if p.overdue(step, WaitDeadline.SPARE_LAUNCH, what):
+            step.state = StepState.UNDOING
+            step.note = f"{WaitDeadline.SPARE_LAUNCH.value} deadline passed: {what}; surge given back"
+            p.change(f"step {step.index} undoing: {step.note}")
+            return
         if p.older_than_grace(step.intent_at):
             step.intent_at = p.now
             p.add_capacity_effect(p.capacity(group))
@@ -40,7 +59,7 @@ def surging(p: Context, step: RunStep) -> None:
                 f"step {step.index}: desired capacity of {group.name} is {facts.desired}, raise it again to {expected}"
             )
         else:
-            p.wait(WaitKind.EFFECT, f"{group.name} desired capacity to reach {expected}")
+            p.wait(WaitKind.EFFECT, what)
         return
     spares = p.new_instances(step, facts)
     ready = [iid for iid in spares if p.world.ready(iid)]
