@@ -82,9 +82,9 @@ def undo_draining(p: Context, step: RunStep) -> None:
         else:
             p.wait(WaitKind.EFFECT, f"undo drain {step.undo_command_id} to be recorded")
         return
-    status, _ = p.drain_outcome(step, step.undo_command_id)
+    status, message = p.drain_outcome(step, step.undo_command_id)
     if status is None:
-        p.wait(WaitKind.DRAIN, f"drain of spare {step.surge_instance_id}")
+        p.wait(WaitKind.DRAIN, f"drain of spare {step.surge_instance_id}" + (f": {message}" if message else ""))
         return
     step.state = StepState.UNDO_TERMINATING
     step.intent_at = p.now
