@@ -76,6 +76,12 @@ class TableControlPlaneGuard:
         now = self.clock()
         expires = min(command.deadline, now + timedelta(seconds=self.max_command_seconds))
         got = self.slots.claim(command.command_id, command.instance_id, self.worker, self.limit, expires, now)
+        if got.ignored:
+            log.warning(
+                "items under the control-plane drain slots' prefix that are no slot ignored command_id=%s items=%s",
+                command.command_id,
+                list(got.ignored),
+            )
         if got.slot is None:
             raise busy(node, self.limit, list(got.holders))
         with self._lock:

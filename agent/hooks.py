@@ -23,7 +23,7 @@ included; the table's; anything else) is logged and counted in ``loop_errors{loo
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -109,11 +109,12 @@ class HookFinisher:
         )
         return True
 
-    def complete(self, instance_id: str, why: str) -> bool:
+    def complete(self, instance_id: str, why: str, only: Callable[[Mapping[str, Any]], bool] | None = None) -> bool:
         """CompleteLifecycleAction(CONTINUE) for the pending action of ``instance_id``, if this agent wins the
-        claim. Returns True when Auto Scaling accepted it."""
+        claim. Returns True when Auto Scaling accepted it. ``only``: the action is completed only when it holds for
+        its ``HOOK#`` item (the claim is then taken on that item's token, so it is that very action)."""
         item = self.pending(instance_id)
-        if item is None:
+        if item is None or (only is not None and not only(item)):
             return False
         action = action_of(item)
         try:

@@ -16,7 +16,14 @@ from adapters.aws.ports import CommandReceiver
 from adapters.dynamo.store import Store
 from agent.cloudwatch import CloudWatchPublisher
 from agent.consumer.config import ConsumerConfig
-from agent.consumer.decisions import Binding, RefusalDisposition, completes_hook, handback_delay, on_refusal
+from agent.consumer.decisions import (
+    Binding,
+    RefusalDisposition,
+    completes_hook,
+    handback_delay,
+    on_refusal,
+    pending_when_ended,
+)
 from agent.consumer.jobs import Counters, Job, Jobs
 from agent.consumer.retry import Retry
 from agent.consumer.schedule import CordonsFirst, DeadlineGate
@@ -117,18 +124,45 @@ class WorkerBase:
         )
         self.set_visibility(str(message["ReceiptHandle"]), 0, message_id)
 
-    def _complete_hook(self, command: Command, status: str, result: Mapping[str, Any] | None) -> None:
+    def _complete_hook(
+        self, command: Command, status: str, result: Mapping[str, Any] | None, ended: Mapping[str, Any] | None = None
+    ) -> None:
         """CONTINUE the instance's lifecycle action after its drain ended, unless the drain was a control-plane
-        drain the agent refused (``decisions.completes_hook``): Auto Scaling would terminate that master undrained."""
+        drain the agent refused (``decisions.completes_hook``): Auto Scaling would terminate that master undrained.
+        With ``ended`` (the ``CMD#`` item of a drain that ended before, e.g. read for a duplicate delivery) only an
+        action that was pending by its ``finished_at`` (``decisions.pending_when_ended``): one recorded later waits
+        for the drain queued for it."""
         assert self.hooks is not None
         if completes_hook(result):
-            self.hooks.complete(command.instance_id, f"drain {command.command_id} {status}")
+            why = f"drain {command.command_id} {status}"
+            if ended is None:
+                self.hooks.complete(command.instance_id, why)
+            else:
+                finished_at = ended.get("finished_at")
+                self.hooks.complete(
+                    command.instance_id, why, lambda hook: self._pending_then(command, hook, finished_at)
+                )
         else:
             log.warning(
                 "control-plane drain refused, lifecycle action not completed command_id=%s instance_id=%s",
                 command.command_id,
                 command.instance_id,
             )
+
+    def _pending_then(self, command: Command, hook: Mapping[str, Any], ended: Any) -> bool:
+        """``decisions.pending_when_ended``, logged and counted (``hook_not_pending_at_end``) when False."""
+        if pending_when_ended(hook, ended):
+            return True
+        self.counters.inc("hook_not_pending_at_end")
+        log.warning(
+            "duplicate of a finished drain: lifecycle action not completed, it was not pending when the drain ended "
+            "(or a time is unreadable) command_id=%s instance_id=%s recorded_at=%r finished_at=%r",
+            command.command_id,
+            command.instance_id,
+            hook.get("recorded_at"),
+            ended,
+        )
+        return False
 
     def _refused(self, message_id: str, receipt: str, command: Command, current: Mapping[str, Any] | None) -> None:
         item = current or {}
@@ -163,8 +197,9 @@ class WorkerBase:
                 message_id,
             )
             if command.kind is CommandKind.DRAIN and self.hooks is not None:
-                # a worker that died between the drain's end and the hook's completion left it pending
-                self._complete_hook(command, str(item.get("status")), item.get("result"))
+                # a worker that died between the drain's end and the hook's completion left it pending; an action
+                # recorded after the drain ended is left to the drain queued for it
+                self._complete_hook(command, str(item.get("status")), item.get("result"), ended=item)
             self._delete(receipt, message_id)
         elif disposition is RefusalDisposition.NOTIFY_AGAIN:
             self.counters.inc("notified_again")

@@ -253,6 +253,27 @@ def completes_hook(result: Mapping[str, Any] | None) -> bool:
     return not (result or {}).get(CONTROL_PLANE_REFUSED)
 
 
+def pending_when_ended(hook: Mapping[str, Any], finished_at: Any) -> bool:
+    """Whether the lifecycle action a ``HOOK#`` item records was already pending when a drain ended at
+    ``finished_at`` (its ``CMD#`` item's, ISO 8601): the item's ``recorded_at`` is no later. Pure. False when either
+    time is absent, unreadable or has no time zone: a late duplicate of a drain that ended before the action was
+    recorded must not complete it (CONTINUE would let Auto Scaling terminate the instance undrained; the drain
+    queued for that action completes it when it ends)."""
+    recorded, ended = _aware(hook.get("recorded_at")), _aware(finished_at)
+    return recorded is not None and ended is not None and recorded <= ended
+
+
+def _aware(raw: Any) -> datetime | None:
+    """An ISO 8601 time with a time zone, in UTC; None when absent, unreadable or naive."""
+    if not isinstance(raw, str):
+        return None
+    try:
+        when = datetime.fromisoformat(raw)
+        return as_utc(when) if when.tzinfo is not None else None
+    except ValueError:
+        return None
+
+
 def receive_count(message: Mapping[str, Any]) -> int:
     """The message's ``ApproximateReceiveCount`` (SQS, requested with ReceiveMessage's MessageSystemAttributeNames;
     1 on its first receive), 1 when absent or unreadable. Pure."""

@@ -10,6 +10,10 @@ releaser's own ``releasing`` claim, left by an agent that stopped midway). Its c
 - **released** once ``finished_at + uncordon_after_seconds`` has passed;
 - otherwise **waited** for (``due_at`` says until when).
 
+An item of another shape (a ``command``, ``options`` or ``result`` that is not a map, a quiet period that is not a
+non-negative integer, unreadable times) is read as carrying nothing: never pending, never superseding; nothing here
+raises on it.
+
 Whether the node still carries this command's cordon is decided at the node (``agent.drain.cordon.decide_release``):
 an operator's cordon and a cordon a later command took over are left.
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 from enum import Enum
 from typing import Any
 
@@ -43,16 +48,26 @@ class Judgement:
     due_at: datetime | None = None
 
 
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def command_id(item: Mapping[str, Any]) -> str:
     """The id of a ``CMD#`` item (its ``command.command_id``, else its sort key without ``CMD#``)."""
-    return str((item.get("command") or {}).get("command_id") or str(item.get("sk", "")).removeprefix("CMD#"))
+    return str(_map(item.get("command")).get("command_id") or str(item.get("sk", "")).removeprefix("CMD#"))
 
 
 def quiet_seconds(item: Mapping[str, Any]) -> int | None:
-    """The command's ``options.uncordon_after_seconds``, None when it keeps its cordon."""
-    options = (item.get("command") or {}).get("options") or {}
-    value = options.get("uncordon_after_seconds")
-    return None if value is None else int(value)
+    """The command's ``options.uncordon_after_seconds`` (an integer, a table number or a plain one), None when it
+    keeps its cordon or the value is no non-negative integer (``command`` or ``options`` not a map included)."""
+    value = _map(_map(item.get("command")).get("options")).get("uncordon_after_seconds")
+    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
+        return None
+    try:
+        whole = int(value)
+    except (OverflowError, ValueError):  # inf, nan
+        return None
+    return whole if whole == value and whole >= 0 else None
 
 
 def pending(item: Mapping[str, Any]) -> bool:
@@ -88,7 +103,7 @@ def judge(
     """
     own = command_id(item)
     status = str(item.get("status"))
-    result = item.get("result") or {}
+    result = _map(item.get("result"))
     if status not in (CommandStatus.SUCCEEDED.value, CommandStatus.TIMED_OUT.value):
         return Judgement(Verdict.KEEP, f"nothing to give back: the command {status}")
     if not result.get("cordoned_by_us", False):

@@ -12,8 +12,9 @@ later command for the instance keeps its cordon). It judges each pending one (``
   (``DrainEngine.release_node``: an operator's cordon, or one a later command took over, is left; a conflicting
   write re-reads the node), and records the outcome as the resolution.
 
-Errors (the table, the Kubernetes API) are logged and counted; the item stays pending (or claimed) and is judged
-again at the next check. ``check_once`` never raises.
+Errors (the table, the Kubernetes API, an item of a shape nothing here can read) are logged and counted per item; the
+item stays pending (or claimed) and is judged again at the next check, the others are judged as usual. ``check_once``
+never raises. An item whose ``command`` or quiet period is unreadable is no give-back command (``decisions``).
 """
 
 from __future__ import annotations
@@ -80,7 +81,10 @@ class CordonReleaser:
     def run(self, stop: threading.Event) -> None:
         """Check now, then every ``period_seconds``, until ``stop`` is set. Never raises."""
         while not stop.is_set():
-            self.check_once()
+            try:
+                self.check_once()
+            except Exception:  # check_once never raises; the loop outlives a defect in it all the same
+                log.exception("cordon check failed")
             if stop.wait(self.period_seconds):
                 return
 
@@ -100,8 +104,14 @@ class CordonReleaser:
             return counts
         # only the commands of instances with a pending cordon are looked at (``pending`` answers the same on the
         # table's values as on plain ones): a week of commands is not converted every pass
-        instances = {item.get("instance_id") for item in raw if pending(item)}
-        items = [plain(item) for item in raw if item.get("instance_id") in instances]
+        instances = {_instance(item) for item in raw if pending(item)} - {""}
+        items = [plain(item) for item in raw if _instance(item) in instances]
+        unreadable = [item for item in raw if pending(item) and not _instance(item)]
+        for item in unreadable:
+            log.warning("cordon check: a pending command names no instance command_id=%s", command_id(item))
+            counts["errors"] += 1
+            if self.metrics is not None:
+                self.metrics.cordons_resolved.labels(outcome=METRIC_OUTCOME["errors"]).inc()
         for item in items:
             if not pending(item):
                 continue
@@ -156,3 +166,9 @@ class CordonReleaser:
         resolve_cordon(self.store, own, why, now=self.clock(), over=RELEASING)
         log.info("cordon kept, not given back command_id=%s why=%r", own, why)
         return "kept"
+
+
+def _instance(item: Mapping[str, Any]) -> str:
+    """The ``instance_id`` of a ``CMD#`` item, "" when it is not a string."""
+    value = item.get("instance_id")
+    return value if isinstance(value, str) else ""

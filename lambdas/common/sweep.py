@@ -65,10 +65,13 @@ class Sweep:
 
 
 def _when(value: Any) -> datetime | None:
+    """An ISO 8601 time with a time zone; None when absent, unreadable or naive (it cannot be compared with an
+    aware ``now``: an item with one is judged as if the time were absent, never raises)."""
     try:
-        return datetime.fromisoformat(str(value)) if value else None
+        when = datetime.fromisoformat(str(value)) if value else None
     except ValueError:
         return None
+    return when if when is not None and when.tzinfo is not None else None
 
 
 def _epoch(value: Any) -> float | None:
@@ -111,8 +114,7 @@ def stranded(items: Iterable[Mapping[str, Any]], now: datetime, after_seconds: f
             continue
         if status == CommandStatus.RUNNING.value:
             tightened = _when(item.get("deadline_tightened_to"))
-            aware = tightened is not None and tightened.tzinfo is not None
-            deadline = min(command.deadline, tightened) if tightened is not None and aware else command.deadline
+            deadline = min(command.deadline, tightened) if tightened is not None else command.deadline
             before = stale_since(item, now, after_seconds)
             resent = _when(item.get("resent_at"))
             if (

@@ -20,6 +20,7 @@ Outcomes (the return value; EventBridge invokes asynchronously, so it is only lo
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -62,6 +63,7 @@ from lambdas.common.telemetry import Telemetry
 from lambdas.events.event import Event, EventKind
 from lambdas.events.scope import Scope
 from lambdas.interruption.decide import command_id_for, decide
+from lambdas.interruption.decide.common import unreadable_command
 from lambdas.interruption.execute import Effects, execute
 from lambdas.interruption.gather import read_ec2_state, read_instance_facts
 from lambdas.interruption.verify import GOING_STATES
@@ -196,7 +198,7 @@ def gather(notice: Event, deps: Deps) -> World:
         # event claims is then checked with EC2 (one DescribeInstances call, lambdas.interruption.verify)
         if item is None or (notice.instance_state or "") not in GOING_STATES:
             return World(instance=InstanceFacts(notice.instance), membership=membership)
-        members = tuple(commands_for_instance(deps.store, notice.instance))
+        members = readable_commands(commands_for_instance(deps.store, notice.instance), deps)
         facts = read_ec2_state(deps.aws.ec2, notice.instance)
         return World(instance=facts, membership=membership, commands=members)
     detach = deps.store.get_detach(notice.instance)
@@ -207,7 +209,7 @@ def gather(notice: Event, deps: Deps) -> World:
         hook = get_hook(deps.store, notice.instance)
     if command is None:
         # rules 5a, 5b and 7 look at the instance's other commands (a rebalance cordon or drain, a drain running)
-        commands = tuple(commands_for_instance(deps.store, notice.instance))
+        commands = readable_commands(commands_for_instance(deps.store, notice.instance), deps)
     facts = read_instance_facts(
         deps.aws.autoscaling, deps.aws.ec2, notice.instance, recorded_asg=detach.get("asg_name") if detach else None
     )
@@ -226,6 +228,20 @@ def gather(notice: Event, deps: Deps) -> World:
         commands=commands,
         active_run=active_run,
     )
+
+
+def readable_commands(items: Iterable[dict[str, Any]], deps: Deps) -> tuple[dict[str, Any], ...]:
+    """The ``CMD#`` items the rules can read (``decide.common.unreadable_command``); each other one is logged and
+    counted (``Skipped`` by ``reason=unreadable_item``), never raised: the notice is decided without it."""
+    kept = []
+    for item in items:
+        why = unreadable_command(item)
+        if why is None:
+            kept.append(item)
+            continue
+        logger.warning(f"unreadable item {item.get('sk', '?')} ignored", extra={"error": why})
+        deps.telemetry.count_by("Skipped", "reason", "unreadable_item")
+    return tuple(kept)
 
 
 def process_event(*, event: dict[str, Any], notice: Event, deps: Deps, now: datetime) -> dict[str, Any]:

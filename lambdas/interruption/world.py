@@ -55,7 +55,8 @@ class World:
         detach: the ``DETACH#`` item of the instance, if an early replacement was already recorded.
         hook: for a lifecycle action, the instance's ``HOOK#`` item, if any.
         commands: for a lifecycle action or a state change, the instance's ``CMD#`` items, newest first
-            (``adapters.dynamo.commands.commands_for_instance``); empty otherwise.
+            (``adapters.dynamo.commands.commands_for_instance``), those the rules can read
+            (``decide.common.unreadable_command``); empty otherwise.
         active_run: for a Spot warning (any policy), and for a rebalance recommendation under
             ``REBALANCE_POLICY=replace``, the cluster's active refresh run (``RunStore.active``), if any; None
             otherwise.

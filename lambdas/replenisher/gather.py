@@ -22,7 +22,7 @@ from adapters.dynamo.store import Store
 from adapters.dynamo.table import plain
 from core.detach import DetachState
 from core.kops import CLUSTER_TAG, managed_group
-from core.model import NodeRecord, fresh_by_mark
+from core.model import Command, NodeRecord, fresh_by_mark
 from core.runs import Run
 from core.settings import ReplenisherSettings
 from lambdas.common.telemetry import Telemetry
@@ -126,7 +126,12 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
                 led = ledger_store.from_item(item)
                 ledgers[led.asg_name] = led
             elif sk.startswith("CMD#") and sk[4:].startswith(OWN_COMMAND_PREFIXES):
-                commands[sk[4:]] = item
+                why = own_command_error(item)
+                if why is None:
+                    commands[sk[4:]] = item
+                else:  # as an unreadable RUN# or COMP# item: left out, noted and counted
+                    logger.warning(f"unreadable item {sk} ignored", extra={"error": why})
+                    deps.telemetry.count_by("Skipped", "reason", "unreadable_item")
             elif sk.startswith("RUN#"):  # an active one (above)
                 try:
                     run = Run.model_validate(item)
@@ -264,19 +269,46 @@ def gathered(sk: str) -> bool:
     return sk == LOCK_SK or sk.startswith((ledger_store.PREFIX, "RUN#", "DETACH#"))
 
 
+def own_command_error(item: Mapping[str, Any]) -> str | None:
+    """Why ``decide`` cannot read one of the replenisher's own ``CMD#`` items (plain values), None when it can: its
+    ``command`` validates as a ``Command`` and its ``deadline`` as recorded is an ISO 8601 time with a zone (the
+    cleanup reads it so), its ``created_at`` is one too (``decide.builder.send_if_needed``), its ``status`` a string.
+    Pure. The agent partition is written by more than the replenisher: an item of another shape is left out (its
+    command is then decided as if never recorded: a drain sent for it is not re-sent over a non-queued item, and the
+    agent rejects a body its item does not back)."""
+    stored = item.get("command")
+    if not isinstance(stored, Mapping):
+        return "no command map"
+    try:
+        Command.model_validate(stored)
+    except ValidationError as err:
+        return f"command does not validate: {err}"
+    for name, value in (("command.deadline", stored.get("deadline")), ("created_at", item.get("created_at"))):
+        if aware_time(value) is None:
+            return f"{name} is no ISO 8601 time with a zone: {value!r}"
+    if not isinstance(item.get("status"), str):
+        return "status is not a string"
+    return None
+
+
+def aware_time(value: Any) -> datetime | None:
+    """``value`` read as an ISO 8601 time with a zone; None when it is no string, unreadable or has no zone. Pure."""
+    if not isinstance(value, str):
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else None
+
+
 def detached_record(instance_id: str, item: Mapping[str, Any]) -> Detached:
     """A ``DETACH#`` item as the sweep reads it (an unreadable time leaves ``recorded_at`` None: never swept)."""
-    try:
-        recorded_at: datetime | None = datetime.fromisoformat(str(item.get("recorded_at")))
-    except ValueError:
-        recorded_at = None
-    if recorded_at is not None and recorded_at.tzinfo is None:
-        recorded_at = None
     return Detached(
         instance_id=instance_id,
         asg_name=str(item.get("asg_name", "")),
         state=str(item.get("state", "")),
-        recorded_at=recorded_at,
+        recorded_at=aware_time(item.get("recorded_at")),
     )
 
 

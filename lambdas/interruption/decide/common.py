@@ -145,8 +145,37 @@ def command_id(item: Mapping[str, Any]) -> str:
 
 
 def succeeded_recently(item: Mapping[str, Any], now: datetime, seconds: int) -> bool:
-    """True when the ``CMD#`` item ``succeeded`` no more than ``seconds`` before ``now``."""
-    if item.get("status") != CommandStatus.SUCCEEDED.value or not item.get("finished_at"):
+    """True when the ``CMD#`` item ``succeeded`` no more than ``seconds`` before ``now`` (False when its
+    ``finished_at`` is absent, unreadable or has no time zone)."""
+    if item.get("status") != CommandStatus.SUCCEEDED.value:
         return False
-    finished = datetime.fromisoformat(str(item["finished_at"]))
-    return (now - finished).total_seconds() <= seconds
+    finished = aware_time(item.get("finished_at"))
+    return finished is not None and (now - finished).total_seconds() <= seconds
+
+
+def aware_time(value: Any) -> datetime | None:
+    """``value`` read as an ISO 8601 time with a zone; None when it is no string, unreadable or has no zone."""
+    if not isinstance(value, str):
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else None
+
+
+def unreadable_command(item: Mapping[str, Any]) -> str | None:
+    """Why the rules cannot read a ``CMD#`` item of the instance (``World.commands``), None when they can: its
+    ``command`` a map (and its ``options``, when present), its ``status`` a string, its ``finished_at``, when set, an
+    ISO 8601 time with a zone. The agent partition is written by more than this Lambda: ``gather`` leaves such an
+    item out (logged and counted) instead of letting it fail every warning for the instance."""
+    command = item.get("command")
+    if not isinstance(command, Mapping):
+        return "no command map"
+    if command.get("options") is not None and not isinstance(command.get("options"), Mapping):
+        return "command.options is not a map"
+    if not isinstance(item.get("status"), str):
+        return "status is not a string"
+    if item.get("finished_at") and aware_time(item.get("finished_at")) is None:
+        return f"finished_at is no ISO 8601 time with a zone: {item.get('finished_at')!r}"
+    return None

@@ -3,6 +3,7 @@ effects and waits gathered, and the helpers every step uses), and what it return
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
@@ -251,15 +252,46 @@ class Context:
 
     def drain_outcome(self, step: RunStep, command_id: str) -> tuple[str | None, str]:
         """The drain's terminal status ("" message) or None while it runs; a command unfinished long after its
-        deadline counts as timed out (the agent is gone)."""
+        deadline counts as timed out (the agent is gone). Never raises: an item this pass cannot read (a status
+        outside ``CommandStatus``, a ``result`` that is not a map, a ``command.deadline`` that is no ISO 8601 time
+        with a zone; the agent partition is written by more than the run) is no outcome yet, with a note as the
+        message (for the wait), until the deadline the run gave the drain (``drain_deadline``) passed."""
         item = self.world.commands.get(command_id)
         if item is None:
             return None, ""
-        status = CommandStatus(item["status"])
-        if status.terminal:
-            result = item.get("result") or {}
+        status = next((s for s in CommandStatus if s.value == item.get("status")), None)
+        result = item.get("result") or {}
+        if status is not None and status.terminal and isinstance(result, Mapping):
             return status.value, str(result.get("message", ""))
-        deadline = datetime.fromisoformat(str(item["command"]["deadline"]))
-        if (self.now - deadline).total_seconds() > self.settings.agent_grace_seconds:
-            return CommandStatus.TIMED_OUT.value, "no result from the agent after the deadline"
-        return None, ""
+        command = item.get("command")
+        deadline = aware_time(command.get("deadline") if isinstance(command, Mapping) else None)
+        note = ""
+        if status is None or status.terminal or deadline is None:
+            note = f"its item is unreadable (status {item.get('status')!r}), taken as unfinished"
+            deadline = self.drain_deadline(step, command_id)
+        if deadline is not None and (self.now - deadline).total_seconds() > self.settings.agent_grace_seconds:
+            return CommandStatus.TIMED_OUT.value, "no result from the agent after the deadline" + (
+                f" ({note})" if note else ""
+            )
+        return None, note
+
+    def drain_deadline(self, step: RunStep, command_id: str) -> datetime | None:
+        """The deadline the run gave a drain of ``step`` when it sent it (``command``): from when the step entered
+        its state (else its last intent), the undo drain's ``UNDO_DRAIN_SECONDS`` or the run's drain timeout. None
+        when neither time is known."""
+        since = step.entered.get(step.state.value) or step.intent_at
+        if since is None:
+            return None
+        undo = command_id == step.undo_command_id
+        return since + timedelta(seconds=UNDO_DRAIN_SECONDS if undo else self.run.options.drain_timeout_seconds)
+
+
+def aware_time(value: object) -> datetime | None:
+    """``value`` read as an ISO 8601 time with a zone; None when it is no string, unreadable or has no zone."""
+    if not isinstance(value, str):
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else None

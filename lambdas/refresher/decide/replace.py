@@ -45,7 +45,7 @@ def draining(p: Context, step: RunStep) -> None:
         return
     status, message = p.drain_outcome(step, step.command_id)
     if status is None:
-        p.wait(WaitKind.DRAIN, f"drain of {step.node_name or step.instance_id}")
+        p.wait(WaitKind.DRAIN, f"drain of {step.node_name or step.instance_id}" + (f": {message}" if message else ""))
         return
     timed_out = status == CommandStatus.TIMED_OUT.value
     proceed = status in (CommandStatus.SUCCEEDED.value, CommandStatus.SKIPPED.value) or (

@@ -92,9 +92,9 @@ def undo_draining(p: Context, step: RunStep) -> None:
         else:
             p.wait(WaitKind.EFFECT, f"undo drain {step.undo_command_id} to be recorded")
         return
-    status, _ = p.drain_outcome(step, step.undo_command_id)
+    status, message = p.drain_outcome(step, step.undo_command_id)
     if status is None:
-        p.wait(WaitKind.DRAIN, f"drain of spare {step.surge_instance_id}")
+        p.wait(WaitKind.DRAIN, f"drain of spare {step.surge_instance_id}" + (f": {message}" if message else ""))
         return
     facts = p.facts(step)
     if facts is not None and taken_back(p, step, facts):

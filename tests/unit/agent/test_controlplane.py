@@ -59,6 +59,17 @@ def test_two_agents_share_the_clusters_slot(store: Store) -> None:
     standby.admit(drain("lifecycle-ev-1"), MASTER)
 
 
+def test_an_item_under_the_slots_prefix_that_is_no_slot_neither_fails_nor_holds_a_drain(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    store.put(f"{PREFIX}x", {"command_id": "nobody"})  # e.g. written by hand, or by anything allowed to write the table
+    guard(store, "agent-a:1").admit(drain("lifecycle-ev-1"), MASTER)  # a slot taken, no ValueError
+    assert store.get(f"{PREFIX}0") is not None
+    assert f"{PREFIX}x" in caplog.text  # logged
+    with pytest.raises(ControlPlaneBusyError):  # the cap still holds
+        guard(store, "agent-b:2").admit(drain("lifecycle-ev-2"), MASTER)
+
+
 def test_a_refused_command_claims_nothing(store: Store) -> None:
     with pytest.raises(ControlPlaneRefusedError):
         guard(store, "agent-a:1").admit(drain("rebalance-1", "rebalance-recommendation"), MASTER)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from typing import Any
 
 import boto3
@@ -22,7 +23,7 @@ from agent.metrics import AgentMetrics
 from agent.report import Reporter
 from core.exceptions import NodeNotFoundError
 from core.lifecycle import HookState, LifecycleAction
-from core.model import Command
+from core.model import Command, CommandStatus
 from tests.unit.agent.consumer_world import INSTANCE, ScriptedEngine, World, command, succeed
 
 HOOK = LifecycleAction(
@@ -66,6 +67,10 @@ def consumer(
     return CommandConsumer(
         CommandQueue(world.sqs, cfg.queue_url), world.store, engine, reporter, cfg, metrics=metrics, hooks=hooks
     )
+
+
+def timed_out(cmd: Command) -> Any:
+    return succeed(cmd).model_copy(update={"status": CommandStatus.TIMED_OUT, "message": "PDB blocked"})
 
 
 def expect_complete(stub: Stubber) -> None:
@@ -136,12 +141,34 @@ def test_a_duplicate_delivery_of_a_finished_drain_completes_an_action_left_pendi
     sent = command("lifecycle-ev-1")
     world.send(sent)
     consumer(world, ScriptedEngine(), autoscaling).handle(world.receive())  # no action recorded yet: no call
-    record_hook(world.store, HOOK, ttl_seconds=3600)  # e.g. the worker died between the drain's end and the call
+    # the action was recorded before the drain ended, and the worker died between the drain's end and the call
+    ended = datetime.fromisoformat(world.item("lifecycle-ev-1")["finished_at"])
+    record_hook(world.store, HOOK, ttl_seconds=3600, now=ended - timedelta(seconds=1))
     expect_complete(stub)
     world.send(sent, record=False)  # SQS delivers it again
     consumer(world, ScriptedEngine(), autoscaling).handle(world.receive())
     assert get_hook(world.store, INSTANCE)["state"] == HookState.COMPLETED
     assert world.in_queue() == 0
+
+
+def test_a_late_duplicate_of_an_earlier_drain_leaves_an_action_recorded_after_it_pending(
+    world: World, stubbed: tuple[Any, Stubber]
+) -> None:
+    autoscaling, _ = stubbed
+    old = command("rebalance-old")  # an earlier drain of the instance; it timed out (a PDB held it)
+    world.send(old)
+    consumer(world, ScriptedEngine(timed_out), autoscaling).handle(world.receive())
+    assert world.item("rebalance-old")["status"] == "timed_out"
+    # then Auto Scaling terminates the instance: the interruption Lambda records the action and queues its drain
+    record_hook(world.store, HOOK, ttl_seconds=3600)
+    world.store.record_command(command("lifecycle-ev-1", deadline_in=600), ttl_seconds=3600)
+    world.send(old, record=False)  # SQS delivers the old drain's message again (or anyone replays it)
+    c = consumer(world, ScriptedEngine(), autoscaling)
+    c.handle(world.receive())  # no CompleteLifecycleAction (the Stubber fails an unexpected call)
+    assert get_hook(world.store, INSTANCE)["state"] == HookState.PENDING  # left to the drain queued for it
+    assert world.item("lifecycle-ev-1")["status"] == "queued"
+    assert c.worker.counters.snapshot().get("hook_not_pending_at_end") == 1  # counted
+    assert world.in_queue() == 0  # acknowledged
 
 
 def test_a_long_drain_records_heartbeats_until_its_deadline(world: World, stubbed: tuple[Any, Stubber]) -> None:

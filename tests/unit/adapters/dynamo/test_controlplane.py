@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
-from adapters.dynamo.controlplane import PREFIX, ControlPlaneSlots
+from adapters.dynamo.controlplane import PREFIX, ControlPlaneSlots, slot_of
 from adapters.dynamo.store import Store
 from core.model import utcnow
 
@@ -54,6 +54,26 @@ def test_release_gives_back_only_its_own_slot(store: Store) -> None:
     assert slots.release("a") == 0
     assert held(store) == {"CPDRAIN#1": "b"}
     assert slots.claim("c", "i-c", "w", 2, LATER, NOW).slot == 0
+
+
+def test_an_item_that_is_no_slot_is_skipped_and_named(store: Store) -> None:
+    # a suffix that is no number, not as slot_sk writes it, or at or above the slots: none raises, none is a slot
+    for junk in ("x", "01", "2", "-1", "\u0661", ""):
+        store.put(f"{PREFIX}{junk}", {"command_id": "a", "expires_at": 0})
+    slots = ControlPlaneSlots(store)
+    got = slots.claim("a", "i-a", "w", 2, LATER, NOW)
+    assert got.slot == 0 and sorted(got.ignored) == sorted(
+        f"{PREFIX}{junk}" for junk in ("x", "01", "2", "-1", "\u0661", "")
+    )
+    assert slots.claim("b", "i-b", "w", 2, LATER, NOW).slot == 1
+    assert slots.claim("c", "i-c", "w", 2, LATER, NOW).slot is None
+
+
+def test_slot_of_reads_only_what_slot_sk_writes() -> None:
+    assert [slot_of(f"{PREFIX}{n}", 3) for n in (0, 2, 3, 10)] == [0, 2, None, None]
+    assert [slot_of(sk, 3) for sk in ("CPDRAIN#x", "CPDRAIN#01", "CPDRAIN#+1", "CPDRAIN# 1", "HOOK#1", "")] == [
+        None
+    ] * 6
 
 
 def test_of_many_claimers_at_once_exactly_one_wins_the_last_slot(store: Store) -> None:

@@ -187,6 +187,19 @@ def test_a_refused_control_plane_drain_never_completes_its_hook() -> None:
     assert not completes_hook({"status": "failed", CONTROL_PLANE_REFUSED: True})
 
 
+def test_only_an_action_pending_when_the_drain_ended_counts_as_left_pending() -> None:
+    from agent.consumer.decisions import pending_when_ended
+
+    ended = NOW.isoformat()
+    assert pending_when_ended({"recorded_at": (NOW - timedelta(seconds=5)).isoformat()}, ended)
+    assert pending_when_ended({"recorded_at": ended}, ended)
+    assert not pending_when_ended({"recorded_at": (NOW + timedelta(seconds=5)).isoformat()}, ended)  # recorded later
+    naive = NOW.replace(tzinfo=None).isoformat()
+    for hook, finished in (({"recorded_at": naive}, ended), ({}, ended), ({"recorded_at": ended}, naive)):
+        assert not pending_when_ended(hook, finished)  # a time missing, without a zone or unreadable: not completed
+    assert not pending_when_ended({"recorded_at": ended}, None) and not pending_when_ended({"recorded_at": 7}, "x")
+
+
 def test_a_drain_tightened_to_a_spot_deadline_never_gives_its_cordon_back() -> None:
     # a rebalance-replace drain that pauses its run on failure: the Spot warning came before the agent started it
     drain = _cmd().model_copy(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -92,3 +93,32 @@ def test_a_command_that_holds_no_cordon_of_ours_is_kept_at_once(held_nothing: di
 def test_a_timed_out_rebalance_drain_is_given_back_too() -> None:
     drain = item(status="timed_out")
     assert judge(drain, [drain], None, T0 + timedelta(hours=1)).verdict is Verdict.RELEASE
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {"command": "not a map"},
+        {"command": {"command_id": "rebalance-1", "options": "not a map"}},
+        {"command": {"command_id": "rebalance-1", "options": {"uncordon_after_seconds": "soon"}}},
+        {"command": {"command_id": "rebalance-1", "options": {"uncordon_after_seconds": 1.5}}},
+        {"command": {"command_id": "rebalance-1", "options": {"uncordon_after_seconds": -1}}},
+        {"command": {"command_id": "rebalance-1", "options": {"uncordon_after_seconds": True}}},
+        {"command": {"command_id": "rebalance-1", "options": {"uncordon_after_seconds": Decimal("NaN")}}},
+    ],
+)
+def test_an_item_of_another_shape_is_no_give_back_command(shape: dict[str, Any]) -> None:
+    assert pending({**item(), **shape}) is False  # never raises
+
+
+def test_a_quiet_period_read_from_the_table_is_one() -> None:
+    table = item(quiet=None, command={"command_id": "rebalance-1", "options": {"uncordon_after_seconds": Decimal(300)}})
+    assert pending(table) and judge(table, [table], None, T0 + timedelta(seconds=302)).verdict is Verdict.RELEASE
+
+
+def test_an_unreadable_sibling_or_result_neither_raises_nor_supersedes() -> None:
+    cordon = item()
+    junk = {"sk": "CMD#drain-junk", "instance_id": INSTANCE, "command": "not a map", "created_at": "garbage"}
+    assert judge(cordon, [junk, cordon], None, T0 + timedelta(hours=1)).verdict is Verdict.RELEASE
+    odd = item(result="not a map")
+    assert judge(odd, [odd], None, T0 + timedelta(hours=1)).verdict is Verdict.KEEP  # no cordon of ours to give back

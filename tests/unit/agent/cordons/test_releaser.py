@@ -173,6 +173,43 @@ def test_with_no_cordon_pending_only_the_rebalance_commands_are_read(
     assert answered == ["CMD#rebalance-1"]
 
 
+@pytest.mark.parametrize(
+    ("sk", "junk"),
+    [
+        ("CMD#rebalance-junk", {"command": "not a map"}),
+        ("CMD#rebalance-junk", {"command": {"options": {"uncordon_after_seconds": "soon"}}}),
+        ("CMD#drain-junk", {"command": "not a map", "result": "not a map"}),
+    ],
+)
+def test_an_unreadable_item_leaves_every_other_cordon_to_its_judgement(
+    world: World, sk: str, junk: dict[str, Any]
+) -> None:
+    cordoned(world)
+    world.store.put(sk, {"status": "succeeded", "instance_id": INSTANCE, **junk})
+    node = OneNode(unschedulable=True, holder="rebalance-1")
+    assert releaser(world, node, after=400).check_once()["released"] == 1
+    assert not node.unschedulable and resolution(world) == "released"
+
+
+def test_a_pending_item_that_names_no_instance_is_counted_and_the_loop_goes_on(world: World) -> None:
+    import threading
+
+    cordoned(world)
+    odd = {"command_id": "rebalance-odd", "options": {"uncordon_after_seconds": 0}}
+    world.store.put("CMD#rebalance-odd", {"status": "succeeded", "instance_id": {"not": "a string"}, "command": odd})
+    node = OneNode(unschedulable=True, holder="rebalance-1")
+    assert releaser(world, node, after=400).check_once() == {"released": 1, "kept": 0, "waiting": 0, "errors": 1}
+    stop = threading.Event()
+
+    def a_defect() -> dict[str, int]:
+        stop.set()
+        raise RuntimeError("a defect in one check")
+
+    looped = releaser(world, node, after=400)
+    looped.check_once = a_defect  # type: ignore[method-assign]
+    looped.run(stop)  # returns: the loop outlives it
+
+
 def test_a_quiet_period_is_refused_on_any_other_command() -> None:
     # the check reads only CMD#rebalance-*: a quiet period elsewhere would never be given back, so none is made
     with pytest.raises(ValidationError, match="quiet period"):

@@ -63,6 +63,23 @@ def test_stranded_sorts_queued_items_by_age_and_deadline() -> None:
     assert sweep.unreadable == ("CMD#garbage",)
 
 
+def test_a_time_with_no_zone_is_read_as_absent_never_raised() -> None:
+    naive = (NOW - timedelta(seconds=10)).replace(tzinfo=None).isoformat()  # recent, were it read
+    beat = NOW.timestamp() - 600
+    queued, running, tightened = drain("queued"), drain("running"), drain("tightened")
+    sweep = stranded(
+        [
+            item(queued, created_at=naive),  # as if never sent: sent again
+            item(running, "running", heartbeat_at=beat, stale_after_seconds=60, resent_at=naive),  # never re-sent
+            item(tightened, "running", heartbeat_at=beat, stale_after_seconds=60, deadline_tightened_to=naive),
+        ],
+        NOW,
+        300,
+    )
+    assert sweep.resend == (queued,)
+    assert [command for command, _ in sweep.retake] == [running, tightened]  # the recorded deadline stands
+
+
 class Sender:
     def __init__(self) -> None:
         self.sent: list[Command] = []

@@ -94,6 +94,9 @@ def test_a_hook_with_no_drain_records_and_sends_one_with_the_hooks_deadline() ->
         ((drain("refresh-1", "succeeded", 120),), SendCommand),  # older than LIFECYCLE_RECENT_DRAIN_SECONDS (1 h)
         ((drain("refresh-1", "failed", 1),), SendCommand),
         (({**drain("c-1", "running"), "kind": "cordon"},), SendCommand),  # only drains count
+        # a drain whose end is unreadable or has no time zone is no recent drain: this action gets its own
+        (({**drain("refresh-1", "succeeded"), "finished_at": "bogus"},), SendCommand),
+        (({**drain("refresh-1", "succeeded"), "finished_at": T0.replace(tzinfo=None).isoformat()},), SendCommand),
     ],
 )
 def test_one_drain_not_two(commands: tuple[dict[str, Any], ...], expected: type) -> None:

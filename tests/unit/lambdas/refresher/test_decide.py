@@ -4,6 +4,9 @@ Synthetic worlds (no I/O): what a crash leaves behind must lead to exactly one r
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
 
 from adapters.dynamo.table import dynamo
 from core.kops import Role
@@ -121,6 +124,28 @@ def test_a_failed_drain_pauses_and_gives_the_surge_back() -> None:
     kinds = [a.command.kind.value for a in effects(decision, SendCommand)]
     assert kinds == ["uncordon", "drain"]  # uncordon the old, drain the spare before giving it back
     assert decision.run.steps[0].state is StepState.UNDO_DRAINING
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"status": "exploded", "command": {"deadline": T0.isoformat()}},  # no status of the vocabulary
+        {"status": "succeeded", "result": "not a map"},
+        {"status": "running", "command": {"deadline": T0.replace(tzinfo=None).isoformat()}},  # no zone
+        {"status": "running", "command": "not a map"},
+    ],
+)
+def test_an_unreadable_drain_item_is_no_outcome_until_the_drains_own_deadline(item: dict[str, Any]) -> None:
+    # the agent partition is written by more than the run: such an item is waited on, noted, never raised on
+    base = world([OLD, OTHER, SPARE], 3)
+    w = World(groups=base.groups, nodes=base.nodes, commands={"refresh-r1-0": item})
+    draining = run(StepState.DRAINING, 1, T0, command_id="refresh-r1-0", surge_instance_id=SPARE)
+    waiting = advance(draining, w, SETTINGS, T0 + timedelta(seconds=60))
+    assert waiting.run.steps[0].state is StepState.DRAINING and not effects(waiting, SendCommand)
+    assert "unreadable" in waiting.waits[0].what
+    late = T0 + timedelta(seconds=draining.options.drain_timeout_seconds + SETTINGS.agent_grace_seconds + 1)
+    timed_out = advance(draining, w, SETTINGS, late)  # the deadline the run gave the drain bounds the wait
+    assert timed_out.run.status is RunStatus.PAUSING and "timed_out" in timed_out.run.reason
 
 
 def test_a_finished_step_keeps_no_surge_baseline() -> None:

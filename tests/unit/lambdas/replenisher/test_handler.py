@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from adapters.dynamo.node_memo import REUSE_SECONDS
-from core.model import NodeRecord, utcnow
-from lambdas.replenisher.gather import gather
+from core.model import Command, NodeRecord, utcnow
+from lambdas.replenisher.gather import gather, own_command_error
 from lambdas.replenisher.handler import Deps
 from localworld.cluster import cluster_instances
 from tests.dynamo_reads import answered_sort_keys
@@ -20,6 +20,23 @@ from tests.unit.lambdas.replenisher.conftest import CLUSTER
 def instance_ids(deps: Deps) -> list[str]:
     ec2: Any = deps.aws.ec2.client  # the gateway's adapter keeps its boto3 client
     return [i["InstanceId"] for i in cluster_instances(ec2, CLUSTER)]
+
+
+def own(deps: Deps, command_id: str, status: str = "queued", **changed: Any) -> dict[str, Any]:
+    """Record one of the replenisher's own drains as it does, then with ``status`` and ``changed`` attributes."""
+    now = utcnow()
+    drain = Command(
+        command_id=command_id,
+        cluster=CLUSTER,
+        kind="drain",
+        instance_id="i-0123456789abcdef0",
+        deadline=now + timedelta(minutes=10),
+    )
+    deps.store.record_command(drain, ttl_seconds=3600, now=now)
+    item = deps.store.get_command(command_id)
+    assert item is not None
+    deps.store.put(f"CMD#{command_id}", {**item, "status": status, **changed})
+    return {**item, "status": status, **changed}
 
 
 @pytest.mark.parametrize("marked", [True, False])
@@ -39,7 +56,9 @@ def test_old_records_count_while_the_agents_mark_is_fresh(deps: Deps, marked: bo
 
 def test_gather_reads_its_own_commands_and_leaves_the_others(deps: Deps) -> None:
     now = utcnow()
-    for command_id in ("giveback-1", "surplus-2", "drain-3", "refresh-4"):
+    own(deps, "giveback-1")
+    own(deps, "surplus-2")
+    for command_id in ("drain-3", "refresh-4"):
         deps.store.put(f"CMD#{command_id}", {"status": "queued", "instance_id": "i-0123456789abcdef0"})
     deps.store.put("NODE#not-a-record", {"instance_id": 7})  # unreadable: counted and left out, not raised
 
@@ -50,10 +69,35 @@ def test_gather_reads_its_own_commands_and_leaves_the_others(deps: Deps) -> None
     assert "not-a-record" not in world.nodes and 7 not in world.nodes
 
 
+def test_an_own_command_item_decide_cannot_read_is_left_out_and_counted(
+    deps: Deps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the agent partition is written by the agent's role too: an item of another shape never reaches decide
+    item = own(deps, "surplus-ok")
+    forged = {
+        "surplus-none": {"status": "queued", "instance_id": "X"},  # no command
+        "surplus-junk": {"status": "queued", "command": {"deadline": "not a time"}},
+        "giveback-map": {**item, "command": "not a map"},
+        "giveback-naive": {**item, "command": {**item["command"], "deadline": "2030-01-01T00:00:00"}},
+        "surplus-created": {**item, "created_at": "yesterday"},
+        "surplus-status": {**item, "status": ["queued"]},
+    }
+    for command_id, attrs in forged.items():
+        deps.store.put(f"CMD#{command_id}", attrs)
+    counted: list[tuple[str, str, str]] = []
+    monkeypatch.setattr(deps.telemetry, "count_by", lambda *args: counted.append(args))
+
+    assert sorted(gather(deps, utcnow()).commands) == ["surplus-ok"]
+    assert counted == [("Skipped", "reason", "unreadable_item")] * len(forged)
+    assert own_command_error(item) is None and all(own_command_error(attrs) for attrs in forged.values())
+
+
 def test_gather_never_reads_the_agents_history(deps: Deps, monkeypatch: pytest.MonkeyPatch) -> None:
     # a week of other commands and lifecycle claims is most of the agent partition: not one of them is read
     now = utcnow()
-    for command_id in ("giveback-1", "surplus-2", "drain-3", "refresh-4", "rebalance-5"):
+    own(deps, "giveback-1", "succeeded")
+    own(deps, "surplus-2", "succeeded")
+    for command_id in ("drain-3", "refresh-4", "rebalance-5"):
         deps.store.put(f"CMD#{command_id}", {"status": "succeeded", "instance_id": "i-0123456789abcdef0"})
     deps.store.put("HOOK#i-0123456789abcdef0", {"state": "claimed"})
     deps.store.put("CPDRAIN#0", {"holder": "x"})
