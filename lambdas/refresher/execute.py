@@ -38,7 +38,6 @@ from adapters.dynamo.commands import recording
 from adapters.dynamo.lock import LeaseLock, Taking
 from adapters.dynamo.runs import RunStore
 from adapters.dynamo.store import Store
-from adapters.dynamo.table import MAX_ALSO
 from core.capacity import Bounds
 from core.exceptions import CommandExistsError, RunAlreadyActiveError
 from core.lock import Lease
@@ -46,6 +45,7 @@ from core.model import Command
 from core.runs import LOCK_OPERATION, run_id_of_holder
 from lambdas.common.execute import apply_in_order, set_bounded_capacity
 from lambdas.common.telemetry import Telemetry
+from lambdas.refresher.passes import recorded_with_save
 from lambdas.refresher.plan import (
     EFFECTS,
     AcquireLock,
@@ -194,7 +194,7 @@ def _save(action: SaveRun, effects: Effects, now: datetime, held: _Held) -> str:
     take = effects.take if held.lease is None else None
     release_at = now.timestamp() if action.release and held.lease is not None else None
     also = []
-    if held.commands and (held.lease is not None or take is not None) and 3 * len(held.commands) <= MAX_ALSO:
+    if held.commands and (held.lease is not None or take is not None) and recorded_with_save(len(held.commands)):
         # each with its two pointers (``adapters.dynamo.command_index``), the index mark written before
         mark_index(effects.store, effects.ttl_seconds, now)
         also = [

@@ -104,13 +104,31 @@ def _handed_over(run: Run, action: Action) -> bool:
     return any(s.instance_id == action.instance_id and _giver(run, s) for s in run.steps)
 
 
+# the items a drain recorded in a ``RUN#`` save's transaction writes: its ``CMD#`` and its two pointers (``ICMD#``,
+# ``OCMD#``: ``adapters.dynamo.command_index``)
+ITEMS_PER_COMMAND = 3
+
+
+def recorded_with_save(commands: int) -> bool:
+    """Whether ``commands`` drains fit in the transaction of the ``RUN#`` save before them (with their pointers,
+    ``ITEMS_PER_COMMAND`` items each, beside the run and the lock: ``adapters.dynamo.table.MAX_ALSO``): the one bound
+    both the pass that may give the lock up in that save (``passing``) and the save itself (``execute._save``) use."""
+    return ITEMS_PER_COMMAND * commands <= MAX_ALSO
+
+
 def passing(decision: Decision) -> bool:
     """Whether the pass applying ``decision`` may take the cluster lock and give it up in its ``RUN#`` save's one
     write (``LeaseLock.passing``) (pure): its only effects are drain commands, few enough to be recorded in that
-    save's transaction (``adapters.dynamo.table.MAX_ALSO``), and the invocation ends after it (``outcome_by_event``).
+    save's transaction (``recorded_with_save``: 32 drains; with more, their records follow the save and need the
+    lock held), and the invocation ends after it (``outcome_by_event``).
     What follows the save is then the SQS message of a command already recorded ``queued``: the agent works from the
     ``CMD#`` item, a lost message is redone by the next pass after the effect grace period (``decide.replace
     .draining``: a command not taken up is sent again), so nothing that follows needs the lock. Saves the release
     write (one a "Node Ready" of a spare, the pass that starts its old node's drain)."""
     effects = [a for a in decision.actions if not isinstance(a, (SaveRun, Metric))]
-    return bool(effects) and len(effects) <= MAX_ALSO and all(_drain(a) for a in effects) and outcome_by_event(decision)
+    return (
+        bool(effects)
+        and recorded_with_save(len(effects))
+        and all(_drain(a) for a in effects)
+        and outcome_by_event(decision)
+    )
