@@ -37,7 +37,8 @@ Lambda recorded before sending decides (``adapters.dynamo.store.Store``):
 
 Decisions for the edge cases:
 
-- A drain whose deadline passed before it started (received late, or waiting for a slot) is not run: draining with
+- A drain whose deadline passed before it started (received late, or waiting for a slot: that wait ends at the
+  deadline, every slot may be held by drains blocked for up to ``MAX_COMMAND_SECONDS``) is not run: draining with
   no time left evicts pods for nothing. Its node is still cordoned (no pod should be scheduled onto an instance that
   is going) and it ends ``timed_out`` with reason "deadline passed before start". Cordon and uncordon still run: each
   is one idempotent write that stays right when late (an uncordon must happen whenever it arrives).

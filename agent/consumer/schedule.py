@@ -100,7 +100,8 @@ class DeadlineGate:
 
         Args:
             deadline: the drain's deadline (timezone-aware).
-            cancelled: polled while waiting; when it turns True the wait ends without a slot.
+            cancelled: polled while waiting (at least every ``POLL_SECONDS``); when it turns True the wait ends
+                without a slot. The worker's ends the wait at the drain's deadline too (invariant 8).
 
         Returns:
             True with a slot held (``release`` it), False when ``cancelled`` ended the wait.

@@ -173,8 +173,8 @@ class CommandWorker(WorkerBase):
             self.jobs.remove(job)
 
     def _run_job(self, job: Job) -> None:
-        """Cordon a drain's node at once (the fast step), wait for a drain slot (earliest deadline first), drain;
-        other kinds run at once (each is one node patch). Then finish the job."""
+        """Cordon a drain's node at once (the fast step), wait for a drain slot (earliest deadline first, until the
+        drain's deadline), drain; other kinds run at once (each is one node patch). Then finish the job."""
         command = job.command
         if command.kind is not CommandKind.DRAIN:
             outcome = self._execute_or_give_back(job)
@@ -190,15 +190,30 @@ class CommandWorker(WorkerBase):
                 )  # cordoned; nothing to evict for
             if outcome is None:
                 self.cordons.wait(cancelled=lambda: job.closed or job.lost)  # the wave's other nodes cordoned first
-                if not self.gate.acquire(command.deadline, cancelled=lambda: job.closed or job.lost):
-                    log.info("drain handed back or taken over before it started command_id=%s", command.command_id)
-                    return
-                try:
-                    outcome = self._execute_or_give_back(job)
-                finally:
-                    self.gate.release()
+                outcome = self._drain_in_slot(job)
         if outcome is not None:
             self._finish(job, outcome)
+
+    def _drain_in_slot(self, job: Job) -> Outcome | None:
+        """Wait for a drain slot (``schedule.DeadlineGate``, earliest deadline first) until the drain's deadline
+        (invariant 8: every wait has a deadline), then drain in it. A drain whose deadline passes while it waits is
+        not run: it ends as one whose deadline passed before it started (``steps.execute``: ``timed_out``, "deadline
+        passed before start", its node left cordoned). None when the job was handed back or taken over meanwhile
+        (nothing to finish), or when the drain's retryable errors handed it back (``_execute_or_give_back``)."""
+        command = job.command
+
+        def over() -> bool:  # polled by the gate
+            return job.closed or job.lost or deadline_passed(command, self.clock())
+
+        if not self.gate.acquire(command.deadline, cancelled=over):
+            if job.closed or job.lost:
+                log.info("drain handed back or taken over before it started command_id=%s", command.command_id)
+                return None
+            return execute(self.engine, command, self.clock(), self.config.max_command_seconds)  # timed out waiting
+        try:
+            return self._execute_or_give_back(job)
+        finally:
+            self.gate.release()
 
     def _cordon_or_wait(self, job: Job) -> Outcome | None:
         """``steps.cordon_first``; a control-plane drain whose slots are all held (``ControlPlaneBusyError``) waits
