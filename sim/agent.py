@@ -18,7 +18,8 @@ kernel actions instead of threads, running the product's own code.
   the product's loop with ``sim.agent_worker.RetryClock``'s sleep and clock and the seeded ``agent:<name>:retry``
   stream's jitter: their tries answer as of the step's instant, and nothing waits for the wall clock.
 - ``agent.consumer.heartbeat.Heartbeat.beat_once`` every ``heartbeat_seconds``: visibility extended, ``CMD#``
-  heartbeats, takeovers noticed, tightened deadlines passed to the running drain, lifecycle heartbeats.
+  heartbeats, takeovers noticed, tightened deadlines passed to the running drain (or to a waiting one's job, its
+  place among the waiting moved), lifecycle heartbeats.
 - Only the leader works (``agent.app``: the consumer, the membership reporter and the releaser run while leading):
   ``agent.membership.MembershipReporter.resync`` every ``MEMBERSHIP_RESYNC_SECONDS`` (the watch
   between resyncs is not followed: a node's change reaches its ``NODE#`` item at the next resync; the nodes it
@@ -181,6 +182,7 @@ class SimAgent:
             self.hooks,
             tighten=self._tighten,
             monotonic=self.kernel.monotonic,
+            tighten_waiting=self._tighten_waiting,
         )
         self._every(self.poll_seconds, "poll", self.poll)
         self._every(self.config.heartbeat_seconds, "heartbeat", self.heartbeat.beat_once)
@@ -348,6 +350,15 @@ class SimAgent:
     def _tighten(self, command_id: str, when: datetime) -> bool:
         entry = self.running.get(command_id)
         return entry is not None and entry[1].tighten(when)
+
+    def _tighten_waiting(self, job: Job, item: Mapping[str, Any] | None) -> bool:
+        """A drain waiting for a slot here takes its tightened deadline (``Job.tighten``) and its place moves with
+        it, as ``CommandWorker.tighten_waiting`` does with ``DeadlineGate``; a running one is ``_tighten``'s."""
+        if not any(j is job for _, _, j in self.waiting) or job.tighten(item) is None:
+            return False
+        self.waiting = [(j.command.deadline, seq, j) for _, seq, j in self.waiting]
+        heapq.heapify(self.waiting)
+        return True
 
     # --------------------------------------------------------------------------------------------- leader
 

@@ -30,14 +30,18 @@ Lambda recorded before sending decides (``adapters.dynamo.store.Store``):
    running; the drain then waits for one of ``concurrency`` slots, earliest deadline first, and the engine runs it
    (``DrainEngine.run``, which finds the node cordoned as ours and evicts). Cordon and uncordon commands run at once.
    Meanwhile a heartbeat thread extends the message's visibility and the item's ``heartbeat_at`` every third of the
-   visibility timeout, for waiting drains as for running ones.
+   visibility timeout, for waiting drains as for running ones, and applies a deadline a Spot warning tightened in
+   the item (``deadline_tightened_to``): to the running drain (``DrainEngine.tighten``), or to a waiting drain's
+   command and its place in the queue (``CommandWorker.tighten_waiting``: it starts tightened, its cordon marked
+   instance-ending, ``uncordon_on_failure`` off).
 4. ``Reporter.report`` writes the terminal status, then notifies; the message is deleted once EventBridge took
    the event. When it did not, the message is left: it comes back after the visibility timeout and the
    notification is sent again (``on_refusal`` → NOTIFY_AGAIN), at most until the RedrivePolicy gives up.
 
 Decisions for the edge cases:
 
-- A drain whose deadline passed before it started (received late, or waiting for a slot) is not run: draining with
+- A drain whose deadline passed before it started (received late, or waiting for a slot: that wait ends at the
+  deadline, every slot may be held by drains blocked for up to ``MAX_COMMAND_SECONDS``) is not run: draining with
   no time left evicts pods for nothing. Its node is still cordoned (no pod should be scheduled onto an instance that
   is going) and it ends ``timed_out`` with reason "deadline passed before start". Cordon and uncordon still run: each
   is one idempotent write that stays right when late (an uncordon must happen whenever it arrives).

@@ -3,11 +3,11 @@
 Every ``heartbeat_seconds`` (a third of the visibility timeout) each in-flight message's visibility is extended
 and its ``CMD#`` item's ``heartbeat_at`` renewed, the second even when the first fails: the item proves the worker
 alive, and a message that comes back meanwhile is adopted by its job (``answers.WorkerBase._adopt``); a job another
-worker took over is flagged ``lost``; the item as
-updated is read back, and a deadline tightened in it (``deadline_tightened_to``: a Spot warning for a node a rebalance
-drain empties) is passed to the running drain (``tighten``, ``DrainEngine.tighten``); a drain
-whose instance has a pending termination lifecycle action gets RecordLifecycleActionHeartbeat every
-``lifecycle_heartbeat_seconds`` until the drain's deadline.
+worker took over is flagged ``lost``; the item as updated is read back, and a deadline tightened in it
+(``deadline_tightened_to``: a Spot warning for a node a rebalance drain empties) is passed to the running drain
+(``tighten``, ``DrainEngine.tighten``), or to the job of a drain still waiting for a slot (``tighten_waiting``: it
+then starts tightened, ahead of the later deadlines); a drain whose instance has a pending termination lifecycle
+action gets RecordLifecycleActionHeartbeat every ``lifecycle_heartbeat_seconds`` until the drain's deadline.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import Any
 
 from adapters.aws.ports import CommandReceiver
 from adapters.dynamo.store import Store
@@ -44,6 +45,8 @@ class Heartbeat:
         hooks: lifecycle-hook heartbeats (optional).
         metrics: counts the errors a beat survives (``loop_errors{loop="heartbeat"}``; optional).
         tighten: brings a running drain's deadline forward (``DrainEngine.tighten``; optional).
+        tighten_waiting: brings forward the deadline of a drain the engine does not run yet (it waits for a slot:
+            ``CommandWorker.tighten_waiting``, given the job and its ``CMD#`` item; optional).
         monotonic: the clock of the lifecycle heartbeats' period (seconds; the scale of ``Job.lifecycle_beat_at``).
     """
 
@@ -58,6 +61,7 @@ class Heartbeat:
         metrics: AgentMetrics | None = None,
         tighten: Callable[[str, datetime], bool] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        tighten_waiting: Callable[[Job, Mapping[str, Any] | None], bool] | None = None,
     ) -> None:
         self.metrics = metrics
         self.queue = queue
@@ -66,6 +70,7 @@ class Heartbeat:
         self.clock = clock
         self.hooks = hooks
         self.tighten = tighten
+        self.tighten_waiting = tighten_waiting
         self.monotonic = monotonic
         self._jobs = jobs
         self._stop = threading.Event()
@@ -152,5 +157,9 @@ class Heartbeat:
             return
         when = tightened_deadline(item)
         # no later than the job's deadline: a drain started already tightened is made deadline-bound here too
-        if when is not None and when <= job.command.deadline and self.tighten is not None:
-            self.tighten(job.command.command_id, when)
+        if when is None or when > job.command.deadline:
+            return
+        if self.tighten is not None and self.tighten(job.command.command_id, when):
+            return
+        if self.tighten_waiting is not None:  # no drain of it runs yet: it waits for a slot, tightened there
+            self.tighten_waiting(job, item)

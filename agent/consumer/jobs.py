@@ -5,15 +5,19 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from core.model import Command
+from agent.consumer.decisions import tightened
+from core.model import Command, CommandKind
 
 
 @dataclass
 class Job:
-    """A command this worker started (``attempt``) from one SQS message (``receipt`` handle)."""
+    """A command this worker started (``attempt``) from one SQS message (``receipt`` handle). ``command`` is what
+    runs: a drain waiting for a slot may have it tightened (``tighten``) until it is handed to the engine
+    (``begin_run``)."""
 
     message_id: str
     receipt: str
@@ -25,7 +29,28 @@ class Job:
     lifecycle_beat_at: float = field(default_factory=time.monotonic)  # last lifecycle heartbeat (or the start)
     cordoned: Callable[[], None] = lambda: None  # gives back the message's hold on evictions (``CordonsFirst``)
     _closed: bool = False
+    _running: bool = False  # handed to the engine (``begin_run``): ``command`` no longer changes
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def begin_run(self) -> Command:
+        """The command as it is handed to the engine now; from here on ``tighten`` leaves it alone (the engine's
+        own ``DrainEngine.tighten`` takes over)."""
+        with self._lock:
+            self._running = True
+            return self.command
+
+    def tighten(self, item: Mapping[str, Any] | None) -> Command | None:
+        """A drain not handed to the engine yet takes the deadline its ``CMD#`` ``item`` was tightened to
+        (``decisions.tightened``: earlier deadline, ``uncordon_on_failure`` off). Returns the new command, or None
+        when nothing changed (not a drain, already running, no earlier ``deadline_tightened_to``)."""
+        with self._lock:
+            if self._running or self.command.kind is not CommandKind.DRAIN:
+                return None
+            new = tightened(self.command, item)
+            if new is self.command:
+                return None
+            self.command = new
+            return new
 
     @property
     def closed(self) -> bool:

@@ -70,7 +70,15 @@ class CommandConsumer:
         )
         tighten = getattr(engine, "tighten", None)  # DrainEngine.tighten; a stand-in engine may have none
         self.heartbeat = Heartbeat(
-            queue, store, config, clock, self.worker.jobs.list, hooks, metrics=metrics, tighten=tighten
+            queue,
+            store,
+            config,
+            clock,
+            self.worker.jobs.list,
+            hooks,
+            metrics=metrics,
+            tighten=tighten,
+            tighten_waiting=self.worker.tighten_waiting,
         )
         self._busy = 0
         self._slots = threading.Condition()

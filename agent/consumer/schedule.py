@@ -13,8 +13,9 @@ import heapq
 import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from datetime import datetime
+from typing import Any
 
 POLL_SECONDS = 0.5  # how often a waiter looks at ``cancelled`` (hand-back on shutdown, a command taken over)
 # The longest a cordoned drain waits for the cordons of the commands received with or after it before it evicts. A
@@ -82,7 +83,8 @@ class CordonsFirst:
 
 
 class DeadlineGate:
-    """Admits at most ``slots`` holders; waiters are admitted earliest deadline first. Thread-safe.
+    """Admits at most ``slots`` holders; waiters are admitted earliest deadline first (a waiter's deadline may be
+    brought forward while it waits: ``retarget``). Thread-safe.
 
     Args:
         slots: holders at once (>= 1; ``AGENT_CONCURRENCY``).
@@ -91,34 +93,55 @@ class DeadlineGate:
     def __init__(self, slots: int) -> None:
         self.slots = max(1, slots)
         self._free = self.slots
-        self._waiting: list[tuple[datetime, int]] = []
+        self._waiting: list[list[Any]] = []  # heap of [deadline, arrival number]
+        self._keyed: dict[Hashable, list[Any]] = {}  # key -> its waiter's entry (``retarget``)
         self._seq = itertools.count()
         self._cond = threading.Condition()
 
-    def acquire(self, deadline: datetime, cancelled: Callable[[], bool] = lambda: False) -> bool:
+    def acquire(
+        self, deadline: datetime, cancelled: Callable[[], bool] = lambda: False, key: Hashable | None = None
+    ) -> bool:
         """Wait for a slot, behind every waiter with an earlier deadline.
 
         Args:
             deadline: the drain's deadline (timezone-aware).
-            cancelled: polled while waiting; when it turns True the wait ends without a slot.
+            cancelled: polled while waiting (at least every ``POLL_SECONDS``); when it turns True the wait ends
+                without a slot. The worker's ends the wait at the drain's deadline too (invariant 8).
+            key: names this waiter for ``retarget`` (the command id); None: never moved.
 
         Returns:
             True with a slot held (``release`` it), False when ``cancelled`` ended the wait.
         """
-        entry = (deadline, next(self._seq))
+        entry: list[Any] = [deadline, next(self._seq)]
         with self._cond:
             heapq.heappush(self._waiting, entry)
+            if key is not None:
+                self._keyed[key] = entry
             try:
-                while not (self._free > 0 and self._waiting[0] == entry):
+                while not (self._free > 0 and self._waiting[0] is entry):
                     if cancelled():
                         return False
                     self._cond.wait(POLL_SECONDS)
                 self._free -= 1
                 return True
             finally:
-                self._waiting.remove(entry)
+                self._waiting = [e for e in self._waiting if e is not entry]
                 heapq.heapify(self._waiting)
+                if key is not None and self._keyed.get(key) is entry:
+                    del self._keyed[key]
                 self._cond.notify_all()
+
+    def retarget(self, key: Hashable, deadline: datetime) -> bool:
+        """Move the waiter ``key`` to its new ``deadline`` (a drain's deadline tightened while it waits: it keeps
+        its arrival number for ties). False when no waiter has that key."""
+        with self._cond:
+            entry = self._keyed.get(key)
+            if entry is None:
+                return False
+            entry[0] = deadline
+            heapq.heapify(self._waiting)
+            self._cond.notify_all()
+            return True
 
     def release(self) -> None:
         """Give a slot back."""

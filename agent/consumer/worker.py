@@ -173,8 +173,8 @@ class CommandWorker(WorkerBase):
             self.jobs.remove(job)
 
     def _run_job(self, job: Job) -> None:
-        """Cordon a drain's node at once (the fast step), wait for a drain slot (earliest deadline first), drain;
-        other kinds run at once (each is one node patch). Then finish the job."""
+        """Cordon a drain's node at once (the fast step), wait for a drain slot (earliest deadline first, until the
+        drain's deadline), drain; other kinds run at once (each is one node patch). Then finish the job."""
         command = job.command
         if command.kind is not CommandKind.DRAIN:
             outcome = self._execute_or_give_back(job)
@@ -184,21 +184,57 @@ class CommandWorker(WorkerBase):
             job.cordoned()
             if outcome is None and (job.closed or job.lost):
                 return  # handed back (shutdown) or taken over while it waited for a control-plane slot
-            if outcome is None and deadline_passed(command, self.clock()):
+            if outcome is None and deadline_passed(job.command, self.clock()):
                 outcome = execute(
-                    self.engine, command, self.clock(), self.config.max_command_seconds
+                    self.engine, job.begin_run(), self.clock(), self.config.max_command_seconds
                 )  # cordoned; nothing to evict for
             if outcome is None:
                 self.cordons.wait(cancelled=lambda: job.closed or job.lost)  # the wave's other nodes cordoned first
-                if not self.gate.acquire(command.deadline, cancelled=lambda: job.closed or job.lost):
-                    log.info("drain handed back or taken over before it started command_id=%s", command.command_id)
-                    return
-                try:
-                    outcome = self._execute_or_give_back(job)
-                finally:
-                    self.gate.release()
+                outcome = self._drain_in_slot(job)
         if outcome is not None:
             self._finish(job, outcome)
+
+    def _drain_in_slot(self, job: Job) -> Outcome | None:
+        """Wait for a drain slot (``schedule.DeadlineGate``, earliest deadline first) until the drain's deadline
+        (invariant 8: every wait has a deadline), then drain in it. A drain whose deadline passes while it waits is
+        not run: it ends as one whose deadline passed before it started (``steps.execute``: ``timed_out``, "deadline
+        passed before start", its node left cordoned). None when the job was handed back or taken over meanwhile
+        (nothing to finish), or when the drain's retryable errors handed it back (``_execute_or_give_back``)."""
+        command_id = job.command.command_id
+
+        def over() -> bool:  # polled by the gate; ``job.command`` may be tightened meanwhile (``tighten_waiting``)
+            return job.closed or job.lost or deadline_passed(job.command, self.clock())
+
+        if not self.gate.acquire(job.command.deadline, cancelled=over, key=command_id):
+            if job.closed or job.lost:
+                log.info("drain handed back or taken over before it started command_id=%s", command_id)
+                return None
+            return execute(self.engine, job.begin_run(), self.clock(), self.config.max_command_seconds)  # too late
+        try:
+            return self._execute_or_give_back(job)
+        finally:
+            self.gate.release()
+
+    def tighten_waiting(self, job: Job, item: Mapping[str, Any] | None) -> bool:
+        """A drain tightened by a Spot warning (``deadline_tightened_to`` in its ``CMD#`` ``item``) before the engine
+        runs it (``DrainEngine.tighten`` knows no such drain): the job's command takes the earlier deadline with
+        ``uncordon_on_failure`` off (``Job.tighten``), its place among the drains waiting for a slot moves with it
+        (``DeadlineGate.retarget``), and its node's cordon, written by the fast step, is marked instance-ending now
+        (``DrainEngine.mark_ending``, when the engine has it and the command names its node; else the heartbeat's
+        first ``tighten`` once it runs marks it). Called by the heartbeat. False when nothing changed."""
+        command = job.tighten(item)
+        if command is None:
+            return False
+        self.gate.retarget(command.command_id, command.deadline)
+        log.info(
+            "waiting drain's deadline tightened command_id=%s deadline=%s",
+            command.command_id,
+            command.deadline.isoformat(),
+        )
+        mark_ending = getattr(self.engine, "mark_ending", None)  # DrainEngine's; a stand-in engine may have none
+        if mark_ending is not None and command.node_name:
+            mark_ending(command.node_name, command.command_id)
+        return True
 
     def _cordon_or_wait(self, job: Job) -> Outcome | None:
         """``steps.cordon_first``; a control-plane drain whose slots are all held (``ControlPlaneBusyError``) waits
@@ -219,7 +255,7 @@ class CommandWorker(WorkerBase):
                     if self.metrics is not None:
                         self.metrics.control_plane_refusals.labels(reason="busy").inc()
                     log.warning("control-plane drain waits for a slot command_id=%s: %s", command.command_id, err)
-                left = command.seconds_left(self.clock())
+                left = job.command.seconds_left(self.clock())  # tightened meanwhile, maybe
                 if left <= 0:
                     result = own_result(command, CommandStatus.TIMED_OUT, f"{DEADLINE_PASSED}: {err}")
                     return Outcome(CommandStatus.TIMED_OUT, {**result, CONTROL_PLANE_REFUSED: True}, False)
@@ -239,7 +275,7 @@ class CommandWorker(WorkerBase):
     def _execute_or_give_back(self, job: Job) -> Outcome | None:
         """``steps.execute``, its retryable errors retried (``retry.Retry``); None when they outlasted the retries
         and the command was handed back (visible again after ``decisions.handback_delay``)."""
-        command = job.command
+        command = job.begin_run()  # as tightened while it waited; from now on the engine's ``tighten`` applies
         try:
             return self.retry.call(
                 lambda: execute(self.engine, command, self.clock(), self.config.max_command_seconds),

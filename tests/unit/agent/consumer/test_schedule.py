@@ -85,3 +85,33 @@ def test_cordons_first_wakes_a_waiting_drain_when_the_last_hold_is_given_back() 
     stopped = cordons.hold()
     assert not cordons.wait(cancelled=lambda: True)  # a cancelled wait ends without the hold given back
     stopped()
+
+
+def test_a_waiter_retargeted_to_an_earlier_deadline_is_admitted_first() -> None:
+    gate = DeadlineGate(1)
+    assert gate.acquire(T0)
+    admitted: list[str] = []
+    threads = [
+        threading.Thread(
+            target=lambda: (
+                gate.acquire(T0 + timedelta(minutes=30), key="refresh"),
+                admitted.append("refresh"),
+                gate.release(),
+            )
+        ),
+        threading.Thread(
+            target=lambda: (
+                gate.acquire(T0 + timedelta(minutes=10), key="lifecycle"),
+                admitted.append("lifecycle"),
+                gate.release(),
+            )
+        ),
+    ]
+    for t in threads:
+        t.start()
+    wait_until(lambda: gate.waiting() == 2)
+    assert gate.retarget("refresh", T0 + timedelta(minutes=2)) and not gate.retarget("gone", T0)
+    gate.release()
+    for t in threads:
+        t.join(5)
+    assert admitted == ["refresh", "lifecycle"]
