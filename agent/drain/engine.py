@@ -7,8 +7,9 @@ are retried with backoff) → ``wait_until_gone`` (a watch on the node's pods, n
 
 The package splits that by responsibility: ``policy`` (pure pod policy), ``cordon`` (pure cordon decisions),
 ``progress`` (the pure progress state machine), ``results`` (result models), ``attempts`` (one pod's eviction
-retries, a state machine), ``evict`` (parallel evictions with backoff), ``watcher`` (the pod watch) and this
-module, the engine that runs a command through them.
+retries, a state machine), ``evict`` (parallel evictions with backoff), ``watcher`` (the pod watch), ``running``
+(the drains in progress: an uncordon command leaves the cordon of one) and this module, the engine that runs a
+command through them.
 
 Decisions are pure functions with their own tests: ``pod_disposition``, ``plan_drain``, ``decide_cordon``,
 ``decide_uncordon``, ``core.clock.backoff_delay``, and ``DrainProgress`` (a state machine fed with eviction
@@ -33,7 +34,6 @@ import logging
 import random
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
 
@@ -44,6 +44,7 @@ from agent.drain.policy import daemonset_owners, deletes_past_pdb, instance_ends
 from agent.drain.ports import BackoffSettings, DrainApi, ResultEvents
 from agent.drain.progress import DrainProgress, conclude, refuse
 from agent.drain.results import Durations, NodeCommandResult
+from agent.drain.running import RunningDrain, RunningDrains
 from agent.kube.views import NodeView
 from core.clock import Clock, Deadline, SystemClock
 from core.exceptions import (
@@ -61,18 +62,6 @@ log = logging.getLogger(__name__)
 CORDON_CONFLICT_RETRIES = 8
 
 _D = TypeVar("_D", CordonDecision, UncordonDecision)
-
-
-@dataclass
-class _Running:
-    """A drain in progress: its deadline and node; ``bound`` once it deletes pods a PodDisruptionBudget still protects
-    when their grace stops fitting (``deletes_past_pdb``); ``ending`` once a Spot warning tightened it to the
-    instance's end (``DrainEngine.tighten``): it then never gives its cordon back, which it marks ending."""
-
-    deadline: Deadline
-    node: str = ""
-    bound: threading.Event = field(default_factory=threading.Event)
-    ending: threading.Event = field(default_factory=threading.Event)
 
 
 class DrainEngine:
@@ -121,8 +110,7 @@ class DrainEngine:
         self.pdb_deadline_policy = settings.drain_pdb_deadline_policy
         self.grace_margin = float(settings.drain_grace_margin_seconds)
         # command id -> its drain in progress (deadline, deadline-bound, tightened to an instance's end)
-        self._deadlines: dict[str, _Running] = {}
-        self._deadlines_lock = threading.Lock()
+        self.running = RunningDrains()
         # which commands may touch a control-plane node, and how many drain one at once (agent.drain.guard)
         self.guard: ControlPlaneGuard = guard or LocalControlPlaneGuard(max_control_plane_drains)
         self._evictor = Evictor(
@@ -235,9 +223,10 @@ class DrainEngine:
         return self._patch_until_applied(node, lambda n: decide_cordon(n, command_id, ending))
 
     def uncordon_node(self, node: NodeView) -> tuple[NodeView, UncordonDecision]:
-        """Undo our cordon of ``node`` (``decide_uncordon``); someone else's is left alone, and so is the cordon of a
-        node whose instance is ending. Conflicts as in ``cordon_node``."""
-        return self._patch_until_applied(node, decide_uncordon)
+        """Undo our cordon of ``node`` (``decide_uncordon``); someone else's is left alone, and so are the cordon of a
+        node whose instance is ending and the cordon of a drain running in this engine (``self.running``, read at
+        each decision). Conflicts as in ``cordon_node``."""
+        return self._patch_until_applied(node, lambda n: decide_uncordon(n, self.running.ids()))
 
     def release_node(self, node: NodeView, command_id: str) -> tuple[NodeView, UncordonDecision]:
         """Give back the cordon ``command_id`` made (``decide_release``: only while our annotation still names that
@@ -253,8 +242,7 @@ class DrainEngine:
         ``options.uncordon_on_failure``), marked ``ENDING_ANNOTATION`` (``mark_ending``). A drain started already
         tightened (``agent.consumer.decisions.tightened``) is made so at the first call. Returns False when no drain
         of that command runs here, or it is already bound to an end no later than ``when``. Thread-safe."""
-        with self._deadlines_lock:
-            entry = self._deadlines.get(command_id)
+        entry = self.running.get(command_id)
         if entry is None or (not entry.deadline.tighten(when) and entry.ending.is_set()):
             return False
         entry.ending.set()
@@ -318,6 +306,27 @@ class DrainEngine:
     def _cordon_and_maybe_drain(
         self, command: Command, node: NodeView, started_at: datetime, durations: Durations, t0: float
     ) -> NodeCommandResult:
+        if command.kind != CommandKind.DRAIN:
+            return self._cordon_then(command, node, started_at, durations, t0, None)
+        # recorded before its cordon, so an uncordon never finds the cordon without the drain (``uncordon_node``)
+        running = RunningDrain(Deadline.at(command.deadline, self.clock), node=node.name)
+        if deletes_past_pdb(self.pdb_deadline_policy, command.reason):
+            running.bound.set()
+        self.running.add(command.command_id, running)
+        try:
+            return self._cordon_then(command, node, started_at, durations, t0, running)
+        finally:
+            self.running.remove(command.command_id)
+
+    def _cordon_then(
+        self,
+        command: Command,
+        node: NodeView,
+        started_at: datetime,
+        durations: Durations,
+        t0: float,
+        running: RunningDrain | None,
+    ) -> NodeCommandResult:
         t = self.clock.monotonic()
         node, decision = self.cordon_node(node, command.command_id, ending=instance_ends(command.reason))
         durations.cordon = self.clock.monotonic() - t
@@ -333,31 +342,19 @@ class DrainEngine:
             finished_at=started_at,
             durations=durations,
         )
-        if command.kind == CommandKind.CORDON:
+        if running is None:
             result.message = (
                 f"node {node.name} was already cordoned by someone else"
                 if decision.by_other
                 else f"cordoned node {node.name}"
             )
         else:
-            self._drain(command, node, result)
+            self._drain_until(command, node, result, running)
         durations.total = self.clock.monotonic() - t0
         result.finished_at = self.clock.now()
         return result
 
-    def _drain(self, command: Command, node: NodeView, result: NodeCommandResult) -> None:
-        running = _Running(Deadline.at(command.deadline, self.clock), node=node.name)
-        if deletes_past_pdb(self.pdb_deadline_policy, command.reason):
-            running.bound.set()
-        with self._deadlines_lock:
-            self._deadlines[command.command_id] = running
-        try:
-            self._drain_until(command, node, result, running)
-        finally:
-            with self._deadlines_lock:
-                self._deadlines.pop(command.command_id, None)
-
-    def _drain_until(self, command: Command, node: NodeView, result: NodeCommandResult, running: _Running) -> None:
+    def _drain_until(self, command: Command, node: NodeView, result: NodeCommandResult, running: RunningDrain) -> None:
         options = command.options
         pods, resource_version = self.kube.list_pods_on_node(node.name)
         missing = frozenset(ds for ds in daemonset_owners(pods) if not self.kube.daemonset_exists(*ds))
