@@ -8,13 +8,16 @@ are retried with backoff) → ``wait_until_gone`` (a watch on the node's pods, n
 The package splits that by responsibility: ``policy`` (pure pod policy), ``cordon`` (pure cordon decisions),
 ``progress`` (the pure progress state machine), ``results`` (result models), ``attempts`` (one pod's eviction
 retries, a state machine), ``evict`` (parallel evictions with backoff), ``watcher`` (the pod watch), ``running``
-(the drains in progress: an uncordon command leaves the cordon of one) and this module, the engine that runs a
-command through them.
+(the drains in progress: an uncordon command leaves the cordon of one), ``patch`` (a cordon decision applied, a
+conflict decided again) and this module, the engine that runs a command through them.
 
 Decisions are pure functions with their own tests: ``pod_disposition``, ``plan_drain``, ``decide_cordon``,
 ``decide_uncordon``, ``core.clock.backoff_delay``, and ``DrainProgress`` (a state machine fed with eviction
 outcomes and watch events). Effects go through ``agent.kube.client.KubeAdapter``, the only module that talks to
 the Kubernetes API.
+
+A drain that emptied its node reads the node before it concludes: found schedulable (its cordon, or an operator's,
+undone during the drain), it cordons it as ours and evicts the pods placed there meanwhile.
 
 Every wait is bounded by the command's deadline (``Deadline``, on an injectable ``Clock``). At the deadline the
 drain ends ``timed_out`` listing the pods still there and why; the node stays cordoned (unless
@@ -35,33 +38,23 @@ import random
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from typing import TypeVar
 
 from agent.drain.cordon import CordonDecision, UncordonDecision, decide_cordon, decide_release, decide_uncordon
 from agent.drain.evict import Evictor
 from agent.drain.guard import ControlPlaneGuard, LocalControlPlaneGuard
+from agent.drain.patch import CORDON_CONFLICT_RETRIES, patch_until_applied
 from agent.drain.policy import daemonset_owners, deletes_past_pdb, instance_ends, is_control_plane, plan_drain
 from agent.drain.ports import BackoffSettings, DrainApi, ResultEvents
 from agent.drain.progress import DrainProgress, conclude, refuse
 from agent.drain.results import Durations, NodeCommandResult
 from agent.drain.running import RunningDrain, RunningDrains
-from agent.kube.views import NodeView
+from agent.kube.views import NodeView, PodEvent
 from core.clock import Clock, Deadline, SystemClock
-from core.exceptions import (
-    KubernetesApiError,
-    KubernetesNotFoundError,
-    NodeManagerError,
-    NodeNotFoundError,
-    RetryableError,
-)
+from core.exceptions import NodeManagerError, NodeNotFoundError, RetryableError
 from core.model import Command, CommandKind, CommandStatus, DrainOptions
 from core.settings import PdbDeadlinePolicy
 
 log = logging.getLogger(__name__)
-
-CORDON_CONFLICT_RETRIES = 8
-
-_D = TypeVar("_D", CordonDecision, UncordonDecision)
 
 
 class DrainEngine:
@@ -211,28 +204,28 @@ class DrainEngine:
     def cordon_node(self, node: NodeView, command_id: str, ending: bool = False) -> tuple[NodeView, CordonDecision]:
         """Cordon ``node`` as ours unless someone else already did (``decide_cordon``; ``ending``: the command's
         instance is going away, ``instance_ends``, so the cordon is marked never to be undone); a conflicting write
-        (409: the node changed since it was read) is re-read and re-decided.
+        (409: the node changed since it was read) is re-read and re-decided (``agent.drain.patch``).
 
         Returns:
             the node as it is now, and the decision applied.
 
         Raises:
-            KubernetesApiError: still conflicting after ``CORDON_CONFLICT_RETRIES`` tries, or see ``KubeAdapter``.
-            NodeNotFoundError: the node vanished meanwhile.
+            KubernetesApiError: still conflicting after ``patch.CORDON_CONFLICT_RETRIES`` tries, or see
+                ``KubeAdapter``. NodeNotFoundError: the node vanished meanwhile.
         """
-        return self._patch_until_applied(node, lambda n: decide_cordon(n, command_id, ending))
+        return patch_until_applied(self.kube, node, lambda n: decide_cordon(n, command_id, ending))
 
     def uncordon_node(self, node: NodeView) -> tuple[NodeView, UncordonDecision]:
         """Undo our cordon of ``node`` (``decide_uncordon``); someone else's is left alone, and so are the cordon of a
         node whose instance is ending and the cordon of a drain running in this engine (``self.running``, read at
         each decision). Conflicts as in ``cordon_node``."""
-        return self._patch_until_applied(node, lambda n: decide_uncordon(n, self.running.ids()))
+        return patch_until_applied(self.kube, node, lambda n: decide_uncordon(n, self.running.ids()))
 
     def release_node(self, node: NodeView, command_id: str) -> tuple[NodeView, UncordonDecision]:
         """Give back the cordon ``command_id`` made (``decide_release``: only while our annotation still names that
         command); a conflict re-reads the node and decides again, so a cordon another command took over meanwhile
         is left. Errors as in ``cordon_node``."""
-        return self._patch_until_applied(node, lambda n: decide_release(n, command_id))
+        return patch_until_applied(self.kube, node, lambda n: decide_release(n, command_id))
 
     def tighten(self, command_id: str, when: datetime) -> bool:
         """Bring the deadline of the drain of ``command_id`` in progress forward to ``when`` (never later), an
@@ -262,23 +255,6 @@ class DrainEngine:
         except NodeManagerError as err:
             log.warning("cordon not marked ending command_id=%s node=%s error=%s", command_id, node_name, err)
 
-    def _patch_until_applied(self, node: NodeView, decide: Callable[[NodeView], _D]) -> tuple[NodeView, _D]:
-        current: NodeView | None = node
-        for _ in range(CORDON_CONFLICT_RETRIES):
-            if current is None:
-                raise NodeNotFoundError(node.instance_id or node.name)
-            decision = decide(current)
-            if decision.patch is None:
-                return current, decision
-            try:
-                patched = self.kube.patch_node(current.name, decision.patch)
-            except KubernetesNotFoundError as err:
-                raise NodeNotFoundError(node.instance_id or node.name) from err
-            if patched is not None:
-                return patched, decision
-            current = self.kube.get_node(node.name)
-        raise KubernetesApiError(f"node {node.name} kept changing: {CORDON_CONFLICT_RETRIES} conflicting patches")
-
     # --------------------------------------------------------------------------------------- kinds
 
     def _uncordon(
@@ -306,50 +282,35 @@ class DrainEngine:
     def _cordon_and_maybe_drain(
         self, command: Command, node: NodeView, started_at: datetime, durations: Durations, t0: float
     ) -> NodeCommandResult:
-        if command.kind != CommandKind.DRAIN:
-            return self._cordon_then(command, node, started_at, durations, t0, None)
-        # recorded before its cordon, so an uncordon never finds the cordon without the drain (``uncordon_node``)
-        running = RunningDrain(Deadline.at(command.deadline, self.clock), node=node.name)
-        if deletes_past_pdb(self.pdb_deadline_policy, command.reason):
-            running.bound.set()
-        self.running.add(command.command_id, running)
-        try:
-            return self._cordon_then(command, node, started_at, durations, t0, running)
-        finally:
-            self.running.remove(command.command_id)
-
-    def _cordon_then(
-        self,
-        command: Command,
-        node: NodeView,
-        started_at: datetime,
-        durations: Durations,
-        t0: float,
-        running: RunningDrain | None,
-    ) -> NodeCommandResult:
-        t = self.clock.monotonic()
-        node, decision = self.cordon_node(node, command.command_id, ending=instance_ends(command.reason))
-        durations.cordon = self.clock.monotonic() - t
-        result = NodeCommandResult(
-            command_id=command.command_id,
-            kind=command.kind,
-            instance_id=command.instance_id,
-            node_name=node.name,
-            status=CommandStatus.SUCCEEDED,
-            cordoned_by_us=decision.ours,
-            cordoned_by_other=decision.by_other,
-            started_at=started_at,
-            finished_at=started_at,
-            durations=durations,
-        )
-        if running is None:
-            result.message = (
-                f"node {node.name} was already cordoned by someone else"
-                if decision.by_other
-                else f"cordoned node {node.name}"
+        running = None
+        if command.kind == CommandKind.DRAIN:  # recorded before its cordon: an uncordon never finds one alone
+            running = RunningDrain(Deadline.at(command.deadline, self.clock), node=node.name)
+            if deletes_past_pdb(self.pdb_deadline_policy, command.reason):
+                running.bound.set()
+        with self.running.holding(command.command_id, running):
+            t = self.clock.monotonic()
+            node, decision = self.cordon_node(node, command.command_id, ending=instance_ends(command.reason))
+            durations.cordon = self.clock.monotonic() - t
+            result = NodeCommandResult(
+                command_id=command.command_id,
+                kind=command.kind,
+                instance_id=command.instance_id,
+                node_name=node.name,
+                status=CommandStatus.SUCCEEDED,
+                cordoned_by_us=decision.ours,
+                cordoned_by_other=decision.by_other,
+                started_at=started_at,
+                finished_at=started_at,
+                durations=durations,
             )
-        else:
-            self._drain_until(command, node, result, running)
+            if running is None:
+                result.message = (
+                    f"node {node.name} was already cordoned by someone else"
+                    if decision.by_other
+                    else f"cordoned node {node.name}"
+                )
+            else:
+                self._drain_until(command, node, result, running)
         durations.total = self.clock.monotonic() - t0
         result.finished_at = self.clock.now()
         return result
@@ -368,9 +329,47 @@ class DrainEngine:
             self._evictor.evict_and_wait(
                 node, options, running.deadline, progress, resource_version, result.durations, running.bound.is_set
             )
+        retaken = self._keep_cordoned(command, node, result, running, progress)
         conclude(result, progress, node.name)
+        if retaken:
+            result.message += f"; node {node.name} was uncordoned during the drain: cordoned again as ours"
         if result.status != CommandStatus.SUCCEEDED:
             self.uncordon_after_failure(options, node, result, ending=running.ending.is_set())
+
+    def _keep_cordoned(
+        self,
+        command: Command,
+        node: NodeView,
+        result: NodeCommandResult,
+        running: RunningDrain,
+        progress: DrainProgress,
+    ) -> bool:
+        """Before a drain that emptied its node concludes, read the node again: schedulable (an operator uncordoned
+        their cordon, or ours, during the drain), it is cordoned as ours (``cordon_node``; ``result`` says so) and
+        the pods that arrived since are evicted as the watch's arrivals are (``DrainProgress.arrival``), so none
+        lands on a node that is going; at most ``patch.CORDON_CONFLICT_RETRIES`` times, while the deadline allows.
+        True when it cordoned the node. An error is recorded in ``result.errors``, never raised."""
+        retaken = False
+        try:
+            for _ in range(CORDON_CONFLICT_RETRIES):
+                current = self.kube.get_node(node.name)
+                if progress.remaining() or running.deadline.expired or current is None or current.unschedulable:
+                    break
+                ending = instance_ends(command.reason) or running.ending.is_set()
+                _, decision = self.cordon_node(current, command.command_id, ending=ending)
+                result.cordoned_by_us, result.cordoned_by_other, retaken = decision.ours, decision.by_other, True
+                pods, version = self.kube.list_pods_on_node(node.name)
+                if [p for p in pods if progress.arrival(PodEvent("ADDED", p, version), command.options)]:
+                    more = Durations()
+                    bound = running.bound.is_set
+                    self._evictor.evict_and_wait(
+                        node, command.options, running.deadline, progress, version, more, bound
+                    )
+                    result.durations.evict += more.evict
+                    result.durations.wait += more.wait
+        except NodeManagerError as err:
+            result.errors.append(f"cordon again after an uncordon during the drain: {err}")
+        return retaken
 
     def uncordon_after_failure(
         self, options: DrainOptions, node: NodeView, result: NodeCommandResult, ending: bool = False

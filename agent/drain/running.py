@@ -8,6 +8,8 @@ drain's, and the drain's own end decides whether it is given back). Thread-safe.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from core.clock import Deadline
@@ -51,3 +53,15 @@ class RunningDrains:
         """The command ids of the drains in progress, as of now."""
         with self._lock:
             return frozenset(self._by_id)
+
+    @contextmanager
+    def holding(self, command_id: str, drain: RunningDrain | None) -> Iterator[None]:
+        """``drain`` recorded as the one of ``command_id`` in progress for the block, then removed (however the block
+        ends); None records nothing."""
+        if drain is not None:
+            self.add(command_id, drain)
+        try:
+            yield
+        finally:
+            if drain is not None:
+                self.remove(command_id)

@@ -9,9 +9,11 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from agent.drain.cordon import ENDING_ANNOTATION
 from agent.drain.engine import DrainEngine
 from agent.drain.results import NodeCommandResult
 from agent.kube.eviction import EvictionResponse
+from agent.kube.views import NodeView
 from core.model import Command, CommandKind, CommandStatus, utcnow
 from core.settings import AgentSettings
 from tests.unit.agent.drain.fakecluster import EVICT, INSTANCE, PDB, FakeCluster, pod
@@ -80,3 +82,49 @@ def test_an_uncordon_command_leaves_the_cordon_of_a_drain_running_in_the_engine(
     # the drain over, an uncordon undoes its cordon as before
     after = engine.run(command("replenish-giveback-uncordon-2", kind="uncordon"))
     assert after.uncordoned and not kube.nodes["n1"].unschedulable
+
+
+def test_an_operator_uncordon_during_the_drain_is_met_with_our_cordon() -> None:
+    kube = FakeCluster()
+    kube.set_node("n1", unschedulable=True)  # an operator's kubectl cordon, before the Spot warning
+    kube.add_pod(pod("a"))
+    allowed = threading.Event()
+    kube.policy["web/a"] = pdb_until(allowed)
+    engine = DrainEngine(kube, SETTINGS)  # type: ignore[arg-type]
+    thread, out = start(engine, command("spot-1", reason="spot-interruption:terminate"), kube)
+    assert kube.nodes["n1"].cordoned_by is None  # theirs: left as it is
+    kube.set_node("n1", unschedulable=False)  # the operator uncordons their cordon during our drain
+    allowed.set()
+    result = finish(thread, out)
+    assert result.status is CommandStatus.SUCCEEDED and "cordoned again as ours" in result.message
+    assert result.cordoned_by_us and not result.cordoned_by_other
+    node = kube.nodes["n1"]
+    assert node.unschedulable and node.cordoned_by == "spot-1"
+    assert node.annotations[ENDING_ANNOTATION] == "spot-1"  # the instance ends: never given back
+
+
+class LandsWhileSchedulable(FakeCluster):
+    """Once the drain's pods are gone, the operator uncordons the node and the scheduler places a pod on it before
+    the drain reads the node again (after its watch stopped)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.landed = False
+
+    def get_node(self, name: str) -> NodeView | None:
+        if self.evictions and not self.landed and "web/a" not in self.pods:
+            self.landed = True
+            self.set_node("n1", unschedulable=False)
+            self.add_pod(pod("late"))
+        return super().get_node(name)
+
+
+def test_a_pod_placed_while_the_node_was_uncordoned_is_evicted_after_the_cordon_is_taken_again() -> None:
+    kube = LandsWhileSchedulable()
+    kube.add_pod(pod("a"))
+    engine = DrainEngine(kube, SETTINGS)  # type: ignore[arg-type]
+    result = engine.run(command("refresh-r1-0"))
+    assert kube.landed and "web/late" in [key for key, _ in kube.evictions] and "web/late" not in kube.pods
+    assert result.status is CommandStatus.SUCCEEDED and result.cordoned_by_us
+    assert {p.name for p in result.pods if p.gone} == {"a", "late"}
+    assert kube.nodes["n1"].unschedulable and kube.nodes["n1"].cordoned_by == "refresh-r1-0"
