@@ -16,8 +16,9 @@ Decisions are pure functions with their own tests: ``pod_disposition``, ``plan_d
 outcomes and watch events). Effects go through ``agent.kube.client.KubeAdapter``, the only module that talks to
 the Kubernetes API.
 
-A drain that emptied its node reads the node before it concludes: found schedulable (its cordon, or an operator's,
-undone during the drain), it cordons it as ours and evicts the pods placed there meanwhile.
+A drain that emptied its node reads the node and its pods again before it concludes: found schedulable (its cordon,
+or an operator's, undone during the drain), it cordons it as ours; pods placed there meanwhile, or re-created under
+a gone pod's name, are evicted too.
 
 Every wait is bounded by the command's deadline (``Deadline``, on an injectable ``Clock``). At the deadline the
 drain ends ``timed_out`` listing the pods still there and why; the node stays cordoned (unless
@@ -344,31 +345,31 @@ class DrainEngine:
         running: RunningDrain,
         progress: DrainProgress,
     ) -> bool:
-        """Before a drain that emptied its node concludes, read the node again: schedulable (an operator uncordoned
-        their cordon, or ours, during the drain), it is cordoned as ours (``cordon_node``; ``result`` says so) and
-        the pods that arrived since are evicted as the watch's arrivals are (``DrainProgress.arrival``), so none
-        lands on a node that is going; at most ``patch.CORDON_CONFLICT_RETRIES`` times, while the deadline allows.
-        True when it cordoned the node. An error is recorded in ``result.errors``, never raised."""
+        """Before a drain that emptied its node concludes, read the node and its pods again: schedulable (an operator
+        uncordoned their cordon, or ours, during the drain), the node is cordoned as ours (``cordon_node``; ``result``
+        says so); pods there the drain does not track (placed after its watch stopped, or re-created under a gone
+        pod's name: ``DrainProgress.arrival``) are evicted as the watch's arrivals are, so none dies with the
+        instance; at most ``patch.CORDON_CONFLICT_RETRIES`` rounds, while the deadline allows. True when it cordoned
+        the node. An error is recorded in ``result.errors``, never raised."""
         retaken = False
         try:
             for _ in range(CORDON_CONFLICT_RETRIES):
-                current = self.kube.get_node(node.name)
-                if progress.remaining() or running.deadline.expired or current is None or current.unschedulable:
+                if progress.remaining() or running.deadline.expired:
                     break
-                ending = instance_ends(command.reason) or running.ending.is_set()
-                _, decision = self.cordon_node(current, command.command_id, ending=ending)
-                result.cordoned_by_us, result.cordoned_by_other, retaken = decision.ours, decision.by_other, True
+                current = self.kube.get_node(node.name)
+                if current is not None and not current.unschedulable:
+                    ending = instance_ends(command.reason) or running.ending.is_set()
+                    _, decision = self.cordon_node(current, command.command_id, ending=ending)
+                    result.cordoned_by_us, result.cordoned_by_other, retaken = decision.ours, decision.by_other, True
                 pods, version = self.kube.list_pods_on_node(node.name)
-                if [p for p in pods if progress.arrival(PodEvent("ADDED", p, version), command.options)]:
-                    more = Durations()
-                    bound = running.bound.is_set
-                    self._evictor.evict_and_wait(
-                        node, command.options, running.deadline, progress, version, more, bound
-                    )
-                    result.durations.evict += more.evict
-                    result.durations.wait += more.wait
+                if not [p for p in pods if progress.arrival(PodEvent("ADDED", p, version), command.options)]:
+                    break
+                more, bound = Durations(), running.bound.is_set
+                self._evictor.evict_and_wait(node, command.options, running.deadline, progress, version, more, bound)
+                result.durations.evict += more.evict
+                result.durations.wait += more.wait
         except NodeManagerError as err:
-            result.errors.append(f"cordon again after an uncordon during the drain: {err}")
+            result.errors.append(f"checking the node again before the end: {err}")
         return retaken
 
     def uncordon_after_failure(

@@ -194,5 +194,10 @@ class Evictor:
         except Exception as err:
             log.exception("eviction worker for %s crashed", pod.key)
             inbox.put(
-                ("update", EvictionUpdate(pod.key, tries.attempts, None, final=True, error=f"internal error: {err}"))
+                (
+                    "update",
+                    EvictionUpdate(
+                        pod.key, tries.attempts, None, final=True, error=f"internal error: {err}", uid=pod.uid
+                    ),
+                )
             )

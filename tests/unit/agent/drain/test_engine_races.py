@@ -13,7 +13,7 @@ from agent.drain.cordon import ENDING_ANNOTATION
 from agent.drain.engine import DrainEngine
 from agent.drain.results import NodeCommandResult
 from agent.kube.eviction import EvictionResponse
-from agent.kube.views import NodeView
+from agent.kube.views import NodeView, PodView
 from core.model import Command, CommandKind, CommandStatus, utcnow
 from core.settings import AgentSettings
 from tests.unit.agent.drain.fakecluster import EVICT, INSTANCE, PDB, FakeCluster, pod
@@ -128,3 +128,23 @@ def test_a_pod_placed_while_the_node_was_uncordoned_is_evicted_after_the_cordon_
     assert result.status is CommandStatus.SUCCEEDED and result.cordoned_by_us
     assert {p.name for p in result.pods if p.gone} == {"a", "late"}
     assert kube.nodes["n1"].unschedulable and kube.nodes["n1"].cordoned_by == "refresh-r1-0"
+
+
+def test_a_pod_recreated_on_the_node_under_the_same_name_is_evicted_too() -> None:
+    """A StatefulSet pod that tolerates the unschedulable taint, recreated by its controller under the same name on
+    the node being drained, leaves with the others instead of dying with the instance."""
+    kube = FakeCluster()
+    kube.add_pod(pod("db-0", uid="u1", kind="StatefulSet"))
+    recreated = threading.Event()
+
+    def controller(gone: PodView) -> None:
+        if gone.uid == "u1":
+            kube.add_pod(pod("db-0", uid="u2", kind="StatefulSet"))
+            recreated.set()
+
+    kube.on_gone = controller
+    engine = DrainEngine(kube, SETTINGS)  # type: ignore[arg-type]
+    result = engine.run(command("spot-1", reason="spot-interruption:terminate", deadline_in=5))
+    assert recreated.is_set() and result.status is CommandStatus.SUCCEEDED
+    assert not [p.key for p in kube.pods.values() if p.node_name == "n1"]
+    assert [(p.uid, p.gone) for p in result.pods] == [("u1", True), ("u2", True)]
