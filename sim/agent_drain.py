@@ -29,6 +29,7 @@ from agent.drain.policy import (
 )
 from agent.drain.progress import DrainProgress, conclude, refuse
 from agent.drain.results import Durations, NodeCommandResult
+from agent.drain.running import RunningDrain
 from agent.kube.views import NodeView, PodEvent
 from core.clock import Deadline
 from core.exceptions import NodeManagerError
@@ -97,6 +98,9 @@ class SimDrain:
                 # slot ControlPlaneBusyError; either ends this drain with the error and the product's steps decide
                 self.engine.guard.admit(self.command, node)
                 self.control_plane = True
+            # known to the engine as running (before its cordon, as ``DrainEngine.run`` does): an uncordon command
+            # run meanwhile leaves its cordon (``DrainEngine.uncordon_node``)
+            self.engine.running.add(self.command.command_id, RunningDrain(self.deadline, node.name))
             node, decision = self.engine.cordon_node(
                 node, self.command.command_id, ending=instance_ends(self.command.reason)
             )
@@ -221,6 +225,7 @@ class SimDrain:
     def cancel(self) -> None:
         """Stop without an end (the agent died): nothing more is sent, nothing reported."""
         self.ended = True
+        self.engine.running.remove(self.command.command_id)
         for timer in self.timers:
             timer.cancel()
         self.timers.clear()

@@ -3,19 +3,23 @@
 A command qualifies when it carries ``options.uncordon_after_seconds`` and has no ``resolution`` yet (or the
 releaser's own ``releasing`` claim, left by an agent that stopped midway). Its cordon is:
 
-- **kept** (resolved, never given back) when the command holds no cordon of ours (ended ``skipped`` or ``failed``,
+- **kept** (resolved, never given back) when the command can hold no cordon of ours (ended ``skipped``: no node;
   or its result says the node was cordoned by someone else), when another command for the instance was recorded
   after it (a Spot drain, a lifecycle drain, a refresh: the instance is going or being handled), or when a
   termination lifecycle action of the instance was recorded after it;
 - **released** once ``finished_at + uncordon_after_seconds`` has passed;
 - otherwise **waited** for (``due_at`` says until when).
 
-An item of another shape (a ``command``, ``options`` or ``result`` that is not a map, a quiet period that is not a
-non-negative integer, unreadable times) is read as carrying nothing: never pending, never superseding; nothing here
-raises on it.
+An item of another shape (a ``command`` or ``options`` that is not a map, a quiet period that is not a non-negative
+integer, unreadable times) is read as carrying nothing: never pending, never superseding; a ``result`` that is not a
+map says nothing of the cordon (the node decides, below); nothing here raises on it.
 
 Whether the node still carries this command's cordon is decided at the node (``agent.drain.cordon.decide_release``):
-an operator's cordon and a cordon a later command took over are left.
+an operator's cordon, a cordon a later command took over and a cordon marked ``instance-ending`` are left. So a
+command that ended ``failed`` (a drain that cordoned, then met an eviction refused for good), or whose result does
+not say ``cordoned_by_us`` (a drain whose deadline passed before it started: the consumer builds that result without
+the engine, after its fast step cordoned the node), is judged like any other: its cordon, if the node still carries
+it, is given back after the quiet period.
 """
 
 from __future__ import annotations
@@ -104,10 +108,12 @@ def judge(
     own = command_id(item)
     status = str(item.get("status"))
     result = _map(item.get("result"))
-    if status not in (CommandStatus.SUCCEEDED.value, CommandStatus.TIMED_OUT.value):
-        return Judgement(Verdict.KEEP, f"nothing to give back: the command {status}")
-    if not result.get("cordoned_by_us", False):
-        return Judgement(Verdict.KEEP, "nothing to give back: the node was not cordoned by this command")
+    if status == CommandStatus.SKIPPED.value:
+        return Judgement(Verdict.KEEP, "nothing to give back: the command skipped (no node)")
+    if result.get("cordoned_by_other") is True:
+        return Judgement(
+            Verdict.KEEP, "nothing to give back: the node was not cordoned by this command but by someone else"
+        )
     created = _time(item.get("created_at"))
     for other in others:
         other_created = _time(other.get("created_at"))

@@ -74,7 +74,7 @@ class EvictionAttempts:
 
     def expired(self) -> EvictionUpdate:
         """The final update when the deadline passed before another try."""
-        return EvictionUpdate(self.pod.key, self.attempts, None, final=True)
+        return EvictionUpdate(self.pod.key, self.attempts, uid=self.pod.uid, response=None, final=True)
 
     def request(self, remaining: float) -> Request:
         """The request to send now, ``remaining`` seconds before the deadline (counts an attempt)."""
@@ -90,7 +90,16 @@ class EvictionAttempts:
     def sending(self, request: Request, now: datetime) -> EvictionUpdate:
         """The announcement of ``request`` before it is sent (``EvictionUpdate.sent``): its grace names the pod's
         removal if the watch reports the pod gone before the request's answer reaches the drain."""
-        return EvictionUpdate(self.pod.key, self.attempts, None, final=False, at=now, grace=request.grace, sent=True)
+        return EvictionUpdate(
+            self.pod.key,
+            self.attempts,
+            uid=self.pod.uid,
+            response=None,
+            final=False,
+            at=now,
+            grace=request.grace,
+            sent=True,
+        )
 
     def answer(
         self,
@@ -105,7 +114,15 @@ class EvictionAttempts:
         worker is done). ``remaining`` gives the seconds left before the deadline; ``pdb_delete``: the drain is
         deadline-bound and deletes pods a budget still protects (``deletes_past_pdb``)."""
         if response.status in (EvictionStatus.EVICTED, EvictionStatus.GONE):
-            return EvictionUpdate(self.pod.key, self.attempts, response, final=True, at=now, grace=request.grace), None
+            return EvictionUpdate(
+                self.pod.key,
+                self.attempts,
+                uid=self.pod.uid,
+                response=response,
+                final=True,
+                at=now,
+                grace=request.grace,
+            ), None
         self.refused_by_pdb = self.refused_by_pdb or (pdb_delete and response.pdb_blocked)
         if response.status in (EvictionStatus.BLOCKED, EvictionStatus.MULTIPLE_PDBS):
             delay = backoff_delay(self.attempts, self.backoff_base, self.backoff_cap, rand)
@@ -116,9 +133,13 @@ class EvictionAttempts:
             self.errors += 1
             if not response.retryable or self.errors >= EVICTION_ERROR_RETRIES:
                 error = f"HTTP {response.http_status}: {response.message}"
-                return EvictionUpdate(self.pod.key, self.attempts, response, final=True, at=now, error=error), None
+                return EvictionUpdate(
+                    self.pod.key, self.attempts, uid=self.pod.uid, response=response, final=True, at=now, error=error
+                ), None
             delay = backoff_delay(self.errors, self.backoff_base, self.backoff_cap, rand)
-        return EvictionUpdate(self.pod.key, self.attempts, response, final=False, at=now), delay
+        return EvictionUpdate(
+            self.pod.key, self.attempts, uid=self.pod.uid, response=response, final=False, at=now
+        ), delay
 
 
 def send(kube: EvictionApi, pod: PodView, request: Request) -> EvictionResponse:

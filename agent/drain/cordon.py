@@ -9,6 +9,7 @@ a rebalance's quiet period), undoes the cordon of such a node.
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,15 +89,22 @@ class UncordonDecision:
     message: str
 
 
-def decide_uncordon(node: NodeView) -> UncordonDecision:
+def decide_uncordon(node: NodeView, draining: Container[str] = ()) -> UncordonDecision:
     """Decide how to uncordon ``node`` (pure): only a cordon carrying our annotation is undone (the annotation is
     removed with it); a node someone else cordoned stays cordoned (DESIGN.md, safety invariant 6); so does a node
     whose instance is ending (``ENDING_ANNOTATION``: a Spot warning or a termination lifecycle action came for it),
-    whoever asks."""
+    whoever asks, and a node whose cordon annotation names one of ``draining`` (the drains running in this engine:
+    ``agent.drain.running``; that drain's end decides whether its cordon is given back)."""
     ending = node.annotations.get(ENDING_ANNOTATION)
     if node.unschedulable and ending is not None:
         return UncordonDecision(
             patch=None, by_other=False, message=f"node {node.name}'s instance is ending ({ending}): left cordoned"
+        )
+    if node.unschedulable and node.cordoned_by is not None and node.cordoned_by in draining:
+        return UncordonDecision(
+            patch=None,
+            by_other=False,
+            message=f"node {node.name} is being drained by command {node.cordoned_by}: left cordoned",
         )
     if node.cordoned_by is not None:
         patch = {

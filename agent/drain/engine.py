@@ -7,13 +7,18 @@ are retried with backoff) → ``wait_until_gone`` (a watch on the node's pods, n
 
 The package splits that by responsibility: ``policy`` (pure pod policy), ``cordon`` (pure cordon decisions),
 ``progress`` (the pure progress state machine), ``results`` (result models), ``attempts`` (one pod's eviction
-retries, a state machine), ``evict`` (parallel evictions with backoff), ``watcher`` (the pod watch) and this
-module, the engine that runs a command through them.
+retries, a state machine), ``evict`` (parallel evictions with backoff), ``watcher`` (the pod watch), ``running``
+(the drains in progress: an uncordon command leaves the cordon of one), ``patch`` (a cordon decision applied, a
+conflict decided again) and this module, the engine that runs a command through them.
 
 Decisions are pure functions with their own tests: ``pod_disposition``, ``plan_drain``, ``decide_cordon``,
 ``decide_uncordon``, ``core.clock.backoff_delay``, and ``DrainProgress`` (a state machine fed with eviction
 outcomes and watch events). Effects go through ``agent.kube.client.KubeAdapter``, the only module that talks to
 the Kubernetes API.
+
+A drain that emptied its node reads the node and its pods again before it concludes: found schedulable (its cordon,
+or an operator's, undone during the drain), it cordons it as ours; pods placed there meanwhile, or re-created under
+a gone pod's name, are evicted too.
 
 Every wait is bounded by the command's deadline (``Deadline``, on an injectable ``Clock``). At the deadline the
 drain ends ``timed_out`` listing the pods still there and why; the node stays cordoned (unless
@@ -33,46 +38,24 @@ import logging
 import random
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TypeVar
 
 from agent.drain.cordon import CordonDecision, UncordonDecision, decide_cordon, decide_release, decide_uncordon
 from agent.drain.evict import Evictor
 from agent.drain.guard import ControlPlaneGuard, LocalControlPlaneGuard
+from agent.drain.patch import CORDON_CONFLICT_RETRIES, patch_until_applied
 from agent.drain.policy import daemonset_owners, deletes_past_pdb, instance_ends, is_control_plane, plan_drain
 from agent.drain.ports import BackoffSettings, DrainApi, ResultEvents
 from agent.drain.progress import DrainProgress, conclude, refuse
 from agent.drain.results import Durations, NodeCommandResult
-from agent.kube.views import NodeView
+from agent.drain.running import RunningDrain, RunningDrains
+from agent.kube.views import NodeView, PodEvent
 from core.clock import Clock, Deadline, SystemClock
-from core.exceptions import (
-    KubernetesApiError,
-    KubernetesNotFoundError,
-    NodeManagerError,
-    NodeNotFoundError,
-    RetryableError,
-)
+from core.exceptions import NodeManagerError, NodeNotFoundError, RetryableError
 from core.model import Command, CommandKind, CommandStatus, DrainOptions
 from core.settings import PdbDeadlinePolicy
 
 log = logging.getLogger(__name__)
-
-CORDON_CONFLICT_RETRIES = 8
-
-_D = TypeVar("_D", CordonDecision, UncordonDecision)
-
-
-@dataclass
-class _Running:
-    """A drain in progress: its deadline and node; ``bound`` once it deletes pods a PodDisruptionBudget still protects
-    when their grace stops fitting (``deletes_past_pdb``); ``ending`` once a Spot warning tightened it to the
-    instance's end (``DrainEngine.tighten``): it then never gives its cordon back, which it marks ending."""
-
-    deadline: Deadline
-    node: str = ""
-    bound: threading.Event = field(default_factory=threading.Event)
-    ending: threading.Event = field(default_factory=threading.Event)
 
 
 class DrainEngine:
@@ -121,8 +104,7 @@ class DrainEngine:
         self.pdb_deadline_policy = settings.drain_pdb_deadline_policy
         self.grace_margin = float(settings.drain_grace_margin_seconds)
         # command id -> its drain in progress (deadline, deadline-bound, tightened to an instance's end)
-        self._deadlines: dict[str, _Running] = {}
-        self._deadlines_lock = threading.Lock()
+        self.running = RunningDrains()
         # which commands may touch a control-plane node, and how many drain one at once (agent.drain.guard)
         self.guard: ControlPlaneGuard = guard or LocalControlPlaneGuard(max_control_plane_drains)
         self._evictor = Evictor(
@@ -223,27 +205,28 @@ class DrainEngine:
     def cordon_node(self, node: NodeView, command_id: str, ending: bool = False) -> tuple[NodeView, CordonDecision]:
         """Cordon ``node`` as ours unless someone else already did (``decide_cordon``; ``ending``: the command's
         instance is going away, ``instance_ends``, so the cordon is marked never to be undone); a conflicting write
-        (409: the node changed since it was read) is re-read and re-decided.
+        (409: the node changed since it was read) is re-read and re-decided (``agent.drain.patch``).
 
         Returns:
             the node as it is now, and the decision applied.
 
         Raises:
-            KubernetesApiError: still conflicting after ``CORDON_CONFLICT_RETRIES`` tries, or see ``KubeAdapter``.
-            NodeNotFoundError: the node vanished meanwhile.
+            KubernetesApiError: still conflicting after ``patch.CORDON_CONFLICT_RETRIES`` tries, or see
+                ``KubeAdapter``. NodeNotFoundError: the node vanished meanwhile.
         """
-        return self._patch_until_applied(node, lambda n: decide_cordon(n, command_id, ending))
+        return patch_until_applied(self.kube, node, lambda n: decide_cordon(n, command_id, ending))
 
     def uncordon_node(self, node: NodeView) -> tuple[NodeView, UncordonDecision]:
-        """Undo our cordon of ``node`` (``decide_uncordon``); someone else's is left alone, and so is the cordon of a
-        node whose instance is ending. Conflicts as in ``cordon_node``."""
-        return self._patch_until_applied(node, decide_uncordon)
+        """Undo our cordon of ``node`` (``decide_uncordon``); someone else's is left alone, and so are the cordon of a
+        node whose instance is ending and the cordon of a drain running in this engine (``self.running``, read at
+        each decision). Conflicts as in ``cordon_node``."""
+        return patch_until_applied(self.kube, node, lambda n: decide_uncordon(n, self.running.ids()))
 
     def release_node(self, node: NodeView, command_id: str) -> tuple[NodeView, UncordonDecision]:
         """Give back the cordon ``command_id`` made (``decide_release``: only while our annotation still names that
         command); a conflict re-reads the node and decides again, so a cordon another command took over meanwhile
         is left. Errors as in ``cordon_node``."""
-        return self._patch_until_applied(node, lambda n: decide_release(n, command_id))
+        return patch_until_applied(self.kube, node, lambda n: decide_release(n, command_id))
 
     def tighten(self, command_id: str, when: datetime) -> bool:
         """Bring the deadline of the drain of ``command_id`` in progress forward to ``when`` (never later), an
@@ -253,8 +236,7 @@ class DrainEngine:
         ``options.uncordon_on_failure``), marked ``ENDING_ANNOTATION`` (``mark_ending``). A drain started already
         tightened (``agent.consumer.decisions.tightened``) is made so at the first call. Returns False when no drain
         of that command runs here, or it is already bound to an end no later than ``when``. Thread-safe."""
-        with self._deadlines_lock:
-            entry = self._deadlines.get(command_id)
+        entry = self.running.get(command_id)
         if entry is None or (not entry.deadline.tighten(when) and entry.ending.is_set()):
             return False
         entry.ending.set()
@@ -273,23 +255,6 @@ class DrainEngine:
                 self.cordon_node(node, command_id, ending=True)
         except NodeManagerError as err:
             log.warning("cordon not marked ending command_id=%s node=%s error=%s", command_id, node_name, err)
-
-    def _patch_until_applied(self, node: NodeView, decide: Callable[[NodeView], _D]) -> tuple[NodeView, _D]:
-        current: NodeView | None = node
-        for _ in range(CORDON_CONFLICT_RETRIES):
-            if current is None:
-                raise NodeNotFoundError(node.instance_id or node.name)
-            decision = decide(current)
-            if decision.patch is None:
-                return current, decision
-            try:
-                patched = self.kube.patch_node(current.name, decision.patch)
-            except KubernetesNotFoundError as err:
-                raise NodeNotFoundError(node.instance_id or node.name) from err
-            if patched is not None:
-                return patched, decision
-            current = self.kube.get_node(node.name)
-        raise KubernetesApiError(f"node {node.name} kept changing: {CORDON_CONFLICT_RETRIES} conflicting patches")
 
     # --------------------------------------------------------------------------------------- kinds
 
@@ -318,46 +283,40 @@ class DrainEngine:
     def _cordon_and_maybe_drain(
         self, command: Command, node: NodeView, started_at: datetime, durations: Durations, t0: float
     ) -> NodeCommandResult:
-        t = self.clock.monotonic()
-        node, decision = self.cordon_node(node, command.command_id, ending=instance_ends(command.reason))
-        durations.cordon = self.clock.monotonic() - t
-        result = NodeCommandResult(
-            command_id=command.command_id,
-            kind=command.kind,
-            instance_id=command.instance_id,
-            node_name=node.name,
-            status=CommandStatus.SUCCEEDED,
-            cordoned_by_us=decision.ours,
-            cordoned_by_other=decision.by_other,
-            started_at=started_at,
-            finished_at=started_at,
-            durations=durations,
-        )
-        if command.kind == CommandKind.CORDON:
-            result.message = (
-                f"node {node.name} was already cordoned by someone else"
-                if decision.by_other
-                else f"cordoned node {node.name}"
+        running = None
+        if command.kind == CommandKind.DRAIN:  # recorded before its cordon: an uncordon never finds one alone
+            running = RunningDrain(Deadline.at(command.deadline, self.clock), node=node.name)
+            if deletes_past_pdb(self.pdb_deadline_policy, command.reason):
+                running.bound.set()
+        with self.running.holding(command.command_id, running):
+            t = self.clock.monotonic()
+            node, decision = self.cordon_node(node, command.command_id, ending=instance_ends(command.reason))
+            durations.cordon = self.clock.monotonic() - t
+            result = NodeCommandResult(
+                command_id=command.command_id,
+                kind=command.kind,
+                instance_id=command.instance_id,
+                node_name=node.name,
+                status=CommandStatus.SUCCEEDED,
+                cordoned_by_us=decision.ours,
+                cordoned_by_other=decision.by_other,
+                started_at=started_at,
+                finished_at=started_at,
+                durations=durations,
             )
-        else:
-            self._drain(command, node, result)
+            if running is None:
+                result.message = (
+                    f"node {node.name} was already cordoned by someone else"
+                    if decision.by_other
+                    else f"cordoned node {node.name}"
+                )
+            else:
+                self._drain_until(command, node, result, running)
         durations.total = self.clock.monotonic() - t0
         result.finished_at = self.clock.now()
         return result
 
-    def _drain(self, command: Command, node: NodeView, result: NodeCommandResult) -> None:
-        running = _Running(Deadline.at(command.deadline, self.clock), node=node.name)
-        if deletes_past_pdb(self.pdb_deadline_policy, command.reason):
-            running.bound.set()
-        with self._deadlines_lock:
-            self._deadlines[command.command_id] = running
-        try:
-            self._drain_until(command, node, result, running)
-        finally:
-            with self._deadlines_lock:
-                self._deadlines.pop(command.command_id, None)
-
-    def _drain_until(self, command: Command, node: NodeView, result: NodeCommandResult, running: _Running) -> None:
+    def _drain_until(self, command: Command, node: NodeView, result: NodeCommandResult, running: RunningDrain) -> None:
         options = command.options
         pods, resource_version = self.kube.list_pods_on_node(node.name)
         missing = frozenset(ds for ds in daemonset_owners(pods) if not self.kube.daemonset_exists(*ds))
@@ -371,9 +330,47 @@ class DrainEngine:
             self._evictor.evict_and_wait(
                 node, options, running.deadline, progress, resource_version, result.durations, running.bound.is_set
             )
+        retaken = self._keep_cordoned(command, node, result, running, progress)
         conclude(result, progress, node.name)
+        if retaken:
+            result.message += f"; node {node.name} was uncordoned during the drain: cordoned again as ours"
         if result.status != CommandStatus.SUCCEEDED:
             self.uncordon_after_failure(options, node, result, ending=running.ending.is_set())
+
+    def _keep_cordoned(
+        self,
+        command: Command,
+        node: NodeView,
+        result: NodeCommandResult,
+        running: RunningDrain,
+        progress: DrainProgress,
+    ) -> bool:
+        """Before a drain that emptied its node concludes, read the node and its pods again: schedulable (an operator
+        uncordoned their cordon, or ours, during the drain), the node is cordoned as ours (``cordon_node``; ``result``
+        says so); pods there the drain does not track (placed after its watch stopped, or re-created under a gone
+        pod's name: ``DrainProgress.arrival``) are evicted as the watch's arrivals are, so none dies with the
+        instance; at most ``patch.CORDON_CONFLICT_RETRIES`` rounds, while the deadline allows. True when it cordoned
+        the node. An error is recorded in ``result.errors``, never raised."""
+        retaken = False
+        try:
+            for _ in range(CORDON_CONFLICT_RETRIES):
+                if progress.remaining() or running.deadline.expired:
+                    break
+                current = self.kube.get_node(node.name)
+                if current is not None and not current.unschedulable:
+                    ending = instance_ends(command.reason) or running.ending.is_set()
+                    _, decision = self.cordon_node(current, command.command_id, ending=ending)
+                    result.cordoned_by_us, result.cordoned_by_other, retaken = decision.ours, decision.by_other, True
+                pods, version = self.kube.list_pods_on_node(node.name)
+                if not [p for p in pods if progress.arrival(PodEvent("ADDED", p, version), command.options)]:
+                    break
+                more, bound = Durations(), running.bound.is_set
+                self._evictor.evict_and_wait(node, command.options, running.deadline, progress, version, more, bound)
+                result.durations.evict += more.evict
+                result.durations.wait += more.wait
+        except NodeManagerError as err:
+            result.errors.append(f"checking the node again before the end: {err}")
+        return retaken
 
     def uncordon_after_failure(
         self, options: DrainOptions, node: NodeView, result: NodeCommandResult, ending: bool = False

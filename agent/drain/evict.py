@@ -87,7 +87,11 @@ class Evictor:
         stop = threading.Event()
         watcher = PodWatcher(self.kube, node.name, resource_version, deadline, inbox, stop, self.clock)
         watcher.start()
-        todo = [s for s in progress.states.values() if s.disposition.action in (PodAction.EVICT, PodAction.DELETE)]
+        todo = [
+            s
+            for s in progress.states.values()
+            if s.disposition.action in (PodAction.EVICT, PodAction.DELETE) and not (s.gone or s.worker_done)
+        ]  # a second call (``DrainEngine._keep_cordoned``) sends nothing for pods already gone or given up on
         # threads are started as needed: an arrival after the cordon (``DrainProgress.arrival``) gets one too
         pool = ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="evict")
         t_evict = self.clock.monotonic()
@@ -190,5 +194,10 @@ class Evictor:
         except Exception as err:
             log.exception("eviction worker for %s crashed", pod.key)
             inbox.put(
-                ("update", EvictionUpdate(pod.key, tries.attempts, None, final=True, error=f"internal error: {err}"))
+                (
+                    "update",
+                    EvictionUpdate(
+                        pod.key, tries.attempts, None, final=True, error=f"internal error: {err}", uid=pod.uid
+                    ),
+                )
             )

@@ -29,6 +29,7 @@ class EvictionUpdate:
     error: str | None = None  # set when the worker gave up
     grace: Grace | None = None  # the grace the answered request carried (None: a finished pod's plain DELETE)
     sent: bool = False  # an announcement: a request carrying ``grace`` is about to be sent (no answer yet)
+    uid: str = ""  # the pod's the request named: an update for a pod since replaced under its name is dropped
 
 
 @dataclass
@@ -51,13 +52,15 @@ class DrainProgress:
     """The drain's bookkeeping (pure: fed with ``EvictionUpdate``s, watch ``PodEvent``s and re-list snapshots).
 
     A pod is *gone* when a DELETED event carries its uid, when a pod of the same name with another uid shows up
-    (it was replaced), or when a re-list no longer has its uid. The drain is *settled* when every tracked pod
-    (evict, delete, wait) is gone or its worker gave up.
+    (it was replaced: the new one is an ``arrival``, its predecessor kept in ``replaced`` for the outcomes), or when
+    a re-list no longer has its uid. The drain is *settled* when every tracked pod (evict, delete, wait) is gone or
+    its worker gave up.
     """
 
     def __init__(self, plan: DrainPlan) -> None:
         self.states: dict[str, PodState] = {}
         self.others: list[tuple[PodView, PodDisposition]] = []
+        self.replaced: list[PodState] = []  # gone pods whose name a later pod took (``arrival``)
         for pod, disposition in plan.decisions:
             if disposition.action in (PodAction.EVICT, PodAction.DELETE, PodAction.WAIT):
                 state = PodState(pod, disposition, worker_done=disposition.action == PodAction.WAIT)
@@ -68,7 +71,7 @@ class DrainProgress:
 
     def apply_update(self, update: EvictionUpdate) -> None:
         state = self.states.get(update.key)
-        if state is None:
+        if state is None or (update.uid and update.uid != state.pod.uid):
             return
         state.attempts = update.attempts
         if update.sent:
@@ -110,9 +113,13 @@ class DrainProgress:
         by a scheduler whose view of the node had not caught up with it yet (the cordon only keeps the scheduler
         away, and only once it has seen it). Tracked, and returned, when ``pod_disposition`` evicts it (a pod that
         stays, such as a DaemonSet's, is not tracked), so it leaves with the others instead of dying with the
-        instance. None otherwise (a pod already tracked, terminating, or gone). Pure."""
+        instance; so is a pod re-created under the name of a tracked pod that is gone (a StatefulSet's: another uid),
+        the gone one kept in ``replaced``. None otherwise (a pod already tracked, terminating, or gone). Pure."""
         pod = event.pod
-        if pod is None or event.type not in ("ADDED", "MODIFIED") or pod.key in self.states:
+        if pod is None or event.type not in ("ADDED", "MODIFIED"):
+            return None
+        tracked = self.states.get(pod.key)
+        if tracked is not None and (tracked.pod.uid == pod.uid or not tracked.gone):
             return None
         if pod.deletion_timestamp is not None or pod.phase in ("Succeeded", "Failed"):
             return None
@@ -120,6 +127,8 @@ class DrainProgress:
         if disposition.action is not PodAction.EVICT:
             return None
         state = PodState(pod, PodDisposition(PodAction.EVICT, f"{disposition.reason}; arrived after the cordon"))
+        if tracked is not None:
+            self.replaced.append(tracked)
         self.states[pod.key] = state
         return state
 
@@ -179,7 +188,7 @@ class DrainProgress:
                     reason=disposition.reason,
                 )
             )
-        for state in self.states.values():
+        for state in [*self.replaced, *self.states.values()]:
             error = state.failed
             last = state.last
             if error is None and not state.gone and last is not None and last.status != EvictionStatus.EVICTED:
@@ -205,11 +214,12 @@ class DrainProgress:
 def counts_text(progress: DrainProgress) -> str:
     """What a drain did to its pods, in one phrase for the result message (evicted, deleted, skipped, graces)."""
     gone = dict.fromkeys((PodAction.EVICT, PodAction.DELETE, PodAction.WAIT), 0)
-    for state in progress.states.values():
+    tracked = [*progress.replaced, *progress.states.values()]
+    for state in tracked:
         if state.gone:
             gone[state.disposition.action] += 1
     skipped = sum(1 for _, d in progress.others if d.action == PodAction.SKIP)
-    graces = [s.grace.source for s in progress.states.values() if s.grace is not None]
+    graces = [s.grace.source for s in tracked if s.grace is not None]
     capped = graces.count(GraceSource.DEADLINE)
     past_pdb = graces.count(GraceSource.PDB_DEADLINE)
     extra = f", {capped} with grace capped by the deadline" if capped else ""

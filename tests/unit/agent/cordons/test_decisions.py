@@ -31,7 +31,7 @@ def item(
         "status": status,
         "created_at": created.isoformat(),
         "finished_at": finished.isoformat() if finished else None,
-        "result": {"cordoned_by_us": ours, "node_name": "n1"},
+        "result": {"cordoned_by_us": ours, "cordoned_by_other": not ours, "node_name": "n1"},
         "command": {"command_id": command_id, "options": options},
         **extra,
     }
@@ -83,15 +83,25 @@ def test_a_lifecycle_action_after_the_cordon_keeps_it() -> None:
 
 @pytest.mark.parametrize(
     "held_nothing",
-    [item(ours=False), item(status="skipped"), item(status="failed")],
-    ids=["cordoned by someone else", "no node", "failed"],
+    [item(ours=False), item(status="skipped")],
+    ids=["cordoned by someone else", "no node"],
 )
 def test_a_command_that_holds_no_cordon_of_ours_is_kept_at_once(held_nothing: dict[str, Any]) -> None:
     assert judge(held_nothing, [held_nothing], None, T0).verdict is Verdict.KEEP
 
 
-def test_a_timed_out_rebalance_drain_is_given_back_too() -> None:
-    drain = item(status="timed_out")
+@pytest.mark.parametrize(
+    "drain",
+    [
+        item(status="timed_out"),
+        item(status="failed"),  # cordoned, then an eviction refused for good
+        item(status="timed_out", result={"node_name": "n1"}),  # late for its deadline: no cordoned_by_us recorded
+    ],
+    ids=["timed out", "failed", "late: result built without the engine"],
+)
+def test_a_rebalance_drain_that_did_not_succeed_is_given_back_too(drain: dict[str, Any]) -> None:
+    # whether the node still carries its cordon is decided at the node (decide_release)
+    assert judge(drain, [drain], None, T0 + timedelta(seconds=100)).verdict is Verdict.WAIT
     assert judge(drain, [drain], None, T0 + timedelta(hours=1)).verdict is Verdict.RELEASE
 
 
@@ -120,5 +130,5 @@ def test_an_unreadable_sibling_or_result_neither_raises_nor_supersedes() -> None
     cordon = item()
     junk = {"sk": "CMD#drain-junk", "instance_id": INSTANCE, "command": "not a map", "created_at": "garbage"}
     assert judge(cordon, [junk, cordon], None, T0 + timedelta(hours=1)).verdict is Verdict.RELEASE
-    odd = item(result="not a map")
-    assert judge(odd, [odd], None, T0 + timedelta(hours=1)).verdict is Verdict.KEEP  # no cordon of ours to give back
+    odd = item(result="not a map")  # says nothing of the cordon: the node decides (decide_release)
+    assert judge(odd, [odd], None, T0 + timedelta(hours=1)).verdict is Verdict.RELEASE

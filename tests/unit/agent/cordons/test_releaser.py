@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from agent.cordons.releaser import CordonReleaser
-from agent.drain.cordon import UncordonDecision, decide_release
+from agent.drain.cordon import ENDING_ANNOTATION, UncordonDecision, decide_release
 from agent.kube.views import CORDON_ANNOTATION, NodeView
 from core.exceptions import NodeNotFoundError
 from core.model import Command, CommandStatus, DrainOptions, utcnow
@@ -22,14 +22,17 @@ class OneNode:
     """One node, patched in memory as the apiserver would apply a merge patch of ``spec.unschedulable`` and our
     annotation."""
 
-    def __init__(self, unschedulable: bool, holder: str | None) -> None:
+    def __init__(self, unschedulable: bool, holder: str | None, ending: str | None = None) -> None:
         self.unschedulable = unschedulable
         self.holder = holder
+        self.ending = ending  # ENDING_ANNOTATION's value: a Spot warning marked the instance ending
         self.gone = False
         self.patches = 0
 
     def view(self) -> NodeView:
         annotations = {CORDON_ANNOTATION: self.holder} if self.holder else {}
+        if self.ending:
+            annotations[ENDING_ANNOTATION] = self.ending
         return NodeView.from_api(
             {
                 "metadata": {"name": "n1", "uid": "u1", "resourceVersion": "1", "annotations": annotations},
@@ -51,12 +54,21 @@ class OneNode:
         return self.view(), decision
 
 
-def cordoned(world: World, command_id: str = "rebalance-1", quiet: int = 300, ours: bool = True) -> Command:
-    """A rebalance cordon recorded, run and finished as the agent leaves it."""
+def cordoned(
+    world: World,
+    command_id: str = "rebalance-1",
+    quiet: int = 300,
+    ours: bool = True,
+    kind: str = "cordon",
+    status: CommandStatus = CommandStatus.SUCCEEDED,
+    result: dict[str, Any] | None = None,
+) -> Command:
+    """A rebalance cordon (or drain: ``kind``) recorded, run and finished as the agent leaves it (``status``, and
+    ``result`` when given instead of the engine's cordon fields)."""
     cmd = Command(
         command_id=command_id,
         cluster=CLUSTER,
-        kind="cordon",
+        kind=kind,
         instance_id=INSTANCE,
         reason="rebalance-recommendation",
         deadline=utcnow() + timedelta(seconds=600),
@@ -64,8 +76,9 @@ def cordoned(world: World, command_id: str = "rebalance-1", quiet: int = 300, ou
     )
     world.store.record_command(cmd, ttl_seconds=3600)
     attempt = world.store.start_command(cmd, "agent-a:1", stale_after_seconds=60, ttl_seconds=3600)
-    result = {"status": "succeeded", "node_name": "n1", "cordoned_by_us": ours}
-    world.store.finish_command(command_id, "agent-a:1", attempt, CommandStatus.SUCCEEDED, result)
+    if result is None:
+        result = {"status": status.value, "node_name": "n1", "cordoned_by_us": ours, "cordoned_by_other": not ours}
+    world.store.finish_command(command_id, "agent-a:1", attempt, status, result)
     return cmd
 
 
@@ -96,6 +109,40 @@ def test_a_cordon_someone_else_made_is_never_given_back(world: World) -> None:
     assert releaser(world, node, after=400).check_once()["kept"] == 1
     assert node.unschedulable and node.patches == 0
     assert "not cordoned by this command" in resolution(world)
+
+
+# the consumer's own result of a drain whose deadline passed before it started (its fast step cordoned the node)
+LATE = {"status": "timed_out", "node_name": "n1", "message": "deadline passed before the drain started"}
+
+
+@pytest.mark.parametrize(
+    ("status", "result"),
+    [(CommandStatus.FAILED, None), (CommandStatus.TIMED_OUT, LATE)],
+    ids=["failed after its cordon", "deadline passed before it started"],
+)
+def test_a_rebalance_drain_that_did_not_succeed_gives_its_cordon_back(
+    world: World, status: CommandStatus, result: dict[str, Any] | None
+) -> None:
+    cordoned(world, kind="drain", status=status, result=result)
+    node = OneNode(unschedulable=True, holder="rebalance-1")
+    assert releaser(world, node, after=100).check_once()["waiting"] == 1
+    assert releaser(world, node, after=400).check_once()["released"] == 1
+    assert not node.unschedulable and node.holder is None and resolution(world) == "released"
+
+
+@pytest.mark.parametrize(
+    ("holder", "ending"),
+    [("spot-1", "spot-1"), ("rebalance-1", "rebalance-1")],
+    ids=["a Spot drain took it over", "a Spot warning tightened the drain"],
+)
+def test_a_failed_rebalance_drain_whose_instance_is_ending_keeps_its_cordon(
+    world: World, holder: str, ending: str
+) -> None:
+    cordoned(world, kind="drain", status=CommandStatus.FAILED)
+    node = OneNode(unschedulable=True, holder=holder, ending=ending)
+    assert releaser(world, node, after=400).check_once()["kept"] == 1
+    assert node.unschedulable and node.holder == holder and node.patches == 0
+    assert "left" in resolution(world)
 
 
 def test_a_cordon_a_later_command_took_over_is_left(world: World) -> None:

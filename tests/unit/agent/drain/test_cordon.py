@@ -68,6 +68,16 @@ def test_uncordon_leaves_someone_elses_cordon() -> None:
     assert "someone else" in decision.message
 
 
+def test_uncordon_leaves_the_cordon_of_a_drain_running_here() -> None:
+    drained = node(unschedulable=True, annotations={CORDON_ANNOTATION: "refresh-r1-0"})
+    decision = decide_uncordon(drained, frozenset({"refresh-r1-0"}))
+    assert (
+        decision.patch is None and not decision.by_other and "being drained by command refresh-r1-0" in decision.message
+    )
+    assert decide_uncordon(drained, frozenset({"spot-1"})).patch is not None  # another drain's: ours to undo
+    assert decide_release(drained, "refresh-r1-0").patch is not None  # the drain's own give-back is not held back
+
+
 def test_uncordon_of_a_schedulable_node_does_nothing() -> None:
     decision = decide_uncordon(node())
     assert decision.patch is None and not decision.by_other

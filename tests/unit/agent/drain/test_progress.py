@@ -210,3 +210,35 @@ def test_a_refused_request_after_its_announcement_names_no_grace() -> None:
         EvictionUpdate("ns/web", 3, None, False, T0, grace=Grace(0, 0, GraceSource.PDB_DEADLINE), sent=True)
     )
     assert progress.states["ns/web"].grace == capped
+
+
+def test_a_pod_recreated_under_a_tracked_name_is_an_arrival_and_its_predecessor_is_kept() -> None:
+    from agent.kube.views import OwnerRef
+
+    progress = make_progress()
+    sts = (OwnerRef("StatefulSet", "db", True),)
+    evicted = EvictionResponse(EvictionStatus.EVICTED, 201)
+    progress.apply_update(EvictionUpdate("ns/db", 1, evicted, final=True, at=T0, uid="uid-db"))
+    again = PodEvent("ADDED", pod("db", uid="uid-db-2", owners=sts))
+    progress.apply_event(again)  # the old uid counts as gone, as before
+    recreated = progress.arrival(again, DrainOptions())
+    assert recreated is not None and recreated.pod.uid == "uid-db-2" and progress.states["ns/db"] is recreated
+    assert not progress.settled  # the drain waits for the new pod too
+    # a late update of the old pod's worker is not the new pod's
+    progress.apply_update(
+        EvictionUpdate("ns/db", 2, EvictionResponse(EvictionStatus.GONE, 404), final=True, uid="uid-db")
+    )
+    assert not recreated.gone and recreated.attempts == 0
+    db = [o for o in progress.outcomes() if o.name == "db"]
+    assert [(o.uid, o.gone) for o in db] == [("uid-db", True), ("uid-db-2", False)]
+    # the same pod seen again is no second arrival
+    assert progress.arrival(PodEvent("MODIFIED", pod("db", uid="uid-db-2", owners=sts)), DrainOptions()) is None
+
+
+def test_a_pod_still_tracked_is_no_arrival_under_another_uid_until_it_is_gone() -> None:
+    from agent.kube.views import OwnerRef
+
+    progress = make_progress()
+    rs = (OwnerRef("ReplicaSet", "rs", True),)
+    # an event of another uid that was not applied (the tracked one not gone): nothing replaces it
+    assert progress.arrival(PodEvent("ADDED", pod("web", uid="other", owners=rs)), DrainOptions()) is None
