@@ -113,6 +113,19 @@ class Deadline:
         return True
 
 
+def aware_time(value: object) -> datetime | None:
+    """``value`` read as an ISO 8601 time with a zone (as the product writes every time in a table item); None when
+    it is no string, unreadable or has no zone, so a forged or legacy item is read as if the time were absent and
+    never raises when compared with an aware ``now``. Pure."""
+    if not isinstance(value, str):
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else None
+
+
 def backoff_delay(attempt: int, base: float, cap: float, rand: Callable[[], float] = random.random) -> float:
     """Seconds to wait before try ``attempt + 1`` after ``attempt`` (>= 1) failed tries (pure but for ``rand``).
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from core.clock import aware_time
 from core.model import Command, CommandKind, CommandStatus, as_utc
 
 DEADLINE_PASSED = "deadline passed before start"
@@ -265,13 +266,8 @@ def pending_when_ended(hook: Mapping[str, Any], finished_at: Any) -> bool:
 
 def _aware(raw: Any) -> datetime | None:
     """An ISO 8601 time with a time zone, in UTC; None when absent, unreadable or naive."""
-    if not isinstance(raw, str):
-        return None
-    try:
-        when = datetime.fromisoformat(raw)
-        return as_utc(when) if when.tzinfo is not None else None
-    except ValueError:
-        return None
+    when = aware_time(raw)
+    return as_utc(when) if when is not None else None
 
 
 def receive_count(message: Mapping[str, Any]) -> int:

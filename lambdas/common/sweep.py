@@ -46,6 +46,7 @@ from adapters.dynamo.command_index import (
 from adapters.dynamo.commands import command_sk, end_queued_command, recorded_command
 from adapters.dynamo.store import Store
 from adapters.dynamo.table import Attr, plain
+from core.clock import aware_time
 from core.exceptions import AwsRequestError, ConflictError, StoreUnavailableError
 from core.model import Command, CommandStatus
 
@@ -62,16 +63,6 @@ class Sweep:
     expire: tuple[str, ...] = ()
     unreadable: tuple[str, ...] = field(default=())
     retake: tuple[tuple[Command, float], ...] = ()
-
-
-def _when(value: Any) -> datetime | None:
-    """An ISO 8601 time with a time zone; None when absent, unreadable or naive (it cannot be compared with an
-    aware ``now``: an item with one is judged as if the time were absent, never raises)."""
-    try:
-        when = datetime.fromisoformat(str(value)) if value else None
-    except ValueError:
-        return None
-    return when if when is not None and when.tzinfo is not None else None
 
 
 def _epoch(value: Any) -> float | None:
@@ -113,10 +104,10 @@ def stranded(items: Iterable[Mapping[str, Any]], now: datetime, after_seconds: f
             unreadable.append(str(item.get("sk", "")))
             continue
         if status == CommandStatus.RUNNING.value:
-            tightened = _when(item.get("deadline_tightened_to"))
+            tightened = aware_time(item.get("deadline_tightened_to"))
             deadline = min(command.deadline, tightened) if tightened is not None else command.deadline
             before = stale_since(item, now, after_seconds)
-            resent = _when(item.get("resent_at"))
+            resent = aware_time(item.get("resent_at"))
             if (
                 before is not None
                 and deadline > now
@@ -127,7 +118,7 @@ def stranded(items: Iterable[Mapping[str, Any]], now: datetime, after_seconds: f
         if command.deadline <= now:
             expire.append(command.command_id)
             continue
-        last_sent = _when(item.get("resent_at")) or _when(item.get("created_at"))
+        last_sent = aware_time(item.get("resent_at")) or aware_time(item.get("created_at"))
         if last_sent is None or now - last_sent >= timedelta(seconds=after_seconds):
             resend.append(command)
     return Sweep(tuple(resend), tuple(expire), tuple(unreadable), tuple(retake))

@@ -20,6 +20,7 @@ from adapters.dynamo.node_memo import NodeRecordMemo
 from adapters.dynamo.nodes import read_membership
 from adapters.dynamo.store import Store
 from adapters.dynamo.table import plain
+from core.clock import aware_time
 from core.detach import DetachState
 from core.kops import CLUSTER_TAG, managed_group
 from core.model import Command, NodeRecord, fresh_by_mark
@@ -289,17 +290,6 @@ def own_command_error(item: Mapping[str, Any]) -> str | None:
     if not isinstance(item.get("status"), str):
         return "status is not a string"
     return None
-
-
-def aware_time(value: Any) -> datetime | None:
-    """``value`` read as an ISO 8601 time with a zone; None when it is no string, unreadable or has no zone. Pure."""
-    if not isinstance(value, str):
-        return None
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else None
 
 
 def detached_record(instance_id: str, item: Mapping[str, Any]) -> Detached:

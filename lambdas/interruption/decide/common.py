@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from core.clock import aware_time
 from core.kops import CLUSTER_TAG, managed_group, tag_map
 from core.model import QUIET_CORDON_PREFIX, Command, CommandStatus
 from core.settings import InterruptionSettings
@@ -151,17 +152,6 @@ def succeeded_recently(item: Mapping[str, Any], now: datetime, seconds: int) -> 
         return False
     finished = aware_time(item.get("finished_at"))
     return finished is not None and (now - finished).total_seconds() <= seconds
-
-
-def aware_time(value: Any) -> datetime | None:
-    """``value`` read as an ISO 8601 time with a zone; None when it is no string, unreadable or has no zone."""
-    if not isinstance(value, str):
-        return None
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else None
 
 
 def unreadable_command(item: Mapping[str, Any]) -> str | None:

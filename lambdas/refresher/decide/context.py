@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
 
+from core.clock import aware_time
 from core.model import Command, CommandKind, CommandStatus, DrainOptions
 from core.runs import (
     REBALANCE_TRIGGER,
@@ -284,14 +285,3 @@ class Context:
             return None
         undo = command_id == step.undo_command_id
         return since + timedelta(seconds=UNDO_DRAIN_SECONDS if undo else self.run.options.drain_timeout_seconds)
-
-
-def aware_time(value: object) -> datetime | None:
-    """``value`` read as an ISO 8601 time with a zone; None when it is no string, unreadable or has no zone."""
-    if not isinstance(value, str):
-        return None
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else None
