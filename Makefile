@@ -45,6 +45,7 @@ bench-smoke: bootstrap
 	$(PY) -m bench.interruption --smoke
 	$(PY) -m bench.membership --smoke
 	$(PY) -m bench.wave --smoke
+	$(PY) -m bench.wave_slots --smoke
 	$(PY) -m bench.lock_race --smoke
 	$(PY) -m bench.sim_dynamo --smoke
 	$(PY) -m bench.run_item --smoke

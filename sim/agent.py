@@ -62,6 +62,7 @@ from agent.consumer.decisions import capped
 from agent.consumer.heartbeat import Heartbeat
 from agent.consumer.jobs import Job
 from agent.consumer.loop import MAX_MESSAGES_PER_RECEIVE
+from agent.consumer.schedule import urgent_drain
 from agent.cordons.releaser import CordonReleaser
 from agent.drain.engine import DrainEngine
 from agent.drain.results import NodeCommandResult
@@ -312,20 +313,36 @@ class SimAgent:
         self.kernel.after(delay, f"agent:{self.name}:drain-retry", again)
 
     def enqueue(self, job: Job) -> None:
-        """A cordoned drain waits for a slot, earliest deadline first."""
+        """A cordoned drain waits for a slot, earliest deadline first; one whose instance ends at a deadline within
+        ``urgent_seconds`` starts at once, over the slots (``schedule.urgent_drain``, as ``DeadlineGate`` admits
+        it), and one that will be within it later is looked at again then."""
         heapq.heappush(self.waiting, (job.command.deadline, next(self._seq), job))
         self._pump()
+        delay = (job.command.deadline - self.kernel.now()).total_seconds() - self.config.urgent_seconds
+        if job.ends and self.config.urgent_seconds > 0 and delay > 0 and any(j is job for _, _, j in self.waiting):
+            self.kernel.after(delay, f"agent:{self.name}:urgent", self._pump)
 
     def _pump(self) -> None:
+        now, within = self.kernel.now(), self.config.urgent_seconds
+        urgent = sorted(e for e in self.waiting if urgent_drain(e[2].ends, e[2].command.deadline, now, within))
+        if urgent and self.alive and self.leading:  # the gate's waiters polling ``urgent``: in, whatever is held
+            self.waiting = [e for e in self.waiting if e not in urgent]
+            heapq.heapify(self.waiting)
+            for _, _, job in urgent:
+                if len(self.running) >= self.config.concurrency:
+                    self._count("urgent_over_bound")
+                self._run(job)
         while self.alive and self.leading and self.waiting and len(self.running) < self.config.concurrency:
-            _, _, job = heapq.heappop(self.waiting)
-            if job.closed or job.lost:
-                continue
-            started = self.kernel.now()
-            command = capped(job.command, started, self.config.max_command_seconds)
-            drain = SimDrain(self.kernel, self.kube, self.engine, command, self._rand, self._drain_ended, self._cp_busy)
-            self.running[job.command.command_id] = (job, drain, started)
-            drain.start()
+            self._run(heapq.heappop(self.waiting)[2])
+
+    def _run(self, job: Job) -> None:
+        if job.closed or job.lost:
+            return
+        started = self.kernel.now()
+        command = capped(job.command, started, self.config.max_command_seconds)
+        drain = SimDrain(self.kernel, self.kube, self.engine, command, self._rand, self._drain_ended, self._cp_busy)
+        self.running[job.command.command_id] = (job, drain, started)
+        drain.start()
 
     def _cp_busy(self) -> int:
         return sum(1 for _, drain, _ in self.running.values() if drain.control_plane and not drain.ended)
@@ -358,6 +375,7 @@ class SimAgent:
             return False
         self.waiting = [(j.command.deadline, seq, j) for _, seq, j in self.waiting]
         heapq.heapify(self.waiting)
+        self.kernel.after(0, f"agent:{self.name}:urgent", self._pump)  # the gate wakes its waiters (``retarget``)
         return True
 
     # --------------------------------------------------------------------------------------------- leader

@@ -208,8 +208,10 @@ MUTANTS: dict[str, Mutant] = {
             "cordon_behind_slots",
             cordon_behind_slots,
             replace(QUIET, burst_per_day=6.0, spot_monthly=0.5),
-            # at the default 64 drain slots a 12-node cluster never queues a drain: one slot (AGENT_CONCURRENCY=1)
-            agent=(("concurrency", 1), ("max_in_flight", 2)),
+            # at the default 64 drain slots a 12-node cluster never queues a drain: one slot (AGENT_CONCURRENCY=1);
+            # and a Spot drain waits for no slot by default (DRAIN_URGENT_SECONDS): the supported setting 0 makes
+            # the profile's Spot drains queue, as every drain did before
+            agent=(("concurrency", 1), ("max_in_flight", 2), ("drain_urgent_seconds", 0)),
         ),
         Mutant(
             "rebalance_cordon_kept",
@@ -246,7 +248,7 @@ MUTANTS: dict[str, Mutant] = {
 
 
 @contextmanager
-def _agent_overrides(overrides: dict[str, int]) -> Iterator[None]:
+def agent_overrides(overrides: dict[str, int]) -> Iterator[None]:
     """The worlds built meanwhile run their agent with ``overrides`` of its settings."""
     import sim.world
 
@@ -266,7 +268,7 @@ def _agent_overrides(overrides: dict[str, int]) -> Iterator[None]:
 def applied(name: str, patch: bool = True) -> Iterator[None]:
     """While inside: the worlds built run with mutant ``name``'s agent overrides and (``patch``) its bug put back."""
     mutant = MUTANTS[name]
-    with _agent_overrides(dict(mutant.agent)), mutant.patch() if patch else nullcontext():
+    with agent_overrides(dict(mutant.agent)), mutant.patch() if patch else nullcontext():
         yield
 
 

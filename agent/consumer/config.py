@@ -16,6 +16,8 @@ class ConsumerConfig:
         queue_url: the command queue.
         worker_id: this process's identity in ``CMD#`` items (``<hostname>:<pid>``).
         concurrency: drains evicting at once (slots of ``schedule.DeadlineGate``, earliest deadline first).
+        urgent_seconds: a drain whose instance ends at its deadline waits for no slot once its deadline is this
+            near (``schedule.urgent_drain``; 0: never).
         max_in_flight: commands taken from the queue and not finished (each has a thread; drains beyond
             ``concurrency`` are cordoned and wait for a slot while the heartbeat keeps their messages invisible).
         wait_seconds: ReceiveMessage WaitTimeSeconds (long poll, 0..20).
@@ -39,6 +41,7 @@ class ConsumerConfig:
     worker_id: str
     concurrency: int = 4
     max_in_flight: int = 64
+    urgent_seconds: float = 300.0
     wait_seconds: int = 10
     visibility_timeout_seconds: int = 30
     stale_running_seconds: int = 60
@@ -61,6 +64,7 @@ class ConsumerConfig:
             worker_id=worker_id,
             concurrency=settings.concurrency,
             max_in_flight=settings.max_in_flight,
+            urgent_seconds=float(settings.drain_urgent_seconds),
             wait_seconds=settings.poll_wait_seconds,
             visibility_timeout_seconds=settings.visibility_timeout_seconds,
             stale_running_seconds=settings.stale_running_seconds,

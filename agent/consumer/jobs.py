@@ -28,6 +28,7 @@ class Job:
     lost: bool = False  # another worker took the command over (seen by the heartbeat)
     lifecycle_beat_at: float = field(default_factory=time.monotonic)  # last lifecycle heartbeat (or the start)
     cordoned: Callable[[], None] = lambda: None  # gives back the message's hold on evictions (``CordonsFirst``)
+    ends: bool = False  # its instance goes away at the deadline whatever the drain does (set by ``tighten`` too)
     _closed: bool = False
     _running: bool = False  # handed to the engine (``begin_run``): ``command`` no longer changes
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -50,6 +51,7 @@ class Job:
             if new is self.command:
                 return None
             self.command = new
+            self.ends = True  # a Spot warning tightened it: the instance is being reclaimed
             return new
 
     @property

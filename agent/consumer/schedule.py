@@ -5,6 +5,14 @@ placed onto a node warned in the same wave whose cordon is still being written.
 
 A wave of Spot warnings gives every node the same two minutes, but a lifecycle-hook drain (up to the hook's timeout)
 or a refresh drain (many minutes) may wait behind them: the one whose instance goes first drains first.
+
+The slots bound drains that can wait. A drain whose instance goes away at its deadline whatever the drain does (a Spot
+interruption, a termination lifecycle action, a drain a Spot warning tightened) and whose deadline is near
+(``DRAIN_URGENT_SECONDS``) is admitted at once, over the bound: waiting could only leave its pods to be killed with
+the instance. A drain mostly waits for its pods' grace periods, so a slot held that way is no measure of the load it
+puts on the API server; that load is bounded by the agent's Kubernetes request rate and requests in flight, and the
+number of drains at once by ``AGENT_MAX_IN_FLIGHT``. Before this, a wave of 200 warnings with 64 slots and pods of 60 s
+grace left 72 drains to start after their two minutes were over.
 """
 
 from __future__ import annotations
@@ -84,30 +92,39 @@ class CordonsFirst:
 
 class DeadlineGate:
     """Admits at most ``slots`` holders; waiters are admitted earliest deadline first (a waiter's deadline may be
-    brought forward while it waits: ``retarget``). Thread-safe.
+    brought forward while it waits: ``retarget``), and a waiter that turns ``urgent`` at once, over the bound (the
+    module docstring). Thread-safe.
 
     Args:
-        slots: holders at once (>= 1; ``AGENT_CONCURRENCY``).
+        slots: holders at once of the drains that can wait (>= 1; ``AGENT_CONCURRENCY``).
     """
 
     def __init__(self, slots: int) -> None:
         self.slots = max(1, slots)
-        self._free = self.slots
+        self._held = 0  # holders now, urgent ones included (may exceed ``slots``)
         self._waiting: list[list[Any]] = []  # heap of [deadline, arrival number]
         self._keyed: dict[Hashable, list[Any]] = {}  # key -> its waiter's entry (``retarget``)
         self._seq = itertools.count()
         self._cond = threading.Condition()
 
     def acquire(
-        self, deadline: datetime, cancelled: Callable[[], bool] = lambda: False, key: Hashable | None = None
+        self,
+        deadline: datetime,
+        cancelled: Callable[[], bool] = lambda: False,
+        key: Hashable | None = None,
+        urgent: Callable[[], bool] = lambda: False,
+        over_bound: list[bool] | None = None,
     ) -> bool:
-        """Wait for a slot, behind every waiter with an earlier deadline.
+        """Wait for a slot, behind every waiter with an earlier deadline, unless ``urgent``.
 
         Args:
             deadline: the drain's deadline (timezone-aware).
             cancelled: polled while waiting (at least every ``POLL_SECONDS``); when it turns True the wait ends
                 without a slot. The worker's ends the wait at the drain's deadline too (invariant 8).
             key: names this waiter for ``retarget`` (the command id); None: never moved.
+            urgent: polled as ``cancelled`` is (under the gate's lock: it must not call the gate); when True the
+                waiter is admitted at once, whatever the slots held (``urgent_drain``).
+            over_bound: a list that gets ``True`` appended when the waiter was admitted with every slot held.
 
         Returns:
             True with a slot held (``release`` it), False when ``cancelled`` ended the wait.
@@ -118,11 +135,15 @@ class DeadlineGate:
             if key is not None:
                 self._keyed[key] = entry
             try:
-                while not (self._free > 0 and self._waiting[0] is entry):
+                while not (self._held < self.slots and self._waiting[0] is entry):
                     if cancelled():
                         return False
+                    if urgent():
+                        if self._held >= self.slots and over_bound is not None:
+                            over_bound.append(True)
+                        break
                     self._cond.wait(POLL_SECONDS)
-                self._free -= 1
+                self._held += 1
                 return True
             finally:
                 self._waiting = [e for e in self._waiting if e is not entry]
@@ -146,7 +167,7 @@ class DeadlineGate:
     def release(self) -> None:
         """Give a slot back."""
         with self._cond:
-            self._free = min(self.slots, self._free + 1)
+            self._held = max(0, self._held - 1)
             self._cond.notify_all()
 
     def waiting(self) -> int:
@@ -155,6 +176,14 @@ class DeadlineGate:
             return len(self._waiting)
 
     def busy(self) -> int:
-        """Slots held."""
+        """Slots held (urgent holders over the bound included)."""
         with self._cond:
-            return self.slots - self._free
+            return self._held
+
+
+def urgent_drain(ends: bool, deadline: datetime, now: datetime, within_seconds: float) -> bool:
+    """Whether a drain waiting for a slot is admitted at once (pure): its instance ``ends`` at its ``deadline``
+    whatever the drain does (``agent.drain.policy.instance_ends``, or a Spot warning tightened it) and the deadline is
+    at most ``within_seconds`` away (``DRAIN_URGENT_SECONDS``; 0: never). A Spot warning's drain is urgent from its
+    start (two minutes); a lifecycle action's drain with a longer timeout waits its turn until then."""
+    return ends and within_seconds > 0 and (deadline - now).total_seconds() <= within_seconds

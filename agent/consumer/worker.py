@@ -30,7 +30,9 @@ from agent.consumer.decisions import (
     tightened,
 )
 from agent.consumer.jobs import Job
+from agent.consumer.schedule import urgent_drain
 from agent.consumer.steps import cordon_first, execute
+from agent.drain.policy import instance_ends
 from agent.logs import command_context
 from agent.report import Outcome
 from core.clock import backoff_delay
@@ -111,7 +113,9 @@ class CommandWorker(WorkerBase):
                 self._rejected(message, binding)
                 return
             # a Spot deadline, if one came
-            self._start(message_id, receipt, tightened(binding.command, item), count, cordoned)
+            started = tightened(binding.command, item)
+            ends = started is not binding.command or instance_ends(started.reason)
+            self._start(message_id, receipt, started, count, cordoned, ends=ends)
 
     @property
     def _unowned_seconds(self) -> float:
@@ -126,8 +130,10 @@ class CommandWorker(WorkerBase):
         command: Command,
         count: int = 1,
         cordoned: Callable[[], None] = lambda: None,
+        ends: bool = False,
     ) -> None:
-        """Start the command (``queued`` → ``running``) and work it, or say why not (``_refused``)."""
+        """Start the command (``queued`` → ``running``) and work it, or say why not (``_refused``). ``ends``: its
+        instance goes away at the deadline whatever the drain does (``Job.ends``)."""
         # its own failed handback left it running under this worker: taken again when no job (nor another start of
         # a duplicate delivery) holds it here; else no one could start it before its heartbeat is stale
         retake = self.jobs.begin_start(command.command_id) and not self.holds(command.command_id)
@@ -156,7 +162,7 @@ class CommandWorker(WorkerBase):
                 raise
             self._leave(receipt, message_id, command, count, err)
             return
-        job = Job(message_id, receipt, command, attempt, receive_count=count, cordoned=cordoned)
+        job = Job(message_id, receipt, command, attempt, receive_count=count, cordoned=cordoned, ends=ends)
         log.info(
             "command started command_id=%s kind=%s instance_id=%s attempt=%d message_id=%s",
             command.command_id,
@@ -196,7 +202,9 @@ class CommandWorker(WorkerBase):
 
     def _drain_in_slot(self, job: Job) -> Outcome | None:
         """Wait for a drain slot (``schedule.DeadlineGate``, earliest deadline first) until the drain's deadline
-        (invariant 8: every wait has a deadline), then drain in it. A drain whose deadline passes while it waits is
+        (invariant 8: every wait has a deadline), then drain in it; a drain whose instance ends at a deadline within
+        ``urgent_seconds`` waits for none (``schedule.urgent_drain``, counted ``urgent_over_bound`` when every slot
+        was held). A drain whose deadline passes while it waits is
         not run: it ends as one whose deadline passed before it started (``steps.execute``: ``timed_out``, "deadline
         passed before start", its node left cordoned). None when the job was handed back or taken over meanwhile
         (nothing to finish), or when the drain's retryable errors handed it back (``_execute_or_give_back``)."""
@@ -205,11 +213,20 @@ class CommandWorker(WorkerBase):
         def over() -> bool:  # polled by the gate; ``job.command`` may be tightened meanwhile (``tighten_waiting``)
             return job.closed or job.lost or deadline_passed(job.command, self.clock())
 
-        if not self.gate.acquire(job.command.deadline, cancelled=over, key=command_id):
+        def urgent() -> bool:
+            return urgent_drain(job.ends, job.command.deadline, self.clock(), self.config.urgent_seconds)
+
+        over_bound: list[bool] = []
+        if not self.gate.acquire(
+            job.command.deadline, cancelled=over, key=command_id, urgent=urgent, over_bound=over_bound
+        ):
             if job.closed or job.lost:
                 log.info("drain handed back or taken over before it started command_id=%s", command_id)
                 return None
             return execute(self.engine, job.begin_run(), self.clock(), self.config.max_command_seconds)  # too late
+        if over_bound:
+            self.counters.inc("urgent_over_bound")
+            log.info("drain started over the drain slots: its instance ends soon command_id=%s", command_id)
         try:
             return self._execute_or_give_back(job)
         finally:

@@ -17,6 +17,7 @@ class AgentSettings(_Settings):
         "event_bus_name": "EVENT_BUS_NAME",
         "concurrency": "AGENT_CONCURRENCY",
         "max_in_flight": "AGENT_MAX_IN_FLIGHT",
+        "drain_urgent_seconds": "DRAIN_URGENT_SECONDS",
         "kube_qps": "AGENT_KUBE_QPS",
         "kube_burst": "AGENT_KUBE_BURST",
         "poll_wait_seconds": "SQS_WAIT_SECONDS",
@@ -57,10 +58,14 @@ class AgentSettings(_Settings):
     table_name: str = Field(min_length=1)
     queue_url: str = Field(min_length=1)
     event_bus_name: str = "default"
-    # drains evicting at once (an upper bound; earliest deadline first). A drain mostly waits for pods to go, so
-    # the bound that matters is the Kubernetes request rate below; 64 drains of ~30 s each fit a 100-node Spot wave
-    # into its 2 minutes
+    # drains evicting at once (earliest deadline first), a bound on those that can wait: a drain whose instance ends
+    # at a deadline within ``drain_urgent_seconds`` starts at once, over it (agent/consumer/schedule.py). A drain
+    # mostly waits for pods to go, so the bound that matters is the Kubernetes request rate below
     concurrency: int = Field(default=64, ge=1, le=512)
+    # a drain whose instance goes away at its deadline (Spot interruption, termination lifecycle action, tightened
+    # by a Spot warning) waits for no slot once its deadline is this near: more than a Spot warning's two minutes,
+    # so every Spot drain starts at once. 0: such drains wait for a slot too
+    drain_urgent_seconds: int = Field(default=300, ge=0, le=86400)
     # commands received and not finished (cordoned, waiting for a drain slot, draining); queued ones keep their SQS
     # message invisible through the heartbeat. Every received drain/cordon is cordoned at once, whatever this is
     max_in_flight: int = Field(default=256, ge=1, le=2048)

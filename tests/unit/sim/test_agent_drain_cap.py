@@ -35,3 +35,22 @@ def test_a_wave_is_cordoned_at_once_and_evicts_at_most_the_cap_across_both_repli
         w.kernel.run(w.kernel.t + 300, after_step=count)
     assert [w.item(i)["status"] for i in ids] == ["timed_out"] * 3
     assert most == 1 and ran == set(ids)  # each in turn, one at a time
+
+
+def test_spot_drains_evict_at_once_over_the_cap_held_by_a_refresh_drain() -> None:
+    """A drain whose instance is reclaimed in two minutes waits for no slot (``schedule.urgent_drain``, as the
+    agent's ``DeadlineGate`` admits it): with the one slot held by a refresh drain whose pods have nowhere to go, two
+    Spot drains evict at once beside it (before, they waited behind it past their deadline)."""
+    w = World("memory", concurrency=1, max_in_flight=8)
+    w.send(drain(w.kernel, "refresh-r1-0", f"i-{2:017x}", 1800, reason="refresh r1 step 0"))
+    with w.kernel.installed():
+        w.kernel.run(w.kernel.t + 5)
+    assert list(w.agent.running) == ["refresh-r1-0"]
+    ids = [f"spot-{i}" for i in range(2)]
+    for i, command_id in enumerate(ids):
+        w.send(drain(w.kernel, command_id, f"i-{i:017x}", 120, reason="spot-interruption:terminate"))
+    with w.kernel.installed():
+        w.kernel.run(w.kernel.t + 5)
+    assert set(w.agent.running) == {"refresh-r1-0", *ids} and not w.agent.waiting
+    assert w.agent.counts.get("urgent_over_bound") == 2
+    assert [w.item(i)["status"] for i in ids] == ["running"] * 2

@@ -8,7 +8,7 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 
-from agent.consumer.schedule import CordonsFirst, DeadlineGate
+from agent.consumer.schedule import POLL_SECONDS, CordonsFirst, DeadlineGate, urgent_drain
 from tests.unit.agent.consumer_world import wait_until
 
 T0 = datetime(2026, 12, 2, 4, 0, tzinfo=UTC)
@@ -115,3 +115,39 @@ def test_a_waiter_retargeted_to_an_earlier_deadline_is_admitted_first() -> None:
     for t in threads:
         t.join(5)
     assert admitted == ["refresh", "lifecycle"]
+
+
+def test_an_urgent_waiter_is_admitted_over_the_bound_and_the_others_wait_for_the_slots_it_leaves() -> None:
+    gate = DeadlineGate(1)
+    assert gate.acquire(T0)
+    urgent = threading.Event()
+    over: list[bool] = []
+    got: list[str] = []
+    later = threading.Thread(target=lambda: got.append("later" if gate.acquire(T0 + timedelta(hours=1)) else "-"))
+    spot = threading.Thread(
+        target=lambda: got.append("spot" if gate.acquire(T0, urgent=urgent.is_set, over_bound=over) else "-")
+    )
+    later.start()
+    spot.start()
+    wait_until(lambda: gate.waiting() == 2)
+    assert got == []  # not urgent yet: both wait behind the held slot
+    urgent.set()  # its deadline came near (``urgent_drain``)
+    wait_until(lambda: got == ["spot"])
+    assert over == [True] and gate.busy() == 2 and gate.waiting() == 1  # two holders of one slot
+    gate.release()
+    time.sleep(2 * POLL_SECONDS)
+    assert got == ["spot"]  # one holder left is the bound: the later drain still waits
+    gate.release()
+    later.join(5)
+    assert got == ["spot", "later"] and gate.busy() == 1
+    gate.release()
+    assert gate.busy() == 0
+
+
+def test_urgent_drain_is_an_ending_instance_with_its_deadline_within_the_window() -> None:
+    soon, later = T0 + timedelta(seconds=120), T0 + timedelta(seconds=3600)
+    assert urgent_drain(True, soon, T0, 300)
+    assert not urgent_drain(False, soon, T0, 300)  # a refresh or rebalance drain can wait: its instance stays
+    assert not urgent_drain(True, later, T0, 300)
+    assert urgent_drain(True, later, T0 + timedelta(seconds=3300), 300)
+    assert not urgent_drain(True, soon, T0, 0)  # 0: off

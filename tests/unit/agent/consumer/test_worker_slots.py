@@ -5,12 +5,14 @@ engine."""
 from __future__ import annotations
 
 import threading
+import time
 from datetime import datetime, timedelta
 
 from adapters.dynamo.commands import tighten_deadline
 from agent.consumer.decisions import DEADLINE_PASSED
 from agent.consumer.jobs import Job
-from core.model import DrainOptions, utcnow
+from agent.consumer.schedule import POLL_SECONDS
+from core.model import Command, DrainOptions, utcnow
 from tests.unit.agent.consumer_world import ScriptedEngine, World, command, wait_until
 
 
@@ -81,3 +83,61 @@ def test_a_running_drain_is_not_tightened_as_a_waiting_one(world: World) -> None
     item = {"deadline_tightened_to": (utcnow() + timedelta(seconds=60)).isoformat()}
     assert job.tighten(item) is None and job.command is ran  # handed to the engine: DrainEngine.tighten's part now
     assert not consumer.worker.tighten_waiting(job, item) and engine.marked == []
+
+
+def _with_reason(cmd: Command, reason: str) -> Command:
+    return cmd.model_copy(update={"reason": reason})
+
+
+def test_a_spot_drain_starts_at_once_over_the_slots_while_a_drain_that_can_wait_waits(world: World) -> None:
+    """A wave larger than the slots: the drains whose instances are reclaimed in two minutes do not queue behind
+    drains that hold a slot while their pods take their grace periods (they were left to start after their
+    deadline: 72 of 200 at 64 slots, 60 s graces); a refresh drain still waits for its slot."""
+    engine = ScriptedEngine()
+    consumer = world.consumer(engine, concurrency=1)
+    assert consumer.worker.gate.acquire(utcnow())  # the one slot: a drain waiting for its pods
+    world.send(_with_reason(command("refresh-r1-0", deadline_in=1800), "refresh r1 step 0"))
+    world.send(_with_reason(command("spot-1", deadline_in=120), "spot-interruption:terminate"))
+    handlers = [threading.Thread(target=consumer.handle, args=(world.receive(),), daemon=True) for _ in range(2)]
+    try:
+        for handler in handlers:
+            handler.start()
+        wait_until(lambda: world.item("spot-1")["status"] == "succeeded")
+        assert engine.ran == ["spot-1"] and consumer.worker.gate.waiting() == 1  # the refresh drain waits
+        assert consumer.worker.counters.snapshot().get("urgent_over_bound") == 1
+    finally:
+        consumer.worker.gate.release()
+        for handler in handlers:
+            handler.join(10)
+    assert engine.ran == ["spot-1", "refresh-r1-0"]
+    assert consumer.worker.gate.busy() == 0
+
+
+def test_a_lifecycle_drain_waits_its_turn_until_its_deadline_is_near_and_zero_turns_it_off(world: World) -> None:
+    """A termination lifecycle action's drain ends its instance too, but with an hour left it waits for a slot;
+    with ``DRAIN_URGENT_SECONDS=0`` a Spot drain waits as well."""
+    engine = ScriptedEngine()
+    consumer = world.consumer(engine, concurrency=1, urgent_seconds=0)
+    assert consumer.worker.gate.acquire(utcnow())
+    world.send(_with_reason(command("spot-1", deadline_in=120), "spot-interruption:terminate"))
+    handler = threading.Thread(target=consumer.handle, args=(world.receive(),), daemon=True)
+    handler.start()
+    wait_until(lambda: consumer.worker.gate.waiting() == 1)
+    assert engine.ran == []  # urgency turned off: behind the slot
+    consumer.worker.gate.release()
+    handler.join(10)
+    assert engine.ran == ["spot-1"]
+
+    hooked = world.consumer(ScriptedEngine(), concurrency=1)
+    assert hooked.worker.gate.acquire(utcnow())
+    world.send(_with_reason(command("lifecycle-1", deadline_in=3600), "asg-lifecycle:nodes-a"))
+    handler = threading.Thread(target=hooked.handle, args=(world.receive(),), daemon=True)
+    handler.start()
+    try:
+        wait_until(lambda: hooked.worker.gate.waiting() == 1)
+        time.sleep(2 * POLL_SECONDS)  # the waiter looked at its urgency again: an hour left, not urgent
+        assert hooked.worker.gate.waiting() == 1 and "urgent_over_bound" not in hooked.worker.counters.snapshot()
+    finally:
+        hooked.worker.gate.release()
+        handler.join(10)
+    assert world.item("lifecycle-1")["status"] == "succeeded"
