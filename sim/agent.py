@@ -170,6 +170,7 @@ class SimAgent:
             self.worker.retry, sleep=clock.sleep, monotonic=clock.monotonic, rand=self._retry_rand
         )
         self.worker.agent = self
+        self.engine.drains_in_flight = self.worker.drains_in_flight  # an uncordon leaves a waiting drain's cordon
         self.waiting: list[tuple[datetime, int, Job]] = []
         self.running: dict[str, tuple[Job, SimDrain, datetime]] = {}
         self.backing_off: dict[str, Job] = {}
@@ -300,15 +301,16 @@ class SimAgent:
             log.exception("unexpected error handling message_id=%s", message.get("MessageId"))
             self._count("errors")
 
-    def back_off(self, job: Job, delay: float) -> None:
-        """A drain that met a retryable error runs again after ``delay`` (its job still heartbeated meanwhile)."""
+    def back_off(self, job: Job, delay: float, then: Callable[[Job], None] | None = None) -> None:
+        """A drain that met a retryable error runs again after ``delay`` (``then``: goes on with it so instead), its
+        job still heartbeated meanwhile."""
         self.backing_off[job.command.command_id] = job
 
         def again() -> None:
             if self.backing_off.get(job.command.command_id) is job:
                 del self.backing_off[job.command.command_id]
                 if self.alive and not (job.closed or job.lost):
-                    self.enqueue(job)
+                    (then or self.enqueue)(job)
 
         self.kernel.after(delay, f"agent:{self.name}:drain-retry", again)
 

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from agent.consumer.decisions import deadline_passed
 from agent.consumer.jobs import Job
-from agent.consumer.steps import cordon_first, execute
+from agent.consumer.steps import NodeWait, cordon_first, execute, skipped
 from agent.consumer.worker import CommandWorker
 from agent.drain.engine import DrainEngine
 from agent.drain.results import NodeCommandResult
 from core.clock import backoff_delay
-from core.exceptions import RetryableError
+from core.exceptions import NodeNotFoundError, RetryableError
 from core.model import Command, CommandKind
 
 if TYPE_CHECKING:
@@ -66,8 +66,8 @@ class ResultEngine:
         self.engine = engine
         self.ends: dict[str, NodeCommandResult | Exception] = {}
 
-    def cordon(self, command: Command) -> Any:
-        return self.engine.cordon(command)
+    def cordon(self, command: Command, scan: bool = True) -> Any:
+        return self.engine.cordon(command, scan)
 
     def run(self, command: Command) -> Any:
         if command.kind is not CommandKind.DRAIN:
@@ -90,17 +90,39 @@ class SimWorker(CommandWorker):
 
     def _run_job(self, job: Job) -> None:
         job.lifecycle_beat_at = self.agent.kernel.t
-        command = job.command
-        if command.kind is not CommandKind.DRAIN:
+        if job.command.kind is not CommandKind.DRAIN:
             super()._run_job(job)
             return
-        outcome = cordon_first(self.engine, command, self.metrics)
+        self._cordon_first(job)
+
+    def _cordon_first(self, job: Job, node_wait: NodeWait | None = None, scan: bool = True) -> None:
+        """The fast step; a drain whose instance ends and has no node yet probes again as
+        ``CommandWorker._cordon_or_wait`` does (``steps.NodeWait``), its job heartbeated meanwhile, until the wait
+        or the deadline ends (then ``skipped``)."""
+        command = job.command
+        try:
+            outcome = cordon_first(self.engine, command, self.metrics, wait_for_node=job.ends, scan=scan)
+        except NodeNotFoundError as err:
+            now = self.clock()
+            node_wait = node_wait or NodeWait.start(job, now, self.config.node_wait_seconds, self.counters)
+            left = node_wait.left(job, now)
+            if left <= 0:
+                self._finish(job, skipped(command, node_wait.gave_up(err)))
+                return
+            pause, scan = node_wait.next_probe(left)
+            wait = node_wait
+            self.agent.back_off(job, pause, then=lambda j: self._cordon_first(j, wait, scan))
+            return
         if outcome is None and deadline_passed(command, self.clock()):
             outcome = execute(self.engine, command, self.clock(), self.config.max_command_seconds)
         if outcome is not None:
             self._finish(job, outcome)
             return
         self.agent.enqueue(job)
+
+    def drains_in_flight(self) -> frozenset[str]:
+        """``WorkerBase.drains_in_flight`` over the agent's jobs (a drain's job leaves ``jobs`` once it is enqueued)."""
+        return frozenset(j.command.command_id for j in self.agent._jobs() if j.command.kind is CommandKind.DRAIN)
 
     def holds(self, command_id: str) -> bool:
         return self.job_for(command_id) is not None

@@ -96,8 +96,9 @@ class SimKube(Workloads):
         self._fault("get_node")
         return self.node_views.get(name)
 
-    def node_for_instance(self, instance_id: str) -> NodeView | None:
-        """The node whose ``spec.providerID`` names ``instance_id``, None if there is none."""
+    def node_for_instance(self, instance_id: str, scan: bool = True) -> NodeView | None:
+        """The node whose ``spec.providerID`` names ``instance_id``, None if there is none (``scan`` or not: the
+        simulated cluster answers from its own index, as the agent's watch-fed one would)."""
         self._fault("list_nodes")
         name = self.instances.get(instance_id)
         return None if name is None else self.node_views[name]

@@ -95,6 +95,7 @@ def run_seed(
         "killed_by_reclaim": float(world.kube.counters.killed_by_reclaim),
         "stopped_by_eviction": float(world.kube.counters.stopped_by_eviction),
         "stopped_by_delete": float(world.kube.counters.stopped_by_delete),
+        "cut_short": float(world.kube.counters.cut_short),
         "checks": float(world.checker.checks),
     }
     return Result(

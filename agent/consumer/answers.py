@@ -70,10 +70,17 @@ class WorkerBase:
         self.jobs = Jobs()
         self.gate = DeadlineGate(config.concurrency)
         self.cordons = CordonsFirst()  # evictions wait for the cordons of the commands received (a wave)
+        if hasattr(engine, "drains_in_flight"):  # DrainEngine's: an uncordon leaves a waiting drain's cordon too
+            engine.drains_in_flight = self.drains_in_flight
         self.sleep = sleep
         self.retry = Retry(
             config.command_retry_seconds, config.retry_backoff_seconds, config.retry_backoff_max_seconds, sleep=sleep
         )
+
+    def drains_in_flight(self) -> frozenset[str]:
+        """The command ids of this worker's drains not finished: running, or cordoned and waiting for a slot (the
+        engine knows only the running ones: ``DrainEngine.uncordon_node`` asks this for the others)."""
+        return frozenset(j.command.command_id for j in self.jobs.list() if j.command.kind is CommandKind.DRAIN)
 
     def _retried(self, step: str) -> Callable[[RetryableError], None]:
         def count(err: RetryableError) -> None:

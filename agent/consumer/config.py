@@ -18,6 +18,8 @@ class ConsumerConfig:
         concurrency: drains evicting at once (slots of ``schedule.DeadlineGate``, earliest deadline first).
         urgent_seconds: a drain whose instance ends at its deadline waits for no slot once its deadline is this
             near (``schedule.urgent_drain``; 0: never).
+        node_wait_seconds: how long such a drain whose instance has no node yet waits for one to register, within
+            its deadline, before it is skipped (``CommandWorker._cordon_or_wait``; 0: skipped at once).
         max_in_flight: commands taken from the queue and not finished (each has a thread; drains beyond
             ``concurrency`` are cordoned and wait for a slot while the heartbeat keeps their messages invisible).
         wait_seconds: ReceiveMessage WaitTimeSeconds (long poll, 0..20).
@@ -42,6 +44,7 @@ class ConsumerConfig:
     concurrency: int = 4
     max_in_flight: int = 64
     urgent_seconds: float = 300.0
+    node_wait_seconds: float = 120.0
     wait_seconds: int = 10
     visibility_timeout_seconds: int = 30
     stale_running_seconds: int = 60
@@ -65,6 +68,7 @@ class ConsumerConfig:
             concurrency=settings.concurrency,
             max_in_flight=settings.max_in_flight,
             urgent_seconds=float(settings.drain_urgent_seconds),
+            node_wait_seconds=float(settings.node_registration_wait_seconds),
             wait_seconds=settings.poll_wait_seconds,
             visibility_timeout_seconds=settings.visibility_timeout_seconds,
             stale_running_seconds=settings.stale_running_seconds,

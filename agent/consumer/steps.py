@@ -5,10 +5,12 @@ to the next step (see ``agent.consumer``)."""
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from agent.consumer.decisions import CONTROL_PLANE_REFUSED, DEADLINE_PASSED, capped, deadline_passed, own_result
+from agent.consumer.jobs import Counters, Job
 from agent.metrics import AgentMetrics
 from agent.report import Outcome
 from core.exceptions import (
@@ -26,7 +28,7 @@ log = logging.getLogger(__name__)
 class Engine(Protocol):
     """What the consumer needs of ``agent.drain.engine.DrainEngine``."""
 
-    def cordon(self, command: Command) -> Any:
+    def cordon(self, command: Command, scan: bool = True) -> Any:
         """Find the command's node and cordon it (the fast step of a drain). Raises ``NodeNotFoundError``,
         ``RetryableError``, ``KubernetesRejectedError``."""
         ...
@@ -38,9 +40,15 @@ class Engine(Protocol):
         ...
 
 
-def cordon_first(engine: Engine, command: Command, metrics: AgentMetrics | None = None) -> Outcome | None:
+def cordon_first(
+    engine: Engine,
+    command: Command,
+    metrics: AgentMetrics | None = None,
+    wait_for_node: bool = False,
+    scan: bool = True,
+) -> Outcome | None:
     """The fast step of a drain: cordon its node now, before it waits for a drain slot, so no pod evicted elsewhere
-    is scheduled onto it. Never raises.
+    is scheduled onto it. Never raises but as below.
 
     Returns:
         ``SKIPPED`` when the instance has no node (nothing to drain), ``FAILED`` (``refused``) for a control-plane
@@ -50,18 +58,20 @@ def cordon_first(engine: Engine, command: Command, metrics: AgentMetrics | None 
 
     Raises:
         ControlPlaneBusyError: a control-plane node whose drain must wait for a slot (left uncordoned).
+        NodeNotFoundError: with ``wait_for_node``, the instance has no node yet (the caller waits for it to register;
+            its probes pass ``scan`` False but every ``NODE_WAIT_SCAN_EVERY``-th: ``DrainEngine.cordon``).
     """
     try:
-        engine.cordon(command)
+        engine.cordon(command) if scan else engine.cordon(command, scan=False)
     except ControlPlaneBusyError:
         raise
     except ControlPlaneRefusedError as err:
         return refused(command, err, metrics)
     except NodeNotFoundError as err:
+        if wait_for_node:
+            raise
         log.info("no node for the instance, command skipped command_id=%s", command.command_id)
-        return Outcome(
-            CommandStatus.SKIPPED, own_result(command, CommandStatus.SKIPPED, str(err)), engine_posted_event=True
-        )  # no node, so no Event to post
+        return skipped(command, str(err))
     except Exception as err:
         if metrics is not None:
             metrics.loop_error("cordon", err)
@@ -106,9 +116,7 @@ def execute(engine: Engine, command: Command, now: datetime, max_command_seconds
             command.command_id,
             command.instance_id,
         )
-        return Outcome(
-            CommandStatus.SKIPPED, own_result(command, CommandStatus.SKIPPED, str(err)), engine_posted_event=True
-        )  # no node, so no Event to post
+        return skipped(command, str(err))
     except RetryableError:
         raise
     except ControlPlaneRefusedError as err:
@@ -143,6 +151,58 @@ def execute(engine: Engine, command: Command, now: datetime, max_command_seconds
             engine_posted_event=False,
         )
     return Outcome(status, dumped, engine_posted_event=bool(getattr(result, "event_posted", False)))
+
+
+NODE_WAIT_POLL_SECONDS = 2.0  # between two probes of a drain waiting for its node to register
+NODE_WAIT_SCAN_EVERY = 8  # every 8th probe (about 16 s) also scans the node list: the index may have missed it
+
+
+@dataclass
+class NodeWait:
+    """A drain whose instance ends at its deadline (``Job.ends``) and has no node yet, waiting for one to register
+    before it is skipped: an instance warned seconds after its launch (an early replacement warned in the same Spot
+    wave) registers its node a minute or so later and is given pods, which the reclaim then kills with it (found by
+    ``bench/wave_slots.py``). Ends ``seconds`` (``NODE_REGISTRATION_WAIT_SECONDS``) after the first miss, or at the
+    command's deadline if that comes first. It probes every ``NODE_WAIT_POLL_SECONDS``, in the node watch's index
+    (fed as nodes register; a node joins NotReady, so the cordon comes before the scheduler places pods on it), and
+    every ``NODE_WAIT_SCAN_EVERY``-th probe (and the last) with a paged scan of the nodes as well."""
+
+    until: datetime
+    seconds: float
+    tries: int = 0
+
+    @classmethod
+    def start(cls, job: Job, now: datetime, seconds: float, counters: Counters | None = None) -> NodeWait:
+        """The wait of ``job`` from its first miss at ``now`` (logged, counted ``node_wait``)."""
+        log.info(
+            "no node for the instance yet, waiting %g s for it to register command_id=%s instance_id=%s",
+            seconds,
+            job.command.command_id,
+            job.command.instance_id,
+        )
+        if counters is not None:
+            counters.inc("node_wait")
+        return cls(until=now + timedelta(seconds=seconds), seconds=seconds)
+
+    def left(self, job: Job, now: datetime) -> float:
+        """Seconds left to wait at ``now``: to ``until`` or to the job's deadline (as tightened), the earlier."""
+        return min((self.until - now).total_seconds(), job.command.seconds_left(now))
+
+    def next_probe(self, left: float) -> tuple[float, bool]:
+        """After a miss with ``left`` seconds to wait: the pause before the next probe and whether it scans."""
+        self.tries += 1
+        pause = min(NODE_WAIT_POLL_SECONDS, left)
+        return pause, self.tries % NODE_WAIT_SCAN_EVERY == 0 or left <= NODE_WAIT_POLL_SECONDS
+
+    def gave_up(self, err: Exception) -> str:
+        """The skipped command's message."""
+        return f"{err}; none registered within {self.seconds:g} s or the deadline"
+
+
+def skipped(command: Command, message: str) -> Outcome:
+    """The end of a command whose instance has no node (nothing to cordon or drain): ``skipped``, no Event (no node
+    to post it on)."""
+    return Outcome(CommandStatus.SKIPPED, own_result(command, CommandStatus.SKIPPED, message), engine_posted_event=True)
 
 
 def refused(command: Command, err: ControlPlaneRefusedError, metrics: AgentMetrics | None = None) -> Outcome:

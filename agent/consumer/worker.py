@@ -31,7 +31,7 @@ from agent.consumer.decisions import (
 )
 from agent.consumer.jobs import Job
 from agent.consumer.schedule import urgent_drain
-from agent.consumer.steps import cordon_first, execute
+from agent.consumer.steps import NodeWait, cordon_first, execute, skipped
 from agent.drain.policy import instance_ends
 from agent.logs import command_context
 from agent.report import Outcome
@@ -41,6 +41,7 @@ from core.exceptions import (
     AwsUnavailableError,
     CommandTransitionError,
     ControlPlaneBusyError,
+    NodeNotFoundError,
     RetryableError,
     StoreUnavailableError,
 )
@@ -254,16 +255,29 @@ class CommandWorker(WorkerBase):
         return True
 
     def _cordon_or_wait(self, job: Job) -> Outcome | None:
-        """``steps.cordon_first``; a control-plane drain whose slots are all held (``ControlPlaneBusyError``) waits
-        here, its node untouched, and tries again with backoff (``retry_delay_seconds`` doubled, at most
-        ``control_plane_poll_seconds``) until its deadline. Meanwhile the heartbeat keeps its message invisible and
-        its instance's lifecycle action alive (never completed: a master must not go undrained). Past the deadline
-        it ends ``timed_out``, marked ``control_plane_refused`` (the action is left to its own timeout)."""
+        """``steps.cordon_first``; a drain whose instance ends and has no node yet waits for one to register
+        (``steps.NodeWait``: probes every 2 s, until ``node_wait_seconds`` or its deadline, then ``skipped``); a
+        control-plane drain whose slots are all held (``ControlPlaneBusyError``) waits here, its node untouched, and
+        tries again with backoff (``retry_delay_seconds`` doubled, at most ``control_plane_poll_seconds``) until its
+        deadline. Meanwhile the heartbeat keeps its message invisible and its instance's lifecycle action alive (never
+        completed: a master must not go undrained). Past the deadline it ends ``timed_out``, marked
+        ``control_plane_refused`` (the action is left to its own timeout)."""
         command = job.command
         tries = 0
+        node_wait: NodeWait | None = None
+        scan = True
         while True:
             try:
-                return cordon_first(self.engine, command, self.metrics)
+                return cordon_first(self.engine, command, self.metrics, wait_for_node=job.ends, scan=scan)
+            except NodeNotFoundError as err:
+                job.cordoned()  # nothing to cordon yet: the others need not wait for it
+                node_wait = node_wait or NodeWait.start(job, self.clock(), self.config.node_wait_seconds, self.counters)
+                left = node_wait.left(job, self.clock())
+                if left <= 0:
+                    return skipped(command, node_wait.gave_up(err))
+                pause, scan = node_wait.next_probe(left)
+                if not self._pause(pause, job):
+                    return None
             except ControlPlaneBusyError as err:
                 job.cordoned()  # this one waits for a control-plane slot, the others need not wait for it
                 tries += 1

@@ -105,6 +105,9 @@ class DrainEngine:
         self.grace_margin = float(settings.drain_grace_margin_seconds)
         # command id -> its drain in progress (deadline, deadline-bound, tightened to an instance's end)
         self.running = RunningDrains()
+        # the consumer's drains not finished, waiting for a slot included (``WorkerBase.drains_in_flight``): an
+        # uncordon leaves their cordons too; by default none beyond ``running``
+        self.drains_in_flight: Callable[[], frozenset[str]] = frozenset
         # which commands may touch a control-plane node, and how many drain one at once (agent.drain.guard)
         self.guard: ControlPlaneGuard = guard or LocalControlPlaneGuard(max_control_plane_drains)
         self._evictor = Evictor(
@@ -171,24 +174,27 @@ class DrainEngine:
 
     # --------------------------------------------------------------------------------------- steps
 
-    def cordon(self, command: Command) -> tuple[NodeView, CordonDecision]:
+    def cordon(self, command: Command, scan: bool = True) -> tuple[NodeView, CordonDecision]:
         """The fast step of a drain, taken the moment its command is received (before it waits for a drain slot):
         find the node and cordon it. ``run`` later finds it cordoned as ours and goes on with the evictions.
+        ``scan`` False: the node is looked up in the node watch's index only (a drain waiting for its node to
+        register probes often: ``agent.consumer.steps.NodeWait``).
 
         Raises:
             NodeNotFoundError: no node has the instance's providerID. KubernetesApiError / KubernetesRejectedError:
                 see ``KubeAdapter``. ControlPlaneRefusedError / ControlPlaneBusyError: a control-plane node this
                 command may not touch, or may not yet (``agent.drain.guard``); it is left uncordoned.
         """
-        node = self.find_node(command.instance_id, command.node_name)
+        node = self.find_node(command.instance_id, command.node_name, scan)
         if is_control_plane(node.labels):
             self.guard.admit(command, node)  # the slot is held until the drain ends (``run``) or is given back
         return self.cordon_node(node, command.command_id, ending=instance_ends(command.reason))
 
-    def find_node(self, instance_id: str, node_name: str | None = None) -> NodeView:
+    def find_node(self, instance_id: str, node_name: str | None = None, scan: bool = True) -> NodeView:
         """The node whose ``spec.providerID`` names ``instance_id``; the ``node_name`` hint (the command's, from
         ``NODE#``) is tried first and used only if its providerID matches, then ``node_for_instance`` (the name the
-        node watch last saw for the instance, else a paged scan): never one list of every node.
+        node watch last saw for the instance, else a paged scan unless ``scan`` is False): never one list of every
+        node.
 
         Raises:
             NodeNotFoundError: no such node. KubernetesApiError / KubernetesRejectedError: see ``KubeAdapter``.
@@ -197,7 +203,7 @@ class DrainEngine:
             node = self.kube.get_node(node_name)
             if node is not None and node.instance_id == instance_id:
                 return node
-        found = self.kube.node_for_instance(instance_id)
+        found = self.kube.node_for_instance(instance_id) if scan else self.kube.node_for_instance(instance_id, False)
         if found is not None:
             return found
         raise NodeNotFoundError(instance_id)
@@ -218,9 +224,12 @@ class DrainEngine:
 
     def uncordon_node(self, node: NodeView) -> tuple[NodeView, UncordonDecision]:
         """Undo our cordon of ``node`` (``decide_uncordon``); someone else's is left alone, and so are the cordon of a
-        node whose instance is ending and the cordon of a drain running in this engine (``self.running``, read at
-        each decision). Conflicts as in ``cordon_node``."""
-        return patch_until_applied(self.kube, node, lambda n: decide_uncordon(n, self.running.ids()))
+        node whose instance is ending and the cordon of a drain running in this engine (``self.running``) or cordoned
+        by the consumer's fast step and waiting for a slot (``drains_in_flight``), both read at each decision.
+        Conflicts as in ``cordon_node``."""
+        return patch_until_applied(
+            self.kube, node, lambda n: decide_uncordon(n, self.running.ids() | self.drains_in_flight())
+        )
 
     def release_node(self, node: NodeView, command_id: str) -> tuple[NodeView, UncordonDecision]:
         """Give back the cordon ``command_id`` made (``decide_release``: only while our annotation still names that

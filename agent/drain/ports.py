@@ -52,9 +52,9 @@ class DrainApi(EvictionApi, Protocol):
         """The node called ``name``, None if there is none."""
         ...
 
-    def node_for_instance(self, instance_id: str) -> NodeView | None:
-        """The node whose ``spec.providerID`` names ``instance_id`` (from the watch cache, else a paged list),
-        None if there is none."""
+    def node_for_instance(self, instance_id: str, scan: bool = True) -> NodeView | None:
+        """The node whose ``spec.providerID`` names ``instance_id`` (from the watch cache, else, with ``scan``, a
+        paged list), None if there is none."""
         ...
 
     def patch_node(self, name: str, patch: Mapping[str, Any]) -> NodeView | None:

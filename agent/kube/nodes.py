@@ -73,15 +73,18 @@ class NodeReads:
             if token is None:
                 return
 
-    def node_for_instance(self, instance_id: str) -> NodeView | None:
+    def node_for_instance(self, instance_id: str, scan: bool = True) -> NodeView | None:
         """The node whose ``spec.providerID`` names ``instance_id``, None when there is none: the node named by
-        ``node_index`` (one GET, its providerID checked), else a paged scan of the nodes (``list_node_pages``)
-        that stops at the first match."""
+        ``node_index`` (one GET, its providerID checked), else (``scan``) a paged scan of the nodes
+        (``list_node_pages``) that stops at the first match; without ``scan`` the index alone answers (a frequent
+        probe: the node watch feeds the index as nodes register)."""
         name = self.node_index.name(instance_id)
         if name is not None:
             node = self.get_node(name)
             if node is not None and node.instance_id == instance_id:
                 return node
+        if not scan:
+            return None
         for page, _ in self.list_node_pages():
             for node in page:
                 if node.instance_id == instance_id:

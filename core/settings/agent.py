@@ -18,6 +18,7 @@ class AgentSettings(_Settings):
         "concurrency": "AGENT_CONCURRENCY",
         "max_in_flight": "AGENT_MAX_IN_FLIGHT",
         "drain_urgent_seconds": "DRAIN_URGENT_SECONDS",
+        "node_registration_wait_seconds": "NODE_REGISTRATION_WAIT_SECONDS",
         "kube_qps": "AGENT_KUBE_QPS",
         "kube_burst": "AGENT_KUBE_BURST",
         "poll_wait_seconds": "SQS_WAIT_SECONDS",
@@ -66,6 +67,10 @@ class AgentSettings(_Settings):
     # by a Spot warning) waits for no slot once its deadline is this near: more than a Spot warning's two minutes,
     # so every Spot drain starts at once. 0: such drains wait for a slot too
     drain_urgent_seconds: int = Field(default=300, ge=0, le=86400)
+    # a drain whose instance ends (as above) and has no node yet waits this long for one to register (within its
+    # deadline) before it is skipped: an instance launched seconds before its Spot warning (an early replacement
+    # warned in the same wave) registers a minute later and takes pods. 0: skipped at once
+    node_registration_wait_seconds: int = Field(default=120, ge=0, le=3600)
     # commands received and not finished (cordoned, waiting for a drain slot, draining); queued ones keep their SQS
     # message invisible through the heartbeat. Every received drain/cordon is cordoned at once, whatever this is
     max_in_flight: int = Field(default=256, ge=1, le=2048)

@@ -68,7 +68,7 @@ def command() -> Command:
 
 
 class NoEngine:
-    def cordon(self, command: Command) -> None:
+    def cordon(self, command: Command, scan: bool = True) -> None:
         raise AssertionError("no command may run without its record")
 
     def run(self, command: Command) -> None:

@@ -65,7 +65,7 @@ class ScriptedEngine:
         self.active = 0
         self.max_active = 0
 
-    def cordon(self, command: Command) -> None:
+    def cordon(self, command: Command, scan: bool = True) -> None:
         with self._lock:
             self.cordoned.append(command.command_id)
         if self.cordon_answer is not None:

@@ -4,6 +4,7 @@ simulation do more than ``AGENT_CONCURRENCY`` of them evict, counted over both r
 
 from __future__ import annotations
 
+from core.model import CommandKind
 from sim.agent import SimAgent
 from sim.kernel import Step
 from tests.unit.sim.agent_world import drain
@@ -54,3 +55,27 @@ def test_spot_drains_evict_at_once_over_the_cap_held_by_a_refresh_drain() -> Non
     assert set(w.agent.running) == {"refresh-r1-0", *ids} and not w.agent.waiting
     assert w.agent.counts.get("urgent_over_bound") == 2
     assert [w.item(i)["status"] for i in ids] == ["running"] * 2
+
+
+def test_an_uncordon_leaves_the_cordon_of_a_drain_waiting_for_its_slot() -> None:
+    """An uncordon command for a node whose drain is cordoned and waiting for a slot (the engine does not run it
+    yet) leaves the cordon, as it does a running drain's (``WorkerBase.drains_in_flight``): it used to undo it, and
+    pods were scheduled onto a node about to be drained."""
+    w = World("memory", concurrency=1, max_in_flight=8)
+    w.send(drain(w.kernel, "refresh-r1-0", f"i-{0:017x}", 1800, reason="refresh r1 step 0"))
+    w.send(drain(w.kernel, "refresh-r1-1", f"i-{1:017x}", 1800, reason="refresh r1 step 1"))
+    with w.kernel.installed():
+        w.kernel.run(w.kernel.t + 5)
+    waiting = [j.command.command_id for _, _, j in w.agent.waiting]
+    assert len(w.agent.running) == 1 and len(waiting) == 1
+    node = w.kube.node_view(f"n{int(waiting[0][-1])}")
+    assert node is not None and node.unschedulable and node.cordoned_by == waiting[0]
+    w.send(drain(w.kernel, "giveback-uncordon", node.instance_id or "", 300, kind=CommandKind.UNCORDON))
+    with w.kernel.installed():
+        w.kernel.run(w.kernel.t + 5)
+    uncordon = w.item("giveback-uncordon")
+    assert (
+        uncordon["status"] == "succeeded" and f"being drained by command {waiting[0]}" in uncordon["result"]["message"]
+    )
+    after = w.kube.node_view(node.name)
+    assert after is not None and after.unschedulable and after.cordoned_by == waiting[0]

@@ -12,8 +12,11 @@ from adapters.dynamo.commands import tighten_deadline
 from agent.consumer.decisions import DEADLINE_PASSED
 from agent.consumer.jobs import Job
 from agent.consumer.schedule import POLL_SECONDS
+from agent.drain.engine import DrainEngine
 from core.model import Command, DrainOptions, utcnow
+from core.settings import AgentSettings
 from tests.unit.agent.consumer_world import ScriptedEngine, World, command, wait_until
+from tests.unit.agent.drain.fakecluster import FakeCluster
 
 
 def test_a_drain_whose_deadline_passes_while_every_slot_is_held_ends_timed_out_cordoned(world: World) -> None:
@@ -141,3 +144,12 @@ def test_a_lifecycle_drain_waits_its_turn_until_its_deadline_is_near_and_zero_tu
         hooked.worker.gate.release()
         handler.join(10)
     assert world.item("lifecycle-1")["status"] == "succeeded"
+
+
+def test_the_consumer_tells_the_engine_its_drains_in_flight(world: World) -> None:
+    engine = DrainEngine(FakeCluster(), AgentSettings(cluster_name="demo", table_name="t", queue_url="q"))
+    consumer = world.consumer(engine)  # type: ignore[arg-type]
+    assert engine.drains_in_flight() == frozenset()
+    consumer.worker.jobs.add(Job("m1", "r1", command("refresh-r1-0", deadline_in=1800), 1))
+    consumer.worker.jobs.add(Job("m2", "r2", command("uncordon-1", kind="uncordon"), 1))
+    assert engine.drains_in_flight() == {"refresh-r1-0"}  # cordoned and waiting: its cordon is left by an uncordon

@@ -123,7 +123,7 @@ class FakeCluster:
         with self.lock:
             return self.nodes.get(name)
 
-    def node_for_instance(self, instance_id: str) -> NodeView | None:
+    def node_for_instance(self, instance_id: str, scan: bool = True) -> NodeView | None:
         with self.lock:
             for node in self.nodes.values():
                 if node.instance_id == instance_id:

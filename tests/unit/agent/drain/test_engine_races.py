@@ -148,3 +148,17 @@ def test_a_pod_recreated_on_the_node_under_the_same_name_is_evicted_too() -> Non
     assert recreated.is_set() and result.status is CommandStatus.SUCCEEDED
     assert not [p.key for p in kube.pods.values() if p.node_name == "n1"]
     assert [(p.uid, p.gone) for p in result.pods] == [("u1", True), ("u2", True)]
+
+
+def test_an_uncordon_command_leaves_the_cordon_of_a_drain_the_consumer_holds_waiting_for_a_slot() -> None:
+    kube = FakeCluster()
+    engine = DrainEngine(kube, SETTINGS)  # type: ignore[arg-type]
+    engine.cordon(command("refresh-r1-0"))  # the consumer's fast step; the drain then waits for a slot
+    in_flight: set[str] = {"refresh-r1-0"}
+    engine.drains_in_flight = lambda: frozenset(in_flight)  # as WorkerBase wires it
+    uncordon = engine.run(command("replenish-giveback-uncordon-1", kind="uncordon"))
+    assert not uncordon.uncordoned and "being drained by command refresh-r1-0" in uncordon.message
+    assert kube.nodes["n1"].unschedulable
+    in_flight.clear()  # the drain ended (handed back, say): an uncordon undoes its cordon
+    assert engine.run(command("replenish-giveback-uncordon-2", kind="uncordon")).uncordoned
+    assert not kube.nodes["n1"].unschedulable
