@@ -130,6 +130,8 @@ class WaitDeadline(str, Enum):
       group's ``original_desired`` besides those being replaced), e.g. a NotReady node due later in the run.
     - ``group_quiet``: a worker group carrying another operation's capacity (a compensation donor) is given back
       before the run surges it.
+    - ``termination``: a drained old instance leaves its group after the run's TerminateInstanceInAutoScalingGroup
+      (from the first pass that finds it still in service; a lifecycle hook's wait is not in service).
     """
 
     SPARE_LAUNCH = "spare_launch"
@@ -138,6 +140,7 @@ class WaitDeadline(str, Enum):
     MASTER_READY = "master_ready"
     NODES_READY = "nodes_ready"
     GROUP_QUIET = "group_quiet"
+    TERMINATION = "termination"
 
 
 class DrainTimeoutPolicy(str, Enum):

@@ -47,6 +47,7 @@ class RefresherSettings(_Settings):
         "master_ready_timeout_seconds": "REFRESH_MASTER_READY_TIMEOUT_SECONDS",
         "nodes_ready_timeout_seconds": "REFRESH_NODES_READY_TIMEOUT_SECONDS",
         "group_quiet_timeout_seconds": "REFRESH_GROUP_QUIET_TIMEOUT_SECONDS",
+        "termination_timeout_seconds": "REFRESH_TERMINATION_TIMEOUT_SECONDS",
         "membership_max_age_seconds": "MEMBERSHIP_MAX_AGE_SECONDS",
         "command_ttl_seconds": "COMMAND_TTL_SECONDS",
         "run_retention_seconds": "RUN_RETENTION_SECONDS",
@@ -100,6 +101,9 @@ class RefresherSettings(_Settings):
     master_ready_timeout_seconds: int = Field(default=900, ge=1)
     nodes_ready_timeout_seconds: int = Field(default=900, ge=1)
     group_quiet_timeout_seconds: int = Field(default=7200, ge=1)
+    # a drained old instance still in service this long after its termination was asked (Auto Scaling refusing it
+    # for a reason the run does not know): kept, uncordoned, its surge given back, the run paused
+    termination_timeout_seconds: int = Field(default=600, ge=1)
     membership_max_age_seconds: int = Field(default=600, ge=10)
     command_ttl_seconds: int = Field(default=7 * 86400, ge=3600)
     # a run that is over keeps its RUN# item this long after its end (its expires_at, the table's TTL attribute); at

@@ -95,7 +95,8 @@ def reclaimed(p: Context, step: RunStep) -> bool:
 def give_up(p: Context, step: RunStep, reason: str, what: str) -> None:
     """Keep the old instance of a step whose node was drained (or being drained): pause the run with ``reason``,
     uncordon the node (an explicit command beside the drain's ``uncordon_on_failure``) and give a worker's surge back;
-    a master is kept."""
+    a master is kept. A worker step that handed its surge unit over (``handed_over_to``) is kept as well: the unit is
+    its successor's, given back (or not) by that step."""
     p.stop_run(RunStatus.PAUSING, reason)
     step.uncordon_command_id = p.command_id(step, UNCORDON_COMMAND_SUFFIX)
     p.effects.append(
@@ -110,7 +111,10 @@ def give_up(p: Context, step: RunStep, reason: str, what: str) -> None:
             )
         )
     )
-    if step.role == Role.NODE.value:
+    if step.role == Role.NODE.value and step.handed_over_to is not None:
+        note = f"{what}: node kept and uncordoned, its surge unit is step {step.handed_over_to}'s"
+        p.finish_step(step, StepState.UNDONE, note)
+    elif step.role == Role.NODE.value:
         step.state = StepState.UNDOING
         step.note = f"{what}: node uncordoned, surge given back"
         p.change(f"step {step.index} undoing: {step.note}")
@@ -125,6 +129,7 @@ def terminating(p: Context, step: RunStep) -> None:
     facts = p.facts(step)
     worker = step.role == Role.NODE.value
     if facts is None or not facts.has_live(step.instance_id):
+        p.end_wait(step, WaitDeadline.TERMINATION)
         if worker and step.handed_over_to is not None:
             p.finish_step(step, StepState.DONE, "replaced")
             p.effects.append(Metric("NodesReplaced"))
@@ -138,6 +143,11 @@ def terminating(p: Context, step: RunStep) -> None:
             step.state = StepState.SETTLING
             step.settle_first_ok_at = None
             p.change(f"step {step.index}: master {step.instance_id} gone, wait for the masters to settle")
+        return
+    if p.overdue(step, WaitDeadline.TERMINATION, f"{step.instance_id} to leave {step.group}"):
+        p.end_wait(step, WaitDeadline.TERMINATION)
+        what = f"{WaitDeadline.TERMINATION.value} deadline passed: {step.instance_id} still in service"
+        give_up(p, step, p.run.reason, what)
         return
     if p.older_than_grace(step.intent_at):
         step.intent_at = p.now
