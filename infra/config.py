@@ -14,6 +14,7 @@ Shape of the context (every key but ``clusters[].name`` optional)::
           "rebalance_drain_timeout_seconds": 600,   # drain deadline with rebalance_policy "drain"
           "rebalance_quiet_seconds": 1800,          # a rebalance cordon nothing followed is given back after this
           "rebalance_replace_limit": 1,             # rebalance_policy "replace": instances replaced at once
+          "rebalance_max_cordoned_percent": 20,     # cordon / drain: share of the nodes cordoned for rebalance at once
           "dry_run": false,                         # the Lambda plans and logs only
           "lambda_architecture": "arm64",           # arm64 | x86_64
           "log_retention_days": 30,                 # one of CloudWatch Logs' allowed values
@@ -91,6 +92,7 @@ LAMBDA_SETTINGS = (
     "rebalance_drain_timeout_seconds",
     "rebalance_quiet_seconds",
     "rebalance_replace_limit",
+    "rebalance_max_cordoned_percent",
     "dry_run",
 )
 
@@ -141,6 +143,9 @@ class ClusterConfig(BaseModel):
     )
     rebalance_replace_limit: _as_in_lambda("rebalance_replace_limit") = (  # type: ignore[valid-type]  # as above
         InterruptionSettings.model_fields["rebalance_replace_limit"].default
+    )
+    rebalance_max_cordoned_percent: _as_in_lambda("rebalance_max_cordoned_percent") = (  # type: ignore[valid-type]  # as above
+        InterruptionSettings.model_fields["rebalance_max_cordoned_percent"].default
     )
     dry_run: bool = InterruptionSettings.model_fields["dry_run"].default
     lambda_architecture: Architecture = Architecture.ARM64

@@ -3,7 +3,14 @@ the decider imports no adapter)."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from adapters.aws.ports import AutoScalingPort, Ec2Port
+from adapters.dynamo.commands import PREFIX as COMMAND_PREFIX
+from adapters.dynamo.nodes import MARK_SK
+from adapters.dynamo.store import Store
+from core.model import QUIET_CORDON_PREFIX
+from lambdas.interruption.decide.rebalance import in_effect
 from lambdas.interruption.world import InstanceFacts
 
 
@@ -50,3 +57,25 @@ def read_ec2_state(ec2: Ec2Port, instance_id: str) -> InstanceFacts:
     if status is None:
         return InstanceFacts(instance_id=instance_id, known=False)
     return InstanceFacts(instance_id=instance_id, state=status.state, market=status.lifecycle)
+
+
+def read_rebalance_load(store: Store, instance_id: str) -> tuple[int, int | None]:
+    """What rule 5d (``decide.rebalance.rebalance_capped``) counts: the other instances' rebalance commands in effect
+    (``decide.rebalance.in_effect``) and the node count of the agent's ``MEMBERSHIP`` mark (None when there is none
+    or it is unreadable).
+
+    Calls: one Query of the ``CMD#rebalance-`` range (the agent's cordon releaser reads the same range every
+    ``CORDON_CHECK_SECONDS``; its items are cordon commands, with no pod lists) and one GetItem.
+
+    Raises:
+        StoreUnavailableError.
+    """
+    held = sum(
+        1
+        for item in store.query_prefix(COMMAND_PREFIX + QUIET_CORDON_PREFIX)
+        if item.get("instance_id") != instance_id and in_effect(item)
+    )
+    nodes = (store.get(MARK_SK, consistent=False) or {}).get("nodes")
+    if isinstance(nodes, int | Decimal) and not isinstance(nodes, bool) and nodes > 0:
+        return held, int(nodes)
+    return held, None

@@ -65,7 +65,7 @@ from lambdas.events.scope import Scope
 from lambdas.interruption.decide import command_id_for, decide
 from lambdas.interruption.decide.common import unreadable_command
 from lambdas.interruption.execute import Effects, execute
-from lambdas.interruption.gather import read_ec2_state, read_instance_facts
+from lambdas.interruption.gather import read_ec2_state, read_instance_facts, read_rebalance_load
 from lambdas.interruption.verify import GOING_STATES
 from lambdas.interruption.world import InstanceFacts, World
 
@@ -179,6 +179,9 @@ def _mark_replayed(response: Any, idempotent_data: DataRecord) -> Any:
     return response
 
 
+CAPPED_POLICIES = (RebalancePolicy.CORDON, RebalancePolicy.DRAIN)  # rule 5d
+
+
 def gather(notice: Event, deps: Deps) -> World:
     """Read what ``decide`` needs: the instance's ASG facts, membership, and this notice's recorded intents.
 
@@ -214,6 +217,10 @@ def gather(notice: Event, deps: Deps) -> World:
         deps.aws.autoscaling, deps.aws.ec2, notice.instance, recorded_asg=detach.get("asg_name") if detach else None
     )
     active_run = None
+    rebalance_cordons, cluster_nodes = 0, None
+    policy = deps.settings.rebalance_policy
+    if notice.kind is EventKind.REBALANCE_RECOMMENDATION and command is None and policy in CAPPED_POLICIES:
+        rebalance_cordons, cluster_nodes = read_rebalance_load(deps.store, notice.instance)  # rule 5d
     replace = deps.settings.rebalance_policy is RebalancePolicy.REPLACE
     if notice.kind is EventKind.SPOT_INTERRUPTION or (replace and notice.kind in REPLACE_KINDS):
         # a Spot warning for an instance a run (a refresh, a replacement) is replacing gets no early replacement
@@ -227,6 +234,8 @@ def gather(notice: Event, deps: Deps) -> World:
         hook=hook,
         commands=commands,
         active_run=active_run,
+        rebalance_cordons=rebalance_cordons,
+        cluster_nodes=cluster_nodes,
     )
 
 

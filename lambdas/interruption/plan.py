@@ -31,6 +31,7 @@ class IgnoreReason(str, Enum):
     REBALANCE_IN_EFFECT = "rebalance_in_effect"  # an earlier rebalance command of the instance is active or holds
     # its cordon (not given back yet)
     UNVERIFIED = "unverified"  # what the event claims, EC2 or Auto Scaling denies (lambdas.interruption.verify)
+    REBALANCE_CAPPED = "rebalance_capped"  # REBALANCE_MAX_CORDONED_PERCENT of the nodes already cordoned for rebalance
 
 
 class SkipReason(str, Enum):

@@ -277,6 +277,7 @@ def test_lambda_environment(template: Template) -> None:
         "REBALANCE_DRAIN_TIMEOUT_SECONDS": "300",
         "REBALANCE_QUIET_SECONDS": "1800",
         "REBALANCE_REPLACE_LIMIT": "1",
+        "REBALANCE_MAX_CORDONED_PERCENT": "20",
         "DRY_RUN": "false",
         "POWERTOOLS_SERVICE_NAME": "interruption",
         "POWERTOOLS_METRICS_NAMESPACE": "NodeManager",

@@ -70,6 +70,12 @@ Rules, in order:
       role, never while another run is active (acknowledged in the plan as a ``Skip`` with its reason); up to
       ``REBALANCE_REPLACE_LIMIT`` instances join one replacement run. The cordon is recorded either way: it is the
       fallback. A Spot warning during the replacement escalates the cordon or tightens the run's drain (5b).
+   d. **A cap on rebalance cordons** (``REBALANCE_MAX_CORDONED_PERCENT``, policies ``cordon`` and ``drain``): when
+      the other instances' rebalance commands in effect already number that share of the cluster's nodes (the
+      agent's membership count; at least one), the recommendation is acknowledged ``rebalance_capped``: AWS
+      recommends a whole pool at once, and with no autoscaler a third of the cluster cordoned for the quiet period
+      leaves pods nowhere to go. A soft cap: recommendations decided at once may each see room for one more. A
+      Spot warning that follows drains the node as usual.
 6. **Duplicates** (the same event again, after the idempotency record expired or after a crash): a ``CMD#`` item
    already ``queued`` is re-sent exactly as recorded (a crash may have happened between the record and the
    send; the agent makes a second message harmless through the ``CMD#`` status); one ``running`` or terminal is
@@ -115,7 +121,7 @@ from lambdas.interruption.decide.common import (
     too_late,
 )
 from lambdas.interruption.decide.lifecycle import decide_lifecycle
-from lambdas.interruption.decide.rebalance import duplicate_rebalance, replacement_steps
+from lambdas.interruption.decide.rebalance import duplicate_rebalance, rebalance_capped, replacement_steps
 from lambdas.interruption.decide.spot import early_replacement_steps, spot_command_steps
 from lambdas.interruption.decide.state import decide_state_change
 from lambdas.interruption.plan import EFFECTS, Acknowledge, Action, IgnoreReason
@@ -168,6 +174,8 @@ def decide(notice: Event, now: datetime, settings: InterruptionSettings, world: 
             return Plan((Acknowledge(IgnoreReason.REBALANCE_IGNORED, "REBALANCE_POLICY=ignore"),))
         if world.command is None and (duplicate := duplicate_rebalance(command_id_for(notice), world.commands)):
             return Plan((duplicate,))
+        if world.command is None and (capped := rebalance_capped(world, settings)) is not None:
+            return Plan((capped,))
         kind = CommandKind.DRAIN if settings.rebalance_policy is RebalancePolicy.DRAIN else CommandKind.CORDON
         reason = "rebalance-recommendation"
         quiet = settings.rebalance_quiet_seconds

@@ -16,7 +16,7 @@ from typing import Any
 from core.kops import ManagedGroup, Role
 from core.model import CommandKind, CommandStatus
 from core.runs import REBALANCE_TRIGGER, DrainTimeoutPolicy, GroupSurge, Run, RunOptions, RunStatus, RunStep, Selection
-from core.settings import InterruptionSettings
+from core.settings import InterruptionSettings, RebalancePolicy
 from lambdas.events.event import Event
 from lambdas.interruption.decide.common import ACTIVE, command_id, node_name_of
 from lambdas.interruption.plan import (
@@ -48,6 +48,24 @@ def releasable(item: Mapping[str, Any]) -> bool:
 def in_effect(item: Mapping[str, Any]) -> bool:
     """A releasable command that is active or still holds its cordon."""
     return releasable(item) and item.get("status") in HOLDING
+
+
+def rebalance_capped(world: World, settings: InterruptionSettings) -> Acknowledge | None:
+    """Rule 5d: a recommendation under ``cordon`` or ``drain`` while the other instances' rebalance commands in
+    effect (``world.rebalance_cordons``) already number ``REBALANCE_MAX_CORDONED_PERCENT`` of the cluster's nodes
+    (``world.cluster_nodes``, at least one node) is acknowledged, not cordoned. None (no cap) when the node count is
+    unknown or the policy replaces (``REBALANCE_REPLACE_LIMIT`` bounds that)."""
+    if world.cluster_nodes is None or settings.rebalance_policy not in (RebalancePolicy.CORDON, RebalancePolicy.DRAIN):
+        return None
+    percent = settings.rebalance_max_cordoned_percent
+    cap = max(1, world.cluster_nodes * percent // 100)
+    if world.rebalance_cordons < cap:
+        return None
+    return Acknowledge(
+        IgnoreReason.REBALANCE_CAPPED,
+        f"{world.rebalance_cordons} of {world.cluster_nodes} nodes already cordoned for rebalance recommendations "
+        f"(REBALANCE_MAX_CORDONED_PERCENT={percent}: at most {cap}): not cordoned",
+    )
 
 
 def duplicate_rebalance(own_id: str, commands: Iterable[Mapping[str, Any]]) -> Acknowledge | None:
