@@ -40,24 +40,32 @@ IN_SERVICE = "InService"
 
 def releasable(item: Mapping[str, Any]) -> bool:
     """True for a ``CMD#`` item whose cordon the agent gives back after a quiet period and that nothing resolved
-    yet (``options.uncordon_after_seconds`` set, no ``resolution``)."""
-    options = (item.get("command") or {}).get("options") or {}
+    yet (``options.uncordon_after_seconds`` set, no ``resolution``). An item of another shape (a ``command`` or
+    ``options`` that is no map: the agent's role can write the partition) carries no quiet period, as the agent's
+    releaser reads it (``agent.cordons.decisions``): never an error, whoever's item it is (rule 5d reads other
+    instances' items)."""
+    command = item.get("command")
+    options = command.get("options") if isinstance(command, Mapping) else None
+    if not isinstance(options, Mapping):
+        return False
     return options.get("uncordon_after_seconds") is not None and not item.get("resolution")
 
 
 def in_effect(item: Mapping[str, Any]) -> bool:
     """A releasable command that is active or still holds its cordon."""
-    return releasable(item) and item.get("status") in HOLDING
+    return releasable(item) and isinstance(item.get("status"), str) and item.get("status") in HOLDING
 
 
 def rebalance_capped(world: World, settings: InterruptionSettings) -> Acknowledge | None:
     """Rule 5d: a recommendation under ``cordon`` or ``drain`` while the other instances' rebalance commands in
     effect (``world.rebalance_cordons``) already number ``REBALANCE_MAX_CORDONED_PERCENT`` of the cluster's nodes
     (``world.cluster_nodes``, at least one node) is acknowledged, not cordoned. None (no cap) when the node count is
-    unknown or the policy replaces (``REBALANCE_REPLACE_LIMIT`` bounds that)."""
-    if world.cluster_nodes is None or settings.rebalance_policy not in (RebalancePolicy.CORDON, RebalancePolicy.DRAIN):
-        return None
+    unknown, the share is 100 or the policy replaces (``REBALANCE_REPLACE_LIMIT`` bounds that)."""
     percent = settings.rebalance_max_cordoned_percent
+    if world.cluster_nodes is None or percent >= 100:  # 100: no cap (a lagging count must not cap anything)
+        return None
+    if settings.rebalance_policy not in (RebalancePolicy.CORDON, RebalancePolicy.DRAIN):
+        return None
     cap = max(1, world.cluster_nodes * percent // 100)
     if world.rebalance_cordons < cap:
         return None
