@@ -60,3 +60,22 @@ def hand_over(p: Context, step: RunStep, to: RunStep, facts: GroupFacts) -> None
         f"step {step.index}: drain {step.drain_status}, terminate {step.instance_id} without decrement: its surge unit "
         f"goes to step {to.index} ({to.instance_id}), whose spare is Auto Scaling's replacement"
     )
+
+
+def take_back(p: Context, giver: RunStep, to: RunStep) -> bool:
+    """Undo ``giver``'s hand-over to ``to`` when the giver's old instance is kept (its termination never happened,
+    ``replace.give_up``) and ``to`` still has no spare, surging or already giving its surge back (a cancel): that
+    spare was to be Auto Scaling's replacement of the kept instance, so it never launches, and ``to`` would wait for a
+    unit it cannot give back. The unit is the giver's again (it gives it back with its own spare, ``undo.undoing``);
+    ``to`` returns to ``pending``, its old node untouched (the run is stopping: it ends ``skipped``). False (nothing
+    changed) once ``to`` has a spare or moved on: then the unit is its own."""
+    if to.state not in (StepState.SURGING, StepState.UNDOING) or to.surge_instance_id is not None:
+        return False
+    giver.handed_over_to = None
+    to.state = StepState.PENDING
+    to.started_at = to.intent_at = None
+    to.surge_baseline = []
+    to.waiting_since = {}
+    to.note = ""
+    p.change(f"step {to.index}: step {giver.index}'s surge unit taken back (its old instance was kept): pending again")
+    return True

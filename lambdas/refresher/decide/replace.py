@@ -12,7 +12,7 @@ from core.kops import Role
 from core.model import CommandKind, CommandStatus
 from core.runs import DrainTimeoutPolicy, RunStatus, RunStep, StepState, WaitDeadline
 from lambdas.refresher.decide.context import RECLAIMED_NOTE, UNCORDON_COMMAND_SUFFIX, Context, WaitKind
-from lambdas.refresher.decide.handover import hand_over, successor
+from lambdas.refresher.decide.handover import hand_over, successor, take_back
 from lambdas.refresher.decide.undo import give_back_unit
 from lambdas.refresher.plan import Metric, SendCommand, TerminateInstance
 from lambdas.refresher.world import GroupFacts
@@ -95,8 +95,10 @@ def reclaimed(p: Context, step: RunStep) -> bool:
 def give_up(p: Context, step: RunStep, reason: str, what: str) -> None:
     """Keep the old instance of a step whose node was drained (or being drained): pause the run with ``reason``,
     uncordon the node (an explicit command beside the drain's ``uncordon_on_failure``) and give a worker's surge back;
-    a master is kept. A worker step that handed its surge unit over (``handed_over_to``) is kept as well: the unit is
-    its successor's, given back (or not) by that step."""
+    a master is kept. A worker step that handed its surge unit over (``handed_over_to``) takes it back while the
+    successor still waits for the spare this instance's termination would have launched (``handover.take_back``),
+    and gives it back with its own spare; once the successor has its spare, the step is kept and the unit is the
+    successor's."""
     p.stop_run(RunStatus.PAUSING, reason)
     step.uncordon_command_id = p.command_id(step, UNCORDON_COMMAND_SUFFIX)
     p.effects.append(
@@ -112,9 +114,12 @@ def give_up(p: Context, step: RunStep, reason: str, what: str) -> None:
         )
     )
     if step.role == Role.NODE.value and step.handed_over_to is not None:
-        note = f"{what}: node kept and uncordoned, its surge unit is step {step.handed_over_to}'s"
-        p.finish_step(step, StepState.UNDONE, note)
-    elif step.role == Role.NODE.value:
+        to = next((s for s in p.run.steps if s.index == step.handed_over_to), None)
+        if to is None or not take_back(p, step, to):
+            note = f"{what}: node kept and uncordoned, its surge unit is step {step.handed_over_to}'s"
+            p.finish_step(step, StepState.UNDONE, note)
+            return
+    if step.role == Role.NODE.value:
         step.state = StepState.UNDOING
         step.note = f"{what}: node uncordoned, surge given back"
         p.change(f"step {step.index} undoing: {step.note}")
