@@ -9,10 +9,10 @@ kernel actions instead of threads, running the product's own code.
   cordon step (``steps.cordon_first``), ``Reporter.report`` (``finish_command`` then the EventBridge event), the
   lifecycle action's completion (``agent.hooks.HookFinisher.complete``: CompleteLifecycleAction CONTINUE through
   the Auto Scaling port) and the message's deletion. Cordon and uncordon commands run at once through
-  ``DrainEngine.run``. Only where the worker would block does this module take over: a drain waits for one of
-  ``concurrency`` slots, earliest deadline first (``schedule.DeadlineGate``'s rule), then runs as a
-  ``sim.agent_drain.SimDrain``; its result goes back through ``steps.execute`` (judged as of the drain's start) and
-  the worker's own ``_finish``. A drain that ends on a retryable error runs again after ``retry.Retry``'s backoff
+  ``DrainEngine.run``. Only where the worker would block does ``sim.agent_slots`` take over: a drain waits for one
+  of ``concurrency`` slots, earliest deadline first (``schedule.DeadlineGate``'s rule, urgent drains at once), or
+  for its instance's node (``steps.NodeWait``), then runs as a ``sim.agent_drain.SimDrain``; its result goes back
+  through ``steps.execute`` (judged as of the drain's start) and the worker's own ``_finish``. A drain that ends on a retryable error runs again after ``retry.Retry``'s backoff
   within ``command_retry_seconds`` and its deadline, as ``_execute_or_give_back`` retries it, before it is handed
   back. The worker's other step retries (``retry.Retry``: the ``CMD#`` read, start, terminal write, handback) run
   the product's loop with ``sim.agent_worker.RetryClock``'s sleep and clock and the seeded ``agent:<name>:retry``
@@ -45,7 +45,6 @@ without a queue or a table (``bench.sim_kube`` does).
 
 from __future__ import annotations
 
-import heapq
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -58,20 +57,18 @@ from adapters.aws.ports import CommandReceiver, GroupReader, LifecycleActions
 from adapters.dynamo.store import Store
 from agent.asglookup import AsgLookup
 from agent.consumer.config import ConsumerConfig
-from agent.consumer.decisions import capped
 from agent.consumer.heartbeat import Heartbeat
 from agent.consumer.jobs import Job
 from agent.consumer.loop import MAX_MESSAGES_PER_RECEIVE
-from agent.consumer.schedule import urgent_drain
 from agent.cordons.releaser import CordonReleaser
 from agent.drain.engine import DrainEngine
-from agent.drain.results import NodeCommandResult
 from agent.hooks import HookFinisher
 from agent.membership import MembershipReporter
 from agent.ready import ReadyReporter
 from agent.report import Reporter
 from core.settings import AgentSettings
 from sim.agent_drain import SimDrain
+from sim.agent_slots import DrainSlots
 from sim.agent_worker import EventLog, ResultEngine, RetryClock, SimWorker
 from sim.kernel import Kernel, Timer
 from sim.kube import SimKube
@@ -83,7 +80,7 @@ class AutoScalingForAgent(GroupReader, LifecycleActions, Protocol):
     """What the agent calls on Auto Scaling (the SimAws ``autoscaling`` fits)."""
 
 
-class SimAgent:
+class SimAgent(DrainSlots):
     """One agent process (see the module docstring).
 
     Args:
@@ -295,90 +292,14 @@ class SimAgent:
             self.handle(message)
 
     def handle(self, message: Mapping[str, Any]) -> None:
+        self._guarded(lambda: self.worker.handle(message), str(message.get("MessageId")))
+
+    def _guarded(self, work: Callable[[], None], message_id: str = "") -> None:
         try:
-            self.worker.handle(message)
+            work()
         except Exception:  # as CommandConsumer._work: logged and counted, the message comes back
-            log.exception("unexpected error handling message_id=%s", message.get("MessageId"))
+            log.exception("unexpected error handling message_id=%s", message_id)
             self._count("errors")
-
-    def back_off(self, job: Job, delay: float, then: Callable[[Job], None] | None = None) -> None:
-        """A drain that met a retryable error runs again after ``delay`` (``then``: goes on with it so instead), its
-        job still heartbeated meanwhile."""
-        self.backing_off[job.command.command_id] = job
-
-        def again() -> None:
-            if self.backing_off.get(job.command.command_id) is job:
-                del self.backing_off[job.command.command_id]
-                if self.alive and not (job.closed or job.lost):
-                    (then or self.enqueue)(job)
-
-        self.kernel.after(delay, f"agent:{self.name}:drain-retry", again)
-
-    def enqueue(self, job: Job) -> None:
-        """A cordoned drain waits for a slot, earliest deadline first; one whose instance ends at a deadline within
-        ``urgent_seconds`` starts at once, over the slots (``schedule.urgent_drain``, as ``DeadlineGate`` admits
-        it), and one that will be within it later is looked at again then."""
-        heapq.heappush(self.waiting, (job.command.deadline, next(self._seq), job))
-        self._pump()
-        delay = (job.command.deadline - self.kernel.now()).total_seconds() - self.config.urgent_seconds
-        if job.ends and self.config.urgent_seconds > 0 and delay > 0 and any(j is job for _, _, j in self.waiting):
-            self.kernel.after(delay, f"agent:{self.name}:urgent", self._pump)
-
-    def _pump(self) -> None:
-        now, within = self.kernel.now(), self.config.urgent_seconds
-        urgent = sorted(e for e in self.waiting if urgent_drain(e[2].ends, e[2].command.deadline, now, within))
-        if urgent and self.alive and self.leading:  # the gate's waiters polling ``urgent``: in, whatever is held
-            self.waiting = [e for e in self.waiting if e not in urgent]
-            heapq.heapify(self.waiting)
-            for _, _, job in urgent:
-                if len(self.running) >= self.config.concurrency:
-                    self._count("urgent_over_bound")
-                self._run(job)
-        while self.alive and self.leading and self.waiting and len(self.running) < self.config.concurrency:
-            self._run(heapq.heappop(self.waiting)[2])
-
-    def _run(self, job: Job) -> None:
-        if job.closed or job.lost:
-            return
-        started = self.kernel.now()
-        command = capped(job.command, started, self.config.max_command_seconds)
-        drain = SimDrain(self.kernel, self.kube, self.engine, command, self._rand, self._drain_ended, self._cp_busy)
-        self.running[job.command.command_id] = (job, drain, started)
-        drain.start()
-
-    def _cp_busy(self) -> int:
-        return sum(1 for _, drain, _ in self.running.values() if drain.control_plane and not drain.ended)
-
-    def _drain_ended(self, drain: SimDrain, end: NodeCommandResult | Exception) -> None:
-        entry = self.running.pop(drain.command.command_id, None)
-        if entry is None:
-            return
-        job, _, started = entry
-        self.results.ends[job.command.command_id] = end
-        self.worker.end_drain(job, started)
-        self._pump()
-
-    def _jobs(self) -> list[Job]:
-        return [
-            *self.worker.jobs.list(),
-            *(job for job, _, _ in self.running.values()),
-            *(j for _, _, j in self.waiting),
-            *self.backing_off.values(),
-        ]
-
-    def _tighten(self, command_id: str, when: datetime) -> bool:
-        entry = self.running.get(command_id)
-        return entry is not None and entry[1].tighten(when)
-
-    def _tighten_waiting(self, job: Job, item: Mapping[str, Any] | None) -> bool:
-        """A drain waiting for a slot here takes its tightened deadline (``Job.tighten``) and its place moves with
-        it, as ``CommandWorker.tighten_waiting`` does with ``DeadlineGate``; a running one is ``_tighten``'s."""
-        if not any(j is job for _, _, j in self.waiting) or job.tighten(item) is None:
-            return False
-        self.waiting = [(j.command.deadline, seq, j) for _, seq, j in self.waiting]
-        heapq.heapify(self.waiting)
-        self.kernel.after(0, f"agent:{self.name}:urgent", self._pump)  # the gate wakes its waiters (``retarget``)
-        return True
 
     # --------------------------------------------------------------------------------------------- leader
 

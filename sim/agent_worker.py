@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from agent.consumer.decisions import deadline_passed
 from agent.consumer.jobs import Job
-from agent.consumer.steps import NodeWait, cordon_first, execute, skipped
+from agent.consumer.steps import NodeWait, cordon_first, execute
 from agent.consumer.worker import CommandWorker
 from agent.drain.engine import DrainEngine
 from agent.drain.results import NodeCommandResult
 from core.clock import backoff_delay
-from core.exceptions import NodeNotFoundError, RetryableError
+from core.exceptions import ControlPlaneBusyError, NodeNotFoundError, RetryableError
 from core.model import Command, CommandKind
 
 if TYPE_CHECKING:
@@ -87,6 +87,7 @@ class SimWorker(CommandWorker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._tries: dict[tuple[str, int], tuple[float, int]] = {}  # a drain's (first failure, tries) by attempt
+        self.node_waits: set[str] = set()  # command ids of drains waiting for their node (``_cordon_first``)
 
     def _run_job(self, job: Job) -> None:
         job.lifecycle_beat_at = self.agent.kernel.t
@@ -101,18 +102,22 @@ class SimWorker(CommandWorker):
         or the deadline ends (then ``skipped``)."""
         command = job.command
         try:
-            outcome = cordon_first(self.engine, command, self.metrics, wait_for_node=job.ends, scan=scan)
-        except NodeNotFoundError as err:
+            outcome = cordon_first(self.engine, command, self.metrics, job.ends, scan, node_wait is not None)
+        except ControlPlaneBusyError:
+            raise  # as before the wait: SimAgent.handle counts it, or back_off's action does (never a crash)
+        except (NodeNotFoundError, RetryableError) as err:  # no node yet (a transient error only while probing)
             now = self.clock()
             node_wait = node_wait or NodeWait.start(job, now, self.config.node_wait_seconds, self.counters)
             left = node_wait.left(job, now)
             if left <= 0:
-                self._finish(job, skipped(command, node_wait.gave_up(err)))
+                outcome = node_wait.ended(command, err)
+            else:
+                pause, scan = node_wait.next_probe(left)
+                wait = node_wait
+                self.node_waits.add(command.command_id)
+                self.agent.back_off(job, pause, then=lambda j: self._cordon_first(j, wait, scan))
                 return
-            pause, scan = node_wait.next_probe(left)
-            wait = node_wait
-            self.agent.back_off(job, pause, then=lambda j: self._cordon_first(j, wait, scan))
-            return
+        self.node_waits.discard(command.command_id)
         if outcome is None and deadline_passed(command, self.clock()):
             outcome = execute(self.engine, command, self.clock(), self.config.max_command_seconds)
         if outcome is not None:

@@ -46,6 +46,7 @@ def cordon_first(
     metrics: AgentMetrics | None = None,
     wait_for_node: bool = False,
     scan: bool = True,
+    probing: bool = False,
 ) -> Outcome | None:
     """The fast step of a drain: cordon its node now, before it waits for a drain slot, so no pod evicted elsewhere
     is scheduled onto it. Never raises but as below.
@@ -60,6 +61,8 @@ def cordon_first(
         ControlPlaneBusyError: a control-plane node whose drain must wait for a slot (left uncordoned).
         NodeNotFoundError: with ``wait_for_node``, the instance has no node yet (the caller waits for it to register;
             its probes pass ``scan`` False but every ``NODE_WAIT_SCAN_EVERY``-th: ``DrainEngine.cordon``).
+        RetryableError: with ``probing`` (such a wait under way), a transient error of the probe: the caller probes
+            again (returning None would read as "cordoned", and the drain step would find no node and skip).
     """
     try:
         engine.cordon(command) if scan else engine.cordon(command, scan=False)
@@ -73,6 +76,8 @@ def cordon_first(
         log.info("no node for the instance, command skipped command_id=%s", command.command_id)
         return skipped(command, str(err))
     except Exception as err:
+        if probing and isinstance(err, RetryableError):
+            raise
         if metrics is not None:
             metrics.loop_error("cordon", err)
         log.warning(
@@ -194,9 +199,14 @@ class NodeWait:
         pause = min(NODE_WAIT_POLL_SECONDS, left)
         return pause, self.tries % NODE_WAIT_SCAN_EVERY == 0 or left <= NODE_WAIT_POLL_SECONDS
 
-    def gave_up(self, err: Exception) -> str:
-        """The skipped command's message."""
-        return f"{err}; none registered within {self.seconds:g} s or the deadline"
+    def ended(self, command: Command, err: Exception) -> Outcome | None:
+        """The wait is over with ``err`` the last probe's miss: ``skipped`` when no node was found; None (left to the
+        drain step, which cordons again and decides from its own error, as a failed cordon always was) when the
+        probe met a transient API error: the node may be there."""
+        if isinstance(err, NodeNotFoundError):
+            return skipped(command, f"{err}; none registered within {self.seconds:g} s or the deadline")
+        log.warning("node wait ended on an API error command_id=%s: %s", command.command_id, err)
+        return None
 
 
 def skipped(command: Command, message: str) -> Outcome:

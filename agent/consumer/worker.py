@@ -31,7 +31,7 @@ from agent.consumer.decisions import (
 )
 from agent.consumer.jobs import Job
 from agent.consumer.schedule import urgent_drain
-from agent.consumer.steps import NodeWait, cordon_first, execute, skipped
+from agent.consumer.steps import NodeWait, cordon_first, execute
 from agent.drain.policy import instance_ends
 from agent.logs import command_context
 from agent.report import Outcome
@@ -268,16 +268,8 @@ class CommandWorker(WorkerBase):
         scan = True
         while True:
             try:
-                return cordon_first(self.engine, command, self.metrics, wait_for_node=job.ends, scan=scan)
-            except NodeNotFoundError as err:
-                job.cordoned()  # nothing to cordon yet: the others need not wait for it
-                node_wait = node_wait or NodeWait.start(job, self.clock(), self.config.node_wait_seconds, self.counters)
-                left = node_wait.left(job, self.clock())
-                if left <= 0:
-                    return skipped(command, node_wait.gave_up(err))
-                pause, scan = node_wait.next_probe(left)
-                if not self._pause(pause, job):
-                    return None
+                probing = node_wait is not None
+                return cordon_first(self.engine, command, self.metrics, job.ends, scan, probing)
             except ControlPlaneBusyError as err:
                 job.cordoned()  # this one waits for a control-plane slot, the others need not wait for it
                 tries += 1
@@ -292,6 +284,15 @@ class CommandWorker(WorkerBase):
                     return Outcome(CommandStatus.TIMED_OUT, {**result, CONTROL_PLANE_REFUSED: True}, False)
                 pause = backoff_delay(tries, self.config.retry_delay_seconds, self.config.control_plane_poll_seconds)
                 if not self._pause(min(pause, left), job):
+                    return None
+            except (NodeNotFoundError, RetryableError) as err:  # no node yet (a transient error only while probing)
+                job.cordoned()  # nothing to cordon yet: the others need not wait for it
+                node_wait = node_wait or NodeWait.start(job, self.clock(), self.config.node_wait_seconds, self.counters)
+                left = node_wait.left(job, self.clock())
+                if left <= 0:
+                    return node_wait.ended(command, err)
+                pause, scan = node_wait.next_probe(left)
+                if not self._pause(pause, job):
                     return None
 
     def _pause(self, seconds: float, job: Job) -> bool:
