@@ -12,11 +12,12 @@ kernel actions instead of threads, running the product's own code.
   ``DrainEngine.run``. Only where the worker would block does ``sim.agent_slots`` take over: a drain waits for one
   of ``concurrency`` slots, earliest deadline first (``schedule.DeadlineGate``'s rule, urgent drains at once), or
   for its instance's node (``steps.NodeWait``), then runs as a ``sim.agent_drain.SimDrain``; its result goes back
-  through ``steps.execute`` (judged as of the drain's start) and the worker's own ``_finish``. A drain that ends on a retryable error runs again after ``retry.Retry``'s backoff
-  within ``command_retry_seconds`` and its deadline, as ``_execute_or_give_back`` retries it, before it is handed
-  back. The worker's other step retries (``retry.Retry``: the ``CMD#`` read, start, terminal write, handback) run
-  the product's loop with ``sim.agent_worker.RetryClock``'s sleep and clock and the seeded ``agent:<name>:retry``
-  stream's jitter: their tries answer as of the step's instant, and nothing waits for the wall clock.
+  through ``steps.execute`` (judged as of the drain's start) and the worker's own ``_finish``. A drain that ends on
+  a retryable error runs again after ``retry.Retry``'s backoff within ``command_retry_seconds`` and its deadline, as
+  ``_execute_or_give_back`` retries it, before it is handed back. The worker's other step retries (``retry.Retry``:
+  the ``CMD#`` read, start, terminal write, handback) run the product's loop with ``sim.agent_worker.RetryClock``'s
+  sleep and clock and the seeded ``agent:<name>:retry`` stream's jitter: their tries answer as of the step's instant,
+  and nothing waits for the wall clock.
 - ``agent.consumer.heartbeat.Heartbeat.beat_once`` every ``heartbeat_seconds``: visibility extended, ``CMD#``
   heartbeats, takeovers noticed, tightened deadlines passed to the running drain (or to a waiting one's job, its
   place among the waiting moved), lifecycle heartbeats.
