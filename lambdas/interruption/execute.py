@@ -190,7 +190,7 @@ def _apply(
         by = action.fallback.command_id
         if tighten_deadline(effects.store, action.command_id, action.deadline, by, now=now):
             effects.telemetry.count("CommandsTightened")
-            return "tightened"
+            return "tightened" + _resend_if_queued(action.command_id, effects)
         fallback = action.fallback
         recorded_now = _apply(RecordCommand(fallback), effects, now, unsent, undetached, recorded)
         sent = _apply(SendCommand(fallback), effects, now, unsent, undetached, recorded)
@@ -240,3 +240,20 @@ def _complete_hook(action: LifecycleAction, effects: Effects, now: datetime) -> 
         effects.telemetry.count("LifecycleActionsCompleted")
         return "completed with CONTINUE"
     return "Auto Scaling no longer has the action"
+
+
+def _resend_if_queued(command_id: str, effects: Effects) -> str:
+    """A drain tightened before the agent started it (still ``queued``) is sent again as recorded: its message may
+    wait behind the agent's in-flight bound, or be invisible for a hand-back's delay (up to
+    ``COMMAND_HANDBACK_MAX_SECONDS``), while its deadline is now the Spot warning's two minutes. A second message is
+    harmless (the agent starts a command once, ``Store.start_command``); the agent reads the tightened deadline from
+    the item when it starts it (``decisions.tightened``). Returns the note for the action's result."""
+    item = effects.store.get_command(command_id)
+    if item is None or item.get("status") != CommandStatus.QUEUED.value:
+        return ""
+    recorded_now = recorded_command(item)
+    if recorded_now is None:
+        return ""
+    message_id = effects.aws.queue.send_command(recorded_now)
+    effects.telemetry.count("CommandsQueued")
+    return f"; still queued: sent again (message {message_id})"

@@ -59,10 +59,10 @@ Rules, in order:
       ``rebalance...`` or ``refresh <run> step <n>``) still queued or running is tightened to the Spot deadline
       (``TightenCommand``, a conditional update of its ``CMD#`` item that the agent's running drain reads back on
       its heartbeat; the agent bounds its graces by it, keeps its cordon and marks it ``instance-ending``): one
-      drain, not two; if it ended meanwhile the Spot drain is recorded and sent as usual. A rebalance cordon is
-      escalated: the Spot drain is recorded as usual. Every rebalance command of the instance still holding its
-      cordon is marked resolved (``ResolveCordon``), as a lifecycle action (rule 7) and a state change (rule 8) do
-      too, so its cordon is never given back.
+      drain, not two (one still queued is sent again: ``execute``); if it ended meanwhile the Spot drain is recorded
+      and sent as usual. A rebalance cordon is escalated: the Spot drain is recorded as usual. Every rebalance
+      command of the instance still holding its cordon is marked resolved (``ResolveCordon``), as a lifecycle action
+      (rule 7) and a state change (rule 8) do too, so its cordon is never given back.
    c. **Replacement** (``REBALANCE_POLICY=replace``, ``rebalance.replacement_steps``): a one-instance refresh run
       (trigger ``rebalance``) replaces the at-risk worker surge first: the refresher launches a spare in its ASG,
       waits for it Ready (the run's deadlines), drains the old node, terminates it with decrement, under the

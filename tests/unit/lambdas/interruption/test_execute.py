@@ -178,6 +178,22 @@ def test_a_tightened_drain_sends_no_second_drain(effects):
     assert effects.store.get_command("spot-ev") is None and messages(effects) == []
 
 
+def test_a_drain_tightened_before_the_agent_started_it_is_sent_again(effects):
+    """Still queued: its message may wait behind the agent's in-flight bound or a hand-back's delay (up to 15
+    minutes) while its deadline is now two minutes away; a second message is harmless (one start)."""
+    from lambdas.interruption.plan import TightenCommand
+
+    victim = instance(effects)
+    queued = command(victim).model_copy(update={"command_id": "rebalance-ev", "deadline": NOW + timedelta(hours=1)})
+    effects.store.record_command(queued, 3600, now=NOW)
+    spot = command(victim)
+    results = execute(Plan((TightenCommand("rebalance-ev", spot.deadline, spot),)), effects, NOW)
+    assert results[0]["result"].startswith("tightened; still queued: sent again (message ")
+    [message] = messages(effects)
+    assert Command.model_validate_json(message["Body"]) == queued  # as recorded: the agent binds it to the item
+    assert effects.store.get_command("spot-ev") is None
+
+
 def test_a_drain_that_ended_before_the_tightening_gets_the_spot_drain_instead(effects):
     from core.model import CommandStatus
     from lambdas.interruption.plan import TightenCommand
