@@ -156,7 +156,7 @@ def test_a_drain_evicting_past_its_deadline_is_caught(monkeypatch: pytest.Monkey
     def no_deadline(command: Command, now: Any, max_seconds: float) -> Command:
         return command.model_copy(update={"deadline": now + timedelta(days=1)})
 
-    monkeypatch.setattr("sim.agent.capped", no_deadline)
+    monkeypatch.setattr("sim.agent_slots.capped", no_deadline)
     broken = run_seed(1280, 12, 0.1, schedule=schedule)
     assert broken.violation is not None
     assert broken.violation.invariant == "5 a drain stops at its deadline"
