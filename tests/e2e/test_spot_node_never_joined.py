@@ -1,8 +1,10 @@
 """End to end: a Spot warning for an instance whose node never joined the cluster.
 
 The Lambda still sends the command (membership may lag, so only the agent can say there is no node); the agent finds
-no node with the instance's providerID and finishes the command ``skipped`` with the reason; the early replacement
-still happens, since the ASG needs the capacity either way. Nothing crashes and nothing retries.
+no node with the instance's providerID, waits ``NODE_REGISTRATION_WAIT_SECONDS`` for one to register (an instance
+warned seconds after its launch registers a minute later: ``agent.consumer.steps.NodeWait``; 5 s here) and finishes
+the command ``skipped`` with the reason; the early replacement still happens, since the ASG needs the capacity either
+way. Nothing crashes and nothing retries.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def test_a_node_that_never_joined_is_skipped_and_still_replaced(world, tmp_path,
         "DesiredCapacity"
     ]
 
-    agent = world.spawn("agent", log_path=tmp_path / "agent.log")
+    agent = world.spawn("agent", {"NODE_REGISTRATION_WAIT_SECONDS": "5"}, log_path=tmp_path / "agent.log")
     for key, value in {
         **aws_env(world.moto.endpoint_url, world.region),
         "POWERTOOLS_SERVICE_NAME": "interruption",
@@ -61,6 +63,7 @@ def test_a_node_that_never_joined_is_skipped_and_still_replaced(world, tmp_path,
         time.sleep(0.05)
     assert item["status"] == "skipped", item
     assert instance_id in str(item["result"]), item["result"]
+    assert "none registered within 5 s" in item["result"]["message"], item["result"]
 
     # Early replacement happened anyway: detached, desired capacity kept, a new instance in its place.
     asg = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[asg_name])["AutoScalingGroups"][0]
