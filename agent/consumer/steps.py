@@ -65,7 +65,7 @@ def cordon_first(
             again (returning None would read as "cordoned", and the drain step would find no node and skip).
     """
     try:
-        engine.cordon(command) if scan else engine.cordon(command, scan=False)
+        engine.cordon(command, scan=scan)
     except ControlPlaneBusyError:
         raise
     except ControlPlaneRefusedError as err:

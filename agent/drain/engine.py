@@ -6,10 +6,10 @@ pod, ``pod_disposition``) → ``evict_pods`` (parallel, through the Eviction API
 are retried with backoff) → ``wait_until_gone`` (a watch on the node's pods, not polling) → ``NodeCommandResult``.
 
 The package splits that by responsibility: ``policy`` (pure pod policy), ``cordon`` (pure cordon decisions),
-``progress`` (the pure progress state machine), ``results`` (result models), ``attempts`` (one pod's eviction
-retries, a state machine), ``evict`` (parallel evictions with backoff), ``watcher`` (the pod watch), ``running``
-(the drains in progress: an uncordon command leaves the cordon of one), ``patch`` (a cordon decision applied, a
-conflict decided again) and this module, the engine that runs a command through them.
+``progress`` (the pure progress state machine), ``lookup`` (a command's node), ``results`` (result models),
+``attempts`` (one pod's eviction retries, a state machine), ``evict`` (parallel evictions with backoff), ``watcher``
+(the pod watch), ``running`` (the drains in progress: an uncordon command leaves the cordon of one), ``patch`` (a
+cordon decision applied, a conflict decided again) and this module, the engine that runs a command through them.
 
 Decisions are pure functions with their own tests: ``pod_disposition``, ``plan_drain``, ``decide_cordon``,
 ``decide_uncordon``, ``core.clock.backoff_delay``, and ``DrainProgress`` (a state machine fed with eviction
@@ -43,6 +43,7 @@ from datetime import datetime
 from agent.drain.cordon import CordonDecision, UncordonDecision, decide_cordon, decide_release, decide_uncordon
 from agent.drain.evict import Evictor
 from agent.drain.guard import ControlPlaneGuard, LocalControlPlaneGuard
+from agent.drain.lookup import node_of_instance
 from agent.drain.patch import CORDON_CONFLICT_RETRIES, patch_until_applied
 from agent.drain.policy import daemonset_owners, deletes_past_pdb, instance_ends, is_control_plane, plan_drain
 from agent.drain.ports import BackoffSettings, DrainApi, ResultEvents
@@ -51,7 +52,7 @@ from agent.drain.results import Durations, NodeCommandResult
 from agent.drain.running import RunningDrain, RunningDrains
 from agent.kube.views import NodeView, PodEvent
 from core.clock import Clock, Deadline, SystemClock
-from core.exceptions import NodeManagerError, NodeNotFoundError, RetryableError
+from core.exceptions import NodeManagerError, RetryableError
 from core.model import Command, CommandKind, CommandStatus, DrainOptions
 from core.settings import PdbDeadlinePolicy
 
@@ -191,22 +192,8 @@ class DrainEngine:
         return self.cordon_node(node, command.command_id, ending=instance_ends(command.reason))
 
     def find_node(self, instance_id: str, node_name: str | None = None, scan: bool = True) -> NodeView:
-        """The node whose ``spec.providerID`` names ``instance_id``; the ``node_name`` hint (the command's, from
-        ``NODE#``) is tried first and used only if its providerID matches, then ``node_for_instance`` (the name the
-        node watch last saw for the instance, else a paged scan unless ``scan`` is False): never one list of every
-        node.
-
-        Raises:
-            NodeNotFoundError: no such node. KubernetesApiError / KubernetesRejectedError: see ``KubeAdapter``.
-        """
-        if node_name:
-            node = self.kube.get_node(node_name)
-            if node is not None and node.instance_id == instance_id:
-                return node
-        found = self.kube.node_for_instance(instance_id) if scan else self.kube.node_for_instance(instance_id, False)
-        if found is not None:
-            return found
-        raise NodeNotFoundError(instance_id)
+        """``lookup.node_of_instance`` on this engine's cluster (raises ``NodeNotFoundError``)."""
+        return node_of_instance(self.kube, instance_id, node_name, scan)
 
     def cordon_node(self, node: NodeView, command_id: str, ending: bool = False) -> tuple[NodeView, CordonDecision]:
         """Cordon ``node`` as ours unless someone else already did (``decide_cordon``; ``ending``: the command's
@@ -401,5 +388,3 @@ class DrainEngine:
             result.uncordoned = decision.patch is not None
         except NodeManagerError as err:
             result.errors.append(f"uncordon after failure: {err}")
-
-    # ------------------------------------------------------------------------------ evict and wait
