@@ -90,6 +90,13 @@ class AsgLookup:
             except KeyError:
                 return {i: cache.get(i) for i in wanted}
 
+    def due(self, recheck_seconds: float) -> list[str]:
+        """The cached instances whose answer is due again after ``recheck_seconds`` (at their ``spread`` of it),
+        from the heap: what a resolve of all of them with that recheck would ask (the membership's confirmation,
+        which lists no node). Sorted."""
+        with self._lock:
+            return sorted(self._due(self._cache.keys(), self.clock(), recheck_seconds))
+
     def retain(self, instance_ids: Iterable[str]) -> None:
         """Forget every cached instance not in ``instance_ids`` (after a full list: those have no node)."""
         keep = instance_ids if isinstance(instance_ids, (set, frozenset)) else set(instance_ids)

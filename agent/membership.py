@@ -5,14 +5,19 @@ The Lambdas read these items to turn an instance id (all an EC2 or Auto Scaling 
 count Ready nodes per group. Each item carries ``reported_at`` and a TTL of ``MEMBERSHIP_TTL_SECONDS``; readers
 compare ``reported_at`` themselves (``NodeRecord.fresh``), since TTL deletion lags.
 
-Only what changed is written. The reporter remembers what each item holds (read from the table at the first resync
+Only what changed is written. The reporter remembers what each item holds (read from the table at the first list
 of a leadership term, then its own writes) and writes an item when its content changed, or when it is old enough
 that its TTL would lapse before the next chance (``refresh_due``: at an age fixed per instance between half and
-all of ``TTL - 2 x resync``, so items written together are refreshed over several resyncs, not all at once). After
-each resync one ``MEMBERSHIP`` item (``adapters.dynamo.nodes``) marks the whole membership confirmed; readers take
-a record as fresh by the later of its own ``reported_at`` and that mark. An unchanged cluster of 2,000 nodes costs
-one write per resync plus about 2,000 x resync / (0.75 x TTL) refreshes (about 2 with the default TTL of a day),
-instead of 2,000 writes.
+all of ``TTL - 2 x resync``, so items written together are refreshed over several confirmations, not all at once).
+Every ``MEMBERSHIP_RESYNC_SECONDS`` one ``MEMBERSHIP`` item (``adapters.dynamo.nodes``) marks the whole membership
+confirmed; readers take a record as fresh by the later of its own ``reported_at`` and that mark. An unchanged
+cluster of 2,000 nodes costs one write a minute plus about 2,000 x resync / (0.75 x TTL) refreshes (about 2 with
+the default TTL of a day), instead of 2,000 writes.
+
+Between two lists (``resync``, every ``MEMBERSHIP_RELIST_SECONDS``) the watch's events are the reporter's view
+(``agent.membership_loop``): a confirmation (``confirm``) writes only the items whose refresh came due (a heap of
+due times, ``_due``) or whose group a due recheck found changed, then the mark. Its cost follows what changed, not
+the cluster's size.
 
 The mark also carries the reporter's ``version`` of the ``NODE#`` items (a term chosen at its start and the count of
 the items it created, changed or deleted; a refresh of an unchanged item is not counted): a Lambda that finds the
@@ -27,7 +32,7 @@ wakes reads the item.
 Pure part (``agent.membership_records``): ``node_identity``, ``node_roles``, ``node_record``,
 ``membership_records``, ``instances_to_forget``, ``batches``, ``refresh_due`` (nodes + ASG map in, records out).
 I/O part: ``MembershipReporter`` (a watch on Nodes,
-and a periodic resync that lists the nodes a page at a time, writes the items that changed or are due, deletes items
+a confirmation every resync, and a list every relist that writes the items that changed or are due, deletes items
 of instances that have no node, and writes the mark), with ``agent.asglookup.AsgLookup`` for each instance's group
 (DescribeAutoScalingInstances, cached; a known group asked again every 5-10 resyncs, ``ASG_RECHECK_RESYNCS``).
 
@@ -38,18 +43,18 @@ without an AWS providerID (not yet initialised by the cloud provider, or not on 
 
 from __future__ import annotations
 
+import heapq
 import logging
-import threading
-import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from adapters.aws.ports import GroupReader
 from adapters.dynamo.store import Store
 from agent.asglookup import AsgLookup
-from agent.kube.views import NodeEvent, NodeView
+from agent.kube.views import NodeView
+from agent.membership_loop import NodeSource, WatchLoop
 from agent.membership_records import (
     due_at,
     instances_to_forget,
@@ -60,36 +65,22 @@ from agent.membership_records import (
     same_content,
 )
 from agent.ready import became_ready
-from core.exceptions import KubernetesApiError, WatchExpiredError
 from core.model import NodeRecord, utcnow
 from core.settings import AgentSettings
 
 log = logging.getLogger(__name__)
 
-HTTP_GONE = 410  # a watch's resourceVersion is too old: list again
 ASG_RECHECK_RESYNCS = 10  # each instance's group is asked again every 5-10 resyncs (spread), not every resync
 
 
-class NodeSource(Protocol):
-    """Node reads the reporter needs (``agent.kube.client.KubeAdapter``)."""
-
-    def list_node_pages(self, page_size: int | None = None) -> Iterable[tuple[list[NodeView], str]]:
-        """All nodes, a page at a time, each page with the list's resourceVersion."""
-        ...
-
-    def watch_nodes(self, resource_version: str, timeout_seconds: int) -> Iterable[NodeEvent]:
-        """Events after ``resource_version``; the iteration ends after ``timeout_seconds``."""
-        ...
-
-
-class MembershipReporter:
+class MembershipReporter(WatchLoop):
     """Watches Nodes and keeps the ``NODE#`` items current (see the module docstring).
 
     Args:
         nodes: node reads (``KubeAdapter``).
         store: the cluster's table access.
         asgs: instance → ASG lookup.
-        resync_seconds: period of the full re-list and rewrite (``MEMBERSHIP_RESYNC_SECONDS``).
+        resync_seconds: period of the confirmation, the ``MEMBERSHIP`` mark (``MEMBERSHIP_RESYNC_SECONDS``).
         ttl_seconds: TTL of each item (``MEMBERSHIP_TTL_SECONDS``).
         clock: current UTC time; injectable for tests.
         on_resync: called with the number of nodes reported after each successful resync (the metrics gauge,
@@ -97,6 +88,8 @@ class MembershipReporter:
             reached"); must not raise.
         term: the first half of the mark's ``version``, unique to this reporter (default: 12 random hex digits, so
             a restart or a new leader never repeats a version); the simulation passes one from its seed.
+        relist_seconds: period of the full list of the nodes (``MEMBERSHIP_RELIST_SECONDS``; default
+            ``resync_seconds``: every confirmation a list).
     """
 
     def __init__(
@@ -109,6 +102,7 @@ class MembershipReporter:
         clock: Callable[[], datetime] = utcnow,
         on_resync: Callable[[int], None] | None = None,
         term: str | None = None,
+        relist_seconds: float | None = None,
     ) -> None:
         self.on_resync = on_resync
         self.on_error: Callable[[BaseException], None] | None = None  # counts the errors ``run`` survives
@@ -118,6 +112,7 @@ class MembershipReporter:
         self.store = store
         self.asgs = asgs
         self.resync_seconds = resync_seconds
+        self.relist_seconds = max(resync_seconds, relist_seconds or resync_seconds)
         self.ttl_seconds = ttl_seconds
         self.clock = clock
         self._written: dict[str, NodeRecord] = {}  # instance id -> what its NODE# item holds
@@ -126,6 +121,10 @@ class MembershipReporter:
         # instance id -> (the node's view and fields last compared, its group, when its item is due again): what
         # the item (``_written``) was last found to match; dropped whenever the item changes otherwise (``_write``)
         self._basis: dict[str, tuple[NodeView, tuple[Any, ...], str | None, datetime]] = {}
+        # (when an item is due again, instance id): a heap of the bases' due times; an entry counts only while its
+        # time is its basis's (``confirm``), older ones are dropped as they come up
+        self._due: list[tuple[datetime, str]] = []
+        self._present: set[str] = set()  # the instances with a node: the last list's, then the watch's
         self._identities: dict[str, tuple[str, str]] = {}  # providerID -> node_identity (the AWS ones listed)
         self._watch: Any = None  # the open watch, closed by ``close`` from another thread
         # the mark's ``version`` (``adapters.dynamo.nodes``): this reporter's term and its NODE# changes so far
@@ -156,68 +155,13 @@ class MembershipReporter:
             settings.membership_resync_seconds,
             settings.membership_ttl_seconds,
             on_resync=on_resync,
+            relist_seconds=settings.membership_relist_seconds,
         )
 
-    def run(self, stop: threading.Event) -> None:
-        """Resync, then follow the watch, resyncing every ``resync_seconds``, until ``stop`` is set.
-
-        Never raises: an error is logged and followed by a re-list after a backoff (at most 30 s).
-        """
-        resource_version: str | None = None
-        next_resync = 0.0
-        failures = 0
-        self._seeded = False  # a new term: another leader may have written meanwhile
-        while not stop.is_set():
-            try:
-                if resource_version is None or time.monotonic() >= next_resync:
-                    resource_version = self.resync()
-                    next_resync = time.monotonic() + self.resync_seconds
-                timeout = max(1, int(next_resync - time.monotonic()))
-                opened = time.monotonic()
-                resource_version = self._follow(resource_version, timeout, stop)
-                failures = 0
-                if time.monotonic() - opened < 1:
-                    stop.wait(1)  # a watch the server ended at once: do not spin
-            except WatchExpiredError:
-                log.info("node watch expired (410 Gone), listing again")
-                resource_version = None
-            except Exception as err:
-                failures += 1
-                delay = min(30.0, 0.5 * 2 ** min(failures, 6))
-                log.exception("membership error, re-listing after seconds=%.1f", delay)
-                if self.on_error is not None:
-                    self.on_error(err)
-                resource_version = None
-                self._seeded = False
-                stop.wait(delay)
-
-    def close(self) -> None:
-        """Close the open watch (from another thread, at shutdown), so ``run`` notices ``stop`` at once."""
-        watch = self._watch
-        if watch is not None and hasattr(watch, "close"):
-            watch.close()
-
-    def _follow(self, resource_version: str, timeout_seconds: int, stop: threading.Event) -> str:
-        """Apply watch events until the watch ends or ``stop``; returns the resourceVersion to resume from.
-
-        Raises:
-            WatchExpiredError: the apiserver answered 410 Gone (list again).
-        """
-        self._watch = self.nodes.watch_nodes(resource_version, timeout_seconds)
-        try:
-            for event in self._watch:
-                if stop.is_set():
-                    break
-                if event.type == "ERROR":
-                    if event.code == HTTP_GONE:
-                        raise WatchExpiredError(f"node watch from resourceVersion {resource_version}")
-                    raise KubernetesApiError(f"node watch error event code={event.code}")
-                if event.node is not None:
-                    self.apply(event.type, event.node)
-                resource_version = event.resource_version or resource_version
-        finally:
-            self._watch = None
-        return resource_version
+    def new_term(self) -> None:
+        """Read the items from the table again at the next list (a new leadership term, or after an error: another
+        leader may have written meanwhile)."""
+        self._seeded = False
 
     def resync(self) -> str:
         """List the nodes a page at a time, refresh their ASGs, write the items that changed or are due
@@ -230,6 +174,7 @@ class MembershipReporter:
         if not self._seeded:
             self._written = {record.instance_id: record for record in self.store.recorded_nodes()}
             self._basis.clear()
+            self._due.clear()
             self._seeded = True
         ids: list[str] = []
         resource_version = ""
@@ -254,20 +199,12 @@ class MembershipReporter:
             bases = self._basis
             for node, instance_id in zip(listed, page_ids, strict=True):
                 asg_name = asg_by_instance[instance_id]  # resolve answers every instance asked
-                basis = bases.get(instance_id)
-                if (  # the node and its group as last compared, the item not due: nothing to write
-                    basis is not None
-                    and basis[2] == asg_name
-                    and (
-                        basis[0] is node  # the same (frozen) view again: a list answered from a cache
-                        or basis[1] == (node.name, node.provider_id, node.ready, node.unschedulable, node.labels)
-                    )
-                    and now < basis[3]
-                ):
+                if _unchanged(bases.get(instance_id), node, asg_name, now):
                     continue
                 written += self._report(node, instance_id, asg_name, now)
             ids.extend(page_ids)
         present = set(ids)
+        self._present = present
         if len(known) > 2 * len(present) + 100:  # many nodes gone: keep the providerIDs of this list's instances
             self._identities = {pid: identity for pid, identity in known.items() if identity[1] in present}
         self.asgs.retain(present)
@@ -284,6 +221,37 @@ class MembershipReporter:
             self.on_resync(len(ids))
         return resource_version
 
+    def confirm(self) -> None:
+        """Between two lists: write the items whose refresh came due (``_due``) and those whose group a due
+        recheck found changed (``AsgLookup.due``), then the ``MEMBERSHIP`` mark. No node is listed: the watch keeps
+        the reporter's view (``agent.membership_loop``).
+
+        Raises what the ASG lookup or the table raise (``run`` logs it and lists again).
+        """
+        confirmed_at = now = self.clock()
+        written = 0
+        rechecked = self.asgs.due(ASG_RECHECK_RESYNCS * self.resync_seconds)
+        if rechecked:
+            for instance_id, asg_name in self.asgs.resolve(rechecked, refresh=True).items():
+                basis = self._basis.get(instance_id)
+                if basis is not None and basis[2] != asg_name:  # detached, or the lookup failed before
+                    written += self._report(basis[0], instance_id, asg_name, now)
+        due, bases = self._due, self._basis
+        while due and due[0][0] <= now:
+            at, instance_id = heapq.heappop(due)
+            basis = bases.get(instance_id)
+            if basis is not None and basis[3] == at:  # else written or forgotten since: an older entry
+                written += self._report(basis[0], instance_id, basis[2], now)
+        if len(due) > 2 * len(bases) + 64:  # many older entries: the bases' own times only
+            self._due = [(basis[3], instance_id) for instance_id, basis in bases.items()]
+            heapq.heapify(self._due)
+        count = len(self._present)
+        self.store.put_membership_mark(confirmed_at, count, self.ttl_seconds, version=self.version)
+        self._announce()
+        log.debug("membership confirmed nodes=%d written=%d", count, written)
+        if self.on_resync is not None:
+            self.on_resync(count)
+
     def apply(self, event_type: str, node: NodeView) -> None:
         """Apply one watch event: write the node's item if its content changed; delete it when the node is gone."""
         identity = self._identity(node)
@@ -298,12 +266,11 @@ class MembershipReporter:
         if event_type not in ("ADDED", "MODIFIED"):
             return
         asg_name = self.asgs.resolve([instance_id]).get(instance_id)
-        record = node_record(node, asg_name, self.clock())
-        if record is None:
-            return
-        previous = self._written.get(instance_id)
-        if previous is None or not same_content(previous, record):
-            self._write(record)
+        changes, now = self._changes, self.clock()
+        if not _unchanged(self._basis.get(instance_id), node, asg_name, now):
+            self._report(node, instance_id, asg_name, now)
+        self._present.add(instance_id)
+        if self._changes != changes:
             self._versioned()
 
     def _versioned(self) -> None:
@@ -340,7 +307,9 @@ class MembershipReporter:
             wrote = 1
         age = refresh_age_seconds(instance_id, self.ttl_seconds, self.resync_seconds)
         kept = (node.name, node.provider_id, node.ready, node.unschedulable, dict(node.labels))  # labels copied
-        self._basis[instance_id] = (node, kept, asg_name, due_at(self._written[instance_id].reported_at, age))
+        due = due_at(self._written[instance_id].reported_at, age)
+        self._basis[instance_id] = (node, kept, asg_name, due)
+        heapq.heappush(self._due, (due, instance_id))
         return wrote
 
     def _identity(self, node: NodeView) -> tuple[str, str] | None:
@@ -361,7 +330,26 @@ class MembershipReporter:
             self._ready.append(record)  # told once the mark's version covers this write (``_announce``)
 
     def _forget(self, instance_id: str) -> None:
+        self._present.discard(instance_id)
         self._changes += 1
         self.store.delete_node(instance_id)
         self._written.pop(instance_id, None)
         self._basis.pop(instance_id, None)
+
+
+def _unchanged(
+    basis: tuple[NodeView, tuple[Any, ...], str | None, datetime] | None,
+    node: NodeView,
+    asg_name: str | None,
+    now: datetime,
+) -> bool:
+    """Whether ``node`` and its group are as last compared (``basis``) and its item is not due: nothing to write."""
+    return (
+        basis is not None
+        and basis[2] == asg_name
+        and (
+            basis[0] is node  # the same (frozen) view again: a list answered from a cache
+            or basis[1] == (node.name, node.provider_id, node.ready, node.unschedulable, node.labels)
+        )
+        and now < basis[3]
+    )

@@ -22,9 +22,11 @@ kernel actions instead of threads, running the product's own code.
   heartbeats, takeovers noticed, tightened deadlines passed to the running drain (or to a waiting one's job, its
   place among the waiting moved), lifecycle heartbeats.
 - Only the leader works (``agent.app``: the consumer, the membership reporter and the releaser run while leading):
-  ``agent.membership.MembershipReporter.resync`` every ``MEMBERSHIP_RESYNC_SECONDS`` (the watch
-  between resyncs is not followed: a node's change reaches its ``NODE#`` item at the next resync; the nodes it
-  writes Ready go out as "Node Ready" events, ``agent.ready.ReadyReporter.flush``, at the end of it) and
+  every ``MEMBERSHIP_RESYNC_SECONDS`` the membership reporter's step (``_membership_step``: its list,
+  ``MembershipReporter.resync``, every ``MEMBERSHIP_RELIST_SECONDS`` and after a 410; in between the node watch's
+  events since the last step, ``follow``, then ``confirm``): the watch is followed in batches, so a node's change
+  reaches its ``NODE#`` item at the next step, as a list's would; the nodes it writes Ready go out as "Node Ready"
+  events, ``agent.ready.ReadyReporter.flush``, at the end of it) and
   ``agent.cordons.releaser.CordonReleaser.check_once`` every ``CORDON_CHECK_SECONDS``.
 - Faults: ``restart`` (the process dies: in-flight work is lost, its items stay ``running`` until their heartbeat
   is stale and its messages come back after their visibility timeout; it starts again with a new worker id, still
@@ -67,6 +69,7 @@ from agent.hooks import HookFinisher
 from agent.membership import MembershipReporter
 from agent.ready import ReadyReporter
 from agent.report import Reporter
+from core.exceptions import WatchExpiredError
 from core.settings import AgentSettings
 from sim.agent_drain import SimDrain
 from sim.agent_slots import DrainSlots
@@ -252,7 +255,10 @@ class SimAgent(DrainSlots):
             s.membership_ttl_seconds,
             clock=self.kernel.now,
             term=f"{self.name}.{next(self._terms)}",  # each term its own (a restart's too), from no clock or seed
+            relist_seconds=s.membership_relist_seconds,
         )
+        self._node_version: str | None = None  # the watch's resourceVersion; None: list at the next resync
+        self._next_relist = 0.0
         self.ready: ReadyReporter | None = None
         if s.ready_events:  # as agent.app: the leader's "Node Ready" reports, on the same bus as the results
             self.ready = ReadyReporter(EventBus(self.events, s.event_bus_name), s.cluster_name)
@@ -308,13 +314,28 @@ class SimAgent(DrainSlots):
         if not (self.alive and self.leading):
             return
         try:
-            self.membership.resync()
+            self._membership_step()
             if self.ready is not None:
                 self.ready.flush()
         except Exception:  # MembershipReporter.run: logged, a new term reads the table again
             log.exception("membership resync failed")
             self._count("membership_errors")
             self._new_term()
+
+    def _membership_step(self) -> None:
+        """As ``agent.membership_loop.WatchLoop.run`` between its watches: a list when one is due (or the watch
+        expired), else the watch's events since the last one applied, then a confirmation."""
+        reporter, now = self.membership, self.kernel.t
+        if self._node_version is not None and now < self._next_relist:
+            try:
+                self._node_version = reporter.follow(self._node_version, int(self.resync_every))
+            except WatchExpiredError:
+                self._node_version = None  # 410 Gone: list again, now
+            else:
+                reporter.confirm()
+                return
+        self._node_version = reporter.resync()
+        self._next_relist = now + reporter.relist_seconds
 
     def _check_cordons(self) -> None:
         if self.alive and self.leading:

@@ -144,7 +144,13 @@ class SimKube(Workloads):
         after = int(resource_version or 0)
         if self.node_log and self.node_log[0][0] > after + 1:
             return [NodeEvent(type="ERROR", code=HTTP_GONE)]
-        return [event for rv, event in self.node_log if rv > after]
+        events = []
+        for rv, event in reversed(self.node_log):  # the newest first: a watch from a recent version reads only its
+            if rv <= after:  # own events, not the whole log
+                break
+            events.append(event)
+        events.reverse()
+        return events
 
     def daemonset_exists(self, namespace: str, name: str) -> bool:
         self._fault("get_daemonset")

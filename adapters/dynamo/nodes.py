@@ -3,13 +3,15 @@
 
 Each ``NODE#`` item is a ``core.model.NodeRecord`` (instance id, node name, ASG, readiness, ``reported_at``) plus
 ``expires_at``. The agent writes it only when its content changes (and again before its TTL lapses), so
-``reported_at`` alone can be old for a node that did not change; after each resync the agent writes the mark::
+``reported_at`` alone can be old for a node that did not change; every ``MEMBERSHIP_RESYNC_SECONDS`` the agent writes
+the mark::
 
     {"pk": "CLUSTER#<cluster>#AGENT", "sk": "MEMBERSHIP", "reported_at": "<ISO 8601 UTC>", "nodes": 2001,
      "version": "<term>:<changes>", "expires_at": <epoch seconds>}
 
-``reported_at`` of the mark is when the agent listed the nodes it reconciled every ``NODE#`` item with (items of
-nodes gone were deleted, changed ones written). Readers judge a record fresh by the later of its own ``reported_at``
+``reported_at`` of the mark is when the agent last confirmed every ``NODE#`` item against its view of the nodes (a
+list, or its watch's view since the last list: ``agent.membership_loop``; items of nodes gone deleted, changed ones
+written). Readers judge a record fresh by the later of its own ``reported_at``
 and the mark's (``NodeRecord.fresh`` with ``confirmed_at``), whatever TTL did. The mark's sort key does not start
 with ``NODE#``, so readers of ``NODE#`` items never take it for a node.
 

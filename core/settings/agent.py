@@ -24,6 +24,7 @@ class AgentSettings(_Settings):
         "poll_wait_seconds": "SQS_WAIT_SECONDS",
         "visibility_timeout_seconds": "SQS_VISIBILITY_TIMEOUT_SECONDS",
         "membership_resync_seconds": "MEMBERSHIP_RESYNC_SECONDS",
+        "membership_relist_seconds": "MEMBERSHIP_RELIST_SECONDS",
         "membership_ttl_seconds": "MEMBERSHIP_TTL_SECONDS",
         "stale_running_seconds": "STALE_RUNNING_SECONDS",
         "eviction_backoff_seconds": "EVICTION_BACKOFF_SECONDS",
@@ -80,7 +81,12 @@ class AgentSettings(_Settings):
     kube_burst: int = Field(default=100, ge=1, le=10000)
     poll_wait_seconds: int = Field(default=10, ge=0, le=20)
     visibility_timeout_seconds: int = Field(default=30, ge=5, le=43200)
+    # the MEMBERSHIP mark's period (each confirms the watch's view, writes the items due for their refresh)
     membership_resync_seconds: int = Field(default=60, ge=1)
+    # a full (paged) list of the nodes, beside the watch: a safety net; at 1,000 nodes each list is about a megabyte
+    # the apiserver serialises (agent/membership_loop.py). At least MEMBERSHIP_RESYNC_SECONDS (when unset and the
+    # resync is longer, a list every resync)
+    membership_relist_seconds: int = Field(default=600, ge=1, le=86400)
     # only clean-up of a cluster whose agent is gone (readers judge freshness by reported_at and the MEMBERSHIP
     # mark); each item is written again before it lapses, so a longer TTL means fewer writes (agent/membership.py)
     membership_ttl_seconds: int = Field(default=86400, ge=10)
@@ -154,4 +160,7 @@ class AgentSettings(_Settings):
             raise ValueError("AGENT_MAX_IN_FLIGHT must be >= AGENT_CONCURRENCY")
         if self.membership_ttl_seconds <= self.membership_resync_seconds:
             raise ValueError("MEMBERSHIP_TTL_SECONDS must exceed MEMBERSHIP_RESYNC_SECONDS")
+        relist_set = "membership_relist_seconds" in self.model_fields_set  # unset: the reporter lists at least
+        if relist_set and self.membership_relist_seconds < self.membership_resync_seconds:  # every resync
+            raise ValueError("MEMBERSHIP_RELIST_SECONDS must be >= MEMBERSHIP_RESYNC_SECONDS")
         return self

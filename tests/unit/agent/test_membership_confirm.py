@@ -1,0 +1,169 @@
+"""The membership reporter between two lists: the watch keeps its view, ``confirm`` writes the mark and only the items
+whose refresh or group recheck came due, and the loop lists every ``relist_seconds`` (moto's DynamoDB and Auto
+Scaling, nodes in memory)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from adapters.aws.autoscaling import AutoScaling
+from adapters.dynamo.store import Store
+from agent.asglookup import AsgLookup
+from agent.kube.views import NodeEvent, NodeView
+from agent.membership import MembershipReporter
+from core.exceptions import SettingsError
+from core.settings import AgentSettings
+from tests.unit.agent.test_membership import (
+    CLUSTER,
+    NOW,
+    Aws,
+    CountingTable,
+    MemoryNodes,
+    cluster_nodes,
+    node_items,
+    node_puts,
+)
+from tests.unit.agent.test_membership import aws as aws  # the moto cluster fixture, reused
+
+
+def reporter_on(
+    aws: Aws, nodes: list[NodeView], clock: list[Any], monotonic: list[float], relist: float = 600
+) -> tuple[MembershipReporter, CountingTable, MemoryNodes]:
+    table = CountingTable(aws.session.resource("dynamodb").Table("node-manager-state"))
+    source = MemoryNodes(nodes)
+    reporter = MembershipReporter(
+        source,
+        Store(table, CLUSTER),
+        AsgLookup(AutoScaling(aws.autoscaling), clock=lambda: monotonic[0]),
+        60,
+        600,
+        clock=lambda: clock[0],
+        relist_seconds=relist,
+    )
+    return reporter, table, source
+
+
+def advance(clock: list[Any], monotonic: list[float], seconds: float) -> None:
+    clock[0] += timedelta(seconds=seconds)
+    monotonic[0] += seconds
+
+
+def test_a_steady_confirmation_lists_no_node_and_writes_only_the_mark(aws: Aws) -> None:
+    clock, monotonic = [NOW], [0.0]
+    reporter, table, source = reporter_on(aws, cluster_nodes(aws), clock, monotonic)
+    reporter.resync()
+    table.puts.clear()
+
+    advance(clock, monotonic, 60)
+    reporter.confirm()
+    assert source.lists == 1
+    assert table.puts == ["MEMBERSHIP"]
+    assert aws.store.membership_mark() == clock[0]
+    mark = (
+        aws.session.resource("dynamodb")
+        .Table("node-manager-state")
+        .get_item(Key={"pk": f"CLUSTER#{CLUSTER}#AGENT", "sk": "MEMBERSHIP"})["Item"]
+    )
+    assert mark["nodes"] == len(aws.instances)
+
+
+def test_confirmations_alone_keep_every_item_written_before_its_ttl_lapses(aws: Aws) -> None:
+    nodes = cluster_nodes(aws)
+    clock, monotonic = [NOW], [0.0]
+    reporter, table, source = reporter_on(aws, nodes, clock, monotonic, relist=86400)
+    reporter.resync()
+    for _ in range(30):  # 30 confirmations of 60 s: three TTLs of 600 s, and no list
+        advance(clock, monotonic, 60)
+        reporter.confirm()
+        for instance_id, item in node_items(aws.store).items():
+            assert item["expires_at"] > int(clock[0].timestamp()) + 60, instance_id
+    assert source.lists == 1
+    refreshes = node_puts(table)
+    assert len(nodes) * 3 <= len(refreshes) < len(nodes) * 30 / 3  # each about every 4-8 minutes, not every minute
+
+
+def test_a_watch_change_between_lists_is_kept_and_refreshed_by_confirmations(aws: Aws) -> None:
+    nodes = cluster_nodes(aws)
+    clock, monotonic = [NOW], [0.0]
+    reporter, table, source = reporter_on(aws, nodes, clock, monotonic, relist=86400)
+    reporter.resync()
+    cordoned = NodeView(**{**nodes[1].__dict__, "unschedulable": True})
+    advance(clock, monotonic, 5)
+    source.watches = [[NodeEvent(type="MODIFIED", node=cordoned, resource_version="300")]]
+    assert reporter.follow("101", 60) == "300"
+    table.puts.clear()
+    for _ in range(20):  # past the item's refresh: written again as the watch left it, never as the list had it
+        advance(clock, monotonic, 60)
+        reporter.confirm()
+    instance_id = str(cordoned.instance_id)
+    assert f"NODE#{instance_id}" in node_puts(table)
+    assert node_items(aws.store)[instance_id]["unschedulable"] is True
+    assert source.lists == 1
+
+
+def test_a_node_whose_instance_left_its_group_is_rewritten_when_its_recheck_comes_due(aws: Aws) -> None:
+    nodes = cluster_nodes(aws)
+    clock, monotonic = [NOW], [0.0]
+    reporter, _, source = reporter_on(aws, nodes, clock, monotonic, relist=86400)
+    reporter.resync()
+    leaving = next(n for n in nodes if "nodes" in aws.instances[str(n.instance_id)][1])
+    instance_id = str(leaving.instance_id)
+    group = aws.instances[instance_id][1]
+    aws.autoscaling.real.detach_instances(
+        InstanceIds=[instance_id], AutoScalingGroupName=group, ShouldDecrementDesiredCapacity=False
+    )
+    calls = len(aws.autoscaling.calls)
+    advance(clock, monotonic, 60)
+    reporter.confirm()
+    assert len(aws.autoscaling.calls) == calls  # nobody's recheck is due yet (5-10 minutes after the list)
+    assert node_items(aws.store)[instance_id]["asg_name"] == group
+    for _ in range(10):
+        advance(clock, monotonic, 60)
+        reporter.confirm()
+    assert node_items(aws.store)[instance_id].get("asg_name") is None  # written without a group
+    assert source.lists == 1
+    assert sum(aws.autoscaling.calls[calls:]) == len(aws.instances)  # each instance asked again once, no more
+
+
+class ClockedNodes(MemoryNodes):
+    """Nodes whose watch lasts its whole timeout on a fake monotonic clock, ``watches`` of them, then stops the
+    loop."""
+
+    def __init__(self, nodes: list[NodeView], monotonic: list[float], watches: int, stop: threading.Event) -> None:
+        super().__init__(nodes)
+        self.monotonic = monotonic
+        self.left = watches
+        self.stop = stop
+
+    def watch_nodes(self, resource_version: str, timeout_seconds: int) -> list[NodeEvent]:
+        self.monotonic[0] += timeout_seconds
+        self.left -= 1
+        if self.left <= 0:
+            self.stop.set()
+        return []
+
+
+def test_the_loop_confirms_every_resync_and_lists_every_relist(aws: Aws) -> None:
+    monotonic = [0.0]
+    stop = threading.Event()
+    source = ClockedNodes(cluster_nodes(aws), monotonic, watches=30, stop=stop)  # 30 minutes of watches
+    table = CountingTable(aws.session.resource("dynamodb").Table("node-manager-state"))
+    reporter = MembershipReporter(
+        source, Store(table, CLUSTER), AsgLookup(AutoScaling(aws.autoscaling)), 60, 600, relist_seconds=600
+    )
+    reporter.run(stop, clock=lambda: monotonic[0])
+    assert source.lists == 3  # at 0, 10 and 20 minutes
+    assert table.puts.count("MEMBERSHIP") == 30  # a mark every minute: a list's or a confirmation's
+
+
+def test_relisting_more_often_than_the_mark_is_refused() -> None:
+    base = {"CLUSTER_NAME": CLUSTER, "TABLE_NAME": "t", "QUEUE_URL": "http://q"}
+    with pytest.raises(SettingsError, match="MEMBERSHIP_RELIST_SECONDS"):
+        AgentSettings.from_env({**base, "MEMBERSHIP_RESYNC_SECONDS": "60", "MEMBERSHIP_RELIST_SECONDS": "30"})
+    assert AgentSettings.from_env(base).membership_relist_seconds == 600
+    slow = AgentSettings.from_env({**base, "MEMBERSHIP_RESYNC_SECONDS": "900"})  # a setting kept from before
+    assert MembershipReporter.from_settings(slow, MemoryNodes([]), None, None).relist_seconds == 900  # type: ignore[arg-type]
