@@ -1,9 +1,15 @@
 """The in-cluster agent on simulated time: its command handling, membership reporting and cordon releaser driven by
 kernel actions instead of threads, running the product's own code.
 
-- Receive: every ``poll_seconds`` the queue (``adapters.aws.ports.CommandReceiver``: the SimAws SQS queue, whose
-  at-least-once delivery and visibility timeouts follow the SQS Developer Guide) is asked for up to 10 messages
-  while fewer than ``max_in_flight`` commands are in flight, as ``agent.consumer.loop.CommandConsumer`` does.
+- Receive: a long poll, as ``agent.consumer.loop.CommandConsumer.run`` makes it (ReceiveMessage with
+  ``wait_seconds``, up to 10 messages while fewer than ``max_in_flight`` commands are in flight), on events instead of
+  a period. The queue (``LongPollQueue``: the SimAws SQS queue, ``sim.sqs``, whose at-least-once delivery and
+  visibility timeouts follow the SQS Developer Guide) answers at once; the next receive comes when a message becomes
+  visible (sent, its visibility timeout over, or made visible by ChangeMessageVisibility: ``next_visible`` and
+  ``listen``) or when ``wait_seconds`` passed (the empty long poll's end), whichever is first, as the Developer
+  Guide's "Amazon SQS short and long polling" describes. With the bound full it receives again when a slot frees (a
+  drain ends or a waiting one leaves); after a receive error, after the loop's backoff (``receive_backoff_seconds``).
+  Each process has at most one receive pending (``agent:<name>:poll``); a restart cancels it.
 - Each message goes through ``agent.consumer.worker.CommandWorker.handle`` itself: ``parse_message``,
   ``bind_to_record`` against the ``CMD#`` item, ``tightened``, ``Store.start_command`` (or ``on_refusal``), the fast
   cordon step (``steps.cordon_first``), ``Reporter.report`` (``finish_command`` then the EventBridge event), the
@@ -62,7 +68,7 @@ from agent.asglookup import AsgLookup
 from agent.consumer.config import ConsumerConfig
 from agent.consumer.heartbeat import Heartbeat
 from agent.consumer.jobs import Job
-from agent.consumer.loop import MAX_MESSAGES_PER_RECEIVE
+from agent.consumer.loop import MAX_MESSAGES_PER_RECEIVE, receive_backoff_seconds
 from agent.cordons.releaser import CordonReleaser
 from agent.drain.engine import DrainEngine
 from agent.hooks import HookFinisher
@@ -84,19 +90,29 @@ class AutoScalingForAgent(GroupReader, LifecycleActions, Protocol):
     """What the agent calls on Auto Scaling (the SimAws ``autoscaling`` fits)."""
 
 
+class LongPollQueue(CommandReceiver, Protocol):
+    """The command queue with what a long poll waits for (``sim.sqs.SimQueue`` fits): the simulated second its
+    earliest message is visible (None: empty), and a callback told of a message made visible by a call."""
+
+    def next_visible(self) -> float | None: ...
+
+    def listen(self, wake: Callable[[float], None]) -> None: ...
+
+
 class SimAgent(DrainSlots):
     """One agent process (see the module docstring).
 
     Args:
         kernel, kube: the simulation.
-        queue: the command queue (``CommandReceiver``).
+        queue: the command queue (``LongPollQueue``).
         table: a boto3 ``dynamodb.Table`` stand-in (``sim.dynamo.MemoryTable``, or moto's in tests).
         autoscaling: lifecycle actions and group reads (``AutoScalingForAgent``).
         settings: the agent's settings (cluster, periods, drain knobs).
         name: the process's name; its worker id is ``<name>:<restarts>``.
         leader: whether it starts as the leader.
         events: the EventBridge client for result events (default an ``EventLog``).
-        poll_seconds: seconds between receives.
+        poll_seconds: seconds between receives of a short poll (``wait_seconds`` 0, where the product's loop asks
+            again as fast as SQS answers); a long poll waits ``wait_seconds`` instead.
         resync_every: seconds between membership resyncs (default ``MEMBERSHIP_RESYNC_SECONDS``, what the seeds of
             ``python -m sim run`` use). A steady resync costs the product's own 1-3 ms of CPU at 1,000 nodes (a
             comparison of a few fields a node, BENCHMARKS.md "The fleet simulation's speed per seed"); a test may
@@ -107,7 +123,7 @@ class SimAgent(DrainSlots):
         self,
         kernel: Kernel,
         kube: SimKube,
-        queue: CommandReceiver,
+        queue: LongPollQueue,
         table: Any,
         autoscaling: AutoScalingForAgent,
         settings: AgentSettings,
@@ -136,6 +152,9 @@ class SimAgent(DrainSlots):
         self._retry_rand = kernel.stream(f"agent:{name}:retry").random  # the worker's step retries' jitter
         self.retry_clock = RetryClock(kernel.monotonic)
         self._timers: list[Timer] = []
+        self._wake: Timer | None = None  # the one pending receive (``_receive_at``)
+        self._state = ""  # why it is pending: "waiting" (a long poll), "backoff"; "full": none, a freed slot receives
+        queue.listen(self._visible)
         self._terms = count()  # the membership reporters' terms (``MembershipReporter(term=...)``), across restarts
         self.start()
 
@@ -187,7 +206,10 @@ class SimAgent(DrainSlots):
             monotonic=self.kernel.monotonic,
             tighten_waiting=self._tighten_waiting,
         )
-        self._every(self.poll_seconds, "poll", self.poll)
+        self._failures = 0  # receive errors in a row (the loop's ``failures``)
+        self._state = ""
+        if self.leading:
+            self._receive_at(self.kernel.t)  # the consumer's first receive
         self._every(self.config.heartbeat_seconds, "heartbeat", self.heartbeat.beat_once)
         self._every(self.resync_every, "membership", self._resync)
         self._every(float(s.cordon_check_seconds), "cordons", self._check_cordons)
@@ -207,6 +229,9 @@ class SimAgent(DrainSlots):
         for timer in self._timers:
             timer.cancel()
         self._timers.clear()
+        if self._wake is not None:
+            self._wake.cancel()
+            self._wake = None
         for _, drain, _ in self.running.values():
             drain.cancel()
         self.running.clear()
@@ -225,6 +250,7 @@ class SimAgent(DrainSlots):
             self.leading = True
             self._new_term()
             self._pump()
+            self._receive_at(self.kernel.t)  # the consumer starts
         elif not leading and self.leading:
             self.leading = False
             self._count("leadership_lost")
@@ -283,10 +309,16 @@ class SimAgent(DrainSlots):
     # ------------------------------------------------------------------------------------------- commands
 
     def poll(self) -> None:
-        """One receive, each message handled at once (``CommandWorker.handle``); errors counted, never raised."""
-        free = self.config.max_in_flight - len(self.running) - len(self.waiting)
-        if not (self.alive and self.leading) or free <= 0:
+        """One receive, each message handled at once (``CommandWorker.handle``), then the next receive scheduled
+        (module docstring, "Receive"); errors counted and backed off, never raised."""
+        if not (self.alive and self.leading):
+            self._state = ""
+            return  # a standby receives nothing (``lead(True)`` receives again)
+        free = self._free()
+        if free <= 0:
+            self._state = "full"  # ``_pump`` receives again when a slot frees
             return
+        self._state = ""  # polling: the queue's news of a visible message is read at the end
         try:
             messages = self.queue.receive(
                 min(MAX_MESSAGES_PER_RECEIVE, free), self.config.wait_seconds, self.config.visibility_timeout_seconds
@@ -294,9 +326,51 @@ class SimAgent(DrainSlots):
         except Exception:  # the consumer's loop survives every receive error (backs off, counts)
             log.exception("receive failed")
             self._count("receive_errors")
+            self._failures += 1
+            self._receive_at(self.kernel.t + receive_backoff_seconds(self._failures), "backoff")
             return
+        self._failures = 0
         for message in messages:
             self.handle(message)
+        if self._free() <= 0:
+            self._state = "full"
+            return
+        now, visible = self.kernel.t, self.queue.next_visible()
+        end = now + (self.config.wait_seconds or self.poll_seconds)
+        self._receive_at(end if visible is None else min(end, max(now, visible)), "waiting")
+
+    def _free(self) -> int:
+        return self.config.max_in_flight - len(self.running) - len(self.waiting)
+
+    def _receive_at(self, when: float, state: str = "waiting") -> None:
+        """Receive at simulated second ``when``, or earlier when a receive is pending before it: one pending receive
+        per process (a stale one, of an earlier life or moved earlier, is cancelled)."""
+        wake = self._wake
+        if wake is not None:
+            if wake.at <= when:
+                return
+            wake.cancel()
+        self._state = state
+
+        def fire() -> None:
+            if self._wake is timer:
+                self._wake = None
+                self.poll()
+
+        self._wake = timer = self.kernel.at(when, f"agent:{self.name}:poll", fire)
+
+    def _visible(self, at: float) -> None:
+        """The queue's news (``listen``): a message visible at simulated second ``at``; a long poll waiting returns
+        then. Not while full, backing off or inside a receive (its end reads ``next_visible``)."""
+        if self._state == "waiting" and self.alive and self.leading:
+            self._receive_at(at)
+
+    def _pump(self) -> None:
+        """``DrainSlots._pump``; a slot freed while the bound was full receives again at once (as the loop's wait
+        for a free slot is woken by a job's end)."""
+        super()._pump()
+        if self._state == "full" and self.alive and self.leading and self._free() > 0:
+            self._receive_at(self.kernel.t)
 
     def handle(self, message: Mapping[str, Any]) -> None:
         self._guarded(lambda: self.worker.handle(message), str(message.get("MessageId")))

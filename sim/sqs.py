@@ -10,15 +10,21 @@ DeleteMessage needs the latest one, an older one deletes nothing), the retention
 ReceiveMessage's 1..10 messages. Errors per the SQS API Reference: ``InvalidParameterValue``,
 ``ReceiptHandleIsInvalid``, ``AWS.SimpleQueueService.MessageNotInflight``.
 
-A long poll does not wait here (there are no threads in the simulation): ReceiveMessage answers at once, empty or
-not; the caller schedules its next poll. Each call first asks ``faults.check("sqs", <operation>)``; once it took
-effect, ``faults.check("sqs:lost-answer", <operation>)`` (``sim.aws_common.check_lost_answer``: a SendMessage whose
-answer is lost is a message sent that the sender will send again).
+A long poll does not block here (there are no threads in the simulation): ReceiveMessage answers at once, empty or not,
+and the receiver waits on simulated time instead (``sim.agent``): until ``next_visible()``, when the earliest message
+becomes visible (a visibility timeout ending), or until a listener (``listen``) is told of a message visible earlier (a
+SendMessage; a ChangeMessageVisibility), as the Developer Guide's "Amazon SQS short and long polling" says a long poll
+returns as soon as a message is available, or else when its wait ends.
+
+Each call first asks ``faults.check("sqs", <operation>)``; once it took effect, ``faults.check("sqs:lost-answer",
+<operation>)`` (``sim.aws_common.check_lost_answer``: a SendMessage whose answer is lost is a message sent that the
+sender will send again).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,6 +100,7 @@ class SimQueue:
         self.calls: dict[str, int] = {}
         self._receipts: dict[str, str] = {}  # every receipt handle issued -> its message id
         self._ids = kernel.stream("sqs:ids")
+        self._listeners: list[Callable[[float], None]] = []
 
     def _call(self, operation: str) -> None:
         self.calls[operation] = self.calls.get(operation, 0) + 1
@@ -122,6 +129,7 @@ class SimQueue:
         )
         self.messages[message.message_id] = message
         self.sent += 1
+        self._visible(self.kernel.t)  # sent: a waiting long poll returns it (whether or not the answer is lost)
         self._answered("SendMessage")
         return message.message_id
 
@@ -236,7 +244,25 @@ class SimQueue:
                 "message is beyond the limit [43200 seconds]",
             )
         message.visible_at = now + seconds
+        self._visible(message.visible_at)
         self._answered(operation)
+
+    # -- long polling (the receiver's wait, on simulated time) -------------------------------------------------
+    def next_visible(self) -> float | None:
+        """The simulated second (since the epoch) the earliest message is visible: now or earlier when one is
+        visible already; None when the queue holds none. A message a receive would move to ``dead_letters`` or
+        ``expired`` counts too (the receive that finds it removes it)."""
+        return min((m.visible_at for m in self.messages.values()), default=None)
+
+    def listen(self, wake: Callable[[float], None]) -> None:
+        """Call ``wake(at)`` whenever a message becomes visible at simulated second ``at`` by a call rather than by
+        time passing: SendMessage (now) and ChangeMessageVisibility (now + its seconds). ``wake`` runs inside the
+        caller's step: it may schedule a kernel action, never receive."""
+        self._listeners.append(wake)
+
+    def _visible(self, at: float) -> None:
+        for wake in self._listeners:
+            wake(at)
 
     # -- for the invariant checker ---------------------------------------------------------------------------
     def in_flight(self) -> list[Message]:

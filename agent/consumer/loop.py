@@ -31,6 +31,15 @@ log = logging.getLogger(__name__)
 MAX_MESSAGES_PER_RECEIVE = 10  # ReceiveMessage's MaxNumberOfMessages limit (SQS API reference)
 
 
+def receive_backoff_seconds(failures: int) -> float:
+    """Seconds the loop waits after its ``failures``-th receive error in a row: 1 s doubling to at most 30 s. Pure.
+
+    >>> [receive_backoff_seconds(n) for n in (1, 2, 5, 6, 9)]
+    [1.0, 2.0, 16.0, 30.0, 30.0]
+    """
+    return min(30.0, 0.5 * 2.0 ** min(failures, 6))
+
+
 class CommandConsumer:
     """Runs commands from the queue (see ``agent.consumer``).
 
@@ -123,7 +132,7 @@ class CommandConsumer:
                 if self.metrics is not None:
                     self.metrics.sqs_poll_errors.inc()
                     self.metrics.loop_error("consumer", err)
-                delay = min(30.0, 0.5 * 2 ** min(failures, 6))
+                delay = receive_backoff_seconds(failures)
                 log.exception("receive failed, backing off seconds=%.1f consecutive_failures=%d", delay, failures)
                 stop.wait(delay)
                 continue

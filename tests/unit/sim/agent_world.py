@@ -4,7 +4,7 @@ records lifecycle calls."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -29,17 +29,29 @@ class Message:
 
 class Queue:
     """``CommandReceiver`` on simulated time: a received message is invisible for the visibility timeout, then
-    comes back; a delete by its latest receipt removes it."""
+    comes back; a delete by its latest receipt removes it. A long poll waits for ``next_visible`` or a listener's
+    news (``sim.agent.LongPollQueue``); ``receives`` counts the ReceiveMessage calls."""
 
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
         self.messages: list[Message] = []
         self.deleted: list[str] = []
+        self.receives = 0
+        self.listeners: list[Callable[[float], None]] = []
+
+    def next_visible(self) -> float | None:
+        return min((m.visible_at for m in self.messages), default=None)
+
+    def listen(self, wake: Callable[[float], None]) -> None:
+        self.listeners.append(wake)
 
     def send(self, command: Command) -> None:
         self.messages.append(Message(f"m{len(self.messages) + len(self.deleted)}", command.model_dump_json()))
+        for wake in self.listeners:
+            wake(self.kernel.t)
 
     def receive(self, max_messages: int, wait_seconds: int, visibility_seconds: int) -> list[dict[str, Any]]:
+        self.receives += 1
         out = []
         for m in self.messages:
             if len(out) == max_messages:
@@ -69,6 +81,8 @@ class Queue:
         for m in self.messages:
             if m.receipt == receipt:
                 m.visible_at = self.kernel.t + seconds
+                for wake in self.listeners:
+                    wake(m.visible_at)
 
 
 @dataclass

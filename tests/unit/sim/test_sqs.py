@@ -80,3 +80,24 @@ def test_the_fourth_receive_moves_the_message_to_the_dead_letter_queue():
         assert m["Attributes"]["ApproximateReceiveCount"] == count
     assert q.receive(10, 0, 0) == []
     assert [Command.model_validate_json(m.body).command_id for m in q.dead_letters] == ["spot-1"]
+
+
+def test_a_long_poll_learns_when_a_message_is_visible_next():
+    """What a receiver's long poll waits for: ``next_visible`` (the earliest visible message, a visibility timeout's
+    end) and the news of a send or a ChangeMessageVisibility (``listen``); a refused call tells nothing."""
+    kernel, q = queue()
+    told: list[float] = []
+    q.listen(told.append)
+    assert q.next_visible() is None
+    kernel.run(5)
+    q.send_command(command(1))
+    assert told == [5.0] and q.next_visible() == 0.0  # visible now (0: never received)
+    [message] = q.receive(10, 20, 30)
+    assert q.next_visible() == 35.0 and told == [5.0]  # a receive makes nothing visible
+    q.set_visibility(message["ReceiptHandle"], 12)
+    assert told == [5.0, 17.0] and q.next_visible() == 17.0
+    with pytest.raises(AwsRequestError):
+        q.set_visibility(message["ReceiptHandle"], 43201)
+    assert told == [5.0, 17.0]
+    q.delete(message["ReceiptHandle"])
+    assert q.next_visible() is None

@@ -12,8 +12,9 @@ from sim.faults import FaultWindow
 from sim.world import AZS, Shape, World
 
 # (DynamoDB window's start after the warning, Kubernetes window's length, its probability): the agent receives the
-# command at 2 s; the first is the schedule that found the bug (2026-12-02: a throttled handback left the command
-# running under its worker, its node uncordoned, until its heartbeat went stale, minutes past the Spot deadline)
+# command at 1.8 s, when the Lambda sends it (a long poll; at 2 s under the former 2 s poll); the first is the schedule
+# that found the bug (2026-12-02: a throttled handback left the command running under its worker, its node
+# uncordoned, until its heartbeat went stale, minutes past the Spot deadline)
 WINDOWS = [(2.0, 20.0, 1.0), (3.0, 20.0, 1.0), (25.0, 20.0, 1.0), (2.0, 60.0, 0.6), (10.0, 60.0, 0.6)]
 
 
@@ -28,13 +29,14 @@ def test_a_burst_of_retryable_errors_during_a_drain_ends_succeeded_and_dead_lett
     start = world.kernel.t
     with world.kernel.installed():
         assert world.aws.interrupt(instance)
-    # from the moment the agent receives the command, 2 s after the warning (the Lambda's own calls, at 1.8 s, are
-    # left alone: a refused one fails the invocation, which EventBridge retries a minute later): DynamoDB refuses
-    # most calls for 30 s, Kubernetes every call (or most) for a while (the node's reads, the cordon, the evictions)
+    # around the moment the agent receives the command, 1.8 s after the warning as the Lambda sends it (the Lambda's
+    # own DynamoDB calls, at 1.8 s, are left alone: a refused one fails the invocation, which EventBridge retries a
+    # minute later; it makes no Kubernetes call): DynamoDB refuses most calls for 30 s, Kubernetes every call (or
+    # most) for a while from 1 s (the node's reads, the cordon, the evictions)
     dynamo = FaultWindow("dynamodb", "", start + dynamo_from, start + dynamo_from + 30, "ThrottlingException", 0.6)
     world.add_fault_window(dynamo)
     world.add_fault_window(
-        FaultWindow("kube", "", start + 2, start + 2 + kube_for, "InternalError", probability=kube_p)
+        FaultWindow("kube", "", start + 1, start + 1 + kube_for, "InternalError", probability=kube_p)
     )
     world.run(start + 115.0)  # before the reclaim at 120 s
 
