@@ -62,13 +62,12 @@ from itertools import count
 from typing import Any, Protocol
 
 from adapters.aws.events import EventBus
-from adapters.aws.ports import CommandReceiver, GroupReader, LifecycleActions
+from adapters.aws.ports import GroupReader, LifecycleActions
 from adapters.dynamo.store import Store
 from agent.asglookup import AsgLookup
 from agent.consumer.config import ConsumerConfig
 from agent.consumer.heartbeat import Heartbeat
 from agent.consumer.jobs import Job
-from agent.consumer.loop import MAX_MESSAGES_PER_RECEIVE, receive_backoff_seconds
 from agent.cordons.releaser import CordonReleaser
 from agent.drain.engine import DrainEngine
 from agent.hooks import HookFinisher
@@ -78,7 +77,7 @@ from agent.report import Reporter
 from core.exceptions import WatchExpiredError
 from core.settings import AgentSettings
 from sim.agent_drain import SimDrain
-from sim.agent_slots import DrainSlots
+from sim.agent_receive import LongPollQueue, LongPollReceive
 from sim.agent_worker import EventLog, ResultEngine, RetryClock, SimWorker
 from sim.kernel import Kernel, Timer
 from sim.kube import SimKube
@@ -90,16 +89,7 @@ class AutoScalingForAgent(GroupReader, LifecycleActions, Protocol):
     """What the agent calls on Auto Scaling (the SimAws ``autoscaling`` fits)."""
 
 
-class LongPollQueue(CommandReceiver, Protocol):
-    """The command queue with what a long poll waits for (``sim.sqs.SimQueue`` fits): the simulated second its
-    earliest message is visible (None: empty), and a callback told of a message made visible by a call."""
-
-    def next_visible(self) -> float | None: ...
-
-    def listen(self, wake: Callable[[float], None]) -> None: ...
-
-
-class SimAgent(DrainSlots):
+class SimAgent(LongPollReceive):
     """One agent process (see the module docstring).
 
     Args:
@@ -307,70 +297,6 @@ class SimAgent(DrainSlots):
         self.counts[name] = self.counts.get(name, 0) + 1
 
     # ------------------------------------------------------------------------------------------- commands
-
-    def poll(self) -> None:
-        """One receive, each message handled at once (``CommandWorker.handle``), then the next receive scheduled
-        (module docstring, "Receive"); errors counted and backed off, never raised."""
-        if not (self.alive and self.leading):
-            self._state = ""
-            return  # a standby receives nothing (``lead(True)`` receives again)
-        free = self._free()
-        if free <= 0:
-            self._state = "full"  # ``_pump`` receives again when a slot frees
-            return
-        self._state = ""  # polling: the queue's news of a visible message is read at the end
-        try:
-            messages = self.queue.receive(
-                min(MAX_MESSAGES_PER_RECEIVE, free), self.config.wait_seconds, self.config.visibility_timeout_seconds
-            )
-        except Exception:  # the consumer's loop survives every receive error (backs off, counts)
-            log.exception("receive failed")
-            self._count("receive_errors")
-            self._failures += 1
-            self._receive_at(self.kernel.t + receive_backoff_seconds(self._failures), "backoff")
-            return
-        self._failures = 0
-        for message in messages:
-            self.handle(message)
-        if self._free() <= 0:
-            self._state = "full"
-            return
-        now, visible = self.kernel.t, self.queue.next_visible()
-        end = now + (self.config.wait_seconds or self.poll_seconds)
-        self._receive_at(end if visible is None else min(end, max(now, visible)), "waiting")
-
-    def _free(self) -> int:
-        return self.config.max_in_flight - len(self.running) - len(self.waiting)
-
-    def _receive_at(self, when: float, state: str = "waiting") -> None:
-        """Receive at simulated second ``when``, or earlier when a receive is pending before it: one pending receive
-        per process (a stale one, of an earlier life or moved earlier, is cancelled)."""
-        wake = self._wake
-        if wake is not None:
-            if wake.at <= when:
-                return
-            wake.cancel()
-        self._state = state
-
-        def fire() -> None:
-            if self._wake is timer:
-                self._wake = None
-                self.poll()
-
-        self._wake = timer = self.kernel.at(when, f"agent:{self.name}:poll", fire)
-
-    def _visible(self, at: float) -> None:
-        """The queue's news (``listen``): a message visible at simulated second ``at``; a long poll waiting returns
-        then. Not while full, backing off or inside a receive (its end reads ``next_visible``)."""
-        if self._state == "waiting" and self.alive and self.leading:
-            self._receive_at(at)
-
-    def _pump(self) -> None:
-        """``DrainSlots._pump``; a slot freed while the bound was full receives again at once (as the loop's wait
-        for a free slot is woken by a job's end)."""
-        super()._pump()
-        if self._state == "full" and self.alive and self.leading and self._free() > 0:
-            self._receive_at(self.kernel.t)
 
     def handle(self, message: Mapping[str, Any]) -> None:
         self._guarded(lambda: self.worker.handle(message), str(message.get("MessageId")))
