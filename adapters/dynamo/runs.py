@@ -15,11 +15,6 @@ invalid (``ValidationException``; ``ValidationError`` in a transaction) raises t
 update): DynamoDB's TTL then deletes it, so finished runs do not pile up in the partition every tick reads. The
 deletion is lazy ("typically within a few days": DynamoDB Developer Guide, "Working with expired items"; until then
 an expired item still shows in reads and is billed), so ``list`` leaves out an item whose ``expires_at`` has passed.
-
-**Kept runs.** ``memo`` (``adapters.dynamo.run_memo``) keeps the item each save wrote and each read read, with its run:
-``get``, ``active`` and the refresher's snapshot (``adapters.dynamo.snapshot.read_state``) answer a read of exactly
-that item with that run instead of validating it again. A ``RunStore`` lives in a ``Deps``, so a warm execution
-environment keeps them.
 """
 
 from __future__ import annotations
@@ -28,7 +23,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from adapters.dynamo.run_memo import RunMemo
 from adapters.dynamo.table import AlsoPut, Attr, Table, Taking
 from core.exceptions import AwsRequestError, RunConflictError, RunRecordRefusedError
 from core.itemsize import item_bytes
@@ -60,7 +54,6 @@ class RunStore:
         self.table = table
         self.guard_bytes = guard_bytes
         self.retention_seconds = retention_seconds
-        self.memo = RunMemo()
 
     @staticmethod
     def sk(run_id: str) -> str:
@@ -111,11 +104,9 @@ class RunStore:
         take: Taking | None = None,
         also: Sequence[AlsoPut] = (),
     ) -> None:
-        sk = self.sk(run.run_id)
-        self.memo.forget(sk)  # whatever this write's outcome, what was kept may not be the item any more
         try:
             self.table.put(
-                sk,
+                self.sk(run.run_id),
                 item,
                 condition=condition,
                 conflict=RunConflictError,
@@ -128,7 +119,6 @@ class RunStore:
             if err.code not in VALIDATION_CODES:
                 raise
             raise RunRecordRefusedError(run.run_id, err.code, str(err), self.size(run.run_id, item)) from err
-        self.memo.saved({**item, **self.table.key(sk)}, run)
 
     def create(self, run: Run, fence: Lease | None = None, take: Taking | None = None) -> None:
         """Write a new run (version 0); with ``fence`` (the lease the run was started under) only while that lease
@@ -146,7 +136,7 @@ class RunStore:
     def get(self, run_id: str) -> Run | None:
         """The run ``run_id`` (consistent read), or None."""
         item = self.table.get(self.sk(run_id))
-        return None if item is None else self.memo.read(item)
+        return None if item is None else Run.model_validate(item)
 
     def save(
         self,
@@ -199,7 +189,6 @@ class RunStore:
         status = stop if run.status is RunStatus.RUNNING else run.status
         text = reason if run.status is RunStatus.RUNNING or not run.reason else f"{run.reason}; {reason}"
         text = text[:REFUSAL_REASON_CHARS]
-        self.memo.forget(self.sk(run.run_id))
         changes: dict[str, Any] = {"status": status, "reason": text, "waiting": "", "updated_at": now}
         if cancel:
             changes["cancel_requested"] = True
@@ -235,7 +224,7 @@ class RunStore:
         over = ~Attr("status").is_in(OVER)
         for item in self.table.query_range(PREFIX, PREFIX[:-1] + "$", consistent=True, keep=over):
             if RunStatus(item.get("status", "failed")).active:
-                return self.memo.read(item)
+                return Run.model_validate(item)
         return None
 
 

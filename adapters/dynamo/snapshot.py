@@ -24,7 +24,6 @@ from adapters.dynamo.node_memo import NodeRecordMemo
 from adapters.dynamo.nodes import MARK_SK, mark_time, mark_version
 from adapters.dynamo.nodes import PREFIX as NODE_PREFIX
 from adapters.dynamo.poller import PREFIX as POLL_PREFIX
-from adapters.dynamo.run_memo import RunMemo
 from adapters.dynamo.runs import PREFIX as RUN_PREFIX
 from adapters.dynamo.table import LOCK_SK, Attr, Table, plain
 from core.model import NodeRecord, fresh_by_mark, utcnow
@@ -55,11 +54,7 @@ class Snapshot:
 
 
 def read_snapshot(
-    table: Table,
-    max_age_seconds: float,
-    now: datetime | None = None,
-    memo: NodeRecordMemo | None = None,
-    runs: RunMemo | None = None,
+    table: Table, max_age_seconds: float, now: datetime | None = None, memo: NodeRecordMemo | None = None
 ) -> Snapshot:
     """Read the ``LOCK`` item, fresh membership and the active runs (module docstring): ``read_state`` then
     ``with_membership``, two Queries.
@@ -67,33 +62,30 @@ def read_snapshot(
     Raises:
         StoreUnavailableError: the read failed.
     """
-    return with_membership(read_state(table, runs), table, max_age_seconds, now, memo)
+    return with_membership(read_state(table), table, max_age_seconds, now, memo)
 
 
-def read_state(table: Table, runs: RunMemo | None = None) -> Snapshot:
+def read_state(table: Table) -> Snapshot:
     """The first half of ``read_snapshot``: the ``LOCK`` item, the pollers and the active runs, in one Query (no
     membership). An event handler that must find the active run first reads it with this, then completes the same
     read with ``with_membership`` for its pass (the ``LOCK`` item still read before the world).
-
-    ``runs``: the runs the execution environment kept (``RunStore.memo``, ``adapters.dynamo.run_memo``; None: each
-    item validated): an item exactly as kept is answered with its run, any other validated.
 
     Raises:
         StoreUnavailableError: the read failed.
     """
     keep = Attr("run_id").not_exists() | Attr("status").is_in(ACTIVE)  # every item but the runs that are over
     lock: dict[str, Any] | None = None
-    active: list[Run] = []
+    runs: list[Run] = []
     pollers: dict[str, tuple[str, float]] = {}
     for item in table.query_range(LOCK_SK, RUN_PREFIX[:-1] + "$", consistent=True, keep=keep):
         sk = str(item.get("sk", ""))
         if sk == LOCK_SK:
             lock = item
         elif sk.startswith(RUN_PREFIX):
-            active.append(Run.model_validate(item) if runs is None else runs.read(item))
+            runs.append(Run.model_validate(item))
         elif sk.startswith(POLL_PREFIX):
             pollers[sk[len(POLL_PREFIX) :]] = (str(item.get("invocation")), float(item.get("until") or 0))
-    return Snapshot(lock=lock, runs=active, pollers=pollers)
+    return Snapshot(lock=lock, runs=runs, pollers=pollers)
 
 
 def with_membership(

@@ -216,9 +216,7 @@ def advance_run(
                 )
             else:
                 # the run, the LOCK item and membership, before anything else the decision looks at
-                snapshot = read_snapshot(
-                    deps.store, settings.membership_max_age_seconds, deps.clock(), deps.memo, deps.runs.memo
-                )
+                snapshot = read_snapshot(deps.store, settings.membership_max_age_seconds, deps.clock(), deps.memo)
             active = snapshot.run(run_id)
             if active is None:
                 break  # over (or never started): the last state is read once below

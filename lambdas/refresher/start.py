@@ -95,7 +95,7 @@ def start(
     """
     invocation = invocation or new_invocation_id()
     now = deps.clock()
-    snapshot = read_snapshot(deps.store, deps.settings.membership_max_age_seconds, now, deps.memo, deps.runs.memo)
+    snapshot = read_snapshot(deps.store, deps.settings.membership_max_age_seconds, now, deps.memo)
     active = snapshot.run(None)
     if active is not None:
         logger.info(f"refresh asked while run {active.run_id} is active: advancing that one")
