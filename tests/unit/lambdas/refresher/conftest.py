@@ -11,9 +11,11 @@ import pytest
 
 import lambdas.refresher.decide as decide
 from core.runs import Run
+from lambdas.refresher.decide.context import Context, Decision
+from lambdas.refresher.decide.lifecycle import decide_pass
 
 
-class _Checked(decide.Context):
+class _Checked(Context):
     """A ``Context`` that keeps the run it was given and a deep copy of it."""
 
     def __init__(self, run: Run, *args: Any, **kwargs: Any) -> None:
@@ -23,10 +25,8 @@ class _Checked(decide.Context):
 
 @pytest.fixture(autouse=True)
 def _decisions_leave_the_run_read_as_it_was(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    original = decide.decide_pass
-
-    def checked(p: decide.Context) -> decide.Decision:
-        decision = original(p)
+    def checked(p: Context) -> Decision:
+        decision = decide_pass(p)
         if isinstance(p, _Checked):
             assert p.read == p.read_before, "a decision changed the run it read"
             assert [s.model_fields_set for s in p.read.steps] == [s.model_fields_set for s in p.read_before.steps]
