@@ -272,11 +272,13 @@ class RunStep(BaseModel):
 
 
 def _read_copy(step: RunStep) -> RunStep:
-    """What a read of a row made before hands out (``core.rowread.unpack``): a final step itself, shared between reads
-    (no code changes a step that is final: a decision changes only the steps its pass starts with not final, on its
-    ``Run.working_copy``, and a test holds every pass to it), any other a copy of its own (``RunStep.working_copy``).
-    A large run's rows are mostly final: copying them was about a third of reading a 1,000-step run."""
-    return step if step.state.final else step.working_copy()
+    """What a read of a row made before hands out (``core.rowread.unpack``): a step at rest (final, or pending with its
+    plan only: all a row holds of a step not final) itself, shared between reads (no code changes a step at rest in
+    place: a decision changes only the steps its pass starts with in flight, on its ``Run.working_copy``, and takes its
+    own copy of a pending step before it changes one, ``Context.own``; a test holds every pass to it), any other a
+    copy of its own (``RunStep.working_copy``). A large run's rows are mostly at rest: copying them was about a third
+    of reading a 1,000-step run, and most of it again while its steps were pending."""
+    return step if not step.state.in_flight else step.working_copy()
 
 
 class Run(BaseModel):
@@ -354,13 +356,14 @@ class Run(BaseModel):
     def working_copy(self) -> Run:
         """A copy a decision pass may change without changing this run (``lambdas.refresher.decide.context``): what
         ``model_copy(deep=True)`` gives, at a fraction of its cost (a generic deep copy walks every time and string
-        of every step: about 10 ms a pass for a 300-step run). Its steps not final and its groups are copied
+        of every step: about 10 ms a pass for a 300-step run). Its steps in flight and its groups are copied
         (``RunStep.working_copy``; a group holds only numbers and strings); ``options`` is frozen and shared, and so
-        are the final steps: a decision never changes a step that is final when the pass starts (every rule of
-        ``lambdas.refresher.decide`` moves a step that is not; a test holds each pass to it), and a large run's
-        steps are mostly final (copying them was a third of a 1,000-step run's pass)."""
+        are the steps at rest (final or pending): a decision never changes a step that is final when the pass starts
+        (every rule of ``lambdas.refresher.decide`` moves a step that is not), and copies a pending one before it
+        changes it (``Context.own``: a test holds each pass to both). A large run's steps are mostly at rest
+        (copying them was a third of a 1,000-step run's pass)."""
         copied = self.model_copy()
-        copied.__dict__["steps"] = [s if s.state.final else s.working_copy() for s in self.steps]
+        copied.__dict__["steps"] = [s.working_copy() if s.state.in_flight else s for s in self.steps]
         copied.__dict__["groups"] = [g.model_copy() for g in self.groups]
         return copied
 

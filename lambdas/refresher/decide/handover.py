@@ -49,6 +49,7 @@ def hand_over(p: Context, step: RunStep, to: RunStep, facts: GroupFacts) -> None
     """Terminate ``step``'s drained old instance without decrement and start ``to`` surging with its unit (no raise:
     ``raised`` unchanged). ``to``'s baseline is the group's instances now but ``step``'s, so Auto Scaling's
     replacement of it is a new instance to ``to`` (``Context.new_instances``)."""
+    to = p.own(to)  # a pending step: the run read's until this pass copies it
     step.state = StepState.TERMINATING
     step.intent_at = p.now
     step.handed_over_to = to.index
@@ -71,6 +72,7 @@ def take_back(p: Context, giver: RunStep, to: RunStep) -> bool:
     changed) once ``to`` has a spare or moved on: then the unit is its own."""
     if to.state not in (StepState.SURGING, StepState.UNDOING) or to.surge_instance_id is not None:
         return False
+    to = p.own(to)  # in flight: the pass's copy already
     giver.handed_over_to = None
     to.state = StepState.PENDING
     to.started_at = to.intent_at = None

@@ -67,7 +67,7 @@ def skip_pending(p: Context) -> None:
     if run.status.stopping:
         for step in run.steps:
             if step.state is StepState.PENDING:
-                p.finish_step(step, StepState.SKIPPED, f"run {run.status.value}")
+                p.finish_step(p.own(step), StepState.SKIPPED, f"run {run.status.value}")
 
 
 def finish_run(p: Context) -> None:

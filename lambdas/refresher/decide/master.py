@@ -12,6 +12,7 @@ from lambdas.refresher.select import masters_not_ready
 
 def start_master(p: Context, step: RunStep) -> None:
     """Start a master step while every master is Ready: drain it (masters are never surged)."""
+    step = p.own(step)  # a pending step: the run read's until this pass copies it
     facts = p.facts(step)
     if facts is None or not facts.has_live(step.instance_id):
         p.finish_step(step, StepState.SKIPPED, "no longer in its group")

@@ -112,6 +112,7 @@ def start_workers(p: Context, current: str, steps: list[RunStep]) -> None:
     if first is None or in_flight >= limit:
         return
     if facts is not None and group.raised == 0 and in_flight == 0 and group.max_raised_to is None:
+        first = p.own(first)  # a pending step: the run read's until this pass copies it
         if current in p.world.donors:
             what = f"{current} to give back the capacity it carries for a compensation"
             if not p.overdue(first, WaitDeadline.GROUP_QUIET, what):
@@ -124,6 +125,7 @@ def start_workers(p: Context, current: str, steps: list[RunStep]) -> None:
             break
         if step.state is not StepState.PENDING:
             continue
+        step = p.own(step)
         if facts is None or not facts.has_live(step.instance_id):
             p.finish_step(step, StepState.SKIPPED, "no longer in its group")
             continue

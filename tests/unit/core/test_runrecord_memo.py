@@ -47,19 +47,27 @@ def test_a_final_step_changed_in_place_is_packed_as_it_is_now() -> None:
     assert [s["index"] for s in again["steps"]] == [3]
 
 
-def test_reads_share_final_steps_and_each_has_its_own_other_steps() -> None:
-    # final steps never change (a decision changes only steps its pass starts with not final: test_final_steps.py),
-    # so reads of a row made before share them; a pending step, which a pass may move, is each read's own
+def test_reads_share_steps_at_rest() -> None:
+    # steps at rest are never changed in place (a decision changes only steps its pass starts with in flight, and
+    # copies a pending one first: ``Context.own``, test_final_steps.py), so reads of a row made before share them
     run = weekly_refresh(9, 6)
     item = run.to_item()
     one, two, three = read(item), read(item), read(item)
     assert one == two == three == run.at_rest()
     final = [i for i, s in enumerate(three.steps) if s.state.final]
     assert final == list(range(6))
-    assert all(two.steps[i] is three.steps[i] for i in final)
-    assert all(two.steps[i] is not three.steps[i] for i in range(6, 9))
-    two.steps[7].state = StepState.SURGING
-    two.steps[8].entered["surging"] = run.created_at
+    assert all(two.steps[i] is three.steps[i] for i in range(9))
+    assert all(three.steps[i].state is StepState.PENDING for i in range(6, 9))
+
+
+def test_reads_each_have_their_own_step_in_flight() -> None:
+    run = weekly_refresh(9, 6)
+    run.steps[6] = run.steps[6].model_copy(update={"state": StepState.SURGING})
+    item = run.to_item()
+    two, three = read(item), read(item)
+    assert two.steps[6] is not three.steps[6] and two.steps[6] == three.steps[6]
+    two.steps[6].waiting_since["spare_ready"] = run.created_at
+    two.steps[6].entered["surging"] = run.created_at
     assert read(item) == three == run.at_rest()
 
 

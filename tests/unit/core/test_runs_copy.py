@@ -65,16 +65,17 @@ def test_changing_the_copy_leaves_the_run_as_it_was() -> None:
     assert [s.model_fields_set for s in original.steps] == [s.model_fields_set for s in before.steps]
 
 
-def test_final_steps_are_shared_and_the_others_copied() -> None:
-    # a decision never changes a step final when its pass starts (tests/unit/lambdas/refresher/decide/
-    # test_final_steps.py): the copy shares those, and copies every step a pass may move
+def test_steps_at_rest_are_shared_and_those_in_flight_copied() -> None:
+    # a decision never changes a step final when its pass starts, and copies a pending one before it changes it
+    # (``Context.own``; tests/unit/lambdas/refresher/decide/test_final_steps.py): the copy shares those, and copies
+    # every step in flight
     original = run()
     original.steps[1] = original.steps[1].model_copy(update={"state": StepState.DONE})
     original.steps.append(original.steps[0].model_copy(update={"index": 2, "state": StepState.PENDING}))
     copied = original.working_copy()
     assert copied == original
-    assert copied.steps[1] is original.steps[1]
-    assert copied.steps[0] is not original.steps[0] and copied.steps[2] is not original.steps[2]
+    assert copied.steps[1] is original.steps[1] and copied.steps[2] is original.steps[2]
+    assert copied.steps[0] is not original.steps[0]
     assert copied.steps[0].waiting_since is not original.steps[0].waiting_since
 
 

@@ -1,0 +1,37 @@
+"""Every decision these tests make is held to leaving the run it read as it was: ``Run.working_copy`` shares the
+steps at rest with that run (and a warm environment hands them to its next pass), so a rule that changed a pending
+step without ``Context.own``, or a final one, would change the run as read too."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import lambdas.refresher.decide as decide
+from core.runs import Run
+from lambdas.refresher.decide.context import Context, Decision
+from lambdas.refresher.decide.lifecycle import decide_pass
+
+
+class _Checked(Context):
+    """A ``Context`` that keeps the run it was given and a deep copy of it."""
+
+    def __init__(self, run: Run, *args: Any, **kwargs: Any) -> None:
+        super().__init__(run, *args, **kwargs)
+        self.read, self.read_before = run, run.model_copy(deep=True)
+
+
+@pytest.fixture(autouse=True)
+def _decisions_leave_the_run_read_as_it_was(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    def checked(p: Context) -> Decision:
+        decision = decide_pass(p)
+        if isinstance(p, _Checked):
+            assert p.read == p.read_before, "a decision changed the run it read"
+            assert [s.model_fields_set for s in p.read.steps] == [s.model_fields_set for s in p.read_before.steps]
+        return decision
+
+    monkeypatch.setattr(decide, "Context", _Checked)
+    monkeypatch.setattr(decide, "decide_pass", checked)
+    yield

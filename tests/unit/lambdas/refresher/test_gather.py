@@ -1,0 +1,79 @@
+"""``read_groups``: an instance's facts are made once for what they hold and shared between passes (frozen), made
+anew when anything they hold changed; the memo is bounded."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from lambdas.refresher import gather
+from lambdas.refresher.gather import read_groups
+from lambdas.refresher.world import InstanceFacts
+
+CLUSTER = "demo"
+T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
+
+
+def instance(k: int, state: str = "InService", version: str | None = "3") -> dict[str, Any]:
+    out: dict[str, Any] = {"InstanceId": f"i-{k:017x}", "AvailabilityZone": "us-east-1a", "LifecycleState": state}
+    if version is not None:
+        out["LaunchTemplate"] = {"LaunchTemplateId": "lt-1", "Version": version}
+    return out
+
+
+class Aws:
+    """The two ports ``read_groups`` reads: one worker group of the instances given."""
+
+    def __init__(self, instances: list[dict[str, Any]], times: dict[str, datetime] | None = None) -> None:
+        self.instances, self.times = instances, times or {}
+
+    def cluster_groups(self, cluster: str) -> list[dict[str, Any]]:
+        return [
+            {
+                "AutoScalingGroupName": "nodes",
+                "MinSize": 1,
+                "MaxSize": 9,
+                "DesiredCapacity": len(self.instances),
+                "Tags": [{"Key": "KubernetesCluster", "Value": cluster}, {"Key": "k8s.io/role/node", "Value": "1"}],
+                "Instances": self.instances,
+            }
+        ]
+
+    def template_versions(self, ids: list[str]) -> dict[str, tuple[str, str]]:
+        return {}
+
+    def launch_times(self, ids: list[str]) -> dict[str, datetime]:
+        return {i: t for i, t in self.times.items() if i in ids}
+
+
+def facts(aws: Aws, launch: bool = False) -> tuple[InstanceFacts, ...]:
+    return read_groups(aws, aws, CLUSTER, with_launch_facts=launch)["nodes"].instances  # type: ignore[arg-type]
+
+
+def test_facts_are_shared_while_the_instance_is_as_it_was_and_made_anew_when_it_changed() -> None:
+    one = facts(Aws([instance(k) for k in range(5)]))
+    two = facts(Aws([instance(k) for k in range(4)] + [instance(4, state="Terminating")]))
+    assert all(a is b for a, b in zip(one[:4], two[:4], strict=True))
+    assert two[4] is not one[4]
+    assert two[4] == InstanceFacts("i-00000000000000004", "us-east-1a", "Terminating", "3")
+    assert one[0] == InstanceFacts("i-00000000000000000", "us-east-1a", "InService", "3")
+    assert facts(Aws([instance(0, version=None)]))[0].launch_template_version is None
+
+
+def test_a_launch_time_in_another_zone_is_not_the_same_facts() -> None:
+    iid = instance(0)["InstanceId"]
+    utc = facts(Aws([instance(0)], {iid: T0}), launch=True)[0]
+    other = T0.astimezone(timezone(timedelta(hours=1)))  # the same instant
+    shifted = facts(Aws([instance(0)], {iid: other}), launch=True)[0]
+    assert utc.launch_time == shifted.launch_time and utc is not shifted
+    assert shifted.launch_time is not None and shifted.launch_time.utcoffset() == timedelta(hours=1)
+
+
+def test_the_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gather, "_FACTS", {})
+    monkeypatch.setattr(gather, "MEMO_INSTANCES", 10)
+    for start in range(0, 50, 7):
+        facts(Aws([instance(k) for k in range(start, start + 7)]))
+        assert len(gather._FACTS) <= 10
