@@ -95,7 +95,10 @@ class AsgLookup:
         from the heap: what a resolve of all of them with that recheck would ask (the membership's confirmation,
         which lists no node). Sorted."""
         with self._lock:
-            return sorted(self._due(self._cache.keys(), self.clock(), recheck_seconds))
+            now = self.clock()
+            self._due((), now, recheck_seconds)  # brings the answers near their recheck up (``_near``)
+            cache = self._cache
+            return sorted(i for i in self._near if i in cache and self._stale(i, now, recheck_seconds))
 
     def retain(self, instance_ids: Iterable[str]) -> None:
         """Forget every cached instance not in ``instance_ids`` (after a full list: those have no node)."""
