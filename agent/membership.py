@@ -237,8 +237,10 @@ class MembershipReporter(WatchLoop):
                 if basis is not None and basis[2] != asg_name:  # detached, or the lookup failed before
                     written += self._report(basis[0], instance_id, asg_name, now)
         due, bases = self._due, self._basis
+        ripe = []  # taken first: an item refreshed now may be due again now (a TTL under two resyncs: age 0)
         while due and due[0][0] <= now:
-            at, instance_id = heapq.heappop(due)
+            ripe.append(heapq.heappop(due))
+        for at, instance_id in ripe:
             basis = bases.get(instance_id)
             if basis is not None and basis[3] == at:  # else written or forgotten since: an older entry
                 written += self._report(basis[0], instance_id, basis[2], now)

@@ -167,3 +167,40 @@ def test_relisting_more_often_than_the_mark_is_refused() -> None:
     assert AgentSettings.from_env(base).membership_relist_seconds == 600
     slow = AgentSettings.from_env({**base, "MEMBERSHIP_RESYNC_SECONDS": "900"})  # a setting kept from before
     assert MembershipReporter.from_settings(slow, MemoryNodes([]), None, None).relist_seconds == 900  # type: ignore[arg-type]
+
+
+class BoundedTable(CountingTable):
+    """The moto table; a PutItem past ``limit`` raises (a write loop fails the test instead of hanging it)."""
+
+    def __init__(self, real: Any, limit: int = 200) -> None:
+        super().__init__(real)
+        self.limit = limit
+
+    def put_item(self, **kwargs: Any) -> Any:
+        if len(self.puts) >= self.limit:
+            raise AssertionError(f"more than {self.limit} PutItem calls: a write loop")
+        return super().put_item(**kwargs)
+
+
+def test_a_ttl_under_two_resyncs_refreshes_each_item_once_a_confirmation(aws: Aws) -> None:
+    """A TTL shorter than two resyncs (valid: it only has to exceed one) makes every item due at each resync
+    (``refresh_age_seconds`` 0): each is written once per confirmation, not again and again at the same instant
+    (found by review: the item written now was due now again)."""
+    nodes = cluster_nodes(aws)
+    table = BoundedTable(aws.session.resource("dynamodb").Table("node-manager-state"))
+    clock = [NOW]
+    reporter = MembershipReporter(
+        MemoryNodes(nodes),
+        Store(table, CLUSTER),
+        AsgLookup(AutoScaling(aws.autoscaling), clock=lambda: 0.0),
+        60,
+        100,
+        clock=lambda: clock[0],
+        relist_seconds=600,
+    )
+    reporter.resync()
+    for _ in range(3):
+        table.puts.clear()
+        clock[0] += timedelta(seconds=60)
+        reporter.confirm()
+        assert sorted(table.puts) == sorted(["MEMBERSHIP", *(f"NODE#{n.instance_id}" for n in nodes)])
