@@ -130,6 +130,7 @@ class MembershipReporter(WatchLoop):
         # the mark's ``version`` (``adapters.dynamo.nodes``): this reporter's term and its NODE# changes so far
         self._term = term or uuid.uuid4().hex[:12]
         self._changes = 0
+        self._published = False  # a mark carried a version of this term
         self._ready: list[NodeRecord] = []  # written Ready, told to ``on_ready`` once the version says so
 
     @property
@@ -160,8 +161,12 @@ class MembershipReporter(WatchLoop):
 
     def new_term(self) -> None:
         """Read the items from the table again at the next list (a new leadership term, or after an error: another
-        leader may have written meanwhile)."""
+        leader may have written meanwhile), under a new term of the version once this one was published: a reader
+        that kept an answer at a version of the old term never takes it for the new term's (another leader may
+        have changed the items in between, and its versions are of its own term)."""
         self._seeded = False
+        if self._published:
+            self._term, self._changes, self._published = uuid.uuid4().hex[:12], 0, False
 
     def resync(self) -> str:
         """List the nodes a page at a time, refresh their ASGs, write the items that changed or are due
@@ -215,6 +220,7 @@ class MembershipReporter(WatchLoop):
         for instance_id in gone:
             self._forget(instance_id)
         self.store.put_membership_mark(listed_at, len(ids), self.ttl_seconds, version=self.version)
+        self._published = True
         self._announce()
         log.info("membership resync nodes=%d written=%d forgotten=%s", len(ids), written, gone)
         if self.on_resync is not None:
@@ -249,6 +255,7 @@ class MembershipReporter(WatchLoop):
             heapq.heapify(self._due)
         count = len(self._present)
         self.store.put_membership_mark(confirmed_at, count, self.ttl_seconds, version=self.version)
+        self._published = True
         self._announce()
         log.debug("membership confirmed nodes=%d written=%d", count, written)
         if self.on_resync is not None:
@@ -278,7 +285,7 @@ class MembershipReporter(WatchLoop):
     def _versioned(self) -> None:
         """After a write between two marks (the watch's): the mark's version set to this one, then the nodes it
         made Ready told (a reader a "Node Ready" report wakes finds the version changed, so it reads the item)."""
-        self.store.set_membership_version(self.version)
+        self._published |= self.store.set_membership_version(self.version)
         self._announce()
 
     def _announce(self) -> None:

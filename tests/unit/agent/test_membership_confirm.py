@@ -204,3 +204,18 @@ def test_a_ttl_under_two_resyncs_refreshes_each_item_once_a_confirmation(aws: Aw
         clock[0] += timedelta(seconds=60)
         reporter.confirm()
         assert sorted(table.puts) == sorted(["MEMBERSHIP", *(f"NODE#{n.instance_id}" for n in nodes)])
+
+
+def test_a_new_term_after_a_published_version_never_repeats_it(aws: Aws) -> None:
+    """Leadership lost and regained (or an error): the reporter reads the table again under a new term, so its first
+    mark never repeats a version it published before another leader's term (found by review)."""
+    clock, monotonic = [NOW], [0.0]
+    reporter, _, _ = reporter_on(aws, cluster_nodes(aws), clock, monotonic)
+    reporter.new_term()  # run()'s start: nothing published yet, the term stays
+    reporter.resync()
+    before = aws.store.get("MEMBERSHIP")["version"]
+    reporter.new_term()
+    advance(clock, monotonic, 60)
+    reporter.resync()  # nothing changed in the cluster
+    after = aws.store.get("MEMBERSHIP")["version"]
+    assert after != before and after.endswith(":0")
