@@ -57,7 +57,7 @@ from pydantic import ValidationError
 
 from adapters.dynamo import ledger as ledger_store
 from adapters.dynamo import poller as poller_store
-from adapters.dynamo.snapshot import Snapshot, read_snapshot, with_membership
+from adapters.dynamo.snapshot import Snapshot, read_state, with_membership
 from core.exceptions import LockHeldError, LockLostError, RunConflictError, RunRecordRefusedError, StoreUnavailableError
 from core.ledger import DonorState
 from core.lock import Lease, describe, renewable_by, valid_holder
@@ -215,8 +215,14 @@ def advance_run(
                     None,
                 )
             else:
-                # the run, the LOCK item and membership, before anything else the decision looks at
-                snapshot = read_snapshot(deps.store, settings.membership_max_age_seconds, deps.clock(), deps.memo)
+                # the run and the LOCK item, then membership only when the run is active (a tick with no run, every
+                # 5 minutes of the week but a refresh's hours, reads no NODE# item), before anything else the
+                # decision looks at
+                snapshot = read_state(deps.store)
+                if snapshot.run(run_id) is not None:
+                    snapshot = with_membership(
+                        snapshot, deps.store, settings.membership_max_age_seconds, deps.clock(), deps.memo
+                    )
             active = snapshot.run(run_id)
             if active is None:
                 break  # over (or never started): the last state is read once below

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import adapters.dynamo.snapshot as snapshot_module
 import lambdas.refresher.advance as advance
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.poller import poll_sk
@@ -365,3 +366,24 @@ def test_only_a_pass_of_drains_alone_that_ends_the_invocation_passes_the_lock_in
     assert not passing(Decision(pausing, [SaveRun(pausing), _drain()]))
     # more drains than one transaction records with the save: their CMD# items are written apart, under the lease
     assert not passing(Decision(r, [SaveRun(r), *(_drain(i) for i in range(99))]))
+
+
+def test_a_tick_with_no_active_run_reads_no_membership(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tick runs every 5 minutes of the week, a run only during a refresh: with none active, the pass reads the
+    LOCK item and the runs (one Query) and stops, without the NODE# items (a Query of every node, and at 1,000 nodes
+    most of an idle tick's time in the simulation)."""
+    read = []
+    real = snapshot_module.with_membership
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        read.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(advance, "with_membership", recorded)
+    monkeypatch.setattr(snapshot_module, "with_membership", recorded)  # however a pass reaches it
+    assert advance.advance_run(cluster.new_deps(), None, 0.05, "tick")["status"] == "idle"
+    assert read == []
+    deps = cluster.new_deps()
+    deps.runs.create(surging_run(cluster.instances()[0]))
+    advance.advance_run(cluster.new_deps(), None, 0.05, "tick")
+    assert read  # an active run's pass reads membership
