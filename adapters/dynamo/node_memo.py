@@ -67,6 +67,9 @@ class _Entry:
     values: tuple[Any, ...]  # the item's ``FIELDS`` (``_ABSENT`` where it had none), containers copied
     types: tuple[type, ...]
     deep: tuple[int, ...]  # the positions whose values equality and type alone do not pin down
+    # of those, each one holding a list of values of ``_EXACT_BY_EQUALITY`` types (``roles``): its elements' types,
+    # compared at once (the list equal, its elements of those types: the same list); None: looked at value by value
+    flat: tuple[tuple[int, tuple[type, ...]], ...] | None
     record: NodeRecord
 
 
@@ -162,12 +165,19 @@ def _entry(values: tuple[Any, ...], record: NodeRecord) -> _Entry:
         for at, kind in enumerate(types)
         if kind not in _EXACT_BY_EQUALITY and not (kind in (list, dict) and not copied[at])
     )
-    return _Entry(values=copied, types=types, deep=deep, record=record)
+    flat = tuple(
+        (at, tuple(map(type, copied[at])))
+        for at in deep
+        if types[at] is list and all(type(inner) in _EXACT_BY_EQUALITY for inner in copied[at])
+    )
+    return _Entry(values=copied, types=types, deep=deep, record=record, flat=flat if len(flat) == len(deep) else None)
 
 
 def _same_deep(entry: _Entry, values: tuple[Any, ...]) -> bool:
     """With ``entry.values == values`` and the same types: whether the values ``entry.deep`` names are the same
     all the way down too."""
+    if entry.flat is not None:  # lists of plain values only: their elements' types, in C
+        return all(tuple(map(type, values[at])) == kinds for at, kinds in entry.flat)
     return all(_same_value(entry.values[at], values[at]) for at in entry.deep)
 
 

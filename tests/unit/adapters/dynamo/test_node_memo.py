@@ -195,3 +195,25 @@ def test_the_record_reads_nothing_but_its_own_fields() -> None:
     assert all(f.alias is None and f.validation_alias is None for f in NodeRecord.model_fields.values())
     assert not NodeRecord.__pydantic_decorators__.model_validators
     assert set(FIELDS) == set(NodeRecord.model_fields) - {"confirmed_at"}
+
+
+class Role(str):
+    """A string subclass: equal to the plain string, not of its type."""
+
+
+def test_a_list_element_equal_but_of_another_type_is_validated_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The roles list is compared by its elements' types at once (a list of plain values): an element retyped to an
+    equal value of another type is not taken for the one the record was validated from."""
+    validated: list[Any] = []
+    real = NodeRecord.model_validate.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(
+        NodeRecord, "model_validate", classmethod(lambda cls, obj: validated.append(obj) or real(cls, obj))
+    )
+    memo = NodeRecordMemo()
+    read(memo, [item(1, roles=["node", "spot"])])
+    read(memo, [item(1, roles=["node", "spot"])])
+    assert len(validated) == 1  # the same list: answered from the memo
+    read(memo, [item(1, roles=["node", Role("spot")])])
+    assert len(validated) == 2
+    _, refused = memo.records([item(1, roles=[["node"]])], MARK)  # a nested list: refused, as validated
+    assert len(validated) == 3 and [r.sk for r in refused] == ["NODE#i-00000000000000001"]
