@@ -63,6 +63,9 @@ class GatherMemo:
     nodes: NodeRecordMemo = field(default_factory=NodeRecordMemo)
     instances: dict[InstanceKey, Instance] = field(default_factory=dict)
     runs: dict[str, tuple[Mapping[str, Any], Run, frozenset[str]]] = field(default_factory=dict)
+    # the membership records last read (the list ``nodes`` answered, shared and never changed) by instance id: a tick
+    # answered the same list (the mark's version unchanged) copies the map instead of keying a thousand records
+    keyed: tuple[list[NodeRecord], dict[str, NodeRecord]] | None = None
 
 
 class GatherDeps(Protocol):
@@ -96,7 +99,6 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     settings = deps.settings
     groups: dict[str, Group] = {}
     ledgers = {}
-    nodes: dict[str, NodeRecord] = {}
     commands = {}
     protected: set[str] = set()
     runs: list[Run] = []
@@ -163,8 +165,10 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     for bad in refused:
         logger.warning(f"unreadable item {bad.sk} ignored", extra={"error": str(bad.error)})
         deps.telemetry.count_by("Skipped", "reason", "unreadable_item")
-    for record in records:
-        nodes[record.instance_id] = record
+    keyed = deps.memo.keyed
+    if keyed is None or keyed[0] is not records:  # not the list the last tick keyed (``NodeRecordMemo.reused``)
+        keyed = deps.memo.keyed = (records, {record.instance_id: record for record in records})
+    nodes = dict(keyed[1])
     if not fresh_by_mark(mark, now, max_age):  # a fresh mark makes every record it confirms fresh
         nodes = {iid: record for iid, record in nodes.items() if record.fresh(now, max_age)}
     unregistered = []

@@ -129,3 +129,21 @@ def test_an_unchanged_run_item_is_not_made_again_and_a_saved_one_is(deps: Deps) 
 
     runs.save(after.active_runs[0].model_copy(update={"status": RunStatus.SUCCEEDED}))
     assert gather(deps, now).active_runs == () and deps.memo.runs == {}  # a run over: not read, not kept
+
+
+def test_the_records_keyed_by_instance_follow_the_membership_read(deps: Deps) -> None:
+    """A tick answered the membership it read last (the mark's version unchanged) keys it no more; a changed version
+    keys the new read; each tick's map is its own (a change to one is not the next tick's)."""
+    ids = register_all(deps)
+    now = utcnow()
+    deps.store.put_membership_mark(now, len(ids), 600, version="t:1")
+    first = gather(deps, now)
+    keyed = deps.memo.keyed
+    assert keyed is not None and set(keyed[1]) == set(ids)
+    first.nodes.pop(ids[0])
+    again = gather(deps, now + timedelta(seconds=1))
+    assert deps.memo.keyed is keyed and set(again.nodes) == set(ids)  # the same read, keyed once
+    deps.store.put_node(NodeRecord(instance_id=ids[0], node_name="renamed", ready=True, reported_at=now), 7200)
+    deps.store.put_membership_mark(now, len(ids), 600, version="t:2")
+    changed = gather(deps, now + timedelta(seconds=2))
+    assert deps.memo.keyed is not keyed and changed.nodes[ids[0]].node_name == "renamed"
