@@ -23,7 +23,9 @@ The mark also carries the reporter's ``version`` of the ``NODE#`` items (a term 
 the items it created, changed or deleted; a refresh of an unchanged item is not counted): a Lambda that finds the
 version it read last answers the records it read then instead of reading them again
 (``adapters.dynamo.nodes.read_membership``). A change made by the watch between two resyncs sets the mark's version
-at once (``set_membership_version``).
+at once (``set_membership_version``). With the version the mark lists the reporter's last ``JOURNAL_CHANGES``
+changes (``changes``: each one's number and item key), so a reader a few changes behind reads only those items
+(``NodeRecordMemo.patched``).
 
 A record written Ready over one NotReady or absent is told to ``on_ready`` (``agent.ready``: the "Node Ready" event
 that wakes a refresh run waiting for the node) once the mark's version covers its write, so the run that report
@@ -46,11 +48,14 @@ from __future__ import annotations
 import heapq
 import logging
 import uuid
+from collections import deque
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from adapters.aws.ports import GroupReader
+from adapters.dynamo.node_memo import Change
+from adapters.dynamo.nodes import JOURNAL_CHANGES, node_sk
 from adapters.dynamo.store import Store
 from agent.asglookup import AsgLookup
 from agent.kube.views import NodeView
@@ -132,6 +137,8 @@ class MembershipReporter(WatchLoop):
         self._changes = 0
         self._published = False  # a mark carried a version of this term
         self._ready: list[NodeRecord] = []  # written Ready, told to ``on_ready`` once the version says so
+        # the last changes counted in the version, as the mark lists them (``adapters.dynamo.nodes``, ``changes``)
+        self._journal: deque[Change] = deque(maxlen=JOURNAL_CHANGES)
 
     @property
     def version(self) -> str:
@@ -167,6 +174,7 @@ class MembershipReporter(WatchLoop):
         self._seeded = False
         if self._published:
             self._term, self._changes, self._published = uuid.uuid4().hex[:12], 0, False
+            self._journal.clear()  # the new term's changes only
 
     def resync(self) -> str:
         """List the nodes a page at a time, refresh their ASGs, write the items that changed or are due
@@ -219,7 +227,9 @@ class MembershipReporter(WatchLoop):
         gone = sorted(instances_to_forget(recorded, present, listed_at))
         for instance_id in gone:
             self._forget(instance_id)
-        self.store.put_membership_mark(listed_at, len(ids), self.ttl_seconds, version=self.version)
+        self.store.put_membership_mark(
+            listed_at, len(ids), self.ttl_seconds, version=self.version, changes=self._journal
+        )
         self._published = True
         self._announce()
         log.info("membership resync nodes=%d written=%d forgotten=%s", len(ids), written, gone)
@@ -254,7 +264,9 @@ class MembershipReporter(WatchLoop):
             self._due = [(basis[3], instance_id) for instance_id, basis in bases.items()]
             heapq.heapify(self._due)
         count = len(self._present)
-        self.store.put_membership_mark(confirmed_at, count, self.ttl_seconds, version=self.version)
+        self.store.put_membership_mark(
+            confirmed_at, count, self.ttl_seconds, version=self.version, changes=self._journal
+        )
         self._published = True
         self._announce()
         log.debug("membership confirmed nodes=%d written=%d", count, written)
@@ -285,7 +297,7 @@ class MembershipReporter(WatchLoop):
     def _versioned(self) -> None:
         """After a write between two marks (the watch's): the mark's version set to this one, then the nodes it
         made Ready told (a reader a "Node Ready" report wakes finds the version changed, so it reads the item)."""
-        self._published |= self.store.set_membership_version(self.version)
+        self._published |= self.store.set_membership_version(self.version, changes=self._journal)
         self._announce()
 
     def _announce(self) -> None:
@@ -332,6 +344,7 @@ class MembershipReporter(WatchLoop):
         previous = self._written.get(record.instance_id)
         if previous is None or not same_content(previous, record):
             self._changes += 1  # before the call: a write that reached the table, then failed, changes it too
+            self._journal.append((self._changes, node_sk(record.instance_id)))
         self.store.put_node(record, self.ttl_seconds)
         self._written[record.instance_id] = record
         self._basis.pop(record.instance_id, None)  # compared against the item it replaces (``_report`` sets it anew)
@@ -341,6 +354,7 @@ class MembershipReporter(WatchLoop):
     def _forget(self, instance_id: str) -> None:
         self._present.discard(instance_id)
         self._changes += 1
+        self._journal.append((self._changes, node_sk(instance_id)))
         self.store.delete_node(instance_id)
         self._written.pop(instance_id, None)
         self._basis.pop(instance_id, None)

@@ -25,13 +25,22 @@ or deletes, so that read would have returned the same records but for the times 
 (why that is safe: ``adapters.dynamo.nodes``); ``REUSE_SECONDS`` bounds what the version does not see (a TTL
 deletion, a write by anything but the agent, a crash between a change and the mark).
 
+A read whose version is a later one of the same term can often do without matching every ``NODE#`` item too: the
+mark lists the agent's last changes (``adapters.dynamo.nodes``, ``changes``: each change's number and the sort key of
+the item it wrote or deleted). When they cover every change since the version the memo's answer is at, ``patched``
+reads only those items (``fetch``: a GetItem each, or the items a Query answered anyway) and applies them to that
+answer: each one's record validated in place of its old one, an item gone dropped, the rest shared. That is the
+answer a full read would give but for the times of items refreshed unchanged meanwhile, as for ``reused``; and
+``REUSE_SECONDS`` counts from the last full read, patched or not, so what no version sees is read again as often as
+before.
+
 The memo lives in the reader's ``Deps`` (one per execution environment, like ``hooks_seen``); a warm Lambda keeps
 it, a cold start begins empty. Pure: no I/O; times are the caller's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -43,6 +52,10 @@ from core.model import NodeRecord
 
 CONFIRMED_AT = "confirmed_at"  # a reader's field of ``NodeRecord`` (the mark's time), never stored by the agent
 FIELDS = tuple(name for name in NodeRecord.model_fields if name != CONFIRMED_AT)  # what a validation reads
+# one of the agent's changes as the mark lists it: its number in the version's count, the sort key of the item
+Change = tuple[int, str]
+# the items of some sort keys, read now (a key absent from the answer, or None: no such item)
+Fetch = Callable[[list[str]], Mapping[str, Mapping[str, Any] | None]]
 _ABSENT = object()  # a field the item does not have (not the same as one holding None: ``ready: None`` is refused)
 _ABSENTS = (_ABSENT,) * len(FIELDS)
 # types whose equal values of the same type are the same value (floats and Decimals are also compared by ``repr``:
@@ -81,7 +94,10 @@ class NodeRecordMemo:
         # the last read's answer, the mark's version read before it and when it was read; None: not to be reused
         self._last: tuple[list[NodeRecord], list[Refused]] | None = None
         self._version: str | None = None
-        self._read_at: datetime | None = None
+        self._read_at: datetime | None = None  # the last full read's (``patched`` keeps it)
+        # the last answer by sort key, in the Query's order (``patched`` changes copies of them)
+        self._by_sk: dict[str, NodeRecord] = {}
+        self._refused_by_sk: dict[str, Refused] = {}
 
     def reused(self, version: str | None, now: datetime) -> tuple[list[NodeRecord], list[Refused]] | None:
         """The last read's records and refused items when it carried ``version`` (not None) and was made less than
@@ -91,6 +107,52 @@ class NodeRecordMemo:
             return None
         if not 0 <= (now - self._read_at).total_seconds() < REUSE_SECONDS:
             return None
+        return self._last
+
+    def patched(
+        self, version: str | None, changes: Sequence[Change] | None, now: datetime, fetch: Fetch
+    ) -> tuple[list[NodeRecord], list[Refused]] | None:
+        """The last answer with the items the agent changed since read by ``fetch`` and applied (module docstring),
+        when ``version`` is a later one of the same term as the answer's, ``changes`` (the mark's,
+        ``adapters.dynamo.nodes.mark_changes``) hold every change number after the answer's up to ``version``'s, in
+        order, and the last full read was less than ``REUSE_SECONDS`` before ``now``; None otherwise (nothing
+        fetched): read every item. A changed item that does not validate is refused as a full read would refuse it.
+        The lists are shared: never change them.
+
+        Raises what ``fetch`` raises (``StoreUnavailableError``).
+        """
+        last, read_at = self._last, self._read_at
+        if version is None or changes is None or last is None or read_at is None or self._version is None:
+            return None
+        if not 0 <= (now - read_at).total_seconds() < REUSE_SECONDS:
+            return None
+        span = _span(self._version, version)
+        if span is None:
+            return None
+        todo = [change for change in changes if change[0] > span[0]]
+        if [change[0] for change in todo] != list(range(span[0] + 1, span[1] + 1)):
+            return None  # a change the mark no longer lists (or lists twice): read the items
+        keys = list(dict.fromkeys(sk for _, sk in todo))
+        found = fetch(keys)
+        if any(CONFIRMED_AT in item for item in found.values() if item is not None):
+            return None  # an item the agent never writes: as a full read, nothing kept
+        records, refused = dict(self._by_sk), dict(self._refused_by_sk)
+        added = False
+        for sk in keys:
+            records.pop(sk, None)
+            refused.pop(sk, None)
+            item = found.get(sk)
+            if item is None:
+                continue
+            added = True
+            try:
+                records[sk] = NodeRecord.model_validate(item)
+            except ValidationError as err:
+                refused[sk] = Refused(sk, err)
+        if added:  # in the Query's order (sort keys, ASCII)
+            records, refused = dict(sorted(records.items())), dict(sorted(refused.items()))
+        self._by_sk, self._refused_by_sk = records, refused
+        self._last, self._version = (list(records.values()), list(refused.values())), version
         return self._last
 
     def __len__(self) -> int:
@@ -123,6 +185,7 @@ class NodeRecordMemo:
         kept: dict[str, _Entry] = {}
         records: list[NodeRecord] = []
         refused: list[Refused] = []
+        by_sk: dict[str, NodeRecord] = {}
         entries = self._entries
         marked = False  # an item carrying ``confirmed_at``: its record is the mark's too, never reused
         for item in items:
@@ -138,6 +201,7 @@ class NodeRecordMemo:
             ):
                 kept[sk] = entry
                 records.append(entry.record)
+                by_sk[sk] = entry.record
                 continue
             try:
                 if CONFIRMED_AT in item:
@@ -150,11 +214,23 @@ class NodeRecordMemo:
                 continue
             kept[sk] = _entry(values, record)
             records.append(record)
+            by_sk[sk] = record
         self._entries = kept
         reusable = version is not None and now is not None and not marked
         self._last = (records, refused) if reusable else None
         self._version, self._read_at = (version, now) if reusable else (None, None)
+        self._by_sk, self._refused_by_sk = by_sk, {bad.sk: bad for bad in refused}
         return records, refused
+
+
+def _span(old: str, new: str) -> tuple[int, int] | None:
+    """``(k, n)`` when ``old`` is ``<term>:<k>`` and ``new`` the same term's ``<n>``, ``n > k``; else None. Pure."""
+    old_term, _, old_count = old.rpartition(":")
+    term, _, count = new.rpartition(":")
+    if term != old_term or not (old_count.isdecimal() and count.isdecimal()):
+        return None
+    k, n = int(old_count), int(count)
+    return (k, n) if n > k else None
 
 
 def _entry(values: tuple[Any, ...], record: NodeRecord) -> _Entry:

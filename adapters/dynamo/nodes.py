@@ -7,7 +7,8 @@ Each ``NODE#`` item is a ``core.model.NodeRecord`` (instance id, node name, ASG,
 the mark::
 
     {"pk": "CLUSTER#<cluster>#AGENT", "sk": "MEMBERSHIP", "reported_at": "<ISO 8601 UTC>", "nodes": 2001,
-     "version": "<term>:<changes>", "expires_at": <epoch seconds>}
+     "version": "<term>:<changes>", "expires_at": <epoch seconds>,
+     "changes": [{"seq": <n>, "sk": "NODE#<instance-id>"}, {"seq": <n + 1>, "sk": "NODE#<instance-id>"}, ...]}
 
 ``reported_at`` of the mark is when the agent last confirmed every ``NODE#`` item against its view of the nodes (a
 list, or its watch's view since the last list: ``agent.membership_loop``; items of nodes gone deleted, changed ones
@@ -29,21 +30,32 @@ not refreshing items either (an older time can only make a record count as stale
 (a TTL deletion, a write by anything but the agent, a crash between a change and the mark) is bounded by
 ``node_memo.REUSE_SECONDS``, after which a reader reads the items again. A mark without a version (an agent before it)
 is never reused.
+
+``changes`` lists the agent's last ``JOURNAL_CHANGES`` changes (oldest first), each with its number in the version's
+count and the sort key of the item it wrote or deleted: a reader whose last answer is at an earlier version of the same
+term, with every change since listed, reads and applies only those items instead of matching every one
+(``NodeRecordMemo.patched``: the replenisher a GetItem each, the refresher from the Query it reads anyway; at 1,000
+nodes both matched a thousand items against their memo whenever one node changed). The list keeps the mark within
+1 KB (one write unit). A list that does not parse (not written by this agent, or by an older one) is no list: the
+items are read.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import datetime
+from typing import Any
 
 from pydantic import ValidationError
 
-from adapters.dynamo.node_memo import NodeRecordMemo, Refused
+from adapters.dynamo.node_memo import Change, NodeRecordMemo, Refused
 from adapters.dynamo.table import Attr, Table
 from core.exceptions import ConflictError
 from core.model import NodeRecord, as_utc, to_epoch, utcnow
 
 PREFIX = "NODE#"
 MARK_SK = "MEMBERSHIP"
+JOURNAL_CHANGES = 16  # the agent's last changes the mark lists (module docstring)
 
 
 def node_sk(instance_id: str) -> str:
@@ -67,20 +79,39 @@ def mark_version(item: dict[str, object] | None) -> str | None:
     return version if isinstance(version, str) and version else None
 
 
+def mark_changes(item: Mapping[str, Any] | None) -> list[Change] | None:
+    """``changes`` of a ``MEMBERSHIP`` item (plain values) as ``(number, sort key)``, oldest first; None when there is
+    none or any entry is not one the agent writes (an int and a ``NODE#`` key). Pure."""
+    raw = (item or {}).get("changes")
+    if not isinstance(raw, list):
+        return None
+    out: list[Change] = []
+    for entry in raw:
+        if not isinstance(entry, Mapping):
+            return None
+        seq, sk = entry.get("seq"), entry.get("sk")
+        if type(seq) is not int or not isinstance(sk, str) or not sk.startswith(PREFIX):
+            return None
+        out.append((seq, sk))
+    return out
+
+
 def read_membership(
     table: Table, memo: NodeRecordMemo, now: datetime
 ) -> tuple[datetime | None, list[NodeRecord], list[Refused]]:
     """The mark's time, the records of the ``NODE#`` items and the items that are not records (``memo.records``):
     a consistent GetItem of the mark, then, unless ``memo`` answers for the version it carries
-    (``NodeRecordMemo.reused``), a consistent Query of the ``NODE#`` items. The mark is read first, so a version
-    remembered is never newer than the items read with it.
+    (``NodeRecordMemo.reused``, or ``patched`` with the changes it lists), a consistent Query of the ``NODE#`` items.
+    The mark is read first, so a version remembered is never newer than the items read with it.
 
     Raises:
         StoreUnavailableError: a read failed.
     """
     mark_item = table.get(MARK_SK, consistent=True)
     mark, version = mark_time(mark_item), mark_version(mark_item)
-    reused = memo.reused(version, now)
+    reused = memo.reused(version, now) or memo.patched(
+        version, mark_changes(mark_item), now, lambda keys: {sk: table.get(sk, consistent=True) for sk in keys}
+    )
     if reused is not None:
         return mark, *reused
     items = table.query_prefix(PREFIX, consistent=True, convert=False)
@@ -106,10 +137,16 @@ class NodeItems(Table):
         self.delete(node_sk(instance_id))
 
     def put_membership_mark(
-        self, confirmed_at: datetime, nodes: int, ttl_seconds: int, version: str | None = None
+        self,
+        confirmed_at: datetime,
+        nodes: int,
+        ttl_seconds: int,
+        version: str | None = None,
+        changes: Iterable[Change] | None = None,
     ) -> None:
-        """Mark every ``NODE#`` item confirmed as of ``confirmed_at``, with the writer's ``version`` of them (one
-        PutItem; shape in the module docstring)."""
+        """Mark every ``NODE#`` item confirmed as of ``confirmed_at``, with the writer's ``version`` of them and its
+        last ``changes`` (``(number, sort key)``, oldest first; one PutItem; shape in the module
+        docstring)."""
         item: dict[str, object] = {
             "reported_at": confirmed_at.isoformat(),
             "nodes": nodes,
@@ -117,18 +154,23 @@ class NodeItems(Table):
         }
         if version is not None:
             item["version"] = version
+        if changes is not None:
+            item["changes"] = _listed(changes)
         self.put(MARK_SK, item)
 
-    def set_membership_version(self, version: str) -> bool:
-        """Set the mark's ``version`` after ``NODE#`` writes made between two marks (the watch's), leaving its time
-        as it is (one UpdateItem). False, and nothing written, when there is no mark yet (its first resync writes
-        one).
+    def set_membership_version(self, version: str, changes: Iterable[Change] | None = None) -> bool:
+        """Set the mark's ``version`` (and ``changes``, as ``put_membership_mark``) after ``NODE#`` writes made
+        between two marks (the watch's), leaving its time as it is (one UpdateItem). False, and nothing written,
+        when there is no mark yet (its first resync writes one).
 
         Raises:
             StoreUnavailableError: the write failed.
         """
+        values: dict[str, Any] = {"version": version}
+        if changes is not None:
+            values["changes"] = _listed(changes)
         try:
-            self.update(MARK_SK, {"version": version}, condition=Attr("pk").exists())
+            self.update(MARK_SK, values, condition=Attr("pk").exists())
         except ConflictError:
             return False
         return True
@@ -164,3 +206,7 @@ class NodeItems(Table):
             except ValidationError:
                 continue
         return records
+
+
+def _listed(changes: Iterable[Change]) -> list[dict[str, Any]]:
+    return [{"seq": seq, "sk": sk} for seq, sk in changes]

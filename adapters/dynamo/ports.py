@@ -8,10 +8,11 @@ implementation (a simulation, a test double) satisfies them without boto3.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any, Protocol
 
+from adapters.dynamo.node_memo import Change
 from core.detach import DetachState
 from core.lock import Lease
 from core.model import Command, CommandStatus, NodeRecord
@@ -87,10 +88,15 @@ class NodeStore(Protocol):
     def list_nodes(self, max_age_seconds: float, now: datetime | None = None) -> list[NodeRecord]: ...
 
     def put_membership_mark(
-        self, confirmed_at: datetime, nodes: int, ttl_seconds: int, version: str | None = None
+        self,
+        confirmed_at: datetime,
+        nodes: int,
+        ttl_seconds: int,
+        version: str | None = None,
+        changes: Iterable[Change] | None = None,
     ) -> None: ...
 
-    def set_membership_version(self, version: str) -> bool: ...
+    def set_membership_version(self, version: str, changes: Iterable[Change] | None = None) -> bool: ...
 
     def membership_mark(self) -> datetime | None: ...
 

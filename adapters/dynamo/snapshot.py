@@ -20,8 +20,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from adapters.dynamo.node_memo import NodeRecordMemo
-from adapters.dynamo.nodes import MARK_SK, mark_time, mark_version
+from adapters.dynamo.node_memo import Change, NodeRecordMemo
+from adapters.dynamo.nodes import MARK_SK, mark_changes, mark_time, mark_version
 from adapters.dynamo.nodes import PREFIX as NODE_PREFIX
 from adapters.dynamo.poller import PREFIX as POLL_PREFIX
 from adapters.dynamo.runs import PREFIX as RUN_PREFIX
@@ -100,9 +100,11 @@ def with_membership(
     new one, every item validated); the records carry no ``confirmed_at`` (fresh by the mark or their own time).
 
     The ``MEMBERSHIP`` mark sorts before the ``NODE#`` items, so the Query reads it first: when its version is the
-    one ``memo`` kept a read at (``NodeRecordMemo.reused``), that read's records are the answer and the items the
-    Query returned are not matched again (the same call either way; what ``read_membership`` saves in reads, this
-    saves in CPU: matching a thousand items against the memo on every pass).
+    one ``memo`` kept a read at (``NodeRecordMemo.reused``), or a later one whose changes the mark lists
+    (``NodeRecordMemo.patched``: the changed items taken from the Query's answer), that read's records (patched)
+    are the answer and the other items the Query returned are not matched again (the same call either way; what
+    ``read_membership`` saves in reads, this saves in CPU: matching a thousand items against the memo on every
+    pass).
 
     Raises:
         StoreUnavailableError: the read failed.
@@ -110,19 +112,26 @@ def with_membership(
     now = now or utcnow()
     mark: datetime | None = None
     version: str | None = None
+    changes: list[Change] | None = None
     nodes: list[dict[str, Any]] = []  # as the table answered them: validated unconverted (``NodeRecord.confirmed``)
     for item in table.query_range(MARK_SK, NODE_PREFIX[:-1] + "$", consistent=True, convert=False):
         sk = str(item.get("sk", ""))
         if sk == MARK_SK:
             read = plain(item)
-            mark, version = mark_time(read), mark_version(read)
+            mark, version, changes = mark_time(read), mark_version(read), mark_changes(read)
         elif sk.startswith(NODE_PREFIX):
             nodes.append(item)
     memo = NodeRecordMemo() if memo is None else memo  # (an empty memo is falsy: it has a length)
-    reused = memo.reused(version, now)
+    reused = memo.reused(version, now) or memo.patched(version, changes, now, lambda keys: _picked(nodes, keys))
     # an unreadable item: the agent writes it again
     records = reused[0] if reused is not None else memo.records(nodes, mark, version=version, now=now)[0]
     if fresh_by_mark(mark, now, max_age_seconds):  # every record it confirms is fresh
         return replace(state, nodes=records)
     fresh = [r for r in records if r.fresh(now, max_age_seconds)]  # by its own write: the mark is not fresh
     return replace(state, nodes=fresh)
+
+
+def _picked(items: list[dict[str, Any]], keys: list[str]) -> dict[str, dict[str, Any]]:
+    """The items of ``items`` whose sort key is one of ``keys`` (a key with no item is absent). Pure."""
+    wanted = set(keys)
+    return {sk: item for item in items if (sk := str(item.get("sk", ""))) in wanted}

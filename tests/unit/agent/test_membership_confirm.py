@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from adapters.aws.autoscaling import AutoScaling
+from adapters.dynamo.nodes import JOURNAL_CHANGES, mark_changes
 from adapters.dynamo.store import Store
 from agent.asglookup import AsgLookup
 from agent.kube.views import NodeEvent, NodeView
@@ -219,3 +220,24 @@ def test_a_new_term_after_a_published_version_never_repeats_it(aws: Aws) -> None
     reporter.resync()  # nothing changed in the cluster
     after = aws.store.get("MEMBERSHIP")["version"]
     assert after != before and after.endswith(":0")
+
+
+def test_the_mark_lists_the_last_changes_its_version_counts(aws: Aws) -> None:
+    nodes = cluster_nodes(aws)
+    clock, monotonic = [NOW], [0.0]
+    reporter, _, _ = reporter_on(aws, nodes, clock, monotonic, relist=86400)
+    reporter.resync()
+    for step in range(1, 20):  # the watch cordons and uncordons nodes; then one goes
+        advance(clock, monotonic, 10)
+        target = nodes[step % len(nodes)]
+        reporter.apply("MODIFIED", NodeView(**{**target.__dict__, "unschedulable": step // len(nodes) % 2 == 0}))
+        assert mark_changes(aws.store.get("MEMBERSHIP"))[-1][0] == int(reporter.version.rpartition(":")[2])
+    reporter.apply("DELETED", nodes[0])
+    advance(clock, monotonic, 60)
+    reporter.confirm()
+    mark = aws.store.get("MEMBERSHIP")
+    count = int(str(mark["version"]).rpartition(":")[2])
+    changes = mark_changes(mark)
+    assert count > JOURNAL_CHANGES and changes is not None
+    assert [seq for seq, _ in changes] == list(range(count - JOURNAL_CHANGES + 1, count + 1))
+    assert changes[-1] == (count, f"NODE#{nodes[0].instance_id}")
