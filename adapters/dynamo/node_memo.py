@@ -28,11 +28,13 @@ deletion, a write by anything but the agent, a crash between a change and the ma
 A read whose version is a later one of the same term can often do without matching every ``NODE#`` item too: the
 mark lists the agent's last changes (``adapters.dynamo.nodes``, ``changes``: each change's number and the sort key of
 the item it wrote or deleted). When they cover every change since the version the memo's answer is at, ``patched``
-reads only those items (``fetch``: a GetItem each, or the items a Query answered anyway) and applies them to that
-answer: each one's record validated in place of its old one, an item gone dropped, the rest shared. That is the
-answer a full read would give but for the times of items refreshed unchanged meanwhile, as for ``reused``; and
-``REUSE_SECONDS`` counts from the last full read, patched or not, so what no version sees is read again as often as
-before.
+takes only those items from the caller's read (``fetch``; the refresher's pass reads every item in the Query it makes
+anyway) and applies them to that answer: each one's record validated in place of its old one, an item gone dropped,
+the rest shared; an answer whose size is not the read's (an item deleted or written by anything but the agent: the
+interruption Lambda forgets the record of an instance going away) is no answer, and every item is matched. That is
+the answer a full read would give but for the times of items refreshed unchanged meanwhile and the content of items
+rewritten by others at the same size, as for ``reused``, bounded the same way: ``REUSE_SECONDS`` counts from the
+last full read, patched or not.
 
 The memo lives in the reader's ``Deps`` (one per execution environment, like ``hooks_seen``); a warm Lambda keeps
 it, a cold start begins empty. Pure: no I/O; times are the caller's.
@@ -110,14 +112,21 @@ class NodeRecordMemo:
         return self._last
 
     def patched(
-        self, version: str | None, changes: Sequence[Change] | None, now: datetime, fetch: Fetch
+        self,
+        version: str | None,
+        changes: Sequence[Change] | None,
+        now: datetime,
+        fetch: Fetch,
+        expected: int | None = None,
     ) -> tuple[list[NodeRecord], list[Refused]] | None:
         """The last answer with the items the agent changed since read by ``fetch`` and applied (module docstring),
         when ``version`` is a later one of the same term as the answer's, ``changes`` (the mark's,
         ``adapters.dynamo.nodes.mark_changes``) hold every change number after the answer's up to ``version``'s, in
         order, and the last full read was less than ``REUSE_SECONDS`` before ``now``; None otherwise (nothing
         fetched): read every item. A changed item that does not validate is refused as a full read would refuse it.
-        The lists are shared: never change them.
+        ``expected``: how many items the caller's read found (a Query's answer, fetched from): a patched answer of
+        another size (an item another writer deleted or put, which no version counts) is no answer either. The
+        lists are shared: never change them.
 
         Raises what ``fetch`` raises (``StoreUnavailableError``).
         """
@@ -130,8 +139,8 @@ class NodeRecordMemo:
         if span is None:
             return None
         todo = [change for change in changes if change[0] > span[0]]
-        if [change[0] for change in todo] != list(range(span[0] + 1, span[1] + 1)):
-            return None  # a change the mark no longer lists (or lists twice): read the items
+        if len(todo) != span[1] - span[0] or any(seq != span[0] + at for at, (seq, _) in enumerate(todo, 1)):
+            return None  # a change the mark no longer lists (or lists twice, or a count far ahead): read the items
         keys = list(dict.fromkeys(sk for _, sk in todo))
         found = fetch(keys)
         if any(CONFIRMED_AT in item for item in found.values() if item is not None):
@@ -151,6 +160,8 @@ class NodeRecordMemo:
                 refused[sk] = Refused(sk, err)
         if added:  # in the Query's order (sort keys, ASCII)
             records, refused = dict(sorted(records.items())), dict(sorted(refused.items()))
+        if expected is not None and len(records) + len(refused) != expected:
+            return None  # an item deleted or written by anything but the agent (no version of it): read them all
         self._by_sk, self._refused_by_sk = records, refused
         self._last, self._version = (list(records.values()), list(refused.values())), version
         return self._last

@@ -32,12 +32,14 @@ not refreshing items either (an older time can only make a record count as stale
 is never reused.
 
 ``changes`` lists the agent's last ``JOURNAL_CHANGES`` changes (oldest first), each with its number in the version's
-count and the sort key of the item it wrote or deleted: a reader whose last answer is at an earlier version of the same
-term, with every change since listed, reads and applies only those items instead of matching every one
-(``NodeRecordMemo.patched``: the replenisher a GetItem each, the refresher from the Query it reads anyway; at 1,000
-nodes both matched a thousand items against their memo whenever one node changed). The list keeps the mark within
-1 KB (one write unit). A list that does not parse (not written by this agent, or by an older one) is no list: the
-items are read.
+count and the sort key of the item it wrote or deleted: the refresher's pass, whose Query answers every item anyway,
+applies only those items to the answer its memo kept at an earlier version of the same term instead of matching
+every item (``NodeRecordMemo.patched``; at 1,000 nodes a pass of a refresh matched a thousand items whenever one node
+changed, i.e. on nearly every pass). The replenisher's tick, which reads the items only when the version changed,
+reads them all then: patching from GetItems of the listed keys would not see an item the interruption Lambda
+deleted (no version counts it) until ``REUSE_SECONDS``, where a full read sees it at the next change. The list keeps
+the mark within 1 KB (one write unit). A list that does not parse (not written by this agent, or by an older one) is
+no list.
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ def read_membership(
 ) -> tuple[datetime | None, list[NodeRecord], list[Refused]]:
     """The mark's time, the records of the ``NODE#`` items and the items that are not records (``memo.records``):
     a consistent GetItem of the mark, then, unless ``memo`` answers for the version it carries
-    (``NodeRecordMemo.reused``, or ``patched`` with the changes it lists), a consistent Query of the ``NODE#`` items.
+    (``NodeRecordMemo.reused``), a consistent Query of the ``NODE#`` items.
     The mark is read first, so a version remembered is never newer than the items read with it.
 
     Raises:
@@ -109,9 +111,7 @@ def read_membership(
     """
     mark_item = table.get(MARK_SK, consistent=True)
     mark, version = mark_time(mark_item), mark_version(mark_item)
-    reused = memo.reused(version, now) or memo.patched(
-        version, mark_changes(mark_item), now, lambda keys: {sk: table.get(sk, consistent=True) for sk in keys}
-    )
+    reused = memo.reused(version, now)
     if reused is not None:
         return mark, *reused
     items = table.query_prefix(PREFIX, consistent=True, convert=False)

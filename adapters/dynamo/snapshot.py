@@ -122,7 +122,9 @@ def with_membership(
         elif sk.startswith(NODE_PREFIX):
             nodes.append(item)
     memo = NodeRecordMemo() if memo is None else memo  # (an empty memo is falsy: it has a length)
-    reused = memo.reused(version, now) or memo.patched(version, changes, now, lambda keys: _picked(nodes, keys))
+    reused = memo.reused(version, now) or memo.patched(
+        version, changes, now, lambda keys: _picked(nodes, keys), expected=len(nodes)
+    )
     # an unreadable item: the agent writes it again
     records = reused[0] if reused is not None else memo.records(nodes, mark, version=version, now=now)[0]
     if fresh_by_mark(mark, now, max_age_seconds):  # every record it confirms is fresh
