@@ -1,8 +1,10 @@
 """The leader's loop that gives back cordons after their quiet period (``agent.cordons``).
 
 Every ``CORDON_CHECK_SECONDS`` it reads the rebalance commands (``CMD#rebalance-``: the only ones with a quiet
-period, ``core.model.QUIET_CORDON_PREFIX``); when one is pending, the cluster's ``CMD#`` items (a second Query: a
-later command for the instance keeps its cordon). It judges each pending one (``decisions.judge``) and:
+period, ``core.model.QUIET_CORDON_PREFIX``; a quiet period on any other command is refused by ``Command``, so none
+elsewhere is judged); when one is pending, the commands of its instance (a later command keeps its cordon): through
+the instance's pointers (``adapters.dynamo.command_index``) once the index is complete and a few instances are
+pending, else from one Query of the cluster's ``CMD#`` range. It judges each pending one (``decisions.judge``) and:
 
 - WAIT: nothing (the next check looks again; the state is the item, so a restart changes nothing);
 - KEEP: records the reason as the item's ``resolution`` (never looked at again);
@@ -25,6 +27,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
+from adapters.dynamo.command_index import index_complete, indexed_commands
 from adapters.dynamo.commands import PREFIX, commands_for_instance, resolve_cordon
 from adapters.dynamo.hooks import get_hook
 from adapters.dynamo.store import Store
@@ -38,6 +41,9 @@ from core.model import QUIET_CORDON_PREFIX, utcnow
 
 log = logging.getLogger(__name__)
 
+# pending instances whose commands are read through their pointers (a Query and a GetItem a command each); with more
+# pending (a wave of rebalance recommendations) one Query of the whole ``CMD#`` range costs fewer calls
+INDEXED_INSTANCES_MAX = 20
 METRIC_OUTCOME = {"released": "released", "kept": "kept", "errors": "error"}
 
 
@@ -95,28 +101,26 @@ class CordonReleaser:
             # only rebalance commands carry a quiet period (``core.model.QUIET_CORDON_PREFIX``): with none of them
             # pending, the check is that one range read, not a week of every command
             quiet = self.store.query_prefix(PREFIX + QUIET_CORDON_PREFIX, consistent=True, convert=False)
-            if not any(pending(item) for item in quiet):
+            waiting = [item for item in quiet if pending(item)]
+            if not waiting:
                 return counts
-            raw = list(self.store.query_prefix(PREFIX, consistent=True, convert=False))
+            others = self._commands_of(waiting)
         except Exception:
             log.exception("cordon check: could not read the commands")
             counts["errors"] += 1
             return counts
-        # only the commands of instances with a pending cordon are looked at (``pending`` answers the same on the
-        # table's values as on plain ones): a week of commands is not converted every pass
-        instances = {_instance(item) for item in raw if pending(item)} - {""}
-        items = [plain(item) for item in raw if _instance(item) in instances]
-        unreadable = [item for item in raw if pending(item) and not _instance(item)]
-        for item in unreadable:
-            log.warning("cordon check: a pending command names no instance command_id=%s", command_id(item))
-            counts["errors"] += 1
-            if self.metrics is not None:
-                self.metrics.cordons_resolved.labels(outcome=METRIC_OUTCOME["errors"]).inc()
-        for item in items:
-            if not pending(item):
+        for item in waiting:
+            if not _instance(item):
+                log.warning("cordon check: a pending command names no instance command_id=%s", command_id(item))
+                counts["errors"] += 1
+                if self.metrics is not None:
+                    self.metrics.cordons_resolved.labels(outcome=METRIC_OUTCOME["errors"]).inc()
+        for item in waiting:
+            instance = _instance(item)
+            if not instance:
                 continue
             try:
-                outcome = self._settle(item, items)
+                outcome = self._settle(plain(item), instance, others[instance])
             except Exception:
                 log.exception("cordon check failed command_id=%s", command_id(item))
                 outcome = "errors"
@@ -125,10 +129,23 @@ class CordonReleaser:
                 self.metrics.cordons_resolved.labels(outcome=METRIC_OUTCOME[outcome]).inc()
         return counts
 
-    def _settle(self, item: Mapping[str, Any], items: list[dict[str, Any]]) -> str:
+    def _commands_of(self, waiting: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        """The ``CMD#`` items (plain values) of each instance a pending command names: through the instance's
+        pointers (``adapters.dynamo.command_index``: a Query and a GetItem a command) once the index is complete and
+        at most ``INDEXED_INSTANCES_MAX`` instances are pending, else from one Query of the cluster's ``CMD#`` range
+        (a week of commands: about 4 MB at 1,000 nodes). Raises what the table raises."""
+        instances = sorted({_instance(item) for item in waiting} - {""})
+        if len(instances) <= INDEXED_INSTANCES_MAX and index_complete(self.store, self.clock()):
+            return {instance: indexed_commands(self.store, instance) for instance in instances}
+        found: dict[str, list[dict[str, Any]]] = {instance: [] for instance in instances}
+        for item in self.store.query_prefix(PREFIX, consistent=True, convert=False):
+            listed = found.get(_instance(item))
+            if listed is not None:  # only the pending instances' commands are converted
+                listed.append(plain(item))
+        return found
+
+    def _settle(self, item: Mapping[str, Any], instance: str, others: list[dict[str, Any]]) -> str:
         own = command_id(item)
-        instance = str(item.get("instance_id", ""))
-        others = [i for i in items if i.get("instance_id") == instance]
         judgement = judge(item, others, None, self.clock())
         if judgement.verdict is Verdict.RELEASE:  # the HOOK# item is read only for a cordon otherwise due
             judgement = judge(item, others, get_hook(self.store, instance), self.clock())

@@ -220,6 +220,59 @@ def test_with_no_cordon_pending_only_the_rebalance_commands_are_read(
     assert answered == ["CMD#rebalance-1"]
 
 
+def index_complete_now(world: World) -> None:
+    """The command index's mark as a week after the upgrade leaves it: complete (``command_index``)."""
+    from adapters.dynamo.command_index import MARK_SK
+
+    world.store.put(MARK_SK, {"since": "2026-11-01T00:00:00+00:00", "complete_at": 0})
+
+
+def test_with_the_index_complete_a_pending_cordon_reads_its_instance_s_commands_not_the_week_s(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index_complete_now(world)
+    cordoned(world)
+    for n in range(3):  # a week of other instances' commands (no pointers of this instance)
+        world.store.put(f"CMD#refresh-run-{n}", {"status": "succeeded", "instance_id": "i-0other", "kind": "drain"})
+    node = OneNode(unschedulable=True, holder="rebalance-1")
+    answered = answered_sort_keys(monkeypatch, world.store.table)
+    assert releaser(world, node, after=100).check_once()["waiting"] == 1
+    assert answered and not [sk for sk in answered if sk.startswith("CMD#refresh-run-")]
+    assert releaser(world, node, after=400).check_once()["released"] == 1
+    assert not node.unschedulable and resolution(world) == "released"
+
+
+def test_with_the_index_complete_a_later_command_read_through_its_pointers_keeps_the_cordon(world: World) -> None:
+    index_complete_now(world)
+    cordoned(world)
+    spot = Command(
+        command_id="spot-1",
+        cluster=CLUSTER,
+        kind="drain",
+        instance_id=INSTANCE,
+        deadline=utcnow() + timedelta(seconds=120),
+    )
+    world.store.record_command(spot, ttl_seconds=3600, now=utcnow() + timedelta(seconds=1))  # with its pointers
+    node = OneNode(unschedulable=True, holder="rebalance-1")
+    assert releaser(world, node, after=400).check_once()["kept"] == 1
+    assert node.unschedulable and resolution(world).startswith("superseded by spot-1")
+
+
+def test_more_pending_instances_than_pointer_reads_are_worth_read_the_range_once(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent.cordons import releaser as module
+
+    index_complete_now(world)
+    monkeypatch.setattr(module, "INDEXED_INSTANCES_MAX", 0)
+    cordoned(world)
+    world.store.put("CMD#refresh-run-0", {"status": "succeeded", "instance_id": "i-0other", "kind": "drain"})
+    node = OneNode(unschedulable=True, holder="rebalance-1")
+    answered = answered_sort_keys(monkeypatch, world.store.table)
+    assert releaser(world, node, after=400).check_once()["released"] == 1
+    assert "CMD#refresh-run-0" in answered  # the whole CMD# range, once
+
+
 @pytest.mark.parametrize(
     ("sk", "junk"),
     [
