@@ -213,9 +213,7 @@ class Checker:
             for n in nodes:
                 if n.name in self._operator_cordons and not n.unschedulable:
                     self.fail("6 others' cordons left alone", f"node {n.name} cordoned by an operator was uncordoned")
-        active = {
-            str(i.get("instance_id")) for i in view.table_prefix("CMD#") if i.get("status") in ("queued", "running")
-        }
+        active = view.open_command_instances()
         running = view.running_instances()
         cordons = self._cordons
         held: set[str] = set()  # ours, cordoned, its instance running with no active command: timed

@@ -21,6 +21,8 @@ from sim.aws_state import LIVE_EC2_STATES, PlacementEpoch
 from sim.kube_objects import CONTROL_PLANE_LABEL
 from sim.world_view import GroupState, NodeIndex, NodeState
 
+_OPEN = ("queued", "running")  # a command's statuses before it ended (``core.model.CommandStatus``)
+
 if TYPE_CHECKING:
     from sim.world import World
 
@@ -40,6 +42,7 @@ class View:
         self._node_cache: dict[str, tuple[tuple[Any, bool], NodeState]] = {}  # node -> (version, state)
         self._nodes: tuple[Any, list[NodeState], NodeIndex] | None = None  # (the key they were made at, ...)
         self._running: tuple[int, dict[str, tuple[str | None, str]], dict[str, int]] | None = None
+        self._open: dict[str, str] | None = None  # CMD# sort key -> instance id, queued or running (``_on_write``)
 
     def _partition_of(self, sk: str) -> str:
         """The partition holding kind ``sk`` (``core.schema.partition_for``: the agent's kinds in its own)."""
@@ -175,6 +178,30 @@ class View:
         partition = table._items.get(where, {})
         after = prefix[:-1] + chr(ord(prefix[-1]) + 1)
         return [partition[sk] for sk in order[bisect_left(order, prefix) : bisect_left(order, after)]]
+
+    def open_command_instances(self) -> Collection[str]:
+        """The instances of the ``CMD#`` items queued or running. Made from the partition at the first call, then
+        kept by the table's writes (a ``MemoryDynamo`` listener): a scan does not go through a week of commands."""
+        if self._open is None:
+            self._open = {}
+            for item in self.table_prefix("CMD#"):
+                self._on_write(self.world.table.name, (self.agent_partition, str(item.get("sk", ""))), None, item)
+            self.world.dynamo.listeners.append(self._on_write)
+        answer = set(self._open.values())
+        if self.verify:
+            fresh = {str(i.get("instance_id")) for i in self.table_prefix("CMD#") if i.get("status") in _OPEN}
+            assert answer == fresh, "open commands kept across a write they missed"
+        return answer
+
+    def _on_write(self, table: str, key: tuple[str, str], old: Any, new: dict[str, Any] | None) -> None:
+        if self._open is None or table != self.world.table.name or key[0] != self.agent_partition:
+            return
+        if not key[1].startswith("CMD#"):
+            return
+        if new is not None and new.get("status") in _OPEN:
+            self._open[key[1]] = str(new.get("instance_id"))
+        else:
+            self._open.pop(key[1], None)
 
     def table_item(self, sk: str) -> dict[str, Any] | None:
         """The item ``sk``, from its kind's partition, read in place."""

@@ -7,7 +7,7 @@ version counters of the simulated Kubernetes and EC2 state); callers only read t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -93,6 +93,11 @@ class WorldView(Protocol):
 
     def table_item(self, sk: str) -> dict[str, Any] | None:
         """The cluster partition's item ``sk`` (None when absent)."""
+        ...
+
+    def open_command_instances(self) -> Collection[str]:
+        """The ``instance_id`` (as ``str``) of every ``CMD#`` item whose status is ``queued`` or ``running``: what a
+        set made of ``table_prefix("CMD#")`` holds (callers only test membership)."""
         ...
 
     def outage_azs(self) -> frozenset[str]: ...

@@ -58,6 +58,9 @@ class RandomView:
     def table_prefix(self, prefix: str) -> list[dict[str, Any]]:
         return self.commands if prefix == "CMD#" else self.runs
 
+    def open_command_instances(self) -> set[str]:
+        return {str(i.get("instance_id")) for i in self.commands if i.get("status") in ("queued", "running")}
+
     def table_item(self, sk: str) -> dict[str, Any] | None:
         return self.lock
 

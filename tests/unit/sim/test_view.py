@@ -64,6 +64,22 @@ def test_verify_finds_a_change_no_version_counter_saw() -> None:
         world.view.running_instances()
 
 
+def test_open_commands_follow_the_table_s_writes_and_verify_finds_one_they_missed() -> None:
+    world = World.build(5, Shape(nodes=3, masters=1, pods_per_node=1, replicas=1))
+    world.run(120.0)
+    view, table = world.view, world.table
+    assert "i-0open" not in view.open_command_instances()
+    key = (view.agent_partition, "CMD#spot-open")
+    table.store(key, {"pk": key[0], "sk": key[1], "status": "queued", "instance_id": "i-0open"}, 100)
+    assert "i-0open" in view.open_command_instances()
+    table.store(key, {"pk": key[0], "sk": key[1], "status": "succeeded", "instance_id": "i-0open"}, 100)
+    assert "i-0open" not in view.open_command_instances()
+    view.verify = True
+    table._items[key[0]][key[1]] = {"pk": key[0], "sk": key[1], "status": "running", "instance_id": "i-0open"}
+    with pytest.raises(AssertionError):  # written behind the listeners' back
+        view.open_command_instances()
+
+
 class EveryPod(SimKube):
     """``add_budget`` as it judged every pod (before the groups of alike pods): the reference."""
 
