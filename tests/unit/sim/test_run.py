@@ -179,6 +179,26 @@ def test_a_violation_only_the_watch_sees_is_reported_by_the_cli_with_its_seed_an
     assert "VIOLATION seed 3: 5 a drained node is cordoned at once" in capsys.readouterr().out
 
 
+def test_jobs_run_the_same_seeds_in_order_and_a_mutant_s_patch_reaches_every_process(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--jobs 2`` prints each seed's summary (digest included) as one process at a time does, in seed order, and
+    a ``--mutant``'s patch is in the forked processes (the seed that breaks it alone breaks it there)."""
+    from sim.__main__ import main
+
+    options = ["run", "--seeds", "2", "--first", "11", "--nodes", "9", "--days", "0.3", "--no-shrink"]
+    assert main(options) == 0
+    alone = capsys.readouterr().out
+    assert main([*options, "--jobs", "2"]) == 0
+    assert capsys.readouterr().out == alone
+    mutant = ["run", "--seeds", "2", "--first", "2", "--nodes", "12", "--days", "0.5", "--no-shrink"]
+    mutant += ["--mutant", "cordon_behind_slots", "--jobs", "2"]
+    assert main(mutant) == 1
+    out = capsys.readouterr().out
+    assert "VIOLATION seed 3: 5 a drained node is cordoned at once" in out, out
+    assert out.index("seed 2") < out.index("seed 3")
+
+
 def _record_without_pointers(world: World) -> None:
     """A command as a version without pointers records it (a rollback): queued, no pointer, no ``indexed``."""
     from adapters.dynamo.store import Store
