@@ -5,10 +5,9 @@ EC2 only for what the decision needs (``gather``); the ``World`` it builds is al
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from itertools import filterfalse
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -39,25 +38,6 @@ InstanceKey = tuple[str, str, str, str]  # an ``Instance``'s id, zone, lifecycle
 DETACH_OVER = frozenset({DetachState.TERMINATED.value, DetachState.GONE.value})
 
 
-@dataclass(frozen=True)
-class GroupInstances:
-    """One group's ``Instances`` as ``gather`` read them (``group_instances``).
-
-    Attributes:
-        raw: a copy of the list as DescribeAutoScalingGroups answered it (each entry's map copied: a caller that
-            changes its answer later does not change this), None when an entry's id, zone, lifecycle state or
-            health is there and not a ``str`` (never from the API): such a list is read entry by entry every time.
-        instances: the ``Instance`` of each entry, in order.
-        in_service: the ids of the ``InService`` ones, in order.
-        by_key: each ``Instance`` by its four fields as read (an ``Instance`` is a frozen value of exactly those).
-    """
-
-    raw: list[dict[str, Any]] | None
-    instances: tuple[Instance, ...]
-    in_service: tuple[str, ...]
-    by_key: dict[InstanceKey, Instance]
-
-
 @dataclass
 class GatherMemo:
     """What ``gather`` keeps between the invocations of one execution environment (``handler.Deps.memo``), each
@@ -68,9 +48,8 @@ class GatherMemo:
     Attributes:
         nodes: the ``NodeRecord`` of each ``NODE#`` item last read, answered again only for an item with exactly the
             same record fields (``adapters.dynamo.node_memo``).
-        groups: each managed group's instances last read, by group name (``GroupInstances``): a group whose
-            ``Instances`` list is equal to the one read last is answered the same ``Instance``s without a loop over
-            its entries (at 1,000 nodes the loop was about 6 % of a simulated week's CPU).
+        instances: the ``Instance`` of each group instance last read, by its four fields as read (an ``Instance``
+            is a frozen value of exactly those: one with another field value is a new one).
         runs: each active ``RUN#`` item last read (its sort key -> the item as the table answered it, the ``Run``
             made of it and the instances it names, ``run_instances``), answered again only for an item equal to it
             in every attribute. A refresh run's item is read every tick and changes a few times a step; made anew,
@@ -82,7 +61,7 @@ class GatherMemo:
     """
 
     nodes: NodeRecordMemo = field(default_factory=NodeRecordMemo)
-    groups: dict[str, GroupInstances] = field(default_factory=dict)
+    instances: dict[InstanceKey, Instance] = field(default_factory=dict)
     runs: dict[str, tuple[Mapping[str, Any], Run, frozenset[str]]] = field(default_factory=dict)
     # the membership records last read (the list ``nodes`` answered, shared and never changed) by instance id: a tick
     # answered the same list (the mark's version unchanged) copies the map instead of keying a thousand records
@@ -192,27 +171,39 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     nodes = dict(keyed[1])
     if not fresh_by_mark(mark, now, max_age):  # a fresh mark makes every record it confirms fresh
         nodes = {iid: record for iid, record in nodes.items() if record.fresh(now, max_age)}
-    unregistered: list[str] = []
-    last_read, read = deps.memo.groups, dict[str, GroupInstances]()
-    surges = [run.surge for run in runs]  # once a tick, not once a group (a run's are computed from every step)
-    busy = [run.busy_groups for run in runs]
+    unregistered = []
+    known: dict[InstanceKey, Instance] = deps.memo.instances  # the same four fields: an equal Instance
+    kept: dict[InstanceKey, Instance] = {}
     for raw in raw_groups:
         info = managed_group(raw, settings.cluster_name)
         if info is None:
             continue
-        instances = read[info.name] = group_instances(raw.get("Instances", []), last_read.get(info.name))
-        unregistered.extend(filterfalse(nodes.__contains__, instances.in_service))
+        instances = []
+        for inst in raw.get("Instances", []):
+            key = (
+                str(inst["InstanceId"]),
+                str(inst.get("AvailabilityZone", "")),
+                str(inst.get("LifecycleState", "")),
+                str(inst.get("HealthStatus", "Healthy")),
+            )
+            instance = known.get(key)
+            if instance is None:
+                instance = Instance(*key)
+            kept[key] = instance
+            instances.append(instance)
+            if instance.lifecycle_state == IN_SERVICE and instance.instance_id not in nodes:
+                unregistered.append(instance.instance_id)
         groups[info.name] = Group(
             info=info,
             desired=int(raw.get("DesiredCapacity", 0)),
             min_size=int(raw.get("MinSize", 0)),
             max_size=int(raw.get("MaxSize", 0)),
-            instances=instances.instances,
-            run_surge=sum(surge.get(info.name, 0) for surge in surges),
-            run_busy=any(info.name in names for names in busy),
+            instances=tuple(instances),
+            run_surge=sum(run.surge.get(info.name, 0) for run in runs),
+            run_busy=any(info.name in run.busy_groups for run in runs),
             created=str(raw.get("CreatedTime", "")),
         )
-    deps.memo.groups = read
+    deps.memo.instances = kept
     deps.memo.runs = runs_read
     if unregistered and nodes:  # without any membership nothing is judged by it: no need to ask
         times = deps.aws.ec2.launch_times(sorted(unregistered))
@@ -253,43 +244,6 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
         runs_unreadable=runs_unreadable,
         lock=lock,
         detached=detached,
-    )
-
-
-def group_instances(raw: Sequence[Mapping[str, Any]], last: GroupInstances | None) -> GroupInstances:
-    """A group's ``Instances`` entries (DescribeAutoScalingGroups) read: ``last`` itself when its ``raw`` is equal
-    to ``raw`` (the entries' maps equal by Python's ``==``, which for ``str`` values, the only ones ``last.raw``
-    keeps, is the same text: the same ``Instance``s), else each entry's ``Instance`` (id, zone, lifecycle state and
-    health as text; an ``Instance`` of ``last`` with the same four fields is shared). Pure.
-
-    Raises:
-        KeyError: an entry without ``InstanceId``.
-    """
-    if last is not None and last.raw == raw:  # compared in C, entry by entry; often the very same strings
-        return last
-    known = last.by_key if last is not None else {}
-    instances: list[Instance] = []
-    in_service: list[str] = []
-    by_key: dict[InstanceKey, Instance] = {}
-    exact = True  # every field read a str (or absent): an equal list later is the same text
-    for inst in raw:
-        iid, zone = inst["InstanceId"], inst.get("AvailabilityZone", "")
-        state, health = inst.get("LifecycleState", ""), inst.get("HealthStatus", "Healthy")
-        if exact and not (type(iid) is str and type(zone) is str and type(state) is str and type(health) is str):
-            exact = False
-        key = (str(iid), str(zone), str(state), str(health))
-        instance = known.get(key)
-        if instance is None:
-            instance = Instance(*key)
-        by_key[key] = instance
-        instances.append(instance)
-        if instance.lifecycle_state == IN_SERVICE:
-            in_service.append(instance.instance_id)
-    return GroupInstances(
-        raw=list(map(dict, raw)) if exact else None,
-        instances=tuple(instances),
-        in_service=tuple(in_service),
-        by_key=by_key,
     )
 
 

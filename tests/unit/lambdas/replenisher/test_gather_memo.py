@@ -74,7 +74,7 @@ def test_the_memo_holds_only_what_the_last_read_read(deps: Deps) -> None:
     ids = register_all(deps)
     gather(deps, utcnow())
     assert len(deps.memo.nodes) == len(ids)
-    assert sorted(i.instance_id for group in deps.memo.groups.values() for i in group.instances) == ids
+    assert sorted(key[0] for key in deps.memo.instances) == ids
 
     deps.store.delete_node(ids[0])
     asg: Any = deps.aws.autoscaling.client  # the gateway's adapter keeps its boto3 client
@@ -84,7 +84,7 @@ def test_the_memo_holds_only_what_the_last_read_read(deps: Deps) -> None:
 
     assert len(deps.memo.nodes) == len(ids) - 1
     assert ids[0] not in world.nodes
-    assert sum(len(group.by_key) for group in deps.memo.groups.values()) == len(ids)
+    assert len(deps.memo.instances) == len(ids)
     seen = {i.instance_id: i for g in world.groups.values() for i in g.instances}
     assert seen[ids[1]].health_status == "Unhealthy" and seen[ids[2]].health_status == "Healthy"
     assert seen[ids[0]].launch_time is not None and seen[ids[2]].launch_time is None  # unregistered: asked EC2
@@ -147,22 +147,3 @@ def test_the_records_keyed_by_instance_follow_the_membership_read(deps: Deps) ->
     deps.store.put_membership_mark(now, len(ids), 600, version="t:2")
     changed = gather(deps, now + timedelta(seconds=2))
     assert deps.memo.keyed is not keyed and changed.nodes[ids[0]].node_name == "renamed"
-
-
-def test_a_group_whose_instances_did_not_change_is_not_read_entry_by_entry_again(deps: Deps) -> None:
-    """DescribeAutoScalingGroups answers new maps every call (boto3): a group's ``Instances`` equal to the last read's
-    are answered with the ``Instance``s read then (``group_instances``); a changed one is read again."""
-    ids = register_all(deps)
-    now = utcnow()
-    first = gather(deps, now)
-    warm = gather(deps, now)
-    assert any(group.instances for group in first.groups.values())
-    assert all(warm.groups[name].instances is group.instances for name, group in first.groups.items())
-    assert warm == gather(cold(deps), now)
-
-    asg: Any = deps.aws.autoscaling.client
-    asg.set_instance_health(InstanceId=ids[0], HealthStatus="Unhealthy")
-    changed = gather(deps, now)
-    moved = next(name for name, group in first.groups.items() if ids[0] in {i.instance_id for i in group.instances})
-    assert changed.groups[moved].instances is not first.groups[moved].instances
-    assert changed == gather(cold(deps), now)
