@@ -28,13 +28,15 @@ deletion, a write by anything but the agent, a crash between a change and the ma
 A read whose version is a later one of the same term can often do without matching every ``NODE#`` item too: the
 mark lists the agent's last changes (``adapters.dynamo.nodes``, ``changes``: each change's number and the sort key of
 the item it wrote or deleted). When they cover every change since the version the memo's answer is at, ``patched``
-takes only those items from the caller's read (``fetch``; the refresher's pass reads every item in the Query it makes
-anyway) and applies them to that answer: each one's record validated in place of its old one, an item gone dropped,
-the rest shared; an answer whose size is not the read's (an item deleted or written by anything but the agent: the
-interruption Lambda forgets the record of an instance going away) is no answer, and every item is matched. That is
-the answer a full read would give but for the times of items refreshed unchanged meanwhile and the content of items
-rewritten by others at the same size, as for ``reused``, bounded the same way: ``REUSE_SECONDS`` counts from the
-last full read, patched or not.
+takes only those items from the caller's read (``fetch``, ``picked``: the refresher's pass and the replenisher's
+tick read every item in the Query they make anyway) and applies them to that answer: each one's record validated in
+place of its old one, an item gone dropped, the rest shared; an answer whose size is not the read's (an item deleted
+or written by anything but the agent: the interruption Lambda forgets the record of an instance going away) is no
+answer, and every item is matched. That is the answer a full read would give but for the times of items refreshed
+unchanged meanwhile and the content of items rewritten by others at the same size (an old leader's write under its
+own term between two reads), as for ``reused``, bounded the same way: ``REUSE_SECONDS`` counts from the last full
+read, patched or not (so a reader whose version did not change re-reads every item ``REUSE_SECONDS`` after the last
+full read, not after the last patch).
 
 The memo lives in the reader's ``Deps`` (one per execution environment, like ``hooks_seen``); a warm Lambda keeps
 it, a cold start begins empty. Pure: no I/O; times are the caller's.
@@ -232,6 +234,13 @@ class NodeRecordMemo:
         self._version, self._read_at = (version, now) if reusable else (None, None)
         self._by_sk, self._refused_by_sk = by_sk, {bad.sk: bad for bad in refused}
         return records, refused
+
+
+def picked(items: Iterable[Mapping[str, Any]], keys: list[str]) -> dict[str, Mapping[str, Any]]:
+    """The items of ``items`` (one Query's answer) whose sort key is one of ``keys``, by sort key (a key with no item
+    is absent): ``patched``'s ``fetch`` from a read made anyway. Pure."""
+    wanted = set(keys)
+    return {sk: item for item in items if (sk := str(item.get("sk", ""))) in wanted}
 
 
 def _span(old: str, new: str) -> tuple[int, int] | None:

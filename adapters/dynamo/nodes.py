@@ -32,14 +32,15 @@ not refreshing items either (an older time can only make a record count as stale
 is never reused.
 
 ``changes`` lists the agent's last ``JOURNAL_CHANGES`` changes (oldest first), each with its number in the version's
-count and the sort key of the item it wrote or deleted: the refresher's pass, whose Query answers every item anyway,
-applies only those items to the answer its memo kept at an earlier version of the same term instead of matching
-every item (``NodeRecordMemo.patched``; at 1,000 nodes a pass of a refresh matched a thousand items whenever one node
-changed, i.e. on nearly every pass). The replenisher's tick, which reads the items only when the version changed,
-reads them all then: patching from GetItems of the listed keys would not see an item the interruption Lambda
-deleted (no version counts it) until ``REUSE_SECONDS``, where a full read sees it at the next change. The list keeps
-the mark within 1 KB (one write unit). A list that does not parse (not written by this agent, or by an older one) is
-no list.
+count and the sort key of the item it wrote or deleted: a reader whose Query answers every item anyway (the
+refresher's pass; the replenisher's tick once the version changed, ``read_membership``) applies only those items to
+the answer its memo kept at an earlier version of the same term instead of matching every item
+(``NodeRecordMemo.patched``; at 1,000 nodes a pass of a refresh matched a thousand items whenever one node changed,
+i.e. on nearly every pass, and the replenisher a third of its ticks). The patched answer must have as many items as
+the Query: an item the interruption Lambda deleted (no version counts it) makes the counts differ, and every item is
+matched, as at any version change before; patching from GetItems of the listed keys instead (tried first) kept such
+an item until ``REUSE_SECONDS``. The list keeps the mark within 1 KB (one write unit). A list that does not parse
+(not written by this agent, or by an older one) is no list.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from adapters.dynamo.node_memo import Change, NodeRecordMemo, Refused
+from adapters.dynamo.node_memo import Change, NodeRecordMemo, Refused, picked
 from adapters.dynamo.table import Attr, Table
 from core.exceptions import ConflictError
 from core.model import NodeRecord, as_utc, to_epoch, utcnow
@@ -103,7 +104,9 @@ def read_membership(
 ) -> tuple[datetime | None, list[NodeRecord], list[Refused]]:
     """The mark's time, the records of the ``NODE#`` items and the items that are not records (``memo.records``):
     a consistent GetItem of the mark, then, unless ``memo`` answers for the version it carries
-    (``NodeRecordMemo.reused``), a consistent Query of the ``NODE#`` items.
+    (``NodeRecordMemo.reused``), a consistent Query of the ``NODE#`` items, of which only those the mark lists as
+    changed since ``memo``'s answer are matched when it lists them all and the patched answer has as many items as
+    the Query (``NodeRecordMemo.patched``); else every item (``NodeRecordMemo.records``).
     The mark is read first, so a version remembered is never newer than the items read with it.
 
     Raises:
@@ -114,7 +117,10 @@ def read_membership(
     reused = memo.reused(version, now)
     if reused is not None:
         return mark, *reused
-    items = table.query_prefix(PREFIX, consistent=True, convert=False)
+    items = list(table.query_prefix(PREFIX, consistent=True, convert=False))
+    patched = memo.patched(version, mark_changes(mark_item), now, lambda keys: picked(items, keys), len(items))
+    if patched is not None:
+        return mark, *patched
     records, refused = memo.records(items, mark, version=version, now=now)
     return mark, records, refused
 

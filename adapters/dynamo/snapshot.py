@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from adapters.dynamo.node_memo import Change, NodeRecordMemo
+from adapters.dynamo.node_memo import Change, NodeRecordMemo, picked
 from adapters.dynamo.nodes import MARK_SK, mark_changes, mark_time, mark_version
 from adapters.dynamo.nodes import PREFIX as NODE_PREFIX
 from adapters.dynamo.poller import PREFIX as POLL_PREFIX
@@ -123,7 +123,7 @@ def with_membership(
             nodes.append(item)
     memo = NodeRecordMemo() if memo is None else memo  # (an empty memo is falsy: it has a length)
     reused = memo.reused(version, now) or memo.patched(
-        version, changes, now, lambda keys: _picked(nodes, keys), expected=len(nodes)
+        version, changes, now, lambda keys: picked(nodes, keys), expected=len(nodes)
     )
     # an unreadable item: the agent writes it again
     records = reused[0] if reused is not None else memo.records(nodes, mark, version=version, now=now)[0]
@@ -131,9 +131,3 @@ def with_membership(
         return replace(state, nodes=records)
     fresh = [r for r in records if r.fresh(now, max_age_seconds)]  # by its own write: the mark is not fresh
     return replace(state, nodes=fresh)
-
-
-def _picked(items: list[dict[str, Any]], keys: list[str]) -> dict[str, dict[str, Any]]:
-    """The items of ``items`` whose sort key is one of ``keys`` (a key with no item is absent). Pure."""
-    wanted = set(keys)
-    return {sk: item for item in items if (sk := str(item.get("sk", ""))) in wanted}

@@ -6,7 +6,8 @@ Plain frozen values, gathered once per invocation by ``gather.gather`` with a bu
   lock, the ledgers (``COMP#``), the refresh runs (``RUN#``) and the early replacements (``DETACH#``); of the agent
   partition, one range a prefix of its own commands (``CMD#``); then the membership
   (``adapters.dynamo.nodes.read_membership``): a GetItem of the ``MEMBERSHIP`` mark and a Query of the ``NODE#``
-  items, left out when the mark's version is the one this execution environment read them at;
+  items, left out when the mark's version is the one this execution environment read them at (and, when the mark
+  lists every change since, only the changed items of the Query matched: ``NodeRecordMemo.patched``);
 - then (after the lock was read: a change made after it is made under a lock taken after it, which the acquire
   conditioned on the fencing read refuses) one DescribeAutoScalingGroups, filtered on
   ``tag:KubernetesCluster=<cluster>`` and paginated (100 groups a page), gives every managed group with its instances

@@ -1,7 +1,7 @@
-"""The ``MEMBERSHIP`` mark's list of the agent's last changes: the refresher's pass a few changes behind applies only
-those items (``NodeRecordMemo.patched``) and answers what matching every ``NODE#`` item answers; any doubt (a gap,
-another term, an old full read, a list that does not parse, an item count the changes do not explain) matches them
-all (moto's DynamoDB)."""
+"""The ``MEMBERSHIP`` mark's list of the agent's last changes: the refresher's pass and the replenisher's tick a few
+changes behind apply only those items of their Query (``NodeRecordMemo.patched``) and answer what matching every
+``NODE#`` item answers; any doubt (a gap, another term, an old full read, a list that does not parse, an item count
+the changes do not explain) matches them all (moto's DynamoDB)."""
 
 from __future__ import annotations
 
@@ -44,12 +44,16 @@ class Agent:
         )
 
 
-class Reader:
-    """The refresher's membership read (``with_membership``: one Query of the mark and every item) through one memo,
-    counting the reads that matched every item (``NodeRecordMemo.records``)."""
+READERS = ["refresher", "replenisher"]
 
-    def __init__(self, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.store, self.memo, self.full = store, NodeRecordMemo(), 0
+
+class Reader:
+    """A membership read through one memo, counting the reads that matched every item (``NodeRecordMemo.records``):
+    the refresher's (``with_membership``: one Query of the mark and every item) or the replenisher's
+    (``read_membership``: a GetItem of the mark, then a Query of the items unless the version is the memo's)."""
+
+    def __init__(self, store: Store, monkeypatch: pytest.MonkeyPatch, kind: str = "refresher") -> None:
+        self.store, self.memo, self.full, self.kind = store, NodeRecordMemo(), 0, kind
         real = NodeRecordMemo.records
 
         def counted(memo: NodeRecordMemo, *args: Any, **kwargs: Any) -> Any:
@@ -60,10 +64,15 @@ class Reader:
         monkeypatch.setattr(NodeRecordMemo, "records", counted)
 
     def read(self, at: datetime) -> list[NodeRecord]:
+        if self.kind == "replenisher":
+            return read_membership(self.store, self.memo, at)[1]
         return with_membership(Snapshot(), self.store, 600, at, self.memo).nodes
 
 
-def full_read(store: Store, at: datetime) -> list[NodeRecord]:
+def full_read(store: Store, at: datetime, kind: str = "refresher") -> list[NodeRecord]:
+    """What ``kind``'s read answers through a new memo (every item matched)."""
+    if kind == "replenisher":
+        return read_membership(store, NodeRecordMemo(), at)[1]
     return with_membership(Snapshot(), store, 600, at, NodeRecordMemo()).nodes
 
 
@@ -71,14 +80,15 @@ def ids(records: list[NodeRecord]) -> list[tuple[str, bool]]:
     return [(r.instance_id, r.ready) for r in records]
 
 
+@pytest.mark.parametrize("kind", READERS)
 def test_a_pass_a_few_changes_behind_applies_them_without_matching_every_item(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Store, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
     agent = Agent(store)
     for n in range(1, 6):
         agent.put(n)
     agent.mark()
-    reader = Reader(store, monkeypatch)
+    reader = Reader(store, monkeypatch, kind)
     reader.read(NOW)
     assert reader.full == 1
 
@@ -90,19 +100,20 @@ def test_a_pass_a_few_changes_behind_applies_them_without_matching_every_item(
     records = reader.read(NOW + timedelta(seconds=60))
     assert reader.full == 1  # patched
     assert ids(records) == [(f"i-{n:017x}", n != 3) for n in (0, 1, 2, 3, 5, 9)]
-    assert ids(full_read(store, NOW)) == ids(records)  # what a full read answers
+    assert ids(full_read(store, NOW, kind)) == ids(records)  # what a full read answers
 
 
+@pytest.mark.parametrize("kind", READERS)
 @pytest.mark.parametrize(
     "case",
     ["gap", "other term", "old full read", "no list", "behind the version", "deleted by another", "put by another"],
 )
-def test_any_doubt_matches_every_item(store: Store, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+def test_any_doubt_matches_every_item(store: Store, monkeypatch: pytest.MonkeyPatch, case: str, kind: str) -> None:
     agent = Agent(store)
     for n in range(1, 4):
         agent.put(n)
     agent.mark()
-    reader = Reader(store, monkeypatch)
+    reader = Reader(store, monkeypatch, kind)
     reader.read(NOW)
     later = NOW + timedelta(seconds=60)
     if case == "gap":  # more changes than the mark lists
@@ -130,17 +141,18 @@ def test_any_doubt_matches_every_item(store: Store, monkeypatch: pytest.MonkeyPa
         agent.mark()
     records = reader.read(later)
     assert reader.full == 2
-    assert ids(records) == ids(full_read(store, NOW))
+    assert ids(records) == ids(full_read(store, NOW, kind))
 
 
+@pytest.mark.parametrize("kind", READERS)
 def test_a_changed_item_that_does_not_validate_is_left_out_as_a_full_read_leaves_it(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Store, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
     agent = Agent(store)
     agent.put(1)
     agent.put(2)
     agent.mark()
-    reader = Reader(store, monkeypatch)
+    reader = Reader(store, monkeypatch, kind)
     reader.read(NOW)
     agent.count += 1
     bad = {"instance_id": f"i-{2:017x}", "node_name": "n2", "ready": "perhaps", "reported_at": NOW.isoformat()}
@@ -164,9 +176,10 @@ def test_a_version_far_ahead_is_no_patch_and_costs_nothing(store: Store) -> None
     assert far is None and fetched == []
 
 
-def test_the_replenishers_tick_reads_every_item_when_the_version_changed(store: Store) -> None:
-    """The tick reads the items only when the version moved; then all of them (one Query), never patched from
-    GetItems: an item the interruption Lambda deleted is gone at the next change, as before."""
+def test_the_replenishers_tick_sees_an_item_the_interruption_lambda_deleted_at_the_next_change(store: Store) -> None:
+    """The tick reads the items only when the version moved; then one Query of all of them, patched only when the
+    patched answer has as many items (never from GetItems of the listed keys): an item the interruption Lambda deleted
+    is gone at the next change, as with a full read."""
     agent = Agent(store)
     for n in range(1, 4):
         agent.put(n)
@@ -178,6 +191,40 @@ def test_the_replenishers_tick_reads_every_item_when_the_version_changed(store: 
     agent.mark()
     _, records, _ = read_membership(store, memo, NOW + timedelta(seconds=60))
     assert ids(records) == [(f"i-{1:017x}", False), (f"i-{2:017x}", True)]
+
+
+def test_the_replenishers_tick_matches_only_the_listed_items_of_its_query(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A version a few changes on: one Query of every item (as before), of which only the listed ones are validated
+    again; an item rewritten by something that counts no version, at the same size, keeps its old record until a full
+    read (``REUSE_SECONDS`` after the last one), as in the refresher's pass."""
+    agent = Agent(store)
+    for n in range(1, 4):
+        agent.put(n)
+    agent.mark()
+    reader = Reader(store, monkeypatch, "replenisher")
+    reader.read(NOW)
+    queries: list[str] = []
+    real_query = Store.query_prefix
+    monkeypatch.setattr(
+        Store, "query_prefix", lambda self, prefix, *a, **k: queries.append(prefix) or real_query(self, prefix, *a, **k)
+    )
+    validated: list[str] = []
+    real_validate = NodeRecord.model_validate
+    monkeypatch.setattr(
+        NodeRecord,
+        "model_validate",
+        classmethod(lambda cls, item, *a, **k: validated.append(item["instance_id"]) or real_validate(item, *a, **k)),
+    )
+    store.put_node(NodeRecord(instance_id=f"i-{3:017x}", node_name="n3", ready=False, reported_at=NOW), 86400)
+    agent.put(2, ready=False)  # listed: the agent's change
+    agent.mark()
+    records = reader.read(NOW + timedelta(seconds=60))
+    assert queries == ["NODE#"] and reader.full == 1 and validated == [f"i-{2:017x}"]
+    assert ids(records) == [(f"i-{n:017x}", n != 2) for n in (1, 2, 3)]  # i-3 as read before: not listed
+    later = reader.read(NOW + timedelta(seconds=REUSE_SECONDS))  # the same version, but the last full read too old
+    assert reader.full == 2 and ids(later) == [(f"i-{n:017x}", n == 1) for n in (1, 2, 3)]
 
 
 @pytest.mark.parametrize(
@@ -196,15 +243,18 @@ def test_a_list_the_agent_does_not_write_is_no_list(changes: Any) -> None:
     assert mark_changes({"changes": [{"seq": 1, "sk": "NODE#i-1"}]}) == [(1, "NODE#i-1")]
 
 
+@pytest.mark.parametrize("kind", READERS)
 @pytest.mark.parametrize("seed", range(6))
-def test_patched_answers_are_full_reads_answers(store: Store, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+def test_patched_answers_are_full_reads_answers(
+    store: Store, monkeypatch: pytest.MonkeyPatch, seed: int, kind: str
+) -> None:
     """Random changes between reads, read through one memo (patched when it can) and by a new one (full)."""
     rand = random.Random(seed)
     agent = Agent(store)
     for n in range(8):
         agent.put(n)
     agent.mark()
-    reader = Reader(store, monkeypatch)
+    reader = Reader(store, monkeypatch, kind)
     at = NOW
     for _ in range(30):
         for _ in range(rand.choice([0, 1, 1, 2, 3, 20])):
@@ -212,7 +262,7 @@ def test_patched_answers_are_full_reads_answers(store: Store, monkeypatch: pytes
             agent.delete(n) if rand.random() < 0.2 else agent.put(n, ready=rand.random() < 0.5)
         agent.mark()
         at += timedelta(seconds=rand.choice([30, 120, 300]))
-        assert ids(reader.read(at)) == ids(full_read(store, at))
+        assert ids(reader.read(at)) == ids(full_read(store, at, kind))
     assert reader.full < 20  # most reads patched (or reused)
 
 
