@@ -66,7 +66,7 @@ def value_bytes(value: Any) -> int:
 def _list_bytes(values: list[Any]) -> int:
     """A list's size: ``value_bytes``'s, its strings and ints counted here rather than in a call each (a 1,000-step
     ``RUN#`` item's rows hold 15,000 of them), and a list in it that holds only such scalars (a row) sized once for
-    its content (``_row_bytes``)."""
+    its content (``row_bytes``)."""
     total = 3 + len(values)
     for v in values:
         kind = type(v)
@@ -75,7 +75,7 @@ def _list_bytes(values: list[Any]) -> int:
         elif kind is int:
             total += ((len(str(abs(v)).rstrip("0")) or 1) + 1) // 2 + 1
         elif kind is list:
-            total += _row_bytes(v)
+            total += row_bytes(v)
         else:
             total += value_bytes(v)
     return total
@@ -87,10 +87,10 @@ MEMO_ROWS = 50_000  # the most row sizes kept before the memo starts again (a fe
 _SCALARS = frozenset((str, int, bool, type(None)))
 
 
-def _row_bytes(values: list[Any]) -> int:
-    """A nested list's size; one of scalars only (str, int, bool, None: a ``RUN#`` row, ``core.runrecord``) is
-    counted once for its content and remembered, since a large run's rows repeat from one save to the next. Keyed
-    by the values and their exact types, so the same content always gives the same size."""
+def row_bytes(values: list[Any]) -> int:
+    """A list's size (``value_bytes``'s, bytes); one of scalars only (str, int, bool, None: a ``RUN#`` row,
+    ``core.runrecord``) is counted once for its content and remembered, since a large run's rows repeat from one
+    save to the next. Keyed by the values and their exact types, so the same content always gives the same size."""
     types = tuple(map(type, values))
     if not _SCALARS.issuperset(types):
         return _list_bytes(values)

@@ -86,7 +86,7 @@ COMMANDS = (("command_id", ""), ("undo_command_id", "undo"), ("uncordon_command_
 HANDOVER_UNIT = 1 << len(COMMANDS)  # ``commands`` above the command bits: handed_over_to - index
 # a row's positions that name a word, in the order a row names them first (``words`` keeps that order); a
 # drain_status may be None
-_WORD_SLOTS = tuple(ROW.index(f) for f in ("needs_update", "drain_status", "state", "note", "times_key"))
+WORD_SLOTS = tuple(ROW.index(f) for f in ("needs_update", "drain_status", "state", "note", "times_key"))
 # the most rows each memo keeps before it starts again (a few runs of a few thousand steps)
 MEMO_ROWS = 50_000
 # what a final step holds -> its row, words spelled out (``pack``)
@@ -161,22 +161,24 @@ def pack(
     rows: list[list[Any]] = []
     maps: list[S] = []
     for step in steps:
-        spelled = _spelled(step, places, created_at, shed, run_id)
-        if spelled is None:
+        made = spelled(step, places, created_at, shed, run_id)
+        if made is None:
             maps.append(step)
             continue
-        row = list(spelled)
-        for slot in _WORD_SLOTS:  # each word's position in the order it was first named
+        row = list(made)
+        for slot in WORD_SLOTS:  # each word's position in the order it was first named
             if slot < len(row) and row[slot] is not None:
                 row[slot] = words.setdefault(row[slot], len(words))
         rows.append(row)
     return rows, list(words), maps
 
 
-def _spelled(
+def spelled(
     step: StepLike, places: Mapping[str, tuple[int, str]], created_at: datetime, shed: bool, run_id: str
 ) -> Sequence[Any] | None:
-    """``_row``, made once for what a final step holds (``_PACKED``) when not ``shed``."""
+    """The step's row with its words spelled out (a sequence of str, int, bool and None; ``pack`` numbers the words
+    in ``WORD_SLOTS``), or None when the step stays a map; made once for what a final step holds (``_PACKED``) when
+    not ``shed``. ``places``: group name -> (its position in the run's groups, its role)."""
     place = places.get(step.group)
     if shed or place is None or not step.state.final:
         return _row(step, place, created_at, shed, run_id)
@@ -217,7 +219,7 @@ def _spelled(
 def _row(
     step: StepLike, place: tuple[int, str] | None, created_at: datetime, shed: bool, run_id: str
 ) -> list[Any] | None:
-    """The step's row with its words spelled out (``pack`` puts their positions in ``_WORD_SLOTS``), or None when
+    """The step's row with its words spelled out (``pack`` puts their positions in ``WORD_SLOTS``), or None when
     it stays a map."""
     if place is None or place[1] != step.role:
         return None

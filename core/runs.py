@@ -55,6 +55,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.kops import Role
+from core.rowcache import RowCache
 from core.rowread import unpack
 from core.runids import lock_holder
 from core.runids import new_invocation_id as new_invocation_id  # re-exported: callers import the ids from here
@@ -372,7 +373,7 @@ class Run(BaseModel):
         back (without ``shed``)."""
         return self.model_copy(update={"steps": [s.at_rest() for s in self.steps]})
 
-    def to_item(self, shed: bool = False) -> dict[str, Any]:
+    def to_item(self, shed: bool = False, cache: RowCache | None = None) -> dict[str, Any]:
         """The ``RUN#`` item's attributes (no keys), as JSON values: the steps at rest as rows with the ``words``
         they name (``core.runrecord``), the others as maps in ``steps`` (default values left out); ``surge`` and
         ``surge_instance_ids`` for the other capacity operations.
@@ -380,10 +381,16 @@ class Run(BaseModel):
         Args:
             shed: final steps keep only what decisions read (``core.runrecord``, ``shed``); the item says so
                 (``history_shed``). For a stopping run whose item would not fit otherwise.
+            cache: (without ``shed``) the writer's rows of its last item (``core.rowcache``): only the steps that
+                changed since are packed again, the same item given; its ``rows`` are then the cache's own lists,
+                not to be changed. A shed item is packed whole.
         """
         shed = shed or self.history_shed
         item = self.model_dump(mode="json", exclude={"steps", "history_shed"})
-        rows, words, maps = pack(self.steps, self.groups, self.created_at, shed, self.run_id)
+        if cache is not None and not shed:
+            rows, words, maps = cache.pack(self.steps, self.groups, self.created_at, self.run_id)
+        else:
+            rows, words, maps = pack(self.steps, self.groups, self.created_at, shed, self.run_id)
         item["steps"] = [s.at_rest().model_dump(mode="json", exclude_defaults=True) for s in maps]
         if rows:
             item["rows"], item["words"] = rows, words
@@ -394,5 +401,8 @@ class Run(BaseModel):
             for g in self.groups
             if g.raised or g.max_raised_to
         }
-        item["surge_instance_ids"] = self.surge_instance_ids
+        # ``surge_instance_ids`` of the steps that stay maps: every step in flight is one (a row holds a step at rest)
+        item["surge_instance_ids"] = sorted(
+            {s.surge_instance_id for s in maps if s.surge_instance_id and s.state.in_flight}
+        )
         return item

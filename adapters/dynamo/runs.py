@@ -28,6 +28,7 @@ from core.exceptions import AwsRequestError, RunConflictError, RunRecordRefusedE
 from core.itemsize import item_bytes
 from core.lock import Lease
 from core.model import utcnow
+from core.rowcache import RowCache
 from core.runlimits import REFUSAL_REASON_CHARS, RUN_ITEM_GUARD_BYTES, RUN_RETENTION_SECONDS
 from core.runs import Run, RunStatus
 from core.schema import TTL_ATTRIBUTE
@@ -54,6 +55,9 @@ class RunStore:
         self.table = table
         self.guard_bytes = guard_bytes
         self.retention_seconds = retention_seconds
+        # the rows of the last item this store packed (one run's): a save packs and sizes only the steps that
+        # changed since (``core.rowcache``)
+        self.rows = RowCache()
 
     @staticmethod
     def sk(run_id: str) -> str:
@@ -65,7 +69,7 @@ class RunStore:
         Raises:
             RunRecordRefusedError: (``ItemTooLarge``) over ``guard_bytes`` even so.
         """
-        item = self._expiring(run, run.to_item())
+        item = self._expiring(run, run.to_item(cache=self.rows))
         size = self.size(run.run_id, item)
         if size > self.guard_bytes and run.status is not RunStatus.RUNNING and not run.history_shed:
             item = self._expiring(run, run.to_item(shed=True))
@@ -91,8 +95,14 @@ class RunStore:
 
     def size(self, run_id: str, item: dict[str, Any]) -> int:
         """The item's size with its keys, as DynamoDB counts it (``core.itemsize``; a map's None values, which
-        ``Table.put`` leaves out, counted too: a few bytes over, never under)."""
-        return item_bytes({**item, **self.table.key(self.sk(run_id))})
+        ``Table.put`` leaves out, counted too: a few bytes over, never under). Its ``rows`` counted from this
+        store's cache when they are the rows it last packed (``core.rowcache``: the same count, row by row)."""
+        rows = item.get("rows")
+        known = self.rows.rows_bytes(rows)
+        if known is None:
+            return item_bytes({**item, **self.table.key(self.sk(run_id))})
+        head = {k: v for k, v in item.items() if k != "rows"}
+        return item_bytes({**head, **self.table.key(self.sk(run_id))}) + len("rows") + known
 
     def _put(
         self,
