@@ -12,8 +12,9 @@ and the next step ``surging`` with its spare Ready: the pass drains that step's 
   ``core.runrecord``): a run's first read in a process, or the first after its words grew;
 - ``decide``: ``lambdas.refresher.decide.advance`` (its ``Run.working_copy`` included);
 - ``save``: the saved run's item (``RunStore.item_of``: ``Run.to_item``, its size against the guard) and its
-  DynamoDB values (``dynamo``, what ``Table.put`` sends), by a store whose last item was the run as read and the
-  run as saved in turn (a pass's save: only the steps the pass changed packed again, ``core.rowcache``);
+  DynamoDB values (``dynamo_item``, its rows as they are: what ``Table.put`` sends), by a store whose last item was
+  the run as read and the run as saved in turn (a pass's save: only the steps the pass changed packed again,
+  ``core.rowcache``);
   ``cold save``: the same by a new store each time (every row packed: a store's first save, or one after the run's
   words or groups changed).
 """
@@ -27,8 +28,9 @@ from decimal import Decimal
 from itertools import count, cycle
 from typing import Any, TypeVar
 
-from adapters.dynamo.runs import RunStore
+from adapters.dynamo.runs import AS_IS, RunStore
 from adapters.dynamo.table import Table, dynamo, plain
+from adapters.dynamo.values import dynamo_item
 from bench.run_item import GROUPS, KEYS, run
 from core.kops import Role
 from core.model import NodeRecord
@@ -127,10 +129,10 @@ def measure(steps: int) -> dict[str, float]:
     kinds = [type(a).__name__ for a in decision.actions]
     assert kinds == ["SaveRun", "SendCommand"], kinds
     saved = decision.run.model_copy(update={"version": decision.run.version + 1})
-    cold_save, _ = best_ms(lambda: dynamo({**RunStore(store.table).item_of(saved), **KEYS}))
+    cold_save, _ = best_ms(lambda: dynamo_item({**RunStore(store.table).item_of(saved), **KEYS}, AS_IS))
     # the run read, then saved, in turn: the store's last item differs from each by the steps the pass changed
     turns = cycle([got, saved])
-    save, _ = best_ms(lambda: dynamo({**store.item_of(next(turns)), **KEYS}))
+    save, _ = best_ms(lambda: dynamo_item({**store.item_of(next(turns)), **KEYS}, AS_IS))
     assert store.item_of(saved) == RunStore(store.table).item_of(saved), "the cached save's item differs"
     return {"cold read": cold, "read": read, "decide": decide, "cold save": cold_save, "save": save}
 

@@ -35,6 +35,9 @@ from core.schema import TTL_ATTRIBUTE
 
 PREFIX = "RUN#"
 OVER = [s.value for s in RunStatus if not s.active]  # the statuses of a run that is over
+# the attributes of a RUN# item written as they are (``Table.put``): its rows hold only str, int, bool and None
+# (``core.runrecord``), DynamoDB values already, a 1,000-step run's 1,000 lists not copied again on every save
+AS_IS = ("rows",)
 # DynamoDB's codes for a write that is invalid as sent (an item over 400 KB among them): no retry helps
 VALIDATION_CODES = frozenset({"ValidationException", "ValidationError"})
 
@@ -124,6 +127,7 @@ class RunStore:
                 release_at=release_at,
                 take=take,
                 also=also,
+                as_is=AS_IS,
             )
         except AwsRequestError as err:
             if err.code not in VALIDATION_CODES:

@@ -34,14 +34,14 @@ refusal ``AwsRequestError``. Each is raised ``from`` the botocore error (the map
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from boto3.dynamodb.conditions import Attr, ConditionBase, ConditionExpressionBuilder, Key
 
 from adapters.dynamo.errors import TABLE_ERRORS, translate, translate_fenced
-from adapters.dynamo.values import dynamo, plain
+from adapters.dynamo.values import dynamo, dynamo_item, plain
 from core.exceptions import ConflictError, StoreUnavailableError
 from core.lock import Lease
 from core.schema import AGENT_ITEM_PREFIXES, agent_item, agent_partition_of, partition_of
@@ -228,12 +228,14 @@ class Table:
         release_at: float | None = None,
         take: Taking | None = None,
         also: Sequence[AlsoPut] = (),
+        as_is: Collection[str] = (),
     ) -> None:
         """Write the whole item ``sk`` (if ``condition`` holds, and with a ``fence`` only while that lease is the
         lock's current one: see the module docstring; with ``release_at``, epoch seconds, the fence's lease is given
         up in the same transaction; with ``take``, the lock is taken in the same transaction and the put fenced by
         the lease taken). With ``also`` (a fence or a take needed; at most ``MAX_ALSO``), those items are written in
-        the same transaction, each under its own condition: all of it or nothing.
+        the same transaction, each under its own condition: all of it or nothing. The attributes named in ``as_is``
+        are sent as they are, already DynamoDB values (``adapters.dynamo.values.dynamo_item``).
 
         Raises:
             LockLostError: (with ``fence``) the lock changed hands or was released; nothing was written.
@@ -242,7 +244,7 @@ class Table:
             ConflictError (an ``AlsoPut``'s ``conflict``): only that item's condition failed; nothing was written.
             ValueError: ``also`` without a fence or a take, or more than ``MAX_ALSO`` of them.
         """
-        kwargs: dict[str, Any] = {"Item": dynamo({**attrs, **self.key(sk)})}
+        kwargs: dict[str, Any] = {"Item": dynamo_item({**attrs, **self.key(sk)}, as_is)}
         self._condition(kwargs, condition)
         if also and ((take is None and fence is None) or len(also) > MAX_ALSO):
             raise ValueError(f"put {sk}: {len(also)} more items need a fence and at most {MAX_ALSO}")

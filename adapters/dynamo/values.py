@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -71,3 +72,10 @@ def dynamo(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [v if type(v) in _KEPT else dynamo(v) for v in value]
     return value
+
+
+def dynamo_item(item: Mapping[str, Any], as_is: Collection[str] = ()) -> dict[str, Any]:
+    """``dynamo`` of an item (its None attributes left out), but the attributes named in ``as_is`` sent as they
+    are: values that are DynamoDB's already (no float anywhere, no None in a map: a ``RUN#`` item's rows, lists of
+    str, int, bool and None, ``core.runrecord``), not copied element by element on every write."""
+    return {k: v if type(v) in _KEPT or k in as_is else dynamo(v) for k, v in item.items() if v is not None}

@@ -67,3 +67,14 @@ def test_a_row_read_again_comes_out_as_its_own_content_in_a_new_list() -> None:
     # a row holding a list is converted each time, by the rule
     nested = {"rows": [[Decimal("2.5"), [Decimal(2)]]]}
     assert plain(nested) == plain_by_rule(nested)
+
+
+def test_dynamo_item_converts_as_dynamo_does_but_sends_the_named_attributes_as_they_are() -> None:
+    from adapters.dynamo.values import dynamo_item
+
+    item = {"rows": [[1, "a", True, None]], "f": 1.5, "gone": None, "m": {"x": None, "y": 0.5}}
+    assert dynamo_item(item) == dynamo(item)
+    sent = dynamo_item(item, as_is=("rows",))
+    assert sent == dynamo(item)
+    assert sent["rows"] is item["rows"]
+    assert dynamo_item(item)["rows"] is not item["rows"]
