@@ -43,7 +43,7 @@ from sim.dynamo_transactions import MemoryClient
 from sim.expression_syntax import ExpressionError
 from sim.faults import Faults
 from sim.kernel import Kernel
-from sim.values import MAX_ITEM_BYTES, Item, canonical, canonical_item, copy_item, item_bytes, type_of
+from sim.values import MAX_ITEM_BYTES, Item, canonical, copy_item, item_bytes, sized_canonical_item, type_of
 
 PAGE_BYTES = 1024 * 1024  # "Query": a page reads at most 1 MB
 
@@ -248,9 +248,8 @@ class MemoryTable:
             raise validation("1 validation error detected: ConditionExpression must not be null")
         item = None
         if kind == "Put":
-            item = canonical_item(dict(params["Item"]))
+            item, size = sized_canonical_item(dict(params["Item"]))
             key = self.key_of(item, exact=False)
-            size = item_bytes(item)
             if size > MAX_ITEM_BYTES:
                 raise validation("Item size has exceeded the maximum allowed size")
         else:

@@ -107,6 +107,56 @@ def canonical_item(item: Item) -> Item:
     return {str(k): canonical(v) for k, v in item.items()}
 
 
+def sized_canonical_item(item: Item) -> tuple[Item, int]:
+    """``canonical_item(item)`` and its ``item_bytes`` (bytes), a list of scalars in a list (a ``RUN#`` row)
+    canonicalised and sized by one look-up of its content (``_SIZED_ROWS``), not one each.
+
+    Raises:
+        TypeError: as ``canonical``.
+    """
+    out: Item = {}
+    total = 0
+    for name, value in item.items():
+        key = str(name)
+        if type(value) is list:
+            stored, size = _sized_list(value)
+        else:
+            stored = canonical(value)
+            size = value_bytes(stored)
+        out[key] = stored
+        total += len(key.encode("utf-8")) + size
+    return out, total
+
+
+# a list of scalars by its content -> its canonical values and their size (``_canonical_row`` and ``_row_bytes``
+# of them in one entry): a pure memo, bounded, shared by every run
+_SIZED_ROWS: dict[tuple[tuple[Any, ...], tuple[type, ...]], tuple[tuple[Any, ...], int]] = {}
+
+
+def _sized_list(values: list[Any]) -> tuple[list[Any], int]:
+    """``canonical`` of a list and the size of the result (``value_bytes``)."""
+    out: list[Any] = []
+    total = 3 + len(values)
+    for value in values:
+        if type(value) is not list:
+            stored = canonical(value)
+            out.append(stored)
+            total += value_bytes(stored)
+            continue
+        key = _row_key(value)
+        known = None if key is None else _SIZED_ROWS.get(key)
+        if known is None:
+            row = _canonical_row(value)
+            known = (tuple(row), _row_bytes(row))
+            if key is not None:
+                if len(_SIZED_ROWS) >= _ROWS_KEPT:
+                    _SIZED_ROWS.clear()
+                _SIZED_ROWS[key] = known
+        out.append(list(known[0]))
+        total += known[1]
+    return out, total
+
+
 def wire(item: Item) -> dict[str, Any]:
     """An item in DynamoDB JSON (``{"S": ...}``), as error answers carry it (``Item`` of a failed condition)."""
     return {k: _SERIALIZER.serialize(v) for k, v in item.items()}

@@ -52,3 +52,22 @@ def test_a_row_s_canonical_values_and_size_are_its_own_remembered_or_not() -> No
         pass
     else:
         raise AssertionError("a float was accepted")
+
+
+def test_a_put_s_item_is_canonicalised_and_sized_as_separately_remembered_or_not() -> None:
+    items = [
+        {"pk": "p", "rows": [["i-1", True, 7, None], ["i-1", 1, 7, None], [Decimal("7.50"), [1, {"m": 2}]]]},
+        {"pk": "p", "rows": [["i-1", Decimal(1), 7, None]], "words": ["a", "é"], "n": 5, "m": {"x": [1, True]}},
+        {"pk": "p", "l": [1, "a", [2, "b"], {"k": [3]}], "s": {"a", "b"}, "b": Binary(b"xy")},
+    ]
+    for _ in range(2):  # then from the memo
+        for item in items:
+            stored, size = values.sized_canonical_item(item)
+            assert stored == values.canonical_item(item)
+            assert [list(map(type, r)) for r in stored.get("rows", [])] == [
+                list(map(type, r)) for r in values.canonical_item(item).get("rows", [])
+            ]
+            assert size == item_bytes(values.canonical_item(item))
+    first, _ = values.sized_canonical_item(items[0])
+    again, _ = values.sized_canonical_item(items[0])
+    assert first["rows"][0] is not again["rows"][0]  # each write its own lists
