@@ -52,14 +52,21 @@ class RowCache:
         self.reworked = 0
 
     def pack(
-        self, steps: Sequence[S], groups: Sequence[GroupLike], created_at: datetime, run_id: str
+        self,
+        steps: Sequence[S],
+        groups: Sequence[GroupLike],
+        created_at: datetime,
+        shed: bool = False,
+        run_id: str = "",
     ) -> tuple[list[list[Any]], list[str], list[S]]:
-        """``core.runrecord.pack(steps, groups, created_at, shed=False, run_id=run_id)``, from the last pack's rows
-        where the steps are the same objects (module docstring); ``rows_bytes`` gives their size.
+        """``core.runrecord.pack``'s result, from the last pack's rows where the steps are the same objects (module
+        docstring); ``rows_bytes`` gives their size. A ``shed`` pack is ``pack``'s own (nothing kept or reused).
 
         The rows returned are the cache's own lists (the next pack hands them out again): read them, never change
-        them.
+        them. Every step in flight is among the steps returned as maps (a row holds a step at rest), as with ``pack``.
         """
+        if shed:
+            return pack(steps, groups, created_at, shed, run_id)
         places = {g.name: (n, g.role) for n, g in enumerate(groups)}
         context = (run_id, created_at, tuple(places.items()))
         old = self._steps

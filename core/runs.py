@@ -381,16 +381,11 @@ class Run(BaseModel):
         Args:
             shed: final steps keep only what decisions read (``core.runrecord``, ``shed``); the item says so
                 (``history_shed``). For a stopping run whose item would not fit otherwise.
-            cache: (without ``shed``) the writer's rows of its last item (``core.rowcache``): only the steps that
-                changed since are packed again, the same item given; its ``rows`` are then the cache's own lists,
-                not to be changed. A shed item is packed whole.
+            cache: the writer's last rows (``core.rowcache``): the same item, its rows the cache's (not to change).
         """
         shed = shed or self.history_shed
         item = self.model_dump(mode="json", exclude={"steps", "history_shed"})
-        if cache is not None and not shed:
-            rows, words, maps = cache.pack(self.steps, self.groups, self.created_at, self.run_id)
-        else:
-            rows, words, maps = pack(self.steps, self.groups, self.created_at, shed, self.run_id)
+        rows, words, maps = (cache.pack if cache else pack)(self.steps, self.groups, self.created_at, shed, self.run_id)
         item["steps"] = [s.at_rest().model_dump(mode="json", exclude_defaults=True) for s in maps]
         if rows:
             item["rows"], item["words"] = rows, words
@@ -401,8 +396,5 @@ class Run(BaseModel):
             for g in self.groups
             if g.raised or g.max_raised_to
         }
-        # ``surge_instance_ids`` of the steps that stay maps: every step in flight is one (a row holds a step at rest)
-        item["surge_instance_ids"] = sorted(
-            {s.surge_instance_id for s in maps if s.surge_instance_id and s.state.in_flight}
-        )
+        item["surge_instance_ids"] = sorted({s.surge_instance_id for s in maps if s.state.in_flight} - {None, ""})
         return item

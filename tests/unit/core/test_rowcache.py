@@ -28,7 +28,7 @@ def typed(value: Any) -> Any:
 
 def check(cache: RowCache, run: Run) -> int:
     """Pack ``run`` through ``cache`` and compare with ``pack``; the steps worked out again."""
-    got = cache.pack(run.steps, run.groups, run.created_at, run.run_id)
+    got = cache.pack(run.steps, run.groups, run.created_at, run_id=run.run_id)
     want = pack(run.steps, run.groups, run.created_at, run_id=run.run_id)
     assert typed(got[0]) == typed(want[0])
     assert got[1] == want[1]
@@ -98,7 +98,7 @@ def test_a_step_in_flight_changed_in_place_is_packed_as_it_is_now() -> None:
         setattr(flying, name, getattr(done, name))
     flying.entered, flying.spare_ready_at = dict(done.entered), done.spare_ready_at
     check(cache, run)
-    assert len(cache.pack(run.steps, run.groups, run.created_at, run.run_id)[0]) == 9  # a row now
+    assert len(cache.pack(run.steps, run.groups, run.created_at, run_id=run.run_id)[0]) == 9  # a row now
 
 
 def test_a_new_first_word_or_a_word_named_earlier_repacks_every_row() -> None:
@@ -144,6 +144,7 @@ def test_a_store_writes_and_sizes_the_item_it_wrote_without_the_cache() -> None:
         assert store.rows.reworked == (90 if n == 0 else 1)
     stopping = run.model_copy(update={"status": RunStatus.PAUSING})
     shed = stopping.to_item(shed=True)  # rows of another pack: sized here, not from the cache
+    assert typed(stopping.to_item(shed=True, cache=store.rows)) == typed(shed)
     assert store.size(run.run_id, shed) == item_bytes({**shed, **store.table.key(store.sk(run.run_id))})
 
 
