@@ -152,7 +152,11 @@ def test_a_cordon_a_later_command_took_over_is_left(world: World) -> None:
     assert node.unschedulable and node.holder == "spot-1" and "cordoned by command spot-1" in resolution(world)
 
 
-def test_a_later_command_for_the_instance_keeps_the_cordon(world: World) -> None:
+@pytest.mark.parametrize("indexed", [False, True], ids=["range", "pointers"])
+def test_a_later_command_for_the_instance_keeps_the_cordon(world: World, indexed: bool) -> None:
+    """Read from the week's CMD# range (the index not complete yet) or through the instance's pointers."""
+    if indexed:
+        index_complete_now(world)
     cordoned(world)
     spot = Command(
         command_id="spot-1",
@@ -240,22 +244,6 @@ def test_with_the_index_complete_a_pending_cordon_reads_its_instance_s_commands_
     assert answered and not [sk for sk in answered if sk.startswith("CMD#refresh-run-")]
     assert releaser(world, node, after=400).check_once()["released"] == 1
     assert not node.unschedulable and resolution(world) == "released"
-
-
-def test_with_the_index_complete_a_later_command_read_through_its_pointers_keeps_the_cordon(world: World) -> None:
-    index_complete_now(world)
-    cordoned(world)
-    spot = Command(
-        command_id="spot-1",
-        cluster=CLUSTER,
-        kind="drain",
-        instance_id=INSTANCE,
-        deadline=utcnow() + timedelta(seconds=120),
-    )
-    world.store.record_command(spot, ttl_seconds=3600, now=utcnow() + timedelta(seconds=1))  # with its pointers
-    node = OneNode(unschedulable=True, holder="rebalance-1")
-    assert releaser(world, node, after=400).check_once()["kept"] == 1
-    assert node.unschedulable and resolution(world).startswith("superseded by spot-1")
 
 
 def test_more_pending_instances_than_pointer_reads_are_worth_read_the_range_once(
