@@ -24,8 +24,8 @@ the items it created, changed or deleted; a refresh of an unchanged item is not 
 version it read last answers the records it read then instead of reading them again
 (``adapters.dynamo.nodes.read_membership``). A change made by the watch between two resyncs sets the mark's version
 at once (``set_membership_version``). With the version the mark lists the reporter's last ``JOURNAL_CHANGES``
-changes (``changes``: each one's number and item key), so a refresher pass a few changes behind matches only those
-items of its Query (``NodeRecordMemo.patched``).
+changes (``changes``: each one's number and item key), so a reader a few changes behind (the refresher's pass, the
+replenisher's tick) matches only those items of its Query (``NodeRecordMemo.patched``).
 
 A record written Ready over one NotReady or absent is told to ``on_ready`` (``agent.ready``: the "Node Ready" event
 that wakes a refresh run waiting for the node) once the mark's version covers its write, so the run that report

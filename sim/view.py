@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from agent.kube.views import CORDON_ANNOTATION, NodeView
 from core.kops import POOL_TAG, pool_of
+from core.model import CommandStatus
 from core.schema import agent_item
 from sim.aws_state import LIVE_EC2_STATES, PlacementEpoch
 from sim.kube_objects import CONTROL_PLANE_LABEL
 from sim.world_view import GroupState, NodeIndex, NodeState
 
-_OPEN = ("queued", "running")  # a command's statuses before it ended (``core.model.CommandStatus``)
+_OPEN = frozenset(s.value for s in CommandStatus if not s.terminal)  # a command's statuses before it ended
 
 if TYPE_CHECKING:
     from sim.world import World

@@ -110,17 +110,13 @@ class CordonReleaser:
             counts["errors"] += 1
             return counts
         for item in waiting:
-            if not _instance(item):
-                log.warning("cordon check: a pending command names no instance command_id=%s", command_id(item))
-                counts["errors"] += 1
-                if self.metrics is not None:
-                    self.metrics.cordons_resolved.labels(outcome=METRIC_OUTCOME["errors"]).inc()
-        for item in waiting:
             instance = _instance(item)
-            if not instance:
-                continue
             try:
-                outcome = self._settle(plain(item), instance, others[instance])
+                if instance:
+                    outcome = self._settle(plain(item), instance, others[instance])
+                else:
+                    log.warning("cordon check: a pending command names no instance command_id=%s", command_id(item))
+                    outcome = "errors"
             except Exception:
                 log.exception("cordon check failed command_id=%s", command_id(item))
                 outcome = "errors"
