@@ -22,7 +22,8 @@ from sim.aws_state import LIVE_EC2_STATES, PlacementEpoch
 from sim.kube_objects import CONTROL_PLANE_LABEL
 from sim.world_view import GroupState, NodeIndex, NodeState
 
-_OPEN = frozenset(s.value for s in CommandStatus if not s.terminal)  # a command's statuses before it ended
+# a command's statuses before it ended; a tuple, not a set: a forged status may be a list (unhashable)
+_OPEN = tuple(s.value for s in CommandStatus if not s.terminal)
 
 if TYPE_CHECKING:
     from sim.world import World
