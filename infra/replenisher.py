@@ -35,6 +35,9 @@ LAUNCH_UNSUCCESSFUL = "EC2 Instance Launch Unsuccessful"
 LAUNCH_SUCCESSFUL = "EC2 Instance Launch Successful"
 AGENT_SOURCE = "node-manager.agent"
 DRAIN_RESULTS = ("Node Drain Succeeded", "Node Drain Failed", "Node Drain Skipped")
+# the replenisher's own commands (``lambdas.replenisher.decide.builder.OWN_COMMAND_PREFIXES``): only their results
+# reach it; a refresh's or a Spot drain's result (one per node replaced) would be a reconcile that finds nothing to do
+COMMAND_PREFIXES = ("giveback-", "surplus-")
 POWERTOOLS_SERVICE_NAME = "replenisher"
 TIMEOUT = Duration.seconds(REPLENISHER_TIMEOUT_SECONDS)  # the lock lease is checked against it (infra.config)
 MEMORY_MB = 256
@@ -116,7 +119,9 @@ class ReplenisherHandler(Construct):
             "drain-results": (
                 "DrainResultRule",
                 events.EventPattern(
-                    source=[AGENT_SOURCE], detail_type=list(DRAIN_RESULTS), detail={"cluster": [cluster_name]}
+                    source=[AGENT_SOURCE],
+                    detail_type=list(DRAIN_RESULTS),
+                    detail={"cluster": [cluster_name], "command_id": [{"prefix": p} for p in COMMAND_PREFIXES]},
                 ),
                 None,
             ),

@@ -25,6 +25,10 @@ from sim.lambdas import ACCOUNT, REGION, Invocation
 AGENT_SOURCE = "node-manager.agent"
 DRAIN_RESULTS = ("Node Drain Succeeded", "Node Drain Failed", "Node Drain Skipped")
 NODE_READY = "Node Ready"
+CORDON_RESULTS = ("Node Cordon Succeeded", "Node Cordon Failed", "Node Cordon Skipped")
+# the command id prefixes each function's result rule matches (infra/replenisher.py, infra/refresher.py)
+REPLENISHER_COMMANDS = ("giveback-", "surplus-")
+REFRESHER_COMMANDS = ("refresh-", "rebalance-")
 GOING_STATES = ("stopping", "shutting-down", "terminated")
 WEEK = 7 * 86400.0
 
@@ -67,6 +71,10 @@ def stack_rules(cluster: str, hook_name: str = "node-manager-drain") -> tuple[Ru
     def ours(detail: dict[str, Any]) -> bool:
         return detail.get("cluster") == cluster
 
+    def of(prefixes: tuple[str, ...]) -> Callable[[dict[str, Any]], bool]:
+        """The stack's ``{"cluster": [...], "command_id": [{"prefix": ...}, ...]}``: a string id starting with one."""
+        return lambda d: ours(d) and isinstance(d.get("command_id"), str) and d["command_id"].startswith(prefixes)
+
     return (
         Rule("spot", "interruption", "aws.ec2", ("EC2 Spot Instance Interruption Warning",)),
         Rule("rebalance", "interruption", "aws.ec2", ("EC2 Instance Rebalance Recommendation",)),
@@ -86,8 +94,10 @@ def stack_rules(cluster: str, hook_name: str = "node-manager-drain") -> tuple[Ru
         ),
         Rule("launch-unsuccessful", "replenisher", "aws.autoscaling", ("EC2 Instance Launch Unsuccessful",)),
         Rule("launch-successful", "replenisher", "aws.autoscaling", ("EC2 Instance Launch Successful",)),
-        Rule("drain-results", "replenisher", AGENT_SOURCE, DRAIN_RESULTS, ours),
-        Rule("refresher-drain-results", "refresher", AGENT_SOURCE, DRAIN_RESULTS, ours),
+        Rule("drain-results", "replenisher", AGENT_SOURCE, DRAIN_RESULTS, of(REPLENISHER_COMMANDS)),
+        Rule(
+            "refresher-drain-results", "refresher", AGENT_SOURCE, DRAIN_RESULTS + CORDON_RESULTS, of(REFRESHER_COMMANDS)
+        ),
         Rule("refresher-node-ready", "refresher", AGENT_SOURCE, (NODE_READY,), ours),
     )
 

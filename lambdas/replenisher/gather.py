@@ -247,6 +247,17 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     )
 
 
+def compensation_active(store: Store) -> bool:
+    """Whether any ``COMP#`` ledger carries a compensation (``core.ledger.Ledger.compensation`` not null), or is not
+    one this reader can judge (its ``compensation`` present and not null): one consistent Query of the ``COMP#``
+    items, not converted. ``decide.acknowledged`` asks it before a launch success's reconcile.
+
+    Raises:
+        StoreUnavailableError: the read failed.
+    """
+    return any(item.get("compensation") is not None for item in store.query_prefix(ledger_store.PREFIX, True, False))
+
+
 def read_items(store: Store) -> Iterator[dict[str, Any]]:
     """The items ``gather`` reads, membership apart (``adapters.dynamo.nodes.read_membership``), as the table
     answered them (consistent reads): the whole cluster partition (``LOCK`` first, then ``COMP#``, ``DETACH#``,

@@ -12,10 +12,13 @@ One invocation: parse -> ``gather`` (DescribeAutoScalingGroups filtered on the c
 (``gather.read_items``), the membership mark and, when its version changed, the ``NODE#`` items, DescribeInstances only
 for unregistered instances and for detached ones past their deadline) -> ``decide`` (pure) -> take the cluster lock if
 the plan changes capacity (conditioned on the lock item just read, so a lock that changed hands since is noticed) ->
-``execute`` -> release the lock. Level-triggered: every invocation reconciles the whole cluster, so a missed or
-duplicated event costs nothing; Powertools idempotency is therefore not used (it would add two DynamoDB calls to every
-invocation for no gain). The stack gives the function a reserved concurrency of 1 so Auto Scaling's bursts of failure
-events are handled one after the other.
+``execute`` -> release the lock. An event that concerns no reconcile is answered before any of that
+(``decide.acknowledged``): an agent result of a command not the replenisher's with no read; a launch success in a
+group whose hook this environment has seen, while no ledger carries a compensation, after one Query of the ``COMP#``
+items. Level-triggered: every other invocation reconciles the whole cluster, so a missed or duplicated event costs
+nothing; Powertools idempotency is therefore not used (it would add two DynamoDB calls to every invocation for no
+gain). The stack gives the function a reserved concurrency of 1 so Auto Scaling's bursts of failure events are handled
+one after the other.
 
 Outcomes (the return value, logged):
 
@@ -67,9 +70,9 @@ from lambdas.common.telemetry import Telemetry
 from lambdas.events.event import Event, EventKind
 from lambdas.events.scope import Scope
 from lambdas.replenisher.bounds import capacity_bounds
-from lambdas.replenisher.decide import decide
+from lambdas.replenisher.decide import acknowledged, decide
 from lambdas.replenisher.execute import Effects, execute
-from lambdas.replenisher.gather import GatherMemo, gather, lock_free
+from lambdas.replenisher.gather import GatherMemo, compensation_active, gather, lock_free
 from lambdas.replenisher.hooks import Seen, ensure_hooks
 from lambdas.replenisher.plan import Action
 
@@ -150,6 +153,10 @@ def process(notice: Event, deps: Deps, now: datetime, request_id: str) -> dict[s
     covered by this invocation; past that, only what needs no lock is done (the failure is recorded).
     """
     settings = deps.settings
+    early = acknowledged(notice, settings, lambda: compensation_active(deps.store), deps.hooks_seen)
+    if early is not None:  # nothing to reconcile: no world read, no lock, no hooks (the tick ensures them)
+        effects = Effects(deps.store, deps.aws, deps.telemetry, logger, settings.command_ttl_seconds)
+        return _respond(notice, "noted", None, execute(early, effects, now, dry_run=settings.dry_run))
     waited = 0.0  # seconds slept waiting for the lock: the clock the decisions read moves on by as much
     locker = LeaseLock(deps.store, clock=lambda: (now + timedelta(seconds=waited)).timestamp())
     lease = None
@@ -208,19 +215,26 @@ def process(notice: Event, deps: Deps, now: datetime, request_id: str) -> dict[s
     status = ("dry_run" if settings.dry_run else "acted") if plan.changes else "noted"
     if lost is not None:
         status = "lock_lost"
+    hooks = ensure_hooks(deps.aws.autoscaling, world.groups, deps.hooks_seen, settings, now, deps.telemetry, logger)
+    return _respond(notice, status, plan.operation.value if plan.operation else None, results, hooks)
+
+
+def _respond(
+    notice: Event, status: str, operation: str | None, results: list[dict[str, str]], hooks: Any = None
+) -> dict[str, Any]:
+    """The invocation's response (the module docstring's outcomes), logged."""
     response: dict[str, Any] = {
         "status": status,
         "event_id": notice.event_id,
         "kind": notice.kind.value,
-        "operation": plan.operation.value if plan.operation else None,
+        "operation": operation,
         "actions": results,
     }
-    hooks = ensure_hooks(deps.aws.autoscaling, world.groups, deps.hooks_seen, settings, now, deps.telemetry, logger)
     if hooks:
         response["hooks"] = hooks
     logger.info(
         f"{notice.detail_type} {notice.event_id}: {status}, {len(results)} actions",
-        extra={"status": status, "operation": response["operation"]},
+        extra={"status": status, "operation": operation},
     )
     return response
 

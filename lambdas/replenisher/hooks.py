@@ -7,7 +7,8 @@ Why here and not only in the stack: kOps owns the groups. ``kops update cluster`
 group, and deletes and creates a group again when one must be replaced; a hook is part of its group and goes with it
 (Auto Scaling "Amazon EC2 Auto Scaling lifecycle hooks"). A list of group names in ``cdk.json`` misses both until the
 next deploy. The replenisher already reads the cluster's groups by tag on every invocation (``gather``), so it sees
-a new group at its first "Launch Successful" event or the next tick, and asks for its hook then.
+a new group at its first "Launch Successful" event (a launch in a group this environment has not seen hooked is
+always a whole reconcile: ``decide.acknowledged``) or the next tick, and asks for its hook then.
 
 Cost: DescribeLifecycleHooks takes one group a call, so each group is asked once, then again only when its
 ``CreatedTime`` changed (deleted and created again under the same name) or ``LIFECYCLE_HOOK_RECHECK_SECONDS``

@@ -38,6 +38,7 @@ class Reason(str, Enum):
     PROTECTED = "protected"  # capacity of a refresh run or an early replacement
     SIZE_RESET = "size_reset"  # a donor holds less than its ledger says (kOps or a person reset its sizes)
     UNVERIFIED = "unverified"  # an effect recorded as done is not visible in Auto Scaling: redone
+    NO_COMPENSATION = "no_compensation"  # a launch succeeded while no ledger carries a compensation: the tick's
     NOTHING_TO_DO = "nothing_to_do"
 
 

@@ -9,7 +9,9 @@ from aws_cdk.assertions import Match, Template
 
 from core.kops import CLUSTER_TAG
 from core.settings import ReplenisherSettings
-from infra.replenisher import HANDLER
+from infra.replenisher import COMMAND_PREFIXES, HANDLER
+from lambdas.replenisher.decide.builder import OWN_COMMAND_PREFIXES
+from sim.eventbridge import REPLENISHER_COMMANDS
 
 from .conftest import Synthesis, as_list, only, statements, synthesize
 
@@ -85,13 +87,17 @@ def test_rules_for_launch_events_tick_and_drain_results_each_with_retries_and_a_
             for detail_type in pattern["detail-type"]:
                 patterns[detail_type] = (pattern["source"], pattern.get("detail"))
     suffix = {"AutoScalingGroupName": [{"suffix": f".{CLUSTER}"}]}
+    # only the results of the replenisher's own commands (a refresh's or a Spot drain's would be a reconcile for
+    # nothing), the prefixes its decisions give them, and the simulation's rule the same
+    assert COMMAND_PREFIXES == OWN_COMMAND_PREFIXES == REPLENISHER_COMMANDS
+    ours = {"cluster": [CLUSTER], "command_id": [{"prefix": "giveback-"}, {"prefix": "surplus-"}]}
     assert patterns == {
         "EC2 Instance Launch Unsuccessful": (["aws.autoscaling"], suffix),
         "EC2 Instance Launch Successful": (["aws.autoscaling"], suffix),
         "tick": "rate(2 minutes)",
-        "Node Drain Succeeded": (["node-manager.agent"], {"cluster": [CLUSTER]}),
-        "Node Drain Failed": (["node-manager.agent"], {"cluster": [CLUSTER]}),
-        "Node Drain Skipped": (["node-manager.agent"], {"cluster": [CLUSTER]}),
+        "Node Drain Succeeded": (["node-manager.agent"], ours),
+        "Node Drain Failed": (["node-manager.agent"], ours),
+        "Node Drain Skipped": (["node-manager.agent"], ours),
     }
     dlqs = {r["Properties"]["Targets"][0]["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0] for r in rules.values()}
     assert len(dlqs) == 1

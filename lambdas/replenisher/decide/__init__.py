@@ -5,14 +5,16 @@ This package holds ``decide`` (rules 1 and 3) and one module per group of rules:
 plan under construction.
 
 Every invocation is a reconcile of the whole cluster (level-triggered): the event only adds what it alone knows
-(a launch failure and its time) and says whether the invocation concerns this cluster at all.
+(a launch failure and its time) and says whether the invocation concerns this cluster, or a reconcile, at all.
 
 Rules, in order:
 
 1. **Scope.** A launch event for a group not tagged ``KubernetesCluster=<cluster>`` (another cluster's, or an
    untagged one; the gathered groups are filtered on the tag) is acknowledged (``not_managed``) and changes
    nothing. An agent event for another cluster, or for a command the replenisher did not send (ids other than
-   ``giveback-``/``surplus-``), is acknowledged (``not_ours``).
+   ``giveback-``/``surplus-``), is acknowledged (``not_ours``). A launch success while no ledger carries a
+   compensation is acknowledged (``no_compensation``): it changes nothing the tick does not reconcile. Both are
+   decided before the world is read (``acknowledged``).
 2. **Failure record.** "EC2 Instance Launch Unsuccessful" updates the group's ``Backoff`` (``record_failure``): a
    failure inside the current window moves the window's start (the group stays untrusted until ``window`` after its
    *latest* failure) without widening it, so Auto Scaling's retries every few seconds do not escalate it; a failure
@@ -77,6 +79,7 @@ Rules, in order:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from datetime import datetime
 
 from core.kops import Role
@@ -110,9 +113,9 @@ def decide(notice: Event, now: datetime, settings: ReplenisherSettings, world: W
     launch = notice.kind in (EventKind.LAUNCH_FAILED, EventKind.LAUNCH_SUCCEEDED)
     if launch and notice.asg_name not in world.groups:
         return Plan((Note(Reason.NOT_MANAGED, f"{notice.asg_name} is not tagged for cluster {settings.cluster_name}"),))
-    ours = notice.cluster == settings.cluster_name and (notice.command_id or "").startswith(OWN_COMMAND_PREFIXES)
-    if notice.kind is EventKind.DRAIN_FINISHED and not ours:
-        return Plan((Note(Reason.NOT_OURS, f"command {notice.command_id} of cluster {notice.cluster}"),))
+    early = acknowledged(notice, settings, lambda: True)
+    if early is not None:
+        return early
 
     if notice.kind is EventKind.LAUNCH_FAILED:
         record_launch_failure(b, notice)
@@ -131,3 +134,33 @@ def decide(notice: Event, now: datetime, settings: ReplenisherSettings, world: W
     cleanup(b)
     sweep_detached(b)
     return finish(b)
+
+
+def acknowledged(
+    notice: Event, settings: ReplenisherSettings, compensating: Callable[[], bool], hooked: Collection[str] = ()
+) -> Plan | None:
+    """The plan of an event that concerns no reconcile, decided before the world is read (the handler asks it
+    first; ``decide`` asks it again), or None when the whole cluster is to be reconciled. Pure but for
+    ``compensating``, called only for a launch success.
+
+    - An agent result of a command the replenisher did not send, or of another cluster (rule 1): ``not_ours``. The
+      stack's rule routes only ``giveback-``/``surplus-`` results here; this covers an event that reached the
+      function another way.
+    - "EC2 Instance Launch Successful" of a group in ``hooked`` while no ledger carries a compensation
+      (``compensating()`` False): a launch that succeeded changes nothing but a compensation (its donors' claims,
+      rule 6; a recovery's hold, rule 7); the tick reconciles everything else (``no_compensation``). During a
+      refresh a launch succeeds for every node replaced: each was a whole reconcile (the membership, the groups)
+      that found nothing to do. A group not in ``hooked`` (new to this environment: a group kOps just created) is
+      reconciled whole, which gives it its lifecycle hook at once (``hooks``).
+
+    Args:
+        compensating: whether any ``COMP#`` ledger carries a compensation (``gather.compensation_active``: one
+            Query); True when unsure. Not called for a result or a group not in ``hooked``.
+        hooked: the groups whose termination hook this environment found right (``handler.Deps.hooks_seen``).
+    """
+    ours = notice.cluster == settings.cluster_name and (notice.command_id or "").startswith(OWN_COMMAND_PREFIXES)
+    if notice.kind is EventKind.DRAIN_FINISHED and not ours:
+        return Plan((Note(Reason.NOT_OURS, f"command {notice.command_id} of cluster {notice.cluster}"),))
+    if notice.kind is EventKind.LAUNCH_SUCCEEDED and notice.asg_name in hooked and not compensating():
+        return Plan((Note(Reason.NO_COMPENSATION, f"a launch in {notice.asg_name}: no ledger carries a compensation"),))
+    return None

@@ -41,20 +41,24 @@ def test_each_event_reaches_the_functions_of_its_rules() -> None:
     bus = bus_with(kernel, rec)
     bus.put(event(bus, "aws.ec2", "EC2 Spot Instance Interruption Warning", **{"instance-id": "i-1"}))
     bus.put(event(bus, "aws.autoscaling", "EC2 Instance Launch Successful"))
-    bus.put(event(bus, AGENT_SOURCE, "Node Drain Succeeded", cluster="c1"))
-    bus.put(event(bus, AGENT_SOURCE, "Node Drain Succeeded", cluster="other"))  # another cluster's: no rule
+    bus.put(event(bus, AGENT_SOURCE, "Node Drain Succeeded", cluster="c1", command_id="refresh-r1-0"))
+    bus.put(event(bus, AGENT_SOURCE, "Node Drain Succeeded", cluster="c1", command_id="giveback-i-1"))
+    bus.put(event(bus, AGENT_SOURCE, "Node Drain Succeeded", cluster="c1", command_id="spot-i-2"))  # a Spot drain's
+    bus.put(event(bus, AGENT_SOURCE, "Node Cordon Succeeded", cluster="c1", command_id="rebalance-i-3"))
+    bus.put(event(bus, AGENT_SOURCE, "Node Drain Succeeded", cluster="other", command_id="refresh-r1-0"))  # another's
     bus.put(event(bus, AGENT_SOURCE, "Node Ready", cluster="c1"))  # the refresher's only
     bus.put(event(bus, AGENT_SOURCE, "Node Ready", cluster="other"))
     bus.put(event(bus, "aws.ec2", "EC2 Instance State-change Notification", state="running"))  # not a going state
     kernel.run(10)
     assert sorted((f, d) for _, f, d in rec.calls) == [
         ("interruption", "EC2 Spot Instance Interruption Warning"),
+        ("refresher", "Node Cordon Succeeded"),  # a rebalance cordon's result wakes a replacement run
         ("refresher", "Node Drain Succeeded"),  # no Launch Successful: the refresher has no rule for it
         ("refresher", "Node Ready"),
         ("replenisher", "EC2 Instance Launch Successful"),
-        ("replenisher", "Node Drain Succeeded"),
+        ("replenisher", "Node Drain Succeeded"),  # its own command's only
     ]
-    assert bus.stats.unmatched == 3
+    assert bus.stats.unmatched == 4
 
 
 def test_a_failed_invocation_is_retried_twice_then_dropped() -> None:
@@ -129,6 +133,7 @@ def test_a_crash_window_names_the_call_for_its_function_only() -> None:
 
     bus = EventBus(kernel, invoke, stack_rules("c1"), Delivery(duplicate=0.0))
     bus.crash(0, 100, "replenisher", 3, "timeout")
-    bus.put(event(bus, AGENT_SOURCE, "Node Drain Succeeded", cluster="c1"))  # routed to both
+    bus.put(event(bus, AGENT_SOURCE, "Node Drain Succeeded", cluster="c1", command_id="refresh-r1-0"))
+    bus.put(event(bus, AGENT_SOURCE, "Node Drain Succeeded", cluster="c1", command_id="giveback-i-1"))
     kernel.run(60)
     assert sorted(plans) == [("refresher", 0, "crash"), ("replenisher", 3, "timeout")]
