@@ -166,7 +166,8 @@ class MemoryTable:
         self.meta = _Meta(dynamo.client)
         self._items: dict[str, dict[str, Item]] = {}
         self._order: dict[str, list[str]] = {}
-        self._sizes: dict[tuple[str, str], int] = {}  # item_bytes of each stored item, for Query's 1 MB pages
+        # item_bytes of each stored item by partition and sort key, for Query's 1 MB pages
+        self._sizes: dict[str, dict[str, int]] = {}
         self._read: Callable[[Item], Item] = copy_item if dynamo.copy_reads else _shared
         self._history = History()  # for eventually consistent reads under a StaleRead fault
 
@@ -198,16 +199,16 @@ class MemoryTable:
         old = self.stored(key)
         if item is None:
             if old is not None:
-                del self._items[pk][sk], self._sizes[key]
+                del self._items[pk][sk], self._sizes[pk][sk]
                 order = self._order[pk]
                 del order[bisect_left(order, sk)]
                 if not order:
-                    del self._items[pk], self._order[pk]
+                    del self._items[pk], self._order[pk], self._sizes[pk]
         else:
             if old is None:
                 insort(self._order.setdefault(pk, []), sk)
             self._items.setdefault(pk, {})[sk] = item
-            self._sizes[key] = size
+            self._sizes.setdefault(pk, {})[sk] = size
         self._history.record(key, self.dynamo.kernel.t, old)
         self.dynamo.applied(self.name, key, old, item)
 
@@ -320,7 +321,12 @@ class MemoryTable:
             scanned, read = 0, 0
             last: str | None = None
             keep, answer = exprs.filter, self._read  # once a call, not once an item (a Query reads thousands)
-            for sk, item, size in self._selected(pk, candidates, exprs, params):
+            stale = self.dynamo.stale(bool(params.get("ConsistentRead", False)))
+            whole = None if stale or keep is not None or limit else self._whole(pk, candidates)
+            if whole is not None:  # one page, every item: what the loop below answers, without a step an item
+                page = whole if answer is _shared else list(map(answer, whole))
+                scanned = len(whole)
+            for sk, item, size in () if whole is not None else self._selected(pk, candidates, exprs, params, stale):
                 scanned += 1
                 read += size
                 if keep is None or exprs.holds(keep, item):
@@ -339,16 +345,24 @@ class MemoryTable:
         out["ResponseMetadata"] = metadata(request_id)
         return out
 
+    def _whole(self, pk: str, keys: list[str]) -> list[Item] | None:
+        """The items of ``keys`` (read as they are now) when together they are under a page (``PAGE_BYTES``), so that
+        a Query with no filter and no limit answers them all at once; None when they are not."""
+        sizes = self._sizes.get(pk, {})
+        if sum(map(sizes.__getitem__, keys)) >= PAGE_BYTES:
+            return None
+        return list(map(self._items.get(pk, {}).__getitem__, keys))
+
     def _selected(
-        self, pk: str, keys: list[str], exprs: Expressions, params: Mapping[str, Any]
+        self, pk: str, keys: list[str], exprs: Expressions, params: Mapping[str, Any], stale: bool
     ) -> Iterator[tuple[str, Item, int]]:
-        """(sort key, item, size) of what a Query reads: exactly ``keys`` (key_range's bounds), or with a stale
+        """(sort key, item, size) of what a Query reads: exactly ``keys`` (key_range's bounds), or with a ``stale``
         read the versions ``History`` gives."""
         partition = self._items.get(pk, {})
-        if not self.dynamo.stale(bool(params.get("ConsistentRead", False))):
-            sizes = self._sizes
+        if not stale:
+            sizes = self._sizes.get(pk, {})
             for sk in keys:
-                yield sk, partition[sk], sizes[(pk, sk)]
+                yield sk, partition[sk], sizes[sk]
             return
         start = (params.get("ExclusiveStartKey") or {}).get(self.keys[1])
         forward = bool(params.get("ScanIndexForward", True))

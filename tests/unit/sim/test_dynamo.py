@@ -363,6 +363,28 @@ def test_a_page_that_stops_at_its_limit_has_a_last_evaluated_key() -> None:
     assert [i["sk"] for i in Store(table, "x").query_prefix("")] == []  # the adapter follows pages to the end
 
 
+def test_a_query_reads_at_most_a_megabyte_a_page() -> None:
+    """DynamoDB "Query": "A single Query operation will read up to the maximum number of items set (if using the Limit
+    parameter) or a maximum of 1 MB of data"; the page that reaches it ends with the item that did, and
+    LastEvaluatedKey names it. Items under a megabyte together come in one page, and each page holds what was
+    stored when it was read."""
+    table = memory()
+    big = "x" * 300_000  # four of them pass a megabyte (1,048,576 bytes)
+    for sk in ("a", "b", "c", "d", "e"):
+        table.put_item(Item={"pk": "p", "sk": sk, "v": big})
+    first = table.query(KeyConditionExpression=Key("pk").eq("p"))
+    assert [i["sk"] for i in first["Items"]] == ["a", "b", "c", "d"]
+    assert first["LastEvaluatedKey"] == {"pk": "p", "sk": "d"} and first["ScannedCount"] == 4
+    rest = table.query(KeyConditionExpression=Key("pk").eq("p"), ExclusiveStartKey=first["LastEvaluatedKey"])
+    assert [i["sk"] for i in rest["Items"]] == ["e"] and "LastEvaluatedKey" not in rest
+    table.delete_item(Key={"pk": "p", "sk": "e"})
+    table.delete_item(Key={"pk": "p", "sk": "d"})
+    table.put_item(Item={"pk": "p", "sk": "c", "v": "y"})
+    whole = table.query(KeyConditionExpression=Key("pk").eq("p"))
+    assert [(i["sk"], len(i["v"])) for i in whole["Items"]] == [("a", 300_000), ("b", 300_000), ("c", 1)]
+    assert "LastEvaluatedKey" not in whole and whole["Count"] == whole["ScannedCount"] == 3
+
+
 def test_values_of_different_types_never_compare() -> None:
     """Moto differs: it raises TypeError (a 500) for ``s > :one`` when ``s`` is a string. DynamoDB: "<, <=, >, >=
     ... true if a is less than b" only between values of the same type; otherwise the condition is false
