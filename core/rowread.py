@@ -24,7 +24,9 @@ def unpack(
     copy: Callable[[Any], Any] | None = None,
 ) -> dict[str, Any]:
     """An item's fields with its ``rows`` turned back into step maps, every step in ``index`` order (``data``
-    unchanged but for that; an item without rows as it is).
+    unchanged but for that; an item without rows as it is). The rows may hold their numbers as the table answered
+    them (``Decimal``: ``adapters.dynamo.values.plain_item``) or as ints: each is read with ``int()``, and a row's
+    memo key is the same for both (``Decimal(3) == 3``, with the same hash).
 
     Args:
         make: what the reader makes of a row's step map (``RunStep.model_validate``), made once, the second time

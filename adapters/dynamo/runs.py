@@ -36,7 +36,10 @@ from core.schema import TTL_ATTRIBUTE
 PREFIX = "RUN#"
 OVER = [s.value for s in RunStatus if not s.active]  # the statuses of a run that is over
 # the attributes of a RUN# item written as they are (``Table.put``): its rows hold only str, int, bool and None
-# (``core.runrecord``), DynamoDB values already, a 1,000-step run's 1,000 lists not copied again on every save
+# (``core.runrecord``), DynamoDB values already, a 1,000-step run's 1,000 lists not copied again on every save; and
+# read as they are answered (``values.plain_item``: ``core.rowread.unpack`` reads their numbers with ``int()``), by
+# every reader of a ``RUN#`` item alike: a row's memo key holds ``Decimal``\ s then, and comparing one with an int
+# (a reader that converted its rows first) cost more than the conversion saved
 AS_IS = ("rows",)
 # DynamoDB's codes for a write that is invalid as sent (an item over 400 KB among them): no retry helps
 VALIDATION_CODES = frozenset({"ValidationException", "ValidationError"})
@@ -149,7 +152,7 @@ class RunStore:
 
     def get(self, run_id: str) -> Run | None:
         """The run ``run_id`` (consistent read), or None."""
-        item = self.table.get(self.sk(run_id))
+        item = self.table.get(self.sk(run_id), as_is=AS_IS)
         return None if item is None else Run.model_validate(item)
 
     def save(
@@ -225,7 +228,7 @@ class RunStore:
         cutoff = (now or utcnow()).timestamp()
         runs = [
             Run.model_validate(item)
-            for item in self.table.query_prefix(PREFIX, consistent=True)
+            for item in self.table.query_prefix(PREFIX, consistent=True, as_is=AS_IS)
             if not expired(item, cutoff)
         ]
         return sorted(runs, key=lambda r: r.run_id, reverse=True)[:limit]
@@ -236,7 +239,7 @@ class RunStore:
         # the runs that are over (kept until their TTL; a weekly run of 1,000 nodes is a 130 KB item) are dropped by
         # DynamoDB (a FilterExpression: still read, never sent nor parsed); any other status is judged here as before
         over = ~Attr("status").is_in(OVER)
-        for item in self.table.query_range(PREFIX, PREFIX[:-1] + "$", consistent=True, keep=over):
+        for item in self.table.query_range(PREFIX, PREFIX[:-1] + "$", consistent=True, keep=over, as_is=AS_IS):
             if RunStatus(item.get("status", "failed")).active:
                 return Run.model_validate(item)
         return None

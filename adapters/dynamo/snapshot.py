@@ -24,6 +24,7 @@ from adapters.dynamo.node_memo import Change, NodeRecordMemo, picked
 from adapters.dynamo.nodes import MARK_SK, mark_changes, mark_time, mark_version
 from adapters.dynamo.nodes import PREFIX as NODE_PREFIX
 from adapters.dynamo.poller import PREFIX as POLL_PREFIX
+from adapters.dynamo.runs import AS_IS as RUN_AS_IS
 from adapters.dynamo.runs import PREFIX as RUN_PREFIX
 from adapters.dynamo.table import LOCK_SK, Attr, Table, plain
 from core.model import NodeRecord, fresh_by_mark, utcnow
@@ -77,7 +78,8 @@ def read_state(table: Table) -> Snapshot:
     lock: dict[str, Any] | None = None
     runs: list[Run] = []
     pollers: dict[str, tuple[str, float]] = {}
-    for item in table.query_range(LOCK_SK, RUN_PREFIX[:-1] + "$", consistent=True, keep=keep):
+    # a run's rows read by ``Run`` as the table answered them (``adapters.dynamo.runs.AS_IS``)
+    for item in table.query_range(LOCK_SK, RUN_PREFIX[:-1] + "$", consistent=True, keep=keep, as_is=RUN_AS_IS):
         sk = str(item.get("sk", ""))
         if sk == LOCK_SK:
             lock = item

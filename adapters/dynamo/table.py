@@ -41,7 +41,7 @@ from typing import Any
 from boto3.dynamodb.conditions import Attr, ConditionBase, ConditionExpressionBuilder, Key
 
 from adapters.dynamo.errors import TABLE_ERRORS, translate, translate_fenced
-from adapters.dynamo.values import dynamo, dynamo_item, plain
+from adapters.dynamo.values import dynamo, dynamo_item, plain, plain_item
 from core.exceptions import ConflictError, StoreUnavailableError
 from core.lock import Lease
 from core.schema import AGENT_ITEM_PREFIXES, agent_item, agent_partition_of, partition_of
@@ -129,21 +129,24 @@ class Table:
         """The primary key of item ``sk``."""
         return {"pk": self.partition(sk), "sk": sk}
 
-    def get(self, sk: str, consistent: bool = True) -> dict[str, Any] | None:
-        """The item ``sk`` as plain values, or None."""
+    def get(self, sk: str, consistent: bool = True, as_is: Collection[str] = ()) -> dict[str, Any] | None:
+        """The item ``sk`` as plain values (but the attributes named in ``as_is``: ``values.plain_item``), or None."""
         try:
             out = self.table.get_item(Key=self.key(sk), ConsistentRead=consistent)
         except TABLE_ERRORS as err:
             raise translate(err, f"get {sk}") from err
         item = out.get("Item")
-        return None if item is None else plain(item)
+        return None if item is None else plain_item(item, as_is) if as_is else plain(item)
 
-    def query_prefix(self, prefix: str, consistent: bool = False, convert: bool = True) -> Iterator[dict[str, Any]]:
+    def query_prefix(
+        self, prefix: str, consistent: bool = False, convert: bool = True, as_is: Collection[str] = ()
+    ) -> Iterator[dict[str, Any]]:
         """All items whose sort key starts with ``prefix`` (in the partition of ``prefix``'s kind), following
         pagination; without ``convert``, as the table answered (DynamoDB numbers as ``Decimal``: the caller runs
-        ``plain`` on those it keeps, and must not change them)."""
+        ``plain`` on those it keeps, and must not change them); with ``as_is``, those attributes left as answered
+        (``values.plain_item``)."""
         key = Key("pk").eq(self.partition(prefix)) & Key("sk").begins_with(prefix)
-        return self._query(key, consistent, f"query {prefix}", convert=convert)
+        return self._query(key, consistent, f"query {prefix}", convert=convert, as_is=as_is)
 
     def query_range(
         self,
@@ -152,12 +155,13 @@ class Table:
         consistent: bool = False,
         keep: ConditionBase | None = None,
         convert: bool = True,
+        as_is: Collection[str] = (),
     ) -> Iterator[dict[str, Any]]:
         """All items of ``low``'s partition whose sort key is between ``low`` and ``high`` (both included),
         following pagination; with ``keep``, only those it matches (a FilterExpression: DynamoDB still reads, and
-        bills, the others); without ``convert``, as the table answered (as ``query_prefix``)."""
+        bills, the others); without ``convert``, as the table answered; ``as_is`` as ``query_prefix``'s."""
         key = Key("pk").eq(self.partition(low)) & Key("sk").between(low, high)
-        return self._query(key, consistent, f"query {low}..{high}", keep, convert=convert)
+        return self._query(key, consistent, f"query {low}..{high}", keep, convert=convert, as_is=as_is)
 
     def query_partition(
         self, consistent: bool = False, wanted: Callable[[str], bool] | None = None, convert: bool = True
@@ -192,8 +196,10 @@ class Table:
         keep: ConditionBase | None = None,
         wanted: Callable[[str], bool] | None = None,
         convert: bool = True,
+        as_is: Collection[str] = (),
     ) -> Iterator[dict[str, Any]]:
         kwargs: dict[str, Any] = {"KeyConditionExpression": key, "ConsistentRead": consistent}
+        converted: Callable[[dict[str, Any]], dict[str, Any]] = (lambda i: plain_item(i, as_is)) if as_is else plain
         if keep is not None:
             kwargs["FilterExpression"] = keep
         while True:
@@ -213,7 +219,7 @@ class Table:
                 if item.get("pk") != (agent_pk if sk.startswith(AGENT_ITEM_PREFIXES) else pk):
                     continue
                 if wanted is None or wanted(sk):
-                    yield plain(item) if convert else item
+                    yield converted(item) if convert else item
             if "LastEvaluatedKey" not in out:
                 return
             kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]

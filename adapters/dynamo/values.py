@@ -40,6 +40,18 @@ def plain(value: Any) -> Any:
     return value
 
 
+def plain_item(item: Mapping[str, Any], as_is: Collection[str]) -> dict[str, Any]:
+    """``plain`` of an item but for the attributes named in ``as_is``, left as the table answered them (numbers as
+    ``Decimal``, shared with the answer: read them, never change them), for a reader that converts what it reads of
+    them itself: ``core.rowread.unpack`` reads a ``RUN#`` item's rows with ``int()``, and a 1,000-step run's rows were
+    converted here row by row on every read (``_plain_row``), then read again by it."""
+    out: dict[str, Any] = plain({k: v for k, v in item.items() if k not in as_is})
+    for name in as_is:
+        if name in item:
+            out[name] = item[name]
+    return out
+
+
 # a row's content as answered (its values and their exact types: ``Decimal(1)`` and ``True`` are equal in Python)
 # -> its plain values
 _ROWS: dict[tuple[tuple[Any, ...], tuple[type, ...]], tuple[Any, ...]] = {}

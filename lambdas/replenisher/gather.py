@@ -18,8 +18,10 @@ from adapters.dynamo.commands import PREFIX as COMMAND_PREFIX
 from adapters.dynamo.lock import LOCK_SK
 from adapters.dynamo.node_memo import NodeRecordMemo
 from adapters.dynamo.nodes import read_membership
+from adapters.dynamo.runs import AS_IS as RUN_AS_IS
 from adapters.dynamo.store import Store
 from adapters.dynamo.table import plain
+from adapters.dynamo.values import plain_item
 from core.clock import aware_time
 from core.detach import DetachState
 from core.kops import CLUSTER_TAG, managed_group
@@ -121,7 +123,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
             runs.append(last[1])
             protected |= last[2]
             continue
-        item = plain(stored)
+        item = plain_item(stored, RUN_AS_IS) if sk.startswith("RUN#") else plain(stored)  # rows read by ``Run``
         try:
             if sk == LOCK_SK:
                 lock = item

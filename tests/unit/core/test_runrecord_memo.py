@@ -4,12 +4,15 @@ steps but the final ones (shared), bad rows refused as before."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
+from adapters.dynamo.runs import AS_IS
 from adapters.dynamo.table import dynamo, plain
+from adapters.dynamo.values import plain_item
 from core import rowread, runrecord
 from core.runs import Run, StepState
 from tests.unit.core.test_runrecord import RUN_ID, replaced, weekly_refresh
@@ -123,3 +126,41 @@ def test_a_row_is_made_the_second_time_it_is_read_and_copied_after() -> None:
     third = rowread.unpack(item, make, dict)
     assert len(made) == 6 and third["steps"] == first["steps"]
     assert all(a is not b for a, b in zip(second["steps"], third["steps"], strict=True))
+
+
+def answered(value: Any) -> Any:
+    """``value`` as boto3's resource layer answers it: every number a ``Decimal`` ("Boto3 DynamoDB types")."""
+    if isinstance(value, dict):
+        return {k: answered(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [answered(v) for v in value]
+    return Decimal(value) if type(value) is int else value
+
+
+@pytest.mark.parametrize("first", ["plain", "answered"])
+def test_rows_read_as_the_table_answers_them_read_as_converted_ones(first: str) -> None:
+    # the readers leave a RUN# item's rows as answered (``plain_item``): unpack reads their numbers with int(), and a
+    # row's memo is the same for both forms, whichever came first
+    run = weekly_refresh(12, 7)
+    run.steps[8] = run.steps[8].model_copy(update={"state": StepState.SURGING})
+    stored = answered(dynamo(run.to_item()))
+    assert type(stored["rows"][0][0]) is Decimal
+    converted, raw = plain(stored), plain_item(stored, AS_IS)
+    assert raw["rows"] is stored["rows"] and type(raw["version"]) is int
+    order = [converted, raw] if first == "plain" else [raw, converted]
+    for item in order * 2:
+        got = Run.model_validate(item)
+        assert got == run.at_rest()
+        assert Run.model_validate(rowread.unpack(item)) == got  # every map validated, no memo
+
+
+@pytest.mark.parametrize(("slot", "bad"), [(3, Decimal(1)), (2, Decimal(5)), (6, Decimal(7))])
+def test_a_bad_number_in_an_answered_row_is_refused(slot: int, bad: Any) -> None:
+    run = weekly_refresh(3, 3)
+    for step in run.steps:
+        step.node_name = step.instance_id
+    stored = answered(dynamo(run.to_item()))
+    Run.model_validate(plain_item(stored, AS_IS))  # its rows memoised
+    stored["rows"][0][slot] = bad  # a number where the row holds True, an instance id, a spare's id
+    with pytest.raises(ValidationError):
+        Run.model_validate(plain_item(stored, AS_IS))
