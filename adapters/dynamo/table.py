@@ -146,7 +146,10 @@ class Table:
         ``plain`` on those it keeps, and must not change them); with ``as_is``, those attributes left as answered
         (``values.plain_item``)."""
         key = Key("pk").eq(self.partition(prefix)) & Key("sk").begins_with(prefix)
-        return self._query(key, consistent, f"query {prefix}", convert=convert, as_is=as_is)
+        # every sort key starting with ``prefix`` is one side's kind (``NODE#``: the agent's; ``COMP#``: no agent kind
+        # starts so) unless ``prefix`` is shorter than an agent kind's prefix it begins (``""``, ``"C"``)
+        one_kind = agent_item(prefix) or not any(p.startswith(prefix) for p in AGENT_ITEM_PREFIXES)
+        return self._query(key, consistent, f"query {prefix}", convert=convert, as_is=as_is, one_kind=one_kind)
 
     def query_range(
         self,
@@ -197,7 +200,11 @@ class Table:
         wanted: Callable[[str], bool] | None = None,
         convert: bool = True,
         as_is: Collection[str] = (),
+        one_kind: bool = False,
     ) -> Iterator[dict[str, Any]]:
+        """The items ``key`` selects (see the public readers); with ``one_kind``, the caller's key condition selects
+        only kinds that belong to the partition it queries, so no item is checked for it (a Query answers only its
+        partition's items, whose sort keys satisfy the condition)."""
         kwargs: dict[str, Any] = {"KeyConditionExpression": key, "ConsistentRead": consistent}
         converted: Callable[[dict[str, Any]], dict[str, Any]] = (lambda i: plain_item(i, as_is)) if as_is else plain
         if keep is not None:
@@ -212,7 +219,9 @@ class Table:
                 # must not pass for an empty partition
                 raise StoreUnavailableError(f"{message}: an answer without Items (unreadable body)")
             agent_pk, pk = self.agent_pk, self.pk
-            for item in out["Items"]:
+            if one_kind and wanted is None:  # a thousand NODE# items a membership read: none to check
+                yield from map(converted, out["Items"]) if convert else out["Items"]
+            for item in () if one_kind and wanted is None else out["Items"]:
                 sk = str(item.get("sk", ""))
                 # a kind outside its own partition (the agent may write its partition only): never read
                 # (``self.partition``, inline: this runs for every item of every Query, thousands of NODE# items)

@@ -191,3 +191,25 @@ def test_a_partition_read_leaves_out_unwanted_items_and_a_prefix_read_can_keep_t
     raw_partition = list(store.query_partition(consistent=True, wanted=lambda sk: sk != "CMD#drain-1", convert=False))
     assert [(i["sk"], i["n"]) for i in raw_partition] == [("CMD#surplus-1", Decimal("2")), ("NODE#i-1", Decimal("3"))]
     assert all(type(i["n"]) is Decimal for i in raw_partition)
+
+
+def test_a_kind_written_into_the_other_partition_is_never_read(store: Store) -> None:
+    # the agent may write only its partition, the Lambdas theirs: a CMD# item in the cluster partition, or a COMP# one
+    # in the agent's, is nobody's; a prefix read of one kind queries its own partition only, a shorter one checks
+    store.put("CMD#drain-1", {"n": 1})
+    store.put("COMP#nodes-a", {"n": 2})
+    store.table.put_item(Item={"pk": store.pk, "sk": "CMD#forged", "n": 3})
+    store.table.put_item(Item={"pk": store.agent_pk, "sk": "COMP#forged", "n": 4})
+    for prefix, expected in (("CMD#", "CMD#drain-1"), ("COMP#", "COMP#nodes-a"), ("C", "COMP#nodes-a")):
+        assert [i["sk"] for i in store.query_prefix(prefix, consistent=True)] == [expected]
+
+
+def test_attributes_read_as_answered(store: Store) -> None:
+    store.put("RUN#r1", {"rows": [[0, 1, "i-1"]], "version": 3})
+    for item in (
+        store.get("RUN#r1", as_is=("rows",)),
+        next(store.query_prefix("RUN#", consistent=True, as_is=("rows",))),
+        next(store.query_range("RUN#", "RUN$", consistent=True, as_is=("rows",))),
+    ):
+        assert item is not None and type(item["version"]) is int
+        assert item["rows"] == [[0, 1, "i-1"]] and type(item["rows"][0][0]) is Decimal
