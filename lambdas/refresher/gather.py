@@ -6,6 +6,15 @@ cluster, and most of them are as the pass before found them. ``InstanceFacts`` i
 object: ``_FACTS`` keeps each instance's facts keyed by all they hold (its id, zone, lifecycle state, template version
 and launch time), and a pass makes only those of instances that changed (building a frozen dataclass was four fifths
 of ``read_groups`` at 1,000 instances). Keyed by content, never by an object's identity; bounded (``MEMO_INSTANCES``).
+
+A pass of a refresh changes one group at a time: the others answer the same ``Instances`` as the pass before. So
+``_GROUPS`` keeps, per group name, the last ``Instances`` list read without launch facts and the facts made of it, and
+a list equal to it (``==``: each entry's map key by key, in C) is answered with those facts without a look-up an
+instance. Only a list whose fields the facts are made of are all strings is kept, so that equal means the same text
+(``True == 1``, but ``str(True) != str(1)``). It holds the answer it was made of, never a copy, and never changes it;
+one entry a group of the last read. That relies on the port answering a new list each call and new entries for what
+changed, never an entry changed in place (boto3 parses every answer anew; the simulation's Auto Scaling shares an
+entry only within one revision of its group); the same list object answered again is read anew.
 """
 
 from __future__ import annotations
@@ -19,6 +28,9 @@ from lambdas.refresher.world import GroupFacts, InstanceFacts
 
 MEMO_INSTANCES = 20_000  # the most instances' facts ``_FACTS`` keeps before it starts again
 _FACTS: dict[tuple[Any, ...], InstanceFacts] = {}  # what an instance's facts hold -> those facts (module docstring)
+# group name -> (its ``Instances`` as last read without launch facts, the facts made of them) (module docstring)
+_GROUPS: dict[str, tuple[list[dict[str, Any]], tuple[InstanceFacts, ...]]] = {}
+_TEXT_FIELDS = ("InstanceId", "AvailabilityZone", "LifecycleState")
 
 
 def _template_spec(asg: dict[str, Any]) -> dict[str, Any] | None:
@@ -51,6 +63,7 @@ def read_groups(
         versions = ec2.template_versions(ids)
         times = ec2.launch_times([i["InstanceId"] for g in raw for i in g.get("Instances", [])])
     out: dict[str, GroupFacts] = {}
+    kept: dict[str, tuple[list[dict[str, Any]], tuple[InstanceFacts, ...]]] = {}
     for asg in raw:
         group = managed_group(asg, cluster)
         if group is None:
@@ -61,7 +74,15 @@ def read_groups(
             default, latest = versions[spec["LaunchTemplateId"]]
             wanted = spec.get("Version") or "$Default"
             version = latest if wanted == "$Latest" else default if wanted == "$Default" else str(wanted)
-        instances = tuple(_facts(i, times) for i in asg.get("Instances", []))
+        listed = asg.get("Instances", [])
+        last = _GROUPS.get(group.name)
+        if not times and last is not None and last[0] is not listed and last[0] == listed:
+            instances = last[1]  # equal to text: text (only a str equals a str)
+            kept[group.name] = (listed, instances)
+        else:
+            instances = tuple(_facts(i, times) for i in listed)
+            if not times and isinstance(listed, list) and all(map(_as_text, listed)):
+                kept[group.name] = (listed, instances)
         out[group.name] = GroupFacts(
             name=group.name,
             role=group.role,
@@ -72,7 +93,18 @@ def read_groups(
             instances=instances,
             launch_template_version=version,
         )
+    if not with_launch_facts:
+        _GROUPS.clear()
+        _GROUPS.update(kept)
     return out
+
+
+def _as_text(instance: Any) -> bool:
+    """Whether the fields ``_facts`` reads of ``instance`` without launch times are strings (or no version)."""
+    if type(instance) is not dict or not all(type(instance.get(f)) is str for f in _TEXT_FIELDS):
+        return False
+    template = instance.get("LaunchTemplate")
+    return not template or (type(template) is dict and type(template.get("Version", "")) is str)
 
 
 def _facts(instance: dict[str, Any], times: dict[str, datetime]) -> InstanceFacts:

@@ -1,5 +1,6 @@
 """``read_groups``: an instance's facts are made once for what they hold and shared between passes (frozen), made
-anew when anything they hold changed; the memo is bounded."""
+anew when anything they hold changed; the memo is bounded. A group's instances answered as the pass before are the
+facts made then, when equal means the same text."""
 
 from __future__ import annotations
 
@@ -77,3 +78,33 @@ def test_the_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     for start in range(0, 50, 7):
         facts(Aws([instance(k) for k in range(start, start + 7)]))
         assert len(gather._FACTS) <= 10
+
+
+def test_a_group_answered_as_before_is_the_facts_made_before() -> None:
+    first = facts(Aws([instance(k) for k in range(5)]))
+    assert facts(Aws([instance(k) for k in range(5)])) is first  # equal entries, new lists and maps
+    changed = facts(Aws([instance(k) for k in range(4)] + [instance(4, state="Terminating")]))
+    assert changed is not first and changed[4].lifecycle_state == "Terminating" and changed[:4] == first[:4]
+    assert facts(Aws([instance(k) for k in range(4)] + [instance(4, state="Terminating")])) is changed
+    assert facts(Aws([instance(k) for k in range(4)])) == first[:4]  # one gone
+
+
+def test_equal_but_not_the_same_text_is_read_anew() -> None:
+    # True == 1, and {"Version": True} == {"Version": 1}: the versions the facts hold differ ("True", "1")
+    one = facts(Aws([instance(0, version=True)]))  # type: ignore[arg-type]
+    two = facts(Aws([instance(0, version=1)]))  # type: ignore[arg-type]
+    assert (one[0].launch_template_version, two[0].launch_template_version) == ("True", "1")
+
+
+def test_the_same_list_answered_again_is_read_anew() -> None:
+    listed = [instance(k) for k in range(3)]
+    aws = Aws(listed)
+    facts(aws)
+    listed[1]["LifecycleState"] = "Terminating"  # a port that changed its answer in place
+    assert facts(aws)[1].lifecycle_state == "Terminating"
+
+
+def test_launch_facts_are_never_answered_from_a_read_without_them() -> None:
+    iid = instance(0)["InstanceId"]
+    facts(Aws([instance(0)]))
+    assert facts(Aws([instance(0)], {iid: T0}), launch=True)[0].launch_time == T0
