@@ -8,6 +8,7 @@ import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from itertools import filterfalse
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -40,6 +41,24 @@ InstanceKey = tuple[str, str, str, str]  # an ``Instance``'s id, zone, lifecycle
 DETACH_OVER = frozenset({DetachState.TERMINATED.value, DetachState.GONE.value})
 
 
+@dataclass(frozen=True)
+class GroupInstances:
+    """One group's ``Instances`` as DescribeAutoScalingGroups answered them (the list itself, never a copy, never
+    changed) and what ``gather`` made of them: the ``Instance`` objects, their keys and the ids of those InService.
+
+    Kept only when every field an ``Instance`` is made of is a string (or a health status absent), so that an equal
+    list (``==``) holds the same text (``True == 1``; ``str(True) != str(1)``). It relies on the port answering a new
+    list each call and new entries for what changed, never an entry changed in place (boto3 parses every answer
+    anew; the simulation's Auto Scaling shares an entry only within one revision of its group); the same list object
+    answered again is read anew.
+    """
+
+    listed: list[dict[str, Any]] | None  # None: not all text, not kept
+    instances: tuple[Instance, ...]
+    keys: tuple[InstanceKey, ...]
+    in_service: tuple[str, ...]
+
+
 @dataclass
 class GatherMemo:
     """What ``gather`` keeps between the invocations of one execution environment (``handler.Deps.memo``), each
@@ -52,6 +71,9 @@ class GatherMemo:
             same record fields (``adapters.dynamo.node_memo``).
         instances: the ``Instance`` of each group instance last read, by its four fields as read (an ``Instance``
             is a frozen value of exactly those: one with another field value is a new one).
+        groups: each group's ``Instances`` as last read, with the ``Instance`` objects made of them
+            (``GroupInstances``): a list equal to it is answered with them, no look-up an instance (a refresh changes
+            one group at a time; a quiet tick none).
         runs: each active ``RUN#`` item last read (its sort key -> the item as the table answered it, the ``Run``
             made of it and the instances it names, ``run_instances``), answered again only for an item equal to it
             in every attribute. A refresh run's item is read every tick and changes a few times a step; made anew,
@@ -65,6 +87,7 @@ class GatherMemo:
     nodes: NodeRecordMemo = field(default_factory=NodeRecordMemo)
     instances: dict[InstanceKey, Instance] = field(default_factory=dict)
     runs: dict[str, tuple[Mapping[str, Any], Run, frozenset[str]]] = field(default_factory=dict)
+    groups: dict[str, GroupInstances] = field(default_factory=dict)
     # the membership records last read (the list ``nodes`` answered, shared and never changed) by instance id: a tick
     # answered the same list (the mark's version unchanged) copies the map instead of keying a thousand records
     keyed: tuple[list[NodeRecord], dict[str, NodeRecord]] | None = None
@@ -173,28 +196,25 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     nodes = dict(keyed[1])
     if not fresh_by_mark(mark, now, max_age):  # a fresh mark makes every record it confirms fresh
         nodes = {iid: record for iid, record in nodes.items() if record.fresh(now, max_age)}
-    unregistered = []
+    unregistered: list[str] = []
     known: dict[InstanceKey, Instance] = deps.memo.instances  # the same four fields: an equal Instance
     kept: dict[InstanceKey, Instance] = {}
+    kept_groups: dict[str, GroupInstances] = {}
     for raw in raw_groups:
         info = managed_group(raw, settings.cluster_name)
         if info is None:
             continue
-        instances = []
-        for inst in raw.get("Instances", []):
-            key = (
-                str(inst["InstanceId"]),
-                str(inst.get("AvailabilityZone", "")),
-                str(inst.get("LifecycleState", "")),
-                str(inst.get("HealthStatus", "Healthy")),
-            )
-            instance = known.get(key)
-            if instance is None:
-                instance = Instance(*key)
-            kept[key] = instance
-            instances.append(instance)
-            if instance.lifecycle_state == IN_SERVICE and instance.instance_id not in nodes:
-                unregistered.append(instance.instance_id)
+        listed = raw.get("Instances", [])
+        before = deps.memo.groups.get(info.name)
+        if before is not None and before.listed is not listed and before.listed == listed:
+            listing = kept_groups[info.name] = replace(before, listed=listed)  # equal to text: text
+        else:
+            listing = group_instances(listed, known)
+            if listing.listed is not None:
+                kept_groups[info.name] = listing
+        instances = listing.instances
+        kept.update(zip(listing.keys, instances, strict=True))
+        unregistered.extend(filterfalse(nodes.__contains__, listing.in_service))
         groups[info.name] = Group(
             info=info,
             desired=int(raw.get("DesiredCapacity", 0)),
@@ -206,6 +226,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
             created=str(raw.get("CreatedTime", "")),
         )
     deps.memo.instances = kept
+    deps.memo.groups = kept_groups
     deps.memo.runs = runs_read
     if unregistered and nodes:  # without any membership nothing is judged by it: no need to ask
         times = deps.aws.ec2.launch_times(sorted(unregistered))
@@ -247,6 +268,27 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
         lock=lock,
         detached=detached,
     )
+
+
+def group_instances(listed: Any, known: Mapping[InstanceKey, Instance]) -> GroupInstances:
+    """What ``gather`` makes of a group's ``Instances`` entries (an ``Instance`` of the four fields each, the one in
+    ``known`` when it has those), with ``listed`` kept only when every such field is a string (else None: never
+    answered again by equality, ``GroupInstances``)."""
+    instances, keys, in_service = [], [], []
+    text = type(listed) is list
+    for inst in listed:
+        fields = (inst["InstanceId"], inst.get("AvailabilityZone", ""), inst.get("LifecycleState", ""))
+        health = inst.get("HealthStatus", "Healthy")
+        text = text and all(type(f) is str for f in fields) and type(health) is str
+        key = (str(fields[0]), str(fields[1]), str(fields[2]), str(health))
+        instance = known.get(key)
+        if instance is None:
+            instance = Instance(*key)
+        instances.append(instance)
+        keys.append(key)
+        if instance.lifecycle_state == IN_SERVICE:
+            in_service.append(instance.instance_id)
+    return GroupInstances(listed if text else None, tuple(instances), tuple(keys), tuple(in_service))
 
 
 def compensation_active(store: Store) -> bool:

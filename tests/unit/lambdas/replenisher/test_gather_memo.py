@@ -14,7 +14,7 @@ from adapters.dynamo.runs import RunStore
 from core.model import NodeRecord, utcnow
 from core.runids import new_run_id
 from core.runs import Run, RunOptions, RunStatus, RunStep, StepState
-from lambdas.replenisher.gather import GatherMemo, gather
+from lambdas.replenisher.gather import GatherMemo, gather, group_instances
 from lambdas.replenisher.handler import Deps
 from localworld.cluster import cluster_instances
 from tests.unit.lambdas.replenisher.conftest import CLUSTER
@@ -147,3 +147,38 @@ def test_the_records_keyed_by_instance_follow_the_membership_read(deps: Deps) ->
     deps.store.put_membership_mark(now, len(ids), 600, version="t:2")
     changed = gather(deps, now + timedelta(seconds=2))
     assert deps.memo.keyed is not keyed and changed.nodes[ids[0]].node_name == "renamed"
+
+
+def test_a_group_answered_as_before_is_the_instances_made_before_and_still_judged_by_membership(deps: Deps) -> None:
+    ids = register_all(deps)
+    first = gather(deps, utcnow())
+    again = gather(deps, utcnow())
+    assert all(again.groups[n].instances is first.groups[n].instances for n in first.groups)
+    assert set(deps.memo.groups) == {n for n, g in first.groups.items() if g.instances}
+
+    deps.store.delete_node(ids[0])  # its group answered as before, the instance now without a node
+    now = utcnow()
+    world = gather(deps, now)
+    seen = {i.instance_id: i for g in world.groups.values() for i in g.instances}
+    assert seen[ids[0]].launch_time is not None and seen[ids[1]].launch_time is None  # unregistered: asked EC2
+    assert world == gather(cold(deps), now)
+
+
+def test_instances_not_all_text_are_never_answered_by_equality() -> None:
+    # True == 1: {"HealthStatus": True} == {"HealthStatus": 1}, but the Instances made of them differ ("True", "1")
+    entry = {"InstanceId": "i-1", "AvailabilityZone": "us-east-1a", "LifecycleState": "InService"}
+    text = group_instances([entry], {})
+    assert text.listed == [entry] and text.in_service == ("i-1",)
+    assert group_instances([{**entry, "HealthStatus": True}], {}).listed is None
+    assert group_instances([{**entry, "HealthStatus": 1}], {}).instances[0].health_status == "1"
+
+
+def test_the_same_list_answered_again_is_read_anew(deps: Deps, monkeypatch: pytest.MonkeyPatch) -> None:
+    register_all(deps)
+    answer = deps.aws.autoscaling.cluster_groups(CLUSTER)
+    monkeypatch.setattr(deps.aws.autoscaling, "cluster_groups", lambda cluster: answer)
+    gather(deps, utcnow())
+    group = next(g for g in answer if g["Instances"])
+    group["Instances"][0]["HealthStatus"] = "Unhealthy"  # a port that changed its answer in place
+    world = gather(deps, utcnow())
+    assert world.groups[group["AutoScalingGroupName"]].instances[0].health_status == "Unhealthy"
