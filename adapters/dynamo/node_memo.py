@@ -102,6 +102,8 @@ class NodeRecordMemo:
         # the last answer by sort key, in the Query's order (``patched`` changes copies of them)
         self._by_sk: dict[str, NodeRecord] = {}
         self._refused_by_sk: dict[str, Refused] = {}
+        # the last answer's records by instance id (``by_instance``), once asked; None: not made (or not patchable)
+        self._keyed: dict[str, NodeRecord] | None = None
 
     def reused(self, version: str | None, now: datetime) -> tuple[list[NodeRecord], list[Refused]] | None:
         """The last read's records and refused items when it carried ``version`` (not None) and was made less than
@@ -147,7 +149,8 @@ class NodeRecordMemo:
         found = fetch(keys)
         if any(CONFIRMED_AT in item for item in found.values() if item is not None):
             return None  # an item the agent never writes: as a full read, nothing kept
-        records, refused = dict(self._by_sk), dict(self._refused_by_sk)
+        before, keyed = self._by_sk, self._keyed
+        records, refused = dict(before), dict(self._refused_by_sk)
         added = False
         for sk in keys:
             records.pop(sk, None)
@@ -166,7 +169,21 @@ class NodeRecordMemo:
             return None  # an item deleted or written by anything but the agent (no version of it): read them all
         self._by_sk, self._refused_by_sk = records, refused
         self._last, self._version = (list(records.values()), list(refused.values())), version
+        self._keyed = (
+            None if keyed is None else _rekeyed(keyed, len(before), [(before.get(k), records.get(k)) for k in keys])
+        )
         return self._last
+
+    def by_instance(self, records: list[NodeRecord]) -> dict[str, NodeRecord]:
+        """Instance id -> record of ``records`` (of an id held twice, the later record, as a map made from the list
+        gives). For the memo's last answer (``records`` that list itself) the same map each time, made once and,
+        after a ``patched`` answer, changed from the one before by the items it applied; shared: never change it."""
+        last = self._last
+        if last is None or records is not last[0]:
+            return {record.instance_id: record for record in records}
+        if self._keyed is None:
+            self._keyed = {record.instance_id: record for record in records}
+        return self._keyed
 
     def __len__(self) -> int:
         """How many records the memo holds (at most the number of items the last read was given)."""
@@ -233,7 +250,28 @@ class NodeRecordMemo:
         self._last = (records, refused) if reusable else None
         self._version, self._read_at = (version, now) if reusable else (None, None)
         self._by_sk, self._refused_by_sk = by_sk, {bad.sk: bad for bad in refused}
+        self._keyed = None
         return records, refused
+
+
+def _rekeyed(
+    keyed: dict[str, NodeRecord], count: int, changed: list[tuple[NodeRecord | None, NodeRecord | None]]
+) -> dict[str, NodeRecord] | None:
+    """``keyed`` (the map of ``count`` records by instance id) with each ``(old, new)`` record of an item applied: the
+    map ``by_instance`` would make of the patched answer, or None when that cannot be told from these alone (an id
+    held twice, before or after: which record is the later one is the list's order). Pure."""
+    if len(keyed) != count:
+        return None
+    out = dict(keyed)
+    for old, _ in changed:
+        if old is not None:
+            del out[old.instance_id]
+    for _, new in changed:
+        if new is not None:
+            if new.instance_id in out:
+                return None
+            out[new.instance_id] = new
+    return out
 
 
 def picked(items: Iterable[Mapping[str, Any]], keys: list[str]) -> dict[str, Mapping[str, Any]]:

@@ -113,7 +113,7 @@ def gather(run: Run, deps: RefresherDeps, membership: list[NodeRecord] | None = 
     groups = read_groups(deps.aws.autoscaling, deps.aws.ec2, deps.settings.cluster_name)
     if membership is None:
         membership = deps.store.list_nodes(deps.settings.membership_max_age_seconds, now)
-    nodes = {r.instance_id: r for r in membership}
+    nodes = deps.memo.by_instance(membership)  # keyed once a read (shared: World never changes it)
     commands = {}
     for command_id in looked_at_commands(run):
         item = deps.store.get_command(command_id)

@@ -26,7 +26,7 @@ from adapters.dynamo.values import plain_item
 from core.clock import aware_time
 from core.detach import DetachState
 from core.kops import CLUSTER_TAG, managed_group
-from core.model import Command, NodeRecord, fresh_by_mark
+from core.model import Command, fresh_by_mark
 from core.runs import Run
 from core.settings import ReplenisherSettings
 from lambdas.common.telemetry import Telemetry
@@ -88,9 +88,6 @@ class GatherMemo:
     instances: dict[InstanceKey, Instance] = field(default_factory=dict)
     runs: dict[str, tuple[Mapping[str, Any], Run, frozenset[str]]] = field(default_factory=dict)
     groups: dict[str, GroupInstances] = field(default_factory=dict)
-    # the membership records last read (the list ``nodes`` answered, shared and never changed) by instance id: a tick
-    # answered the same list (the mark's version unchanged) copies the map instead of keying a thousand records
-    keyed: tuple[list[NodeRecord], dict[str, NodeRecord]] | None = None
 
 
 class GatherDeps(Protocol):
@@ -190,10 +187,8 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     for bad in refused:
         logger.warning(f"unreadable item {bad.sk} ignored", extra={"error": str(bad.error)})
         deps.telemetry.count_by("Skipped", "reason", "unreadable_item")
-    keyed = deps.memo.keyed
-    if keyed is None or keyed[0] is not records:  # not the list the last tick keyed (``NodeRecordMemo.reused``)
-        keyed = deps.memo.keyed = (records, {record.instance_id: record for record in records})
-    nodes = dict(keyed[1])
+    # keyed once a read (a tick answered the same list, or a patched one: ``NodeRecordMemo.by_instance``), copied
+    nodes = dict(deps.memo.nodes.by_instance(records))
     if not fresh_by_mark(mark, now, max_age):  # a fresh mark makes every record it confirms fresh
         nodes = {iid: record for iid, record in nodes.items() if record.fresh(now, max_age)}
     unregistered: list[str] = []

@@ -138,15 +138,15 @@ def test_the_records_keyed_by_instance_follow_the_membership_read(deps: Deps) ->
     now = utcnow()
     deps.store.put_membership_mark(now, len(ids), 600, version="t:1")
     first = gather(deps, now)
-    keyed = deps.memo.keyed
-    assert keyed is not None and set(keyed[1]) == set(ids)
+    keyed = deps.memo.nodes._keyed
+    assert keyed is not None and set(keyed) == set(ids)
     first.nodes.pop(ids[0])
     again = gather(deps, now + timedelta(seconds=1))
-    assert deps.memo.keyed is keyed and set(again.nodes) == set(ids)  # the same read, keyed once
+    assert deps.memo.nodes._keyed is keyed and set(again.nodes) == set(ids)  # the same read, keyed once
     deps.store.put_node(NodeRecord(instance_id=ids[0], node_name="renamed", ready=True, reported_at=now), 7200)
     deps.store.put_membership_mark(now, len(ids), 600, version="t:2")
     changed = gather(deps, now + timedelta(seconds=2))
-    assert deps.memo.keyed is not keyed and changed.nodes[ids[0]].node_name == "renamed"
+    assert deps.memo.nodes._keyed is not keyed and changed.nodes[ids[0]].node_name == "renamed"
 
 
 def test_a_group_answered_as_before_is_the_instances_made_before_and_still_judged_by_membership(deps: Deps) -> None:
