@@ -1,9 +1,11 @@
 """What the invariant checker reads of a simulated world (``sim.world_view.WorldView``), read cheaply: nodes whose
 ``resourceVersion`` did not change are not parsed again, the table's partitions are read in place (issue 12).
 
-The whole-cluster answers are made again only when what they describe changed: ``node_states`` and ``node_index``
-when the cluster's ``node_version`` or the operators' cordons moved, ``running_instances`` and
-``running_per_group`` when ``sim.aws_state.PlacementEpoch`` moved (any instance's state, group or zone set). With
+The whole-cluster answers are made again only when what they describe changed. ``node_states`` and ``node_index``:
+when the cluster's ``node_version`` or the operators' cordons moved, and then from the nodes kept since the last
+answer (``Nodes``), reading again only the nodes the cluster's node events named since (``View._follow``: at 1,000
+nodes a change of one node is not a walk over all of them). ``running_instances`` and ``running_per_group``: when
+``sim.aws_state.PlacementEpoch`` moved (any instance's state, group or zone set). With
 ``verify`` every cached answer is compared with one made afresh (``AssertionError`` when they differ; the tests run
 seeds so).
 """
@@ -29,6 +31,64 @@ if TYPE_CHECKING:
     from sim.world import World
 
 
+class Nodes:
+    """Every node's state (``states``, in the cluster's order of its nodes) and what the ``NodeIndex`` is made of,
+    kept from one answer to the next: ``put`` a node's new state, ``drop`` a node gone.
+
+    Attributes:
+        place: node -> a number growing in the nodes' order (a node added again goes last, as in the cluster).
+        named: instance id -> the nodes naming it.
+        ours: the nodes with our cordon annotation that are unschedulable.
+        ready: the Ready workers.
+        operators: the operators' cordons the states were read with.
+    """
+
+    def __init__(self) -> None:
+        self.states: dict[str, NodeState] = {}
+        self.instance_of: dict[str, str] = {}
+        self.place: dict[str, int] = {}
+        self.named: dict[str, dict[str, None]] = {}
+        self.ours: dict[str, NodeState] = {}
+        self.ready: set[str] = set()
+        self.operators: frozenset[str] = frozenset()
+        self._places = 0
+
+    def put(self, state: NodeState) -> None:
+        name = state.name
+        old = self.states.get(name)
+        if old is None:
+            self.place[name] = self._places
+            self._places += 1
+        elif old.instance_id != state.instance_id:
+            self._unname(old)
+        self.states[name] = state
+        self.instance_of[name] = state.instance_id
+        self.named.setdefault(state.instance_id, {})[name] = None
+        if state.ours and state.unschedulable:
+            self.ours[name] = state
+        else:
+            self.ours.pop(name, None)
+        if state.ready and not state.master:
+            self.ready.add(name)
+        else:
+            self.ready.discard(name)
+
+    def drop(self, name: str) -> None:
+        old = self.states.pop(name, None)
+        if old is None:
+            return
+        del self.instance_of[name], self.place[name]
+        self._unname(old)
+        self.ours.pop(name, None)
+        self.ready.discard(name)
+
+    def _unname(self, old: NodeState) -> None:
+        names = self.named[old.instance_id]
+        del names[old.name]
+        if not names:
+            del self.named[old.instance_id]
+
+
 class View:
     """``sim.world_view.WorldView`` over ``world``.
 
@@ -42,7 +102,9 @@ class View:
         self.partition, self.agent_partition = partitions
         self.verify = verify
         self._node_cache: dict[str, tuple[tuple[Any, bool], NodeState]] = {}  # node -> (version, state)
-        self._nodes: tuple[Any, list[NodeState], NodeIndex] | None = None  # (the key they were made at, ...)
+        self._nodes: tuple[int, list[NodeState], NodeIndex] | None = None  # (the node_version they were made at, ...)
+        self._kept = Nodes()  # every node's state as of the last answer
+        self._log_seen: int | None = None  # the resourceVersion of the last node event _kept was brought up to
         self._running: tuple[int, dict[str, tuple[str | None, str]], dict[str, int]] | None = None
         self._open: dict[str, str] | None = None  # CMD# sort key -> instance id, queued or running (``_on_write``)
 
@@ -93,37 +155,90 @@ class View:
     def node_index(self) -> NodeIndex:
         return self._node_answers()[2]
 
-    def _node_answers(self) -> tuple[Any, list[NodeState], NodeIndex]:
-        key = (self.world.kube.node_version, frozenset(self.world.operators))
+    def _node_answers(self) -> tuple[int, list[NodeState], NodeIndex]:
+        """The answers at the cluster's ``node_version`` (and the operators' cordons): after a change only the nodes
+        the cluster's node events name since the last answer are read (``_follow``), the list and the index are copies
+        of what is kept (``Nodes``)."""
+        version, operators = self.world.kube.node_version, self.world.operators
         cached = self._nodes
-        if cached is not None and cached[0] == key:
+        if cached is not None and cached[0] == version and operators == self._kept.operators:
             if self.verify:
-                fresh = self._read_nodes(fresh=True)
-                assert cached[1] == fresh and cached[2] == NodeIndex.of(fresh), "node_states cached across a change"
+                self._check_nodes(cached)
             return cached
-        states = self._read_nodes()
-        self._nodes = cached = (key, states, NodeIndex.of(states))
+        if not self._follow():
+            self._kept = Nodes()
+            for name, obj in self.world.kube.nodes.items():
+                self._kept.put(self._node_state(name, obj))
+            self._prune()
+        kept = self._kept
+        kept.operators = frozenset(operators)
+        ours = tuple(sorted(kept.ours.values(), key=lambda n: kept.place[n.name]))
+        index = NodeIndex(dict(kept.instance_of), ours, frozenset(kept.ready))
+        self._nodes = cached = (version, list(kept.states.values()), index)
+        if self.verify:
+            self._check_nodes(cached)
         return cached
+
+    def _follow(self) -> bool:
+        """Bring ``_kept`` up to the cluster's node events since it was last brought (``Cluster.node_log``) and the
+        operators' cordons; False when the log may have dropped some of them (full, or kept none): read every node."""
+        kube, kept = self.world.kube, self._kept
+        log, seen = kube.node_log, self._log_seen
+        self._log_seen = log[-1][0] if log else 0
+        if seen is None or (log.maxlen is not None and len(log) >= log.maxlen and (not log or log[0][0] > seen)):
+            return False
+        events = []
+        for rv, event in reversed(log):  # the newest first, as far back as the last follow
+            if rv <= seen:
+                break
+            events.append(event)
+        changed: dict[str, None] = dict.fromkeys(kept.operators ^ self.world.operators)
+        added: dict[str, None] = {}  # the nodes (re-)added, in the order of their last addition: the nodes' order
+        for event in reversed(events):
+            name = event.node.name if event.node is not None else ""
+            changed[name] = None
+            if event.type in ("ADDED", "DELETED"):
+                kept.drop(name)
+                added.pop(name, None)
+                if event.type == "ADDED":
+                    added[name] = None
+        nodes = kube.nodes
+        for name in [*(n for n in changed if n not in added), *added]:
+            obj = nodes.get(name)
+            if obj is None:
+                kept.drop(name)
+                self._node_cache.pop(name, None)
+            else:
+                kept.put(self._node_state(name, obj))
+        return True
+
+    def _check_nodes(self, cached: tuple[int, list[NodeState], NodeIndex]) -> None:
+        fresh = self._read_nodes(fresh=True)
+        assert cached[1] == fresh and cached[2] == NodeIndex.of(fresh), "node_states kept across a change they missed"
 
     def _read_nodes(self, fresh: bool = False) -> list[NodeState]:
         nodes = self.world.kube.nodes
-        out = [self._node_state(name, obj, fresh) for name, obj in nodes.items()]
-        cache = self._node_cache
+        return [self._node_state(name, obj, fresh) for name, obj in nodes.items()]
+
+    def _prune(self) -> None:
+        nodes, cache = self.world.kube.nodes, self._node_cache
         if len(cache) > 2 * len(nodes) + 100:
             for gone in [n for n in cache if n not in nodes]:
                 del cache[gone]
-        return out
 
     def nodes_of(self, instances: Collection[str]) -> list[NodeState]:
         """The states of the nodes whose instance (``spec.providerID``) is one of ``instances``, in the order of
-        ``node_states`` (only those nodes are read)."""
-        kube = self.world.kube
-        states = [
-            self._node_state(name, kube.nodes[name])
-            for name, instance_id in kube.node_instance.items()  # each node's, as its providerID names it
-            if instance_id in instances
-        ]
-        return [state for state in states if state.instance_id in instances]
+        ``node_states`` (only those nodes are looked at: ``Nodes.named``)."""
+        self._node_answers()
+        kept, node_instance = self._kept, self.world.kube.node_instance
+        names = {name for i in instances for name in kept.named.get(i, ())}
+        answer = [kept.states[name] for name in sorted(names, key=kept.place.__getitem__)]
+        answer = [state for state in answer if node_instance.get(state.name) in instances]
+        if self.verify:
+            kube = self.world.kube
+            every = [self._node_state(n, kube.nodes[n], True) for n, i in node_instance.items() if i in instances]
+            assert answer == [s for s in every if s.instance_id in instances], "nodes_of kept across a change"
+        return answer
 
     def _node_state(self, name: str, obj: dict[str, Any], fresh: bool = False) -> NodeState:
         """The node's state (read again only when its ``resourceVersion`` moved, or ``fresh``)."""
