@@ -129,12 +129,35 @@ class View:
         return self._placements()[2]
 
     def _placements(self) -> tuple[int, dict[str, tuple[str | None, str]], dict[str, int]]:
-        cached = self._running
-        if cached is not None and cached[0] == PlacementEpoch.value:
+        cached, epoch = self._running, PlacementEpoch.value
+        if cached is not None and cached[0] == epoch:
             if self.verify:
                 assert cached[1:] == self._placed(cached[0])[1:], "running_instances cached across a change"
             return cached
-        self._running = cached = self._placed(PlacementEpoch.value)
+        changes = PlacementEpoch.changes
+        if cached is None or not changes or changes[0][0] > cached[0] + 1:  # some changes since are not told
+            self._running = cached = self._placed(epoch)
+            return cached
+        running, per_group = dict(cached[1]), dict(cached[2])
+        instances = self.world.cloud.instances
+        seen = cached[0]
+        for value, instance_id in reversed(changes):  # the newest first, back to the last answer's
+            if value <= seen:
+                break
+            inst = instances.get(instance_id)  # the instance's place now (another world's id: its own, unchanged)
+            now = (inst.group, inst.zone) if inst is not None and inst.state in LIVE_EC2_STATES else None
+            was = running.pop(instance_id, None)
+            if was is not None and was[0] is not None:
+                per_group[was[0]] -= 1
+                if not per_group[was[0]]:
+                    del per_group[was[0]]
+            if now is not None:
+                running[instance_id] = now
+                if now[0] is not None:
+                    per_group[now[0]] = per_group.get(now[0], 0) + 1
+        self._running = cached = (epoch, running, per_group)
+        if self.verify:
+            assert cached[1:] == self._placed(epoch)[1:], "running_instances brought up past a change it missed"
         return cached
 
     def _placed(self, epoch: int) -> tuple[int, dict[str, tuple[str | None, str]], dict[str, int]]:

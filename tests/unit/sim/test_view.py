@@ -11,6 +11,7 @@ from collections import deque
 import pytest
 
 from core.schema import agent_partition_of
+from sim.aws_state import PlacementEpoch
 from sim.kernel import Kernel
 from sim.kube import SimKube
 from sim.kube_model import BudgetCounts
@@ -197,3 +198,27 @@ def test_verify_finds_a_node_the_kept_states_missed(monkeypatch: pytest.MonkeyPa
     view._kept.place[next(iter(kube.nodes))] = 10**9  # the first node's place taken for the last
     with pytest.raises(AssertionError):
         view.nodes_of(set(kube.node_instance.values()))
+
+
+def test_running_instances_follow_the_placement_changes_and_verify_finds_one_they_missed() -> None:
+    """``running_instances`` and ``running_per_group`` are brought up to the instances ``PlacementEpoch.changes``
+    names since the last answer; a bump it does not name is a change they miss, which ``verify`` finds. Changes the
+    log no longer holds mean a read of every instance."""
+    world = World.build(5, Shape(nodes=3, masters=1, pods_per_node=1, replicas=1))
+    world.run(120.0)
+    view, cloud = world.view, world.cloud
+    view.verify = True
+    first, second, third = list(view.running_instances())[:3]
+    group = cloud.instances[first].group
+    assert group is not None and view.running_per_group()[group] >= 1
+    cloud.instances[first].state = "shutting-down"
+    cloud.instances[second].group = None  # detached: running, in no group
+    assert first not in view.running_instances() and view.running_instances()[second][0] is None
+    cloud.instances[first].state = "running"
+    PlacementEpoch.changes.clear()  # the log lost that change: every instance is read again
+    cloud.instances[second].group = group
+    assert first in view.running_instances() and view.running_instances()[second][0] == group
+    cloud.instances[third].__dict__["state"] = "terminated"  # not through Instance.__setattr__
+    PlacementEpoch.value += 1  # a bump no change is told for
+    with pytest.raises(AssertionError):
+        view.running_instances()
