@@ -41,6 +41,7 @@ class Nodes:
         ours: the nodes with our cordon annotation that are unschedulable.
         ready: the Ready workers.
         operators: the operators' cordons the states were read with.
+        moved: whether (``instance_of``, ``ready``) changed since the last ``NodeIndex`` copied them.
     """
 
     def __init__(self) -> None:
@@ -51,6 +52,7 @@ class Nodes:
         self.ours: dict[str, NodeState] = {}
         self.ready: set[str] = set()
         self.operators: frozenset[str] = frozenset()
+        self.moved = (True, True)
         self._places = 0
 
     def put(self, state: NodeState) -> None:
@@ -61,6 +63,8 @@ class Nodes:
             self._places += 1
         elif old.instance_id != state.instance_id:
             self._unname(old)
+        if old is None or old.instance_id != state.instance_id:
+            self.moved = (True, self.moved[1])
         self.states[name] = state
         self.instance_of[name] = state.instance_id
         self.named.setdefault(state.instance_id, {})[name] = None
@@ -68,10 +72,13 @@ class Nodes:
             self.ours[name] = state
         else:
             self.ours.pop(name, None)
-        if state.ready and not state.master:
-            self.ready.add(name)
-        else:
-            self.ready.discard(name)
+        ready = state.ready and not state.master
+        if ready != (name in self.ready):
+            self.moved = (self.moved[0], True)
+            if ready:
+                self.ready.add(name)
+            else:
+                self.ready.discard(name)
 
     def drop(self, name: str) -> None:
         old = self.states.pop(name, None)
@@ -80,6 +87,7 @@ class Nodes:
         del self.instance_of[name], self.place[name]
         self._unname(old)
         self.ours.pop(name, None)
+        self.moved = (True, self.moved[1] or name in self.ready)
         self.ready.discard(name)
 
     def _unname(self, old: NodeState) -> None:
@@ -102,7 +110,8 @@ class View:
         self.partition, self.agent_partition = partitions
         self.verify = verify
         self._node_cache: dict[str, tuple[tuple[Any, bool], NodeState]] = {}  # node -> (version, state)
-        self._nodes: tuple[int, list[NodeState], NodeIndex] | None = None  # (the node_version they were made at, ...)
+        self._nodes: tuple[int, NodeIndex] | None = None  # (the node_version it was made at, the index)
+        self._listed: tuple[NodeIndex, list[NodeState]] | None = None  # node_states, made for that index
         self._kept = Nodes()  # every node's state as of the last answer
         self._log_seen: int | None = None  # the resourceVersion of the last node event _kept was brought up to
         self._running: tuple[int, dict[str, tuple[str | None, str]], dict[str, int]] | None = None
@@ -121,8 +130,8 @@ class View:
         return out
 
     def running_instances(self) -> dict[str, tuple[str | None, str]]:
-        """instance id -> (its group, its AZ) for the pending and running instances; made again only after an
-        instance's state, group or zone was set (``PlacementEpoch``)."""
+        """instance id -> (its group, its AZ) for the pending and running instances; brought up (in place) only after
+        an instance's state, group or zone was set (``PlacementEpoch``): an answer holds until the world moves."""
         return self._placements()[1]
 
     def running_per_group(self) -> dict[str, int]:
@@ -138,7 +147,7 @@ class View:
         if cached is None or not changes or changes[0][0] > cached[0] + 1:  # some changes since are not told
             self._running = cached = self._placed(epoch)
             return cached
-        running, per_group = dict(cached[1]), dict(cached[2])
+        running, per_group = cached[1], cached[2]  # updated in place: callers read an answer before the world moves
         instances = self.world.cloud.instances
         seen = cached[0]
         for value, instance_id in reversed(changes):  # the newest first, back to the last answer's
@@ -173,21 +182,22 @@ class View:
     def node_states(self) -> list[NodeState]:
         """Every node's state (the same list again while no node changed: callers only read it); a node whose
         ``resourceVersion`` did not change since it was last read is not read again."""
-        return self._node_answers()[1]
+        index = self.node_index()
+        if self._listed is None or self._listed[0] is not index:  # made when asked: a scan asks for the index only
+            self._listed = (index, list(self._kept.states.values()))
+        return self._listed[1]
 
     def node_index(self) -> NodeIndex:
-        return self._node_answers()[2]
-
-    def _node_answers(self) -> tuple[int, list[NodeState], NodeIndex]:
-        """The answers at the cluster's ``node_version`` (and the operators' cordons): after a change only the nodes
-        the cluster's node events name since the last answer are read (``_follow``), the list and the index are copies
-        of what is kept (``Nodes``)."""
+        """The index at the cluster's ``node_version`` (and the operators' cordons): after a change only the nodes
+        the cluster's node events name since the last answer are read (``_follow``); the index holds copies of what
+        is kept (``Nodes``), made again only when they changed (the Ready workers' set does not change with a
+        cordon, nor the nodes' instances)."""
         version, operators = self.world.kube.node_version, self.world.operators
         cached = self._nodes
         if cached is not None and cached[0] == version and operators == self._kept.operators:
             if self.verify:
-                self._check_nodes(cached)
-            return cached
+                self._check_nodes(cached[1])
+            return cached[1]
         if not self._follow():
             self._kept = Nodes()
             for name, obj in self.world.kube.nodes.items():
@@ -196,11 +206,17 @@ class View:
         kept = self._kept
         kept.operators = frozenset(operators)
         ours = tuple(sorted(kept.ours.values(), key=lambda n: kept.place[n.name]))
-        index = NodeIndex(dict(kept.instance_of), ours, frozenset(kept.ready))
-        self._nodes = cached = (version, list(kept.states.values()), index)
+        instance_of, ready = kept.moved
+        index = NodeIndex(
+            dict(kept.instance_of) if instance_of or cached is None else cached[1].instance_of,
+            ours,
+            frozenset(kept.ready) if ready or cached is None else cached[1].ready_workers,
+        )
+        kept.moved = (False, False)
+        self._nodes = (version, index)
         if self.verify:
-            self._check_nodes(cached)
-        return cached
+            self._check_nodes(index)
+        return index
 
     def _follow(self) -> bool:
         """Bring ``_kept`` up to the cluster's node events since it was last brought (``Cluster.node_log``) and the
@@ -235,9 +251,10 @@ class View:
                 kept.put(self._node_state(name, obj))
         return True
 
-    def _check_nodes(self, cached: tuple[int, list[NodeState], NodeIndex]) -> None:
+    def _check_nodes(self, index: NodeIndex) -> None:
         fresh = self._read_nodes(fresh=True)
-        assert cached[1] == fresh and cached[2] == NodeIndex.of(fresh), "node_states kept across a change they missed"
+        listed = list(self._kept.states.values())
+        assert listed == fresh and index == NodeIndex.of(fresh), "node_states kept across a change they missed"
 
     def _read_nodes(self, fresh: bool = False) -> list[NodeState]:
         nodes = self.world.kube.nodes
@@ -252,7 +269,7 @@ class View:
     def nodes_of(self, instances: Collection[str]) -> list[NodeState]:
         """The states of the nodes whose instance (``spec.providerID``) is one of ``instances``, in the order of
         ``node_states`` (only those nodes are looked at: ``Nodes.named``)."""
-        self._node_answers()
+        self.node_index()
         kept, node_instance = self._kept, self.world.kube.node_instance
         names = {name for i in instances for name in kept.named.get(i, ())}
         answer = [kept.states[name] for name in sorted(names, key=kept.place.__getitem__)]

@@ -174,7 +174,8 @@ def test_the_nodes_kept_between_answers_equal_nodes_read_afresh(seed: int) -> No
 
 
 def test_verify_finds_a_node_the_kept_states_missed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A bookkeeping slip of the kept nodes (an index entry or a node's place not updated) fails the next answer."""
+    """A bookkeeping slip of the kept nodes (an index entry, a copy of the index's sets or a node's place not
+    updated) fails the next answer."""
     world = World.build(5, Shape(nodes=3, masters=1, pods_per_node=1, replicas=1))
     view, kube = world.view, world.kube
     view.verify = True
@@ -194,7 +195,23 @@ def test_verify_finds_a_node_the_kept_states_missed(monkeypatch: pytest.MonkeyPa
     with pytest.raises(AssertionError):
         kube.set_node_ready(name, True)
         view.node_states()
-    monkeypatch.setattr(Nodes, "put", put)
+
+    def unmoved(kept: Nodes, state: NodeState) -> None:
+        put(kept, state)
+        kept.moved = (False, False)  # the index's copies kept though the Ready workers changed
+
+    def read_all_again() -> None:
+        monkeypatch.setattr(Nodes, "put", put)
+        view._log_seen = None  # as after a log that dropped events: every node read again
+        kube.set_node_ready(name, True)
+        view.node_states()
+
+    read_all_again()
+    monkeypatch.setattr(Nodes, "put", unmoved)
+    with pytest.raises(AssertionError):
+        kube.set_node_ready(name, False)
+        view.node_states()
+    read_all_again()
     view._kept.place[next(iter(kube.nodes))] = 10**9  # the first node's place taken for the last
     with pytest.raises(AssertionError):
         view.nodes_of(set(kube.node_instance.values()))
