@@ -10,10 +10,11 @@ Scaling's ("Amazon EC2 Auto Scaling instance lifecycle", EC2 Auto Scaling User G
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from core.kops import CLUSTER_TAG, INSTANCE_GROUP_TAG, MASTER_ROLE_TAGS, NODE_ROLE_TAG
 from sim.kernel import Timer
@@ -27,9 +28,11 @@ PLACEMENT_FIELDS = frozenset({"state", "group", "zone"})  # what says which inst
 class PlacementEpoch:
     """Bumped whenever any instance's ``state``, ``group`` or ``zone`` is set (``Instance.__setattr__``, creation
     included): a view of which instances run where (``sim.view.View.running_instances``) made at one value holds
-    while it has not moved. Never read by a decision."""
+    while it has not moved, and is brought up to a later value by the instances ``changes`` names since (when it
+    still holds every value since). Never read by a decision."""
 
     value = 0
+    changes: ClassVar[deque[tuple[int, str]]] = deque(maxlen=10000)  # (value, the instance id set then), the last ones
 
 
 def kops_tags(cluster: str, instance_group: str, control_plane: bool) -> dict[str, str]:
@@ -136,6 +139,7 @@ class Instance:
     def __setattr__(self, name: str, value: Any) -> None:
         if name in PLACEMENT_FIELDS:
             PlacementEpoch.value += 1
+            PlacementEpoch.changes.append((PlacementEpoch.value, self.instance_id))
         object.__setattr__(self, name, value)
 
     def set_lifecycle(self, state: str, health: str | None = None) -> None:

@@ -206,11 +206,10 @@ class Checker:
         """
         self.checks += 1
         view, t, b = self.view, self.t, self.bounds
-        nodes = view.node_states()
         index = view.node_index()  # the same object while the nodes did not change
         # 6: nobody's cordon but ours is undone; ours does not outlive its instance's commands
         if self._operator_cordons:
-            for n in nodes:
+            for n in view.node_states():
                 if n.name in self._operator_cordons and not n.unschedulable:
                     self.fail("6 others' cordons left alone", f"node {n.name} cordoned by an operator was uncordoned")
         active = view.open_command_instances()

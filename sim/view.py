@@ -1,9 +1,11 @@
 """What the invariant checker reads of a simulated world (``sim.world_view.WorldView``), read cheaply: nodes whose
 ``resourceVersion`` did not change are not parsed again, the table's partitions are read in place (issue 12).
 
-The whole-cluster answers are made again only when what they describe changed: ``node_states`` and ``node_index``
-when the cluster's ``node_version`` or the operators' cordons moved, ``running_instances`` and
-``running_per_group`` when ``sim.aws_state.PlacementEpoch`` moved (any instance's state, group or zone set). With
+The whole-cluster answers are made again only when what they describe changed. ``node_states`` and ``node_index``:
+when the cluster's ``node_version`` or the operators' cordons moved, and then from the nodes kept since the last
+answer (``Nodes``), reading again only the nodes the cluster's node events named since (``View._follow``: at 1,000
+nodes a change of one node is not a walk over all of them). ``running_instances`` and ``running_per_group``: when
+``sim.aws_state.PlacementEpoch`` moved (any instance's state, group or zone set). With
 ``verify`` every cached answer is compared with one made afresh (``AssertionError`` when they differ; the tests run
 seeds so).
 """
@@ -29,6 +31,72 @@ if TYPE_CHECKING:
     from sim.world import World
 
 
+class Nodes:
+    """Every node's state (``states``, in the cluster's order of its nodes) and what the ``NodeIndex`` is made of,
+    kept from one answer to the next: ``put`` a node's new state, ``drop`` a node gone.
+
+    Attributes:
+        place: node -> a number growing in the nodes' order (a node added again goes last, as in the cluster).
+        named: instance id -> the nodes naming it.
+        ours: the nodes with our cordon annotation that are unschedulable.
+        ready: the Ready workers.
+        operators: the operators' cordons the states were read with.
+        moved: whether (``instance_of``, ``ready``) changed since the last ``NodeIndex`` copied them.
+    """
+
+    def __init__(self) -> None:
+        self.states: dict[str, NodeState] = {}
+        self.instance_of: dict[str, str] = {}
+        self.place: dict[str, int] = {}
+        self.named: dict[str, dict[str, None]] = {}
+        self.ours: dict[str, NodeState] = {}
+        self.ready: set[str] = set()
+        self.operators: frozenset[str] = frozenset()
+        self.moved = (True, True)
+        self._places = 0
+
+    def put(self, state: NodeState) -> None:
+        name = state.name
+        old = self.states.get(name)
+        if old is None:
+            self.place[name] = self._places
+            self._places += 1
+        elif old.instance_id != state.instance_id:
+            self._unname(old)
+        if old is None or old.instance_id != state.instance_id:
+            self.moved = (True, self.moved[1])
+        self.states[name] = state
+        self.instance_of[name] = state.instance_id
+        self.named.setdefault(state.instance_id, {})[name] = None
+        if state.ours and state.unschedulable:
+            self.ours[name] = state
+        else:
+            self.ours.pop(name, None)
+        ready = state.ready and not state.master
+        if ready != (name in self.ready):
+            self.moved = (self.moved[0], True)
+            if ready:
+                self.ready.add(name)
+            else:
+                self.ready.discard(name)
+
+    def drop(self, name: str) -> None:
+        old = self.states.pop(name, None)
+        if old is None:
+            return
+        del self.instance_of[name], self.place[name]
+        self._unname(old)
+        self.ours.pop(name, None)
+        self.moved = (True, self.moved[1] or name in self.ready)
+        self.ready.discard(name)
+
+    def _unname(self, old: NodeState) -> None:
+        names = self.named[old.instance_id]
+        del names[old.name]
+        if not names:
+            del self.named[old.instance_id]
+
+
 class View:
     """``sim.world_view.WorldView`` over ``world``.
 
@@ -42,7 +110,10 @@ class View:
         self.partition, self.agent_partition = partitions
         self.verify = verify
         self._node_cache: dict[str, tuple[tuple[Any, bool], NodeState]] = {}  # node -> (version, state)
-        self._nodes: tuple[Any, list[NodeState], NodeIndex] | None = None  # (the key they were made at, ...)
+        self._nodes: tuple[int, NodeIndex] | None = None  # (the node_version it was made at, the index)
+        self._listed: tuple[NodeIndex, list[NodeState]] | None = None  # node_states, made for that index
+        self._kept = Nodes()  # every node's state as of the last answer
+        self._log_seen: int | None = None  # the resourceVersion of the last node event _kept was brought up to
         self._running: tuple[int, dict[str, tuple[str | None, str]], dict[str, int]] | None = None
         self._open: dict[str, str] | None = None  # CMD# sort key -> instance id, queued or running (``_on_write``)
 
@@ -59,20 +130,43 @@ class View:
         return out
 
     def running_instances(self) -> dict[str, tuple[str | None, str]]:
-        """instance id -> (its group, its AZ) for the pending and running instances; made again only after an
-        instance's state, group or zone was set (``PlacementEpoch``)."""
+        """instance id -> (its group, its AZ) for the pending and running instances; brought up (in place) only after
+        an instance's state, group or zone was set (``PlacementEpoch``): an answer holds until the world moves."""
         return self._placements()[1]
 
     def running_per_group(self) -> dict[str, int]:
         return self._placements()[2]
 
     def _placements(self) -> tuple[int, dict[str, tuple[str | None, str]], dict[str, int]]:
-        cached = self._running
-        if cached is not None and cached[0] == PlacementEpoch.value:
+        cached, epoch = self._running, PlacementEpoch.value
+        if cached is not None and cached[0] == epoch:
             if self.verify:
                 assert cached[1:] == self._placed(cached[0])[1:], "running_instances cached across a change"
             return cached
-        self._running = cached = self._placed(PlacementEpoch.value)
+        changes = PlacementEpoch.changes
+        if cached is None or not changes or changes[0][0] > cached[0] + 1:  # some changes since are not told
+            self._running = cached = self._placed(epoch)
+            return cached
+        running, per_group = cached[1], cached[2]  # updated in place: callers read an answer before the world moves
+        instances = self.world.cloud.instances
+        seen = cached[0]
+        for value, instance_id in reversed(changes):  # the newest first, back to the last answer's
+            if value <= seen:
+                break
+            inst = instances.get(instance_id)  # the instance's place now (another world's id: its own, unchanged)
+            now = (inst.group, inst.zone) if inst is not None and inst.state in LIVE_EC2_STATES else None
+            was = running.pop(instance_id, None)
+            if was is not None and was[0] is not None:
+                per_group[was[0]] -= 1
+                if not per_group[was[0]]:
+                    del per_group[was[0]]
+            if now is not None:
+                running[instance_id] = now
+                if now[0] is not None:
+                    per_group[now[0]] = per_group.get(now[0], 0) + 1
+        self._running = cached = (epoch, running, per_group)
+        if self.verify:
+            assert cached[1:] == self._placed(epoch)[1:], "running_instances brought up past a change it missed"
         return cached
 
     def _placed(self, epoch: int) -> tuple[int, dict[str, tuple[str | None, str]], dict[str, int]]:
@@ -88,42 +182,103 @@ class View:
     def node_states(self) -> list[NodeState]:
         """Every node's state (the same list again while no node changed: callers only read it); a node whose
         ``resourceVersion`` did not change since it was last read is not read again."""
-        return self._node_answers()[1]
+        index = self.node_index()
+        if self._listed is None or self._listed[0] is not index:  # made when asked: a scan asks for the index only
+            self._listed = (index, list(self._kept.states.values()))
+        return self._listed[1]
 
     def node_index(self) -> NodeIndex:
-        return self._node_answers()[2]
-
-    def _node_answers(self) -> tuple[Any, list[NodeState], NodeIndex]:
-        key = (self.world.kube.node_version, frozenset(self.world.operators))
+        """The index at the cluster's ``node_version`` (and the operators' cordons): after a change only the nodes
+        the cluster's node events name since the last answer are read (``_follow``); the index holds copies of what
+        is kept (``Nodes``), made again only when they changed (the Ready workers' set does not change with a
+        cordon, nor the nodes' instances)."""
+        version, operators = self.world.kube.node_version, self.world.operators
         cached = self._nodes
-        if cached is not None and cached[0] == key:
+        if cached is not None and cached[0] == version and operators == self._kept.operators:
             if self.verify:
-                fresh = self._read_nodes(fresh=True)
-                assert cached[1] == fresh and cached[2] == NodeIndex.of(fresh), "node_states cached across a change"
-            return cached
-        states = self._read_nodes()
-        self._nodes = cached = (key, states, NodeIndex.of(states))
-        return cached
+                self._check_nodes(cached[1])
+            return cached[1]
+        if not self._follow():
+            self._kept = Nodes()
+            for name, obj in self.world.kube.nodes.items():
+                self._kept.put(self._node_state(name, obj))
+            self._prune()
+        kept = self._kept
+        kept.operators = frozenset(operators)
+        ours = tuple(sorted(kept.ours.values(), key=lambda n: kept.place[n.name]))
+        instance_of, ready = kept.moved
+        index = NodeIndex(
+            dict(kept.instance_of) if instance_of or cached is None else cached[1].instance_of,
+            ours,
+            frozenset(kept.ready) if ready or cached is None else cached[1].ready_workers,
+        )
+        kept.moved = (False, False)
+        self._nodes = (version, index)
+        if self.verify:
+            self._check_nodes(index)
+        return index
+
+    def _follow(self) -> bool:
+        """Bring ``_kept`` up to the cluster's node events since it was last brought (``Cluster.node_log``) and the
+        operators' cordons; False when the log may have dropped some of them (full, or kept none): read every node."""
+        kube, kept = self.world.kube, self._kept
+        log, seen = kube.node_log, self._log_seen
+        self._log_seen = log[-1][0] if log else 0
+        if seen is None or (log.maxlen is not None and len(log) >= log.maxlen and (not log or log[0][0] > seen)):
+            return False
+        events = []
+        for rv, event in reversed(log):  # the newest first, as far back as the last follow
+            if rv <= seen:
+                break
+            events.append(event)
+        changed: dict[str, None] = dict.fromkeys(kept.operators ^ self.world.operators)
+        added: dict[str, None] = {}  # the nodes (re-)added, in the order of their last addition: the nodes' order
+        for event in reversed(events):
+            name = event.node.name if event.node is not None else ""
+            changed[name] = None
+            if event.type in ("ADDED", "DELETED"):
+                kept.drop(name)
+                added.pop(name, None)
+                if event.type == "ADDED":
+                    added[name] = None
+        nodes = kube.nodes
+        for name in [*(n for n in changed if n not in added), *added]:
+            obj = nodes.get(name)
+            if obj is None:
+                kept.drop(name)
+                self._node_cache.pop(name, None)
+            else:
+                kept.put(self._node_state(name, obj))
+        return True
+
+    def _check_nodes(self, index: NodeIndex) -> None:
+        fresh = self._read_nodes(fresh=True)
+        listed = list(self._kept.states.values())
+        assert listed == fresh and index == NodeIndex.of(fresh), "node_states kept across a change they missed"
 
     def _read_nodes(self, fresh: bool = False) -> list[NodeState]:
         nodes = self.world.kube.nodes
-        out = [self._node_state(name, obj, fresh) for name, obj in nodes.items()]
-        cache = self._node_cache
+        return [self._node_state(name, obj, fresh) for name, obj in nodes.items()]
+
+    def _prune(self) -> None:
+        nodes, cache = self.world.kube.nodes, self._node_cache
         if len(cache) > 2 * len(nodes) + 100:
             for gone in [n for n in cache if n not in nodes]:
                 del cache[gone]
-        return out
 
     def nodes_of(self, instances: Collection[str]) -> list[NodeState]:
         """The states of the nodes whose instance (``spec.providerID``) is one of ``instances``, in the order of
-        ``node_states`` (only those nodes are read)."""
-        kube = self.world.kube
-        states = [
-            self._node_state(name, kube.nodes[name])
-            for name, instance_id in kube.node_instance.items()  # each node's, as its providerID names it
-            if instance_id in instances
-        ]
-        return [state for state in states if state.instance_id in instances]
+        ``node_states`` (only those nodes are looked at: ``Nodes.named``)."""
+        self.node_index()
+        kept, node_instance = self._kept, self.world.kube.node_instance
+        names = {name for i in instances for name in kept.named.get(i, ())}
+        answer = [kept.states[name] for name in sorted(names, key=kept.place.__getitem__)]
+        answer = [state for state in answer if node_instance.get(state.name) in instances]
+        if self.verify:
+            kube = self.world.kube
+            every = [self._node_state(n, kube.nodes[n], True) for n, i in node_instance.items() if i in instances]
+            assert answer == [s for s in every if s.instance_id in instances], "nodes_of kept across a change"
+        return answer
 
     def _node_state(self, name: str, obj: dict[str, Any], fresh: bool = False) -> NodeState:
         """The node's state (read again only when its ``resourceVersion`` moved, or ``fresh``)."""

@@ -2,7 +2,8 @@
 it derives from the nodes (``NodeIndex``), and the ``WorldView`` protocol ``sim.view.View`` implements.
 
 A view may answer the same objects again while nothing they describe changed (``sim.view.View`` caches them against
-version counters of the simulated Kubernetes and EC2 state); callers only read them.
+version counters of the simulated Kubernetes and EC2 state); callers only read them, and read an answer before the
+world moves on (``running_instances`` and ``running_per_group`` are then brought up in place).
 """
 
 from __future__ import annotations

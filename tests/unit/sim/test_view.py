@@ -6,16 +6,20 @@ fresh ones; and a budget added to a running cluster counts the pods judging each
 from __future__ import annotations
 
 import random
+from collections import deque
 
 import pytest
 
 from core.schema import agent_partition_of
+from sim.aws_state import PlacementEpoch
 from sim.kernel import Kernel
 from sim.kube import SimKube
 from sim.kube_model import BudgetCounts
 from sim.kube_objects import Budget
 from sim.run import run_seed
+from sim.view import Nodes
 from sim.world import AZS, CLUSTER, Shape, World
+from sim.world_view import NodeState
 
 
 def test_the_checker_reads_commands_from_the_agent_partition_and_the_lock_from_the_cluster_one() -> None:
@@ -125,3 +129,113 @@ def test_a_budget_counts_the_pods_judging_each_would(seed: int) -> None:
     assert len(ours.budgets) > 10
     assert ours.budget_counts == reference.budget_counts
     assert {k: i.budgets for k, i in ours.pods.items()} == {k: i.budgets for k, i in reference.pods.items()}
+
+
+def churn(world: World, rng: random.Random, steps: int) -> None:
+    """Random changes of the nodes through the cluster's API (nodes joining, a name joining again, nodes leaving,
+    Ready toggled, cordoned by us or not, an operator's cordon), each followed by the view's answers (``verify``)."""
+    kube, view = world.kube, world.view
+    for _ in range(steps):
+        for _ in range(rng.randint(1, 3)):
+            names = list(kube.nodes)
+            roll = rng.random()
+            if roll < 0.25 or not names:
+                k = rng.randrange(40)  # names and instances come back: a node of a name seen before goes last
+                kube.add_node(f"n{k}", f"i-{rng.randrange(30):017x}", AZS[k % 3], control_plane=k % 13 == 0)
+            elif roll < 0.4:
+                kube.remove_node(rng.choice(names))
+            elif roll < 0.6:
+                kube.set_node_ready(rng.choice(names), rng.random() < 0.7)
+            elif roll < 0.85:
+                annotations = {"node-manager.aws/cordoned-by": "x"} if rng.random() < 0.6 else {}
+                patch = {"spec": {"unschedulable": rng.random() < 0.6}, "metadata": {"annotations": annotations}}
+                kube.patch_node(rng.choice(names), patch)
+            else:
+                world.operators.symmetric_difference_update({rng.choice(names)})  # no node event
+        view.node_states()
+        view.node_index()
+        view.nodes_of({f"i-{rng.randrange(30):017x}" for _ in range(3)})
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_nodes_kept_between_answers_equal_nodes_read_afresh(seed: int) -> None:
+    """The view brings its nodes up to the cluster's node events since its last answer (``View._follow``); with
+    ``verify`` every answer (the list in the nodes' order, the index, ``nodes_of``) is compared with one read afresh.
+    A log too short to hold every event since the last answer means a read of every node (still verified)."""
+    world = World.build(seed, Shape(nodes=3, masters=1, pods_per_node=1, replicas=1))
+    world.view.verify = True
+    rng = random.Random(seed)
+    churn(world, rng, 300)
+    assert len(world.kube.node_log) < (world.kube.node_log.maxlen or 0)
+    world.kube.node_log = deque(world.kube.node_log, maxlen=4)
+    churn(world, rng, 100)
+    world.kube.node_log = deque(maxlen=0)
+    churn(world, rng, 20)
+
+
+def test_verify_finds_a_node_the_kept_states_missed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bookkeeping slip of the kept nodes (an index entry, a copy of the index's sets or a node's place not
+    updated) fails the next answer."""
+    world = World.build(5, Shape(nodes=3, masters=1, pods_per_node=1, replicas=1))
+    view, kube = world.view, world.kube
+    view.verify = True
+    churn(world, random.Random(5), 20)
+    put = Nodes.put
+
+    def no_ready(kept: Nodes, state: NodeState) -> None:
+        put(kept, state)
+        kept.ready.discard(state.name)
+
+    monkeypatch.setattr(Nodes, "put", no_ready)
+    name = next(
+        n for n, obj in kube.nodes.items() if "node-role.kubernetes.io/control-plane" not in obj["metadata"]["labels"]
+    )
+    kube.set_node_ready(name, False)
+    view.node_states()
+    with pytest.raises(AssertionError):
+        kube.set_node_ready(name, True)
+        view.node_states()
+
+    def unmoved(kept: Nodes, state: NodeState) -> None:
+        put(kept, state)
+        kept.moved = (False, False)  # the index's copies kept though the Ready workers changed
+
+    def read_all_again() -> None:
+        monkeypatch.setattr(Nodes, "put", put)
+        view._log_seen = None  # as after a log that dropped events: every node read again
+        kube.set_node_ready(name, True)
+        view.node_states()
+
+    read_all_again()
+    monkeypatch.setattr(Nodes, "put", unmoved)
+    with pytest.raises(AssertionError):
+        kube.set_node_ready(name, False)
+        view.node_states()
+    read_all_again()
+    view._kept.place[next(iter(kube.nodes))] = 10**9  # the first node's place taken for the last
+    with pytest.raises(AssertionError):
+        view.nodes_of(set(kube.node_instance.values()))
+
+
+def test_running_instances_follow_the_placement_changes_and_verify_finds_one_they_missed() -> None:
+    """``running_instances`` and ``running_per_group`` are brought up to the instances ``PlacementEpoch.changes``
+    names since the last answer; a bump it does not name is a change they miss, which ``verify`` finds. Changes the
+    log no longer holds mean a read of every instance."""
+    world = World.build(5, Shape(nodes=3, masters=1, pods_per_node=1, replicas=1))
+    world.run(120.0)
+    view, cloud = world.view, world.cloud
+    view.verify = True
+    first, second, third = list(view.running_instances())[:3]
+    group = cloud.instances[first].group
+    assert group is not None and view.running_per_group()[group] >= 1
+    cloud.instances[first].state = "shutting-down"
+    cloud.instances[second].group = None  # detached: running, in no group
+    assert first not in view.running_instances() and view.running_instances()[second][0] is None
+    cloud.instances[first].state = "running"
+    PlacementEpoch.changes.clear()  # the log lost that change: every instance is read again
+    cloud.instances[second].group = group
+    assert first in view.running_instances() and view.running_instances()[second][0] == group
+    cloud.instances[third].__dict__["state"] = "terminated"  # not through Instance.__setattr__
+    PlacementEpoch.value += 1  # a bump no change is told for
+    with pytest.raises(AssertionError):
+        view.running_instances()
