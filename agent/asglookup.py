@@ -128,8 +128,8 @@ class AsgLookup:
     def _due(self, wanted: Iterable[str], now: float, recheck_seconds: float) -> list[str]:
         """The instances of ``wanted`` whose cached answer is due again: ``now - asked >= recheck_seconds *
         fraction``, judged per cohort (all asked at one instant) by a bisection of its sorted ages, each answer
-        once (then kept in ``_ripe``: an answer due stays due until asked again). The same instances, float for
-        float, as judging every cached instance."""
+        once (then kept in ``_ripe``: on a monotonic ``clock`` an answer due stays due until asked again). The same
+        instances, float for float, as judging every cached instance."""
         if self._span != recheck_seconds:  # another period (the first call): every answer's cohort again
             self._span = recheck_seconds
             self._age, self._cohorts, self._member, self._ripe = {}, [], {}, {}
