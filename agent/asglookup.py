@@ -4,22 +4,24 @@ An instance never moves to another group; it can only leave one (DetachInstances
 asked again after ``recheck_seconds``, at an age spread per instance (``spread``) between half and all of it, so
 the instances of a cluster listed at once are asked again over several resyncs, not in one burst of calls.
 
-A resolve of a steady cluster costs a dictionary look-up per instance: the answers come due in time order from a
-heap (``_due``), so only the few near their recheck are judged (``_stale``), not every instance at every resolve.
+The answers come due in cohorts: the instances asked by one call (one ``resolve``) share the instant of their answer,
+so within a cohort kept sorted by each instance's recheck age (``_Cohort``) the answers due at any later instant are a
+prefix, found by one bisection. A resolve or a confirmation of a steady cluster costs a bisection per cohort (about
+one per resync of the recheck period) plus a few C-level steps per instance due, not a step per cached instance or a
+heap operation per answer.
 """
 
 from __future__ import annotations
 
-import heapq
 import threading
 import time
 import zlib
-from collections.abc import Callable, Collection, Iterable
+from bisect import bisect_right
+from collections.abc import Callable, Iterable
 
 from adapters.aws.ports import GroupReader
 
 DESCRIBE_ASG_INSTANCES_MAX_IDS = 50  # DescribeAutoScalingInstances: "You can specify up to 50 instances"
-DUE_SLACK_SECONDS = 1.0  # the heap's times are sums of floats: an answer this near its recheck is judged exactly
 
 
 def spread(instance_id: str, span: float) -> float:
@@ -30,6 +32,17 @@ def spread(instance_id: str, span: float) -> float:
 def spread_fraction(instance_id: str) -> float:
     """``spread(instance_id, 1.0)``: the instance's fixed fraction of ``[0.5, 1)`` (CRC-32 of its id). Pure."""
     return 0.5 + 0.5 * zlib.crc32(instance_id.encode()) / 2**32
+
+
+class _Cohort:
+    """The instances one call asked, answered at ``at`` (``AsgLookup.clock`` seconds): ``ages[k]`` is ``ids[k]``'s
+    recheck age (its ``spread`` of the period, seconds), ascending; ``ids[:taken]`` were found due already. An entry
+    counts only while its instance's latest answer is this cohort's (``AsgLookup._member``)."""
+
+    __slots__ = ("ages", "at", "ids", "taken")
+
+    def __init__(self, at: float, ages: list[float], ids: list[str]) -> None:
+        self.at, self.ages, self.ids, self.taken = at, ages, ids, 0
 
 
 class AsgLookup:
@@ -46,12 +59,14 @@ class AsgLookup:
         self._cache: dict[str, str | None] = {}
         self._asked: dict[str, float] = {}  # instance id -> clock() of the answer cached
         self._fraction: dict[str, float] = {}  # instance id -> spread_fraction (a CRC-32 once per instance)
-        # (about when the answer is due again, instance id), a heap for the recheck period ``_span``; an entry counts
-        # only while it is the instance's latest (``_entry``), older ones are dropped as they come up
-        self._heap: list[tuple[float, str]] = []
-        self._entry: dict[str, tuple[float, str]] = {}
+        # for the recheck period ``_span`` (set by the first call that rechecks): each cached instance's recheck age
+        # (``_span * fraction``), the cohorts of answers not all due yet, each instance's latest cohort, and the
+        # instances found due and not asked since (``_ripe``, until asked again or forgotten)
         self._span: float | None = None
-        self._near: dict[str, None] = {}  # instances whose entry came up: judged at each resolve until asked again
+        self._age: dict[str, float] = {}
+        self._cohorts: list[_Cohort] = []
+        self._member: dict[str, _Cohort] = {}
+        self._ripe: dict[str, None] = {}
         self._lock = threading.Lock()
 
     def resolve(
@@ -71,7 +86,7 @@ class AsgLookup:
             cache = self._cache
             asked: Iterable[str] = wanted
             if not refresh:
-                # the unknown (a look-up each, in C) and the due (from the heap): a steady cluster's resync asks none
+                # the unknown (a look-up each, in C) and the due (by cohort): a steady cluster's resync asks none
                 asked = [] if all(map(cache.__contains__, wanted)) else [i for i in wanted if i not in cache]
                 if recheck_seconds is not None:
                     asked = [*asked, *self._due(wanted, now, recheck_seconds)]
@@ -81,24 +96,22 @@ class AsgLookup:
         with self._lock:
             self._cache.update(found)
             self._asked.update(dict.fromkeys(missing, now))
-            if self._span is not None:
-                for instance_id in missing:
-                    self._push(instance_id, now, self._span)
+            if self._span is not None and missing:
+                self._enroll(missing, now)
             cache = self._cache
             try:
-                return {i: cache[i] for i in wanted}  # all cached now (``retain`` from another thread aside)
+                # all cached now (``retain`` from another thread aside)
+                return dict(zip(wanted, map(cache.__getitem__, wanted), strict=True))
             except KeyError:
                 return {i: cache.get(i) for i in wanted}
 
     def due(self, recheck_seconds: float) -> list[str]:
-        """The cached instances whose answer is due again after ``recheck_seconds`` (at their ``spread`` of it),
-        from the heap: what a resolve of all of them with that recheck would ask (the membership's confirmation,
-        which lists no node). Sorted."""
+        """The cached instances whose answer is due again after ``recheck_seconds`` (at their ``spread`` of it):
+        what a resolve of all of them with that recheck would ask (the membership's confirmation, which lists no
+        node). Sorted."""
         with self._lock:
-            now = self.clock()
-            self._due((), now, recheck_seconds)  # brings the answers near their recheck up (``_near``)
-            cache = self._cache
-            return sorted(i for i in self._near if i in cache and self._stale(i, now, recheck_seconds))
+            self._due((), self.clock(), recheck_seconds)  # brings the answers due into ``_ripe``
+            return sorted(self._ripe.keys() & self._cache.keys())
 
     def retain(self, instance_ids: Iterable[str]) -> None:
         """Forget every cached instance not in ``instance_ids`` (after a full list: those have no node)."""
@@ -108,44 +121,58 @@ class AsgLookup:
                 del self._cache[gone]
                 self._asked.pop(gone, None)
                 self._fraction.pop(gone, None)
-                self._entry.pop(gone, None)
-                self._near.pop(gone, None)
+                self._age.pop(gone, None)
+                self._member.pop(gone, None)  # its cohort's entry no longer counts
+                self._ripe.pop(gone, None)
 
-    def _due(self, wanted: Collection[str], now: float, recheck_seconds: float) -> list[str]:
-        """The instances of ``wanted`` whose cached answer is due again (``_stale``), judged only for the answers
-        the heap has brought within ``DUE_SLACK_SECONDS`` of their recheck (``_near``, until asked again or
-        forgotten); the same as ``_stale`` on every instance."""
-        if self._span != recheck_seconds:  # another period (the first call): every answer's time again
+    def _due(self, wanted: Iterable[str], now: float, recheck_seconds: float) -> list[str]:
+        """The instances of ``wanted`` whose cached answer is due again: ``now - asked >= recheck_seconds *
+        fraction``, judged per cohort (all asked at one instant) by a bisection of its sorted ages, each answer
+        once (then kept in ``_ripe``: on a monotonic ``clock`` an answer due stays due until asked again). The same
+        instances, float for float, as judging every cached instance."""
+        if self._span != recheck_seconds:  # another period (the first call): every answer's cohort again
             self._span = recheck_seconds
-            self._heap, self._entry, self._near = [], {}, {}
+            self._age, self._cohorts, self._member, self._ripe = {}, [], {}, {}
+            by_time: dict[float, list[str]] = {}
             for instance_id, at in self._asked.items():
-                self._push(instance_id, at, recheck_seconds)
-        heap, latest, near = self._heap, self._entry, self._near
-        while heap and heap[0][0] <= now + DUE_SLACK_SECONDS:
-            entry = heapq.heappop(heap)
-            if latest.get(entry[1]) is entry:  # else asked again since, or forgotten
-                near[entry[1]] = None
-        if not near:
+                by_time.setdefault(at, []).append(instance_id)
+            for at, ids in by_time.items():
+                self._enroll(ids, at)
+        member, ripe = self._member, self._ripe
+        spent = False
+        for cohort in self._cohorts:
+            ages, taken = cohort.ages, cohort.taken
+            end = bisect_right(ages, now - cohort.at, taken)  # the same float test as ``now - asked >= age``
+            if end == taken:
+                continue
+            for instance_id in cohort.ids[taken:end]:
+                if member.get(instance_id) is cohort:  # else asked again since, or forgotten
+                    ripe[instance_id] = None
+            cohort.taken = end
+            spent |= end == len(ages)
+        if spent:
+            self._cohorts = [cohort for cohort in self._cohorts if cohort.taken < len(cohort.ages)]
+        if not ripe:
             return []
-        return [i for i in near.keys() & wanted if self._stale(i, now, recheck_seconds)]
+        return list(ripe.keys() & wanted)
 
-    def _push(self, instance_id: str, asked_at: float, span: float) -> None:
-        if instance_id not in self._cache:
-            return
-        fraction = self._fraction.get(instance_id)
-        if fraction is None:
-            fraction = self._fraction[instance_id] = spread_fraction(instance_id)
-        entry = (asked_at + span * fraction, instance_id)
-        self._entry[instance_id] = entry
-        self._near.pop(instance_id, None)
-        heapq.heappush(self._heap, entry)
-
-    def _stale(self, instance_id: str, now: float, recheck_seconds: float | None) -> bool:
-        if instance_id not in self._cache:
-            return True
-        if recheck_seconds is None:
-            return False
-        fraction = self._fraction.get(instance_id)
-        if fraction is None:
-            fraction = self._fraction[instance_id] = spread_fraction(instance_id)
-        return now - self._asked.get(instance_id, now) >= recheck_seconds * fraction
+    def _enroll(self, instance_ids: list[str], asked_at: float) -> None:
+        """A cohort of the cached ``instance_ids``, answered at ``asked_at``: their latest answer, not due."""
+        cache, ages, span = self._cache, self._age, self._span or 0.0  # set before any cohort
+        ids = instance_ids if all(map(cache.__contains__, instance_ids)) else [i for i in instance_ids if i in cache]
+        if not all(map(ages.__contains__, ids)):
+            fractions = self._fraction
+            for instance_id in ids:
+                if instance_id not in ages:
+                    fraction = fractions.get(instance_id)
+                    if fraction is None:
+                        fraction = fractions[instance_id] = spread_fraction(instance_id)
+                    ages[instance_id] = span * fraction  # the very product ``now - asked >= age`` compares to
+        ids = sorted(ids, key=ages.__getitem__)  # float keys: compared in C without tuples
+        cohort = _Cohort(asked_at, list(map(ages.__getitem__, ids)), ids)
+        self._cohorts.append(cohort)
+        self._member.update(dict.fromkeys(ids, cohort))
+        ripe = self._ripe
+        if ripe:
+            for instance_id in ripe.keys() & ids:
+                del ripe[instance_id]

@@ -1,6 +1,7 @@
 """The instance -> ASG lookup's re-asking: a known group is asked again only after its spread of the recheck
-period, so a cluster listed at once is not re-asked in one burst (moto's Auto Scaling behind it); and the heap that
-finds the answers due asks exactly what judging every instance at every resolve asked."""
+period, so a cluster listed at once is not re-asked in one burst (moto's Auto Scaling behind it); and the cohorts that
+find the answers due ask exactly what judging every instance at every resolve asked, and ``due`` names exactly the
+instances that judging every cached one names."""
 
 from __future__ import annotations
 
@@ -68,7 +69,8 @@ class Groups:
 
 
 class EveryInstance:
-    """The lookup as it judged every wanted instance at every resolve (before the heap): the reference."""
+    """The lookup as it judged every wanted instance at every resolve (before the heap, then the cohorts): the
+    reference."""
 
     def __init__(self, autoscaling: Groups, clock: Callable[[], float]) -> None:
         self.autoscaling, self.clock = autoscaling, clock
@@ -86,6 +88,10 @@ class EveryInstance:
         self.asked.update(dict.fromkeys(missing, now))
         return {i: self.cache.get(i) for i in ids}
 
+    def due(self, recheck_seconds: float) -> list[str]:
+        now = self.clock()
+        return sorted(i for i in self.cache if self._stale(i, now, recheck_seconds))
+
     def retain(self, ids: Iterable[str]) -> None:
         for gone in set(self.cache) - set(ids):
             del self.cache[gone]
@@ -100,9 +106,10 @@ class EveryInstance:
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_the_heap_asks_exactly_what_judging_every_instance_asks(seed: int) -> None:
-    """Random resyncs (pages, watch look-ups, refreshes, failed calls, nodes gone, clock steps, some landing exactly
-    on an answer's recheck): the lookup makes the same calls and gives the same answers as the reference."""
+def test_the_cohorts_ask_exactly_what_judging_every_instance_asks(seed: int) -> None:
+    """Random resyncs (pages, watch look-ups, refreshes, failed calls, nodes gone and back, clock steps, some landing
+    exactly on an answer's recheck, a few under another recheck period) and confirmations (``due``, then a refresh of
+    what it names): the lookup makes the same calls and gives the same answers as the reference."""
     rng = random.Random(seed)
     ids = [f"i-0{n:016x}" for n in range(120)]
     groups = {i: f"nodes-{n % 3}" for n, i in enumerate(ids) if n % 7}  # some in no group
@@ -125,8 +132,14 @@ def test_the_heap_asks_exactly_what_judging_every_instance_asks(seed: int) -> No
         fail = rng.random() < 0.05
         ours.fail = theirs.fail = fail
         kind = rng.random()
-        args: dict[str, Any] = {"recheck_seconds": 600.0} if kind < 0.8 else {"refresh": True} if kind < 0.85 else {}
-        pages = [listed[i : i + 25] for i in range(0, len(listed), 25)] if kind < 0.8 else [[rng.choice(ids)]]
+        recheck = 600.0 if rng.random() < 0.95 else 300.0  # another period: every answer's cohort anew
+        if kind >= 0.9:  # a confirmation: what is due, then asked again
+            due = lookup.due(recheck)
+            assert due == reference.due(recheck)
+            kind, pages = 0.82, [due] if due else []
+        else:
+            pages = [listed[i : i + 25] for i in range(0, len(listed), 25)] if kind < 0.8 else [[rng.choice(ids)]]
+        args: dict[str, Any] = {"recheck_seconds": recheck} if kind < 0.8 else {"refresh": True} if kind < 0.85 else {}
         for page in pages:
             try:
                 expected: dict[str, str | None] | None = reference.resolve(page, **args)
@@ -138,4 +151,5 @@ def test_the_heap_asks_exactly_what_judging_every_instance_asks(seed: int) -> No
                 got = None
             assert got == expected
             assert ours.calls == theirs.calls
+        assert lookup.due(600.0) == reference.due(600.0)
     assert len(ours.calls) > 100  # the recheck was exercised, not only the first answers
