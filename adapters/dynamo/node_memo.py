@@ -87,6 +87,8 @@ class _Entry:
     # of those, each one holding a list of values of ``_EXACT_BY_EQUALITY`` types (``roles``): its elements' types,
     # compared at once (the list equal, its elements of those types: the same list); None: looked at value by value
     flat: tuple[tuple[int, tuple[type, ...]], ...] | None
+    # the one such list when it is the only deep value (a record's ``roles``): judged inline, not by ``_same_deep``
+    single: tuple[int, tuple[type, ...]] | None
     record: NodeRecord
 
 
@@ -226,7 +228,14 @@ class NodeRecordMemo:
                 entry is not None
                 and entry.values == values
                 and entry.types == tuple(map(type, values))
-                and (not entry.deep or _same_deep(entry, values))
+                and (
+                    not entry.deep
+                    or (
+                        tuple(map(type, values[entry.single[0]])) == entry.single[1]
+                        if entry.single is not None
+                        else _same_deep(entry, values)
+                    )
+                )
                 and CONFIRMED_AT not in item
             ):
                 kept[sk] = entry
@@ -304,7 +313,9 @@ def _entry(values: tuple[Any, ...], record: NodeRecord) -> _Entry:
         for at in deep
         if types[at] is list and all(type(inner) in _EXACT_BY_EQUALITY for inner in copied[at])
     )
-    return _Entry(values=copied, types=types, deep=deep, record=record, flat=flat if len(flat) == len(deep) else None)
+    flat_or_none = flat if len(flat) == len(deep) else None
+    single = flat[0] if flat_or_none is not None and len(flat) == 1 else None
+    return _Entry(values=copied, types=types, deep=deep, record=record, flat=flat_or_none, single=single)
 
 
 def _same_deep(entry: _Entry, values: tuple[Any, ...]) -> bool:

@@ -4,6 +4,7 @@ without a registered node. Pure."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from operator import attrgetter
 
 from core.kops import Role
 from core.runs import Run
@@ -12,6 +13,7 @@ from lambdas.replenisher.plan import Operation, Reason, Terminate
 from lambdas.replenisher.world import IN_SERVICE, Instance
 
 ETCD_MEMBERS_PER_GROUP = 1  # kOps: one etcd member per control-plane instance group (master-<az>)
+_LAUNCHED = attrgetter("launch_time")  # a datetime (always true) or None: the instances with one, taken in C
 
 
 def cleanup(b: Builder) -> None:
@@ -76,7 +78,8 @@ def cleanup(b: Builder) -> None:
     for name in sorted(world.groups):
         if name in run_groups:
             continue
-        for inst in world.groups[name].instances:
+        # only an instance with a launch time can be judged: gather asks EC2 for those InService without a node
+        for inst in filter(_LAUNCHED, world.groups[name].instances):
             if inst.lifecycle_state != IN_SERVICE or inst.instance_id in world.nodes or inst.launch_time is None:
                 continue
             if b.now - inst.launch_time <= horizon or inst.instance_id in protected:
