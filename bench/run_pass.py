@@ -5,8 +5,9 @@ The run is ``bench.run_item``'s weekly refresh of 3 worker groups (``max_surge``
 and the next step ``surging`` with its spare Ready: the pass drains that step's old node (a ``SaveRun`` and a
 ``SendCommand``), the most common pass of a run. Phases, each the best of 5 rounds of 20 (``time.process_time``):
 
-- ``read``: the stored item as boto3 answers it (numbers as ``Decimal``) made plain (``adapters.dynamo.values
-  .plain``, what ``Table`` reads do) and validated (``Run.model_validate``, rows unpacked: ``core.runrecord``);
+- ``read``: the stored item as boto3 answers it (numbers as ``Decimal``) made plain but for its rows
+  (``adapters.dynamo.values.plain_item`` with ``runs.AS_IS``, what every ``RUN#`` read does) and validated
+  (``Run.model_validate``, rows unpacked with their numbers as answered: ``core.rowread``);
   the same item each time, as a run's next pass finds most of its rows; ``cold read``: each time with one more word
   in its ``words`` (unused), so no row was read before in that item (``core.rowread``'s memo, "Memos" in
   ``core.runrecord``): a run's first read in a process, or the first after its words grew;
@@ -29,8 +30,8 @@ from itertools import count, cycle
 from typing import Any, TypeVar
 
 from adapters.dynamo.runs import AS_IS, RunStore
-from adapters.dynamo.table import Table, dynamo, plain
-from adapters.dynamo.values import dynamo_item
+from adapters.dynamo.table import Table, dynamo
+from adapters.dynamo.values import dynamo_item, plain_item
 from bench.run_item import GROUPS, KEYS, run
 from core.kops import Role
 from core.model import NodeRecord
@@ -121,10 +122,12 @@ def measure(steps: int) -> dict[str, float]:
     current, world = scenario(steps)
     store = RunStore(Table(_NoTable(), "prod.k8s.example.com"))
     stored = as_answered(dynamo({**store.item_of(current), **KEYS}))
-    read, got = best_ms(lambda: Run.model_validate(plain(stored)))
+    read, got = best_ms(lambda: Run.model_validate(plain_item(stored, AS_IS)))
     assert got == current.at_rest(), "the run read back is not the run saved"
     fresh = count()
-    cold, _ = best_ms(lambda: Run.model_validate(plain({**stored, "words": [*stored["words"], f"w{next(fresh)}"]})))
+    cold, _ = best_ms(
+        lambda: Run.model_validate(plain_item({**stored, "words": [*stored["words"], f"w{next(fresh)}"]}, AS_IS))
+    )
     decide, decision = best_ms(lambda: advance(got, world, SETTINGS, got.updated_at + timedelta(seconds=5)))
     kinds = [type(a).__name__ for a in decision.actions]
     assert kinds == ["SaveRun", "SendCommand"], kinds
