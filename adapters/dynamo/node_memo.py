@@ -15,7 +15,8 @@ type, all the way into nested lists and maps, and numbers other than ints of the
 So an item whose record could differ in any way (rewritten by the agent, forged, only retyped) is validated again,
 and an item that does not validate is refused on every read (it is never remembered).
 
-Bounded: each read keeps only the items it was given (the current membership), none of an earlier read's.
+Bounded: each read keeps only the items it was given (the current membership), none of an earlier read's; a
+patched answer (below) keeps the items it applied in their place, so the next full read matches them too.
 
 A read that comes with the ``MEMBERSHIP`` mark's ``version`` (``adapters.dynamo.nodes.read_membership``, the
 replenisher's; ``adapters.dynamo.snapshot.with_membership``, the refresher's) is kept whole with it: the next read
@@ -151,20 +152,23 @@ class NodeRecordMemo:
         found = fetch(keys)
         if any(CONFIRMED_AT in item for item in found.values() if item is not None):
             return None  # an item the agent never writes: as a full read, nothing kept
-        before, keyed = self._by_sk, self._keyed
+        before, keyed, entries = self._by_sk, self._keyed, self._entries
         records, refused = dict(before), dict(self._refused_by_sk)
         added = False
         for sk in keys:
             records.pop(sk, None)
             refused.pop(sk, None)
+            entries.pop(sk, None)
             item = found.get(sk)
             if item is None:
                 continue
             added = True
             try:
-                records[sk] = NodeRecord.model_validate(item)
+                record = records[sk] = NodeRecord.model_validate(item)
             except ValidationError as err:
                 refused[sk] = Refused(sk, err)
+            else:  # the next full read matches it, not validates it again (``records``)
+                entries[sk] = _entry(tuple(map(item.get, FIELDS, _ABSENTS)), record)
         if added:  # in the Query's order (sort keys, ASCII)
             records, refused = dict(sorted(records.items())), dict(sorted(refused.items()))
         if expected is not None and len(records) + len(refused) != expected:

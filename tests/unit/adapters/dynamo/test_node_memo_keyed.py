@@ -75,3 +75,19 @@ def test_a_list_the_memo_did_not_answer_is_keyed_on_its_own() -> None:
     assert memo.by_instance(fresh) == keyed(fresh) and memo.by_instance(records) is mine
     again, _ = memo.records([item(1, 1), item(2, 2)], NOW, version="t:0", now=NOW)  # a full read: a new answer
     assert memo.by_instance(again) is not mine and memo.by_instance(again) == mine
+
+
+def test_a_full_read_after_a_patched_one_matches_the_items_it_applied() -> None:
+    # a patched answer keeps what it validated in the memo's entries: the next full read (every REUSE_SECONDS at the
+    # replenisher's tick) matches those items instead of validating them again, and forgets a deleted one
+    memo = NodeRecordMemo()
+    items = {f"NODE#i-{s:017x}": item(s, s) for s in range(4)}
+    memo.records(sorted(items.values(), key=lambda i: i["sk"]), NOW, version="t:0", now=NOW)
+    items["NODE#i-00000000000000001"] = item(1, 1, ready=False)
+    del items["NODE#i-00000000000000002"]
+    listed = [(1, "NODE#i-00000000000000001"), (2, "NODE#i-00000000000000002")]
+    patched = memo.patched("t:2", listed, NOW, lambda keys: {k: items[k] for k in keys if k in items}, len(items))
+    assert patched is not None and len(memo) == 3
+    changed = next(r for r in patched[0] if r.instance_id.endswith("1"))
+    full, _ = memo.records(sorted(items.values(), key=lambda i: i["sk"]), NOW, version="t:2", now=NOW)
+    assert next(r for r in full if r.instance_id.endswith("1")) is changed and not changed.ready
