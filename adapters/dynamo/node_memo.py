@@ -184,12 +184,13 @@ class NodeRecordMemo:
         """Instance id -> record of ``records`` (of an id held twice, the later record, as a map made from the list
         gives). For the memo's last answer (``records`` that list itself) the same map each time, made once and,
         after a ``patched`` answer, changed from the one before by the items it applied; shared: never change it."""
-        last = self._last
-        if last is None or records is not last[0]:
-            return {record.instance_id: record for record in records}
-        if self._keyed is None:
-            self._keyed = {record.instance_id: record for record in records}
-        return self._keyed
+        mine = self._last is not None and records is self._last[0]
+        if mine and self._keyed is not None:
+            return self._keyed
+        keyed = {record.instance_id: record for record in records}
+        if mine:
+            self._keyed = keyed
+        return keyed
 
     def __len__(self) -> int:
         """How many records the memo holds (at most the number of items the last read was given)."""

@@ -218,20 +218,30 @@ class Table:
                 # every Query answer has Items (maybe empty); botocore reads a 200 whose body is not JSON as {}, which
                 # must not pass for an empty partition
                 raise StoreUnavailableError(f"{message}: an answer without Items (unreadable body)")
-            agent_pk, pk = self.agent_pk, self.pk
             if one_kind and wanted is None:  # a thousand NODE# items a membership read: none to check
                 yield from map(converted, out["Items"]) if convert else out["Items"]
-            for item in () if one_kind and wanted is None else out["Items"]:
-                sk = str(item.get("sk", ""))
-                # a kind outside its own partition (the agent may write its partition only): never read
-                # (``self.partition``, inline: this runs for every item of every Query, thousands of NODE# items)
-                if item.get("pk") != (agent_pk if sk.startswith(AGENT_ITEM_PREFIXES) else pk):
-                    continue
-                if wanted is None or wanted(sk):
-                    yield converted(item) if convert else item
+            else:
+                yield from self._checked(out["Items"], wanted, converted if convert else None)
             if "LastEvaluatedKey" not in out:
                 return
             kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
+
+    def _checked(
+        self,
+        items: list[dict[str, Any]],
+        wanted: Callable[[str], bool] | None,
+        converted: Callable[[dict[str, Any]], dict[str, Any]] | None,
+    ) -> Iterator[dict[str, Any]]:
+        """The ``items`` of a Query page in their own partition and ``wanted``, ``converted`` (None: as answered)."""
+        agent_pk, pk = self.agent_pk, self.pk
+        for item in items:
+            sk = str(item.get("sk", ""))
+            # a kind outside its own partition (the agent may write its partition only): never read
+            # (``self.partition``, inline: this runs for every item of every Query, thousands of NODE# items)
+            if item.get("pk") != (agent_pk if sk.startswith(AGENT_ITEM_PREFIXES) else pk):
+                continue
+            if wanted is None or wanted(sk):
+                yield item if converted is None else converted(item)
 
     def put(
         self,
