@@ -49,7 +49,7 @@ def tag_map(tags: Iterable[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def role_of(tags: Mapping[str, str]) -> Role:
-    if any(key in tags for key in MASTER_ROLE_TAGS):
+    if not tags.keys().isdisjoint(MASTER_ROLE_TAGS):
         return Role.CONTROL_PLANE
     if NODE_ROLE_TAG in tags:
         return Role.NODE

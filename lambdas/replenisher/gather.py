@@ -69,11 +69,10 @@ class GatherMemo:
     Attributes:
         nodes: the ``NodeRecord`` of each ``NODE#`` item last read, answered again only for an item with exactly the
             same record fields (``adapters.dynamo.node_memo``).
-        instances: the ``Instance`` of each group instance last read, by its four fields as read (an ``Instance``
-            is a frozen value of exactly those: one with another field value is a new one).
         groups: each group's ``Instances`` as last read, with the ``Instance`` objects made of them
             (``GroupInstances``): a list equal to it is answered with them, no look-up an instance (a refresh changes
-            one group at a time; a quiet tick none).
+            one group at a time; a quiet tick none). A list that changed is read with the ``Instance`` objects of
+            the last read (``instances``) for the entries it still holds.
         runs: each active ``RUN#`` item last read (its sort key -> the item as the table answered it, the ``Run``
             made of it and the instances it names, ``run_instances``), answered again only for an item equal to it
             in every attribute. A refresh run's item is read every tick and changes a few times a step; made anew,
@@ -85,9 +84,19 @@ class GatherMemo:
     """
 
     nodes: NodeRecordMemo = field(default_factory=NodeRecordMemo)
-    instances: dict[InstanceKey, Instance] = field(default_factory=dict)
     runs: dict[str, tuple[Mapping[str, Any], Run, frozenset[str]]] = field(default_factory=dict)
     groups: dict[str, GroupInstances] = field(default_factory=dict)
+
+    @property
+    def instances(self) -> dict[InstanceKey, Instance]:
+        """The ``Instance`` of each instance of the groups last read (``groups``), by its four fields as read (an
+        ``Instance`` is a frozen value of exactly those: one with another field value is a new one). Made anew each
+        call: only a tick whose groups changed asks for it."""
+        return {
+            key: inst
+            for listing in self.groups.values()
+            for key, inst in zip(listing.keys, listing.instances, strict=True)
+        }
 
 
 class GatherDeps(Protocol):
@@ -192,9 +201,11 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     if not fresh_by_mark(mark, now, max_age):  # a fresh mark makes every record it confirms fresh
         nodes = {iid: record for iid, record in nodes.items() if record.fresh(now, max_age)}
     unregistered: list[str] = []
-    known: dict[InstanceKey, Instance] = deps.memo.instances  # the same four fields: an equal Instance
-    kept: dict[InstanceKey, Instance] = {}
+    known: dict[InstanceKey, Instance] | None = None  # the same four fields: an equal Instance (made when needed)
     kept_groups: dict[str, GroupInstances] = {}
+    # each run's busy groups and surge once (each is made from every step and group of the run), not once a group
+    busy = frozenset().union(*(run.busy_groups for run in runs))
+    surges = [run.surge for run in runs]
     for raw in raw_groups:
         info = managed_group(raw, settings.cluster_name)
         if info is None:
@@ -204,11 +215,12 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
         if before is not None and before.listed is not listed and before.listed == listed:
             listing = kept_groups[info.name] = replace(before, listed=listed)  # equal to text: text
         else:
+            if known is None:
+                known = deps.memo.instances
             listing = group_instances(listed, known)
             if listing.listed is not None:
                 kept_groups[info.name] = listing
         instances = listing.instances
-        kept.update(zip(listing.keys, instances, strict=True))
         unregistered.extend(filterfalse(nodes.__contains__, listing.in_service))
         groups[info.name] = Group(
             info=info,
@@ -216,11 +228,10 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
             min_size=int(raw.get("MinSize", 0)),
             max_size=int(raw.get("MaxSize", 0)),
             instances=tuple(instances),
-            run_surge=sum(run.surge.get(info.name, 0) for run in runs),
-            run_busy=any(info.name in run.busy_groups for run in runs),
+            run_surge=sum(surge.get(info.name, 0) for surge in surges),
+            run_busy=info.name in busy,
             created=str(raw.get("CreatedTime", "")),
         )
-    deps.memo.instances = kept
     deps.memo.groups = kept_groups
     deps.memo.runs = runs_read
     if unregistered and nodes:  # without any membership nothing is judged by it: no need to ask

@@ -42,10 +42,12 @@ def due(record: Detached, b: Builder) -> bool:
 
 
 def sweep_detached(b: Builder) -> None:
-    in_groups = {i.instance_id for g in b.world.groups.values() for i in g.instances}
+    in_groups: set[str] | None = None  # every instance of the groups, made once a record is due and asked about
     for iid, record in sorted(b.world.detached.items()):
         if not due(record, b) or not record.asked:
             continue
+        if in_groups is None:
+            in_groups = {i.instance_id for g in b.world.groups.values() for i in g.instances}
         if record.ec2_state is None or record.ec2_state not in RUNNING:
             b.actions.append(
                 MarkDetach(iid, DetachState.GONE, f"EC2 says {record.ec2_state or 'unknown'}: reclaimed or terminated")
