@@ -68,7 +68,8 @@ _ABSENTS = (_ABSENT,) * len(FIELDS)
 _EXACT_BY_EQUALITY = frozenset({str, bool, int, type(None), bytes, object})
 _BY_TEXT = frozenset({float, Decimal})
 # the longest a read is answered again from its version (seconds): past it the items are read whatever the version
-# says. Ten replenisher ticks; the agent's resync writes the mark every ``MEMBERSHIP_RESYNC_SECONDS`` (60 s).
+# says. Five replenisher ticks (``infra.replenisher.DEFAULT_TICK_MINUTES``); the agent's resync writes the mark
+# every ``MEMBERSHIP_RESYNC_SECONDS`` (60 s).
 REUSE_SECONDS = 600.0
 
 
@@ -223,6 +224,7 @@ class NodeRecordMemo:
         records: list[NodeRecord] = []
         refused: list[Refused] = []
         by_sk: dict[str, NodeRecord] = {}
+        keyed: dict[str, NodeRecord] = {}  # ``by_instance``'s map of this answer, made in the same loop
         entries = self._entries
         marked = False  # an item carrying ``confirmed_at``: its record is the mark's too, never reused
         for item in items:
@@ -244,8 +246,9 @@ class NodeRecordMemo:
                 and CONFIRMED_AT not in item
             ):
                 kept[sk] = entry
-                records.append(entry.record)
-                by_sk[sk] = entry.record
+                record = entry.record
+                records.append(record)
+                by_sk[sk] = keyed[record.instance_id] = record
                 continue
             try:
                 if CONFIRMED_AT in item:
@@ -258,13 +261,13 @@ class NodeRecordMemo:
                 continue
             kept[sk] = _entry(values, record)
             records.append(record)
-            by_sk[sk] = record
+            by_sk[sk] = keyed[record.instance_id] = record
         self._entries = kept
         reusable = version is not None and now is not None and not marked
         self._last = (records, refused) if reusable else None
         self._version, self._read_at = (version, now) if reusable else (None, None)
         self._by_sk, self._refused_by_sk = by_sk, {bad.sk: bad for bad in refused}
-        self._keyed = None
+        self._keyed = keyed if reusable else None
         return records, refused
 
 
