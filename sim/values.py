@@ -128,9 +128,11 @@ def sized_canonical_item(item: Item) -> tuple[Item, int]:
     return out, total
 
 
-# a list of scalars by its content -> its canonical values and their size (``_canonical_row`` and ``_row_bytes``
-# of them in one entry): a pure memo, bounded, shared by every run
-_SIZED_ROWS: dict[tuple[tuple[Any, ...], tuple[type, ...]], tuple[tuple[Any, ...], int]] = {}
+# a list of scalars by its values -> its values' types, its canonical values and their size (``_canonical_row`` and
+# ``_row_bytes`` of them in one entry): a pure memo, bounded, shared by every run. Keyed by the values alone (one
+# tuple hashed, not two), an entry answers only a row of the same types: ``True``, ``1`` and ``Decimal(1)`` share a
+# key, and a row of other types than its entry's is made anew (and takes the key over)
+_SIZED_ROWS: dict[tuple[Any, ...], tuple[tuple[type, ...], tuple[Any, ...], int]] = {}
 
 
 def _sized_list(values: list[Any]) -> tuple[list[Any], int]:
@@ -143,17 +145,21 @@ def _sized_list(values: list[Any]) -> tuple[list[Any], int]:
             out.append(stored)
             total += value_bytes(stored)
             continue
-        key = _row_key(value)
-        known = None if key is None else _SIZED_ROWS.get(key)
-        if known is None:
-            row = _canonical_row(value)
-            known = (tuple(row), _row_bytes(row))
-            if key is not None:
+        row = tuple(value)
+        types = tuple(map(type, row))
+        try:
+            known = _SIZED_ROWS.get(row)
+        except TypeError:  # an element that is not hashable (a list, a map, a set): never a row the memo holds
+            known = None
+        if known is None or known[0] != types:  # an entry's types are scalars (below): so are the row's
+            made = _canonical_row(value)
+            known = (types, tuple(made), _row_bytes(made))
+            if _ROW_SCALARS.issuperset(types):
                 if len(_SIZED_ROWS) >= _ROWS_KEPT:
                     _SIZED_ROWS.clear()
-                _SIZED_ROWS[key] = known
-        out.append(list(known[0]))
-        total += known[1]
+                _SIZED_ROWS[row] = known
+        out.append(list(known[1]))
+        total += known[2]
     return out, total
 
 
