@@ -45,6 +45,7 @@ it, a cold start begins empty. Pure: no I/O; times are the caller's.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -291,11 +292,28 @@ def _rekeyed(
     return out
 
 
-def picked(items: Iterable[Mapping[str, Any]], keys: list[str]) -> dict[str, Mapping[str, Any]]:
+def picked(items: Sequence[Mapping[str, Any]], keys: list[str]) -> dict[str, Mapping[str, Any]]:
     """The items of ``items`` (one Query's answer) whose sort key is one of ``keys``, by sort key (a key with no item
-    is absent): ``patched``'s ``fetch`` from a read made anyway. Pure."""
-    wanted = set(keys)
-    return {sk: item for item in items if (sk := str(item.get("sk", ""))) in wanted}
+    is absent): ``patched``'s ``fetch`` from a read made anyway. Pure.
+
+    A Query answers each sort key once, in sort-key order, so each key is looked for by bisection first; a key not
+    found there alone (an item deleted, an answer out of that order, a key held twice) is looked for in every item,
+    the later item of a key held twice kept, as a map made from the whole answer keeps it."""
+    found: dict[str, Mapping[str, Any]] = {}
+    missing: set[str] = set()
+    for sk in keys:
+        at = bisect_left(items, sk, key=_sort_key)
+        if at < len(items) and _sort_key(items[at]) == sk and (at + 1 == len(items) or _sort_key(items[at + 1]) != sk):
+            found[sk] = items[at]
+        else:
+            missing.add(sk)
+    if missing:
+        found.update((sk, item) for item in items if (sk := _sort_key(item)) in missing)
+    return found
+
+
+def _sort_key(item: Mapping[str, Any]) -> str:
+    return str(item.get("sk", ""))
 
 
 def _span(old: str, new: str) -> tuple[int, int] | None:

@@ -1,0 +1,42 @@
+"""``picked``: the items of a Query's answer with the sort keys a patch needs, found by bisection in an answer in
+sort-key order and by a look at every item otherwise; always what a map made from the whole answer gives (the later
+item of a key held twice, none for a key with no item), whatever the order (property-based: hypothesis)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("hypothesis", reason="hypothesis (requirements-dev.txt) is not installed")
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapters.dynamo.node_memo import picked
+
+
+def whole(items: list[dict[str, Any]], keys: list[str]) -> dict[str, dict[str, Any]]:
+    """What the answer gives for ``keys``, made from every item (the later of a key held twice)."""
+    wanted = set(keys)
+    return {str(i.get("sk", "")): i for i in items if str(i.get("sk", "")) in wanted}
+
+
+slots = st.lists(st.integers(0, 40), max_size=60)
+
+
+@given(slots, st.lists(st.integers(0, 45), max_size=20), st.booleans())
+def test_the_items_picked_are_those_of_the_whole_answer(held: list[int], asked: list[int], ordered: bool) -> None:
+    # an answer in sort-key order (each key once: a Query's), or as drawn: out of order, keys held twice
+    items = [{"sk": f"NODE#i-{n:017x}", "n": k} for k, n in enumerate(sorted(set(held)) if ordered else held)]
+    keys = [f"NODE#i-{n:017x}" for n in asked]
+
+    got = picked(items, keys)
+
+    assert got == whole(items, keys)
+    assert all(got[sk] is whole(items, keys)[sk] for sk in got)  # the item itself, not a copy
+
+
+def test_an_item_with_no_sort_key_is_never_picked_and_a_deleted_key_is_absent() -> None:
+    items = [{"n": 0}, {"sk": "NODE#i-1", "n": 1}, {"sk": "NODE#i-3", "n": 3}]
+    assert picked(items, ["NODE#i-1", "NODE#i-2", "NODE#i-3"]) == {"NODE#i-1": items[1], "NODE#i-3": items[2]}
