@@ -71,8 +71,9 @@ class GatherMemo:
             same record fields (``adapters.dynamo.node_memo``).
         groups: each group's ``Instances`` as last read, with the ``Instance`` objects made of them
             (``GroupInstances``): a list equal to it is answered with them, no look-up an instance (a refresh changes
-            one group at a time; a quiet tick none). A list that changed is read with the ``Instance`` objects of
-            the last read (``instances``) for the entries it still holds.
+            one group at a time; a quiet tick none). A list that changed is read with the group's ``Instance``
+            objects of the last read for the entries it still holds (an instance stays in its group; one that moved
+            is made anew, an equal value).
         runs: each active ``RUN#`` item last read (its sort key -> the item as the table answered it, the ``Run``
             made of it and the instances it names, ``run_instances``), answered again only for an item equal to it
             in every attribute. A refresh run's item is read every tick and changes a few times a step; made anew,
@@ -86,17 +87,6 @@ class GatherMemo:
     nodes: NodeRecordMemo = field(default_factory=NodeRecordMemo)
     runs: dict[str, tuple[Mapping[str, Any], Run, frozenset[str]]] = field(default_factory=dict)
     groups: dict[str, GroupInstances] = field(default_factory=dict)
-
-    @property
-    def instances(self) -> dict[InstanceKey, Instance]:
-        """The ``Instance`` of each instance of the groups last read (``groups``), by its four fields as read (an
-        ``Instance`` is a frozen value of exactly those: one with another field value is a new one). Made anew each
-        call: only a tick whose groups changed asks for it."""
-        return {
-            key: inst
-            for listing in self.groups.values()
-            for key, inst in zip(listing.keys, listing.instances, strict=True)
-        }
 
 
 class GatherDeps(Protocol):
@@ -201,7 +191,6 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     if not fresh_by_mark(mark, now, max_age):  # a fresh mark makes every record it confirms fresh
         nodes = {iid: record for iid, record in nodes.items() if record.fresh(now, max_age)}
     unregistered: list[str] = []
-    known: dict[InstanceKey, Instance] | None = None  # the same four fields: an equal Instance (made when needed)
     kept_groups: dict[str, GroupInstances] = {}
     # each run's busy groups and surge once (each is made from every step and group of the run), not once a group
     busy = frozenset().union(*(run.busy_groups for run in runs))
@@ -214,9 +203,8 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
         before = deps.memo.groups.get(info.name)
         if before is not None and before.listed is not listed and before.listed == listed:
             listing = kept_groups[info.name] = replace(before, listed=listed)  # equal to text: text
-        else:
-            if known is None:
-                known = deps.memo.instances
+        else:  # the group's own Instances of the last read, by their four fields: the same fields, an equal value
+            known = {} if before is None else dict(zip(before.keys, before.instances, strict=True))
             listing = group_instances(listed, known)
             if listing.listed is not None:
                 kept_groups[info.name] = listing
