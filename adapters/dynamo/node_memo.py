@@ -293,17 +293,17 @@ def _rekeyed(
 
 
 def picked(items: Sequence[Mapping[str, Any]], keys: list[str]) -> dict[str, Mapping[str, Any]]:
-    """The items of ``items`` (one Query's answer) whose sort key is one of ``keys``, by sort key (a key with no item
-    is absent): ``patched``'s ``fetch`` from a read made anyway. Pure.
+    """The items of ``items`` (one Query's answer: each sort key at most once) whose sort key is one of ``keys``, by
+    sort key (a key with no item is absent): ``patched``'s ``fetch`` from a read made anyway. Pure.
 
-    A Query answers each sort key once, in sort-key order, so each key is looked for by bisection first; a key not
-    found there alone (an item deleted, an answer out of that order, a key held twice) is looked for in every item,
-    the later item of a key held twice kept, as a map made from the whole answer keeps it."""
+    A Query answers in sort-key order, so each key is looked for by bisection first; a key not found that way (an
+    item deleted, or an answer out of that order) is looked for in every item. With each key at most once, the
+    answer is the same whatever the order."""
     found: dict[str, Mapping[str, Any]] = {}
     missing: set[str] = set()
     for sk in keys:
         at = bisect_left(items, sk, key=_sort_key)
-        if at < len(items) and _sort_key(items[at]) == sk and (at + 1 == len(items) or _sort_key(items[at + 1]) != sk):
+        if at < len(items) and _sort_key(items[at]) == sk:
             found[sk] = items[at]
         else:
             missing.add(sk)
