@@ -77,7 +77,10 @@ class LongPollReceive(DrainSlots):
         self._receive_at(end if visible is None else min(end, max(now, visible)), "waiting")
 
     def _free(self) -> int:
-        return self.config.max_in_flight - len(self.running) - len(self.waiting)
+        """How many more messages the bound admits: ``max_in_flight`` less every command the product's loop would
+        still hold a thread for (``CommandConsumer._busy``): a drain running, waiting for a slot, or sleeping between
+        its tries or its node probes (``backing_off``)."""
+        return self.config.max_in_flight - len(self.running) - len(self.waiting) - len(self.backing_off)
 
     def _receive_at(self, when: float, state: str = "waiting") -> None:
         """Receive at simulated second ``when``, or earlier when a receive is pending before it: one pending receive

@@ -69,6 +69,8 @@ class DrainSlots:
                 del self.backing_off[job.command.command_id]
                 if self.alive and not (job.closed or job.lost):
                     self._guarded(lambda: (then or self.enqueue)(job))
+                if self.alive:
+                    self._pump()  # its place in the bound is free unless it went on waiting (a receive when full)
 
         self.kernel.after(delay, f"agent:{self.name}:drain-retry", again)
 

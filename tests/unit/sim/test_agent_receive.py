@@ -124,6 +124,31 @@ def test_a_full_in_flight_bound_receives_again_when_a_job_ends() -> None:
     assert w.polls[polls] == ended[0]
 
 
+def test_a_drain_probing_for_its_node_holds_its_place_in_the_bound_and_frees_it_when_it_ends() -> None:
+    """The product's consumer holds a thread (``CommandConsumer._busy``) for a drain sleeping between its node
+    probes, as for one draining: with a bound of one, the next message waits in the queue until the probing ends."""
+    w = Small(concurrency=1, max_in_flight=1)
+    command = drain(w.kernel, "d1", "i-0000000000000000f", 60, reason="spot-interruption: no node yet")
+    with w.kernel.installed():
+        w.store.record_command(command, ttl_seconds=86400)
+        w.queue.send_command(command)
+    w.run(1)
+    assert "d1" in w.agent.backing_off  # probing: its instance has no node
+    second = w.send("d2", 1, 900)
+    freed: list[float] = []
+
+    def check(s: Step) -> None:
+        if not freed and "d1" not in w.agent.backing_off:
+            freed.append(s.at)
+        if not freed:
+            assert w.queue.messages[second].receive_count == 0
+
+    w.run(120, check)
+    assert w.store.get_command("d1")["status"] == "skipped"  # type: ignore[index]  # its deadline, no node
+    message = w.queue.messages[second]
+    assert freed and (message.receive_count, message.received_at) == (1, freed[0])  # at the instant it freed
+
+
 def test_a_receive_error_backs_off_as_the_consumer_loop_does() -> None:
     w = Small()
     start = w.kernel.t
