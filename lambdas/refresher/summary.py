@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -23,9 +24,7 @@ def step_row(step: RunStep) -> dict[str, Any]:
 
 def run_summary(run: Run, steps: bool = False) -> dict[str, Any]:
     """A run as the responses and the CLI show it."""
-    counts: dict[str, int] = {}
-    for step in run.steps:
-        counts[step.state.value] = counts.get(step.state.value, 0) + 1
+    counts = dict(Counter(step.state.value for step in run.steps))  # in the order each state first occurs
     out: dict[str, Any] = {
         "run_id": run.run_id,
         "status": run.status.value,
