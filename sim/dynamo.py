@@ -168,6 +168,7 @@ class MemoryTable:
         self._order: dict[str, list[str]] = {}
         # item_bytes of each stored item by partition and sort key, for Query's 1 MB pages
         self._sizes: dict[str, dict[str, int]] = {}
+        self._bytes: dict[str, int] = {}  # the sum of each partition's _sizes: a Query of less needs no sum
         self._read: Callable[[Item], Item] = copy_item if dynamo.copy_reads else _shared
         self._history = History()  # for eventually consistent reads under a StaleRead fault
 
@@ -199,16 +200,19 @@ class MemoryTable:
         old = self.stored(key)
         if item is None:
             if old is not None:
+                self._bytes[pk] -= self._sizes[pk][sk]
                 del self._items[pk][sk], self._sizes[pk][sk]
                 order = self._order[pk]
                 del order[bisect_left(order, sk)]
                 if not order:
-                    del self._items[pk], self._order[pk], self._sizes[pk]
+                    del self._items[pk], self._order[pk], self._sizes[pk], self._bytes[pk]
         else:
             if old is None:
                 insort(self._order.setdefault(pk, []), sk)
+            sizes = self._sizes.setdefault(pk, {})
+            self._bytes[pk] = self._bytes.get(pk, 0) - sizes.get(sk, 0) + size
             self._items.setdefault(pk, {})[sk] = item
-            self._sizes.setdefault(pk, {})[sk] = size
+            sizes[sk] = size
         self._history.record(key, self.dynamo.kernel.t, old)
         self.dynamo.applied(self.name, key, old, item)
 
@@ -348,9 +352,10 @@ class MemoryTable:
     def _whole(self, pk: str, keys: list[str]) -> list[Item] | None:
         """The items of ``keys`` (read as they are now) when together they are under a page (``PAGE_BYTES``), so that
         a Query with no filter and no limit answers them all at once; None when they are not."""
-        sizes = self._sizes.get(pk, {})
-        if sum(map(sizes.__getitem__, keys)) >= PAGE_BYTES:
-            return None
+        if self._bytes.get(pk, 0) >= PAGE_BYTES:  # the whole partition is under a page: so is any part of it
+            sizes = self._sizes.get(pk, {})
+            if sum(map(sizes.__getitem__, keys)) >= PAGE_BYTES:
+                return None
         return list(map(self._items.get(pk, {}).__getitem__, keys))
 
     def _selected(

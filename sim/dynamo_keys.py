@@ -99,10 +99,16 @@ def _bounds(order: list[str], condition: Condition | None, ctx: Context) -> tupl
         return bisect_left(order, low), bisect_right(order, high)
     assert isinstance(condition, Function)  # _sort_key_form admitted begins_with only
     prefix = _string(condition.args[1], ctx)
-    lo = hi = bisect_left(order, prefix)
+    lo = bisect_left(order, prefix)
+    if prefix and prefix[-1] < _LAST:  # the keys with the prefix end before the prefix with its last character + 1
+        return lo, bisect_left(order, prefix[:-1] + chr(ord(prefix[-1]) + 1), lo)
+    hi = lo
     while hi < n and order[hi].startswith(prefix):
         hi += 1
     return lo, hi
+
+
+_LAST = chr(0x10FFFF)  # the greatest code point: a prefix ending in it has no next string of its length
 
 
 def key_range(table: MemoryTable, exprs: Expressions, params: Mapping[str, Any]) -> tuple[str, list[str]]:

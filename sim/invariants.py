@@ -90,6 +90,7 @@ class Checker:
     _known: dict[str, str] = field(default_factory=dict)  # node -> instance, at the last scan
     _indexed: NodeIndex | None = None  # the nodes _known was last brought up to (the view's, while unchanged)
     _gone: dict[str, str] = field(default_factory=dict)  # nodes gone since, -> instance
+    _nodes_of: tuple[dict[str, str], dict[str, str] | None] | None = None  # an index's instance_of, instance -> node
     _operator_cordons: set[str] = field(default_factory=set)
 
     def fail(self, invariant: str, detail: str) -> None:
@@ -195,6 +196,19 @@ class Checker:
         self._last_scan = step.at
         self.scan()
 
+    def _refreshed_nodes(self, index: NodeIndex) -> set[str]:
+        """The listed nodes whose instance the refresher terminated, by set operations on the refreshed instances
+        (not a look-up for every node of a run's start at every scan); by a walk over the nodes when two of them
+        name the same instance."""
+        instance_of, kept = index.instance_of, self._nodes_of
+        if kept is None or kept[0] is not instance_of:  # the index's map is made anew when the nodes change
+            reverse = dict(zip(instance_of.values(), instance_of.keys(), strict=True))
+            kept = self._nodes_of = (instance_of, reverse if len(reverse) == len(instance_of) else None)
+        by_instance = kept[1]
+        if by_instance is None:
+            return {name for name, instance in instance_of.items() if instance in self.refreshed}
+        return set(map(by_instance.__getitem__, self.refreshed & by_instance.keys()))
+
     def scan(self) -> None:
         """Check the state's invariants and liveness bounds now.
 
@@ -232,8 +246,8 @@ class Checker:
                 continue
             run_id = str(item.get("sk", ""))[4:]
             start = self._ready_at_start.setdefault(run_id, ready_now)
-            lost = {name for name in start if index.instance_of.get(name) in self.refreshed}
-            lost |= {name for name, instance in self._gone.items() if name in start and instance in self.refreshed}
+            lost = self._refreshed_nodes(index) & start
+            lost |= {name for name in start & self._gone.keys() if self._gone[name] in self.refreshed}
             lost -= ready_now
             if len(lost) > len(ready_now - start):
                 self.fail(

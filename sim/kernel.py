@@ -75,11 +75,15 @@ class Kernel:
         self._seq = 0
         self._streams: dict[str, random.Random] = {}
         self.steps = 0
+        self._now: tuple[datetime, float, datetime] | None = None  # (epoch, t, now()): asked many times a step
 
     # time -------------------------------------------------------------------------------------------------------
     def now(self) -> datetime:
-        """The simulated wall-clock time (aware, UTC)."""
-        return self.epoch + timedelta(seconds=self.t)
+        """The simulated wall-clock time (aware, UTC); the same (immutable) object again while the time is the same."""
+        kept = self._now
+        if kept is None or kept[1] != self.t or kept[0] is not self.epoch:
+            kept = self._now = (self.epoch, self.t, self.epoch + timedelta(seconds=self.t))
+        return kept[2]
 
     def monotonic(self) -> float:
         """Simulated seconds since the epoch (a monotonic scale)."""
