@@ -18,8 +18,8 @@ import time
 import zlib
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
-from itertools import compress, islice, repeat
-from operator import is_, lt
+from itertools import islice
+from operator import lt
 
 from adapters.aws.ports import GroupReader
 
@@ -149,9 +149,9 @@ class AsgLookup:
             end = bisect_right(ages, now - cohort.at, taken)  # the same float test as ``now - asked >= age``
             if end == taken:
                 continue
-            ids = cohort.ids[taken:end]
-            # those whose latest answer is this cohort's (else asked again since, or forgotten), in C
-            ripe.update(dict.fromkeys(compress(ids, map(is_, map(member.get, ids), repeat(cohort)))))
+            for instance_id in cohort.ids[taken:end]:
+                if member.get(instance_id) is cohort:  # else asked again since, or forgotten
+                    ripe[instance_id] = None
             cohort.taken = end
             spent |= end == len(ages)
         if spent:
