@@ -66,7 +66,6 @@ from agent.membership_records import (
     node_identity,
     node_record,
     refresh_age_seconds,
-    refresh_due,
     same_content,
 )
 from agent.ready import became_ready
@@ -319,14 +318,12 @@ class MembershipReporter(WatchLoop):
         if record is None:
             return 0
         wrote = 0
-        if (
-            previous is None
-            or not same_content(previous, record)
-            or refresh_due(previous, now, self.ttl_seconds, self.resync_seconds)
-        ):
-            self._write(record)
-            wrote = 1
         age = refresh_age_seconds(instance_id, self.ttl_seconds, self.resync_seconds)
+        changed = previous is None or not same_content(previous, record)
+        # else ``refresh_due``'s test, with the age computed once for it and for the due time below
+        if changed or (previous is not None and (now - previous.reported_at).total_seconds() >= age):
+            self._write(record, previous, changed)
+            wrote = 1
         kept = (node.name, node.provider_id, node.ready, node.unschedulable, dict(node.labels))  # labels copied
         due = due_at(self._written[instance_id].reported_at, age)
         self._basis[instance_id] = (node, kept, asg_name, due)
@@ -340,9 +337,10 @@ class MembershipReporter(WatchLoop):
             log.warning("node has no AWS providerID, not reported node=%s provider_id=%r", node.name, node.provider_id)
         return identity
 
-    def _write(self, record: NodeRecord) -> None:
-        previous = self._written.get(record.instance_id)
-        if previous is None or not same_content(previous, record):
+    def _write(self, record: NodeRecord, previous: NodeRecord | None, changed: bool) -> None:
+        """Put ``record`` over ``previous`` (what its item held, None: no item), ``changed`` when their content
+        differs (``same_content``: a change counted in the version), else a refresh of its times."""
+        if changed:
             self._changes += 1  # before the call: a write that reached the table, then failed, changes it too
             self._journal.append((self._changes, node_sk(record.instance_id)))
         self.store.put_node(record, self.ttl_seconds)

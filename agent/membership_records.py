@@ -9,6 +9,7 @@
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
+from operator import attrgetter
 
 from agent.asglookup import spread
 from agent.kube.views import NodeView
@@ -90,8 +91,17 @@ def batches(items: list[str], size: int) -> Iterator[list[str]]:
         yield items[start : start + size]
 
 
+# every NodeRecord field but its times: what ``same_content`` compares (a tuple of the values, built in C)
+_CONTENT = attrgetter(*(name for name in NodeRecord.model_fields if name not in ("reported_at", "confirmed_at")))
+
+
 def same_content(a: NodeRecord, b: NodeRecord) -> bool:
-    """Two records that differ at most in ``reported_at`` (no need to write again between resyncs)."""
+    """Two records that differ at most in ``reported_at`` (no need to write again between resyncs): their other
+    fields compared as values (what comparing their ``model_dump`` without the times says, without building two
+    dicts: a record's fields are strings, booleans, None and a list of strings). A subclass (fields of its own)
+    is compared by its dump."""
+    if type(a) is NodeRecord and type(b) is NodeRecord:
+        return bool(_CONTENT(a) == _CONTENT(b))
     times = {"reported_at", "confirmed_at"}
     return a.model_dump(exclude=times) == b.model_dump(exclude=times)
 

@@ -154,10 +154,11 @@ class SimAutoScaling:
         found: dict[str, str] = {}
         for start in range(0, len(ids), DESCRIBE_INSTANCES_MAX_IDS):
             self._call("DescribeAutoScalingInstances")
+            instances = self.cloud.instances  # per batch: read after its call, as before
             for instance_id in ids[start : start + DESCRIBE_INSTANCES_MAX_IDS]:
-                inst = self.cloud.instances.get(instance_id)
-                if inst is not None and inst.group is not None:
-                    found[instance_id] = inst.group
+                inst = instances.get(instance_id)
+                if inst is not None and (group := inst.group) is not None:
+                    found[instance_id] = group
         return found
 
     # -- effects ---------------------------------------------------------------------------------------------
