@@ -6,7 +6,9 @@ Shrinking (``sim.shrink``) keeps the seed, so the world's own draws stay the sam
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from sim.eventbridge import Delivery
@@ -47,6 +49,28 @@ class Result:
         return f"{head}\n  invocations: {outcomes}\n  {counters}\n  digest {self.digest[:16]}  {verdict}"
 
 
+# collections of the middle generation between two of the oldest, during a run (CPython's: 10; see
+# ``full_collections_rarer``)
+FULL_COLLECTION_THRESHOLD = 100
+
+
+@contextmanager
+def full_collections_rarer(threshold: int = FULL_COLLECTION_THRESHOLD) -> Iterator[None]:
+    """CPython's cyclic garbage collector with its oldest generation collected after ``threshold`` collections of the
+    middle one, not CPython's 10, while the block runs; its thresholds as they were after. A simulated world is mostly
+    long-lived objects (the tables' items, the cluster's nodes and pods, the memos of warm execution environments),
+    and every full collection walks them all: at 1,000 nodes for 7 days, 14 full collections took 1.3 of 34 CPU s
+    (``gc.callbacks``), 2 took 0.3 s with this, for about 4 % more memory (169 -> 176 MB peak). The young generations
+    are collected as before. Nothing the simulation does depends on when garbage is collected (the digest is the same
+    either way)."""
+    before = gc.get_threshold()
+    gc.set_threshold(before[0], before[1], threshold)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
 def run_seed(
     seed: int,
     nodes: int = 30,
@@ -80,7 +104,8 @@ def run_seed(
     world.apply(schedule)
     violation: Violation | None = None
     try:
-        world.run(days * DAY)
+        with full_collections_rarer():
+            world.run(days * DAY)
         world.checker.t = world.kernel.t
         world.checker.finish()
     except Violation as found:

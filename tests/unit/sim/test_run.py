@@ -3,10 +3,14 @@ through the real wiring (an effect made through the Lambdas' ports); a few small
 
 from __future__ import annotations
 
+import contextlib
+import gc
+
 import pytest
 
+import sim.run
 from agent.cordons.releaser import CordonReleaser
-from sim.run import run_seed
+from sim.run import FULL_COLLECTION_THRESHOLD, full_collections_rarer, run_seed
 from sim.schedules import CALM, Fault
 from sim.world import World
 
@@ -18,6 +22,28 @@ def test_same_seed_same_run() -> None:
     assert first.schedule == again.schedule
     assert first.steps == again.steps
     assert run_seed(4, nodes=12, days=0.5).digest != first.digest
+
+
+def test_a_run_collects_the_oldest_generation_rarer_and_gives_the_collector_back_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The digest is the same whatever the collector's thresholds (nothing depends on when garbage is collected);
+    the thresholds a run sets last as long as the run."""
+    seen: list[tuple[int, int, int]] = []
+
+    def look(world: World) -> None:
+        world.kernel.at(60.0, "test:look", lambda: seen.append(gc.get_threshold()))
+
+    before = gc.get_threshold()
+    rarer = run_seed(3, nodes=12, days=0.25, mutate=look)
+    assert seen == [(before[0], before[1], FULL_COLLECTION_THRESHOLD)] and gc.get_threshold() == before
+
+    monkeypatch.setattr(sim.run, "full_collections_rarer", contextlib.nullcontext)  # CPython's own thresholds
+    default = run_seed(3, nodes=12, days=0.25, mutate=look)
+    assert seen[1] == before and default.digest == rarer.digest
+    with full_collections_rarer(7):
+        assert gc.get_threshold() == (before[0], before[1], 7)
+    assert gc.get_threshold() == before
 
 
 def test_a_refresh_run_is_the_same_run_again() -> None:
