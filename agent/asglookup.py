@@ -18,8 +18,6 @@ import time
 import zlib
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
-from itertools import islice
-from operator import lt
 
 from adapters.aws.ports import GroupReader
 
@@ -92,9 +90,7 @@ class AsgLookup:
                 asked = [] if all(map(cache.__contains__, wanted)) else [i for i in wanted if i not in cache]
                 if recheck_seconds is not None:
                     asked = [*asked, *self._due(wanted, now, recheck_seconds)]
-            missing = sorted(asked)  # the calls' order: by id, each once (``due``'s answer is so already)
-            if not all(map(lt, missing, islice(missing, 1, None))):  # an id asked twice
-                missing = sorted(set(missing))
+            missing = sorted(set(asked))  # the calls' order
         found: dict[str, str | None] = dict.fromkeys(missing)
         found.update(self.autoscaling.group_names(missing))
         with self._lock:

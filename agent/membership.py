@@ -66,6 +66,7 @@ from agent.membership_records import (
     node_identity,
     node_record,
     refresh_age_seconds,
+    refresh_due,
     same_content,
 )
 from agent.ready import became_ready
@@ -318,12 +319,11 @@ class MembershipReporter(WatchLoop):
         if record is None:
             return 0
         wrote = 0
-        age = refresh_age_seconds(instance_id, self.ttl_seconds, self.resync_seconds)
         changed = previous is None or not same_content(previous, record)
-        # else ``refresh_due``'s test, with the age computed once for it and for the due time below
-        if changed or (previous is not None and (now - previous.reported_at).total_seconds() >= age):
+        if changed or (previous is not None and refresh_due(previous, now, self.ttl_seconds, self.resync_seconds)):
             self._write(record, previous, changed)
             wrote = 1
+        age = refresh_age_seconds(instance_id, self.ttl_seconds, self.resync_seconds)
         kept = (node.name, node.provider_id, node.ready, node.unschedulable, dict(node.labels))  # labels copied
         due = due_at(self._written[instance_id].reported_at, age)
         self._basis[instance_id] = (node, kept, asg_name, due)
