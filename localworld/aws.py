@@ -18,7 +18,7 @@ import boto3
 from moto.dynamodb.responses import DynamoHandler
 from moto.server import ThreadedMotoServer
 
-from localworld import aws_rules, spot_market
+from localworld import aws_rules, dynamo_costs, spot_market
 from localworld.kube_processes import free_port
 
 ACCESS_KEY = "testing"
@@ -69,17 +69,25 @@ def serialise_dynamodb() -> bool:
     DynamoDB itself applies each conditional write and each transaction atomically ("Condition expressions",
     "Amazon DynamoDB Transactions: How it works", DynamoDB Developer Guide). Wrapping ``DynamoHandler.call_action``
     (where moto runs every DynamoDB action, after parsing the request and before serialising the answer) in one lock
-    gives every action, transactions included, that atomicity; nothing else of moto changes, and the other services
-    stay parallel. Requests queue for the lock, so the cost is latency under contention, not correctness.
+    gives every action, transactions included, that atomicity; the other services stay parallel. Requests queue for
+    the lock, so the cost is latency under contention, not correctness. Served alone, moto's requests are then made
+    to cost what they read and write, not the whole table (``localworld.dynamo_costs``; answers unchanged).
 
     Returns:
         True if it installed the lock now, False if it was installed already.
     """
+    dynamo_costs.install(serialised)  # each request's cost that of its own items once they are served alone
     current = DynamoHandler.call_action
     if getattr(current, "serialised_by", None) is DYNAMODB_LOCK:
         return False
     DynamoHandler.call_action = _locked(current)  # type: ignore[method-assign]  # the point: wrap moto's handler
     return True
+
+
+def serialised() -> bool:
+    """Whether moto's DynamoDB serves one request at a time in this process now (``serialise_dynamodb`` installed and
+    not taken away: ``localworld.lockrace.unserialised_dynamodb``)."""
+    return getattr(DynamoHandler.call_action, "serialised_by", None) is DYNAMODB_LOCK
 
 
 def _locked(call_action: Callable[..., Any]) -> Callable[..., Any]:
