@@ -29,6 +29,11 @@ SIMULATED_ANNOTATION = "localworld.node-manager/simulated"
 MASTER_TAINT = {"key": "node-role.kubernetes.io/master", "effect": "NoSchedule"}
 LIVE_STATES = ("pending", "running")
 GONE_STATES = ("shutting-down", "terminated")
+# the states the EC2 polls ask for: every one but terminated, which AWS lists for about an hour after and moto for ever;
+# an instance missing from a read is gone (``plan``), so leaving them out changes nothing but the size of each answer
+# (at 60 workers refreshed, 126 instances listed instead of 66: DescribeInstances took 240 ms of moto's CPU, not 114)
+POLLED_STATES = ["pending", "running", "shutting-down", "stopping", "stopped"]
+_POLLED = [{"Name": "instance-state-name", "Values": POLLED_STATES}]
 EC2_FULL_RESYNC = 5.0  # seconds between full DescribeInstances reads when nothing seems to change
 
 
@@ -83,11 +88,11 @@ class NodeLifecycle(Controller):
         last_full = 0.0
         while not stop.is_set():
             try:
-                statuses = self.ec2.describe_instance_status(IncludeAllInstances=True)
+                statuses = self.ec2.describe_instance_status(IncludeAllInstances=True, Filters=_POLLED)
                 current = {(s["InstanceId"], s["InstanceState"]["Name"]) for s in statuses["InstanceStatuses"]}
                 while statuses.get("NextToken"):
                     statuses = self.ec2.describe_instance_status(
-                        IncludeAllInstances=True, NextToken=statuses["NextToken"]
+                        IncludeAllInstances=True, Filters=_POLLED, NextToken=statuses["NextToken"]
                     )
                     current |= {(s["InstanceId"], s["InstanceState"]["Name"]) for s in statuses["InstanceStatuses"]}
                 if current != last_status or time.monotonic() - last_full >= EC2_FULL_RESYNC:
@@ -103,7 +108,7 @@ class NodeLifecycle(Controller):
 
     def _describe_cluster_instances(self) -> dict[str, JSON]:
         pages = self.ec2.get_paginator("describe_instances").paginate(
-            Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": [self.cluster]}]
+            Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": [self.cluster]}, *_POLLED]
         )
         return {inst["InstanceId"]: inst for page in pages for res in page["Reservations"] for inst in res["Instances"]}
 
