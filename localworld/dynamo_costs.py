@@ -1,17 +1,16 @@
 """moto's DynamoDB made to cost what DynamoDB's does per request, not per table, once its requests are serialised
 (``localworld.aws.serialise_dynamodb``); answers are unchanged.
 
-moto 5.2 does two things on every request that grow with the whole table, where DynamoDB's work grows only with the
+moto 5.2 does two things that grow with the whole table, where DynamoDB's work grows only with the
 items the request reads or writes ("Query", "TransactWriteItems", DynamoDB API Reference; a Query reads the items of
 its key range, 1 MB a page):
 
 - **TransactWriteItems** takes a backup of every table a transaction names before applying it
   (``copy.deepcopy`` of the table, every item and its every value), to put back if an action fails. On the local
   world's table, which keeps every command of a refresh, a two-action transaction (a ``RUN#`` save fenced by the
-  ``LOCK``) took 3 ms on an empty table and 98 ms at 2,000 items (``tests/integration/localworld/test_dynamo_costs.py``
-  shows the shape). Here the backup is of the items the transaction's actions name (at most 100), taken before it
-  runs, and those alone are put back when it fails: the same state after a cancelled transaction, since an action
-  writes only the item it names.
+  ``LOCK``) took 3 ms on an empty table and 98 ms at 2,000 items (BENCHMARKS.md, "The growth was moto's"). Here the
+  backup is of the items the transaction's actions name (at most 100), taken before it runs, and those alone are put
+  back when it fails: the same state after a cancelled transaction, since an action writes only the item it names.
 - **Query** lists and sorts every item of the table (``Table.all_items``) to keep those of one partition, then
   compares every one's sort key with the key condition. Here a Query of a table's own key (no index) lists the items
   of its partition only, in the same order, and of a string sort key under ``BETWEEN``, ``begins_with`` or ``=``
@@ -23,11 +22,12 @@ serializer walks every member of the ``AttributeValue`` shape for every value of
 ``BOOL``, ``NULL``, and ``L``, ``M``, ``SS``, ``NS`` of them) is written as it is, the same JSON; any other
 (a binary value) goes through the serializer.
 
-Both are patched onto moto's backend classes in this process (``install``; ``uninstall`` puts moto's methods back).
+All three are patched onto moto's classes in this process (``install``; ``uninstall`` puts moto's own back), and
+``tests/unit/localworld/test_dynamo_costs.py`` compares the answers with moto's own.
 The transaction's backup relies on nothing else writing the table between the backup and the put-back: ``install``
-takes the test of that (``localworld.aws.serialise_dynamodb`` installs both, with its lock's), and a transaction run
-while it fails (``localworld.lockrace.unserialised_dynamodb``) is left to moto's own backup, as are a table with a
-stream and an action whose key cannot be read before the call (moto then answers its own error).
+takes the test of that (``localworld.aws.serialise_dynamodb`` installs this module with its lock's test), and a
+transaction run while it fails (``localworld.lockrace.unserialised_dynamodb``) is left to moto's own backup, as are a
+table with a stream and an action whose key cannot be read before the call (moto then answers its own error).
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ from moto.dynamodb.models.table import Table
 _lock = threading.Lock()
 _originals: dict[tuple[Any, str], Any] = {}
 _serialised: list[Callable[[], bool]] = []  # ``install``'s test: requests are served one at a time now
-_state = threading.local()  # ``shallow``: a transaction's tables are not copied; ``partition``: a Query's hash key
+# ``shallow``: a transaction's tables are not copied; ``partition``: a Query's hash key, key comparison and its bounds
+_state = threading.local()
 
 Touched = tuple[Table, DynamoType, DynamoType | None, Item | None]  # a table, an item's key, the item before
 
@@ -160,9 +161,6 @@ def _all_items(original: Callable[..., Any]) -> Callable[..., Any]:
     return all_items
 
 
-_AS_IS = frozenset({"S", "N", "BOOL", "NULL", "SS", "NS"})  # wire values JSON writes as they are (strings, booleans)
-
-
 def _as_is(value: Any) -> bool:
     """Whether ``value`` is a DynamoDB JSON attribute value that moto's serializer would write unchanged."""
     if type(value) is not dict or len(value) != 1:
@@ -208,11 +206,6 @@ def _within(items: list[Item], comparison: str | None, bounds: list[str]) -> lis
     if comparison in ("=", "EQ") and len(bounds) == 1:
         return items[bisect_left(keys, bounds[0]) : bisect_right(keys, bounds[0])]
     return items
-
-
-def installed() -> bool:
-    with _lock:
-        return bool(_originals)
 
 
 def install(serialised: Callable[[], bool]) -> None:

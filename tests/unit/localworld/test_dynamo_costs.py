@@ -192,17 +192,21 @@ def _cancelled(client: Any, actions: list[dict[str, Any]]) -> str:
     return str(caught.value.response["Error"]["Code"])
 
 
+def _update(sk: str, expression: str, values: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "Update": {
+            "TableName": NAME,
+            "Key": _key(sk),
+            "UpdateExpression": expression,
+            "ExpressionAttributeValues": values,
+        }
+    }
+
+
 FAILING: list[list[dict[str, Any]]] = [
     [  # three writes applied, then a condition fails: all three undone
         {"Put": {"TableName": NAME, "Item": {**_key("NEW"), "v": {"S": "x"}}}},
-        {
-            "Update": {
-                "TableName": NAME,
-                "Key": _key("RUN#001"),
-                "UpdateExpression": "SET n = :n",
-                "ExpressionAttributeValues": {":n": {"N": "99"}},
-            }
-        },
+        _update("RUN#001", "SET n = :n", {":n": {"N": "99"}}),
         {"Delete": {"TableName": NAME, "Key": _key("CMD#002")}},
         {"ConditionCheck": {"TableName": NAME, "Key": _key("LOCK"), "ConditionExpression": "attribute_exists(pk)"}},
     ],
@@ -212,14 +216,7 @@ FAILING: list[list[dict[str, Any]]] = [
     ],
     [  # an update refused by its own expression after a put
         {"Put": {"TableName": NAME, "Item": {**_key("RUN#003"), "v": {"S": "replaced"}}}},
-        {
-            "Update": {
-                "TableName": NAME,
-                "Key": _key("RUN#004"),
-                "UpdateExpression": "SET n = n + :one",
-                "ExpressionAttributeValues": {":one": {"S": "not a number"}},
-            }
-        },
+        _update("RUN#004", "SET n = n + :one", {":one": {"S": "not a number"}}),
     ],
 ]
 
