@@ -253,7 +253,13 @@ def test_a_poller_that_cannot_give_the_polling_up_still_returns(
         raise StoreUnavailableError("throttled")
 
     monkeypatch.setattr(advance.poller_store, "give_up", unavailable)
-    out = advance.advance_run(cluster.new_deps(), None, 1.0, "poller")
+    poller = cluster.new_deps()
+    # its budget spent by its sleeps, not by how long moto takes to answer (a loaded machine once took more than the
+    # whole budget for the first pass, so the invocation never reached the wait it claims the polling for)
+    slept = [0.0]
+    poller.monotonic = lambda: slept[0]
+    poller.sleep = lambda seconds: slept.__setitem__(0, slept[0] + seconds)
+    out = advance.advance_run(poller, None, 1.0, "poller")
     assert out["status"] == "advanced"  # the item expires with its budget
     assert (deps.store.get(poll_sk(RUN_ID)) or {})["invocation"] == "poller"
 
