@@ -8,7 +8,7 @@ import dataclasses
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -172,7 +172,7 @@ def test_a_polling_pass_that_decides_nothing_writes_nothing_not_even_the_lock(cl
     deps.runs.create(surging_run(cluster.instances()[0]))
     advance.advance_run(deps, None, 0.0, "first")  # raises the group (again), and ends
     advance.advance_run(deps, None, 0.0, "second")  # records what the step waits for
-    polling = cluster.new_deps()
+    polling = _on_its_sleeps(cluster.new_deps())
     counted: Counter[str] = Counter()
     polling.store.table.meta.client.meta.events.register("before-call", lambda model, **_: counted.update([model.name]))
     out = advance.advance_run(polling, None, 1.0, "poller")  # the spare never registers: poll until the budget
@@ -183,6 +183,15 @@ def test_a_polling_pass_that_decides_nothing_writes_nothing_not_even_the_lock(cl
     # once per invocation: it claims the polling (POLL#) and gives it up; the run's last state is its last pass's
     # read (it applied nothing), so no GetItem at the end
     assert (counted["PutItem"], counted["DeleteItem"], counted["GetItem"]) == (1, 1, 0), counted
+
+
+def _on_its_sleeps(deps: Any, also: Callable[[float], None] | None = None) -> Any:
+    """``deps`` whose budget only its sleeps spend (each also given to ``also``), not moto's answer times: a loaded
+    machine once spent a whole 1 s budget in the first pass, short of the wait the test is about."""
+    slept = [0.0]
+    deps.monotonic = lambda: slept[0]
+    deps.sleep = lambda seconds: (slept.__setitem__(0, slept[0] + seconds), also and also(seconds))
+    return deps
 
 
 def _waiting_run(cluster: Cluster) -> Any:
@@ -198,7 +207,7 @@ def test_an_invocation_leaves_the_polling_to_one_whose_budget_ends_later(cluster
     until = T0.timestamp() + 3600
     deps.store.put(poll_sk(RUN_ID), {"invocation": "the-tick", "until": until})
     counted: Counter[str] = Counter()
-    late = cluster.new_deps()
+    late = _on_its_sleeps(cluster.new_deps())
     late.store.table.meta.client.meta.events.register("before-call", lambda model, **_: counted.update([model.name]))
     out = advance.advance_run(late, None, 0.3, "a-launch-event")
     assert out["polling"] == "invocation the-tick polls the run" and counted["Query"] == 2  # one pass (2 reads)
@@ -210,7 +219,7 @@ def test_a_wait_an_event_ends_leaves_the_polling_to_any_live_poller(cluster: Clu
     enough; a later invocation does its own pass and leaves the polling to it, whatever their budgets."""
     deps = _waiting_run(cluster)
     deps.store.put(poll_sk(RUN_ID), {"invocation": "older", "until": T0.timestamp() + 0.1})
-    out = advance.advance_run(cluster.new_deps(), None, 1.0, "newer")
+    out = advance.advance_run(_on_its_sleeps(cluster.new_deps()), None, 1.0, "newer")
     assert out["polling"] == "invocation older polls the run"
     assert (deps.store.get(poll_sk(RUN_ID)) or {})["invocation"] == "older"
 
@@ -222,8 +231,8 @@ def test_an_invocation_whose_budget_ends_later_takes_the_polling_over_and_gives_
     deps = _waiting_run(cluster)
     deps.store.put(poll_sk(RUN_ID), {"invocation": "older", "until": T0.timestamp() + others_until})
     seen: list[Any] = []
-    poller = cluster.new_deps()
-    poller.sleep = lambda s: seen.append(deps.store.get(poll_sk(RUN_ID)))  # what the item says while it polls
+    # what the item says while it polls
+    poller = _on_its_sleeps(cluster.new_deps(), lambda _: seen.append(deps.store.get(poll_sk(RUN_ID))))
     out = advance.advance_run(poller, None, 1.0, "newer")
     assert "polling" not in out and seen and all(item["invocation"] == "newer" for item in seen)
     assert deps.store.get(poll_sk(RUN_ID)) is None  # given up when it returned
@@ -231,14 +240,13 @@ def test_an_invocation_whose_budget_ends_later_takes_the_polling_over_and_gives_
 
 def test_a_poller_taken_over_stops_polling_and_leaves_the_item_to_the_new_one(cluster: Cluster) -> None:
     deps = _waiting_run(cluster)
-    first = cluster.new_deps()
     polls: list[int] = []
 
     def taken_over(seconds: float) -> None:
         polls.append(1)
         deps.store.put(poll_sk(RUN_ID), {"invocation": "newer", "until": T0.timestamp() + 3600})
 
-    first.sleep = taken_over
+    first = _on_its_sleeps(cluster.new_deps(), taken_over)
     out = advance.advance_run(first, None, 5.0, "older")
     assert out["polling"] == "invocation newer polls the run now" and len(polls) == 1
     assert (deps.store.get(poll_sk(RUN_ID)) or {})["invocation"] == "newer"
@@ -253,12 +261,7 @@ def test_a_poller_that_cannot_give_the_polling_up_still_returns(
         raise StoreUnavailableError("throttled")
 
     monkeypatch.setattr(advance.poller_store, "give_up", unavailable)
-    poller = cluster.new_deps()
-    # its budget spent by its sleeps, not by how long moto takes to answer (a loaded machine once took more than the
-    # whole budget for the first pass, so the invocation never reached the wait it claims the polling for)
-    slept = [0.0]
-    poller.monotonic = lambda: slept[0]
-    poller.sleep = lambda seconds: slept.__setitem__(0, slept[0] + seconds)
+    poller = _on_its_sleeps(cluster.new_deps())
     out = advance.advance_run(poller, None, 1.0, "poller")
     assert out["status"] == "advanced"  # the item expires with its budget
     assert (deps.store.get(poll_sk(RUN_ID)) or {})["invocation"] == "poller"
