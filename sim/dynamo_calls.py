@@ -210,6 +210,8 @@ def _built(
 
 
 def _check_used(field: str, defined: Any, used: set[str], what: str) -> None:
+    if defined == used:  # every one defined is used and no other (a dict's keys compare with a set as a set)
+        return
     missing = sorted(used - set(defined))
     if missing:
         kind = "name" if "name" in what else "value"
