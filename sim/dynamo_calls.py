@@ -176,14 +176,15 @@ def _built(
 ) -> dict[str, str]:
     """Build the ``(field, condition)`` as boto3's resource layer does (one ``ConditionExpressionBuilder`` for the
     request, fields in ``_FIELDS`` order): their texts by field; their name placeholders added to ``names``, their
-    value placeholders to ``values`` (canonical). A shape built before is not built again: its values fill its
-    ``:vN`` in walk order.
+    value placeholders to ``values`` (canonical). A pure memo by shape (``sim.condition_shapes``: same shape, same
+    texts and names from the builder): a shape built before is not built again, its values fill its ``:vN`` in walk
+    order; a shape is kept only when the walk found the very values the builder placed, and anything the walk does
+    not know is built by boto3 every time.
     """
     walked = shape(conditions)
     known = _BUILT.get(walked[0]) if walked is not None else None
     texts: dict[str, str] = {}
-    if known is not None:
-        assert walked is not None
+    if walked is not None and known is not None:
         given = iter(walked[1])
         for field, text, field_names, placeholders in known:
             names.update(field_names)
@@ -201,7 +202,6 @@ def _built(
         placeholders = tuple(built.attribute_value_placeholders)
         built_fields.append(_Built(field, built.condition_expression, built.attribute_name_placeholders, placeholders))
         built_values.extend(built.attribute_value_placeholders.values())
-    # kept only when the walk found the very values the builder placed, in its order
     if walked is not None and len(walked[1]) == len(built_values) and all(map(operator.is_, walked[1], built_values)):
         if len(_BUILT) >= _BUILT_KEPT:
             _BUILT.clear()
