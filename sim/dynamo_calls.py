@@ -13,15 +13,17 @@ Sources: the DynamoDB API Reference, "Common Errors", "PutItem" (ReturnValuesOnC
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import botocore.session
 from boto3.dynamodb.conditions import ConditionBase, ConditionExpressionBuilder
 from botocore.exceptions import ClientError
 
+from sim.condition_shapes import Shape, shape
 from sim.expression_syntax import Context, EvaluationError, ExpressionError
 from sim.expressions import parse_condition
 from sim.updates import Update, parse_update
@@ -108,6 +110,9 @@ class Expressions:
         return text is None or parse_condition(text).condition.holds(Context(item, self.names, self.values))
 
 
+_FIELDS = ("KeyConditionExpression", "ConditionExpression", "FilterExpression")  # boto3's build order
+
+
 def expressions(params: Mapping[str, Any], update: bool = False) -> Expressions:
     """Resolve a request's ConditionExpression / KeyConditionExpression / FilterExpression (boto3 condition objects
     are built to strings as boto3's resource layer does: one builder per request) and UpdateExpression, and check
@@ -121,17 +126,9 @@ def expressions(params: Mapping[str, Any], update: bool = False) -> Expressions:
     if given_values is not None and not given_values:
         raise validation("ExpressionAttributeValues must not be empty")
     values = {k: canonical(v) for k, v in (given_values or {}).items()}
-    builder = ConditionExpressionBuilder()
-    texts: dict[str, str | None] = {}
-    for field in ("KeyConditionExpression", "ConditionExpression", "FilterExpression"):
-        given = params.get(field)
-        if isinstance(given, ConditionBase):
-            built = builder.build_expression(given, is_key_condition=field == "KeyConditionExpression")
-            names.update(built.attribute_name_placeholders)
-            values.update({k: canonical(v) for k, v in built.attribute_value_placeholders.items()})
-            texts[field] = built.condition_expression
-        else:
-            texts[field] = given
+    asked: dict[str, Any] = {field: params.get(field) for field in _FIELDS}
+    conditions = [(field, condition) for field, condition in asked.items() if isinstance(condition, ConditionBase)]
+    texts: dict[str, str | None] = {**asked, **_built(conditions, names, values)} if conditions else asked
     used_names: set[str] = set()
     used_values: set[str] = set()
     parsed_update = None
@@ -159,7 +156,62 @@ def expressions(params: Mapping[str, Any], update: bool = False) -> Expressions:
     )  # fmt: skip
 
 
+class _Built(NamedTuple):
+    """One field as boto3's builder built it: its text, its name placeholders, its value placeholders in order."""
+
+    field: str
+    text: str
+    names: dict[str, str]
+    placeholders: tuple[str, ...]
+
+
+# a shape (sim.condition_shapes) -> per field: its text, its name placeholders, its value placeholders in walk order:
+# a pure memo of boto3's builder (same shape in, same texts and names out), bounded, shared by every run
+_BUILT: dict[Shape, tuple[_Built, ...]] = {}
+_BUILT_KEPT = 4096
+
+
+def _built(
+    conditions: list[tuple[str, ConditionBase]], names: dict[str, str], values: dict[str, Any]
+) -> dict[str, str]:
+    """Build the ``(field, condition)`` as boto3's resource layer does (one ``ConditionExpressionBuilder`` for the
+    request, fields in ``_FIELDS`` order): their texts by field; their name placeholders added to ``names``, their
+    value placeholders to ``values`` (canonical). A pure memo by shape (``sim.condition_shapes``: same shape, same
+    texts and names from the builder): a shape built before is not built again, its values fill its ``:vN`` in walk
+    order; a shape is kept only when the walk found the very values the builder placed, and anything the walk does
+    not know is built by boto3 every time.
+    """
+    walked = shape(conditions)
+    known = _BUILT.get(walked[0]) if walked is not None else None
+    texts: dict[str, str] = {}
+    if walked is not None and known is not None:
+        given = iter(walked[1])
+        for field, text, field_names, placeholders in known:
+            names.update(field_names)
+            values.update({k: canonical(next(given)) for k in placeholders})
+            texts[field] = text
+        return texts
+    builder = ConditionExpressionBuilder()
+    built_fields = []
+    built_values: list[Any] = []
+    for field, condition in conditions:
+        built = builder.build_expression(condition, is_key_condition=field == "KeyConditionExpression")
+        names.update(built.attribute_name_placeholders)
+        values.update({k: canonical(v) for k, v in built.attribute_value_placeholders.items()})
+        texts[field] = built.condition_expression
+        placeholders = tuple(built.attribute_value_placeholders)
+        built_fields.append(_Built(field, built.condition_expression, built.attribute_name_placeholders, placeholders))
+        built_values.extend(built.attribute_value_placeholders.values())
+    if walked is not None and len(walked[1]) == len(built_values) and all(map(operator.is_, walked[1], built_values)):
+        if len(_BUILT) >= _BUILT_KEPT:
+            _BUILT.clear()
+        _BUILT[walked[0]] = tuple(built_fields)
+    return texts
+
+
 def _check_used(field: str, defined: Any, used: set[str], what: str) -> None:
+    if defined == used:  # every one defined is used and no other (a dict's keys compare with a set as a set)
+        return
     missing = sorted(used - set(defined))
     if missing:
         kind = "name" if "name" in what else "value"
