@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sim.dynamo_calls import Expressions, validation
-from sim.expression_syntax import Context, Operand, Path, Value
+from sim.expression_syntax import Context, ExpressionError, Operand, Path, Value
 from sim.expressions import And, Between, Compare, Condition, Function, parse_condition
 
 if TYPE_CHECKING:
@@ -39,17 +39,8 @@ def _string(operand: Operand, ctx: Context) -> str:
 
 
 def _split(condition: Condition, ctx: Context, keys: tuple[str, str]) -> tuple[str, Condition | None]:
-    """(the partition key value, the sort key condition or None)."""
-    parts: list[Condition] = []
-
-    def flatten(c: Condition) -> None:
-        if isinstance(c, And):
-            flatten(c.left)
-            flatten(c.right)
-        else:
-            parts.append(c)
-
-    flatten(condition)
+    """(the partition key value, the sort key condition or None): the general path (``_split_of`` memoizes)."""
+    parts = _flat(condition)
     pk_value: str | None = None
     sk_condition: Condition | None = None
     for part in parts:
@@ -66,6 +57,70 @@ def _split(condition: Condition, ctx: Context, keys: tuple[str, str]) -> tuple[s
     if pk_value is None:
         raise validation(f"Query condition missed key schema element: {keys[0]}")
     return pk_value, sk_condition
+
+
+def _flat(condition: Condition) -> list[Condition]:
+    """The conditions an AND tree joins, left to right."""
+    parts: list[Condition] = []
+
+    def flatten(c: Condition) -> None:
+        if isinstance(c, And):
+            flatten(c.left)
+            flatten(c.right)
+        else:
+            parts.append(c)
+
+    flatten(condition)
+    return parts
+
+
+# (key condition text, the table's keys, the request's names in order) -> (the operand of the partition key's value,
+# the sort key condition or None); bounded: cleared when full (a week's Queries have a handful of key conditions)
+_SHAPES: dict[tuple[str, tuple[str, str], tuple[tuple[str, str], ...]], tuple[Operand, Condition | None]] = {}
+_SHAPES_MAX = 1024
+
+
+def _split_of(text: str, ctx: Context, keys: tuple[str, str]) -> tuple[str, Condition | None]:
+    """``_split`` of the parsed ``text``, its shape memoized: which part is the partition key's equality and which
+    the sort key's condition depends on the text, the table's key names and the request's ``#name`` placeholders
+    only, never on the values, so it is kept by those (a pure result: the parse is ``parse_condition``'s, the same
+    objects for the same text). Only a shape ``_split`` accepts whatever the values are is kept; its one check of a
+    value, the partition key's being a string, is made each call. Any other shape (an error whatever the values)
+    takes ``_split`` itself, which raises as before. ``tests/unit/sim/test_dynamo_keys.py`` compares the two.
+    """
+    memo = (text, keys, tuple(ctx.names.items()))
+    shape = _SHAPES.get(memo)
+    if shape is None:
+        condition = parse_condition(text, WHAT).condition
+        found = _shape(condition, ctx, keys)
+        if found is None:
+            return _split(condition, ctx, keys)
+        if len(_SHAPES) >= _SHAPES_MAX:
+            _SHAPES.clear()
+        shape = _SHAPES[memo] = found
+    return _string(shape[0], ctx), shape[1]
+
+
+def _shape(condition: Condition, ctx: Context, keys: tuple[str, str]) -> tuple[Operand, Condition | None] | None:
+    """What ``_split`` finds without reading a value: (the partition key value's operand, the sort key condition),
+    or None where ``_split`` raises whatever the values are (or a name is undefined)."""
+    pk: Operand | None = None
+    sk_condition: Condition | None = None
+    for part in _flat(condition):
+        subject = part.left if isinstance(part, Compare) else None
+        if isinstance(part, (Between, Function)):
+            subject = part.operand if isinstance(part, Between) else part.args[0]
+        try:
+            name = _attribute(subject, ctx) if subject is not None else None
+        except ExpressionError:
+            return None
+        if name == keys[0] and isinstance(part, Compare) and part.op == "=" and pk is None:
+            pk = part.right
+        elif name == keys[1] and sk_condition is None and _sort_key_form(part):
+            sk_condition = part
+        else:
+            return None
+    return None if pk is None else (pk, sk_condition)
 
 
 def _sort_key_form(part: Condition) -> bool:
@@ -120,7 +175,7 @@ def key_range(table: MemoryTable, exprs: Expressions, params: Mapping[str, Any])
     """
     assert exprs.key_condition is not None  # the caller checked
     ctx = Context({}, exprs.names, exprs.values)
-    pk, sk_condition = _split(parse_condition(exprs.key_condition, WHAT).condition, ctx, table.keys)
+    pk, sk_condition = _split_of(exprs.key_condition, ctx, table.keys)
     order = table.sort_keys(pk)
     lo, hi = _bounds(order, sk_condition, ctx)
     keys = order[lo:hi]

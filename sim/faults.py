@@ -8,6 +8,7 @@ the error that service raises for it (shaped as the real service's, so the produ
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from sim.kernel import Kernel
@@ -38,12 +39,28 @@ class Faults:
         self.windows: list[FaultWindow] = []
         self.injected: dict[str, int] = {}
         self._rng = kernel.stream("faults")
+        self._quiet = math.inf  # no window is active before this simulated second (``check``)
 
     def add(self, window: FaultWindow) -> None:
         self.windows.append(window)
+        self._quiet = min(self._quiet, window.start)
 
     def check(self, service: str, operation: str) -> str | None:
-        """The error code this call fails with now, or None to answer normally."""
+        """The error code this call fails with now, or None to answer normally.
+
+        Nearly every call comes while no window is active (a week has a few dozen windows of minutes): before
+        ``_quiet``, the earliest start among the windows not ended at the last walk (or added since), none can be, and
+        the answer is None without a walk and without a draw, as ``check_all``'s walk would answer. From ``_quiet`` on,
+        each call walks (``check_all``) and moves ``_quiet`` on; the kernel's time never goes back.
+        """
+        t = self.kernel.t
+        if t < self._quiet:
+            return None
+        self._quiet = min((w.start for w in self.windows if w.end > t), default=math.inf)
+        return self.check_all(service, operation)
+
+    def check_all(self, service: str, operation: str) -> str | None:
+        """``check`` by a walk over every window (the general path; ``tests/unit/sim/test_faults.py`` compares)."""
         t = self.kernel.t
         for w in self.windows:
             active = w.service == service and operation.startswith(w.operation) and w.start <= t < w.end

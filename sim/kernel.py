@@ -14,8 +14,8 @@ import random
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 from core.clock import use_wall_clock
 
@@ -28,35 +28,29 @@ class SimulatedSleepError(RuntimeError):
     be a scheduled action instead (the caller's budget or settings are wrong for the simulation)."""
 
 
-@dataclass
-class _Entry:
-    at: float
-    seq: int
-    label: str
-    action: Callable[[], None]
-    cancelled: bool = False
-
-
-@dataclass(frozen=True)
-class Step:
-    """One executed action: its simulated time (seconds since ``EPOCH``) and label."""
+class Step(NamedTuple):
+    """One executed action: its simulated time (seconds since ``EPOCH``) and label (a tuple: made once a step, and a
+    named tuple is built in a fraction of a frozen dataclass's time)."""
 
     at: float
     label: str
 
 
 class Timer:
-    """A scheduled action that can be cancelled before it runs."""
+    """A scheduled action that can be cancelled before it runs; the queue's entry itself (one object a scheduling:
+    ``__slots__`` and a plain ``__init__``, not a dataclass and a wrapper)."""
 
-    def __init__(self, entry: _Entry) -> None:
-        self._entry = entry
+    __slots__ = ("action", "at", "cancelled", "label", "seq")
+
+    def __init__(self, at: float, seq: int, label: str, action: Callable[[], None]) -> None:
+        self.at = at
+        self.seq = seq
+        self.label = label
+        self.action = action
+        self.cancelled = False
 
     def cancel(self) -> None:
-        self._entry.cancelled = True
-
-    @property
-    def at(self) -> float:
-        return self._entry.at
+        self.cancelled = True
 
 
 class Kernel:
@@ -71,7 +65,7 @@ class Kernel:
         self.seed = seed
         self.epoch = epoch
         self.t = 0.0  # seconds since epoch
-        self._queue: list[tuple[float, int, _Entry]] = []  # (at, seq, entry): compared as tuples, in C
+        self._queue: list[tuple[float, int, Timer]] = []  # (at, seq, timer): compared as tuples, in C
         self._seq = 0
         self._streams: dict[str, random.Random] = {}
         self.steps = 0
@@ -110,14 +104,16 @@ class Kernel:
     # scheduling -------------------------------------------------------------------------------------------------
     def at(self, when: float, label: str, action: Callable[[], None]) -> Timer:
         """Run ``action`` at simulated second ``when`` (not before now)."""
-        entry = _Entry(max(when, self.t), self._seq, label, action)
-        self._seq += 1
-        heapq.heappush(self._queue, (entry.at, entry.seq, entry))
-        return Timer(entry)
+        at = when if when > self.t else self.t
+        seq = self._seq
+        self._seq = seq + 1
+        timer = Timer(at, seq, label, action)
+        heapq.heappush(self._queue, (at, seq, timer))
+        return timer
 
     def after(self, delay: float, label: str, action: Callable[[], None]) -> Timer:
         """Run ``action`` ``delay`` seconds from now."""
-        return self.at(self.t + max(0.0, delay), label, action)
+        return self.at(self.t + delay if delay > 0.0 else self.t, label, action)
 
     def every(
         self, period: float, label: str, action: Callable[[], None], *, first: float | None = None, jitter: float = 0.0
@@ -143,9 +139,9 @@ class Kernel:
             until: the last simulated second to run.
             after_step: called after each action (the invariant checks); what it raises ends the run.
         """
-        queue = self._queue
+        queue, pop = self._queue, heapq.heappop
         while queue and queue[0][0] <= until:
-            entry = heapq.heappop(queue)[2]
+            entry = pop(queue)[2]
             if entry.cancelled:
                 continue
             self.t = entry.at

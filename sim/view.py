@@ -17,10 +17,10 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from agent.kube.views import CORDON_ANNOTATION, NodeView
-from core.kops import POOL_TAG, pool_of
+from core.kops import INSTANCE_GROUP_TAG, POOL_TAG, pool_of
 from core.model import CommandStatus
 from core.schema import agent_item
-from sim.aws_state import LIVE_EC2_STATES, PlacementEpoch
+from sim.aws_state import LIVE_EC2_STATES, Group, PlacementEpoch
 from sim.kube_objects import CONTROL_PLANE_LABEL
 from sim.world_view import GroupState, NodeIndex, NodeState
 
@@ -109,6 +109,7 @@ class View:
         self.partitions = partitions  # the cluster's (core.schema.partition_of, agent_partition_of)
         self.partition, self.agent_partition = partitions
         self.verify = verify
+        self._groups: dict[str, tuple[tuple[Any, ...], GroupState]] = {}  # name -> (key, state): group_states
         self._node_cache: dict[str, tuple[tuple[Any, bool], NodeState]] = {}  # node -> (version, state)
         self._nodes: tuple[int, NodeIndex] | None = None  # (the node_version it was made at, the index)
         self._listed: tuple[NodeIndex, list[NodeState]] | None = None  # node_states, made for that index
@@ -122,11 +123,18 @@ class View:
         return self.agent_partition if agent_item(sk) else self.partition
 
     def group_states(self) -> list[GroupState]:
-        out = []
+        """Each group's ``GroupState`` (``group_state``), the one made before again while what it is made of is the
+        same: kept by group name with that key (the pool and instance-group tags, the master tags, zones and sizes:
+        all ``group_state`` reads, so a pure result; one entry a group). A scan asks every few seconds."""
+        kept, out = self._groups, []
         for g in self.world.cloud.groups.values():
-            master = any(k in g.tags for k in ("k8s.io/role/master", "k8s.io/role/control-plane"))
-            pool = g.tags.get(POOL_TAG) or pool_of(g.tags, g.zones) or g.name
-            out.append(GroupState(g.name, master, g.zones[0], pool, g.desired, g.min_size, g.max_size))
+            tags = g.tags
+            master = "k8s.io/role/master" in tags or "k8s.io/role/control-plane" in tags
+            key = (tags.get(POOL_TAG), tags.get(INSTANCE_GROUP_TAG), master, g.zones, g.desired, g.min_size, g.max_size)
+            hit = kept.get(g.name)
+            if hit is None or hit[0] != key:
+                hit = kept[g.name] = (key, group_state(g))
+            out.append(hit[1])
         return out
 
     def running_instances(self) -> dict[str, tuple[str | None, str]]:
@@ -374,3 +382,10 @@ class View:
 
     def baseline(self) -> dict[str, tuple[int, int]]:
         return dict(self.world.sizes_at_start)
+
+
+def group_state(g: Group) -> GroupState:
+    """The checker's ``GroupState`` of the simulated group ``g`` (the general path ``View.group_states`` keeps)."""
+    master = any(k in g.tags for k in ("k8s.io/role/master", "k8s.io/role/control-plane"))
+    pool = g.tags.get(POOL_TAG) or pool_of(g.tags, g.zones) or g.name
+    return GroupState(g.name, master, g.zones[0], pool, g.desired, g.min_size, g.max_size)
