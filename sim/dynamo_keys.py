@@ -10,10 +10,10 @@ Sort keys are strings, ordered by UTF-8 bytes (Python's code point order); ``Sca
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sim.dynamo_calls import Expressions, validation
+from sim.dynamo_calls import Expressions, RequestError, validation
 from sim.expression_syntax import Context, ExpressionError, Operand, Path, Value
 from sim.expressions import And, Between, Compare, Condition, Function, parse_condition
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from sim.dynamo import MemoryTable
 
 WHAT = "KeyConditionExpression"
+T = TypeVar("T")
 
 
 def _attribute(operand: Operand, ctx: Context) -> str | None:
@@ -40,23 +41,34 @@ def _string(operand: Operand, ctx: Context) -> str:
 
 def _split(condition: Condition, ctx: Context, keys: tuple[str, str]) -> tuple[str, Condition | None]:
     """(the partition key value, the sort key condition or None): the general path (``_split_of`` memoizes)."""
-    parts = _flat(condition)
-    pk_value: str | None = None
+    return _parts(condition, ctx, keys, lambda operand: _string(operand, ctx))
+
+
+def _parts(
+    condition: Condition, ctx: Context, keys: tuple[str, str], read: Callable[[Operand], T]
+) -> tuple[T, Condition | None]:
+    """(``read`` of the partition key value's operand, the sort key condition or None), each part judged in order.
+
+    Raises:
+        RequestError: ValidationException, a part that is neither (or a key twice), or no partition key.
+        ExpressionError: an undefined ``#name``.
+    """
+    pk: T | None = None
     sk_condition: Condition | None = None
-    for part in parts:
+    for part in _flat(condition):
         subject = part.left if isinstance(part, Compare) else None
         if isinstance(part, (Between, Function)):
             subject = part.operand if isinstance(part, Between) else part.args[0]
         name = _attribute(subject, ctx) if subject is not None else None
-        if name == keys[0] and isinstance(part, Compare) and part.op == "=" and pk_value is None:
-            pk_value = _string(part.right, ctx)
+        if name == keys[0] and isinstance(part, Compare) and part.op == "=" and pk is None:
+            pk = read(part.right)
         elif name == keys[1] and sk_condition is None and _sort_key_form(part):
             sk_condition = part
         else:
             raise validation(f"Invalid {WHAT}: Query key condition not supported")
-    if pk_value is None:
+    if pk is None:
         raise validation(f"Query condition missed key schema element: {keys[0]}")
-    return pk_value, sk_condition
+    return pk, sk_condition
 
 
 def _flat(condition: Condition) -> list[Condition]:
@@ -104,23 +116,10 @@ def _split_of(text: str, ctx: Context, keys: tuple[str, str]) -> tuple[str, Cond
 def _shape(condition: Condition, ctx: Context, keys: tuple[str, str]) -> tuple[Operand, Condition | None] | None:
     """What ``_split`` finds without reading a value: (the partition key value's operand, the sort key condition),
     or None where ``_split`` raises whatever the values are (or a name is undefined)."""
-    pk: Operand | None = None
-    sk_condition: Condition | None = None
-    for part in _flat(condition):
-        subject = part.left if isinstance(part, Compare) else None
-        if isinstance(part, (Between, Function)):
-            subject = part.operand if isinstance(part, Between) else part.args[0]
-        try:
-            name = _attribute(subject, ctx) if subject is not None else None
-        except ExpressionError:
-            return None
-        if name == keys[0] and isinstance(part, Compare) and part.op == "=" and pk is None:
-            pk = part.right
-        elif name == keys[1] and sk_condition is None and _sort_key_form(part):
-            sk_condition = part
-        else:
-            return None
-    return None if pk is None else (pk, sk_condition)
+    try:
+        return _parts(condition, ctx, keys, lambda operand: operand)
+    except (RequestError, ExpressionError):
+        return None
 
 
 def _sort_key_form(part: Condition) -> bool:
