@@ -17,7 +17,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from agent.kube.views import CORDON_ANNOTATION, NodeView
-from core.kops import INSTANCE_GROUP_TAG, POOL_TAG, pool_of
+from core.kops import INSTANCE_GROUP_TAG, MASTER_ROLE_TAGS, POOL_TAG, pool_of
 from core.model import CommandStatus
 from core.schema import agent_item
 from sim.aws_state import LIVE_EC2_STATES, Group, PlacementEpoch
@@ -128,9 +128,8 @@ class View:
         all ``group_state`` reads, so a pure result; one entry a group). A scan asks every few seconds."""
         kept, out = self._groups, []
         for g in self.world.cloud.groups.values():
-            tags = g.tags
-            master = "k8s.io/role/master" in tags or "k8s.io/role/control-plane" in tags
-            key = (tags.get(POOL_TAG), tags.get(INSTANCE_GROUP_TAG), master, g.zones, g.desired, g.min_size, g.max_size)
+            pool, group = g.tags.get(POOL_TAG), g.tags.get(INSTANCE_GROUP_TAG)
+            key = (pool, group, _master(g), g.zones, g.desired, g.min_size, g.max_size)
             hit = kept.get(g.name)
             if hit is None or hit[0] != key:
                 hit = kept[g.name] = (key, group_state(g))
@@ -386,6 +385,10 @@ class View:
 
 def group_state(g: Group) -> GroupState:
     """The checker's ``GroupState`` of the simulated group ``g`` (the general path ``View.group_states`` keeps)."""
-    master = any(k in g.tags for k in ("k8s.io/role/master", "k8s.io/role/control-plane"))
     pool = g.tags.get(POOL_TAG) or pool_of(g.tags, g.zones) or g.name
-    return GroupState(g.name, master, g.zones[0], pool, g.desired, g.min_size, g.max_size)
+    return GroupState(g.name, _master(g), g.zones[0], pool, g.desired, g.min_size, g.max_size)
+
+
+def _master(g: Group) -> bool:
+    """Whether ``g`` is a control-plane group by kOps' role tags (``core.kops.MASTER_ROLE_TAGS``)."""
+    return not g.tags.keys().isdisjoint(MASTER_ROLE_TAGS)

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from adapters.dynamo.command_index import INDEX_MARGIN_SECONDS, mark_index
 from adapters.dynamo.store import Store
-from core.kops import INSTANCE_GROUP_TAG
+from core.kops import INSTANCE_GROUP_TAG, MASTER_ROLE_TAGS
 from core.schema import agent_partition_of, partition_of
 from core.settings import AgentSettings
 from sim.agent import SimAgent
@@ -298,7 +298,7 @@ class World:
             return
         self._joined += 1
         tags = instance.tags
-        control_plane = any(k in tags for k in ("k8s.io/role/master", "k8s.io/role/control-plane"))
+        control_plane = not tags.keys().isdisjoint(MASTER_ROLE_TAGS)
         self.kube.add_node(
             f"ip-10-{self._joined // 65536 % 256}-{self._joined // 256 % 256}-{self._joined % 256}.ec2.internal",
             instance.instance_id,
