@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepares a fresh machine for the demo and the tests, and reuses what an earlier run built:
 #   1. the virtualenv .venv with requirements-dev.txt and requirements-lint.txt (the static checks' tools),
-#      re-installed only when any requirements file changes; Python 3.11 or newer ($PYTHON, default python3);
+#      re-installed only when any requirements file changes; Python 3.11 or newer: $PYTHON when set, else the
+#      distribution's /usr/bin/python3 when it is 3.11 or newer and makes a venv, else python3 (why: below);
 #   2. kubectl, etcd and kube-apiserver for the local world (scripts/install-kube-assets.sh; cached outside the repo).
 #
 # Usage: scripts/bootstrap.sh [--venv-only]
@@ -43,9 +44,23 @@ require_python() { # <interpreter> <what to do about it>
   fi
 }
 
+# Without $PYTHON, a new .venv is made with the distribution's interpreter when it can be: Debian builds its CPython
+# with profile-guided optimisation and link-time optimisation into a static executable, while pyenv (this kind of
+# machine's python3) and other source builds without --enable-optimizations make an interpreter that calls into a
+# shared libpython; the simulation ran 15-23 % slower on the latter (BENCHMARKS.md, "The fleet simulation's speed per
+# seed"). Too old (3.9 on macOS), missing, or unable to make a venv (Debian's python3.11-venv not installed): python3.
+DISTRO_PY="${BOOTSTRAP_DISTRO_PYTHON:-/usr/bin/python3}"  # another path only for the tests
+distro_python() {
+  [ -z "${PYTHON:-}" ] && [ -x "$DISTRO_PY" ] \
+    && "$DISTRO_PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
+}
+
 if [ -x .venv/bin/python ]; then
   require_python .venv/bin/python "remove .venv and run again with PYTHON=/path/to/python3.11 (or newer)"
+elif distro_python && "$DISTRO_PY" -m venv .venv >/dev/null 2>&1; then
+  say "created .venv with the distribution's $("$DISTRO_PY" --version) ($DISTRO_PY; PYTHON= chooses another)"
 else
+  rm -rf .venv  # a venv the distribution's interpreter began and could not finish
   require_python "$PY" "run again with PYTHON=/path/to/python3.11 (or newer)"
 fi
 

@@ -156,3 +156,65 @@ def test_an_unknown_option_is_refused(repo: Path) -> None:
     assert done.stderr.splitlines() == [
         "[bootstrap] error: unknown option --venv (usage: scripts/bootstrap.sh [--venv-only])"
     ]
+
+
+def distro_python(path: Path, version_ok: bool, makes_venv: bool) -> Path:
+    """A fake distribution interpreter: its version check (``-c``) passes or not; ``-m venv DIR`` makes a venv whose
+    python and ruff pass every later step (pip, the import check), or leaves a half-made one and fails."""
+    venv_python = '#!/bin/sh\nif [ "$1" = -m ]; then echo "pip ran"; fi\necho 3.11\n'
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = -c ]; then exit {0 if version_ok else 1}; fi\n'
+        'if [ "$1" = --version ]; then echo "Python 3.11.2"; exit 0; fi\n'
+        'if [ "$1" = -m ] && [ "$2" = venv ]; then\n'
+        '  mkdir -p "$3/bin"\n'
+        f"  {'' if makes_venv else 'exit 1'}\n"
+        f"  printf '%s' '{venv_python}' > \"$3/bin/python\"\n"
+        "  printf '#!/bin/sh\\necho ruff 0.0.0\\n' > \"$3/bin/ruff\"\n"
+        '  chmod +x "$3/bin/python" "$3/bin/ruff"; exit 0\n'
+        "fi\n"
+        "exit 2\n"
+    )
+    path.chmod(0o755)
+    return path
+
+
+def old_python3_on_path(repo: Path) -> str:
+    """A PATH whose ``python3`` is a fake 3.10 (so a fallback to it is refused at once, nothing installed)."""
+    fake_python(repo / "path" / "python3", "3.10")
+    return f"{repo / 'path'}:{os.environ['PATH']}"
+
+
+def test_without_python_set_the_distributions_interpreter_makes_the_venv(repo: Path) -> None:
+    distro = distro_python(repo / "distro" / "python3", version_ok=True, makes_venv=True)
+    done = bootstrap(
+        repo, "--venv-only", BOOTSTRAP_DISTRO_PYTHON=str(distro), PATH=old_python3_on_path(repo), PROGRESS_EVERY="30"
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"[bootstrap] created .venv with the distribution's Python 3.11.2 ({distro}; PYTHON= chooses another)" in (
+        done.stderr.splitlines()
+    )
+    assert (repo / ".venv" / ".requirements.sha256").exists()
+
+
+@pytest.mark.parametrize(("version_ok", "makes_venv"), [(False, True), (True, False)])
+def test_a_distribution_interpreter_too_old_or_without_venv_falls_back_to_python3(
+    repo: Path, version_ok: bool, makes_venv: bool
+) -> None:
+    distro = distro_python(repo / "distro" / "python3", version_ok=version_ok, makes_venv=makes_venv)
+    done = bootstrap(repo, "--venv-only", BOOTSTRAP_DISTRO_PYTHON=str(distro), PATH=old_python3_on_path(repo))
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "[bootstrap] error: Python 3.11 or newer is needed, 'python3' is 3.10; "
+        "run again with PYTHON=/path/to/python3.11 (or newer)"
+    ]
+    assert not (repo / ".venv").exists()  # a half-made venv is removed before the fallback
+
+
+def test_python_set_wins_over_the_distributions_interpreter(repo: Path) -> None:
+    distro = distro_python(repo / "distro" / "python3", version_ok=True, makes_venv=True)
+    old = fake_python(repo / "old" / "python3", "3.10")
+    done = bootstrap(repo, "--venv-only", python=str(old), BOOTSTRAP_DISTRO_PYTHON=str(distro))
+    assert done.returncode == 1
+    assert "is 3.10" in done.stderr and not (repo / ".venv").exists()
