@@ -26,18 +26,19 @@ or deletes, so that read would have returned the same records but for the times 
 (why that is safe: ``adapters.dynamo.nodes``); ``REUSE_SECONDS`` bounds what the version does not see (a TTL
 deletion, a write by anything but the agent, a crash between a change and the mark).
 
-A read whose version is a later one of the same term can often do without matching every ``NODE#`` item too: the
-mark lists the agent's last changes (``adapters.dynamo.nodes``, ``changes``: each change's number and the sort key of
-the item it wrote or deleted). When they cover every change since the version the memo's answer is at, ``patched``
-takes only those items from the caller's read (``fetch``, ``picked``: the refresher's pass and the replenisher's
-tick read every item in the Query they make anyway) and applies them to that answer: each one's record validated in
-place of its old one, an item gone dropped, the rest shared; an answer whose size is not the read's (an item deleted
-or written by anything but the agent: the interruption Lambda forgets the record of an instance going away) is no
-answer, and every item is matched. That is the answer a full read would give but for the times of items refreshed
-unchanged meanwhile and the content of items rewritten by others at the same size (an old leader's write under its
-own term between two reads), as for ``reused``, bounded the same way: ``REUSE_SECONDS`` counts from the last full
-read, patched or not (so a reader whose version did not change re-reads every item ``REUSE_SECONDS`` after the last
-full read, not after the last patch).
+A read whose version is a later one of the same term can often do without matching every ``NODE#`` item too: the mark
+lists the agent's last changes (``adapters.dynamo.nodes``, ``changes``: each change's number and the sort key of the
+item it wrote or deleted). When they cover every change since the version the memo's answer is at, ``patched`` takes
+only those items from the caller's read (``fetch``, ``adapters.dynamo.query_keys.picked``: the refresher's pass and the
+replenisher's tick read every item in the Query they make anyway) and applies them to that answer: each one's record
+validated in place of its old one, an item gone dropped, the rest shared. An answer whose size is not the read's (an
+item deleted or put by anything but the agent, which no version counts: the interruption Lambda forgets the record of an
+instance going away) takes the read's sort keys: a record whose item the read has not is dropped, an item the answer has
+not is validated (``listed``; without it, no answer: every item is matched). That is the answer a full read would give
+but for the times of items refreshed unchanged meanwhile and the content of items rewritten by others at the same key
+(an old leader's write under its own term between two reads), as for ``reused``, bounded the same way: ``REUSE_SECONDS``
+counts from the last full read, patched or not (so a reader whose version did not change re-reads every item
+``REUSE_SECONDS`` after the last full read, not after the last patch).
 
 The memo lives in the reader's ``Deps`` (one per execution environment, like ``hooks_seen``); a warm Lambda keeps
 it, a cold start begins empty. Pure: no I/O; times are the caller's.
@@ -45,7 +46,6 @@ it, a cold start begins empty. Pure: no I/O; times are the caller's.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -127,14 +127,17 @@ class NodeRecordMemo:
         now: datetime,
         fetch: Fetch,
         expected: int | None = None,
+        listed: Callable[[], Sequence[str]] | None = None,
     ) -> tuple[list[NodeRecord], list[Refused]] | None:
         """The last answer with the items the agent changed since read by ``fetch`` and applied (module docstring),
         when ``version`` is a later one of the same term as the answer's, ``changes`` (the mark's,
         ``adapters.dynamo.nodes.mark_changes``) hold every change number after the answer's up to ``version``'s, in
         order, and the last full read was less than ``REUSE_SECONDS`` before ``now``; None otherwise (nothing
         fetched): read every item. A changed item that does not validate is refused as a full read would refuse it.
-        ``expected``: how many items the caller's read found (a Query's answer, fetched from): a patched answer of
-        another size (an item another writer deleted or put, which no version counts) is no answer either. The
+        ``expected``: how many items the caller's read found (a Query's answer, fetched from); ``listed``: their sort
+        keys, in the read's order, asked only when a patched answer has another size (an item another writer deleted
+        or put, which no version counts): the answer then takes the read's keys (module docstring); without
+        ``listed`` it is no answer either. The
         lists are shared: never change them.
 
         Raises what ``fetch`` raises (``StoreUnavailableError``).
@@ -156,25 +159,24 @@ class NodeRecordMemo:
             return None  # an item the agent never writes: as a full read, nothing kept
         before, keyed, entries = self._by_sk, self._keyed, self._entries
         records, refused = dict(before), dict(self._refused_by_sk)
-        added = False
-        for sk in keys:
-            records.pop(sk, None)
-            refused.pop(sk, None)
-            entries.pop(sk, None)
-            item = found.get(sk)
-            if item is None:
-                continue
-            added = True
-            try:
-                record = records[sk] = NodeRecord.model_validate(item)
-            except ValidationError as err:
-                refused[sk] = Refused(sk, err)
-            else:  # the next full read matches it, not validates it again (``records``)
-                entries[sk] = _entry(tuple(map(item.get, FIELDS, _ABSENTS)), record)
+        added = _apply(keys, found, records, refused, entries)
         if added:  # in the Query's order (sort keys, ASCII)
             records, refused = dict(sorted(records.items())), dict(sorted(refused.items()))
+        present = None if listed is None else listed()
+        if present is not None and present != (sorted({*records, *refused}) if refused else list(records)):
+            # an item deleted or put by anything but the agent (no version counts it): the read's keys say which
+            keep = set(present)
+            gone = [sk for sk in (*records, *refused) if sk not in keep]
+            new = [sk for sk in present if sk not in records and sk not in refused]
+            found = fetch(new) if new else {}
+            if any(CONFIRMED_AT in item for item in found.values() if item is not None):
+                return None
+            added = _apply(gone + new, found, records, refused, entries)
+            keys += gone + new
+            if added:
+                records, refused = dict(sorted(records.items())), dict(sorted(refused.items()))
         if expected is not None and len(records) + len(refused) != expected:
-            return None  # an item deleted or written by anything but the agent (no version of it): read them all
+            return None  # without ``listed``, an item another writer deleted or put: read them all
         self._by_sk, self._refused_by_sk = records, refused
         self._last, self._version = (list(records.values()), list(refused.values())), version
         self._keyed = (
@@ -272,6 +274,34 @@ class NodeRecordMemo:
         return records, refused
 
 
+def _apply(
+    keys: list[str],
+    found: Mapping[str, Mapping[str, Any] | None],
+    records: dict[str, NodeRecord],
+    refused: dict[str, Refused],
+    entries: dict[str, _Entry],
+) -> bool:
+    """Each of ``keys`` dropped from ``records``, ``refused`` and ``entries``, then its item in ``found`` (if any)
+    validated into ``records`` (and ``entries``: the next full read matches it, not validates it again) or
+    ``refused``; whether any item was found."""
+    added = False
+    for sk in keys:
+        records.pop(sk, None)
+        refused.pop(sk, None)
+        entries.pop(sk, None)
+        item = found.get(sk)
+        if item is None:
+            continue
+        added = True
+        try:
+            record = records[sk] = NodeRecord.model_validate(item)
+        except ValidationError as err:
+            refused[sk] = Refused(sk, err)
+        else:
+            entries[sk] = _entry(tuple(map(item.get, FIELDS, _ABSENTS)), record)
+    return added
+
+
 def _rekeyed(
     keyed: dict[str, NodeRecord], count: int, changed: list[tuple[NodeRecord | None, NodeRecord | None]]
 ) -> dict[str, NodeRecord] | None:
@@ -290,30 +320,6 @@ def _rekeyed(
                 return None
             out[new.instance_id] = new
     return out
-
-
-def picked(items: Sequence[Mapping[str, Any]], keys: list[str]) -> dict[str, Mapping[str, Any]]:
-    """The items of ``items`` (one Query's answer: each sort key at most once) whose sort key is one of ``keys``, by
-    sort key (a key with no item is absent): ``patched``'s ``fetch`` from a read made anyway. Pure.
-
-    A Query answers in sort-key order, so each key is looked for by bisection first; a key not found that way (an
-    item deleted, or an answer out of that order) is looked for in every item. With each key at most once, the
-    answer is the same whatever the order."""
-    found: dict[str, Mapping[str, Any]] = {}
-    missing: set[str] = set()
-    for sk in keys:
-        at = bisect_left(items, sk, key=_sort_key)
-        if at < len(items) and _sort_key(items[at]) == sk:
-            found[sk] = items[at]
-        else:
-            missing.add(sk)
-    if missing:
-        found.update((sk, item) for item in items if (sk := _sort_key(item)) in missing)
-    return found
-
-
-def _sort_key(item: Mapping[str, Any]) -> str:
-    return str(item.get("sk", ""))
 
 
 def _span(old: str, new: str) -> tuple[int, int] | None:

@@ -20,10 +20,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from adapters.dynamo.node_memo import Change, NodeRecordMemo, picked
+from adapters.dynamo.node_memo import Change, NodeRecordMemo
 from adapters.dynamo.nodes import MARK_SK, mark_changes, mark_time, mark_version
 from adapters.dynamo.nodes import PREFIX as NODE_PREFIX
 from adapters.dynamo.poller import PREFIX as POLL_PREFIX
+from adapters.dynamo.query_keys import picked, sort_keys
 from adapters.dynamo.runs import AS_IS as RUN_AS_IS
 from adapters.dynamo.runs import PREFIX as RUN_PREFIX
 from adapters.dynamo.table import LOCK_SK, Attr, Table, plain
@@ -125,7 +126,7 @@ def with_membership(
             nodes.append(item)
     memo = NodeRecordMemo() if memo is None else memo  # (an empty memo is falsy: it has a length)
     reused = memo.reused(version, now) or memo.patched(
-        version, changes, now, lambda keys: picked(nodes, keys), expected=len(nodes)
+        version, changes, now, lambda keys: picked(nodes, keys), len(nodes), lambda: sort_keys(nodes)
     )
     # an unreadable item: the agent writes it again
     records = reused[0] if reused is not None else memo.records(nodes, mark, version=version, now=now)[0]

@@ -13,7 +13,7 @@ pytest.importorskip("hypothesis", reason="hypothesis (requirements-dev.txt) is n
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.dynamo.node_memo import picked
+from adapters.dynamo.query_keys import picked, sort_keys
 
 
 def whole(items: list[dict[str, Any]], keys: list[str]) -> dict[str, dict[str, Any]]:
@@ -40,3 +40,11 @@ def test_the_items_picked_are_those_of_the_whole_answer(held: list[int], asked: 
 def test_an_item_with_no_sort_key_is_never_picked_and_a_deleted_key_is_absent() -> None:
     items = [{"n": 0}, {"sk": "NODE#i-1", "n": 1}, {"sk": "NODE#i-3", "n": 3}]
     assert picked(items, ["NODE#i-1", "NODE#i-2", "NODE#i-3"]) == {"NODE#i-1": items[1], "NODE#i-3": items[2]}
+
+
+@given(st.lists(st.one_of(st.none(), st.text(max_size=3), st.integers(0, 3)), max_size=6))
+def test_sort_keys_read_in_c_are_the_keys_read_one_by_one(keys: list[object]) -> None:
+    """Items with a string key each (the fast path), or one without (None here) or with another type: the same list
+    as ``str(item.get("sk", ""))`` of each."""
+    items = [{"pk": "p"} if key is None else {"sk": key} for key in keys]
+    assert sort_keys(items) == [str(item.get("sk", "")) for item in items]
