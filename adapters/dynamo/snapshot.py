@@ -116,20 +116,24 @@ def with_membership(
     mark: datetime | None = None
     version: str | None = None
     changes: list[Change] | None = None
-    nodes: list[dict[str, Any]] = []  # as the table answered them: validated unconverted (``NodeRecord.confirmed``)
-    for item in table.query_range(MARK_SK, NODE_PREFIX[:-1] + "$", consistent=True, convert=False):
-        sk = str(item.get("sk", ""))
-        if sk == MARK_SK:
-            read = plain(item)
-            mark, version, changes = mark_time(read), mark_version(read), mark_changes(read)
-        elif sk.startswith(NODE_PREFIX):
-            nodes.append(item)
+    # as the table answered them (validated unconverted: ``NodeRecord.confirmed``); only the mark and the NODE# items
+    # are kept, both the agent partition's own kinds: none is checked for its partition (``own_kinds``)
+    items = list(table.query_range(MARK_SK, NODE_PREFIX[:-1] + "$", consistent=True, convert=False, own_kinds=True))
+    # the mark sorts first, so this stops at the first item; a sort key is unique in a partition
+    found = next((item for item in items if str(item.get("sk", "")) == MARK_SK), None)
+    if found is not None:
+        read = plain(found)
+        mark, version, changes = mark_time(read), mark_version(read), mark_changes(read)
     memo = NodeRecordMemo() if memo is None else memo  # (an empty memo is falsy: it has a length)
-    reused = memo.reused(version, now) or memo.patched(
-        version, changes, now, lambda keys: picked(nodes, keys), len(nodes), lambda: sort_keys(nodes)
-    )
-    # an unreadable item: the agent writes it again
-    records = reused[0] if reused is not None else memo.records(nodes, mark, version=version, now=now)[0]
+    reused = memo.reused(version, now)
+    if reused is None:  # the NODE# items are looked at only now: a reused read needs none of them
+        nodes = [item for item in items if str(item.get("sk", "")).startswith(NODE_PREFIX)]
+        reused = memo.patched(
+            version, changes, now, lambda keys: picked(nodes, keys), len(nodes), lambda: sort_keys(nodes)
+        )
+        if reused is None:  # an unreadable item: the agent writes it again
+            reused = memo.records(nodes, mark, version=version, now=now)
+    records = reused[0]
     if fresh_by_mark(mark, now, max_age_seconds):  # every record it confirms is fresh
         return replace(state, nodes=records)
     fresh = [r for r in records if r.fresh(now, max_age_seconds)]  # by its own write: the mark is not fresh

@@ -159,12 +159,19 @@ class Table:
         keep: ConditionBase | None = None,
         convert: bool = True,
         as_is: Collection[str] = (),
+        own_kinds: bool = False,
     ) -> Iterator[dict[str, Any]]:
         """All items of ``low``'s partition whose sort key is between ``low`` and ``high`` (both included),
         following pagination; with ``keep``, only those it matches (a FilterExpression: DynamoDB still reads, and
-        bills, the others); without ``convert``, as the table answered; ``as_is`` as ``query_prefix``'s."""
+        bills, the others); without ``convert``, as the table answered; ``as_is`` as ``query_prefix``'s.
+
+        ``own_kinds``: the caller keeps only items of kinds that belong to ``low``'s partition and drops every other
+        sort key itself (``snapshot.with_membership``: ``MEMBERSHIP`` and ``NODE#`` of the agent partition), so no
+        item is checked for its partition (``_query``'s ``one_kind``): what it keeps is what the check would keep."""
         key = Key("pk").eq(self.partition(low)) & Key("sk").between(low, high)
-        return self._query(key, consistent, f"query {low}..{high}", keep, convert=convert, as_is=as_is)
+        return self._query(
+            key, consistent, f"query {low}..{high}", keep, convert=convert, as_is=as_is, one_kind=own_kinds
+        )
 
     def query_partition(
         self, consistent: bool = False, wanted: Callable[[str], bool] | None = None, convert: bool = True
