@@ -46,7 +46,7 @@ class BudgetCounts:
     others: int = 0  # selected pods no Deployment owns
 
 
-@dataclass
+@dataclass(slots=True)
 class PodInfo:
     """A pod's API object and the cluster's bookkeeping beside it."""
 

@@ -40,7 +40,7 @@ MAX_VISIBILITY_SECONDS = 43200
 MAX_MESSAGES = 10
 
 
-@dataclass
+@dataclass(slots=True)
 class Message:
     """One message in the queue.
 

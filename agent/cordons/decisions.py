@@ -76,8 +76,9 @@ def quiet_seconds(item: Mapping[str, Any]) -> int | None:
 
 def pending(item: Mapping[str, Any]) -> bool:
     """True for a command whose cordon may still be given back: it carries a quiet period, it ended, and no
-    resolution is recorded (or only the releaser's own claim)."""
-    if quiet_seconds(item) is None or item.get("resolution") not in (None, RELEASING):
+    resolution is recorded (or only the releaser's own claim). The resolution is looked at first: most of the
+    rebalance commands a check reads (a week's, about 100 at 1,000 nodes) are resolved, and neither test raises."""
+    if item.get("resolution") not in (None, RELEASING) or quiet_seconds(item) is None:
         return False
     try:
         return CommandStatus(str(item.get("status", ""))).terminal

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from datetime import UTC, datetime
 
 import pytest
 
 from core.schema import agent_partition_of
-from sim.aws_state import PlacementEpoch
+from sim.aws_state import Instance, PlacementEpoch
 from sim.kernel import Kernel
 from sim.kube import SimKube
 from sim.kube_model import BudgetCounts
@@ -63,7 +64,7 @@ def test_verify_finds_a_change_no_version_counter_saw() -> None:
     with pytest.raises(AssertionError):
         world.view.node_states()
     instance = next(iter(world.view.running_instances()))
-    world.cloud.instances[instance].__dict__["state"] = "terminated"  # not through Instance.__setattr__
+    object.__setattr__(world.cloud.instances[instance], "state", "terminated")  # not through Instance.__setattr__
     with pytest.raises(AssertionError):
         world.view.running_instances()
 
@@ -235,7 +236,19 @@ def test_running_instances_follow_the_placement_changes_and_verify_finds_one_the
     PlacementEpoch.changes.clear()  # the log lost that change: every instance is read again
     cloud.instances[second].group = group
     assert first in view.running_instances() and view.running_instances()[second][0] == group
-    cloud.instances[third].__dict__["state"] = "terminated"  # not through Instance.__setattr__
+    object.__setattr__(cloud.instances[third], "state", "terminated")  # not through Instance.__setattr__
     PlacementEpoch.value += 1  # a bump no change is told for
     with pytest.raises(AssertionError):
         view.running_instances()
+
+
+def test_an_instance_is_slotted_and_its_placement_still_goes_through_setattr() -> None:
+    """``Instance`` keeps its fields in slots (no ``__dict__``: a look-up of many instances, the agent's group
+    rechecks, touches one block each); every placement change still passes ``Instance.__setattr__``."""
+    inst = Instance("i-1", "us-east-1a", "m5.large", "", datetime(2026, 1, 1, tzinfo=UTC), "lt-1", "1", {})
+    assert not hasattr(inst, "__dict__")
+    before = PlacementEpoch.value
+    inst.group, inst.lifecycle_state, inst.state = "nodes", "InService", "running"
+    assert PlacementEpoch.value == before + 2
+    assert list(PlacementEpoch.changes)[-2:] == [(before + 1, "i-1"), (before + 2, "i-1")]
+    assert (inst.group, inst.lifecycle_state, inst.state, inst.health) == ("nodes", "InService", "running", "Healthy")

@@ -7,8 +7,11 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from agent.cordons.decisions import RELEASING, Verdict, judge, pending
+from agent.cordons.decisions import RELEASING, Verdict, judge, pending, quiet_seconds
+from core.model import CommandStatus
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 INSTANCE = "i-0123456789abcdef0"
@@ -132,3 +135,35 @@ def test_an_unreadable_sibling_or_result_neither_raises_nor_supersedes() -> None
     assert judge(cordon, [junk, cordon], None, T0 + timedelta(hours=1)).verdict is Verdict.RELEASE
     odd = item(result="not a map")  # says nothing of the cordon: the node decides (decide_release)
     assert judge(odd, [odd], None, T0 + timedelta(hours=1)).verdict is Verdict.RELEASE
+
+
+ODD_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 5),
+    st.decimals(allow_nan=True, allow_infinity=True),
+    st.floats(allow_nan=True),
+    st.sampled_from([RELEASING, "released", "", "soon"]),
+    st.dictionaries(st.sampled_from(["uncordon_after_seconds", "x"]), st.integers(-2, 2), max_size=2),
+)
+
+
+@given(
+    resolution=ODD_VALUES,
+    quiet=ODD_VALUES,
+    status=st.one_of(st.sampled_from([s.value for s in CommandStatus]), ODD_VALUES),
+    options_map=st.booleans(),
+)
+def test_pending_reading_the_resolution_first_decides_as_the_quiet_period_first(
+    resolution: Any, quiet: Any, status: Any, options_map: bool
+) -> None:
+    """``pending`` looks at ``resolution`` before the quiet period (most items a check reads are resolved): the
+    same answer as the quiet period first, and neither raises, whatever the values."""
+    options = {"uncordon_after_seconds": quiet} if options_map else quiet
+    candidate = {**item(), "status": status, "resolution": resolution, "command": {"options": options}}
+    try:
+        terminal = CommandStatus(str(candidate.get("status", ""))).terminal
+    except ValueError:
+        terminal = False
+    general = quiet_seconds(candidate) is not None and candidate.get("resolution") in (None, RELEASING) and terminal
+    assert pending(candidate) is general
