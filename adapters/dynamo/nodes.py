@@ -32,15 +32,15 @@ not refreshing items either (an older time can only make a record count as stale
 is never reused.
 
 ``changes`` lists the agent's last ``JOURNAL_CHANGES`` changes (oldest first), each with its number in the version's
-count and the sort key of the item it wrote or deleted: a reader whose Query answers every item anyway (the
-refresher's pass; the replenisher's tick once the version changed, ``read_membership``) applies only those items to
-the answer its memo kept at an earlier version of the same term instead of matching every item
-(``NodeRecordMemo.patched``; at 1,000 nodes a pass of a refresh matched a thousand items whenever one node changed,
-i.e. on nearly every pass, and the replenisher a third of its ticks). The patched answer must have as many items as
-the Query: an item the interruption Lambda deleted (no version counts it) makes the counts differ, and every item is
-matched, as at any version change before; patching from GetItems of the listed keys instead (tried first) kept such
-an item until ``REUSE_SECONDS``. The list keeps the mark within 1 KB (one write unit). A list that does not parse
-(not written by this agent, or by an older one) is no list.
+count and the sort key of the item it wrote or deleted: a reader whose Query answers every item anyway (the refresher's
+pass; the replenisher's tick once the version changed, ``read_membership``) applies only those items to the answer its
+memo kept at an earlier version of the same term instead of matching every item (``NodeRecordMemo.patched``; at 1,000
+nodes a pass of a refresh matched a thousand items whenever one node changed, i.e. on nearly every pass, and the
+replenisher a third of its ticks). The patched answer takes the Query's sort keys: an item the interruption Lambda
+deleted (no version counts it) is dropped, an item another writer put is validated (before 2026-12-05 a count that
+differed matched every item, and a delete with a put kept the count unseen); patching from GetItems of the listed keys
+instead (tried first) kept such an item until ``REUSE_SECONDS``. The list keeps the mark within 1 KB (one write unit). A
+list that does not parse (not written by this agent, or by an older one) is no list.
 """
 
 from __future__ import annotations
@@ -106,8 +106,8 @@ def read_membership(
     """The mark's time, the records of the ``NODE#`` items and the items that are not records (``memo.records``):
     a consistent GetItem of the mark, then, unless ``memo`` answers for the version it carries
     (``NodeRecordMemo.reused``), a consistent Query of the ``NODE#`` items, of which only those the mark lists as
-    changed since ``memo``'s answer are matched when it lists them all and the patched answer has as many items as
-    the Query (``NodeRecordMemo.patched``); else every item (``NodeRecordMemo.records``).
+    changed since ``memo``'s answer are matched when it lists them all, the answer then taking the Query's sort keys
+    (``NodeRecordMemo.patched``); else every item (``NodeRecordMemo.records``).
     The mark is read first, so a version remembered is never newer than the items read with it.
 
     Raises:
