@@ -93,6 +93,7 @@ class MembershipReporter(WatchLoop):
             reached"); must not raise.
         term: the first half of the mark's ``version``, unique to this reporter (default: 12 random hex digits, so
             a restart or a new leader never repeats a version); the simulation passes one from its seed.
+        terms: makes each later term (``new_term``; default 12 random hex digits); the simulation passes a counter.
         relist_seconds: period of the full list of the nodes (``MEMBERSHIP_RELIST_SECONDS``; default
             ``resync_seconds``: every confirmation a list).
     """
@@ -108,6 +109,7 @@ class MembershipReporter(WatchLoop):
         on_resync: Callable[[int], None] | None = None,
         term: str | None = None,
         relist_seconds: float | None = None,
+        terms: Callable[[], str] | None = None,
     ) -> None:
         self.on_resync = on_resync
         self.on_error: Callable[[BaseException], None] | None = None  # counts the errors ``run`` survives
@@ -133,7 +135,8 @@ class MembershipReporter(WatchLoop):
         self._identities: dict[str, tuple[str, str]] = {}  # providerID -> node_identity (the AWS ones listed)
         self._watch: Any = None  # the open watch, closed by ``close`` from another thread
         # the mark's ``version`` (``adapters.dynamo.nodes``): this reporter's term and its NODE# changes so far
-        self._term = term or uuid.uuid4().hex[:12]
+        self._terms = terms or (lambda: uuid.uuid4().hex[:12])
+        self._term = term or self._terms()
         self._changes = 0
         self._published = False  # a mark carried a version of this term
         self._ready: list[NodeRecord] = []  # written Ready, told to ``on_ready`` once the version says so
@@ -173,7 +176,7 @@ class MembershipReporter(WatchLoop):
         have changed the items in between, and its versions are of its own term)."""
         self._seeded = False
         if self._published:
-            self._term, self._changes, self._published = uuid.uuid4().hex[:12], 0, False
+            self._term, self._changes, self._published = self._terms(), 0, False
             self._journal.clear()  # the new term's changes only
 
     def resync(self) -> str:

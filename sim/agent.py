@@ -32,7 +32,8 @@ kernel actions instead of threads, running the product's own code.
   ``MembershipReporter.resync``, every ``MEMBERSHIP_RELIST_SECONDS`` and after a 410; in between the node watch's
   events since the last step, ``follow``, then ``confirm``): the watch is followed in batches, so a node's change
   reaches its ``NODE#`` item at the next step, as a list's would; the nodes it writes Ready go out as "Node Ready"
-  events, ``agent.ready.ReadyReporter.flush``, at the end of it) and
+  events, ``agent.ready.ReadyReporter.flush``, at the end of it; a step that fails begins a new term of the same
+  reporter, listed at the next step, as ``MembershipReporter.run`` after its backoff) and
   ``agent.cordons.releaser.CordonReleaser.check_once`` every ``CORDON_CHECK_SECONDS``.
 - Faults: ``restart`` (the process dies: in-flight work is lost, its items stay ``running`` until their heartbeat
   is stale and its messages come back after their visibility timeout; it starts again with a new worker id, still
@@ -261,6 +262,9 @@ class SimAgent(LongPollReceive):
                 self._count("handed_back")
         self.restart(down_seconds=1.0)
 
+    def _term(self) -> str:
+        return f"{self.name}.{next(self._terms)}"
+
     def _new_term(self) -> None:
         s = self.settings
         self.membership = MembershipReporter(
@@ -270,8 +274,9 @@ class SimAgent(LongPollReceive):
             s.membership_resync_seconds,
             s.membership_ttl_seconds,
             clock=self.kernel.now,
-            term=f"{self.name}.{next(self._terms)}",  # each term its own (a restart's too), from no clock or seed
+            term=self._term(),  # each term its own (a restart's and a new_term's too), from no clock or seed
             relist_seconds=s.membership_relist_seconds,
+            terms=self._term,
         )
         self._node_version: str | None = None  # the watch's resourceVersion; None: list at the next resync
         self._next_relist = 0.0
@@ -317,10 +322,13 @@ class SimAgent(LongPollReceive):
             self._membership_step()
             if self.ready is not None:
                 self.ready.flush()
-        except Exception:  # MembershipReporter.run: logged, a new term reads the table again
+        except Exception:  # as MembershipReporter.run: logged, and the same reporter (its ASG look-ups, bases and
+            # due refreshes kept: agent.app makes one a process) begins a new term that reads the table again at its
+            # next list, which comes next; the process's Ready reporter and cordon releaser go on as they were
             log.exception("membership resync failed")
             self._count("membership_errors")
-            self._new_term()
+            self.membership.new_term()
+            self._node_version = None
 
     def _membership_step(self) -> None:
         """As ``agent.membership_loop.WatchLoop.run`` between its watches: a list when one is due (or the watch

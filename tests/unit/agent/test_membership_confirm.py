@@ -222,6 +222,35 @@ def test_a_new_term_after_a_published_version_never_repeats_it(aws: Aws) -> None
     assert after != before and after.endswith(":0")
 
 
+def test_a_new_term_is_made_by_the_given_terms_and_keeps_the_reporters_asg_lookup(aws: Aws) -> None:
+    """``terms`` makes every later term (the simulation passes a counter: no random term in a seeded run); an error's
+    new term keeps the reporter and its ASG look-up (``run`` calls ``new_term`` on the same object), so the list
+    after it asks AWS for no instance it already knows."""
+    clock, monotonic = [NOW], [0.0]
+    reporter, _, _ = reporter_on(aws, cluster_nodes(aws), clock, monotonic)
+    made = iter(["second", "third"])
+    reporter = MembershipReporter(
+        reporter.nodes,
+        reporter.store,
+        reporter.asgs,
+        60,
+        600,
+        clock=lambda: clock[0],
+        term="first",
+        terms=lambda: next(made),
+    )
+    reporter.resync()
+    assert str(aws.store.get("MEMBERSHIP")["version"]).startswith("first:")
+    asked: list[list[str]] = []
+    real = reporter.asgs.autoscaling.group_names
+    reporter.asgs.autoscaling.group_names = lambda ids: asked.append(list(ids)) or real(ids)  # type: ignore[method-assign]
+    reporter.new_term()
+    advance(clock, monotonic, 60)
+    reporter.resync()
+    assert aws.store.get("MEMBERSHIP")["version"] == "second:0"
+    assert all(not ids for ids in asked)
+
+
 def test_the_mark_lists_the_last_changes_its_version_counts(aws: Aws) -> None:
     nodes = cluster_nodes(aws)
     clock, monotonic = [NOW], [0.0]
