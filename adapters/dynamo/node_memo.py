@@ -31,9 +31,9 @@ lists the agent's last changes (``adapters.dynamo.nodes``, ``changes``: each cha
 item it wrote or deleted). When they cover every change since the version the memo's answer is at, ``patched`` takes
 only those items from the caller's read (``fetch``, ``adapters.dynamo.query_keys.picked``: the refresher's pass and the
 replenisher's tick read every item in the Query they make anyway) and applies them to that answer: each one's record
-validated in place of its old one, an item gone dropped, the rest shared. An answer whose size is not the read's (an
-item deleted or put by anything but the agent, which no version counts: the interruption Lambda forgets the record of an
-instance going away) takes the read's sort keys: a record whose item the read has not is dropped, an item the answer has
+validated in place of its old one, an item gone dropped, the rest shared. An answer whose sort keys are not the read's
+(an item deleted or put by anything but the agent, which no version counts: the interruption Lambda forgets the record
+of an instance going away) takes the read's: a record whose item the read has not is dropped, an item the answer has
 not is validated (``listed``; without it, no answer: every item is matched). That is the answer a full read would give
 but for the times of items refreshed unchanged meanwhile and the content of items rewritten by others at the same key
 (an old leader's write under its own term between two reads), as for ``reused``, bounded the same way: ``REUSE_SECONDS``
@@ -135,9 +135,9 @@ class NodeRecordMemo:
         order, and the last full read was less than ``REUSE_SECONDS`` before ``now``; None otherwise (nothing
         fetched): read every item. A changed item that does not validate is refused as a full read would refuse it.
         ``expected``: how many items the caller's read found (a Query's answer, fetched from); ``listed``: their sort
-        keys, in the read's order, asked only when a patched answer has another size (an item another writer deleted
-        or put, which no version counts): the answer then takes the read's keys (module docstring); without
-        ``listed`` it is no answer either. The
+        keys, in the read's order, compared with the patched answer's on every patch: where they differ (an item another
+        writer deleted or put, which no version counts) the answer takes the read's (module docstring); without
+        ``listed``, a patched answer of another size than ``expected`` is no answer either. The
         lists are shared: never change them.
 
         Raises what ``fetch`` raises (``StoreUnavailableError``).
