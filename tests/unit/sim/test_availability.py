@@ -1,4 +1,5 @@
-"""bench.availability: what the meter counts as capacity and why a node-minute is missing.
+"""bench.availability and its meter (bench.availability_meter): what the meter counts as capacity and why a
+node-minute is missing.
 
 A node whose instance the product detached for an early replacement runs, Ready, until EC2 reclaims it: it is
 capacity exactly as the same node under the ASG alone is until the reclaim. The first version of the benchmark
@@ -7,15 +8,8 @@ counted only instances a group holds, so the product's early replacement showed 
 
 from __future__ import annotations
 
-from bench.availability import (
-    LOSS_DETACH,
-    LOSS_RECLAIM,
-    Causes,
-    Meter,
-    _no_invoke,
-    outage_burst,
-    run_policy,
-)
+from bench.availability import _no_invoke, outage_burst, run_policy
+from bench.availability_meter import LOSS_DETACH, LOSS_RECLAIM, Causes, Meter
 from sim.schedules import Fault
 from sim.world import NoAgent, Shape, World
 
