@@ -1,5 +1,6 @@
 """The interruption Lambda end to end against moto (in process): a small kOps-like set of ASGs, the state and
-idempotency tables from core/schema.py, and the command queue.
+idempotency tables from core/schema.py, and the command queue (``interruption_world``; what the Lambda must not act
+on: ``test_interruption_scope.py``).
 
 Events are the fixtures of record (tests/events/) with the instance id, event id and time of the case.
 """
@@ -7,194 +8,41 @@ Events are the fixtures of record (tests/events/) with the instance id, event id
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import boto3
 import pytest
-from aws_lambda_powertools import Metrics
 from botocore.exceptions import ClientError
-from moto import mock_aws
 
 from adapters.dynamo.runs import RunStore
-from adapters.dynamo.store import Store
 from core.exceptions import AwsUnavailableError, RetryableError
-from core.kops import CLUSTER_TAG, INSTANCE_GROUP_TAG, NODE_ROLE_TAG
 from core.model import Command, CommandStatus, NodeRecord
 from core.runs import GroupSurge, Run, RunOptions, RunStep, StepState
-from core.schema import idempotency_table, state_table
-from core.settings import InterruptionSettings, RefresherSettings
+from core.settings import RefresherSettings
 from lambdas.interruption import handler as interruption_handler
-from lambdas.interruption.handler import Deps, handle, lambda_handler
+from lambdas.interruption.handler import handle, lambda_handler
 from lambdas.refresher.decide.context import Context
 from lambdas.refresher.world import World as RefreshWorld
-from localworld.spot_market import set_market
-
-EVENTS = Path(__file__).resolve().parents[2] / "events"
-REGION = "us-east-1"
-ACCOUNT = "123456789012"  # moto's account, the one the fixtures of record carry
-CLUSTER = "demo.k8s.local"
-NODES = "nodes-us-east-1a.demo.k8s.local"
-MASTER = "master-us-east-1a.masters.demo.k8s.local"
-FOREIGN = "nodes-us-east-1a.other.k8s.local"
-UNTAGGED = "batch-workers"
-T0 = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=5)
-AMI = "ami-0123456789abcdef0"  # moto does not check image ids; its default image catalogue is not loaded
+from tests.integration.lambdas.interruption_world import (
+    CLUSTER,
+    MASTER,
+    NODES,
+    REGION,
+    T0,
+    assert_nothing_changed,
+    counted,
+    emf,
+    event,
+    logs,
+    member,
+)
 
 pytestmark = pytest.mark.filterwarnings(
     # handle() is called without a Lambda context here; lambda_handler registers it in production.
     "ignore:Couldn't determine the remaining time left"
 )
-
-
-def event(name: str, instance_id: str, *, event_id: str | None = None, time: datetime = T0) -> dict[str, Any]:
-    """A fixture of record, pointed at ``instance_id``."""
-    raw = json.loads((EVENTS / name).read_text())
-    raw["id"] = event_id or str(uuid.uuid4())
-    raw["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ")
-    old = raw["detail"]["instance-id"]
-    raw["detail"]["instance-id"] = instance_id
-    raw["resources"] = [r.replace(old, instance_id) for r in raw["resources"]]
-    return raw
-
-
-@dataclass
-class World:
-    autoscaling: Any
-    ec2: Any
-    sqs: Any
-    dynamodb: Any
-    dynamodb_client: Any
-    queue_url: str
-    store: Store
-    bare_instance: str
-
-    def settings(self, **overrides: Any) -> InterruptionSettings:
-        values = {
-            "cluster_name": CLUSTER,
-            "table_name": "state",
-            "queue_url": self.queue_url,
-            "idempotency_table_name": "idempotency",
-            "account_id": ACCOUNT,
-            **overrides,
-        }
-        return InterruptionSettings(**values)
-
-    def deps(self, autoscaling: Any = None, **overrides: Any) -> Deps:
-        return Deps.from_clients(
-            self.settings(**overrides),
-            dynamodb=self.dynamodb,
-            autoscaling=autoscaling or self.autoscaling,
-            ec2=self.ec2,
-            sqs=self.sqs,
-            dynamodb_client=self.dynamodb_client,
-        )
-
-    def group(self, name: str) -> dict[str, Any]:
-        return self.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"][0]
-
-    def members(self, name: str) -> list[str]:
-        return sorted(i["InstanceId"] for i in self.group(name)["Instances"])
-
-    def messages(self) -> list[dict[str, Any]]:
-        out = self.sqs.receive_message(
-            QueueUrl=self.queue_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], WaitTimeSeconds=0
-        )
-        return out.get("Messages", [])
-
-    def commands(self) -> list[dict[str, Any]]:
-        return list(self.store.query_prefix("CMD#", consistent=True))
-
-    def detaches(self) -> list[dict[str, Any]]:
-        return list(self.store.query_prefix("DETACH#", consistent=True))
-
-
-def _asg(autoscaling: Any, name: str, subnet: str, size: int, tags: dict[str, str]) -> None:
-    autoscaling.create_auto_scaling_group(
-        AutoScalingGroupName=name,
-        LaunchTemplate={"LaunchTemplateName": "kops", "Version": "$Latest"},
-        MinSize=size,
-        MaxSize=size + 2,
-        DesiredCapacity=size,
-        VPCZoneIdentifier=subnet,
-        Tags=[
-            {"Key": k, "Value": v, "PropagateAtLaunch": True, "ResourceId": name, "ResourceType": "auto-scaling-group"}
-            for k, v in tags.items()
-        ],
-    )
-
-
-@pytest.fixture
-def world(monkeypatch):
-    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "NodeManagerTest")
-    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "interruption")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")  # faster start
-    Metrics().clear_metrics()  # Powertools keeps unflushed metrics in class-level state shared by every Metrics()
-    with mock_aws():
-        ec2 = boto3.client("ec2", region_name=REGION)
-        autoscaling = boto3.client("autoscaling", region_name=REGION)
-        sqs = boto3.client("sqs", region_name=REGION)
-        dynamodb = boto3.resource("dynamodb", region_name=REGION)
-        dynamodb_client = boto3.client("dynamodb", region_name=REGION)
-        dynamodb.create_table(**state_table("state"))
-        dynamodb.create_table(**idempotency_table("idempotency"))
-        queue_url = sqs.create_queue(QueueName="commands")["QueueUrl"]
-        ec2.create_launch_template(
-            LaunchTemplateName="kops", LaunchTemplateData={"ImageId": AMI, "InstanceType": "m5.large"}
-        )
-        subnet = next(s["SubnetId"] for s in ec2.describe_subnets()["Subnets"] if s["AvailabilityZone"] == "us-east-1a")
-        kops = {CLUSTER_TAG: CLUSTER}
-        _asg(autoscaling, NODES, subnet, 2, {**kops, NODE_ROLE_TAG: "1", INSTANCE_GROUP_TAG: "nodes-us-east-1a"})
-        _asg(
-            autoscaling,
-            MASTER,
-            subnet,
-            1,
-            {**kops, "k8s.io/role/control-plane": "1", INSTANCE_GROUP_TAG: "master-us-east-1a"},
-        )
-        _asg(autoscaling, FOREIGN, subnet, 1, {CLUSTER_TAG: "other.k8s.local", NODE_ROLE_TAG: "1"})
-        _asg(autoscaling, UNTAGGED, subnet, 1, {"team": "batch"})
-        # a kOps cluster on Spot: every group's instances are Spot Instances (moto launches them On-Demand)
-        groups = autoscaling.describe_auto_scaling_groups()["AutoScalingGroups"]
-        set_market(i["InstanceId"] for g in groups for i in g["Instances"])
-        bare = ec2.run_instances(ImageId=AMI, MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
-        yield World(
-            autoscaling, ec2, sqs, dynamodb, dynamodb_client, queue_url, Store(dynamodb.Table("state"), CLUSTER), bare
-        )
-
-
-def emf(out: str) -> list[dict[str, Any]]:
-    """The CloudWatch EMF records printed by Powertools Metrics."""
-    records = []
-    for line in out.splitlines():
-        if line.startswith("{") and '"_aws"' in line:
-            records.append(json.loads(line))
-    return records
-
-
-def logs(out: str) -> list[dict[str, Any]]:
-    """The JSON log lines printed by the Powertools Logger."""
-    return [json.loads(line) for line in out.splitlines() if line.startswith("{") and '"level"' in line]
-
-
-def counted(records: list[dict[str, Any]], name: str, **dimensions: str) -> int:
-    total = 0
-    for record in records:
-        if name in record and all(record.get(k) == v for k, v in dimensions.items()):
-            total += int(record[name]) if not isinstance(record[name], list) else int(sum(record[name]))
-    return total
-
-
-def member(world: World, instance_id: str, name: str = "ip-10-0-1-5.ec2.internal") -> None:
-    world.store.put_node(
-        NodeRecord(instance_id=instance_id, node_name=name, asg_name=NODES, ready=True, reported_at=datetime.now(UTC)),
-        ttl_seconds=600,
-    )
 
 
 # -- Spot warning -------------------------------------------------------------------------------------------
@@ -351,124 +199,6 @@ def test_node_that_never_joined_still_gets_a_command_without_node_name(world):
     assert command.instance_id == victim and command.node_name is None
 
 
-# -- out of scope -------------------------------------------------------------------------------------------
-
-
-def _assert_nothing_changed(world: World, groups: dict[str, list[str]]) -> None:
-    assert world.commands() == []
-    assert world.messages() == []
-    assert world.detaches() == []
-    for name, members in groups.items():
-        assert world.members(name) == members
-
-
-@pytest.mark.parametrize(
-    ("target", "reason"),
-    [
-        (FOREIGN, "other_cluster"),
-        (UNTAGGED, "unmanaged_group"),
-        ("bare", "not_in_asg"),
-        ("unknown", "unknown_instance"),
-    ],
-)
-def test_instances_outside_the_cluster_are_acknowledged(world, capsys, target, reason):
-    groups = {name: world.members(name) for name in (NODES, MASTER, FOREIGN, UNTAGGED)}
-    instance = {"bare": world.bare_instance, "unknown": "i-0fedcba9876543210"}.get(target) or groups[target][0]
-
-    response = handle(event("spot-interruption-warning.json", instance), world.deps(), now=T0 + timedelta(seconds=1))
-
-    assert response["status"] == "acknowledged" and response["reason"] == reason
-    _assert_nothing_changed(world, groups)
-    out = capsys.readouterr().out
-    assert counted(emf(out), "EventsIgnored", reason=reason) == 1
-    assert any(log.get("reason") == reason and instance in log["message"] for log in logs(out))
-
-
-@pytest.mark.parametrize("forgery", ["on-demand", "stopped"])
-def test_a_forged_spot_warning_invoked_directly_changes_nothing(world, capsys, forgery):
-    """A direct invoke can carry an aws.ec2 event EC2 never sent: for an On-Demand worker, or a stopped Spot one,
-    EC2's own answer refuses it (no drain, no detach)."""
-    groups = {name: world.members(name) for name in (NODES, MASTER)}
-    victim = groups[NODES][0]
-    member(world, victim)
-    if forgery == "on-demand":
-        set_market([victim], None)
-    else:
-        world.ec2.stop_instances(InstanceIds=[victim])
-    response = handle(event("spot-interruption-warning.json", victim), world.deps(), now=T0 + timedelta(seconds=1))
-
-    assert response["status"] == "acknowledged" and response["reason"] == "unverified"
-    _assert_nothing_changed(world, groups)
-    assert not world.detaches()
-    out = capsys.readouterr().out
-    assert counted(emf(out), "EventsRefused") == 1
-    assert counted(emf(out), "EventsIgnored", reason="unverified") == 1
-
-
-class NoCalls:
-    """An Auto Scaling client that fails the test if the handler reads anything (an out-of-scope event reads
-    nothing)."""
-
-    def __getattr__(self, name: str) -> Any:
-        raise AssertionError(f"autoscaling.{name} called for an event that is not the deployment's")
-
-
-@pytest.mark.parametrize(
-    ("envelope", "reason"),
-    [({"region": "eu-west-1"}, "foreign_region"), ({"account": "210987654321"}, "foreign_account")],
-)
-def test_another_regions_or_accounts_warning_is_acknowledged_and_counted_never_acted_on(
-    world, capsys, envelope, reason
-):
-    """The instance id names a member of the cluster here: only the envelope says the event is not ours."""
-    groups = {NODES: world.members(NODES)}
-    victim = groups[NODES][0]
-    raw = {**event("spot-interruption-warning.json", victim), **envelope}
-
-    response = handle(raw, world.deps(autoscaling=NoCalls()), now=T0 + timedelta(seconds=1))
-
-    assert response["status"] == "acknowledged" and response["reason"] == reason
-    _assert_nothing_changed(world, groups)
-    out = capsys.readouterr().out
-    assert counted(emf(out), "EventsOutOfScope", reason=reason) == 1
-    assert counted(emf(out), "EventsIgnored", reason=reason) == 0
-    # the same warning from the deployment's own region is acted on
-    assert handle(event("spot-interruption-warning.json", victim), world.deps(), now=T0)["status"] == "acted"
-
-
-def test_without_a_known_account_nothing_from_the_bus_is_acted_on(world, capsys):
-    groups = {NODES: world.members(NODES)}
-
-    response = handle(event("spot-interruption-warning.json", groups[NODES][0]), world.deps(account_id=None), now=T0)
-
-    assert response["status"] == "acknowledged" and response["reason"] == "account_unknown"
-    _assert_nothing_changed(world, groups)
-    assert counted(emf(capsys.readouterr().out), "EventsOutOfScope", reason="account_unknown") == 1
-
-
-def test_event_five_minutes_late_is_acknowledged(world, capsys):
-    groups = {NODES: world.members(NODES)}
-    victim = groups[NODES][0]
-
-    response = handle(event("spot-interruption-warning.json", victim), world.deps(), now=T0 + timedelta(minutes=5))
-
-    assert response["status"] == "acknowledged" and response["reason"] == "late"
-    _assert_nothing_changed(world, groups)
-    assert counted(emf(capsys.readouterr().out), "EventsIgnored", reason="late") == 1
-
-
-def test_event_from_the_future_is_rejected_and_changes_nothing(world, capsys):
-    """An event stamped 2100 would set a drain deadline no PDB retry ever reaches, and detach a live instance."""
-    groups = {NODES: world.members(NODES)}
-    victim = groups[NODES][0]
-
-    response = handle(event("spot-interruption-warning.json", victim), world.deps(), now=T0 - timedelta(hours=1))
-
-    assert response["status"] == "rejected" and response["reason"] == "time_in_future"
-    _assert_nothing_changed(world, groups)
-    assert counted(emf(capsys.readouterr().out), "EventsRejected", reason="time_in_future") == 1
-
-
 # -- rebalance recommendation -------------------------------------------------------------------------------
 
 
@@ -497,40 +227,6 @@ def test_rebalance_recommendation_follows_the_policy(world, policy, kind):
         assert world.store.get_command("rebalance-ev-rb")["status"] == "queued"
     assert world.members(NODES) == before
     assert world.detaches() == []
-
-
-# -- malformed ----------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("fixture", "reason"),
-    [
-        ("malformed-missing-detail.json", "malformed"),
-        ("malformed-bad-instance-id.json", "malformed"),
-        ("malformed-wrong-detail-type.json", "unsupported_event"),
-        ("malformed-unknown-instance-action.json", "malformed"),
-        ("malformed-bad-time.json", "malformed"),
-        ("malformed-missing-id.json", "malformed"),
-    ],
-)
-def test_malformed_events_are_rejected_without_raising(world, capsys, fixture, reason):
-    groups = {NODES: world.members(NODES)}
-    raw = json.loads((EVENTS / fixture).read_text())
-
-    response = handle(raw, world.deps())
-
-    assert response["status"] == "rejected" and response["reason"] == reason and response["error"]
-    _assert_nothing_changed(world, groups)
-    assert world.dynamodb.Table("idempotency").scan()["Items"] == []
-    out = capsys.readouterr().out
-    assert counted(emf(out), "EventsRejected", reason=reason) == 1
-    [line] = [log for log in logs(out) if log["level"] == "WARNING"]
-    assert line["reason"] == reason and line["message"].startswith(f"event rejected ({reason})")
-
-
-@pytest.mark.parametrize("raw", [None, "hello", [], {}])
-def test_non_objects_are_rejected(world, raw):
-    assert handle(raw, world.deps())["status"] == "rejected"
 
 
 # -- crashes and transient faults ---------------------------------------------------------------------------
@@ -614,7 +310,7 @@ def test_dry_run_changes_nothing(world):
 
     assert response["status"] == "dry_run"
     assert [a["result"] for a in response["actions"]] == ["dry run: not done"] * 5
-    _assert_nothing_changed(world, groups)
+    assert_nothing_changed(world, groups)
 
 
 # -- the Lambda entry point ---------------------------------------------------------------------------------
@@ -668,7 +364,7 @@ def test_lambda_handler_takes_its_region_and_account_from_the_context(world, mon
     response = lambda_handler(raw, elsewhere)
 
     assert response["status"] == "acknowledged" and response["reason"] == "foreign_region"
-    _assert_nothing_changed(world, groups)
+    assert_nothing_changed(world, groups)
     assert lambda_handler(raw, FakeContext())["status"] == "acted"
 
 

@@ -30,7 +30,7 @@ from lambdas.interruption.decide import Plan
 from lambdas.interruption.execute import Effects, execute
 from lambdas.interruption.handler import Deps, handle
 from lambdas.interruption.plan import AwaitDrain, RecordHook
-from tests.integration.lambdas.test_interruption_handler import (  # noqa: F401 - world is a fixture, used by name
+from tests.integration.lambdas.interruption_world import (
     ACCOUNT,
     CLUSTER,
     EVENTS,
@@ -41,7 +41,6 @@ from tests.integration.lambdas.test_interruption_handler import (  # noqa: F401 
     emf,
     logs,
     member,
-    world,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore:Couldn't determine the remaining time left")
@@ -99,7 +98,7 @@ def stubbed() -> Iterator[Stubber]:
         stub.assert_no_pending_responses()
 
 
-def deps_with(world: World, stub: Stubber, **overrides: Any) -> Deps:  # noqa: F811 - the interruption tests' world fixture, requested by name
+def deps_with(world: World, stub: Stubber, **overrides: Any) -> Deps:
     deps = world.deps(**overrides)
     deps.aws = AwsGateway(
         AutoScaling(world.autoscaling, lifecycle_client=stub.client),
@@ -124,7 +123,7 @@ def expect_continue(stub: Stubber, instance_id: str) -> None:
 
 
 def drain_item(
-    world: World,  # noqa: F811 - the interruption tests' fixture imported above, requested by name
+    world: World,
     command_id: str,
     instance_id: str,
     status: CommandStatus,
@@ -145,7 +144,7 @@ def drain_item(
     world.store.update(f"CMD#{command_id}", values)
 
 
-def test_a_hook_becomes_one_drain_and_is_recorded_for_the_agent(world: World, stubbed: Stubber) -> None:  # noqa: F811 - the interruption tests' world fixture, requested by name
+def test_a_hook_becomes_one_drain_and_is_recorded_for_the_agent(world: World, stubbed: Stubber) -> None:
     instance = on_hook(world.members(NODES)[0])
     member(world, instance)
     raw = hook_event(instance)
@@ -168,7 +167,7 @@ def test_a_hook_becomes_one_drain_and_is_recorded_for_the_agent(world: World, st
     assert "skip hook: hook_already_recorded" in json.dumps(again["actions"])
 
 
-def test_a_hook_of_another_tool_or_a_foreign_group_is_left_alone(world: World, stubbed: Stubber) -> None:  # noqa: F811 - the interruption tests' world fixture, requested by name
+def test_a_hook_of_another_tool_or_a_foreign_group_is_left_alone(world: World, stubbed: Stubber) -> None:
     instance = world.members(NODES)[0]
     response = handle(hook_event(instance, hook="someone-elses-hook"), deps_with(world, stubbed))
     assert response["status"] == "acknowledged" and response["reason"] == "foreign_hook"
@@ -176,7 +175,7 @@ def test_a_hook_of_another_tool_or_a_foreign_group_is_left_alone(world: World, s
 
 
 def test_a_hook_for_an_instance_our_refresher_is_draining_waits_for_that_drain(
-    world: World,  # noqa: F811 - the interruption tests' world fixture, requested by name
+    world: World,
     stubbed: Stubber,
 ) -> None:
     instance = on_hook(world.members(NODES)[0])
@@ -187,7 +186,7 @@ def test_a_hook_for_an_instance_our_refresher_is_draining_waits_for_that_drain(
     assert get_hook(world.store, instance)["state"] == HookState.PENDING
 
 
-def test_a_hook_after_a_recent_successful_drain_is_continued_at_once(world: World, stubbed: Stubber) -> None:  # noqa: F811 - the interruption tests' world fixture, requested by name
+def test_a_hook_after_a_recent_successful_drain_is_continued_at_once(world: World, stubbed: Stubber) -> None:
     instance = on_hook(world.members(NODES)[0])
     drain_item(world, "refresh-run1-step3", instance, CommandStatus.SUCCEEDED, finished_ago=60)
     expect_continue(stubbed, instance)
@@ -196,7 +195,7 @@ def test_a_hook_after_a_recent_successful_drain_is_continued_at_once(world: Worl
     assert get_hook(world.store, instance)["state"] == HookState.COMPLETED
 
 
-def test_an_old_or_failed_drain_does_not_count_a_new_drain_is_sent(world: World, stubbed: Stubber) -> None:  # noqa: F811 - the interruption tests' world fixture, requested by name
+def test_an_old_or_failed_drain_does_not_count_a_new_drain_is_sent(world: World, stubbed: Stubber) -> None:
     instance = on_hook(world.members(NODES)[0])
     drain_item(world, "spot-old", instance, CommandStatus.SUCCEEDED, finished_ago=7200)
     drain_item(world, "refresh-failed", instance, CommandStatus.TIMED_OUT, finished_ago=30)
@@ -206,7 +205,7 @@ def test_an_old_or_failed_drain_does_not_count_a_new_drain_is_sent(world: World,
 
 
 def test_a_drain_that_ended_between_the_read_and_the_hook_record_is_completed_by_the_lambda(
-    world: World,  # noqa: F811 - the interruption tests' fixture imported above, requested by name
+    world: World,
     stubbed: Stubber,
 ) -> None:
     instance = world.members(NODES)[0]
@@ -228,7 +227,7 @@ def test_a_drain_that_ended_between_the_read_and_the_hook_record_is_completed_by
     assert results[1]["result"].startswith("drain already succeeded: completed with CONTINUE")
 
 
-def test_an_action_auto_scaling_forgot_is_not_retried(world: World, stubbed: Stubber) -> None:  # noqa: F811 - the interruption tests' world fixture, requested by name
+def test_an_action_auto_scaling_forgot_is_not_retried(world: World, stubbed: Stubber) -> None:
     instance = on_hook(world.members(NODES)[0])
     drain_item(world, "refresh-run1-step3", instance, CommandStatus.SUCCEEDED, finished_ago=60)
     stubbed.add_client_error(
@@ -239,7 +238,7 @@ def test_an_action_auto_scaling_forgot_is_not_retried(world: World, stubbed: Stu
     assert get_hook(world.store, instance)["state"] == HookState.GONE
 
 
-def test_a_terminated_member_loses_its_record_and_its_queued_commands(world: World, stubbed: Stubber) -> None:  # noqa: F811 - the interruption tests' world fixture, requested by name
+def test_a_terminated_member_loses_its_record_and_its_queued_commands(world: World, stubbed: Stubber) -> None:
     instance = world.members(NODES)[0]
     member(world, instance)
     drain_item(world, "spot-queued", instance, CommandStatus.QUEUED)
@@ -262,7 +261,7 @@ def test_a_terminated_member_loses_its_record_and_its_queued_commands(world: Wor
     )
 
 
-def test_a_forged_state_change_for_a_running_member_changes_nothing(world: World, stubbed: Stubber, capsys) -> None:  # type: ignore[no-untyped-def]  # noqa: F811 - the interruption tests' world fixture, requested by name
+def test_a_forged_state_change_for_a_running_member_changes_nothing(world: World, stubbed: Stubber, capsys) -> None:  # type: ignore[no-untyped-def]
     instance = world.members(NODES)[0]
     member(world, instance)
     drain_item(world, "spot-queued", instance, CommandStatus.QUEUED)
@@ -277,7 +276,7 @@ def test_a_forged_state_change_for_a_running_member_changes_nothing(world: World
 
 @pytest.mark.parametrize("state, reason", [("running", "state_ignored"), ("stopping", "not_a_member")])
 def test_other_states_and_non_members_are_acknowledged(
-    world: World,  # noqa: F811 - the interruption tests' fixture imported above, requested by name
+    world: World,
     stubbed: Stubber,
     state: str,
     reason: str,
@@ -287,7 +286,7 @@ def test_other_states_and_non_members_are_acknowledged(
 
 
 def test_a_forged_lifecycle_action_for_a_live_member_is_refused_and_changes_nothing(
-    world: World,  # noqa: F811 - the interruption tests' fixture imported above, requested by name
+    world: World,
     stubbed: Stubber,
     capsys,  # type: ignore[no-untyped-def]  # pytest's capsys fixture
 ) -> None:
