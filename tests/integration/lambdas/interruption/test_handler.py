@@ -1,6 +1,6 @@
 """The interruption Lambda end to end against moto (in process): a small kOps-like set of ASGs, the state and
-idempotency tables from core/schema.py, and the command queue (``interruption_world``; what the Lambda must not act
-on: ``test_interruption_scope.py``).
+idempotency tables from core/schema.py, and the command queue (``world.py``; what the Lambda must not act
+on: ``test_scope.py``).
 
 Events are the fixtures of record (tests/events/) with the instance id, event id and time of the case.
 """
@@ -25,7 +25,7 @@ from lambdas.interruption import handler as interruption_handler
 from lambdas.interruption.handler import handle, lambda_handler
 from lambdas.refresher.decide.context import Context
 from lambdas.refresher.world import World as RefreshWorld
-from tests.integration.lambdas.interruption_world import (
+from tests.integration.lambdas.interruption.world import (
     CLUSTER,
     MASTER,
     NODES,

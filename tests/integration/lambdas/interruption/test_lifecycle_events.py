@@ -30,7 +30,7 @@ from lambdas.interruption.decide import Plan
 from lambdas.interruption.execute import Effects, execute
 from lambdas.interruption.handler import Deps, handle
 from lambdas.interruption.plan import AwaitDrain, RecordHook
-from tests.integration.lambdas.interruption_world import (
+from tests.integration.lambdas.interruption.world import (
     ACCOUNT,
     CLUSTER,
     EVENTS,

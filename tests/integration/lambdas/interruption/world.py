@@ -1,5 +1,5 @@
 """The interruption Lambda's test world on moto (in process), shared by its end-to-end tests
-(``test_interruption_handler.py``, ``test_interruption_scope.py``): a small kOps-like set of ASGs, the state and
+(``test_handler.py``, ``test_scope.py``): a small kOps-like set of ASGs, the state and
 idempotency tables from core/schema.py, the command queue, and the fixtures of record (tests/events/) pointed at an
 instance, an event id and a time.
 """
@@ -26,7 +26,7 @@ from core.settings import InterruptionSettings
 from lambdas.interruption.handler import Deps
 from localworld.spot_market import set_market
 
-EVENTS = Path(__file__).resolve().parents[2] / "events"
+EVENTS = Path(__file__).resolve().parents[3] / "events"
 REGION = "us-east-1"
 ACCOUNT = "123456789012"  # moto's account, the one the fixtures of record carry
 CLUSTER = "demo.k8s.local"

@@ -1,7 +1,7 @@
 """The interruption Lambda end to end against moto (in process): what it must not act on. Instances outside the
 cluster, forged warnings invoked directly, another region's or account's events, late and future events, malformed
 events and non-objects: each acknowledged or rejected, logged and counted, nothing changed
-(``interruption_world`` is the test world).
+(``world.py`` is the test world).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from lambdas.interruption.handler import handle
 from localworld.spot_market import set_market
-from tests.integration.lambdas.interruption_world import (
+from tests.integration.lambdas.interruption.world import (
     EVENTS,
     FOREIGN,
     MASTER,
