@@ -1,6 +1,6 @@
 """The interruption Lambda end to end against moto (in process): a small kOps-like set of ASGs, the state and
 idempotency tables from core/schema.py, and the command queue (``world.py``; what the Lambda must not act
-on: ``test_scope.py``).
+on: ``test_scope.py``; crashes part way: ``test_crashes.py``).
 
 Events are the fixtures of record (tests/events/) with the instance id, event id and time of the case.
 """
@@ -11,13 +11,10 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
 
 from adapters.dynamo.runs import RunStore
-from core.exceptions import AwsUnavailableError, RetryableError
 from core.model import Command, CommandStatus, NodeRecord
 from core.runs import GroupSurge, Run, RunOptions, RunStep, StepState
 from core.settings import RefresherSettings
@@ -227,90 +224,6 @@ def test_rebalance_recommendation_follows_the_policy(world, policy, kind):
         assert world.store.get_command("rebalance-ev-rb")["status"] == "queued"
     assert world.members(NODES) == before
     assert world.detaches() == []
-
-
-# -- crashes and transient faults ---------------------------------------------------------------------------
-
-
-class DetachFailsOnce:
-    """The real (moto) Auto Scaling client, whose first DetachInstances is throttled: a crash after the
-    DETACH# intent was recorded and before the instance was detached."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-        self.failures = 1
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
-
-    def detach_instances(self, **kwargs: Any) -> Any:
-        if self.failures:
-            self.failures -= 1
-            raise ClientError(
-                {
-                    "Error": {"Code": "Throttling", "Message": "Rate exceeded"},
-                    "ResponseMetadata": {"HTTPStatusCode": 400},
-                },
-                "DetachInstances",
-            )
-        return self._client.detach_instances(**kwargs)
-
-
-def test_crash_between_record_and_detach_is_completed_by_the_redelivered_event(world):
-    victim = world.members(NODES)[0]
-    raw = event("spot-interruption-warning.json", victim, event_id="ev-crash")
-    desired = world.group(NODES)["DesiredCapacity"]
-
-    with pytest.raises(AwsUnavailableError) as info:
-        handle(raw, world.deps(autoscaling=DetachFailsOnce(world.autoscaling)), now=T0 + timedelta(seconds=2))
-    assert isinstance(info.value, RetryableError)
-    assert world.detaches()[0]["state"] == "intended"
-    assert victim in world.members(NODES)
-    assert world.dynamodb.Table("idempotency").scan()["Items"] == []  # the failed run left no idempotency record
-
-    response = handle(raw, world.deps(), now=T0 + timedelta(seconds=40))  # Lambda's retry
-
-    assert response["status"] == "acted"
-    assert victim not in world.members(NODES)
-    assert world.group(NODES)["DesiredCapacity"] == desired
-    [detach] = world.detaches()
-    assert detach["state"] == "detached"
-    assert len(world.commands()) == 1
-    bodies = {Command.model_validate_json(m["Body"]).command_id for m in world.messages()}
-    assert bodies == {"spot-ev-crash"}  # sent, and re-sent because it was still queued
-
-
-def test_intent_recorded_but_instance_already_detached_is_only_marked(world):
-    """A crash after DetachInstances but before the mark: the instance is out of its group already."""
-    victim = world.members(NODES)[0]
-    world.store.record_detach(victim, NODES, "spot-interruption:ev-x", ttl_seconds=3600)
-    world.autoscaling.detach_instances(
-        InstanceIds=[victim], AutoScalingGroupName=NODES, ShouldDecrementDesiredCapacity=False
-    )
-    members = world.members(NODES)
-
-    response = handle(
-        event("spot-interruption-warning.json", victim, event_id="ev-x"), world.deps(), now=T0 + timedelta(seconds=20)
-    )
-
-    assert response["status"] == "acted"
-    assert world.members(NODES) == members
-    assert world.detaches()[0]["state"] == "detached"
-    [message] = world.messages()
-    assert Command.model_validate_json(message["Body"]).instance_id == victim
-
-
-def test_dry_run_changes_nothing(world):
-    groups = {NODES: world.members(NODES)}
-    victim = groups[NODES][0]
-
-    response = handle(
-        event("spot-interruption-warning.json", victim), world.deps(dry_run=True), now=T0 + timedelta(seconds=1)
-    )
-
-    assert response["status"] == "dry_run"
-    assert [a["result"] for a in response["actions"]] == ["dry run: not done"] * 5
-    assert_nothing_changed(world, groups)
 
 
 # -- the Lambda entry point ---------------------------------------------------------------------------------
