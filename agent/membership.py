@@ -242,19 +242,17 @@ class MembershipReporter(WatchLoop):
 
     def confirm(self) -> None:
         """Between two lists: write the items whose refresh came due (``_due``) and those whose group a due
-        recheck found changed (``AsgLookup.due``), then the ``MEMBERSHIP`` mark. No node is listed: the watch keeps
+        recheck found changed (``AsgLookup.recheck``), then the ``MEMBERSHIP`` mark. No node is listed: the watch keeps
         the reporter's view (``agent.membership_loop``).
 
         Raises what the ASG lookup or the table raise (``run`` logs it and lists again).
         """
         confirmed_at = now = self.clock()
         written = 0
-        rechecked = self.asgs.due(ASG_RECHECK_RESYNCS * self.resync_seconds)
-        if rechecked:
-            for instance_id, asg_name in self.asgs.resolve(rechecked, refresh=True).items():
-                basis = self._basis.get(instance_id)
-                if basis is not None and basis[2] != asg_name:  # detached, or the lookup failed before
-                    written += self._report(basis[0], instance_id, asg_name, now)
+        for instance_id, asg_name in self.asgs.recheck(ASG_RECHECK_RESYNCS * self.resync_seconds).items():
+            basis = self._basis.get(instance_id)
+            if basis is not None and basis[2] != asg_name:  # detached, or the lookup failed before
+                written += self._report(basis[0], instance_id, asg_name, now)
         due, bases = self._due, self._basis
         ripe = []  # taken first: an item refreshed now may be due again now (a TTL under two resyncs: age 0)
         while due and due[0][0] <= now:
