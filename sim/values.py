@@ -117,14 +117,19 @@ def sized_canonical_item(item: Item) -> tuple[Item, int]:
     out: Item = {}
     total = 0
     for name, value in item.items():
-        key = str(name)
-        if type(value) is list:
+        key = name if type(name) is str else str(name)
+        kind = type(value)
+        if kind is str:  # most attributes: kept as they are (``canonical``), sized as ``value_bytes`` sizes them
+            stored, size = value, len(value) if value.isascii() else len(value.encode("utf-8"))
+        elif kind is list:
             stored, size = _sized_list(value)
+        elif kind is bool or value is None:
+            stored, size = value, 1
         else:
             stored = canonical(value)
             size = value_bytes(stored)
         out[key] = stored
-        total += len(key.encode("utf-8")) + size
+        total += (len(key) if key.isascii() else len(key.encode("utf-8"))) + size
     return out, total
 
 

@@ -108,3 +108,13 @@ def test_maps_in_a_list_are_canonicalised_and_sized_as_counted_remembered_or_not
     assert first["l"][0] == again["l"][0] and first["l"][0] is not again["l"][0]  # each write its own maps
     flag, _ = values.sized_canonical_item({"pk": "p", "l": [{"seq": True, "sk": "NODE#i-1"}]})
     assert type(flag["l"][0]["seq"]) is bool and type(first["l"][0]["seq"]) is Decimal
+
+
+@given(st.dictionaries(st.sampled_from(["pk", "sk", "n", "é", "ready", "roles"]), _SCALARS, min_size=1, max_size=6))
+@settings(max_examples=300, deadline=None)
+def test_an_item_s_scalars_are_canonicalised_and_sized_as_counted(item: dict[str, Any]) -> None:
+    # strings, booleans and None are kept as they are and sized in place (``sized_canonical_item``'s own branches)
+    stored, size = values.sized_canonical_item(item)
+    plain = values.canonical_item(item)
+    assert stored == plain and size == item_bytes(plain)
+    assert [type(v) for v in stored.values()] == [type(v) for v in plain.values()]
