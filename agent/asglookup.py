@@ -97,7 +97,7 @@ class AsgLookup:
             self._cache.update(found)
             self._asked.update(dict.fromkeys(missing, now))
             if self._span is not None and missing:
-                self._enroll(missing, now)
+                self._enroll(missing, now, cached=True)
             cache = self._cache
             try:
                 # all cached now (``retain`` from another thread aside)
@@ -111,7 +111,30 @@ class AsgLookup:
         node). Sorted."""
         with self._lock:
             self._due((), self.clock(), recheck_seconds)  # brings the answers due into ``_ripe``
-            return sorted(self._ripe.keys() & self._cache.keys())
+            return sorted(self._ripe)  # all cached: ``retain`` forgets an instance from both
+
+    def recheck(self, recheck_seconds: float) -> dict[str, str | None]:
+        """The instances ``due`` names asked again: what ``resolve(due(recheck_seconds), refresh=True)`` answers
+        and asks, in one pass (the membership's confirmation): instance id -> its group (None: in no group), in
+        ``due``'s order; empty, and no call, when none is due.
+
+        Raises:
+            AwsUnavailableError, AwsRequestError: the API failed (the caller retries on its next pass).
+        """
+        with self._lock:
+            self._due((), self.clock(), recheck_seconds)
+            missing = sorted(self._ripe)  # the calls' order (sorted and distinct, as ``resolve`` sorts them)
+        if not missing:
+            return {}
+        now = self.clock()  # the answer's instant, read where ``resolve`` reads it
+        found: dict[str, str | None] = dict.fromkeys(missing)
+        found.update(self.autoscaling.group_names(missing))
+        with self._lock:
+            self._cache.update(found)
+            self._asked.update(dict.fromkeys(missing, now))
+            if self._span is not None:
+                self._enroll(missing, now, cached=True)
+        return found  # what the cache now holds for them
 
     def retain(self, instance_ids: Iterable[str]) -> None:
         """Forget every cached instance not in ``instance_ids`` (after a full list: those have no node)."""
@@ -156,10 +179,15 @@ class AsgLookup:
             return []
         return list(ripe.keys() & wanted)
 
-    def _enroll(self, instance_ids: list[str], asked_at: float) -> None:
-        """A cohort of the cached ``instance_ids``, answered at ``asked_at``: their latest answer, not due."""
+    def _enroll(self, instance_ids: list[str], asked_at: float, cached: bool = False) -> None:
+        """A cohort of the cached ``instance_ids``, answered at ``asked_at``: their latest answer, not due.
+        ``cached``: every one of them is (their answers were just put in the cache, under the same lock)."""
         cache, ages, span = self._cache, self._age, self._span or 0.0  # set before any cohort
-        ids = instance_ids if all(map(cache.__contains__, instance_ids)) else [i for i in instance_ids if i in cache]
+        ids = (
+            instance_ids
+            if cached or all(map(cache.__contains__, instance_ids))
+            else [i for i in instance_ids if i in cache]
+        )
         if not all(map(ages.__contains__, ids)):
             fractions = self._fraction
             for instance_id in ids:
@@ -174,5 +202,9 @@ class AsgLookup:
         self._member.update(dict.fromkeys(ids, cohort))
         ripe = self._ripe
         if ripe:
-            for instance_id in ripe.keys() & ids:
-                del ripe[instance_id]
+            asked = ripe.keys() & ids
+            if len(asked) == len(ripe):  # every instance found due asked again (a confirmation's recheck)
+                ripe.clear()
+            else:
+                for instance_id in asked:
+                    del ripe[instance_id]

@@ -51,6 +51,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime
+from operator import is_
 from typing import Any
 
 from adapters.aws.ports import GroupReader
@@ -133,6 +134,8 @@ class MembershipReporter(WatchLoop):
         self._due: list[tuple[datetime, str]] = []
         self._present: set[str] = set()  # the instances with a node: the last list's, then the watch's
         self._identities: dict[str, tuple[str, str]] = {}  # providerID -> node_identity (the AWS ones listed)
+        # page number of the last list -> (its views, those with an AWS providerID, their instance ids): ``_identified``
+        self._pages: dict[int, tuple[list[NodeView], list[NodeView], list[str]]] = {}
         self._watch: Any = None  # the open watch, closed by ``close`` from another thread
         # the mark's ``version`` (``adapters.dynamo.nodes``): this reporter's term and its NODE# changes so far
         self._terms = terms or (lambda: uuid.uuid4().hex[:12])
@@ -195,21 +198,10 @@ class MembershipReporter(WatchLoop):
         ids: list[str] = []
         resource_version = ""
         written = 0
-        known = self._identities  # providerID -> node_identity (pure: kept across lists, pruned below)
         recheck = ASG_RECHECK_RESYNCS * self.resync_seconds
-        for page, page_version in self.nodes.list_node_pages():
+        for number, (page, page_version) in enumerate(self.nodes.list_node_pages()):
             resource_version = page_version
-            listed: list[NodeView] = []
-            page_ids: list[str] = []
-            for node in page:
-                identity = known.get(node.provider_id)
-                if identity is None:
-                    identity = self._identity(node)
-                    if identity is None:
-                        continue
-                    known[node.provider_id] = identity
-                listed.append(node)
-                page_ids.append(identity[1])
+            listed, page_ids = self._identified(number, page)
             asg_by_instance = self.asgs.resolve(page_ids, recheck_seconds=recheck)
             now = self.clock()
             bases = self._basis
@@ -221,6 +213,7 @@ class MembershipReporter(WatchLoop):
             ids.extend(page_ids)
         present = set(ids)
         self._present = present
+        known = self._identities
         if len(known) > 2 * len(present) + 100:  # many nodes gone: keep the providerIDs of this list's instances
             self._identities = {pid: identity for pid, identity in known.items() if identity[1] in present}
         self.asgs.retain(present)
@@ -242,19 +235,17 @@ class MembershipReporter(WatchLoop):
 
     def confirm(self) -> None:
         """Between two lists: write the items whose refresh came due (``_due``) and those whose group a due
-        recheck found changed (``AsgLookup.due``), then the ``MEMBERSHIP`` mark. No node is listed: the watch keeps
+        recheck found changed (``AsgLookup.recheck``), then the ``MEMBERSHIP`` mark. No node is listed: the watch keeps
         the reporter's view (``agent.membership_loop``).
 
         Raises what the ASG lookup or the table raise (``run`` logs it and lists again).
         """
         confirmed_at = now = self.clock()
         written = 0
-        rechecked = self.asgs.due(ASG_RECHECK_RESYNCS * self.resync_seconds)
-        if rechecked:
-            for instance_id, asg_name in self.asgs.resolve(rechecked, refresh=True).items():
-                basis = self._basis.get(instance_id)
-                if basis is not None and basis[2] != asg_name:  # detached, or the lookup failed before
-                    written += self._report(basis[0], instance_id, asg_name, now)
+        for instance_id, asg_name in self.asgs.recheck(ASG_RECHECK_RESYNCS * self.resync_seconds).items():
+            basis = self._basis.get(instance_id)
+            if basis is not None and basis[2] != asg_name:  # detached, or the lookup failed before
+                written += self._report(basis[0], instance_id, asg_name, now)
         due, bases = self._due, self._basis
         ripe = []  # taken first: an item refreshed now may be due again now (a TTL under two resyncs: age 0)
         while due and due[0][0] <= now:
@@ -332,6 +323,29 @@ class MembershipReporter(WatchLoop):
         self._basis[instance_id] = (node, kept, asg_name, due)
         heapq.heappush(self._due, (due, instance_id))
         return wrote
+
+    def _identified(self, number: int, page: list[NodeView]) -> tuple[list[NodeView], list[str]]:
+        """The nodes of the list's page ``number`` that have an AWS providerID, and their instance ids (in the
+        page's order; neither to be changed). A page of the very views the same page had at the last list (a list
+        answered from a cache: views are frozen, so their providerIDs are those seen then) is answered as it was,
+        comparing two arrays of references, not reading a field of a thousand nodes."""
+        kept = self._pages.get(number)
+        if kept is not None and len(kept[0]) == len(page) and all(map(is_, kept[0], page)):
+            return kept[1], kept[2]
+        known = self._identities  # providerID -> node_identity (pure: kept across lists, pruned by ``resync``)
+        listed: list[NodeView] = []
+        page_ids: list[str] = []
+        for node in page:
+            identity = known.get(node.provider_id)
+            if identity is None:
+                identity = self._identity(node)
+                if identity is None:
+                    continue
+                known[node.provider_id] = identity
+            listed.append(node)
+            page_ids.append(identity[1])
+        self._pages[number] = (list(page), listed, page_ids)
+        return listed, page_ids
 
     def _identity(self, node: NodeView) -> tuple[str, str] | None:
         identity = node_identity(node)

@@ -111,6 +111,8 @@ class Expressions:
 
 
 _FIELDS = ("KeyConditionExpression", "ConditionExpression", "FilterExpression")  # boto3's build order
+# a request with none of these (a plain PutItem, GetItem or DeleteItem) has no expression to resolve or check
+_EXPRESSION_PARAMS = (*_FIELDS, "ExpressionAttributeNames", "ExpressionAttributeValues")
 
 
 def expressions(params: Mapping[str, Any], update: bool = False) -> Expressions:
@@ -121,6 +123,8 @@ def expressions(params: Mapping[str, Any], update: bool = False) -> Expressions:
     Raises:
         RequestError: ValidationException.
     """
+    if not update and not any(map(params.__contains__, _EXPRESSION_PARAMS)):
+        return Expressions(None, None, None, None, {}, {})  # no expression, no placeholder: nothing to check
     names = dict(params.get("ExpressionAttributeNames") or {})
     given_values = params.get("ExpressionAttributeValues")
     if given_values is not None and not given_values:

@@ -117,14 +117,19 @@ def sized_canonical_item(item: Item) -> tuple[Item, int]:
     out: Item = {}
     total = 0
     for name, value in item.items():
-        key = str(name)
-        if type(value) is list:
+        key = name if type(name) is str else str(name)
+        kind = type(value)
+        if kind is str:  # most attributes: kept as they are (``canonical``), sized as ``value_bytes`` sizes them
+            stored, size = value, len(value) if value.isascii() else len(value.encode("utf-8"))
+        elif kind is list:
             stored, size = _sized_list(value)
+        elif kind is bool or value is None:
+            stored, size = value, 1
         else:
             stored = canonical(value)
             size = value_bytes(stored)
         out[key] = stored
-        total += len(key.encode("utf-8")) + size
+        total += (len(key) if key.isascii() else len(key.encode("utf-8"))) + size
     return out, total
 
 
@@ -140,6 +145,11 @@ def _sized_list(values: list[Any]) -> tuple[list[Any], int]:
     out: list[Any] = []
     total = 3 + len(values)
     for value in values:
+        if type(value) is dict:
+            stored, size = _sized_map(value)
+            out.append(stored)
+            total += size
+            continue
         if type(value) is not list:
             stored = canonical(value)
             out.append(stored)
@@ -161,6 +171,38 @@ def _sized_list(values: list[Any]) -> tuple[list[Any], int]:
         out.append(list(known[1]))
         total += known[2]
     return out, total
+
+
+# a map in a list by its items -> its values' types, its canonical form and its size (``value_bytes``): a pure memo,
+# bounded, shared by every run, as ``_SIZED_ROWS``. An entry holds a map of string keys and scalar values only (the
+# ``MEMBERSHIP`` mark's ``changes``, ``{"seq": n, "sk": "NODE#..."}``, put again every minute with the same entries)
+# and answers only a map of the same value types: ``True``, ``1`` and ``Decimal(1)`` are equal in Python
+_SIZED_MAPS: dict[tuple[tuple[Any, Any], ...], tuple[tuple[type, ...], Item, int]] = {}
+
+
+def _sized_map(value: Item) -> tuple[Item, int]:
+    """``canonical`` of a map in a list and its ``value_bytes``, a map of scalars remembered by its content (a new
+    map each time: the table may change the one it stores).
+
+    Raises:
+        TypeError: as ``canonical`` (never from the memo: only maps ``canonical`` took are kept).
+    """
+    key = tuple(value.items())
+    types = tuple(map(type, value.values()))
+    try:
+        known = _SIZED_MAPS.get(key)
+    except TypeError:  # a value that is not hashable (a list, a map, a set): never a map the memo holds
+        known = None
+    if known is None or known[0] != types:
+        stored = canonical(value)
+        known = (types, stored, value_bytes(stored))
+        if _ROW_SCALARS.issuperset(types) and all(type(k) is str for k in value):
+            if len(_SIZED_MAPS) >= _ROWS_KEPT:
+                _SIZED_MAPS.clear()
+            _SIZED_MAPS[key] = known
+            return dict(stored), known[2]
+        return stored, known[2]
+    return dict(known[1]), known[2]
 
 
 def wire(item: Item) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from boto3.dynamodb.types import Binary
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sim import dynamo_calls
 from sim.expressions import EvaluationError, ExpressionError, evaluate, parse_condition
 from sim.values import canonical
 
@@ -210,3 +211,34 @@ def test_canonical_values_are_what_boto3_returns() -> None:
     assert canonical({"n": 1, "l": (1, 2), "s": {1}}) == {"n": Decimal(1), "l": [Decimal(1), Decimal(2)], "s": {1}}
     with pytest.raises(TypeError):
         canonical(1.5)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"ReturnValues": "NONE"},
+        {"ConditionExpression": None},
+        {"ExpressionAttributeNames": {"#a": "a"}},
+        {"ExpressionAttributeNames": {}},
+        {"ExpressionAttributeValues": {}},
+        {"ExpressionAttributeValues": {":v": 1}},
+        {"ConditionExpression": "attribute_exists(#a)", "ExpressionAttributeNames": {"#a": "a"}},
+        {"FilterExpression": "#a = :v", "ExpressionAttributeNames": {"#a": "a"}},
+    ],
+)
+def test_a_request_without_expressions_is_resolved_as_one_with_them(
+    params: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``expressions`` answers a request with no expression parameter at once (a plain PutItem): the same answer,
+    or the same refusal, as resolving and checking it all."""
+
+    def outcome(request: dict[str, Any]) -> object:
+        try:
+            return dynamo_calls.expressions(request)
+        except dynamo_calls.RequestError as err:
+            return (err.code, err.message)
+
+    fast = outcome({"Item": {"pk": "p"}, **params})
+    monkeypatch.setattr(dynamo_calls, "_EXPRESSION_PARAMS", ("Item",))  # every request resolved in full
+    assert fast == outcome({"Item": {"pk": "p"}, **params})

@@ -2,8 +2,11 @@
 sizes memoised by value (a pure memo: the same answer as counting, whatever was counted before)."""
 
 from decimal import Decimal
+from typing import Any
 
 from boto3.dynamodb.types import Binary
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sim import values
 from sim.values import item_bytes, value_bytes
@@ -71,3 +74,47 @@ def test_a_put_s_item_is_canonicalised_and_sized_as_separately_remembered_or_not
     first, _ = values.sized_canonical_item(items[0])
     again, _ = values.sized_canonical_item(items[0])
     assert first["rows"][0] is not again["rows"][0]  # each write its own lists
+
+
+_SCALARS = st.one_of(
+    st.text(max_size=6),
+    st.integers(-(10**20), 10**20),
+    st.booleans(),
+    st.none(),
+    st.decimals(allow_nan=False, allow_infinity=False, places=3, min_value=-(10**6), max_value=10**6),
+)
+_MAPS = st.dictionaries(st.sampled_from(["seq", "sk", "n", "é"]), _SCALARS, max_size=3)
+
+
+@given(st.lists(st.lists(st.one_of(_MAPS, _SCALARS), max_size=5), min_size=1, max_size=4))
+@settings(max_examples=300, deadline=None)
+def test_maps_in_a_list_are_canonicalised_and_sized_as_counted_remembered_or_not(lists: list[list[Any]]) -> None:
+    # the MEMBERSHIP mark's ``changes`` (maps of scalars in a list) are remembered by content (``_sized_map``);
+    # ``True``, ``1`` and ``Decimal(1)`` are equal in Python and must not share an entry
+    for _ in range(2):  # the second from the memo
+        for value in lists:
+            item = {"pk": "p", "l": value}
+            stored, size = values.sized_canonical_item(item)
+            plain = values.canonical_item(item)
+            assert stored == plain and size == item_bytes(plain)
+            assert [type(v) for v in stored["l"]] == [type(v) for v in plain["l"]]
+            for got, want in zip(stored["l"], plain["l"], strict=True):
+                if type(want) is dict:
+                    assert [type(v) for v in got.values()] == [type(v) for v in want.values()]
+                    assert list(got) == list(want)
+    item = {"pk": "p", "l": [{"seq": 1, "sk": "NODE#i-1"}]}
+    first, _ = values.sized_canonical_item(item)
+    again, _ = values.sized_canonical_item(item)
+    assert first["l"][0] == again["l"][0] and first["l"][0] is not again["l"][0]  # each write its own maps
+    flag, _ = values.sized_canonical_item({"pk": "p", "l": [{"seq": True, "sk": "NODE#i-1"}]})
+    assert type(flag["l"][0]["seq"]) is bool and type(first["l"][0]["seq"]) is Decimal
+
+
+@given(st.dictionaries(st.sampled_from(["pk", "sk", "n", "é", "ready", "roles"]), _SCALARS, min_size=1, max_size=6))
+@settings(max_examples=300, deadline=None)
+def test_an_item_s_scalars_are_canonicalised_and_sized_as_counted(item: dict[str, Any]) -> None:
+    # strings, booleans and None are kept as they are and sized in place (``sized_canonical_item``'s own branches)
+    stored, size = values.sized_canonical_item(item)
+    plain = values.canonical_item(item)
+    assert stored == plain and size == item_bytes(plain)
+    assert [type(v) for v in stored.values()] == [type(v) for v in plain.values()]
