@@ -51,7 +51,6 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime
-from operator import is_
 from typing import Any
 
 from adapters.aws.ports import GroupReader
@@ -134,8 +133,6 @@ class MembershipReporter(WatchLoop):
         self._due: list[tuple[datetime, str]] = []
         self._present: set[str] = set()  # the instances with a node: the last list's, then the watch's
         self._identities: dict[str, tuple[str, str]] = {}  # providerID -> node_identity (the AWS ones listed)
-        # page number of the last list -> (its views, those with an AWS providerID, their instance ids): ``_identified``
-        self._pages: dict[int, tuple[list[NodeView], list[NodeView], list[str]]] = {}
         self._watch: Any = None  # the open watch, closed by ``close`` from another thread
         # the mark's ``version`` (``adapters.dynamo.nodes``): this reporter's term and its NODE# changes so far
         self._terms = terms or (lambda: uuid.uuid4().hex[:12])
@@ -198,10 +195,21 @@ class MembershipReporter(WatchLoop):
         ids: list[str] = []
         resource_version = ""
         written = 0
+        known = self._identities  # providerID -> node_identity (pure: kept across lists, pruned below)
         recheck = ASG_RECHECK_RESYNCS * self.resync_seconds
-        for number, (page, page_version) in enumerate(self.nodes.list_node_pages()):
+        for page, page_version in self.nodes.list_node_pages():
             resource_version = page_version
-            listed, page_ids = self._identified(number, page)
+            listed: list[NodeView] = []
+            page_ids: list[str] = []
+            for node in page:
+                identity = known.get(node.provider_id)
+                if identity is None:
+                    identity = self._identity(node)
+                    if identity is None:
+                        continue
+                    known[node.provider_id] = identity
+                listed.append(node)
+                page_ids.append(identity[1])
             asg_by_instance = self.asgs.resolve(page_ids, recheck_seconds=recheck)
             now = self.clock()
             bases = self._basis
@@ -213,7 +221,6 @@ class MembershipReporter(WatchLoop):
             ids.extend(page_ids)
         present = set(ids)
         self._present = present
-        known = self._identities
         if len(known) > 2 * len(present) + 100:  # many nodes gone: keep the providerIDs of this list's instances
             self._identities = {pid: identity for pid, identity in known.items() if identity[1] in present}
         self.asgs.retain(present)
@@ -323,29 +330,6 @@ class MembershipReporter(WatchLoop):
         self._basis[instance_id] = (node, kept, asg_name, due)
         heapq.heappush(self._due, (due, instance_id))
         return wrote
-
-    def _identified(self, number: int, page: list[NodeView]) -> tuple[list[NodeView], list[str]]:
-        """The nodes of the list's page ``number`` that have an AWS providerID, and their instance ids (in the
-        page's order; neither to be changed). A page of the very views the same page had at the last list (a list
-        answered from a cache: views are frozen, so their providerIDs are those seen then) is answered as it was,
-        comparing two arrays of references, not reading a field of a thousand nodes."""
-        kept = self._pages.get(number)
-        if kept is not None and len(kept[0]) == len(page) and all(map(is_, kept[0], page)):
-            return kept[1], kept[2]
-        known = self._identities  # providerID -> node_identity (pure: kept across lists, pruned by ``resync``)
-        listed: list[NodeView] = []
-        page_ids: list[str] = []
-        for node in page:
-            identity = known.get(node.provider_id)
-            if identity is None:
-                identity = self._identity(node)
-                if identity is None:
-                    continue
-                known[node.provider_id] = identity
-            listed.append(node)
-            page_ids.append(identity[1])
-        self._pages[number] = (list(page), listed, page_ids)
-        return listed, page_ids
 
     def _identity(self, node: NodeView) -> tuple[str, str] | None:
         identity = node_identity(node)
