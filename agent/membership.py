@@ -91,9 +91,9 @@ class MembershipReporter(WatchLoop):
         on_resync: called with the number of nodes reported after each successful resync (the metrics gauge,
             the CloudWatch heartbeat the "agent silent" alarm watches, the readiness probe's "Kubernetes
             reached"); must not raise.
-        term: the first half of the mark's ``version``, unique to this reporter (default: 12 random hex digits, so
-            a restart or a new leader never repeats a version); the simulation passes one from its seed.
-        terms: makes each later term (``new_term``; default 12 random hex digits); the simulation passes a counter.
+        terms: makes each term, the first half of the mark's ``version``: the first at construction, then one at each
+            ``new_term`` (default: 12 random hex digits, so a restart or a new leader never repeats a version); the
+            simulation passes a counter of its own (no clock or seed), so one seed is one run.
         relist_seconds: period of the full list of the nodes (``MEMBERSHIP_RELIST_SECONDS``; default
             ``resync_seconds``: every confirmation a list).
     """
@@ -107,7 +107,6 @@ class MembershipReporter(WatchLoop):
         ttl_seconds: int,
         clock: Callable[[], datetime] = utcnow,
         on_resync: Callable[[int], None] | None = None,
-        term: str | None = None,
         relist_seconds: float | None = None,
         terms: Callable[[], str] | None = None,
     ) -> None:
@@ -136,7 +135,7 @@ class MembershipReporter(WatchLoop):
         self._watch: Any = None  # the open watch, closed by ``close`` from another thread
         # the mark's ``version`` (``adapters.dynamo.nodes``): this reporter's term and its NODE# changes so far
         self._terms = terms or (lambda: uuid.uuid4().hex[:12])
-        self._term = term or self._terms()
+        self._term = self._terms()
         self._changes = 0
         self._published = False  # a mark carried a version of this term
         self._ready: list[NodeRecord] = []  # written Ready, told to ``on_ready`` once the version says so

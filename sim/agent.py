@@ -146,7 +146,7 @@ class SimAgent(LongPollReceive):
         self._wake: Timer | None = None  # the one pending receive (``_receive_at``)
         self._state = ""  # why it is pending: "waiting" (a long poll), "backoff"; "full": none, a freed slot receives
         queue.listen(self._visible)
-        self._terms = count()  # the membership reporters' terms (``MembershipReporter(term=...)``), across restarts
+        self._terms = count()  # the membership reporters' terms (``MembershipReporter(terms=...)``), across restarts
         self.start()
 
     # ------------------------------------------------------------------------------------------- lifecycle
@@ -274,7 +274,6 @@ class SimAgent(LongPollReceive):
             s.membership_resync_seconds,
             s.membership_ttl_seconds,
             clock=self.kernel.now,
-            term=self._term(),  # each term its own (a restart's and a new_term's too), from no clock or seed
             relist_seconds=s.membership_relist_seconds,
             terms=self._term,
         )

@@ -228,7 +228,7 @@ def test_a_new_term_is_made_by_the_given_terms_and_keeps_the_reporters_asg_looku
     after it asks AWS for no instance it already knows."""
     clock, monotonic = [NOW], [0.0]
     reporter, _, _ = reporter_on(aws, cluster_nodes(aws), clock, monotonic)
-    made = iter(["second", "third"])
+    made = iter(["first", "second", "third"])
     reporter = MembershipReporter(
         reporter.nodes,
         reporter.store,
@@ -236,7 +236,6 @@ def test_a_new_term_is_made_by_the_given_terms_and_keeps_the_reporters_asg_looku
         60,
         600,
         clock=lambda: clock[0],
-        term="first",
         terms=lambda: next(made),
     )
     reporter.resync()
