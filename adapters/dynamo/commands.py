@@ -163,7 +163,7 @@ class CommandItems(Table):
         values: dict[str, Any] = {"heartbeat_at": now.timestamp(), "updated_at": now.isoformat()}
         if progress is not None:
             values["progress"] = progress
-        return self.update(
+        return self.updated(
             command_sk(command_id),
             values,
             condition=Attr("status").eq(CommandStatus.RUNNING.value)

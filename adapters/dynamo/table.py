@@ -35,20 +35,31 @@ refusal ``AwsRequestError``. Each is raised ``from`` the botocore error (the map
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from boto3.dynamodb.conditions import Attr, ConditionBase, ConditionExpressionBuilder, Key
 
 from adapters.dynamo.errors import TABLE_ERRORS, translate, translate_fenced
 from adapters.dynamo.values import dynamo, dynamo_item, plain, plain_item
+from adapters.dynamo.writes import MAX_ALSO, AlsoPut, Taking
 from core.exceptions import ConflictError, StoreUnavailableError
 from core.lock import Lease
 from core.schema import AGENT_ITEM_PREFIXES, agent_item, agent_partition_of, partition_of
 
 LOCK_SK = "LOCK"
 
-__all__ = ["MAX_ALSO", "TABLE_ERRORS", "AlsoPut", "Attr", "Table", "dynamo", "plain", "translate", "translate_fenced"]
+__all__ = [
+    "MAX_ALSO",
+    "TABLE_ERRORS",
+    "AlsoPut",
+    "Attr",
+    "Table",
+    "Taking",
+    "dynamo",
+    "plain",
+    "translate",
+    "translate_fenced",
+]
 
 
 def _expression(builder: ConditionExpressionBuilder, params: dict[str, Any]) -> dict[str, Any]:
@@ -69,35 +80,6 @@ def _expression(builder: ConditionExpressionBuilder, params: dict[str, Any]) -> 
             **built.attribute_value_placeholders,
         }
     return out
-
-
-@dataclass(frozen=True)
-class AlsoPut:
-    """A whole item written in a fenced put's transaction, after the put (``Table.put(..., also=...)``): ``sk`` and
-    its ``attrs`` (no keys), written only if ``condition`` holds; its loss raises ``conflict`` (carrying the item)
-    and nothing of the transaction is written."""
-
-    sk: str
-    attrs: dict[str, Any]
-    condition: ConditionBase | None = None
-    conflict: type[ConflictError] = ConflictError
-
-
-# DynamoDB's limit of actions in one TransactWriteItems ("TransactWriteItems", API reference): the LOCK item's, the
-# put's, and at most this many more
-MAX_ALSO = 98
-
-
-@dataclass(frozen=True)
-class Taking:
-    """The ``LOCK`` item's write that takes the lock (``LeaseLock.taking``), made inside a fenced put's transaction
-    in place of its ``ConditionCheck``: ``lease`` is the lease taken, the one the put is fenced by. ``holds``
-    False: the write leaves the lock free (``LeaseLock.passing``: taken and given up in the one write)."""
-
-    lease: Lease
-    attrs: dict[str, Any]
-    condition: ConditionBase
-    holds: bool = True
 
 
 class Table:
@@ -361,8 +343,31 @@ class Table:
         values: dict[str, Any],
         condition: ConditionBase | None = None,
         conflict: type[ConflictError] = ConflictError,
+    ) -> None:
+        """Set the given attributes (None removes one). Nothing comes back (``ReturnValues`` NONE): a caller that
+        reads the item after the update asks ``updated``."""
+        self._update(sk, values, condition, conflict, "NONE")
+
+    def updated(
+        self,
+        sk: str,
+        values: dict[str, Any],
+        condition: ConditionBase | None = None,
+        conflict: type[ConflictError] = ConflictError,
     ) -> dict[str, Any]:
-        """Set the given attributes (None removes one); returns the item after the update."""
+        """``update``, returning the whole item after it (``ReturnValues`` ALL_NEW, plain values)."""
+        return dict(plain(self._update(sk, values, condition, conflict, "ALL_NEW")))
+
+    def _update(
+        self,
+        sk: str,
+        values: dict[str, Any],
+        condition: ConditionBase | None,
+        conflict: type[ConflictError],
+        returned: str,
+    ) -> dict[str, Any]:
+        """One UpdateItem (DynamoDB API Reference, "UpdateItem"); its ``Attributes`` as answered (``returned``: the
+        ``ReturnValues`` asked; NONE answers none: empty)."""
         sets = {k: v for k, v in values.items() if v is not None}
         removes = [k for k, v in values.items() if v is None]
         names = {f"#upd{i}": k for i, k in enumerate(values)}
@@ -376,7 +381,7 @@ class Table:
             "Key": self.key(sk),
             "UpdateExpression": " ".join(expr),
             "ExpressionAttributeNames": names,
-            "ReturnValues": "ALL_NEW",
+            "ReturnValues": returned,
         }
         if sets:
             kwargs["ExpressionAttributeValues"] = {f":upd{i}": dynamo(v) for i, v in enumerate(sets.values())}
@@ -385,7 +390,8 @@ class Table:
             out = self.table.update_item(**kwargs)
         except TABLE_ERRORS as err:
             raise translate(err, f"update {sk}", conflict) from err
-        return dict(plain(out.get("Attributes", {})))
+        attributes: dict[str, Any] = out.get("Attributes", {})
+        return attributes
 
     @staticmethod
     def _condition(kwargs: dict[str, Any], condition: ConditionBase | None) -> None:

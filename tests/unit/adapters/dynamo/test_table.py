@@ -77,7 +77,13 @@ def test_conditional_writes_on_moto(store: Store) -> None:
     with pytest.raises(ConflictError) as info:
         store.put("X#1", {"n": 2}, condition=Attr("pk").not_exists())
     assert info.value.current is not None and info.value.current["n"] == 1
-    assert store.update("X#1", {"n": 3, "gone": None}) == {"pk": "CLUSTER#demo", "sk": "X#1", "n": 3}
+    assert store.updated("X#1", {"n": 3, "gone": None}) == {"pk": "CLUSTER#demo", "sk": "X#1", "n": 3}
+    sent: list[dict[str, object]] = []
+    store.table.meta.client.meta.events.register(
+        "provide-client-params.dynamodb.UpdateItem", lambda params, **_: sent.append(dict(params))
+    )
+    assert store.update("X#1", {"n": 4}) is None  # nothing asked back: the callers that discard the item
+    assert sent[-1]["ReturnValues"] == "NONE" and store.get("X#1") == {"pk": "CLUSTER#demo", "sk": "X#1", "n": 4}
     store.delete("X#1")
     assert store.get("X#1") is None and list(store.query_partition()) == []
 
