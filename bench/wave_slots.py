@@ -15,7 +15,8 @@ its start (cordoned) to its evictions, the drains that began evicting with less 
 stopped by an eviction or a delete, and the verdict of every invariant.
 
 Usage: ``python -m bench.wave_slots --nodes 300 --wave 180 --slots 16``; ``--smoke`` is 30 nodes, a wave of 16 and
-2 slots (numbers not judged).
+2 slots (numbers not judged). ``--in-flight 256,1024`` compares those bounds on the commands the agent holds
+(``AGENT_MAX_IN_FLIGHT``) instead, with the default urgent setting and ``--slots`` (default 64 then: the agent's own).
 """
 
 from __future__ import annotations
@@ -69,30 +70,36 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=300)
     parser.add_argument("--wave", type=int, default=180)
-    parser.add_argument("--slots", type=int, default=16)
+    parser.add_argument("--slots", type=int, default=None, help="AGENT_CONCURRENCY (default 16; 64 with --in-flight)")
     parser.add_argument("--hours", type=float, default=2.4)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--in-flight", default="", help="comma-separated AGENT_MAX_IN_FLIGHT values to compare")
     args = parser.parse_args(argv)
     if args.smoke:
         args.nodes, args.wave, args.slots, args.hours = 30, 16, 2, 1.2
+    bounds = [int(n) for n in args.in_flight.split(",") if n]
+    if args.slots is None:
+        args.slots = 64 if bounds else 16
+    first = "AGENT_MAX_IN_FLIGHT" if bounds else "DRAIN_URGENT_SECONDS"
     print(
-        "| DRAIN_URGENT_SECONDS | nodes | wave | slots | longest wait to evict, s | drains begun with < 40 s left | "
+        f"| {first} | nodes | wave | slots | longest wait to evict, s | drains begun with < 40 s left | "
         "pods killed by the reclaim | stopped by eviction | stopped by delete | CPU s | verdict |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     failed = 0
-    for urgent in (0, 300):
+    settings = [{"max_in_flight": n} for n in bounds] or [{"drain_urgent_seconds": u} for u in (0, 300)]
+    for setting in settings:
         cpu = time.process_time()
         worlds: list[World] = []
-        with agent_overrides({"drain_urgent_seconds": urgent, "concurrency": args.slots}):
+        with agent_overrides({**setting, "concurrency": args.slots}):
             result = run_seed(args.seed, args.nodes, args.hours / 24, schedule=wave(args.wave), mutate=worlds.append)
         longest, late = drain_starts(list(worlds[0].view.table_items()))
         c = result.counters
         verdict = "ok" if result.violation is None else f"violation: {result.violation.invariant}"
         failed += result.violation is not None
         print(
-            f"| {urgent} | {args.nodes} | {args.wave} | {args.slots} | {longest:.0f} | {late} | "
+            f"| {next(iter(setting.values()))} | {args.nodes} | {args.wave} | {args.slots} | {longest:.0f} | {late} | "
             f"{c['killed_by_reclaim']:g} | {c['stopped_by_eviction']:g} | {c['stopped_by_delete']:g} | "
             f"{time.process_time() - cpu:.1f} | {verdict} |",
             flush=True,
