@@ -50,6 +50,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from operator import itemgetter
 from typing import Any
 
 from pydantic import ValidationError
@@ -64,6 +65,9 @@ Change = tuple[int, str]
 Fetch = Callable[[list[str]], Mapping[str, Mapping[str, Any] | None]]
 _ABSENT = object()  # a field the item does not have (not the same as one holding None: ``ready: None`` is refused)
 _ABSENTS = (_ABSENT,) * len(FIELDS)
+# an item's ``FIELDS`` read at once in C, when it has every one (the agent writes every field: ``put_node``); an item
+# without one raises ``KeyError`` and is read by ``item.get`` (``_ABSENT`` where it has none): the same tuple either way
+_VALUES = itemgetter(*FIELDS)
 # types whose equal values of the same type are the same value (floats and Decimals are also compared by ``repr``:
 # ``Decimal("1.0") == Decimal("1")``, ``0.0 == -0.0``)
 _EXACT_BY_EQUALITY = frozenset({str, bool, int, type(None), bytes, object})
@@ -93,6 +97,7 @@ class _Entry:
     # the one such list when it is the only deep value (a record's ``roles``): judged inline, not by ``_same_deep``
     single: tuple[int, tuple[type, ...]] | None
     record: NodeRecord
+    instance_id: str  # ``record.instance_id``, read here without the record (a cold object in a full match)
 
 
 class NodeRecordMemo:
@@ -232,7 +237,10 @@ class NodeRecordMemo:
         marked = False  # an item carrying ``confirmed_at``: its record is the mark's too, never reused
         for item in items:
             sk = str(item.get("sk", ""))
-            values = tuple(map(item.get, FIELDS, _ABSENTS))
+            try:
+                values = _VALUES(item)
+            except KeyError:
+                values = tuple(map(item.get, FIELDS, _ABSENTS))
             entry = entries.get(sk)
             if (  # exactly the values the entry's record was validated from (module docstring)
                 entry is not None
@@ -251,7 +259,7 @@ class NodeRecordMemo:
                 kept[sk] = entry
                 record = entry.record
                 records.append(record)
-                by_sk[sk] = keyed[record.instance_id] = record
+                by_sk[sk] = keyed[entry.instance_id] = record
                 continue
             try:
                 if CONFIRMED_AT in item:
@@ -347,7 +355,7 @@ def _entry(values: tuple[Any, ...], record: NodeRecord) -> _Entry:
     )
     flat_or_none = flat if len(flat) == len(deep) else None
     single = flat[0] if flat_or_none is not None and len(flat) == 1 else None
-    return _Entry(values=copied, types=types, deep=deep, record=record, flat=flat_or_none, single=single)
+    return _Entry(copied, types, deep, flat_or_none, single, record, record.instance_id)  # in the fields' order
 
 
 def _same_deep(entry: _Entry, values: tuple[Any, ...]) -> bool:

@@ -52,7 +52,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from adapters.dynamo.node_memo import Change, NodeRecordMemo, Refused
-from adapters.dynamo.query_keys import picked, sort_keys
+from adapters.dynamo.query_keys import fetch_and_listed
 from adapters.dynamo.table import Attr, Table
 from core.exceptions import ConflictError
 from core.model import NodeRecord, as_utc, to_epoch, utcnow
@@ -119,9 +119,8 @@ def read_membership(
     if reused is not None:
         return mark, *reused
     items = list(table.query_prefix(PREFIX, consistent=True, convert=False))
-    patched = memo.patched(
-        version, mark_changes(mark_item), now, lambda keys: picked(items, keys), len(items), lambda: sort_keys(items)
-    )
+    fetch, listed = fetch_and_listed(items)
+    patched = memo.patched(version, mark_changes(mark_item), now, fetch, len(items), listed)
     if patched is not None:
         return mark, *patched
     records, refused = memo.records(items, mark, version=version, now=now)

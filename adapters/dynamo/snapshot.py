@@ -24,7 +24,7 @@ from adapters.dynamo.node_memo import Change, NodeRecordMemo
 from adapters.dynamo.nodes import MARK_SK, mark_changes, mark_time, mark_version
 from adapters.dynamo.nodes import PREFIX as NODE_PREFIX
 from adapters.dynamo.poller import PREFIX as POLL_PREFIX
-from adapters.dynamo.query_keys import picked, sort_keys
+from adapters.dynamo.query_keys import fetch_and_listed
 from adapters.dynamo.runs import AS_IS as RUN_AS_IS
 from adapters.dynamo.runs import PREFIX as RUN_PREFIX
 from adapters.dynamo.table import LOCK_SK, Attr, Table, plain
@@ -128,9 +128,8 @@ def with_membership(
     reused = memo.reused(version, now)
     if reused is None:  # the NODE# items are looked at only now: a reused read needs none of them
         nodes = [item for item in items if str(item.get("sk", "")).startswith(NODE_PREFIX)]
-        reused = memo.patched(
-            version, changes, now, lambda keys: picked(nodes, keys), len(nodes), lambda: sort_keys(nodes)
-        )
+        fetch, listed = fetch_and_listed(nodes)
+        reused = memo.patched(version, changes, now, fetch, len(nodes), listed)
         if reused is None:  # an unreadable item: the agent writes it again
             reused = memo.records(nodes, mark, version=version, now=now)
     records = reused[0]

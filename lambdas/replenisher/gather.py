@@ -131,12 +131,13 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     # read (``gathered``) are left out here
     for stored in read_items(deps.store):
         sk = str(stored.get("sk", ""))
+        # first: most of the partition after a week (a week of early replacements' records, each looked at every tick)
+        if sk.startswith("DETACH#") and stored.get("state") in DETACH_OVER:
+            continue  # its instance terminated or gone: nothing to sweep or protect; the item waits for its TTL
         if not gathered(sk):
             continue
         if sk.startswith("RUN#") and not run_active(stored):
             continue  # a run that is over (its status a string either way): never converted, often a large item
-        if sk.startswith("DETACH#") and stored.get("state") in DETACH_OVER:
-            continue  # its instance terminated or gone: nothing to sweep or protect; the item waits for its TTL
         if sk.startswith("RUN#") and (last := deps.memo.runs.get(sk)) is not None and last[0] == stored:
             runs_read[sk] = last  # the same item as the last tick's: the same run, not made again
             runs.append(last[1])

@@ -13,7 +13,7 @@ pytest.importorskip("hypothesis", reason="hypothesis (requirements-dev.txt) is n
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.dynamo.query_keys import picked, sort_keys
+from adapters.dynamo.query_keys import fetch_and_listed, picked, sort_keys
 
 
 def whole(items: list[dict[str, Any]], keys: list[str]) -> dict[str, dict[str, Any]]:
@@ -48,3 +48,24 @@ def test_sort_keys_read_in_c_are_the_keys_read_one_by_one(keys: list[object]) ->
     as ``str(item.get("sk", ""))`` of each."""
     items = [{"pk": "p"} if key is None else {"sk": key} for key in keys]
     assert sort_keys(items) == [str(item.get("sk", "")) for item in items]
+
+
+@given(slots, st.lists(st.integers(0, 45), max_size=20), st.booleans(), st.booleans())
+def test_picked_from_the_answers_sort_keys_is_picked_from_its_items(
+    held: list[int], asked: list[int], ordered: bool, keyless: bool
+) -> None:
+    """``fetch_and_listed``: the fetch bisects the keys ``listed`` read (once for both), and answers what ``picked``
+    answers reading each item's key; ``listed`` is ``sort_keys``."""
+    items: list[dict[str, Any]] = [
+        {"sk": f"NODE#i-{n:017x}", "n": k} for k, n in enumerate(sorted(held) if ordered else held)
+    ]
+    if keyless:
+        items.insert(len(items) // 2, {"n": -1})  # an item without a key ("": never asked for)
+    keys = [f"NODE#i-{n:017x}" for n in asked]
+    fetch, listed = fetch_and_listed(items)
+
+    got = fetch(keys)
+
+    assert got == picked(items, keys) == whole(items, keys)
+    assert all(got[sk] is whole(items, keys)[sk] for sk in got)
+    assert listed() == sort_keys(items) and listed() is listed()
