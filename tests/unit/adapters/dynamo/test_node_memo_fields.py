@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from adapters.dynamo.node_memo import FIELDS, NodeRecordMemo
+from adapters.dynamo.node_memo import _VALUES, FIELDS, NodeRecordMemo
 from core.model import NodeRecord
 
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
@@ -97,3 +97,11 @@ def test_a_field_absent_and_a_field_holding_none_are_told_apart(name: str, absen
     for one in (absent, null) if absent_first else (null, absent):
         records, refused = memo.records([one], None, version="t:0", now=NOW)
         assert (records, [r.sk for r in refused]) == validated([one])
+
+
+def test_the_fields_read_at_once_are_a_tuple_of_every_field() -> None:
+    """``itemgetter`` of one name answers the bare value, not a 1-tuple: the memo's read at once needs at least two
+    fields (a record's nine), and answers each field at its position."""
+    item = {name: f"v{at}" for at, name in enumerate(FIELDS)}
+    assert len(FIELDS) > 1
+    assert _VALUES(item) == tuple(f"v{at}" for at in range(len(FIELDS)))
