@@ -178,6 +178,7 @@ def _sized_list(values: list[Any]) -> tuple[list[Any], int]:
 # ``MEMBERSHIP`` mark's ``changes``, ``{"seq": n, "sk": "NODE#..."}``, put again every minute with the same entries)
 # and answers only a map of the same value types: ``True``, ``1`` and ``Decimal(1)`` are equal in Python
 _SIZED_MAPS: dict[tuple[tuple[Any, Any], ...], tuple[tuple[type, ...], Item, int]] = {}
+_TEXT = {str}
 
 
 def _sized_map(value: Item) -> tuple[Item, int]:
@@ -194,8 +195,16 @@ def _sized_map(value: Item) -> tuple[Item, int]:
     except TypeError:  # a value that is not hashable (a list, a map, a set): never a map the memo holds
         known = None
     if known is None or known[0] != types:
-        stored = canonical(value)
-        known = (types, stored, value_bytes(stored))
+        stored, sizes = {}, []  # ``canonical(value)`` and ``value_bytes`` of it, a list of strings sized in C
+        for name, field in value.items():
+            if type(field) is list and field and set(map(type, field)) == _TEXT:  # a step's ``surge_baseline``
+                text = "".join(field)
+                stored[name] = list(field)
+                sizes.append(3 + len(field) + (len(text) if text.isascii() else len(text.encode("utf-8"))))
+            else:
+                stored[name] = canonical(field)
+                sizes.append(value_bytes(stored[name]))
+        known = (types, stored, 3 + sum(1 + len(k.encode("utf-8")) + n for k, n in zip(stored, sizes, strict=True)))
         if _ROW_SCALARS.issuperset(types) and all(type(k) is str for k in value):
             if len(_SIZED_MAPS) >= _ROWS_KEPT:
                 _SIZED_MAPS.clear()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from operator import attrgetter
 from typing import Any
 
 from core.kops import managed_group
@@ -22,9 +23,13 @@ def step_row(step: RunStep) -> dict[str, Any]:
     }
 
 
+_STATE = attrgetter("state")
+
+
 def run_summary(run: Run, steps: bool = False) -> dict[str, Any]:
     """A run as the responses and the CLI show it."""
-    counts = dict(Counter(step.state.value for step in run.steps))  # in the order each state first occurs
+    # in the order each state first occurs: counted by the member, each named once (not a ``.value`` a step)
+    counts = {state.value: n for state, n in Counter(map(_STATE, run.steps)).items()}
     out: dict[str, Any] = {
         "run_id": run.run_id,
         "status": run.status.value,

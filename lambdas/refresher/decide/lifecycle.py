@@ -5,6 +5,7 @@ groups, end the run and release the lock. Pure."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 
 from core.kops import Role
 from core.runs import Run, RunStatus, RunStep, StepState
@@ -14,6 +15,8 @@ from lambdas.refresher.decide.replace import draining, terminating
 from lambdas.refresher.decide.undo import undo_draining, undo_terminating, undoing
 from lambdas.refresher.decide.worker import start_workers, surging
 from lambdas.refresher.plan import Action, Metric, MetricUnitName, ReleaseLock, SaveRun, SetCapacity
+
+_STATE = attrgetter("state")
 
 
 def start_steps(p: Context) -> None:
@@ -107,10 +110,16 @@ def decide_pass(p: Context) -> Decision:
         StepState.UNDOING: undoing,
     }
     was = {s.index: s.state for s in run.steps}
-    # terminations first: they give surge units back before anything compares desired capacity
+    # terminations first: they give surge units back before anything compares desired capacity. A state no step is
+    # in is passed over without looking at each step (``present``: the states now, read again after a handler ran,
+    # which may move a step into a later one); a large run's steps are in two or three of the seven
+    present = set(map(_STATE, run.steps))
     for state in handlers:
+        if state not in present:
+            continue
         for step in [s for s in run.steps if s.state is state]:
             handlers[state](p, step)
+        present = set(map(_STATE, run.steps))
     if run.status is RunStatus.RUNNING:
         start_steps(p)
     skip_pending(p)

@@ -4,6 +4,9 @@ import random
 from decimal import Decimal
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from core.itemsize import _number_bytes, item_bytes, value_bytes
 
 
@@ -43,3 +46,11 @@ def test_a_row_s_remembered_size_is_its_content_s_with_its_types() -> None:
     assert value_bytes(nested) == by_rule(nested)
     nested[0][1]["k"] = 1
     assert value_bytes(nested) == by_rule(nested)
+
+
+@given(st.lists(st.one_of(st.text(max_size=5), st.text(alphabet="ab", max_size=3), st.integers(-99, 99), st.none())))
+@settings(max_examples=500, deadline=None)
+def test_a_list_of_strings_is_sized_as_by_the_rule(values: list[Any]) -> None:
+    # a list of strings only (a step's ``surge_baseline``) is sized by one join: the same as element by element
+    assert value_bytes(values) == by_rule(values)
+    assert item_bytes({"steps": [{"surge_baseline": values}]}) == 5 + (3 + 1) + (3 + 1 + 14) + by_rule(values)

@@ -118,3 +118,24 @@ def test_an_item_s_scalars_are_canonicalised_and_sized_as_counted(item: dict[str
     plain = values.canonical_item(item)
     assert stored == plain and size == item_bytes(plain)
     assert [type(v) for v in stored.values()] == [type(v) for v in plain.values()]
+
+
+_LISTS = st.lists(st.one_of(st.text(max_size=4), st.text(max_size=4), _SCALARS), max_size=4)
+
+
+@given(st.lists(st.dictionaries(st.sampled_from(["sk", "é", "baseline"]), st.one_of(_LISTS, _SCALARS)), max_size=3))
+@settings(max_examples=300, deadline=None)
+def test_maps_holding_lists_of_strings_are_canonicalised_and_sized_as_counted(maps: list[dict[str, Any]]) -> None:
+    # a step in flight's map holds its ``surge_baseline`` (a list of strings), sized in C by ``_sized_map``
+    item = {"pk": "p", "l": maps}
+    stored, size = values.sized_canonical_item(item)
+    plain = values.canonical_item(item)
+    assert stored == plain and size == item_bytes(plain)
+    for got, want in zip(stored["l"], plain["l"], strict=True):
+        assert [type(v) for v in got.values()] == [type(v) for v in want.values()]
+        for field, plain_field in zip(got.values(), want.values(), strict=True):
+            if type(field) is list:
+                assert [type(v) for v in field] == [type(v) for v in plain_field]
+    baseline = ["i-1", "i-é"]
+    first, _ = values.sized_canonical_item({"pk": "p", "l": [{"surge_baseline": baseline}]})
+    assert first["l"][0]["surge_baseline"] == baseline and first["l"][0]["surge_baseline"] is not baseline

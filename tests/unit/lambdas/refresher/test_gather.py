@@ -8,6 +8,8 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lambdas.refresher import gather
 from lambdas.refresher.gather import read_groups
@@ -108,3 +110,30 @@ def test_launch_facts_are_never_answered_from_a_read_without_them() -> None:
     iid = instance(0)["InstanceId"]
     facts(Aws([instance(0)]))
     assert facts(Aws([instance(0)], {iid: T0}), launch=True)[0].launch_time == T0
+
+
+_FIELD = st.one_of(st.none(), st.text(max_size=2), st.integers(0, 2), st.booleans())
+_TEMPLATE = st.one_of(
+    _FIELD, st.dictionaries(st.sampled_from(["LaunchTemplateId", "Version"]), _FIELD), st.lists(_FIELD, max_size=1)
+)
+_INSTANCE = st.one_of(
+    st.dictionaries(
+        st.sampled_from(["InstanceId", "AvailabilityZone", "LifecycleState", "LaunchTemplate"]),
+        st.one_of(_FIELD, _TEMPLATE),
+    ),
+    st.lists(_FIELD, max_size=1),
+    _FIELD,
+)
+
+
+@given(_INSTANCE)
+@settings(max_examples=500, deadline=None)
+def test_text_is_told_as_by_each_field_in_turn(value: Any) -> None:
+    # ``_as_text`` looks at each field in line: the same answer as looking at them in a loop
+    fields = ("InstanceId", "AvailabilityZone", "LifecycleState")
+    if type(value) is not dict or not all(type(value.get(f)) is str for f in fields):
+        plain = False
+    else:
+        template = value.get("LaunchTemplate")
+        plain = not template or (type(template) is dict and type(template.get("Version", "")) is str)
+    assert gather._as_text(value) is plain
