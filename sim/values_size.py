@@ -10,6 +10,7 @@ identity. The answers are the plain ``canonical`` and ``value_bytes`` ones (``te
 
 from __future__ import annotations
 
+from marshal import dumps
 from typing import Any
 
 from sim.values import _ROW_SCALARS, _ROWS_KEPT, Item, _canonical_row, _row_bytes, canonical, value_bytes
@@ -46,6 +47,11 @@ def sized_canonical_item(item: Item) -> tuple[Item, int]:
 # tuple hashed, not two), an entry answers only a row of the same types: ``True``, ``1`` and ``Decimal(1)`` share a
 # key, and a row of other types than its entry's is made anew (and takes the key over)
 _SIZED_ROWS: dict[tuple[Any, ...], tuple[tuple[type, ...], tuple[Any, ...], int]] = {}
+# the same for a row marshal writes, keyed by ``marshal.dumps(row, 0)``: bytes that name each value's exact type (``T``,
+# ``i``, ``N``, ``u``: ``True``, ``1`` and ``1.0`` apart; a subclass or a Decimal is refused) and content (version 0:
+# strings as UTF-8, no references or interning marks, so equal content always gives equal bytes), so equal keys are
+# rows of equal values of the same types, checked in one C call instead of a ``type()`` call a value
+_MARSHALLED: dict[bytes, tuple[tuple[Any, ...], int]] = {}
 
 
 def _sized_list(values: list[Any]) -> tuple[list[Any], int]:
@@ -63,6 +69,15 @@ def _sized_list(values: list[Any]) -> tuple[list[Any], int]:
             out.append(stored)
             total += value_bytes(stored)
             continue
+        try:
+            code = dumps(value, 0)  # its values and their exact types in one C call (``_MARSHALLED``)
+        except ValueError:  # a type marshal does not write (a Decimal, a Binary, a subclass): by ``_SIZED_ROWS``
+            code = b""  # never a key: marshal writes a byte at least
+        sized = _MARSHALLED.get(code)
+        if sized is not None:
+            out.append(list(sized[0]))
+            total += sized[1]
+            continue
         row = tuple(value)
         types = tuple(map(type, row))
         try:
@@ -72,10 +87,11 @@ def _sized_list(values: list[Any]) -> tuple[list[Any], int]:
         if known is None or known[0] != types:  # an entry's types are scalars (below): so are the row's
             made = _canonical_row(value)
             known = (types, tuple(made), _row_bytes(made))
+            memo: dict[Any, Any] = _MARSHALLED if code else _SIZED_ROWS
             if _ROW_SCALARS.issuperset(types):
-                if len(_SIZED_ROWS) >= _ROWS_KEPT:
-                    _SIZED_ROWS.clear()
-                _SIZED_ROWS[row] = known
+                if len(memo) >= _ROWS_KEPT:
+                    memo.clear()
+                memo[code or row] = (known[1], known[2]) if code else known
         out.append(list(known[1]))
         total += known[2]
     return out, total
