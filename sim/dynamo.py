@@ -37,13 +37,14 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from sim.dynamo_calls import Expressions, RequestError, Write, client_error, expressions, metadata, validation
-from sim.dynamo_keys import key_range
+from sim.dynamo_keys import key_range, sort_key_group
 from sim.dynamo_stale import STALE_READ, History
 from sim.dynamo_transactions import MemoryClient
 from sim.expression_syntax import ExpressionError
 from sim.faults import Faults
 from sim.kernel import Kernel
-from sim.values import MAX_ITEM_BYTES, Item, canonical, copy_item, item_bytes, sized_canonical_item, type_of
+from sim.values import MAX_ITEM_BYTES, Item, canonical, copy_item, item_bytes, type_of
+from sim.values_size import sized_canonical_item
 
 PAGE_BYTES = 1024 * 1024  # "Query": a page reads at most 1 MB
 
@@ -168,7 +169,7 @@ class MemoryTable:
         self._order: dict[str, list[str]] = {}
         # item_bytes of each stored item by partition and sort key, for Query's 1 MB pages
         self._sizes: dict[str, dict[str, int]] = {}
-        self._bytes: dict[str, int] = {}  # the sum of each partition's _sizes: a Query of less needs no sum
+        self._bytes: dict[str, dict[str, int]] = {}  # the sum of a partition's _sizes by sort key group (a bound)
         self._read: Callable[[Item], Item] = copy_item if dynamo.copy_reads else _shared
         self._history = History()  # for eventually consistent reads under a StaleRead fault
 
@@ -200,7 +201,7 @@ class MemoryTable:
         old = self.stored(key)
         if item is None:
             if old is not None:
-                self._bytes[pk] -= self._sizes[pk][sk]
+                self._bytes[pk][sort_key_group(sk)] -= self._sizes[pk][sk]
                 del self._items[pk][sk], self._sizes[pk][sk]
                 order = self._order[pk]
                 del order[bisect_left(order, sk)]
@@ -210,7 +211,8 @@ class MemoryTable:
             if old is None:
                 insort(self._order.setdefault(pk, []), sk)
             sizes = self._sizes.setdefault(pk, {})
-            self._bytes[pk] = self._bytes.get(pk, 0) - sizes.get(sk, 0) + size
+            groups, group = self._bytes.setdefault(pk, {}), sort_key_group(sk)
+            groups[group] = groups.get(group, 0) - sizes.get(sk, 0) + size
             self._items.setdefault(pk, {})[sk] = item
             sizes[sk] = size
         self._history.record(key, self.dynamo.kernel.t, old)
@@ -351,8 +353,11 @@ class MemoryTable:
 
     def _whole(self, pk: str, keys: list[str]) -> list[Item] | None:
         """The items of ``keys`` (read as they are now) when together they are under a page (``PAGE_BYTES``), so that
-        a Query with no filter and no limit answers them all at once; None when they are not."""
-        if self._bytes.get(pk, 0) >= PAGE_BYTES:  # the whole partition is under a page: so is any part of it
+        a Query with no filter and no limit answers them all at once; None when they are not. ``keys`` in order whose
+        first and last share a group all do (``key_range``, ``sort_key_group``): its bytes bound theirs, unsummed."""
+        groups, group = self._bytes.get(pk, {}), sort_key_group(keys[0]) if keys else ""
+        bound = groups[group] if group and group == sort_key_group(keys[-1]) else sum(groups.values())
+        if bound >= PAGE_BYTES:  # the keys' items are under a page when their bound is
             sizes = self._sizes.get(pk, {})
             if sum(map(sizes.__getitem__, keys)) >= PAGE_BYTES:
                 return None

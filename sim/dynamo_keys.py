@@ -24,6 +24,13 @@ WHAT = "KeyConditionExpression"
 T = TypeVar("T")
 
 
+def sort_key_group(sk: str) -> str:
+    """A sort key's group: the key up to its first ``#`` (``NODE#``, ``RUN#``), or the whole key without one. Every
+    string between two keys of one group (in code point order) starts with the group, so is of it: a range of keys
+    whose first and last share a group lies in it (``MemoryTable``'s page bound by group)."""
+    return sk[: sk.find("#") + 1] or sk
+
+
 def _attribute(operand: Operand, ctx: Context) -> str | None:
     if isinstance(operand, Path) and len(operand.parts) == 1:
         return ctx.name(str(operand.parts[0]))

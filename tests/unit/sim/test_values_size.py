@@ -8,7 +8,7 @@ from boto3.dynamodb.types import Binary
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim import values
+from sim import values, values_size
 from sim.values import item_bytes, value_bytes
 
 
@@ -65,14 +65,14 @@ def test_a_put_s_item_is_canonicalised_and_sized_as_separately_remembered_or_not
     ]
     for _ in range(2):  # then from the memo
         for item in items:
-            stored, size = values.sized_canonical_item(item)
+            stored, size = values_size.sized_canonical_item(item)
             assert stored == values.canonical_item(item)
             assert [list(map(type, r)) for r in stored.get("rows", [])] == [
                 list(map(type, r)) for r in values.canonical_item(item).get("rows", [])
             ]
             assert size == item_bytes(values.canonical_item(item))
-    first, _ = values.sized_canonical_item(items[0])
-    again, _ = values.sized_canonical_item(items[0])
+    first, _ = values_size.sized_canonical_item(items[0])
+    again, _ = values_size.sized_canonical_item(items[0])
     assert first["rows"][0] is not again["rows"][0]  # each write its own lists
 
 
@@ -94,7 +94,7 @@ def test_maps_in_a_list_are_canonicalised_and_sized_as_counted_remembered_or_not
     for _ in range(2):  # the second from the memo
         for value in lists:
             item = {"pk": "p", "l": value}
-            stored, size = values.sized_canonical_item(item)
+            stored, size = values_size.sized_canonical_item(item)
             plain = values.canonical_item(item)
             assert stored == plain and size == item_bytes(plain)
             assert [type(v) for v in stored["l"]] == [type(v) for v in plain["l"]]
@@ -103,10 +103,10 @@ def test_maps_in_a_list_are_canonicalised_and_sized_as_counted_remembered_or_not
                     assert [type(v) for v in got.values()] == [type(v) for v in want.values()]
                     assert list(got) == list(want)
     item = {"pk": "p", "l": [{"seq": 1, "sk": "NODE#i-1"}]}
-    first, _ = values.sized_canonical_item(item)
-    again, _ = values.sized_canonical_item(item)
+    first, _ = values_size.sized_canonical_item(item)
+    again, _ = values_size.sized_canonical_item(item)
     assert first["l"][0] == again["l"][0] and first["l"][0] is not again["l"][0]  # each write its own maps
-    flag, _ = values.sized_canonical_item({"pk": "p", "l": [{"seq": True, "sk": "NODE#i-1"}]})
+    flag, _ = values_size.sized_canonical_item({"pk": "p", "l": [{"seq": True, "sk": "NODE#i-1"}]})
     assert type(flag["l"][0]["seq"]) is bool and type(first["l"][0]["seq"]) is Decimal
 
 
@@ -114,7 +114,7 @@ def test_maps_in_a_list_are_canonicalised_and_sized_as_counted_remembered_or_not
 @settings(max_examples=300, deadline=None)
 def test_an_item_s_scalars_are_canonicalised_and_sized_as_counted(item: dict[str, Any]) -> None:
     # strings, booleans and None are kept as they are and sized in place (``sized_canonical_item``'s own branches)
-    stored, size = values.sized_canonical_item(item)
+    stored, size = values_size.sized_canonical_item(item)
     plain = values.canonical_item(item)
     assert stored == plain and size == item_bytes(plain)
     assert [type(v) for v in stored.values()] == [type(v) for v in plain.values()]
@@ -128,7 +128,7 @@ _LISTS = st.lists(st.one_of(st.text(max_size=4), st.text(max_size=4), _SCALARS),
 def test_maps_holding_lists_of_strings_are_canonicalised_and_sized_as_counted(maps: list[dict[str, Any]]) -> None:
     # a step in flight's map holds its ``surge_baseline`` (a list of strings), sized in C by ``_sized_map``
     item = {"pk": "p", "l": maps}
-    stored, size = values.sized_canonical_item(item)
+    stored, size = values_size.sized_canonical_item(item)
     plain = values.canonical_item(item)
     assert stored == plain and size == item_bytes(plain)
     for got, want in zip(stored["l"], plain["l"], strict=True):
@@ -137,5 +137,5 @@ def test_maps_holding_lists_of_strings_are_canonicalised_and_sized_as_counted(ma
             if type(field) is list:
                 assert [type(v) for v in field] == [type(v) for v in plain_field]
     baseline = ["i-1", "i-é"]
-    first, _ = values.sized_canonical_item({"pk": "p", "l": [{"surge_baseline": baseline}]})
+    first, _ = values_size.sized_canonical_item({"pk": "p", "l": [{"surge_baseline": baseline}]})
     assert first["l"][0]["surge_baseline"] == baseline and first["l"][0]["surge_baseline"] is not baseline
