@@ -8,7 +8,6 @@ import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from itertools import filterfalse
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -32,6 +31,7 @@ from core.settings import ReplenisherSettings
 from lambdas.common.telemetry import Telemetry
 from lambdas.replenisher.decide.builder import OWN_COMMAND_PREFIXES
 from lambdas.replenisher.decide.cleanup import run_instances
+from lambdas.replenisher.unregistered import UnregisteredMemo, unregistered
 from lambdas.replenisher.world import IN_SERVICE, Detached, Group, Instance, World, run_active
 
 log = logging.getLogger(__name__)
@@ -82,11 +82,14 @@ class GatherMemo:
             value retyped to an equal one (``True`` for ``1``) is the same: pydantic's lax reading makes the same
             field of both but for a row's node-name flag (``True``: the instance id; ``1`` is refused), a field
             the replenisher does not read; such an item reads as the run made before, not as unreadable.
+        unregistered: each group's InService ids without a record, as judged against the membership map last read
+            (``lambdas.replenisher.unregistered``).
     """
 
     nodes: NodeRecordMemo = field(default_factory=NodeRecordMemo)
     runs: dict[str, tuple[Mapping[str, Any], Run, frozenset[str]]] = field(default_factory=dict)
     groups: dict[str, GroupInstances] = field(default_factory=dict)
+    unregistered: UnregisteredMemo = field(default_factory=UnregisteredMemo)
 
 
 class GatherDeps(Protocol):
@@ -188,10 +191,12 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
         logger.warning(f"unreadable item {bad.sk} ignored", extra={"error": str(bad.error)})
         deps.telemetry.count_by("Skipped", "reason", "unreadable_item")
     # keyed once a read (a tick answered the same list, or a patched one: ``NodeRecordMemo.by_instance``), copied
-    nodes = dict(deps.memo.nodes.by_instance(records))
-    if not fresh_by_mark(mark, now, max_age):  # a fresh mark makes every record it confirms fresh
+    keyed = deps.memo.nodes.by_instance(records)
+    nodes = dict(keyed)
+    every = fresh_by_mark(mark, now, max_age)  # a fresh mark makes every record it confirms fresh
+    if not every:
         nodes = {iid: record for iid, record in nodes.items() if record.fresh(now, max_age)}
-    unregistered: list[str] = []
+    in_service: list[tuple[str, tuple[str, ...]]] = []
     kept_groups: dict[str, GroupInstances] = {}
     # each run's busy groups and surge once (each is made from every step and group of the run), not once a group
     busy = frozenset().union(*(run.busy_groups for run in runs))
@@ -210,7 +215,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
             if listing.listed is not None:
                 kept_groups[info.name] = listing
         instances = listing.instances
-        unregistered.extend(filterfalse(nodes.__contains__, listing.in_service))
+        in_service.append((info.name, listing.in_service))
         groups[info.name] = Group(
             info=info,
             desired=int(raw.get("DesiredCapacity", 0)),
@@ -223,8 +228,10 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
         )
     deps.memo.groups = kept_groups
     deps.memo.runs = runs_read
-    if unregistered and nodes:  # without any membership nothing is judged by it: no need to ask
-        times = deps.aws.ec2.launch_times(sorted(unregistered))
+    # judged against the shared map when ``nodes`` holds all of it (never changed: its answers kept), else ``nodes``
+    missing = unregistered(deps.memo.unregistered, keyed if every else nodes, every, in_service)
+    if missing and nodes:  # without any membership nothing is judged by it: no need to ask
+        times = deps.aws.ec2.launch_times(sorted(missing))
         for name, group in list(groups.items()):
             groups[name] = replace(  # every other field as read (a field added to Group is never dropped here)
                 group,
