@@ -9,6 +9,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from adapters.dynamo.runs import RunStore
 from core.model import NodeRecord, utcnow
@@ -182,3 +184,49 @@ def test_the_same_list_answered_again_is_read_anew(deps: Deps, monkeypatch: pyte
     group["Instances"][0]["HealthStatus"] = "Unhealthy"  # a port that changed its answer in place
     world = gather(deps, utcnow())
     assert world.groups[group["AutoScalingGroupName"]].instances[0].health_status == "Unhealthy"
+
+
+class _Text(str):
+    """A string that is not exactly ``str``: never kept as text."""
+
+
+_FIELD = st.one_of(
+    st.sampled_from(["a", "InService", "Healthy"]),
+    st.builds(_Text, st.sampled_from(["a", "b"])),
+    st.integers(0, 1),
+    st.booleans(),
+)
+_ENTRY = st.fixed_dictionaries(
+    {"InstanceId": _FIELD},
+    optional={"AvailabilityZone": _FIELD, "LifecycleState": _FIELD, "HealthStatus": _FIELD},
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ENTRY, max_size=6))
+def test_group_instances_reads_each_field_as_its_text(listed: list[dict[str, Any]]) -> None:
+    """Against the plain reading: each key the four fields' text, kept as text only when all are exactly strings."""
+    keys = [
+        tuple(
+            str(e.get(k, d))
+            for k, d in (
+                ("InstanceId", ""),
+                ("AvailabilityZone", ""),
+                ("LifecycleState", ""),
+                ("HealthStatus", "Healthy"),
+            )
+        )
+        for e in listed
+    ]
+    text = all(
+        type(e.get(k, "")) is str
+        for e in listed
+        for k in ("InstanceId", "AvailabilityZone", "LifecycleState", "HealthStatus")
+    )
+    got = group_instances(listed, {})
+    assert (
+        list(got.keys) == keys
+        and [(i.instance_id, i.availability_zone, i.lifecycle_state, i.health_status) for i in got.instances] == keys
+    )
+    assert got.listed is (listed if text else None)
+    assert got.in_service == tuple(k[0] for k in keys if k[2] == "InService")
