@@ -37,6 +37,8 @@ from lambdas.replenisher.world import IN_SERVICE, Detached, Group, Instance, Wor
 log = logging.getLogger(__name__)
 
 InstanceKey = tuple[str, str, str, str]  # an ``Instance``'s id, zone, lifecycle state and health, as read
+# a ``RUN#`` item as read, its ``Run``, the instances it names, its ``busy_groups`` and ``surge`` (``GatherMemo.runs``)
+RunRead = tuple[Mapping[str, Any], Run, frozenset[str], frozenset[str], dict[str, int]]
 # the ``DETACH#`` states that are over (``core.detach``): a week of early replacements' records, never converted
 DETACH_OVER = frozenset({DetachState.TERMINATED.value, DetachState.GONE.value})
 
@@ -75,7 +77,8 @@ class GatherMemo:
             objects of the last read for the entries it still holds (an instance stays in its group; one that moved
             is made anew, an equal value).
         runs: each active ``RUN#`` item last read (its sort key -> the item as the table answered it, the ``Run``
-            made of it and the instances it names, ``run_instances``), answered again only for an item equal to it
+            made of it, the instances it names, ``run_instances``, and its ``busy_groups`` and ``surge``, each made
+            of every step or group: a 1,000-step run's were 1 % of a tick), answered again only for an item equal to it
             in every attribute. A refresh run's item is read every tick and changes a few times a step; made anew,
             a 1,000-step run was a twentieth of a simulated week at 1,000 nodes (BENCHMARKS.md, issue 12). The
             ``Run`` is shared between ticks: ``decide`` only reads it. "Equal" is Python's ``==``, under which a
@@ -87,7 +90,7 @@ class GatherMemo:
     """
 
     nodes: NodeRecordMemo = field(default_factory=NodeRecordMemo)
-    runs: dict[str, tuple[Mapping[str, Any], Run, frozenset[str]]] = field(default_factory=dict)
+    runs: dict[str, RunRead] = field(default_factory=dict)
     groups: dict[str, GroupInstances] = field(default_factory=dict)
     unregistered: UnregisteredMemo = field(default_factory=UnregisteredMemo)
 
@@ -129,7 +132,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     runs_unreadable = False
     lock = None
     detached: dict[str, Detached] = {}
-    runs_read: dict[str, tuple[Mapping[str, Any], Run, frozenset[str]]] = {}
+    runs_read: dict[str, RunRead] = {}
     # as the table answered (``convert=False``): no item is converted before this loop keeps it, so the kinds not
     # read (``gathered``) are left out here
     for stored in read_items(deps.store):
@@ -169,7 +172,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
                 runs.append(run)
                 names = frozenset(run_instances(run))
                 protected |= names
-                runs_read[sk] = (stored, run, names)
+                runs_read[sk] = (stored, run, names, run.busy_groups, run.surge)
             elif sk.startswith("DETACH#"):
                 protected.add(sk[7:])
                 detached[sk[7:]] = detached_record(sk[7:], item)
@@ -198,9 +201,10 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
         nodes = {iid: record for iid, record in nodes.items() if record.fresh(now, max_age)}
     in_service: list[tuple[str, tuple[str, ...]]] = []
     kept_groups: dict[str, GroupInstances] = {}
-    # each run's busy groups and surge once (each is made from every step and group of the run), not once a group
-    busy = frozenset().union(*(run.busy_groups for run in runs))
-    surges = [run.surge for run in runs]
+    # each run's busy groups and surge once (each is made from every step and group of the run), not once a group,
+    # nor again for a run read as before (``GatherMemo.runs``); a read's runs are those of ``runs_read``, in order
+    busy = frozenset().union(*(read[3] for read in runs_read.values()))
+    surges = [read[4] for read in runs_read.values()]
     for raw in raw_groups:
         info = managed_group(raw, settings.cluster_name)
         if info is None:

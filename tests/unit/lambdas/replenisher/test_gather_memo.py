@@ -128,6 +128,9 @@ def test_an_unchanged_run_item_is_not_made_again_and_a_saved_one_is(deps: Deps) 
     assert after.active_runs[0].steps[0].state is StepState.SURGING
     assert "i-0fffffffffffffff0" in after.protected and after == gather(cold(deps), now)
     assert list(deps.memo.runs) == [RunStore.sk(run.run_id)]
+    kept = deps.memo.runs[RunStore.sk(run.run_id)]  # busy groups and surge kept with the run made of the item
+    assert (kept[1], kept[3], kept[4]) == (after.active_runs[0], {"g"}, after.active_runs[0].surge)
+    assert gather(deps, now) == after  # read as before: the busy groups and surge kept
 
     runs.save(after.active_runs[0].model_copy(update={"status": RunStatus.SUCCEEDED}))
     assert gather(deps, now).active_runs == () and deps.memo.runs == {}  # a run over: not read, not kept
