@@ -24,13 +24,14 @@ from adapters.dynamo.table import plain
 from adapters.dynamo.values import plain_item
 from core.clock import aware_time
 from core.detach import DetachState
-from core.kops import CLUSTER_TAG, managed_group
+from core.kops import CLUSTER_TAG
 from core.model import Command, fresh_by_mark
 from core.runs import Run
 from core.settings import ReplenisherSettings
 from lambdas.common.telemetry import Telemetry
 from lambdas.replenisher.decide.builder import OWN_COMMAND_PREFIXES
 from lambdas.replenisher.decide.cleanup import run_instances
+from lambdas.replenisher.group_info import Seen, group_info
 from lambdas.replenisher.unregistered import UnregisteredMemo, unregistered
 from lambdas.replenisher.world import IN_SERVICE, Detached, Group, Instance, World, run_active
 
@@ -87,12 +88,14 @@ class GatherMemo:
             the replenisher does not read; such an item reads as the run made before, not as unreadable.
         unregistered: each group's InService ids without a record, as judged against the membership map last read
             (``lambdas.replenisher.unregistered``).
+        infos: each group's ``ManagedGroup`` with copies of what it was made of, by position (``group_info``).
     """
 
     nodes: NodeRecordMemo = field(default_factory=NodeRecordMemo)
     runs: dict[str, RunRead] = field(default_factory=dict)
     groups: dict[str, GroupInstances] = field(default_factory=dict)
     unregistered: UnregisteredMemo = field(default_factory=UnregisteredMemo)
+    infos: list[Seen | None] = field(default_factory=list)
 
 
 class GatherDeps(Protocol):
@@ -205,8 +208,10 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     # nor again for a run read as before (``GatherMemo.runs``); a read's runs are those of ``runs_read``, in order
     busy = frozenset().union(*(read[3] for read in runs_read.values()))
     surges = [read[4] for read in runs_read.values()]
-    for raw in raw_groups:
-        info = managed_group(raw, settings.cluster_name)
+    infos, last_infos = [], deps.memo.infos
+    for at, raw in enumerate(raw_groups):
+        info, info_kept = group_info(raw, settings.cluster_name, last_infos[at] if at < len(last_infos) else None)
+        infos.append(info_kept)
         if info is None:
             continue
         listed = raw.get("Instances", [])
@@ -232,6 +237,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
         )
     deps.memo.groups = kept_groups
     deps.memo.runs = runs_read
+    deps.memo.infos = infos
     # judged against the shared map when ``nodes`` holds all of it (never changed: its answers kept), else ``nodes``
     missing = unregistered(deps.memo.unregistered, keyed if every else nodes, every, in_service)
     if missing and nodes:  # without any membership nothing is judged by it: no need to ask
