@@ -8,7 +8,6 @@ import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from itertools import filterfalse
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -25,18 +24,22 @@ from adapters.dynamo.table import plain
 from adapters.dynamo.values import plain_item
 from core.clock import aware_time
 from core.detach import DetachState
-from core.kops import CLUSTER_TAG, managed_group
+from core.kops import CLUSTER_TAG
 from core.model import Command, fresh_by_mark
 from core.runs import Run
 from core.settings import ReplenisherSettings
 from lambdas.common.telemetry import Telemetry
 from lambdas.replenisher.decide.builder import OWN_COMMAND_PREFIXES
 from lambdas.replenisher.decide.cleanup import run_instances
+from lambdas.replenisher.group_info import Seen, group_info
+from lambdas.replenisher.unregistered import UnregisteredMemo, unregistered
 from lambdas.replenisher.world import IN_SERVICE, Detached, Group, Instance, World, run_active
 
 log = logging.getLogger(__name__)
 
 InstanceKey = tuple[str, str, str, str]  # an ``Instance``'s id, zone, lifecycle state and health, as read
+# a ``RUN#`` item as read, its ``Run``, the instances it names, its ``busy_groups`` and ``surge`` (``GatherMemo.runs``)
+RunRead = tuple[Mapping[str, Any], Run, frozenset[str], frozenset[str], dict[str, int]]
 # the ``DETACH#`` states that are over (``core.detach``): a week of early replacements' records, never converted
 DETACH_OVER = frozenset({DetachState.TERMINATED.value, DetachState.GONE.value})
 
@@ -75,18 +78,24 @@ class GatherMemo:
             objects of the last read for the entries it still holds (an instance stays in its group; one that moved
             is made anew, an equal value).
         runs: each active ``RUN#`` item last read (its sort key -> the item as the table answered it, the ``Run``
-            made of it and the instances it names, ``run_instances``), answered again only for an item equal to it
+            made of it, the instances it names, ``run_instances``, and its ``busy_groups`` and ``surge``, each made
+            of every step or group: a 1,000-step run's were 1 % of a tick), answered again only for an item equal to it
             in every attribute. A refresh run's item is read every tick and changes a few times a step; made anew,
             a 1,000-step run was a twentieth of a simulated week at 1,000 nodes (BENCHMARKS.md, issue 12). The
             ``Run`` is shared between ticks: ``decide`` only reads it. "Equal" is Python's ``==``, under which a
             value retyped to an equal one (``True`` for ``1``) is the same: pydantic's lax reading makes the same
             field of both but for a row's node-name flag (``True``: the instance id; ``1`` is refused), a field
             the replenisher does not read; such an item reads as the run made before, not as unreadable.
+        unregistered: each group's InService ids without a record, as judged against the membership map last read
+            (``lambdas.replenisher.unregistered``).
+        infos: each group's ``ManagedGroup`` with copies of what it was made of, by position (``group_info``).
     """
 
     nodes: NodeRecordMemo = field(default_factory=NodeRecordMemo)
-    runs: dict[str, tuple[Mapping[str, Any], Run, frozenset[str]]] = field(default_factory=dict)
+    runs: dict[str, RunRead] = field(default_factory=dict)
     groups: dict[str, GroupInstances] = field(default_factory=dict)
+    unregistered: UnregisteredMemo = field(default_factory=UnregisteredMemo)
+    infos: list[Seen | None] = field(default_factory=list)
 
 
 class GatherDeps(Protocol):
@@ -126,7 +135,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     runs_unreadable = False
     lock = None
     detached: dict[str, Detached] = {}
-    runs_read: dict[str, tuple[Mapping[str, Any], Run, frozenset[str]]] = {}
+    runs_read: dict[str, RunRead] = {}
     # as the table answered (``convert=False``): no item is converted before this loop keeps it, so the kinds not
     # read (``gathered``) are left out here
     for stored in read_items(deps.store):
@@ -166,7 +175,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
                 runs.append(run)
                 names = frozenset(run_instances(run))
                 protected |= names
-                runs_read[sk] = (stored, run, names)
+                runs_read[sk] = (stored, run, names, run.busy_groups, run.surge)
             elif sk.startswith("DETACH#"):
                 protected.add(sk[7:])
                 detached[sk[7:]] = detached_record(sk[7:], item)
@@ -188,16 +197,21 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
         logger.warning(f"unreadable item {bad.sk} ignored", extra={"error": str(bad.error)})
         deps.telemetry.count_by("Skipped", "reason", "unreadable_item")
     # keyed once a read (a tick answered the same list, or a patched one: ``NodeRecordMemo.by_instance``), copied
-    nodes = dict(deps.memo.nodes.by_instance(records))
-    if not fresh_by_mark(mark, now, max_age):  # a fresh mark makes every record it confirms fresh
+    keyed = deps.memo.nodes.by_instance(records)
+    nodes = dict(keyed)
+    every = fresh_by_mark(mark, now, max_age)  # a fresh mark makes every record it confirms fresh
+    if not every:
         nodes = {iid: record for iid, record in nodes.items() if record.fresh(now, max_age)}
-    unregistered: list[str] = []
+    in_service: list[tuple[str, tuple[str, ...]]] = []
     kept_groups: dict[str, GroupInstances] = {}
-    # each run's busy groups and surge once (each is made from every step and group of the run), not once a group
-    busy = frozenset().union(*(run.busy_groups for run in runs))
-    surges = [run.surge for run in runs]
-    for raw in raw_groups:
-        info = managed_group(raw, settings.cluster_name)
+    # each run's busy groups and surge once (each is made from every step and group of the run), not once a group,
+    # nor again for a run read as before (``GatherMemo.runs``); a read's runs are those of ``runs_read``, in order
+    busy = frozenset().union(*(read[3] for read in runs_read.values()))
+    surges = [read[4] for read in runs_read.values()]
+    infos, last_infos = [], deps.memo.infos
+    for at, raw in enumerate(raw_groups):
+        info, info_kept = group_info(raw, settings.cluster_name, last_infos[at] if at < len(last_infos) else None)
+        infos.append(info_kept)
         if info is None:
             continue
         listed = raw.get("Instances", [])
@@ -210,7 +224,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
             if listing.listed is not None:
                 kept_groups[info.name] = listing
         instances = listing.instances
-        unregistered.extend(filterfalse(nodes.__contains__, listing.in_service))
+        in_service.append((info.name, listing.in_service))
         groups[info.name] = Group(
             info=info,
             desired=int(raw.get("DesiredCapacity", 0)),
@@ -223,8 +237,11 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
         )
     deps.memo.groups = kept_groups
     deps.memo.runs = runs_read
-    if unregistered and nodes:  # without any membership nothing is judged by it: no need to ask
-        times = deps.aws.ec2.launch_times(sorted(unregistered))
+    deps.memo.infos = infos
+    # judged against the shared map when ``nodes`` holds all of it (never changed: its answers kept), else ``nodes``
+    missing = unregistered(deps.memo.unregistered, keyed if every else nodes, every, in_service)
+    if missing and nodes:  # without any membership nothing is judged by it: no need to ask
+        times = deps.aws.ec2.launch_times(sorted(missing))
         for name, group in list(groups.items()):
             groups[name] = replace(  # every other field as read (a field added to Group is never dropped here)
                 group,
@@ -274,8 +291,18 @@ def group_instances(listed: Any, known: Mapping[InstanceKey, Instance]) -> Group
     for inst in listed:
         fields = (inst["InstanceId"], inst.get("AvailabilityZone", ""), inst.get("LifecycleState", ""))
         health = inst.get("HealthStatus", "Healthy")
-        text = text and all(type(f) is str for f in fields) and type(health) is str
-        key = (str(fields[0]), str(fields[1]), str(fields[2]), str(health))
+        # four type checks in line (a generator here was two fifths of this loop); text: the fields themselves
+        if (
+            text
+            and type(fields[0]) is str
+            and type(fields[1]) is str
+            and type(fields[2]) is str
+            and type(health) is str
+        ):
+            key = (*fields, health)
+        else:
+            text = False
+            key = (str(fields[0]), str(fields[1]), str(fields[2]), str(health))
         instance = known.get(key)
         if instance is None:
             instance = Instance(*key)

@@ -9,6 +9,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from adapters.dynamo.runs import RunStore
 from core.model import NodeRecord, utcnow
@@ -126,6 +128,9 @@ def test_an_unchanged_run_item_is_not_made_again_and_a_saved_one_is(deps: Deps) 
     assert after.active_runs[0].steps[0].state is StepState.SURGING
     assert "i-0fffffffffffffff0" in after.protected and after == gather(cold(deps), now)
     assert list(deps.memo.runs) == [RunStore.sk(run.run_id)]
+    kept = deps.memo.runs[RunStore.sk(run.run_id)]  # busy groups and surge kept with the run made of the item
+    assert (kept[1], kept[3], kept[4]) == (after.active_runs[0], {"g"}, after.active_runs[0].surge)
+    assert gather(deps, now) == after  # read as before: the busy groups and surge kept
 
     runs.save(after.active_runs[0].model_copy(update={"status": RunStatus.SUCCEEDED}))
     assert gather(deps, now).active_runs == () and deps.memo.runs == {}  # a run over: not read, not kept
@@ -182,3 +187,49 @@ def test_the_same_list_answered_again_is_read_anew(deps: Deps, monkeypatch: pyte
     group["Instances"][0]["HealthStatus"] = "Unhealthy"  # a port that changed its answer in place
     world = gather(deps, utcnow())
     assert world.groups[group["AutoScalingGroupName"]].instances[0].health_status == "Unhealthy"
+
+
+class _Text(str):
+    """A string that is not exactly ``str``: never kept as text."""
+
+
+_FIELD = st.one_of(
+    st.sampled_from(["a", "InService", "Healthy"]),
+    st.builds(_Text, st.sampled_from(["a", "b"])),
+    st.integers(0, 1),
+    st.booleans(),
+)
+_ENTRY = st.fixed_dictionaries(
+    {"InstanceId": _FIELD},
+    optional={"AvailabilityZone": _FIELD, "LifecycleState": _FIELD, "HealthStatus": _FIELD},
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ENTRY, max_size=6))
+def test_group_instances_reads_each_field_as_its_text(listed: list[dict[str, Any]]) -> None:
+    """Against the plain reading: each key the four fields' text, kept as text only when all are exactly strings."""
+    keys = [
+        tuple(
+            str(e.get(k, d))
+            for k, d in (
+                ("InstanceId", ""),
+                ("AvailabilityZone", ""),
+                ("LifecycleState", ""),
+                ("HealthStatus", "Healthy"),
+            )
+        )
+        for e in listed
+    ]
+    text = all(
+        type(e.get(k, "")) is str
+        for e in listed
+        for k in ("InstanceId", "AvailabilityZone", "LifecycleState", "HealthStatus")
+    )
+    got = group_instances(listed, {})
+    assert (
+        list(got.keys) == keys
+        and [(i.instance_id, i.availability_zone, i.lifecycle_state, i.health_status) for i in got.instances] == keys
+    )
+    assert got.listed is (listed if text else None)
+    assert got.in_service == tuple(k[0] for k in keys if k[2] == "InService")
