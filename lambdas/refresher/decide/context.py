@@ -30,7 +30,7 @@ from core.runs import (
 )
 from core.settings import RefresherSettings
 from lambdas.refresher.plan import Action, SaveRun, SetCapacity
-from lambdas.refresher.world import LIVE_STATES, GroupFacts, World
+from lambdas.refresher.world import GroupFacts, World
 
 UNDO_COMMAND_SUFFIX = "undo"
 UNCORDON_COMMAND_SUFFIX = "uncordon"
@@ -232,17 +232,7 @@ class Context:
         }
 
     def ready_besides(self, facts: GroupFacts, exclude: set[str]) -> int:
-        """How many of the group's live instances not in ``exclude`` are Ready nodes: ``GroupFacts.live`` and
-        ``World.ready`` in line (a group's hundreds of instances a call, several calls a pass)."""
-        nodes = self.world.nodes
-        return sum(
-            1
-            for i in facts.instances
-            if i.lifecycle_state in LIVE_STATES
-            and i.instance_id not in exclude
-            and (record := nodes.get(i.instance_id)) is not None
-            and record.ready
-        )
+        return sum(1 for i in facts.live if i.instance_id not in exclude and self.world.ready(i.instance_id))
 
     def claimed_spares(self, but: RunStep) -> set[str]:
         return {
