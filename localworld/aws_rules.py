@@ -29,7 +29,7 @@ One fault too, for a ``with`` block (``terminates_refused()``): **TerminateInsta
 ``ScalingActivityInProgress``** (HTTP 400, "The operation can't be performed because there are scaling activities in
 progress."), one of the two errors the API reference documents for that call; AWS does not say when it answers it,
 so nothing in moto's model decides it: the block does (the simulation's ``sim.faults.FaultWindow`` on that
-operation is its twin, ``tests/unit/sim/test_aws_contract.py``).
+operation is its twin, ``tests/unit/sim/aws_contract/test_autoscaling.py``).
 """
 
 from __future__ import annotations

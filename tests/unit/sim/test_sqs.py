@@ -1,5 +1,5 @@
 """The simulated command queue on simulated time: redelivery after the visibility timeout, receipt handles, the
-12-hour visibility limit, retention and the dead-letter queue (contract with moto: test_aws_contract)."""
+12-hour visibility limit, retention and the dead-letter queue (contract with moto: aws_contract/test_sqs.py)."""
 
 from __future__ import annotations
 
