@@ -1,7 +1,7 @@
-"""The instance -> ASG lookup's re-asking: a known group is asked again only after its spread of the recheck
-period, so a cluster listed at once is not re-asked in one burst (moto's Auto Scaling behind it); and the cohorts that
-find the answers due ask exactly what judging every instance at every resolve asked, and ``due`` names exactly the
-instances that judging every cached one names."""
+"""The instance -> ASG lookup on moto's Auto Scaling: its batches of DescribeAutoScalingInstances and its cache; its
+re-asking: a known group is asked again only after its spread of the recheck period, so a cluster listed at once is
+not re-asked in one burst; and the cohorts that find the answers due ask exactly what judging every instance at every
+resolve asked, and ``due`` names exactly the instances that judging every cached one names."""
 
 from __future__ import annotations
 
@@ -14,13 +14,27 @@ import pytest
 from adapters.aws.autoscaling import AutoScaling
 from agent.asglookup import AsgLookup, spread, spread_fraction
 from core.exceptions import AwsUnavailableError
-from tests.unit.agent.test_membership import Aws, CountingAutoscaling
-from tests.unit.agent.test_membership import aws as aws  # the moto cluster fixture, reused
+from tests.unit.agent.membership_world import Aws, CountingAutoscaling
 
 
 @pytest.fixture
 def clock() -> Iterator[list[float]]:
     yield [1000.0]
+
+
+def test_asg_lookup_batches_caches_and_refreshes(aws: Aws) -> None:
+    lookup = AsgLookup(AutoScaling(aws.autoscaling))
+    strangers = [f"i-0{n:016x}" for n in range(60)]  # not in any group
+    ids = [*aws.instances, *strangers]
+    found = lookup.resolve(ids)
+    assert {i: found[i] for i in aws.instances} == {i: asg for i, (_, asg) in aws.instances.items()}
+    assert all(found[i] is None for i in strangers)
+    assert sorted(aws.autoscaling.calls) == [16, 50]
+
+    lookup.resolve(ids[:10])
+    assert len(aws.autoscaling.calls) == 2  # cached
+    lookup.resolve(list(aws.instances), refresh=True)
+    assert aws.autoscaling.calls[2:] == [len(aws.instances)]
 
 
 def test_known_groups_are_asked_again_spread_over_the_recheck_period(aws: Aws, clock: list[float]) -> None:

@@ -18,7 +18,7 @@ from agent.kube.views import NodeEvent, NodeView
 from agent.membership import MembershipReporter
 from core.exceptions import SettingsError
 from core.settings import AgentSettings
-from tests.unit.agent.test_membership import (
+from tests.unit.agent.membership_world import (
     CLUSTER,
     NOW,
     Aws,
@@ -28,7 +28,6 @@ from tests.unit.agent.test_membership import (
     node_items,
     node_puts,
 )
-from tests.unit.agent.test_membership import aws as aws  # the moto cluster fixture, reused
 
 
 def reporter_on(

@@ -26,8 +26,8 @@ from core.model import Command, CommandStatus, DrainOptions, NodeRecord, utcnow
 from core.schema import agent_partition_of, partition_of
 from tests.unit.agent.consumer_world import CLUSTER, INSTANCE, ScriptedEngine, World, command
 from tests.unit.agent.cordons.test_releaser import OneNode
+from tests.unit.agent.membership_world import MemoryNodes, node
 from tests.unit.agent.test_hooks import HOOK_PARAMS, consumer
-from tests.unit.agent.test_membership import MemoryNodes, node
 
 HOOK = LifecycleAction(
     instance_id=INSTANCE,

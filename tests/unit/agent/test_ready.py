@@ -24,7 +24,7 @@ from core.model import NodeRecord
 from lambdas.events.dispatch import parse_event
 from lambdas.events.event import EventKind
 from lambdas.refresher.handler import KINDS as REFRESHER_KINDS
-from tests.unit.agent.test_membership import CLUSTER, Aws, MemoryNodes, aws, cluster_nodes  # noqa: F401 - fixture
+from tests.unit.agent.membership_world import CLUSTER, Aws, MemoryNodes, cluster_nodes
 
 NOW = datetime(2026, 12, 2, 14, 0, tzinfo=UTC)
 
@@ -158,7 +158,7 @@ def test_the_loop_flushes_until_stopped(bus: tuple[EventBus, Any, str]) -> None:
     assert len(delivered(sqs, url)) == 2
 
 
-def test_membership_tells_the_nodes_it_writes_ready_after_the_write(aws: Aws) -> None:  # noqa: F811 - fixture
+def test_membership_tells_the_nodes_it_writes_ready_after_the_write(aws: Aws) -> None:
     nodes = cluster_nodes(aws)
     first, second = nodes[0], nodes[1]
     not_ready = type(second)(**{**second.__dict__, "ready": False})
