@@ -25,7 +25,7 @@ from lambdas.interruption.plan import (
     SkipReason,
 )
 from lambdas.interruption.world import InstanceFacts, World
-from tests.unit.lambdas.interruption.test_decide import INSTANCE, NODES_ASG, T0, asg, settings
+from tests.unit.lambdas.interruption.decision_world import INSTANCE, NODES_ASG, T0, asg, settings
 
 TOKEN = "87654321-4321-4321-4321-210987654321"
 

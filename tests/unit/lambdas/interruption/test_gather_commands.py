@@ -15,7 +15,7 @@ from lambdas.interruption.decide import decide
 from lambdas.interruption.decide.common import unreadable_command
 from lambdas.interruption.handler import readable_commands
 from lambdas.interruption.plan import RecordCommand, SendCommand
-from tests.unit.lambdas.interruption.test_decide import INSTANCE, T0, member, settings, spot, world
+from tests.unit.lambdas.interruption.decision_world import INSTANCE, T0, member, settings, spot, world
 
 GOOD = {
     "sk": "CMD#rebalance-1",

@@ -14,7 +14,7 @@ from lambdas.interruption.decide import decide
 from lambdas.interruption.plan import EFFECTS, ForgetNode, IgnoreReason
 from lambdas.interruption.world import InstanceFacts, World
 
-from .test_decide import INSTANCE, NODES_ASG, NOW, T0, rebalance, settings, spot, world
+from .decision_world import INSTANCE, NODES_ASG, NOW, T0, rebalance, settings, spot, world
 
 
 def refused(plan) -> bool:  # type: ignore[no-untyped-def]  # a Plan

@@ -1,4 +1,5 @@
-"""Rebalance recommendations that resolve (rules 5, 5a, 5b and the resolutions of rules 7 and 8): pure decisions."""
+"""Rebalance recommendations (rule 5: the policy's command, which never detaches) and those that resolve (rules 5a,
+5b and the resolutions of rules 7 and 8): pure decisions."""
 
 from __future__ import annotations
 
@@ -22,7 +23,18 @@ from lambdas.interruption.plan import (
     SendCommand,
     TightenCommand,
 )
-from tests.unit.lambdas.interruption.test_decide import INSTANCE, NOW, T0, kinds, rebalance, settings, spot, world
+from tests.unit.lambdas.interruption.decision_world import (
+    INSTANCE,
+    MASTER_ASG,
+    NOW,
+    T0,
+    asg,
+    kinds,
+    rebalance,
+    settings,
+    spot,
+    world,
+)
 
 
 def item(command_id: str, kind: str, status: str, *, quiet: int | None = 1800, reason: str = "", **extra: Any) -> dict:
@@ -42,6 +54,34 @@ def item(command_id: str, kind: str, status: str, *, quiet: int | None = 1800, r
 
 def with_commands(*items: dict) -> Any:
     return replace(world(), commands=tuple(items))
+
+
+@pytest.mark.parametrize(
+    ("policy", "kind"),
+    [(RebalancePolicy.CORDON, CommandKind.CORDON), (RebalancePolicy.DRAIN, CommandKind.DRAIN)],
+)
+@pytest.mark.parametrize("group", [asg(), asg(MASTER_ASG, role_tag="k8s.io/role/master")])
+def test_rebalance_follows_the_policy_and_never_detaches(policy, kind, group):
+    now = T0 + timedelta(seconds=30)
+    plan = decide(
+        rebalance(), now, settings(rebalance_policy=policy, rebalance_drain_timeout_seconds=900), world(group=group)
+    )
+    assert kinds(plan) == ["RecordCommand", "SendCommand"]
+    command = plan.actions[0].command
+    assert command.kind is kind
+    assert command.command_id == "rebalance-ev-2"
+    assert command.deadline == now + timedelta(seconds=900)
+    assert command.reason == "rebalance-recommendation"
+
+
+def test_rebalance_ignored_by_policy():
+    plan = decide(rebalance(), NOW, settings(rebalance_policy=RebalancePolicy.IGNORE), world())
+    assert plan.actions == (Acknowledge(IgnoreReason.REBALANCE_IGNORED, "REBALANCE_POLICY=ignore"),)
+
+
+def test_default_rebalance_policy_is_cordon():
+    plan = decide(rebalance(), NOW, settings(), world())
+    assert plan.actions[0].command.kind is CommandKind.CORDON
 
 
 def test_a_rebalance_cordon_carries_the_quiet_period() -> None:

@@ -16,7 +16,7 @@ from lambdas.interruption.decide import decide
 from lambdas.interruption.execute import Effects
 from lambdas.interruption.gather import read_rebalance_load
 from lambdas.interruption.plan import IgnoreReason, RecordCommand
-from tests.unit.lambdas.interruption.test_decide import (
+from tests.unit.lambdas.interruption.decision_world import (
     CLUSTER,
     INSTANCE,
     NOW,

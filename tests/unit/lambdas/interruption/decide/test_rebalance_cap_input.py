@@ -13,7 +13,7 @@ from lambdas.interruption.decide import decide
 from lambdas.interruption.execute import Effects
 from lambdas.interruption.gather import read_rebalance_load
 from tests.unit.lambdas.interruption.decide.test_rebalance_cap import _cordon
-from tests.unit.lambdas.interruption.test_decide import INSTANCE, NOW, T0, kinds, rebalance, settings, world
+from tests.unit.lambdas.interruption.decision_world import INSTANCE, NOW, T0, kinds, rebalance, settings, world
 
 OTHER = "i-0000000000000000b"
 # CMD#rebalance- items of another instance, of shapes the agent's role can write (the agent's releaser reads the same

@@ -31,7 +31,7 @@ from lambdas.interruption.plan import (
     TightenCommand,
 )
 from tests.unit.lambdas.interruption.decide.test_rebalance import item
-from tests.unit.lambdas.interruption.test_decide import (
+from tests.unit.lambdas.interruption.decision_world import (
     CLUSTER,
     INSTANCE,
     MASTER_ASG,
