@@ -91,7 +91,7 @@ def test_weekly_tick_drain_result_and_node_ready_rules_each_with_retries_and_a_d
     assert sorted(inputs) == ['{"trigger":"schedule"}', '{"trigger":"tick"}']
     by_source = {p["source"][0]: p for p in patterns if p["detail-type"] != ["Node Ready"]}
     (ready,) = [p for p in patterns if p["detail-type"] == ["Node Ready"]]
-    # the agent's reports of its own cluster only; the source is the one its role may put (test_stack)
+    # the agent's reports of its own cluster only; the source is the one its role may put (stack/test_agent_role.py)
     assert ready == {
         "source": ["node-manager.agent"],
         "detail-type": ["Node Ready"],

@@ -1,8 +1,8 @@
 """The agent's table calls address only its own partition (``CLUSTER#<cluster>#AGENT``, ``core.schema``), the one its
 IAM role may write (``infra/state.py``, ``StateStore.grant_agent_access``; the policy itself is evaluated in
-tests/infra/test_stack.py): every request the agent's parts send to moto's DynamoDB is recorded as it goes on the
-wire and its partition key values are checked: none names the cluster partition (``CLUSTER#<cluster>``), which the
-role may neither read nor write (the lock's age, ``LockHeldSeconds``, is the replenisher's metric)."""
+tests/infra/stack/test_agent_role.py): every request the agent's parts send to moto's DynamoDB is recorded as it goes
+on the wire and its partition key values are checked: none names the cluster partition (``CLUSTER#<cluster>``), which
+the role may neither read nor write (the lock's age, ``LockHeldSeconds``, is the replenisher's metric)."""
 
 from __future__ import annotations
 
