@@ -27,7 +27,9 @@ from localworld.cluster import ClusterInfo  # noqa: E402 - after the sys.path in
 from localworld.kube_processes import KubeAssetsMissingError, find_assets  # noqa: E402 - after the sys.path insert above
 from localworld.world import LocalWorld  # noqa: E402 - after the sys.path insert above
 
-WORLD_FIXTURES = {"local_world", "world", "cluster"}
+# the root `world` and `cluster` need `local_world`; a directory's own fixture named `world` (tests/unit/agent's, on
+# moto) does not, and its tests are no world tests
+WORLD_FIXTURES = {"local_world"}
 
 
 def pytest_configure(config: pytest.Config) -> None:
