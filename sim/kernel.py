@@ -10,6 +10,7 @@ component does not shift another's.
 from __future__ import annotations
 
 import heapq
+import math
 import random
 import threading
 from collections.abc import Callable, Iterator
@@ -132,21 +133,26 @@ class Kernel:
         """Actions still queued (cancelled ones included until they come up)."""
         return len(self._queue)
 
-    def run(self, until: float, after_step: Callable[[Step], None] | None = None) -> None:
+    def run(self, until: float, after_step: Callable[[Step], float | None] | None = None) -> None:
         """Run queued actions in time order up to simulated second ``until``, then set the time to ``until``.
 
         Args:
             until: the last simulated second to run.
-            after_step: called after each action (the invariant checks); what it raises ends the run.
+            after_step: called after each action (the invariant checks); what it raises ends the run. It may answer
+                the simulated second before which it has nothing to do: it is next called after the first action
+                at or after it (None: after the next action). A hook whose checks are due by time (the checker's
+                scans) is thus not called after the steps between them, most of a week's.
         """
         queue, pop = self._queue, heapq.heappop
+        due = -math.inf  # the hook is called after the first action
         while queue and queue[0][0] <= until:
             entry = pop(queue)[2]
             if entry.cancelled:
                 continue
-            self.t = entry.at
+            at = self.t = entry.at
             entry.action()
             self.steps += 1
-            if after_step is not None:
-                after_step(Step(entry.at, entry.label))
+            if after_step is not None and at >= due:
+                wake = after_step(Step(at, entry.label))
+                due = -math.inf if wake is None else wake
         self.t = max(self.t, until)

@@ -34,3 +34,20 @@ def test_an_action_scheduled_in_the_past_runs_now_after_those_already_due() -> N
     kernel.at(3.0, "second", lambda: ran.append("second"))
     kernel.run(5.0)
     assert ran == ["first", "second", "late"]
+
+
+def test_a_hook_that_answers_a_time_is_not_called_before_it() -> None:
+    kernel = Kernel(1)
+    for at in (1.0, 2.0, 3.0, 4.0, 4.0, 6.0, 7.0):
+        kernel.at(at, f"a{at}", lambda: None)
+    seen: list[float] = []
+
+    def hook(step: Step) -> float | None:
+        seen.append(step.at)
+        return {1.0: 3.5, 4.0: None, 6.0: 6.0}.get(step.at, 100.0)
+
+    kernel.run(8.0, hook)
+    # after 1.0 nothing before 3.5: the next at 4.0; None: the next step (4.0 again); 6.0 asks for 6.0 itself: the
+    # next step at or after it (7.0)
+    assert seen == [1.0, 4.0, 4.0, 6.0, 7.0]
+    assert kernel.steps == 7
