@@ -39,9 +39,10 @@ class Step(NamedTuple):
 
 class Timer:
     """A scheduled action that can be cancelled before it runs; the queue's entry itself (one object a scheduling:
-    ``__slots__`` and a plain ``__init__``, not a dataclass and a wrapper)."""
+    ``__slots__`` and a plain ``__init__``, not a dataclass and a wrapper). A periodic one (``Kernel.every``) is the
+    same object at each of its runs, queued again by the kernel (``period`` > 0); cancelling it ends them all."""
 
-    __slots__ = ("action", "at", "cancelled", "label", "seq")
+    __slots__ = ("action", "at", "cancelled", "jitter", "label", "period", "rearm_first", "rng", "seq")
 
     def __init__(self, at: float, seq: int, label: str, action: Callable[[], None]) -> None:
         self.at = at
@@ -49,6 +50,7 @@ class Timer:
         self.label = label
         self.action = action
         self.cancelled = False
+        self.period = 0.0  # one run
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -117,17 +119,42 @@ class Kernel:
         return self.at(self.t + delay if delay > 0.0 else self.t, label, action)
 
     def every(
-        self, period: float, label: str, action: Callable[[], None], *, first: float | None = None, jitter: float = 0.0
-    ) -> None:
-        """Run ``action`` every ``period`` seconds (first at ``first``, default one period from now), each time
-        shifted by up to ``jitter`` seconds drawn from the stream ``label``."""
-        rng = self.stream(f"every:{label}")
+        self,
+        period: float,
+        label: str,
+        action: Callable[[], None],
+        *,
+        first: float | None = None,
+        jitter: float = 0.0,
+        rearm_first: bool = False,
+    ) -> Timer:
+        """Run ``action`` every ``period`` seconds (> 0; first at ``first``, default one period from now), each time
+        shifted by up to ``jitter`` seconds drawn from the stream ``label``; the timer (cancel it to stop).
 
-        def tick() -> None:
-            action()
-            self.after(period + (rng.uniform(0, jitter) if jitter else 0.0), label, tick)
+        Each run is queued again as ``self.after(period + jitter drawn, label, ...)`` would queue it, after
+        ``action`` ran (its own schedulings at one instant come first), or before with ``rearm_first`` (a loop that
+        sets its next wake before working): one sequence number a run either way, the same object requeued instead
+        of a new closure and timer (a week's Auto Scaling reconcile, heartbeats and rule ticks are most of its
+        steps).
+        """
+        if not period > 0.0:
+            raise ValueError(f"a period of {period} s: every() needs a positive one")
+        timer = self.at(self.t + period if first is None else first, label, action)
+        timer.period = period
+        timer.jitter = jitter
+        timer.rng = self.stream(f"every:{label}")
+        timer.rearm_first = rearm_first
+        return timer
 
-        self.at(self.t + period if first is None else first, label, tick)
+    def _again(self, timer: Timer) -> None:
+        """Queue a periodic ``timer`` again (``every``): as ``after(period + jitter drawn)`` would, same object."""
+        delay = timer.period + (timer.rng.uniform(0, timer.jitter) if timer.jitter else 0.0)
+        t = self.t
+        when = t + delay if delay > 0.0 else t
+        at = timer.at = when if when > t else t
+        seq = timer.seq = self._seq
+        self._seq = seq + 1
+        heapq.heappush(self._queue, (at, seq, timer))
 
     def pending(self) -> int:
         """Actions still queued (cancelled ones included until they come up)."""
@@ -150,7 +177,16 @@ class Kernel:
             if entry.cancelled:
                 continue
             at = self.t = entry.at
-            entry.action()
+            if entry.period:  # periodic (``every``): queued again before or after its action
+                if entry.rearm_first:
+                    self._again(entry)
+                    entry.action()
+                else:
+                    entry.action()
+                    if not entry.cancelled:
+                        self._again(entry)
+            else:
+                entry.action()
             self.steps += 1
             if after_step is not None and at >= due:
                 wake = after_step(Step(at, entry.label))
