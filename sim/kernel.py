@@ -43,6 +43,9 @@ class Timer:
     same object at each of its runs, queued again by the kernel (``period`` > 0); cancelling it ends them all."""
 
     __slots__ = ("action", "at", "cancelled", "jitter", "label", "period", "rearm_first", "rng", "seq")
+    jitter: float  # the rest of a periodic one's (set by ``Kernel.every``)
+    rng: random.Random
+    rearm_first: bool
 
     def __init__(self, at: float, seq: int, label: str, action: Callable[[], None]) -> None:
         self.at = at

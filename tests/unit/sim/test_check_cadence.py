@@ -20,8 +20,17 @@ def _checked(every_step: bool) -> tuple[str, float, list[float], list[float]]:
     scans: list[float] = []
     cordons: list[float] = []
     scan, look = world.checker.scan, watch.cordons
-    world.checker.scan = lambda: (scans.append(world.kernel.t), scan())[1]  # type: ignore[method-assign]
-    watch.cordons = lambda: (cordons.append(world.kernel.t), look())[1]  # type: ignore[method-assign]
+
+    def scanned() -> None:
+        scans.append(world.kernel.t)
+        scan()
+
+    def looked() -> None:
+        cordons.append(world.kernel.t)
+        look()
+
+    world.checker.scan = scanned  # type: ignore[method-assign]
+    watch.cordons = looked  # type: ignore[method-assign]
     world.run(0.3 * DAY, (lambda step: None) if every_step else None)  # a hook of the caller's: every step
     world.trace.add(repr(sorted(map(repr, world.view.table_items()))))
     return world.trace.digest.hexdigest(), world.checker.checks, scans, cordons
