@@ -191,10 +191,11 @@ class Checker:
         else:
             self._operator_cordons.discard(node)
 
-    def after_step(self, step: Step) -> float:
+    def after_step(self, step: Step) -> float | None:
         """The kernel's hook: a scan when ``scan_seconds`` passed since the last. Answers when the next one may be
         due (``Kernel.run``: the steps before it are not shown to the hook; nothing else here reads ``t`` without
-        setting it first), ``EARLY`` before the scan's own test can hold."""
+        setting it first), ``EARLY`` before the scan's own test can hold (a replacement answering None is shown
+        every step)."""
         self.t = step.at
         if step.at - self._last_scan >= self.bounds.scan_seconds:
             self._last_scan = step.at

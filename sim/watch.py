@@ -261,9 +261,10 @@ def install(world: World) -> Watch:
     world.kube.stops.append(watch.stopped)
     checker_step = world.checker.after_step
 
-    def after_step(step: Step) -> float:
+    def after_step(step: Step) -> float | None:
         due = checker_step(step)
-        return min(due, watch.after_step(step))
+        wake = watch.after_step(step)
+        return None if due is None else min(due, wake)
 
     world.checker.after_step = after_step  # type: ignore[method-assign]  # the world calls the checker's hook
     return watch

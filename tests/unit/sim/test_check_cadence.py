@@ -78,6 +78,7 @@ def test_the_checks_fall_on_the_same_steps_at_any_times() -> None:
     def hook_of(checker: Checker, watch: Watch) -> Any:
         def after_step(step: Step) -> float | None:
             due = checker.after_step(step)
+            assert due is not None
             return min(due, watch.after_step(step))
 
         return after_step
