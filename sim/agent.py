@@ -286,16 +286,9 @@ class SimAgent(LongPollReceive):
         self.releaser = CordonReleaser(self.store, self.engine, s.cordon_check_seconds, clock=self.kernel.now)
 
     def _every(self, period: float, what: str, action: Callable[[], None]) -> None:
-        label = f"agent:{self.name}:{what}"
-
-        def tick() -> None:
-            self._timers.remove(holder[0])
-            holder[0] = self.kernel.after(period, label, tick)
-            self._timers.append(holder[0])
-            action()
-
-        holder = [self.kernel.after(period, label, tick)]
-        self._timers.append(holder[0])
+        """``action`` every ``period`` seconds of this life, its next run queued before it works (as a loop that sets
+        its wake first): one kernel timer, requeued (``Kernel.every``), cancelled by a restart."""
+        self._timers.append(self.kernel.every(period, f"agent:{self.name}:{what}", action, rearm_first=True))
 
     def _count(self, name: str) -> None:
         self.counts[name] = self.counts.get(name, 0) + 1

@@ -125,6 +125,13 @@ def expressions(params: Mapping[str, Any], update: bool = False) -> Expressions:
     """
     if not update and not any(map(params.__contains__, _EXPRESSION_PARAMS)):
         return Expressions(None, None, None, None, {}, {})  # no expression, no placeholder: nothing to check
+    walked = None if update else _conditions_only(params)
+    if walked is not None:
+        known = _CHECKED.get(walked[0])
+        if known is not None:  # this shape was built and checked before: only its values are this request's
+            condition, key_condition, filter_text, names_built, placeholders = known
+            values_built = dict(zip(placeholders, map(canonical, walked[1]), strict=True))
+            return Expressions(condition, key_condition, filter_text, None, dict(names_built), values_built)
     names = dict(params.get("ExpressionAttributeNames") or {})
     given_values = params.get("ExpressionAttributeValues")
     if given_values is not None and not given_values:
@@ -154,10 +161,35 @@ def expressions(params: Mapping[str, Any], update: bool = False) -> Expressions:
                 raise validation(f"{field} can only be specified when using expressions")
     _check_used("ExpressionAttributeNames", names.keys(), used_names, "attribute name used in the document path")
     _check_used("ExpressionAttributeValues", values.keys(), used_values, "attribute value used in expression")
+    if walked is not None and (built := _BUILT.get(walked[0])) is not None:  # built from its shape, and valid
+        if len(_CHECKED) >= _BUILT_KEPT:
+            _CHECKED.clear()
+        placeholders = tuple(p for field in built for p in field.placeholders)
+        _CHECKED[walked[0]] = (
+            texts["ConditionExpression"], texts["KeyConditionExpression"], texts["FilterExpression"], dict(names),
+            placeholders,
+        )  # fmt: skip
     return Expressions(
         texts["ConditionExpression"], texts["KeyConditionExpression"], texts["FilterExpression"], parsed_update,
         names, values,
     )  # fmt: skip
+
+
+def _conditions_only(params: Mapping[str, Any]) -> tuple[Shape, list[Any]] | None:
+    """The shape and values (``sim.condition_shapes.shape``) of a request whose expressions are all boto3 condition
+    objects, with no placeholders of its own (no ``ExpressionAttributeNames`` / ``Values``: the builder makes them
+    all); None for any other request."""
+    if "ExpressionAttributeNames" in params or "ExpressionAttributeValues" in params:
+        return None
+    conditions = []
+    for field in _FIELDS:
+        condition = params.get(field)
+        if condition is None:
+            continue
+        if not isinstance(condition, ConditionBase):
+            return None
+        conditions.append((field, condition))
+    return shape(conditions)
 
 
 class _Built(NamedTuple):
@@ -173,6 +205,12 @@ class _Built(NamedTuple):
 # a pure memo of boto3's builder (same shape in, same texts and names out), bounded, shared by every run
 _BUILT: dict[Shape, tuple[_Built, ...]] = {}
 _BUILT_KEPT = 4096
+# a shape of a request of condition objects only (``_conditions_only``) that ``expressions`` built and checked: its
+# ConditionExpression, KeyConditionExpression and FilterExpression texts, name placeholders and value placeholders in
+# walk order. Which placeholders are used, and whether the texts parse, follow from the texts and the placeholders'
+# names alone (never from the values), so a shape checked once is valid again with any values: a pure memo, bounded
+# as ``_BUILT``, kept only for a shape ``_BUILT`` holds (one the builder was seen to build with its walk's values)
+_CHECKED: dict[Shape, tuple[str | None, str | None, str | None, dict[str, str], tuple[str, ...]]] = {}
 
 
 def _built(

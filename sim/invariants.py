@@ -27,6 +27,9 @@ from sim.kernel import EPOCH, Step
 from sim.world_view import GroupState, NodeIndex, WorldView
 
 ACTIVE_RUN = ("running", "pausing", "cancelling")  # core.runs.RunStatus.active
+# simulated seconds a check's hook asks to be called before its next check is due: ``at - last >= period`` and
+# ``at >= last + period`` may differ by float rounding (a few ulps of a week's seconds, ~1e-10), the test stays its own
+EARLY = 1e-6
 WRITES = (
     "autoscaling.set_capacity",
     "autoscaling.terminate_in_group",
@@ -188,13 +191,16 @@ class Checker:
         else:
             self._operator_cordons.discard(node)
 
-    def after_step(self, step: Step) -> None:
-        """The kernel's hook: a scan when ``scan_seconds`` passed since the last."""
+    def after_step(self, step: Step) -> float | None:
+        """The kernel's hook: a scan when ``scan_seconds`` passed since the last. Answers when the next one may be
+        due (``Kernel.run``: the steps before it are not shown to the hook; nothing else here reads ``t`` without
+        setting it first), ``EARLY`` before the scan's own test can hold (a replacement answering None is shown
+        every step)."""
         self.t = step.at
-        if step.at - self._last_scan < self.bounds.scan_seconds:
-            return
-        self._last_scan = step.at
-        self.scan()
+        if step.at - self._last_scan >= self.bounds.scan_seconds:
+            self._last_scan = step.at
+            self.scan()
+        return self._last_scan + self.bounds.scan_seconds - EARLY
 
     def _refreshed_nodes(self, index: NodeIndex) -> set[str]:
         """The listed nodes whose instance the refresher terminated, by set operations on the refreshed instances

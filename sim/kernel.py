@@ -10,6 +10,7 @@ component does not shift another's.
 from __future__ import annotations
 
 import heapq
+import math
 import random
 import threading
 from collections.abc import Callable, Iterator
@@ -38,9 +39,13 @@ class Step(NamedTuple):
 
 class Timer:
     """A scheduled action that can be cancelled before it runs; the queue's entry itself (one object a scheduling:
-    ``__slots__`` and a plain ``__init__``, not a dataclass and a wrapper)."""
+    ``__slots__`` and a plain ``__init__``, not a dataclass and a wrapper). A periodic one (``Kernel.every``) is the
+    same object at each of its runs, queued again by the kernel (``period`` > 0); cancelling it ends them all."""
 
-    __slots__ = ("action", "at", "cancelled", "label", "seq")
+    __slots__ = ("action", "at", "cancelled", "jitter", "label", "period", "rearm_first", "rng", "seq")
+    jitter: float  # the rest of a periodic one's (set by ``Kernel.every``)
+    rng: random.Random
+    rearm_first: bool
 
     def __init__(self, at: float, seq: int, label: str, action: Callable[[], None]) -> None:
         self.at = at
@@ -48,6 +53,7 @@ class Timer:
         self.label = label
         self.action = action
         self.cancelled = False
+        self.period = 0.0  # one run
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -116,37 +122,76 @@ class Kernel:
         return self.at(self.t + delay if delay > 0.0 else self.t, label, action)
 
     def every(
-        self, period: float, label: str, action: Callable[[], None], *, first: float | None = None, jitter: float = 0.0
-    ) -> None:
-        """Run ``action`` every ``period`` seconds (first at ``first``, default one period from now), each time
-        shifted by up to ``jitter`` seconds drawn from the stream ``label``."""
-        rng = self.stream(f"every:{label}")
+        self,
+        period: float,
+        label: str,
+        action: Callable[[], None],
+        *,
+        first: float | None = None,
+        jitter: float = 0.0,
+        rearm_first: bool = False,
+    ) -> Timer:
+        """Run ``action`` every ``period`` seconds (> 0; first at ``first``, default one period from now), each time
+        shifted by up to ``jitter`` seconds drawn from the stream ``label``; the timer (cancel it to stop).
 
-        def tick() -> None:
-            action()
-            self.after(period + (rng.uniform(0, jitter) if jitter else 0.0), label, tick)
+        Each run is queued again as ``self.after(period + jitter drawn, label, ...)`` would queue it, after
+        ``action`` ran (its own schedulings at one instant come first), or before with ``rearm_first`` (a loop that
+        sets its next wake before working): one sequence number a run either way, the same object requeued instead
+        of a new closure and timer (a week's Auto Scaling reconcile, heartbeats and rule ticks are most of its
+        steps).
+        """
+        if not period > 0.0:
+            raise ValueError(f"a period of {period} s: every() needs a positive one")
+        timer = self.at(self.t + period if first is None else first, label, action)
+        timer.period = period
+        timer.jitter = jitter
+        timer.rng = self.stream(f"every:{label}")
+        timer.rearm_first = rearm_first
+        return timer
 
-        self.at(self.t + period if first is None else first, label, tick)
+    def _again(self, timer: Timer) -> None:
+        """Queue a periodic ``timer`` again (``every``): as ``after(period + jitter drawn)`` would, same object."""
+        delay = timer.period + (timer.rng.uniform(0, timer.jitter) if timer.jitter else 0.0)
+        t = self.t
+        when = t + delay if delay > 0.0 else t
+        at = timer.at = when if when > t else t
+        seq = timer.seq = self._seq
+        self._seq = seq + 1
+        heapq.heappush(self._queue, (at, seq, timer))
 
     def pending(self) -> int:
         """Actions still queued (cancelled ones included until they come up)."""
         return len(self._queue)
 
-    def run(self, until: float, after_step: Callable[[Step], None] | None = None) -> None:
+    def run(self, until: float, after_step: Callable[[Step], float | None] | None = None) -> None:
         """Run queued actions in time order up to simulated second ``until``, then set the time to ``until``.
 
         Args:
             until: the last simulated second to run.
-            after_step: called after each action (the invariant checks); what it raises ends the run.
+            after_step: called after each action (the invariant checks); what it raises ends the run. It may answer
+                the simulated second before which it has nothing to do: it is next called after the first action
+                at or after it (None: after the next action). A hook whose checks are due by time (the checker's
+                scans) is thus not called after the steps between them, most of a week's.
         """
         queue, pop = self._queue, heapq.heappop
+        due = -math.inf  # the hook is called after the first action
         while queue and queue[0][0] <= until:
             entry = pop(queue)[2]
             if entry.cancelled:
                 continue
-            self.t = entry.at
-            entry.action()
+            at = self.t = entry.at
+            if entry.period:  # periodic (``every``): queued again before or after its action
+                if entry.rearm_first:
+                    self._again(entry)
+                    entry.action()
+                else:
+                    entry.action()
+                    if not entry.cancelled:
+                        self._again(entry)
+            else:
+                entry.action()
             self.steps += 1
-            if after_step is not None:
-                after_step(Step(entry.at, entry.label))
+            if after_step is not None and at >= due:
+                wake = after_step(Step(at, entry.label))
+                due = -math.inf if wake is None else wake
         self.t = max(self.t, until)

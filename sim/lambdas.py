@@ -128,7 +128,11 @@ _PLAIN = (str, bytes, int, float, bool, type(None), dict, list, tuple)
 
 
 class _Wired:
-    """A proxy whose method calls pass the tripwire first (attributes that are objects are proxied in turn)."""
+    """A proxy whose method calls pass the tripwire first (attributes that are objects are proxied in turn).
+
+    A method's wrapper is made at its first use and kept on the proxy (Python then finds it without ``__getattr__``):
+    it looks the method up on the target at each call, after the tripwire, so a method replaced on the target since
+    (a test's or a benchmark's counting wrapper) is the one called, as before."""
 
     def __init__(self, target: Any, name: str, wire: Tripwire) -> None:
         self._target = target
@@ -136,7 +140,8 @@ class _Wired:
         self._wire = wire
 
     def __getattr__(self, attr: str) -> Any:
-        value = getattr(self._target, attr)
+        target = self._target
+        value = getattr(target, attr)
         if isinstance(value, _PLAIN):
             return value
         label = f"{self._name}.{attr}"
@@ -145,8 +150,9 @@ class _Wired:
 
             def call(*args: Any, **kwargs: Any) -> Any:
                 wire.check(label, args, kwargs)
-                return value(*args, **kwargs)
+                return getattr(target, attr)(*args, **kwargs)
 
+            self.__dict__[attr] = call
             return call
         return _Wired(value, label, self._wire)
 

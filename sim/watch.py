@@ -43,7 +43,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from core.runs import WaitDeadline
-from sim.invariants import ACTIVE_RUN, view_epoch
+from sim.invariants import ACTIVE_RUN, EARLY, view_epoch
 from sim.kernel import Step
 
 if TYPE_CHECKING:
@@ -131,13 +131,17 @@ class Watch:
             checker.fail("8 one lock holder at a time", f"fencing token {token} given after {max(self._tokens)}")
         self._tokens[token] = holder
 
-    def after_step(self, step: Step) -> None:
+    def after_step(self, step: Step) -> float:
+        """The cordon checks every ``every`` seconds, the waits' at the checker's scan cadence; answers when the next
+        may be due (``Checker.after_step``)."""
+        scan = self.world.checker.bounds.scan_seconds
         if step.at - self._last_cordons >= self.every:
             self._last_cordons = step.at
             self.cordons()
-        if step.at - self._last >= self.world.checker.bounds.scan_seconds:
+        if step.at - self._last >= scan:
             self._last = step.at
             self.waits()
+        return min(self._last_cordons + self.every, self._last + scan) - EARLY
 
     def waits(self) -> None:
         """No wait of an active refresh run outlives its deadline (``RefresherSettings.deadline_seconds``) by more
@@ -257,9 +261,10 @@ def install(world: World) -> Watch:
     world.kube.stops.append(watch.stopped)
     checker_step = world.checker.after_step
 
-    def after_step(step: Step) -> None:
-        checker_step(step)
-        watch.after_step(step)
+    def after_step(step: Step) -> float | None:
+        due = checker_step(step)
+        wake = watch.after_step(step)
+        return None if due is None else min(due, wake)
 
     world.checker.after_step = after_step  # type: ignore[method-assign]  # the world calls the checker's hook
     return watch

@@ -312,15 +312,17 @@ class World:
 
     # running ----------------------------------------------------------------------------------------------------------
     def run(self, until: float, after_step: Callable[[Step], None] | None = None) -> None:
-        """Run to simulated second ``until``, the checker after every step (raises ``Violation``)."""
+        """Run to simulated second ``until``, the checker after every step it asks to see (``Checker.after_step``
+        answers when its next check is due), ``after_step`` after every step (raises ``Violation``)."""
+        checker = self.checker
 
         def after(step: Step) -> None:
-            self.checker.after_step(step)
+            checker.after_step(step)
             if after_step is not None:
                 after_step(step)
 
         with self.kernel.installed():  # every utcnow() default of the product (the agent's Store calls too)
-            self.kernel.run(until, after)
+            self.kernel.run(until, checker.after_step if after_step is None else after)
 
     # faults -----------------------------------------------------------------------------------------------------------
     def apply(self, schedule: tuple[Fault, ...]) -> None:

@@ -227,7 +227,11 @@ def typed(value: Any) -> Any:
 @given(batches())
 def test_the_memo_answers_what_boto3s_builder_answers(batch: list[tuple[dict[str, Any], bool]]) -> None:
     """Each request through the memo (a small one, so it is also cleared) against boto3's builder on the request."""
-    with patch.dict(dynamo_calls._BUILT, clear=True), patch.object(dynamo_calls, "_BUILT_KEPT", 4):
+    with (
+        patch.dict(dynamo_calls._BUILT, clear=True),
+        patch.dict(dynamo_calls._CHECKED, clear=True),
+        patch.object(dynamo_calls, "_BUILT_KEPT", 4),
+    ):
         for params, update in batch:
             with patch.object(dynamo_calls, "shape", return_value=None):  # the walk recognises nothing: the builder
                 expected = answers(params, update)
@@ -251,6 +255,7 @@ def test_a_shape_built_before_is_not_built_again() -> None:
 
     with (
         patch.dict(dynamo_calls._BUILT, clear=True),
+        patch.dict(dynamo_calls._CHECKED, clear=True),
         patch.object(ConditionExpressionBuilder, "build_expression", counted),
     ):
         expressions(request("NODE#1", "RUN#", ["a", "b"]))
@@ -283,7 +288,7 @@ def test_what_the_walk_does_not_know_is_built_by_boto3() -> None:
         ({"ConditionExpression": Equals(Attr("a"), 1)}, "#n0 = :v0"),
         ({"ConditionExpression": Attr("a").is_in("xy")}, "#n0 IN (:v0, :v1)"),
     ]
-    with patch.dict(dynamo_calls._BUILT, clear=True):
+    with patch.dict(dynamo_calls._BUILT, clear=True), patch.dict(dynamo_calls._CHECKED, clear=True):
         for params, text in requests:
             assert built(params)[0] == {"ConditionExpression": text}
         with pytest.raises(DynamoDBNeedsKeyConditionError):

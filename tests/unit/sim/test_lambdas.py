@@ -15,7 +15,7 @@ from sim.dynamo import MemoryDynamo
 from sim.eventbridge import Delivery, EventBus, stack_rules
 from sim.faults import Faults
 from sim.kernel import Kernel
-from sim.lambdas import TABLE, Invocation, Lambdas
+from sim.lambdas import TABLE, Frame, Invocation, LambdaCrash, Lambdas, Tripwire, _Wired
 
 CLUSTER = "sim.k8s.local"
 
@@ -117,3 +117,23 @@ def test_a_duplicate_run_concurrently_records_one_command(world: Slice) -> None:
     assert statuses == [("interruption", "ok"), ("interruption", "ok")]
     assert world.bus.stats.overlapped == 1
     assert [(c["kind"], c["instance_id"]) for c in world.commands()] == [("drain", instance)]
+
+
+def test_a_wired_call_passes_the_tripwire_each_time_and_calls_the_targets_method_as_it_is_now() -> None:
+    class Target:
+        name = "t"
+
+        def put(self, x: int) -> int:
+            return x
+
+    seen: list[tuple[str, tuple[Any, ...]]] = []
+    wire = Tripwire(observers=[lambda function, call, args, kwargs: seen.append((call, args))])
+    target = Target()
+    wired: Any = _Wired(target, "dynamodb", wire)
+    assert wired.put(1) == 1 and wired.put(2) == 2 and wired.name == "t"
+    target.put = lambda x: -x  # type: ignore[method-assign]  # replaced after the wrapper was made (a counting test's)
+    assert wired.put(3) == -3
+    assert seen == [("dynamodb.put", (1,)), ("dynamodb.put", (2,)), ("dynamodb.put", (3,))]
+    wire.frames.append(Frame("replenisher", at=1))
+    with pytest.raises(LambdaCrash):
+        wired.put(4)
