@@ -125,7 +125,8 @@ class MembershipReporter(WatchLoop):
         self._seeded = False  # _written was read from the table in this term
         self._warned: set[str] = set()  # node names logged as having no AWS providerID
         # instance id -> (the node's view and fields last compared, its group, when its item is due again): what
-        # the item (``_written``) was last found to match; dropped whenever the item changes otherwise (``_write``)
+        # the item (``_written``) was last found to match; dropped whenever the item changes otherwise (``_write``),
+        # and at a new term's read of the table where the item read is not the one it matched (``_seed``)
         self._basis: dict[str, tuple[NodeView, tuple[Any, ...], str | None, datetime]] = {}
         # (when an item is due again, instance id): a heap of the bases' due times; an entry counts only while its
         # time is its basis's (``confirm``), older ones are dropped as they come up
