@@ -125,7 +125,8 @@ class MembershipReporter(WatchLoop):
         self._seeded = False  # _written was read from the table in this term
         self._warned: set[str] = set()  # node names logged as having no AWS providerID
         # instance id -> (the node's view and fields last compared, its group, when its item is due again): what
-        # the item (``_written``) was last found to match; dropped whenever the item changes otherwise (``_write``)
+        # the item (``_written``) was last found to match; dropped whenever the item changes otherwise (``_write``),
+        # and at a new term's read of the table where the item read is not the one it matched (``_seed``)
         self._basis: dict[str, tuple[NodeView, tuple[Any, ...], str | None, datetime]] = {}
         # (when an item is due again, instance id): a heap of the bases' due times; an entry counts only while its
         # time is its basis's (``confirm``), older ones are dropped as they come up
@@ -187,10 +188,7 @@ class MembershipReporter(WatchLoop):
         """
         listed_at = self.clock()
         if not self._seeded:
-            self._written = {record.instance_id: record for record in self.store.recorded_nodes()}
-            self._basis.clear()
-            self._due.clear()
-            self._seeded = True
+            self._seed()
         ids: list[str] = []
         resource_version = ""
         written = 0
@@ -238,6 +236,24 @@ class MembershipReporter(WatchLoop):
         if self.on_resync is not None:
             self.on_resync(len(ids))
         return resource_version
+
+    def _seed(self) -> None:
+        """``_written`` read from the table (a new term: another leader may have written meanwhile). A basis stays
+        only where the item read holds what the basis was compared with (``same_content`` and the same
+        ``reported_at``: all ``_report`` reads of it), so the list after an error compares a field tuple a node, not a
+        record built a node, and decides as comparing every node anew does; an item another writer changed or
+        deleted loses its basis, its node is compared against the item read."""
+        before = self._written
+        self._written = written = {record.instance_id: record for record in self.store.recorded_nodes()}
+        kept: dict[str, tuple[NodeView, tuple[Any, ...], str | None, datetime]] = {}
+        for instance_id, basis in self._basis.items():
+            old, new = before.get(instance_id), written.get(instance_id)
+            if old is not None and new is not None and new.reported_at == old.reported_at and same_content(old, new):
+                kept[instance_id] = basis
+        self._basis = kept
+        self._due = [(basis[3], instance_id) for instance_id, basis in kept.items()]
+        heapq.heapify(self._due)
+        self._seeded = True
 
     def confirm(self) -> None:
         """Between two lists: write the items whose refresh came due (``_due``) and those whose group a due

@@ -164,7 +164,7 @@ class NodeItems(Table):
             item["version"] = version
         if changes is not None:
             item["changes"] = _listed(changes)
-        self.put(MARK_SK, item)
+        self.put(MARK_SK, item, as_is=("changes",))  # ints and strings: DynamoDB values already, sent as they are
 
     def set_membership_version(self, version: str, changes: Iterable[Change] | None = None) -> bool:
         """Set the mark's ``version`` (and ``changes``, as ``put_membership_mark``) after ``NODE#`` writes made
@@ -216,5 +216,20 @@ class NodeItems(Table):
         return records
 
 
+# the last ``changes`` listed and their list (``_listed``): the mark is written every minute, its journal changes
+# only with a change of the version
+_last_listed: tuple[tuple[Change, ...], list[dict[str, Any]]] = ((), [])
+
+
 def _listed(changes: Iterable[Change]) -> list[dict[str, Any]]:
-    return [{"seq": seq, "sk": sk} for seq, sk in changes]
+    """``changes`` as the mark lists them (``{"seq": n, "sk": "NODE#..."}``, oldest first): the list made for the same
+    changes before (compared by value) when they are the last ones listed. Its callers only read it (the table's
+    client serialises it)."""
+    global _last_listed
+    key = tuple(changes)
+    last = _last_listed
+    if last[0] == key:
+        return last[1]
+    listed = [{"seq": seq, "sk": sk} for seq, sk in key]
+    _last_listed = (key, listed)
+    return listed

@@ -13,10 +13,12 @@ import pytest
 from adapters.aws.autoscaling import AutoScaling
 from adapters.dynamo.nodes import JOURNAL_CHANGES, mark_changes
 from adapters.dynamo.store import Store
+from agent import membership
 from agent.asglookup import AsgLookup
 from agent.kube.views import NodeEvent, NodeView
 from agent.membership import MembershipReporter
 from core.exceptions import SettingsError
+from core.model import NodeRecord
 from core.settings import AgentSettings
 from tests.unit.agent.membership_world import (
     CLUSTER,
@@ -268,3 +270,35 @@ def test_the_mark_lists_the_last_changes_its_version_counts(aws: Aws) -> None:
     assert count > JOURNAL_CHANGES and changes is not None
     assert [seq for seq, _ in changes] == list(range(count - JOURNAL_CHANGES + 1, count + 1))
     assert changes[-1] == (count, f"NODE#{nodes[0].instance_id}")
+
+
+def test_a_new_term_compares_anew_only_the_nodes_whose_items_another_writer_changed(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After an error the reporter reads the table again; a node whose item reads back as the reporter wrote it keeps
+    what it was compared with (no record built for it), one whose item another writer changed or deleted meanwhile
+    is compared with the item read, and written back."""
+    nodes = cluster_nodes(aws)
+    clock, monotonic = [NOW], [0.0]
+    reporter, table, _ = reporter_on(aws, nodes, clock, monotonic)
+    reporter.resync()
+    changed, deleted, refreshed = (n.instance_id for n in nodes[:3])
+    aws.store.put_node(NodeRecord(instance_id=changed, node_name="another-writer", reported_at=NOW), 600)
+    aws.store.delete_node(deleted)
+    item = node_items(aws.store)[refreshed]  # the same content, a later time: another leader refreshed it
+    aws.store.put_node(NodeRecord.model_validate({**item, "reported_at": NOW + timedelta(seconds=30)}), 600)
+    built: list[str] = []
+    real = membership.node_record
+    monkeypatch.setattr(membership, "node_record", lambda node, *a: built.append(node.name) or real(node, *a))
+    reporter.new_term()
+    advance(clock, monotonic, 60)
+    table.puts.clear()
+    reporter.resync()
+    assert sorted(built) == sorted(n.name for n in nodes[:3])
+    assert sorted(node_puts(table)) == sorted([f"NODE#{changed}", f"NODE#{deleted}"])
+    items = node_items(aws.store)
+    assert items[changed]["node_name"] == nodes[0].name and items[deleted]["node_name"] == nodes[1].name
+    built.clear()
+    advance(clock, monotonic, 60)
+    reporter.resync()  # every basis made again: nothing built, nothing written
+    assert built == [] and sorted(node_puts(table)) == sorted([f"NODE#{changed}", f"NODE#{deleted}"])
