@@ -65,7 +65,8 @@ class Effects:
         logger: a Powertools ``Logger`` (or any ``logging.Logger``-like object).
         ttl_seconds: TTL of the ``CMD#`` items (``COMMAND_TTL_SECONDS``).
         after_action: called with each action once it was applied (tests inject a crash there); None: nothing.
-        bounds: group name -> the limits its sizes are clamped to (``lambdas.replenisher.bounds``).
+        bounds: group name -> the limits its sizes are clamped to (``lambdas.replenisher.bounds``); read only by a
+            ``SetCapacity`` (the handler makes it only for a plan that has one).
         lease: the cluster lock's lease the plan runs under (its fencing token); None: no lock taken (the plan
             changes no capacity), writes are not fenced.
     """

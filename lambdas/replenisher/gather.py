@@ -30,7 +30,7 @@ from core.runs import Run
 from core.settings import ReplenisherSettings
 from lambdas.common.telemetry import Telemetry
 from lambdas.replenisher.decide.builder import OWN_COMMAND_PREFIXES
-from lambdas.replenisher.decide.cleanup import run_instances
+from lambdas.replenisher.decide.cleanup import run_group_names, run_instances
 from lambdas.replenisher.group_info import Seen, group_info
 from lambdas.replenisher.unregistered import UnregisteredMemo, unregistered
 from lambdas.replenisher.world import IN_SERVICE, Detached, Group, Instance, World, run_active
@@ -38,8 +38,9 @@ from lambdas.replenisher.world import IN_SERVICE, Detached, Group, Instance, Wor
 log = logging.getLogger(__name__)
 
 InstanceKey = tuple[str, str, str, str]  # an ``Instance``'s id, zone, lifecycle state and health, as read
-# a ``RUN#`` item as read, its ``Run``, the instances it names, its ``busy_groups`` and ``surge`` (``GatherMemo.runs``)
-RunRead = tuple[Mapping[str, Any], Run, frozenset[str], frozenset[str], dict[str, int]]
+# a ``RUN#`` item as read, its ``Run``, the instances it names, its ``busy_groups`` and ``surge``, the groups it names
+# (``GatherMemo.runs``)
+RunRead = tuple[Mapping[str, Any], Run, frozenset[str], frozenset[str], dict[str, int], frozenset[str]]
 # the ``DETACH#`` states that are over (``core.detach``): a week of early replacements' records, never converted
 DETACH_OVER = frozenset({DetachState.TERMINATED.value, DetachState.GONE.value})
 
@@ -78,8 +79,9 @@ class GatherMemo:
             objects of the last read for the entries it still holds (an instance stays in its group; one that moved
             is made anew, an equal value).
         runs: each active ``RUN#`` item last read (its sort key -> the item as the table answered it, the ``Run``
-            made of it, the instances it names, ``run_instances``, and its ``busy_groups`` and ``surge``, each made
-            of every step or group: a 1,000-step run's were 1 % of a tick), answered again only for an item equal to it
+            made of it, the instances it names, ``run_instances``, its ``busy_groups`` and ``surge``, and the groups it
+            names, ``cleanup.run_group_names``, each made of every step or group: a 1,000-step run's were 1 % of a
+            tick, the groups 1 % as the cleanup made them every tick), answered again only for an item equal to it
             in every attribute. A refresh run's item is read every tick and changes a few times a step; made anew,
             a 1,000-step run was a twentieth of a simulated week at 1,000 nodes (BENCHMARKS.md, issue 12). The
             ``Run`` is shared between ticks: ``decide`` only reads it. "Equal" is Python's ``==``, under which a
@@ -175,7 +177,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
                 runs.append(run)
                 names = frozenset(run_instances(run))
                 protected |= names
-                runs_read[sk] = (stored, run, names, run.busy_groups, run.surge)
+                runs_read[sk] = (stored, run, names, run.busy_groups, run.surge, run_group_names((run,)))
             elif sk.startswith("DETACH#"):
                 protected.add(sk[7:])
                 detached[sk[7:]] = detached_record(sk[7:], item)
@@ -276,6 +278,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
         commands=commands,
         protected=frozenset(protected),
         active_runs=tuple(runs),
+        run_groups=frozenset().union(*(read[5] for read in runs_read.values())),
         runs_unreadable=runs_unreadable,
         lock=lock,
         detached=detached,

@@ -74,7 +74,7 @@ from lambdas.replenisher.decide import acknowledged, decide
 from lambdas.replenisher.execute import Effects, execute
 from lambdas.replenisher.gather import GatherMemo, compensation_active, gather, lock_free
 from lambdas.replenisher.hooks import Seen, ensure_hooks
-from lambdas.replenisher.plan import Action
+from lambdas.replenisher.plan import Action, SetCapacity
 
 logger = lambda_logger()
 
@@ -199,7 +199,8 @@ def process(notice: Event, deps: Deps, now: datetime, request_id: str) -> dict[s
         logger=logger,
         ttl_seconds=settings.command_ttl_seconds,
         after_action=deps.after_action,
-        bounds=capacity_bounds(world, settings),
+        # only a resize is clamped (``execute._set_capacity``): a plan without one (every steady tick) makes none
+        bounds=capacity_bounds(world, settings) if any(isinstance(a, SetCapacity) for a in plan.actions) else {},
         lease=lease,
     )
     lost: LockLostError | None = None

@@ -144,6 +144,8 @@ class World:
             so the cleanup does nothing this invocation.
         lock: the ``LOCK`` item as read (None: never taken).
         detached: instance id -> its ``DETACH#`` record (``Detached``).
+        run_groups: the groups ``active_runs`` name (``decide.cleanup.run_group_names``), as ``gather`` made them once
+            per run read; None: not given, the cleanup makes them of ``active_runs``.
     """
 
     groups: Mapping[str, Group]
@@ -155,6 +157,7 @@ class World:
     runs_unreadable: bool = False
     lock: Mapping[str, Any] | None = None
     detached: Mapping[str, Detached] = field(default_factory=dict)
+    run_groups: frozenset[str] | None = None
 
     def ledger(self, asg_name: str) -> Ledger:
         return self.ledgers.get(asg_name) or Ledger(asg_name=asg_name)

@@ -3,6 +3,7 @@ without a registered node. Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from operator import attrgetter
 
@@ -26,9 +27,8 @@ def cleanup(b: Builder) -> None:
     if world.runs_unreadable:
         b.note(Reason.PROTECTED, "an active refresh run could not be read: no cleanup until it can")
         return
-    run_groups = {g.name for run in world.active_runs for g in run.groups} | {
-        s.group for run in world.active_runs for s in run.steps
-    }
+    # made once per run read by ``gather`` (``World.run_groups``), not of every step each tick
+    run_groups = world.run_groups if world.run_groups is not None else run_group_names(world.active_runs)
     for name in sorted(world.groups):
         group = world.groups[name]
         if group.role is not Role.CONTROL_PLANE or name in run_groups:
@@ -95,6 +95,11 @@ def cleanup(b: Builder) -> None:
                 )
             )
             b.operations.add(Operation.SURPLUS_CLEANUP)
+
+
+def run_group_names(runs: Iterable[Run]) -> frozenset[str]:
+    """The groups ``runs`` name (their own and their steps'): the cleanup leaves them alone. Pure."""
+    return frozenset(g.name for run in runs for g in run.groups) | {s.group for run in runs for s in run.steps}
 
 
 def run_instances(run: Run) -> set[str]:

@@ -16,6 +16,7 @@ from adapters.dynamo.runs import RunStore
 from core.model import NodeRecord, utcnow
 from core.runids import new_run_id
 from core.runs import Run, RunOptions, RunStatus, RunStep, StepState
+from lambdas.replenisher.decide.cleanup import run_group_names
 from lambdas.replenisher.gather import GatherMemo, gather, group_instances
 from lambdas.replenisher.handler import Deps
 from localworld.cluster import cluster_instances
@@ -115,6 +116,7 @@ def test_an_unchanged_run_item_is_not_made_again_and_a_saved_one_is(deps: Deps) 
     warm = gather(deps, now)
 
     assert warm.active_runs[0] is first.active_runs[0]  # the item did not change: the Run made once
+    assert warm.run_groups == run_group_names(warm.active_runs) == {"g"}  # the groups it names, made with it
     assert warm == gather(cold(deps), now)
     assert warm.protected >= set(ids)
 
@@ -134,6 +136,7 @@ def test_an_unchanged_run_item_is_not_made_again_and_a_saved_one_is(deps: Deps) 
 
     runs.save(after.active_runs[0].model_copy(update={"status": RunStatus.SUCCEEDED}))
     assert gather(deps, now).active_runs == () and deps.memo.runs == {}  # a run over: not read, not kept
+    assert gather(deps, now).run_groups == frozenset()
 
 
 def test_the_records_keyed_by_instance_follow_the_membership_read(deps: Deps) -> None:
