@@ -18,13 +18,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
+from itertools import compress
+from operator import methodcaller
 from typing import Any
 
 from adapters.dynamo.node_memo import Change, NodeRecordMemo
 from adapters.dynamo.nodes import MARK_SK, mark_changes, mark_time, mark_version
 from adapters.dynamo.nodes import PREFIX as NODE_PREFIX
 from adapters.dynamo.poller import PREFIX as POLL_PREFIX
-from adapters.dynamo.query_keys import fetch_and_listed
+from adapters.dynamo.query_keys import picked, sort_keys
 from adapters.dynamo.runs import AS_IS as RUN_AS_IS
 from adapters.dynamo.runs import PREFIX as RUN_PREFIX
 from adapters.dynamo.table import LOCK_SK, Attr, Table, plain
@@ -32,6 +35,7 @@ from core.model import NodeRecord, fresh_by_mark, utcnow
 from core.runs import Run, RunStatus
 
 ACTIVE = [s.value for s in RunStatus if s.active]
+_IS_NODE = methodcaller("startswith", NODE_PREFIX)  # of a sort key (``str``)
 
 
 @dataclass(frozen=True)
@@ -127,9 +131,12 @@ def with_membership(
     memo = NodeRecordMemo() if memo is None else memo  # (an empty memo is falsy: it has a length)
     reused = memo.reused(version, now)
     if reused is None:  # the NODE# items are looked at only now: a reused read needs none of them
-        nodes = [item for item in items if str(item.get("sk", "")).startswith(NODE_PREFIX)]
-        fetch, listed = fetch_and_listed(nodes)
-        reused = memo.patched(version, changes, now, fetch, len(nodes), listed)
+        # every item's sort key read in C (``sort_keys``), and the NODE# items and their keys picked by them in C: a
+        # listcomp reading each item's key was a quarter of this read's CPU at 1,000 nodes
+        keys = sort_keys(items)
+        is_node = list(map(_IS_NODE, keys))
+        nodes, listed = list(compress(items, is_node)), list(compress(keys, is_node))
+        reused = memo.patched(version, changes, now, partial(picked, nodes, listed=listed), len(nodes), lambda: listed)
         if reused is None:  # an unreadable item: the agent writes it again
             reused = memo.records(nodes, mark, version=version, now=now)
     records = reused[0]
