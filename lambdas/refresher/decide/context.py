@@ -113,6 +113,7 @@ class Context:
         self._owned = {id(s) for s in self.run.steps if s.state.in_flight}  # the copies ``working_copy`` made
         self._copies: dict[int, RunStep] = {}  # id of a step at rest of the run read -> the pass's copy of it
         self._places: dict[int, int] | None = None  # id of a step in ``run.steps`` -> its position (made on demand)
+        self._ready: dict[str, tuple[GroupFacts, list[str]]] = {}  # group -> its facts, Ready live ids (``ready_live``)
 
     def own(self, step: RunStep) -> RunStep:
         """The pass's own copy of ``step`` (a step of its run), to change: ``step`` itself when it is the pass's copy
@@ -232,7 +233,21 @@ class Context:
         }
 
     def ready_besides(self, facts: GroupFacts, exclude: set[str]) -> int:
-        return sum(1 for i in facts.live if i.instance_id not in exclude and self.world.ready(i.instance_id))
+        """How many of the group's live instances (``GroupFacts.live``) not in ``exclude`` are Ready nodes
+        (``World.ready``): its Ready live instances found once a pass (``ready_live``), ``exclude`` taken from them."""
+        ready = self.ready_live(facts)
+        return len(ready) - sum(map(exclude.__contains__, ready))
+
+    def ready_live(self, facts: GroupFacts) -> list[str]:
+        """The ids of ``facts``' live instances whose node is Ready (``World.ready``), in their order: found once a
+        pass for each group's facts (the world does not change during a pass; a step in flight asks for its group's
+        count, hundreds of instances, once or twice a pass)."""
+        known = self._ready.get(facts.name)
+        if known is not None and known[0] is facts:
+            return known[1]
+        ready = [i.instance_id for i in facts.live if self.world.ready(i.instance_id)]
+        self._ready[facts.name] = (facts, ready)
+        return ready
 
     def claimed_spares(self, but: RunStep) -> set[str]:
         return {
