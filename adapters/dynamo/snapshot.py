@@ -30,6 +30,7 @@ from adapters.dynamo.poller import PREFIX as POLL_PREFIX
 from adapters.dynamo.query_keys import picked, sort_keys
 from adapters.dynamo.runs import AS_IS as RUN_AS_IS
 from adapters.dynamo.runs import PREFIX as RUN_PREFIX
+from adapters.dynamo.runs import RunStore
 from adapters.dynamo.table import LOCK_SK, Attr, Table, plain
 from core.model import NodeRecord, fresh_by_mark, utcnow
 from core.runs import Run, RunStatus
@@ -71,17 +72,19 @@ def read_snapshot(
     return with_membership(read_state(table), table, max_age_seconds, now, memo)
 
 
-def read_state(table: Table) -> Snapshot:
+def read_state(table: Table, runs: RunStore | None = None) -> Snapshot:
     """The first half of ``read_snapshot``: the ``LOCK`` item, the pollers and the active runs, in one Query (no
     membership). An event handler that must find the active run first reads it with this, then completes the same
-    read with ``with_membership`` for its pass (the ``LOCK`` item still read before the world).
+    read with ``with_membership`` for its pass (the ``LOCK`` item still read before the world). ``runs``: the
+    execution environment's store, whose last save is read back without unpacking its rows when the item answered is
+    that save's (``RunStore.read``; None: every run validated from its item).
 
     Raises:
         StoreUnavailableError: the read failed.
     """
     keep = Attr("run_id").not_exists() | Attr("status").is_in(ACTIVE)  # every item but the runs that are over
     lock: dict[str, Any] | None = None
-    runs: list[Run] = []
+    active: list[Run] = []
     pollers: dict[str, tuple[str, float]] = {}
     # a run's rows read by ``Run`` as the table answered them (``adapters.dynamo.runs.AS_IS``)
     for item in table.query_range(LOCK_SK, RUN_PREFIX[:-1] + "$", consistent=True, keep=keep, as_is=RUN_AS_IS):
@@ -89,10 +92,10 @@ def read_state(table: Table) -> Snapshot:
         if sk == LOCK_SK:
             lock = item
         elif sk.startswith(RUN_PREFIX):
-            runs.append(Run.model_validate(item))
+            active.append(Run.model_validate(item) if runs is None else runs.read(item))
         elif sk.startswith(POLL_PREFIX):
             pollers[sk[len(POLL_PREFIX) :]] = (str(item.get("invocation")), float(item.get("until") or 0))
-    return Snapshot(lock=lock, runs=runs, pollers=pollers)
+    return Snapshot(lock=lock, runs=active, pollers=pollers)
 
 
 def with_membership(
