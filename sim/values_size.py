@@ -13,7 +13,7 @@ from __future__ import annotations
 from itertools import repeat
 from marshal import dumps
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 from sim.values import _ROW_SCALARS, _ROWS_KEPT, Item, _canonical_row, _row_bytes, canonical, value_bytes
 
@@ -62,11 +62,12 @@ def _sized_list(values: list[Any]) -> tuple[list[Any], int]:
     """``canonical`` of a list and the size of the result (``value_bytes``)."""
     if values and set(map(type, values)) == _LIST:  # a RUN# item's rows: every row looked up at once, in C
         try:
-            known = list(map(_MARSHALLED.get, map(dumps, values, repeat(0))))
+            found = list(map(_MARSHALLED.get, map(dumps, values, repeat(0))))
         except ValueError:  # a value marshal refuses: the rows one by one below
-            known = [None]
-        if None not in known:  # every row known: what the loop below gives, without a Python step a row
-            return list(map(list, map(_CANONICAL, known))), 3 + len(values) + sum(map(_SIZE, known))
+            found = [None]
+        if None not in found:  # every row known: what the loop below gives, without a Python step a row
+            hits = cast(list[tuple[tuple[Any, ...], int]], found)
+            return list(map(list, map(_CANONICAL, hits))), 3 + len(values) + sum(map(_SIZE, hits))
     out: list[Any] = []
     total = 3 + len(values)
     for value in values:
