@@ -10,6 +10,12 @@ that follows such a refusal can still be recorded, and its surge given back, ste
 invalid (``ValidationException``; ``ValidationError`` in a transaction) raises the same error with its code.
 ``record_refusal`` is the small write that pauses the run then (``lambdas/common/refused.py``).
 
+**Read back.** A store keeps the run its last save wrote (``RunStore.read``): a read whose item is that run at the
+version the save wrote (every write of a ``RUN#`` item sets the version one higher, conditioned on the one before) is
+answered with it, as validating the item would give it, without unpacking a row. The same calls and the same item
+read; only the CPU of turning a thousand rows back into steps is not spent again (an execution environment's next
+pass reads what its last one saved).
+
 **Retention.** A run that is over (not ``running``, ``pausing`` nor ``cancelling``) is written with ``expires_at``
 (``core.schema.TTL_ATTRIBUTE``, epoch seconds) ``retention_seconds`` after its end (``finished_at``, else its last
 update): DynamoDB's TTL then deletes it, so finished runs do not pile up in the partition every tick reads. The
@@ -20,7 +26,11 @@ an expired item still shows in reads and is billed), so ``list`` leaves out an i
 from __future__ import annotations
 
 from collections.abc import Sequence
+from copy import copy
 from datetime import datetime
+from decimal import Decimal
+from itertools import compress
+from operator import is_not
 from typing import Any
 
 from adapters.dynamo.table import AlsoPut, Attr, Table, Taking
@@ -30,7 +40,8 @@ from core.lock import Lease
 from core.model import utcnow
 from core.rowcache import RowCache
 from core.runlimits import REFUSAL_REASON_CHARS, RUN_ITEM_GUARD_BYTES, RUN_RETENTION_SECONDS
-from core.runs import Run, RunStatus
+from core.runrecord import FINAL_DROPS
+from core.runs import Run, RunStatus, RunStep
 from core.schema import TTL_ATTRIBUTE
 
 PREFIX = "RUN#"
@@ -64,6 +75,9 @@ class RunStore:
         # the rows of the last item this store packed (one run's): a save packs and sizes only the steps that
         # changed since (``core.rowcache``)
         self.rows = RowCache()
+        # the run as this store's last save wrote it, as a read of that item gives it back (``read``), and the
+        # positions of its steps in flight (each read gets its own copies of those)
+        self._kept: tuple[Run, list[int]] | None = None
 
     @staticmethod
     def sk(run_id: str) -> str:
@@ -184,8 +198,58 @@ class RunStore:
             RunRecordRefusedError: the item is too large (or otherwise invalid); nothing was written.
         """
         saved = run.model_copy(update={"version": run.version + 1})
-        self._put(saved, self.item_of(saved), Attr("version").eq(run.version), fence, release_at, take, also)
+        item = self.item_of(saved)
+        self._put(saved, item, Attr("version").eq(run.version), fence, release_at, take, also)
+        self._keep(saved, shed=bool(item.get("history_shed")))
         return saved
+
+    def read(self, item: dict[str, Any]) -> Run:
+        """The run of a ``RUN#`` item read (as the table answered it, ``AS_IS``): ``Run.model_validate(item)``, or,
+        when the item is the run this store last saved at the version that save wrote (its ``run_id`` and
+        ``version`` as answered), that run as the save kept it, without unpacking a row (``_keep``).
+
+        The version names the item's content: every write of a ``RUN#`` item sets it one higher, conditioned on the
+        one before (``save``, ``record_refusal``; ``create`` writes 0), so the item at the version a save of this
+        store wrote is the item it wrote. What is handed out is what validating it gives: the steps at rest
+        (``RunStep.at_rest``) shared between reads as ``core.rowread.unpack`` shares them, each step in flight and
+        each group a copy of this read's own (``core.runs._read_copy``)."""
+        kept = self._kept
+        if kept is not None:
+            run, moving = kept
+            version = item.get("version")
+            if (
+                item.get("run_id") == run.run_id
+                and type(version) in (int, Decimal)
+                and version == run.version
+                and type(item.get("run_id")) is str
+            ):
+                return _handed(run, moving)
+        return Run.model_validate(item)
+
+    def _keep(self, saved: Run, shed: bool) -> None:
+        """Keep ``saved`` (just written) as a read of its item would give it (``read``): its final steps without what
+        the item drops (``RunStep.at_rest``), each step worked out only where it is not the step kept at its position
+        before (a step at rest is never changed in place). Not a shed item (its final steps lost more: read then)."""
+        if shed or saved.history_shed:
+            self._kept = None
+            return
+        last = self._kept if self._kept is not None and self._kept[0].run_id == saved.run_id else None
+        before = last[0].steps if last is not None else []
+        steps = list(saved.steps)
+        changed = [*compress(range(len(before)), map(is_not, steps, before)), *range(len(before), len(steps))]
+        # a step kept in flight is never handed out (each read copies it), so none is the saved run's own: checked
+        moving = [p for p in last[1] if p < len(steps) and steps[p] is before[p]] if last is not None else []
+        for position in changed:
+            step = steps[position]
+            if step.state.in_flight:
+                steps[position] = step.working_copy()  # its own: the saved run's may be decided on again in-process
+                moving.append(position)
+            elif step.state.final and not _dropped(step):  # ``RunStep.at_rest``, its defaults not looked up again
+                steps[position] = step.model_copy(update={f: copy(v) for f, v in _DROPPED.items()})
+        kept = saved.model_copy()
+        kept.__dict__["steps"] = steps
+        kept.__dict__["groups"] = [g.model_copy() for g in saved.groups]
+        self._kept = (kept, moving)
 
     def record_refusal(self, run: Run, reason: str, now: datetime, cancel: bool = False) -> Run:
         """The small write after a refused save (``RunRecordRefusedError``): the stored item (still at
@@ -243,6 +307,30 @@ class RunStore:
             if RunStatus(item.get("status", "failed")).active:
                 return Run.model_validate(item)
         return None
+
+
+# what a final step's ``core.runrecord.FINAL_DROPS`` hold in its ``RUN#`` item (their defaults; pydantic's
+# ``get_default`` inspects the factory's signature on every call: 0.2 ms a step)
+_DROPPED = {f: RunStep.model_fields[f].get_default(call_default_factory=True) for f in FINAL_DROPS}
+
+
+def _dropped(step: RunStep) -> bool:
+    """Whether ``step`` holds nothing of what its item drops (``RunStep.at_rest`` would only copy it): a final step
+    read from a row, or kept before."""
+    fields = step.__dict__
+    return all(type(fields[f]) is type(v) and fields[f] == v for f, v in _DROPPED.items())
+
+
+def _handed(run: Run, moving: list[int]) -> Run:
+    """What one read of the kept ``run`` gets (``RunStore.read``): its steps at rest shared, its steps in flight (at
+    ``moving``) and its groups copied."""
+    steps = list(run.steps)
+    for position in moving:
+        steps[position] = steps[position].working_copy()
+    out = run.model_copy()
+    out.__dict__["steps"] = steps
+    out.__dict__["groups"] = [g.model_copy() for g in run.groups]
+    return out
 
 
 def expired(item: dict[str, Any], now: float) -> bool:

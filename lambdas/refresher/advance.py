@@ -218,7 +218,7 @@ def advance_run(
                 # the run and the LOCK item, then membership only when the run is active (a tick with no run, every
                 # 5 minutes of the week but a refresh's hours, reads no NODE# item), before anything else the
                 # decision looks at
-                snapshot = read_state(deps.store)
+                snapshot = read_state(deps.store, deps.runs)
                 if snapshot.run(run_id) is not None:
                     snapshot = with_membership(
                         snapshot, deps.store, settings.membership_max_age_seconds, deps.clock(), deps.memo

@@ -203,7 +203,7 @@ def node_ready(trigger: Event, deps: RefresherDeps, budget: float, invocation: s
     """
     if trigger.cluster != deps.settings.cluster_name:
         return {"status": "acknowledged", "reason": "other_cluster"}
-    state = read_state(deps.store)
+    state = read_state(deps.store, deps.runs)
     active = state.run(None)
     if active is None:
         return {"status": "acknowledged", "reason": "no_active_run"}

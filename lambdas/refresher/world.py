@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from core.kops import Role
@@ -58,10 +59,19 @@ class GroupFacts:
     launch_template_version: str | None = None
 
     def instance(self, instance_id: str) -> InstanceFacts | None:
-        return next((i for i in self.instances if i.instance_id == instance_id), None)
+        """The group's instance ``instance_id`` (the first listed of that id), or None."""
+        return self._by_id.get(instance_id)
 
-    @property
+    @cached_property
+    def _by_id(self) -> dict[str, InstanceFacts]:
+        """``instances`` by id, made on the first ``instance`` asked (a pass asks for several of a group's hundreds);
+        of an id listed twice, the first (``reversed``: a later entry would replace it)."""
+        return {i.instance_id: i for i in reversed(self.instances)}
+
+    @cached_property
     def live(self) -> tuple[InstanceFacts, ...]:
+        """The instances that are, or are becoming, members (``InstanceFacts.live``), in their order; made once (the
+        facts are frozen: a pass asks for them several times)."""
         return tuple(i for i in self.instances if i.live)
 
     def has_live(self, instance_id: str) -> bool:

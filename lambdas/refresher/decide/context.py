@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
+from itertools import compress
+from operator import attrgetter
 
 from core.clock import aware_time
 from core.model import Command, CommandKind, CommandStatus, DrainOptions
@@ -32,6 +34,9 @@ from core.settings import RefresherSettings
 from lambdas.refresher.plan import Action, SaveRun, SetCapacity
 from lambdas.refresher.world import GroupFacts, World
 
+_STATE, _INSTANCE_ID = attrgetter("state"), attrgetter("instance_id")
+_IN_FLIGHT = frozenset(s for s in StepState if s.in_flight)
+_REPLACING = frozenset((StepState.DRAINING, StepState.TERMINATING))
 UNDO_COMMAND_SUFFIX = "undo"
 UNCORDON_COMMAND_SUFFIX = "uncordon"
 UNDO_UNCORDON_COMMAND_SUFFIX = "undo-uncordon"  # a spare the undo drained, then kept (``undo.taken_back``)
@@ -113,6 +118,7 @@ class Context:
         self._owned = {id(s) for s in self.run.steps if s.state.in_flight}  # the copies ``working_copy`` made
         self._copies: dict[int, RunStep] = {}  # id of a step at rest of the run read -> the pass's copy of it
         self._places: dict[int, int] | None = None  # id of a step in ``run.steps`` -> its position (made on demand)
+        self._ready: dict[str, tuple[GroupFacts, list[str]]] = {}  # group -> its facts, Ready live ids (``ready_live``)
 
     def own(self, step: RunStep) -> RunStep:
         """The pass's own copy of ``step`` (a step of its run), to change: ``step`` itself when it is the pass's copy
@@ -225,22 +231,34 @@ class Context:
         self.effects.append(effect)
 
     def olds_being_replaced(self, group: str) -> set[str]:
-        return {
-            s.instance_id
-            for s in self.run.steps
-            if s.group == group and s.state in (StepState.DRAINING, StepState.TERMINATING)
-        }
+        """The old instances of ``group``'s steps draining or terminating (the steps in those states picked in C)."""
+        replacing = compress(self.run.steps, map(_REPLACING.__contains__, map(_STATE, self.run.steps)))
+        return {s.instance_id for s in replacing if s.group == group}
 
     def ready_besides(self, facts: GroupFacts, exclude: set[str]) -> int:
-        return sum(1 for i in facts.live if i.instance_id not in exclude and self.world.ready(i.instance_id))
+        """How many of the group's live instances (``GroupFacts.live``) not in ``exclude`` are Ready nodes
+        (``World.ready``): its Ready live instances found once a pass (``ready_live``), ``exclude`` taken from them."""
+        ready = self.ready_live(facts)
+        return len(ready) - sum(map(exclude.__contains__, ready))
+
+    def ready_live(self, facts: GroupFacts) -> list[str]:
+        """The ids of ``facts``' live instances whose node is Ready (``World.ready``), in their order: found once a
+        pass for each group's facts (the world does not change during a pass; a step in flight asks for its group's
+        count, hundreds of instances, once or twice a pass)."""
+        known = self._ready.get(facts.name)
+        if known is not None and known[0] is facts:
+            return known[1]
+        ready = [i.instance_id for i in facts.live if self.world.ready(i.instance_id)]
+        self._ready[facts.name] = (facts, ready)
+        return ready
 
     def claimed_spares(self, but: RunStep) -> set[str]:
-        return {
-            s.surge_instance_id for s in self.run.steps if s is not but and s.surge_instance_id and s.state.in_flight
-        }
+        """The spares of the steps in flight but ``but`` (those steps picked in C)."""
+        moving = compress(self.run.steps, map(_IN_FLIGHT.__contains__, map(_STATE, self.run.steps)))
+        return {s.surge_instance_id for s in moving if s is not but and s.surge_instance_id}
 
     def new_instances(self, step: RunStep, facts: GroupFacts) -> list[str]:
-        olds = {s.instance_id for s in self.run.steps}
+        olds = set(map(_INSTANCE_ID, self.run.steps))
         claimed = self.claimed_spares(step)
         baseline = set(step.surge_baseline)  # a group's instances: a list's ``in`` cost a pass O(group size squared)
         return [

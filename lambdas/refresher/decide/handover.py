@@ -13,11 +13,17 @@ gives a surge back (its undo, a reclaim) then gives that one unit back once, as 
 
 from __future__ import annotations
 
+from itertools import compress
+from operator import attrgetter
+
 from core.kops import Role
 from core.runs import RunStatus, RunStep, StepState
 from lambdas.refresher.decide.context import Context
 from lambdas.refresher.plan import TerminateInstance
 from lambdas.refresher.world import GroupFacts
+
+_STATE = attrgetter("state")
+_IN_FLIGHT = frozenset(s for s in StepState if s.in_flight)
 
 
 def successor(p: Context, step: RunStep, facts: GroupFacts) -> RunStep | None:
@@ -32,7 +38,8 @@ def successor(p: Context, step: RunStep, facts: GroupFacts) -> RunStep | None:
     if step.role != Role.NODE.value or run.status is not RunStatus.RUNNING or not run.canary_passed:
         return None
     limit = min(run.options.max_surge, p.settings.surge_limit)
-    others = sum(1 for s in run.steps if s is not step and s.group == step.group and s.holds_unit)
+    moving = compress(run.steps, map(_IN_FLIGHT.__contains__, map(_STATE, run.steps)))  # a unit's holder is in flight
+    others = sum(1 for s in moving if s is not step and s.group == step.group and s.holds_unit)
     if others + 1 > limit:
         return None
     return next(

@@ -5,7 +5,8 @@ groups, end the run and release the lock. Pure."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from operator import attrgetter
+from itertools import compress, repeat
+from operator import attrgetter, is_, is_not
 
 from core.kops import Role
 from core.runs import Run, RunStatus, RunStep, StepState
@@ -16,15 +17,18 @@ from lambdas.refresher.decide.undo import undo_draining, undo_terminating, undoi
 from lambdas.refresher.decide.worker import start_workers, surging
 from lambdas.refresher.plan import Action, Metric, MetricUnitName, ReleaseLock, SaveRun, SetCapacity
 
-_STATE = attrgetter("state")
+_STATE, _GROUP, _INDEX = attrgetter("state"), attrgetter("group"), attrgetter("index")
+_FINAL = frozenset(s for s in StepState if s.final)
+_NOT_FINAL = frozenset(StepState) - _FINAL
 
 
 def start_steps(p: Context) -> None:
     """Start the next steps of the first group not finished: one master at a time, workers up to ``max_surge``."""
-    current = next((s.group for s in p.run.steps if not s.state.final), None)
-    if current is None:
+    first = next(compress(p.run.steps, map(_NOT_FINAL.__contains__, map(_STATE, p.run.steps))), None)
+    if first is None:
         return
-    steps = [s for s in p.run.steps if s.group == current]
+    current = first.group
+    steps = list(compress(p.run.steps, map(current.__eq__, map(_GROUP, p.run.steps))))
     role = steps[0].role
     if role == Role.CONTROL_PLANE.value:
         if any(s.state.in_flight for s in p.run.steps if s.role == role):
@@ -44,8 +48,8 @@ def finish_groups(p: Context) -> None:
     done). Any other MaxSize (the original, a group gone, or a value kOps or a person set since) ends the restore:
     the run does not fight a reset."""
     for group in p.run.groups:
-        steps = [s for s in p.run.steps if s.group == group.name]
-        if group.max_raised_to is None or group.max_restored or not all(s.state.final for s in steps):
+        states = compress(map(_STATE, p.run.steps), map(group.name.__eq__, map(_GROUP, p.run.steps)))
+        if group.max_raised_to is None or group.max_restored or not _FINAL.issuperset(states):
             continue
         if group.raised:
             continue
@@ -109,7 +113,7 @@ def decide_pass(p: Context) -> Decision:
         StepState.SURGING: surging,
         StepState.UNDOING: undoing,
     }
-    was = {s.index: s.state for s in run.steps}
+    was = dict(zip(map(_INDEX, run.steps), map(_STATE, run.steps), strict=True))  # each step's state, read in C
     # terminations first: they give surge units back before anything compares desired capacity. A state no step is
     # in is passed over without looking at each step (``present``: the states now, read again after a handler ran,
     # which may move a step into a later one); a large run's steps are in two or three of the seven
@@ -117,7 +121,7 @@ def decide_pass(p: Context) -> Decision:
     for state in handlers:
         if state not in present:
             continue
-        for step in [s for s in run.steps if s.state is state]:
+        for step in list(compress(run.steps, map(is_, map(_STATE, run.steps), repeat(state)))):
             handlers[state](p, step)
         present = set(map(_STATE, run.steps))
     if run.status is RunStatus.RUNNING:
@@ -129,9 +133,9 @@ def decide_pass(p: Context) -> Decision:
         # saved with the pass's changes; alone it is no reason to write (a wait's start, which its deadline counts
         # from, is a change of its own: ``Context.overdue``)
         run.waiting = "; ".join(w.what for w in p.waits)
-    for step in run.steps:  # when each step entered the state this pass left it in (charts, status)
-        if step.state is not was[step.index]:
-            step.entered.setdefault(step.state.value, p.now)
+    # when each step entered the state this pass left it in (charts, status): the steps it moved found in C
+    for step in compress(run.steps, map(is_not, map(_STATE, run.steps), map(was.__getitem__, map(_INDEX, run.steps)))):
+        step.entered.setdefault(step.state.value, p.now)
     actions: list[Action] = []
     if p.changes:
         run.updated_at = p.now

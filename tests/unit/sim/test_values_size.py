@@ -139,3 +139,21 @@ def test_maps_holding_lists_of_strings_are_canonicalised_and_sized_as_counted(ma
     baseline = ["i-1", "i-é"]
     first, _ = values_size.sized_canonical_item({"pk": "p", "l": [{"surge_baseline": baseline}]})
     assert first["l"][0]["surge_baseline"] == baseline and first["l"][0]["surge_baseline"] is not baseline
+
+
+def test_rows_all_remembered_are_canonicalised_and_sized_as_one_by_one() -> None:
+    # every row of a list known (``_MARSHALLED``): looked up at once; one not known, or one marshal refuses (a
+    # Decimal), or a value that is not a list: row by row, with the same answer (``True`` is not a known row's ``1``)
+    rows = [[k, "i-0abc", True, None, k % 3] for k in range(6)]
+    first = values_size._sized_list(rows)  # some rows new: one by one
+    again = values_size._sized_list(rows)  # all known: at once
+    assert again == first and [list(map(type, r)) for r in again[0]] == [list(map(type, r)) for r in first[0]]
+    assert all(a is not b for a, b in zip(again[0], first[0], strict=True))  # each write its own lists
+    assert again == (values.canonical(rows), value_bytes(values.canonical(rows)))
+    changed = ([*rows, [9, 1]], [*rows, [Decimal(1)]], [*rows, "x"], [[1, 2], *rows[1:]], [[True, *rows[1][1:]]])
+    for other in changed:
+        stored, size = values_size._sized_list(other)
+        assert stored == values.canonical(other) and size == value_bytes(values.canonical(other))
+        assert [list(map(type, r)) if isinstance(r, list) else type(r) for r in stored] == [
+            list(map(type, r)) if isinstance(r, list) else type(r) for r in values.canonical(other)
+        ]

@@ -1,4 +1,5 @@
-"""``Context.ready_besides``: ``GroupFacts.live`` and ``World.ready`` looked at in line answer as the two do."""
+"""``Context.ready_besides`` (a group's Ready live instances found once a pass) and ``GroupFacts.instance``/``live``
+(made once a ``GroupFacts``) answer as the plain scans of the instances do."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from bench.run_pass import SETTINGS, scenario
 from core.kops import Role
 from core.model import NodeRecord
 from lambdas.refresher.decide.context import Context
-from lambdas.refresher.world import GroupFacts, InstanceFacts, World
+from lambdas.refresher.world import LIVE_STATES, GroupFacts, InstanceFacts, World
 
 T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
 IDS = [f"i-{k}" for k in range(6)]
@@ -22,10 +23,11 @@ STATES = ["InService", "Pending", "Pending:Wait", "Terminating", "Terminated", "
     st.lists(st.tuples(st.sampled_from(IDS), st.sampled_from(STATES)), max_size=8),
     st.dictionaries(st.sampled_from(IDS), st.booleans()),
     st.sets(st.sampled_from(IDS)),
+    st.sets(st.sampled_from(IDS)),
 )
 @settings(max_examples=300, deadline=None)
 def test_ready_besides_counts_as_live_and_ready_do(
-    instances: list[tuple[str, str]], ready: dict[str, bool], exclude: set[str]
+    instances: list[tuple[str, str]], ready: dict[str, bool], exclude: set[str], other: set[str]
 ) -> None:
     run, _ = scenario(3)
     nodes = {i: NodeRecord(instance_id=i, node_name=f"n-{i}", ready=r, reported_at=T0) for i, r in ready.items()}
@@ -39,5 +41,16 @@ def test_ready_besides_counts_as_live_and_ready_do(
         desired=len(instances),
         instances=tuple(InstanceFacts(instance_id=i, lifecycle_state=s) for i, s in instances),
     )
-    plain = sum(1 for i in facts.live if i.instance_id not in exclude and world.ready(i.instance_id))
-    assert Context(run, world, SETTINGS, run.updated_at).ready_besides(facts, exclude) == plain
+    live = [i for i in facts.instances if i.lifecycle_state in LIVE_STATES]
+    assert list(facts.live) == live and facts.live is facts.live
+
+    def plain(besides: set[str]) -> int:
+        return sum(1 for i in live if i.instance_id not in besides and (r := nodes.get(i.instance_id)) and r.ready)
+
+    context = Context(run, world, SETTINGS, run.updated_at)
+    assert context.ready_besides(facts, exclude) == plain(exclude)
+    assert context.ready_besides(facts, other) == plain(other)  # the group's Ready ids from the pass's first count
+    for iid in [*IDS, "i-none"]:  # the first listed of an id, as a scan finds it
+        first = next((i for i in facts.instances if i.instance_id == iid), None)
+        assert facts.instance(iid) is first
+        assert facts.has_live(iid) == (first is not None and first.lifecycle_state in LIVE_STATES)
