@@ -14,7 +14,6 @@ from pydantic import ValidationError
 
 from adapters.aws.ports import AwsPort
 from adapters.dynamo import ledger as ledger_store
-from adapters.dynamo.commands import PREFIX as COMMAND_PREFIX
 from adapters.dynamo.lock import LOCK_SK
 from adapters.dynamo.node_memo import NodeRecordMemo
 from adapters.dynamo.nodes import read_membership
@@ -25,13 +24,13 @@ from adapters.dynamo.values import plain_item
 from core.clock import aware_time
 from core.detach import DetachState
 from core.kops import CLUSTER_TAG
-from core.model import Command, fresh_by_mark
+from core.model import fresh_by_mark
 from core.runs import Run
 from core.settings import ReplenisherSettings
 from lambdas.common.telemetry import Telemetry
-from lambdas.replenisher.decide.builder import OWN_COMMAND_PREFIXES
 from lambdas.replenisher.decide.cleanup import run_group_names, run_instances
 from lambdas.replenisher.group_info import Seen, group_info
+from lambdas.replenisher.own_commands import needed_by_groups, needed_by_ledgers, read_own_commands
 from lambdas.replenisher.unregistered import UnregisteredMemo, unregistered
 from lambdas.replenisher.world import IN_SERVICE, Detached, Group, Instance, World, run_active
 
@@ -119,10 +118,12 @@ class GatherDeps(Protocol):
     def memo(self) -> GatherMemo: ...
 
 
-def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
+def gather(deps: GatherDeps, now: datetime, logger: Any = None, tick: bool = False) -> World:
     """Read what ``decide`` needs (see ``world``'s module docstring for the calls); ``logger`` (the handler's
     Powertools Logger; default this module's) notes what it leaves out. The records of the ``NODE#`` items and the
     groups' ``Instance``s that did not change since the last read are the ones ``deps.memo`` kept (``GatherMemo``).
+    ``tick``: for a tick, the replenisher's own commands are read only when ``decide`` may look at one
+    (``own_commands``; else ``World.commands`` is empty); for any other event, always.
 
     Raises:
         StoreUnavailableError, AwsUnavailableError, AwsRequestError: reads failed.
@@ -131,7 +132,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
     settings = deps.settings
     groups: dict[str, Group] = {}
     ledgers = {}
-    commands = {}
+    commands: dict[str, Mapping[str, Any]] | None = None  # not read yet (``own_commands``)
     protected: set[str] = set()
     runs: list[Run] = []
     runs_unreadable = False
@@ -161,13 +162,6 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
             elif sk.startswith(ledger_store.PREFIX):
                 led = ledger_store.from_item(item)
                 ledgers[led.asg_name] = led
-            elif sk.startswith("CMD#") and sk[4:].startswith(OWN_COMMAND_PREFIXES):
-                why = own_command_error(item)
-                if why is None:
-                    commands[sk[4:]] = item
-                else:  # as an unreadable RUN# or COMP# item: left out, noted and counted
-                    logger.warning(f"unreadable item {sk} ignored", extra={"error": why})
-                    deps.telemetry.count_by("Skipped", "reason", "unreadable_item")
             elif sk.startswith("RUN#"):  # an active one (above)
                 try:
                     run = Run.model_validate(item)
@@ -184,6 +178,8 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
         except ValidationError as err:
             logger.warning(f"unreadable item {sk} ignored", extra={"error": str(err)})
             deps.telemetry.count_by("Skipped", "reason", "unreadable_item")
+    if not tick or needed_by_ledgers(ledgers.values(), now):  # right after the partition, as they always were
+        commands = read_own_commands(deps.store, deps.telemetry, logger)
     # membership after the LOCK item too: the mark, then the NODE# items unless this environment read them at the
     # mark's version already (``read_membership``); validated as read, not converted (``deps.memo.nodes``)
     mark, records, refused = read_membership(deps.store, deps.memo.nodes, now)
@@ -238,6 +234,8 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None) -> World:
             created=str(raw.get("CreatedTime", "")),
         )
     deps.memo.groups = kept_groups
+    if commands is None:  # a tick's: needed only for a surplus master (``own_commands``), after the groups
+        commands = read_own_commands(deps.store, deps.telemetry, logger) if needed_by_groups(groups.values()) else {}
     deps.memo.runs = runs_read
     deps.memo.infos = infos
     # judged against the shared map when ``nodes`` holds all of it (never changed: its answers kept), else ``nodes``
@@ -328,52 +326,21 @@ def compensation_active(store: Store) -> bool:
 
 
 def read_items(store: Store) -> Iterator[dict[str, Any]]:
-    """The items ``gather`` reads, membership apart (``adapters.dynamo.nodes.read_membership``), as the table
-    answered them (consistent reads): the whole cluster partition (``LOCK`` first, then ``COMP#``, ``DETACH#``,
-    ``POLL#``, ``RUN#``), then of the agent partition the replenisher's own ``CMD#`` items (one range a prefix of
-    ``OWN_COMMAND_PREFIXES``): 1 + 2 Queries.
-
-    Not the whole agent partition: its other ``CMD#`` items (a week of drains, refresh steps and their results, kept
-    until their TTL) and ``HOOK#`` items are history to this reader. Read and skipped, they were half of a tick's items
-    at 1,000 nodes after a week (issue 12, BENCHMARKS.md), and in DynamoDB more pages and read units each tick.
+    """The items of the cluster partition ``gather`` reads, as the table answered them (one consistent Query,
+    paginated): ``LOCK`` first, then ``COMP#``, ``DETACH#``, ``POLL#``, ``RUN#``. The membership and the
+    replenisher's own commands of the agent partition are read apart (``adapters.dynamo.nodes.read_membership``,
+    ``own_commands.read_own_commands``).
 
     Raises:
         StoreUnavailableError: a read failed.
     """
     yield from store.query_cluster_partition(consistent=True, convert=False)
-    for prefix in OWN_COMMAND_PREFIXES:
-        yield from store.query_prefix(COMMAND_PREFIX + prefix, consistent=True, convert=False)
 
 
 def gathered(sk: str) -> bool:
     """Whether ``gather``'s loop over ``read_items`` looks at the item ``sk``: the kinds it reads there (``LOCK``,
-    ``COMP#``, ``RUN#``, ``DETACH#``) and, of the ``CMD#`` items, only the replenisher's own commands
-    (``OWN_COMMAND_PREFIXES``); anything else is left unconverted (membership is read apart). Pure."""
-    if sk.startswith("CMD#"):
-        return sk[4:].startswith(OWN_COMMAND_PREFIXES)
+    ``COMP#``, ``RUN#``, ``DETACH#``); anything else is left unconverted. Pure."""
     return sk == LOCK_SK or sk.startswith((ledger_store.PREFIX, "RUN#", "DETACH#"))
-
-
-def own_command_error(item: Mapping[str, Any]) -> str | None:
-    """Why ``decide`` cannot read one of the replenisher's own ``CMD#`` items (plain values), None when it can: its
-    ``command`` validates as a ``Command`` and its ``deadline`` as recorded is an ISO 8601 time with a zone (the
-    cleanup reads it so), its ``created_at`` is one too (``decide.builder.send_if_needed``), its ``status`` a string.
-    Pure. The agent partition is written by more than the replenisher: an item of another shape is left out (its
-    command is then decided as if never recorded: a drain sent for it is not re-sent over a non-queued item, and the
-    agent rejects a body its item does not back)."""
-    stored = item.get("command")
-    if not isinstance(stored, Mapping):
-        return "no command map"
-    try:
-        Command.model_validate(stored)
-    except ValidationError as err:
-        return f"command does not validate: {err}"
-    for name, value in (("command.deadline", stored.get("deadline")), ("created_at", item.get("created_at"))):
-        if aware_time(value) is None:
-            return f"{name} is no ISO 8601 time with a zone: {value!r}"
-    if not isinstance(item.get("status"), str):
-        return "status is not a string"
-    return None
 
 
 def detached_record(instance_id: str, item: Mapping[str, Any]) -> Detached:

@@ -8,8 +8,9 @@ does the work and is what tests call with clients of their own and an injected c
 After the plan, every group of the cluster is given the termination lifecycle hook where it lacks it
 (``lambdas.replenisher.hooks``; reported as ``"hooks"`` in the response).
 
-One invocation: parse -> ``gather`` (DescribeAutoScalingGroups filtered on the cluster tag, three Queries of the table
-(``gather.read_items``), the membership mark and, when its version changed, the ``NODE#`` items, DescribeInstances only
+One invocation: parse -> ``gather`` (DescribeAutoScalingGroups filtered on the cluster tag, a Query of the cluster
+partition (``gather.read_items``), two of the replenisher's own commands unless a tick needs none (``own_commands``),
+the membership mark and, when its version changed, the ``NODE#`` items, DescribeInstances only
 for unregistered instances and for detached ones past their deadline) -> ``decide`` (pure) -> take the cluster lock if
 the plan changes capacity (conditioned on the lock item just read, so a lock that changed hands since is noticed) ->
 ``execute`` -> release the lock. An event that concerns no reconcile is answered before any of that
@@ -162,7 +163,7 @@ def process(notice: Event, deps: Deps, now: datetime, request_id: str) -> dict[s
     lease = None
     while True:
         at = now + timedelta(seconds=waited)
-        world = gather(deps, at, logger)
+        world = gather(deps, at, logger, tick=notice.kind is EventKind.TICK)
         free = lock_free(world.lock, at)
         plan = decide(notice, at, settings, world, lock_free=free)
         waiting = waited + LOCK_RETRY_SECONDS <= settings.lock_wait_seconds

@@ -2,9 +2,10 @@
 
 Plain frozen values, gathered once per invocation by ``gather.gather`` with a budget of calls:
 
-- three Queries of the table (``gather.read_items``; paginated by DynamoDB at 1 MB): the cluster partition gives the
-  lock, the ledgers (``COMP#``), the refresh runs (``RUN#``) and the early replacements (``DETACH#``); of the agent
-  partition, one range a prefix of its own commands (``CMD#``); then the membership
+- one Query of the table's cluster partition (``gather.read_items``; paginated by DynamoDB at 1 MB) gives the lock,
+  the ledgers (``COMP#``), the refresh runs (``RUN#``) and the early replacements (``DETACH#``); of the agent
+  partition, two Queries (a prefix each) of the replenisher's own commands (``CMD#``), which a tick makes only when
+  ``decide`` can look at one (``own_commands``); then the membership
   (``adapters.dynamo.nodes.read_membership``): a GetItem of the ``MEMBERSHIP`` mark and a Query of the ``NODE#``
   items, left out when the mark's version is the one this execution environment read them at (and, when the mark
   lists every change since, only the changed items of the Query matched: ``NodeRecordMemo.patched``);
@@ -136,7 +137,8 @@ class World:
         nodes: instance id -> fresh membership record (older than ``MEMBERSHIP_MAX_AGE_SECONDS`` by both its own
             ``reported_at`` and the ``MEMBERSHIP`` mark dropped; ``gather`` judged that, and ``confirmed_at`` is
             None on the records of the items the agent writes).
-        commands: command id -> ``CMD#`` item, for the replenisher's own commands (``giveback-``/``surplus-``).
+        commands: command id -> ``CMD#`` item, for the replenisher's own commands (``giveback-``/``surplus-``);
+            empty on a tick ``decide`` cannot look at one (``own_commands``: not read).
         protected: instance ids named by an active ``RUN#`` item or a ``DETACH#`` item: never judged surplus.
         active_runs: the active refresh runs (``RUN#`` items read as ``core.runs.Run``): the cleanup leaves alone
             the groups a run names.

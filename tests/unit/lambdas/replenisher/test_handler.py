@@ -10,8 +10,9 @@ import pytest
 
 from adapters.dynamo.node_memo import REUSE_SECONDS
 from core.model import Command, NodeRecord, utcnow
-from lambdas.replenisher.gather import gather, own_command_error
+from lambdas.replenisher.gather import gather
 from lambdas.replenisher.handler import Deps
+from lambdas.replenisher.own_commands import own_command_error
 from localworld.cluster import cluster_instances
 from tests.dynamo_reads import answered_sort_keys
 from tests.unit.lambdas.replenisher.conftest import CLUSTER
