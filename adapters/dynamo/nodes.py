@@ -216,20 +216,6 @@ class NodeItems(Table):
         return records
 
 
-# the last ``changes`` listed and their list (``_listed``): the mark is written every minute, its journal changes
-# only with a change of the version
-_last_listed: tuple[tuple[Change, ...], list[dict[str, Any]]] = ((), [])
-
-
 def _listed(changes: Iterable[Change]) -> list[dict[str, Any]]:
-    """``changes`` as the mark lists them (``{"seq": n, "sk": "NODE#..."}``, oldest first): the list made for the same
-    changes before (compared by value) when they are the last ones listed. Its callers only read it (the table's
-    client serialises it)."""
-    global _last_listed
-    key = tuple(changes)
-    last = _last_listed
-    if last[0] == key:
-        return last[1]
-    listed = [{"seq": seq, "sk": sk} for seq, sk in key]
-    _last_listed = (key, listed)
-    return listed
+    """``changes`` as the mark lists them (``{"seq": n, "sk": "NODE#..."}``, oldest first)."""
+    return [{"seq": seq, "sk": sk} for seq, sk in changes]

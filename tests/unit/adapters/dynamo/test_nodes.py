@@ -22,8 +22,8 @@ def test_membership_freshness_is_checked_by_the_reader(store):
 
 
 def test_the_mark_lists_the_changes_it_is_given_each_time_it_is_written(store):
-    """The mark's ``changes`` are listed once for a journal written again unchanged (every minute): each write still
-    stores the changes it was given, by put or by update, whatever the write before listed."""
+    """Each write of the mark stores the changes it was given, by put or by update, whatever the write before
+    stored (a journal written again unchanged every minute, then a longer one)."""
     now = utcnow()
     first = deque([(1, "NODE#i-1"), (2, "NODE#i-2")], maxlen=16)
     later = deque([*first, (3, "NODE#i-1")], maxlen=16)
