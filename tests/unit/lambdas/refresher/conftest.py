@@ -1,4 +1,6 @@
-"""Every decision these tests make is held to leaving the run it read as it was: ``Run.working_copy`` shares the
+"""A table on moto's DynamoDB for the executor's tests (``store``).
+
+Every decision these tests make is held to leaving the run it read as it was: ``Run.working_copy`` shares the
 steps at rest with that run (and a warm environment hands them to its next pass), so a rule that changed a pending
 step without ``Context.own``, or a final one, would change the run as read too."""
 
@@ -7,10 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import boto3
 import pytest
+from moto import mock_aws
 
 import lambdas.refresher.decide as decide
+from adapters.dynamo.store import Store
 from core.runs import Run
+from core.schema import state_table
 from lambdas.refresher.decide.context import Context, Decision
 from lambdas.refresher.decide.lifecycle import decide_pass
 
@@ -35,3 +41,11 @@ def _decisions_leave_the_run_read_as_it_was(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(decide, "Context", _Checked)
     monkeypatch.setattr(decide, "decide_pass", checked)
     yield
+
+
+@pytest.fixture
+def store() -> Iterator[Store]:
+    with mock_aws():
+        ddb = boto3.resource("dynamodb", region_name="us-east-1")
+        ddb.create_table(**state_table("state"))
+        yield Store(ddb.Table("state"), "demo")

@@ -3,76 +3,31 @@ Synthetic worlds (no I/O): what a crash leaves behind must lead to exactly one r
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from adapters.dynamo.table import dynamo
 from core.kops import Role
-from core.model import NodeRecord
 from core.runs import GroupSurge, Run, RunOptions, RunStatus, RunStep, Selection, StepState
-from core.settings import RefresherSettings
 from lambdas.refresher.decide import advance
 from lambdas.refresher.plan import SaveRun, SendCommand, SetCapacity, TerminateInstance
 from lambdas.refresher.world import GroupFacts, InstanceFacts, World
 from sim.values import MAX_ITEM_BYTES, canonical_item, item_bytes
-
-T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
-SETTINGS = RefresherSettings(cluster_name="c", table_name="t", queue_url="q", effect_grace_seconds=30)
-NODES = "nodes-a.c"
-OLD, SPARE, OTHER = "i-00000000000000001", "i-00000000000000002", "i-00000000000000003"
-
-
-def node(iid: str, ready: bool = True) -> NodeRecord:
-    return NodeRecord(instance_id=iid, node_name=f"n-{iid[-2:]}", ready=ready, reported_at=T0)
-
-
-def world(instances: list[str], desired: int, ready: list[str] | None = None) -> World:
-    group = GroupFacts(
-        NODES,
-        Role.NODE,
-        "nodes-a",
-        1,
-        4,
-        desired,
-        tuple(InstanceFacts(i, launch_template_version="1") for i in instances),
-        "1",
-    )
-    ready = instances if ready is None else ready
-    return World(groups={NODES: group}, nodes={i: node(i) for i in ready})
-
-
-def run(state: StepState, raised: int, intent: datetime, **step: object) -> Run:
-    return Run(
-        run_id="r1",
-        cluster="c",
-        options=RunOptions(selection=Selection.ALL),
-        created_at=T0,
-        updated_at=T0,
-        groups=[GroupSurge(name=NODES, role="node", min_size=1, original_desired=2, original_max=4, raised=raised)],
-        steps=[
-            RunStep(
-                index=0,
-                group=NODES,
-                role="node",
-                instance_id=OLD,
-                state=state,
-                intent_at=intent,
-                surge_baseline=[OLD, OTHER],
-                **step,
-            )
-        ],
-    )
-
-
-def effects(decision, kind):
-    return [a for a in decision.actions if isinstance(a, kind)]
-
-
-def caps(decision) -> list[tuple[str, int | None, int | None]]:
-    """The capacity effects as (group, desired, MaxSize)."""
-    return [(a.asg_name, a.desired, a.max_size) for a in effects(decision, SetCapacity)]
+from tests.unit.lambdas.refresher.decide_world import (
+    NODES,
+    OLD,
+    OTHER,
+    SETTINGS,
+    SPARE,
+    T0,
+    caps,
+    effects,
+    node,
+    run,
+    world,
+)
 
 
 def test_a_pending_worker_step_records_the_surge_before_raising_desired_capacity() -> None:

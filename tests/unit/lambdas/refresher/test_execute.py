@@ -1,16 +1,11 @@
 """The refresher's executor and ``advance_run`` under the cluster lock: a run whose lease was lost applies nothing
 more (moto's DynamoDB for the table, a recording double for AWS)."""
 
-import json
 import logging
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
-from types import SimpleNamespace
+from datetime import datetime, timedelta
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 import lambdas.refresher.advance as advance
 from adapters.dynamo.lock import LeaseLock
@@ -19,42 +14,11 @@ from adapters.dynamo.store import Store
 from core.exceptions import LockLostError, RunAlreadyActiveError
 from core.model import Command
 from core.runs import LOCK_OPERATION, GroupSurge, Run, RunOptions, RunStatus, RunStep, StepState, lock_holder
-from core.schema import state_table
 from core.settings import RefresherSettings
 from lambdas.refresher.execute import Effects, execute
 from lambdas.refresher.handler import Deps
 from lambdas.refresher.plan import AcquireLock, CreateRun, ReleaseLock, SaveRun, SendCommand, SetCapacity
-
-T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
-RUN_ID = "20240305T100000Z-abcdef"
-
-
-@pytest.fixture
-def store() -> Iterator[Store]:
-    with mock_aws():
-        ddb = boto3.resource("dynamodb", region_name="us-east-1")
-        ddb.create_table(**state_table("state"))
-        yield Store(ddb.Table("state"), "demo")
-
-
-class Recorder:
-    """What the executor asked of AWS and of the metrics."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, Any]] = []
-        self.autoscaling = SimpleNamespace(
-            set_capacity=lambda name, desired, max_size: self.calls.append(("set_capacity", name)),
-            terminate_in_group=lambda instance_id, decrement: self.calls.append(("terminate", instance_id)) or True,
-            cluster_groups=lambda cluster: [],
-        )
-        self.ec2 = SimpleNamespace(launch_times=lambda ids: {}, describe=lambda ids: {})
-        self.queue = SimpleNamespace(send_command=lambda c: self.calls.append(("send", c.command_id)) or "m-1")
-
-    def count(self, name: str, value: int = 1) -> None:
-        self.calls.append(("metric", name))
-
-    def seconds(self, name: str, value: float) -> None:
-        self.calls.append(("metric", name))
+from tests.unit.lambdas.refresher.execute_world import RUN_ID, T0, Recorder, table_calls
 
 
 def run() -> Run:
@@ -200,25 +164,11 @@ def drains(saved: Run) -> list[Any]:
     return [a for a in actions(saved) if not isinstance(a, SetCapacity)]
 
 
-def _table_calls(store: Store) -> list[tuple[str, list[str]]]:
-    """(operation, sort keys written) of every call on the store's table from now on."""
-    calls: list[tuple[str, list[str]]] = []
-
-    def record(model: Any, params: Any, **_: Any) -> None:
-        body = json.loads(params["body"] or b"{}")  # the request as sent: DynamoDB JSON
-        entries = body.get("TransactItems") or [{model.name: body}]
-        keys = [(b.get("Key") or b.get("Item") or {}).get("sk", {}).get("S") for e in entries for b in e.values()]
-        calls.append((model.name, [k for k in keys if k]))
-
-    store.table.meta.client.meta.events.register("before-call.dynamodb", record)
-    return calls
-
-
 def test_a_drain_is_recorded_in_the_transaction_of_the_save_and_then_sent(store: Store) -> None:
     recorder = Recorder()
     lease = LeaseLock(store, clock=lambda: T0.timestamp()).acquire(run().holder, "refresh", 1800)
     RunStore(store).create(run(), fence=lease)
-    calls = _table_calls(store)
+    calls = table_calls(store)
     execute(drains(run()), effects(store, recorder, lease), T0)
     writes = [c for c in calls if c[0] not in ("GetItem", "Query")]
     # with its pointers (adapters.dynamo.command_index), after the index mark

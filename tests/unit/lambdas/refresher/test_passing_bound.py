@@ -20,7 +20,7 @@ from lambdas.refresher.decide.context import Decision
 from lambdas.refresher.execute import Effects, execute
 from lambdas.refresher.passes import ITEMS_PER_COMMAND, passing, recorded_with_save
 from lambdas.refresher.plan import SaveRun, SendCommand
-from tests.unit.lambdas.refresher.test_execute import RUN_ID, T0, Recorder, _table_calls, store  # noqa: F401  # the fixture
+from tests.unit.lambdas.refresher.execute_world import RUN_ID, T0, Recorder, table_calls
 
 
 def _decision(drains: int) -> tuple[Run, list[SaveRun | SendCommand], Decision]:
@@ -67,7 +67,7 @@ def test_the_bound_is_what_a_transaction_holds_beside_the_run_and_the_lock() -> 
 
 
 @pytest.mark.parametrize("drains", [2, 40])
-def test_no_command_is_recorded_unfenced_whatever_the_number_of_drains(store: Store, drains: int) -> None:  # noqa: F811
+def test_no_command_is_recorded_unfenced_whatever_the_number_of_drains(store: Store, drains: int) -> None:
     run, actions, decision = _decision(drains)
     RunStore(store).create(run)
     lock = LeaseLock(store, clock=lambda: T0.timestamp())
@@ -83,7 +83,7 @@ def test_no_command_is_recorded_unfenced_whatever_the_number_of_drains(store: St
         take=lock.passing(holder, LOCK_OPERATION, lock.current()) if passing(decision) else None,
         lease=None if passing(decision) else lock.acquire(holder, LOCK_OPERATION, 120),
     )
-    calls = _table_calls(store)
+    calls = table_calls(store)
     execute(list(actions), effects, T0)
     plain_puts = [keys[0] for op, keys in calls if op == "PutItem" and keys and keys[0].startswith("CMD#")]
     transacted = [k for op, keys in calls if op == "TransactWriteItems" for k in keys if k.startswith("CMD#")]

@@ -12,7 +12,7 @@ from core.runs import RunStatus, StepState
 from lambdas.refresher.decide import advance
 from lambdas.refresher.plan import SendCommand, TerminateInstance
 from lambdas.refresher.world import World
-from tests.unit.lambdas.refresher.test_decide import NODES, OLD, OTHER, SETTINGS, SPARE, T0, caps, effects, run, world
+from tests.unit.lambdas.refresher.decide_world import NODES, OLD, OTHER, SETTINGS, SPARE, T0, caps, effects, run, world
 
 REPLACEMENT = "i-00000000000000009"  # Auto Scaling's replacement of the reclaimed instance (desired kept)
 LATER = T0 + timedelta(seconds=60)

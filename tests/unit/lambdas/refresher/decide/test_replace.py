@@ -8,7 +8,7 @@ from core.runs import REBALANCE_TRIGGER, RunOptions, RunStatus, Selection, StepS
 from lambdas.refresher.decide import advance
 from lambdas.refresher.plan import SendCommand, TerminateInstance
 from lambdas.refresher.world import World
-from tests.unit.lambdas.refresher.test_decide import NODES, OLD, OTHER, SETTINGS, SPARE, T0, effects, run, world
+from tests.unit.lambdas.refresher.decide_world import NODES, OLD, OTHER, SETTINGS, SPARE, T0, effects, run, world
 
 
 def replacement(state: StepState, **step: object):

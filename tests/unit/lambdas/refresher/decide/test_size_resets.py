@@ -14,7 +14,7 @@ from core.runs import RunStatus, StepState, WaitDeadline
 from lambdas.refresher.decide import advance
 from lambdas.refresher.plan import SendCommand, TerminateInstance
 from lambdas.refresher.world import World
-from tests.unit.lambdas.refresher.test_decide import NODES, OLD, OTHER, SETTINGS, SPARE, T0, caps, effects, run, world
+from tests.unit.lambdas.refresher.decide_world import NODES, OLD, OTHER, SETTINGS, SPARE, T0, caps, effects, run, world
 
 LATER = T0 + timedelta(seconds=60)
 UNDO = "refresh-r1-0-undo"

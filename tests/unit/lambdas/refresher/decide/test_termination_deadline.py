@@ -10,7 +10,7 @@ from datetime import timedelta
 from core.runs import Run, RunStatus, StepState, WaitDeadline
 from lambdas.refresher.decide import advance
 from lambdas.refresher.plan import SendCommand, TerminateInstance
-from tests.unit.lambdas.refresher.test_decide import OLD, OTHER, SETTINGS, SPARE, T0, effects, run, world
+from tests.unit.lambdas.refresher.decide_world import OLD, OTHER, SETTINGS, SPARE, T0, effects, run, world
 
 STILL = world([OLD, OTHER, SPARE], 3)  # the old instance still InService: the termination did not happen
 LIMIT = SETTINGS.deadline_seconds(WaitDeadline.TERMINATION)

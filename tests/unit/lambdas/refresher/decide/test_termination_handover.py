@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from core.runs import RunStatus, StepState
-from tests.unit.lambdas.refresher.decide.test_handover import OLD2, OLDS, Driver, Slow, handed
-from tests.unit.lambdas.refresher.decide.test_lifecycle import new_run
+from tests.unit.lambdas.refresher.decide.handover_driver import OLD2, OLDS, Driver, Slow, handed
+from tests.unit.lambdas.refresher.decide.lifecycle_model import new_run
 
 
 @pytest.mark.parametrize("cancel", [False, True])
