@@ -1,14 +1,16 @@
 """The interruption decision's inputs, built for its tests: settings, the two notices (a Spot warning, a rebalance
 recommendation) for one instance, a kOps group, and the world AWS and the table describe (by default a running Spot
 Instance InService in the cluster's worker group; ``member`` its membership record, ``recorded`` a command as the
-table records it)."""
+table records it; ``command_item`` a ``CMD#`` item, ``active_run`` a run replacing instances)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from core.kops import CLUSTER_TAG, INSTANCE_GROUP_TAG, NODE_ROLE_TAG
 from core.model import Command, NodeRecord
+from core.runs import REBALANCE_TRIGGER, GroupSurge, Run, RunOptions, RunStatus, RunStep, StepState
 from core.settings import InterruptionSettings
 from lambdas.events.event import Event, EventKind, InstanceAction
 from lambdas.interruption.world import InstanceFacts, World
@@ -99,3 +101,43 @@ def kinds(plan) -> list[str]:
 
 
 NOW = T0 + timedelta(seconds=5)
+OTHER = "i-0ffffffffffffffff"  # an instance of the worker group other than INSTANCE
+
+
+def command_item(
+    command_id: str, kind: str, status: str, *, quiet: int | None = 1800, reason: str = "", **extra: Any
+) -> dict:
+    """A ``CMD#`` item as the table holds it."""
+    reason = reason or ("rebalance-recommendation" if command_id.startswith("rebalance") else "spot-interruption:x")
+    options: dict[str, Any] = {"uncordon_after_seconds": quiet} if quiet is not None else {}
+    return {
+        "sk": f"CMD#{command_id}",
+        "kind": kind,
+        "instance_id": INSTANCE,
+        "status": status,
+        "created_at": (T0 - timedelta(minutes=5)).isoformat(),
+        "command": {"command_id": command_id, "kind": kind, "reason": reason, "options": options},
+        **extra,
+    }
+
+
+def active_run(
+    trigger: str = REBALANCE_TRIGGER,
+    status: RunStatus = RunStatus.RUNNING,
+    steps: tuple[tuple[str, StepState], ...] = ((OTHER, StepState.SURGING),),
+    group: str = NODES_ASG,
+) -> Run:
+    """A run of ``trigger`` in ``status`` replacing ``steps`` (instance, state) of ``group``."""
+    return Run(
+        run_id="20240305T101000Z-abcdef",
+        cluster=CLUSTER,
+        status=status,
+        options=RunOptions(trigger=trigger),
+        groups=[GroupSurge(name=group, role="node", min_size=1, original_desired=2, original_max=4)],
+        steps=[
+            RunStep(index=i, group=group, role="node", instance_id=iid, state=state)
+            for i, (iid, state) in enumerate(steps)
+        ],
+        created_at=T0 - timedelta(minutes=5),
+        updated_at=T0,
+    )

@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
-import boto3
-import pytest
-from aws_lambda_powertools import Logger, Metrics
-from moto import mock_aws
-
-from adapters.aws.gateway import AwsGateway
-from adapters.dynamo.store import Store
 from core.model import Command
-from core.schema import state_table
-from lambdas.common.telemetry import Telemetry
 from lambdas.interruption.decide import Plan
-from lambdas.interruption.execute import Effects, execute
+from lambdas.interruption.execute import execute
 from lambdas.interruption.plan import (
     Acknowledge,
     DetachInstance,
@@ -25,61 +16,7 @@ from lambdas.interruption.plan import (
     RecordDetach,
     SendCommand,
 )
-
-REGION = "us-east-1"
-AMI = "ami-0123456789abcdef0"
-NOW = datetime(2024, 3, 5, 10, 15, 30, tzinfo=UTC)
-
-
-@pytest.fixture
-def effects(monkeypatch):
-    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "NodeManagerTest")
-    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
-    with mock_aws():
-        ec2 = boto3.client("ec2", region_name=REGION)
-        autoscaling = boto3.client("autoscaling", region_name=REGION)
-        sqs = boto3.client("sqs", region_name=REGION)
-        ddb = boto3.resource("dynamodb", region_name=REGION)
-        ddb.create_table(**state_table("state"))
-        ec2.create_launch_template(LaunchTemplateName="kops", LaunchTemplateData={"ImageId": AMI})
-        autoscaling.create_auto_scaling_group(
-            AutoScalingGroupName="nodes",
-            LaunchTemplate={"LaunchTemplateName": "kops"},
-            MinSize=1,
-            MaxSize=3,
-            DesiredCapacity=1,
-            VPCZoneIdentifier=ec2.describe_subnets()["Subnets"][0]["SubnetId"],
-        )
-        aws = AwsGateway.from_clients(autoscaling, ec2, sqs, sqs.create_queue(QueueName="q")["QueueUrl"])
-        metrics = Metrics()
-        yield Effects(
-            store=Store(ddb.Table("state"), "demo"),
-            aws=aws,
-            telemetry=Telemetry(metrics),
-            logger=Logger(service="test"),
-            ttl_seconds=3600,
-        )
-        metrics.clear_metrics()  # Powertools keeps metrics in class-level state shared by every Metrics()
-
-
-def instance(effects: Effects) -> str:
-    groups = effects.aws.autoscaling.client.describe_auto_scaling_groups()["AutoScalingGroups"]
-    return groups[0]["Instances"][0]["InstanceId"]
-
-
-def messages(effects: Effects) -> list[dict]:
-    queue = effects.aws.queue
-    return queue.client.receive_message(QueueUrl=queue.queue_url, MaxNumberOfMessages=10).get("Messages", [])
-
-
-def command(instance_id: str) -> Command:
-    return Command(
-        command_id="spot-ev",
-        cluster="demo",
-        kind="drain",
-        instance_id=instance_id,
-        deadline=NOW + timedelta(seconds=120),
-    )
+from tests.unit.lambdas.interruption.effects_world import NOW, command, instance, messages
 
 
 def test_actions_are_applied_in_order(effects):

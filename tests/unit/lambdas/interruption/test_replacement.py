@@ -9,30 +9,13 @@ import pytest
 
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.runs import RunStore
-from core.model import Command, CommandKind, DrainOptions
-from core.runs import LOCK_OPERATION, REBALANCE_TRIGGER, GroupSurge, Run, RunOptions, RunStatus, RunStep, StepState
+from core.runs import LOCK_OPERATION, GroupSurge, RunStatus, RunStep, StepState
 from lambdas.interruption.decide import Plan
 from lambdas.interruption.execute import Effects, execute
 from lambdas.interruption.plan import JoinReplacement, RecordCommand, SendCommand, StartReplacement
 from lambdas.interruption.replacement import LEASE_SECONDS, join_replacement, start_replacement
-from tests.unit.lambdas.interruption.test_execute import NOW, messages
-
-VICTIM = "i-0a1b2c3d4e5f60718"
-GROUP = GroupSurge(name="nodes", role="node", min_size=1, original_desired=1, original_max=3)
-
-
-def run(run_id: str = "20240305T101530Z-abcdef", *instances: str, trigger: str = REBALANCE_TRIGGER) -> Run:
-    return Run(
-        run_id=run_id,
-        cluster="demo",
-        options=RunOptions(trigger=trigger, max_surge=2),
-        groups=[GROUP],
-        steps=[
-            RunStep(index=i, group="nodes", role="node", instance_id=iid) for i, iid in enumerate(instances or ["i-1"])
-        ],
-        created_at=NOW,
-        updated_at=NOW,
-    )
+from tests.unit.lambdas.interruption.effects_world import NOW, messages
+from tests.unit.lambdas.interruption.replacement_world import GROUP, VICTIM, cordon, run
 
 
 def lock_holder(effects: Effects) -> str | None:
@@ -110,18 +93,6 @@ def test_a_run_that_is_stopping_takes_no_one(effects: Effects) -> None:
     RunStore(effects.store).create(run().model_copy(update={"status": RunStatus.PAUSING}))
     joined, what = join_replacement(join("i-2"), effects.store, NOW)
     assert not joined and "pausing" in what
-
-
-def cordon(instance: str) -> Command:
-    return Command(
-        command_id="rebalance-ev",
-        cluster="demo",
-        kind=CommandKind.CORDON,
-        instance_id=instance,
-        deadline=NOW + timedelta(minutes=10),
-        reason="rebalance-recommendation",
-        options=DrainOptions(uncordon_after_seconds=1800),
-    )
 
 
 @pytest.mark.parametrize("held", [False, True])

@@ -18,8 +18,8 @@ from lambdas.interruption.decide import Plan
 from lambdas.interruption.execute import Effects, execute
 from lambdas.interruption.plan import JoinReplacement, RecordCommand, SendCommand, StartReplacement
 from tests.unit.adapters.dynamo.aws_item_size import refuse_as_dynamodb
-from tests.unit.lambdas.interruption.test_execute import NOW, messages
-from tests.unit.lambdas.interruption.test_replacement import GROUP, VICTIM, cordon, run
+from tests.unit.lambdas.interruption.effects_world import NOW, messages
+from tests.unit.lambdas.interruption.replacement_world import GROUP, VICTIM, cordon, run
 from tests.unit.lambdas.refresher.moto_cluster import Counting
 
 NO_GUARD = 10 * DYNAMODB_ITEM_LIMIT_BYTES

@@ -35,21 +35,7 @@ from tests.unit.lambdas.interruption.decision_world import (
     spot,
     world,
 )
-
-
-def item(command_id: str, kind: str, status: str, *, quiet: int | None = 1800, reason: str = "", **extra: Any) -> dict:
-    """A ``CMD#`` item as the table holds it."""
-    reason = reason or ("rebalance-recommendation" if command_id.startswith("rebalance") else "spot-interruption:x")
-    options: dict[str, Any] = {"uncordon_after_seconds": quiet} if quiet is not None else {}
-    return {
-        "sk": f"CMD#{command_id}",
-        "kind": kind,
-        "instance_id": INSTANCE,
-        "status": status,
-        "created_at": (T0 - timedelta(minutes=5)).isoformat(),
-        "command": {"command_id": command_id, "kind": kind, "reason": reason, "options": options},
-        **extra,
-    }
+from tests.unit.lambdas.interruption.decision_world import command_item as item
 
 
 def with_commands(*items: dict) -> Any:

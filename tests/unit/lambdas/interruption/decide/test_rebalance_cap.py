@@ -5,19 +5,17 @@ against moto's DynamoDB)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from core.model import Command, CommandKind, DrainOptions
+from core.model import CommandKind
 from core.settings import RebalancePolicy
 from lambdas.interruption.decide import decide
 from lambdas.interruption.execute import Effects
 from lambdas.interruption.gather import read_rebalance_load
 from lambdas.interruption.plan import IgnoreReason, RecordCommand
 from tests.unit.lambdas.interruption.decision_world import (
-    CLUSTER,
     INSTANCE,
     NOW,
     T0,
@@ -28,6 +26,7 @@ from tests.unit.lambdas.interruption.decision_world import (
     spot,
     world,
 )
+from tests.unit.lambdas.interruption.effects_world import record_cordon
 
 
 def loaded(cordons: int, nodes: int | None) -> Any:
@@ -67,32 +66,12 @@ def test_the_cap_leaves_spot_warnings_replacements_and_redeliveries_alone() -> N
     assert again.acknowledged is None and "SendCommand" in kinds(again)
 
 
-def _cordon(effects: Effects, command_id: str, instance: str, status: str, resolution: str | None = None) -> None:
-    command = Command(
-        command_id=command_id,
-        cluster=CLUSTER,
-        kind=CommandKind.CORDON,
-        instance_id=instance,
-        reason="rebalance-recommendation",
-        deadline=T0 + timedelta(minutes=10),
-        options=DrainOptions(uncordon_after_seconds=1800),
-    )
-    effects.store.record_command(command, ttl_seconds=3600, now=T0)
-    updates = {"status": status, **({"resolution": resolution} if resolution else {})}
-    effects.store.table.update_item(
-        Key={"pk": effects.store.agent_pk, "sk": f"CMD#{command_id}"},
-        UpdateExpression="SET " + ", ".join(f"#{k} = :{k}" for k in updates),
-        ExpressionAttributeNames={f"#{k}": k for k in updates},
-        ExpressionAttributeValues={f":{k}": v for k, v in updates.items()},
-    )
-
-
 def test_the_load_read_counts_other_instances_cordons_in_effect_and_the_membership_count(effects: Effects) -> None:
     assert read_rebalance_load(effects.store, INSTANCE) == (0, None)  # nothing recorded, no mark
-    _cordon(effects, "rebalance-a", "i-0000000000000000a", "succeeded")  # holds its cordon
-    _cordon(effects, "rebalance-b", "i-0000000000000000b", "queued")
-    _cordon(effects, "rebalance-c", "i-0000000000000000c", "succeeded", resolution="released")  # given back
-    _cordon(effects, "rebalance-d", "i-0000000000000000d", "skipped")  # no node: holds nothing
-    _cordon(effects, "rebalance-own", INSTANCE, "succeeded")  # this instance's own (rule 5a's business)
+    record_cordon(effects, "rebalance-a", "i-0000000000000000a", "succeeded")  # holds its cordon
+    record_cordon(effects, "rebalance-b", "i-0000000000000000b", "queued")
+    record_cordon(effects, "rebalance-c", "i-0000000000000000c", "succeeded", resolution="released")  # given back
+    record_cordon(effects, "rebalance-d", "i-0000000000000000d", "skipped")  # no node: holds nothing
+    record_cordon(effects, "rebalance-own", INSTANCE, "succeeded")  # this instance's own (rule 5a's business)
     effects.store.put_membership_mark(T0, 40, ttl_seconds=3600)
     assert read_rebalance_load(effects.store, INSTANCE) == (2, 40)

@@ -12,8 +12,8 @@ import pytest
 from lambdas.interruption.decide import decide
 from lambdas.interruption.execute import Effects
 from lambdas.interruption.gather import read_rebalance_load
-from tests.unit.lambdas.interruption.decide.test_rebalance_cap import _cordon
 from tests.unit.lambdas.interruption.decision_world import INSTANCE, NOW, T0, kinds, rebalance, settings, world
+from tests.unit.lambdas.interruption.effects_world import record_cordon
 
 OTHER = "i-0000000000000000b"
 # CMD#rebalance- items of another instance, of shapes the agent's role can write (the agent's releaser reads the same
@@ -30,7 +30,7 @@ MALFORMED = [
 def test_a_malformed_rebalance_item_of_another_instance_does_not_fail_every_recommendation(
     effects: Effects, shape: dict[str, Any]
 ) -> None:
-    _cordon(effects, "rebalance-a", "i-0000000000000000a", "succeeded")  # one well-formed cordon in effect
+    record_cordon(effects, "rebalance-a", "i-0000000000000000a", "succeeded")  # one well-formed cordon in effect
     effects.store.table.put_item(
         Item={
             "pk": effects.store.agent_pk,

@@ -13,11 +13,8 @@ from core.model import CommandKind
 from core.runs import (
     REBALANCE_TRIGGER,
     DrainTimeoutPolicy,
-    GroupSurge,
     Run,
-    RunOptions,
     RunStatus,
-    RunStep,
     StepState,
 )
 from core.settings import RebalancePolicy
@@ -30,14 +27,14 @@ from lambdas.interruption.plan import (
     StartReplacement,
     TightenCommand,
 )
-from tests.unit.lambdas.interruption.decide.test_rebalance import item
 from tests.unit.lambdas.interruption.decision_world import (
-    CLUSTER,
     INSTANCE,
     MASTER_ASG,
     NODES_ASG,
     NOW,
+    OTHER,
     T0,
+    active_run,
     asg,
     kinds,
     member,
@@ -46,33 +43,11 @@ from tests.unit.lambdas.interruption.decision_world import (
     spot,
     world,
 )
-
-OTHER = "i-0ffffffffffffffff"
+from tests.unit.lambdas.interruption.decision_world import command_item as item
 
 
 def replace_settings(**overrides):
     return settings(rebalance_policy=RebalancePolicy.REPLACE, **overrides)
-
-
-def active_run(
-    trigger: str = REBALANCE_TRIGGER,
-    status: RunStatus = RunStatus.RUNNING,
-    steps: tuple[tuple[str, StepState], ...] = ((OTHER, StepState.SURGING),),
-    group: str = NODES_ASG,
-) -> Run:
-    return Run(
-        run_id="20240305T101000Z-abcdef",
-        cluster=CLUSTER,
-        status=status,
-        options=RunOptions(trigger=trigger),
-        groups=[GroupSurge(name=group, role="node", min_size=1, original_desired=2, original_max=4)],
-        steps=[
-            RunStep(index=i, group=group, role="node", instance_id=iid, state=state)
-            for i, (iid, state) in enumerate(steps)
-        ],
-        created_at=T0 - timedelta(minutes=5),
-        updated_at=T0,
-    )
 
 
 def test_no_run_active_starts_a_one_instance_run_before_the_cordon() -> None:

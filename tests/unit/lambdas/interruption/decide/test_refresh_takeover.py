@@ -13,9 +13,8 @@ from core.model import CommandKind
 from core.runs import StepState
 from lambdas.interruption.decide import decide
 from lambdas.interruption.plan import RecordCommand, SendCommand, Skip, SkipReason, TightenCommand
-from tests.unit.lambdas.interruption.decide.test_rebalance import item
-from tests.unit.lambdas.interruption.decide.test_rebalance_replace import active_run
-from tests.unit.lambdas.interruption.decision_world import INSTANCE, NOW, T0, kinds, settings, spot, world
+from tests.unit.lambdas.interruption.decision_world import INSTANCE, NOW, T0, active_run, kinds, settings, spot, world
+from tests.unit.lambdas.interruption.decision_world import command_item as item
 
 RUN_ID = "20240305T101000Z-abcdef"
 
