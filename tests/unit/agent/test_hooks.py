@@ -14,31 +14,15 @@ import pytest
 from botocore.stub import Stubber
 
 from adapters.aws.autoscaling import AutoScaling
-from adapters.aws.sqs import CommandQueue
 from adapters.dynamo.hooks import get_hook, record_hook
-from agent.consumer.config import ConsumerConfig
-from agent.consumer.loop import CommandConsumer
 from agent.hooks import HookFinisher
 from agent.metrics import AgentMetrics
-from agent.report import Reporter
 from core.exceptions import NodeNotFoundError
-from core.lifecycle import HookState, LifecycleAction
+from core.lifecycle import HookState
 from core.model import Command, CommandStatus
 from tests.unit.agent.consumer_world import INSTANCE, ScriptedEngine, World, command, succeed
+from tests.unit.agent.hook_world import HOOK, HOOK_PARAMS, consumer
 
-HOOK = LifecycleAction(
-    instance_id=INSTANCE,
-    asg_name="nodes-us-east-1a.demo.k8s.local",
-    hook_name="node-manager-drain",
-    token="3f2a9c1e-0000-4000-8000-000000000001",
-    event_id="ev-1",
-)
-HOOK_PARAMS = {
-    "LifecycleHookName": HOOK.hook_name,
-    "AutoScalingGroupName": HOOK.asg_name,
-    "LifecycleActionToken": HOOK.token,
-    "InstanceId": INSTANCE,
-}
 NO_ACTION = "No active Lifecycle Action found with token " + HOOK.token
 
 
@@ -48,25 +32,6 @@ def stubbed() -> Iterator[tuple[Any, Stubber]]:
     with Stubber(autoscaling) as stub:
         yield autoscaling, stub
         stub.assert_no_pending_responses()
-
-
-def consumer(
-    world: World, engine: ScriptedEngine, autoscaling: Any, metrics: AgentMetrics | None = None, **config: Any
-) -> CommandConsumer:
-    reporter = Reporter(world.store, world.events, world.info.event_bus_name)
-    cfg = ConsumerConfig(
-        **{
-            "cluster": "demo.k8s.local",
-            "queue_url": world.info.queue_url,
-            "worker_id": "agent-a:1",
-            "wait_seconds": 0,
-            **config,
-        }
-    )
-    hooks = HookFinisher(world.store, AutoScaling(autoscaling), "agent-a:1", metrics)
-    return CommandConsumer(
-        CommandQueue(world.sqs, cfg.queue_url), world.store, engine, reporter, cfg, metrics=metrics, hooks=hooks
-    )
 
 
 def timed_out(cmd: Command) -> Any:

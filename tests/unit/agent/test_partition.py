@@ -21,21 +21,12 @@ from agent.asglookup import AsgLookup
 from agent.cloudwatch import CloudWatchPublisher
 from agent.cordons.releaser import CordonReleaser
 from agent.membership import MembershipReporter
-from core.lifecycle import LifecycleAction
 from core.model import Command, CommandStatus, DrainOptions, NodeRecord, utcnow
 from core.schema import agent_partition_of, partition_of
 from tests.unit.agent.consumer_world import CLUSTER, INSTANCE, ScriptedEngine, World, command
-from tests.unit.agent.cordons.test_releaser import OneNode
+from tests.unit.agent.cordons.one_node import OneNode
+from tests.unit.agent.hook_world import HOOK, HOOK_PARAMS, consumer
 from tests.unit.agent.membership_world import MemoryNodes, node
-from tests.unit.agent.test_hooks import HOOK_PARAMS, consumer
-
-HOOK = LifecycleAction(
-    instance_id=INSTANCE,
-    asg_name="nodes-us-east-1a.demo.k8s.local",
-    hook_name="node-manager-drain",
-    token="3f2a9c1e-0000-4000-8000-000000000001",
-    event_id="ev-1",
-)
 
 
 class Wire:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -11,40 +11,12 @@ from bench.run_item import KEYS
 from bench.run_item import run as bench_run
 from core.itemsize import item_bytes
 from core.runpeak import in_flight_group, peak_run
-from core.runs import GroupSurge, Run, RunOptions, RunStatus, RunStep, StepState
-
-T0 = datetime(2026, 12, 2, 10, 0, 0, 123456, tzinfo=UTC)
+from core.runs import Run, RunOptions, RunStatus, StepState
+from tests.unit.core.run_plans import planned
 
 
 def size(run: Run) -> int:
     return item_bytes({**run.to_item(), **KEYS})
-
-
-def planned(max_surge: int, sizes: dict[str, int], masters: int = 0) -> Run:
-    groups = [
-        GroupSurge(name=f"master-{m}", role="control-plane", min_size=1, original_desired=1, original_max=1)
-        for m in range(masters)
-    ]
-    groups += [
-        GroupSurge(name=g, role="node", min_size=1, original_desired=n, original_max=n) for g, n in sizes.items()
-    ]
-    steps = [
-        RunStep(index=m, group=f"master-{m}", role="control-plane", instance_id=f"i-0{m:016x}") for m in range(masters)
-    ]
-    for g, n in sizes.items():
-        steps += [
-            RunStep(index=len(steps), group=g, role="node", instance_id=f"i-0{len(steps):016x}") for _ in range(n)
-        ]
-    steps = [s.model_copy(update={"index": i, "instance_id": f"i-0{i:016x}"}) for i, s in enumerate(steps)]
-    return Run(
-        run_id="20261202T100000Z-abcdef",
-        cluster="demo",
-        options=RunOptions(max_surge=max_surge),
-        created_at=T0,
-        updated_at=T0,
-        groups=groups,
-        steps=steps,
-    )
 
 
 def test_the_steps_in_flight_are_those_of_the_heaviest_group_at_max_surge() -> None:

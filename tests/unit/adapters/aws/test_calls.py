@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 from adapters.aws.calls import RETRYABLE_CODES, call, call_unless_gone, translate
 from core.exceptions import AwsRequestError, AwsUnavailableError, RetryableError
+from tests.unit.adapters.aws.raising import Raising
 
 
 def client_error(code: str, message: str = "", status: int = 400, operation: str = "Op") -> ClientError:
@@ -36,19 +35,6 @@ def test_errors_are_translated_by_cause(code, status, retryable):
     assert isinstance(err, RetryableError) is retryable
     assert err.operation == "DetachInstances" and err.code == code
     assert "DetachInstances" in str(err) and code in str(err)
-
-
-class Raising:
-    """A client whose every call fails with ``error`` (the real client's failure modes, without the network)."""
-
-    def __init__(self, error: Exception) -> None:
-        self.error = error
-
-    def __getattr__(self, name: str) -> Any:
-        def call(**_: Any) -> Any:
-            raise self.error
-
-        return call
 
 
 def test_connection_failures_are_retryable():

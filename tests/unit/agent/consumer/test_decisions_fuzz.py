@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from agent.consumer.decisions import MessageVerdict, bind_to_record, parse_message
 from core.model import Command
 from tests.unit.agent.commands import spot_command
-from tests.unit.lambdas.events.test_dispatch_fuzz import json_values, mutated
+from tests.unit.lambdas.events.fuzz_values import json_values, mutated
 
 EXAMPLES = 1500
 CLUSTER = "demo"

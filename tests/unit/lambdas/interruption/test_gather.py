@@ -11,7 +11,7 @@ from adapters.aws.gateway import AwsGateway
 from core.exceptions import AwsUnavailableError
 from lambdas.interruption.gather import read_ec2_state, read_instance_facts
 from tests.unit.adapters.aws.moto_group import one_group
-from tests.unit.adapters.aws.test_calls import Raising
+from tests.unit.adapters.aws.raising import Raising
 
 REGION = "us-east-1"
 AMI = "ami-0123456789abcdef0"

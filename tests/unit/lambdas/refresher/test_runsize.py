@@ -13,7 +13,7 @@ from core.runpeak import peak_run
 from core.runs import Run
 from lambdas.refresher.handler import handle
 from lambdas.refresher.runsize import too_large
-from tests.unit.core.test_runpeak import planned
+from tests.unit.core.run_plans import planned
 from tests.unit.lambdas.refresher.moto_cluster import moto_cluster
 
 

@@ -113,7 +113,7 @@ def test_status_without_the_groups_says_why_and_keeps_the_rest(deps: Deps, monke
 
 
 def test_status_of_one_run_carries_its_whole_record(deps: Deps) -> None:
-    from tests.unit.charts.test_runrecord import worker_run_through_the_decider
+    from tests.unit.charts.decided_run import worker_run_through_the_decider
 
     stored = worker_run_through_the_decider().model_copy(update={"run_id": "20261202T100000Z-abcdef"})
     deps.runs.create(stored)
