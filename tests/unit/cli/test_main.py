@@ -176,7 +176,7 @@ def test_a_long_wait_says_it_is_still_waiting_on_stderr(monkeypatch):
 
 
 def _record() -> dict:
-    from tests.unit.charts.test_runrecord import worker_run_through_the_decider
+    from tests.unit.charts.decided_run import worker_run_through_the_decider
 
     return worker_run_through_the_decider().model_dump(mode="json")
 

@@ -14,7 +14,7 @@ from core.itemsize import item_bytes, value_bytes
 from core.rowcache import RowCache
 from core.runrecord import pack
 from core.runs import GroupSurge, Run, RunStatus, RunStep, StepState
-from tests.unit.core.test_runrecord import GROUPS, replaced, weekly_refresh
+from tests.unit.core.weekly_run import GROUPS, replaced, weekly_refresh
 
 
 def typed(value: Any) -> Any:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from adapters.dynamo.table import dynamo, plain
 from core import rowread
 from core.runs import RunStep, StepState, _read_copy
-from tests.unit.core.test_runrecord import weekly_refresh
+from tests.unit.core.weekly_run import weekly_refresh
 
 
 def general(

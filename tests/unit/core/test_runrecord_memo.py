@@ -15,7 +15,7 @@ from adapters.dynamo.table import dynamo, plain
 from adapters.dynamo.values import plain_item
 from core import rowread, runrecord
 from core.runs import Run, StepState
-from tests.unit.core.test_runrecord import RUN_ID, replaced, weekly_refresh
+from tests.unit.core.weekly_run import RUN_ID, replaced, weekly_refresh
 
 
 def read(item: dict[str, Any]) -> Run:

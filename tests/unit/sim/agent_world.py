@@ -13,9 +13,16 @@ from adapters.aws.ports import Membership
 from adapters.dynamo.store import Store
 from core.lifecycle import LifecycleAction
 from core.model import Command, CommandKind, DrainOptions
+from core.settings import AgentSettings
+from sim.agent import SimAgent
+from sim.dynamo import MemoryDynamo
+from sim.faults import Faults
 from sim.kernel import Kernel
+from sim.kube import SimKube
+from sim.kube_objects import Budget
 
 CLUSTER = "demo.k8s.local"
+NS = "default"
 
 
 @dataclass
@@ -140,3 +147,40 @@ def send(store: Store, queue: Queue, command: Command) -> None:
     """What a Lambda does: record the ``CMD#`` item, then send the message."""
     store.record_command(command, ttl_seconds=86400)
     queue.send(command)
+
+
+class World:
+    """Three nodes, a deployment of six pods under a budget of five, the queue, the table (moto's or, given "memory",
+    the simulation's own) and the simulated agent on them, run until the pods are Ready."""
+
+    def __init__(self, table: Any, seed: int = 7, **settings: Any) -> None:
+        self.kernel = Kernel(seed)
+        if table == "memory":
+            table = MemoryDynamo(self.kernel, Faults(self.kernel)).table("node-manager-state")
+        self.kube = SimKube(self.kernel)
+        for i in range(3):
+            self.kube.add_node(f"n{i}", f"i-{i:017x}", "us-east-1a")
+        self.kube.add_daemonset("kube-system", "cni")
+        self.kube.add_deployment(NS, "web", 6, grace=20)
+        self.kube.add_budget(Budget(NS, "web", {"app": "web"}, min_available=5))
+        self.queue = Queue(self.kernel)
+        self.autoscaling = AutoScaling(kernel=self.kernel)
+        self.store = Store(table, CLUSTER)
+        defaults: dict[str, Any] = {"cluster_name": CLUSTER, "table_name": table.name, "queue_url": "q"}
+        self.settings = AgentSettings(**{**defaults, **settings})
+        with self.kernel.installed():
+            self.agent = SimAgent(self.kernel, self.kube, self.queue, table, self.autoscaling, self.settings)
+            self.run(30)  # pods scheduled and Ready
+
+    def run(self, seconds: float) -> None:
+        with self.kernel.installed():
+            self.kernel.run(self.kernel.t + seconds)
+
+    def send(self, command: Any) -> None:
+        with self.kernel.installed():
+            send(self.store, self.queue, command)
+
+    def item(self, command_id: str) -> dict[str, Any]:
+        item = self.store.get_command(command_id)
+        assert item is not None
+        return item

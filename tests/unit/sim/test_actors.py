@@ -4,12 +4,8 @@ hold through all of them."""
 from __future__ import annotations
 
 from sim.run import run_seed
-from sim.schedules import KINDS, Fault
-
-
-def entry(at: float, kind: str, duration: float = 0.0, **params: str | int | float) -> Fault:
-    return Fault(at, kind, duration, tuple(sorted(params.items())))
-
+from sim.schedules import KINDS
+from tests.unit.sim.fault_entry import entry
 
 SCHEDULE = (
     entry(60, "spot", az="us-east-1a", count=1),

@@ -7,8 +7,7 @@ from __future__ import annotations
 from core.model import CommandKind
 from sim.agent import SimAgent
 from sim.kernel import Step
-from tests.unit.sim.agent_world import drain
-from tests.unit.sim.test_agent import World
+from tests.unit.sim.agent_world import World, drain
 
 
 def test_a_wave_is_cordoned_at_once_and_evicts_at_most_the_cap_across_both_replicas() -> None:

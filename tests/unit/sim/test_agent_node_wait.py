@@ -6,8 +6,7 @@ registered a minute later, took pods evicted from the other warned nodes and was
 
 from __future__ import annotations
 
-from tests.unit.sim.agent_world import drain
-from tests.unit.sim.test_agent import World
+from tests.unit.sim.agent_world import World, drain
 
 LATE = "i-000000000000000a1"
 

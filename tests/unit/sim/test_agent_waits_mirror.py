@@ -7,8 +7,7 @@ from datetime import timedelta
 
 from adapters.dynamo.commands import tighten_deadline
 from sim.kube_objects import Budget
-from tests.unit.sim.agent_world import drain
-from tests.unit.sim.test_agent import World
+from tests.unit.sim.agent_world import World, drain
 
 LATE = "i-000000000000000a1"
 

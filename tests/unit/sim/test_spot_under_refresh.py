@@ -14,7 +14,7 @@ from sim.faults import FaultWindow
 from sim.kube_objects import Budget
 from sim.run import run_seed
 from sim.world import World
-from tests.unit.sim.test_actors import entry
+from tests.unit.sim.fault_entry import entry
 
 # a manual refresh of the 1a workers (all of them), 10 simulated minutes in; nothing else goes wrong
 SCHEDULE = (entry(600, "manual_refresh", az="us-east-1a"),)

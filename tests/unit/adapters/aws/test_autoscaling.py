@@ -8,7 +8,7 @@ from adapters.aws.autoscaling import AutoScaling
 from adapters.aws.gateway import AwsGateway
 from core.exceptions import AwsRequestError
 from tests.unit.adapters.aws.moto_group import one_group
-from tests.unit.adapters.aws.test_calls import Raising, client_error
+from tests.unit.adapters.aws.raising import Raising, client_error
 
 REGION = "us-east-1"
 AMI = "ami-0123456789abcdef0"

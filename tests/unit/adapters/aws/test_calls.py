@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from botocore.exceptions import ClientError, EndpointConnectionError
+from botocore.exceptions import EndpointConnectionError
 
 from adapters.aws.calls import RETRYABLE_CODES, call, call_unless_gone, translate
 from core.exceptions import AwsRequestError, AwsUnavailableError, RetryableError
-from tests.unit.adapters.aws.raising import Raising
-
-
-def client_error(code: str, message: str = "", status: int = 400, operation: str = "Op") -> ClientError:
-    return ClientError(
-        {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}}, operation
-    )
+from tests.unit.adapters.aws.raising import Raising, client_error
 
 
 @pytest.mark.parametrize(

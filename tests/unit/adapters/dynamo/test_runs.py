@@ -1,7 +1,5 @@
 """``RUN#`` items: versioned saves and what other capacity operations read of the active run (moto's DynamoDB)."""
 
-from datetime import UTC, datetime
-
 import pytest
 
 from adapters.dynamo.commands import command_sk, recording
@@ -10,31 +8,9 @@ from adapters.dynamo.runs import RunStore, surge_capacity, surge_instance_ids
 from adapters.dynamo.store import Store
 from core.exceptions import CommandExistsError, LockHeldError, LockLostError, RunConflictError
 from core.model import Command, CommandKind
-from core.runs import GroupSurge, Run, RunOptions, RunStatus, RunStep, StepState
+from core.runs import RunStatus
 from tests.dynamo_reads import answered_sort_keys
-
-T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
-
-
-def run(run_id: str = "20240305T100000Z-abcdef") -> Run:
-    return Run(
-        run_id=run_id,
-        cluster="demo",
-        options=RunOptions(),
-        groups=[GroupSurge(name="nodes", role="node", min_size=1, original_desired=2, original_max=3, raised=1)],
-        steps=[
-            RunStep(
-                index=0,
-                group="nodes",
-                role="node",
-                instance_id="i-old",
-                state=StepState.DRAINING,
-                surge_instance_id="i-new",
-            )
-        ],
-        created_at=T0,
-        updated_at=T0,
-    )
+from tests.unit.adapters.dynamo.draining_run import T0, run
 
 
 def test_saves_are_conditioned_on_the_version(store: Store) -> None:

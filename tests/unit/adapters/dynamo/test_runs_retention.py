@@ -7,7 +7,7 @@ from datetime import timedelta
 from adapters.dynamo.runs import RunStore, expired
 from adapters.dynamo.store import Store
 from core.runs import RunStatus
-from tests.unit.adapters.dynamo.test_runs import T0, run
+from tests.unit.adapters.dynamo.draining_run import T0, run
 
 DAY = 86400
 

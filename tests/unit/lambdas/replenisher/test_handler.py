@@ -9,35 +9,19 @@ from typing import Any
 import pytest
 
 from adapters.dynamo.node_memo import REUSE_SECONDS
-from core.model import Command, NodeRecord, utcnow
+from core.model import NodeRecord, utcnow
 from lambdas.replenisher.gather import gather
 from lambdas.replenisher.handler import Deps
 from lambdas.replenisher.own_commands import own_command_error
 from localworld.cluster import cluster_instances
 from tests.dynamo_reads import answered_sort_keys
 from tests.unit.lambdas.replenisher.conftest import CLUSTER
+from tests.unit.lambdas.replenisher.own_drain import own
 
 
 def instance_ids(deps: Deps) -> list[str]:
     ec2: Any = deps.aws.ec2.client  # the gateway's adapter keeps its boto3 client
     return [i["InstanceId"] for i in cluster_instances(ec2, CLUSTER)]
-
-
-def own(deps: Deps, command_id: str, status: str = "queued", **changed: Any) -> dict[str, Any]:
-    """Record one of the replenisher's own drains as it does, then with ``status`` and ``changed`` attributes."""
-    now = utcnow()
-    drain = Command(
-        command_id=command_id,
-        cluster=CLUSTER,
-        kind="drain",
-        instance_id="i-0123456789abcdef0",
-        deadline=now + timedelta(minutes=10),
-    )
-    deps.store.record_command(drain, ttl_seconds=3600, now=now)
-    item = deps.store.get_command(command_id)
-    assert item is not None
-    deps.store.put(f"CMD#{command_id}", {**item, "status": status, **changed})
-    return {**item, "status": status, **changed}
 
 
 @pytest.mark.parametrize("marked", [True, False])

@@ -18,7 +18,7 @@ from lambdas.replenisher.own_commands import needed_by_groups, needed_by_ledgers
 from lambdas.replenisher.world import Group, Instance
 from tests.dynamo_reads import answered_sort_keys
 from tests.unit.lambdas.replenisher.conftest import CLUSTER
-from tests.unit.lambdas.replenisher.test_handler import own
+from tests.unit.lambdas.replenisher.own_drain import own
 
 
 def group(role: Role, *states: str) -> Group:

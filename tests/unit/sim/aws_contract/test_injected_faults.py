@@ -10,7 +10,7 @@ import pytest
 from adapters.aws.autoscaling import AutoScaling
 from core.exceptions import AwsRequestError, AwsUnavailableError
 from sim.faults import FaultWindow
-from tests.unit.adapters.aws.test_calls import Raising, client_error
+from tests.unit.adapters.aws.raising import Raising, client_error
 from tests.unit.sim.aws_contract.sides import (
     CLUSTER,
     GROUP,

@@ -10,7 +10,7 @@ from adapters.aws.autoscaling import AutoScaling
 from adapters.aws.ports import Membership
 from core.lifecycle import LifecycleAction
 from sim.aws_state import TerminationHook
-from tests.unit.adapters.aws.test_calls import Raising, client_error
+from tests.unit.adapters.aws.raising import Raising, client_error
 from tests.unit.sim.aws_contract.sides import GROUP, TOKEN, UNKNOWN, Side, command, moto_side, outcome, sim_world
 
 

@@ -11,7 +11,8 @@ from lambdas.replenisher.decide import decide
 from lambdas.replenisher.plan import Note, Reason, SendDrain, SetCapacity, Terminate, WriteLedger
 from lambdas.replenisher.world import Instance, World
 from tests.unit.lambdas.replenisher.builders import SETTINGS, T0, ids
-from tests.unit.lambdas.replenisher.decide.test_reality import TICK, _returning
+from tests.unit.lambdas.replenisher.decide.reality_world import TICK
+from tests.unit.lambdas.replenisher.decide.reality_world import returning as _returning
 
 REPLACEMENT = "i-0000e0e1"
 

@@ -5,49 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from core.ledger import Compensation, Donor, DonorState, GiveBack, GiveBackState, Ledger
+from core.ledger import GiveBack, GiveBackState
 from core.model import CommandKind
-from lambdas.events.event import Event, EventKind
 from lambdas.replenisher.decide import decide
 from lambdas.replenisher.plan import Note, Reason, SendDrain, SetCapacity, Terminate, WriteLedger
-from lambdas.replenisher.world import World
-from tests.unit.lambdas.replenisher.builders import SETTINGS, T0, group, ids, nodes_for
-
-TICK = Event(kind=EventKind.TICK, event_id="t", event_time=T0, source="aws.events", detail_type="Scheduled Event")
-
-
-def _world(b_desired: int, b_max: int, *, b_min: int = 0) -> tuple[World, list[str]]:
-    a = group("a", "z-a", 3, ids("a", 1))  # short of 2, in backoff below
-    b_ids = ids("b", b_desired)
-    b = replace(group("b", "z-b", b_desired, b_ids, max_size=b_max), min_size=b_min)
-    c = group("c", "z-c", 2, ids("c", 2))
-    led = Ledger(
-        asg_name="a",
-        version=3,
-        backoff=Ledger(asg_name="a").backoff.model_copy(
-            update={"last_failure_at": T0 - timedelta(minutes=1), "window_seconds": 300, "streak": 1}
-        ),
-        compensation=Compensation(
-            owed=2,
-            started_at=T0 - timedelta(minutes=5),
-            donors={
-                "b": Donor(
-                    asg_name="b",
-                    state=DonorState.RAISED,
-                    raised_by=2,
-                    desired_before=2,
-                    max_before=3,
-                    desired_target=4,
-                    max_target=4,
-                    raised_at=T0 - timedelta(minutes=5),
-                    baseline_ids=tuple(ids("b", 2)),
-                    instance_ids=tuple(ids("b", 4)[2:]),
-                )
-            },
-        ),
-    )
-    world = World(groups={"a": a, "b": b, "c": c}, ledgers={"a": led}, nodes=nodes_for(a, b, c))
-    return world, b_ids
+from tests.unit.lambdas.replenisher.builders import SETTINGS, T0, ids
+from tests.unit.lambdas.replenisher.decide.reality_world import TICK
+from tests.unit.lambdas.replenisher.decide.reality_world import reset_world as _world
+from tests.unit.lambdas.replenisher.decide.reality_world import returning as _returning
 
 
 def test_a_donor_holding_what_it_carries_is_not_a_reset() -> None:
@@ -78,35 +43,6 @@ def test_a_reset_donor_is_not_raised_again_within_the_hold() -> None:
     plan = decide(TICK, T0, SETTINGS, world)
     assert not [a for a in plan.actions if isinstance(a, SetCapacity) and a.asg_name == "b"]
     assert any(isinstance(a, Note) and a.reason is Reason.NO_HEALTHY_SIBLING for a in plan.actions)
-
-
-def _returning(b_desired: int, b_min: int, state: GiveBackState) -> World:
-    world, b_ids = _world(b_desired, 4, b_min=b_min)
-    led = world.ledgers["a"]
-    assert led.compensation is not None
-    iid = b_ids[-1]
-    comp = led.compensation.model_copy(
-        update={
-            "returning": True,
-            "give_back": {
-                iid: GiveBack(
-                    instance_id=iid,
-                    donor="b",
-                    command_id=f"giveback-{iid}",
-                    state=state,
-                    deadline=T0 - timedelta(minutes=1),
-                    updated_at=T0 - timedelta(minutes=2),
-                )
-            },
-            "donors": {
-                "b": led.compensation.donors["b"].model_copy(
-                    update={"raised_by": 1, "instance_ids": (iid,), "desired_before": b_desired - 1}
-                )
-            },
-        }
-    )
-    a = replace(world.groups["a"], instances=world.groups["a"].instances * 3)
-    return replace(world, groups={**world.groups, "a": a}, ledgers={"a": led.model_copy(update={"compensation": comp})})
 
 
 def test_a_terminate_that_would_cross_min_size_keeps_the_instance_and_uncordons_it() -> None:
