@@ -8,9 +8,7 @@ page; the clients are real boto3 clients with one attempt (no retries, so each c
 
 from __future__ import annotations
 
-import http.server
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,34 +23,9 @@ from adapters.dynamo.table import Table
 from core.exceptions import AwsRequestError, AwsUnavailableError, NodeManagerError, StoreUnavailableError
 from core.lifecycle import LifecycleAction
 from core.model import Command, CommandKind
+from tests.integration.garbage_server import Garbage
 
-BODY = b"<html><body><h1>502 Bad Gateway</h1>"  # unclosed: no XML or JSON parser reads it
 INSTANCE = "i-0123456789abcdef0"
-
-
-class Garbage(http.server.BaseHTTPRequestHandler):
-    status = 200
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self.send_response(type(self).status)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(BODY)))
-        self.end_headers()
-        self.wfile.write(BODY)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Garbage)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
 
 
 def session() -> boto3.session.Session:

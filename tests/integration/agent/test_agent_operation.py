@@ -18,7 +18,7 @@ import pytest
 
 from agent.kube.client import KubeAdapter
 from localworld.world import LocalWorld, Spawned
-from tests.integration.agent.test_agent import Harness, log_of, wait_for
+from tests.integration.agent.harness import Harness, log_of, wait_for
 
 pytestmark = pytest.mark.world
 

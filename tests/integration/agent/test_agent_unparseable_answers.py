@@ -5,7 +5,7 @@ logged and counted in ``node_manager_agent_loop_errors_total`` and becomes a ret
 pass lists again, the claim is put back) or a terminal status.
 
 The server is a real HTTP server on 127.0.0.1 answering every request with one status and an unclosed HTML page
-(``tests.integration.adapters.test_unparseable_answers.Garbage``); the clients are real boto3 clients with one
+(``tests.integration.garbage_server.Garbage``); the clients are real boto3 clients with one
 attempt. A 200 whose body is not JSON is read by botocore as an empty answer (no error to count) for the JSON
 services (SQS, DynamoDB, EventBridge); the XML ones (Auto Scaling, CloudWatch) raise ``ResponseParserError``.
 """
@@ -38,7 +38,7 @@ from agent.metrics import AgentMetrics
 from agent.report import Outcome, Reporter
 from core.lifecycle import LifecycleAction
 from core.model import Command, CommandKind, CommandStatus, utcnow
-from tests.integration.adapters.test_unparseable_answers import Garbage, endpoint  # noqa: F401  # fixture reused
+from tests.integration.garbage_server import Garbage
 
 CLUSTER = "demo.k8s.local"
 INSTANCE = "i-0123456789abcdef0"
@@ -97,7 +97,7 @@ def consumer(made: dict[str, Any], metrics: AgentMetrics) -> CommandConsumer:
 
 
 @pytest.fixture
-def made(endpoint: str) -> dict[str, Any]:  # noqa: F811  # the imported fixture
+def made(endpoint: str) -> dict[str, Any]:
     return clients(endpoint)
 
 
@@ -147,7 +147,7 @@ def test_the_heartbeat_survives_and_counts(made: dict[str, Any], status: int) ->
 
 
 @pytest.mark.parametrize("status", STATUSES)
-def test_the_lifecycle_finisher_survives_counts_and_never_leaves_the_action_claimed(endpoint: str, status: int) -> None:  # noqa: F811
+def test_the_lifecycle_finisher_survives_counts_and_never_leaves_the_action_claimed(endpoint: str, status: int) -> None:
     """RecordLifecycleActionHeartbeat and CompleteLifecycleAction answered with garbage (the XML parser gives up
     whatever the status); the HOOK# item lives in moto's DynamoDB and goes back to ``pending`` for the next
     finisher."""

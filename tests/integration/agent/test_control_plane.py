@@ -30,7 +30,7 @@ from localworld.simulator.objects import is_live, pod_ready
 from localworld.simulator.replicaset import PREFER_NODE_ANNOTATION
 from localworld.workloads import block_with_pdb, create_replicaset, ensure_namespace, pod_template
 from localworld.world import LocalWorld
-from tests.integration.agent.test_agent import AGENT_ENV, wait_for
+from tests.integration.agent.harness import AGENT_ENV, wait_for
 
 pytestmark = pytest.mark.world
 

@@ -25,7 +25,7 @@ from localworld.aws import aws_env
 from localworld.lambda_context import INTERRUPTION_FUNCTION, LocalLambdaContext
 from localworld.workloads import block_with_pdb, deploy_pods_on_node
 from localworld.world import LocalWorld, Spawned
-from tests.integration.agent.test_agent import Harness, bench_pods, log_of, wait_for
+from tests.integration.agent.harness import Harness, bench_pods, log_of, wait_for
 
 pytestmark = [
     pytest.mark.world,

@@ -11,7 +11,7 @@ import pytest
 
 from bench.wave import prepare, run_wave
 from localworld.world import LocalWorld
-from tests.integration.agent.test_agent import Harness, wait_for
+from tests.integration.agent.harness import Harness, wait_for
 
 pytestmark = pytest.mark.world
 

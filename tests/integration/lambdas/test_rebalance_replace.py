@@ -29,7 +29,7 @@ from localworld.lambda_context import INTERRUPTION_FUNCTION, LocalLambdaContext
 from localworld.workloads import block_with_pdb, deploy_pods_on_node
 from localworld.world import LocalWorld
 from scenarios.refreshing import ReadyGuard, RefreshHarness, wait_until
-from tests.integration.lambdas.test_refresher import assert_capacity_restored, node_of
+from tests.integration.lambdas.refresh_helpers import assert_capacity_restored, node_of
 
 pytestmark = [
     pytest.mark.world,
