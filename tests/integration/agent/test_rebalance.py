@@ -40,7 +40,7 @@ REBALANCE_ENV = {"CORDON_CHECK_SECONDS": "1", "LEADER_ELECTION": "false"}
 
 
 class Rebalance(Harness):
-    """The harness of tests/integration/agent/test_agent.py plus the interruption Lambda."""
+    """The harness of tests/integration/agent/harness.py plus the interruption Lambda."""
 
     def __init__(self, world: LocalWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         super().__init__(world, world.setup_cluster(nodes_per_az=1), tmp_path)

@@ -2,7 +2,7 @@
 deadline (a review finding on 171dd03). The successor's spare was to be Auto Scaling's replacement of that very
 instance, which never launches: left the unit, the successor waited for a launch with no deadline, the run never
 ended and desired capacity stayed one above. The giver takes the unit back and gives it back with its own spare
-(``handover.take_back``). Pure (the Model/Driver of test_handover)."""
+(``handover.take_back``). Pure (``lifecycle_model.Model``, ``handover_driver.Driver``)."""
 
 from __future__ import annotations
 
