@@ -34,9 +34,11 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterator, Mapping
+from itertools import compress
 from typing import Any
 
-from sim.dynamo_calls import Expressions, RequestError, Write, client_error, expressions, metadata, validation
+from sim.dynamo_calls import Expressions, RequestError, Write, client_error, expressions, metadata, returned, validation
+from sim.dynamo_filters import Verdicts
 from sim.dynamo_keys import key_range, sort_key_group
 from sim.dynamo_stale import STALE_READ, History
 from sim.dynamo_transactions import MemoryClient
@@ -172,6 +174,7 @@ class MemoryTable:
         self._bytes: dict[str, dict[str, int]] = {}  # the sum of a partition's _sizes by sort key group (a bound)
         self._read: Callable[[Item], Item] = copy_item if dynamo.copy_reads else _shared
         self._history = History()  # for eventually consistent reads under a StaleRead fault
+        self._verdicts = Verdicts()  # a Query's FilterExpression judged once per stored item (``sim.dynamo_filters``)
 
     # for the invariant checker (no faults, no counting) ------------------------------------------------------------
     def items(self, pk: str | None = None) -> list[Item]:
@@ -207,6 +210,7 @@ class MemoryTable:
                 del order[bisect_left(order, sk)]
                 if not order:
                     del self._items[pk], self._order[pk], self._sizes[pk], self._bytes[pk]
+                self._verdicts.forget(key)
         else:
             if old is None:
                 insort(self._order.setdefault(pk, []), sk)
@@ -310,7 +314,7 @@ class MemoryTable:
             raise client_error(code, operation, request_id, message) from None
         self.store(write.key, new, size)
         out: dict[str, Any] = {"ResponseMetadata": metadata(request_id)}
-        attributes = _returned(params.get("ReturnValues", "NONE"), old, new, write)
+        attributes = returned(params.get("ReturnValues", "NONE"), old, new, write)
         if attributes:
             out["Attributes"] = attributes
         return out
@@ -328,14 +332,17 @@ class MemoryTable:
             last: str | None = None
             keep, answer = exprs.filter, self._read  # once a call, not once an item (a Query reads thousands)
             stale = self.dynamo.stale(bool(params.get("ConsistentRead", False)))
-            whole = None if stale or keep is not None or limit else self._whole(pk, candidates)
+            whole = None if stale or limit else self._whole(pk, candidates)
+            judged = None if keep is None else self._verdicts.judge(exprs.holds, keep, exprs.names, exprs.values, pk)
             if whole is not None:  # one page, every item: what the loop below answers, without a step an item
-                page = whole if answer is _shared else list(map(answer, whole))
                 scanned = len(whole)
+                if judged is not None:  # in the keys' order, as the loop (an item the filter cannot judge raises)
+                    whole = list(compress(whole, map(judged, candidates, whole)))
+                page = whole if answer is _shared else list(map(answer, whole))
             for sk, item, size in () if whole is not None else self._selected(pk, candidates, exprs, params, stale):
                 scanned += 1
                 read += size
-                if keep is None or exprs.holds(keep, item):
+                if judged is None or judged(sk, item):
                     page.append(item if answer is _shared else answer(item))
                 if (limit and scanned >= limit) or read >= PAGE_BYTES:
                     last = sk
@@ -353,8 +360,9 @@ class MemoryTable:
 
     def _whole(self, pk: str, keys: list[str]) -> list[Item] | None:
         """The items of ``keys`` (read as they are now) when together they are under a page (``PAGE_BYTES``), so that
-        a Query with no filter and no limit answers them all at once; None when they are not. ``keys`` in order whose
-        first and last share a group all do (``key_range``, ``sort_key_group``): its bytes bound theirs, unsummed."""
+        a Query with no limit reads them all at once (its filter, if any, judged after); None when they are not.
+        ``keys`` in order whose first and last share a group all do (``key_range``, ``sort_key_group``): its bytes
+        bound theirs, unsummed."""
         groups, group = self._bytes.get(pk, {}), sort_key_group(keys[0]) if keys else ""
         bound = groups[group] if group and group == sort_key_group(keys[-1]) else sum(groups.values())
         if bound >= PAGE_BYTES:  # the keys' items are under a page when their bound is
@@ -386,15 +394,3 @@ class MemoryTable:
 
 def _shared(item: Item) -> Item:
     return item
-
-
-def _returned(mode: str, old: Item | None, new: Item | None, write: Write) -> Item | None:
-    if mode == "NONE":
-        return None
-    if mode == "ALL_OLD":
-        return copy_item(old) if old else None
-    if mode == "ALL_NEW":
-        return copy_item(new) if new else None
-    touched = write.exprs.update.updated(write.exprs.names) if write.exprs.update else set()
-    source = (old if mode == "UPDATED_OLD" else new) or {}
-    return {k: v for k, v in copy_item(source).items() if k in touched} or None
