@@ -34,7 +34,6 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
-from itertools import compress
 from typing import Any
 
 from sim.dynamo_calls import Expressions, RequestError, Write, client_error, expressions, metadata, returned, validation
@@ -325,7 +324,7 @@ class MemoryTable:
             if whole is not None:  # one page, every item: what the loop below answers, without a step an item
                 scanned = len(whole)
                 if judged is not None:  # in the keys' order, as the loop (an item the filter cannot judge raises)
-                    whole = list(compress(whole, map(judged, candidates, whole)))
+                    whole = judged.kept(candidates, whole)
                 page = whole if answer is _shared else list(map(answer, whole))
             for sk, item, size in () if whole is not None else self._selected(pk, candidates, exprs, params, stale):
                 scanned += 1

@@ -282,8 +282,8 @@ def test_transactions_apply_all_or_nothing(moto_tables: Any) -> None:
 
 
 def test_a_filter_asked_again_answers_what_changed_since(moto_tables: Any) -> None:
-    # the memory table keeps a filter's verdict on each stored item (``sim.dynamo_filters``): a rewritten item is
-    # judged again, a deleted one gone, the same filter text with other values its own verdicts, as moto answers
+    # the memory table keeps a filter's verdict on each stored item (``sim.dynamo_filters``), and on a whole page:
+    # a rewritten item is judged again, a deleted one gone, the same text with other values its own verdicts, as moto
     def put(sk: str, **fields: Any) -> Call:
         return lambda t: t.put_item(Item={"pk": "p", "sk": sk, **fields})
 
@@ -303,6 +303,9 @@ def test_a_filter_asked_again_answers_what_changed_since(moto_tables: Any) -> No
             keys(unindexed),
             keys(queued),
             keys(running),
+            put("c", s="running"),  # the same items but one: the others' verdicts kept
+            keys(queued),
+            keys(running),
             put("a", s="running"),  # loses ``indexed``, changes status
             lambda t: t.delete_item(Key={"pk": "p", "sk": "c"}),
             lambda t: t.update_item(Key={"pk": "p", "sk": "b"}, UpdateExpression="SET #i = :t", **INDEXED),
@@ -312,8 +315,8 @@ def test_a_filter_asked_again_answers_what_changed_since(moto_tables: Any) -> No
             keys(running, limit=1),
         ],
     )
-    assert got[3:6] == [["b", "c"], ["a", "c"], ["b"]]
-    assert got[9:] == [["a"], [], ["a", "b"], ["a"]]
+    assert got[3:6] == [["b", "c"], ["a", "c"], ["b"]] and got[7:9] == [["a"], ["b", "c"]]
+    assert got[12:] == [["a"], [], ["a", "b"], ["a"]]
 
 
 INDEXED = {"ExpressionAttributeNames": {"#i": "indexed"}, "ExpressionAttributeValues": {":t": True}}
