@@ -32,18 +32,19 @@ ClientRequestToken idempotency, projections, capacity.
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from sim.dynamo_calls import Expressions, RequestError, Write, client_error, expressions, metadata, validation
-from sim.dynamo_keys import key_range, sort_key_group
+from sim.dynamo_calls import Expressions, RequestError, Write, client_error, expressions, metadata, returned, validation
+from sim.dynamo_filters import Verdicts
+from sim.dynamo_keys import key_of, key_range, sort_key_group
 from sim.dynamo_stale import STALE_READ, History
 from sim.dynamo_transactions import MemoryClient
 from sim.expression_syntax import ExpressionError
 from sim.faults import Faults
 from sim.kernel import Kernel
-from sim.values import MAX_ITEM_BYTES, Item, canonical, copy_item, item_bytes, type_of
+from sim.values import MAX_ITEM_BYTES, Item, copy_item, item_bytes
 from sim.values_size import sized_canonical_item
 
 PAGE_BYTES = 1024 * 1024  # "Query": a page reads at most 1 MB
@@ -167,11 +168,13 @@ class MemoryTable:
         self.meta = _Meta(dynamo.client)
         self._items: dict[str, dict[str, Item]] = {}
         self._order: dict[str, list[str]] = {}
+        self._in_order: dict[str, list[Item]] = {}  # each partition's items in the order of ``_order``
         # item_bytes of each stored item by partition and sort key, for Query's 1 MB pages
         self._sizes: dict[str, dict[str, int]] = {}
         self._bytes: dict[str, dict[str, int]] = {}  # the sum of a partition's _sizes by sort key group (a bound)
         self._read: Callable[[Item], Item] = copy_item if dynamo.copy_reads else _shared
         self._history = History()  # for eventually consistent reads under a StaleRead fault
+        self._verdicts = Verdicts()  # a Query's FilterExpression judged once per stored item (``sim.dynamo_filters``)
 
     # for the invariant checker (no faults, no counting) ------------------------------------------------------------
     def items(self, pk: str | None = None) -> list[Item]:
@@ -203,13 +206,19 @@ class MemoryTable:
             if old is not None:
                 self._bytes[pk][sort_key_group(sk)] -= self._sizes[pk][sk]
                 del self._items[pk][sk], self._sizes[pk][sk]
-                order = self._order[pk]
-                del order[bisect_left(order, sk)]
+                order, at = self._order[pk], bisect_left(self._order[pk], sk)
+                del order[at], self._in_order[pk][at]
                 if not order:
-                    del self._items[pk], self._order[pk], self._sizes[pk], self._bytes[pk]
+                    del self._items[pk], self._order[pk], self._sizes[pk], self._bytes[pk], self._in_order[pk]
+                self._verdicts.forget(key)
         else:
+            order, in_order = self._order.setdefault(pk, []), self._in_order.setdefault(pk, [])
+            at = bisect_left(order, sk)
             if old is None:
-                insort(self._order.setdefault(pk, []), sk)
+                order.insert(at, sk)
+                in_order.insert(at, item)
+            else:
+                in_order[at] = item
             sizes = self._sizes.setdefault(pk, {})
             groups, group = self._bytes.setdefault(pk, {}), sort_key_group(sk)
             groups[group] = groups.get(group, 0) - sizes.get(sk, 0) + size
@@ -219,30 +228,12 @@ class MemoryTable:
         self.dynamo.applied(self.name, key, old, item)
 
     def key_of(self, key: Mapping[str, Any], exact: bool = True) -> tuple[str, str]:
-        """(pk, sk) of a ``Key`` (exactly the two key attributes) or an item (``exact=False``).
+        """(pk, sk) of a ``Key`` (exactly the two key attributes) or an item (``exact=False``): ``dynamo_keys.key_of``.
 
         Raises:
             RequestError: ValidationException, as DynamoDB words it.
         """
-        if exact and set(key) != set(self.keys):
-            raise validation("The provided key element does not match the schema")
-        out = []
-        for attribute in self.keys:
-            if attribute not in key:
-                raise validation(f"One or more parameter values were invalid: Missing the key {attribute} in the item")
-            value = canonical(key[attribute])
-            if not isinstance(value, str):
-                raise validation(
-                    f"One or more parameter values were invalid: Type mismatch for key {attribute} expected: S "
-                    f"actual: {type_of(value)}"
-                )
-            if not value:
-                raise validation(
-                    "One or more parameter values are not valid. The AttributeValue for a key attribute cannot "
-                    f"contain an empty string value. Key: {attribute}"
-                )
-            out.append(value)
-        return out[0], out[1]
+        return key_of(self.keys, key, exact)
 
     def write(self, kind: str, params: Mapping[str, Any]) -> Write:
         """The ``Write`` a Put / Update / Delete / ConditionCheck request asks for.
@@ -310,7 +301,7 @@ class MemoryTable:
             raise client_error(code, operation, request_id, message) from None
         self.store(write.key, new, size)
         out: dict[str, Any] = {"ResponseMetadata": metadata(request_id)}
-        attributes = _returned(params.get("ReturnValues", "NONE"), old, new, write)
+        attributes = returned(params.get("ReturnValues", "NONE"), old, new, write)
         if attributes:
             out["Attributes"] = attributes
         return out
@@ -328,14 +319,17 @@ class MemoryTable:
             last: str | None = None
             keep, answer = exprs.filter, self._read  # once a call, not once an item (a Query reads thousands)
             stale = self.dynamo.stale(bool(params.get("ConsistentRead", False)))
-            whole = None if stale or keep is not None or limit else self._whole(pk, candidates)
+            whole = None if stale or limit else self._whole(pk, candidates)
+            judged = None if keep is None else self._verdicts.judge(exprs.holds, keep, exprs.names, exprs.values, pk)
             if whole is not None:  # one page, every item: what the loop below answers, without a step an item
-                page = whole if answer is _shared else list(map(answer, whole))
                 scanned = len(whole)
+                if judged is not None:  # in the keys' order, as the loop (an item the filter cannot judge raises)
+                    whole = judged.kept(candidates, whole)
+                page = whole if answer is _shared else list(map(answer, whole))
             for sk, item, size in () if whole is not None else self._selected(pk, candidates, exprs, params, stale):
                 scanned += 1
                 read += size
-                if keep is None or exprs.holds(keep, item):
+                if judged is None or judged(sk, item):
                     page.append(item if answer is _shared else answer(item))
                 if (limit and scanned >= limit) or read >= PAGE_BYTES:
                     last = sk
@@ -353,14 +347,19 @@ class MemoryTable:
 
     def _whole(self, pk: str, keys: list[str]) -> list[Item] | None:
         """The items of ``keys`` (read as they are now) when together they are under a page (``PAGE_BYTES``), so that
-        a Query with no filter and no limit answers them all at once; None when they are not. ``keys`` in order whose
-        first and last share a group all do (``key_range``, ``sort_key_group``): its bytes bound theirs, unsummed."""
+        a Query with no limit reads them all at once (its filter, if any, judged after); None when they are not.
+        ``keys`` in order whose first and last share a group all do (``key_range``, ``sort_key_group``): its bytes
+        bound theirs, unsummed."""
         groups, group = self._bytes.get(pk, {}), sort_key_group(keys[0]) if keys else ""
         bound = groups[group] if group and group == sort_key_group(keys[-1]) else sum(groups.values())
         if bound >= PAGE_BYTES:  # the keys' items are under a page when their bound is
             sizes = self._sizes.get(pk, {})
             if sum(map(sizes.__getitem__, keys)) >= PAGE_BYTES:
                 return None
+        order = self._order.get(pk, [])
+        at = bisect_left(order, keys[0]) if keys and keys[0] <= keys[-1] else -1
+        if at >= 0 and at + len(keys) <= len(order) and order[at + len(keys) - 1] == keys[-1]:
+            return self._in_order[pk][at : at + len(keys)]  # ascending keys of the order, first to last: a slice of it
         return list(map(self._items.get(pk, {}).__getitem__, keys))
 
     def _selected(
@@ -386,15 +385,3 @@ class MemoryTable:
 
 def _shared(item: Item) -> Item:
     return item
-
-
-def _returned(mode: str, old: Item | None, new: Item | None, write: Write) -> Item | None:
-    if mode == "NONE":
-        return None
-    if mode == "ALL_OLD":
-        return copy_item(old) if old else None
-    if mode == "ALL_NEW":
-        return copy_item(new) if new else None
-    touched = write.exprs.update.updated(write.exprs.names) if write.exprs.update else set()
-    source = (old if mode == "UPDATED_OLD" else new) or {}
-    return {k: v for k, v in copy_item(source).items() if k in touched} or None

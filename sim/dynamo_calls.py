@@ -27,7 +27,7 @@ from sim.condition_shapes import Shape, shape
 from sim.expression_syntax import Context, EvaluationError, ExpressionError
 from sim.expressions import parse_condition
 from sim.updates import Update, parse_update
-from sim.values import MAX_ITEM_BYTES, Item, canonical, item_bytes, wire
+from sim.values import MAX_ITEM_BYTES, Item, canonical, copy_item, item_bytes, wire
 
 # HTTP status DynamoDB answers with ("Error handling with DynamoDB", "Error components"); other codes: 400
 STATUS = {
@@ -318,3 +318,16 @@ class Write:
 
 
 __all__ = ["EvaluationError", "ExpressionError", "RequestError", "Write", "client_error", "expressions", "metadata"]
+
+
+def returned(mode: str, old: Item | None, new: Item | None, write: Write) -> Item | None:
+    """What a write answers in ``Attributes`` for ``ReturnValues`` ``mode``, of the item before and after it."""
+    if mode == "NONE":
+        return None
+    if mode == "ALL_OLD":
+        return copy_item(old) if old else None
+    if mode == "ALL_NEW":
+        return copy_item(new) if new else None
+    touched = write.exprs.update.updated(write.exprs.names) if write.exprs.update else set()
+    source = (old if mode == "UPDATED_OLD" else new) or {}
+    return {k: v for k, v in copy_item(source).items() if k in touched} or None

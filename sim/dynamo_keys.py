@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sim.dynamo_calls import Expressions, RequestError, validation
 from sim.expression_syntax import Context, ExpressionError, Operand, Path, Value
 from sim.expressions import And, Between, Compare, Condition, Function, parse_condition
+from sim.values import canonical, type_of
 
 if TYPE_CHECKING:
     from sim.dynamo import MemoryTable
@@ -29,6 +30,33 @@ def sort_key_group(sk: str) -> str:
     string between two keys of one group (in code point order) starts with the group, so is of it: a range of keys
     whose first and last share a group lies in it (``MemoryTable``'s page bound by group)."""
     return sk[: sk.find("#") + 1] or sk
+
+
+def key_of(keys: tuple[str, str], key: Mapping[str, Any], exact: bool = True) -> tuple[str, str]:
+    """(pk, sk) of a ``Key`` (exactly the two key attributes ``keys``) or an item (``exact=False``).
+
+    Raises:
+        RequestError: ValidationException, as DynamoDB words it.
+    """
+    if exact and set(key) != set(keys):
+        raise validation("The provided key element does not match the schema")
+    out = []
+    for attribute in keys:
+        if attribute not in key:
+            raise validation(f"One or more parameter values were invalid: Missing the key {attribute} in the item")
+        value = canonical(key[attribute])
+        if not isinstance(value, str):
+            raise validation(
+                f"One or more parameter values were invalid: Type mismatch for key {attribute} expected: S "
+                f"actual: {type_of(value)}"
+            )
+        if not value:
+            raise validation(
+                "One or more parameter values are not valid. The AttributeValue for a key attribute cannot "
+                f"contain an empty string value. Key: {attribute}"
+            )
+        out.append(value)
+    return out[0], out[1]
 
 
 def _attribute(operand: Operand, ctx: Context) -> str | None:

@@ -6,10 +6,9 @@ Lambdas write; and ``NODE#<instance-id>``, ``MEMBERSHIP``, ``CMD#<command-id>``,
 ``CPDRAIN#<n>`` (the kinds the agent writes) and the pointers beside ``CMD#`` (``ICMD#``, ``OCMD#``) in the agent
 partition ``pk = CLUSTER#<cluster>#AGENT``, the only one the agent's role may touch (``dynamodb:LeadingKeys``). Every
 call below picks the partition from the sort key (``core.schema.partition_for``), so callers name items by ``sk``
-alone. Items that may go stale carry
-``expires_at`` (epoch seconds, the table's TTL attribute), but readers never rely on TTL deletion: they compare
-timestamps themselves. A Query returns an item only from its own kind's partition: a ``LOCK``, ``COMP#`` or ``RUN#``
-item someone wrote into the agent partition is never read.
+alone. Items that may go stale carry ``expires_at`` (epoch seconds, the table's TTL attribute), but readers never
+rely on TTL deletion: they compare timestamps themselves. A Query returns an item only from its own kind's
+partition: a ``LOCK``, ``COMP#`` or ``RUN#`` item someone wrote into the agent partition is never read.
 
 This module is the low-level access (get, put, update, delete, query, with optional conditions); one module per
 item kind builds on it (``commands``, ``nodes``, ``detach``, ``hooks``, ``ledger``, ``runs``, ``lock``,
@@ -174,11 +173,12 @@ class Table:
             Key("pk").eq(self.agent_pk), consistent, "query agent partition", wanted=wanted, convert=convert
         )
 
-    def query_cluster_partition(self, consistent: bool = False, convert: bool = True) -> Iterator[dict[str, Any]]:
-        """Every item of the cluster partition only (``LOCK``, ``COMP#``, ``RUN#``, ``DETACH#``, ``POLL#``: the
-        Lambdas' own kinds), in sort-key order, following pagination; without ``convert``, as the table answered (as
-        ``query_prefix``)."""
-        return self._query(Key("pk").eq(self.pk), consistent, "query partition", convert=convert)
+    def query_cluster_partition(
+        self, consistent: bool = False, convert: bool = True, keep: ConditionBase | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Every item of the cluster partition only (``LOCK``, ``COMP#``, ``RUN#``, ``DETACH#``, ``POLL#``: the Lambdas'
+        own kinds), in sort-key order, following pagination; ``keep`` and ``convert`` as ``query_range``'s."""
+        return self._query(Key("pk").eq(self.pk), consistent, "query partition", keep, convert=convert)
 
     def _query(
         self,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from itertools import chain
 from operator import attrgetter
 
 from core.kops import Role
@@ -106,10 +107,15 @@ def run_instances(run: Run) -> set[str]:
     """The instances a refresh run names, never judged surplus while it is active: each step's old instance, its
     spare and the group's instances when its surge started (``surge_baseline``, kept only while the step is in flight:
     the refresher drops it once the step is final)."""
-    ids: set[str] = set()
-    for step in run.steps:
-        ids.add(step.instance_id)
-        ids.update(step.surge_baseline)
-        if step.surge_instance_id:
-            ids.add(step.surge_instance_id)
+    steps = run.steps  # three passes in C (a thousand steps whenever the run's item changed: ``gather``)
+    ids = set(map(_INSTANCE_ID, steps))
+    ids.update(chain.from_iterable(map(_BASELINE, steps)))
+    ids.update(filter(None, map(_SPARE, steps)))
     return ids
+
+
+_INSTANCE_ID, _BASELINE, _SPARE = (
+    attrgetter("instance_id"),
+    attrgetter("surge_baseline"),
+    attrgetter("surge_instance_id"),
+)

@@ -164,3 +164,26 @@ def test_a_bad_number_in_an_answered_row_is_refused(slot: int, bad: Any) -> None
     stored["rows"][0][slot] = bad  # a number where the row holds True, an instance id, a spare's id
     with pytest.raises(ValidationError):
         Run.model_validate(plain_item(stored, AS_IS))
+
+
+@pytest.mark.parametrize("answered", [False, True])
+def test_a_read_after_some_rows_changed_gives_what_validation_alone_gives(answered: bool) -> None:
+    # a read hands out again the steps of the rows equal to the last read's at their places (``rowread._again``): the
+    # rows that changed since, by content or only by the node name flag, are read anew
+    run = weekly_refresh(8, 3)
+    for step in run.steps[:2]:
+        step.node_name = step.instance_id  # the row says True
+    convert = (lambda item: plain_item(answered_item(item), AS_IS)) if answered else (lambda item: plain(dynamo(item)))
+    for _ in range(3):  # read once (maps), made, handed out again
+        assert Run.model_validate(convert(run.to_item())) == run.at_rest()
+    run.steps[4] = replaced(4, run.created_at)  # pending -> done
+    run.steps[0].node_name = "ip-10-0-0-1.ec2.internal"  # True -> a name
+    run.steps[6].note = "changed"
+    item = convert(run.to_item())
+    got = Run.model_validate(item)
+    assert got == Run.model_validate(rowread.unpack(item)) == run.at_rest()
+    assert got.steps[0].node_name == "ip-10-0-0-1.ec2.internal" and got.steps[4].state is StepState.DONE
+
+
+def answered_item(item: dict[str, Any]) -> Any:
+    return answered(dynamo(item))

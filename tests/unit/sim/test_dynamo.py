@@ -279,3 +279,44 @@ def test_transactions_apply_all_or_nothing(moto_tables: Any) -> None:
     assert got[3][:3] == cancelled and [r["Code"] for r in got[3][4]] == ["None", "ConditionalCheckFailed"]
     assert got[4][:3] == ("ClientError", "ValidationException", 400)
     assert got[5] == ["a", "b", "c"]
+
+
+def test_a_filter_asked_again_answers_what_changed_since(moto_tables: Any) -> None:
+    # the memory table keeps a filter's verdict on each stored item (``sim.dynamo_filters``), and on a whole page:
+    # a rewritten item is judged again, a deleted one gone, the same text with other values its own verdicts, as moto
+    def put(sk: str, **fields: Any) -> Call:
+        return lambda t: t.put_item(Item={"pk": "p", "sk": sk, **fields})
+
+    def keys(keep: Any, limit: int = 0) -> Call:
+        extra = {"Limit": limit} if limit else {}
+        return lambda t: [
+            i["sk"] for i in t.query(KeyConditionExpression=Key("pk").eq("p"), FilterExpression=keep, **extra)["Items"]
+        ]
+
+    unindexed, queued, running = Attr("indexed").not_exists(), Attr("s").eq("queued"), Attr("s").eq("running")
+    got = same(
+        moto_tables,
+        [
+            put("a", indexed=True, s="queued"),
+            put("b", s="running"),
+            put("c", s="queued"),
+            keys(unindexed),
+            keys(queued),
+            keys(running),
+            put("c", s="running"),  # the same items but one: the others' verdicts kept
+            keys(queued),
+            keys(running),
+            put("a", s="running"),  # loses ``indexed``, changes status
+            lambda t: t.delete_item(Key={"pk": "p", "sk": "c"}),
+            lambda t: t.update_item(Key={"pk": "p", "sk": "b"}, UpdateExpression="SET #i = :t", **INDEXED),
+            keys(unindexed),
+            keys(queued),
+            keys(running),
+            keys(running, limit=1),
+        ],
+    )
+    assert got[3:6] == [["b", "c"], ["a", "c"], ["b"]] and got[7:9] == [["a"], ["b", "c"]]
+    assert got[12:] == [["a"], [], ["a", "b"], ["a"]]
+
+
+INDEXED = {"ExpressionAttributeNames": {"#i": "indexed"}, "ExpressionAttributeValues": {":t": True}}

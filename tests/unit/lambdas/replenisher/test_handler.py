@@ -99,7 +99,10 @@ def test_gather_never_reads_the_agents_history(deps: Deps, monkeypatch: pytest.M
     assert read_history == []
 
 
-def test_gather_leaves_the_early_replacements_that_are_over(deps: Deps) -> None:
+def test_gather_leaves_the_early_replacements_and_runs_that_are_over(
+    deps: Deps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # left out by DynamoDB (``gather.LEFT_OUT``): neither sent nor parsed; any other such item sent and judged as before
     now = utcnow()
     for iid, state in (
         ("i-0000000000000000a", "detached"),
@@ -107,11 +110,17 @@ def test_gather_leaves_the_early_replacements_that_are_over(deps: Deps) -> None:
         ("i-0000000000000000c", "terminated"),
     ):
         deps.store.put(f"DETACH#{iid}", {"asg_name": "nodes", "state": state, "recorded_at": now.isoformat()})
+    deps.store.put("RUN#1-over", {"run_id": "1-over", "status": "succeeded"})
+    deps.store.put("RUN#2-unknown", {"run_id": "2-unknown", "status": "resting"})  # counts as active: unreadable
+    deps.store.put("RUN#3-no-id", {"status": "cancelled"})  # sent, left by the loop
+    answered = answered_sort_keys(monkeypatch, deps.store.table)
 
     world = gather(deps, now)
 
     assert sorted(world.detached) == ["i-0000000000000000a"]
     assert "i-0000000000000000a" in world.protected and "i-0000000000000000b" not in world.protected
+    sent = [sk for sk in answered if sk.startswith(("DETACH#", "RUN#"))]
+    assert sent == ["DETACH#i-0000000000000000a", "RUN#2-unknown", "RUN#3-no-id"] and world.runs_unreadable
 
 
 def test_gather_reads_the_groups_after_the_lock(deps: Deps, monkeypatch: pytest.MonkeyPatch) -> None:
