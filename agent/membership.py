@@ -51,6 +51,8 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime
+from itertools import compress, repeat
+from operator import itemgetter, ne
 from typing import Any
 
 from adapters.aws.ports import GroupReader
@@ -76,6 +78,8 @@ from core.settings import AgentSettings
 log = logging.getLogger(__name__)
 
 ASG_RECHECK_RESYNCS = 10  # each instance's group is asked again every 5-10 resyncs (spread), not every resync
+_GROUP = itemgetter(2)  # of a basis (``MembershipReporter._basis``)
+_NO_BASIS = (None, None, object(), None)  # an instance without one: its group differs from every answer
 
 
 class MembershipReporter(WatchLoop):
@@ -264,10 +268,13 @@ class MembershipReporter(WatchLoop):
         """
         confirmed_at = now = self.clock()
         written = 0
-        for instance_id, asg_name in self.asgs.recheck(ASG_RECHECK_RESYNCS * self.resync_seconds).items():
-            basis = self._basis.get(instance_id)
-            if basis is not None and basis[2] != asg_name:  # detached, or the lookup failed before
-                written += self._report(basis[0], instance_id, asg_name, now)
+        regrouped = self.asgs.recheck(ASG_RECHECK_RESYNCS * self.resync_seconds)
+        based = self._basis.get  # each basis read as the loop comes to it (a report before changes only its own)
+        groups = map(_GROUP, map(based, regrouped, repeat(_NO_BASIS)))
+        for instance_id in compress(regrouped, map(ne, groups, regrouped.values())):  # those in C, not a step each
+            basis = based(instance_id)
+            if basis is not None:  # detached, or the lookup failed before
+                written += self._report(basis[0], instance_id, regrouped[instance_id], now)
         due, bases = self._due, self._basis
         ripe = []  # taken first: an item refreshed now may be due again now (a TTL under two resyncs: age 0)
         while due and due[0][0] <= now:
