@@ -233,8 +233,8 @@ class MembershipReporter(WatchLoop):
         if len(known) > 2 * len(present) + 100:  # many nodes gone: keep the providerIDs of this list's instances
             self._identities = {pid: instance_id for pid, instance_id in known.items() if instance_id in present}
         self.asgs.retain(present)
-        # items of instances not listed (only those can be forgotten), as they were before the list
-        unlisted = self._written.keys() - present
+        # items of instances not listed (only those can go), as before the list: each listed one has an item by now
+        unlisted = self._written.keys() - present if len(self._written) > len(present) else set()
         recorded = {iid: self._written[iid].reported_at for iid in unlisted}
         gone = sorted(instances_to_forget(recorded, present, listed_at))
         for instance_id in gone:
