@@ -18,6 +18,8 @@ import time
 import zlib
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
+from itertools import chain, compress, repeat
+from operator import is_
 
 from adapters.aws.ports import GroupReader
 
@@ -57,7 +59,8 @@ class AsgLookup:
         self.autoscaling = autoscaling
         self.clock = clock
         self._cache: dict[str, str | None] = {}
-        self._asked: dict[str, float] = {}  # instance id -> clock() of the answer cached
+        # instance id -> clock() of the answer cached, until a call rechecks: then each answer's cohort's ``at``
+        self._asked: dict[str, float] = {}
         self._fraction: dict[str, float] = {}  # instance id -> spread_fraction (a CRC-32 once per instance)
         # for the recheck period ``_span`` (set by the first call that rechecks): each cached instance's recheck age
         # (``_span * fraction``), the cohorts of answers not all due yet, each instance's latest cohort, and the
@@ -95,8 +98,9 @@ class AsgLookup:
         found.update(self.autoscaling.group_names(missing))
         with self._lock:
             self._cache.update(found)
-            self._asked.update(dict.fromkeys(missing, now))
-            if self._span is not None and missing:
+            if self._span is None:
+                self._asked.update(dict.fromkeys(missing, now))
+            elif missing:
                 self._enroll(missing, now, cached=True)
             cache = self._cache
             try:
@@ -122,7 +126,8 @@ class AsgLookup:
             AwsUnavailableError, AwsRequestError: the API failed (the caller retries on its next pass).
         """
         with self._lock:
-            self._due((), self.clock(), recheck_seconds)
+            runs: list[tuple[list[float], list[str]]] | None = None if self._ripe else []  # all found now: by run
+            self._due((), self.clock(), recheck_seconds, runs)
             missing = sorted(self._ripe)  # the calls' order (sorted and distinct, as ``resolve`` sorts them)
         if not missing:
             return {}
@@ -131,9 +136,10 @@ class AsgLookup:
         found.update(self.autoscaling.group_names(missing))
         with self._lock:
             self._cache.update(found)
-            self._asked.update(dict.fromkeys(missing, now))
-            if self._span is not None:
-                self._enroll(missing, now, cached=True)
+            if runs is not None and len(self._ripe) == len(missing):  # ``_ripe`` is what the runs hold
+                self._enroll_runs(runs, now)
+            else:
+                self._enroll(missing, now, cached=True)  # the period is set: ``_due`` found them
         return found  # what the cache now holds for them
 
     def retain(self, instance_ids: Iterable[str]) -> None:
@@ -148,16 +154,24 @@ class AsgLookup:
                 self._member.pop(gone, None)  # its cohort's entry no longer counts
                 self._ripe.pop(gone, None)
 
-    def _due(self, wanted: Iterable[str], now: float, recheck_seconds: float) -> list[str]:
+    def _due(
+        self,
+        wanted: Iterable[str],
+        now: float,
+        recheck_seconds: float,
+        runs: list[tuple[list[float], list[str]]] | None = None,
+    ) -> list[str]:
         """The instances of ``wanted`` whose cached answer is due again: ``now - asked >= recheck_seconds *
         fraction``, judged per cohort (all asked at one instant) by a bisection of its sorted ages, each answer
         once (then kept in ``_ripe``: on a monotonic ``clock`` an answer due stays due until asked again). The same
-        instances, float for float, as judging every cached instance."""
+        instances, float for float, as judging every cached instance. ``runs`` (if given) gets the instances found
+        due by this call, a cohort's at a time, with their ages: each run in ascending age."""
         if self._span != recheck_seconds:  # another period (the first call): every answer's cohort again
-            self._span = recheck_seconds
+            asked = self._asked if self._span is None else {i: cohort.at for i, cohort in self._member.items()}
+            self._span, self._asked = recheck_seconds, {}
             self._age, self._cohorts, self._member, self._ripe = {}, [], {}, {}
             by_time: dict[float, list[str]] = {}
-            for instance_id, at in self._asked.items():
+            for instance_id, at in asked.items():
                 by_time.setdefault(at, []).append(instance_id)
             for at, ids in by_time.items():
                 self._enroll(ids, at)
@@ -168,9 +182,14 @@ class AsgLookup:
             end = bisect_right(ages, now - cohort.at, taken)  # the same float test as ``now - asked >= age``
             if end == taken:
                 continue
-            for instance_id in cohort.ids[taken:end]:
-                if member.get(instance_id) is cohort:  # else asked again since, or forgotten
-                    ripe[instance_id] = None
+            came = cohort.ids[taken:end]  # those whose latest answer is this cohort's (else asked since, or forgotten)
+            latest = list(map(is_, map(member.get, came), repeat(cohort)))
+            came_ages = cohort.ages[taken:end] if runs is not None else []
+            if False in latest:
+                came, came_ages = list(compress(came, latest)), list(compress(came_ages, latest))
+            ripe.update(dict.fromkeys(came))
+            if runs is not None and came:
+                runs.append((came_ages, came))
             cohort.taken = end
             spent |= end == len(ages)
         if spent:
@@ -178,6 +197,22 @@ class AsgLookup:
         if not ripe:
             return []
         return list(ripe.keys() & wanted)
+
+    def _enroll_runs(self, runs: list[tuple[list[float], list[str]]], asked_at: float) -> None:
+        """``_enroll`` of the instances ``runs`` holds (each run: ages ascending, ids; together ``_ripe``, every one
+        cached), answered at ``asked_at``: their ages merged as their cohorts kept them, not looked up and sorted
+        again."""
+        if len(runs) == 1:
+            ages, ids = runs[0]
+        else:
+            every_age = list(chain.from_iterable(run[0] for run in runs))
+            every_id = list(chain.from_iterable(run[1] for run in runs))
+            order = sorted(range(len(every_id)), key=every_age.__getitem__)  # a merge of the runs (timsort)
+            ages, ids = list(map(every_age.__getitem__, order)), list(map(every_id.__getitem__, order))
+        cohort = _Cohort(asked_at, ages, ids)
+        self._cohorts.append(cohort)
+        self._member.update(dict.fromkeys(ids, cohort))
+        self._ripe.clear()  # every instance found due asked again
 
     def _enroll(self, instance_ids: list[str], asked_at: float, cached: bool = False) -> None:
         """A cohort of the cached ``instance_ids``, answered at ``asked_at``: their latest answer, not due.

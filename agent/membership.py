@@ -51,6 +51,8 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime
+from itertools import compress, repeat
+from operator import itemgetter, ne
 from typing import Any
 
 from adapters.aws.ports import GroupReader
@@ -61,13 +63,16 @@ from agent.asglookup import AsgLookup
 from agent.kube.views import NodeView
 from agent.membership_loop import NodeSource, WatchLoop
 from agent.membership_records import (
+    Basis,
     due_at,
     instances_to_forget,
     node_identity,
     node_record,
     refresh_age_seconds,
     refresh_due,
+    same_basis,
     same_content,
+    unchanged,
 )
 from agent.ready import became_ready
 from core.model import NodeRecord, utcnow
@@ -76,6 +81,8 @@ from core.settings import AgentSettings
 log = logging.getLogger(__name__)
 
 ASG_RECHECK_RESYNCS = 10  # each instance's group is asked again every 5-10 resyncs (spread), not every resync
+_GROUP = itemgetter(2)  # of a basis (``MembershipReporter._basis``)
+_NO_BASIS = (None, None, object(), None)  # an instance without one: its group differs from every answer
 
 
 class MembershipReporter(WatchLoop):
@@ -127,12 +134,12 @@ class MembershipReporter(WatchLoop):
         # instance id -> (the node's view and fields last compared, its group, when its item is due again): what
         # the item (``_written``) was last found to match; dropped whenever the item changes otherwise (``_write``),
         # and at a new term's read of the table where the item read is not the one it matched (``_seed``)
-        self._basis: dict[str, tuple[NodeView, tuple[Any, ...], str | None, datetime]] = {}
+        self._basis: dict[str, Basis] = {}
         # (when an item is due again, instance id): a heap of the bases' due times; an entry counts only while its
         # time is its basis's (``confirm``), older ones are dropped as they come up
         self._due: list[tuple[datetime, str]] = []
         self._present: set[str] = set()  # the instances with a node: the last list's, then the watch's
-        self._identities: dict[str, tuple[str, str]] = {}  # providerID -> node_identity (the AWS ones listed)
+        self._identities: dict[str, str] = {}  # providerID -> its instance id (``node_identity``; the AWS ones listed)
         self._watch: Any = None  # the open watch, closed by ``close`` from another thread
         # the mark's ``version`` (``adapters.dynamo.nodes``): this reporter's term and its NODE# changes so far
         self._terms = terms or (lambda: uuid.uuid4().hex[:12])
@@ -192,37 +199,42 @@ class MembershipReporter(WatchLoop):
         ids: list[str] = []
         resource_version = ""
         written = 0
-        known = self._identities  # providerID -> node_identity (pure: kept across lists, pruned below)
+        known = self._identities  # providerID -> instance id (pure: kept across lists, pruned below)
         recheck = ASG_RECHECK_RESYNCS * self.resync_seconds
+        ripe: dict[str, datetime] = {}  # the bases found due (``_ripe``), until their node is listed
         for page, page_version in self.nodes.list_node_pages():
             resource_version = page_version
             listed: list[NodeView] = []
             page_ids: list[str] = []
             for node in page:
-                identity = known.get(node.provider_id)
-                if identity is None:
+                instance_id = known.get(node.provider_id)
+                if instance_id is None:
                     identity = self._identity(node)
                     if identity is None:
                         continue
-                    known[node.provider_id] = identity
+                    instance_id = known[node.provider_id] = identity[1]
                 listed.append(node)
-                page_ids.append(identity[1])
+                page_ids.append(instance_id)
             asg_by_instance = self.asgs.resolve(page_ids, recheck_seconds=recheck)
             now = self.clock()
-            bases = self._basis
+            bases = self._ripe(now, ripe)
             for node, instance_id in zip(listed, page_ids, strict=True):
                 asg_name = asg_by_instance[instance_id]  # resolve answers every instance asked
-                if _unchanged(bases.get(instance_id), node, asg_name, now):
+                if same_basis(bases.get(instance_id), node, asg_name) and instance_id not in ripe:  # ``_unchanged``
                     continue
+                ripe.pop(instance_id, None)  # its next due time is the one ``_report`` sets
                 written += self._report(node, instance_id, asg_name, now)
             ids.extend(page_ids)
+        for instance_id, at in ripe.items():  # due, not listed: left for the next confirmation
+            if (basis := self._basis.get(instance_id)) is not None and basis[3] == at:
+                heapq.heappush(self._due, (at, instance_id))
         present = set(ids)
         self._present = present
         if len(known) > 2 * len(present) + 100:  # many nodes gone: keep the providerIDs of this list's instances
-            self._identities = {pid: identity for pid, identity in known.items() if identity[1] in present}
+            self._identities = {pid: instance_id for pid, instance_id in known.items() if instance_id in present}
         self.asgs.retain(present)
-        # items of instances not listed (only those can be forgotten), as they were before the list
-        unlisted = self._written.keys() - present
+        # items of instances not listed (only those can go), as before the list: each listed one has an item by now
+        unlisted = self._written.keys() - present if len(self._written) > len(present) else set()
         recorded = {iid: self._written[iid].reported_at for iid in unlisted}
         gone = sorted(instances_to_forget(recorded, present, listed_at))
         for instance_id in gone:
@@ -237,6 +249,17 @@ class MembershipReporter(WatchLoop):
             self.on_resync(len(ids))
         return resource_version
 
+    def _ripe(self, now: datetime, ripe: dict[str, datetime]) -> dict[str, Basis]:
+        """The bases whose item is due at ``now`` put in ``ripe`` (instance id -> its due time) as ``confirm`` finds
+        them (``_due``, each basis's due time a heap entry): a list reads no node's due time. Returns ``_basis``."""
+        due, bases = self._due, self._basis
+        while due and due[0][0] <= now:
+            at, instance_id = heapq.heappop(due)
+            basis = bases.get(instance_id)
+            if basis is not None and basis[3] == at:  # else written or forgotten since: an older entry
+                ripe[instance_id] = at
+        return bases
+
     def _seed(self) -> None:
         """``_written`` read from the table (a new term: another leader may have written meanwhile). A basis stays
         only where the item read holds what the basis was compared with (``same_content`` and the same
@@ -245,7 +268,7 @@ class MembershipReporter(WatchLoop):
         deleted loses its basis, its node is compared against the item read."""
         before = self._written
         self._written = written = {record.instance_id: record for record in self.store.recorded_nodes()}
-        kept: dict[str, tuple[NodeView, tuple[Any, ...], str | None, datetime]] = {}
+        kept: dict[str, Basis] = {}
         for instance_id, basis in self._basis.items():
             old, new = before.get(instance_id), written.get(instance_id)
             if old is not None and new is not None and new.reported_at == old.reported_at and same_content(old, new):
@@ -264,10 +287,13 @@ class MembershipReporter(WatchLoop):
         """
         confirmed_at = now = self.clock()
         written = 0
-        for instance_id, asg_name in self.asgs.recheck(ASG_RECHECK_RESYNCS * self.resync_seconds).items():
-            basis = self._basis.get(instance_id)
-            if basis is not None and basis[2] != asg_name:  # detached, or the lookup failed before
-                written += self._report(basis[0], instance_id, asg_name, now)
+        regrouped = self.asgs.recheck(ASG_RECHECK_RESYNCS * self.resync_seconds)
+        based = self._basis.get  # each basis read as the loop comes to it (a report before changes only its own)
+        groups = map(_GROUP, map(based, regrouped, repeat(_NO_BASIS)))
+        for instance_id in compress(regrouped, map(ne, groups, regrouped.values())):  # those in C, not a step each
+            basis = based(instance_id)
+            if basis is not None:  # detached, or the lookup failed before
+                written += self._report(basis[0], instance_id, regrouped[instance_id], now)
         due, bases = self._due, self._basis
         ripe = []  # taken first: an item refreshed now may be due again now (a TTL under two resyncs: age 0)
         while due and due[0][0] <= now:
@@ -304,7 +330,7 @@ class MembershipReporter(WatchLoop):
             return
         asg_name = self.asgs.resolve([instance_id]).get(instance_id)
         changes, now = self._changes, self.clock()
-        if not _unchanged(self._basis.get(instance_id), node, asg_name, now):
+        if not unchanged(self._basis.get(instance_id), node, asg_name, now):
             self._report(node, instance_id, asg_name, now)
         self._present.add(instance_id)
         if self._changes != changes:
@@ -372,21 +398,3 @@ class MembershipReporter(WatchLoop):
         self.store.delete_node(instance_id)
         self._written.pop(instance_id, None)
         self._basis.pop(instance_id, None)
-
-
-def _unchanged(
-    basis: tuple[NodeView, tuple[Any, ...], str | None, datetime] | None,
-    node: NodeView,
-    asg_name: str | None,
-    now: datetime,
-) -> bool:
-    """Whether ``node`` and its group are as last compared (``basis``) and its item is not due: nothing to write."""
-    return (
-        basis is not None
-        and basis[2] == asg_name
-        and (
-            basis[0] is node  # the same (frozen) view again: a list answered from a cache
-            or basis[1] == (node.name, node.provider_id, node.ready, node.unschedulable, node.labels)
-        )
-        and now < basis[3]
-    )

@@ -2,14 +2,15 @@
 ``NODE#`` records out, and when a written record is due again.
 
 ``node_identity``, ``node_roles``, ``node_record``, ``membership_records``, ``instances_to_forget``, ``batches``,
-``same_content``, ``refresh_age_seconds``, ``refresh_due``, ``due_at``. Node -> instance comes from ``spec.providerID``
-(``aws:///<az>/<instance-id>``), never from the node's name.
+``same_content``, ``refresh_age_seconds``, ``refresh_due``, ``due_at``, ``same_basis``, ``unchanged``. Node ->
+instance comes from ``spec.providerID`` (``aws:///<az>/<instance-id>``), never from the node's name.
 """
 
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 from operator import attrgetter
+from typing import Any
 
 from agent.asglookup import spread
 from agent.kube.views import NodeView
@@ -137,6 +138,34 @@ def due_at(reported_at: datetime, age_seconds: float) -> datetime:
     while timedelta(microseconds=micros).total_seconds() < age_seconds:
         micros += 1
     return reported_at + timedelta(microseconds=micros)
+
+
+# (the node's view and fields last compared, its group, when its item is due again): what an item was last found to
+# match (``MembershipReporter._basis``)
+Basis = tuple[NodeView, tuple[Any, ...], str | None, datetime]
+
+
+def same_basis(basis: Basis | None, node: NodeView, asg_name: str | None) -> bool:
+    """Whether ``node`` and its group are as last compared (``basis``), whenever its item is due. Pure."""
+    return (
+        basis is not None
+        and basis[2] == asg_name
+        and (
+            basis[0] is node  # the same (frozen) view again: a list answered from a cache
+            or basis[1] == (node.name, node.provider_id, node.ready, node.unschedulable, node.labels)
+        )
+    )
+
+
+def unchanged(
+    basis: Basis | None,
+    node: NodeView,
+    asg_name: str | None,
+    now: datetime,
+) -> bool:
+    """Whether ``node`` and its group are as last compared (``basis``) and its item is not due: nothing to write.
+    Pure."""
+    return basis is not None and same_basis(basis, node, asg_name) and now < basis[3]
 
 
 # -- I/O -------------------------------------------------------------------------------------------------------

@@ -31,7 +31,9 @@ an effect, once made, asks ``faults.check("autoscaling:lost-answer", <operation>
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from itertools import compress, repeat
+from operator import is_not
+from typing import Any, cast
 
 from adapters.aws.autoscaling import DESCRIBE_GROUPS_PAGE, DESCRIBE_INSTANCES_MAX_IDS
 from adapters.aws.ports import Membership
@@ -155,10 +157,10 @@ class SimAutoScaling:
         for start in range(0, len(ids), DESCRIBE_INSTANCES_MAX_IDS):
             self._call("DescribeAutoScalingInstances")
             instances = self.cloud.instances  # per batch: read after its call, as before
-            for instance_id in ids[start : start + DESCRIBE_INSTANCES_MAX_IDS]:
-                inst = instances.get(instance_id)
-                if inst is not None and (group := inst.group) is not None:
-                    found[instance_id] = group
+            batch = ids[start : start + DESCRIBE_INSTANCES_MAX_IDS]
+            groups: list[str | None] = list(map(getattr, map(instances.get, batch), repeat("group"), repeat(None)))
+            held = map(is_not, groups, repeat(None))  # an unknown instance (None) or one in no group: not answered
+            found.update(cast(Iterable[tuple[str, str]], compress(zip(batch, groups, strict=True), held)))
         return found
 
     # -- effects ---------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ identity. The answers are the plain ``canonical`` and ``value_bytes`` ones (``te
 
 from __future__ import annotations
 
-from itertools import repeat
+from itertools import chain, repeat
 from marshal import dumps
 from operator import itemgetter
 from typing import Any, cast
@@ -55,11 +55,13 @@ _SIZED_ROWS: dict[tuple[Any, ...], tuple[tuple[type, ...], tuple[Any, ...], int]
 # rows of equal values of the same types, checked in one C call instead of a ``type()`` call a value
 _MARSHALLED: dict[bytes, tuple[tuple[Any, ...], int]] = {}
 _CANONICAL, _SIZE = itemgetter(0), itemgetter(1)  # of a ``_MARSHALLED`` entry
-_LIST = {list}
+_LIST, _DICT = {list}, {dict}
 
 
 def _sized_list(values: list[Any]) -> tuple[list[Any], int]:
     """``canonical`` of a list and the size of the result (``value_bytes``)."""
+    if values and type(values[0]) is dict and len(values) <= _MAP_LIST_LENGTH:  # the mark's ``changes``: at once
+        return _sized_maps(values)
     if values and set(map(type, values)) == _LIST:  # a RUN# item's rows: every row looked up at once, in C
         try:
             found = list(map(_MARSHALLED.get, map(dumps, values, repeat(0))))
@@ -68,6 +70,11 @@ def _sized_list(values: list[Any]) -> tuple[list[Any], int]:
         if None not in found:  # every row known: what the loop below gives, without a Python step a row
             hits = cast(list[tuple[tuple[Any, ...], int]], found)
             return list(map(list, map(_CANONICAL, hits))), 3 + len(values) + sum(map(_SIZE, hits))
+    return _each(values)
+
+
+def _each(values: list[Any]) -> tuple[list[Any], int]:
+    """``_sized_list`` one value at a time."""
     out: list[Any] = []
     total = 3 + len(values)
     for value in values:
@@ -115,6 +122,31 @@ def _sized_list(values: list[Any]) -> tuple[list[Any], int]:
 # and answers only a map of the same value types: ``True``, ``1`` and ``Decimal(1)`` are equal in Python
 _SIZED_MAPS: dict[tuple[tuple[Any, Any], ...], tuple[tuple[type, ...], Item, int]] = {}
 _TEXT = {str}
+# a list of maps by ``marshal.dumps(values, 0)`` (exact types, keys in order, content: as ``_MARSHALLED``) -> its
+# canonical maps and its size: the ``MEMBERSHIP`` mark's ``changes``, put every minute with the same 16 entries,
+# sized by one C call and one look-up instead of a look-up a map; a pure memo, bounded, shared by every run
+_MAP_LISTS: dict[bytes, tuple[tuple[Item, ...], int]] = {}
+_MAP_LISTS_KEPT = 1_000
+_MAP_LIST_LENGTH = 64  # longer lists one map at a time: an entry's size stays small
+
+
+def _sized_maps(values: list[Any]) -> tuple[list[Any], int]:
+    """``_sized_list`` of a list that starts with a map: by ``_MAP_LISTS`` when its values are all maps of scalars
+    marshal writes (a new map each time, as ``_sized_map``), else one value at a time."""
+    try:
+        code = dumps(values, 0)
+    except ValueError:  # a type marshal does not write (a Decimal, a Binary, a subclass): not kept
+        code = b""
+    known = _MAP_LISTS.get(code) if code else None
+    if known is not None:
+        return list(map(dict, known[0])), known[1]
+    out, total = _each(values)
+    kept = bool(code) and set(map(type, out)) == _DICT
+    if kept and _ROW_SCALARS.issuperset(chain.from_iterable(map(map, repeat(type), map(dict.values, out)))):
+        if len(_MAP_LISTS) >= _MAP_LISTS_KEPT:
+            _MAP_LISTS.clear()
+        _MAP_LISTS[code] = (tuple(map(dict, out)), total)
+    return out, total
 
 
 def _sized_map(value: Item) -> tuple[Item, int]:

@@ -206,9 +206,11 @@ class NodeItems(Table):
 
     def recorded_nodes(self) -> list[NodeRecord]:
         """Every ``NODE#`` item as written (what the agent seeds its memory of the table from); unreadable items
-        are skipped (the agent writes them again)."""
+        are skipped (the agent writes them again). The items are validated as the table answers them, as
+        ``NodeRecordMemo.records`` does: a record has no number field (``expires_at`` and the keys are ignored), so
+        converting every item's numbers first (``plain``) changes no record."""
         records = []
-        for item in self.query_prefix(PREFIX, consistent=True):
+        for item in self.query_prefix(PREFIX, consistent=True, convert=False):
             try:
                 records.append(NodeRecord.model_validate(item))
             except ValidationError:

@@ -302,3 +302,25 @@ def test_a_new_term_compares_anew_only_the_nodes_whose_items_another_writer_chan
     advance(clock, monotonic, 60)
     reporter.resync()  # every basis made again: nothing built, nothing written
     assert built == [] and sorted(node_puts(table)) == sorted([f"NODE#{changed}", f"NODE#{deleted}"])
+
+
+def test_lists_between_confirmations_write_each_item_once_when_its_refresh_comes_due(aws: Aws) -> None:
+    # a list finds the items due as a confirmation does (the heap of due times), so neither skips nor repeats one
+    nodes = cluster_nodes(aws)
+    clock, monotonic = [NOW], [0.0]
+    reporter, table, source = reporter_on(aws, nodes, clock, monotonic)
+    reporter.resync()
+    written: dict[str, list[float]] = {}
+    for step in range(1, 31):  # 30 minutes, three TTLs of 600 s: a list every other minute, a confirmation between
+        advance(clock, monotonic, 60)
+        table.puts.clear()
+        reporter.resync() if step % 2 else reporter.confirm()
+        for sk in node_puts(table):
+            written.setdefault(sk, []).append(monotonic[0])
+        for instance_id, item in node_items(aws.store).items():
+            assert item["expires_at"] > int(clock[0].timestamp()) + 60, instance_id
+    assert source.lists == 16 and set(written) == {f"NODE#{n.instance_id}" for n in nodes}
+    for sk, times in written.items():
+        age = membership.refresh_age_seconds(sk.removeprefix("NODE#"), 600, 60)
+        gaps = [later - earlier for earlier, later in zip([0.0, *times], times, strict=False)]
+        assert all(age <= gap < age + 60 for gap in gaps), (sk, age, gaps)  # at the first minute it is due
