@@ -80,7 +80,7 @@ def skip_pending(p: Context) -> None:
 def finish_run(p: Context) -> None:
     """End the run once every step is final (after ``finish_groups`` restored MaxSize); release the lock."""
     run = p.run
-    if not all(s.state.final for s in run.steps) or restoring(run):
+    if not all(map(_FINAL.__contains__, map(_STATE, run.steps))) or restoring(run):  # the states read in C
         return
     final = {
         RunStatus.RUNNING: RunStatus.SUCCEEDED,
