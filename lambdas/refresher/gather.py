@@ -10,7 +10,10 @@ of ``read_groups`` at 1,000 instances). Keyed by content, never by an object's i
 A pass of a refresh changes one group at a time: the others answer the same ``Instances`` as the pass before. So
 ``_GROUPS`` keeps, per group name, the last ``Instances`` list read without launch facts and the facts made of it, and
 a list equal to it (``==``: each entry's map key by key, in C) is answered with those facts without a look-up an
-instance. Only a list whose fields the facts are made of are all strings is kept, so that equal means the same text
+instance, and with the same ``GroupFacts`` when its sizes are the same too (what that worked out, its live instances
+and its index by id, is kept with it). A list that changed (the group being refreshed: a spare launched, an old instance
+gone) keeps the facts of the entries equal to the last list's at the same place counting from its start, then from its
+end (``_ends``); only the entries between are looked up (and looked at for text). Only a list whose fields the facts are made of are all strings is kept, so that equal means the same text
 (``True == 1``, but ``str(True) != str(1)``). It holds the answer it was made of, never a copy, and never changes it;
 one entry a group of the last read. That relies on the port answering a new list each call and new entries for what
 changed, never an entry changed in place (boto3 parses every answer anew; the simulation's Auto Scaling shares an
@@ -20,6 +23,7 @@ entry only within one revision of its group); the same list object answered agai
 from __future__ import annotations
 
 from datetime import datetime
+from operator import eq
 from typing import Any
 
 from adapters.aws.ports import Ec2Port, GroupReader
@@ -30,6 +34,7 @@ MEMO_INSTANCES = 20_000  # the most instances' facts ``_FACTS`` keeps before it 
 _FACTS: dict[tuple[Any, ...], InstanceFacts] = {}  # what an instance's facts hold -> those facts (module docstring)
 # group name -> (its ``Instances`` as last read without launch facts, the facts made of them) (module docstring)
 _GROUPS: dict[str, tuple[list[dict[str, Any]], tuple[InstanceFacts, ...]]] = {}
+_MADE: dict[str, GroupFacts] = {}  # group name -> the last read's facts of it (those ``_GROUPS`` keeps the list of)
 
 
 def _template_spec(asg: dict[str, Any]) -> dict[str, Any] | None:
@@ -78,11 +83,19 @@ def read_groups(
         if not times and last is not None and last[0] is not listed and last[0] == listed:
             instances = last[1]  # equal to text: text (only a str equals a str)
             kept[group.name] = (listed, instances)
+        elif not times and last is not None and last[0] is not listed and isinstance(listed, list):
+            # a changed group (the one a pass refreshes): the entries equal to the last list's at the same place
+            # from its start or from its end are those facts; only the ones between are made (and looked at)
+            head, tail = _ends(listed, last[0])
+            between = listed[head : len(listed) - tail]
+            instances = (*last[1][:head], *(_facts(i, times) for i in between), *last[1][len(last[1]) - tail :])
+            if all(map(_as_text, between)):
+                kept[group.name] = (listed, instances)
         else:
             instances = tuple(_facts(i, times) for i in listed)
             if not times and isinstance(listed, list) and all(map(_as_text, listed)):
                 kept[group.name] = (listed, instances)
-        out[group.name] = GroupFacts(
+        facts = GroupFacts(
             name=group.name,
             role=group.role,
             instance_group=group.instance_group,
@@ -92,10 +105,27 @@ def read_groups(
             instances=instances,
             launch_template_version=version,
         )
+        before = _MADE.get(group.name)
+        # the same facts as the last read's: that object, with what it worked out (``GroupFacts.live``, its index)
+        out[group.name] = before if before is not None and before.instances is instances and before == facts else facts
     if not with_launch_facts:
         _GROUPS.clear()
         _GROUPS.update(kept)
+        _MADE.clear()
+        _MADE.update((name, out[name]) for name in kept)
     return out
+
+
+def _ends(listed: list[Any], last: list[Any]) -> tuple[int, int]:
+    """How many entries of ``listed`` from its start, and then from its end, equal ``last``'s at the same place (each
+    compared in C, ``==``), together at most the shorter list's length."""
+    same = list(map(eq, listed, last))
+    head = same.index(False) if False in same else len(same)
+    if head == len(same):
+        return head, 0
+    back = list(map(eq, reversed(listed), reversed(last)))
+    tail = back.index(False) if False in back else len(back)
+    return head, min(tail, len(same) - head)
 
 
 def _as_text(instance: Any) -> bool:
