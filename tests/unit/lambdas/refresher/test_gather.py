@@ -147,7 +147,7 @@ _ENTRY = st.builds(instance, st.integers(0, 12), _STATES, st.sampled_from(["3", 
 @given(st.lists(st.lists(_ENTRY, max_size=8), min_size=1, max_size=6))
 @settings(max_examples=300, deadline=None)
 def test_a_changed_group_s_facts_are_those_of_its_entries(reads: list[list[dict[str, Any]]]) -> None:
-    # entries equal to the last list's at the same place from its start or its end keep their facts (``_ends``), the
+    # entries equal to the last list's entries they line up with keep their facts (``_aligned``), the
     # others are made: always the facts a first read makes, ``True`` and ``1`` apart
     for listed in reads:
         got = facts(Aws([dict(i) for i in listed]))
@@ -155,6 +155,27 @@ def test_a_changed_group_s_facts_are_those_of_its_entries(reads: list[list[dict[
         assert got == made
         assert [type(f.launch_template_version) for f in got] == [type(f.launch_template_version) for f in made]
         assert [f.launch_template_version for f in got] == [f.launch_template_version for f in made]
+
+
+def test_a_changed_group_keeps_the_facts_of_its_unchanged_entries(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[str] = []
+    make = gather._facts
+
+    def counted(entry: dict[str, Any], times: dict[str, datetime]) -> InstanceFacts:
+        made.append(entry["InstanceId"])
+        return make(entry, times)
+
+    monkeypatch.setattr(gather, "_facts", counted)
+    facts(Aws([instance(k) for k in range(6)]))
+    made.clear()
+    # one gone in the middle, one changed, a spare launched at the end: only those two looked up
+    again = facts(Aws([instance(0), instance(1), instance(3, "Terminating"), instance(4), instance(5), instance(9)]))
+    assert made == [instance(3)["InstanceId"], instance(9)["InstanceId"]] and len(again) == 6
+    made.clear()
+    facts(
+        Aws([instance(7), instance(0), instance(1), instance(3, "Terminating"), instance(4), instance(5), instance(9)])
+    )
+    assert made == [instance(7)["InstanceId"]]  # one inserted at the start
 
 
 def test_a_changed_group_keeps_the_facts_of_its_unchanged_ends() -> None:
