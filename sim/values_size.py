@@ -7,7 +7,7 @@ rows (lists of scalars, ``core.runrecord``) written again on every save with mos
 exact types (``True``, ``1`` and ``Decimal(1)`` are equal in Python but not in DynamoDB), never for an object's
 identity. A list of rows is compared whole with the last ones sized, by its bytes (``_sized_rows``): only the rows
 between the first and the last byte that differ are looked up, a save's one or two of a thousand. The answers are the
-plain ``canonical`` and ``value_bytes`` ones (``tests/unit/sim/test_values_size.py``); each write gets its own lists.
+plain ``canonical`` and ``value_bytes`` ones (``tests/unit/sim/test_values_size.py``); no stored list is a caller's.
 """
 
 from __future__ import annotations
@@ -111,14 +111,17 @@ def _sized_list(values: list[Any]) -> tuple[list[Any], int]:
 # row's bytes start in it and its length last, each row's canonical values, each row's size, the list's size). In
 # version 0 a list's bytes are a type byte and its length (``_HEAD``), then each element's own bytes one after the other
 # (no references, no interning marks): a byte string equal to a slice of another is the same rows, of the same exact
-# types, in the same order. Only lists of rows of scalars are kept (their canonical values are handed out copied).
+# types, in the same order. Only lists of rows of scalars are kept. A kept row's canonical list is the one the items
+# stored with it hold: the table never changes a stored item in place (``sim.dynamo``), and no caller gets such a list
+# but a reader of a stored item, who must not change what it reads (``MemoryDynamo``'s ``copy_reads``).
 _HEAD = 5
 _LISTS_KEPT = 4
-_LAST_ROWS: list[tuple[bytes, list[int], list[tuple[Any, ...]], list[int], int]] = []
+_LAST_ROWS: list[tuple[bytes, list[int], list[list[Any]], list[int], int]] = []
 
 
 def _sized_rows(values: list[list[Any]]) -> tuple[list[Any], int] | None:
-    """``canonical`` of a list of lists and its size (``value_bytes``), each row a new list. The list's bytes
+    """``canonical`` of a list of lists and its size (``value_bytes``), a new list of canonical rows (a row the list
+    kept had is that list's, never one of ``values``: module comment above ``_LAST_ROWS``). The list's bytes
     (``marshal.dumps``: each value's exact type and content) are compared with those of a list sized before
     (``_LAST_ROWS``): the rows whose bytes lie before the first byte that differs, and those after the last, are
     that list's rows, only the rows in between worked out (``_row``); every row is when no list kept differs in
@@ -142,11 +145,10 @@ def _sized_rows(values: list[list[Any]]) -> tuple[list[Any], int] | None:
     if kept[0]:
         _LAST_ROWS.insert(0, kept[1])
         del _LAST_ROWS[_LISTS_KEPT:]
-    canonical_rows, total = kept[1][2], kept[1][4]
-    return list(map(list, canonical_rows)), total
+    return list(kept[1][2]), kept[1][4]
 
 
-Kept = tuple[bool, tuple[bytes, list[int], list[tuple[Any, ...]], list[int], int]]
+Kept = tuple[bool, tuple[bytes, list[int], list[list[Any]], list[int], int]]
 
 
 def _made(values: list[list[Any]], code: bytes) -> Kept:
@@ -156,11 +158,11 @@ def _made(values: list[list[Any]], code: bytes) -> Kept:
     sizes = list(map(_SIZE, made))
     starts = list(accumulate(map(_LENGTH, made), initial=_HEAD))
     keep = all(map(_SCALAR, made)) and starts[-1] == len(code)
-    return keep, (code, starts, list(map(_CANONICAL, made)), sizes, 3 + len(values) + sum(sizes))
+    return keep, (code, starts, list(map(list, map(_CANONICAL, made))), sizes, 3 + len(values) + sum(sizes))
 
 
 def _patched(
-    values: list[list[Any]], code: bytes, last: tuple[bytes, list[int], list[Any], list[int], int]
+    values: list[list[Any]], code: bytes, last: tuple[bytes, list[int], list[list[Any]], list[int], int]
 ) -> Kept | None:
     """``_made``'s answer from ``last`` (a kept list) when the rows in which ``code`` differs from it are fewer than
     half (module comment above ``_LAST_ROWS``); None otherwise."""
@@ -201,7 +203,7 @@ def _patched(
         [*starts[:first], *accumulate(lengths[:-1], initial=starts[first]), *shifted]
         if made
         else [*starts[:first], *shifted],
-        [*rows[:first], *map(_CANONICAL, made), *rows[after:]],
+        [*rows[:first], *map(list, map(_CANONICAL, made)), *rows[after:]],
         [*sizes[:first], *middle, *sizes[after:]],
         total - sum(sizes[first:after]) + sum(middle) + n1 - n0,
     )
