@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from itertools import compress
+from itertools import compress, repeat
 from operator import is_not
-from typing import Any
+from typing import Any, cast
 
 from core.itemsize import row_bytes
 from core.runrecord import WORD_SLOTS, GroupLike, S, pack, spelled
@@ -84,7 +84,7 @@ class RowCache:
         return self._last_bytes if rows is self._last and rows is not None else None
 
     def _result(self, steps: Sequence[S]) -> tuple[list[list[Any]], list[str], list[S]]:
-        rows = [r for r in self._rows if r is not None]
+        rows = cast(list[list[Any]], list(compress(self._rows, map(is_not, self._rows, repeat(None)))))  # in C
         self._last, self._last_bytes = rows, 3 + len(rows) + sum(self._sizes)
         return rows, list(self._words), [steps[p] for p in self._maps]
 

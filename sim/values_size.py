@@ -5,15 +5,17 @@ counts ("Item sizes and formats"), to refuse items over 400 KB. A refresh run's 
 rows (lists of scalars, ``core.runrecord``) written again on every save with mostly the same content, and the
 ``MEMBERSHIP`` mark a list of small maps: each such row or map is canonicalised and sized once for its content and
 exact types (``True``, ``1`` and ``Decimal(1)`` are equal in Python but not in DynamoDB), never for an object's
-identity. The answers are the plain ``canonical`` and ``value_bytes`` ones (``tests/unit/sim/test_values_size.py``).
+identity. A list of rows is compared whole with the last ones sized, by its bytes (``_sized_rows``): only the rows
+between the first and the last byte that differ are looked up, a save's one or two of a thousand. The answers are the
+plain ``canonical`` and ``value_bytes`` ones (``tests/unit/sim/test_values_size.py``); no stored list is a caller's.
 """
 
 from __future__ import annotations
 
-from itertools import chain, repeat
+from itertools import accumulate, chain, repeat
 from marshal import dumps
-from operator import itemgetter
-from typing import Any, cast
+from operator import add, itemgetter
+from typing import Any
 
 from sim.values import _ROW_SCALARS, _ROWS_KEPT, Item, _canonical_row, _row_bytes, canonical, value_bytes
 
@@ -54,7 +56,7 @@ _SIZED_ROWS: dict[tuple[Any, ...], tuple[tuple[type, ...], tuple[Any, ...], int]
 # strings as UTF-8, no references or interning marks, so equal content always gives equal bytes), so equal keys are
 # rows of equal values of the same types, checked in one C call instead of a ``type()`` call a value
 _MARSHALLED: dict[bytes, tuple[tuple[Any, ...], int]] = {}
-_CANONICAL, _SIZE = itemgetter(0), itemgetter(1)  # of a ``_MARSHALLED`` entry
+_CANONICAL, _SIZE, _LENGTH, _SCALAR = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)  # of ``_row``'s
 _LIST, _DICT = {list}, {dict}
 
 
@@ -62,14 +64,10 @@ def _sized_list(values: list[Any]) -> tuple[list[Any], int]:
     """``canonical`` of a list and the size of the result (``value_bytes``)."""
     if values and type(values[0]) is dict and len(values) <= _MAP_LIST_LENGTH:  # the mark's ``changes``: at once
         return _sized_maps(values)
-    if values and set(map(type, values)) == _LIST:  # a RUN# item's rows: every row looked up at once, in C
-        try:
-            found = list(map(_MARSHALLED.get, map(dumps, values, repeat(0))))
-        except ValueError:  # a value marshal refuses: the rows one by one below
-            found = [None]
-        if None not in found:  # every row known: what the loop below gives, without a Python step a row
-            hits = cast(list[tuple[tuple[Any, ...], int]], found)
-            return list(map(list, map(_CANONICAL, hits))), 3 + len(values) + sum(map(_SIZE, hits))
+    if values and set(map(type, values)) == _LIST:  # a RUN# item's rows: from the last such list, by its bytes
+        whole = _sized_rows(values)
+        if whole is not None:
+            return whole
     return _each(values)
 
 
@@ -116,12 +114,6 @@ def _each(values: list[Any]) -> tuple[list[Any], int]:
     return out, total
 
 
-# a map in a list by its items -> its values' types, its canonical form and its size (``value_bytes``): a pure memo,
-# bounded, shared by every run, as ``_SIZED_ROWS``. An entry holds a map of string keys and scalar values only (the
-# ``MEMBERSHIP`` mark's ``changes``, ``{"seq": n, "sk": "NODE#..."}``, put again every minute with the same entries)
-# and answers only a map of the same value types: ``True``, ``1`` and ``Decimal(1)`` are equal in Python
-_SIZED_MAPS: dict[tuple[tuple[Any, Any], ...], tuple[tuple[type, ...], Item, int]] = {}
-_TEXT = {str}
 # a list of maps by ``marshal.dumps(values, 0)`` (exact types, keys in order, content: as ``_MARSHALLED``) -> its
 # canonical maps and its size: the ``MEMBERSHIP`` mark's ``changes``, put every minute with the same 16 entries,
 # sized by one C call and one look-up instead of a look-up a map; a pure memo, bounded, shared by every run
@@ -147,6 +139,139 @@ def _sized_maps(values: list[Any]) -> tuple[list[Any], int]:
             _MAP_LISTS.clear()
         _MAP_LISTS[code] = (tuple(map(dict, out)), total)
     return out, total
+
+
+# The lists of rows sized last (``_sized_rows``), newest first, each as (its ``marshal.dumps(rows, 0)``, where each
+# row's bytes start in it and its length last, each row's canonical values, each row's size, the list's size). In
+# version 0 a list's bytes are a type byte and its length (``_HEAD``), then each element's own bytes one after the other
+# (no references, no interning marks): a byte string equal to a slice of another is the same rows, of the same exact
+# types, in the same order. Only lists of rows of scalars are kept. A kept row's canonical list is the one the items
+# stored with it hold: the table never changes a stored item in place (``sim.dynamo``), and no caller gets such a list
+# but a reader of a stored item, who must not change what it reads (``MemoryDynamo``'s ``copy_reads``).
+_HEAD = 5
+_LISTS_KEPT = 4
+_LAST_ROWS: list[tuple[bytes, list[int], list[list[Any]], list[int], int]] = []
+
+
+def _sized_rows(values: list[list[Any]]) -> tuple[list[Any], int] | None:
+    """``canonical`` of a list of lists and its size (``value_bytes``), a new list of canonical rows (a row the list
+    kept had is that list's, never one of ``values``: module comment above ``_LAST_ROWS``). The list's bytes
+    (``marshal.dumps``: each value's exact type and content) are compared with those of a list sized before
+    (``_LAST_ROWS``): the rows whose bytes lie before the first byte that differs, and those after the last, are
+    that list's rows, only the rows in between worked out (``_row``); every row is when no list kept differs in
+    fewer than half its rows (a run's first save in this process, or an item of another run). A refresh pass
+    changes a row or two of a thousand. None when marshal refuses a value (a Decimal, a subclass): row by row then.
+
+    Raises:
+        TypeError: as ``canonical`` (a float).
+    """
+    try:
+        code = dumps(values, 0)
+    except ValueError:
+        return None
+    for at, last in enumerate(_LAST_ROWS):
+        kept = _patched(values, code, last)
+        if kept is not None:
+            del _LAST_ROWS[at]
+            break
+    else:
+        kept = _made(values, code)
+    if kept[0]:
+        _LAST_ROWS.insert(0, kept[1])
+        del _LAST_ROWS[_LISTS_KEPT:]
+    return list(kept[1][2]), kept[1][4]
+
+
+Kept = tuple[bool, tuple[bytes, list[int], list[list[Any]], list[int], int]]
+
+
+def _made(values: list[list[Any]], code: bytes) -> Kept:
+    """Every row of ``values`` (marshalled whole as ``code``) worked out; whether it may be kept (rows of scalars,
+    each row's bytes one after the other in ``code``) and the entry."""
+    made = list(map(_row, values))
+    sizes = list(map(_SIZE, made))
+    starts = list(accumulate(map(_LENGTH, made), initial=_HEAD))
+    keep = all(map(_SCALAR, made)) and starts[-1] == len(code)
+    return keep, (code, starts, list(map(list, map(_CANONICAL, made))), sizes, 3 + len(values) + sum(sizes))
+
+
+def _patched(
+    values: list[list[Any]], code: bytes, last: tuple[bytes, list[int], list[list[Any]], list[int], int]
+) -> Kept | None:
+    """``_made``'s answer from ``last`` (a kept list) when the rows in which ``code`` differs from it are fewer than
+    half (module comment above ``_LAST_ROWS``); None otherwise."""
+    old, starts, rows, sizes, total = last
+    n0, n1, size0, size1 = len(rows), len(values), len(old), len(code)
+    if code == old:
+        return True, last
+    # the rows before the first byte that differs: the most rows whose bytes all lie in the bytes both begin with
+    low, high = 0, min(n0, n1)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if code[_HEAD : starts[mid]] == old[_HEAD : starts[mid]]:
+            low = mid
+        else:
+            high = mid - 1
+    first = low
+    # the rows after the last: from the first old row whose bytes and all after it end ``code`` too, past ``first``
+    low, high = max(first, first + n0 - n1), n0
+    while low < high:
+        mid = (low + high) // 2
+        tail = size0 - starts[mid]
+        if size1 - tail >= starts[first] and code[size1 - tail :] == old[starts[mid] :]:
+            high = mid
+        else:
+            low = mid + 1
+    after, end = low, low + n1 - n0
+    if (end - first) * 2 > n1:
+        return None
+    made = list(map(_row, values[first:end]))
+    lengths = list(map(_LENGTH, made))
+    delta = size1 - size0
+    if starts[first] + sum(lengths) != starts[after] + delta:  # the rows between are not those bytes: not this list
+        return None
+    middle = list(map(_SIZE, made))
+    shifted = starts[after:] if not delta else list(map(add, starts[after:], repeat(delta)))
+    entry = (
+        code,
+        [*starts[:first], *accumulate(lengths[:-1], initial=starts[first]), *shifted]
+        if made
+        else [*starts[:first], *shifted],
+        [*rows[:first], *map(list, map(_CANONICAL, made)), *rows[after:]],
+        [*sizes[:first], *middle, *sizes[after:]],
+        total - sum(sizes[first:after]) + sum(middle) + n1 - n0,
+    )
+    return all(map(_SCALAR, made)), entry
+
+
+def _row(value: list[Any]) -> tuple[tuple[Any, ...], int, int, bool]:
+    """A row's canonical values, their size (``_row_bytes``), the length of its ``marshal.dumps(value, 0)``, and
+    whether it holds only scalars (``_MARSHALLED`` remembers such a row by those bytes).
+
+    Raises:
+        TypeError: as ``canonical``.
+        ValueError: marshal refuses a value.
+    """
+    code = dumps(value, 0)
+    sized = _MARSHALLED.get(code)
+    if sized is not None:
+        return sized[0], sized[1], len(code), True
+    made = _canonical_row(value)
+    scalar = _ROW_SCALARS.issuperset(map(type, value))
+    if scalar:
+        if len(_MARSHALLED) >= _ROWS_KEPT:
+            _MARSHALLED.clear()
+        _MARSHALLED[code] = (tuple(made), _row_bytes(made))
+        return *_MARSHALLED[code], len(code), True
+    return tuple(made), _row_bytes(made), len(code), False
+
+
+# a map in a list by its items -> its values' types, its canonical form and its size (``value_bytes``): a pure memo,
+# bounded, shared by every run, as ``_SIZED_ROWS``. An entry holds a map of string keys and scalar values only (the
+# ``MEMBERSHIP`` mark's ``changes``, ``{"seq": n, "sk": "NODE#..."}``, put again every minute with the same entries)
+# and answers only a map of the same value types: ``True``, ``1`` and ``Decimal(1)`` are equal in Python
+_SIZED_MAPS: dict[tuple[tuple[Any, Any], ...], tuple[tuple[type, ...], Item, int]] = {}
+_TEXT = {str}
 
 
 def _sized_map(value: Item) -> tuple[Item, int]:

@@ -137,8 +137,7 @@ def with_membership(
         # every item's sort key read in C (``sort_keys``), and the NODE# items and their keys picked by them in C: a
         # listcomp reading each item's key was a quarter of this read's CPU at 1,000 nodes
         keys = sort_keys(items)
-        is_node = list(map(_IS_NODE, keys))
-        nodes, listed = list(compress(items, is_node)), list(compress(keys, is_node))
+        nodes, listed = _nodes(items, keys)
         reused = memo.patched(version, changes, now, partial(picked, nodes, listed=listed), len(nodes), lambda: listed)
         if reused is None:  # an unreadable item: the agent writes it again
             reused = memo.records(nodes, mark, version=version, now=now)
@@ -147,3 +146,18 @@ def with_membership(
         return replace(state, nodes=records)
     fresh = [r for r in records if r.fresh(now, max_age_seconds)]  # by its own write: the mark is not fresh
     return replace(state, nodes=fresh)
+
+
+def _nodes(items: list[dict[str, Any]], keys: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The ``NODE#`` items of a membership read and their sort keys (``keys``, the items'), in the read's order.
+
+    What a read answers: the mark, then only ``NODE#`` items. Told in C without a call a key: the keys after the mark
+    joined by NUL, each separator followed by the prefix, and no NUL but the separators (a key holding one is looked at
+    key by key, as is any other answer)."""
+    start = 1 if keys and keys[0] == MARK_SK else 0
+    rest = keys[start:]
+    joined = "\0".join(rest)
+    if joined.startswith(NODE_PREFIX) and joined.count("\0") == joined.count("\0" + NODE_PREFIX) == len(rest) - 1:
+        return items[start:], rest
+    is_node = list(map(_IS_NODE, keys))
+    return list(compress(items, is_node)), list(compress(keys, is_node))

@@ -10,8 +10,12 @@ of ``read_groups`` at 1,000 instances). Keyed by content, never by an object's i
 A pass of a refresh changes one group at a time: the others answer the same ``Instances`` as the pass before. So
 ``_GROUPS`` keeps, per group name, the last ``Instances`` list read without launch facts and the facts made of it, and
 a list equal to it (``==``: each entry's map key by key, in C) is answered with those facts without a look-up an
-instance. Only a list whose fields the facts are made of are all strings is kept, so that equal means the same text
-(``True == 1``, but ``str(True) != str(1)``). It holds the answer it was made of, never a copy, and never changes it;
+instance, and with the same ``GroupFacts`` when its sizes are the same too (what that worked out, its live instances
+and its index by id, is kept with it). A list that changed (the group being refreshed: a spare launched, an old instance
+gone) keeps the facts of the entries equal to the last list's entries they line up with (``_aligned``: an entry dropped
+or inserted here and there); only the others are looked up (and looked at for text). Only a list whose fields the
+facts are made of are all strings is kept, so that equal means the same text (``True == 1``, but ``str(True) !=
+str(1)``). It holds the answer it was made of, never a copy, and never changes it;
 one entry a group of the last read. That relies on the port answering a new list each call and new entries for what
 changed, never an entry changed in place (boto3 parses every answer anew; the simulation's Auto Scaling shares an
 entry only within one revision of its group); the same list object answered again is read anew.
@@ -20,6 +24,8 @@ entry only within one revision of its group); the same list object answered agai
 from __future__ import annotations
 
 from datetime import datetime
+from itertools import compress, count, islice
+from operator import eq, not_
 from typing import Any
 
 from adapters.aws.ports import Ec2Port, GroupReader
@@ -30,6 +36,7 @@ MEMO_INSTANCES = 20_000  # the most instances' facts ``_FACTS`` keeps before it 
 _FACTS: dict[tuple[Any, ...], InstanceFacts] = {}  # what an instance's facts hold -> those facts (module docstring)
 # group name -> (its ``Instances`` as last read without launch facts, the facts made of them) (module docstring)
 _GROUPS: dict[str, tuple[list[dict[str, Any]], tuple[InstanceFacts, ...]]] = {}
+_MADE: dict[str, GroupFacts] = {}  # group name -> the last read's facts of it (those ``_GROUPS`` keeps the list of)
 
 
 def _template_spec(asg: dict[str, Any]) -> dict[str, Any] | None:
@@ -78,11 +85,17 @@ def read_groups(
         if not times and last is not None and last[0] is not listed and last[0] == listed:
             instances = last[1]  # equal to text: text (only a str equals a str)
             kept[group.name] = (listed, instances)
+        elif not times and last is not None and last[0] is not listed and isinstance(listed, list):
+            # a changed group (the one a pass refreshes): an entry equal to the last list's entry it lines up with
+            # keeps that entry's facts (``_aligned``); only the others are made (and looked at for text)
+            instances, made = _aligned(listed, last[0], last[1])
+            if all(map(_as_text, made)):
+                kept[group.name] = (listed, instances)
         else:
             instances = tuple(_facts(i, times) for i in listed)
             if not times and isinstance(listed, list) and all(map(_as_text, listed)):
                 kept[group.name] = (listed, instances)
-        out[group.name] = GroupFacts(
+        facts = GroupFacts(
             name=group.name,
             role=group.role,
             instance_group=group.instance_group,
@@ -92,10 +105,43 @@ def read_groups(
             instances=instances,
             launch_template_version=version,
         )
+        before = _MADE.get(group.name)
+        # the same facts as the last read's: that object, with what it worked out (``GroupFacts.live``, its index)
+        out[group.name] = before if before is not None and before.instances is instances and before == facts else facts
     if not with_launch_facts:
         _GROUPS.clear()
         _GROUPS.update(kept)
+        _MADE.clear()
+        _MADE.update((name, out[name]) for name in kept)
     return out
+
+
+def _aligned(
+    listed: list[dict[str, Any]], last: list[dict[str, Any]], facts: tuple[InstanceFacts, ...]
+) -> tuple[tuple[InstanceFacts, ...], list[dict[str, Any]]]:
+    """The facts of ``listed``, and the entries made anew: ``listed`` walked along ``last`` (whose facts are
+    ``facts``), each run of entries equal (``==``, compared in C until the first that is not) to the last list's at
+    the place they line up with keeping those facts; at an entry that is not, the last list's entry dropped there (the
+    next one equal to it), or this entry inserted (the next one equal to the last list's), or else this entry changed.
+    A group's list changes by an instance or two a pass (a spare launched at its end, an old instance gone)."""
+    out: list[InstanceFacts] = []
+    made: list[dict[str, Any]] = []
+    n, m, i, j = len(listed), len(last), 0, 0
+    while i < n:
+        unequal = map(not_, map(eq, islice(listed, i, None), islice(last, j, None)))
+        run = next(compress(count(), unequal), min(n - i, m - j))  # (j <= m throughout)
+        out += facts[j : j + run]
+        i, j = i + run, j + run
+        if i >= n:
+            break
+        if j + 1 < m and last[j + 1] == listed[i]:
+            j += 1  # the last list's entry ``j`` is gone
+            continue
+        made.append(listed[i])
+        out.append(_facts(listed[i], {}))
+        inserted = j >= m or (i + 1 < n and listed[i + 1] == last[j])  # (past the last list's end: all inserted)
+        i, j = i + 1, j if inserted else j + 1
+    return tuple(out), made
 
 
 def _as_text(instance: Any) -> bool:

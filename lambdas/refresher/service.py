@@ -9,6 +9,8 @@ the effects ``lambdas.refresher.execute``'s), ``status`` and ``cancel`` answer t
 
 from __future__ import annotations
 
+from itertools import compress
+from operator import attrgetter
 from typing import Any
 
 from adapters.dynamo.snapshot import read_state
@@ -169,11 +171,11 @@ def waits_on(run: Run, trigger: Event) -> bool:
     nodes of other groups are left to the run's slow poll and the tick: no decision of a run looks at them but the
     masters' check."""
     groups = {g.name for g in run.groups}
-    olds = {s.instance_id for s in run.steps}
-    spares = {s.surge_instance_id for s in run.steps if s.surge_instance_id}
-    counting = any(
-        s.state is StepState.SETTLING or COUNTING_WAITS & set(s.waiting_since) for s in run.steps if not s.state.final
-    )
+    # each read in C over every step (a thousand, a report), the steps not final looked at one by one (a few)
+    olds = set(map(_INSTANCE_ID, run.steps))
+    spares = set(filter(None, map(_SPARE, run.steps)))
+    moving = compress(run.steps, map(_NOT_FINAL, map(_STATE, run.steps)))
+    counting = any(s.state is StepState.SETTLING or COUNTING_WAITS & set(s.waiting_since) for s in moving)
     names = (
         trigger.asg_names if len(trigger.asg_names) == len(trigger.instance_ids) else ("",) * len(trigger.instance_ids)
     )
@@ -187,6 +189,8 @@ def waits_on(run: Run, trigger: Event) -> bool:
     return not trigger.instance_ids and any(not g or g in groups for g in trigger.asg_names)
 
 
+_INSTANCE_ID, _SPARE, _STATE = attrgetter("instance_id"), attrgetter("surge_instance_id"), attrgetter("state")
+_NOT_FINAL = frozenset(s for s in StepState if not s.final).__contains__
 # the waits whose end a Ready node of the run's old instances may bring (``decide.worker.surging``,
 # ``decide.replace.draining``, ``decide.master``)
 COUNTING_WAITS = frozenset({WaitDeadline.NODES_READY.value, WaitDeadline.MASTER_READY.value})

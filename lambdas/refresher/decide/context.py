@@ -115,7 +115,8 @@ class Context:
         self.effects: list[Action] = []
         self.changes: list[str] = []
         self.waits: list[Wait] = []
-        self._owned = {id(s) for s in self.run.steps if s.state.in_flight}  # the copies ``working_copy`` made
+        # the copies ``working_copy`` made (the steps in flight, found in C)
+        self._owned = set(map(id, compress(self.run.steps, map(_IN_FLIGHT.__contains__, map(_STATE, self.run.steps)))))
         self._copies: dict[int, RunStep] = {}  # id of a step at rest of the run read -> the pass's copy of it
         self._places: dict[int, int] | None = None  # id of a step in ``run.steps`` -> its position (made on demand)
         self._ready: dict[str, tuple[GroupFacts, list[str]]] = {}  # group -> its facts, Ready live ids (``ready_live``)
@@ -248,7 +249,8 @@ class Context:
         known = self._ready.get(facts.name)
         if known is not None and known[0] is facts:
             return known[1]
-        ready = [i.instance_id for i in facts.live if self.world.ready(i.instance_id)]
+        nodes = self.world.nodes  # ``World.ready`` of each, in line (hundreds of instances)
+        ready = [i for i in map(_INSTANCE_ID, facts.live) if (node := nodes.get(i)) is not None and node.ready]
         self._ready[facts.name] = (facts, ready)
         return ready
 

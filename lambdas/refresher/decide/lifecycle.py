@@ -17,7 +17,7 @@ from lambdas.refresher.decide.undo import undo_draining, undo_terminating, undoi
 from lambdas.refresher.decide.worker import start_workers, surging
 from lambdas.refresher.plan import Action, Metric, MetricUnitName, ReleaseLock, SaveRun, SetCapacity
 
-_STATE, _GROUP, _INDEX = attrgetter("state"), attrgetter("group"), attrgetter("index")
+_STATE, _GROUP = attrgetter("state"), attrgetter("group")
 _FINAL = frozenset(s for s in StepState if s.final)
 _NOT_FINAL = frozenset(StepState) - _FINAL
 
@@ -80,7 +80,7 @@ def skip_pending(p: Context) -> None:
 def finish_run(p: Context) -> None:
     """End the run once every step is final (after ``finish_groups`` restored MaxSize); release the lock."""
     run = p.run
-    if not all(s.state.final for s in run.steps) or restoring(run):
+    if not all(map(_FINAL.__contains__, map(_STATE, run.steps))) or restoring(run):  # the states read in C
         return
     final = {
         RunStatus.RUNNING: RunStatus.SUCCEEDED,
@@ -113,11 +113,13 @@ def decide_pass(p: Context) -> Decision:
         StepState.SURGING: surging,
         StepState.UNDOING: undoing,
     }
-    was = dict(zip(map(_INDEX, run.steps), map(_STATE, run.steps), strict=True))  # each step's state, read in C
+    # each step's state by its place, read in C (a pass never adds, drops or moves a step: ``Context.own`` puts its
+    # copy in the step's place)
+    was = list(map(_STATE, run.steps))
     # terminations first: they give surge units back before anything compares desired capacity. A state no step is
     # in is passed over without looking at each step (``present``: the states now, read again after a handler ran,
     # which may move a step into a later one); a large run's steps are in two or three of the seven
-    present = set(map(_STATE, run.steps))
+    present = set(was)
     for state in handlers:
         if state not in present:
             continue
@@ -134,7 +136,7 @@ def decide_pass(p: Context) -> Decision:
         # from, is a change of its own: ``Context.overdue``)
         run.waiting = "; ".join(w.what for w in p.waits)
     # when each step entered the state this pass left it in (charts, status): the steps it moved found in C
-    for step in compress(run.steps, map(is_not, map(_STATE, run.steps), map(was.__getitem__, map(_INDEX, run.steps)))):
+    for step in compress(run.steps, map(is_not, map(_STATE, run.steps), was)):
         step.entered.setdefault(step.state.value, p.now)
     actions: list[Action] = []
     if p.changes:

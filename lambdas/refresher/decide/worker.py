@@ -3,10 +3,16 @@ current worker group up to ``max_surge``, and move a surging step to draining on
 
 from __future__ import annotations
 
+from itertools import compress, repeat
+from operator import attrgetter, is_
+
 from core.runs import GroupSurge, RunStatus, RunStep, StepState, WaitDeadline
 from lambdas.refresher.decide.context import Context, WaitKind
 from lambdas.refresher.plan import SendCommand, SetCapacity
 from lambdas.refresher.world import GroupFacts
+
+_STATE = attrgetter("state")
+_MOVING = frozenset(s for s in StepState if s.in_flight).__contains__
 
 # the waits of a surging step, each with its deadline (the later ones count from when the earlier one ended)
 SURGE_WAITS = (
@@ -103,12 +109,15 @@ def start_workers(p: Context, current: str, steps: list[RunStep]) -> None:
     started), and a group carrying compensation (a donor) waits until it is given back. A surged step's
     ``spare_launch`` wait begins at the surge."""
     group = p.run.group(current)
-    in_flight = sum(1 for s in steps if s.state.in_flight)
+    # the group's pending steps and those in flight found in C (hundreds of steps, a pass): no rule below moves a step
+    # of ``steps`` itself (``Context.own`` changes the pass's copy), so the pending ones are those found here
+    pending = list(compress(steps, map(is_, map(_STATE, steps), repeat(StepState.PENDING))))
+    in_flight = sum(map(_MOVING, map(_STATE, steps)))
     facts = p.world.groups.get(current)
     limit = min(p.run.options.max_surge, p.settings.surge_limit) if p.run.canary_passed else 1
     if not p.run.canary_passed:
-        in_flight = sum(1 for s in p.run.steps if s.state.in_flight)
-    first = next((s for s in steps if s.state is StepState.PENDING), None)
+        in_flight = sum(map(_MOVING, map(_STATE, p.run.steps)))
+    first = pending[0] if pending else None
     if first is None or in_flight >= limit:
         return
     if facts is not None and group.raised == 0 and in_flight == 0 and group.max_raised_to is None:
@@ -120,11 +129,9 @@ def start_workers(p: Context, current: str, steps: list[RunStep]) -> None:
             return
         p.end_wait(first, WaitDeadline.GROUP_QUIET)
         rebase(p, group, facts)
-    for step in steps:
+    for step in pending:
         if in_flight >= limit:
             break
-        if step.state is not StepState.PENDING:
-            continue
         step = p.own(step)
         if facts is None or not facts.has_live(step.instance_id):
             p.finish_step(step, StepState.SKIPPED, "no longer in its group")

@@ -47,5 +47,8 @@ def test_equal_rows_of_other_types_never_share_an_entry() -> None:
     assert type(one["rows"][0][1]) is Decimal and type(flag["rows"][0][1]) is bool
     with pytest.raises(TypeError):
         values_size.sized_canonical_item({"pk": "p", "rows": [["i-1", 1.0, None]]})
-    again, _ = values_size.sized_canonical_item({"pk": "p", "rows": [["i-1", 1, None]]})
-    assert again == one and again["rows"][0] is not one["rows"][0]  # each write its own lists
+    row = ["i-1", 1, None]
+    again, _ = values_size.sized_canonical_item({"pk": "p", "rows": [row]})
+    assert again == one and again["rows"][0] is not row  # never the caller's list (a stored one may be shared)
+    row[1] = True  # changed in place by the caller after the write: not what was stored
+    assert again == one and type(values_size.sized_canonical_item({"pk": "p", "rows": [row]})[0]["rows"][0][1]) is bool

@@ -73,7 +73,7 @@ def test_a_put_s_item_is_canonicalised_and_sized_as_separately_remembered_or_not
             assert size == item_bytes(values.canonical_item(item))
     first, _ = values_size.sized_canonical_item(items[0])
     again, _ = values_size.sized_canonical_item(items[0])
-    assert first["rows"][0] is not again["rows"][0]  # each write its own lists
+    assert first["rows"][0] is not again["rows"][0]  # rows with a Decimal: made anew each write
 
 
 _SCALARS = st.one_of(
@@ -142,13 +142,14 @@ def test_maps_holding_lists_of_strings_are_canonicalised_and_sized_as_counted(ma
 
 
 def test_rows_all_remembered_are_canonicalised_and_sized_as_one_by_one() -> None:
-    # every row of a list known (``_MARSHALLED``): looked up at once; one not known, or one marshal refuses (a
-    # Decimal), or a value that is not a list: row by row, with the same answer (``True`` is not a known row's ``1``)
+    # a list of rows sized again (``_sized_rows``: from the list kept, by its bytes), or with a row marshal refuses
+    # (a Decimal) or a value that is not a list (row by row): the same answer (``True`` is not a known row's ``1``)
     rows = [[k, "i-0abc", True, None, k % 3] for k in range(6)]
-    first = values_size._sized_list(rows)  # some rows new: one by one
-    again = values_size._sized_list(rows)  # all known: at once
+    first = values_size._sized_list(rows)  # some rows new
+    again = values_size._sized_list(rows)  # the same bytes as the list kept
     assert again == first and [list(map(type, r)) for r in again[0]] == [list(map(type, r)) for r in first[0]]
-    assert all(a is not b for a, b in zip(again[0], first[0], strict=True))  # each write its own lists
+    # no stored row is one of the caller's (a kept list's rows are shared by the items stored with it, never changed)
+    assert not {id(r) for r in again[0]} & {id(r) for r in rows} and again[0] is not first[0]
     assert again == (values.canonical(rows), value_bytes(values.canonical(rows)))
     changed = ([*rows, [9, 1]], [*rows, [Decimal(1)]], [*rows, "x"], [[1, 2], *rows[1:]], [[True, *rows[1][1:]]])
     for other in changed:
@@ -157,3 +158,43 @@ def test_rows_all_remembered_are_canonicalised_and_sized_as_one_by_one() -> None
         assert [list(map(type, r)) if isinstance(r, list) else type(r) for r in stored] == [
             list(map(type, r)) if isinstance(r, list) else type(r) for r in values.canonical(other)
         ]
+
+
+_ROW_VALUES = st.one_of(st.sampled_from([0, 1, True, False, None, "", "i-0abc", "é"]), st.integers(-5, 10**12))
+_ROWS_ST = st.lists(st.lists(_ROW_VALUES, max_size=6), min_size=1, max_size=12)
+
+
+@given(_ROWS_ST, st.lists(st.tuples(st.integers(0, 3), st.integers(0, 20), st.lists(_ROW_VALUES, max_size=6))))
+@settings(max_examples=300, deadline=None)
+def test_a_list_of_rows_sized_from_the_one_before_is_as_counted(rows: list[list[Any]], edits: list[Any]) -> None:
+    # each list sized from the last kept one whose bytes it shares before and after its changed rows
+    # (``_sized_rows``): a row replaced, inserted, dropped, or ``1`` turned into ``True`` in place
+    for kind, at, row in [(0, 0, rows[0]), *edits]:
+        rows = [list(r) for r in rows]
+        at %= len(rows)
+        if kind == 0:
+            rows[at] = row
+        elif kind == 1:
+            rows.insert(at, row)
+        elif kind == 2 and len(rows) > 1:
+            del rows[at]
+        elif rows[at]:
+            value = rows[at][0]
+            rows[at][0] = bool(value) if type(value) is int and value in (0, 1) else value
+        stored, size = values_size._sized_list(rows)
+        plain = values.canonical(rows)
+        assert stored == plain and size == value_bytes(plain)
+        assert [list(map(type, r)) for r in stored] == [list(map(type, r)) for r in plain]
+        assert not {id(r) for r in stored} & {id(r) for r in rows}  # never a caller's list
+        rows[0].append("changed")  # the caller changes its rows after the write: what was stored is as it was
+        assert stored == plain
+
+
+def test_a_list_s_bytes_are_its_rows_bytes_one_after_the_other() -> None:
+    # what ``_sized_rows`` reads a row's place in a list by (marshal version 0: no references, no interning marks)
+    from marshal import dumps
+
+    shared = "i-0abc"
+    rows = [[shared, 1, True, None, shared], [shared, 10**12], [], ["é", shared, False]]
+    assert dumps(rows, 0) == dumps(rows, 0)[:5] + b"".join(dumps(r, 0) for r in rows)
+    assert dumps(rows, 0)[:5] == dumps([0] * len(rows), 0)[:5]

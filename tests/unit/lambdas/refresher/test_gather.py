@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from lambdas.refresher import gather
 from lambdas.refresher.gather import read_groups
-from lambdas.refresher.world import InstanceFacts
+from lambdas.refresher.world import GroupFacts, InstanceFacts
 
 CLUSTER = "demo"
 T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
@@ -31,6 +31,7 @@ class Aws:
 
     def __init__(self, instances: list[dict[str, Any]], times: dict[str, datetime] | None = None) -> None:
         self.instances, self.times = instances, times or {}
+        self.desired: int | None = None
 
     def cluster_groups(self, cluster: str) -> list[dict[str, Any]]:
         return [
@@ -38,7 +39,7 @@ class Aws:
                 "AutoScalingGroupName": "nodes",
                 "MinSize": 1,
                 "MaxSize": 9,
-                "DesiredCapacity": len(self.instances),
+                "DesiredCapacity": len(self.instances) if self.desired is None else self.desired,
                 "Tags": [{"Key": "KubernetesCluster", "Value": cluster}, {"Key": "k8s.io/role/node", "Value": "1"}],
                 "Instances": self.instances,
             }
@@ -137,3 +138,63 @@ def test_text_is_told_as_by_each_field_in_turn(value: Any) -> None:
         template = value.get("LaunchTemplate")
         plain = not template or (type(template) is dict and type(template.get("Version", "")) is str)
     assert gather._as_text(value) is plain
+
+
+_STATES = st.sampled_from(["InService", "Pending", "Terminating"])
+_ENTRY = st.builds(instance, st.integers(0, 12), _STATES, st.sampled_from(["3", "4", None, True, 1]))
+
+
+@given(st.lists(st.lists(_ENTRY, max_size=8), min_size=1, max_size=6))
+@settings(max_examples=300, deadline=None)
+def test_a_changed_group_s_facts_are_those_of_its_entries(reads: list[list[dict[str, Any]]]) -> None:
+    # entries equal to the last list's entries they line up with keep their facts (``_aligned``), the
+    # others are made: always the facts a first read makes, ``True`` and ``1`` apart
+    for listed in reads:
+        got = facts(Aws([dict(i) for i in listed]))
+        made = tuple(gather._facts(i, {}) for i in listed)
+        assert got == made
+        assert [type(f.launch_template_version) for f in got] == [type(f.launch_template_version) for f in made]
+        assert [f.launch_template_version for f in got] == [f.launch_template_version for f in made]
+
+
+def test_a_changed_group_keeps_the_facts_of_its_unchanged_entries(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[str] = []
+    make = gather._facts
+
+    def counted(entry: dict[str, Any], times: dict[str, datetime]) -> InstanceFacts:
+        made.append(entry["InstanceId"])
+        return make(entry, times)
+
+    monkeypatch.setattr(gather, "_facts", counted)
+    facts(Aws([instance(k) for k in range(6)]))
+    made.clear()
+    # one gone in the middle, one changed, a spare launched at the end: only those two looked up
+    again = facts(Aws([instance(0), instance(1), instance(3, "Terminating"), instance(4), instance(5), instance(9)]))
+    assert made == [instance(3)["InstanceId"], instance(9)["InstanceId"]] and len(again) == 6
+    made.clear()
+    facts(
+        Aws([instance(7), instance(0), instance(1), instance(3, "Terminating"), instance(4), instance(5), instance(9)])
+    )
+    assert made == [instance(7)["InstanceId"]]  # one inserted at the start
+
+
+def test_a_changed_group_keeps_the_facts_of_its_unchanged_ends() -> None:
+    first = facts(Aws([instance(k) for k in range(6)]))
+    middle = facts(Aws([*(instance(k) for k in range(3)), instance(3, "Terminating"), instance(4), instance(5)]))
+    assert all(a is b for a, b in zip(first[:3] + first[4:], middle[:3] + middle[4:], strict=True))
+    grown = facts(Aws([*(instance(k) for k in range(1, 6)), instance(9)]))  # one gone at the start, one new
+    assert grown[-1].instance_id == instance(9)["InstanceId"] and grown[:4] == first[1:5]
+
+
+def group(aws: Aws) -> GroupFacts:
+    return read_groups(aws, aws, CLUSTER)["nodes"]  # type: ignore[arg-type]
+
+
+def test_a_group_read_as_before_is_the_same_group_facts_with_what_it_worked_out() -> None:
+    one = group(Aws([instance(k) for k in range(4)]))
+    assert one.live and one.instance(instance(2)["InstanceId"]) is not None
+    assert group(Aws([instance(k) for k in range(4)])) is one
+    bigger = Aws([instance(k) for k in range(4)])
+    bigger.desired = 5
+    three = group(bigger)
+    assert three is not one and three.desired == 5 and three.instances is one.instances
