@@ -100,6 +100,25 @@ def test_an_empty_call_makes_no_call_in_the_adapter_and_in_the_double(aws: Aws) 
     assert double.calls == [["i-0a"]]
 
 
+def test_forgotten_instances_leave_no_cohort_behind(clock: list[float]) -> None:
+    """An instance forgotten before its answer came due takes its cohort entry with it: once every instance is
+    forgotten no cohort is kept, and one listed again is asked as a stranger and comes due as the others do."""
+    ids = [f"i-0{n:016x}" for n in range(120)]
+    groups = Groups(dict.fromkeys(ids, "nodes"))
+    lookup = AsgLookup(groups, clock=lambda: clock[0])
+    for start in range(0, 120, 40):  # three cohorts, a resync apart
+        lookup.resolve(ids[start : start + 40], recheck_seconds=600)
+        clock[0] += 60
+    lookup.retain(ids[40:])
+    assert lookup.due(600) == []
+    lookup.retain([])
+    assert lookup._cohorts == [] and lookup._member == {}
+    lookup.resolve(ids[:1], recheck_seconds=600)
+    assert groups.calls[-1] == ids[:1]
+    clock[0] += 600
+    assert lookup.recheck(600) == {ids[0]: "nodes"}
+
+
 class EveryInstance:
     """The lookup as it judged every wanted instance at every resolve (before the heap, then the cohorts): the
     reference."""
