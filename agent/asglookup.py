@@ -8,7 +8,10 @@ The answers come due in cohorts: the instances asked by one call (one ``resolve`
 so within a cohort kept sorted by each instance's recheck age (``_Cohort``) the answers due at any later instant are a
 prefix, found by one bisection. A resolve or a confirmation of a steady cluster costs a bisection per cohort (about
 one per resync of the recheck period) plus a few C-level steps per instance due, not a step per cached instance or a
-heap operation per answer.
+heap operation per answer. An instance forgotten (``retain``), or asked again before its answer came due (``refresh``),
+has its entry taken out of its cohort then (a node gone: a few a list), so an entry found due is its instance's latest
+answer without a look at each; a confirmation's new cohort is its runs end to end when they do not overlap (as a
+steady cluster's do), merged only when they do.
 """
 
 from __future__ import annotations
@@ -18,12 +21,20 @@ import time
 import zlib
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
-from itertools import chain, compress, repeat
-from operator import is_
+from itertools import chain
+from operator import itemgetter, lt
 
 from adapters.aws.ports import GroupReader
 
 DESCRIBE_ASG_INSTANCES_MAX_IDS = 50  # DescribeAutoScalingInstances: "You can specify up to 50 instances"
+
+
+def _least_age(run: tuple[list[float], list[str]]) -> float:
+    return run[0][0]
+
+
+def _greatest_age(run: tuple[list[float], list[str]]) -> float:
+    return run[0][-1]
 
 
 def spread(instance_id: str, span: float) -> float:
@@ -39,12 +50,22 @@ def spread_fraction(instance_id: str) -> float:
 class _Cohort:
     """The instances one call asked, answered at ``at`` (``AsgLookup.clock`` seconds): ``ages[k]`` is ``ids[k]``'s
     recheck age (its ``spread`` of the period, seconds), ascending; ``ids[:taken]`` were found due already. An entry
-    counts only while its instance's latest answer is this cohort's (``AsgLookup._member``)."""
+    not found due yet is its instance's latest answer (``AsgLookup._member``): it is dropped when its instance is
+    forgotten or asked again before it came due (``_drop``)."""
 
     __slots__ = ("ages", "at", "ids", "taken")
 
     def __init__(self, at: float, ages: list[float], ids: list[str]) -> None:
         self.at, self.ages, self.ids, self.taken = at, ages, ids, 0
+
+    def _drop(self, instance_id: str) -> bool:
+        """The instance's entry gone, if it was not found due yet; True when none is left to come due."""
+        try:
+            k = self.ids.index(instance_id, self.taken)
+        except ValueError:  # found due already
+            return False
+        del self.ids[k], self.ages[k]
+        return self.taken == len(self.ids)
 
 
 class AsgLookup:
@@ -101,6 +122,8 @@ class AsgLookup:
             if self._span is None:
                 self._asked.update(dict.fromkeys(missing, now))
             elif missing:
+                if refresh:  # asked again, due or not: an entry not found due yet no longer their latest answer
+                    self._forget_entries(missing)
                 self._enroll(missing, now, cached=True)
             cache = self._cache
             try:
@@ -146,13 +169,24 @@ class AsgLookup:
         """Forget every cached instance not in ``instance_ids`` (after a full list: those have no node)."""
         keep = instance_ids if isinstance(instance_ids, (set, frozenset)) else set(instance_ids)
         with self._lock:
-            for gone in self._cache.keys() - keep:
-                del self._cache[gone]
-                self._asked.pop(gone, None)
-                self._fraction.pop(gone, None)
-                self._age.pop(gone, None)
-                self._member.pop(gone, None)  # its cohort's entry no longer counts
-                self._ripe.pop(gone, None)
+            gone = self._cache.keys() - keep
+            for instance_id in gone:
+                del self._cache[instance_id]
+                self._asked.pop(instance_id, None)
+                self._fraction.pop(instance_id, None)
+                self._age.pop(instance_id, None)
+                self._ripe.pop(instance_id, None)
+            self._forget_entries(gone)
+
+    def _forget_entries(self, instance_ids: Iterable[str]) -> None:
+        """The instances' cohort entries dropped (``_Cohort._drop``; forgotten, or asked before they came due)."""
+        spent = False
+        for instance_id in instance_ids:
+            cohort = self._member.pop(instance_id, None)
+            if cohort is not None:
+                spent |= cohort._drop(instance_id)
+        if spent:
+            self._cohorts = [cohort for cohort in self._cohorts if cohort.taken < len(cohort.ids)]
 
     def _due(
         self,
@@ -175,21 +209,17 @@ class AsgLookup:
                 by_time.setdefault(at, []).append(instance_id)
             for at, ids in by_time.items():
                 self._enroll(ids, at)
-        member, ripe = self._member, self._ripe
+        ripe = self._ripe
         spent = False
         for cohort in self._cohorts:
             ages, taken = cohort.ages, cohort.taken
             end = bisect_right(ages, now - cohort.at, taken)  # the same float test as ``now - asked >= age``
             if end == taken:
                 continue
-            came = cohort.ids[taken:end]  # those whose latest answer is this cohort's (else asked since, or forgotten)
-            latest = list(map(is_, map(member.get, came), repeat(cohort)))
-            came_ages = cohort.ages[taken:end] if runs is not None else []
-            if False in latest:
-                came, came_ages = list(compress(came, latest)), list(compress(came_ages, latest))
+            came = cohort.ids[taken:end]  # each one's latest answer is this cohort's (``_drop``)
             ripe.update(dict.fromkeys(came))
-            if runs is not None and came:
-                runs.append((came_ages, came))
+            if runs is not None:
+                runs.append((ages[taken:end], came))
             cohort.taken = end
             spent |= end == len(ages)
         if spent:
@@ -201,9 +231,13 @@ class AsgLookup:
     def _enroll_runs(self, runs: list[tuple[list[float], list[str]]], asked_at: float) -> None:
         """``_enroll`` of the instances ``runs`` holds (each run: ages ascending, ids; together ``_ripe``, every one
         cached), answered at ``asked_at``: their ages merged as their cohorts kept them, not looked up and sorted
-        again."""
+        again. Runs that do not overlap (those of confirmations a resync apart: each cohort's run is the ages between
+        the last two looks, shifted by its answers' instant) are put end to end by their least age, not merged."""
         if len(runs) == 1:
             ages, ids = runs[0]
+        elif all(map(lt, map(_greatest_age, ordered := sorted(runs, key=_least_age)), map(_least_age, ordered[1:]))):
+            ages = list(chain.from_iterable(map(itemgetter(0), ordered)))  # end to end: each run's ages above the last
+            ids = list(chain.from_iterable(map(itemgetter(1), ordered)))
         else:
             every_age = list(chain.from_iterable(run[0] for run in runs))
             every_id = list(chain.from_iterable(run[1] for run in runs))

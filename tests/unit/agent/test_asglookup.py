@@ -67,7 +67,9 @@ def test_spread_stays_in_the_second_half_of_the_span() -> None:
 
 
 class Groups:
-    """An in-memory ``GroupReader``: records each call's ids, answers from ``groups``, fails when told."""
+    """An in-memory ``GroupReader``: records each call's ids, answers from ``groups``, fails when told. As the real
+    adapter (``adapters.aws.autoscaling.AutoScaling.group_names``: one DescribeAutoScalingInstances call per 50 ids,
+    none for no id), an empty call makes no call: answered with nothing, never failing, not recorded."""
 
     def __init__(self, groups: dict[str, str]) -> None:
         self.groups = groups
@@ -76,10 +78,45 @@ class Groups:
 
     def group_names(self, instance_ids: Iterable[str]) -> dict[str, str]:
         ids = list(instance_ids)
+        if not ids:
+            return {}
         self.calls.append(ids)
         if self.fail:
             raise AwsUnavailableError("DescribeAutoScalingInstances", "Throttling")
         return {i: self.groups[i] for i in ids if i in self.groups}
+
+
+def test_an_empty_call_makes_no_call_in_the_adapter_and_in_the_double(aws: Aws) -> None:
+    """The double answers an empty call as the real adapter does: nothing, no DescribeAutoScalingInstances call,
+    so no failure either (a lookup with nothing to ask may call it, or not, with the same outcome)."""
+    assert AutoScaling(aws.autoscaling).group_names([]) == {}
+    assert aws.autoscaling.calls == []
+    double = Groups({"i-0a": "nodes"})
+    double.fail = True
+    assert double.group_names([]) == {}
+    assert double.calls == []
+    with pytest.raises(AwsUnavailableError):
+        double.group_names(["i-0a"])
+    assert double.calls == [["i-0a"]]
+
+
+def test_forgotten_instances_leave_no_cohort_behind(clock: list[float]) -> None:
+    """An instance forgotten before its answer came due takes its cohort entry with it: once every instance is
+    forgotten no cohort is kept, and one listed again is asked as a stranger and comes due as the others do."""
+    ids = [f"i-0{n:016x}" for n in range(120)]
+    groups = Groups(dict.fromkeys(ids, "nodes"))
+    lookup = AsgLookup(groups, clock=lambda: clock[0])
+    for start in range(0, 120, 40):  # three cohorts, a resync apart
+        lookup.resolve(ids[start : start + 40], recheck_seconds=600)
+        clock[0] += 60
+    lookup.retain(ids[40:])
+    assert lookup.due(600) == []
+    lookup.retain([])
+    assert lookup._cohorts == [] and lookup._member == {}
+    lookup.resolve(ids[:1], recheck_seconds=600)
+    assert groups.calls[-1] == ids[:1]
+    clock[0] += 600
+    assert lookup.recheck(600) == {ids[0]: "nodes"}
 
 
 class EveryInstance:
