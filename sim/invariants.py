@@ -93,6 +93,8 @@ class Checker:
     _known: dict[str, str] = field(default_factory=dict)  # node -> instance, at the last scan
     _indexed: NodeIndex | None = None  # the nodes _known was last brought up to (the view's, while unchanged)
     _gone: dict[str, str] = field(default_factory=dict)  # nodes gone since, -> instance
+    _gone_refreshed: set[str] = field(default_factory=set)  # of ``_gone``, those of ``refreshed``, kept as both change
+    _gone_of: dict[str, set[str]] = field(default_factory=dict)  # instance -> its nodes in ``_gone``
     _nodes_of: tuple[dict[str, str], dict[str, str] | None] | None = None  # an index's instance_of, instance -> node
     _operator_cordons: set[str] = field(default_factory=set)
 
@@ -118,7 +120,7 @@ class Checker:
             ids = _instance_ids(call, args, kwargs)
             for instance_id in ids:
                 if function == "refresher":
-                    self.refreshed.add(instance_id)
+                    self.refresher_terminated(instance_id)
                 self._terminate(function, call, instance_id)
 
     def _capacity(self, function: str, asg_name: str, desired: int | None, max_size: int | None) -> None:
@@ -184,12 +186,23 @@ class Checker:
             )
 
     # state ---------------------------------------------------------------------------------------------------------
+    def refresher_terminated(self, instance_id: str) -> None:
+        """The refresher terminated ``instance_id`` (or completed its lifecycle action): it is one of ``refreshed``."""
+        if instance_id not in self.refreshed:
+            self.refreshed.add(instance_id)
+            self._gone_refreshed |= self._gone_of.get(instance_id, set())
+
+    def _went(self, name: str, instance: str) -> None:
+        """Node ``name`` of ``instance`` is no longer listed: one of ``_gone`` (in place of what it held before)."""
+        if (before := self._gone.get(name)) is not None:
+            self._gone_of[before].discard(name)
+        self._gone[name] = instance
+        self._gone_of.setdefault(instance, set()).add(name)
+        (self._gone_refreshed.add if instance in self.refreshed else self._gone_refreshed.discard)(name)
+
     def operator_cordon(self, node: str, cordoned: bool) -> None:
         """The schedule's operator cordoned (or uncordoned) ``node`` with kubectl."""
-        if cordoned:
-            self._operator_cordons.add(node)
-        else:
-            self._operator_cordons.discard(node)
+        (self._operator_cordons.add if cordoned else self._operator_cordons.discard)(node)
 
     def after_step(self, step: Step) -> float | None:
         """The kernel's hook: a scan when ``scan_seconds`` passed since the last. Answers when the next one may be
@@ -242,7 +255,7 @@ class Checker:
                 since = cordons.setdefault(n.name, t)
                 if t - since > b.cordon:
                     self.fail("8 a cordon of ours is resolved within a bound", f"node {n.name} cordoned since {since}")
-        for name in [name for name in cordons if name not in held and name in index.instance_of]:
+        for name in (cordons.keys() & index.instance_of.keys()) - held:
             del cordons[name]  # a listed node no longer held starts again (a node gone keeps its entry)
         # 1: Ready workers during a refresh (nodes the refresher terminated are replaced by as many new Ready ones;
         # losses to Spot reclaims and outages are not the refresh's)
@@ -253,7 +266,7 @@ class Checker:
             run_id = str(item.get("sk", ""))[4:]
             start = self._ready_at_start.setdefault(run_id, ready_now)
             lost = self._refreshed_nodes(index) & start
-            lost |= {name for name in start & self._gone.keys() if self._gone[name] in self.refreshed}
+            lost |= start & self._gone_refreshed  # the gone nodes whose instance the refresher terminated
             lost -= ready_now
             if len(lost) > len(ready_now - start):
                 self.fail(
@@ -266,12 +279,13 @@ class Checker:
                 self._runs[run_id] = (updated, t)
             elif t - seen[1] > b.run_stalled:
                 self.fail("8 no run stuck past its deadline", f"run {run_id} unchanged since t={seen[1]:.0f}")
-        if index is not self._indexed:  # the same index as last time: _known holds its nodes already
+        # the same index (or one with the same map of instances) as last time: _known holds its nodes already
+        if self._indexed is None or index.instance_of is not self._indexed.instance_of:
             current = index.instance_of
             for name in sorted(self._known.keys() - current.keys()):
-                self._gone[name] = self._known.pop(name)
+                self._went(name, self._known.pop(name))
             self._known.update(current)
-            self._indexed = index
+        self._indexed = index
         # 8: the lock
         lock = view.table_item("LOCK")
         holder = str(lock.get("holder")) if lock and float(lock.get("lease_expires_at", 0)) > view_epoch(t) else None
@@ -322,11 +336,7 @@ class Checker:
         base = self.view.baseline()
         busy: set[str] = set()  # groups an active refresh run still surges (the run is judged by its liveness)
         for item in self.view.table_items():
-            if str(item.get("sk", "")).startswith("RUN#") and item.get("status") in (
-                "running",
-                "pausing",
-                "cancelling",
-            ):
+            if str(item.get("sk", "")).startswith("RUN#") and item.get("status") in ACTIVE_RUN:
                 busy.update(str(g.get("name")) for g in item.get("groups") or [] if isinstance(g, dict))
                 busy.update(str(name) for name in item.get("surge") or {})
         for g in self.view.group_states():

@@ -197,7 +197,7 @@ def change(rng: random.Random, view: RandomView, checkers: list[Checker], joined
     if instances and rng.random() < 0.2:
         refreshed = rng.choice(instances)
         for checker in checkers:
-            checker.refreshed.add(refreshed)
+            checker.refresher_terminated(refreshed)
     if rng.random() < 0.1:
         view.outages = frozenset(rng.sample(AZS, rng.randint(0, 2)))
     if rng.random() < 0.1:
