@@ -20,9 +20,10 @@ from typing import Any
 from sim.values import _ROW_SCALARS, _ROWS_KEPT, Item, _canonical_row, _row_bytes, canonical, value_bytes
 
 
-def sized_canonical_item(item: Item) -> tuple[Item, int]:
+def sized_canonical_item(item: Item, parts: dict[str, int] | None = None) -> tuple[Item, int]:
     """``canonical_item(item)`` and its ``item_bytes`` (bytes), a list of scalars in a list (a ``RUN#`` row)
-    canonicalised and sized by one look-up of its content (``_SIZED_ROWS``), not one each.
+    canonicalised and sized by one look-up of its content (``_SIZED_ROWS``), not one each. With ``parts``, the
+    ``value_bytes`` of each list, map or set attribute is put in it by name (``sim.dynamo`` sizes an update from them).
 
     Raises:
         TypeError: as ``canonical``.
@@ -31,19 +32,32 @@ def sized_canonical_item(item: Item) -> tuple[Item, int]:
     total = 0
     for name, value in item.items():
         key = name if type(name) is str else str(name)
-        kind = type(value)
-        if kind is str:  # most attributes: kept as they are (``canonical``), sized as ``value_bytes`` sizes them
-            stored, size = value, len(value) if value.isascii() else len(value.encode("utf-8"))
-        elif kind is list:
-            stored, size = _sized_list(value)
-        elif kind is bool or value is None:
-            stored, size = value, 1
-        else:
-            stored = canonical(value)
-            size = value_bytes(stored)
+        stored, size = sized_value(value)
+        if parts is not None and type(stored) in _CONTAINERS:
+            parts[key] = size
         out[key] = stored
         total += (len(key) if key.isascii() else len(key.encode("utf-8"))) + size
     return out, total
+
+
+_CONTAINERS = frozenset({list, dict, set})
+
+
+def sized_value(value: Any) -> tuple[Any, int]:
+    """``canonical(value)`` and its ``value_bytes``.
+
+    Raises:
+        TypeError: as ``canonical``.
+    """
+    kind = type(value)
+    if kind is str:  # most attributes: kept as they are (``canonical``), sized as ``value_bytes`` sizes them
+        return value, len(value) if value.isascii() else len(value.encode("utf-8"))
+    if kind is list:
+        return _sized_list(value)
+    if kind is bool or value is None:
+        return value, 1
+    stored = canonical(value)
+    return stored, value_bytes(stored)
 
 
 # a list of scalars by its values -> its values' types, its canonical values and their size (``_canonical_row`` and
