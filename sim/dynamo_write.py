@@ -54,7 +54,7 @@ class Write:
         size, parts = stored
         before_parts = parts
         sizes = self.exprs.sizes
-        for name, token in self.exprs.update.touched(self.exprs.names).items():
+        for name, token in self.exprs.update.plan(self.exprs.names, self.keys).touched.items():
             before, after = old.get(name, MISSING), new.get(name, MISSING)
             if before is after:
                 continue

@@ -15,7 +15,7 @@ missing are refused (``EvaluationError`` / ``ExpressionError``: the table answer
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
@@ -76,6 +76,45 @@ def _present(value: Any) -> Any:
     return value
 
 
+Resolved = tuple[str | int, ...]  # a document path with its name placeholders resolved
+
+
+@dataclass(frozen=True)
+class Plan:
+    """An update's actions with their paths resolved and checked for one request's name placeholders and one table's
+    key attributes (``Update.plan``)."""
+
+    sets: tuple[tuple[Resolved, Term | Arithmetic], ...]
+    removes: tuple[Resolved, ...]  # later list indexes first, so that earlier ones still point where they did
+    adds: tuple[tuple[Resolved, Value], ...]
+    deletes: tuple[tuple[Resolved, Value], ...]
+    touched: dict[str, str | None]  # the top-level attributes touched, each with the placeholder set whole, if any
+    whole: tuple[tuple[str, str], ...] | None  # (attribute, placeholder) when every action is ``SET a = :v``
+
+    def apply(self, item: Item, names: Mapping[str, str], values: Mapping[str, Any]) -> Item:
+        """``Update.apply``."""
+        ctx = Context(item, names, values)
+        out = dict(item)
+        if self.whole is not None:
+            for name, token in self.whole:
+                out[name] = ctx.value(token)
+            return out
+        new_values = [(parts, _present(term.value(ctx))) for parts, term in self.sets]
+        owned: set[int] = set()  # the lists and maps of ``out`` that are this update's own copies
+        for parts, value in new_values:
+            _set(_parent(out, parts, owned), parts[-1], value)
+        for parts in self.removes:
+            _remove(_parent(out, parts, owned), parts[-1])
+        for parts, operand in self.adds:
+            _add(out, parts, operand.value(ctx))
+        for parts, operand in self.deletes:
+            _delete(out, parts, operand.value(ctx))
+        return out
+
+
+_PLANS_KEPT = 64  # an update's plans, one per set of name placeholders and key attributes (a request's shape)
+
+
 @dataclass(frozen=True)
 class Update:
     """A parsed update expression and the placeholders its text uses."""
@@ -86,6 +125,8 @@ class Update:
     deletes: tuple[tuple[Path, Value], ...]
     names: frozenset[str]
     values: frozenset[str]
+    # (names' items, keys) -> its plan: a pure memo (the paths follow from the names alone), bounded
+    _plans: dict[tuple[Any, ...], Plan] = field(default_factory=dict, compare=False, repr=False)
 
     def apply(self, item: Item, names: Mapping[str, str], values: Mapping[str, Any], keys: tuple[str, ...]) -> Item:
         """The item after the update: a new dict; ``item`` is left as it was (``{}`` for none). Every list and map of
@@ -97,24 +138,36 @@ class Update:
             ExpressionError: overlapping paths or a key attribute updated.
             EvaluationError: the update cannot apply to this item.
         """
-        ctx = Context(item, names, values)
-        sets = [(p.resolve(ctx), term) for p, term in self.sets]
+        return self.plan(names, keys).apply(item, names, values)
+
+    def plan(self, names: Mapping[str, str], keys: tuple[str, ...]) -> Plan:
+        """The update's paths resolved with ``names`` and checked against the table's ``keys`` (once per shape).
+
+        Raises:
+            ExpressionError: an undefined name placeholder, overlapping paths or a key attribute updated.
+        """
+        key = (tuple(names.items()), keys)
+        known = self._plans.get(key)
+        if known is not None:
+            return known
+        ctx = Context({}, names, {})
+        sets = tuple((p.resolve(ctx), term) for p, term in self.sets)
         removes = [p.resolve(ctx) for p in self.removes]
-        adds = [(p.resolve(ctx), operand) for p, operand in self.adds]
-        deletes = [(p.resolve(ctx), operand) for p, operand in self.deletes]
+        adds = tuple((p.resolve(ctx), operand) for p, operand in self.adds)
+        deletes = tuple((p.resolve(ctx), operand) for p, operand in self.deletes)
         _check_paths([*(p for p, _ in sets), *removes, *(p for p, _ in adds), *(p for p, _ in deletes)], keys)
-        new_values = [(parts, _present(term.value(ctx))) for parts, term in sets]
-        out = dict(item)
-        owned: set[int] = set()  # the lists and maps of ``out`` that are this update's own copies
-        for parts, value in new_values:
-            _set(_parent(out, parts, owned), parts[-1], value)
-        for parts in sorted(removes, key=_path_order, reverse=True):
-            _remove(_parent(out, parts, owned), parts[-1])  # later list indexes first, so earlier ones still point
-        for parts, operand in adds:
-            _add(out, parts, operand.value(ctx))
-        for parts, operand in deletes:
-            _delete(out, parts, operand.value(ctx))
-        return out
+        touched: dict[str, str | None] = {
+            str(parts[0]): term.token if len(parts) == 1 and isinstance(term, Value) else None for parts, term in sets
+        }
+        touched.update((str(p[0]), None) for p in (*removes, *(p for p, _ in adds), *(p for p, _ in deletes)))
+        whole = None
+        if len(touched) == len(sets) and all(touched.values()):  # only ``SET a = :v`` actions
+            whole = tuple((name, str(token)) for name, token in touched.items())
+        plan = Plan(sets, tuple(sorted(removes, key=_path_order, reverse=True)), adds, deletes, touched, whole)
+        if len(self._plans) >= _PLANS_KEPT:
+            self._plans.clear()
+        self._plans[key] = plan
+        return plan
 
     def updated(self, names: Mapping[str, str]) -> set[str]:
         """The top-level attributes the update touches (ReturnValues UPDATED_OLD / UPDATED_NEW)."""

@@ -12,6 +12,7 @@ plain ``canonical`` and ``value_bytes`` ones (``tests/unit/sim/test_values_size.
 
 from __future__ import annotations
 
+from contextlib import suppress
 from itertools import accumulate, chain, repeat
 from marshal import dumps
 from operator import add, itemgetter
@@ -138,7 +139,11 @@ _MAP_LIST_LENGTH = 64  # longer lists one map at a time: an entry's size stays s
 
 def _sized_maps(values: list[Any]) -> tuple[list[Any], int]:
     """``_sized_list`` of a list that starts with a map: by ``_MAP_LISTS`` when its values are all maps of scalars
-    marshal writes (a new map each time, as ``_sized_map``), else one value at a time."""
+    marshal writes (a new map each time, as ``_sized_map``), else one value at a time: at once when the first map
+    holds a list or a map (a ``RUN#`` item's ``steps``, a step's ``surge_baseline`` a group's instances), a list the
+    memo never keeps, so never marshalled whole."""
+    if not _ROW_SCALARS.issuperset(map(type, values[0].values())):
+        return _each(values)
     try:
         code = dumps(values, 0)
     except ValueError:  # a type marshal does not write (a Decimal, a Binary, a subclass): not kept
@@ -297,10 +302,10 @@ def _sized_map(value: Item) -> tuple[Item, int]:
     """
     key = tuple(value.items())
     types = tuple(map(type, value.values()))
-    try:
-        known = _SIZED_MAPS.get(key)
-    except TypeError:  # a value that is not hashable (a list, a map, a set): never a map the memo holds
-        known = None
+    known = None
+    if _ROW_SCALARS.issuperset(types):  # else a list, a map or a set in it: never a map the memo holds
+        with suppress(TypeError):  # a value that is not hashable (a signalling NaN): not known
+            known = _SIZED_MAPS.get(key)
     if known is None or known[0] != types:
         stored, sizes = {}, []  # ``canonical(value)`` and ``value_bytes`` of it, a list of strings sized in C
         for name, field in value.items():
@@ -309,8 +314,8 @@ def _sized_map(value: Item) -> tuple[Item, int]:
                 stored[name] = list(field)
                 sizes.append(3 + len(field) + (len(text) if text.isascii() else len(text.encode("utf-8"))))
             else:
-                stored[name] = canonical(field)
-                sizes.append(value_bytes(stored[name]))
+                stored[name], size = sized_value(field)
+                sizes.append(size)
         known = (types, stored, 3 + sum(1 + len(k.encode("utf-8")) + n for k, n in zip(stored, sizes, strict=True)))
         if _ROW_SCALARS.issuperset(types) and all(type(k) is str for k in value):
             if len(_SIZED_MAPS) >= _ROWS_KEPT:
