@@ -36,11 +36,12 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from sim.dynamo_calls import Expressions, RequestError, Write, client_error, expressions, metadata, returned, validation
+from sim.dynamo_calls import Expressions, RequestError, client_error, expressions, metadata, validation
 from sim.dynamo_filters import Verdicts
 from sim.dynamo_keys import key_of, key_range, sort_key_group
 from sim.dynamo_stale import STALE_READ, History
 from sim.dynamo_transactions import MemoryClient
+from sim.dynamo_write import Sizing, Write, returned
 from sim.expression_syntax import ExpressionError
 from sim.faults import Faults
 from sim.kernel import Kernel
@@ -172,6 +173,8 @@ class MemoryTable:
         # item_bytes of each stored item by partition and sort key, for Query's 1 MB pages
         self._sizes: dict[str, dict[str, int]] = {}
         self._bytes: dict[str, dict[str, int]] = {}  # the sum of a partition's _sizes by sort key group (a bound)
+        # (pk, sk) -> value_bytes of its item's list, map and set attributes by name, to size updates (``sizing``)
+        self._parts: dict[tuple[str, str], dict[str, int]] = {}
         self._read: Callable[[Item], Item] = copy_item if dynamo.copy_reads else _shared
         self._history = History()  # for eventually consistent reads under a StaleRead fault
         self._verdicts = Verdicts()  # a Query's FilterExpression judged once per stored item (``sim.dynamo_filters``)
@@ -198,10 +201,19 @@ class MemoryTable:
     def stored(self, key: tuple[str, str]) -> Item | None:
         return self._items.get(key[0], {}).get(key[1])
 
-    def store(self, key: tuple[str, str], item: Item | None, size: int) -> None:
-        """Put ``item`` (of ``size`` bytes) at ``key``, or delete what is there (None); tell the listeners."""
+    def sizing(self, key: tuple[str, str]) -> Sizing:
+        """The stored item's ``item_bytes`` and its lists', maps' and sets' ``value_bytes`` by name (read only)."""
+        return self._sizes.get(key[0], {}).get(key[1], 0), self._parts.get(key, {})
+
+    def store(self, key: tuple[str, str], item: Item | None, size: int, parts: dict[str, int] | None = None) -> None:
+        """Put ``item`` (of ``size`` bytes, its ``parts`` as ``sizing`` answers them) at ``key``, or delete what is
+        there (None); tell the listeners."""
         pk, sk = key
         old = self.stored(key)
+        if parts:
+            self._parts[key] = parts
+        else:
+            self._parts.pop(key, None)
         if item is None:
             if old is not None:
                 self._bytes[pk][sort_key_group(sk)] -= self._sizes[pk][sk]
@@ -245,15 +257,16 @@ class MemoryTable:
         if kind == "ConditionCheck" and exprs.condition is None:
             raise validation("1 validation error detected: ConditionExpression must not be null")
         item = None
+        parts: dict[str, int] = {}
         if kind == "Put":
-            item, size = sized_canonical_item(dict(params["Item"]))
+            item, size = sized_canonical_item(dict(params["Item"]), parts)
             key = self.key_of(item, exact=False)
             if size > MAX_ITEM_BYTES:
                 raise validation("Item size has exceeded the maximum allowed size")
         else:
             key, size = self.key_of(params["Key"]), 0
         on_failure = params.get("ReturnValuesOnConditionCheckFailure", "NONE") == "ALL_OLD"
-        return Write(kind, key, exprs, self.keys, item, on_failure, size)
+        return Write(kind, key, exprs, self.keys, item, on_failure, (size, parts))
 
     # the Table resource's calls --------------------------------------------------------------------------------------
     def get_item(
@@ -293,13 +306,13 @@ class MemoryTable:
                 extra = {"Item": item} if (item := write.failure_item(old)) else {}
                 raise client_error("ConditionalCheckFailedException", operation, request_id, extra=extra)
             new = write.result(old)
-            size = write.sized(new)
+            sized = write.sized(new, old, self.sizing(write.key))
         except (RequestError, ExpressionError) as err:
             code, message = (
                 (err.code, err.message) if isinstance(err, RequestError) else ("ValidationException", str(err))
             )
             raise client_error(code, operation, request_id, message) from None
-        self.store(write.key, new, size)
+        self.store(write.key, new, *sized)
         out: dict[str, Any] = {"ResponseMetadata": metadata(request_id)}
         attributes = returned(params.get("ReturnValues", "NONE"), old, new, write)
         if attributes:

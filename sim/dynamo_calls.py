@@ -16,6 +16,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -27,7 +28,8 @@ from sim.condition_shapes import Shape, shape
 from sim.expression_syntax import Context, EvaluationError, ExpressionError
 from sim.expressions import parse_condition
 from sim.updates import Update, parse_update
-from sim.values import MAX_ITEM_BYTES, Item, canonical, copy_item, item_bytes, wire
+from sim.values import Item, canonical
+from sim.values_size import sized_value
 
 # HTTP status DynamoDB answers with ("Error handling with DynamoDB", "Error components"); other codes: 400
 STATUS = {
@@ -105,6 +107,8 @@ class Expressions:
     update: Update | None
     names: dict[str, str]
     values: dict[str, Any]
+    # an update's values as ``ExpressionAttributeValues`` gave them, with their ``value_bytes``, by placeholder
+    sizes: dict[str, tuple[Any, int]] = dataclass_field(default_factory=dict)
 
     def holds(self, text: str | None, item: Item) -> bool:
         return text is None or parse_condition(text).condition.holds(Context(item, self.names, self.values))
@@ -125,6 +129,11 @@ def expressions(params: Mapping[str, Any], update: bool = False) -> Expressions:
     """
     if not update and not any(map(params.__contains__, _EXPRESSION_PARAMS)):
         return Expressions(None, None, None, None, {}, {})  # no expression, no placeholder: nothing to check
+    updating = _update_shape(params) if update else None
+    if updating is not None:
+        checked = _UPDATES.get(updating[0])
+        if checked is not None:  # this shape was checked before: only its values are this request's
+            return _updated_expressions(params, checked, updating[1])
     walked = None if update else _conditions_only(params)
     if walked is not None:
         known = _CHECKED.get(walked[0])
@@ -136,7 +145,14 @@ def expressions(params: Mapping[str, Any], update: bool = False) -> Expressions:
     given_values = params.get("ExpressionAttributeValues")
     if given_values is not None and not given_values:
         raise validation("ExpressionAttributeValues must not be empty")
-    values = {k: canonical(v) for k, v in (given_values or {}).items()}
+    sizes: dict[str, tuple[Any, int]] = {}
+    if update:  # each value with its size (``Write.sized``)
+        values = {}
+        for k, v in (given_values or {}).items():
+            sizes[k] = sized = sized_value(v)
+            values[k] = sized[0]
+    else:
+        values = {k: canonical(v) for k, v in (given_values or {}).items()}
     asked: dict[str, Any] = {field: params.get(field) for field in _FIELDS}
     conditions = [(field, condition) for field, condition in asked.items() if isinstance(condition, ConditionBase)]
     texts: dict[str, str | None] = {**asked, **_built(conditions, names, values)} if conditions else asked
@@ -161,6 +177,8 @@ def expressions(params: Mapping[str, Any], update: bool = False) -> Expressions:
                 raise validation(f"{field} can only be specified when using expressions")
     _check_used("ExpressionAttributeNames", names.keys(), used_names, "attribute name used in the document path")
     _check_used("ExpressionAttributeValues", values.keys(), used_values, "attribute value used in expression")
+    if updating is not None:
+        _keep_update(updating[0], texts["ConditionExpression"], names, parsed_update)
     if walked is not None and (built := _BUILT.get(walked[0])) is not None:  # built from its shape, and valid
         if len(_CHECKED) >= _BUILT_KEPT:
             _CHECKED.clear()
@@ -171,8 +189,71 @@ def expressions(params: Mapping[str, Any], update: bool = False) -> Expressions:
         )  # fmt: skip
     return Expressions(
         texts["ConditionExpression"], texts["KeyConditionExpression"], texts["FilterExpression"], parsed_update,
-        names, values,
+        names, values, sizes,
     )  # fmt: skip
+
+
+# an UpdateItem's (or a transaction's Update's) shape (``_update_shape``) that ``expressions`` checked -> its
+# ConditionExpression text, its name placeholders (the request's and the builder's), its condition's value placeholders
+# in walk order, its parsed UpdateExpression. As ``_CHECKED``: which placeholders are used, and whether the texts
+# parse, follow from the texts and the placeholders' names alone, never from the values; a pure memo, bounded
+_UPDATES: dict[tuple[Any, ...], tuple[str | None, dict[str, str], tuple[str, ...], Update | None]] = {}
+
+
+def _update_shape(params: Mapping[str, Any]) -> tuple[tuple[Any, ...], list[Any]] | None:
+    """The shape of an update request (its UpdateExpression, its condition's text or ``sim.condition_shapes`` shape,
+    its name placeholders and what they name, its value placeholders' names) and its condition's values in walk
+    order; None for a request ``expressions`` checks the whole way (a KeyConditionExpression or FilterExpression, an
+    empty ExpressionAttributeValues, a condition the walk does not follow, names that are not strings)."""
+    text = params.get("UpdateExpression")
+    if type(text) is not str or "KeyConditionExpression" in params or "FilterExpression" in params:
+        return None
+    names = params.get("ExpressionAttributeNames") or {}
+    given = params.get("ExpressionAttributeValues")
+    if type(names) is not dict or (given is not None and (type(given) is not dict or not given)):
+        return None
+    condition = params.get("ConditionExpression")
+    walked: tuple[Any, list[Any]] | None = (None, [])
+    if isinstance(condition, ConditionBase):
+        walked = shape([("ConditionExpression", condition)])
+    elif type(condition) is str:
+        walked = (("text", condition), [])
+    elif condition is not None:
+        walked = None
+    if walked is None or not all(type(k) is str and type(v) is str for k, v in names.items()):
+        return None
+    return (text, walked[0], tuple(names.items()), tuple(given or ())), walked[1]
+
+
+def _keep_update(key: tuple[Any, ...], condition: str | None, names: dict[str, str], parsed: Update | None) -> None:
+    """Remember an update shape ``expressions`` checked (``_UPDATES``), when its condition's placeholders are known:
+    none, or those the builder was seen to place for its shape (``_BUILT``)."""
+    placeholders: tuple[str, ...] = ()
+    if key[1] is not None and key[1][0] != "text":
+        built = _BUILT.get(key[1])
+        if built is None:
+            return
+        placeholders = tuple(p for field in built for p in field.placeholders)
+    if len(_UPDATES) >= _BUILT_KEPT:
+        _UPDATES.clear()
+    _UPDATES[key] = (condition, dict(names), placeholders, parsed)
+
+
+def _updated_expressions(
+    params: Mapping[str, Any],
+    checked: tuple[str | None, dict[str, str], tuple[str, ...], Update | None],
+    condition_values: list[Any],
+) -> Expressions:
+    """``expressions`` of an update request of a shape checked before (``_UPDATES``): its values canonical (and
+    sized), the condition's placed as the builder placed them."""
+    condition, names, placeholders, parsed = checked
+    values: dict[str, Any] = {}
+    sizes: dict[str, tuple[Any, int]] = {}
+    for k, v in (params.get("ExpressionAttributeValues") or {}).items():
+        sizes[k] = sized = sized_value(v)
+        values[k] = sized[0]
+    values.update(zip(placeholders, map(canonical, condition_values), strict=True))
+    return Expressions(condition, None, None, parsed, dict(names), values, sizes)
 
 
 def _conditions_only(params: Mapping[str, Any]) -> tuple[Shape, list[Any]] | None:
@@ -263,71 +344,4 @@ def _check_used(field: str, defined: Any, used: set[str], what: str) -> None:
         raise validation(f"Value provided in {field} unused in expressions: keys: {{{', '.join(unused)}}}")
 
 
-@dataclass
-class Write:
-    """One conditional write: ``kind`` Put (``item``), Update (``exprs.update``), Delete, or ConditionCheck."""
-
-    kind: str
-    key: tuple[str, str]
-    exprs: Expressions
-    keys: tuple[str, str]  # the table's key attribute names
-    item: Item | None = None
-    all_old_on_failure: bool = False
-    size: int = 0  # item_bytes of a Put's item
-
-    def sized(self, new: Item | None) -> int:
-        """``item_bytes`` of the item after the write (0 for none).
-
-        Raises:
-            RequestError: ValidationException, the item is over 400 KB.
-        """
-        if new is None or self.kind == "ConditionCheck":
-            return 0
-        size = self.size if self.kind == "Put" else item_bytes(new)
-        if size > MAX_ITEM_BYTES:
-            raise validation("Item size has exceeded the maximum allowed size")
-        return size
-
-    def holds(self, old: Item | None) -> bool:
-        """Whether the condition holds for the stored item (None: none).
-
-        Raises:
-            EvaluationError: the condition cannot be evaluated on it.
-        """
-        return self.exprs.holds(self.exprs.condition, old or {})
-
-    def result(self, old: Item | None) -> Item | None:
-        """The item after the write (None: no item; a ConditionCheck leaves ``old``).
-
-        Raises:
-            EvaluationError, ExpressionError: the update cannot apply to this item.
-        """
-        if self.kind == "Put":
-            return self.item
-        if self.kind == "Delete":
-            return None
-        if self.kind == "ConditionCheck":
-            return old
-        assert self.exprs.update is not None  # an Update write is built with its parsed expression
-        base = old if old is not None else {self.keys[0]: self.key[0], self.keys[1]: self.key[1]}
-        return self.exprs.update.apply(base, self.exprs.names, self.exprs.values, self.keys)
-
-    def failure_item(self, old: Item | None) -> dict[str, Any] | None:
-        """``Item`` of a failed condition's answer (DynamoDB JSON), when asked for with ALL_OLD and there is one."""
-        return wire(old) if self.all_old_on_failure and old is not None else None
-
-
-__all__ = ["EvaluationError", "ExpressionError", "RequestError", "Write", "client_error", "expressions", "metadata"]
-
-
-def returned(mode: str, old: Item | None, new: Item | None, write: Write) -> Item | None:
-    """What a write answers in ``Attributes`` for ``ReturnValues`` ``mode``, of the item before and after it."""
-    if mode == "NONE":
-        return None
-    if mode == "ALL_OLD":
-        return copy_item(old) if old else None
-    if mode == "ALL_NEW":
-        return copy_item(new) if new else None
-    touched = write.exprs.update.updated(write.exprs.names) if write.exprs.update else set()
-    source = (old if mode == "UPDATED_OLD" else new) or {}
-    return {k: v for k, v in copy_item(source).items() if k in touched} or None
+__all__ = ["EvaluationError", "ExpressionError", "RequestError", "client_error", "expressions", "metadata"]

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from sim.dynamo_calls import RequestError, Write, client_error, metadata, validation
+from sim.dynamo_calls import RequestError, client_error, metadata, validation
+from sim.dynamo_write import Sizing, Write
 from sim.expression_syntax import EvaluationError, ExpressionError
 from sim.values import Item
 
@@ -54,14 +55,14 @@ class MemoryClient:
             )
             raise client_error(code, operation, request_id, message) from None
         reasons: list[dict[str, Any]] = []
-        results: list[tuple[Item | None, int]] = []
+        results: list[tuple[Item | None, Sizing]] = []
         for table, write in writes:
             old = table.stored(write.key)
             reason: dict[str, Any] = {"Code": "None"}
             try:
                 if write.holds(old):
                     new = write.result(old)
-                    results.append((new, write.sized(new)))
+                    results.append((new, write.sized(new, old, table.sizing(write.key))))
                 else:
                     reason = {"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"}
                     if item := write.failure_item(old):
@@ -81,9 +82,9 @@ class MemoryClient:
             )
             extra = {"CancellationReasons": reasons}
             raise client_error("TransactionCanceledException", operation, request_id, message, extra)
-        for (table, write), (new, size) in zip(writes, results, strict=True):
+        for (table, write), (new, sized) in zip(writes, results, strict=True):
             if write.kind != "ConditionCheck":
-                table.store(write.key, new, size)
+                table.store(write.key, new, *sized)
         return {"ResponseMetadata": metadata(request_id)}
 
     def _writes(self, items: list[Mapping[str, Any]]) -> Iterator[tuple[MemoryTable, Write]]:

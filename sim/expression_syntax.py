@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sim.reserved_words import RESERVED_WORDS
 from sim.values import MISSING, Item, size_of, step
 
 KEYWORDS = frozenset({"AND", "OR", "NOT", "BETWEEN", "IN"})
@@ -158,10 +159,17 @@ Operand = Path | Value | Size
 
 
 def parse_path(tokens: Tokens) -> Path:
+    """A document path. An attribute name that is a reserved word (``sim.reserved_words``) is refused as DynamoDB
+    refuses it: it must be written through an ``#name`` placeholder.
+
+    Raises:
+        ExpressionError: not a path, or a reserved word in it.
+    """
     kind, text = tokens.take()
     if kind not in ("name", "nph") or text.upper() in KEYWORDS:
         tokens.pos -= 1
         raise tokens.error()
+    _unreserved(tokens, kind, text)
     parts: list[str | int] = [text]
     while True:
         if tokens.op("."):
@@ -169,6 +177,7 @@ def parse_path(tokens: Tokens) -> Path:
             if kind not in ("name", "nph"):
                 tokens.pos -= 1
                 raise tokens.error()
+            _unreserved(tokens, kind, text)
             parts.append(text)
         elif tokens.op("["):
             kind, text = tokens.take()
@@ -179,6 +188,11 @@ def parse_path(tokens: Tokens) -> Path:
             tokens.expect("]")
         else:
             return Path(tuple(parts))
+
+
+def _unreserved(tokens: Tokens, kind: str, text: str) -> None:
+    if kind == "name" and text.upper() in RESERVED_WORDS:
+        raise ExpressionError(f"Invalid {tokens.what}: Attribute name is a reserved keyword; reserved keyword: {text}")
 
 
 def parse_operand(tokens: Tokens) -> Operand:

@@ -15,13 +15,13 @@ missing are refused (``EvaluationError`` / ``ExpressionError``: the table answer
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
 from sim.expression_syntax import Context, EvaluationError, ExpressionError, Path, Tokens, Value, parse_path
-from sim.values import MISSING, Item, copy_item, copy_value, step, type_of
+from sim.values import MISSING, Item, copy_value, step, type_of
 
 CLAUSES = ("SET", "REMOVE", "ADD", "DELETE")
 WHAT = "UpdateExpression"
@@ -76,6 +76,45 @@ def _present(value: Any) -> Any:
     return value
 
 
+Resolved = tuple[str | int, ...]  # a document path with its name placeholders resolved
+
+
+@dataclass(frozen=True)
+class Plan:
+    """An update's actions with their paths resolved and checked for one request's name placeholders and one table's
+    key attributes (``Update.plan``)."""
+
+    sets: tuple[tuple[Resolved, Term | Arithmetic], ...]
+    removes: tuple[Resolved, ...]  # later list indexes first, so that earlier ones still point where they did
+    adds: tuple[tuple[Resolved, Value], ...]
+    deletes: tuple[tuple[Resolved, Value], ...]
+    touched: dict[str, str | None]  # the top-level attributes touched, each with the placeholder set whole, if any
+    whole: tuple[tuple[str, str], ...] | None  # (attribute, placeholder) when every action is ``SET a = :v``
+
+    def apply(self, item: Item, names: Mapping[str, str], values: Mapping[str, Any]) -> Item:
+        """``Update.apply``."""
+        ctx = Context(item, names, values)
+        out = dict(item)
+        if self.whole is not None:
+            for name, token in self.whole:
+                out[name] = ctx.value(token)
+            return out
+        new_values = [(parts, _present(term.value(ctx))) for parts, term in self.sets]
+        owned: set[int] = set()  # the lists and maps of ``out`` that are this update's own copies
+        for parts, value in new_values:
+            _set(_parent(out, parts, owned), parts[-1], value)
+        for parts in self.removes:
+            _remove(_parent(out, parts, owned), parts[-1])
+        for parts, operand in self.adds:
+            _add(out, parts, operand.value(ctx))
+        for parts, operand in self.deletes:
+            _delete(out, parts, operand.value(ctx))
+        return out
+
+
+_PLANS_KEPT = 64  # an update's plans, one per set of name placeholders and key attributes (a request's shape)
+
+
 @dataclass(frozen=True)
 class Update:
     """A parsed update expression and the placeholders its text uses."""
@@ -86,37 +125,65 @@ class Update:
     deletes: tuple[tuple[Path, Value], ...]
     names: frozenset[str]
     values: frozenset[str]
+    # (names' items, keys) -> its plan: a pure memo (the paths follow from the names alone), bounded
+    _plans: dict[tuple[Any, ...], Plan] = field(default_factory=dict, compare=False, repr=False)
 
     def apply(self, item: Item, names: Mapping[str, str], values: Mapping[str, Any], keys: tuple[str, ...]) -> Item:
-        """The item after the update (a new dict; ``item`` is left as it was; ``{}`` for none).
+        """The item after the update: a new dict; ``item`` is left as it was (``{}`` for none). Every list and map of
+        ``item`` the update does not change is the new item's too, and a value set is the one the placeholders or
+        the item hold, not a copy (neither is ever changed in place: a list or map the update changes inside is
+        copied first, once).
 
         Raises:
             ExpressionError: overlapping paths or a key attribute updated.
             EvaluationError: the update cannot apply to this item.
         """
-        ctx = Context(item, names, values)
-        paths = [p.resolve(ctx) for p, _ in self.sets] + [p.resolve(ctx) for p in self.removes]
-        paths += [p.resolve(ctx) for p, _ in self.adds] + [p.resolve(ctx) for p, _ in self.deletes]
-        _check_paths(paths, keys)
-        new_values = [(path.resolve(ctx), copy_value(_present(term.value(ctx)))) for path, term in self.sets]
-        out = copy_item(item)
-        for parts, value in new_values:
-            _set(out, parts, value)
-        for parts in sorted((p.resolve(ctx) for p in self.removes), key=_path_order, reverse=True):
-            _remove(out, parts)  # later list indexes first, so earlier ones still point where they did
-        for path, operand in self.adds:
-            _add(out, path.resolve(ctx), operand.value(ctx))
-        for path, operand in self.deletes:
-            _delete(out, path.resolve(ctx), operand.value(ctx))
-        return out
+        return self.plan(names, keys).apply(item, names, values)
+
+    def plan(self, names: Mapping[str, str], keys: tuple[str, ...]) -> Plan:
+        """The update's paths resolved with ``names`` and checked against the table's ``keys`` (once per shape).
+
+        Raises:
+            ExpressionError: an undefined name placeholder, overlapping paths or a key attribute updated.
+        """
+        key = (tuple(names.items()), keys)
+        known = self._plans.get(key)
+        if known is not None:
+            return known
+        ctx = Context({}, names, {})
+        sets = tuple((p.resolve(ctx), term) for p, term in self.sets)
+        removes = [p.resolve(ctx) for p in self.removes]
+        adds = tuple((p.resolve(ctx), operand) for p, operand in self.adds)
+        deletes = tuple((p.resolve(ctx), operand) for p, operand in self.deletes)
+        _check_paths([*(p for p, _ in sets), *removes, *(p for p, _ in adds), *(p for p, _ in deletes)], keys)
+        touched: dict[str, str | None] = {
+            str(parts[0]): term.token if len(parts) == 1 and isinstance(term, Value) else None for parts, term in sets
+        }
+        touched.update((str(p[0]), None) for p in (*removes, *(p for p, _ in adds), *(p for p, _ in deletes)))
+        whole = None
+        if len(touched) == len(sets) and all(touched.values()):  # only ``SET a = :v`` actions
+            whole = tuple((name, str(token)) for name, token in touched.items())
+        plan = Plan(sets, tuple(sorted(removes, key=_path_order, reverse=True)), adds, deletes, touched, whole)
+        if len(self._plans) >= _PLANS_KEPT:
+            self._plans.clear()
+        self._plans[key] = plan
+        return plan
 
     def updated(self, names: Mapping[str, str]) -> set[str]:
         """The top-level attributes the update touches (ReturnValues UPDATED_OLD / UPDATED_NEW)."""
+        return set(self.touched(names))
+
+    def touched(self, names: Mapping[str, str]) -> dict[str, str | None]:
+        """The top-level attributes the update touches, each with the placeholder it is set to whole (``SET a =
+        :v``), if it is."""
         ctx = Context({}, names, {})
-        paths = (
-            [p for p, _ in self.sets] + list(self.removes) + [p for p, _ in self.adds] + [p for p, _ in self.deletes]
-        )
-        return {str(p.resolve(ctx)[0]) for p in paths}
+        out: dict[str, str | None] = {}
+        for path, term in self.sets:
+            parts = path.resolve(ctx)
+            out[str(parts[0])] = term.token if len(parts) == 1 and isinstance(term, Value) else None
+        for path in (*self.removes, *(p for p, _ in self.adds), *(p for p, _ in self.deletes)):
+            out[str(path.resolve(ctx)[0])] = None
+        return out
 
 
 def _check_paths(paths: list[tuple[str | int, ...]], keys: tuple[str, ...]) -> None:
@@ -136,17 +203,24 @@ def _check_paths(paths: list[tuple[str | int, ...]], keys: tuple[str, ...]) -> N
 _INVALID_PATH = "The document path provided in the update expression is invalid for update"
 
 
-def _parent(item: Item, parts: tuple[str | int, ...]) -> Any:
+def _parent(item: Item, parts: tuple[str | int, ...], owned: set[int]) -> Any:
+    """The list or map that holds the element ``parts`` names in ``item`` (the update's own), each list and map on
+    the way made the update's own copy first (``owned``: their ids); MISSING when the way is not there."""
     current: Any = item
     for part in parts[:-1]:
-        current = step(current, part)
-        if current is MISSING:
-            break
+        child = step(current, part)
+        if child is MISSING:
+            return MISSING
+        kind = type(child)
+        if (kind is dict or kind is list) and id(child) not in owned:
+            child = kind(child)
+            owned.add(id(child))
+            current[part] = child  # ``current`` is the update's own: ``item`` itself or a copy made here
+        current = child
     return current
 
 
-def _set(item: Item, parts: tuple[str | int, ...], value: Any) -> None:
-    parent, last = _parent(item, parts), parts[-1]
+def _set(parent: Any, last: str | int, value: Any) -> None:
     if isinstance(last, str) and isinstance(parent, dict):
         parent[last] = value
     elif isinstance(last, int) and isinstance(parent, list):
@@ -158,8 +232,7 @@ def _set(item: Item, parts: tuple[str | int, ...], value: Any) -> None:
         raise EvaluationError(_INVALID_PATH)
 
 
-def _remove(item: Item, parts: tuple[str | int, ...]) -> None:
-    parent, last = _parent(item, parts), parts[-1]
+def _remove(parent: Any, last: str | int) -> None:
     if parent is MISSING:
         return  # removing what is not there changes nothing
     if isinstance(last, str) and isinstance(parent, dict):

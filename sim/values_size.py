@@ -12,6 +12,7 @@ plain ``canonical`` and ``value_bytes`` ones (``tests/unit/sim/test_values_size.
 
 from __future__ import annotations
 
+from contextlib import suppress
 from itertools import accumulate, chain, repeat
 from marshal import dumps
 from operator import add, itemgetter
@@ -20,9 +21,10 @@ from typing import Any
 from sim.values import _ROW_SCALARS, _ROWS_KEPT, Item, _canonical_row, _row_bytes, canonical, value_bytes
 
 
-def sized_canonical_item(item: Item) -> tuple[Item, int]:
+def sized_canonical_item(item: Item, parts: dict[str, int] | None = None) -> tuple[Item, int]:
     """``canonical_item(item)`` and its ``item_bytes`` (bytes), a list of scalars in a list (a ``RUN#`` row)
-    canonicalised and sized by one look-up of its content (``_SIZED_ROWS``), not one each.
+    canonicalised and sized by one look-up of its content (``_SIZED_ROWS``), not one each. With ``parts``, the
+    ``value_bytes`` of each list, map or set attribute is put in it by name (``sim.dynamo`` sizes an update from them).
 
     Raises:
         TypeError: as ``canonical``.
@@ -31,19 +33,32 @@ def sized_canonical_item(item: Item) -> tuple[Item, int]:
     total = 0
     for name, value in item.items():
         key = name if type(name) is str else str(name)
-        kind = type(value)
-        if kind is str:  # most attributes: kept as they are (``canonical``), sized as ``value_bytes`` sizes them
-            stored, size = value, len(value) if value.isascii() else len(value.encode("utf-8"))
-        elif kind is list:
-            stored, size = _sized_list(value)
-        elif kind is bool or value is None:
-            stored, size = value, 1
-        else:
-            stored = canonical(value)
-            size = value_bytes(stored)
+        stored, size = sized_value(value)
+        if parts is not None and type(stored) in _CONTAINERS:
+            parts[key] = size
         out[key] = stored
         total += (len(key) if key.isascii() else len(key.encode("utf-8"))) + size
     return out, total
+
+
+_CONTAINERS = frozenset({list, dict, set})
+
+
+def sized_value(value: Any) -> tuple[Any, int]:
+    """``canonical(value)`` and its ``value_bytes``.
+
+    Raises:
+        TypeError: as ``canonical``.
+    """
+    kind = type(value)
+    if kind is str:  # most attributes: kept as they are (``canonical``), sized as ``value_bytes`` sizes them
+        return value, len(value) if value.isascii() else len(value.encode("utf-8"))
+    if kind is list:
+        return _sized_list(value)
+    if kind is bool or value is None:
+        return value, 1
+    stored = canonical(value)
+    return stored, value_bytes(stored)
 
 
 # a list of scalars by its values -> its values' types, its canonical values and their size (``_canonical_row`` and
@@ -124,7 +139,11 @@ _MAP_LIST_LENGTH = 64  # longer lists one map at a time: an entry's size stays s
 
 def _sized_maps(values: list[Any]) -> tuple[list[Any], int]:
     """``_sized_list`` of a list that starts with a map: by ``_MAP_LISTS`` when its values are all maps of scalars
-    marshal writes (a new map each time, as ``_sized_map``), else one value at a time."""
+    marshal writes (a new map each time, as ``_sized_map``), else one value at a time: at once when the first map
+    holds a list or a map (a ``RUN#`` item's ``steps``, a step's ``surge_baseline`` a group's instances), a list the
+    memo never keeps, so never marshalled whole."""
+    if not _ROW_SCALARS.issuperset(map(type, values[0].values())):
+        return _each(values)
     try:
         code = dumps(values, 0)
     except ValueError:  # a type marshal does not write (a Decimal, a Binary, a subclass): not kept
@@ -283,10 +302,10 @@ def _sized_map(value: Item) -> tuple[Item, int]:
     """
     key = tuple(value.items())
     types = tuple(map(type, value.values()))
-    try:
-        known = _SIZED_MAPS.get(key)
-    except TypeError:  # a value that is not hashable (a list, a map, a set): never a map the memo holds
-        known = None
+    known = None
+    if _ROW_SCALARS.issuperset(types):  # else a list, a map or a set in it: never a map the memo holds
+        with suppress(TypeError):  # a value that is not hashable (a signalling NaN): not known
+            known = _SIZED_MAPS.get(key)
     if known is None or known[0] != types:
         stored, sizes = {}, []  # ``canonical(value)`` and ``value_bytes`` of it, a list of strings sized in C
         for name, field in value.items():
@@ -295,8 +314,8 @@ def _sized_map(value: Item) -> tuple[Item, int]:
                 stored[name] = list(field)
                 sizes.append(3 + len(field) + (len(text) if text.isascii() else len(text.encode("utf-8"))))
             else:
-                stored[name] = canonical(field)
-                sizes.append(value_bytes(stored[name]))
+                stored[name], size = sized_value(field)
+                sizes.append(size)
         known = (types, stored, 3 + sum(1 + len(k.encode("utf-8")) + n for k, n in zip(stored, sizes, strict=True)))
         if _ROW_SCALARS.issuperset(types) and all(type(k) is str for k in value):
             if len(_SIZED_MAPS) >= _ROWS_KEPT:

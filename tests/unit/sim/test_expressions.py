@@ -23,7 +23,7 @@ ITEM: dict[str, Any] = canonical(
         "z": None,
         "bin": Binary(b"\x01\x02\x03"),
         "l": [1, "two", {"three": 3}],
-        "m": {"k": "v", "inner": {"x": 1}, "list": [10, 20]},
+        "m": {"k": "v", "deep": {"x": 1}, "lst": [10, 20]},
         "ss": {"a", "b"},
         "ns": {1, 2},
         "empty": "",
@@ -58,10 +58,10 @@ def holds(text: str, item: dict[str, Any] | None = None) -> bool:
         ("#n = :5", True),
         ("#s = :abc", False),
         ("m.k = :a", False),
-        ("m.inner.x = :1", True),
+        ("m.deep.x = :1", True),
         ("#m.#n = :1", False),  # m has no attribute n
         ("l[2].three = :1", False),
-        ("m.list[1] > :5", True),
+        ("m.lst[1] > :5", True),
         ("l[9] = :1", False),
     ],
 )
@@ -70,9 +70,9 @@ def test_comparisons(text: str, expected: bool) -> None:
 
 
 def test_missing_attributes_compare_false_except_not_equal() -> None:
-    assert not holds("missing = :1") and not holds("missing < :1") and not holds("missing >= :1")
-    assert holds("missing <> :1") and holds("missing.deeper[0] <> :1")
-    assert not holds("missing BETWEEN :1 AND :5") and not holds("missing IN (:1, :5)")
+    assert not holds("absent = :1") and not holds("absent < :1") and not holds("absent >= :1")
+    assert holds("absent <> :1") and holds("absent.deeper[0] <> :1")
+    assert not holds("absent BETWEEN :1 AND :5") and not holds("absent IN (:1, :5)")
     assert holds("n = :5", {}) is False  # no item at all: every attribute is missing
     assert holds("attribute_not_exists(pk)", {}) is True
 
@@ -104,9 +104,9 @@ def test_logic_and_precedence(text: str, expected: bool) -> None:
     [
         ("attribute_exists(n)", True),
         ("attribute_exists(z)", True),  # NULL is a value
-        ("attribute_exists(m.inner.x)", True),
-        ("attribute_exists(m.inner.y)", False),
-        ("attribute_not_exists(missing)", True),
+        ("attribute_exists(m.deep.x)", True),
+        ("attribute_exists(m.deep.y)", False),
+        ("attribute_not_exists(absent)", True),
         ("attribute_not_exists(#s)", False),
         ("attribute_type(n, :n)", True),
         ("attribute_type(s, :n)", False),
@@ -125,7 +125,7 @@ def test_logic_and_precedence(text: str, expected: bool) -> None:
         ("size(l) BETWEEN :1 AND :5", True),
         ("size(m) = :1", False),
         ("size(n) = :1", False),  # a number has no size
-        ("size(missing) <> :1", True),
+        ("size(absent) <> :1", True),
         ("n BETWEEN :1 AND :5", True),
         ("n BETWEEN :6 AND :6", False),
         ("s BETWEEN :a AND :b", True),

@@ -29,7 +29,7 @@ def test_remove_add_delete_and_clauses_in_any_order() -> None:
     assert out["l"] == [2] and out["m"] == {} and out["n"] == 6 and out["newset"] == {"y", "z"}
     assert out["ss"] == {"x"} and out["x"] == "v"
     assert "ss" not in apply("DELETE ss :s", {**ITEM, "ss": {"y"}})  # an emptied set is removed
-    assert apply("REMOVE missing, m.missing") == ITEM
+    assert apply("REMOVE absent, m.absent") == ITEM
 
 
 def test_a_missing_item_starts_from_nothing() -> None:
@@ -42,9 +42,9 @@ def test_a_missing_item_starts_from_nothing() -> None:
         ("SET sk = :v", ExpressionError),  # a key attribute
         ("SET a = :v, a = :v", ExpressionError),  # overlapping paths
         ("SET m = :m REMOVE m.a", ExpressionError),
-        ("SET a = missing", EvaluationError),
+        ("SET a = absent", EvaluationError),
         ("SET a = n + :v", EvaluationError),
-        ("SET a = missing + :1", EvaluationError),
+        ("SET a = absent + :1", EvaluationError),
         ("SET nope.deeper = :v", EvaluationError),  # the parent must exist
         ("SET a = list_append(n, :l)", EvaluationError),
         ("ADD l :1", EvaluationError),

@@ -123,10 +123,16 @@ def test_an_item_s_scalars_are_canonicalised_and_sized_as_counted(item: dict[str
 _LISTS = st.lists(st.one_of(st.text(max_size=4), st.text(max_size=4), _SCALARS), max_size=4)
 
 
-@given(st.lists(st.dictionaries(st.sampled_from(["sk", "é", "baseline"]), st.one_of(_LISTS, _SCALARS)), max_size=3))
+@given(
+    st.lists(
+        st.dictionaries(st.sampled_from(["sk", "é", "baseline", "entered"]), st.one_of(_LISTS, _SCALARS, _MAPS)),
+        max_size=3,
+    )
+)
 @settings(max_examples=300, deadline=None)
 def test_maps_holding_lists_of_strings_are_canonicalised_and_sized_as_counted(maps: list[dict[str, Any]]) -> None:
-    # a step in flight's map holds its ``surge_baseline`` (a list of strings), sized in C by ``_sized_map``
+    # a step in flight's map holds its ``surge_baseline`` (a list of strings), sized in C by ``_sized_map``, and
+    # maps (``entered``); a list whose first map holds either is sized one map at a time (``_sized_maps``)
     item = {"pk": "p", "l": maps}
     stored, size = values_size.sized_canonical_item(item)
     plain = values.canonical_item(item)
