@@ -164,8 +164,7 @@ class NodeRecordMemo:
             return None  # an item the agent never writes: as a full read, nothing kept
         before, keyed, entries = self._by_sk, self._keyed, self._entries
         records, refused = dict(before), dict(self._refused_by_sk)
-        added = _apply(keys, found, records, refused, entries)
-        if added:  # in the Query's order (sort keys, ASCII)
+        if _apply(keys, found, records, refused, entries):  # back in the Query's order (sort keys, ASCII)
             records, refused = dict(sorted(records.items())), dict(sorted(refused.items()))
         present = None if listed is None else listed()
         if present is not None and present != (sorted({*records, *refused}) if refused else list(records)):
@@ -176,9 +175,9 @@ class NodeRecordMemo:
             found = fetch(new) if new else {}
             if any(CONFIRMED_AT in item for item in found.values() if item is not None):
                 return None
-            added = _apply(gone + new, found, records, refused, entries)
+            moved = _apply(gone + new, found, records, refused, entries)
             keys += gone + new
-            if added:
+            if moved:
                 records, refused = dict(sorted(records.items())), dict(sorted(refused.items()))
         if expected is not None and len(records) + len(refused) != expected:
             return None  # without ``listed``, an item another writer deleted or put: read them all
@@ -291,23 +290,29 @@ def _apply(
 ) -> bool:
     """Each of ``keys`` dropped from ``records``, ``refused`` and ``entries``, then its item in ``found`` (if any)
     validated into ``records`` (and ``entries``: the next full read matches it, not validates it again) or
-    ``refused``; whether any item was found."""
-    added = False
+    ``refused``: in the place its key held there, else at the end. Whether a key was put at the end of either (it
+    did not hold one there), so that the map is to be put back in the Query's order: an item the agent rewrote keeps
+    its place, and a patch of rewritten items alone sorts nothing (sorting a thousand records was most of a patch)."""
+    moved = False
     for sk in keys:
-        records.pop(sk, None)
-        refused.pop(sk, None)
         entries.pop(sk, None)
         item = found.get(sk)
         if item is None:
+            records.pop(sk, None)
+            refused.pop(sk, None)
             continue
-        added = True
         try:
-            record = records[sk] = NodeRecord.model_validate(item)
+            record = NodeRecord.model_validate(item)
         except ValidationError as err:
+            records.pop(sk, None)
+            moved = moved or sk not in refused
             refused[sk] = Refused(sk, err)
         else:
+            refused.pop(sk, None)
+            moved = moved or sk not in records
+            records[sk] = record
             entries[sk] = _entry(tuple(map(item.get, FIELDS, _ABSENTS)), record)
-    return added
+    return moved
 
 
 def _rekeyed(
