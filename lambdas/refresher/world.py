@@ -74,6 +74,11 @@ class GroupFacts:
         facts are frozen: a pass asks for them several times)."""
         return tuple(i for i in self.instances if i.live)
 
+    @cached_property
+    def live_ids(self) -> tuple[str, ...]:
+        """The ids of ``live``, in their order; made once (a pass looks for its Ready ones and its new ones)."""
+        return tuple(i.instance_id for i in self.live)
+
     def has_live(self, instance_id: str) -> bool:
         inst = self.instance(instance_id)
         return inst is not None and inst.live
