@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
+from itertools import compress
+from operator import attrgetter
 from typing import Any
 
 from core.kops import Role
@@ -15,6 +17,7 @@ from core.model import NodeRecord
 
 # DescribeAutoScalingGroups' Instances[].LifecycleState values of an instance that is, or is becoming, a member.
 LIVE_STATES = frozenset({"Pending", "Pending:Wait", "Pending:Proceed", "InService"})
+_INSTANCE_ID, _LIFECYCLE = attrgetter("instance_id"), attrgetter("lifecycle_state")
 
 
 @dataclass(frozen=True)
@@ -66,18 +69,18 @@ class GroupFacts:
     def _by_id(self) -> dict[str, InstanceFacts]:
         """``instances`` by id, made on the first ``instance`` asked (a pass asks for several of a group's hundreds);
         of an id listed twice, the first (``reversed``: a later entry would replace it)."""
-        return {i.instance_id: i for i in reversed(self.instances)}
+        return dict(zip(map(_INSTANCE_ID, reversed(self.instances)), reversed(self.instances), strict=True))  # in C
 
     @cached_property
     def live(self) -> tuple[InstanceFacts, ...]:
         """The instances that are, or are becoming, members (``InstanceFacts.live``), in their order; made once (the
-        facts are frozen: a pass asks for them several times)."""
-        return tuple(i for i in self.instances if i.live)
+        facts are frozen: a pass asks for them several times), picked in C (a group of hundreds is new a pass)."""
+        return tuple(compress(self.instances, map(LIVE_STATES.__contains__, map(_LIFECYCLE, self.instances))))
 
     @cached_property
     def live_ids(self) -> tuple[str, ...]:
         """The ids of ``live``, in their order; made once (a pass looks for its Ready ones and its new ones)."""
-        return tuple(i.instance_id for i in self.live)
+        return tuple(map(_INSTANCE_ID, self.live))
 
     def has_live(self, instance_id: str) -> bool:
         inst = self.instance(instance_id)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
-from itertools import compress, filterfalse, repeat
+from itertools import compress, count, filterfalse, repeat
 from operator import attrgetter
 from types import SimpleNamespace
 
@@ -140,7 +140,7 @@ class Context:
         if step.state.final:
             raise ValueError(f"step {step.index} is final: a pass never changes it")
         if self._places is None:
-            self._places = {id(s): k for k, s in enumerate(self.run.steps)}
+            self._places = dict(zip(map(id, self.run.steps), count()))  # in C
         place = self._places.get(id(step))
         if place is None or self.run.steps[place] is not step:
             raise ValueError(f"step {step.index} is not a step of the pass's run")
