@@ -98,6 +98,9 @@ class World:
         lock: the ``LOCK`` item as stored (None when never taken).
         donors: groups carrying capacity for a compensation (a ``COMP#`` ledger's donor not yet restored): the run
             does not surge them until they are given back.
+        ready_live: group -> (its facts, the ids of its live instances whose node is Ready), as ``Context.ready_live``
+            found them in ``nodes`` (for those very facts: the same object); the worlds of one ``nodes`` map may share
+            it (``advance.gather``: the membership memo's map, never changed, again). Its lists: never change them.
     """
 
     groups: Mapping[str, GroupFacts] = field(default_factory=dict)
@@ -105,6 +108,7 @@ class World:
     commands: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     lock: Mapping[str, Any] | None = None
     donors: frozenset[str] = frozenset()
+    ready_live: dict[str, tuple[GroupFacts, list[str]]] = field(default_factory=dict, compare=False, repr=False)
 
     def ready(self, instance_id: str) -> bool:
         record = self.nodes.get(instance_id)

@@ -121,7 +121,7 @@ class Context:
         self._owned = set(map(id, compress(self.run.steps, map(_IN_FLIGHT.__contains__, map(_STATE, self.run.steps)))))
         self._copies: dict[int, RunStep] = {}  # id of a step at rest of the run read -> the pass's copy of it
         self._places: dict[int, int] | None = None  # id of a step in ``run.steps`` -> its position (made on demand)
-        self._ready: dict[str, tuple[GroupFacts, list[str]]] = {}  # group -> its facts, Ready live ids (``ready_live``)
+        self._ready = world.ready_live  # group -> its facts, its Ready live ids (``ready_live``; shared: the world's)
 
     def own(self, step: RunStep) -> RunStep:
         """The pass's own copy of ``step`` (a step of its run), to change: ``step`` itself when it is the pass's copy
@@ -245,9 +245,10 @@ class Context:
         return len(ready) - sum(map(exclude.__contains__, ready))
 
     def ready_live(self, facts: GroupFacts) -> list[str]:
-        """The ids of ``facts``' live instances whose node is Ready (``World.ready``), in their order: found once a
-        pass for each group's facts (the world does not change during a pass; a step in flight asks for its group's
-        count, hundreds of instances, once or twice a pass), in C (each id's record, or ``_NO_NODE``, its ``ready``)."""
+        """The ids of ``facts``' live instances whose node is Ready (``World.ready``), in their order: found once for
+        each group's facts and the world's ``nodes`` (``World.ready_live``: a pass's worlds of the same map share them;
+        a step in flight asks for its group's count, hundreds of instances, once or twice a pass), in C (each id's
+        record, or ``_NO_NODE``, its ``ready``). Shared: never change it."""
         known = self._ready.get(facts.name)
         if known is not None and known[0] is facts:
             return known[1]

@@ -3,11 +3,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import lambdas.refresher.advance as advance
+from adapters.dynamo.node_memo import NodeRecordMemo
 from bench.run_pass import SETTINGS, scenario
 from core.kops import Role
 from core.model import NodeRecord
@@ -96,3 +101,39 @@ def test_new_instances_are_the_live_ones_of_no_step_nor_baseline(
     ]
     assert context.new_instances(step, facts) == plain
     assert facts.live_ids == tuple(i.instance_id for i in facts.live) and facts.live_ids is facts.live_ids
+
+
+def test_the_worlds_of_the_memos_map_again_share_the_ready_ids_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a pass after a reused membership read gathers the memo's own map again: its groups' Ready ids, found by an
+    # earlier pass for the same facts, are not looked for again; any other list of records is keyed anew, and so are
+    # its Ready ids
+    monkeypatch.setattr(advance, "read_groups", lambda *args, **kwargs: {})
+    monkeypatch.setattr(advance, "looked_at_commands", lambda run: [])
+    monkeypatch.setattr(advance, "may_start_a_group", lambda run: False)
+    memo = NodeRecordMemo()
+    items = [
+        {"sk": f"NODE#{i}", "instance_id": i, "node_name": i, "ready": k % 2 == 0, "reported_at": T0.isoformat()}
+        for k, i in enumerate(IDS)
+    ]
+    records, _ = memo.records(items, T0, version="t:1", now=T0)
+    deps = SimpleNamespace(
+        clock=lambda: T0, aws=SimpleNamespace(autoscaling=None, ec2=None), settings=SETTINGS, memo=memo
+    )
+    run, _ = scenario(3)
+    facts = GroupFacts(
+        name="g",
+        role=Role.NODE,
+        instance_group="nodes",
+        min_size=0,
+        max_size=9,
+        desired=len(IDS),
+        instances=tuple(InstanceFacts(instance_id=i) for i in IDS),
+    )
+    first, again = advance.gather(run, deps, records), advance.gather(run, deps, records)
+    found = Context(run, first, SETTINGS, T0).ready_live(facts)
+    assert found == IDS[::2] and Context(run, again, SETTINGS, T0).ready_live(facts) is found
+    other = advance.gather(run, deps, list(records))  # the same records, another list: keyed anew
+    assert other.nodes == first.nodes and other.ready_live == {}
+    assert Context(run, other, SETTINGS, T0).ready_live(facts) == found
+    same = dataclasses.replace(facts)  # equal facts, another object: looked for again
+    assert Context(run, again, SETTINGS, T0).ready_live(same) == found and again.ready_live["g"][0] is same
