@@ -19,6 +19,11 @@ str(1)``). It holds the answer it was made of, never a copy, and never changes i
 one entry a group of the last read. That relies on the port answering a new list each call and new entries for what
 changed, never an entry changed in place (boto3 parses every answer anew; the simulation's Auto Scaling shares an
 entry only within one revision of its group); the same list object answered again is read anew.
+
+Most groups answer as the last read did, sizes and tags too: ``_ANSWERS`` keeps each one's last answer (when its
+name, zones and tags are text as well), and an answer equal to it (``==``, a new dict and ``Instances`` list) is those
+same facts, without its tags read or its facts made and compared again. A size is equal only to an equal number, which
+``int`` makes the same size.
 """
 
 from __future__ import annotations
@@ -37,6 +42,9 @@ _FACTS: dict[tuple[Any, ...], InstanceFacts] = {}  # what an instance's facts ho
 # group name -> (its ``Instances`` as last read without launch facts, the facts made of them) (module docstring)
 _GROUPS: dict[str, tuple[list[dict[str, Any]], tuple[InstanceFacts, ...]]] = {}
 _MADE: dict[str, GroupFacts] = {}  # group name -> the last read's facts of it (those ``_GROUPS`` keeps the list of)
+# group name -> the last read's answer of it (those ``_MADE`` keeps the facts of, when all it is made of is text or a
+# size): an answer equal to it is those facts, read no further (module docstring)
+_ANSWERS: dict[str, dict[str, Any]] = {}
 
 
 def _template_spec(asg: dict[str, Any]) -> dict[str, Any] | None:
@@ -70,7 +78,16 @@ def read_groups(
         times = ec2.launch_times([i["InstanceId"] for g in raw for i in g.get("Instances", [])])
     out: dict[str, GroupFacts] = {}
     kept: dict[str, tuple[list[dict[str, Any]], tuple[InstanceFacts, ...]]] = {}
+    answers: dict[str, dict[str, Any]] = {}
     for asg in raw:
+        named = asg.get("AutoScalingGroupName")
+        name = named if isinstance(named, str) else ""
+        known = None if with_launch_facts else _ANSWERS.get(name)
+        fresh = known is not asg and known is not None and known.get("Instances") is not asg.get("Instances")
+        if fresh and known == asg:
+            # the group as the last read answered it (equal key by key, in C): the facts made of that answer
+            out[name], kept[name], answers[name] = _MADE[name], (asg["Instances"], _GROUPS[name][1]), asg
+            continue
         group = managed_group(asg, cluster)
         if group is None:
             continue
@@ -108,12 +125,28 @@ def read_groups(
         before = _MADE.get(group.name)
         # the same facts as the last read's: that object, with what it worked out (``GroupFacts.live``, its index)
         out[group.name] = before if before is not None and before.instances is instances and before == facts else facts
+        if group.name in kept and _as_text_group(asg):
+            answers[group.name] = asg
     if not with_launch_facts:
         _GROUPS.clear()
         _GROUPS.update(kept)
         _MADE.clear()
         _MADE.update((name, out[name]) for name in kept)
+        _ANSWERS.clear()
+        _ANSWERS.update(answers)
     return out
+
+
+def _as_text_group(asg: dict[str, Any]) -> bool:
+    """Whether what ``managed_group`` reads of ``asg`` besides its sizes is text: its name, zones and tags' keys and
+    values (its instances are looked at by ``_as_text``), so that an answer equal to it means the same group
+    (``_ANSWERS``)."""
+    tags, zones = asg.get("Tags", []), asg.get("AvailabilityZones", [])
+    if type(asg.get("AutoScalingGroupName")) is not str or type(tags) is not list or type(zones) is not list:
+        return False
+    if not all(type(zone) is str for zone in zones):
+        return False
+    return all(type(tag) is dict and type(tag.get("Key")) is str and type(tag.get("Value")) is str for tag in tags)
 
 
 def _aligned(
