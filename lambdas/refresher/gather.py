@@ -21,9 +21,10 @@ changed, never an entry changed in place (boto3 parses every answer anew; the si
 entry only within one revision of its group); the same list object answered again is read anew.
 
 Most groups answer as the last read did, sizes and tags too: ``_ANSWERS`` keeps each one's last answer (when its
-name, zones and tags are text as well), and an answer equal to it (``==``, a new dict and ``Instances`` list) is those
-same facts, without its tags read or its facts made and compared again. A size is equal only to an equal number, which
-``int`` makes the same size.
+name, zones and tags are text as well) with the group it is (``managed_group``), and an answer whose values but its
+instances are equal to it (``==``; a new dict) is that group, its tags not read again; with its instances as before too
+(above), it is the same facts, not made and compared again. A size is equal only to an equal number, which ``int``
+makes the same size.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from operator import eq, not_
 from typing import Any
 
 from adapters.aws.ports import Ec2Port, GroupReader
-from core.kops import managed_group
+from core.kops import ManagedGroup, managed_group
 from lambdas.refresher.world import GroupFacts, InstanceFacts
 
 MEMO_INSTANCES = 20_000  # the most instances' facts ``_FACTS`` keeps before it starts again
@@ -42,9 +43,10 @@ _FACTS: dict[tuple[Any, ...], InstanceFacts] = {}  # what an instance's facts ho
 # group name -> (its ``Instances`` as last read without launch facts, the facts made of them) (module docstring)
 _GROUPS: dict[str, tuple[list[dict[str, Any]], tuple[InstanceFacts, ...]]] = {}
 _MADE: dict[str, GroupFacts] = {}  # group name -> the last read's facts of it (those ``_GROUPS`` keeps the list of)
-# group name -> the last read's answer of it (those ``_MADE`` keeps the facts of, when all it is made of is text or a
-# size): an answer equal to it is those facts, read no further (module docstring)
-_ANSWERS: dict[str, dict[str, Any]] = {}
+# group name -> the last read's answer of it and the group it is (those ``_MADE`` keeps the facts of, when its name,
+# zones and tags are text): an answer equal to it but for its instances is that group (module docstring)
+_ANSWERS: dict[str, tuple[dict[str, Any], ManagedGroup, str]] = {}  # (with the cluster it was read for)
+_NONE = object()  # a key an answer does not hold
 
 
 def _template_spec(asg: dict[str, Any]) -> dict[str, Any] | None:
@@ -78,17 +80,13 @@ def read_groups(
         times = ec2.launch_times([i["InstanceId"] for g in raw for i in g.get("Instances", [])])
     out: dict[str, GroupFacts] = {}
     kept: dict[str, tuple[list[dict[str, Any]], tuple[InstanceFacts, ...]]] = {}
-    answers: dict[str, dict[str, Any]] = {}
+    answers: dict[str, tuple[dict[str, Any], ManagedGroup, str]] = {}
     for asg in raw:
         named = asg.get("AutoScalingGroupName")
-        name = named if isinstance(named, str) else ""
-        known = None if with_launch_facts else _ANSWERS.get(name)
-        fresh = known is not asg and known is not None and known.get("Instances") is not asg.get("Instances")
-        if fresh and known == asg:
-            # the group as the last read answered it (equal key by key, in C): the facts made of that answer
-            out[name], kept[name], answers[name] = _MADE[name], (asg["Instances"], _GROUPS[name][1]), asg
-            continue
-        group = managed_group(asg, cluster)
+        known = None if with_launch_facts or not isinstance(named, str) else _ANSWERS.get(named)
+        # the group as the last read answered it but for its instances (looked at below): its tags not read again
+        same = known is not None and known[0] is not asg and known[2] == cluster and _same_but_instances(known[0], asg)
+        group = known[1] if known is not None and same else managed_group(asg, cluster)
         if group is None:
             continue
         version = None
@@ -112,6 +110,10 @@ def read_groups(
             instances = tuple(_facts(i, times) for i in listed)
             if not times and isinstance(listed, list) and all(map(_as_text, listed)):
                 kept[group.name] = (listed, instances)
+        before = _MADE.get(group.name)
+        if same and before is not None and before.instances is instances:  # its sizes and instances as before too
+            out[group.name], answers[group.name] = before, (asg, group, cluster)
+            continue
         facts = GroupFacts(
             name=group.name,
             role=group.role,
@@ -122,11 +124,10 @@ def read_groups(
             instances=instances,
             launch_template_version=version,
         )
-        before = _MADE.get(group.name)
         # the same facts as the last read's: that object, with what it worked out (``GroupFacts.live``, its index)
         out[group.name] = before if before is not None and before.instances is instances and before == facts else facts
         if group.name in kept and _as_text_group(asg):
-            answers[group.name] = asg
+            answers[group.name] = (asg, group, cluster)
     if not with_launch_facts:
         _GROUPS.clear()
         _GROUPS.update(kept)
@@ -135,6 +136,11 @@ def read_groups(
         _ANSWERS.clear()
         _ANSWERS.update(answers)
     return out
+
+
+def _same_but_instances(known: dict[str, Any], asg: dict[str, Any]) -> bool:
+    """Whether ``asg`` holds the keys ``known`` holds, each value but ``Instances`` equal (``==``, in C)."""
+    return len(known) == len(asg) and all(key == "Instances" or known.get(key, _NONE) == v for key, v in asg.items())
 
 
 def _as_text_group(asg: dict[str, Any]) -> bool:

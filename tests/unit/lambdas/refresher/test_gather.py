@@ -218,15 +218,24 @@ def test_a_group_answered_as_before_is_read_no_further(monkeypatch: pytest.Monke
     one = group(aws)
     aws.instances = [instance(k) for k in range(3)]
     assert group(aws) is one and read == ["nodes"]
+    aws.instances = [instance(k) for k in range(2)] + [instance(2, state="Terminating")]
+    moved = group(aws)  # its instances changed, its tags not: the same group, new facts
+    assert read == ["nodes"] and moved.instances[2].lifecycle_state == "Terminating" and moved.instance_group is None
+    aws.instances = [instance(k) for k in range(3)]
+    demo = aws.cluster_groups(CLUSTER)
+    aws.cluster_groups = lambda cluster: [{**demo[0], "Instances": list(demo[0]["Instances"])}]  # type: ignore[method-assign]
+    assert read_groups(aws, aws, "another") == {} and read == ["nodes", "nodes"]  # type: ignore[arg-type]
+    one = group(aws)  # the same answer for its own cluster: read again, the last read kept nothing
+    read.clear()
     retagged = Aws([instance(k) for k in range(3)])
     retagged.cluster_groups = lambda cluster: [  # type: ignore[method-assign]
         {**Aws.cluster_groups(retagged, cluster)[0], "Tags": [*Aws.cluster_groups(retagged, cluster)[0]["Tags"], ig]}
     ]
     ig = {"Key": "kops.k8s.io/instancegroup", "Value": "nodes-a"}
     two = group(retagged)
-    assert read == ["nodes", "nodes"] and two.instance_group == "nodes-a" and two.instances is one.instances
+    assert read == ["nodes"] and two.instance_group == "nodes-a" and two.instances is one.instances
     ig = {"Key": "kops.k8s.io/instancegroup", "Value": True}  # type: ignore[dict-item]
     group(retagged)
     retagged.instances = [instance(k) for k in range(3)]
     group(retagged)  # equal, but the last answer held a value that is not text: read anew
-    assert read == ["nodes", "nodes", "nodes", "nodes"]
+    assert read == ["nodes", "nodes", "nodes"]
