@@ -22,7 +22,7 @@ from lambdas.refresher.decide.context import Context
 from lambdas.refresher.plan import TerminateInstance
 from lambdas.refresher.world import GroupFacts
 
-_STATE = attrgetter("state")
+_STATE, _INSTANCE_ID = attrgetter("state"), attrgetter("instance_id")
 _IN_FLIGHT = frozenset(s for s in StepState if s.in_flight)
 
 
@@ -56,7 +56,8 @@ def hand_over(p: Context, step: RunStep, to: RunStep, facts: GroupFacts) -> None
     step.handed_over_to = to.index
     to.state = StepState.SURGING
     to.started_at = to.intent_at = p.now
-    to.surge_baseline = sorted(i.instance_id for i in facts.instances if i.instance_id != step.instance_id)
+    # the group's ids in C (hundreds), but the old instance's
+    to.surge_baseline = sorted(filter(step.instance_id.__ne__, map(_INSTANCE_ID, facts.instances)))
     p.effects.append(TerminateInstance(step.group, step.instance_id, decrement=False))
     p.change(
         f"step {step.index}: drain {step.drain_status}, terminate {step.instance_id} without decrement: its surge unit "
