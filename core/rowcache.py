@@ -45,7 +45,8 @@ class RowCache:
         self._sizes: list[int] = []  # each row's bytes (0: a map)
         self._words: dict[str, int] = {}
         self._first: dict[str, int] = {}  # word -> the position of the row that first names it
-        self._firsts: set[int] = set()
+        self._firsts: set[int] = set()  # those positions, and the last of them (-1: none)
+        self._last_first = -1
         self._maps: list[int] = []  # positions of the steps that stayed maps
         self._last: list[list[Any]] | None = None  # the rows list the last pack gave, and its size
         self._last_bytes = 0
@@ -112,6 +113,7 @@ class RowCache:
                     self._first.setdefault(by_number[row[slot]], position)
         self._words = {w: n for n, w in enumerate(words)}
         self._firsts = set(self._first.values())
+        self._last_first = max(self._firsts, default=-1)
         self.reworked = len(steps)
 
     def _patch(
@@ -123,9 +125,10 @@ class RowCache:
         run_id: str,
     ) -> bool:
         """The rows at ``changed`` worked out again, the others kept; False (nothing kept changed) when that would
-        not give ``pack``'s result (module docstring)."""
-        last_first = max(self._first.values(), default=-1)
-        words, first = dict(self._words), dict(self._first)
+        not give ``pack``'s result (module docstring). The words the rows name are looked up, and those new to the
+        run added, with no pass over every word (a run's words grow with its steps)."""
+        known, last_first = self._first, self._last_first
+        added: dict[str, int] = {}  # a word no row named before -> the position of the row that first names it
         made: list[tuple[int, Sequence[Any] | None]] = []
         for position in changed:
             if position in self._firsts:
@@ -139,17 +142,21 @@ class RowCache:
             if row is not None:
                 for slot in WORD_SLOTS:
                     word = row[slot] if slot < len(row) else None
-                    if word is None:
+                    if word is None or word in added:  # (added at an earlier changed position)
                         continue
-                    if word in first:
-                        if first[word] > position:
+                    if word in known:
+                        if known[word] > position:
                             return False
                     elif position < last_first:
                         return False
                     else:
-                        words[word] = len(words)
-                        first[word] = last_first = position
+                        added[word] = last_first = position
             made.append((position, row))
+        words = self._words  # nothing refused from here on: the words added numbered after the others, in order
+        words.update(zip(added, range(len(words), len(words) + len(added)), strict=True))
+        known.update(added)
+        self._firsts.update(added.values())
+        self._last_first = last_first
         extra = len(steps) - len(self._steps)
         self._steps = list(steps)
         self._rows += [None] * extra
@@ -167,7 +174,5 @@ class RowCache:
                     numbered[slot] = words[numbered[slot]]
             self._rows[position], self._sizes[position] = numbered, row_bytes(numbered)
         self._maps = sorted(maps)
-        self._words, self._first = words, first
-        self._firsts = set(first.values())
         self.reworked = len(changed)
         return True

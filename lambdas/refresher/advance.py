@@ -114,13 +114,21 @@ def gather(run: Run, deps: RefresherDeps, membership: list[NodeRecord] | None = 
     if membership is None:
         membership = deps.store.list_nodes(deps.settings.membership_max_age_seconds, now)
     nodes = deps.memo.by_instance(membership)  # keyed once a read (shared: World never changes it)
+    if _LAST_READY[0] is not nodes:  # the memo's map again (a read it reused): the groups' Ready ids found are kept
+        _LAST_READY[:] = [nodes, {}]
     commands = {}
     for command_id in looked_at_commands(run):
         item = deps.store.get_command(command_id)
         if item is not None:
             commands[command_id] = item
     donors = donor_groups(deps) if may_start_a_group(run) else frozenset()
-    return World(groups=groups, nodes=nodes, commands=commands, donors=donors)
+    return World(groups=groups, nodes=nodes, commands=commands, donors=donors, ready_live=_LAST_READY[1])
+
+
+# the nodes map of the last world gathered (held: never another object at its address) and the Ready ids its passes
+# found by group (``World.ready_live``): a world of the same map shares them. Only the membership memo's own map comes
+# again (``NodeRecordMemo.by_instance``, never changed; any other list is keyed anew), in a pass after a reused read
+_LAST_READY: list[Any] = [None, {}]
 
 
 def lock_lost(deps: RefresherDeps, run_id: str, err: LockLostError, mid_pass: bool = False) -> str:

@@ -19,6 +19,12 @@ str(1)``). It holds the answer it was made of, never a copy, and never changes i
 one entry a group of the last read. That relies on the port answering a new list each call and new entries for what
 changed, never an entry changed in place (boto3 parses every answer anew; the simulation's Auto Scaling shares an
 entry only within one revision of its group); the same list object answered again is read anew.
+
+Most groups answer as the last read did, sizes and tags too: ``_ANSWERS`` keeps each one's last answer (when its
+name, zones and tags are text as well) with the group it is (``managed_group``), and an answer whose values but its
+instances are equal to it (``==``; a new dict) is that group, its tags not read again; with its instances as before too
+(above), it is the same facts, not made and compared again. A size is equal only to an equal number, which ``int``
+makes the same size.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from operator import eq, not_
 from typing import Any
 
 from adapters.aws.ports import Ec2Port, GroupReader
-from core.kops import managed_group
+from core.kops import ManagedGroup, managed_group
 from lambdas.refresher.world import GroupFacts, InstanceFacts
 
 MEMO_INSTANCES = 20_000  # the most instances' facts ``_FACTS`` keeps before it starts again
@@ -37,6 +43,10 @@ _FACTS: dict[tuple[Any, ...], InstanceFacts] = {}  # what an instance's facts ho
 # group name -> (its ``Instances`` as last read without launch facts, the facts made of them) (module docstring)
 _GROUPS: dict[str, tuple[list[dict[str, Any]], tuple[InstanceFacts, ...]]] = {}
 _MADE: dict[str, GroupFacts] = {}  # group name -> the last read's facts of it (those ``_GROUPS`` keeps the list of)
+# group name -> the last read's answer of it and the group it is (those ``_MADE`` keeps the facts of, when its name,
+# zones and tags are text): an answer equal to it but for its instances is that group (module docstring)
+_ANSWERS: dict[str, tuple[dict[str, Any], ManagedGroup, str]] = {}  # (with the cluster it was read for)
+_NONE = object()  # a key an answer does not hold
 
 
 def _template_spec(asg: dict[str, Any]) -> dict[str, Any] | None:
@@ -70,8 +80,13 @@ def read_groups(
         times = ec2.launch_times([i["InstanceId"] for g in raw for i in g.get("Instances", [])])
     out: dict[str, GroupFacts] = {}
     kept: dict[str, tuple[list[dict[str, Any]], tuple[InstanceFacts, ...]]] = {}
+    answers: dict[str, tuple[dict[str, Any], ManagedGroup, str]] = {}
     for asg in raw:
-        group = managed_group(asg, cluster)
+        named = asg.get("AutoScalingGroupName")
+        known = None if with_launch_facts or not isinstance(named, str) else _ANSWERS.get(named)
+        # the group as the last read answered it but for its instances (looked at below): its tags not read again
+        same = known is not None and known[0] is not asg and known[2] == cluster and _same_but_instances(known[0], asg)
+        group = known[1] if known is not None and same else managed_group(asg, cluster)
         if group is None:
             continue
         version = None
@@ -95,6 +110,10 @@ def read_groups(
             instances = tuple(_facts(i, times) for i in listed)
             if not times and isinstance(listed, list) and all(map(_as_text, listed)):
                 kept[group.name] = (listed, instances)
+        before = _MADE.get(group.name)
+        if same and before is not None and before.instances is instances:  # its sizes and instances as before too
+            out[group.name], answers[group.name] = before, (asg, group, cluster)
+            continue
         facts = GroupFacts(
             name=group.name,
             role=group.role,
@@ -105,15 +124,35 @@ def read_groups(
             instances=instances,
             launch_template_version=version,
         )
-        before = _MADE.get(group.name)
         # the same facts as the last read's: that object, with what it worked out (``GroupFacts.live``, its index)
         out[group.name] = before if before is not None and before.instances is instances and before == facts else facts
+        if group.name in kept and _as_text_group(asg):
+            answers[group.name] = (asg, group, cluster)
     if not with_launch_facts:
         _GROUPS.clear()
         _GROUPS.update(kept)
         _MADE.clear()
         _MADE.update((name, out[name]) for name in kept)
+        _ANSWERS.clear()
+        _ANSWERS.update(answers)
     return out
+
+
+def _same_but_instances(known: dict[str, Any], asg: dict[str, Any]) -> bool:
+    """Whether ``asg`` holds the keys ``known`` holds, each value but ``Instances`` equal (``==``, in C)."""
+    return len(known) == len(asg) and all(key == "Instances" or known.get(key, _NONE) == v for key, v in asg.items())
+
+
+def _as_text_group(asg: dict[str, Any]) -> bool:
+    """Whether what ``managed_group`` reads of ``asg`` besides its sizes is text: its name, zones and tags' keys and
+    values (its instances are looked at by ``_as_text``), so that an answer equal to it means the same group
+    (``_ANSWERS``)."""
+    tags, zones = asg.get("Tags", []), asg.get("AvailabilityZones", [])
+    if type(asg.get("AutoScalingGroupName")) is not str or type(tags) is not list or type(zones) is not list:
+        return False
+    if not all(type(zone) is str for zone in zones):
+        return False
+    return all(type(tag) is dict and type(tag.get("Key")) is str and type(tag.get("Value")) is str for tag in tags)
 
 
 def _aligned(

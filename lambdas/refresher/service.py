@@ -171,22 +171,30 @@ def waits_on(run: Run, trigger: Event) -> bool:
     nodes of other groups are left to the run's slow poll and the tick: no decision of a run looks at them but the
     masters' check."""
     groups = {g.name for g in run.groups}
-    # each read in C over every step (a thousand, a report), the steps not final looked at one by one (a few)
+    # each read in C over every step (a thousand, a report)
     olds = set(map(_INSTANCE_ID, run.steps))
     spares = set(filter(None, map(_SPARE, run.steps)))
-    moving = compress(run.steps, map(_NOT_FINAL, map(_STATE, run.steps)))
-    counting = any(s.state is StepState.SETTLING or COUNTING_WAITS & set(s.waiting_since) for s in moving)
     names = (
         trigger.asg_names if len(trigger.asg_names) == len(trigger.instance_ids) else ("",) * len(trigger.instance_ids)
     )
+    counting: bool | None = None  # worked out for the first old instance reported (a spare's report needs none)
     for instance_id, group in zip(trigger.instance_ids, names, strict=True):
         if instance_id in olds and instance_id not in spares:
+            if counting is None:
+                counting = _counting(run)
             if counting:
                 return True
             continue
         if not group or group in groups or instance_id in spares:
             return True
     return not trigger.instance_ids and any(not g or g in groups for g in trigger.asg_names)
+
+
+def _counting(run: Run) -> bool:
+    """Whether a step of ``run`` counts Ready nodes (``waits_on``): the steps not final picked in C, each looked at (a
+    pending one too: hundreds)."""
+    moving = compress(run.steps, map(_NOT_FINAL, map(_STATE, run.steps)))
+    return any(s.state is StepState.SETTLING or COUNTING_WAITS & set(s.waiting_since) for s in moving)
 
 
 _INSTANCE_ID, _SPARE, _STATE = attrgetter("instance_id"), attrgetter("surge_instance_id"), attrgetter("state")

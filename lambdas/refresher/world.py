@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
+from itertools import compress
+from operator import attrgetter
 from typing import Any
 
 from core.kops import Role
@@ -15,6 +17,7 @@ from core.model import NodeRecord
 
 # DescribeAutoScalingGroups' Instances[].LifecycleState values of an instance that is, or is becoming, a member.
 LIVE_STATES = frozenset({"Pending", "Pending:Wait", "Pending:Proceed", "InService"})
+_INSTANCE_ID, _LIFECYCLE = attrgetter("instance_id"), attrgetter("lifecycle_state")
 
 
 @dataclass(frozen=True)
@@ -66,13 +69,18 @@ class GroupFacts:
     def _by_id(self) -> dict[str, InstanceFacts]:
         """``instances`` by id, made on the first ``instance`` asked (a pass asks for several of a group's hundreds);
         of an id listed twice, the first (``reversed``: a later entry would replace it)."""
-        return {i.instance_id: i for i in reversed(self.instances)}
+        return dict(zip(map(_INSTANCE_ID, reversed(self.instances)), reversed(self.instances), strict=True))  # in C
 
     @cached_property
     def live(self) -> tuple[InstanceFacts, ...]:
         """The instances that are, or are becoming, members (``InstanceFacts.live``), in their order; made once (the
-        facts are frozen: a pass asks for them several times)."""
-        return tuple(i for i in self.instances if i.live)
+        facts are frozen: a pass asks for them several times), picked in C (a group of hundreds is new a pass)."""
+        return tuple(compress(self.instances, map(LIVE_STATES.__contains__, map(_LIFECYCLE, self.instances))))
+
+    @cached_property
+    def live_ids(self) -> tuple[str, ...]:
+        """The ids of ``live``, in their order; made once (a pass looks for its Ready ones and its new ones)."""
+        return tuple(map(_INSTANCE_ID, self.live))
 
     def has_live(self, instance_id: str) -> bool:
         inst = self.instance(instance_id)
@@ -90,6 +98,9 @@ class World:
         lock: the ``LOCK`` item as stored (None when never taken).
         donors: groups carrying capacity for a compensation (a ``COMP#`` ledger's donor not yet restored): the run
             does not surge them until they are given back.
+        ready_live: group -> (its facts, the ids of its live instances whose node is Ready), as ``Context.ready_live``
+            found them in ``nodes`` (for those very facts: the same object); the worlds of one ``nodes`` map may share
+            it (``advance.gather``: the membership memo's map, never changed, again). Its lists: never change them.
     """
 
     groups: Mapping[str, GroupFacts] = field(default_factory=dict)
@@ -97,6 +108,7 @@ class World:
     commands: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     lock: Mapping[str, Any] | None = None
     donors: frozenset[str] = frozenset()
+    ready_live: dict[str, tuple[GroupFacts, list[str]]] = field(default_factory=dict, compare=False, repr=False)
 
     def ready(self, instance_id: str) -> bool:
         record = self.nodes.get(instance_id)

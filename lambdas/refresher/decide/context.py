@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
-from itertools import compress
+from itertools import compress, count, filterfalse, repeat
 from operator import attrgetter
+from types import SimpleNamespace
 
 from core.clock import aware_time
 from core.model import Command, CommandKind, CommandStatus, DrainOptions
@@ -34,7 +35,8 @@ from core.settings import RefresherSettings
 from lambdas.refresher.plan import Action, SaveRun, SetCapacity
 from lambdas.refresher.world import GroupFacts, World
 
-_STATE, _INSTANCE_ID = attrgetter("state"), attrgetter("instance_id")
+_STATE, _INSTANCE_ID, _READY = attrgetter("state"), attrgetter("instance_id"), attrgetter("ready")
+_NO_NODE = SimpleNamespace(ready=False)  # the record of an instance without one (``World.ready``: not Ready)
 _IN_FLIGHT = frozenset(s for s in StepState if s.in_flight)
 _REPLACING = frozenset((StepState.DRAINING, StepState.TERMINATING))
 UNDO_COMMAND_SUFFIX = "undo"
@@ -119,7 +121,7 @@ class Context:
         self._owned = set(map(id, compress(self.run.steps, map(_IN_FLIGHT.__contains__, map(_STATE, self.run.steps)))))
         self._copies: dict[int, RunStep] = {}  # id of a step at rest of the run read -> the pass's copy of it
         self._places: dict[int, int] | None = None  # id of a step in ``run.steps`` -> its position (made on demand)
-        self._ready: dict[str, tuple[GroupFacts, list[str]]] = {}  # group -> its facts, Ready live ids (``ready_live``)
+        self._ready = world.ready_live  # group -> its facts, its Ready live ids (``ready_live``; shared: the world's)
 
     def own(self, step: RunStep) -> RunStep:
         """The pass's own copy of ``step`` (a step of its run), to change: ``step`` itself when it is the pass's copy
@@ -138,7 +140,7 @@ class Context:
         if step.state.final:
             raise ValueError(f"step {step.index} is final: a pass never changes it")
         if self._places is None:
-            self._places = {id(s): k for k, s in enumerate(self.run.steps)}
+            self._places = dict(zip(map(id, self.run.steps), count()))  # in C
         place = self._places.get(id(step))
         if place is None or self.run.steps[place] is not step:
             raise ValueError(f"step {step.index} is not a step of the pass's run")
@@ -243,14 +245,15 @@ class Context:
         return len(ready) - sum(map(exclude.__contains__, ready))
 
     def ready_live(self, facts: GroupFacts) -> list[str]:
-        """The ids of ``facts``' live instances whose node is Ready (``World.ready``), in their order: found once a
-        pass for each group's facts (the world does not change during a pass; a step in flight asks for its group's
-        count, hundreds of instances, once or twice a pass)."""
+        """The ids of ``facts``' live instances whose node is Ready (``World.ready``), in their order: found once for
+        each group's facts and the world's ``nodes`` (``World.ready_live``: a pass's worlds of the same map share them;
+        a step in flight asks for its group's count, hundreds of instances, once or twice a pass), in C (each id's
+        record, or ``_NO_NODE``, its ``ready``). Shared: never change it."""
         known = self._ready.get(facts.name)
         if known is not None and known[0] is facts:
             return known[1]
-        nodes = self.world.nodes  # ``World.ready`` of each, in line (hundreds of instances)
-        ready = [i for i in map(_INSTANCE_ID, facts.live) if (node := nodes.get(i)) is not None and node.ready]
+        ids = facts.live_ids
+        ready = list(compress(ids, map(_READY, map(self.world.nodes.get, ids, repeat(_NO_NODE)))))
         self._ready[facts.name] = (facts, ready)
         return ready
 
@@ -260,14 +263,16 @@ class Context:
         return {s.surge_instance_id for s in moving if s is not but and s.surge_instance_id}
 
     def new_instances(self, step: RunStep, facts: GroupFacts) -> list[str]:
-        olds = set(map(_INSTANCE_ID, self.run.steps))
-        claimed = self.claimed_spares(step)
+        """The ids of ``facts``' live instances that are none of the run's old instances, not in ``step``'s
+        ``surge_baseline`` and no other step's spare, in their order: those outside the baseline found in C first (a
+        group's hundreds of instances, a pass), the few left looked at one by one."""
         baseline = set(step.surge_baseline)  # a group's instances: a list's ``in`` cost a pass O(group size squared)
-        return [
-            i.instance_id
-            for i in facts.live
-            if i.instance_id not in baseline and i.instance_id not in claimed and i.instance_id not in olds
-        ]
+        outside = list(filterfalse(baseline.__contains__, facts.live_ids))
+        if not outside:
+            return outside
+        claimed = self.claimed_spares(step)
+        olds = set(map(_INSTANCE_ID, self.run.steps))
+        return [i for i in outside if i not in claimed and i not in olds]
 
     def finish_step(self, step: RunStep, state: StepState, note: str = "") -> None:
         """End ``step`` in the final ``state``; its ``surge_baseline`` is dropped (only a step in flight reads it):

@@ -13,8 +13,8 @@ gives a surge back (its undo, a reclaim) then gives that one unit back once, as 
 
 from __future__ import annotations
 
-from itertools import compress
-from operator import attrgetter
+from itertools import compress, repeat
+from operator import attrgetter, is_
 
 from core.kops import Role
 from core.runs import RunStatus, RunStep, StepState
@@ -22,7 +22,7 @@ from lambdas.refresher.decide.context import Context
 from lambdas.refresher.plan import TerminateInstance
 from lambdas.refresher.world import GroupFacts
 
-_STATE = attrgetter("state")
+_STATE, _INSTANCE_ID = attrgetter("state"), attrgetter("instance_id")
 _IN_FLIGHT = frozenset(s for s in StepState if s.in_flight)
 
 
@@ -42,14 +42,8 @@ def successor(p: Context, step: RunStep, facts: GroupFacts) -> RunStep | None:
     others = sum(1 for s in moving if s is not step and s.group == step.group and s.holds_unit)
     if others + 1 > limit:
         return None
-    return next(
-        (
-            s
-            for s in run.steps
-            if s.group == step.group and s.state is StepState.PENDING and facts.has_live(s.instance_id)
-        ),
-        None,
-    )
+    pending = compress(run.steps, map(is_, map(_STATE, run.steps), repeat(StepState.PENDING)))  # in C, in order
+    return next((s for s in pending if s.group == step.group and facts.has_live(s.instance_id)), None)
 
 
 def hand_over(p: Context, step: RunStep, to: RunStep, facts: GroupFacts) -> None:
@@ -62,7 +56,8 @@ def hand_over(p: Context, step: RunStep, to: RunStep, facts: GroupFacts) -> None
     step.handed_over_to = to.index
     to.state = StepState.SURGING
     to.started_at = to.intent_at = p.now
-    to.surge_baseline = sorted(i.instance_id for i in facts.instances if i.instance_id != step.instance_id)
+    # the group's ids in C (hundreds), but the old instance's
+    to.surge_baseline = sorted(filter(step.instance_id.__ne__, map(_INSTANCE_ID, facts.instances)))
     p.effects.append(TerminateInstance(step.group, step.instance_id, decrement=False))
     p.change(
         f"step {step.index}: drain {step.drain_status}, terminate {step.instance_id} without decrement: its surge unit "

@@ -11,7 +11,7 @@ from lambdas.refresher.decide.context import Context, WaitKind
 from lambdas.refresher.plan import SendCommand, SetCapacity
 from lambdas.refresher.world import GroupFacts
 
-_STATE = attrgetter("state")
+_STATE, _INSTANCE_ID = attrgetter("state"), attrgetter("instance_id")
 _MOVING = frozenset(s for s in StepState if s.in_flight).__contains__
 
 # the waits of a surging step, each with its deadline (the later ones count from when the earlier one ended)
@@ -139,7 +139,7 @@ def start_workers(p: Context, current: str, steps: list[RunStep]) -> None:
         group.raised += 1
         step.state = StepState.SURGING
         step.started_at = step.intent_at = p.now
-        step.surge_baseline = sorted(i.instance_id for i in facts.instances)
+        step.surge_baseline = sorted(map(_INSTANCE_ID, facts.instances))  # the group's ids, in C
         # the launch wait starts with the surge (its deadline counts from it): the surge's pass needs no read-back
         # pass to record it (``passes.outcome_by_event``), and the launch's event nothing to advance
         step.waiting_since[WaitDeadline.SPARE_LAUNCH.value] = p.now

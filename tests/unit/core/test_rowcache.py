@@ -127,6 +127,29 @@ def test_a_new_first_word_or_a_word_named_earlier_repacks_every_row() -> None:
     assert check(cache, run.model_copy(update={"steps": steps})) == 1
 
 
+def test_the_row_a_patch_first_named_a_word_in_is_such_a_row_at_the_next_patch() -> None:
+    # a patch adds the words new to the run where its rows name them first: later patches know those rows as first
+    # rows (one changed: every row repacked), that word as known (named after it: reused) and the last first row
+    # (a new word before it: every row repacked), without a look at every word
+    run = weekly_refresh(30, 20)
+    cache = RowCache()
+    check(cache, run)
+
+    def patched(position: int, note: str) -> int:
+        nonlocal run
+        steps = list(run.steps)
+        steps[position] = replaced(position, step_at(steps[position])).model_copy(update={"note": note})
+        run = run.model_copy(update={"steps": steps})
+        return check(cache, run)
+
+    assert patched(22, "a new word at 22") == 1
+    assert patched(24, "a new word at 22") == 1  # known, first named before
+    assert patched(26, "a new word at 26") == 1  # new, after the last first row
+    assert patched(25, "a new word at 25") == 30  # new, before the last first row (26)
+    assert patched(27, "a new word at 27") == 1
+    assert patched(27, "another at 27") == 30  # the row a word was first named in
+
+
 def test_a_store_writes_and_sizes_the_item_it_wrote_without_the_cache() -> None:
     class Named:
         name = "t"

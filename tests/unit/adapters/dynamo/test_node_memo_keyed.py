@@ -91,3 +91,38 @@ def test_a_full_read_after_a_patched_one_matches_the_items_it_applied() -> None:
     changed = next(r for r in patched[0] if r.instance_id.endswith("1"))
     full, _ = memo.records(sorted(items.values(), key=lambda i: i["sk"]), NOW, version="t:2", now=NOW)
     assert next(r for r in full if r.instance_id.endswith("1")) is changed and not changed.ready
+
+
+# a change: (slot, None) deletes the item, (slot, True/False) writes it ready or not, (slot, "x") writes it unreadable
+rewrites = st.lists(st.tuples(st.integers(0, 7), st.none() | st.booleans() | st.just("x")), min_size=1, max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(start=st.lists(st.integers(0, 7), max_size=8), steps=st.lists(rewrites, max_size=5))
+def test_a_patched_answer_is_a_full_reads_in_its_order(start: list[int], steps: list[Any]) -> None:
+    # an item rewritten keeps its place in the answer (no sort); one new to the records or to the refused items is
+    # sorted in: records and refused items alike, in the Query's order, as a new memo's full read gives them
+    memo = NodeRecordMemo()
+    items = {f"NODE#i-{s:017x}": item(s, s) for s in start}
+    memo.records(sorted(items.values(), key=lambda i: i["sk"]), NOW, version="t:0", now=NOW)
+    count = 0
+    for step in steps:
+        listed = []
+        for slot, how in step:
+            count += 1
+            sk = f"NODE#i-{slot:017x}"
+            if how is None:
+                items.pop(sk, None)
+            elif how == "x":
+                items[sk] = {**item(slot, slot), "ready": "not a bool"}
+            else:
+                items[sk] = item(slot, slot, ready=how)
+            listed.append((count, sk))
+        answer = sorted(items.values(), key=lambda i: i["sk"])
+        got = memo.patched(
+            f"t:{count}", listed, NOW, lambda keys: {k: items[k] for k in keys if k in items}, len(answer)
+        )
+        records, refused = NodeRecordMemo().records(answer, NOW)
+        assert got is not None
+        assert [(r.instance_id, r.ready) for r in got[0]] == [(r.instance_id, r.ready) for r in records]
+        assert [bad.sk for bad in got[1]] == [bad.sk for bad in refused]

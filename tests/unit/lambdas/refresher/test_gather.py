@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.kops import managed_group
 from lambdas.refresher import gather
 from lambdas.refresher.gather import read_groups
 from lambdas.refresher.world import GroupFacts, InstanceFacts
@@ -40,7 +41,10 @@ class Aws:
                 "MinSize": 1,
                 "MaxSize": 9,
                 "DesiredCapacity": len(self.instances) if self.desired is None else self.desired,
-                "Tags": [{"Key": "KubernetesCluster", "Value": cluster}, {"Key": "k8s.io/role/node", "Value": "1"}],
+                "Tags": [  # as AWS answers them: PropagateAtLaunch a bool, never read
+                    {"Key": "KubernetesCluster", "Value": cluster, "PropagateAtLaunch": True},
+                    {"Key": "k8s.io/role/node", "Value": "1", "PropagateAtLaunch": True},
+                ],
                 "Instances": self.instances,
             }
         ]
@@ -198,3 +202,40 @@ def test_a_group_read_as_before_is_the_same_group_facts_with_what_it_worked_out(
     bigger.desired = 5
     three = group(bigger)
     assert three is not one and three.desired == 5 and three.instances is one.instances
+
+
+def test_a_group_answered_as_before_is_read_no_further(monkeypatch: pytest.MonkeyPatch) -> None:
+    # an answer equal to the last (a new dict and list: sizes, tags, instances) is the facts made of the last, its
+    # tags not read again; a tag changed, or a value that is not text in the last answer, is read anew
+    read: list[str] = []
+
+    def counted(asg: dict[str, Any], cluster: str) -> Any:
+        read.append(asg["AutoScalingGroupName"])
+        return managed_group(asg, cluster)
+
+    monkeypatch.setattr(gather, "managed_group", counted)
+    aws = Aws([instance(k) for k in range(3)])
+    one = group(aws)
+    aws.instances = [instance(k) for k in range(3)]
+    assert group(aws) is one and read == ["nodes"]
+    aws.instances = [instance(k) for k in range(2)] + [instance(2, state="Terminating")]
+    moved = group(aws)  # its instances changed, its tags not: the same group, new facts
+    assert read == ["nodes"] and moved.instances[2].lifecycle_state == "Terminating" and moved.instance_group is None
+    aws.instances = [instance(k) for k in range(3)]
+    demo = aws.cluster_groups(CLUSTER)
+    aws.cluster_groups = lambda cluster: [{**demo[0], "Instances": list(demo[0]["Instances"])}]  # type: ignore[method-assign]
+    assert read_groups(aws, aws, "another") == {} and read == ["nodes", "nodes"]  # type: ignore[arg-type]
+    one = group(aws)  # the same answer for its own cluster: read again, the last read kept nothing
+    read.clear()
+    retagged = Aws([instance(k) for k in range(3)])
+    retagged.cluster_groups = lambda cluster: [  # type: ignore[method-assign]
+        {**Aws.cluster_groups(retagged, cluster)[0], "Tags": [*Aws.cluster_groups(retagged, cluster)[0]["Tags"], ig]}
+    ]
+    ig = {"Key": "kops.k8s.io/instancegroup", "Value": "nodes-a"}
+    two = group(retagged)
+    assert read == ["nodes"] and two.instance_group == "nodes-a" and two.instances is one.instances
+    ig = {"Key": "kops.k8s.io/instancegroup", "Value": True}  # type: ignore[dict-item]
+    group(retagged)
+    retagged.instances = [instance(k) for k in range(3)]
+    group(retagged)  # equal, but the last answer held a value that is not text: read anew
+    assert read == ["nodes", "nodes", "nodes"]
