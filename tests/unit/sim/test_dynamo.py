@@ -5,6 +5,7 @@ ReturnValues, pages) or the same error (class, code, HTTP status, Item, Cancella
 
 from collections.abc import Callable, Iterator
 from decimal import Decimal
+from itertools import count
 from typing import Any
 
 import boto3
@@ -56,9 +57,12 @@ def answer(table: Any, calls: list[Call]) -> list[Any]:
     return out
 
 
+_TABLE_NUMBERS = count()  # a new moto table a comparison, in the module's one mock
+
+
 def same(moto_tables: Any, calls: list[Call]) -> list[Any]:
     """Run ``calls`` on a fresh moto table and a fresh memory table; assert the answers are equal; return them."""
-    name = f"t{id(calls)}"
+    name = f"t{next(_TABLE_NUMBERS)}"  # not ``id(calls)``: a freed list's id comes again, and its table exists
     moto_tables.create_table(**state_table(name))
     on_moto = answer(moto_tables.Table(name), calls)
     on_memory = answer(memory(), calls)

@@ -4,6 +4,7 @@ keyword; reserved keyword: <word>" (DynamoDB Developer Guide, "Reserved words in
 placeholder the same word is an attribute like any other."""
 
 from collections.abc import Iterator
+from itertools import count
 from typing import Any
 
 import boto3
@@ -73,11 +74,14 @@ CASES: list[tuple[dict[str, Any], bool]] = [
 ]
 
 
+_TABLE_NUMBERS = count()
+
+
 @pytest.mark.parametrize(("params", "put"), CASES)
 def test_reserved_words_are_refused_unless_escaped_as_moto_refuses_them(
     moto_tables: Any, params: dict[str, Any], put: bool
 ) -> None:
-    name = f"t{id(params)}"
+    name = f"t{next(_TABLE_NUMBERS)}"  # a new moto table a case, in the module's one mock
     moto_tables.create_table(**state_table(name))
     on_moto = _answer(moto_tables.Table(name), params, put)
     assert _answer(_memory(), params, put) == on_moto
