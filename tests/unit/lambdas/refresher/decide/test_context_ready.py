@@ -25,6 +25,19 @@ IDS = [f"i-{k}" for k in range(6)]
 STATES = ["InService", "Pending", "Pending:Wait", "Terminating", "Terminated", "Detached", "Standby"]
 
 
+def group(instances: list[tuple[str, str]]) -> GroupFacts:
+    """A worker group "g" of ``instances`` (id, lifecycle state), its desired capacity their number."""
+    return GroupFacts(
+        name="g",
+        role=Role.NODE,
+        instance_group="nodes",
+        min_size=0,
+        max_size=9,
+        desired=len(instances),
+        instances=tuple(InstanceFacts(instance_id=i, lifecycle_state=s) for i, s in instances),
+    )
+
+
 @given(
     st.lists(st.tuples(st.sampled_from(IDS), st.sampled_from(STATES)), max_size=8),
     st.dictionaries(st.sampled_from(IDS), st.booleans()),
@@ -38,15 +51,7 @@ def test_ready_besides_counts_as_live_and_ready_do(
     run, _ = scenario(3)
     nodes = {i: NodeRecord(instance_id=i, node_name=f"n-{i}", ready=r, reported_at=T0) for i, r in ready.items()}
     world = World(nodes=nodes)
-    facts = GroupFacts(
-        name="g",
-        role=Role.NODE,
-        instance_group="nodes",
-        min_size=0,
-        max_size=9,
-        desired=len(instances),
-        instances=tuple(InstanceFacts(instance_id=i, lifecycle_state=s) for i, s in instances),
-    )
+    facts = group(instances)
     live = [i for i in facts.instances if i.lifecycle_state in LIVE_STATES]
     assert list(facts.live) == live and facts.live is facts.live
 
@@ -78,15 +83,7 @@ def test_new_instances_are_the_live_ones_of_no_step_nor_baseline(
         for s, old, spare in zip(base.steps, olds, spares, strict=True)
     ]
     run = base.model_copy(update={"steps": steps})
-    facts = GroupFacts(
-        name="g",
-        role=Role.NODE,
-        instance_group="nodes",
-        min_size=0,
-        max_size=9,
-        desired=len(instances),
-        instances=tuple(InstanceFacts(instance_id=i, lifecycle_state=s) for i, s in instances),
-    )
+    facts = group(instances)
     context = Context(run, World(), SETTINGS, run.updated_at)
     step = context.run.steps[0]  # the pass's own copy (a step in flight)
     step.surge_baseline = sorted(baseline)
@@ -120,15 +117,7 @@ def test_the_worlds_of_the_memos_map_again_share_the_ready_ids_found(monkeypatch
         clock=lambda: T0, aws=SimpleNamespace(autoscaling=None, ec2=None), settings=SETTINGS, memo=memo
     )
     run, _ = scenario(3)
-    facts = GroupFacts(
-        name="g",
-        role=Role.NODE,
-        instance_group="nodes",
-        min_size=0,
-        max_size=9,
-        desired=len(IDS),
-        instances=tuple(InstanceFacts(instance_id=i) for i in IDS),
-    )
+    facts = group([(i, "InService") for i in IDS])
     first, again = advance.gather(run, deps, records), advance.gather(run, deps, records)
     found = Context(run, first, SETTINGS, T0).ready_live(facts)
     assert found == IDS[::2] and Context(run, again, SETTINGS, T0).ready_live(facts) is found
