@@ -130,7 +130,11 @@ def test_a_recommendation_launches_the_replacement_before_the_drain_then_termina
         ]
         assert woken and woken[0]["detail-type"] == "Node Cordon Succeeded"
 
-        # a recommendation while another run is active only cordons (the fallback), with the reason
+        # a recommendation while another run is active only cordons (the fallback), with the reason. The pump stops
+        # first: a late event of the finished run (the agent's "Node Ready" for the spare) would invoke the refresher,
+        # which would finish the planted run (all its steps are done) before the recommendation reads it
+        h.bus.stop()
+        assert h.invoker.settle(10), "a refresher invocation still running"
         other = next(i["InstanceId"] for i in h.groups()[worker_asg]["Instances"] if i["InstanceId"] != spare)
         refresh = run.options.model_copy(update={"trigger": "schedule"})  # a scheduled refresh is active
         h.runs.create(
