@@ -17,21 +17,23 @@ path; an error answer is never kept.
 
 A request is known again by what boto3 sends for it, never by its objects' identity (a caller may build the same
 condition anew, or change a list an ``IN`` holds): its KeyConditionExpression and FilterExpression as boto3 condition
-objects, by their shape (``sim.condition_shapes``: what boto3's builder makes of them apart from the values) and
-their values, each a ``str`` (the same values of the same type, so the same canonical values); ``ConsistentRead``,
-``Limit`` and ``ScanIndexForward`` as ``bool`` or ``int`` (with their type); ``ExclusiveStartKey`` as a map of
-strings; no other parameter (placeholders given as ``ExpressionAttributeNames`` / ``Values``, strings for
-expressions: the full path every time).
+objects of boto3's own classes, walked as boto3's builder walks them (``_walk``: each node's class and parts, the
+attributes' names, the values, each a ``str``: the same values of the same type, so the same canonical values);
+``ConsistentRead``, ``Limit`` and ``ScanIndexForward`` as ``bool`` or ``int`` (with their type);
+``ExclusiveStartKey`` as a map of strings; no other parameter (placeholders given as ``ExpressionAttributeNames`` /
+``Values``, strings for expressions: the full path every time). One flat tuple of these is the request's key:
+cheaper to make and to hash than ``sim.condition_shapes``' shape with its values, the memo of the builder the full
+path uses.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from boto3.dynamodb.conditions import ConditionBase
+from boto3.dynamodb.conditions import Attr, ConditionBase, Key
 
-from sim.condition_shapes import shape
+from sim.condition_shapes import _KNOWN
 from sim.dynamo_calls import Expressions, RequestError, client_error, expressions, metadata, validation
 from sim.dynamo_keys import key_range, sort_key_group
 from sim.expression_syntax import ExpressionError
@@ -82,28 +84,73 @@ class Answers:
 
 
 def request_of(params: Mapping[str, Any]) -> tuple[Any, ...] | None:
-    """What tells a Query request from another (module docstring), or None for one whose answer is not kept."""
-    extra: list[Any] = []
-    for name, value in params.items():
-        if name in _CONDITIONS:
-            if not isinstance(value, ConditionBase):
+    """What tells a Query request from another (module docstring), or None for one whose answer is not kept: a flat
+    tuple of each parameter's name and what it holds, a condition as ``_walk`` gives it."""
+    key: list[Any] = []
+    append = key.append
+    try:
+        for name, value in params.items():
+            if name in _CONDITIONS:
+                if type(value) not in _KNOWN:
+                    return None
+                append(name)
+                _walk(value, name == "KeyConditionExpression", append)
+            elif name in _SCALARS:
+                if type(value) not in _SCALAR_TYPES:
+                    return None
+                append(name)
+                append(type(value))
+                append(value)
+            elif name == "ExclusiveStartKey":
+                if type(value) is not dict or not _TEXT.issuperset(map(type, value)):
+                    return None
+                if not _TEXT.issuperset(map(type, value.values())):
+                    return None
+                append(name)
+                append(len(value))
+                key.extend(value.items())
+            else:
                 return None
-        elif name in _SCALARS:
-            if type(value) not in _SCALAR_TYPES:
-                return None
-            extra.append((name, type(value), value))
-        elif name == "ExclusiveStartKey":
-            if type(value) is not dict or not _TEXT.issuperset(map(type, value)):
-                return None
-            if not _TEXT.issuperset(map(type, value.values())):
-                return None
-            extra.append((name, *value.items()))
-        else:
-            return None
-    walked = shape([(field, params[field]) for field in _CONDITIONS if field in params])
-    if walked is None or not _TEXT.issuperset(map(type, walked[1])):
+    except _Unknown:
         return None
-    return walked[0], tuple(walked[1]), tuple(extra)
+    return tuple(key)
+
+
+class _Unknown(Exception):
+    """A part of a condition ``_walk`` does not take for a key: the request's answer is not kept."""
+
+
+def _walk(condition: ConditionBase, is_key: bool, append: Callable[[Any], None]) -> None:
+    """Append a condition of one of boto3's own classes (``sim.condition_shapes``) to a request's key, depth first as
+    boto3's builder visits it: its class and its number of parts, then each part: a condition the same way, an
+    attribute (``Key`` or ``Attr``, only ``Key`` in a key condition) as its class and its ``str`` name, a value (a
+    ``str``) as itself, an ``IN``'s list or tuple of ``str`` as its length and its values. Whatever boto3 builds of
+    it follows from these: its format, operator and grouping are its class's, an instance of its own holding nothing
+    but its parts (``_values``), and each token tells what it is and how many follow, so two requests with the same
+    key are the same request. Anything else raises ``_Unknown`` (a ``Size`` too: it holds its attribute's name)."""
+    if len(condition.__dict__) != 1:  # an instance with a format, an operator or a method of its own
+        raise _Unknown
+    parts = condition._values  # type: ignore[attr-defined]  # what its get_expression() gives the builder
+    append(type(condition))
+    append(len(parts))
+    grouped = condition.has_grouped_values
+    for part in parts:
+        kind = type(part)
+        if kind is str and not grouped:
+            append(part)
+        elif kind in _KNOWN:
+            _walk(part, is_key, append)
+        elif kind is Key or (kind is Attr and not is_key):
+            if type(part.name) is not str:
+                raise _Unknown
+            append(kind)
+            append(part.name)
+        elif grouped and (kind is list or kind is tuple) and _TEXT.issuperset(map(type, part)):
+            append(len(part))
+            for value in part:
+                append(value)
+        else:
+            raise _Unknown
 
 
 def query(table: MemoryTable, params: Mapping[str, Any]) -> dict[str, Any]:

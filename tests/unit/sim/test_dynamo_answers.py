@@ -8,12 +8,30 @@ later answer.
 
 import itertools
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 from unittest.mock import patch
 
 import boto3
 import pytest
-from boto3.dynamodb.conditions import Attr, Key
+from boto3.dynamodb.conditions import (
+    And,
+    Attr,
+    AttributeExists,
+    AttributeNotExists,
+    BeginsWith,
+    Between,
+    ConditionBase,
+    ConditionExpressionBuilder,
+    Equals,
+    In,
+    Key,
+    LessThan,
+    Not,
+    NotEquals,
+    Or,
+    Size,
+)
 from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -184,3 +202,122 @@ def test_a_write_elsewhere_keeps_an_answer_and_one_in_its_group_does_not() -> No
         table.query(**wide)
         table.put_item(Item={"pk": "p", "sk": "AB"})
         assert table.query(**wide)["Count"] == 3 and len(reads) == 5
+
+
+# request keys (``dynamo_query.request_of``): small condition trees of str values, so that many share a key
+_attribute_names = st.sampled_from(["pk", "a", "a.b", "c[1]"])
+_texts = st.sampled_from(["", "a", "pk"])  # some values the names of attributes
+_attributes = st.one_of(st.builds(Key, _attribute_names), st.builds(Attr, _attribute_names))
+_operands = st.one_of(_texts, _texts, _attributes)
+_leaves = st.one_of(
+    st.builds(
+        lambda kind, a, v: kind(a, v),
+        st.sampled_from([Equals, NotEquals, LessThan, BeginsWith]),
+        _attributes,
+        _operands,
+    ),
+    st.builds(Between, _attributes, _operands, _operands),
+    st.builds(In, _attributes, st.lists(_texts, max_size=2) | st.tuples(_texts) | _texts),
+    st.builds(lambda kind, a: kind(a), st.sampled_from([AttributeExists, AttributeNotExists]), _attributes),
+    st.builds(lambda a, v: Equals(Size(a), v), _attributes, _operands),
+)
+_trees = st.recursive(
+    _leaves,
+    lambda inner: st.builds(And, inner, inner) | st.builds(Or, inner, inner) | st.builds(Not, inner),
+    max_leaves=3,
+)
+_requests = st.fixed_dictionaries(
+    {"KeyConditionExpression": _trees},
+    optional={"FilterExpression": _trees, "Limit": st.sampled_from([1, True]), "ScanIndexForward": st.booleans()},
+)
+
+
+def _built(params: dict[str, Any]) -> Any:
+    """What boto3 sends for a request: each field as its builder builds it (one builder, in its order), or what it
+    raises; the other parameters with their types."""
+    builder = ConditionExpressionBuilder()
+    out: list[Any] = []
+    for field in ("KeyConditionExpression", "FilterExpression"):
+        if field in params:
+            try:
+                got = builder.build_expression(params[field], is_key_condition=field == "KeyConditionExpression")
+            except Exception as err:  # noqa: BLE001  # what the builder raises is part of what it answers
+                return type(err).__name__
+            values = [(k, type(v), v) for k, v in got.attribute_value_placeholders.items()]
+            out.append((field, got.condition_expression, got.attribute_name_placeholders, values))
+    return out, sorted(
+        (k, type(v), v) for k, v in params.items() if k not in ("KeyConditionExpression", "FilterExpression")
+    )
+
+
+_SWAPS = ((Equals, NotEquals, LessThan, BeginsWith), (AttributeExists, AttributeNotExists), (And, Or))
+
+
+def _changed(draw: st.DrawFn, part: Any, at: int) -> Any:
+    """``part`` with its ``at``-th node (depth first, ``part`` itself the 0th) changed in one way: a condition's class
+    for another of the same arity, or its parts turned round; an attribute's class or name, or a value for it; a
+    value for another or an attribute; an IN's list for another length, a tuple or a string."""
+    count = [0]
+
+    def again(node: Any) -> Any:
+        changed = count[0] == at
+        count[0] += 1
+        if isinstance(node, Size):
+            return Size(draw(_attributes)) if changed else node  # (boto3 makes a Size of an attribute only)
+        if isinstance(node, ConditionBase):
+            kind, inside = type(node), list(node._values)
+            if changed and draw(st.booleans()):
+                kind = draw(st.sampled_from(next((s for s in _SWAPS if kind in s), (kind,))))
+            elif changed:
+                inside = inside[1:] + inside[:1]
+            return kind(*map(again, inside))
+        if changed and isinstance(node, list | tuple | str) and draw(st.booleans()):
+            return draw(st.sampled_from([[*node, "a"], list(node)[1:], tuple(node), "ab"]))
+        if changed and isinstance(node, str):  # a value for an attribute, of its very name at times
+            return draw(st.sampled_from([Attr(node), Key(node)]) | _operands)
+        if changed and isinstance(node, Attr | Key):  # an attribute for a value, its very name at times
+            return draw(st.just(node.name) | _operands)
+        return draw(_operands) if changed else node
+
+    return again(part)
+
+
+def _size(part: Any) -> int:
+    return 1 + sum(map(_size, part._values)) if isinstance(part, ConditionBase) else 1
+
+
+@st.composite
+def _alike(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """A request and a few others each changed in one node of one field or in one other parameter."""
+    first = draw(_requests)
+    out = [first]
+    for _ in range(draw(st.integers(1, 5))):
+        field = draw(st.sampled_from(sorted(first)))
+        value = first[field]
+        if field in ("KeyConditionExpression", "FilterExpression"):
+            value = _changed(draw, value, draw(st.integers(0, _size(value) - 1)))
+        else:
+            value = draw(st.sampled_from([1, 2, True, False]))
+        out.append({**first, field: value})
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(_alike())
+def test_requests_with_the_same_key_are_built_alike(requests: list[dict[str, Any]]) -> None:
+    keyed = [(dynamo_query.request_of(r), r) for r in requests]
+    for (key, first), (other, second) in itertools.combinations(keyed, 2):
+        if key is not None and key == other:
+            assert _built(first) == _built(second)
+
+
+def test_a_condition_the_key_cannot_tell_is_never_kept() -> None:
+    odd = Key("pk").eq("a")
+    odd.expression_operator = "<>"  # type: ignore[assignment]  # boto3-stubs: a Literal
+    own = type("Own", (Equals,), {})  # a class of one's own
+    for keep in [odd, own(Key("pk"), "a"), Key("pk").eq("a") & Attr("sk").eq("b"), Key("pk").eq(1)]:
+        assert dynamo_query.request_of({"KeyConditionExpression": keep}) is None
+    for keep in [Attr("s").is_in("ab"), Attr("s").eq(Decimal(1)), Attr("s").eq(["a"])]:
+        assert dynamo_query.request_of({"KeyConditionExpression": Key("pk").eq("a"), "FilterExpression": keep}) is None
+    assert dynamo_query.request_of({"KeyConditionExpression": Key("pk").eq("a"), "Select": "COUNT"}) is None
+    assert dynamo_query.request_of({"KeyConditionExpression": Key("pk").eq("a")}) is not None
