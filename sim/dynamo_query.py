@@ -128,9 +128,10 @@ def _walk(condition: ConditionBase, is_key: bool, append: Callable[[Any], None])
     it follows from these: its format, operator and grouping are its class's, an instance of its own holding nothing
     but its parts (``_values``), and each token tells what it is and how many follow, so two requests with the same
     key are the same request. Anything else raises ``_Unknown`` (a ``Size`` too: it holds its attribute's name)."""
-    if len(condition.__dict__) != 1:  # an instance with a format, an operator or a method of its own
+    state = condition.__dict__
+    parts = state.get("_values")  # what its get_expression() gives the builder
+    if len(state) != 1 or type(parts) is not tuple:  # an instance with a format, an operator or a method of its own
         raise _Unknown
-    parts = condition._values  # type: ignore[attr-defined]  # what its get_expression() gives the builder
     append(type(condition))
     append(len(parts))
     grouped = condition.has_grouped_values

@@ -315,7 +315,11 @@ def test_a_condition_the_key_cannot_tell_is_never_kept() -> None:
     odd = Key("pk").eq("a")
     odd.expression_operator = "<>"  # type: ignore[assignment]  # boto3-stubs: a Literal
     own = type("Own", (Equals,), {})  # a class of one's own
-    for keep in [odd, own(Key("pk"), "a"), Key("pk").eq("a") & Attr("sk").eq("b"), Key("pk").eq(1)]:
+    emptied = Key("pk").eq("a")
+    emptied.__dict__.clear()
+    emptied.parts = ("a",)  # type: ignore[attr-defined]  # one attribute, not its parts
+    kept = [odd, own(Key("pk"), "a"), Key("pk").eq("a") & Attr("sk").eq("b"), Key("pk").eq(1), emptied]
+    for keep in kept:
         assert dynamo_query.request_of({"KeyConditionExpression": keep}) is None
     for keep in [Attr("s").is_in("ab"), Attr("s").eq(Decimal(1)), Attr("s").eq(["a"])]:
         assert dynamo_query.request_of({"KeyConditionExpression": Key("pk").eq("a"), "FilterExpression": keep}) is None
