@@ -33,22 +33,21 @@ ClientRequestToken idempotency, projections, capacity.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from sim.dynamo_calls import Expressions, RequestError, client_error, expressions, metadata, validation
+from sim.dynamo_calls import RequestError, client_error, expressions, metadata, validation
 from sim.dynamo_filters import Verdicts
-from sim.dynamo_keys import key_of, key_range, sort_key_group
+from sim.dynamo_keys import key_of, sort_key_group
+from sim.dynamo_query import PAGE_BYTES, Answers, query
 from sim.dynamo_stale import STALE_READ, History
 from sim.dynamo_transactions import MemoryClient
 from sim.dynamo_write import Sizing, Write, returned
 from sim.expression_syntax import ExpressionError
 from sim.faults import Faults
 from sim.kernel import Kernel
-from sim.values import MAX_ITEM_BYTES, Item, copy_item, item_bytes
+from sim.values import MAX_ITEM_BYTES, Item, copy_item
 from sim.values_size import sized_canonical_item
-
-PAGE_BYTES = 1024 * 1024  # "Query": a page reads at most 1 MB
 
 Listener = Callable[[str, tuple[str, str], Item | None, Item | None], None]
 
@@ -175,9 +174,11 @@ class MemoryTable:
         self._bytes: dict[str, dict[str, int]] = {}  # the sum of a partition's _sizes by sort key group (a bound)
         # (pk, sk) -> value_bytes of its item's list, map and set attributes by name, to size updates (``sizing``)
         self._parts: dict[tuple[str, str], dict[str, int]] = {}
-        self._read: Callable[[Item], Item] = copy_item if dynamo.copy_reads else _shared
-        self._history = History()  # for eventually consistent reads under a StaleRead fault
-        self._verdicts = Verdicts()  # a Query's FilterExpression judged once per stored item (``sim.dynamo_filters``)
+        self.answer: Callable[[Item], Item] = copy_item if dynamo.copy_reads else _shared  # what a read hands out
+        self.shared_reads = not dynamo.copy_reads
+        self.history = History()  # for eventually consistent reads under a StaleRead fault
+        self.verdicts = Verdicts()  # a Query's FilterExpression judged once per stored item (``sim.dynamo_filters``)
+        self.answers = Answers()  # Query answers kept while what they read is unchanged (``sim.dynamo_query``)
 
     # for the invariant checker (no faults, no counting) ------------------------------------------------------------
     def items(self, pk: str | None = None) -> list[Item]:
@@ -210,6 +211,7 @@ class MemoryTable:
         there (None); tell the listeners."""
         pk, sk = key
         old = self.stored(key)
+        self.answers.wrote(pk, sk)
         if parts:
             self._parts[key] = parts
         else:
@@ -222,7 +224,7 @@ class MemoryTable:
                 del order[at], self._in_order[pk][at]
                 if not order:
                     del self._items[pk], self._order[pk], self._sizes[pk], self._bytes[pk], self._in_order[pk]
-                self._verdicts.forget(key)
+                self.verdicts.forget(key)
         else:
             order, in_order = self._order.setdefault(pk, []), self._in_order.setdefault(pk, [])
             at = bisect_left(order, sk)
@@ -236,7 +238,7 @@ class MemoryTable:
             groups[group] = groups.get(group, 0) - sizes.get(sk, 0) + size
             self._items.setdefault(pk, {})[sk] = item
             sizes[sk] = size
-        self._history.record(key, self.dynamo.kernel.t, old)
+        self.history.record(key, self.dynamo.kernel.t, old)
         self.dynamo.applied(self.name, key, old, item)
 
     def key_of(self, key: Mapping[str, Any], exact: bool = True) -> tuple[str, str]:
@@ -282,10 +284,10 @@ class MemoryTable:
             raise client_error(err.code, "GetItem", request_id, err.message) from None
         item = self.stored(key)
         if self.dynamo.stale(ConsistentRead):
-            item = self._history.version(key, item, self.dynamo.kernel.t)
+            item = self.history.version(key, item, self.dynamo.kernel.t)
         out: dict[str, Any] = {"ResponseMetadata": metadata(request_id)}
         if item is not None:
-            out["Item"] = self._read(item)
+            out["Item"] = self.answer(item)
         return out
 
     def put_item(self, **params: Any) -> dict[str, Any]:
@@ -320,43 +322,7 @@ class MemoryTable:
         return out
 
     def query(self, **params: Any) -> dict[str, Any]:
-        request_id = self.dynamo.begin("Query")
-        try:
-            exprs = expressions(params)
-            if exprs.key_condition is None:
-                raise validation("Either the KeyConditions or KeyConditionExpression parameter must be specified")
-            pk, candidates = key_range(self, exprs, params)
-            limit = int(params.get("Limit") or 0)
-            page: list[Item] = []
-            scanned, read = 0, 0
-            last: str | None = None
-            keep, answer = exprs.filter, self._read  # once a call, not once an item (a Query reads thousands)
-            stale = self.dynamo.stale(bool(params.get("ConsistentRead", False)))
-            whole = None if stale or limit else self._whole(pk, candidates)
-            judged = None if keep is None else self._verdicts.judge(exprs.holds, keep, exprs.names, exprs.values, pk)
-            if whole is not None:  # one page, every item: what the loop below answers, without a step an item
-                scanned = len(whole)
-                if judged is not None:  # in the keys' order, as the loop (an item the filter cannot judge raises)
-                    whole = judged.kept(candidates, whole)
-                page = whole if answer is _shared else list(map(answer, whole))
-            for sk, item, size in () if whole is not None else self._selected(pk, candidates, exprs, params, stale):
-                scanned += 1
-                read += size
-                if judged is None or judged(sk, item):
-                    page.append(item if answer is _shared else answer(item))
-                if (limit and scanned >= limit) or read >= PAGE_BYTES:
-                    last = sk
-                    break
-        except (RequestError, ExpressionError) as err:
-            code, message = (
-                (err.code, err.message) if isinstance(err, RequestError) else ("ValidationException", str(err))
-            )
-            raise client_error(code, "Query", request_id, message) from None
-        out: dict[str, Any] = {"Items": page, "Count": len(page), "ScannedCount": scanned}
-        if last is not None:
-            out["LastEvaluatedKey"] = {self.keys[0]: pk, self.keys[1]: last}
-        out["ResponseMetadata"] = metadata(request_id)
-        return out
+        return query(self, params)
 
     def _whole(self, pk: str, keys: list[str]) -> list[Item] | None:
         """The items of ``keys`` (read as they are now) when together they are under a page (``PAGE_BYTES``), so that
@@ -375,21 +341,13 @@ class MemoryTable:
             return self._in_order[pk][at : at + len(keys)]  # ascending keys of the order, first to last: a slice of it
         return list(map(self._items.get(pk, {}).__getitem__, keys))
 
-    def _selected(
-        self, pk: str, keys: list[str], exprs: Expressions, params: Mapping[str, Any], stale: bool
-    ) -> Iterator[tuple[str, Item, int]]:
-        """(sort key, item, size) of what a Query reads: exactly ``keys`` (key_range's bounds), or with a ``stale``
-        read the versions ``History`` gives."""
-        partition = self._items.get(pk, {})
-        if not stale:
-            sizes = self._sizes.get(pk, {})
-            for sk in keys:
-                yield sk, partition[sk], sizes[sk]
-            return
-        start = (params.get("ExclusiveStartKey") or {}).get(self.keys[1])
-        forward = bool(params.get("ScanIndexForward", True))
-        for sk, item in self._history.query(pk, keys, partition, self.dynamo.kernel.t, exprs, forward, start):
-            yield sk, item, item_bytes(item)
+    def partition(self, pk: str) -> dict[str, Item]:
+        """The partition's items by sort key (the dict itself: read only)."""
+        return self._items.get(pk, {})
+
+    def sizes(self, pk: str) -> dict[str, int]:
+        """The ``item_bytes`` of the partition's items by sort key (the dict itself: read only)."""
+        return self._sizes.get(pk, {})
 
     def sort_keys(self, pk: str) -> list[str]:
         """The partition's sort keys in order (the list itself: read only)."""

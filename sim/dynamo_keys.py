@@ -200,8 +200,24 @@ def _bounds(order: list[str], condition: Condition | None, ctx: Context) -> tupl
 _LAST = chr(0x10FFFF)  # the greatest code point: a prefix ending in it has no next string of its length
 
 
-def key_range(table: MemoryTable, exprs: Expressions, params: Mapping[str, Any]) -> tuple[str, list[str]]:
-    """(partition key, the sort keys the Query reads in order) for a request's key condition.
+def _group(condition: Condition | None, ctx: Context) -> str | None:
+    """The sort key group (``sort_key_group``) of every key the sort key ``condition`` admits, or None when the keys
+    it admits may be of any group: ``= v`` admits ``v`` alone; ``begins_with`` a prefix holding a ``#``, keys that
+    start with the prefix's group; ``BETWEEN`` two keys of one group, keys of it (``sort_key_group``)."""
+    if isinstance(condition, Compare):
+        return sort_key_group(_string(condition.right, ctx)) if condition.op == "=" else None
+    if isinstance(condition, Between):
+        group = sort_key_group(_string(condition.low, ctx))
+        return group if group == sort_key_group(_string(condition.high, ctx)) else None
+    if isinstance(condition, Function):
+        prefix = _string(condition.args[1], ctx)
+        return sort_key_group(prefix) if "#" in prefix else None
+    return None
+
+
+def key_range(table: MemoryTable, exprs: Expressions, params: Mapping[str, Any]) -> tuple[str, list[str], str | None]:
+    """(partition key, the sort keys the Query reads in order, the sort key group they all lie in whatever keys the
+    partition holds, or None when they may be of any) for a request's key condition.
 
     Raises:
         RequestError: ValidationException (a condition DynamoDB does not accept as a key condition, a bad
@@ -212,6 +228,7 @@ def key_range(table: MemoryTable, exprs: Expressions, params: Mapping[str, Any])
     pk, sk_condition = _split_of(exprs.key_condition, ctx, table.keys)
     order = table.sort_keys(pk)
     lo, hi = _bounds(order, sk_condition, ctx)
+    group = _group(sk_condition, ctx)
     keys = order[lo:hi]
     forward = params.get("ScanIndexForward", True)
     if not forward:
@@ -222,4 +239,4 @@ def key_range(table: MemoryTable, exprs: Expressions, params: Mapping[str, Any])
         if start_pk != pk:
             raise validation("The provided starting key is invalid: The provided key element does not match the schema")
         keys = [k for k in keys if (k > start_sk if forward else k < start_sk)]
-    return pk, keys
+    return pk, keys, group

@@ -48,6 +48,8 @@ def canonical(value: Any) -> Any:
         return {k: canonical(v) for k, v in value.items()}
     if kind is list:
         return [_canonical_row(v) if type(v) is list else canonical(v) for v in value]
+    if kind is int and -SMALL_INT < value < SMALL_INT:  # what the round trip below gives: its Decimal (exponent 0)
+        return Decimal(value)
     if kind is Decimal or kind is int:  # a number: the round trip of the same text is the same number
         key = (kind, str(value))
         number = _NUMBERS.get(key)
@@ -60,6 +62,10 @@ def canonical(value: Any) -> Any:
     return _trimmed(_DESERIALIZER.deserialize(_SERIALIZER.serialize(value)))
 
 
+# an ``int`` of fewer digits than this bound's is exactly its ``Decimal`` after the round trip: boto3 sends it as its
+# digits (at most 38 significant, so nothing rounded) and reads them back; ``_trimmed``, whose ``normalize`` rounds to
+# the default context's 28 digits, gives the same digits back (with exponent 0, as ``Decimal(int)`` has)
+SMALL_INT = 10**27
 # canonical numbers by (type, text): a pure memo (same text in, same Decimal out), bounded, shared by every run
 _NUMBERS: dict[tuple[type, str], Decimal] = {}
 _NUMBERS_KEPT = 4096

@@ -13,12 +13,13 @@ plain ``canonical`` and ``value_bytes`` ones (``tests/unit/sim/test_values_size.
 from __future__ import annotations
 
 from contextlib import suppress
+from decimal import Decimal
 from itertools import accumulate, chain, repeat
 from marshal import dumps
 from operator import add, itemgetter
 from typing import Any
 
-from sim.values import _ROW_SCALARS, _ROWS_KEPT, Item, _canonical_row, _row_bytes, canonical, value_bytes
+from sim.values import _ROW_SCALARS, _ROWS_KEPT, SMALL_INT, Item, _canonical_row, _row_bytes, canonical, value_bytes
 
 
 def sized_canonical_item(item: Item, parts: dict[str, int] | None = None) -> tuple[Item, int]:
@@ -57,6 +58,9 @@ def sized_value(value: Any) -> tuple[Any, int]:
         return _sized_list(value)
     if kind is bool or value is None:
         return value, 1
+    if kind is int and -SMALL_INT < value < SMALL_INT:  # ``canonical``'s Decimal, sized by its significant digits
+        digits = str(value).lstrip("-").rstrip("0")  # ``value_bytes``: those of its ``normalize()``, "0" for zero
+        return Decimal(value), (len(digits) + 1) // 2 + 1 if digits else 2
     stored = canonical(value)
     return stored, value_bytes(stored)
 

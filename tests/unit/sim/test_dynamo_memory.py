@@ -8,6 +8,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+import botocore.session
 import pytest
 from boto3.dynamodb.conditions import Attr, Key
 from botocore.exceptions import ClientError
@@ -16,6 +17,7 @@ from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.store import Store
 from core.exceptions import LockHeldError, StoreUnavailableError
 from sim.dynamo import MemoryDynamo, MemoryTable
+from sim.dynamo_calls import _exceptions
 from sim.faults import Faults, FaultWindow
 from sim.kernel import Kernel
 
@@ -295,3 +297,12 @@ def test_a_query_answers_the_items_as_written_last_after_any_writes() -> None:
             key = Key("pk").eq(pk) & Key("sk").begins_with(prefix) if prefix else Key("pk").eq(pk)
             got = [(i["sk"], i["n"]) for i in table.query(KeyConditionExpression=key)["Items"]]
             assert got == sorted((s, v) for (p, s), v in model.items() if p == pk and s.startswith(prefix))
+
+
+def test_error_classes_are_those_a_botocore_client_has() -> None:
+    client = botocore.session.Session().create_client(
+        "dynamodb", region_name="us-east-1", aws_access_key_id="sim", aws_secret_access_key="sim"
+    )
+    made = {code: (cls.__name__, cls.__bases__) for code, cls in _exceptions()._code_to_exception.items()}
+    assert made == {code: (cls.__name__, cls.__bases__) for code, cls in client.exceptions._code_to_exception.items()}
+    assert _exceptions().from_code("ValidationException") is ClientError

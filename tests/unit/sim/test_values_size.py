@@ -204,3 +204,18 @@ def test_a_list_s_bytes_are_its_rows_bytes_one_after_the_other() -> None:
     rows = [[shared, 1, True, None, shared], [shared, 10**12], [], ["é", shared, False]]
     assert dumps(rows, 0) == dumps(rows, 0)[:5] + b"".join(dumps(r, 0) for r in rows)
     assert dumps(rows, 0)[:5] == dumps([0] * len(rows), 0)[:5]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.integers(-(10**30), 10**30)
+    | st.sampled_from([0, 10**26, 10**27 - 1, 10**27, -(10**27) + 1, 10**28 + 1])
+    | st.tuples(st.integers(-999, 999), st.integers(0, 29)).map(lambda p: p[0] * 10 ** p[1])
+)
+def test_an_int_is_canonical_and_sized_as_boto3_s_round_trip_gives_it(number: int) -> None:
+    # ``canonical`` takes an int of fewer than 28 digits straight to its Decimal; the round trip it stands for:
+    trip = values._trimmed(values._DESERIALIZER.deserialize(values._SERIALIZER.serialize(number)))
+    values._NUMBERS.clear()
+    for got in (values.canonical(number), values_size.sized_value(number)[0], values.canonical([number])[0]):
+        assert got == trip and got.as_tuple() == trip.as_tuple()  # the same digits and exponent, not only equal
+    assert values_size.sized_value(number)[1] == counted(trip) == value_bytes(trip)
