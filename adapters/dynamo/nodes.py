@@ -53,13 +53,14 @@ from pydantic import ValidationError
 
 from adapters.dynamo.node_memo import Change, NodeRecordMemo, Refused
 from adapters.dynamo.query_keys import fetch_and_listed
-from adapters.dynamo.table import Attr, Table
+from adapters.dynamo.table import Attr, Table, plain
 from core.exceptions import ConflictError
 from core.model import NodeRecord, as_utc, to_epoch, utcnow
 
 PREFIX = "NODE#"
 MARK_SK = "MEMBERSHIP"
 JOURNAL_CHANGES = 16  # the agent's last changes the mark lists (module docstring)
+CHANGES = "changes"  # the mark's attribute listing them
 
 
 def node_sk(instance_id: str) -> str:
@@ -113,14 +114,19 @@ def read_membership(
     Raises:
         StoreUnavailableError: a read failed.
     """
-    mark_item = table.get(MARK_SK, consistent=True)
+    # ``changes`` left as answered (``Decimal`` numbers) until a patch reads them: a tick that reuses the memo's answer
+    # (most of them) reads the mark's time and version only, and the journal's 16 entries were converted every tick
+    mark_item = table.get(MARK_SK, consistent=True, as_is=(CHANGES,))
     mark, version = mark_time(mark_item), mark_version(mark_item)
     reused = memo.reused(version, now)
     if reused is not None:
         return mark, *reused
     items = list(table.query_prefix(PREFIX, consistent=True, convert=False))
     fetch, listed = fetch_and_listed(items)
-    patched = memo.patched(version, mark_changes(mark_item), now, fetch, len(items), listed)
+    changes = (
+        None if mark_item is None or CHANGES not in mark_item else mark_changes({CHANGES: plain(mark_item[CHANGES])})
+    )
+    patched = memo.patched(version, changes, now, fetch, len(items), listed)
     if patched is not None:
         return mark, *patched
     records, refused = memo.records(items, mark, version=version, now=now)
