@@ -98,6 +98,11 @@ class GatherMemo:
         unregistered: each group's InService ids without a record, as judged against the membership map last read
             (``lambdas.replenisher.unregistered``).
         infos: each group's ``ManagedGroup`` with copies of what it was made of, by position (``group_info``).
+        made: each group's ``Group`` as the last read made it (before any launch time ``gather`` adds), answered again
+            for a group whose ``ManagedGroup`` and ``Instance`` tuple are the very objects it holds (this memo's own:
+            ``infos`` and ``groups`` answered them again, each for equal fields) and whose sizes, creation time and
+            run surge and busy flag, as made again, are equal to its own; else made anew. A quiet tick made every
+            group's ``Group`` anew (a frozen dataclass of eight fields) and copied its ``GroupInstances``.
     """
 
     nodes: NodeRecordMemo = field(default_factory=NodeRecordMemo)
@@ -105,6 +110,7 @@ class GatherMemo:
     groups: dict[str, GroupInstances] = field(default_factory=dict)
     unregistered: UnregisteredMemo = field(default_factory=UnregisteredMemo)
     infos: list[Seen | None] = field(default_factory=list)
+    made: dict[str, Group] = field(default_factory=dict)
 
 
 class GatherDeps(Protocol):
@@ -223,7 +229,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None, tick: bool = Fal
         listed = raw.get("Instances", [])
         before = deps.memo.groups.get(info.name)
         if before is not None and before.listed is not listed and before.listed == listed:
-            listing = kept_groups[info.name] = replace(before, listed=listed)  # equal to text: text
+            listing = kept_groups[info.name] = before  # equal to text: text (the list compared, kept as it was)
         else:  # the group's own Instances of the last read, by their four fields: the same fields, an equal value
             known = {} if before is None else dict(zip(before.keys, before.instances, strict=True))
             listing = group_instances(listed, known)
@@ -231,17 +237,42 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None, tick: bool = Fal
                 kept_groups[info.name] = listing
         instances = listing.instances
         in_service.append((info.name, listing.in_service))
-        groups[info.name] = Group(
-            info=info,
-            desired=int(raw.get("DesiredCapacity", 0)),
-            min_size=int(raw.get("MinSize", 0)),
-            max_size=int(raw.get("MaxSize", 0)),
-            instances=tuple(instances),
-            run_surge=sum(surge.get(info.name, 0) for surge in surges),
-            run_busy=info.name in busy,
-            created=str(raw.get("CreatedTime", "")),
+        desired, min_size, max_size = (
+            int(raw.get("DesiredCapacity", 0)),
+            int(raw.get("MinSize", 0)),
+            int(raw.get("MaxSize", 0)),
         )
+        run_surge, run_busy, created = (
+            sum(surge.get(info.name, 0) for surge in surges),
+            info.name in busy,
+            str(raw.get("CreatedTime", "")),
+        )
+        made = deps.memo.made.get(info.name)
+        if (  # the last read's Group when made of the same values (``GatherMemo.made``)
+            made is not None
+            and made.info is info
+            and made.instances is instances
+            and made.desired == desired
+            and made.min_size == min_size
+            and made.max_size == max_size
+            and made.run_surge == run_surge
+            and made.run_busy == run_busy
+            and made.created == created
+        ):
+            groups[info.name] = made
+        else:
+            groups[info.name] = Group(
+                info=info,
+                desired=desired,
+                min_size=min_size,
+                max_size=max_size,
+                instances=instances,
+                run_surge=run_surge,
+                run_busy=run_busy,
+                created=created,
+            )
     deps.memo.groups = kept_groups
+    deps.memo.made = dict(groups)  # before any launch time is added below (a read's own, never kept)
     if commands is None:  # a tick's: needed only for a surplus master (``own_commands``), after the groups
         commands = read_own_commands(deps.store, deps.telemetry, logger) if needed_by_groups(groups.values()) else {}
     deps.memo.runs = runs_read
