@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from core.kops import ManagedGroup, Role
@@ -162,7 +163,7 @@ class World:
     run_groups: frozenset[str] | None = None
 
     def ledger(self, asg_name: str) -> Ledger:
-        return self.ledgers.get(asg_name) or Ledger(asg_name=asg_name)
+        return self.ledgers.get(asg_name) or blank_ledger(asg_name)
 
     def ready_nodes(self, group: Group) -> int:
         """InService instances of ``group`` with a fresh, Ready membership record."""
@@ -171,6 +172,19 @@ class World:
             for i in group.instances
             if i.lifecycle_state == IN_SERVICE and (n := self.nodes.get(i.instance_id)) and n.ready
         )
+
+
+def blank_ledger(asg_name: str) -> Ledger:
+    """``Ledger(asg_name=asg_name)``, the ledger of a group without a ``COMP#`` item, made once per name by an execution
+    environment and shared: every field of a ``Ledger`` is frozen (its ``Backoff`` too) and a blank one holds no
+    container (no compensation), so nothing can change it; a change is a copy (``model_copy``). A tick asked for one
+    about fifteen times at 12 nodes (``decide``'s rules, group by group), 2.5 us each."""
+    return _blank(asg_name) if type(asg_name) is str else Ledger(asg_name=asg_name)
+
+
+@lru_cache(maxsize=1024)  # group names: a cluster has a few dozen
+def _blank(asg_name: str) -> Ledger:
+    return Ledger(asg_name=asg_name)
 
 
 def run_active(item: Mapping[str, Any]) -> bool:

@@ -20,7 +20,7 @@ from lambdas.replenisher.plan import (
     SetCapacity,
     WriteLedger,
 )
-from lambdas.replenisher.world import World
+from lambdas.replenisher.world import World, blank_ledger
 
 GIVEBACK_PREFIX = "giveback-"
 SURPLUS_PREFIX = "surplus-"
@@ -72,7 +72,7 @@ class Builder:
             self.max_size[name] = group.max_size
 
     def ledger(self, name: str) -> Ledger:
-        return self.ledgers.get(name) or Ledger(asg_name=name)
+        return self.ledgers.get(name) or blank_ledger(name)
 
     def write(self, ledger: Ledger, why: str) -> None:
         """Append a ledger write if ``ledger`` differs from the last one written/read (a deep copy is kept, so

@@ -70,3 +70,12 @@ def test_ledger_round_trips_through_json() -> None:
     plan = decide(failure("a"), T0, SETTINGS, World(groups={"a": a, "b": b}, nodes=nodes_for(b)))
     written = plan.actions[0].ledger
     assert Ledger.model_validate(json.loads(json.dumps(written.model_dump(mode="json")))) == written
+
+
+def test_a_group_without_a_ledger_item_has_one_blank_ledger_a_change_never_reaches() -> None:
+    world = World(groups={})
+    blank = world.ledger("nodes-a")
+    assert blank is World(groups={}).ledger("nodes-a") and blank == Ledger(asg_name="nodes-a")
+    failed = blank.model_copy(update={"backoff": blank.backoff.model_copy(update={"streak": 1})})
+    assert failed.backoff.streak == 1 and world.ledger("nodes-a") == Ledger(asg_name="nodes-a")
+    assert world.ledger("nodes-b").asg_name == "nodes-b"
