@@ -4,6 +4,7 @@ bookkeeping."""
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,3 +75,37 @@ class PodInfo:
     @property
     def workload(self) -> bool:
         return not self.owner.startswith("ds:")
+
+
+class Room:
+    """The scheduler's choices (``sim.kube_cluster.Cluster._schedule``): the schedulable nodes with fewer than
+    ``cap`` pods bound, as a heap of (pods bound, node name) entries. An entry is pushed whenever a node's pods or its
+    schedulability change (``note``) and checked against both when it comes to the top (``take``: one no longer true
+    is dropped); the heap is made anew from the nodes when it holds more than twice their number. So the least true
+    entry is always the node a look at every schedulable node picks (fewest pods, then name), found at the cost of
+    the changes since, not of the cluster's size. ``by_node`` and ``schedulable`` are the cluster's own maps."""
+
+    __slots__ = ("by_node", "cap", "heap", "schedulable")
+
+    def __init__(self, by_node: dict[str, dict[str, None]], schedulable: dict[str, None], cap: int) -> None:
+        self.by_node, self.schedulable, self.cap = by_node, schedulable, cap
+        self.heap: list[tuple[int, str]] = []
+
+    def note(self, node: str) -> None:
+        """``node``'s pods or its schedulability changed: its entry, if it is schedulable with room."""
+        if node in self.schedulable and (load := len(self.by_node[node])) < self.cap:
+            if len(self.heap) > 2 * len(self.schedulable) + 64:  # mostly entries no longer true
+                self.heap = [(n, name) for name in self.schedulable if (n := len(self.by_node[name])) < self.cap]
+                heapq.heapify(self.heap)  # this node's entry among them
+            else:
+                heapq.heappush(self.heap, (load, node))
+
+    def take(self) -> str | None:
+        """The schedulable node with the fewest pods (then the least name) below ``cap``, its entry taken (a bind
+        notes the node again); None when no node has room."""
+        heap, by_node, schedulable = self.heap, self.by_node, self.schedulable
+        while heap:
+            load, node = heapq.heappop(heap)
+            if node in schedulable and len(by_node[node]) == load:  # true now (pushed below ``cap``)
+                return node
+        return None
