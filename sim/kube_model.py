@@ -81,9 +81,10 @@ class Room:
     """The scheduler's choices (``sim.kube_cluster.Cluster._schedule``): the schedulable nodes with fewer than
     ``cap`` pods bound, as a heap of (pods bound, node name) entries. An entry is pushed whenever a node's pods or its
     schedulability change (``note``) and checked against both when it comes to the top (``take``: one no longer true
-    is dropped); the heap is made anew from the nodes when it holds more than twice their number. So the least true
-    entry is always the node a look at every schedulable node picks (fewest pods, then name), found at the cost of
-    the changes since, not of the cluster's size. ``by_node`` and ``schedulable`` are the cluster's own maps."""
+    is dropped); the heap is made anew from the nodes when it holds over 64 entries more than twice their number. So
+    the least true entry is always the node a look at every schedulable node picks (fewest pods, then name), found at
+    the cost of the changes since, not of the cluster's size. ``by_node`` and ``schedulable`` are the cluster's own
+    maps."""
 
     __slots__ = ("by_node", "cap", "heap", "schedulable")
 
