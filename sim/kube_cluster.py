@@ -34,7 +34,7 @@ from typing import Any
 from agent.kube.views import NodeEvent, NodeView, PodEvent, PodView
 from sim.faults import Faults
 from sim.kernel import Kernel, Timer
-from sim.kube_model import DEFAULT_GRACE, BudgetCounts, Counters, Deployment, PodInfo, Room
+from sim.kube_model import DEFAULT_GRACE, Alike, BudgetCounts, BudgetIndex, Counters, Deployment, PodInfo, Room
 from sim.kube_objects import (
     CONTROL_PLANE_LABEL,
     INSTANCE_GROUP_LABEL,
@@ -46,8 +46,6 @@ from sim.kube_objects import (
     set_ready,
     timestamp,
 )
-
-Alike = tuple[str, str, frozenset[tuple[str, str]]]
 
 
 def alike(info: PodInfo) -> Alike:
@@ -99,6 +97,7 @@ class Cluster:
         self.budget_counts: dict[str, BudgetCounts] = {}  # budget ns/name -> its status' inputs
         self._selecting: dict[str, list[str]] = {}  # controller ("deploy:..."/"ds:...") -> budgets selecting its pods
         self._alike: dict[Alike, dict[str, PodInfo]] = {}  # the pods a budget selects all or none of (``alike``)
+        self._index = BudgetIndex()  # the budgets a pod may meet, the groups a budget may select
         self.pod_log: deque[tuple[int, str, PodEvent]] = deque(maxlen=event_log)
         self.node_log: deque[tuple[int, NodeEvent]] = deque(maxlen=event_log)
         self.listeners: list[Callable[[str, PodEvent], None]] = []
@@ -256,12 +255,14 @@ class Cluster:
         info = PodInfo(pod_object(namespace, name, uid, labels, owner, grace, self.kernel.now()), owner_key)
         self._bump(info.obj)
         self.pods[info.key] = info
-        self._alike.setdefault(alike(info), {})[info.key] = info
+        self._index.group_of(self._alike, alike(info))[info.key] = info
         if info.workload:
             self.counters.created += 1
         selecting = self._selecting.get(owner_key) if owner_key else None
         if selecting is None:  # the pods of one controller share their labels: judged once per controller
-            selecting = [b for b in self.budgets if self._selects(b, info)]
+            meta = info.obj["metadata"]  # what ``_selects`` reads
+            candidates = self._index.budgets_for(meta["namespace"], meta.get("labels") or {})
+            selecting = [b for b in candidates if self._selects(b, info)]
             if owner_key:
                 self._selecting[owner_key] = selecting
         for budget in selecting:

@@ -5,13 +5,17 @@ bookkeeping."""
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent.kube.views import PodView
 from sim.kernel import Timer
+from sim.kube_objects import Budget
 
 DEFAULT_GRACE = 30  # spec.terminationGracePeriodSeconds when unset (core/v1 PodSpec)
+
+Alike = tuple[str, str, frozenset[tuple[str, str]]]  # (controller, namespace, labels): ``sim.kube_cluster.alike``
 
 
 @dataclass
@@ -110,3 +114,48 @@ class Room:
             if node in schedulable and len(by_node[node]) == load:  # true now (pushed below ``cap``)
                 return node
         return None
+
+
+class BudgetIndex:
+    """Which budgets may select a pod, and which groups of alike pods (``Alike``) a budget may select: each budget
+    filed under its namespace and the least pair of its ``matchLabels`` (it selects only pods carrying that pair), or
+    under its namespace alone when its selector is empty (it selects every pod there); each group under its namespace
+    and every label pair its pods carry. The candidates are then judged by ``selects`` as before, so what is selected
+    is what a look at every budget or every group selects, in the budgets' order; the cost is the candidates', not
+    the budgets' or the groups' number (a world of 400 Deployments and 200 budgets matched them 80,000 times)."""
+
+    def __init__(self) -> None:
+        self._order: dict[str, int] = {}  # budget key -> its place among the cluster's budgets (a dict's order)
+        self._filed: dict[str, tuple[str, ...]] = {}  # budget key -> where it is filed
+        self._budgets: dict[tuple[str, ...], list[str]] = {}
+        self._groups: dict[tuple[str, ...], list[Alike]] = {}
+
+    def add_budget(self, key: str, budget: Budget) -> None:
+        """``key`` made or made again as ``budget`` (its place among the budgets kept, as a dict keeps it)."""
+        pair = min(budget.selector.items()) if budget.selector else ()
+        old, self._filed[key] = self._filed.get(key), (budget.namespace, *pair)
+        if old is not None:
+            self._budgets[old].remove(key)
+        self._order.setdefault(key, len(self._order))
+        self._budgets.setdefault(self._filed[key], []).append(key)
+
+    def budgets_for(self, namespace: str, labels: Mapping[str, str]) -> list[str]:
+        """The budgets that may select a pod of ``namespace`` with ``labels``, in the budgets' order."""
+        found = [*self._budgets.get((namespace,), ())]
+        for pair in labels.items():
+            found.extend(self._budgets.get((namespace, *pair), ()))
+        return sorted(found, key=self._order.__getitem__) if len(found) > 1 else found
+
+    def group_of(self, groups: dict[Alike, dict[str, Any]], key: Alike) -> dict[str, Any]:
+        """``groups[key]``, made and filed when new."""
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = {}
+            _, namespace, labels = key
+            for place in ((namespace,), *((namespace, *pair) for pair in labels)):
+                self._groups.setdefault(place, []).append(key)
+        return group
+
+    def groups_for(self, key: str) -> list[Alike]:
+        """The groups the budget ``key`` may select (in the order they were made)."""
+        return self._groups.get(self._filed[key], [])

@@ -270,3 +270,42 @@ def test_the_scheduler_binds_where_a_look_at_every_node_would(seed: int, monkeyp
                 kube.delete_pod(NS, pod.split("/")[1])
         kernel.run(kernel.t + rng.choice([0.5, 3, 30]))
     assert len(picks) > 50 and "None" in picks  # nodes picked, and passes that found no room
+
+
+def _budgets_world(seed: int, every: bool, monkeypatch: pytest.MonkeyPatch) -> SimKube:
+    """Budgets, Deployments, bare pods and a DaemonSet made in a random order over two namespaces; with ``every``
+    each pod is judged against every budget and each new budget against every group (the index bypassed)."""
+    rng = random.Random(seed)
+    kernel, kube = cluster(3)
+    if every:
+        monkeypatch.setattr(kube._index, "budgets_for", lambda namespace, labels: list(kube.budgets))
+        monkeypatch.setattr(kube._index, "groups_for", lambda key: list(kube._alike))
+    selectors = [{}, {"app": "x"}, {"app": "y", "tier": "web"}, {"tier": "db"}, {"tier": "web", "zone": "1"}]
+    for i in range(60):
+        ns = rng.choice(["a", "b"])
+        labels = {k: rng.choice(v) for k, v in (("tier", ["web", "db"]), ("zone", ["1", "2"])) if rng.random() < 0.7}
+        step = rng.randrange(5)
+        if step == 0:  # a budget, sometimes made again under its name with another selector
+            name = f"pdb-{rng.randrange(8)}"
+            kube.add_budget(Budget(ns, name, rng.choice(selectors), max_unavailable=1))
+        elif step == 1:
+            kube.add_deployment(ns, rng.choice(["x", "y", f"d{i}"]), rng.randrange(1, 4), labels=labels)
+        elif step == 2:
+            kube.add_pod(ns, f"bare-{i}", labels={"app": rng.choice(["x", "y"]), **labels}, node="n0")
+        elif step == 3:
+            kube.add_daemonset(ns, f"ds-{i}")
+        kernel.run(kernel.t + 5)
+    return kube
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_budgets_found_through_the_index_are_those_a_look_at_every_budget_finds(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    indexed, every = _budgets_world(seed, False, monkeypatch), _budgets_world(seed, True, monkeypatch)
+    assert indexed.pods.keys() == every.pods.keys() and indexed.budgets == every.budgets
+    assert {key: info.budgets for key, info in indexed.pods.items()} == {
+        key: info.budgets for key, info in every.pods.items()
+    }
+    assert indexed.budget_counts == every.budget_counts
+    assert sum(len(info.budgets) for info in indexed.pods.values()) > 10  # budgets selected pods
