@@ -67,11 +67,12 @@ class LongPollReceive(DrainSlots):
             self._receive_at(self.kernel.t + receive_backoff_seconds(self._failures), "backoff")
             return
         self._failures = 0
-        for message in messages:
-            self.handle(message)
-        if self._free() <= 0:
-            self._state = "full"
-            return
+        if messages:  # an empty receive (most of a week's long polls) leaves the bound as it found it
+            for message in messages:
+                self.handle(message)
+            if self._free() <= 0:
+                self._state = "full"
+                return
         now, visible = self.kernel.t, self.queue.next_visible()
         end = now + (self.config.wait_seconds or self.poll_seconds)
         self._receive_at(end if visible is None else min(end, max(now, visible)), "waiting")

@@ -122,6 +122,11 @@ class DrainSlots:
         self._pump()
 
     def _jobs(self) -> list[Job]:
+        """Every job in flight (the heartbeat's, every ``heartbeat_seconds``): the worker's (a command in its fast
+        step), then those running, waiting for a slot or backing off; most beats find the last three empty, and take
+        the worker's list alone."""
+        if not (self.running or self.waiting or self.backing_off):
+            return self.worker.jobs.list()
         return [
             *self.worker.jobs.list(),
             *(job for job, _, _ in self.running.values()),

@@ -26,7 +26,6 @@ What it models, and the Kubernetes documentation each part follows:
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from collections.abc import Callable, Mapping
 from datetime import timedelta
@@ -35,7 +34,7 @@ from typing import Any
 from agent.kube.views import NodeEvent, NodeView, PodEvent, PodView
 from sim.faults import Faults
 from sim.kernel import Kernel, Timer
-from sim.kube_model import DEFAULT_GRACE, BudgetCounts, Counters, Deployment, PodInfo
+from sim.kube_model import DEFAULT_GRACE, Alike, BudgetCounts, BudgetIndex, Counters, Deployment, PodInfo, Room
 from sim.kube_objects import (
     CONTROL_PLANE_LABEL,
     INSTANCE_GROUP_LABEL,
@@ -47,8 +46,6 @@ from sim.kube_objects import (
     set_ready,
     timestamp,
 )
-
-Alike = tuple[str, str, frozenset[tuple[str, str]]]
 
 
 def alike(info: PodInfo) -> Alike:
@@ -84,7 +81,6 @@ class Cluster:
         self.faults = faults
         self.pod_ready_seconds = pod_ready_seconds
         self.schedule_delay = schedule_delay
-        self.max_pods_per_node = max_pods_per_node
         self.counters = Counters()
         self.nodes: dict[str, dict[str, Any]] = {}
         self.node_views: dict[str, NodeView] = {}  # each node as the agent's views parse it, since its last change
@@ -94,12 +90,14 @@ class Cluster:
         self.pods: dict[str, PodInfo] = {}  # ns/name -> pod, in creation order
         self.by_node: dict[str, dict[str, None]] = {}
         self.pending: dict[str, None] = {}
+        self.room = Room(self.by_node, self.schedulable, max_pods_per_node)  # where a pending pod goes (``_schedule``)
         self.deployments: dict[str, Deployment] = {}
         self.daemonsets: dict[str, int | None] = {}  # ns/name -> grace
         self.budgets: dict[str, Budget] = {}
         self.budget_counts: dict[str, BudgetCounts] = {}  # budget ns/name -> its status' inputs
         self._selecting: dict[str, list[str]] = {}  # controller ("deploy:..."/"ds:...") -> budgets selecting its pods
         self._alike: dict[Alike, dict[str, PodInfo]] = {}  # the pods a budget selects all or none of (``alike``)
+        self._index = BudgetIndex()  # the budgets a pod may meet, the groups a budget may select
         self.pod_log: deque[tuple[int, str, PodEvent]] = deque(maxlen=event_log)
         self.node_log: deque[tuple[int, NodeEvent]] = deque(maxlen=event_log)
         self.listeners: list[Callable[[str, PodEvent], None]] = []
@@ -158,7 +156,9 @@ class Cluster:
         name = obj["metadata"]["name"]
         view = self.node_views[name] = NodeView.from_api(obj)
         if view.ready and not view.unschedulable and CONTROL_PLANE_LABEL not in view.labels:
-            self.schedulable[name] = None
+            if name not in self.schedulable:
+                self.schedulable[name] = None
+                self.room.note(name)
         else:
             self.schedulable.pop(name, None)
         self.node_log.append((rv, NodeEvent(type=kind, node=view, resource_version=str(rv))))
@@ -255,12 +255,14 @@ class Cluster:
         info = PodInfo(pod_object(namespace, name, uid, labels, owner, grace, self.kernel.now()), owner_key)
         self._bump(info.obj)
         self.pods[info.key] = info
-        self._alike.setdefault(alike(info), {})[info.key] = info
+        self._index.group_of(self._alike, alike(info))[info.key] = info
         if info.workload:
             self.counters.created += 1
         selecting = self._selecting.get(owner_key) if owner_key else None
         if selecting is None:  # the pods of one controller share their labels: judged once per controller
-            selecting = [b for b in self.budgets if self._selects(b, info)]
+            meta = info.obj["metadata"]  # what ``_selects`` reads
+            candidates = self._index.budgets_for(meta["namespace"], meta.get("labels") or {})
+            selecting = [b for b in candidates if self._selects(b, info)]
             if owner_key:
                 self._selecting[owner_key] = selecting
         for budget in selecting:
@@ -293,16 +295,11 @@ class Cluster:
     def _schedule(self) -> None:
         """Bind pending pods, oldest first, each to the schedulable node with the fewest pods (then by name)."""
         self._schedule_timer = None
-        by_node, cap = self.by_node, self.max_pods_per_node  # read once, not twice a node (thousands a call)
-        heap = [(load, n) for n in self.schedulable if (load := len(by_node[n])) < cap]
-        heapq.heapify(heap)
         for key in list(self.pending):
-            if not heap:
+            node = self.room.take()  # ``Room``: not a look at every node (a bind notes its node's new count)
+            if node is None:
                 break
-            load, node = heapq.heappop(heap)
             self._bind(self.pods[key], node, phase="Running", ready=False)
-            if load + 1 < self.max_pods_per_node:
-                heapq.heappush(heap, (load + 1, node))
 
     def _bind(self, info: PodInfo, node: str, *, phase: str, ready: bool) -> None:
         if info.key in self.pending:
@@ -312,6 +309,7 @@ class Cluster:
         info.obj["status"]["phase"] = phase
         set_ready(info.obj, ready)
         self.by_node[node][info.key] = None
+        self.room.note(node)
         self._pod_event("ADDED", info)
         if not ready and phase == "Running":
             uid = info.obj["metadata"]["uid"]
@@ -379,6 +377,7 @@ class Cluster:
             del self.pending[key]
         if info.node:
             self.by_node.get(info.node, {}).pop(key, None)
+            self.room.note(info.node)
         self._pod_event("DELETED", info)
         for budget in info.budgets:
             counts = self.budget_counts[budget]

@@ -54,8 +54,9 @@ class Workloads(Cluster):
         key = f"{budget.namespace}/{budget.name}"
         self.budgets[key] = budget
         self.budget_counts[key] = BudgetCounts()
+        self._index.add_budget(key, budget)
         self._selecting.clear()
-        for group in self._alike.values():  # judged once per group of alike pods (``alike``): any one answers
+        for group in map(self._alike.__getitem__, self._index.groups_for(key)):  # a group of alike pods: one answers
             first = next(iter(group.values()), None)
             if first is not None and self._selects(key, first):
                 for pod, info in group.items():  # in no particular order: the counts are sums

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.model import Command
-from sim.aws_common import check_fault, check_lost_answer, refuse
+from sim.aws_common import check_fault, refuse
 from sim.faults import Faults
 from sim.kernel import Kernel
 
@@ -38,6 +38,7 @@ RETENTION_SECONDS = 86400.0  # infra.commands.COMMAND_RETENTION
 DEFAULT_VISIBILITY_SECONDS = 30  # the stack's default visibility timeout
 MAX_VISIBILITY_SECONDS = 43200
 MAX_MESSAGES = 10
+LOST_ANSWER = "sqs:lost-answer"  # the fault service of an answer lost once the call took effect (``check_lost_answer``)
 
 
 @dataclass(slots=True)
@@ -107,7 +108,7 @@ class SimQueue:
         check_fault(self.faults, "sqs", operation)
 
     def _answered(self, operation: str) -> None:
-        check_lost_answer(self.faults, "sqs", operation)
+        check_fault(self.faults, LOST_ANSWER, operation)  # ``check_lost_answer(faults, "sqs", operation)``
 
     def _uuid(self) -> str:
         bits = f"{self._ids.getrandbits(128):032x}"
@@ -161,8 +162,16 @@ class SimQueue:
                 "InvalidParameterValue",
                 f"Value {visibility_seconds} for parameter VisibilityTimeout is invalid.",
             )
-        now = self.kernel.t
         out: list[dict[str, Any]] = []
+        if self.messages:  # most receives are a long poll's on an empty queue
+            self._deliver(out, max_messages, visibility_seconds)
+        self._answered(operation)  # lost: the messages stay invisible for their timeout, then come back
+        return out
+
+    def _deliver(self, out: list[dict[str, Any]], max_messages: int, visibility_seconds: int) -> None:
+        """``receive``'s walk of the queue in send order: up to ``max_messages`` visible messages received into
+        ``out``; expired and dead-lettered ones moved out of the queue as they are met."""
+        now = self.kernel.t
         for message in list(self.messages.values()):
             if len(out) >= max_messages:
                 break
@@ -182,8 +191,6 @@ class SimQueue:
             message.receipt = f"{message.message_id}#{self._uuid()}"
             self._receipts[message.receipt] = message.message_id
             out.append(message.raw())
-        self._answered(operation)  # lost: the messages stay invisible for their timeout, then come back
-        return out
 
     def delete(self, receipt: str) -> None:
         """DeleteMessage: deletes the message when ``receipt`` is its latest receipt handle; an older handle (the
@@ -252,7 +259,8 @@ class SimQueue:
         """The simulated second (since the epoch) the earliest message is visible: now or earlier when one is
         visible already; None when the queue holds none. A message a receive would move to ``dead_letters`` or
         ``expired`` counts too (the receive that finds it removes it)."""
-        return min((m.visible_at for m in self.messages.values()), default=None)
+        messages = self.messages
+        return min(m.visible_at for m in messages.values()) if messages else None
 
     def listen(self, wake: Callable[[float], None]) -> None:
         """Call ``wake(at)`` whenever a message becomes visible at simulated second ``at`` by a call rather than by

@@ -188,6 +188,8 @@ class Watch:
 
     def cordons(self) -> None:
         """Every started drain's node cordoned within ``cordon_seconds`` (see the module docstring)."""
+        if not self._drains:  # most looks: no drain under way, nothing to check
+            return
         world = self.world
         t = world.kernel.t
         started: dict[str, float] = {}

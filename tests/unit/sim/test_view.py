@@ -92,6 +92,7 @@ class EveryPod(SimKube):
         key = f"{budget.namespace}/{budget.name}"
         self.budgets[key] = budget
         self.budget_counts[key] = BudgetCounts()
+        self._index.add_budget(key, budget)  # filed for the pods made later (``sim.kube_model.BudgetIndex``)
         self._selecting.clear()
         for info in self.pods.values():
             if self._selects(key, info):
