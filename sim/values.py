@@ -117,6 +117,15 @@ def _trimmed(value: Any) -> Any:
     return value
 
 
+def number_sum(a: Decimal, b: Decimal, subtract: bool = False) -> Decimal:
+    """``a + b`` (``a - b`` when ``subtract``) as an update expression's ``+``, ``-`` or ``ADD`` stores it: at
+    DynamoDB's 38 significant digits (Python's default context keeps 28) and trimmed as any stored number
+    (``canonical``: ``1.5 + 1.5`` is ``3``). A sum of more digits is rounded here where DynamoDB refuses the update;
+    nothing the product writes comes near."""
+    total = _PRECISION.subtract(a, b) if subtract else _PRECISION.add(a, b)
+    return Decimal(format(total.normalize(_PRECISION), "f")) if total else Decimal(0)
+
+
 def canonical_item(item: Item) -> Item:
     return {str(k): canonical(v) for k, v in item.items()}
 
