@@ -103,7 +103,10 @@ class Workloads(Cluster):
             return
         if len(dep.active) > dep.replicas:
             for extra in reversed(list(dep.active)[dep.replicas :]):
-                self._terminate(self.pods[extra], None)
+                # an unbound pod, or one of no grace, goes at once and its removal reconciles again (``_remove``),
+                # which may already have terminated the pods after it in this list
+                if extra in dep.active and (info := self.pods.get(extra)) is not None:
+                    self._terminate(info, None)
         for _ in range(dep.replicas - len(dep.active)):
             dep.made += 1
             name = f"{dep.name}-{dep.made:05d}"

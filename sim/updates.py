@@ -10,6 +10,8 @@ Each clause at most once, in any order; keywords are case insensitive. Every rig
 was before the update, then all actions apply together. Two actions on overlapping paths, an update of a key
 attribute, arithmetic on a non-number, a missing attribute on the right-hand side, or a nested path whose parent is
 missing are refused (``EvaluationError`` / ``ExpressionError``: the table answers ``ValidationException``).
+Arithmetic (``+``, ``-``, ``ADD``) is exact to DynamoDB's 38 significant digits and its result is stored as a put
+would store it (``sim.values.number_sum``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from functools import lru_cache
 from typing import Any
 
 from sim.expression_syntax import Context, EvaluationError, ExpressionError, Path, Tokens, Value, parse_path
-from sim.values import MISSING, Item, copy_value, step, type_of
+from sim.values import MISSING, Item, copy_value, number_sum, step, type_of
 
 CLAUSES = ("SET", "REMOVE", "ADD", "DELETE")
 WHAT = "UpdateExpression"
@@ -67,7 +69,7 @@ class Arithmetic:
             raise EvaluationError(
                 f"An operand in the update expression has an incorrect data type; operator or function: {self.op}"
             )
-        return a + b if self.op == "+" else a - b
+        return number_sum(a, b, subtract=self.op == "-")
 
 
 def _present(value: Any) -> Any:
@@ -264,7 +266,7 @@ def _add(item: Item, parts: tuple[str | int, ...], value: Any) -> None:
     elif type_of(current) != kind:
         raise EvaluationError("An operand in the update expression has an incorrect data type")
     else:
-        item[name] = current + value if kind == "N" else current | value
+        item[name] = number_sum(current, value) if kind == "N" else current | value
 
 
 def _delete(item: Item, parts: tuple[str | int, ...], value: Any) -> None:

@@ -13,13 +13,17 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
+from boto3.dynamodb.types import DYNAMODB_CONTEXT, Binary, TypeDeserializer, TypeSerializer
 
 Item = dict[str, Any]
 
 _SERIALIZER = TypeSerializer()
 _DESERIALIZER = TypeDeserializer()
 
+# DynamoDB's 38 significant digits, without boto3's traps: a number the serializer let in has at most 38, so
+# normalising it in this context never rounds (Python's default context has 28)
+_PRECISION = DYNAMODB_CONTEXT.copy()
+_PRECISION.clear_traps()
 MAX_ITEM_BYTES = 400 * 1024  # "Service, account, and table quotas in Amazon DynamoDB": item size
 
 
@@ -63,8 +67,8 @@ def canonical(value: Any) -> Any:
 
 
 # an ``int`` of fewer digits than this bound's is exactly its ``Decimal`` after the round trip: boto3 sends it as its
-# digits (at most 38 significant, so nothing rounded) and reads them back; ``_trimmed``, whose ``normalize`` rounds to
-# the default context's 28 digits, gives the same digits back (with exponent 0, as ``Decimal(int)`` has)
+# digits (at most 38 significant, so nothing rounded) and reads them back; ``_trimmed`` gives the same digits back
+# (with exponent 0, as ``Decimal(int)`` has) where a number of trailing zeroes would come back with an exponent
 SMALL_INT = 10**27
 # canonical numbers by (type, text): a pure memo (same text in, same Decimal out), bounded, shared by every run
 _NUMBERS: dict[tuple[type, str], Decimal] = {}
@@ -98,8 +102,12 @@ def _canonical_row(values: list[Any]) -> list[Any]:
 
 
 def _trimmed(value: Any) -> Any:
+    """``value`` with its numbers' leading and trailing zeroes trimmed as DynamoDB gives them back, at DynamoDB's
+    precision (38 significant digits, boto3's ``DYNAMODB_CONTEXT``: "Supported data types", Number). Python's default
+    context keeps 28 and would round a longer number the service stores exactly (``10**28 + 1`` came back as
+    ``1E+28``)."""
     if isinstance(value, Decimal):
-        return Decimal(format(value.normalize(), "f")) if value else Decimal(0)
+        return Decimal(format(value.normalize(_PRECISION), "f")) if value else Decimal(0)
     if isinstance(value, dict):
         return {k: _trimmed(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -107,6 +115,15 @@ def _trimmed(value: Any) -> Any:
     if isinstance(value, set) and value and isinstance(next(iter(value)), Decimal):
         return {_trimmed(v) for v in value}
     return value
+
+
+def number_sum(a: Decimal, b: Decimal, subtract: bool = False) -> Decimal:
+    """``a + b`` (``a - b`` when ``subtract``) as an update expression's ``+``, ``-`` or ``ADD`` stores it: at
+    DynamoDB's 38 significant digits (Python's default context keeps 28) and trimmed as any stored number
+    (``canonical``: ``1.5 + 1.5`` is ``3``). A sum of more digits is rounded here where DynamoDB refuses the update;
+    nothing the product writes comes near."""
+    total = _PRECISION.subtract(a, b) if subtract else _PRECISION.add(a, b)
+    return Decimal(format(total.normalize(_PRECISION), "f")) if total else Decimal(0)
 
 
 def canonical_item(item: Item) -> Item:
@@ -239,7 +256,7 @@ def size_of(value: Any) -> Any:
 def _number_bytes(value: Decimal) -> int:
     size = _NUMBER_BYTES.get(value)
     if size is None:
-        size = (len(value.normalize().as_tuple().digits) + 1) // 2 + 1
+        size = (len(value.normalize(_PRECISION).as_tuple().digits) + 1) // 2 + 1
         if len(_NUMBER_BYTES) >= _NUMBERS_KEPT:
             _NUMBER_BYTES.clear()
         _NUMBER_BYTES[value] = size

@@ -59,7 +59,7 @@ def sized_value(value: Any) -> tuple[Any, int]:
     if kind is bool or value is None:
         return value, 1
     if kind is int and -SMALL_INT < value < SMALL_INT:  # ``canonical``'s Decimal, sized by its significant digits
-        digits = str(value).lstrip("-").rstrip("0")  # ``value_bytes``: those of its ``normalize()``, "0" for zero
+        digits = str(value).lstrip("-").rstrip("0")  # ``value_bytes``: those of its normalised form, "0" for zero
         return Decimal(value), (len(digits) + 1) // 2 + 1 if digits else 2
     stored = canonical(value)
     return stored, value_bytes(stored)

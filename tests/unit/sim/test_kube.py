@@ -53,6 +53,22 @@ def test_pending_pods_are_bound_to_the_least_loaded_schedulable_node_and_become_
     assert pods[0].controller is not None and pods[0].controller.kind == "ReplicaSet"
 
 
+@pytest.mark.parametrize("grace", [0, 20])
+def test_a_scale_down_that_meets_unbound_pods_leaves_as_many_active_pods_as_replicas(grace: int) -> None:
+    kernel, kube = cluster(1)
+    kube.patch_node("n0", {"spec": {"unschedulable": True}})
+    web(kube, kernel, replicas=5, grace=grace)  # nowhere to go: all five pending, unbound
+    kube.scale(NS, "web", 1)  # each removal at once reconciles again (once raised KeyError)
+    assert len(kube.deployments[f"{NS}/web"].active) == 1 and len(kube.pending) == 1
+    kube.patch_node("n0", {"spec": {"unschedulable": False}})
+    kernel.run(kernel.t + 30)
+    pods, _ = kube.list_pods_on_node("n0")
+    assert [p.ready for p in pods] == [True]
+    kube.scale(NS, "web", 0)  # a bound pod: terminating for its grace, then gone
+    kernel.run(kernel.t + grace + 1)
+    assert kube.list_pods_on_node("n0")[0] == [] and not kube.deployments[f"{NS}/web"].active
+
+
 def test_a_cordon_patch_with_a_stale_resource_version_loses_and_a_fresh_one_wins() -> None:
     kernel, kube = cluster(2)
     node = kube.get_node("n0")
@@ -261,9 +277,9 @@ def test_the_scheduler_binds_where_a_look_at_every_node_would(seed: int, monkeyp
             kube.patch_node(rng.choice(live), {"spec": {"unschedulable": rng.random() < 0.5}})
         elif action == 3:
             kube.set_node_ready(rng.choice(live), rng.random() < 0.7)
-        elif action == 4:  # up only: a scale-down that meets an unbound pod raises in `_reconcile` (its own defect)
+        elif action == 4:
             name = rng.choice(["web", "api"])
-            kube.scale(NS, name, kube.deployments[f"{NS}/{name}"].replicas + rng.randrange(1, 4))
+            kube.scale(NS, name, max(0, kube.deployments[f"{NS}/{name}"].replicas + rng.randrange(-3, 4)))
         elif action == 5 and kube.pods:
             pod = rng.choice(sorted(kube.pods))
             if pod.startswith(NS):

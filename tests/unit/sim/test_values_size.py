@@ -1,19 +1,25 @@
 """``sim.values.value_bytes``/``item_bytes``: DynamoDB's item size rule ("Item sizes and formats"), with numbers'
 sizes memoised by value (a pure memo: the same answer as counting, whatever was counted before)."""
 
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 
+import boto3
 from boto3.dynamodb.types import Binary
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from moto import mock_aws
 
+from core.schema import state_table
 from sim import values, values_size
+from sim.dynamo import MemoryDynamo
+from sim.faults import Faults
+from sim.kernel import Kernel
 from sim.values import item_bytes, value_bytes
 
 
 def counted(number: Decimal) -> int:
-    return (len(number.normalize().as_tuple().digits) + 1) // 2 + 1
+    return (len(number.normalize(Context(prec=38)).as_tuple().digits) + 1) // 2 + 1
 
 
 def test_sizes_follow_dynamodb_s_rule() -> None:
@@ -208,8 +214,8 @@ def test_a_list_s_bytes_are_its_rows_bytes_one_after_the_other() -> None:
 
 @settings(max_examples=500, deadline=None)
 @given(
-    st.integers(-(10**30), 10**30)
-    | st.sampled_from([0, 10**26, 10**27 - 1, 10**27, -(10**27) + 1, 10**28 + 1])
+    st.integers(-(10**38) + 1, 10**38 - 1)
+    | st.sampled_from([0, 10**26, 10**27 - 1, 10**27, -(10**27) + 1, 10**28 + 1, 10**38 - 1, -(10**37) - 3])
     | st.tuples(st.integers(-999, 999), st.integers(0, 29)).map(lambda p: p[0] * 10 ** p[1])
 )
 def test_an_int_is_canonical_and_sized_as_boto3_s_round_trip_gives_it(number: int) -> None:
@@ -219,3 +225,55 @@ def test_an_int_is_canonical_and_sized_as_boto3_s_round_trip_gives_it(number: in
     for got in (values.canonical(number), values_size.sized_value(number)[0], values.canonical([number])[0]):
         assert got == trip and got.as_tuple() == trip.as_tuple()  # the same digits and exponent, not only equal
     assert values_size.sized_value(number)[1] == counted(trip) == value_bytes(trip)
+
+
+LONG_NUMBERS = [
+    10**28 + 1,
+    -(10**37) - 3,
+    10**38 - 1,
+    Decimal("1234567890123456789012345678901.5"),
+    Decimal("-1.234567890123456789012345678901234567E-100"),
+]
+
+
+def test_numbers_of_up_to_38_digits_come_back_whole_as_from_dynamodb() -> None:
+    """DynamoDB keeps 38 significant digits ("Supported data types and naming rules", Number); Python's default
+    context keeps 28, which once rounded ``10**28 + 1`` to ``1E+28``. moto answers here as DynamoDB does (these
+    numbers have no trailing zeroes, where moto gives back what it was sent)."""
+    with mock_aws():
+        ddb = boto3.resource("dynamodb", region_name="us-east-1")
+        ddb.create_table(**state_table("state"))
+        real = ddb.Table("state")
+        kernel = Kernel(seed=1)
+        memory = MemoryDynamo(kernel, Faults(kernel)).table("state")
+        for table in (real, memory):
+            table.put_item(Item={"pk": "p", "sk": "s", "n": LONG_NUMBERS})
+        answers = [table.get_item(Key={"pk": "p", "sk": "s"})["Item"]["n"] for table in (real, memory)]
+    assert answers[0] == answers[1] == LONG_NUMBERS
+    assert [n.as_tuple() for n in answers[1]] == [n.as_tuple() for n in answers[0]]
+    # sized by all their digits: 29, 38, 38, 32 and 37 significant ones
+    assert [value_bytes(n) for n in answers[1]] == [16, 20, 20, 17, 20]
+
+
+def test_update_arithmetic_is_exact_to_38_digits_and_stored_as_a_put_stores_it() -> None:
+    """``SET v = v + :x``, ``v - :x`` and ``ADD``: exact where the sum has at most 38 significant digits (moto agrees),
+    and trimmed as DynamoDB gives every number back (``1.5 + 1.5`` comes back as ``3``; moto gives ``3.0``)."""
+    key = {"pk": "p", "sk": "s"}
+    start = {**key, "a": 10**28, "b": 10**37, "c": Decimal("1.5"), "d": Decimal("-7")}
+    update = {
+        "UpdateExpression": "SET a = a + :one, b = b - :one, c = c + :half ADD d :big",
+        "ExpressionAttributeValues": {":one": 1, ":half": Decimal("1.5"), ":big": 10**30},
+    }
+    with mock_aws():
+        ddb = boto3.resource("dynamodb", region_name="us-east-1")
+        ddb.create_table(**state_table("state"))
+        real = ddb.Table("state")
+        kernel = Kernel(seed=1)
+        memory = MemoryDynamo(kernel, Faults(kernel)).table("state")
+        for table in (real, memory):
+            table.put_item(Item=start)
+            table.update_item(Key=key, **update)
+        moto_item, sim_item = (table.get_item(Key=key)["Item"] for table in (real, memory))
+    assert sim_item == moto_item == {**key, "a": 10**28 + 1, "b": 10**37 - 1, "c": 3, "d": 10**30 - 7}
+    assert sim_item["c"].as_tuple() == Decimal(3).as_tuple()  # moto: Decimal("3.0"), not DynamoDB's "3"
+    assert [sim_item[n].as_tuple() for n in "abd"] == [moto_item[n].as_tuple() for n in "abd"]
