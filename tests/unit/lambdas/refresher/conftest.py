@@ -2,7 +2,8 @@
 
 Every decision these tests make is held to leaving the run it read as it was: ``Run.working_copy`` shares the
 steps at rest with that run (and a warm environment hands them to its next pass), so a rule that changed a pending
-step without ``Context.own``, or a final one, would change the run as read too."""
+step without ``Context.own``, or a final one, would change the run as read too; and ``Context.states`` (read again
+only where the pass owns a step) would no longer be every step's state."""
 
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ def _decisions_leave_the_run_read_as_it_was(monkeypatch: pytest.MonkeyPatch) -> 
         if isinstance(p, _Checked):
             assert p.read == p.read_before, "a decision changed the run it read"
             assert [s.model_fields_set for s in p.read.steps] == [s.model_fields_set for s in p.read_before.steps]
+            # only the steps the pass owns changed: its states read again at their positions alone are all of them
+            assert p.states() == [s.state for s in p.run.steps], "a step the pass does not own changed state"
+            assert p.in_flight() == [s for s in p.run.steps if s.state.in_flight]
         return decision
 
     monkeypatch.setattr(decide, "Context", _Checked)
