@@ -90,11 +90,13 @@ class Decision:
         run: the run's new state (the input's when nothing changed).
         actions: ``SaveRun`` first when the run changed, then the effects, in order.
         waits: what the run waits for afterwards (empty when it is over or moves on at once).
+        states: ``[s.state for s in run.steps]``, from the pass (``Context.states``); None: not known (read them).
     """
 
     run: Run
     actions: list[Action] = field(default_factory=list)
     waits: list[Wait] = field(default_factory=list)
+    states: list[StepState] | None = None
 
     @property
     def changed(self) -> bool:
@@ -116,21 +118,22 @@ class Decision:
 class Context:
     """One decision pass: a mutable copy of the run plus the effects and notes gathered."""
 
-    def __init__(self, run: Run, world: World, settings: RefresherSettings, now: datetime) -> None:
-        self.run = run.working_copy()
+    def __init__(
+        self, run: Run, world: World, settings: RefresherSettings, now: datetime, states: list[StepState] | None = None
+    ) -> None:
         self.world = world
         self.settings = settings
         self.now = now
         self.effects: list[Action] = []
         self.changes: list[str] = []
         self.waits: list[Wait] = []
-        # the copies ``working_copy`` made (the steps in flight, found in C)
-        steps = self.run.steps
-        # each step's state when the pass began, by position (the run read's: its copies in flight are equal to it),
-        # and the positions of the steps the pass owns: those in flight now (copied by ``working_copy``), then each
-        # one ``own`` copies (module docstring, "The steps a pass owns")
-        self._began = list(map(_STATE, steps))
+        # each step's state when the pass began, by position (``states``: the caller's ``[s.state for s in
+        # run.steps]``, when it has them), and the positions of the steps the pass owns: those in flight now (copied by
+        # ``working_copy``), then each one ``own`` copies (module docstring, "The steps a pass owns")
+        self._began = list(map(_STATE, run.steps)) if states is None else list(states)
         self._positions = set(compress(count(), map(_IN_FLIGHT.__contains__, self._began)))
+        self.run = run.working_copy(sorted(self._positions))
+        steps = self.run.steps
         self._owned = set(map(id, map(steps.__getitem__, self._positions)))
         self._groups: list[str] | None = None  # each step's group, by position (made on demand: no rule changes it)
         self._olds: set[str] | None = None  # every step's old instance (made on demand: no rule changes one)

@@ -132,11 +132,12 @@ def decide_pass(p: Context) -> Decision:
         # from, is a change of its own: ``Context.overdue``)
         run.waiting = "; ".join(w.what for w in p.waits)
     # when each step entered the state this pass left it in (charts, status): the steps it moved found in C
-    for step in compress(run.steps, map(is_not, p.states(), was)):
+    states = p.states()
+    for step in compress(run.steps, map(is_not, states, was)):
         step.entered.setdefault(step.state.value, p.now)
     actions: list[Action] = []
     if p.changes:
         run.updated_at = p.now
         actions.append(SaveRun(run, tuple(p.changes)))
     actions.extend(p.effects)
-    return Decision(run, actions, p.waits if run.status.active else [])
+    return Decision(run, actions, p.waits if run.status.active else [], states)
