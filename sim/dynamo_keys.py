@@ -30,7 +30,7 @@ def sort_key_group(sk: str) -> str:
     string between two keys of one group (in code point order) starts with the group, so is of it: a range of keys
     whose first and last share a group lies in it; and the group of any string between two keys lies between theirs
     (it is a prefix of the string, up to a ``#`` that no shorter common prefix holds), so a range's keys are in the
-    groups between its ends' (``MemoryTable``'s page bound by group; ``tests/unit/sim/test_dynamo_keys_groups.py``)."""
+    groups between its ends' (``MemoryTable``'s page bound by group; ``tests/unit/sim/test_dynamo_pages.py``)."""
     return sk[: sk.find("#") + 1] or sk
 
 
