@@ -354,16 +354,16 @@ class Run(BaseModel):
         moving = compress(self.steps, map(_MOVING, map(_STATE_OF, self.steps)))  # found in C
         return sorted({s.surge_instance_id for s in moving if s.surge_instance_id})
 
-    def working_copy(self) -> Run:
+    def working_copy(self, moving: list[int] | None = None) -> Run:
         """A copy a decision pass may change without changing this run (``lambdas.refresher.decide.context``): what
         ``model_copy(deep=True)`` gives, at a fraction of its cost (a generic deep copy walks every time and string
-        of every step: about 10 ms a pass for a 300-step run). Its steps in flight (found in C) and its groups are
-        copied (``RunStep.working_copy``; a group holds only numbers and strings); ``options`` is frozen and shared,
-        and so are the steps at rest: a decision never changes a final step, and copies a pending one before it
-        changes it (``Context.own``: a test holds each pass to both)."""
+        of every step: about 10 ms a pass for a 300-step run). Its steps in flight (found in C; ``moving``: their
+        positions, when the caller has them) and its groups are copied (``RunStep.working_copy``; a group holds only
+        numbers and strings); ``options`` is frozen and shared, and so are the steps at rest: a decision never changes
+        a final step, and copies a pending one before it changes it (``Context.own``: a test holds a pass to both)."""
         copied = self.model_copy()
         steps = copied.__dict__["steps"] = list(self.steps)
-        for k in compress(range(len(steps)), map(_MOVING, map(_STATE_OF, steps))):
+        for k in compress(range(len(steps)), map(_MOVING, map(_STATE_OF, steps))) if moving is None else moving:
             steps[k] = steps[k].working_copy()
         copied.__dict__["groups"] = [g.model_copy() for g in self.groups]
         return copied

@@ -327,10 +327,15 @@ class MemoryTable:
     def _whole(self, pk: str, keys: list[str]) -> list[Item] | None:
         """The items of ``keys`` (read as they are now) when together they are under a page (``PAGE_BYTES``), so that
         a Query with no limit reads them all at once (its filter, if any, judged after); None when they are not.
-        ``keys`` in order whose first and last share a group all do (``key_range``, ``sort_key_group``): its bytes
-        bound theirs, unsummed."""
-        groups, group = self._bytes.get(pk, {}), sort_key_group(keys[0]) if keys else ""
-        bound = groups[group] if group and group == sort_key_group(keys[-1]) else sum(groups.values())
+        ``keys`` in order (either way) all have a group between their ends' (``key_range``, ``sort_key_group``):
+        the bytes of those groups bound theirs, unsummed (a membership read's ``MEMBERSHIP`` to ``NODE$``: the mark
+        and the ``NODE#`` items, whatever the partition's ``CMD#`` items weigh)."""
+        groups = self._bytes.get(pk, {})
+        low, high = sorted((sort_key_group(keys[0]), sort_key_group(keys[-1]))) if keys else ("", "")  # either way
+        if low == high:
+            bound = groups.get(low, 0) if keys else sum(groups.values())
+        else:
+            bound = sum(size for group, size in groups.items() if low <= group <= high)
         if bound >= PAGE_BYTES:  # the keys' items are under a page when their bound is
             sizes = self._sizes.get(pk, {})
             if sum(map(sizes.__getitem__, keys)) >= PAGE_BYTES:

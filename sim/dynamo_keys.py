@@ -28,7 +28,9 @@ T = TypeVar("T")
 def sort_key_group(sk: str) -> str:
     """A sort key's group: the key up to its first ``#`` (``NODE#``, ``RUN#``), or the whole key without one. Every
     string between two keys of one group (in code point order) starts with the group, so is of it: a range of keys
-    whose first and last share a group lies in it (``MemoryTable``'s page bound by group)."""
+    whose first and last share a group lies in it; and the group of any string between two keys lies between theirs
+    (it is a prefix of the string, up to a ``#`` that no shorter common prefix holds), so a range's keys are in the
+    groups between its ends' (``MemoryTable``'s page bound by group; ``tests/unit/sim/test_dynamo_pages.py``)."""
     return sk[: sk.find("#") + 1] or sk
 
 

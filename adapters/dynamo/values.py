@@ -26,6 +26,8 @@ def plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
     if isinstance(value, list):
+        if _AS_IS.issuperset(map(type, value)):  # nothing to convert (a step's ``surge_baseline``, hundreds): in C
+            return list(value)
         # a list's numbers converted here, not in a call each (a 1,000-step ``RUN#`` item's rows hold 10,000)
         return [
             v
@@ -82,6 +84,8 @@ def dynamo(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: v if type(v) in _KEPT else dynamo(v) for k, v in value.items() if v is not None}
     if isinstance(value, (list, tuple)):
+        if _KEPT.issuperset(map(type, value)):  # nothing to convert (a step's ``surge_baseline``): copied in C
+            return list(value)
         return [v if type(v) in _KEPT else dynamo(v) for v in value]
     return value
 

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import replace
+from operator import attrgetter
 from typing import Any
 
 from pydantic import ValidationError
@@ -62,7 +63,7 @@ from core.exceptions import LockHeldError, LockLostError, RunConflictError, RunR
 from core.ledger import DonorState
 from core.lock import Lease, describe, renewable_by, valid_holder
 from core.model import NodeRecord
-from core.runs import LOCK_OPERATION, Run, RunStatus, new_invocation_id
+from core.runs import LOCK_OPERATION, Run, RunStatus, StepState, new_invocation_id
 from lambdas.common.refused import record_refused
 from lambdas.refresher.bounds import capacity_bounds
 from lambdas.refresher.decide import advance as decide_next
@@ -74,6 +75,7 @@ from lambdas.refresher.plan import ReleaseLock, SaveRun
 from lambdas.refresher.summary import run_summary
 from lambdas.refresher.world import World
 
+_STATE = attrgetter("state")
 MAX_PASSES = 500  # decisions per invocation (each one changes the run or waits); a bound, never reached in practice
 
 
@@ -97,11 +99,13 @@ def donor_groups(deps: RefresherDeps) -> frozenset[str]:
     return frozenset(donors)
 
 
-def gather(run: Run, deps: RefresherDeps, membership: list[NodeRecord] | None = None) -> World:
+def gather(
+    run: Run, deps: RefresherDeps, membership: list[NodeRecord] | None = None, states: list[StepState] | None = None
+) -> World:
     """The world a run's next decision needs: every group of the cluster (the masters' check needs them all),
     fresh membership (``membership`` when the caller read it already), the ``CMD#`` items of the run's unfinished
     commands, the groups carrying a compensation (only read when a group may be surged for the first time:
-    ``may_start_a_group``).
+    ``may_start_a_group``). ``states``: ``[s.state for s in run.steps]``, when the caller has them.
 
     Calls: DescribeAutoScalingGroups (1 per 100 groups), the ``NODE#`` Query (unless given), one GetItem per command
     a decision looks at (``looked_at_commands``), the ``COMP#`` Query (only then).
@@ -117,11 +121,11 @@ def gather(run: Run, deps: RefresherDeps, membership: list[NodeRecord] | None = 
     if _LAST_READY[0] is not nodes:  # the memo's map again (a read it reused): the groups' Ready ids found are kept
         _LAST_READY[:] = [nodes, {}]
     commands = {}
-    for command_id in looked_at_commands(run):
+    for command_id in looked_at_commands(run, states):
         item = deps.store.get_command(command_id)
         if item is not None:
             commands[command_id] = item
-    donors = donor_groups(deps) if may_start_a_group(run) else frozenset()
+    donors = donor_groups(deps) if may_start_a_group(run, states) else frozenset()
     return World(groups=groups, nodes=nodes, commands=commands, donors=donors, ready_live=_LAST_READY[1])
 
 
@@ -196,6 +200,7 @@ def advance_run(
     woke = False  # the next pass follows a poll's sleep (not a change of this invocation's own)
     applied = False  # a pass stopped part-way through applying (the run as last known may be stale)
     last: Run | None = None  # the run's last state this invocation knows: as read, or as it saved it
+    last_states: list[StepState] | None = None  # ``[s.state for s in last.steps]``, when known
     poll_note = ""
     settings = deps.settings
     invocation = invocation or new_invocation_id()
@@ -234,7 +239,7 @@ def advance_run(
             active = snapshot.run(run_id)
             if active is None:
                 break  # over (or never started): the last state is read once below
-            run, run_id, seen, last = active, active.run_id, snapshot.lock, active
+            run, run_id, seen, last, last_states = active, active.run_id, snapshot.lock, active, None
             taker, slept = snapshot.pollers.get(run_id, ("", 0.0))[0], woke
             woke = False
             if polling and slept and taker != invocation:
@@ -250,9 +255,11 @@ def advance_run(
                         continue
                     break
             applied = False  # this pass's read is the run's last state until something is applied
-            world = gather(run, deps, snapshot.nodes)
+            # each step's state read once a pass, for the commands looked at, the decision's copy and its start
+            states = last_states = list(map(_STATE, run.steps))
+            world = gather(run, deps, snapshot.nodes, states)
             now = deps.clock()
-            decision = decide_next(run, world, settings, now)
+            decision = decide_next(run, world, settings, now, states)
             if decision.actions and bookkeeping(decision.actions):
                 # a save no AWS call follows (a wait's start, a pause decided before its undo): conditioned on the
                 # run's version alone (and on the lease this invocation holds, if it holds one, without renewing
@@ -281,6 +288,7 @@ def advance_run(
                 # a wait's start recorded, nothing changed in the world: deciding again on the same world would
                 # only find the same waits, so wait now (the run as saved is the last state)
                 run = last = decision.run.model_copy(update={"version": decision.run.version + 1})
+                last_states = decision.states
             elif decision.actions:
                 take = None
                 try:
@@ -334,6 +342,7 @@ def advance_run(
                 applied = False  # all of it applied: the run as saved is its last state
                 if decision.changed:
                     last = decision.run.model_copy(update={"version": decision.run.version + 1})
+                    last_states = decision.states
                     if any(isinstance(a, ReleaseLock) for a in decision.actions):
                         lease = None  # given up by the decision itself (the run's end)
                     if not last.status.active:
@@ -382,7 +391,9 @@ def advance_run(
         return {"status": "idle", "actions": results}
     # the run as the last pass read it or as this invocation saved it; read once more when a pass stopped mid-way
     final = (deps.runs.get(last.run_id) or last) if applied else last
-    out = {"status": "lock_lost" if lost else "advanced", "run": run_summary(final), "actions": results}
+    # ``last``'s states when this invocation knows them (read once a pass, or as its decision left them)
+    summary = run_summary(final, states=last_states if final is last else None)
+    out = {"status": "lock_lost" if lost else "advanced", "run": summary, "actions": results}
     if poll_note:
         out["polling"] = poll_note
     return {**out, "lock": lock_note} if lock_note else out

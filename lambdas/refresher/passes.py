@@ -3,8 +3,8 @@ decision (the invocation's loop in ``lambdas.refresher.advance`` applies them)."
 
 from __future__ import annotations
 
-from itertools import compress, count
-from operator import attrgetter
+from itertools import compress, count, repeat
+from operator import attrgetter, is_
 
 from adapters.dynamo.table import MAX_ALSO
 from core.kops import Role
@@ -19,13 +19,14 @@ def bookkeeping(actions: list[Action]) -> bool:
     return all(isinstance(a, (SaveRun, Metric)) for a in actions)
 
 
-def may_start_a_group(run: Run) -> bool:
+def may_start_a_group(run: Run, states: list[StepState] | None = None) -> bool:
     """Whether the next pass may surge a worker group for the first time (the run's current group, the first with a
     step not final: no surge, no raised MaxSize, no step in flight, a step pending): only then does the decision
-    look at the compensation donors (``decide.lifecycle.start_steps`` starts steps of that group only)."""
+    look at the compensation donors (``decide.lifecycle.start_steps`` starts steps of that group only). ``states``:
+    ``[s.state for s in run.steps]``, when the caller has them (``advance_run`` reads them once a pass)."""
     if run.status is not RunStatus.RUNNING:
         return False
-    states = list(map(_STATE, run.steps))  # each step's read once, in C (a thousand steps a pass)
+    states = list(map(_STATE, run.steps)) if states is None else states  # in C (a thousand steps a pass)
     first = next(compress(count(), map(_NOT_FINAL.__contains__, states)), None)
     current = None if first is None else run.steps[first].group
     for group in run.groups:
@@ -44,12 +45,13 @@ def may_start_a_group(run: Run) -> bool:
 COMMAND_OF_STATE = {StepState.DRAINING: "command_id", StepState.UNDO_DRAINING: "undo_command_id"}
 
 
-def looked_at_commands(run: Run) -> list[str]:
+def looked_at_commands(run: Run, states: list[StepState] | None = None) -> list[str]:
     """The ids of the commands the next decision looks at (pure): a draining step's drain, an undo-draining step's
     drain of its spare. A step surging, terminating or settling never reads its command (before, every step in flight
-    read both of its commands: about 2 GetItem a replaced node)."""
+    read both of its commands: about 2 GetItem a replaced node). ``states``: as ``may_start_a_group``'s."""
     # the steps in those states picked in C (a thousand steps a pass, none or one or two of them draining)
-    looked = compress(run.steps, map(COMMAND_OF_STATE.__contains__, map(_STATE, run.steps)))
+    states = list(map(_STATE, run.steps)) if states is None else states
+    looked = compress(run.steps, map(COMMAND_OF_STATE.__contains__, states))
     ids = (getattr(s, COMMAND_OF_STATE[s.state]) for s in looked)
     return [i for i in ids if i]
 
@@ -71,13 +73,17 @@ def outcome_by_event(decision: Decision) -> bool:
     effects = [a for a in decision.actions if not isinstance(a, (SaveRun, Metric))]
     if run.status is not RunStatus.RUNNING or not effects:
         return False
-    if not all(_drain(a) or _surge(run, a) or _handed_over(run, a) for a in effects):
+    # each step's state as the pass left it (``Decision.states``), read once if the decision has none
+    states = list(map(_STATE, run.steps)) if decision.states is None else decision.states
+    surging = list(compress(run.steps, map(is_, states, repeat(StepState.SURGING))))  # in C
+    givers = list(compress(run.steps, map(is_, states, repeat(StepState.TERMINATING))))  # what ``_giver`` may take
+    if not all(_drain(a) or _surge(run, a, surging) or _handed_over(givers, a, surging) for a in effects):
         return False
     if any(w.kind.pollable and not w.kind.evented for w in decision.waits):
         return False
     # every step final or moving so, but the givers: only the steps in another state looked at one by one
-    others = compress(run.steps, map(_NOT_SETTLED.__contains__, map(_STATE, run.steps)))
-    return all(_giver(run, s) for s in others)
+    others = compress(run.steps, map(_NOT_SETTLED.__contains__, states))
+    return all(_giver(s, surging) for s in others)
 
 
 _STATE, _GROUP = attrgetter("state"), attrgetter("group")
@@ -92,32 +98,32 @@ def _drain(action: Action) -> bool:
     return isinstance(action, SendCommand) and action.command.kind is CommandKind.DRAIN
 
 
-def _surge(run: Run, action: Action) -> bool:
+def _surge(run: Run, action: Action, surging: list[RunStep]) -> bool:
     """A desired capacity raised to what the group's surge adds up to, for a step of it that surges and recorded
     that intent in this decision (a surge or its redo: ``intent_at`` is the decision's time, the run's
-    ``updated_at``)."""
+    ``updated_at``; ``surging``: the run's steps surging)."""
     if not isinstance(action, SetCapacity) or action.desired is None:
         return False
     group = next((g for g in run.groups if g.name == action.asg_name), None)
     if group is None or group.raised <= 0 or action.desired != group.original_desired + group.raised:
         return False
-    return any(
-        s.group == group.name and s.state is StepState.SURGING and s.intent_at == run.updated_at for s in run.steps
-    )
+    return any(s.group == group.name and s.intent_at == run.updated_at for s in surging)
 
 
-def _giver(run: Run, step: RunStep) -> bool:
-    """A step terminating its old instance that handed its surge unit to a step now surging (``decide.handover``)."""
+def _giver(step: RunStep, surging: list[RunStep]) -> bool:
+    """A step terminating its old instance that handed its surge unit to a step now surging (``decide.handover``;
+    ``surging``: the run's steps surging)."""
     if step.state is not StepState.TERMINATING or step.handed_over_to is None:
         return False
-    return any(s.index == step.handed_over_to and s.state is StepState.SURGING for s in run.steps)
+    return any(s.index == step.handed_over_to for s in surging)
 
 
-def _handed_over(run: Run, action: Action) -> bool:
-    """The termination without decrement of a step that handed its surge unit over (``_giver``)."""
+def _handed_over(terminating: list[RunStep], action: Action, surging: list[RunStep]) -> bool:
+    """The termination without decrement of a step (of the run's steps ``terminating``) that handed its surge unit over
+    (``_giver``)."""
     if not isinstance(action, TerminateInstance) or action.decrement:
         return False
-    return any(s.instance_id == action.instance_id and _giver(run, s) for s in run.steps)
+    return any(s.instance_id == action.instance_id and _giver(s, surging) for s in terminating)
 
 
 # the items a drain recorded in a ``RUN#`` save's transaction writes: its ``CMD#`` and its two pointers (``ICMD#``,

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from itertools import compress
 from operator import attrgetter
 from typing import Any
 
 from core.kops import managed_group
-from core.runs import Run, RunStep
+from core.runs import Run, RunStep, StepState
 
 
 def step_row(step: RunStep) -> dict[str, Any]:
@@ -24,12 +25,17 @@ def step_row(step: RunStep) -> dict[str, Any]:
 
 
 _STATE = attrgetter("state")
+_IN_FLIGHT = frozenset(s for s in StepState if s.in_flight)
 
 
-def run_summary(run: Run, steps: bool = False) -> dict[str, Any]:
-    """A run as the responses and the CLI show it."""
+def run_summary(run: Run, steps: bool = False, states: list[StepState] | None = None) -> dict[str, Any]:
+    """A run as the responses and the CLI show it. ``states``: ``[s.state for s in run.steps]``, when the caller has
+    them (``advance_run``: its pass's)."""
+    states = list(map(_STATE, run.steps)) if states is None else states
     # in the order each state first occurs: counted by the member, each named once (not a ``.value`` a step)
-    counts = {state.value: n for state, n in Counter(map(_STATE, run.steps)).items()}
+    counts = {state.value: n for state, n in Counter(states).items()}
+    # ``Run.surge_instance_ids`` (the spares of the steps in flight), those steps picked by their states, in C
+    moving = compress(run.steps, map(_IN_FLIGHT.__contains__, states))
     out: dict[str, Any] = {
         "run_id": run.run_id,
         "status": run.status.value,
@@ -41,7 +47,7 @@ def run_summary(run: Run, steps: bool = False) -> dict[str, Any]:
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "steps": counts,
         "surge": run.surge,
-        "surge_instance_ids": run.surge_instance_ids,
+        "surge_instance_ids": sorted({s.surge_instance_id for s in moving if s.surge_instance_id}),
         "cancel_requested": run.cancel_requested,
     }
     if steps:

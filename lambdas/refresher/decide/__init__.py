@@ -80,14 +80,16 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from core.runs import Run
+from core.runs import Run, StepState
 from core.settings import RefresherSettings
 from lambdas.refresher.decide.context import Context, Decision
 from lambdas.refresher.decide.lifecycle import decide_pass
 from lambdas.refresher.world import World
 
 
-def advance(run: Run, world: World, settings: RefresherSettings, now: datetime) -> Decision:
+def advance(
+    run: Run, world: World, settings: RefresherSettings, now: datetime, states: list[StepState] | None = None
+) -> Decision:
     """Decide the run's next step (rules in the module docstring).
 
     Args:
@@ -95,8 +97,9 @@ def advance(run: Run, world: World, settings: RefresherSettings, now: datetime) 
         world: groups (all of the cluster's, for the masters' check), fresh membership, the run's commands, lock.
         settings: grace periods, settle interval, agent grace.
         now: the current time (UTC).
+        states: ``[s.state for s in run.steps]``, when the caller has them (read once a pass: ``advance_run``).
 
     Returns:
         The decision: the new run state (saved first when it changed), the effects, and what it waits for.
     """
-    return decide_pass(Context(run, world, settings, now))
+    return decide_pass(Context(run, world, settings, now, states))

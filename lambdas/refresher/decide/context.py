@@ -7,6 +7,12 @@ copies only the steps in flight and the groups; a step at rest (pending or final
 rule that changes a pending step first takes the pass's own copy of it (``Context.own``, which puts the copy in the
 pass's run in its place). A final step is never changed. Copying every pending step was most of a pass's CPU on a
 large run (a 1,000-step run starts with 1,000 of them).
+
+**The steps a pass owns.** So only the steps the pass owns (those in flight when it began, and those ``own`` copied
+since) can change: every other step keeps the state it had when the pass began, and only a step the pass owns can be
+in flight. ``Context.states`` (each step's state now) is those first states with only the owned steps read again,
+and the rules that look for steps in flight look among the owned steps alone: a pass read every step's state (an
+attribute of a model a step, hundreds of steps) a dozen times over.
 """
 
 from __future__ import annotations
@@ -35,7 +41,8 @@ from core.settings import RefresherSettings
 from lambdas.refresher.plan import Action, SaveRun, SetCapacity
 from lambdas.refresher.world import GroupFacts, World
 
-_STATE, _INSTANCE_ID, _READY = attrgetter("state"), attrgetter("instance_id"), attrgetter("ready")
+_STATE, _GROUP, _INSTANCE_ID = attrgetter("state"), attrgetter("group"), attrgetter("instance_id")
+_READY = attrgetter("ready")
 _NO_NODE = SimpleNamespace(ready=False)  # the record of an instance without one (``World.ready``: not Ready)
 _IN_FLIGHT = frozenset(s for s in StepState if s.in_flight)
 _REPLACING = frozenset((StepState.DRAINING, StepState.TERMINATING))
@@ -83,11 +90,13 @@ class Decision:
         run: the run's new state (the input's when nothing changed).
         actions: ``SaveRun`` first when the run changed, then the effects, in order.
         waits: what the run waits for afterwards (empty when it is over or moves on at once).
+        states: ``[s.state for s in run.steps]``, from the pass (``Context.states``); None: not known (read them).
     """
 
     run: Run
     actions: list[Action] = field(default_factory=list)
     waits: list[Wait] = field(default_factory=list)
+    states: list[StepState] | None = None
 
     @property
     def changed(self) -> bool:
@@ -109,16 +118,25 @@ class Decision:
 class Context:
     """One decision pass: a mutable copy of the run plus the effects and notes gathered."""
 
-    def __init__(self, run: Run, world: World, settings: RefresherSettings, now: datetime) -> None:
-        self.run = run.working_copy()
+    def __init__(
+        self, run: Run, world: World, settings: RefresherSettings, now: datetime, states: list[StepState] | None = None
+    ) -> None:
         self.world = world
         self.settings = settings
         self.now = now
         self.effects: list[Action] = []
         self.changes: list[str] = []
         self.waits: list[Wait] = []
-        # the copies ``working_copy`` made (the steps in flight, found in C)
-        self._owned = set(map(id, compress(self.run.steps, map(_IN_FLIGHT.__contains__, map(_STATE, self.run.steps)))))
+        # each step's state when the pass began, by position (``states``: the caller's ``[s.state for s in
+        # run.steps]``, when it has them), and the positions of the steps the pass owns: those in flight now (copied by
+        # ``working_copy``), then each one ``own`` copies (module docstring, "The steps a pass owns")
+        self._began = list(map(_STATE, run.steps)) if states is None else list(states)
+        self._positions = set(compress(count(), map(_IN_FLIGHT.__contains__, self._began)))
+        self.run = run.working_copy(sorted(self._positions))
+        steps = self.run.steps
+        self._owned = set(map(id, map(steps.__getitem__, self._positions)))
+        self._groups: list[str] | None = None  # each step's group, by position (made on demand: no rule changes it)
+        self._olds: set[str] | None = None  # every step's old instance (made on demand: no rule changes one)
         self._copies: dict[int, RunStep] = {}  # id of a step at rest of the run read -> the pass's copy of it
         self._places: dict[int, int] | None = None  # id of a step in ``run.steps`` -> its position (made on demand)
         self._ready = world.ready_live  # group -> its facts, its Ready live ids (``ready_live``; shared: the world's)
@@ -147,7 +165,35 @@ class Context:
         copied = self.run.steps[place] = step.working_copy()
         self._copies[id(step)] = copied
         self._owned.add(id(copied))
+        self._positions.add(place)
         return copied
+
+    def states(self) -> list[StepState]:
+        """Each step's state now, by position (what ``[s.state for s in run.steps]`` gives): the states the pass began
+        with, read again only at the positions of the steps it owns (module docstring, "The steps a pass owns"). A new
+        list each call."""
+        now = self._began.copy()
+        steps = self.run.steps
+        for position in self._positions:
+            now[position] = steps[position].state
+        return now
+
+    def owned(self) -> list[RunStep]:
+        """The steps the pass owns, in their order in ``run.steps``: every step in flight is one of them (module
+        docstring, "The steps a pass owns"), with the steps ``own`` copied that may be at rest again."""
+        steps = self.run.steps
+        return [steps[position] for position in sorted(self._positions)]
+
+    def in_flight(self) -> list[RunStep]:
+        """The steps in flight now, in their order in ``run.steps`` (among the steps the pass owns)."""
+        return [s for s in self.owned() if s.state in _IN_FLIGHT]
+
+    def groups(self) -> list[str]:
+        """Each step's group, by position (no rule changes a step's group; read once a pass). Shared: never change
+        it."""
+        if self._groups is None:
+            self._groups = list(map(_GROUP, self.run.steps))
+        return self._groups
 
     def change(self, note: str) -> None:
         self.changes.append(note)
@@ -234,9 +280,9 @@ class Context:
         self.effects.append(effect)
 
     def olds_being_replaced(self, group: str) -> set[str]:
-        """The old instances of ``group``'s steps draining or terminating (the steps in those states picked in C)."""
-        replacing = compress(self.run.steps, map(_REPLACING.__contains__, map(_STATE, self.run.steps)))
-        return {s.instance_id for s in replacing if s.group == group}
+        """The old instances of ``group``'s steps draining or terminating (states in flight: among the steps the pass
+        owns)."""
+        return {s.instance_id for s in self.owned() if s.state in _REPLACING and s.group == group}
 
     def ready_besides(self, facts: GroupFacts, exclude: set[str]) -> int:
         """How many of the group's live instances (``GroupFacts.live``) not in ``exclude`` are Ready nodes
@@ -258,9 +304,8 @@ class Context:
         return ready
 
     def claimed_spares(self, but: RunStep) -> set[str]:
-        """The spares of the steps in flight but ``but`` (those steps picked in C)."""
-        moving = compress(self.run.steps, map(_IN_FLIGHT.__contains__, map(_STATE, self.run.steps)))
-        return {s.surge_instance_id for s in moving if s is not but and s.surge_instance_id}
+        """The spares of the steps in flight but ``but`` (``in_flight``)."""
+        return {s.surge_instance_id for s in self.in_flight() if s is not but and s.surge_instance_id}
 
     def new_instances(self, step: RunStep, facts: GroupFacts) -> list[str]:
         """The ids of ``facts``' live instances that are none of the run's old instances, not in ``step``'s
@@ -271,7 +316,9 @@ class Context:
         if not outside:
             return outside
         claimed = self.claimed_spares(step)
-        olds = set(map(_INSTANCE_ID, self.run.steps))
+        if self._olds is None:  # read once a pass: no rule changes a step's old instance
+            self._olds = set(map(_INSTANCE_ID, self.run.steps))
+        olds = self._olds
         return [i for i in outside if i not in claimed and i not in olds]
 
     def finish_step(self, step: RunStep, state: StepState, note: str = "") -> None:

@@ -22,8 +22,7 @@ from lambdas.refresher.decide.context import Context
 from lambdas.refresher.plan import TerminateInstance
 from lambdas.refresher.world import GroupFacts
 
-_STATE, _INSTANCE_ID = attrgetter("state"), attrgetter("instance_id")
-_IN_FLIGHT = frozenset(s for s in StepState if s.in_flight)
+_INSTANCE_ID = attrgetter("instance_id")
 
 
 def successor(p: Context, step: RunStep, facts: GroupFacts) -> RunStep | None:
@@ -38,11 +37,10 @@ def successor(p: Context, step: RunStep, facts: GroupFacts) -> RunStep | None:
     if step.role != Role.NODE.value or run.status is not RunStatus.RUNNING or not run.canary_passed:
         return None
     limit = min(run.options.max_surge, p.settings.surge_limit)
-    moving = compress(run.steps, map(_IN_FLIGHT.__contains__, map(_STATE, run.steps)))  # a unit's holder is in flight
-    others = sum(1 for s in moving if s is not step and s.group == step.group and s.holds_unit)
+    others = sum(1 for s in p.in_flight() if s is not step and s.group == step.group and s.holds_unit)  # in flight
     if others + 1 > limit:
         return None
-    pending = compress(run.steps, map(is_, map(_STATE, run.steps), repeat(StepState.PENDING)))  # in C, in order
+    pending = compress(run.steps, map(is_, p.states(), repeat(StepState.PENDING)))  # in C, in order
     return next((s for s in pending if s.group == step.group and facts.has_live(s.instance_id)), None)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from itertools import compress, repeat
-from operator import attrgetter, is_, is_not
+from operator import is_, is_not
 
 from core.kops import Role
 from core.runs import Run, RunStatus, RunStep, StepState
@@ -17,26 +17,27 @@ from lambdas.refresher.decide.undo import undo_draining, undo_terminating, undoi
 from lambdas.refresher.decide.worker import start_workers, surging
 from lambdas.refresher.plan import Action, Metric, MetricUnitName, ReleaseLock, SaveRun, SetCapacity
 
-_STATE, _GROUP = attrgetter("state"), attrgetter("group")
 _FINAL = frozenset(s for s in StepState if s.final)
 _NOT_FINAL = frozenset(StepState) - _FINAL
 
 
 def start_steps(p: Context) -> None:
     """Start the next steps of the first group not finished: one master at a time, workers up to ``max_surge``."""
-    first = next(compress(p.run.steps, map(_NOT_FINAL.__contains__, map(_STATE, p.run.steps))), None)
+    states = p.states()
+    first = next(compress(p.run.steps, map(_NOT_FINAL.__contains__, states)), None)
     if first is None:
         return
     current = first.group
-    steps = list(compress(p.run.steps, map(current.__eq__, map(_GROUP, p.run.steps))))
+    mine = list(map(current.__eq__, p.groups()))
+    steps = list(compress(p.run.steps, mine))
     role = steps[0].role
     if role == Role.CONTROL_PLANE.value:
-        if any(s.state.in_flight for s in p.run.steps if s.role == role):
+        if any(s.role == role for s in p.in_flight()):
             return
         step = next(s for s in steps if s.state is StepState.PENDING)
         start_master(p, step)
         return
-    start_workers(p, current, steps)
+    start_workers(p, current, steps, list(compress(states, mine)))
 
 
 def finish_groups(p: Context) -> None:
@@ -47,9 +48,9 @@ def finish_groups(p: Context) -> None:
     for the original again and waits (a refused or throttled UpdateAutoScalingGroup is retried, never taken as
     done). Any other MaxSize (the original, a group gone, or a value kOps or a person set since) ends the restore:
     the run does not fight a reset."""
+    unfinished = set(compress(p.groups(), map(_NOT_FINAL.__contains__, p.states())))  # groups of a step not final
     for group in p.run.groups:
-        states = compress(map(_STATE, p.run.steps), map(group.name.__eq__, map(_GROUP, p.run.steps)))
-        if group.max_raised_to is None or group.max_restored or not _FINAL.issuperset(states):
+        if group.max_raised_to is None or group.max_restored or group.name in unfinished:
             continue
         if group.raised:
             continue
@@ -72,15 +73,14 @@ def skip_pending(p: Context) -> None:
     """A stopping run starts nothing more: its pending steps are skipped."""
     run = p.run
     if run.status.stopping:
-        for step in run.steps:
-            if step.state is StepState.PENDING:
-                p.finish_step(p.own(step), StepState.SKIPPED, f"run {run.status.value}")
+        for step in list(compress(run.steps, map(is_, p.states(), repeat(StepState.PENDING)))):
+            p.finish_step(p.own(step), StepState.SKIPPED, f"run {run.status.value}")
 
 
 def finish_run(p: Context) -> None:
     """End the run once every step is final (after ``finish_groups`` restored MaxSize); release the lock."""
     run = p.run
-    if not all(map(_FINAL.__contains__, map(_STATE, run.steps))) or restoring(run):  # the states read in C
+    if not all(map(_FINAL.__contains__, p.states())) or restoring(run):
         return
     final = {
         RunStatus.RUNNING: RunStatus.SUCCEEDED,
@@ -113,19 +113,15 @@ def decide_pass(p: Context) -> Decision:
         StepState.SURGING: surging,
         StepState.UNDOING: undoing,
     }
-    # each step's state by its place, read in C (a pass never adds, drops or moves a step: ``Context.own`` puts its
-    # copy in the step's place)
-    was = list(map(_STATE, run.steps))
-    # terminations first: they give surge units back before anything compares desired capacity. A state no step is
-    # in is passed over without looking at each step (``present``: the states now, read again after a handler ran,
-    # which may move a step into a later one); a large run's steps are in two or three of the seven
-    present = set(was)
+    # each step's state by its place (a pass never adds, drops or moves a step: ``Context.own`` puts its copy in the
+    # step's place)
+    was = p.states()
+    # terminations first: they give surge units back before anything compares desired capacity. Each state's steps
+    # found among the steps the pass owns, the only ones in flight (``Context.in_flight``; the handlers' states are
+    # all in flight), when its turn comes: a handler may move a step into a later one
     for state in handlers:
-        if state not in present:
-            continue
-        for step in list(compress(run.steps, map(is_, map(_STATE, run.steps), repeat(state)))):
+        for step in [s for s in p.owned() if s.state is state]:
             handlers[state](p, step)
-        present = set(map(_STATE, run.steps))
     if run.status is RunStatus.RUNNING:
         start_steps(p)
     skip_pending(p)
@@ -136,11 +132,12 @@ def decide_pass(p: Context) -> Decision:
         # from, is a change of its own: ``Context.overdue``)
         run.waiting = "; ".join(w.what for w in p.waits)
     # when each step entered the state this pass left it in (charts, status): the steps it moved found in C
-    for step in compress(run.steps, map(is_not, map(_STATE, run.steps), was)):
+    states = p.states()
+    for step in compress(run.steps, map(is_not, states, was)):
         step.entered.setdefault(step.state.value, p.now)
     actions: list[Action] = []
     if p.changes:
         run.updated_at = p.now
         actions.append(SaveRun(run, tuple(p.changes)))
     actions.extend(p.effects)
-    return Decision(run, actions, p.waits if run.status.active else [])
+    return Decision(run, actions, p.waits if run.status.active else [], states)

@@ -101,22 +101,24 @@ def surging(p: Context, step: RunStep) -> None:
     p.wait(kind, what)
 
 
-def start_workers(p: Context, current: str, steps: list[RunStep]) -> None:
+def start_workers(p: Context, current: str, steps: list[RunStep], states: list[StepState] | None = None) -> None:
     """Start the pending steps of worker group ``current`` while fewer than ``max_surge`` are in flight (never more
     than the settings' ``surge_limit``, which the executor clamps the sizes to; one until the run's canary replacement
     is done): raise its desired capacity by one each (a step whose instance left the group is skipped). Before a
     group's first surge its sizes are read again (kOps or another operation may have changed them since the run
     started), and a group carrying compensation (a donor) waits until it is given back. A surged step's
-    ``spare_launch`` wait begins at the surge."""
+    ``spare_launch`` wait begins at the surge. ``states``: those of ``steps`` (``Context.states``), when the caller has
+    them."""
     group = p.run.group(current)
     # the group's pending steps and those in flight found in C (hundreds of steps, a pass): no rule below moves a step
     # of ``steps`` itself (``Context.own`` changes the pass's copy), so the pending ones are those found here
-    pending = list(compress(steps, map(is_, map(_STATE, steps), repeat(StepState.PENDING))))
-    in_flight = sum(map(_MOVING, map(_STATE, steps)))
+    states = list(map(_STATE, steps)) if states is None else states
+    pending = list(compress(steps, map(is_, states, repeat(StepState.PENDING))))
+    in_flight = sum(map(_MOVING, states))
     facts = p.world.groups.get(current)
     limit = min(p.run.options.max_surge, p.settings.surge_limit) if p.run.canary_passed else 1
     if not p.run.canary_passed:
-        in_flight = sum(map(_MOVING, map(_STATE, p.run.steps)))
+        in_flight = len(p.in_flight())
     first = pending[0] if pending else None
     if first is None or in_flight >= limit:
         return

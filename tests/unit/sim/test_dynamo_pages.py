@@ -1,7 +1,7 @@
-"""A Query's one-page answer (``sim.dynamo.MemoryTable._whole``) is bounded by the bytes of the keys' sort key group
-(``sim.dynamo_keys.sort_key_group``) instead of summed: it answers exactly what the plain sum answers (every item
-when the keys' sizes together are under a page, None when not), for random partitions of random sort keys (with and
-without ``#``), sizes, ranges in either direction and writes that replace and delete items."""
+"""A Query's one-page answer (``sim.dynamo.MemoryTable._whole``) is bounded by the bytes of the sort key groups
+between its ends' (``sim.dynamo_keys.sort_key_group``) instead of summed: it answers exactly what the plain sum
+answers (every item when the keys' sizes together are under a page, None when not), for random partitions of random
+sort keys (with and without ``#``), sizes, ranges in either direction and writes that replace and delete items."""
 
 from __future__ import annotations
 
@@ -40,6 +40,14 @@ def test_a_page_is_bounded_by_its_group_as_the_sum_bounds_it(
         assert whole is None
     else:
         assert whole == [{"pk": "p", "sk": k} for k in keys]
+
+
+@settings(max_examples=1000, deadline=None)
+@given(keys=st.lists(st.text(alphabet="AB#$", max_size=5), min_size=1, max_size=8))
+def test_the_keys_between_two_keys_have_groups_between_theirs(keys: list[str]) -> None:
+    keys.sort()
+    low, high = sort_key_group(keys[0]), sort_key_group(keys[-1])
+    assert all(low <= sort_key_group(k) <= high for k in keys)
 
 
 def test_a_key_s_group_is_its_prefix_to_the_first_hash() -> None:

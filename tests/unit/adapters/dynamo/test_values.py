@@ -31,11 +31,15 @@ ANSWERED = {
     "rows": [[Decimal(3), Decimal(0), "i-0abc", True, Decimal(1), None, Decimal("12.5"), Decimal("-7"), [Decimal(2)]]],
     "m": {"a": Decimal("1.0"), "b": [Decimal("0.25"), {"c": Decimal(10)}], "d": None, "e": b"x", "f": False},
     "n": Decimal("1E+3"),
+    "ids": ["i-1", "i-2", "i-3"],
+    "scalars": ["i-1", True, None, b"x", Decimal(4)],
 }
 PLAIN = {
     "rows": [[3, 0, "i-0abc", True, 1.5, None, 2.25, -7, [2, (1, 2.5)]]],
     "m": {"a": 1.0, "b": [0.25, {"c": None, "d": 3}], "e": b"x"},
     "t": (1.5, None),
+    "ids": ["i-1", "i-2", "i-3"],
+    "u": ("i-1", 2, None),
 }
 
 
@@ -44,6 +48,8 @@ def test_plain_makes_integral_numbers_ints_and_others_floats_everywhere() -> Non
     assert got == plain_by_rule(ANSWERED)
     assert [type(v) for v in got["rows"][0]] == [int, int, str, bool, int, type(None), float, int, list]
     assert type(got["m"]["a"]) is int and type(got["m"]["b"][0]) is float and type(got["n"]) is int
+    assert got["ids"] == ANSWERED["ids"] and got["ids"] is not ANSWERED["ids"]  # nothing converted: a new list still
+    assert type(got["scalars"][4]) is int
 
 
 def test_dynamo_makes_floats_decimals_and_drops_none_from_maps_everywhere() -> None:
@@ -53,6 +59,7 @@ def test_dynamo_makes_floats_decimals_and_drops_none_from_maps_everywhere() -> N
     assert got["rows"][0][5] is None  # a list keeps its None
     assert got["rows"][0][8] == [2, [1, Decimal("2.5")]]
     assert got["m"]["b"][1] == {"d": 3} and got["t"] == [Decimal("1.5"), None]
+    assert got["ids"] == PLAIN["ids"] and got["ids"] is not PLAIN["ids"] and got["u"] == ["i-1", 2, None]
 
 
 def test_a_row_read_again_comes_out_as_its_own_content_in_a_new_list() -> None:

@@ -105,8 +105,8 @@ def test_the_worlds_of_the_memos_map_again_share_the_ready_ids_found(monkeypatch
     # earlier pass for the same facts, are not looked for again; any other list of records is keyed anew, and so are
     # its Ready ids
     monkeypatch.setattr(advance, "read_groups", lambda *args, **kwargs: {})
-    monkeypatch.setattr(advance, "looked_at_commands", lambda run: [])
-    monkeypatch.setattr(advance, "may_start_a_group", lambda run: False)
+    monkeypatch.setattr(advance, "looked_at_commands", lambda run, states=None: [])
+    monkeypatch.setattr(advance, "may_start_a_group", lambda run, states=None: False)
     memo = NodeRecordMemo()
     items = [
         {"sk": f"NODE#{i}", "instance_id": i, "node_name": i, "ready": k % 2 == 0, "reported_at": T0.isoformat()}

@@ -6,6 +6,7 @@ asked for. Driven against the small Auto Scaling model of ``test_lifecycle``; af
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 from core.runs import RunStatus, StepState, WaitDeadline
@@ -174,5 +175,5 @@ def test_a_hand_over_pass_ends_the_invocation_and_the_spares_node_ready_reads_it
     assert giver.state is StepState.TERMINATING
     successor = next(s for s in decision.run.steps if s.index == giver.handed_over_to)
     assert WaitDeadline.SPARE_LAUNCH.value in successor.waiting_since  # saved with the hand-over: the tick's deadline
-    successor.state = StepState.UNDOING
-    assert not outcome_by_event(decision)
+    successor.state = StepState.UNDOING  # changed after the pass: its states read again (``Decision.states`` None)
+    assert not outcome_by_event(dataclasses.replace(decision, states=None))
