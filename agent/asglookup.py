@@ -165,6 +165,10 @@ class AsgLookup:
                 self._enroll(missing, now, cached=True)  # the period is set: ``_due`` found them
         return found  # what the cache now holds for them
 
+    def cached(self) -> int:
+        """How many instances the cache holds (an answer each, a group or None)."""
+        return len(self._cache)
+
     def retain(self, instance_ids: Iterable[str]) -> None:
         """Forget every cached instance not in ``instance_ids`` (after a full list: those have no node)."""
         keep = instance_ids if isinstance(instance_ids, (set, frozenset)) else set(instance_ids)

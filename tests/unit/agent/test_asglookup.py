@@ -180,6 +180,7 @@ def test_the_cohorts_ask_exactly_what_judging_every_instance_asks(seed: int) -> 
             listed = sorted(rng.sample(ids, rng.randint(40, 110)))
             lookup.retain(set(listed))
             reference.retain(listed)
+            assert lookup.cached() == len(reference.cache)
             continue
         fail = rng.random() < 0.05
         ours.fail = theirs.fail = fail
