@@ -66,6 +66,7 @@ from agent.membership_records import (
     Basis,
     due_at,
     instances_to_forget,
+    listed_instances,
     node_identity,
     node_record,
     refresh_age_seconds,
@@ -204,17 +205,7 @@ class MembershipReporter(WatchLoop):
         ripe: dict[str, datetime] = {}  # the bases found due (``_ripe``), until their node is listed
         for page, page_version in self.nodes.list_node_pages():
             resource_version = page_version
-            listed: list[NodeView] = []
-            page_ids: list[str] = []
-            for node in page:
-                instance_id = known.get(node.provider_id)
-                if instance_id is None:
-                    identity = self._identity(node)
-                    if identity is None:
-                        continue
-                    instance_id = known[node.provider_id] = identity[1]
-                listed.append(node)
-                page_ids.append(instance_id)
+            listed, page_ids = listed_instances(page, known, self._identity)
             asg_by_instance = self.asgs.resolve(page_ids, recheck_seconds=recheck)
             now = self.clock()
             bases = self._ripe(now, ripe)
@@ -232,7 +223,8 @@ class MembershipReporter(WatchLoop):
         self._present = present
         if len(known) > 2 * len(present) + 100:  # many nodes gone: keep the providerIDs of this list's instances
             self._identities = {pid: instance_id for pid, instance_id in known.items() if instance_id in present}
-        self.asgs.retain(present)
+        if self.asgs.cached() > len(present):  # it holds every listed instance (resolved above): others too
+            self.asgs.retain(present)
         # items of instances not listed (only those can go), as before the list: each listed one has an item by now
         unlisted = self._written.keys() - present if len(self._written) > len(present) else set()
         recorded = {iid: self._written[iid].reported_at for iid in unlisted}

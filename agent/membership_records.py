@@ -1,16 +1,17 @@
 """The membership reporter's pure part (``agent.membership``): nodes and the instance -> Auto Scaling group map in,
 ``NODE#`` records out, and when a written record is due again.
 
-``node_identity``, ``node_roles``, ``node_record``, ``membership_records``, ``instances_to_forget``, ``batches``,
-``same_content``, ``refresh_age_seconds``, ``refresh_due``, ``due_at``, ``same_basis``, ``unchanged``. Node ->
-instance comes from ``spec.providerID`` (``aws:///<az>/<instance-id>``), never from the node's name.
+``node_identity``, ``listed_instances``, ``node_roles``, ``node_record``, ``membership_records``,
+``instances_to_forget``, ``batches``, ``same_content``, ``refresh_age_seconds``, ``refresh_due``, ``due_at``,
+``same_basis``, ``unchanged``. Node -> instance comes from ``spec.providerID`` (``aws:///<az>/<instance-id>``), never
+from the node's name.
 """
 
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
 from agent.asglookup import spread
 from agent.kube.views import NodeView
@@ -18,12 +19,37 @@ from core.model import NodeRecord, parse_provider_id
 
 INSTANCE_GROUP_LABEL = "kops.k8s.io/instancegroup"
 ROLE_LABEL_PREFIX = "node-role.kubernetes.io/"
+_PROVIDER_ID = attrgetter("provider_id")  # of a NodeView
 LEGACY_ROLE_LABEL = "kubernetes.io/role"  # kOps still sets it: "master" or "node"
 
 
 def node_identity(node: NodeView) -> tuple[str, str] | None:
     """(availability zone, instance id) from the node's ``spec.providerID``, None when it has no AWS one. Pure."""
     return parse_provider_id(node.provider_id)
+
+
+def listed_instances(
+    page: list[NodeView],
+    known: dict[str, str],
+    identity: Callable[[NodeView], tuple[str, str] | None] = node_identity,
+) -> tuple[list[NodeView], list[str]]:
+    """The nodes of ``page`` with an AWS providerID and their instance ids, in order. ``known`` (providerID ->
+    instance id) answers the providerIDs seen before, a look-up a node in C, and learns the others from ``identity``
+    (``node_identity``, or a caller's that also logs a node without one); a node it answers None is left out."""
+    ids = list(map(known.get, map(_PROVIDER_ID, page)))
+    if all(ids):  # instance ids are never empty
+        return page, cast(list[str], ids)
+    listed: list[NodeView] = []
+    found: list[str] = []
+    for node, instance_id in zip(page, ids, strict=True):
+        if instance_id is None:
+            parsed = identity(node)
+            if parsed is None:
+                continue
+            instance_id = known[node.provider_id] = parsed[1]
+        listed.append(node)
+        found.append(instance_id)
+    return listed, found
 
 
 def node_roles(labels: Mapping[str, str] | None) -> list[str]:

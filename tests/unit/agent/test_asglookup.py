@@ -112,7 +112,7 @@ def test_forgotten_instances_leave_no_cohort_behind(clock: list[float]) -> None:
     lookup.retain(ids[40:])
     assert lookup.due(600) == []
     lookup.retain([])
-    assert lookup._cohorts == [] and lookup._member == {}
+    assert lookup._cohorts == [] and lookup._ripe == {}
     lookup.resolve(ids[:1], recheck_seconds=600)
     assert groups.calls[-1] == ids[:1]
     clock[0] += 600
@@ -180,6 +180,7 @@ def test_the_cohorts_ask_exactly_what_judging_every_instance_asks(seed: int) -> 
             listed = sorted(rng.sample(ids, rng.randint(40, 110)))
             lookup.retain(set(listed))
             reference.retain(listed)
+            assert lookup.cached() == len(reference.cache)
             continue
         fail = rng.random() < 0.05
         ours.fail = theirs.fail = fail
@@ -219,3 +220,26 @@ def test_the_cohorts_ask_exactly_what_judging_every_instance_asks(seed: int) -> 
             assert ours.calls == theirs.calls
         assert lookup.due(600.0) == reference.due(600.0)
     assert len(ours.calls) > 100  # the recheck was exercised, not only the first answers
+
+
+def test_a_recheck_that_fails_leaves_its_instances_due_and_forgets_no_answer(clock: list[float]) -> None:
+    """A confirmation's recheck whose call fails asks the same instances at the next one (found due, kept as
+    ``due`` names them, not taken for answered), and the cache keeps their last answers meanwhile."""
+    ids = [f"i-0{n:016x}" for n in range(90)]
+    groups = Groups(dict.fromkeys(ids, "nodes"))
+    lookup = AsgLookup(groups, clock=lambda: clock[0])
+    lookup.resolve(ids[:45], recheck_seconds=600)
+    clock[0] += 60
+    lookup.resolve(ids[45:], recheck_seconds=600)
+    clock[0] += 600  # every answer due, from two cohorts
+    groups.fail = True
+    with pytest.raises(AwsUnavailableError):
+        lookup.recheck(600)
+    assert groups.calls[-1] == ids  # one call of both cohorts' instances, sorted
+    assert lookup.due(600) == ids
+    assert lookup.resolve(ids[:3]) == dict.fromkeys(ids[:3], "nodes")  # cached, not asked
+    groups.fail = False
+    lookup.retain(ids[1:])  # one forgotten meanwhile
+    assert lookup.recheck(600) == dict.fromkeys(ids[1:], "nodes")
+    assert groups.calls[-1] == ids[1:]
+    assert lookup.due(600) == [] and lookup.recheck(600) == {}

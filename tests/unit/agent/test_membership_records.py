@@ -14,7 +14,9 @@ from agent.membership_records import (
     batches,
     due_at,
     instances_to_forget,
+    listed_instances,
     membership_records,
+    node_identity,
     node_record,
     node_roles,
     refresh_age_seconds,
@@ -117,3 +119,24 @@ def test_due_at_is_the_first_instant_refresh_due_says_due(seed: int) -> None:
         due = due_at(reported, age)
         for now in (due - timedelta(microseconds=1), due, due + timedelta(microseconds=1)):
             assert ((now - reported).total_seconds() >= age) == (now >= due)
+
+
+def test_listed_instances_learns_new_provider_ids_and_leaves_out_nodes_without_one() -> None:
+    a, b, c = node("a", "i-0aaaaaaaaaaaaaaa1"), node("b", "i-0bbbbbbbbbbbbbbb2"), node("c", "i-0ccccccccccccccc3")
+    stray = node("stray", None)
+    known: dict[str, str] = {}
+    asked: list[str] = []
+
+    def identity(view: NodeView) -> tuple[str, str] | None:
+        asked.append(view.name)
+        return node_identity(view)
+
+    assert listed_instances([a, stray, b], known, identity) == ([a, b], ["i-0aaaaaaaaaaaaaaa1", "i-0bbbbbbbbbbbbbbb2"])
+    assert asked == ["a", "stray", "b"]
+    assert known == {a.provider_id: "i-0aaaaaaaaaaaaaaa1", b.provider_id: "i-0bbbbbbbbbbbbbbb2"}
+    page = [b, a]
+    listed, ids = listed_instances(page, known, identity)
+    assert listed is page and ids == ["i-0bbbbbbbbbbbbbbb2", "i-0aaaaaaaaaaaaaaa1"]  # all known: none parsed again
+    assert asked == ["a", "stray", "b"]
+    assert listed_instances([c, b, stray], known, identity) == ([c, b], ["i-0ccccccccccccccc3", "i-0bbbbbbbbbbbbbbb2"])
+    assert asked == ["a", "stray", "b", "c", "stray"]

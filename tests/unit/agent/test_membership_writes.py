@@ -75,6 +75,10 @@ def test_a_gone_node_deletes_exactly_its_item(aws: Aws) -> None:
     reporter.resync()
     assert table.deletes == [f"NODE#{nodes[0].instance_id}"]
     assert node_puts(table) == []
+    assert reporter.asgs.cached() == len(nodes) - 1  # its group forgotten too (``retain``): asked anew if it is back
+    calls = len(aws.autoscaling.calls)
+    reporter.asgs.resolve([str(nodes[0].instance_id)])
+    assert len(aws.autoscaling.calls) == calls + 1
 
 
 def test_every_item_is_written_again_before_its_ttl_lapses(aws: Aws) -> None:
