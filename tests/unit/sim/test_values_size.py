@@ -1,10 +1,12 @@
 """``sim.values.value_bytes``/``item_bytes``: DynamoDB's item size rule ("Item sizes and formats"), with numbers'
 sizes memoised by value (a pure memo: the same answer as counting, whatever was counted before)."""
 
+from collections.abc import Iterator
 from decimal import Context, Decimal
 from typing import Any
 
 import boto3
+import pytest
 from boto3.dynamodb.types import Binary
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -236,26 +238,30 @@ LONG_NUMBERS = [
 ]
 
 
-def test_numbers_of_up_to_38_digits_come_back_whole_as_from_dynamodb() -> None:
-    """DynamoDB keeps 38 significant digits ("Supported data types and naming rules", Number); Python's default
-    context keeps 28, which once rounded ``10**28 + 1`` to ``1E+28``. moto answers here as DynamoDB does (these
-    numbers have no trailing zeroes, where moto gives back what it was sent)."""
+@pytest.fixture
+def both_tables() -> Iterator[tuple[Any, Any]]:
+    """moto's table and the simulation's, of the same schema."""
     with mock_aws():
         ddb = boto3.resource("dynamodb", region_name="us-east-1")
         ddb.create_table(**state_table("state"))
-        real = ddb.Table("state")
         kernel = Kernel(seed=1)
-        memory = MemoryDynamo(kernel, Faults(kernel)).table("state")
-        for table in (real, memory):
-            table.put_item(Item={"pk": "p", "sk": "s", "n": LONG_NUMBERS})
-        answers = [table.get_item(Key={"pk": "p", "sk": "s"})["Item"]["n"] for table in (real, memory)]
+        yield ddb.Table("state"), MemoryDynamo(kernel, Faults(kernel)).table("state")
+
+
+def test_numbers_of_up_to_38_digits_come_back_whole_as_from_dynamodb(both_tables: tuple[Any, Any]) -> None:
+    """DynamoDB keeps 38 significant digits ("Supported data types and naming rules", Number); Python's default
+    context keeps 28, which once rounded ``10**28 + 1`` to ``1E+28``. moto answers here as DynamoDB does (these
+    numbers have no trailing zeroes, where moto gives back what it was sent)."""
+    for table in both_tables:
+        table.put_item(Item={"pk": "p", "sk": "s", "n": LONG_NUMBERS})
+    answers = [table.get_item(Key={"pk": "p", "sk": "s"})["Item"]["n"] for table in both_tables]
     assert answers[0] == answers[1] == LONG_NUMBERS
     assert [n.as_tuple() for n in answers[1]] == [n.as_tuple() for n in answers[0]]
     # sized by all their digits: 29, 38, 38, 32 and 37 significant ones
     assert [value_bytes(n) for n in answers[1]] == [16, 20, 20, 17, 20]
 
 
-def test_update_arithmetic_is_exact_to_38_digits_and_stored_as_a_put_stores_it() -> None:
+def test_update_arithmetic_is_exact_to_38_digits_and_stored_as_a_put_stores_it(both_tables: tuple[Any, Any]) -> None:
     """``SET v = v + :x``, ``v - :x`` and ``ADD``: exact where the sum has at most 38 significant digits (moto agrees),
     and trimmed as DynamoDB gives every number back (``1.5 + 1.5`` comes back as ``3``; moto gives ``3.0``)."""
     key = {"pk": "p", "sk": "s"}
@@ -264,16 +270,10 @@ def test_update_arithmetic_is_exact_to_38_digits_and_stored_as_a_put_stores_it()
         "UpdateExpression": "SET a = a + :one, b = b - :one, c = c + :half ADD d :big",
         "ExpressionAttributeValues": {":one": 1, ":half": Decimal("1.5"), ":big": 10**30},
     }
-    with mock_aws():
-        ddb = boto3.resource("dynamodb", region_name="us-east-1")
-        ddb.create_table(**state_table("state"))
-        real = ddb.Table("state")
-        kernel = Kernel(seed=1)
-        memory = MemoryDynamo(kernel, Faults(kernel)).table("state")
-        for table in (real, memory):
-            table.put_item(Item=start)
-            table.update_item(Key=key, **update)
-        moto_item, sim_item = (table.get_item(Key=key)["Item"] for table in (real, memory))
+    for table in both_tables:
+        table.put_item(Item=start)
+        table.update_item(Key=key, **update)
+    moto_item, sim_item = (table.get_item(Key=key)["Item"] for table in both_tables)
     assert sim_item == moto_item == {**key, "a": 10**28 + 1, "b": 10**37 - 1, "c": 3, "d": 10**30 - 7}
     assert sim_item["c"].as_tuple() == Decimal(3).as_tuple()  # moto: Decimal("3.0"), not DynamoDB's "3"
     assert [sim_item[n].as_tuple() for n in "abd"] == [moto_item[n].as_tuple() for n in "abd"]
