@@ -10,8 +10,9 @@ Each clause at most once, in any order; keywords are case insensitive. Every rig
 was before the update, then all actions apply together. Two actions on overlapping paths, an update of a key
 attribute, arithmetic on a non-number, a missing attribute on the right-hand side, or a nested path whose parent is
 missing are refused (``EvaluationError`` / ``ExpressionError``: the table answers ``ValidationException``).
-Arithmetic (``+``, ``-``, ``ADD``) is exact to DynamoDB's 38 significant digits and its result is stored as a put
-would store it (``sim.values.number_sum``).
+Arithmetic (``+``, ``-``, ``ADD``) is exact and its result is stored as a put would store it; a result DynamoDB
+cannot store (more than 38 significant digits, or out of its range) is refused as it refuses it
+(``sim.values.number_sum``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from functools import lru_cache
 from typing import Any
 
 from sim.expression_syntax import Context, EvaluationError, ExpressionError, Path, Tokens, Value, parse_path
-from sim.values import MISSING, Item, copy_value, number_sum, step, type_of
+from sim.values import MISSING, Item, NumberRefused, copy_value, number_sum, step, type_of
 
 CLAUSES = ("SET", "REMOVE", "ADD", "DELETE")
 WHAT = "UpdateExpression"
@@ -69,7 +70,15 @@ class Arithmetic:
             raise EvaluationError(
                 f"An operand in the update expression has an incorrect data type; operator or function: {self.op}"
             )
-        return number_sum(a, b, subtract=self.op == "-")
+        return _sum(a, b, subtract=self.op == "-")
+
+
+def _sum(a: Any, b: Any, subtract: bool = False) -> Any:
+    """``number_sum``, a sum DynamoDB cannot store refused as it refuses it (``ValidationException``)."""
+    try:
+        return number_sum(a, b, subtract)
+    except NumberRefused as err:
+        raise EvaluationError(str(err)) from None
 
 
 def _present(value: Any) -> Any:
@@ -266,7 +275,7 @@ def _add(item: Item, parts: tuple[str | int, ...], value: Any) -> None:
     elif type_of(current) != kind:
         raise EvaluationError("An operand in the update expression has an incorrect data type")
     else:
-        item[name] = number_sum(current, value) if kind == "N" else current | value
+        item[name] = _sum(current, value) if kind == "N" else current | value
 
 
 def _delete(item: Item, parts: tuple[str | int, ...], value: Any) -> None:
