@@ -14,6 +14,18 @@ raised: a ``RetryableError`` or any other exception is a function error, retried
 ``crash`` (the process died between two port calls: ``LambdaCrash``; every later port call of that invocation is dead
 too, so no ``finally`` of the product gets to release anything) and ``timeout`` (the same, named as Lambda's
 "Task timed out"). Retries are ``sim.eventbridge``'s business.
+
+**Execution environments** (AWS Lambda Developer Guide, "Lambda execution environment lifecycle"): Lambda runs an
+invocation in an idle warm environment of the function when it has one, else initialises a new one (a cold start: the
+handler's ``Deps`` built anew), and resets the environment an invocation crashed or timed out in ("Failures during the
+invoke phase"); a function error leaves it warm. The refresher's environments are modelled so: the last idle one runs
+the next invocation, an invocation run while another is under way (an interleaved one) gets another, and a crash or a
+timeout discards its own, so the next one starts with empty memos (``Deps.memo``, ``Deps.gather_memo``, its
+``RunStore``'s). Its warm state spares work: a cold read answers as a warm one (each memo keyed by content or by the
+version read), but for the membership memo's reuse of a read within ``REUSE_SECONDS`` (``adapters.dynamo.node_memo``:
+the times of items refreshed unchanged meanwhile). The interruption Lambda and the replenisher keep one ``Deps`` each,
+as if every invocation found the same warm environment: a cold replenisher checks its groups' termination hooks again
+(``Deps.hooks_seen``), calls that would change the runs' traces.
 """
 
 from __future__ import annotations
@@ -216,7 +228,7 @@ def settings_for(cluster: str, **overrides: Any) -> tuple[InterruptionSettings, 
 
 
 class Lambdas:
-    """The three functions, each with its execution environment's ``Deps``.
+    """The three functions, each with its execution environments' ``Deps`` (module docstring).
 
     Args:
         kernel: the simulation's kernel.
@@ -250,16 +262,24 @@ class Lambdas:
             scope=scope,
             sleep=_no_sleep(kernel),
         )
-        self.refresher = refresher.Deps(
-            settings=self.refresher_settings,
-            store=store,
-            aws=wired_aws,
-            telemetry=self.telemetry,
-            clock=kernel.now,
-            sleep=_no_sleep(kernel),
-            monotonic=kernel.monotonic,
-            scope=scope,
-        )
+
+        def refresher_environment() -> refresher.Deps:
+            return refresher.Deps(
+                settings=self.refresher_settings,
+                store=store,
+                aws=wired_aws,
+                telemetry=self.telemetry,
+                clock=kernel.now,
+                sleep=_no_sleep(kernel),
+                monotonic=kernel.monotonic,
+                scope=scope,
+            )
+
+        # the refresher's first execution environment; more are made as Lambda makes them (module docstring)
+        self.refresher = refresher_environment()
+        self._refresher_environment = refresher_environment
+        self.idle_refreshers = [self.refresher]  # its warm environments not running an invocation, the last used last
+        self.cold_starts = 0  # refresher environments made after the first
         self._ids = kernel.stream("lambdas:ids")
         _quiet_product_logs()
 
@@ -277,30 +297,41 @@ class Lambdas:
         frame = Frame(function, crash_at, crash_kind, interleave_at=interleave_at, interleave=interleave)
         self.wire.frames.append(frame)
         self.invocations[function] = self.invocations.get(function, 0) + 1
+        environment = self._environment() if function == "refresher" else None
         try:
             with self.kernel.installed(), _seeded_run_ids(self._ids):
-                response = self._handle(function, event)
+                response = self._handle(function, event, environment)
             result = Invocation(function, "ok", response=response, calls=frame.calls)
         except LambdaCrash as crash:
+            environment = None  # reset: the next invocation starts cold
             result = Invocation(function, crash.kind, error=crash.call, calls=frame.calls)
         except Exception as err:  # noqa: BLE001 - any exception is a function error Lambda retries; recorded
             result = Invocation(function, "error", error=f"{type(err).__name__}: {err}", calls=frame.calls)
         finally:
             self.wire.frames.pop()
+        if environment is not None:
+            self.idle_refreshers.append(environment)  # warm for the next invocation
         key = f"{function}:{result.status}"
         self.outcomes[key] = self.outcomes.get(key, 0) + 1
         for listener in self.on_invocation:
             listener(result, event)
         return result
 
-    def _handle(self, function: str, event: Any) -> dict[str, Any]:
+    def _environment(self) -> refresher.Deps:
+        """The refresher environment an invocation runs in: the last idle warm one, else a new one (a cold start)."""
+        if self.idle_refreshers:
+            return self.idle_refreshers.pop()
+        self.cold_starts += 1
+        return self._refresher_environment()
+
+    def _handle(self, function: str, event: Any, environment: refresher.Deps | None) -> dict[str, Any]:
         if function == "interruption":
             return interruption.handle(event, self.interruption)
         if function == "replenisher":
             request_id = f"{self._ids.getrandbits(64):016x}"
             return replenisher.handle(event, self.replenisher, request_id=request_id)
         if function == "refresher":
-            return refresher.handle(event, self.refresher)
+            return refresher.handle(event, environment or self.refresher)
         raise ValueError(f"no function {function!r}")
 
 

@@ -55,7 +55,10 @@ def plain_item(item: Mapping[str, Any], as_is: Collection[str]) -> dict[str, Any
 
 
 # a row's content as answered (its values and their exact types: ``Decimal(1)`` and ``True`` are equal in Python)
-# -> its plain values
+# -> its plain values. Kept in the module, not in an execution environment's ``Deps`` (as the refresher's
+# ``GatherMemo`` is): a pure function's memo keyed by the whole content, never by a last read, so it answers the
+# same whichever reader, environment or run filled it: sharing it in one process changes no answer (at most which
+# rows its bound keeps)
 _ROWS: dict[tuple[tuple[Any, ...], tuple[type, ...]], tuple[Any, ...]] = {}
 MEMO_ROWS = 50_000  # the most rows kept before the memo starts again (a few runs of a few thousand steps)
 _ROW_SCALARS = frozenset({str, bool, int, type(None), Decimal})

@@ -105,7 +105,9 @@ def gather(
     """The world a run's next decision needs: every group of the cluster (the masters' check needs them all),
     fresh membership (``membership`` when the caller read it already), the ``CMD#`` items of the run's unfinished
     commands, the groups carrying a compensation (only read when a group may be surged for the first time:
-    ``may_start_a_group``). ``states``: ``[s.state for s in run.steps]``, when the caller has them.
+    ``may_start_a_group``). ``states``: ``[s.state for s in run.steps]``, when the caller has them. What a read
+    repeats of the last is taken from the environment's ``deps.gather_memo`` (``gather.GatherMemo``: the groups'
+    facts, and the Ready ids found of the membership memo's own map when it comes again).
 
     Calls: DescribeAutoScalingGroups (1 per 100 groups), the ``NODE#`` Query (unless given), one GetItem per command
     a decision looks at (``looked_at_commands``), the ``COMP#`` Query (only then).
@@ -114,25 +116,20 @@ def gather(
         StoreUnavailableError, AwsUnavailableError, AwsRequestError: reads failed.
     """
     now = deps.clock()
-    groups = read_groups(deps.aws.autoscaling, deps.aws.ec2, deps.settings.cluster_name)
+    memo = deps.gather_memo  # the execution environment's (``gather.GatherMemo``)
+    groups = read_groups(deps.aws.autoscaling, deps.aws.ec2, deps.settings.cluster_name, memo)
     if membership is None:
         membership = deps.store.list_nodes(deps.settings.membership_max_age_seconds, now)
     nodes = deps.memo.by_instance(membership)  # keyed once a read (shared: World never changes it)
-    if _LAST_READY[0] is not nodes:  # the memo's map again (a read it reused): the groups' Ready ids found are kept
-        _LAST_READY[:] = [nodes, {}]
+    if memo.ready_nodes is not nodes:  # the memo's map again (a read it reused): the groups' Ready ids found are kept
+        memo.ready_nodes, memo.ready_live = nodes, {}
     commands = {}
     for command_id in looked_at_commands(run, states):
         item = deps.store.get_command(command_id)
         if item is not None:
             commands[command_id] = item
     donors = donor_groups(deps) if may_start_a_group(run, states) else frozenset()
-    return World(groups=groups, nodes=nodes, commands=commands, donors=donors, ready_live=_LAST_READY[1])
-
-
-# the nodes map of the last world gathered (held: never another object at its address) and the Ready ids its passes
-# found by group (``World.ready_live``): a world of the same map shares them. Only the membership memo's own map comes
-# again (``NodeRecordMemo.by_instance``, never changed; any other list is keyed anew), in a pass after a reused read
-_LAST_READY: list[Any] = [None, {}]
+    return World(groups=groups, nodes=nodes, commands=commands, donors=donors, ready_live=memo.ready_live)
 
 
 def lock_lost(deps: RefresherDeps, run_id: str, err: LockLostError, mid_pass: bool = False) -> str:

@@ -16,6 +16,7 @@ from core.lock import Lease
 from core.settings import RefresherSettings
 from lambdas.common.handler import lambda_logger
 from lambdas.refresher.execute import Effects
+from lambdas.refresher.gather import GatherMemo
 
 # The refresher's one Powertools Logger (``handler`` injects the Lambda context into it).
 logger = lambda_logger()
@@ -50,5 +51,8 @@ class RefresherDeps(Protocol):
 
     @property
     def memo(self) -> NodeRecordMemo: ...
+
+    @property
+    def gather_memo(self) -> GatherMemo: ...
 
     def effects(self, lease: Lease | None = None) -> Effects: ...

@@ -72,6 +72,7 @@ from lambdas.common.telemetry import Telemetry
 from lambdas.events.event import Event, EventKind
 from lambdas.events.scope import Scope
 from lambdas.refresher.execute import Effects
+from lambdas.refresher.gather import GatherMemo
 from lambdas.refresher.service import logger, serve
 
 CONTEXT_MARGIN_SECONDS = 5.0  # stop polling this long before the invocation's timeout
@@ -99,6 +100,8 @@ class Deps:
             names); events of others are acknowledged, not acted on.
         memo: the validated ``NODE#`` records of the last membership read, kept for the execution environment
             (``adapters.dynamo.node_memo``): a warm invocation validates only the items that changed.
+        gather_memo: the groups' facts of the last read and the Ready ids found, kept for the execution environment
+            (``lambdas.refresher.gather.GatherMemo``): a warm pass makes only the facts of what changed.
     """
 
     settings: RefresherSettings
@@ -110,6 +113,7 @@ class Deps:
     monotonic: Callable[[], float] = time.monotonic
     scope: Scope = field(default_factory=Scope)
     memo: NodeRecordMemo = field(default_factory=NodeRecordMemo)
+    gather_memo: GatherMemo = field(default_factory=GatherMemo)
     runs: RunStore = field(init=False)
     lock: LeaseLock = field(init=False)
 

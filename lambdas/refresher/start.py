@@ -101,7 +101,9 @@ def start(
         logger.info(f"refresh asked while run {active.run_id} is active: advancing that one")
         out = advance_run(deps, active.run_id, budget_seconds, invocation)
         return {**out, "status": "already_running"}
-    groups = read_groups(deps.aws.autoscaling, deps.aws.ec2, deps.settings.cluster_name, with_launch_facts=True)
+    groups = read_groups(
+        deps.aws.autoscaling, deps.aws.ec2, deps.settings.cluster_name, deps.gather_memo, with_launch_facts=True
+    )
     world = World(groups=groups, nodes={r.instance_id: r for r in snapshot.nodes})
     plan = select(options, world, now, options.max_age_seconds or deps.settings.max_age_seconds)
     table = format_table(plan.rows, deps.settings.deadlines)

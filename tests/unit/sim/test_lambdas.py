@@ -137,3 +137,29 @@ def test_a_wired_call_passes_the_tripwire_each_time_and_calls_the_targets_method
     wire.frames.append(Frame("replenisher", at=1))
     with pytest.raises(LambdaCrash):
         wired.put(4)
+
+
+def test_the_refresher_runs_in_warm_environments_and_starts_cold_after_a_crash(world: Slice) -> None:
+    # Lambda's execution environments (sim.lambdas, "Execution environments"): a warm one runs the next invocation
+    # with what it kept; a concurrent invocation runs in another one; a crash resets its own
+    tick = {"trigger": "tick"}
+    first = world.lambdas.refresher
+    assert world.invoke("refresher", tick).status == "ok"
+    assert world.lambdas.idle_refreshers == [first] and world.lambdas.cold_starts == 0
+    inner: list[Any] = []
+
+    def concurrent() -> None:
+        inner.append(world.lambdas.idle_refreshers[:])
+        world.invoke("refresher", tick)
+
+    assert world.invoke("refresher", tick, interleave_at=1, interleave=concurrent).status == "ok"
+    assert inner == [[]] and world.lambdas.cold_starts == 1  # the first one was busy: a second one, cold
+    warm = world.lambdas.idle_refreshers[:]
+    assert len(warm) == 2 and first in warm
+    assert world.invoke("refresher", tick, crash_at=1).status == "crash"
+    assert world.lambdas.idle_refreshers == warm[:1]  # the last idle one ran it and was reset
+    assert world.invoke("refresher", tick).status == "ok" and world.lambdas.cold_starts == 1
+    world.lambdas.idle_refreshers.clear()  # every warm one busy or gone: the next starts cold, with empty memos
+    assert world.invoke("refresher", tick).status == "ok" and world.lambdas.cold_starts == 2
+    made = world.lambdas.idle_refreshers[-1]
+    assert made not in warm and made.gather_memo is not first.gather_memo and made.memo is not first.memo

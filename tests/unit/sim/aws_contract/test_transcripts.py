@@ -12,7 +12,7 @@ import pytest
 from adapters.aws.ports import Membership
 from core.kops import Role, managed_group
 from lambdas.interruption.gather import read_instance_facts
-from lambdas.refresher.gather import read_groups
+from lambdas.refresher.gather import GatherMemo, read_groups
 from tests.unit.sim.aws_contract.sides import CLUSTER, GROUP, UNKNOWN, Side, moto_side, outcome, sim_side
 
 
@@ -65,7 +65,7 @@ def test_the_refreshers_reader_sees_the_same_groups(monkeypatch: pytest.MonkeyPa
 
     def facts(side: Side) -> list[Any]:
         side.new_template_version()
-        groups = read_groups(side.aws.autoscaling, side.aws.ec2, CLUSTER, with_launch_facts=True)
+        groups = read_groups(side.aws.autoscaling, side.aws.ec2, CLUSTER, GatherMemo(), with_launch_facts=True)
         out = []
         for group in groups.values():
             assert all(i.launch_time is not None for i in group.instances)

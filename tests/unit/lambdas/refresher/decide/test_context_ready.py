@@ -18,6 +18,7 @@ from core.kops import Role
 from core.model import NodeRecord
 from core.runs import StepState
 from lambdas.refresher.decide.context import Context
+from lambdas.refresher.gather import GatherMemo
 from lambdas.refresher.world import LIVE_STATES, GroupFacts, InstanceFacts, World
 
 T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
@@ -114,7 +115,11 @@ def test_the_worlds_of_the_memos_map_again_share_the_ready_ids_found(monkeypatch
     ]
     records, _ = memo.records(items, T0, version="t:1", now=T0)
     deps = SimpleNamespace(
-        clock=lambda: T0, aws=SimpleNamespace(autoscaling=None, ec2=None), settings=SETTINGS, memo=memo
+        clock=lambda: T0,
+        aws=SimpleNamespace(autoscaling=None, ec2=None),
+        settings=SETTINGS,
+        memo=memo,
+        gather_memo=GatherMemo(),
     )
     run, _ = scenario(3)
     facts = group([(i, "InService") for i in IDS])
@@ -126,3 +131,40 @@ def test_the_worlds_of_the_memos_map_again_share_the_ready_ids_found(monkeypatch
     assert Context(run, other, SETTINGS, T0).ready_live(facts) == found
     same = dataclasses.replace(facts)  # equal facts, another object: looked for again
     assert Context(run, again, SETTINGS, T0).ready_live(same) == found and again.ready_live["g"][0] is same
+
+
+def test_two_environments_keep_their_own_ready_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    # two execution environments (two ``Deps`` in one process: the simulation's, tests'), each gathering its own
+    # membership memo's map in turn: each world shares the Ready ids its own environment found, never the other's
+    monkeypatch.setattr(advance, "read_groups", lambda *args, **kwargs: {})
+    monkeypatch.setattr(advance, "looked_at_commands", lambda run, states=None: [])
+    monkeypatch.setattr(advance, "may_start_a_group", lambda run, states=None: False)
+    run, _ = scenario(3)
+    facts = group([(i, "InService") for i in IDS])
+    envs = []
+    for parity in (0, 1):
+        memo = NodeRecordMemo()
+        items = [
+            {
+                "sk": f"NODE#{i}",
+                "instance_id": i,
+                "node_name": i,
+                "ready": k % 2 == parity,
+                "reported_at": T0.isoformat(),
+            }
+            for k, i in enumerate(IDS)
+        ]
+        records, _ = memo.records(items, T0, version="t:1", now=T0)
+        deps = SimpleNamespace(
+            clock=lambda: T0,
+            aws=SimpleNamespace(autoscaling=None, ec2=None),
+            settings=SETTINGS,
+            memo=memo,
+            gather_memo=GatherMemo(),
+        )
+        envs.append((deps, records))
+    found = [Context(run, advance.gather(run, deps, records), SETTINGS, T0).ready_live(facts) for deps, records in envs]
+    assert found == [IDS[::2], IDS[1::2]]
+    for _ in range(2):  # in turn: each from its own environment's last world
+        for (deps, records), ready in zip(envs, found, strict=True):
+            assert Context(run, advance.gather(run, deps, records), SETTINGS, T0).ready_live(facts) is ready
