@@ -18,14 +18,14 @@ too, so no ``finally`` of the product gets to release anything) and ``timeout`` 
 **Execution environments** (AWS Lambda Developer Guide, "Lambda execution environment lifecycle"): Lambda runs an
 invocation in an idle warm environment of the function when it has one, else initialises a new one (a cold start: the
 handler's ``Deps`` built anew), and resets the environment an invocation crashed or timed out in ("Failures during the
-invoke phase"); a function error leaves it warm. The refresher's environments are modelled so: the last idle one runs
-the next invocation, an invocation run while another is under way (an interleaved one) gets another, and a crash or a
-timeout discards its own, so the next one starts with empty memos (``Deps.memo``, ``Deps.gather_memo``, its
-``RunStore``'s). Its warm state spares work: a cold read answers as a warm one (each memo keyed by content or by the
-version read), but for the membership memo's reuse of a read within ``REUSE_SECONDS`` (``adapters.dynamo.node_memo``:
-the times of items refreshed unchanged meanwhile). The interruption Lambda and the replenisher keep one ``Deps`` each,
-as if every invocation found the same warm environment: a cold replenisher checks its groups' termination hooks again
-(``Deps.hooks_seen``), calls that would change the runs' traces.
+invoke phase"); a function error leaves it warm. Each function's environments are modelled so: the last idle one runs
+the next invocation, an invocation run while another of the same function is under way (an interleaved one) gets
+another, and a crash or a timeout discards its own, so the next one starts with empty memos (the refresher's
+``Deps.memo``, ``Deps.gather_memo`` and its ``RunStore``'s; the replenisher's ``Deps.memo`` and ``hooks_seen``, so a
+cold replenisher checks its groups' termination hooks again). Warm state spares work: a cold read answers as a warm
+one (each memo keyed by content or by the version read), but for the membership memo's reuse of a read within
+``REUSE_SECONDS`` (``adapters.dynamo.node_memo``: the times of items refreshed unchanged meanwhile) and the hooks a
+cold replenisher checks again (calls, so a seed's trace).
 """
 
 from __future__ import annotations
@@ -251,17 +251,21 @@ class Lambdas:
             cluster, **overrides
         )
         scope = Scope(account=ACCOUNT, region=REGION)
-        self.interruption = interruption.Deps(
-            settings=self.interruption_settings, store=store, aws=wired_aws, telemetry=self.telemetry, scope=scope
-        )
-        self.replenisher = replenisher.Deps(
-            settings=self.replenisher_settings,
-            store=store,
-            aws=wired_aws,
-            telemetry=self.telemetry,
-            scope=scope,
-            sleep=_no_sleep(kernel),
-        )
+
+        def interruption_environment() -> interruption.Deps:
+            return interruption.Deps(
+                settings=self.interruption_settings, store=store, aws=wired_aws, telemetry=self.telemetry, scope=scope
+            )
+
+        def replenisher_environment() -> replenisher.Deps:
+            return replenisher.Deps(
+                settings=self.replenisher_settings,
+                store=store,
+                aws=wired_aws,
+                telemetry=self.telemetry,
+                scope=scope,
+                sleep=_no_sleep(kernel),
+            )
 
         def refresher_environment() -> refresher.Deps:
             return refresher.Deps(
@@ -275,11 +279,22 @@ class Lambdas:
                 scope=scope,
             )
 
-        # the refresher's first execution environment; more are made as Lambda makes them (module docstring)
+        # each function's first execution environment; more are made as Lambda makes them (module docstring)
+        self.interruption = interruption_environment()
+        self.replenisher = replenisher_environment()
         self.refresher = refresher_environment()
-        self._refresher_environment = refresher_environment
-        self.idle_refreshers = [self.refresher]  # its warm environments not running an invocation, the last used last
-        self.cold_starts = 0  # refresher environments made after the first
+        self._new_environment: dict[str, Callable[[], Any]] = {
+            "interruption": interruption_environment,
+            "replenisher": replenisher_environment,
+            "refresher": refresher_environment,
+        }
+        # each function's warm environments not running an invocation (the last one used last)
+        self.idle: dict[str, list[Any]] = {
+            "interruption": [self.interruption],
+            "replenisher": [self.replenisher],
+            "refresher": [self.refresher],
+        }
+        self.cold_starts: dict[str, int] = {}  # each function's environments made after its first
         self._ids = kernel.stream("lambdas:ids")
         _quiet_product_logs()
 
@@ -297,7 +312,7 @@ class Lambdas:
         frame = Frame(function, crash_at, crash_kind, interleave_at=interleave_at, interleave=interleave)
         self.wire.frames.append(frame)
         self.invocations[function] = self.invocations.get(function, 0) + 1
-        environment = self._environment() if function == "refresher" else None
+        environment = self._environment(function)
         try:
             with self.kernel.installed(), _seeded_run_ids(self._ids):
                 response = self._handle(function, event, environment)
@@ -310,28 +325,32 @@ class Lambdas:
         finally:
             self.wire.frames.pop()
         if environment is not None:
-            self.idle_refreshers.append(environment)  # warm for the next invocation
+            self.idle[function].append(environment)  # warm for the next invocation
         key = f"{function}:{result.status}"
         self.outcomes[key] = self.outcomes.get(key, 0) + 1
         for listener in self.on_invocation:
             listener(result, event)
         return result
 
-    def _environment(self) -> refresher.Deps:
-        """The refresher environment an invocation runs in: the last idle warm one, else a new one (a cold start)."""
-        if self.idle_refreshers:
-            return self.idle_refreshers.pop()
-        self.cold_starts += 1
-        return self._refresher_environment()
+    def _environment(self, function: str) -> Any:
+        """The environment (``Deps``) an invocation of ``function`` runs in: its last idle warm one, else a new one (a
+        cold start); None for a function the simulation does not have (``_handle`` refuses it)."""
+        idle = self.idle.get(function)
+        if idle is None:
+            return None
+        if idle:
+            return idle.pop()
+        self.cold_starts[function] = self.cold_starts.get(function, 0) + 1
+        return self._new_environment[function]()
 
-    def _handle(self, function: str, event: Any, environment: refresher.Deps | None) -> dict[str, Any]:
+    def _handle(self, function: str, event: Any, environment: Any) -> dict[str, Any]:
         if function == "interruption":
-            return interruption.handle(event, self.interruption)
+            return interruption.handle(event, environment)
         if function == "replenisher":
             request_id = f"{self._ids.getrandbits(64):016x}"
-            return replenisher.handle(event, self.replenisher, request_id=request_id)
+            return replenisher.handle(event, environment, request_id=request_id)
         if function == "refresher":
-            return refresher.handle(event, environment or self.refresher)
+            return refresher.handle(event, environment)
         raise ValueError(f"no function {function!r}")
 
 

@@ -145,21 +145,42 @@ def test_the_refresher_runs_in_warm_environments_and_starts_cold_after_a_crash(w
     tick = {"trigger": "tick"}
     first = world.lambdas.refresher
     assert world.invoke("refresher", tick).status == "ok"
-    assert world.lambdas.idle_refreshers == [first] and world.lambdas.cold_starts == 0
+    assert world.lambdas.idle["refresher"] == [first] and world.lambdas.cold_starts == {}
     inner: list[Any] = []
 
     def concurrent() -> None:
-        inner.append(world.lambdas.idle_refreshers[:])
+        inner.append(world.lambdas.idle["refresher"][:])
         world.invoke("refresher", tick)
 
     assert world.invoke("refresher", tick, interleave_at=1, interleave=concurrent).status == "ok"
-    assert inner == [[]] and world.lambdas.cold_starts == 1  # the first one was busy: a second one, cold
-    warm = world.lambdas.idle_refreshers[:]
+    assert inner == [[]] and world.lambdas.cold_starts == {"refresher": 1}  # the first one was busy: a second one, cold
+    warm = world.lambdas.idle["refresher"][:]
     assert len(warm) == 2 and first in warm
     assert world.invoke("refresher", tick, crash_at=1).status == "crash"
-    assert world.lambdas.idle_refreshers == warm[:1]  # the last idle one ran it and was reset
-    assert world.invoke("refresher", tick).status == "ok" and world.lambdas.cold_starts == 1
-    world.lambdas.idle_refreshers.clear()  # every warm one busy or gone: the next starts cold, with empty memos
-    assert world.invoke("refresher", tick).status == "ok" and world.lambdas.cold_starts == 2
-    made = world.lambdas.idle_refreshers[-1]
+    assert world.lambdas.idle["refresher"] == warm[:1]  # the last idle one ran it and was reset
+    assert world.invoke("refresher", tick).status == "ok" and world.lambdas.cold_starts == {"refresher": 1}
+    world.lambdas.idle["refresher"].clear()  # every warm one busy or gone: the next starts cold, with empty memos
+    assert world.invoke("refresher", tick).status == "ok" and world.lambdas.cold_starts == {"refresher": 2}
+    made = world.lambdas.idle["refresher"][-1]
     assert made not in warm and made.gather_memo is not first.gather_memo and made.memo is not first.memo
+
+
+def test_a_replenisher_started_cold_after_a_crash_checks_the_termination_hooks_again(world: Slice) -> None:
+    # the replenisher's environment keeps the groups whose termination hook it found right (``Deps.hooks_seen``): a
+    # warm one does not ask again; a crash resets the environment, and the next one (cold) asks again
+    tick = world.bus._tick("replenisher")
+    calls = world.aws.autoscaling.calls
+    hook_calls: list[int] = []
+    world.lambdas.on_invocation.append(lambda *_: hook_calls.append(calls.get("DescribeLifecycleHooks", 0)))
+    first = world.lambdas.replenisher
+    assert world.invoke("replenisher", tick).status == "ok" and first.hooks_seen
+    assert world.invoke("replenisher", tick).status == "ok"
+    assert world.lambdas.idle["replenisher"] == [first] and world.lambdas.cold_starts == {}
+    assert world.invoke("replenisher", tick, crash_at=1).status == "crash"
+    assert world.lambdas.idle["replenisher"] == []  # reset with the crash
+    assert world.invoke("replenisher", tick).status == "ok"
+    assert world.lambdas.cold_starts == {"replenisher": 1}
+    cold = world.lambdas.idle["replenisher"][0]
+    assert cold is not first and cold.hooks_seen and cold.memo is not first.memo
+    # DescribeLifecycleHooks: asked by the first, not by the warm second, asked again by the cold one after the crash
+    assert hook_calls[0] > 0 and hook_calls[1] == hook_calls[0] and hook_calls[3] > hook_calls[2]
