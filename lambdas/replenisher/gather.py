@@ -279,7 +279,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None, tick: bool = Fal
     deps.memo.infos = infos
     # judged against the shared map when ``nodes`` holds all of it (never changed: its answers kept), else ``nodes``
     missing = unregistered(deps.memo.unregistered, keyed if every else nodes, every, in_service)
-    if missing and nodes:  # without any membership nothing is judged by it: no need to ask
+    if missing and every:  # absence is judged only from a confirmed list (``World.membership_confirmed``)
         times = deps.aws.ec2.launch_times(sorted(missing))
         for name, group in list(groups.items()):
             groups[name] = replace(  # every other field as read (a field added to Group is never dropped here)
@@ -312,6 +312,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None, tick: bool = Fal
         groups=groups,
         ledgers=ledgers,
         nodes=nodes,
+        membership_confirmed=every,
         commands=commands,
         protected=frozenset(protected),
         active_runs=tuple(runs),

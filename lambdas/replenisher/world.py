@@ -138,6 +138,10 @@ class World:
         nodes: instance id -> fresh membership record (older than ``MEMBERSHIP_MAX_AGE_SECONDS`` by both its own
             ``reported_at`` and the ``MEMBERSHIP`` mark dropped; ``gather`` judged that, and ``confirmed_at`` is
             None on the records of the items the agent writes).
+        membership_confirmed: the agent's ``MEMBERSHIP`` mark is fresh (``core.model.fresh_by_mark``): ``nodes``
+            is the agent's whole list, so an InService instance without a record has no node. False (the mark stale
+            or missing: the agent down, its writes refused): ``nodes`` holds only the records fresh by their own
+            write, and an instance's absence from it proves nothing; the cleanup judges no instance by it.
         commands: command id -> ``CMD#`` item, for the replenisher's own commands (``giveback-``/``surplus-``);
             empty on a tick ``decide`` cannot look at one (``own_commands``: not read).
         protected: instance ids named by an active ``RUN#`` item or a ``DETACH#`` item: never judged surplus.
@@ -154,6 +158,7 @@ class World:
     groups: Mapping[str, Group]
     ledgers: Mapping[str, Ledger] = field(default_factory=dict)
     nodes: Mapping[str, NodeRecord] = field(default_factory=dict)
+    membership_confirmed: bool = False
     commands: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     protected: frozenset[str] = frozenset()
     active_runs: tuple[Run, ...] = ()

@@ -1,5 +1,9 @@
 """Rule 9, clean up: surplus control-plane instances beyond their etcd members, and instances InService too long
-without a registered node. Pure."""
+without a registered node. Both judge instances by membership (which has a node, which is Ready), so neither runs
+while the agent's ``MEMBERSHIP`` mark is stale (``World.membership_confirmed``): then only the records the agent
+wrote lately are fresh, every other instance would read as one without a node, and a master or a worker with pods
+on it would be terminated undrained (the simulation's seed 30013: an agent restart, then DynamoDB refusing most of
+its writes for minutes). Pure."""
 
 from __future__ import annotations
 
@@ -27,6 +31,10 @@ def cleanup(b: Builder) -> None:
             protected.update(g.instance_id for g in led.compensation.give_back.values())
     if world.runs_unreadable:
         b.note(Reason.PROTECTED, "an active refresh run could not be read: no cleanup until it can")
+        return
+    if not world.membership_confirmed:  # which instance has a node is unknown: neither judged nor drained by it
+        if any(i.lifecycle_state == IN_SERVICE for g in world.groups.values() for i in g.instances):
+            b.note(Reason.MEMBERSHIP_UNAVAILABLE, "no fresh MEMBERSHIP mark: no instance is judged by membership")
         return
     # made once per run read by ``gather`` (``World.run_groups``), not of every step each tick
     run_groups = world.run_groups if world.run_groups is not None else run_group_names(world.active_runs)
@@ -73,7 +81,7 @@ def cleanup(b: Builder) -> None:
 
     if not world.nodes:
         if any(i.lifecycle_state == IN_SERVICE for g in world.groups.values() for i in g.instances):
-            b.note(Reason.MEMBERSHIP_UNAVAILABLE, "no fresh NODE# record: unregistered instances are not judged")
+            b.note(Reason.MEMBERSHIP_UNAVAILABLE, "no NODE# record: unregistered instances are not judged")
         return
     horizon = timedelta(seconds=b.settings.max_provision_seconds)
     for name in sorted(world.groups):

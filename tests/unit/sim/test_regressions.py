@@ -28,6 +28,13 @@ seed kept as a regression case"). Each names the bug and must hold on the fixed 
   seed 5075 of the ``lock_not_atomic`` profile, an operator's ``kubectl uncordon`` of a node a refresh drained after
   they had cordoned it: "5 a drained node is cordoned at once" counted their uncordon against the drain
   (``World.operator_uncordoned``).
+- Seed 30013 (30 nodes x 2 days, the default profile; found by a 2026-12-06 soak on ``c7b048d``), shrunk to four
+  faults: a Spot burst, Auto Scaling throttled, an agent restart, then DynamoDB refusing 70 % of calls for 9 minutes.
+  The new leader's ``MEMBERSHIP`` mark went stale (its writes refused) while two records it had just written stayed
+  fresh by their own time; the replenisher's cleanup read every other InService instance as one without a node and
+  terminated two masters and a worker with five pods on it, none drained (invariant 3, "no termination before
+  drain"). Fixed in ``lambdas.replenisher.decide.cleanup``: no instance is judged by membership unless the mark is
+  fresh (``World.membership_confirmed``).
 """
 
 from __future__ import annotations
@@ -167,3 +174,12 @@ def test_a_drain_evicting_past_its_deadline_is_caught(monkeypatch: pytest.Monkey
 def test_the_checker_owes_no_cover_past_the_cap_and_counts_no_operator_uncordon(seed: int, profile: str) -> None:
     result = run_seed(seed, 12, 1.0, profile=MUTANTS[profile].profile)
     assert result.violation is None, result.summary()
+
+
+def test_a_stale_membership_mark_terminates_nothing_as_unregistered() -> None:
+    """Seed 30013's week: every invariant holds, and the ticks that met the stale mark said so (if the run's timing
+    moves so that none does, pick a seed of the soak that does: ``tests/unit/lambdas/replenisher/decide/
+    test_cleanup.py`` keeps the pure case)."""
+    result = run_seed(30013, 30, 2.0, trace=True)
+    assert result.violation is None, result.summary()
+    assert any("no fresh MEMBERSHIP mark" in line for line in result.trace)

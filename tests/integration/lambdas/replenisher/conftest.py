@@ -92,6 +92,7 @@ class Rig:
                 3600,
             )
             n += 1
+        store.put_membership_mark(now, n, 3600)  # as the agent's resync: its whole list, confirmed now
         return n
 
     def wait_nodes(self, count: int) -> None:

@@ -15,7 +15,8 @@ from tests.unit.lambdas.replenisher.builders import SETTINGS, T0, failure, group
 
 def test_failure_raises_siblings_evenly_intent_first() -> None:
     a, b, c = group("a", "az-a", 3, ids("a", 1)), group("b", "az-b", 3, ids("b", 3)), group("c", "az-c", 3, ids("c", 3))
-    plan = decide(failure("a"), T0, SETTINGS, World(groups={"a": a, "b": b, "c": c}, nodes=nodes_for(a, b, c)))
+    world = World(groups={"a": a, "b": b, "c": c}, nodes=nodes_for(a, b, c), membership_confirmed=True)
+    plan = decide(failure("a"), T0, SETTINGS, world)
     kinds = [type(x).__name__ for x in plan.actions]
     assert kinds == ["WriteLedger", "SetCapacity", "SetCapacity", "WriteLedger"]
     intent = plan.actions[0].ledger
@@ -59,10 +60,15 @@ def test_unregistered_instance_past_provision_time_terminated_without_decrement(
     stray = b.instances[0].instance_id
     nodes = {k: v for k, v in nodes_for(b).items() if k != stray}
     tick = Event(kind=EventKind.TICK, event_id="t", event_time=T0, source="aws.events", detail_type="Scheduled Event")
-    plan = decide(tick, T0, SETTINGS, World(groups={"b": b}, nodes=nodes))
+    plan = decide(tick, T0, SETTINGS, World(groups={"b": b}, nodes=nodes, membership_confirmed=True))
     assert [(x.instance_id, x.decrement) for x in plan.actions if isinstance(x, Terminate)] == [(stray, False)]
-    protected = decide(tick, T0, SETTINGS, World(groups={"b": b}, nodes=nodes, protected=frozenset({stray})))
+    confirmed = {"nodes": nodes, "membership_confirmed": True}
+    protected = decide(tick, T0, SETTINGS, World(groups={"b": b}, **confirmed, protected=frozenset({stray})))
     assert not any(isinstance(x, Terminate) for x in protected.actions)
+    # the agent's mark stale: the records are only those fresh by their own write, absence proves nothing
+    unconfirmed = decide(tick, T0, SETTINGS, World(groups={"b": b}, nodes=nodes))
+    assert not any(isinstance(x, Terminate) for x in unconfirmed.actions)
+    assert any(isinstance(x, Note) and x.reason is Reason.MEMBERSHIP_UNAVAILABLE for x in unconfirmed.actions)
 
 
 def test_ledger_round_trips_through_json() -> None:

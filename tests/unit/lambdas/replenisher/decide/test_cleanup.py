@@ -42,11 +42,19 @@ def test_groups_of_an_active_run_are_not_cleaned_up_and_an_unreadable_run_stops_
     stray = b.instances[0].instance_id
     nodes = {k: v for k, v in nodes_for(b).items() if k != stray}
     tick = Event(kind=EventKind.TICK, event_id="t", event_time=T0, source="aws.events", detail_type="Scheduled Event")
-    in_run = World(groups={"b": b}, nodes=nodes, active_runs=(_run("b", ids("b", 2)[1], None, []),))
+    in_run = World(
+        groups={"b": b}, nodes=nodes, membership_confirmed=True, active_runs=(_run("b", ids("b", 2)[1], None, []),)
+    )
     assert not any(isinstance(x, Terminate) for x in decide(tick, T0, SETTINGS, in_run).actions)
-    other = World(groups={"b": b}, nodes=nodes, active_runs=(_run("other", "i-0dddddddddddddddd", None, []),))
+    other = World(
+        groups={"b": b},
+        nodes=nodes,
+        membership_confirmed=True,
+        active_runs=(_run("other", "i-0dddddddddddddddd", None, []),),
+    )
     assert any(isinstance(x, Terminate) for x in decide(tick, T0, SETTINGS, other).actions)
-    unreadable = decide(tick, T0, SETTINGS, World(groups={"b": b}, nodes=nodes, runs_unreadable=True))
+    unreadable_world = World(groups={"b": b}, nodes=nodes, membership_confirmed=True, runs_unreadable=True)
+    unreadable = decide(tick, T0, SETTINGS, unreadable_world)
     assert not any(isinstance(x, Terminate) for x in unreadable.actions)
     assert any(isinstance(x, Note) and x.reason is Reason.PROTECTED for x in unreadable.actions)
 
@@ -68,3 +76,30 @@ def test_which_refresh_runs_protect_their_capacity(status, active):
     from lambdas.replenisher.world import run_active
 
     assert run_active({"status": status}) is active
+
+
+@pytest.mark.parametrize("confirmed", [True, False])
+def test_a_stale_membership_judges_no_instance_by_absence(confirmed: bool) -> None:
+    # seed 30013 of the simulation: the agent's MEMBERSHIP mark stale (restarted, then most of its writes refused),
+    # only two records fresh by their own write; every other instance read as one without a node, and the tick
+    # terminated two masters and a worker with pods on it, none drained
+    from datetime import timedelta
+
+    from core.kops import Role
+
+    workers = group("b", "az-b", 3, ids("b", 3))
+    masters = group("m", "az-a", 2, ids("m", 2), role=Role.CONTROL_PLANE, max_size=2, pool="master")
+    launched = [i.__class__(**{**vars(i), "launch_time": T0 - timedelta(hours=2)}) for i in workers.instances]
+    workers = workers.__class__(**{**vars(workers), "instances": tuple(launched)})
+    fresh = {k: v for k, v in nodes_for(workers).items() if k == workers.instances[0].instance_id}
+    tick = Event(kind=EventKind.TICK, event_id="t", event_time=T0, source="aws.events", detail_type="Scheduled Event")
+    world = World(groups={"b": workers, "m": masters}, nodes=fresh, membership_confirmed=confirmed)
+    plan = decide(tick, T0, SETTINGS, world)
+    terminated = sorted(x.instance_id for x in plan.actions if isinstance(x, Terminate))
+    if confirmed:  # the agent's whole list: the two other workers have no node, a master is surplus (cleanup_limit)
+        judged = {*(i.instance_id for i in workers.instances[1:]), masters.instances[1].instance_id}
+        assert set(terminated) <= judged and len(terminated) == min(SETTINGS.cleanup_limit, 3) > 0
+    else:
+        assert terminated == []
+        assert not [x for x in plan.actions if type(x).__name__ == "SendCommand"]  # no drain either
+        assert any(isinstance(x, Note) and x.reason is Reason.MEMBERSHIP_UNAVAILABLE for x in plan.actions)
