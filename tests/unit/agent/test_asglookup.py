@@ -1,12 +1,14 @@
 """The instance -> ASG lookup on moto's Auto Scaling: its batches of DescribeAutoScalingInstances and its cache; its
-re-asking: a known group is asked again only after its spread of the recheck period, so a cluster listed at once is
-not re-asked in one burst; and the cohorts that find the answers due ask exactly what judging every instance at every
-resolve asked, and ``due`` names exactly the instances that judging every cached one names."""
+re-asking: a known group is asked again a recheck period after its last answer, but after its first answer at its
+spread of the period, so a cluster listed at once is not re-asked in one burst; and the cohorts that find the answers
+due ask exactly what judging every instance at every resolve asked, and ``due`` names exactly the instances that
+judging every cached one names."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Iterator
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -120,13 +122,15 @@ def test_forgotten_instances_leave_no_cohort_behind(clock: list[float]) -> None:
 
 
 class EveryInstance:
-    """The lookup as it judged every wanted instance at every resolve (before the heap, then the cohorts): the
-    reference."""
+    """The lookup as it judges every wanted instance at every resolve (before the heap, then the cohorts): the
+    reference. An answer to an instance not cached is its first: due at its spread of the period; an answer to a
+    cached one (due, refreshed, or asked after a failed call) is a later one: due a full period after it."""
 
     def __init__(self, autoscaling: Groups, clock: Callable[[], float]) -> None:
         self.autoscaling, self.clock = autoscaling, clock
         self.cache: dict[str, str | None] = {}
         self.asked: dict[str, float] = {}
+        self.first: set[str] = set()  # the instances whose latest answer is their first
 
     def resolve(
         self, ids: list[str], refresh: bool = False, recheck_seconds: float | None = None
@@ -135,6 +139,8 @@ class EveryInstance:
         missing = sorted({i for i in ids if refresh or self._stale(i, now, recheck_seconds)})
         found: dict[str, str | None] = dict.fromkeys(missing)
         found.update(self.autoscaling.group_names(missing))
+        self.first.difference_update(missing)
+        self.first.update(i for i in missing if i not in self.cache)
         self.cache.update(found)
         self.asked.update(dict.fromkeys(missing, now))
         return {i: self.cache.get(i) for i in ids}
@@ -147,21 +153,29 @@ class EveryInstance:
         for gone in set(self.cache) - set(ids):
             del self.cache[gone]
             self.asked.pop(gone, None)
+            self.first.discard(gone)
+
+    def age(self, instance_id: str, recheck_seconds: float) -> float:
+        """The age at which the instance's cached answer comes due."""
+        if instance_id in self.first:
+            return recheck_seconds * spread_fraction(instance_id)
+        return recheck_seconds
 
     def _stale(self, instance_id: str, now: float, recheck_seconds: float | None) -> bool:
         if instance_id not in self.cache:
             return True
         if recheck_seconds is None:
             return False
-        return now - self.asked.get(instance_id, now) >= recheck_seconds * spread_fraction(instance_id)
+        return now - self.asked.get(instance_id, now) >= self.age(instance_id, recheck_seconds)
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_the_cohorts_ask_exactly_what_judging_every_instance_asks(seed: int) -> None:
     """Random resyncs (pages, watch look-ups, refreshes, failed calls, nodes gone and back, clock steps, some landing
-    exactly on an answer's recheck, a few under another recheck period) and confirmations (``due``, then a refresh of
-    what it names; or ``recheck``, both at once): the lookup makes the same calls and gives the same answers as the
-    reference."""
+    exactly on an answer's recheck or a quarter second before it, a few under another recheck period) and
+    confirmations (``due``, then a refresh of what it names; or ``recheck``, both at once): the lookup makes the same
+    calls and gives the same answers as the reference, whose answers come due a period after them but for each
+    instance's first, at its spread."""
     rng = random.Random(seed)
     ids = [f"i-0{n:016x}" for n in range(120)]
     groups = {i: f"nodes-{n % 3}" for n, i in enumerate(ids) if n % 7}  # some in no group
@@ -173,9 +187,10 @@ def test_the_cohorts_ask_exactly_what_judging_every_instance_asks(seed: int) -> 
         roll = rng.random()
         if roll < 0.3:
             clock[0] += rng.choice([1.0, 30.0, 60.0, 60.0, 61.5, 250.0])
-        elif roll < 0.4 and reference.asked:  # exactly at some answer's recheck
+        elif roll < 0.4 and reference.asked:  # exactly at some answer's recheck, or just before it
             some = rng.choice(sorted(reference.asked))
-            clock[0] = max(clock[0], reference.asked[some] + 600 * spread_fraction(some))
+            early = rng.choice([0.0, 0.0, 0.25])
+            clock[0] = max(clock[0], reference.asked[some] + reference.age(some, 600) - early)
         elif roll < 0.45:
             listed = sorted(rng.sample(ids, rng.randint(40, 110)))
             lookup.retain(set(listed))
@@ -186,7 +201,7 @@ def test_the_cohorts_ask_exactly_what_judging_every_instance_asks(seed: int) -> 
         ours.fail = theirs.fail = fail
         kind = rng.random()
         recheck = 600.0 if rng.random() < 0.95 else 300.0  # another period: every answer's cohort anew
-        if kind >= 0.95:  # a confirmation in one call (``recheck``): what is due, asked again
+        if kind >= 0.93:  # a confirmation in one call (``recheck``): what is due, asked again
             wanted = reference.due(recheck)
             try:
                 expected = reference.resolve(wanted, refresh=True) if wanted else {}
@@ -243,3 +258,29 @@ def test_a_recheck_that_fails_leaves_its_instances_due_and_forgets_no_answer(clo
     assert lookup.recheck(600) == dict.fromkeys(ids[1:], "nodes")
     assert groups.calls[-1] == ids[1:]
     assert lookup.due(600) == [] and lookup.recheck(600) == {}
+
+
+def test_a_burst_is_spread_once_then_each_instance_is_asked_once_a_period(clock: list[float]) -> None:
+    """Instances first asked at once (an agent's first list) are asked again at their spread of the period, over the
+    confirmations of its second half, not in one; from then on each is asked exactly a period after its last answer:
+    once per instance per period, at the phase its first recheck gave it."""
+    ids = [f"i-0{n:016x}" for n in range(500)]
+    groups = Groups(dict.fromkeys(ids, "nodes"))
+    lookup = AsgLookup(groups, clock=lambda: clock[0])
+    start = clock[0]
+    lookup.resolve(ids, recheck_seconds=600)
+    asked: dict[str, list[float]] = {i: [start] for i in ids}
+    per_confirmation = []
+    for _ in range(60):  # an hour of confirmations a minute apart (whole seconds: exact float sums)
+        clock[0] += 60
+        found = lookup.recheck(600)
+        per_confirmation.append(len(found))
+        for instance_id in found:
+            asked[instance_id].append(clock[0])
+    for instance_id, times in asked.items():
+        first_due = start + spread(instance_id, 600)
+        assert times[1] - 60 < first_due <= times[1]  # the first confirmation at its spread
+        assert [b - a for a, b in pairwise(times[1:])] == [600.0] * (len(times) - 2)
+        assert clock[0] - times[-1] < 600  # never an answer older than the period
+    assert per_confirmation[:4] == [0, 0, 0, 0] and max(per_confirmation) < len(ids) / 3  # the burst spread
+    assert sum(per_confirmation[-10:]) == len(ids)  # a period of a steady cluster: each instance once
