@@ -53,11 +53,11 @@ def spread_fraction(instance_id: str) -> float:
 
 
 class _Cohort:
-    """The instances one call asked, answered at ``at`` (``AsgLookup.clock`` seconds), their ``first`` answers or
-    not (``answer``: both): ``ages[k]`` is ``ids[k]``'s recheck age (seconds: its ``spread`` of the period for a first
-    answer, the period for a later one), ascending; ``ids[:taken]`` were found due already. An entry not found due yet
-    is its instance's latest answer: it is dropped when its instance is forgotten or asked again before it came due
-    (``_drop``)."""
+    """The instances one call asked, with one kind of ``answer`` (the instant ``at``, ``AsgLookup.clock`` seconds,
+    and whether they are their instances' first answers): ``ages[k]`` is ``ids[k]``'s recheck age (seconds: its
+    ``spread`` of the period for a first answer, the period for a later one), ascending; ``ids[:taken]`` were found
+    due already. An entry not found due yet is its instance's latest answer: it is dropped when its instance is
+    forgotten or asked again before it came due (``_drop``)."""
 
     __slots__ = ("ages", "answer", "at", "ids", "taken")
 
@@ -84,7 +84,7 @@ class AsgLookup:
         self.autoscaling = autoscaling
         self.clock = clock
         self._cache: dict[str, str | None] = {}
-        # instance id -> its cached answer (``Answer``), until a call rechecks: then each answer's cohort's
+        # instance id -> its cached answer (``Answer``), until a call rechecks: then its cohort's (``_Cohort.answer``)
         self._asked: dict[str, Answer] = {}
         # for the recheck period ``_span`` (set by the first call that rechecks): the cohorts of answers not all due
         # yet, and the instances found due and not asked since with their answer (``_ripe``, until asked again or
