@@ -32,12 +32,13 @@ import zlib
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from itertools import chain, filterfalse, islice, repeat
-from operator import itemgetter, le
+from operator import add, itemgetter, le
 
 from adapters.aws.ports import GroupReader
 
 DESCRIBE_ASG_INSTANCES_MAX_IDS = 50  # DescribeAutoScalingInstances: "You can specify up to 50 instances"
 _DUES, _IDS = itemgetter(0), itemgetter(1)  # of a run (``Run``)
+_DUE = itemgetter(1)  # of a ``_ripe`` value
 
 # the instances one look of ``AsgLookup._due`` found due in one cohort: their due instants (ascending), ids, the
 # cohort's ``at``
@@ -299,7 +300,7 @@ class AsgLookup:
             if not all(map(le, dues, islice(dues, 1, None))):  # overlapping runs: merged (timsort)
                 order = sorted(range(len(ids)), key=dues.__getitem__)
                 dues, ids = list(map(dues.__getitem__, order)), list(map(ids.__getitem__, order))
-        later = [due + span for due in dues]  # ``next_due`` of each, in order, when the least is after the answer
+        later = list(map(add, dues, repeat(span)))  # ``next_due`` of each, in order, when the least is after the answer
         if not later or later[0] <= asked_at:  # asked a period or more late (or no period): each its own
             self._enroll_dues(
                 dict(zip(ids, map(next_due, dues, repeat(asked_at), repeat(span)), strict=True)), asked_at
@@ -316,16 +317,22 @@ class AsgLookup:
 
     def _enroll_again(self, instance_ids: list[str], asked_at: float) -> None:
         """A cohort of the cached ``instance_ids`` asked again at ``asked_at``: each due at the first instant of its
-        phase after it (``next_due`` of its last due instant, from ``_ripe`` or its cohort entry, dropped)."""
+        phase after it (``next_due`` of its last due instant: from ``_ripe``, or from its cohort entry, dropped)."""
         ripe, span = self._ripe, self._span or 0.0
-        pending = [i for i in instance_ids if i not in ripe]  # asked before they came due (``refresh``)
-        last = self._forget_entries(pending) if pending else {}
-        for instance_id in instance_ids:
-            if instance_id in ripe:
-                last[instance_id] = ripe.pop(instance_id)[1]
-        dues = {i: next_due(due, asked_at, span) for i, due in last.items()}
-        if len(dues) < len(instance_ids):  # no due instant found (another thread's call between): spread anew
-            dues.update({i: asked_at + span * spread_fraction(i) for i in instance_ids if i not in last})
+        came = instance_ids if all(map(ripe.__contains__, instance_ids)) else [i for i in instance_ids if i in ripe]
+        dues: dict[str, float] = {}
+        if came:  # found due: a period on each, in C, unless one was asked a period or more late
+            last = list(map(_DUE, map(ripe.pop, came)))
+            later = list(map(add, last, repeat(span)))
+            if min(later) <= asked_at:
+                later = list(map(next_due, last, repeat(asked_at), repeat(span)))
+            dues = dict(zip(came, later, strict=True))
+        if len(came) < len(instance_ids):  # asked before they came due (``refresh``): their entries' due instants
+            pending = [i for i in instance_ids if i not in dues]
+            last_of = self._forget_entries(pending)
+            dues.update(zip(last_of, map(next_due, last_of.values(), repeat(asked_at), repeat(span)), strict=True))
+            # no due instant found (another thread's call between): spread anew
+            dues.update({i: asked_at + span * spread_fraction(i) for i in pending if i not in last_of})
         self._enroll_dues(dues, asked_at)
 
     def _enroll_dues(self, dues: dict[str, float], asked_at: float) -> None:
