@@ -58,7 +58,8 @@ def spread_fraction(instance_id: str) -> float:
 def next_due(due: float, at: float, span: float) -> float:
     """When an answer asked at ``at`` comes due, for an instance whose last one came (or comes) due at ``due``: the
     first of ``due``, ``due + span``, ``due + span + span``, ... after ``at`` (``at`` itself for a ``span`` of 0 or
-    less: due at once). At most ``span`` after ``at``. Pure."""
+    less: due at once). At most ``span`` after ``at`` when ``due`` is (as every due instant the lookup keeps is, after
+    its answer). Pure."""
     if span <= 0.0:
         return at
     while due <= at:
