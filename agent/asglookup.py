@@ -1,19 +1,27 @@
 """Instance id -> Auto Scaling group name for the membership reporter, from DescribeAutoScalingInstances, cached.
 
 An instance never moves to another group; it can only leave one (DetachInstances). So a group, once known, is only
-asked again after ``recheck_seconds``, at an age spread per instance (``spread``) between half and all of it, so
-the instances of a cluster listed at once are asked again over several resyncs, not in one burst of calls.
+asked again when its answer comes due, never later than ``recheck_seconds`` after it: no older answer is used. Each
+instance keeps a phase: its first answer (it was not cached: a new node, or every node at the first list of a new
+lookup, an agent's start or a new leader's) comes due at its ``spread`` of the period (between half and all of it,
+fixed per instance), so the instances of a cluster listed at once are asked again over several resyncs, not in one
+burst of calls; every later answer comes due at the first instant of that phase after it (``next_due``: the due
+instant of the answer before plus whole periods). A steady cluster is so asked once per instance per period (1,000
+instances and a period of 10 resyncs: 100 a resync), and instances asked late together (after calls that failed for
+a while) go back to their own phases instead of staying together. An instance asked early (``refresh``) keeps its
+due instant. A new period (the first call that rechecks, or another ``recheck_seconds``) spreads every answer again
+from its instant.
 
 The answers come due in cohorts: the instances asked by one call (one ``resolve``) share the instant of their answer,
-so within a cohort kept sorted by each instance's recheck age (``_Cohort``) the answers due at any later instant are a
-prefix, found by one bisection. A resolve or a confirmation of a steady cluster costs a bisection per cohort (about
-one per resync of the recheck period) plus a few C-level steps per instance due, not a step per cached instance or a
-heap operation per answer. An instance forgotten (``retain``), or asked again before its answer came due (``refresh``),
-has its entry taken out of its cohort then (a look at the entries still to come due, in C, when a node is gone), so an
-entry found due is its instance's latest answer without a look at each, and no map from instance to cohort is kept. A
-confirmation's instances found due go from their cohorts' runs to the call and to a new cohort without a map entry each
-(``_ripe`` keeps only the due instances a resync's page did not ask, or those of a call that failed); that new cohort
-is the runs end to end when they do not overlap (as a steady cluster's do), merged only when they do.
+and a cohort keeps their due instants sorted (``_Cohort``), so the answers due at any later instant are a prefix,
+found by one bisection. A resolve or a confirmation of a steady cluster costs a bisection per cohort (about one per
+resync of the recheck period) plus a few steps per instance due, not a step per cached instance or a heap operation
+per answer. An instance forgotten (``retain``), or asked again before its answer came due (``refresh``), has its entry
+taken out of its cohort then (a look at the entries still to come due, in C, when a node is gone), so an entry found
+due is its instance's latest answer without a look at each, and no map from instance to cohort is kept. A
+confirmation's instances found due go from their cohorts' runs to the call and to a new cohort without a map entry
+each (``_ripe`` keeps only the due instances a resync's page did not ask, or those of a call that failed); that new
+cohort is the runs end to end when they do not overlap (as a steady cluster's do), merged only when they do.
 """
 
 from __future__ import annotations
@@ -23,25 +31,18 @@ import time
 import zlib
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
-from itertools import chain, islice, repeat
-from operator import itemgetter, lt
+from itertools import chain, filterfalse, islice, repeat
+from operator import add, itemgetter, le
 
 from adapters.aws.ports import GroupReader
 
 DESCRIBE_ASG_INSTANCES_MAX_IDS = 50  # DescribeAutoScalingInstances: "You can specify up to 50 instances"
-_IDS = itemgetter(1)  # of a run (``Run``)
+_DUES, _IDS = itemgetter(0), itemgetter(1)  # of a run (``Run``)
+_DUE = itemgetter(1)  # of a ``_ripe`` value
 
-
-# the instances one look of ``AsgLookup._due`` found due in one cohort: their ages (ascending), ids, the cohort's ``at``
+# the instances one look of ``AsgLookup._due`` found due in one cohort: their due instants (ascending), ids, the
+# cohort's ``at``
 Run = tuple[list[float], list[str], float]
-
-
-def _least_age(run: Run) -> float:
-    return run[0][0]
-
-
-def _greatest_age(run: Run) -> float:
-    return run[0][-1]
 
 
 def spread(instance_id: str, span: float) -> float:
@@ -54,23 +55,41 @@ def spread_fraction(instance_id: str) -> float:
     return 0.5 + 0.5 * zlib.crc32(instance_id.encode()) / 2**32
 
 
+def next_due(due: float, at: float, span: float) -> float:
+    """When an answer asked at ``at`` comes due, for an instance whose last one came (or comes) due at ``due``: the
+    first of ``due``, ``due + span``, ``due + span + span``, ... after ``at`` (``at`` itself for a ``span`` of 0 or
+    less: due at once). At most ``span`` after ``at`` when ``due`` is (as every due instant the lookup keeps is, after
+    its answer). Pure."""
+    if span <= 0.0:
+        return at
+    while due <= at:
+        due += span
+    return due
+
+
 class _Cohort:
-    """The instances one call asked, answered at ``at`` (``AsgLookup.clock`` seconds): ``ages[k]`` is ``ids[k]``'s
-    recheck age (its ``spread`` of the period, seconds), ascending; ``ids[:taken]`` were found due already. An entry
-    not found due yet is its instance's latest answer: it is dropped when its instance is forgotten or asked again
-    before it came due (``_drop``)."""
+    """The instances one call asked, answered at ``at`` (``AsgLookup.clock`` seconds): ``dues[k]`` is the instant
+    ``ids[k]``'s answer comes due, ascending; ``ids[:taken]`` were found due already. An entry not found due yet is
+    its instance's latest answer: it is dropped when its instance is forgotten or asked again before it came due
+    (``_drop``)."""
 
-    __slots__ = ("ages", "at", "ids", "taken")
+    __slots__ = ("at", "dues", "ids", "taken")
 
-    def __init__(self, at: float, ages: list[float], ids: list[str]) -> None:
-        self.at, self.ages, self.ids, self.taken = at, ages, ids, 0
+    def __init__(self, at: float, dues: list[float], ids: list[str]) -> None:
+        self.at, self.dues, self.ids, self.taken = at, dues, ids, 0
 
-    def _drop(self, gone: set[str] | frozenset[str]) -> None:
-        """The entries of the instances in ``gone`` not found due yet dropped, with those found due (never read
-        again): the cohort keeps the entries still to come due, ``taken`` 0."""
-        ids, ages, taken = self.ids, self.ages, self.taken
-        kept = [k for k in range(taken, len(ids)) if ids[k] not in gone]
-        self.ids, self.ages, self.taken = list(map(ids.__getitem__, kept)), list(map(ages.__getitem__, kept)), 0
+    def _drop(self, gone: set[str] | frozenset[str], dropped: dict[str, float]) -> None:
+        """The entries of the instances in ``gone`` not found due yet dropped (each one's due instant put in
+        ``dropped``), with those found due (never read again): the cohort keeps the entries still to come due,
+        ``taken`` 0."""
+        ids, dues = self.ids, self.dues
+        kept = []
+        for k in range(self.taken, len(ids)):
+            if ids[k] in gone:
+                dropped[ids[k]] = dues[k]
+            else:
+                kept.append(k)
+        self.ids, self.dues, self.taken = list(map(ids.__getitem__, kept)), list(map(dues.__getitem__, kept)), 0
 
 
 class AsgLookup:
@@ -87,15 +106,13 @@ class AsgLookup:
         self._cache: dict[str, str | None] = {}
         # instance id -> clock() of the answer cached, until a call rechecks: then each answer's cohort's ``at``
         self._asked: dict[str, float] = {}
-        self._fraction: dict[str, float] = {}  # instance id -> spread_fraction (a CRC-32 once per instance)
-        # for the recheck period ``_span`` (set by the first call that rechecks): each cached instance's recheck age
-        # (``_span * fraction``), the cohorts of answers not all due yet, and the instances found due and not asked
-        # since with their answer's instant (``_ripe``, until asked again or forgotten): each cached instance is in
-        # one of the two, an entry of a cohort not found due yet or ``_ripe``
+        # for the recheck period ``_span`` (set by the first call that rechecks): the cohorts of answers not all due
+        # yet, and the instances found due and not asked since with their answer's instant and due instant
+        # (``_ripe``, until asked again or forgotten): each cached instance is in one of the two, an entry of a
+        # cohort not found due yet or ``_ripe``
         self._span: float | None = None
-        self._age: dict[str, float] = {}
         self._cohorts: list[_Cohort] = []
-        self._ripe: dict[str, float] = {}
+        self._ripe: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
 
     def resolve(
@@ -104,7 +121,7 @@ class AsgLookup:
         """ASG names of ``instance_ids`` (None for an instance in no group).
 
         Asks DescribeAutoScalingInstances (in batches of 50) for the instances not cached, for all with
-        ``refresh``, and with ``recheck_seconds`` also for those whose answer is older than their ``spread`` of it.
+        ``refresh``, and with ``recheck_seconds`` also for those whose answer came due (see the module docstring).
 
         Raises:
             AwsUnavailableError, AwsRequestError: the API failed (the caller retries on its next pass).
@@ -123,14 +140,17 @@ class AsgLookup:
         found: dict[str, str | None] = dict.fromkeys(missing)
         found.update(self.autoscaling.group_names(missing))
         with self._lock:
-            self._cache.update(found)
+            cache = self._cache
+            known = list(filter(cache.__contains__, missing))  # asked again: at their phase
+            first = [] if len(known) == len(missing) else list(filterfalse(cache.__contains__, missing))
+            cache.update(found)
             if self._span is None:
                 self._asked.update(dict.fromkeys(missing, now))
-            elif missing:
-                if refresh:  # asked again, due or not: an entry not found due yet no longer their latest answer
-                    self._forget_entries(missing)
-                self._enroll(missing, now, cached=True)
-            cache = self._cache
+            else:
+                if first:
+                    self._enroll(first, now)
+                if known:
+                    self._enroll_again(known, now)
             try:
                 # all cached now (``retain`` from another thread aside)
                 return dict(zip(wanted, map(cache.__getitem__, wanted), strict=True))
@@ -138,9 +158,9 @@ class AsgLookup:
                 return {i: cache.get(i) for i in wanted}
 
     def due(self, recheck_seconds: float) -> list[str]:
-        """The cached instances whose answer is due again after ``recheck_seconds`` (at their ``spread`` of it):
-        what a resolve of all of them with that recheck would ask (the membership's confirmation, which lists no
-        node). Sorted."""
+        """The cached instances whose answer came due (see the module docstring) with a period of
+        ``recheck_seconds``: what a resolve of all of them with that recheck would ask (the membership's
+        confirmation, which lists no node). Sorted."""
         with self._lock:
             self._due((), self.clock(), recheck_seconds)  # brings the answers due into ``_ripe``
             return sorted(self._ripe)  # all cached: ``retain`` forgets an instance from both
@@ -177,7 +197,7 @@ class AsgLookup:
             else:
                 if runs is not None:
                     self._ripe_runs(runs)  # as ``_due`` puts them
-                self._enroll(missing, now, cached=True)  # the period is set: ``_due`` found them
+                self._enroll_again(missing, now)  # the period is set: ``_due`` found them
         return found  # what the cache now holds for them
 
     def cached(self) -> int:
@@ -185,39 +205,40 @@ class AsgLookup:
         return len(self._cache)
 
     def retain(self, instance_ids: Iterable[str]) -> None:
-        """Forget every cached instance not in ``instance_ids`` (after a full list: those have no node)."""
+        """Forget every cached instance not in ``instance_ids`` (after a full list: those have no node; one listed
+        again is asked as a new one, its answer a first one)."""
         keep = instance_ids if isinstance(instance_ids, (set, frozenset)) else set(instance_ids)
         with self._lock:
             gone = self._cache.keys() - keep
             for instance_id in gone:
                 del self._cache[instance_id]
                 self._asked.pop(instance_id, None)
-                self._fraction.pop(instance_id, None)
-                self._age.pop(instance_id, None)
                 self._ripe.pop(instance_id, None)
             self._forget_entries(gone)
 
-    def _forget_entries(self, instance_ids: Iterable[str]) -> None:
+    def _forget_entries(self, instance_ids: Iterable[str]) -> dict[str, float]:
         """The instances' cohort entries dropped (``_Cohort._drop``; forgotten, or asked before they came due): a
         look at each entry not found due yet, in C but for the cohorts that hold one of them (a node gone: a few a
-        list)."""
+        list). Returns each dropped entry's due instant."""
         gone = instance_ids if isinstance(instance_ids, (set, frozenset)) else set(instance_ids)
+        dropped: dict[str, float] = {}
         if not gone:
-            return
+            return dropped
         spent = False
         for cohort in self._cohorts:
             if not gone.isdisjoint(islice(cohort.ids, cohort.taken, None)):
-                cohort._drop(gone)
+                cohort._drop(gone, dropped)
                 spent |= not cohort.ids
         if spent:
             self._cohorts = [cohort for cohort in self._cohorts if cohort.taken < len(cohort.ids)]
+        return dropped
 
     def _ripe_runs(self, runs: list[Run]) -> None:
         """The instances of ``runs`` (found due by ``_due``, not asked) put in ``_ripe`` as ``_due`` puts them, but
         those ``retain`` forgot meanwhile."""
         cache, ripe = self._cache, self._ripe
-        for _, ids, at in runs:
-            ripe.update((i, at) for i in ids if i in cache)
+        for dues, ids, at in runs:
+            ripe.update((i, (at, due)) for i, due in zip(ids, dues, strict=True) if i in cache)
 
     def _due(
         self,
@@ -226,20 +247,20 @@ class AsgLookup:
         recheck_seconds: float,
         runs: list[Run] | None = None,
     ) -> list[str]:
-        """The instances of ``wanted`` whose cached answer is due again: ``now - asked >= recheck_seconds *
-        fraction``, judged per cohort (all asked at one instant) by a bisection of its sorted ages, each answer
-        once (then kept in ``_ripe``: on a monotonic ``clock`` an answer due stays due until asked again). The same
-        instances, float for float, as judging every cached instance. ``runs`` (if given) gets the instances found
-        due by this call instead of ``_ripe``, a cohort's at a time, with their ages: each run in ascending age."""
-        if self._span != recheck_seconds:  # another period (the first call): every answer's cohort again
+        """The instances of ``wanted`` whose cached answer came due: ``now >= due``, judged per cohort (all asked at
+        one instant) by a bisection of its sorted due instants, each answer once (then kept in ``_ripe``: on a
+        monotonic ``clock`` an answer due stays due until asked again). The same instances, float for float, as
+        judging every cached instance. ``runs`` (if given) gets the instances found due by this call instead of
+        ``_ripe``, a cohort's at a time, with their due instants: each run ascending."""
+        if self._span != recheck_seconds:  # another period (the first call): every answer spread again from its instant
             if self._span is None:
                 asked = self._asked
             else:  # each cached instance's latest answer: an entry not found due yet, or found due (``_ripe``)
-                asked = dict(self._ripe)
+                asked = {instance_id: at for instance_id, (at, _) in self._ripe.items()}
                 for cohort in self._cohorts:
                     asked.update(zip(islice(cohort.ids, cohort.taken, None), repeat(cohort.at)))
             self._span, self._asked = recheck_seconds, {}
-            self._age, self._cohorts, self._ripe = {}, [], {}
+            self._cohorts, self._ripe = [], {}
             by_time: dict[float, list[str]] = {}
             for instance_id, at in asked.items():
                 by_time.setdefault(at, []).append(instance_id)
@@ -248,65 +269,74 @@ class AsgLookup:
         ripe = self._ripe
         spent = False
         for cohort in self._cohorts:
-            ages, taken = cohort.ages, cohort.taken
-            end = bisect_right(ages, now - cohort.at, taken)  # the same float test as ``now - asked >= age``
+            dues, taken = cohort.dues, cohort.taken
+            end = bisect_right(dues, now, taken)  # the same float test as ``now >= due``
             if end == taken:
                 continue
             came = cohort.ids[taken:end]  # each one's latest answer is this cohort's (``_drop``)
             if runs is None:
-                ripe.update(dict.fromkeys(came, cohort.at))
+                ripe.update(zip(came, zip(repeat(cohort.at), dues[taken:end]), strict=True))
             else:
-                runs.append((ages[taken:end], came, cohort.at))
+                runs.append((dues[taken:end], came, cohort.at))
             cohort.taken = end
-            spent |= end == len(ages)
+            spent |= end == len(dues)
         if spent:
-            self._cohorts = [cohort for cohort in self._cohorts if cohort.taken < len(cohort.ages)]
+            self._cohorts = [cohort for cohort in self._cohorts if cohort.taken < len(cohort.dues)]
         if not ripe:
             return []
         return list(ripe.keys() & wanted)
 
     def _enroll_runs(self, runs: list[Run], asked_at: float) -> None:
-        """``_enroll`` of the instances ``runs`` holds (each run: ages ascending, ids, its cohort's instant; none in
-        ``_ripe``, every one cached), answered at ``asked_at``: their ages merged as their cohorts kept them, not
-        looked up and sorted again. Runs that do not overlap (those of confirmations a resync apart: each cohort's
-        run is the ages between the last two looks, shifted by its answers' instant) are put end to end by their least
-        age, not merged."""
+        """``_enroll_again`` of the instances ``runs`` holds (each run: due instants ascending, all of them at or
+        before ``asked_at``, ids, its cohort's instant; none in ``_ripe``, every one cached): each due a period later
+        (unless that too is past: ``next_due``), their order kept, not looked up and sorted again. Runs that do not
+        overlap (those of confirmations a resync apart) are put end to end, not merged."""
+        span = self._span or 0.0  # set: ``_due`` found them
         if len(runs) == 1:
-            ages, ids, _ = runs[0]
-        elif all(map(lt, map(_greatest_age, ordered := sorted(runs, key=_least_age)), map(_least_age, ordered[1:]))):
-            ages = list(chain.from_iterable(map(itemgetter(0), ordered)))  # end to end: each run's ages above the last
-            ids = list(chain.from_iterable(map(itemgetter(1), ordered)))
+            dues, ids, _ = runs[0]
         else:
-            every_age = list(chain.from_iterable(run[0] for run in runs))
-            every_id = list(chain.from_iterable(run[1] for run in runs))
-            order = sorted(range(len(every_id)), key=every_age.__getitem__)  # a merge of the runs (timsort)
-            ages, ids = list(map(every_age.__getitem__, order)), list(map(every_id.__getitem__, order))
-        self._cohorts.append(_Cohort(asked_at, ages, ids))
+            runs = sorted(runs, key=lambda run: run[0][0])
+            dues = list(chain.from_iterable(map(_DUES, runs)))
+            ids = list(chain.from_iterable(map(_IDS, runs)))
+            if not all(map(le, dues, islice(dues, 1, None))):  # overlapping runs: merged (timsort)
+                order = sorted(range(len(ids)), key=dues.__getitem__)
+                dues, ids = list(map(dues.__getitem__, order)), list(map(ids.__getitem__, order))
+        later = list(map(add, dues, repeat(span)))  # ``next_due`` of each, in order, when the least is after the answer
+        if not later or later[0] <= asked_at:  # asked a period or more late (or no period): each its own
+            self._enroll_dues(
+                dict(zip(ids, map(next_due, dues, repeat(asked_at), repeat(span)), strict=True)), asked_at
+            )
+            return
+        self._cohorts.append(_Cohort(asked_at, later, ids))
 
-    def _enroll(self, instance_ids: list[str], asked_at: float, cached: bool = False) -> None:
-        """A cohort of the cached ``instance_ids``, answered at ``asked_at``: their latest answer, not due.
-        ``cached``: every one of them is (their answers were just put in the cache, under the same lock)."""
-        cache, ages, span = self._cache, self._age, self._span or 0.0  # set before any cohort
-        ids = (
-            instance_ids
-            if cached or all(map(cache.__contains__, instance_ids))
-            else [i for i in instance_ids if i in cache]
-        )
-        if not all(map(ages.__contains__, ids)):
-            fractions = self._fraction
-            for instance_id in ids:
-                if instance_id not in ages:
-                    fraction = fractions.get(instance_id)
-                    if fraction is None:
-                        fraction = fractions[instance_id] = spread_fraction(instance_id)
-                    ages[instance_id] = span * fraction  # the very product ``now - asked >= age`` compares to
-        ids = sorted(ids, key=ages.__getitem__)  # float keys: compared in C without tuples
-        self._cohorts.append(_Cohort(asked_at, list(map(ages.__getitem__, ids)), ids))
-        ripe = self._ripe
-        if ripe:
-            asked = ripe.keys() & ids
-            if len(asked) == len(ripe):  # every instance found due asked again (a confirmation's recheck)
-                ripe.clear()
-            else:
-                for instance_id in asked:
-                    del ripe[instance_id]
+    def _enroll(self, instance_ids: list[str], asked_at: float) -> None:
+        """A cohort of the cached ``instance_ids`` answered at ``asked_at``, their answers first ones: each due at
+        its ``spread`` of the period after it (none of them in ``_ripe``)."""
+        cache, span = self._cache, self._span or 0.0  # set before any cohort
+        ids = instance_ids if all(map(cache.__contains__, instance_ids)) else [i for i in instance_ids if i in cache]
+        self._enroll_dues({i: asked_at + span * spread_fraction(i) for i in ids}, asked_at)
+
+    def _enroll_again(self, instance_ids: list[str], asked_at: float) -> None:
+        """A cohort of the cached ``instance_ids`` asked again at ``asked_at``: each due at the first instant of its
+        phase after it (``next_due`` of its last due instant: from ``_ripe``, or from its cohort entry, dropped)."""
+        ripe, span = self._ripe, self._span or 0.0
+        came = instance_ids if all(map(ripe.__contains__, instance_ids)) else [i for i in instance_ids if i in ripe]
+        dues: dict[str, float] = {}
+        if came:  # found due: a period on each, in C, unless one was asked a period or more late
+            last = list(map(_DUE, map(ripe.pop, came)))
+            later = list(map(add, last, repeat(span)))
+            if min(later) <= asked_at:
+                later = list(map(next_due, last, repeat(asked_at), repeat(span)))
+            dues = dict(zip(came, later, strict=True))
+        if len(came) < len(instance_ids):  # asked before they came due (``refresh``): their entries' due instants
+            pending = [i for i in instance_ids if i not in dues]
+            last_of = self._forget_entries(pending)
+            dues.update(zip(last_of, map(next_due, last_of.values(), repeat(asked_at), repeat(span)), strict=True))
+            # no due instant found (another thread's call between): spread anew
+            dues.update({i: asked_at + span * spread_fraction(i) for i in pending if i not in last_of})
+        self._enroll_dues(dues, asked_at)
+
+    def _enroll_dues(self, dues: dict[str, float], asked_at: float) -> None:
+        """A cohort answered at ``asked_at`` of the instances ``dues`` holds, each due at its instant."""
+        ids = sorted(dues, key=dues.__getitem__)  # float keys: compared in C without tuples
+        self._cohorts.append(_Cohort(asked_at, list(map(dues.__getitem__, ids)), ids))

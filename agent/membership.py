@@ -36,7 +36,8 @@ Pure part (``agent.membership_records``): ``node_identity``, ``node_roles``, ``n
 I/O part: ``MembershipReporter`` (a watch on Nodes,
 a confirmation every resync, and a list every relist that writes the items that changed or are due, deletes items
 of instances that have no node, and writes the mark), with ``agent.asglookup.AsgLookup`` for each instance's group
-(DescribeAutoScalingInstances, cached; a known group asked again every 5-10 resyncs, ``ASG_RECHECK_RESYNCS``).
+(DescribeAutoScalingInstances, cached; a known group asked again every ``ASG_RECHECK_RESYNCS`` resyncs, the first
+time after 5-10, spread per instance).
 
 Node → instance comes from ``spec.providerID`` (``aws:///<az>/<instance-id>``), never from the node's name, so
 nodes named by private DNS (``ip-10-0-1-17.ec2.internal``) or by instance id (``i-0abc...``) both work. Nodes
@@ -81,7 +82,9 @@ from core.settings import AgentSettings
 
 log = logging.getLogger(__name__)
 
-ASG_RECHECK_RESYNCS = 10  # each instance's group is asked again every 5-10 resyncs (spread), not every resync
+# each instance's group is asked again every 10 resyncs, not every resync; the first time after 5-10 (its spread), so
+# the instances of a first list are not asked again at once (``agent.asglookup``)
+ASG_RECHECK_RESYNCS = 10
 _GROUP = itemgetter(2)  # of a basis (``MembershipReporter._basis``)
 _NO_BASIS = (None, None, object(), None)  # an instance without one: its group differs from every answer
 
