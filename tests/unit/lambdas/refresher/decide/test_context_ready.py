@@ -108,19 +108,7 @@ def test_the_worlds_of_the_memos_map_again_share_the_ready_ids_found(monkeypatch
     monkeypatch.setattr(advance, "read_groups", lambda *args, **kwargs: {})
     monkeypatch.setattr(advance, "looked_at_commands", lambda run, states=None: [])
     monkeypatch.setattr(advance, "may_start_a_group", lambda run, states=None: False)
-    memo = NodeRecordMemo()
-    items = [
-        {"sk": f"NODE#{i}", "instance_id": i, "node_name": i, "ready": k % 2 == 0, "reported_at": T0.isoformat()}
-        for k, i in enumerate(IDS)
-    ]
-    records, _ = memo.records(items, T0, version="t:1", now=T0)
-    deps = SimpleNamespace(
-        clock=lambda: T0,
-        aws=SimpleNamespace(autoscaling=None, ec2=None),
-        settings=SETTINGS,
-        memo=memo,
-        gather_memo=GatherMemo(),
-    )
+    deps, records = _environment(0)
     run, _ = scenario(3)
     facts = group([(i, "InService") for i in IDS])
     first, again = advance.gather(run, deps, records), advance.gather(run, deps, records)
@@ -141,30 +129,28 @@ def test_two_environments_keep_their_own_ready_ids(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(advance, "may_start_a_group", lambda run, states=None: False)
     run, _ = scenario(3)
     facts = group([(i, "InService") for i in IDS])
-    envs = []
-    for parity in (0, 1):
-        memo = NodeRecordMemo()
-        items = [
-            {
-                "sk": f"NODE#{i}",
-                "instance_id": i,
-                "node_name": i,
-                "ready": k % 2 == parity,
-                "reported_at": T0.isoformat(),
-            }
-            for k, i in enumerate(IDS)
-        ]
-        records, _ = memo.records(items, T0, version="t:1", now=T0)
-        deps = SimpleNamespace(
-            clock=lambda: T0,
-            aws=SimpleNamespace(autoscaling=None, ec2=None),
-            settings=SETTINGS,
-            memo=memo,
-            gather_memo=GatherMemo(),
-        )
-        envs.append((deps, records))
+    envs = [_environment(parity) for parity in (0, 1)]
     found = [Context(run, advance.gather(run, deps, records), SETTINGS, T0).ready_live(facts) for deps, records in envs]
     assert found == [IDS[::2], IDS[1::2]]
     for _ in range(2):  # in turn: each from its own environment's last world
         for (deps, records), ready in zip(envs, found, strict=True):
             assert Context(run, advance.gather(run, deps, records), SETTINGS, T0).ready_live(facts) is ready
+
+
+def _environment(parity: int) -> tuple[SimpleNamespace, list[NodeRecord]]:
+    """An execution environment's deps (its own membership and gather memos) and the records its memo read: the
+    instances of ``IDS`` at even (``parity`` 0) or odd places Ready."""
+    memo = NodeRecordMemo()
+    items = [
+        {"sk": f"NODE#{i}", "instance_id": i, "node_name": i, "ready": k % 2 == parity, "reported_at": T0.isoformat()}
+        for k, i in enumerate(IDS)
+    ]
+    records, _ = memo.records(items, T0, version="t:1", now=T0)
+    deps = SimpleNamespace(
+        clock=lambda: T0,
+        aws=SimpleNamespace(autoscaling=None, ec2=None),
+        settings=SETTINGS,
+        memo=memo,
+        gather_memo=GatherMemo(),
+    )
+    return deps, records  # the memo's own list: gathered again, it is keyed once (``NodeRecordMemo.by_instance``)
