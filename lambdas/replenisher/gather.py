@@ -31,13 +31,13 @@ from core.settings import ReplenisherSettings
 from lambdas.common.telemetry import Telemetry
 from lambdas.replenisher.decide.cleanup import run_group_names, run_instances
 from lambdas.replenisher.group_info import Seen, group_info
+from lambdas.replenisher.listing import GroupInstances, group_instances
 from lambdas.replenisher.own_commands import needed_by_groups, needed_by_ledgers, read_own_commands
 from lambdas.replenisher.unregistered import UnregisteredMemo, unregistered
-from lambdas.replenisher.world import IN_SERVICE, Detached, Group, Instance, World, run_active
+from lambdas.replenisher.world import Detached, Group, World, run_active
 
 log = logging.getLogger(__name__)
 
-InstanceKey = tuple[str, str, str, str]  # an ``Instance``'s id, zone, lifecycle state and health, as read
 # a ``RUN#`` item as read, its ``Run``, the instances it names, its ``busy_groups`` and ``surge``, the groups it names
 # (``GatherMemo.runs``)
 RunRead = tuple[Mapping[str, Any], Run, frozenset[str], frozenset[str], dict[str, int], frozenset[str]]
@@ -50,24 +50,6 @@ DETACH_OVER = frozenset({DetachState.TERMINATED.value, DetachState.GONE.value})
 # (a weekly run's item is about 130 KB), which every tick sent and the Lambda parsed. Any other value is judged by
 # the loop as before (an unknown run status counts as active, ``world.run_active``).
 LEFT_OUT = ~Attr("state").is_in(sorted(DETACH_OVER)) & ~(Attr("run_id").exists() & Attr("status").is_in(RUN_OVER))
-
-
-@dataclass(frozen=True)
-class GroupInstances:
-    """One group's ``Instances`` as DescribeAutoScalingGroups answered them (the list itself, never a copy, never
-    changed) and what ``gather`` made of them: the ``Instance`` objects, their keys and the ids of those InService.
-
-    Kept only when every field an ``Instance`` is made of is a string (or a health status absent), so that an equal
-    list (``==``) holds the same text (``True == 1``; ``str(True) != str(1)``). It relies on the port answering a new
-    list each call and new entries for what changed, never an entry changed in place (boto3 parses every answer
-    anew; the simulation's Auto Scaling shares an entry only within one revision of its group); the same list object
-    answered again is read anew.
-    """
-
-    listed: list[dict[str, Any]] | None  # None: not all text, not kept
-    instances: tuple[Instance, ...]
-    keys: tuple[InstanceKey, ...]
-    in_service: tuple[str, ...]
 
 
 @dataclass
@@ -321,37 +303,6 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None, tick: bool = Fal
         lock=lock,
         detached=detached,
     )
-
-
-def group_instances(listed: Any, known: Mapping[InstanceKey, Instance]) -> GroupInstances:
-    """What ``gather`` makes of a group's ``Instances`` entries (an ``Instance`` of the four fields each, the one in
-    ``known`` when it has those), with ``listed`` kept only when every such field is a string (else None: never
-    answered again by equality, ``GroupInstances``)."""
-    instances, keys, in_service = [], [], []
-    text = type(listed) is list
-    for inst in listed:
-        fields = (inst["InstanceId"], inst.get("AvailabilityZone", ""), inst.get("LifecycleState", ""))
-        health = inst.get("HealthStatus", "Healthy")
-        # four type checks in line (a generator here was two fifths of this loop); text: the fields themselves
-        if (
-            text
-            and type(fields[0]) is str
-            and type(fields[1]) is str
-            and type(fields[2]) is str
-            and type(health) is str
-        ):
-            key = (*fields, health)
-        else:
-            text = False
-            key = (str(fields[0]), str(fields[1]), str(fields[2]), str(health))
-        instance = known.get(key)
-        if instance is None:
-            instance = Instance(*key)
-        instances.append(instance)
-        keys.append(key)
-        if instance.lifecycle_state == IN_SERVICE:
-            in_service.append(instance.instance_id)
-    return GroupInstances(listed if text else None, tuple(instances), tuple(keys), tuple(in_service))
 
 
 def compensation_active(store: Store) -> bool:

@@ -17,8 +17,9 @@ from core.model import NodeRecord, utcnow
 from core.runids import new_run_id
 from core.runs import Run, RunOptions, RunStatus, RunStep, StepState
 from lambdas.replenisher.decide.cleanup import run_group_names
-from lambdas.replenisher.gather import GatherMemo, gather, group_instances
+from lambdas.replenisher.gather import GatherMemo, gather
 from lambdas.replenisher.handler import Deps
+from lambdas.replenisher.listing import group_instances
 from localworld.cluster import cluster_instances
 from tests.unit.lambdas.replenisher.conftest import CLUSTER
 
