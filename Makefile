@@ -9,6 +9,8 @@ PY := $(VENV)/bin/python
 # The packages mypy --strict checks (the deployed and in-cluster code, the simulation, the operator CLI, the
 # benchmarks and scenarios); those not present yet are skipped.
 TYPED := $(wildcard core adapters lambdas agent sim cli charts bench scenarios)
+# What pylint holds to 400 lines a module (pyproject.toml): every package of Python sources, and app.py.
+SIZED := $(TYPED) $(wildcard infra localworld tests) app.py
 .PHONY: demo test bootstrap bootstrap-venv synth bench lint bench-smoke check image
 
 bootstrap:
@@ -33,7 +35,7 @@ bench: bootstrap
 # fails if any did.
 lint: bootstrap-venv
 	@rc=0; \
-	for step in "ruff check ." "ruff format --check ." "mypy --strict $(TYPED)" "lint-imports"; do \
+	for step in "ruff check ." "ruff format --check ." "mypy --strict $(TYPED)" "lint-imports" "pylint --score=n $(SIZED)"; do \
 	  echo "== $$step" >&2; $(VENV)/bin/$$step || rc=1; \
 	done; exit $$rc
 
