@@ -15,8 +15,9 @@ each seed's run is the same as alone (one seed, one run) and the summaries are p
 machine ``--jobs 2`` runs a soak in about half the wall time.
 
 ``--profile NAME`` draws the schedule with mutant NAME's fault profile (``sim.mutants.MUTANTS``; ``default``: the
-default profile); ``--mutant NAME`` also puts that mutant's bug back (and its agent settings), as ``python -m
-sim.mutants`` does, so a seed the hunt reports can be replayed and traced.
+default profile; ``storm``: every fault four times as often, ``sim.schedules.STORM``); ``--mutant NAME`` also puts
+that mutant's bug back (and its agent settings), as ``python -m sim.mutants`` does, so a seed the hunt reports can be
+replayed and traced.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from functools import partial
 
 from sim.mutants import MUTANTS, applied
 from sim.run import run_seed, shrink_seed
-from sim.schedules import Profile
+from sim.schedules import PROFILES, Profile
 
 
 def _options(args: argparse.Namespace) -> str:
@@ -58,14 +59,16 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--nodes", type=int, default=30)
         p.add_argument("--days", type=float, default=1.0)
         p.add_argument("--masters", type=int, choices=(1, 3), default=3)
-        p.add_argument("--profile", choices=["default", *MUTANTS], default=None, help="the fault profile")
+        p.add_argument("--profile", choices=["default", *PROFILES, *MUTANTS], default=None, help="the fault profile")
         p.add_argument("--mutant", choices=list(MUTANTS), default=None, help="put this mutant's bug back")
     run.add_argument("--no-shrink", action="store_true", help="do not shrink a failing schedule")
     run.add_argument("--shrink-runs", type=int, default=60, help="at most this many runs to shrink one schedule")
     run.add_argument("--jobs", type=int, default=1, help="seeds run at a time, each in its own process")
     args = parser.parse_args(argv)
     named = args.profile or args.mutant
-    profile: Profile | None = MUTANTS[named].profile if named and named != "default" else None
+    profile: Profile | None = (
+        PROFILES[named] if named in PROFILES else MUTANTS[named].profile if named and named != "default" else None
+    )
 
     with applied(args.mutant) if args.mutant else nullcontext():
         if args.command == "replay":

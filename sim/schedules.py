@@ -144,6 +144,27 @@ CALM = Profile(
     pdb_blocks_per_day=0.0,
 )
 
+# every fault four times as often as ``Profile()`` (the Spot band's top doubled: 20 % a month), twice the outages: the
+# combinations a default week rarely draws (an outage during a refresh during a kOps reset during refused writes) drawn
+# often, for a soak (``python -m sim run --profile storm``; docs/SIMULATION.md "Soak")
+STORM = Profile(
+    spot_monthly=0.20,
+    burst_per_day=1.2,
+    rebalance_per_day=4.0,
+    outages=4,
+    api_bursts_per_day=8.0,
+    crashes_per_day=4.0,
+    concurrent_per_day=4.0,
+    late_per_day=8.0,
+    bad_per_day=8.0,
+    agent_restarts_per_day=4.0,
+    kops_resets_per_day=0.8,
+    operators_per_day=4.0,
+    pdb_blocks_per_day=2.0,
+)
+# the profiles ``python -m sim --profile`` names besides the mutants' (``sim.mutants.MUTANTS``)
+PROFILES = {"storm": STORM}
+
 
 @dataclass
 class _Draw:

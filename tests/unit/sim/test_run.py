@@ -11,7 +11,7 @@ import pytest
 import sim.run
 from agent.cordons.releaser import CordonReleaser
 from sim.run import FULL_COLLECTION_THRESHOLD, full_collections_rarer, run_seed
-from sim.schedules import CALM, Fault
+from sim.schedules import CALM, STORM, Fault
 from sim.world import World
 
 
@@ -117,6 +117,14 @@ def test_bad_input_acting_is_caught() -> None:
 def test_small_seeds_hold(seed: int) -> None:
     result = run_seed(seed, nodes=9, days=0.5)
     assert result.schedule, "the seed's schedule has faults"
+    assert result.violation is None, result.summary()
+
+
+@pytest.mark.parametrize("seed", [13, 14])
+def test_small_storm_seeds_hold(seed: int) -> None:
+    """Every fault four times as often (``sim.schedules.STORM``): the combinations a default day rarely draws."""
+    result = run_seed(seed, nodes=9, days=1, profile=STORM)
+    assert len(result.schedule) > 20, result.summary()
     assert result.violation is None, result.summary()
 
 

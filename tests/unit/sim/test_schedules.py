@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 
-from sim.schedules import CALM, DAY, KINDS, Profile, generate
+from sim.schedules import CALM, DAY, KINDS, STORM, Profile, generate
 
 
 def test_same_seed_same_schedule() -> None:
@@ -30,3 +31,13 @@ def test_spot_rate_follows_the_band() -> None:
 
 def test_calm_profile_has_nothing() -> None:
     assert generate(random.Random(3), 300, 7, CALM) == ()
+
+
+def test_storm_draws_every_kind_of_fault_often() -> None:
+    """The storm profile's week holds every kind but the manual ones several times over: more faults at once."""
+    storm = generate(random.Random(3), 100, 7, STORM)
+    default = generate(random.Random(3), 100, 7, Profile())
+    count = Counter(f.kind for f in storm)
+    assert count["outage"] == STORM.outages == 2 * Profile().outages
+    assert set(KINDS) <= set(count), set(KINDS) - set(count)
+    assert len(storm) > 3 * len(default)
