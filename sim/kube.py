@@ -199,6 +199,7 @@ class SimKube(Workloads):
         ignores_budgets = info.terminating or phase in ("Pending", "Succeeded", "Failed") or not info.node
         if not ignores_budgets:
             if len(info.budgets) > 1:
+                info.refused_by_budget = True
                 return classify_eviction_error(500, MULTIPLE_PDBS)
             if info.budgets:
                 ns, budget_name = info.budgets[0].split("/", 1)
@@ -207,6 +208,7 @@ class SimKube(Workloads):
                     self.budgets[info.budgets[0]].always_allow_unhealthy or healthy >= desired > 0
                 )
                 if allowed <= 0 and not unhealthy_passes:
+                    info.refused_by_budget = True
                     self.counters.evictions_refused += 1
                     return classify_eviction_error(429, pdb_refusal(budget_name, desired, healthy))
         if uid is not None and info.obj["metadata"]["uid"] != uid:  # the delete's precondition, after the budget
@@ -232,10 +234,11 @@ class SimKube(Workloads):
         return True
 
     def _stopped(self, info: PodInfo, verb: str) -> None:
-        """Tell the ``stops`` observers that an eviction or a DELETE of a pod on a node was accepted."""
+        """Tell the ``stops`` observers that an eviction or a DELETE of a pod on a node was accepted (the pod as it
+        was before: not yet terminating)."""
         if info.node:
             for observer in self.stops:
-                observer(info.node, verb)
+                observer(info.node, verb, info)
 
     # -------------------------------------------------------------------------------------------- queries
 

@@ -101,7 +101,7 @@ class Cluster:
         self.pod_log: deque[tuple[int, str, PodEvent]] = deque(maxlen=event_log)
         self.node_log: deque[tuple[int, NodeEvent]] = deque(maxlen=event_log)
         self.listeners: list[Callable[[str, PodEvent], None]] = []
-        self.stops: list[Callable[[str, str], None]] = []  # (node, "evict"/"delete"): an accepted request (sim.watch)
+        self.stops: list[Callable[[str, str, PodInfo], None]] = []  # (node, "evict"/"delete", pod): sim.watch
         self._rv = 1
         self.node_version = 0  # bumped at every change of a node or of the set of nodes (``sim.view`` caches on it)
         self._uid = 0

@@ -62,6 +62,7 @@ class PodInfo:
     gone_at: float | None = None  # when its graceful deletion ends
     view: PodView | None = None  # the object as the agent's views parse it, since its last change (bound pods)
     healthy: bool = False  # bound, Ready and not being deleted (what a budget counts)
+    refused_by_budget: bool = False  # an eviction of it refused by a PodDisruptionBudget (429, or 500 for two budgets)
 
     @property
     def key(self) -> str:

@@ -25,6 +25,14 @@ ending by their deadlines.
   Kubernetes API accepts (``SimKube.stops``) is on the node of a drain the agent started (``running`` in its
   ``CMD#`` item) and no later than that drain's deadline (``_Drain.stop_by``, the command's deadline: a tightened one
   reaches the running drain only at its next heartbeat).
+- **A DELETE past a budget only as an ending instance's deadline nears** (``DRAIN_PDB_DEADLINE_POLICY=delete``,
+  ``core.settings.base.PdbDeadlinePolicy``; ``agent.drain.policy.seconds_until_pdb_delete``): a running workload pod
+  the API deletes (``stopped_by_delete``: not an eviction) is on the instance of a deadline-bound drain (a Spot
+  warning's or a termination lifecycle action's, ``agent.drain.policy.DEADLINE_BOUND_REASONS``, or one whose deadline
+  an interruption tightened), under the ``delete`` policy, after a PodDisruptionBudget refused its eviction
+  (``PodInfo.refused_by_budget``), and no earlier than its grace stopped fitting before the drain's earliest deadline
+  less ``DRAIN_GRACE_MARGIN_SECONDS`` (the deadline less the margin, its grace and a second). A refresh, rebalance or
+  replenish drain never deletes one: its instance need not go, so budgets are honoured to the end.
 
 - **Compensations end**: a ``COMP#`` ledger whose failed group has been whole for ``comp_bound`` still carrying a
   compensation is stuck (its give-back refused again and again, or never decided).
@@ -42,9 +50,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from agent.drain.policy import DEADLINE_BOUND_REASONS
 from core.runs import WaitDeadline
+from core.settings import PdbDeadlinePolicy
 from sim.invariants import ACTIVE_RUN, EARLY, view_epoch
 from sim.kernel import Step
+from sim.kube_model import DEFAULT_GRACE, PodInfo
 
 if TYPE_CHECKING:
     from sim.world import World
@@ -59,20 +70,25 @@ class _Drain(NamedTuple):
     since: float  # started_at
     cordon_until: float  # the earliest its deadline can be: tightened, capped MAX_COMMAND_SECONDS after the start
     stop_by: float  # the latest it may evict: the command's own deadline (tightening and the cap only move it earlier)
+    bound: bool  # its instance ends whatever the drain does (a Spot warning, a lifecycle action, a tightened deadline)
+    grace: int | None  # the command's override of each pod's terminationGracePeriodSeconds (None: the pod's own)
 
 
 def drain_of(item: dict[str, Any], max_command_seconds: float | None) -> _Drain | None:
     """The started drain a ``running`` ``CMD#`` drain item describes (None without a start or a deadline)."""
     command = item.get("command")
     deadline = command.get("deadline") if isinstance(command, dict) else None
-    if not item.get("started_at") or deadline is None:
+    if not isinstance(command, dict) or not item.get("started_at") or deadline is None:
         return None
     since = _seconds(item["started_at"])
     stop_by = _seconds(deadline)
     until = min(stop_by, _seconds(item["deadline_tightened_to"])) if item.get("deadline_tightened_to") else stop_by
     if max_command_seconds is not None:
         until = min(until, since + max_command_seconds)
-    return _Drain(str(item.get("instance_id")), since, until, stop_by)
+    bound = str(command.get("reason", "")).startswith(DEADLINE_BOUND_REASONS) or bool(item.get("deadline_tightened_to"))
+    options = command.get("options")
+    grace = options.get("grace_period_seconds") if isinstance(options, dict) else None
+    return _Drain(str(item.get("instance_id")), since, until, stop_by, bound, None if grace is None else int(grace))
 
 
 def _seconds(value: Any) -> float:
@@ -98,6 +114,9 @@ class Watch:
     stop_slack: float = 1.0  # an eviction sent at its drain's deadline, to the float
     _drains: dict[str, _Drain] = field(default_factory=dict)  # CMD# sk -> the drain, while it may still run
     _stop_by: dict[str, float] = field(default_factory=dict)  # instance -> the latest deadline of a drain started
+    # instance -> the earliest deadline of its deadline-bound drains, and their grace overrides (``_bound``)
+    _ending: dict[str, float] = field(default_factory=dict)
+    _overrides: dict[str, set[int | None]] = field(default_factory=dict)
 
     def on_write(
         self, table: str, key: tuple[str, str], old: dict[str, Any] | None, new: dict[str, Any] | None
@@ -109,6 +128,8 @@ class Watch:
                 if drain is not None:
                     self._drains[key[1]] = drain
                     self._stop_by[drain.instance] = max(drain.stop_by, self._stop_by.get(drain.instance, drain.stop_by))
+                    if drain.bound:
+                        self._bound(drain)
             else:
                 self._drains.pop(key[1], None)
             return
@@ -217,9 +238,16 @@ class Watch:
                 "started its drain",
             )
 
-    def stopped(self, node: str, verb: str) -> None:
-        """``SimKube.stops`` observer: a pod on ``node`` evicted or deleted now, by a drain still within its deadline
-        (see the module docstring)."""
+    def _bound(self, drain: _Drain) -> None:
+        """Remember a deadline-bound drain of ``drain.instance``: the earliest deadline any of them had, and each
+        one's grace override (the most any of them allows a DELETE's timing)."""
+        instance = drain.instance
+        self._ending[instance] = min(drain.cordon_until, self._ending.get(instance, drain.cordon_until))
+        self._overrides.setdefault(instance, set()).add(drain.grace)
+
+    def stopped(self, node: str, verb: str, pod: PodInfo) -> None:
+        """``SimKube.stops`` observer: a pod on ``node`` evicted or deleted now, by a drain still within its deadline,
+        and deleted past its budget only as the module docstring says."""
         t = self.world.kernel.t
         instance = self.world.kube.node_instance.get(node, "")
         stop_by = self._stop_by.get(instance)
@@ -230,6 +258,34 @@ class Watch:
                 f"a pod on node {node} ({instance or 'no instance'}) stopped by {verb} at t={t:.1f} s, "
                 + ("no drain of it started" if stop_by is None else f"{t - stop_by:.0f} s after its drain's deadline"),
             )
+        if verb == "delete" and pod.workload and not pod.terminating and pod.obj["status"].get("phase") == "Running":
+            why = self._not_past_budget(instance, pod, t)
+            if why is not None:
+                self.world.checker.t = t
+                self.world.checker.fail(
+                    "5 a pod is deleted past its budget only as its instance's deadline nears",
+                    f"pod {pod.key} on node {node} ({instance or 'no instance'}) deleted at t={t:.1f} s: {why}",
+                )
+
+    def _not_past_budget(self, instance: str, pod: PodInfo, t: float) -> str | None:
+        """Why the DELETE of running workload ``pod`` on ``instance`` at ``t`` is not one the policy allows; None
+        when it is (module docstring)."""
+        settings = getattr(self.world.agent, "settings", None)
+        policy = getattr(settings, "drain_pdb_deadline_policy", None)
+        if policy != PdbDeadlinePolicy.DELETE:
+            return f"DRAIN_PDB_DEADLINE_POLICY is {getattr(policy, 'value', policy)}"
+        deadline = self._ending.get(instance)
+        if deadline is None:
+            return "no deadline-bound drain of its instance started (such a drain honours budgets to its end)"
+        if not pod.refused_by_budget:
+            return "no PodDisruptionBudget ever refused its eviction"
+        grace = pod.obj["spec"].get("terminationGracePeriodSeconds")
+        own = DEFAULT_GRACE if grace is None else max(0, int(grace))
+        wanted = max(own if override is None else override for override in self._overrides.get(instance, {None}))
+        due = deadline - float(getattr(settings, "drain_grace_margin_seconds", 0.0)) - wanted - 1
+        if t < due - self.stop_slack:
+            return f"{due - t:.0f} s before its grace of {wanted} s stopped fitting before the drain's deadline"
+        return None
 
     def _compensation(self, item: dict[str, Any], now: float) -> tuple[str, str] | None:
         """A compensation whose failed group has been whole (``healthy_since``) for ``comp_bound`` seconds is given
