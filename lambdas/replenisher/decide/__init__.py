@@ -52,7 +52,9 @@ Rules, in order:
    Ready nodes (fresh ``NODE#`` records). ``healthy_since`` is recorded (a new failure clears it); once
    ``RECOVERY_HOLD_SECONDS`` have passed since, and its backoff has passed too, the give-back starts: each claimed
    instance gets a drain command ``giveback-<instance id>`` (deadline now + ``GIVEBACK_DRAIN_TIMEOUT_SECONDS``),
-   recorded in the ledger before it is sent.
+   recorded in the ledger before it is sent; while the command is not recorded (the invocations that were to record
+   it ended first), its deadline moves to now + the timeout at each decision, so a drain never recorded never
+   counts as one whose deadline passed.
 8. **Give back.** When an instance's command is terminal (succeeded, skipped, timed out; failed counts once its
    deadline passed), the ledger marks it ``terminating``, TerminateInstanceInAutoScalingGroup with
    ShouldDecrementDesiredCapacity=true follows, then ``terminated``. An instance that left the donor meanwhile is

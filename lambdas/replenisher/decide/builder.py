@@ -170,12 +170,14 @@ def drain_command(b: Builder, instance_id: str, command_id: str, deadline: datet
 
 
 def drain_done(b: Builder, command_id: str, deadline: datetime) -> bool:
-    """The drain allows the terminate: terminal and passed (succeeded, skipped, timed out), or its deadline is
-    over whatever its status (policy: a node is not held forever by a drain that cannot finish)."""
+    """The drain allows the terminate: recorded, and terminal and passed (succeeded, skipped, timed out), or its
+    deadline is over whatever its status (policy: a node is not held forever by a drain that cannot finish). A command
+    never recorded is no drain, whatever ``deadline`` says: its caller sends it (``send_if_needed``) with a deadline
+    from now."""
     item = b.world.commands.get(command_id)
-    if item is not None and item.get("status") in PASSED:
-        return True
-    return b.now > deadline
+    if item is None:
+        return False
+    return item.get("status") in PASSED or b.now > deadline
 
 
 def send_if_needed(b: Builder, command: Command) -> None:

@@ -105,6 +105,12 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
                     f"{b.now.isoformat()} {iid} left {gb.donor} before it was given back (interrupted "
                     "or terminated by someone else)"
                 )
+            elif gb.command_id not in b.world.commands:
+                # its drain never recorded (the invocations meant to record it ended first): no drain has run, so its
+                # time counts from the command this plan sends, never from the ledger's entry (storm seed 54175)
+                give_back[iid] = gb.model_copy(
+                    update={"deadline": b.now + timedelta(seconds=b.settings.giveback_drain_timeout_seconds)}
+                )
             elif drain_done(b, gb.command_id, gb.deadline):
                 give_back[iid] = gb.model_copy(update={"state": GiveBackState.TERMINATING, "updated_at": b.now})
     _left_while_terminating(b, group.name, give_back, donors, notes)

@@ -35,6 +35,15 @@ seed kept as a regression case"). Each names the bug and must hold on the fixed 
   terminated two masters and a worker with five pods on it, none drained (invariant 3, "no termination before
   drain"). Fixed in ``lambdas.replenisher.decide.cleanup``: no instance is judged by membership unless the mark is
   fresh (``World.membership_confirmed``).
+- Seed 54175 of the ``storm`` profile (30 nodes x 2 days; found by a 2026-12-06 storm soak on ``bf4ec0b``), shrunk to
+  four faults: an outage of ``us-east-1a``, a Spot burst and a followed rebalance there, then 30 minutes of
+  replenisher timeouts at each invocation's 11th port call. Two siblings compensated; once ``us-east-1a`` recovered,
+  the give-back recorded each compensating instance ``draining`` with a deadline, but every invocation ended before
+  it recorded the second one's drain command. When the ledger's deadline passed, ``drain_done`` counted the drain
+  that never existed as over and the replenisher terminated a node with four pods on it, none evicted (invariant 3).
+  Fixed in ``lambdas.replenisher.decide.give_back``: a drain never recorded is sent with a deadline from now
+  (``tests/unit/lambdas/replenisher/decide/test_give_back_unrecorded.py`` keeps the pure case), and
+  ``builder.drain_done`` never counts a command that was not recorded.
 """
 
 from __future__ import annotations
@@ -183,3 +192,16 @@ def test_a_stale_membership_mark_terminates_nothing_as_unregistered() -> None:
     result = run_seed(30013, 30, 2.0, trace=True)
     assert result.violation is None, result.summary()
     assert any("no fresh MEMBERSHIP mark" in line for line in result.trace)
+
+
+def test_a_give_back_drain_never_recorded_is_not_counted_over_at_its_deadline() -> None:
+    """Seed 54175's shrunk storm schedule: every invariant holds (it broke invariant 3 before the fix)."""
+    schedule = (
+        Fault(50256.0, "outage", 13122.0, (("az", "us-east-1a"),)),
+        Fault(58500.0, "spot_burst", 480.0, (("az", "us-east-1a"), ("count", 2))),
+        Fault(60840.0, "rebalance", 2304.0, (("az", "us-east-1a"), ("follow", 1))),
+        Fault(63288.0, "crash", 1782.0, (("call", 11), ("function", "replenisher"), ("how", "timeout"))),
+    )
+    result = run_seed(54175, 30, 2.0, schedule=schedule)
+    assert result.outcomes.get("replenisher:timeout", 0) > 0, result.summary()
+    assert result.violation is None, result.summary()
