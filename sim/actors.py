@@ -1,5 +1,6 @@
 """A schedule entry (``sim.schedules.Fault``) applied to the world: EC2 reclaiming Spot instances, outages, API
-faults, Lambda crashes, late and bad events, agent restarts, kOps resets and operators (issue 12).
+faults, Lambda crashes, late and bad events, forged command messages, agent restarts, kOps resets and operators
+(issue 12).
 
 Shapes of the operators' inputs are the product's: the refresher's manual requests (``lambdas.events.request``),
 ``kubectl cordon`` (a merge patch of ``spec.unschedulable``, without the product's annotation). Bad events are the
@@ -9,11 +10,17 @@ holds.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import json
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from agent.drain.policy import is_control_plane
 from agent.kube.views import CORDON_ANNOTATION
+from core.exceptions import AwsRequestError, AwsUnavailableError
 from sim.faults import FaultWindow
+from sim.invariants import view_epoch
 from sim.schedules import Fault
 
 if TYPE_CHECKING:
@@ -102,6 +109,52 @@ def _bad(world: World, f: Fault) -> None:
         event["region"] = "eu-west-1"
     world.mark_bad(str(event["id"]), variant)
     world.bus.put(event)
+
+
+FORGER_HOLDS_SECONDS = 20.0  # how long a forger's receive hides the message it redirects (its visibility timeout)
+
+
+def _forged(world: World, f: Fault) -> None:
+    """A message on the agent's command queue that no Lambda sent for it (``variant``): not JSON (``garbage``);
+    another cluster's (``foreign``); a drain of a worker with no ``CMD#`` item (``no_record``); a copy of the next
+    command a Lambda sends, as it is (``replay``: a forger reading the queue, or SQS's at-least-once delivery) or
+    redirected to another worker (``mismatch``: the forger also receives the original, which the agent then sees only
+    ``FORGER_HOLDS_SECONDS`` later, after the copy), sent right after it while its command is still queued. The agent
+    runs a body only as its ``CMD#`` item records it (``agent.consumer.decisions.bind_to_record``; docs/DESIGN.md
+    invariant 9): whatever it then cordons or evicts is judged by invariants 5 and 8 like any other drain's."""
+    from sim.world import CLUSTER
+
+    variant, queue = str(f.param("variant")), world.aws.queue
+    rng = world.kernel.stream("world:forged")
+    workers = sorted(
+        (str(obj["spec"].get("providerID", "")).rpartition("/")[2], name)
+        for name, obj in world.kube.nodes.items()
+        if not is_control_plane(obj["metadata"].get("labels") or {})
+    )
+
+    def send(body: str) -> None:
+        with contextlib.suppress(AwsUnavailableError, AwsRequestError):  # the forger throttled too: nothing sent
+            queue.send_body(body)
+
+    def copy_of(message_id: str, body: str) -> None:
+        command = json.loads(body)
+        if variant == "mismatch":  # the original taken off the queue for a while: the agent sees the copy first
+            command["instance_id"], command["node_name"] = rng.choice(workers)
+            queue.received_elsewhere(message_id, FORGER_HOLDS_SECONDS)
+        send(json.dumps(command))
+
+    if variant in ("replay", "mismatch") and workers:
+        queue.next_send.append(copy_of)
+    elif variant == "garbage" or not workers:
+        send('{"command_id": "forged", "kind": ')
+    else:
+        instance_id, node = rng.choice(workers)
+        deadline = datetime.fromtimestamp(view_epoch(world.kernel.t + 600.0), UTC).isoformat()
+        send(json.dumps(
+            {"command_id": f"forged-{rng.getrandbits(64):016x}", "cluster": "another" if variant == "foreign" else
+             CLUSTER, "kind": "drain", "instance_id": instance_id, "node_name": node, "reason": "refresh:forged",
+             "deadline": deadline}
+        ))  # fmt: skip
 
 
 def _agent_restart(world: World, f: Fault) -> None:
@@ -197,6 +250,7 @@ _HANDLERS = {
     "concurrent": _concurrent,
     "late_event": _late,
     "bad_event": _bad,
+    "forged_message": _forged,
     "agent_restart": _agent_restart,
     "kops_reset": _kops_reset,
     "manual_refresh": _manual_refresh,

@@ -48,6 +48,9 @@ API_FAULTS: tuple[tuple[str, str, str], ...] = (
     ("autoscaling", "TerminateInstanceInAutoScalingGroup", "ScalingActivityInProgress"),
 )
 
+# the forged command messages (``sim.actors._forged``)
+FORGED = ("garbage", "foreign", "no_record", "replay", "mismatch")
+
 KINDS = (
     "spot",
     "spot_burst",
@@ -58,6 +61,7 @@ KINDS = (
     "concurrent",
     "late_event",
     "bad_event",
+    "forged_message",
     "agent_restart",
     "kops_reset",
     "manual_refresh",
@@ -104,6 +108,8 @@ class Profile:
             another function's tick) run whole between two of their port calls; ``concurrent_calls``: the range
             (inclusive) the port call drawn for each window is taken from (the other runs before that call).
         operators_per_day: operator actions (manual refresh, cancel, cordon) per day.
+        forged_per_day: messages on the agent's command queue that no Lambda sent for it (``sim.actors._forged``)
+            per day; none in the default profile, whose seeds stay the ones recorded before they existed.
         quiet_tail: the last seconds of the run have no new faults, so the end-state checks see a settled world.
     """
 
@@ -122,6 +128,7 @@ class Profile:
     kops_resets_per_day: float = 0.2
     operators_per_day: float = 1.0
     pdb_blocks_per_day: float = 0.5
+    forged_per_day: float = 0.0
     quiet_tail: float = 6 * HOUR
     api_faults: tuple[tuple[str, str, str], ...] = API_FAULTS
     azs: tuple[str, ...] = ("us-east-1a", "us-east-1b", "us-east-1c")
@@ -161,6 +168,7 @@ STORM = Profile(
     kops_resets_per_day=0.8,
     operators_per_day=4.0,
     pdb_blocks_per_day=2.0,
+    forged_per_day=8.0,
 )
 # the profiles ``python -m sim --profile`` names besides the mutants' (``sim.mutants.MUTANTS``)
 PROFILES = {"storm": STORM}
@@ -232,4 +240,6 @@ def generate(rng: random.Random, nodes: int, days: float, profile: Profile | Non
         d.add(t, what, duration=rng.uniform(600, 6 * HOUR) if what == "operator_cordon" else 0.0, az=rng.choice(p.azs))
     for t in d.poisson_times(p.pdb_blocks_per_day / DAY):
         d.add(t, "pdb_block", duration=rng.uniform(600, 3 * HOUR))
+    for t in d.poisson_times(p.forged_per_day / DAY):  # last: a profile without them draws what it drew before
+        d.add(t, "forged_message", variant=rng.choice(FORGED))
     return tuple(sorted(d.out))

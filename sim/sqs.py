@@ -102,6 +102,8 @@ class SimQueue:
         self._receipts: dict[str, str] = {}  # every receipt handle issued -> its message id
         self._ids = kernel.stream("sqs:ids")
         self._listeners: list[Callable[[float], None]] = []
+        # told the id and body of the next command sent, once each (a forger reading the queue: ``sim.actors._forged``)
+        self.next_send: list[Callable[[str, str], None]] = []
 
     def _call(self, operation: str) -> None:
         self.calls[operation] = self.calls.get(operation, 0) + 1
@@ -121,13 +123,35 @@ class SimQueue:
         Raises:
             AwsUnavailableError, AwsRequestError.
         """
+        body = command.model_dump_json()
+        message_id = self.send_body(body, {"kind": command.kind.value, "cluster": command.cluster})
+        sent, self.next_send = self.next_send, []
+        for copy_of in sent:  # after the product's message: a forger's copy of it (``sim.actors._forged``)
+            copy_of(message_id, body)
+        return message_id
+
+    def received_elsewhere(self, message_id: str, visibility_seconds: float) -> None:
+        """A ReceiveMessage by another consumer that got ``message_id`` (still visible): its receive count up, hidden
+        from every other receive for ``visibility_seconds``, then visible again (nothing deletes it). No call
+        counted: not the product's."""
+        message = self.messages.get(message_id)
+        if message is None or message.visible_at > self.kernel.t:
+            return
+        message.receive_count += 1
+        message.visible_at = message.received_at = self.kernel.t
+        message.visible_at += visibility_seconds
+        message.receipt = f"{message.message_id}#{self._uuid()}"
+        self._receipts[message.receipt] = message.message_id
+
+    def send_body(self, body: str, attributes: dict[str, str] | None = None) -> str:
+        """SendMessage of any ``body`` (what a sender with ``sqs:SendMessage`` on the queue may put there, the
+        product's or not: ``sim.actors``' forged messages); the MessageId.
+
+        Raises:
+            AwsUnavailableError, AwsRequestError.
+        """
         self._call("SendMessage")
-        message = Message(
-            message_id=self._uuid(),
-            body=command.model_dump_json(),
-            attributes={"kind": command.kind.value, "cluster": command.cluster},
-            sent_at=self.kernel.t,
-        )
+        message = Message(message_id=self._uuid(), body=body, attributes=dict(attributes or {}), sent_at=self.kernel.t)
         self.messages[message.message_id] = message
         self.sent += 1
         self._visible(self.kernel.t)  # sent: a waiting long poll returns it (whether or not the answer is lost)
