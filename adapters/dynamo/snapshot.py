@@ -46,12 +46,14 @@ class Snapshot:
     Attributes:
         lock: the ``LOCK`` item as stored (None: never taken).
         nodes: the fresh membership records (as ``NodeItems.list_nodes``; an unreadable item is left out).
+        membership_confirmed: the ``MEMBERSHIP`` mark was fresh, so ``nodes`` is the agent's whole list.
         runs: the active runs (running, pausing, cancelling), oldest first.
         pollers: run id -> (the invocation polling it, when its budget ends in epoch seconds) (``POLL#``).
     """
 
     lock: dict[str, Any] | None = None
     nodes: list[NodeRecord] = field(default_factory=list)
+    membership_confirmed: bool = False
     runs: list[Run] = field(default_factory=list)
     pollers: dict[str, tuple[str, float]] = field(default_factory=dict)
 
@@ -143,9 +145,9 @@ def with_membership(
             reused = memo.records(nodes, mark, version=version, now=now)
     records = reused[0]
     if fresh_by_mark(mark, now, max_age_seconds):  # every record it confirms is fresh
-        return replace(state, nodes=records)
+        return replace(state, nodes=records, membership_confirmed=True)
     fresh = [r for r in records if r.fresh(now, max_age_seconds)]  # by its own write: the mark is not fresh
-    return replace(state, nodes=fresh)
+    return replace(state, nodes=fresh, membership_confirmed=False)
 
 
 def _nodes(items: list[dict[str, Any]], keys: list[str]) -> tuple[list[dict[str, Any]], list[str]]:

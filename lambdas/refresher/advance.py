@@ -54,26 +54,20 @@ from dataclasses import replace
 from operator import attrgetter
 from typing import Any
 
-from pydantic import ValidationError
-
-from adapters.dynamo import ledger as ledger_store
 from adapters.dynamo import poller as poller_store
 from adapters.dynamo.snapshot import Snapshot, read_state, with_membership
 from core.exceptions import LockHeldError, LockLostError, RunConflictError, RunRecordRefusedError, StoreUnavailableError
-from core.ledger import DonorState
 from core.lock import Lease, describe, renewable_by, valid_holder
-from core.model import NodeRecord
 from core.runs import LOCK_OPERATION, Run, RunStatus, StepState, new_invocation_id
 from lambdas.common.refused import record_refused
 from lambdas.refresher.bounds import capacity_bounds
 from lambdas.refresher.decide import advance as decide_next
 from lambdas.refresher.deps import RefresherDeps, logger
 from lambdas.refresher.execute import execute
-from lambdas.refresher.gather import read_groups
-from lambdas.refresher.passes import bookkeeping, looked_at_commands, may_start_a_group, outcome_by_event, passing
+from lambdas.refresher.passes import bookkeeping, outcome_by_event, passing
 from lambdas.refresher.plan import ReleaseLock, SaveRun
 from lambdas.refresher.summary import run_summary
-from lambdas.refresher.world import World
+from lambdas.refresher.world_read import gather
 
 _STATE = attrgetter("state")
 MAX_PASSES = 500  # decisions per invocation (each one changes the run or waits); a bound, never reached in practice
@@ -82,54 +76,6 @@ MAX_PASSES = 500  # decisions per invocation (each one changes the run or waits)
 def lasts(lease: Lease, now: float, lease_seconds: float) -> bool:
     """Whether ``lease`` has at least half its length left at ``now`` (epoch seconds)."""
     return lease.expires_at - now >= lease_seconds / 2
-
-
-def donor_groups(deps: RefresherDeps) -> frozenset[str]:
-    """Groups a ``COMP#`` ledger has raised (or means to raise) for a compensation and not yet restored. An
-    unreadable ledger is logged and left out (the replenisher reports it too)."""
-    donors: set[str] = set()
-    for item in deps.store.query_prefix(ledger_store.PREFIX, consistent=True):
-        try:
-            ledger = ledger_store.from_item(item)
-        except ValidationError as err:
-            logger.warning(f"unreadable ledger {item.get('sk')} ignored", extra={"error": str(err)})
-            continue
-        if ledger.compensation is not None:
-            donors |= {n for n, d in ledger.compensation.donors.items() if d.state is not DonorState.RESTORED}
-    return frozenset(donors)
-
-
-def gather(
-    run: Run, deps: RefresherDeps, membership: list[NodeRecord] | None = None, states: list[StepState] | None = None
-) -> World:
-    """The world a run's next decision needs: every group of the cluster (the masters' check needs them all),
-    fresh membership (``membership`` when the caller read it already), the ``CMD#`` items of the run's unfinished
-    commands, the groups carrying a compensation (only read when a group may be surged for the first time:
-    ``may_start_a_group``). ``states``: ``[s.state for s in run.steps]``, when the caller has them. What a read
-    repeats of the last is taken from the environment's ``deps.gather_memo`` (``gather.GatherMemo``: the groups'
-    facts, and the Ready ids found of the membership memo's own map when it comes again).
-
-    Calls: DescribeAutoScalingGroups (1 per 100 groups), the ``NODE#`` Query (unless given), one GetItem per command
-    a decision looks at (``looked_at_commands``), the ``COMP#`` Query (only then).
-
-    Raises:
-        StoreUnavailableError, AwsUnavailableError, AwsRequestError: reads failed.
-    """
-    now = deps.clock()
-    memo = deps.gather_memo  # the execution environment's (``gather.GatherMemo``)
-    groups = read_groups(deps.aws.autoscaling, deps.aws.ec2, deps.settings.cluster_name, memo)
-    if membership is None:
-        membership = deps.store.list_nodes(deps.settings.membership_max_age_seconds, now)
-    nodes = deps.memo.by_instance(membership)  # keyed once a read (shared: World never changes it)
-    if memo.ready_nodes is not nodes:  # the memo's map again (a read it reused): the groups' Ready ids found are kept
-        memo.ready_nodes, memo.ready_live = nodes, {}
-    commands = {}
-    for command_id in looked_at_commands(run, states):
-        item = deps.store.get_command(command_id)
-        if item is not None:
-            commands[command_id] = item
-    donors = donor_groups(deps) if may_start_a_group(run, states) else frozenset()
-    return World(groups=groups, nodes=nodes, commands=commands, donors=donors, ready_live=memo.ready_live)
 
 
 def lock_lost(deps: RefresherDeps, run_id: str, err: LockLostError, mid_pass: bool = False) -> str:
@@ -254,7 +200,7 @@ def advance_run(
             applied = False  # this pass's read is the run's last state until something is applied
             # each step's state read once a pass, for the commands looked at, the decision's copy and its start
             states = last_states = list(map(_STATE, run.steps))
-            world = gather(run, deps, snapshot.nodes, states)
+            world = gather(run, deps, snapshot.nodes, states, snapshot.membership_confirmed)
             now = deps.clock()
             decision = decide_next(run, world, settings, now, states)
             if decision.actions and bookkeeping(decision.actions):

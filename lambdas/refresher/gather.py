@@ -55,7 +55,7 @@ MEMO_INSTANCES = 20_000  # the most instances' facts ``GatherMemo.facts`` keeps 
 class GatherMemo:
     """What one execution environment of the refresher keeps between its reads of the world (module docstring): made
     with its ``Deps``, never shared with another's. Its maps and lists are the memo's: only ``read_groups`` and
-    ``advance.gather`` change them.
+    ``world_read.gather`` change them.
 
     Attributes:
         facts: what an instance's facts hold -> those facts (at most ``MEMO_INSTANCES``).
@@ -64,7 +64,7 @@ class GatherMemo:
         answers: group name -> the last read's answer of it, the group it is and the cluster it was read for (of the
             groups ``made`` keeps the facts of, when its name, zones and tags are text): an answer equal to it but
             for its instances is that group.
-        ready_nodes: the nodes map of the last world ``advance.gather`` made (held: never another object at its
+        ready_nodes: the nodes map of the last world ``world_read.gather`` made (held: never another object at its
             address); ready_live: the Ready ids its passes found by group (``World.ready_live``): a world of the same
             map shares them. Only the membership memo's own map comes again (``NodeRecordMemo.by_instance``, never
             changed; any other list is keyed anew), in a pass after a reused read.

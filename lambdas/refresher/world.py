@@ -94,13 +94,16 @@ class World:
     Attributes:
         groups: the cluster's managed groups, by name.
         nodes: fresh membership records by instance id (stale ones already dropped).
+        membership_confirmed: the agent's ``MEMBERSHIP`` mark was fresh when ``nodes`` was read, so ``nodes`` is its
+            whole list and an instance missing from it has no node. False (the default): a record may be missing
+            because it aged out under a stale mark; nothing is judged by absence (``decide.undo.undoing`` drains).
         commands: ``CMD#`` items of the run's commands, by command id.
         lock: the ``LOCK`` item as stored (None when never taken).
         donors: groups carrying capacity for a compensation (a ``COMP#`` ledger's donor not yet restored): the run
             does not surge them until they are given back.
         ready_live: group -> (its facts, the ids of its live instances whose node is Ready), as ``Context.ready_live``
             found them in ``nodes`` (for those very facts: the same object); the worlds of one ``nodes`` map may share
-            it (``advance.gather``: the membership memo's map, never changed, again). Its lists: never change them.
+            it (``world_read.gather``: the membership memo's map, never changed, again). Its lists: never change them.
     """
 
     groups: Mapping[str, GroupFacts] = field(default_factory=dict)
@@ -109,6 +112,7 @@ class World:
     lock: Mapping[str, Any] | None = None
     donors: frozenset[str] = frozenset()
     ready_live: dict[str, tuple[GroupFacts, list[str]]] = field(default_factory=dict, compare=False, repr=False)
+    membership_confirmed: bool = False  # last: the fields before it keep their places for positional callers
 
     def ready(self, instance_id: str) -> bool:
         record = self.nodes.get(instance_id)

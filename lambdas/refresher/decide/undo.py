@@ -21,9 +21,10 @@ from lambdas.refresher.world import GroupFacts
 
 
 def undoing(p: Context, step: RunStep) -> None:
-    """Give a step's surge back: pick the spare (one without a node first), drain it if it has a node, else terminate
-    it with decrement; lower a surge that launched nothing; nothing when Auto Scaling already took it (``taken_back``).
-    """
+    """Give a step's surge back: pick the spare (one without a node first), drain it if it has a node or the
+    membership cannot say it has none (``World.membership_confirmed``: the agent finds its node, or answers it has
+    none), else terminate it with decrement; lower a surge that launched nothing; nothing when Auto Scaling already
+    took it (``taken_back``)."""
     group, facts = p.run.group(step.group), p.facts(step)
     if facts is None:
         group.raised -= 1
@@ -53,7 +54,7 @@ def undoing(p: Context, step: RunStep) -> None:
             else:
                 p.wait(WaitKind.LAUNCH, f"a spare of {group.name} to give back")
             return
-    if spare in p.world.nodes:
+    if spare in p.world.nodes or not p.world.membership_confirmed:  # absent from a confirmed list only: no node
         step.undo_command_id = p.command_id(step, UNDO_COMMAND_SUFFIX)
         step.state = StepState.UNDO_DRAINING
         step.intent_at = p.now

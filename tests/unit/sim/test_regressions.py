@@ -44,6 +44,13 @@ seed kept as a regression case"). Each names the bug and must hold on the fixed 
   Fixed in ``lambdas.replenisher.decide.give_back``: a drain never recorded is sent with a deadline from now
   (``tests/unit/lambdas/replenisher/decide/test_give_back_unrecorded.py`` keeps the pure case), and
   ``builder.drain_done`` never counts a command that was not recorded.
+- Seed 60002 of the ``storm`` profile (30 nodes x 2 days, the same soak on ``0ebe5f5``), shrunk to three faults: the
+  agent's leadership lost for 15 s, a manual refresh of ``us-east-1a``, then DynamoDB refusing every call for 9.8
+  minutes. The drain of the old node never started, the run paused past its deadline and gave its surge back; the
+  spare's record had aged out of the membership under the stale mark, so ``decide.undo.undoing`` took it for a
+  spare without a node and terminated it undrained with four pods on it (invariant 3). Fixed with
+  ``World.membership_confirmed`` in the refresher: an absence only a fresh mark confirms
+  (``tests/unit/lambdas/refresher/decide/test_undo_unconfirmed.py`` keeps the pure case).
 """
 
 from __future__ import annotations
@@ -204,4 +211,25 @@ def test_a_give_back_drain_never_recorded_is_not_counted_over_at_its_deadline() 
     )
     result = run_seed(54175, 30, 2.0, schedule=schedule)
     assert result.outcomes.get("replenisher:timeout", 0) > 0, result.summary()
+    assert result.violation is None, result.summary()
+
+
+def test_a_spare_missing_from_an_unconfirmed_membership_is_drained_before_it_is_given_back() -> None:
+    """Seed 60002's shrunk storm schedule: every invariant holds (it broke invariant 3 before the fix)."""
+    schedule = (
+        Fault(33084.0, "agent_restart", params=(("leader", 1),)),
+        Fault(43812.0, "manual_refresh", params=(("az", "us-east-1a"),)),
+        Fault(
+            44100.0,
+            "api",
+            588.0,
+            (
+                ("code", "ProvisionedThroughputExceededException"),
+                ("operation", ""),
+                ("probability", 1.0),
+                ("service", "dynamodb"),
+            ),
+        ),
+    )
+    result = run_seed(60002, 30, 2.0, schedule=schedule)
     assert result.violation is None, result.summary()

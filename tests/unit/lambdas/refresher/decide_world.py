@@ -34,7 +34,7 @@ def world(instances: list[str], desired: int, ready: list[str] | None = None) ->
         "1",
     )
     ready = instances if ready is None else ready
-    return World(groups={NODES: group}, nodes={i: node(i) for i in ready})
+    return World(groups={NODES: group}, nodes={i: node(i) for i in ready}, membership_confirmed=True)
 
 
 def run(state: StepState, raised: int, intent: datetime, **step: object) -> Run:

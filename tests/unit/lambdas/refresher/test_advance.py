@@ -32,7 +32,7 @@ from core.runs import (
     run_id_of_holder,
 )
 from lambdas.refresher.decide.context import Decision, Wait, WaitKind
-from lambdas.refresher.passes import may_start_a_group
+from lambdas.refresher.passes import looked_at_commands, may_start_a_group
 from lambdas.refresher.plan import Metric, SaveRun, SendCommand, SetCapacity
 from tests.unit.lambdas.refresher.moto_cluster import RUN_ID, Cluster, moto_cluster, pending_run, surging_run
 
@@ -285,9 +285,9 @@ def test_only_the_commands_a_decision_looks_at_are_read() -> None:
             undo_command_id="refresh-r1-2-undo",
         )
     )
-    assert advance.looked_at_commands(r) == ["refresh-r1-0", "refresh-r1-2-undo"]
+    assert looked_at_commands(r) == ["refresh-r1-0", "refresh-r1-2-undo"]
     r.steps[0].state = StepState.SURGING
-    assert advance.looked_at_commands(r) == ["refresh-r1-2-undo"]
+    assert looked_at_commands(r) == ["refresh-r1-2-undo"]
 
 
 def _drain(index: int = 0) -> SendCommand:

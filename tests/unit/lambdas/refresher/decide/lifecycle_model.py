@@ -73,7 +73,7 @@ class Model:
             i: NodeRecord(instance_id=i, node_name=f"n-{i}", ready=i not in self.not_ready, reported_at=T0)
             for i in self.nodes
         }
-        return World(groups=groups, nodes=nodes, commands=self.commands, donors=donors)
+        return World(groups=groups, nodes=nodes, membership_confirmed=True, commands=self.commands, donors=donors)
 
     def apply(self, actions: list[object], bounds: dict[str, Bounds]) -> None:
         """Apply ``actions`` as the executor would (sizes clamped to ``bounds``) and Auto Scaling answers."""

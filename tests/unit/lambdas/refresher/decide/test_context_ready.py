@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import lambdas.refresher.advance as advance
+import lambdas.refresher.world_read as advance
 from adapters.dynamo.node_memo import NodeRecordMemo
 from bench.run_pass import SETTINGS, scenario
 from core.kops import Role

@@ -21,7 +21,7 @@ RUNNING = {"refresh-r1-0": {"status": "running", "command": {"deadline": (T0 + t
 
 
 def with_commands(base: World) -> World:
-    return World(groups=base.groups, nodes=base.nodes, commands=RUNNING)
+    return World(groups=base.groups, nodes=base.nodes, commands=RUNNING, membership_confirmed=True)
 
 
 @pytest.mark.parametrize("state", [StepState.DRAINING, StepState.TERMINATING])
@@ -42,7 +42,10 @@ def test_reclaimed_and_already_replaced_by_auto_scaling_gives_that_replacement_b
     state: StepState,
 ) -> None:
     w = World(
-        groups=world([OTHER, SPARE, REPLACEMENT], 3).groups, nodes=world([OTHER, SPARE], 3).nodes, commands=RUNNING
+        groups=world([OTHER, SPARE, REPLACEMENT], 3).groups,
+        nodes=world([OTHER, SPARE], 3).nodes,
+        commands=RUNNING,
+        membership_confirmed=True,  # REPLACEMENT has no record in the agent's whole list: no node
     )
     decision = advance(run(state, 1, T0, **DRAIN), w, SETTINGS, LATER)
     (terminate,) = effects(decision, TerminateInstance)
