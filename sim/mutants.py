@@ -33,27 +33,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sim.invariants import Violation
-from sim.schedules import HOUR, Profile
+from sim.schedules import CALM, HOUR, Profile
 
 # Auto Scaling refusing TerminateInstanceInAutoScalingGroup (sim.schedules.API_FAULTS): the refused_terminate mutant's
 # only API fault, so a give-back meets it often
 TERMINATE_REFUSED = ("autoscaling", "TerminateInstanceInAutoScalingGroup", "ScalingActivityInProgress")
 
-QUIET = Profile(
-    spot_monthly=0.0,
-    burst_per_day=0.0,
-    rebalance_per_day=0.0,
-    outages=0,
-    api_bursts_per_day=0.0,
-    crashes_per_day=0.0,
-    concurrent_per_day=0.0,
-    late_per_day=0.0,
-    bad_per_day=0.0,
-    agent_restarts_per_day=0.0,
-    kops_resets_per_day=0.0,
-    operators_per_day=0.0,
-    pdb_blocks_per_day=0.0,
-)
+QUIET = CALM  # no fault but those a mutant's profile turns on
 
 
 @contextmanager
