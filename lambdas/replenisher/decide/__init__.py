@@ -54,7 +54,10 @@ Rules, in order:
    instance gets a drain command ``giveback-<instance id>`` (deadline now + ``GIVEBACK_DRAIN_TIMEOUT_SECONDS``),
    recorded in the ledger before it is sent; while the command is not recorded (the invocations that were to record
    it ended first), its deadline moves to now + the timeout at each decision, so a drain never recorded never
-   counts as one whose deadline passed.
+   counts as one whose deadline passed. A command recorded that the agent never ran before its deadline (still
+   ``queued`` past it, ended unstarted by the sweeper, or started only after it: its message never sent or never
+   received) is no drain either: a new one, ``giveback-<instance id>-<n>``, is recorded and sent with a whole
+   timeout (``give_back.never_ran``).
 8. **Give back.** When an instance's command is terminal (succeeded, skipped, timed out; failed counts once its
    deadline passed), the ledger marks it ``terminating``, TerminateInstanceInAutoScalingGroup with
    ShouldDecrementDesiredCapacity=true follows, then ``terminated``. An instance that left the donor meanwhile is

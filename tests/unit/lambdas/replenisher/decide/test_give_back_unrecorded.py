@@ -9,9 +9,12 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
+
 from core.ledger import GiveBackState
 from core.model import CommandStatus
 from lambdas.replenisher.decide import decide
+from lambdas.replenisher.decide.give_back import reissued_id
 from lambdas.replenisher.plan import SendDrain, Terminate, WriteLedger
 from lambdas.replenisher.world import World
 from tests.unit.lambdas.replenisher.builders import SETTINGS, T0, ids
@@ -46,3 +49,55 @@ def test_a_recorded_drain_past_its_deadline_still_lets_the_give_back_terminate()
     plan = decide(TICK, T0, SETTINGS, _draining(CommandStatus.RUNNING.value))
     assert [(a.instance_id, a.decrement) for a in plan.actions if isinstance(a, Terminate)] == [(IID, True)]
     assert not [a for a in plan.actions if isinstance(a, SendDrain)]
+
+
+def _recorded(status: str, started_at: str | None = None) -> World:
+    """b's compensating instance ``draining``; its drain recorded (deadline the ledger's, a minute past) with
+    ``status`` and ``started_at``, never taken up when that is None."""
+    world = returning(3, 0, GiveBackState.DRAINING)
+    deadline = world.ledgers["a"].compensation.give_back[IID].deadline  # type: ignore[union-attr]
+    item = {
+        "command_id": f"giveback-{IID}",
+        "status": status,
+        "instance_id": IID,
+        "command": {"command_id": f"giveback-{IID}", "deadline": deadline.isoformat()},
+        **({"started_at": started_at} if started_at else {}),
+    }
+    return replace(world, commands={f"giveback-{IID}": item})
+
+
+@pytest.mark.parametrize(
+    ("status", "started"),
+    [
+        (CommandStatus.QUEUED.value, None),  # its message never sent (SQS refusing every send) or never received
+        (CommandStatus.TIMED_OUT.value, None),  # the sweeper ended it unstarted ("expired: never started ...")
+        (CommandStatus.TIMED_OUT.value, T0.isoformat()),  # the agent took it up only after its deadline
+    ],
+)
+def test_a_recorded_drain_that_never_ran_before_its_deadline_is_sent_again_under_a_new_id(
+    status: str, started: str | None
+) -> None:
+    plan = decide(TICK, T0, SETTINGS, _recorded(status, started))
+    assert not [a for a in plan.actions if isinstance(a, Terminate)]
+    sent = [a.command for a in plan.actions if isinstance(a, SendDrain)]
+    assert [(c.command_id, c.deadline) for c in sent] == [(f"giveback-{IID}-2", T0 + TIMEOUT)]
+    comp = next(a for a in plan.actions if isinstance(a, WriteLedger)).ledger.compensation
+    assert comp is not None
+    entry = comp.give_back[IID]
+    assert (entry.state, entry.command_id, entry.deadline) == (
+        GiveBackState.DRAINING,
+        f"giveback-{IID}-2",
+        T0 + TIMEOUT,
+    )
+
+
+def test_a_drain_that_ran_and_timed_out_still_lets_the_give_back_terminate() -> None:
+    started = (T0 - TIMEOUT).isoformat()
+    plan = decide(TICK, T0, SETTINGS, _recorded(CommandStatus.TIMED_OUT.value, started))
+    assert [(a.instance_id, a.decrement) for a in plan.actions if isinstance(a, Terminate)] == [(IID, True)]
+    assert not [a for a in plan.actions if isinstance(a, SendDrain)]
+
+
+def test_the_reissued_ids_count_up() -> None:
+    assert reissued_id(f"giveback-{IID}", IID) == f"giveback-{IID}-2"
+    assert reissued_id(f"giveback-{IID}-2", IID) == f"giveback-{IID}-3"
