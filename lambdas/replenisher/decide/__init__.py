@@ -52,12 +52,11 @@ Rules, in order:
    Ready nodes (fresh ``NODE#`` records). ``healthy_since`` is recorded (a new failure clears it); once
    ``RECOVERY_HOLD_SECONDS`` have passed since, and its backoff has passed too, the give-back starts: each claimed
    instance gets a drain command ``giveback-<instance id>`` (deadline now + ``GIVEBACK_DRAIN_TIMEOUT_SECONDS``),
-   recorded in the ledger before it is sent; while the command is not recorded (the invocations that were to record
-   it ended first), its deadline moves to now + the timeout at each decision, so a drain never recorded never
-   counts as one whose deadline passed. A command recorded that the agent never ran before its deadline (still
-   ``queued`` past it, ended unstarted by the sweeper, or started only after it: its message never sent or never
-   received) is no drain either: a new one, ``giveback-<instance id>-<n>``, is recorded and sent with a whole
-   timeout (``give_back.never_ran``).
+   recorded in the ledger before it is sent. A drain that has not run by its deadline is no drain: never recorded
+   (the invocations that were to record it ended first; or its item unreadable, which the read leaves out), or
+   recorded and never run (still ``queued`` past it, ended unstarted by the sweeper, or started only after it: its
+   message never sent or never received). A new one, ``giveback-<instance id>-<n>``, is recorded and sent with a
+   whole timeout (``give_back.never_ran``), and the instance is not terminated on the old one's deadline.
 8. **Give back.** When an instance's command is terminal (succeeded, skipped, timed out; failed counts once its
    deadline passed), the ledger marks it ``terminating``, TerminateInstanceInAutoScalingGroup with
    ShouldDecrementDesiredCapacity=true follows, then ``terminated``. An instance that left the donor meanwhile is

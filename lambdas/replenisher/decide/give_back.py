@@ -132,16 +132,15 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
                     f"{b.now.isoformat()} {iid} left {gb.donor} before it was given back (interrupted "
                     "or terminated by someone else)"
                 )
-            elif gb.command_id not in b.world.commands:
-                # its drain never recorded (the invocations meant to record it ended first): no drain has run, so its
-                # time counts from the command this plan sends, never from the ledger's entry (storm seed 54175)
-                give_back[iid] = gb.model_copy(
-                    update={"deadline": b.now + timedelta(seconds=b.settings.giveback_drain_timeout_seconds)}
-                )
-            elif never_ran(b, item := b.world.commands[gb.command_id]):
-                # recorded, but the agent never ran it before its deadline (an SQS outage longer than the timeout):
-                # no drain has run either; a new command (a new id: the old item keeps its status) with a whole
-                # timeout. No compensation note: an agent that never takes one up would grow the ledger each time
+            elif gb.command_id not in b.world.commands and b.now <= gb.deadline:
+                pass  # not recorded yet (an invocation ended first): sent below, with the time its deadline leaves
+            elif gb.command_id not in b.world.commands or never_ran(b, b.world.commands[gb.command_id]):
+                # no drain has run by its deadline: never recorded (or its item unreadable: left out by the read, so
+                # never readable back under that id), or recorded and never run (still queued past it, an SQS outage
+                # longer than the timeout; ended unstarted). Its deadline allows no terminate (storm seed 54175): a
+                # new command, a new id (the old item keeps its status), a whole timeout. No compensation note: an
+                # agent that never takes one up would grow the ledger each time
+                item = b.world.commands.get(gb.command_id)
                 reissued = reissued_id(gb.command_id, iid)
                 give_back[iid] = gb.model_copy(
                     update={
@@ -150,10 +149,11 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
                         "updated_at": b.now,
                     }
                 )
+                status = "not recorded or unreadable" if item is None else f"status {item.get('status')}"
                 b.note(
                     Reason.UNVERIFIED,
-                    f"drain {gb.command_id} of {iid} never ran before its deadline (status {item.get('status')}): "
-                    f"sent again as {reissued}",
+                    f"drain {gb.command_id} of {iid} never ran before its deadline ({status}): sent again as "
+                    f"{reissued}",
                 )
             elif drain_done(b, gb.command_id, gb.deadline):
                 give_back[iid] = gb.model_copy(update={"state": GiveBackState.TERMINATING, "updated_at": b.now})

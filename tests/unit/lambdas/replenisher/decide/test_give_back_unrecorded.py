@@ -1,8 +1,8 @@
 """A give-back's drain that was never recorded (every invocation that was to record and send it ended first: a Lambda
 timeout between the ledger's write and the command's) does not let its instance be terminated when the deadline the
-ledger holds for it passes: that deadline is the drain's, and there was no drain. The command is sent with a new
-deadline, counted from now (``decide.give_back``; storm seed 54175, docs/SIMULATION.md "Findings"). Plain values in,
-plan out."""
+ledger holds for it passes: that deadline is the drain's, and there was no drain. A new command is sent under a new
+id with a deadline counted from now (``decide.give_back``; storm seed 54175, docs/SIMULATION.md "Findings"). Plain
+values in, plan out."""
 
 from __future__ import annotations
 
@@ -34,15 +34,30 @@ def _draining(command_status: str | None) -> World:
     return replace(world, commands={f"giveback-{IID}": item})
 
 
-def test_a_drain_never_recorded_is_sent_with_a_new_deadline_and_nothing_is_terminated() -> None:
+def test_a_drain_never_recorded_by_its_deadline_is_sent_under_a_new_id_and_nothing_is_terminated() -> None:
+    """Never recorded, or its item unreadable (the read leaves it out: never readable back under that id)."""
     plan = decide(TICK, T0, SETTINGS, _draining(None))
     assert not [a for a in plan.actions if isinstance(a, Terminate)]
     sent = [a.command for a in plan.actions if isinstance(a, SendDrain)]
-    assert [(c.command_id, c.instance_id, c.deadline) for c in sent] == [(f"giveback-{IID}", IID, T0 + TIMEOUT)]
+    assert [(c.command_id, c.instance_id, c.deadline) for c in sent] == [(f"giveback-{IID}-2", IID, T0 + TIMEOUT)]
     comp = next(a for a in plan.actions if isinstance(a, WriteLedger)).ledger.compensation
     assert comp is not None
     entry = comp.give_back[IID]
     assert entry.state is GiveBackState.DRAINING and entry.deadline == T0 + TIMEOUT
+    assert entry.command_id == f"giveback-{IID}-2"
+
+
+def test_a_drain_not_recorded_yet_within_its_deadline_is_sent_with_the_time_left() -> None:
+    world = _draining(None)
+    comp = world.ledgers["a"].compensation
+    assert comp is not None
+    entry = comp.give_back[IID].model_copy(update={"deadline": T0 + timedelta(minutes=4)})
+    comp = comp.model_copy(update={"give_back": {IID: entry}})
+    world = replace(world, ledgers={"a": world.ledgers["a"].model_copy(update={"compensation": comp})})
+    plan = decide(TICK, T0, SETTINGS, world)
+    assert not [a for a in plan.actions if isinstance(a, Terminate)]
+    sent = [a.command for a in plan.actions if isinstance(a, SendDrain)]
+    assert [(c.command_id, c.deadline) for c in sent] == [(f"giveback-{IID}", T0 + timedelta(minutes=4))]
 
 
 def test_a_recorded_drain_past_its_deadline_still_lets_the_give_back_terminate() -> None:
