@@ -18,11 +18,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from core.lifecycle import LifecycleAction
 from core.model import INSTANCE_ID_RE
+from sim.drain_items import drain_had_its_chance
 from sim.kernel import EPOCH, Step
 from sim.world_view import GroupState, NodeIndex, WorldView
 
@@ -177,7 +177,7 @@ class Checker:
             and i.get("instance_id") == instance_id
             and i.get("kind") == "drain"
         ]
-        past = any(_deadline_passed(i, self.t) for i in commands)
+        past = any(drain_had_its_chance(i, self.t) for i in commands)
         if not past:
             self.fail(
                 "3 no termination before drain",
@@ -374,19 +374,6 @@ class Checker:
 def view_epoch(t: float) -> float:
     """The epoch seconds of simulated second ``t`` (``sim.kernel.EPOCH``)."""
     return EPOCH.timestamp() + t
-
-
-def _deadline_passed(item: dict[str, Any], t: float) -> bool:
-    if item.get("status") not in ("queued", "running"):
-        return True  # finished (succeeded, failed, timed out, skipped): the drain had its chance
-    command = item.get("command")
-    deadline = item.get("deadline_tightened_to") or (command.get("deadline") if isinstance(command, dict) else None)
-    if deadline is None:
-        return False
-    try:
-        return datetime.fromisoformat(str(deadline)).timestamp() <= view_epoch(t)
-    except ValueError:
-        return float(deadline) <= view_epoch(t)
 
 
 def _instance_ids(call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterable[str]:

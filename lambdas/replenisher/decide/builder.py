@@ -3,9 +3,12 @@ commands the give-back and the cleanup share. Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
+from core.clock import aware_time
 from core.ledger import Donor, Ledger
 from core.model import Command, CommandKind, CommandStatus
 from core.settings import ReplenisherSettings
@@ -188,3 +191,27 @@ def send_if_needed(b: Builder, command: Command) -> None:
         created = item.get("created_at")
         if created and b.now - datetime.fromisoformat(str(created)) > RESEND_AFTER:
             b.actions.append(SendDrain(Command.model_validate(item["command"])))
+
+
+def never_ran(b: Builder, item: Mapping[str, Any]) -> bool:
+    """Whether the recorded drain ``item`` (plain values) of the replenisher's own (a give-back's, a surplus
+    master's) ended, or can only end, without having run before its deadline: still ``queued`` past it (its message
+    never sent or never received: SQS refusing every send, each invocation ending between the record and the send),
+    ended ``timed_out`` by the command sweeper unstarted (no ``started_at``), or started only at or after it (the
+    agent then evicts nothing). No drain ran, so its deadline passing allows no terminate. Pure."""
+    command = item.get("command")
+    deadline = aware_time(command.get("deadline") if isinstance(command, Mapping) else None)
+    if deadline is None:
+        return False
+    started, status = aware_time(item.get("started_at")), item.get("status")
+    if started is not None:
+        return status == CommandStatus.TIMED_OUT.value and started >= deadline
+    return status == CommandStatus.TIMED_OUT.value or (status == CommandStatus.QUEUED.value and b.now > deadline)
+
+
+def reissued_id(command_id: str, instance_id: str, prefix: str) -> str:
+    """The id of the drain sent again for ``instance_id`` after ``command_id`` never ran: ``<prefix><instance
+    id>-<n>``, ``n`` one more than ``command_id``'s (2 after the first). Pure."""
+    base = f"{prefix}{instance_id}-"
+    suffix = command_id[len(base) :] if command_id.startswith(base) else ""
+    return f"{base}{int(suffix) + 1 if suffix.isdigit() else 2}"

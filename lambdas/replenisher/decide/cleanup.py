@@ -7,14 +7,22 @@ its writes for minutes). Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from itertools import chain
 from operator import attrgetter
 
 from core.kops import Role
 from core.runs import Run
-from lambdas.replenisher.decide.builder import SURPLUS_PREFIX, Builder, drain_command, drain_done, send_if_needed
+from lambdas.replenisher.decide.builder import (
+    SURPLUS_PREFIX,
+    Builder,
+    drain_command,
+    drain_done,
+    never_ran,
+    reissued_id,
+    send_if_needed,
+)
 from lambdas.replenisher.plan import Operation, Reason, Terminate
 from lambdas.replenisher.world import IN_SERVICE, Instance
 
@@ -62,8 +70,10 @@ def cleanup(b: Builder) -> None:
             decrement = b.desired[name] > ETCD_MEMBERS_PER_GROUP
             why = f"surplus master: {name} defines {ETCD_MEMBERS_PER_GROUP} etcd member"
             if inst.instance_id in world.nodes:
-                command_id = f"{SURPLUS_PREFIX}{inst.instance_id}"
+                command_id = latest_surplus(world.commands, inst.instance_id)
                 item = world.commands.get(command_id)
+                if item is not None and never_ran(b, item):  # no drain ran by its deadline: a new one, a whole timeout
+                    command_id, item = reissued_id(command_id, inst.instance_id, SURPLUS_PREFIX), None
                 deadline = (
                     datetime.fromisoformat(str(item["command"]["deadline"]))
                     if item
@@ -127,3 +137,13 @@ _INSTANCE_ID, _BASELINE, _SPARE = (
     attrgetter("surge_baseline"),
     attrgetter("surge_instance_id"),
 )
+
+
+def latest_surplus(commands: Mapping[str, object], instance_id: str) -> str:
+    """The id of the last drain sent for surplus master ``instance_id``: ``surplus-<id>``, or the highest
+    ``surplus-<id>-<n>`` recorded (``builder.reissued_id``) when one is. Pure."""
+    base = f"{SURPLUS_PREFIX}{instance_id}"
+    sent = [
+        int(cid[len(base) + 1 :]) for cid in commands if cid.startswith(base + "-") and cid[len(base) + 1 :].isdigit()
+    ]
+    return f"{base}-{max(sent)}" if sent else base

@@ -3,18 +3,17 @@ the compensation. Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
 
-from core.clock import aware_time
 from core.ledger import Donor, DonorState, GiveBack, GiveBackState, Ledger
-from core.model import Command, CommandKind, CommandStatus
+from core.model import Command, CommandKind
 from lambdas.replenisher.decide.builder import (
     GIVEBACK_PREFIX,
     Builder,
     drain_command,
     drain_done,
+    never_ran,
+    reissued_id,
     send_if_needed,
 )
 from lambdas.replenisher.decide.recover import giveback_entry
@@ -30,30 +29,6 @@ def uncordon_command(b: Builder, instance_id: str, command_id: str, reason: str)
         b, instance_id, command_id, b.now + timedelta(seconds=b.settings.giveback_drain_timeout_seconds), reason
     )
     return command.model_copy(update={"kind": CommandKind.UNCORDON})
-
-
-def never_ran(b: Builder, item: Mapping[str, Any]) -> bool:
-    """Whether the recorded give-back drain ``item`` (plain values) ended, or can only end, without having run before
-    its deadline: still ``queued`` past it (its message never sent or never received: SQS refusing every send, each
-    invocation ending between the record and the send), ended ``timed_out`` by the command sweeper unstarted (no
-    ``started_at``), or started only at or after it (the agent then evicts nothing). No drain ran, so its deadline
-    passing allows no terminate. Pure."""
-    command = item.get("command")
-    deadline = aware_time(command.get("deadline") if isinstance(command, Mapping) else None)
-    if deadline is None:
-        return False
-    started, status = aware_time(item.get("started_at")), item.get("status")
-    if started is not None:
-        return status == CommandStatus.TIMED_OUT.value and started >= deadline
-    return status == CommandStatus.TIMED_OUT.value or (status == CommandStatus.QUEUED.value and b.now > deadline)
-
-
-def reissued_id(command_id: str, instance_id: str) -> str:
-    """The id of the drain sent again for ``instance_id`` after ``command_id`` never ran: ``giveback-<instance
-    id>-<n>``, ``n`` one more than ``command_id``'s (2 after the first). Pure."""
-    base = f"{GIVEBACK_PREFIX}{instance_id}-"
-    suffix = command_id[len(base) :] if command_id.startswith(base) else ""
-    return f"{base}{int(suffix) + 1 if suffix.isdigit() else 2}"
 
 
 def floor(b: Builder, donor: str, desired_before: int) -> int:
@@ -141,7 +116,7 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
                 # new command, a new id (the old item keeps its status), a whole timeout. No compensation note: an
                 # agent that never takes one up would grow the ledger each time
                 item = b.world.commands.get(gb.command_id)
-                reissued = reissued_id(gb.command_id, iid)
+                reissued = reissued_id(gb.command_id, iid, GIVEBACK_PREFIX)
                 give_back[iid] = gb.model_copy(
                     update={
                         "command_id": reissued,

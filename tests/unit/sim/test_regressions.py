@@ -53,9 +53,9 @@ seed kept as a regression case"). Each names the bug and must hold on the fixed 
   (``tests/unit/lambdas/refresher/decide/test_undo_unconfirmed.py`` keeps the pure case).
 - The same schedule's first three faults with SQS refusing every SendMessage for 15 minutes as the give-back starts
   (2026-12-06 review): the drain was recorded but never sent, and the replenisher terminated the same node with its
-  four pods once the deadline passed; hidden by invariant 3, which excuses any drain item past its deadline (the test
-  makes a give-back drain excuse a terminate only once started). Fixed in ``give_back.never_ran``: such a drain is
-  sent again under a new id with a whole timeout.
+  four pods once the deadline passed; hidden by invariant 3, which excused any drain item past its deadline (now a
+  give-back's or a surplus master's drain only once started: ``sim.drain_items``). Fixed in
+  ``decide.builder.never_ran``: such a drain is sent again under a new id with a whole timeout.
 """
 
 from __future__ import annotations
@@ -70,7 +70,6 @@ from typing import Any
 import pytest
 
 from core.model import Command
-from sim import invariants
 from sim.mutants import MUTANTS
 from sim.run import run_seed
 from sim.schedules import Fault, Profile
@@ -241,21 +240,13 @@ def test_a_spare_missing_from_an_unconfirmed_membership_is_drained_before_it_is_
     assert result.violation is None, result.summary()
 
 
-def test_a_give_back_drain_that_never_ran_is_not_counted_over_at_its_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_give_back_drain_that_never_ran_is_not_counted_over_at_its_deadline() -> None:
     """Seed 54175's first three faults, then SQS refusing every SendMessage for 15 minutes as the give-back starts
     (no Lambda crash): the give-back's drain was recorded, its message never sent (``queued``, then ended unstarted
     by the sweeper), and once its deadline passed the replenisher terminated a node with four pods on it, none
-    evicted. The shipped invariant 3 excuses any drain item past its deadline; a give-back has no deadline of its own
-    to meet (nothing ends its instance), so here a give-back drain excuses a terminate only once the agent started
-    it (``started_at``)."""
-    passed = invariants._deadline_passed
-
-    def started_give_back(item: dict[str, Any], t: float) -> bool:
-        if str(item.get("sk", "")).startswith("CMD#giveback-") and not item.get("started_at"):
-            return False
-        return passed(item, t)
-
-    monkeypatch.setattr(invariants, "_deadline_passed", started_give_back)
+    evicted. Invariant 3 then excused any drain item past its deadline; it now excuses a give-back's or a surplus
+    master's drain only once the agent started it (``sim.drain_items``: nothing ends those instances but the
+    terminate), so this schedule breaks it on the old product."""
     sqs = (("service", "sqs"), ("operation", "SendMessage"), ("code", "ThrottlingException"))
     schedule = (
         Fault(50256.0, "outage", 13122.0, (("az", "us-east-1a"),)),

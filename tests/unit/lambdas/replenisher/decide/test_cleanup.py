@@ -103,3 +103,52 @@ def test_a_stale_membership_judges_no_instance_by_absence(confirmed: bool) -> No
         assert terminated == []
         assert not [x for x in plan.actions if type(x).__name__ == "SendCommand"]  # no drain either
         assert any(isinstance(x, Note) and x.reason is Reason.MEMBERSHIP_UNAVAILABLE for x in plan.actions)
+
+
+@pytest.mark.parametrize(
+    ("status", "started", "reissued"),
+    [
+        ("queued", False, True),  # its message never sent or never received: no drain ran by its deadline
+        ("timed_out", False, True),  # ended unstarted by the sweeper
+        ("timed_out", True, False),  # ran, and the policy's deadline passed: terminated
+    ],
+)
+def test_a_surplus_master_whose_drain_never_ran_is_drained_again_not_terminated(
+    status: str, started: bool, reissued: bool
+) -> None:
+    from datetime import timedelta
+
+    from core.kops import Role
+    from lambdas.replenisher.decide.cleanup import latest_surplus
+    from lambdas.replenisher.plan import SendDrain
+
+    # ids a Command accepts (``i-`` and hex digits): a drain is recorded for the surplus one
+    masters = group("m", "az-a", 2, ids("c", 2), role=Role.CONTROL_PLANE, max_size=2, pool="master")
+    surplus = masters.instances[1].instance_id
+    deadline = T0 - timedelta(minutes=1)
+    item: dict[str, object] = {
+        "status": status,
+        "instance_id": surplus,
+        "command": {"command_id": f"surplus-{surplus}", "deadline": deadline.isoformat()},
+    }
+    if started:
+        item["started_at"] = (deadline - timedelta(minutes=5)).isoformat()
+    tick = Event(kind=EventKind.TICK, event_id="t", event_time=T0, source="aws.events", detail_type="Scheduled Event")
+    world = World(
+        groups={"m": masters},
+        nodes=nodes_for(masters),
+        membership_confirmed=True,
+        commands={f"surplus-{surplus}": item},
+    )
+    plan = decide(tick, T0, SETTINGS, world)
+    terminated = [x.instance_id for x in plan.actions if isinstance(x, Terminate)]
+    sent = [(x.command.command_id, x.command.deadline) for x in plan.actions if isinstance(x, SendDrain)]
+    if reissued:
+        assert terminated == []
+        timeout = timedelta(seconds=SETTINGS.giveback_drain_timeout_seconds)
+        assert sent == [(f"surplus-{surplus}-2", T0 + timeout)]
+    else:
+        assert terminated == [surplus] and sent == []
+    assert latest_surplus({f"surplus-{surplus}": {}, f"surplus-{surplus}-3": {}, "surplus-x-9": {}}, surplus) == (
+        f"surplus-{surplus}-3"
+    )

@@ -14,7 +14,7 @@ import pytest
 from core.ledger import GiveBackState
 from core.model import CommandStatus
 from lambdas.replenisher.decide import decide
-from lambdas.replenisher.decide.give_back import reissued_id
+from lambdas.replenisher.decide.builder import reissued_id
 from lambdas.replenisher.plan import SendDrain, Terminate, WriteLedger
 from lambdas.replenisher.world import World
 from tests.unit.lambdas.replenisher.builders import SETTINGS, T0, ids
@@ -114,5 +114,5 @@ def test_a_drain_that_ran_and_timed_out_still_lets_the_give_back_terminate() -> 
 
 
 def test_the_reissued_ids_count_up() -> None:
-    assert reissued_id(f"giveback-{IID}", IID) == f"giveback-{IID}-2"
-    assert reissued_id(f"giveback-{IID}-2", IID) == f"giveback-{IID}-3"
+    assert reissued_id(f"giveback-{IID}", IID, "giveback-") == f"giveback-{IID}-2"
+    assert reissued_id(f"giveback-{IID}-2", IID, "giveback-") == f"giveback-{IID}-3"
