@@ -49,6 +49,12 @@ class CommandStatus(str, Enum):
         return self not in (CommandStatus.QUEUED, CommandStatus.RUNNING)
 
 
+# the result message of a drain the agent ended ``timed_out`` without running it: its deadline passed before it
+# started (received late, or waiting for a drain slot; ``agent.consumer.steps``). Nothing was evicted: the replenisher
+# counts such a drain of its own as never run (``lambdas.replenisher.decide.builder.never_ran``)
+DEADLINE_PASSED_BEFORE_START = "deadline passed before start"
+
+
 class DrainOptions(BaseModel):
     """Drain options, mirroring ``kubectl drain``'s flags one for one.
 

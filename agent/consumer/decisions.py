@@ -14,9 +14,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from core.clock import aware_time
-from core.model import Command, CommandKind, CommandStatus, as_utc
+from core.model import DEADLINE_PASSED_BEFORE_START, Command, CommandKind, CommandStatus, as_utc
 
-DEADLINE_PASSED = "deadline passed before start"
+DEADLINE_PASSED = DEADLINE_PASSED_BEFORE_START  # the result message a Lambda reads (``core.model``)
 
 
 class MessageVerdict(str, Enum):

@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 
 from core.ledger import GiveBackState
-from core.model import CommandStatus
+from core.model import DEADLINE_PASSED_BEFORE_START, CommandStatus
 from lambdas.replenisher.decide import decide
 from lambdas.replenisher.decide.builder import reissued_id
 from lambdas.replenisher.plan import SendDrain, Terminate, WriteLedger
@@ -66,9 +66,9 @@ def test_a_recorded_drain_past_its_deadline_still_lets_the_give_back_terminate()
     assert not [a for a in plan.actions if isinstance(a, SendDrain)]
 
 
-def _recorded(status: str, started_at: str | None = None) -> World:
+def _recorded(status: str, started_at: str | None = None, message: str | None = None) -> World:
     """b's compensating instance ``draining``; its drain recorded (deadline the ledger's, a minute past) with
-    ``status`` and ``started_at``, never taken up when that is None."""
+    ``status`` and ``started_at``, never taken up when that is None, and the agent's result ``message``."""
     world = returning(3, 0, GiveBackState.DRAINING)
     deadline = world.ledgers["a"].compensation.give_back[IID].deadline  # type: ignore[union-attr]
     item = {
@@ -77,6 +77,7 @@ def _recorded(status: str, started_at: str | None = None) -> World:
         "instance_id": IID,
         "command": {"command_id": f"giveback-{IID}", "deadline": deadline.isoformat()},
         **({"started_at": started_at} if started_at else {}),
+        **({"result": {"status": status, "message": message}} if message is not None else {}),
     }
     return replace(world, commands={f"giveback-{IID}": item})
 
@@ -104,6 +105,16 @@ def test_a_recorded_drain_that_never_ran_before_its_deadline_is_sent_again_under
         f"giveback-{IID}-2",
         T0 + TIMEOUT,
     )
+
+
+def test_a_drain_ended_before_it_ran_is_sent_again_though_it_started_in_time() -> None:
+    """Started (taken up) well before its deadline, then the deadline passed while it waited for a drain slot: the
+    agent ended it without evicting anything (``core.model.DEADLINE_PASSED_BEFORE_START``)."""
+    started = (T0 - TIMEOUT).isoformat()
+    world = _recorded(CommandStatus.TIMED_OUT.value, started, DEADLINE_PASSED_BEFORE_START)
+    plan = decide(TICK, T0, SETTINGS, world)
+    assert not [a for a in plan.actions if isinstance(a, Terminate)]
+    assert [a.command.command_id for a in plan.actions if isinstance(a, SendDrain)] == [f"giveback-{IID}-2"]
 
 
 def test_a_drain_that_ran_and_timed_out_still_lets_the_give_back_terminate() -> None:
