@@ -54,8 +54,9 @@ Rules, in order:
    instance gets a drain command ``giveback-<instance id>`` (deadline now + ``GIVEBACK_DRAIN_TIMEOUT_SECONDS``),
    recorded in the ledger before it is sent. A drain that has not run by its deadline is no drain: never recorded
    (the invocations that were to record it ended first; or its item unreadable, which the read leaves out), or
-   recorded and never run (still ``queued`` past it, ended unstarted by the sweeper, or started only after it: its
-   message never sent or never received). A new one, ``giveback-<instance id>-<n>``, is recorded and sent with a
+   recorded and never run (still ``queued`` past it, ended unstarted by the sweeper, started only after it, or ended
+   by the agent before it ran, its deadline passed while it waited for a drain slot: its message never sent or never
+   received, or no slot free). A new one, ``giveback-<instance id>-<n>``, is recorded and sent with a
    whole timeout (``give_back.never_ran``), and the instance is not terminated on the old one's deadline.
 8. **Give back.** When an instance's command is terminal (succeeded, skipped, timed out; failed counts once its
    deadline passed), the ledger marks it ``terminating``, TerminateInstanceInAutoScalingGroup with
