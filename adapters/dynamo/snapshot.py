@@ -46,7 +46,8 @@ class Snapshot:
     Attributes:
         lock: the ``LOCK`` item as stored (None: never taken).
         nodes: the fresh membership records (as ``NodeItems.list_nodes``; an unreadable item is left out).
-        membership_confirmed: the ``MEMBERSHIP`` mark was fresh, so ``nodes`` is the agent's whole list.
+        membership_confirmed: the ``MEMBERSHIP`` mark was fresh and every ``NODE#`` item readable, so ``nodes`` is
+            the agent's whole list.
         runs: the active runs (running, pausing, cancelling), oldest first.
         pollers: run id -> (the invocation polling it, when its budget ends in epoch seconds) (``POLL#``).
     """
@@ -143,9 +144,10 @@ def with_membership(
         reused = memo.patched(version, changes, now, partial(picked, nodes, listed=listed), len(nodes), lambda: listed)
         if reused is None:  # an unreadable item: the agent writes it again
             reused = memo.records(nodes, mark, version=version, now=now)
-    records = reused[0]
+    records, refused = reused
     if fresh_by_mark(mark, now, max_age_seconds):  # every record it confirms is fresh
-        return replace(state, nodes=records, membership_confirmed=True)
+        # the agent's whole list only when every item was readable: one left out is a node absent from ``nodes``
+        return replace(state, nodes=records, membership_confirmed=not refused)
     fresh = [r for r in records if r.fresh(now, max_age_seconds)]  # by its own write: the mark is not fresh
     return replace(state, nodes=fresh, membership_confirmed=False)
 

@@ -193,8 +193,10 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None, tick: bool = Fal
     # keyed once a read (a tick answered the same list, or a patched one: ``NodeRecordMemo.by_instance``), copied
     keyed = deps.memo.nodes.by_instance(records)
     nodes = dict(keyed)
-    every = fresh_by_mark(mark, now, max_age)  # a fresh mark makes every record it confirms fresh
-    if not every:
+    marked = fresh_by_mark(mark, now, max_age)  # a fresh mark makes every record it confirms fresh
+    # the agent's whole list only when no item was left out unreadable (a node absent from ``nodes`` all the same)
+    every = marked and not refused
+    if not marked:
         nodes = {iid: record for iid, record in nodes.items() if record.fresh(now, max_age)}
     in_service: list[tuple[str, tuple[str, ...]]] = []
     kept_groups: dict[str, GroupInstances] = {}

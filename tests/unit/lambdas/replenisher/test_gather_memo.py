@@ -237,3 +237,14 @@ def test_group_instances_reads_each_field_as_its_text(listed: list[dict[str, Any
     )
     assert got.listed is (listed if text else None)
     assert got.in_service == tuple(k[0] for k in keys if k[2] == "InService")
+
+
+def test_an_unreadable_node_item_leaves_the_membership_unconfirmed(deps: Deps) -> None:
+    """A fresh mark over a list missing an unreadable item is not the agent's whole list: absence from it says
+    nothing (``World.membership_confirmed``), however many reads (cold, warm) see it."""
+    register_all(deps)
+    assert gather(deps, utcnow()).membership_confirmed
+    deps.store.put("NODE#i-0123456789abcdef0", {"instance_id": "i-0123456789abcdef0", "node_name": "n"})  # no time
+    for _ in range(2):
+        assert not gather(deps, utcnow()).membership_confirmed
+    assert not gather(cold(deps), utcnow()).membership_confirmed
