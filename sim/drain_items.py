@@ -4,6 +4,7 @@ the drain's deadline passed, by policy")."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
@@ -11,32 +12,44 @@ from core.model import DEADLINE_PASSED_BEFORE_START
 from sim.kernel import EPOCH
 
 # the replenisher's own drains (a give-back's, a surplus master's): nothing ends their instance but the terminate that
-# follows, so no deadline of theirs excuses it unless the agent started the drain (``lambdas.replenisher.decide.
+# follows, so no deadline of theirs excuses it unless the agent ran the drain (``lambdas.replenisher.decide.
 # builder.never_ran``; a review found a give-back drain never sent, ended unstarted, excused: docs/SIMULATION.md)
 DISCRETIONARY = ("CMD#giveback-", "CMD#surplus-")
+# so is the refresher's drain of a spare it gives back (``refresh-<run>-<index>-undo[-<n>]``,
+# ``lambdas.refresher.decide.undo.never_ran``)
+UNDO_DRAIN = re.compile(r"CMD#refresh-.+-undo(-[0-9]+)?")
 
 
 def drain_had_its_chance(item: dict[str, Any], t: float) -> bool:
     """Whether the drain ``item`` describes allows its instance's termination at simulated second ``t``: finished
     (succeeded, failed, timed out, skipped), or past its deadline (tightened or not); for the replenisher's own drains
-    (``DISCRETIONARY``) only once the agent started it (``started_at``) and ran it (not ended before it ran:
-    ``core.model.DEADLINE_PASSED_BEFORE_START``)."""
-    if str(item.get("sk", "")).startswith(DISCRETIONARY) and (not item.get("started_at") or _before_start(item)):
-        return False  # never run: whatever its status or deadline, no drain had its chance
+    (``DISCRETIONARY``) and the refresher's undo drains (``UNDO_DRAIN``) only once the agent ran it: started before
+    its deadline (``started_at``; one started at or after it times out at once, nothing evicted) and not ended before
+    it ran (``core.model.DEADLINE_PASSED_BEFORE_START``: its deadline passed while it waited for a drain slot)."""
+    sk = str(item.get("sk", ""))
+    if sk.startswith(DISCRETIONARY) or UNDO_DRAIN.fullmatch(sk):
+        started, command = item.get("started_at"), item.get("command")
+        deadline = command.get("deadline") if isinstance(command, dict) else None
+        if not started or (deadline is not None and _epoch(started) >= _epoch(deadline)) or _before_start(item):
+            return False  # never run: whatever its status or deadline, no drain had its chance
     if item.get("status") not in ("queued", "running"):
         return True  # finished: the drain had its chance
     command = item.get("command")
     deadline = item.get("deadline_tightened_to") or (command.get("deadline") if isinstance(command, dict) else None)
     if deadline is None:
         return False
-    now = EPOCH.timestamp() + t
-    try:
-        return datetime.fromisoformat(str(deadline)).timestamp() <= now
-    except ValueError:
-        return float(deadline) <= now
+    return _epoch(deadline) <= EPOCH.timestamp() + t
 
 
 def _before_start(item: dict[str, Any]) -> bool:
     """The agent ended the drain before it ran it (its deadline passed while it waited for a slot)."""
     result = item.get("result")
     return isinstance(result, dict) and str(result.get("message", "")).startswith(DEADLINE_PASSED_BEFORE_START)
+
+
+def _epoch(when: Any) -> float:
+    """An item's time (ISO 8601, or epoch seconds) in epoch seconds."""
+    try:
+        return datetime.fromisoformat(str(when)).timestamp()
+    except ValueError:
+        return float(when)

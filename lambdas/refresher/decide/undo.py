@@ -6,7 +6,11 @@ instance. Pure."""
 
 from __future__ import annotations
 
-from core.model import CommandKind
+from collections.abc import Mapping
+from typing import Any
+
+from core.clock import aware_time
+from core.model import CommandKind, CommandStatus
 from core.runs import GroupSurge, RunStep, StepState
 from lambdas.refresher.decide.context import (
     RECLAIMED_NOTE,
@@ -72,7 +76,8 @@ def undoing(p: Context, step: RunStep) -> None:
 
 
 def undo_draining(p: Context, step: RunStep) -> None:
-    """The spare's drain: resend it if never recorded; whatever its outcome, terminate the spare with decrement."""
+    """The spare's drain: resend it if never recorded; once it ended, terminate the spare with decrement whatever
+    its outcome, unless it never ran (``never_ran``): then a new one is sent under a new id (``reissued_undo_id``)."""
     assert step.undo_command_id is not None and step.surge_instance_id is not None
     if p.unsent(step.undo_command_id):
         if p.older_than_grace(step.intent_at):
@@ -99,6 +104,26 @@ def undo_draining(p: Context, step: RunStep) -> None:
         return
     facts = p.facts(step)
     if facts is not None and taken_back(p, step, facts):
+        return
+    if never_ran(p.world.commands.get(step.undo_command_id)):
+        # ended without having run (its message never sent or received, then expired by the sweeper; started only
+        # at its deadline): nothing ends the spare but this terminate, so no deadline excuses it (as the
+        # replenisher's own drains, ``decide.builder.never_ran``): a new drain, a new id, a whole deadline
+        step.undo_command_id = reissued_undo_id(step.undo_command_id)
+        step.intent_at = p.now
+        p.effects.append(
+            SendCommand(
+                p.command(
+                    step,
+                    CommandKind.DRAIN,
+                    step.surge_instance_id,
+                    p.node_name(step.surge_instance_id),
+                    step.undo_command_id,
+                    UNDO_DRAIN_SECONDS,
+                )
+            )
+        )
+        p.change(f"step {step.index}: spare drain never ran ({status}: {message}), sent again")
         return
     step.state = StepState.UNDO_TERMINATING
     step.intent_at = p.now
@@ -221,3 +246,22 @@ def absorb(p: Context, group: GroupSurge, facts: GroupFacts) -> None:
     p.change(
         f"{group.name}: MinSize {facts.min_size} keeps a surge unit: the group's own size is {group.original_desired}"
     )
+
+
+def never_ran(item: Mapping[str, Any] | None) -> bool:
+    """Whether the undo drain ``item`` (plain values) ended ``timed_out`` without having run: never started (the
+    command sweeper expired it ``queued``) or started only at or after its deadline (the agent then evicts nothing).
+    Pure."""
+    if item is None or item.get("status") != CommandStatus.TIMED_OUT.value:
+        return False
+    command = item.get("command")
+    deadline = aware_time(command.get("deadline") if isinstance(command, Mapping) else None)
+    started = aware_time(item.get("started_at"))
+    return deadline is not None and (started is None or started >= deadline)
+
+
+def reissued_undo_id(command_id: str) -> str:
+    """The id of the undo drain sent again after ``command_id`` never ran: ``...-undo-<n>``, ``n`` one more than
+    ``command_id``'s (2 after the first). Pure."""
+    base, _, n = command_id.rpartition("-")
+    return f"{base}-{int(n) + 1}" if n.isdigit() and base.endswith(f"-{UNDO_COMMAND_SUFFIX}") else f"{command_id}-2"

@@ -256,3 +256,26 @@ def test_a_give_back_drain_that_never_ran_is_not_counted_over_at_its_deadline() 
     )
     result = run_seed(54175, 30, 2.0, schedule=schedule)
     assert result.violation is None, result.summary()
+
+
+def test_an_undo_drain_that_never_ran_is_not_counted_over_at_its_deadline() -> None:
+    """Seed 60002's shrunk schedule, then SQS refusing every SendMessage for 15 minutes as the run gives its surge
+    back (2026-12-06 review of 4ad1fc4): the spare's undo drain was recorded, never sent, expired ``queued`` by the
+    sweeper, and the refresher terminated the spare with four pods on it, none evicted. Invariant 3 excused it (any
+    drain past its deadline); it now excuses the refresher's undo drains only once started (``sim.drain_items``), so
+    this schedule breaks it on the old product. Fixed in ``decide.undo.never_ran``: a new drain under a new id."""
+    sqs = (("service", "sqs"), ("operation", "SendMessage"), ("code", "ThrottlingException"))
+    ddb = (
+        ("code", "ProvisionedThroughputExceededException"),
+        ("operation", ""),
+        ("probability", 1.0),
+        ("service", "dynamodb"),
+    )
+    schedule = (
+        Fault(33084.0, "agent_restart", params=(("leader", 1),)),
+        Fault(43812.0, "manual_refresh", params=(("az", "us-east-1a"),)),
+        Fault(44100.0, "api", 588.0, ddb),
+        Fault(44688.0, "api", 900.0, sqs),
+    )
+    result = run_seed(60002, 30, 2.0, schedule=schedule)
+    assert result.violation is None, result.summary()

@@ -1,0 +1,65 @@
+"""The drain of a spare being given back that ended without having run (its message never sent, then expired
+``queued`` by the command sweeper; or started only at its deadline) allows no terminate: nothing ends the spare but
+that terminate, so its deadline excuses nothing (as the replenisher's own drains). A new drain is sent under a new id
+with a whole ``UNDO_DRAIN_SECONDS``. A drain that ran and timed out is followed by the terminate as before."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from core.model import CommandKind
+from core.runs import StepState
+from lambdas.refresher.decide import advance
+from lambdas.refresher.decide.context import UNDO_DRAIN_SECONDS
+from lambdas.refresher.decide.undo import reissued_undo_id
+from lambdas.refresher.plan import SendCommand, TerminateInstance
+from tests.unit.lambdas.refresher.decide_world import OLD, OTHER, SETTINGS, SPARE, T0, effects, run, world
+
+DEADLINE = T0 + timedelta(seconds=UNDO_DRAIN_SECONDS)
+LATER = DEADLINE + timedelta(seconds=400)
+
+
+@pytest.mark.parametrize(
+    ("started", "reissued"),
+    [
+        (None, True),  # expired queued by the sweeper: never started
+        (DEADLINE, True),  # started only at its deadline: timed out at once, nothing evicted
+        (T0 + timedelta(seconds=10), False),  # ran and timed out: the policy's deadline passed
+    ],
+)
+def test_an_undo_drain_that_never_ran_is_sent_again(started, reissued: bool) -> None:
+    r = run(StepState.UNDO_DRAINING, 1, T0, surge_instance_id=SPARE, note="drain timed_out: surge given back")
+    cid = f"refresh-{r.run_id}-0-undo"
+    r.steps[0].undo_command_id = cid
+    item: dict[str, object] = {
+        "status": "timed_out",
+        "result": {"status": "timed_out", "message": "expired: never started before its deadline"},
+        "command": {"command_id": cid, "deadline": DEADLINE.isoformat()},
+    }
+    if started is not None:
+        item["started_at"] = started.isoformat()
+    base = world([OLD, OTHER, SPARE], 3, ready=[OLD, OTHER, SPARE])
+    decision = advance(r, replace(base, commands={cid: item}, membership_confirmed=True), SETTINGS, LATER)
+    step = decision.run.steps[0]
+    if reissued:
+        assert not effects(decision, TerminateInstance)
+        (send,) = effects(decision, SendCommand)
+        assert (send.command.kind, send.command.instance_id, send.command.command_id) == (
+            CommandKind.DRAIN,
+            SPARE,
+            f"{cid}-2",
+        )
+        assert send.command.deadline == LATER + timedelta(seconds=UNDO_DRAIN_SECONDS)
+        assert (step.state, step.undo_command_id) == (StepState.UNDO_DRAINING, f"{cid}-2")
+    else:
+        (terminate,) = effects(decision, TerminateInstance)
+        assert terminate.instance_id == SPARE and step.state is StepState.UNDO_TERMINATING
+
+
+def test_the_reissued_id_counts_up() -> None:
+    assert reissued_undo_id("refresh-r1-3-undo") == "refresh-r1-3-undo-2"
+    assert reissued_undo_id("refresh-r1-3-undo-2") == "refresh-r1-3-undo-3"
+    assert reissued_undo_id("refresh-r1-3-undo-10") == "refresh-r1-3-undo-11"
