@@ -33,13 +33,15 @@ replacement. Then worker groups one after the other; within a group up to ``max_
 
 A drain that failed, or timed out under ``pause``, pauses the run: an uncordon command is sent for the old node
 (belt and braces beside ``uncordon_on_failure``) and the step gives its surge back (``undoing``): the spare is
-drained (its pods go back to the old node, uncordoned) then terminated with decrement; a spare that has no node
-yet is terminated at once; a surge that launched nothing is lowered back (only when the group holds no more
-instances than the lower value, so Auto Scaling has nothing to pick). The undo's own drain proceeds to the
-termination whatever its outcome: the spare is the run's own capacity. Each give-back reads desired capacity back
-first: at most ``original_desired + raised - 1`` (kOps lowered MaxSize under the surge, Auto Scaling clamped desired
-capacity and removed an instance of its choosing), the unit is counted given back and nothing is terminated, the
-spare kept (uncordoned when the undo drained it): a termination with decrement would remove a second instance.
+drained (its pods go back to the old node, uncordoned) then terminated with decrement; a spare that has no node yet
+(absent from a confirmed membership) is terminated at once; a surge that launched nothing is lowered back (only when
+the group holds no more instances than the lower value, so Auto Scaling has nothing to pick). The undo's own drain
+proceeds to the termination whatever its outcome (the spare is the run's own capacity), unless it never ran (expired
+unstarted, or started only at its deadline): then it is sent again under a new id. Each give-back reads desired
+capacity back first: at most ``original_desired + raised - 1`` (kOps lowered MaxSize under the surge, Auto Scaling
+clamped desired capacity and removed an instance of its choosing), the unit is counted given back and nothing is
+terminated, the spare kept (uncordoned when the undo drained it): a termination with decrement would remove a second
+instance.
 
 **Deadlines** (``core.runs.WaitDeadline``, seconds from ``RefresherSettings``): a surging step waits for its spare
 to launch, then to register, then to be Ready, then for the group's other nodes to be Ready; a draining step for the
