@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.clock import aware_time
-from core.model import CommandKind, CommandStatus
+from core.model import DEADLINE_PASSED_BEFORE_START, CommandKind, CommandStatus
 from core.runs import GroupSurge, RunStep, StepState
 from lambdas.refresher.decide.context import (
     RECLAIMED_NOTE,
@@ -250,10 +250,14 @@ def absorb(p: Context, group: GroupSurge, facts: GroupFacts) -> None:
 
 def never_ran(item: Mapping[str, Any] | None) -> bool:
     """Whether the undo drain ``item`` (plain values) ended ``timed_out`` without having run: never started (the
-    command sweeper expired it ``queued``) or started only at or after its deadline (the agent then evicts nothing).
-    Pure."""
+    command sweeper expired it ``queued``), started only at or after its deadline, or ended by the agent before it ran
+    (``core.model.DEADLINE_PASSED_BEFORE_START``: its deadline passed while it waited for a drain slot); the agent
+    evicts nothing then. Pure."""
     if item is None or item.get("status") != CommandStatus.TIMED_OUT.value:
         return False
+    result = item.get("result")
+    if isinstance(result, Mapping) and str(result.get("message", "")).startswith(DEADLINE_PASSED_BEFORE_START):
+        return True
     command = item.get("command")
     deadline = aware_time(command.get("deadline") if isinstance(command, Mapping) else None)
     started = aware_time(item.get("started_at"))

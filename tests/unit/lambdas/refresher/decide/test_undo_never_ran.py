@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from core.model import CommandKind
+from core.model import DEADLINE_PASSED_BEFORE_START, CommandKind
 from core.runs import StepState
 from lambdas.refresher.decide import advance
 from lambdas.refresher.decide.context import UNDO_DRAIN_SECONDS
@@ -19,24 +19,26 @@ from lambdas.refresher.plan import SendCommand, TerminateInstance
 from tests.unit.lambdas.refresher.decide_world import OLD, OTHER, SETTINGS, SPARE, T0, effects, run, world
 
 DEADLINE = T0 + timedelta(seconds=UNDO_DRAIN_SECONDS)
+EXPIRED = "expired: never started before its deadline"
 LATER = DEADLINE + timedelta(seconds=400)
 
 
 @pytest.mark.parametrize(
-    ("started", "reissued"),
+    ("started", "reissued", "message"),
     [
-        (None, True),  # expired queued by the sweeper: never started
-        (DEADLINE, True),  # started only at its deadline: timed out at once, nothing evicted
-        (T0 + timedelta(seconds=10), False),  # ran and timed out: the policy's deadline passed
+        (None, True, EXPIRED),  # expired queued by the sweeper: never started
+        (DEADLINE, True, EXPIRED),  # started only at its deadline: timed out at once, nothing evicted
+        (T0 + timedelta(seconds=10), False, "drained 3 of 5 pods"),  # ran and timed out: the policy's deadline passed
+        (T0 + timedelta(seconds=10), True, DEADLINE_PASSED_BEFORE_START),  # taken up, waited for a slot: never ran
     ],
 )
-def test_an_undo_drain_that_never_ran_is_sent_again(started, reissued: bool) -> None:
+def test_an_undo_drain_that_never_ran_is_sent_again(started, reissued: bool, message: str) -> None:
     r = run(StepState.UNDO_DRAINING, 1, T0, surge_instance_id=SPARE, note="drain timed_out: surge given back")
     cid = f"refresh-{r.run_id}-0-undo"
     r.steps[0].undo_command_id = cid
     item: dict[str, object] = {
         "status": "timed_out",
-        "result": {"status": "timed_out", "message": "expired: never started before its deadline"},
+        "result": {"status": "timed_out", "message": message},
         "command": {"command_id": cid, "deadline": DEADLINE.isoformat()},
     }
     if started is not None:
