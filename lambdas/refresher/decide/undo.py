@@ -61,12 +61,7 @@ def undoing(p: Context, step: RunStep) -> None:
     if spare in p.world.nodes or not p.world.membership_confirmed:  # absent from a confirmed list only: no node
         step.undo_command_id = p.command_id(step, UNDO_COMMAND_SUFFIX)
         step.state = StepState.UNDO_DRAINING
-        step.intent_at = p.now
-        p.effects.append(
-            SendCommand(
-                p.command(step, CommandKind.DRAIN, spare, p.node_name(spare), step.undo_command_id, UNDO_DRAIN_SECONDS)
-            )
-        )
+        send_undo_drain(p, step, spare)
         p.change(f"step {step.index}: drain spare {spare} before giving it back")
     else:
         step.state = StepState.UNDO_TERMINATING
@@ -75,25 +70,25 @@ def undoing(p: Context, step: RunStep) -> None:
         p.change(f"step {step.index}: spare {spare} has no node, terminate it with decrement")
 
 
+def send_undo_drain(p: Context, step: RunStep, spare: str) -> None:
+    """Send the drain of ``spare`` under ``step.undo_command_id`` (deadline ``UNDO_DRAIN_SECONDS`` from now), now the
+    step's intent."""
+    assert step.undo_command_id is not None
+    step.intent_at = p.now
+    p.effects.append(
+        SendCommand(
+            p.command(step, CommandKind.DRAIN, spare, p.node_name(spare), step.undo_command_id, UNDO_DRAIN_SECONDS)
+        )
+    )
+
+
 def undo_draining(p: Context, step: RunStep) -> None:
     """The spare's drain: resend it if never recorded; once it ended, terminate the spare with decrement whatever
     its outcome, unless it never ran (``never_ran``): then a new one is sent under a new id (``reissued_undo_id``)."""
     assert step.undo_command_id is not None and step.surge_instance_id is not None
     if p.unsent(step.undo_command_id):
         if p.older_than_grace(step.intent_at):
-            step.intent_at = p.now
-            p.effects.append(
-                SendCommand(
-                    p.command(
-                        step,
-                        CommandKind.DRAIN,
-                        step.surge_instance_id,
-                        p.node_name(step.surge_instance_id),
-                        step.undo_command_id,
-                        UNDO_DRAIN_SECONDS,
-                    )
-                )
-            )
+            send_undo_drain(p, step, step.surge_instance_id)
             p.change(f"step {step.index}: undo drain not recorded, send it again")
         else:
             p.wait(WaitKind.EFFECT, f"undo drain {step.undo_command_id} to be recorded")
@@ -110,19 +105,7 @@ def undo_draining(p: Context, step: RunStep) -> None:
         # at its deadline): nothing ends the spare but this terminate, so no deadline excuses it (as the
         # replenisher's own drains, ``decide.builder.never_ran``): a new drain, a new id, a whole deadline
         step.undo_command_id = reissued_undo_id(step.undo_command_id)
-        step.intent_at = p.now
-        p.effects.append(
-            SendCommand(
-                p.command(
-                    step,
-                    CommandKind.DRAIN,
-                    step.surge_instance_id,
-                    p.node_name(step.surge_instance_id),
-                    step.undo_command_id,
-                    UNDO_DRAIN_SECONDS,
-                )
-            )
-        )
+        send_undo_drain(p, step, step.surge_instance_id)
         p.change(f"step {step.index}: spare drain never ran ({status}: {message}), sent again")
         return
     step.state = StepState.UNDO_TERMINATING
