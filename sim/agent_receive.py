@@ -5,17 +5,14 @@ docstring, "Receive"; Amazon SQS Developer Guide, "Amazon SQS short and long pol
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from adapters.aws.ports import CommandReceiver
 from agent.consumer.config import ConsumerConfig
-from agent.consumer.loop import MAX_MESSAGES_PER_RECEIVE, receive_backoff_seconds
+from agent.consumer.loop import MAX_MESSAGES_PER_RECEIVE, log_receive_failure, receive_backoff_seconds
 from sim.agent_slots import DrainSlots
 from sim.kernel import Kernel, Timer
-
-log = logging.getLogger(__name__)
 
 
 class LongPollQueue(CommandReceiver, Protocol):
@@ -60,11 +57,12 @@ class LongPollReceive(DrainSlots):
             messages = self.queue.receive(
                 min(MAX_MESSAGES_PER_RECEIVE, free), self.config.wait_seconds, self.config.visibility_timeout_seconds
             )
-        except Exception:  # the consumer's loop survives every receive error (backs off, counts)
-            log.exception("receive failed")
+        except Exception as err:  # noqa: BLE001 - as the consumer's loop: backs off, counts, logs
             self._count("receive_errors")
             self._failures += 1
-            self._receive_at(self.kernel.t + receive_backoff_seconds(self._failures), "backoff")
+            delay = receive_backoff_seconds(self._failures)
+            log_receive_failure(err, delay, self._failures)
+            self._receive_at(self.kernel.t + delay, "backoff")
             return
         self._failures = 0
         if messages:  # an empty receive (most of a week's long polls) leaves the bound as it found it

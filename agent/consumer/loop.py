@@ -24,6 +24,7 @@ from agent.health import SQS, Health
 from agent.hooks import HookFinisher
 from agent.metrics import AgentMetrics
 from agent.report import Reporter
+from core.exceptions import RetryableError
 from core.model import utcnow
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,16 @@ def receive_backoff_seconds(failures: int) -> float:
     [1.0, 2.0, 16.0, 30.0, 30.0]
     """
     return min(30.0, 0.5 * 2.0 ** min(failures, 6))
+
+
+def log_receive_failure(err: Exception, delay: float, failures: int) -> None:
+    """Log a failed ReceiveMessage: a transient refusal (``RetryableError``: throttling, a 5xx, a timeout; retried
+    after ``delay`` seconds) as a warning with its message, anything else with its traceback. Under a throttling
+    burst the loop backs off and fails often; a traceback each time says nothing the message does not."""
+    if isinstance(err, RetryableError):
+        log.warning("receive failed, backing off seconds=%.1f consecutive_failures=%d: %s", delay, failures, err)
+    else:
+        log.error("receive failed, backing off seconds=%.1f consecutive_failures=%d", delay, failures, exc_info=err)
 
 
 class CommandConsumer:
@@ -127,13 +138,13 @@ class CommandConsumer:
                 failures = 0
                 if self.health is not None:
                     self.health.reached(SQS)
-            except Exception as err:
+            except Exception as err:  # noqa: BLE001 - the loop survives every receive error; logged with its kind
                 failures += 1
                 if self.metrics is not None:
                     self.metrics.sqs_poll_errors.inc()
                     self.metrics.loop_error("consumer", err)
                 delay = receive_backoff_seconds(failures)
-                log.exception("receive failed, backing off seconds=%.1f consecutive_failures=%d", delay, failures)
+                log_receive_failure(err, delay, failures)
                 stop.wait(delay)
                 continue
             holds = [self.worker.cordons.hold() for _ in messages]  # before any of them evicts (a wave)
