@@ -240,7 +240,9 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
         outage.clear()
 
     after = _sizes(autoscaling, workers + masters)
-    commands = {item["instance_id"]: item for item in store.query_prefix("CMD#giveback-")}
+    commands: dict[str, list[dict[str, Any]]] = {}  # instance -> its give-back drains (a reissue adds ``-<n>``)
+    for item in store.query_prefix("CMD#giveback-"):
+        commands.setdefault(item["instance_id"], []).append(item)
     check = timeline.check
     raises = [r for _, _, r in driver.responses if r.get("operation") == "replenish"]
     check(
@@ -256,9 +258,11 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
         "master groups' desired and MaxSize unchanged",
     )
     drained_first = all(
-        (c := commands.get(i)) is not None
-        and c.get("status") == "succeeded"
-        and timeline.mono(datetime.fromisoformat(c["finished_at"])) <= driver.terminated_at.get(i, 0)
+        any(
+            c.get("status") == "succeeded"
+            and timeline.mono(datetime.fromisoformat(c["finished_at"])) <= driver.terminated_at.get(i, 0)
+            for c in commands.get(i, [])
+        )
         for i in borrowed
     )
     check(
@@ -286,7 +290,9 @@ def run(world: LocalWorld, timeline: Timeline, log_dir: Path) -> None:
         and all(
             any(
                 p.get("action") == "skip" and "daemonset" in (p.get("reason") or "")
-                for p in (commands[i].get("result") or {}).get("pods", [])
+                for c in commands.get(i, [])
+                if c.get("status") == "succeeded"
+                for p in (c.get("result") or {}).get("pods", [])
             )
             for i in borrowed
             if i in commands
