@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from core.clock import wall_now
+from core.clock import aware_time, wall_now
 
 INSTANCE_ID_RE = re.compile(r"^i-[0-9a-f]{8,17}$")
 # The id prefix of the only commands that may carry a quiet period (``DrainOptions.uncordon_after_seconds``): a
@@ -50,9 +50,53 @@ class CommandStatus(str, Enum):
 
 
 # the result message of a drain the agent ended ``timed_out`` without running it: its deadline passed before it
-# started (received late, or waiting for a drain slot; ``agent.consumer.steps``). Nothing was evicted: the replenisher
-# counts such a drain of its own as never run (``lambdas.replenisher.decide.builder.never_ran``)
+# started (received late, or waiting for a drain slot; ``agent.consumer.steps``). Nothing was evicted: a drain the
+# replenisher or the refresher's undo sent counts as never run then (``drain_never_ran``)
 DEADLINE_PASSED_BEFORE_START = "deadline passed before start"
+
+
+def drain_never_ran(item: Mapping[str, Any] | None, now: datetime) -> bool:
+    """Whether the drain of the ``CMD#`` item ``item`` ended, or can only end, without having run before its
+    deadline: no drain ran, so its deadline passing excuses no terminate (invariant 3). Pure.
+
+    ``item`` is the item as read, plain values (None: not recorded, or not readable; the caller decides what that
+    means): ``status`` a ``CommandStatus`` value, ``command.deadline`` the recorded ``Command.deadline`` (ISO 8601 with
+    a zone), ``started_at`` when the agent took it up (absent until then), ``result.message`` the agent's or the
+    sweeper's word on how it ended. The sending Lambda records ``command`` and ``status`` ``queued``; the agent writes
+    ``started_at``, its end and ``result`` (``agent.consumer.steps``, ``agent.consumer.worker``:
+    ``DEADLINE_PASSED_BEFORE_START``); the command sweeper (``lambdas.common.sweep``, the replenisher's tick) ends an
+    item still ``queued`` past its deadline ``timed_out`` with no ``started_at``.
+
+    True when it is:
+
+    - ended ``timed_out`` with a message starting ``DEADLINE_PASSED_BEFORE_START``: taken up, then its deadline
+      passed before it started (a drain slot); the agent evicted nothing (whatever ``started_at`` says);
+    - ended ``timed_out`` never started (no ``started_at``: the sweeper expired it ``queued``), or started only at
+      or after its deadline;
+    - still ``queued`` past its deadline at ``now``: its message never sent or never received (SQS refusing every
+      send, each invocation ending between the record and the send); it can only end unstarted.
+
+    An item whose deadline is unreadable is True only by the agent's message (the first case).
+
+    >>> drain_never_ran({"status": "queued", "command": {"deadline": "2026-01-01T00:00:00+00:00"}},
+    ...                 datetime(2026, 1, 1, 0, 1, tzinfo=UTC))
+    True
+    """
+    if item is None:
+        return False
+    status = item.get("status")
+    result = item.get("result")
+    message = result.get("message", "") if isinstance(result, Mapping) else ""
+    if status == CommandStatus.TIMED_OUT.value and str(message).startswith(DEADLINE_PASSED_BEFORE_START):
+        return True
+    command = item.get("command")
+    deadline = aware_time(command.get("deadline") if isinstance(command, Mapping) else None)
+    if deadline is None:
+        return False
+    started = aware_time(item.get("started_at"))
+    if status == CommandStatus.QUEUED.value:
+        return started is None and now > deadline
+    return status == CommandStatus.TIMED_OUT.value and (started is None or started >= deadline)
 
 
 class DrainOptions(BaseModel):

@@ -12,11 +12,12 @@ from core.model import DEADLINE_PASSED_BEFORE_START
 from sim.kernel import EPOCH
 
 # the replenisher's own drains (a give-back's, a surplus master's): nothing ends their instance but the terminate that
-# follows, so no deadline of theirs excuses it unless the agent ran the drain (``lambdas.replenisher.decide.
-# builder.never_ran``; a review found a give-back drain never sent, ended unstarted, excused: docs/SIMULATION.md)
+# follows, so no deadline of theirs excuses it unless the agent ran the drain (the product's reading is
+# ``core.model.drain_never_ran``; a review found a give-back drain never sent, ended unstarted, excused:
+# docs/SIMULATION.md)
 DISCRETIONARY = ("CMD#giveback-", "CMD#surplus-")
 # so is the refresher's drain of a spare it gives back (``refresh-<run>-<index>-undo[-<n>]``,
-# ``lambdas.refresher.decide.undo.never_ran``)
+# ``lambdas.refresher.decide.undo.undo_draining``, ``core.model.drain_never_ran``)
 UNDO_DRAIN = re.compile(r"CMD#refresh-.+-undo(-[0-9]+)?")
 
 

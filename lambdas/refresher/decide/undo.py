@@ -6,11 +6,7 @@ instance. Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from core.clock import aware_time
-from core.model import DEADLINE_PASSED_BEFORE_START, CommandKind, CommandStatus
+from core.model import CommandKind, drain_never_ran
 from core.runs import GroupSurge, RunStep, StepState
 from lambdas.refresher.decide.context import (
     RECLAIMED_NOTE,
@@ -84,7 +80,8 @@ def send_undo_drain(p: Context, step: RunStep, spare: str) -> None:
 
 def undo_draining(p: Context, step: RunStep) -> None:
     """The spare's drain: resend it if never recorded; once it ended, terminate the spare with decrement whatever
-    its outcome, unless it never ran (``never_ran``): then a new one is sent under a new id (``reissued_undo_id``)."""
+    its outcome, unless it never ran (``core.model.drain_never_ran``): then a new one is sent under a new id
+    (``reissued_undo_id``)."""
     assert step.undo_command_id is not None and step.surge_instance_id is not None
     if p.unsent(step.undo_command_id):
         if p.older_than_grace(step.intent_at):
@@ -100,10 +97,10 @@ def undo_draining(p: Context, step: RunStep) -> None:
     facts = p.facts(step)
     if facts is not None and taken_back(p, step, facts):
         return
-    if never_ran(p.world.commands.get(step.undo_command_id)):
+    if drain_never_ran(p.world.commands.get(step.undo_command_id), p.now):
         # ended without having run (its message never sent or received, then expired by the sweeper; started only
-        # at its deadline): nothing ends the spare but this terminate, so no deadline excuses it (as the
-        # replenisher's own drains, ``decide.builder.never_ran``): a new drain, a new id, a whole deadline
+        # at its deadline; ended by the agent before it ran): nothing ends the spare but this terminate, so no
+        # deadline excuses it (as the replenisher's own drains): a new drain, a new id, a whole deadline
         step.undo_command_id = reissued_undo_id(step.undo_command_id)
         send_undo_drain(p, step, step.surge_instance_id)
         p.change(f"step {step.index}: spare drain never ran ({status}: {message}), sent again")
@@ -229,22 +226,6 @@ def absorb(p: Context, group: GroupSurge, facts: GroupFacts) -> None:
     p.change(
         f"{group.name}: MinSize {facts.min_size} keeps a surge unit: the group's own size is {group.original_desired}"
     )
-
-
-def never_ran(item: Mapping[str, Any] | None) -> bool:
-    """Whether the undo drain ``item`` (plain values) ended ``timed_out`` without having run: never started (the
-    command sweeper expired it ``queued``), started only at or after its deadline, or ended by the agent before it ran
-    (``core.model.DEADLINE_PASSED_BEFORE_START``: its deadline passed while it waited for a drain slot); the agent
-    evicts nothing then. Pure."""
-    if item is None or item.get("status") != CommandStatus.TIMED_OUT.value:
-        return False
-    result = item.get("result")
-    if isinstance(result, Mapping) and str(result.get("message", "")).startswith(DEADLINE_PASSED_BEFORE_START):
-        return True
-    command = item.get("command")
-    deadline = aware_time(command.get("deadline") if isinstance(command, Mapping) else None)
-    started = aware_time(item.get("started_at"))
-    return deadline is not None and (started is None or started >= deadline)
 
 
 def reissued_undo_id(command_id: str) -> str:

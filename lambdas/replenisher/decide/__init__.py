@@ -57,7 +57,7 @@ Rules, in order:
    recorded and never run (still ``queued`` past it, ended unstarted by the sweeper, started only after it, or ended
    by the agent before it ran, its deadline passed while it waited for a drain slot: its message never sent or never
    received, or no slot free). A new one, ``giveback-<instance id>-<n>``, is recorded and sent with a
-   whole timeout (``give_back.never_ran``), and the instance is not terminated on the old one's deadline.
+   whole timeout (``core.model.drain_never_ran``), and the instance is not terminated on the old one's deadline.
 8. **Give back.** When an instance's command is terminal (succeeded, skipped, timed out; failed counts once its
    deadline passed), the ledger marks it ``terminating``, TerminateInstanceInAutoScalingGroup with
    ShouldDecrementDesiredCapacity=true follows, then ``terminated``. An instance that left the donor meanwhile is

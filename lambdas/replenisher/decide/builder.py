@@ -3,14 +3,11 @@ commands the give-back and the cleanup share. Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
-from core.clock import aware_time
 from core.ledger import Donor, Ledger
-from core.model import DEADLINE_PASSED_BEFORE_START, Command, CommandKind, CommandStatus
+from core.model import Command, CommandKind, CommandStatus
 from core.settings import ReplenisherSettings
 from lambdas.replenisher.plan import (
     CAPACITY_EFFECTS,
@@ -191,31 +188,6 @@ def send_if_needed(b: Builder, command: Command) -> None:
         created = item.get("created_at")
         if created and b.now - datetime.fromisoformat(str(created)) > RESEND_AFTER:
             b.actions.append(SendDrain(Command.model_validate(item["command"])))
-
-
-def never_ran(b: Builder, item: Mapping[str, Any]) -> bool:
-    """Whether the recorded drain ``item`` (plain values) of the replenisher's own (a give-back's, a surplus
-    master's) ended, or can only end, without having run before its deadline: still ``queued`` past it (its message
-    never sent or never received: SQS refusing every send, each invocation ending between the record and the send),
-    ended ``timed_out`` by the command sweeper unstarted (no ``started_at``), started only at or after it, or ended by
-    the agent before it ran (``DEADLINE_PASSED_BEFORE_START``: its deadline passed while it waited for a drain slot;
-    the agent evicts nothing then). No drain ran, so its deadline passing allows no terminate. Pure."""
-    command = item.get("command")
-    deadline = aware_time(command.get("deadline") if isinstance(command, Mapping) else None)
-    if deadline is None:
-        return False
-    started, status = aware_time(item.get("started_at")), item.get("status")
-    if status == CommandStatus.TIMED_OUT.value and str(_message(item)).startswith(DEADLINE_PASSED_BEFORE_START):
-        return True  # started, then its deadline passed while it waited (a drain slot): the agent evicted nothing
-    if started is not None:
-        return status == CommandStatus.TIMED_OUT.value and started >= deadline
-    return status == CommandStatus.TIMED_OUT.value or (status == CommandStatus.QUEUED.value and b.now > deadline)
-
-
-def _message(item: Mapping[str, Any]) -> object:
-    """The ``result.message`` of a ``CMD#`` item (plain values), "" when it has none."""
-    result = item.get("result")
-    return result.get("message", "") if isinstance(result, Mapping) else ""
 
 
 def reissued_id(command_id: str, instance_id: str, prefix: str) -> str:

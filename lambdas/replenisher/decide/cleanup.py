@@ -13,13 +13,13 @@ from itertools import chain
 from operator import attrgetter
 
 from core.kops import Role
+from core.model import drain_never_ran
 from core.runs import Run
 from lambdas.replenisher.decide.builder import (
     SURPLUS_PREFIX,
     Builder,
     drain_command,
     drain_done,
-    never_ran,
     reissued_id,
     send_if_needed,
 )
@@ -72,7 +72,7 @@ def cleanup(b: Builder) -> None:
             if inst.instance_id in world.nodes:
                 command_id = latest_surplus(world.commands, inst.instance_id)
                 item = world.commands.get(command_id)
-                if item is not None and never_ran(b, item):  # no drain ran by its deadline: a new one, a whole timeout
+                if drain_never_ran(item, b.now):  # no drain ran by its deadline: a new one, a whole timeout
                     command_id, item = reissued_id(command_id, inst.instance_id, SURPLUS_PREFIX), None
                 deadline = (
                     datetime.fromisoformat(str(item["command"]["deadline"]))

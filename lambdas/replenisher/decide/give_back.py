@@ -6,13 +6,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 from core.ledger import Donor, DonorState, GiveBack, GiveBackState, Ledger
-from core.model import Command, CommandKind
+from core.model import Command, CommandKind, drain_never_ran
 from lambdas.replenisher.decide.builder import (
     GIVEBACK_PREFIX,
     Builder,
     drain_command,
     drain_done,
-    never_ran,
     reissued_id,
     send_if_needed,
 )
@@ -109,7 +108,7 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
                 )
             elif gb.command_id not in b.world.commands and b.now <= gb.deadline:
                 pass  # not recorded yet (an invocation ended first): sent below, with the time its deadline leaves
-            elif gb.command_id not in b.world.commands or never_ran(b, b.world.commands[gb.command_id]):
+            elif gb.command_id not in b.world.commands or drain_never_ran(b.world.commands[gb.command_id], b.now):
                 # no drain has run by its deadline: never recorded (or its item unreadable: left out by the read, so
                 # never readable back under that id), or recorded and never run (still queued past it, an SQS outage
                 # longer than the timeout; ended unstarted). Its deadline allows no terminate (storm seed 54175): a

@@ -55,7 +55,7 @@ seed kept as a regression case"). Each names the bug and must hold on the fixed 
   (2026-12-06 review): the drain was recorded but never sent, and the replenisher terminated the same node with its
   four pods once the deadline passed; hidden by invariant 3, which excused any drain item past its deadline (now a
   give-back's or a surplus master's drain only once started: ``sim.drain_items``). Fixed in
-  ``decide.builder.never_ran``: such a drain is sent again under a new id with a whole timeout.
+  ``decide.give_back`` (``core.model.drain_never_ran``): such a drain is sent again under a new id with a whole timeout.
 """
 
 from __future__ import annotations
@@ -263,7 +263,8 @@ def test_an_undo_drain_that_never_ran_is_not_counted_over_at_its_deadline() -> N
     back (2026-12-06 review of 4ad1fc4): the spare's undo drain was recorded, never sent, expired ``queued`` by the
     sweeper, and the refresher terminated the spare with four pods on it, none evicted. Invariant 3 excused it (any
     drain past its deadline); it now excuses the refresher's undo drains only once started (``sim.drain_items``), so
-    this schedule breaks it on the old product. Fixed in ``decide.undo.never_ran``: a new drain under a new id."""
+    this schedule breaks it on the old product. Fixed in ``decide.undo.undo_draining``
+    (``core.model.drain_never_ran``): a new drain under a new id."""
     sqs = (("service", "sqs"), ("operation", "SendMessage"), ("code", "ThrottlingException"))
     ddb = (
         ("code", "ProvisionedThroughputExceededException"),

@@ -65,3 +65,34 @@ def test_the_reissued_id_counts_up() -> None:
     assert reissued_undo_id("refresh-r1-3-undo") == "refresh-r1-3-undo-2"
     assert reissued_undo_id("refresh-r1-3-undo-2") == "refresh-r1-3-undo-3"
     assert reissued_undo_id("refresh-r1-3-undo-10") == "refresh-r1-3-undo-11"
+
+
+def test_an_undo_drain_still_queued_past_its_deadline_never_lets_the_spare_be_terminated() -> None:
+    """Its message never sent or never received (SQS refusing every send): ``queued`` long past its deadline, the
+    case the replenisher closed for its own drains. The refresher's undo never reads it as "no result from the agent
+    after the deadline" (``Context.drain_outcome``, which would terminate the spare undrained): a ``queued`` item is
+    one that may never have reached the queue (``Context.unsent``), sent again, until the agent or the sweeper ends it
+    (then ``drain_never_ran`` sends a new one, above). ``drain_never_ran`` also reads it as never run."""
+    from core.model import drain_never_ran
+
+    r = run(StepState.UNDO_DRAINING, 1, T0, surge_instance_id=SPARE, note="drain timed_out: surge given back")
+    cid = f"refresh-{r.run_id}-0-undo"
+    r.steps[0].undo_command_id = cid
+    r.steps[0].entered = {StepState.UNDO_DRAINING.value: T0}
+    item: dict[str, object] = {
+        "status": "queued",
+        "command": {
+            "command_id": cid,
+            "cluster": "c",
+            "kind": "drain",
+            "instance_id": SPARE,
+            "deadline": DEADLINE.isoformat(),
+        },
+    }
+    base = world([OLD, OTHER, SPARE], 3, ready=[OLD, OTHER, SPARE])
+    decision = advance(r, replace(base, commands={cid: item}, membership_confirmed=True), SETTINGS, LATER)
+    assert drain_never_ran(item, LATER)
+    assert not effects(decision, TerminateInstance)
+    (send,) = effects(decision, SendCommand)
+    assert (send.command.command_id, send.command.instance_id) == (cid, SPARE)
+    assert decision.run.steps[0].state is StepState.UNDO_DRAINING
