@@ -32,7 +32,7 @@ from lambdas.common.telemetry import Telemetry
 from lambdas.replenisher.decide.cleanup import run_group_names, run_instances
 from lambdas.replenisher.group_info import Seen, group_info
 from lambdas.replenisher.listing import GroupInstances, group_instances
-from lambdas.replenisher.own_commands import needed_by_groups, needed_by_ledgers, read_own_commands
+from lambdas.replenisher.own_commands import OwnCommands, needed_by_groups, needed_by_ledgers, read_own_commands
 from lambdas.replenisher.unregistered import UnregisteredMemo, unregistered
 from lambdas.replenisher.world import Detached, Group, World, run_active
 
@@ -128,7 +128,7 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None, tick: bool = Fal
     settings = deps.settings
     groups: dict[str, Group] = {}
     ledgers = {}
-    commands: dict[str, Mapping[str, Any]] | None = None  # not read yet (``own_commands``)
+    commands: OwnCommands | None = None  # not read yet (``own_commands``)
     protected: set[str] = set()
     runs: list[Run] = []
     runs_unreadable = False
@@ -258,7 +258,11 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None, tick: bool = Fal
     deps.memo.groups = kept_groups
     deps.memo.made = dict(groups)  # before any launch time is added below (a read's own, never kept)
     if commands is None:  # a tick's: needed only for a surplus master (``own_commands``), after the groups
-        commands = read_own_commands(deps.store, deps.telemetry, logger) if needed_by_groups(groups.values()) else {}
+        commands = (
+            read_own_commands(deps.store, deps.telemetry, logger)
+            if needed_by_groups(groups.values())
+            else OwnCommands()
+        )
     deps.memo.runs = runs_read
     deps.memo.infos = infos
     # judged against the shared map when ``nodes`` holds all of it (never changed: its answers kept), else ``nodes``
@@ -297,7 +301,8 @@ def gather(deps: GatherDeps, now: datetime, logger: Any = None, tick: bool = Fal
         ledgers=ledgers,
         nodes=nodes,
         membership_confirmed=every,
-        commands=commands,
+        commands=commands.items,
+        unreadable_commands=commands.unreadable,
         protected=frozenset(protected),
         active_runs=tuple(runs),
         run_groups=frozenset().union(*(read[5] for read in runs_read.values())),

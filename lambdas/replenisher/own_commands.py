@@ -16,6 +16,7 @@ rule orders a command's status against the groups (the lock's item is still read
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -49,10 +50,25 @@ def needed_by_groups(groups: Iterable[Group]) -> bool:
     )
 
 
-def read_own_commands(store: Store, telemetry: Telemetry, logger: Any) -> dict[str, Mapping[str, Any]]:
-    """Command id -> ``CMD#`` item (plain values) of the replenisher's own commands that ``decide`` can read
-    (``own_command_error``): one consistent Query a prefix of ``OWN_COMMAND_PREFIXES``, as the table answered, an
-    item converted only when kept; an unreadable one is left out, logged and counted (``Skipped`` ``unreadable_item``).
+@dataclass(frozen=True)
+class OwnCommands:
+    """What ``read_own_commands`` read.
+
+    Attributes:
+        items: command id -> ``CMD#`` item (plain values) that ``decide`` can read (``World.commands``).
+        unreadable: the ids of the items left out (``World.unreadable_commands``): recorded, so no command is
+            recorded under one of them again (the record refuses to overwrite), and a drain sent again is given an
+            id past them (``decide.builder.next_drain_id``).
+    """
+
+    items: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    unreadable: frozenset[str] = frozenset()
+
+
+def read_own_commands(store: Store, telemetry: Telemetry, logger: Any) -> OwnCommands:
+    """The replenisher's own commands: one consistent Query a prefix of ``OWN_COMMAND_PREFIXES``, as the table
+    answered, an item converted only when kept; the items ``decide`` can read (``own_command_error``) by command id,
+    and the ids of those it cannot (left out, logged and counted: ``Skipped`` ``unreadable_item``).
 
     Not the whole agent partition: its other ``CMD#`` items (a week of drains, refresh steps and their results, kept
     until their TTL) and ``HOOK#`` items are history to this reader (issue 12, BENCHMARKS.md).
@@ -61,6 +77,7 @@ def read_own_commands(store: Store, telemetry: Telemetry, logger: Any) -> dict[s
         StoreUnavailableError: a read failed.
     """
     commands: dict[str, Mapping[str, Any]] = {}
+    unreadable: set[str] = set()
     for prefix in OWN_COMMAND_PREFIXES:
         for stored in store.query_prefix(COMMAND_PREFIX + prefix, consistent=True, convert=False):
             sk = str(stored.get("sk", ""))
@@ -70,10 +87,11 @@ def read_own_commands(store: Store, telemetry: Telemetry, logger: Any) -> dict[s
             why = own_command_error(item)
             if why is None:
                 commands[sk[4:]] = item
-            else:  # as an unreadable RUN# or COMP# item: left out, noted and counted
+            else:  # as an unreadable RUN# or COMP# item: left out, noted and counted; its id kept
+                unreadable.add(sk[4:])
                 logger.warning(f"unreadable item {sk} ignored", extra={"error": why})
                 telemetry.count_by("Skipped", "reason", "unreadable_item")
-    return commands
+    return OwnCommands(commands, frozenset(unreadable))
 
 
 def own_command_error(item: Mapping[str, Any]) -> str | None:

@@ -144,6 +144,9 @@ class World:
             write, and an instance's absence from it proves nothing; the cleanup judges no instance by it.
         commands: command id -> ``CMD#`` item, for the replenisher's own commands (``giveback-``/``surplus-``);
             empty on a tick ``decide`` cannot look at one (``own_commands``: not read).
+        unreadable_commands: the ids of the replenisher's own ``CMD#`` items left out of ``commands`` as unreadable:
+            recorded all the same, so a drain sent again takes an id past them (``decide.builder.next_drain_id``);
+            never a finished drain.
         protected: instance ids named by an active ``RUN#`` item or a ``DETACH#`` item: never judged surplus.
         active_runs: the active refresh runs (``RUN#`` items read as ``core.runs.Run``): the cleanup leaves alone
             the groups a run names.
@@ -160,6 +163,7 @@ class World:
     nodes: Mapping[str, NodeRecord] = field(default_factory=dict)
     membership_confirmed: bool = False
     commands: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    unreadable_commands: frozenset[str] = frozenset()
     protected: frozenset[str] = frozenset()
     active_runs: tuple[Run, ...] = ()
     runs_unreadable: bool = False

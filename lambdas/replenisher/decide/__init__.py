@@ -53,11 +53,13 @@ Rules, in order:
    ``RECOVERY_HOLD_SECONDS`` have passed since, and its backoff has passed too, the give-back starts: each claimed
    instance gets a drain command ``giveback-<instance id>`` (deadline now + ``GIVEBACK_DRAIN_TIMEOUT_SECONDS``),
    recorded in the ledger before it is sent. A drain that has not run by its deadline is no drain: never recorded
-   (the invocations that were to record it ended first; or its item unreadable, which the read leaves out), or
-   recorded and never run (still ``queued`` past it, ended unstarted by the sweeper, started only after it, or ended
-   by the agent before it ran, its deadline passed while it waited for a drain slot: its message never sent or never
-   received, or no slot free). A new one, ``giveback-<instance id>-<n>``, is recorded and sent with a
-   whole timeout (``core.model.drain_never_ran``), and the instance is not terminated on the old one's deadline.
+   (the invocations that were to record it ended first), or recorded and never run (still ``queued`` past it, ended
+   unstarted by the sweeper, started only after it, or ended by the agent before it ran, its deadline passed while it
+   waited for a drain slot: its message never sent or never received, or no slot free). A new one,
+   ``giveback-<instance id>-<n>``, is recorded and sent with a whole timeout (``core.model.drain_never_ran``), and the
+   instance is not terminated on the old one's deadline. So is one whose item is unreadable (the read leaves it out
+   and keeps its id, ``World.unreadable_commands``), at once: it is never a finished drain, and never recorded again
+   under that id. ``n`` is past every id recorded for the instance, readable or not.
 8. **Give back.** When an instance's command is terminal (succeeded, skipped, timed out; failed counts once its
    deadline passed), the ledger marks it ``terminating``, TerminateInstanceInAutoScalingGroup with
    ShouldDecrementDesiredCapacity=true follows, then ``terminated``. An instance that left the donor meanwhile is
@@ -73,7 +75,9 @@ Rules, in order:
 9. **Clean up** (not for instances named by an active ``RUN#`` or a ``DETACH#``, nor in groups an active refresh
    run names; at most ``CLEANUP_LIMIT`` per invocation): a control-plane group with more InService/Pending instances
    than its etcd members (kOps defines one etcd member per ``master-<az>`` group) has the extra ones removed (Ready
-   registered ones kept first); one with a node is drained first (``surplus-<instance id>``). Any instance
+   registered ones kept first); one with a node is drained first (``surplus-<instance id>``; sent again as
+   ``surplus-<instance id>-<n>``, ``n`` past every id recorded for it, readable or not, when the last one never ran
+   or is unreadable, as a give-back's). Any instance
    InService longer than ``MAX_PROVISION_SECONDS`` (from its EC2 launch time) without a fresh ``NODE#`` record is
    terminated without decrement, so the group replaces it; skipped when no fresh ``NODE#`` record exists at all
    (the agent is not reporting: ``membership_unavailable``).

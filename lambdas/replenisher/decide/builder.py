@@ -3,8 +3,11 @@ commands the give-back and the cleanup share. Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
+from itertools import chain
 
 from core.ledger import Donor, Ledger
 from core.model import Command, CommandKind, CommandStatus
@@ -190,9 +193,23 @@ def send_if_needed(b: Builder, command: Command) -> None:
             b.actions.append(SendDrain(Command.model_validate(item["command"])))
 
 
-def reissued_id(command_id: str, instance_id: str, prefix: str) -> str:
+def reissued_id(command_id: str, instance_id: str, prefix: str, recorded: Iterable[str] = ()) -> str:
     """The id of the drain sent again for ``instance_id`` after ``command_id`` never ran: ``<prefix><instance
-    id>-<n>``, ``n`` one more than ``command_id``'s (2 after the first). Pure."""
-    base = f"{prefix}{instance_id}-"
-    suffix = command_id[len(base) :] if command_id.startswith(base) else ""
-    return f"{base}{int(suffix) + 1 if suffix.isdigit() else 2}"
+    id>-<n>``, ``n`` one more than the highest of ``command_id``'s and of every id of that form in ``recorded``
+    (``<prefix><instance id>`` itself counts 1: 2 after the first). ``recorded``: the ids recorded, readable or not
+    (``recorded_ids``): the record refuses to overwrite an item, so an id already taken, even by an item this reader
+    cannot read, would never be recorded again. Pure."""
+    base = f"{prefix}{instance_id}"
+    return f"{base}-{max(map(partial(_number, base), (command_id, *recorded))) + 1}"
+
+
+def recorded_ids(world: World) -> Iterator[str]:
+    """The ids of the replenisher's own commands recorded: those read (``World.commands``) and those left out as
+    unreadable (``World.unreadable_commands``)."""
+    return chain(world.commands, world.unreadable_commands)
+
+
+def _number(base: str, command_id: str) -> int:
+    """``n`` of ``<base>-<n>``; 1 for ``base`` itself and for any other id (it adds nothing past ``base``)."""
+    suffix = command_id[len(base) + 1 :] if command_id.startswith(base + "-") else ""
+    return int(suffix) if suffix.isdigit() else 1

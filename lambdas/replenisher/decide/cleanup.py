@@ -7,7 +7,7 @@ its writes for minutes). Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from itertools import chain
 from operator import attrgetter
@@ -20,6 +20,7 @@ from lambdas.replenisher.decide.builder import (
     Builder,
     drain_command,
     drain_done,
+    recorded_ids,
     reissued_id,
     send_if_needed,
 )
@@ -70,9 +71,11 @@ def cleanup(b: Builder) -> None:
             decrement = b.desired[name] > ETCD_MEMBERS_PER_GROUP
             why = f"surplus master: {name} defines {ETCD_MEMBERS_PER_GROUP} etcd member"
             if inst.instance_id in world.nodes:
-                command_id = latest_surplus(world.commands, inst.instance_id)
+                command_id = latest_surplus(recorded_ids(world), inst.instance_id)
                 item = world.commands.get(command_id)
-                if drain_never_ran(item, b.now):  # no drain ran by its deadline: a new one, a whole timeout
+                # no drain ran by its deadline, or its item is unreadable (never a finished drain, never recorded
+                # again under its id): a new one past every recorded id, a whole timeout
+                if command_id in world.unreadable_commands or drain_never_ran(item, b.now):
                     command_id, item = reissued_id(command_id, inst.instance_id, SURPLUS_PREFIX), None
                 deadline = (
                     datetime.fromisoformat(str(item["command"]["deadline"]))
@@ -139,9 +142,10 @@ _INSTANCE_ID, _BASELINE, _SPARE = (
 )
 
 
-def latest_surplus(commands: Mapping[str, object], instance_id: str) -> str:
-    """The id of the last drain sent for surplus master ``instance_id``: ``surplus-<id>``, or the highest
-    ``surplus-<id>-<n>`` recorded (``builder.reissued_id``) when one is. Pure."""
+def latest_surplus(commands: Iterable[str], instance_id: str) -> str:
+    """The id of the last drain sent for surplus master ``instance_id``, among the ids ``commands`` recorded
+    (readable or not: ``builder.recorded_ids``): ``surplus-<id>``, or the highest ``surplus-<id>-<n>``
+    (``builder.reissued_id``) when one is. Pure."""
     base = f"{SURPLUS_PREFIX}{instance_id}"
     sent = [
         int(cid[len(base) + 1 :]) for cid in commands if cid.startswith(base + "-") and cid[len(base) + 1 :].isdigit()

@@ -12,6 +12,7 @@ from lambdas.replenisher.decide.builder import (
     Builder,
     drain_command,
     drain_done,
+    recorded_ids,
     reissued_id,
     send_if_needed,
 )
@@ -106,16 +107,21 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
                     f"{b.now.isoformat()} {iid} left {gb.donor} before it was given back (interrupted "
                     "or terminated by someone else)"
                 )
-            elif gb.command_id not in b.world.commands and b.now <= gb.deadline:
+            elif (
+                gb.command_id not in b.world.commands
+                and gb.command_id not in b.world.unreadable_commands
+                and b.now <= gb.deadline
+            ):
                 pass  # not recorded yet (an invocation ended first): sent below, with the time its deadline leaves
             elif gb.command_id not in b.world.commands or drain_never_ran(b.world.commands[gb.command_id], b.now):
-                # no drain has run by its deadline: never recorded (or its item unreadable: left out by the read, so
-                # never readable back under that id), or recorded and never run (still queued past it, an SQS outage
-                # longer than the timeout; ended unstarted). Its deadline allows no terminate (storm seed 54175): a
-                # new command, a new id (the old item keeps its status), a whole timeout. No compensation note: an
-                # agent that never takes one up would grow the ledger each time
+                # no drain has run by its deadline: never recorded, or recorded and never run (still queued past it,
+                # an SQS outage longer than the timeout; ended unstarted); or its item is unreadable (left out by the
+                # read: never readable back under that id, never a finished drain, never recorded again). Its
+                # deadline allows no terminate (storm seed 54175): a new command, a new id past every one recorded
+                # (the old item keeps its status), a whole timeout. No compensation note: an agent that never takes
+                # one up would grow the ledger each time
                 item = b.world.commands.get(gb.command_id)
-                reissued = reissued_id(gb.command_id, iid, GIVEBACK_PREFIX)
+                reissued = reissued_id(gb.command_id, iid, GIVEBACK_PREFIX, recorded_ids(b.world))
                 give_back[iid] = gb.model_copy(
                     update={
                         "command_id": reissued,
@@ -123,7 +129,13 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
                         "updated_at": b.now,
                     }
                 )
-                status = "not recorded or unreadable" if item is None else f"status {item.get('status')}"
+                status = (
+                    f"status {item.get('status')}"
+                    if item is not None
+                    else "unreadable"
+                    if gb.command_id in b.world.unreadable_commands
+                    else "not recorded"
+                )
                 b.note(
                     Reason.UNVERIFIED,
                     f"drain {gb.command_id} of {iid} never ran before its deadline ({status}): sent again as "

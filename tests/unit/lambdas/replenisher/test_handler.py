@@ -72,7 +72,10 @@ def test_an_own_command_item_decide_cannot_read_is_left_out_and_counted(
     counted: list[tuple[str, str, str]] = []
     monkeypatch.setattr(deps.telemetry, "count_by", lambda *args: counted.append(args))
 
-    assert sorted(gather(deps, utcnow()).commands) == ["surplus-ok"]
+    world = gather(deps, utcnow())
+    assert sorted(world.commands) == ["surplus-ok"]
+    # their ids are kept: recorded, so a drain sent again takes an id past them (``decide.builder.reissued_id``)
+    assert world.unreadable_commands == frozenset(forged)
     assert counted == [("Skipped", "reason", "unreadable_item")] * len(forged)
     assert own_command_error(item) is None and all(own_command_error(attrs) for attrs in forged.values())
 
