@@ -12,13 +12,14 @@ row, a list of values in fixed positions (``ROW``):
   state, spare, drain, note; the plan table: group, instance, node, why; the chart: ``entered``,
   ``spare_ready_at``, ``settle_first_ok_at``, ``started_at``, ``finished_at``; the scenarios and an operator looking
   for the step's ``CMD#`` items: its command ids), exactly, and drops what only a step in flight reads
-  (``FINAL_DROPS``: its surge baseline, wait starts, intent time, the drain's message, which the run's reason or the
-  step's note already carry when it mattered). ``commands`` is a bit set of the step's command ids
-  (``COMMANDS``: drain 1, undo 2, uncordon 4), each of which is ``refresh-<run id>-<index>[-<suffix>]``, as the
-  refresher names them; a step with an id of another form stays a map. Above those bits, ``commands`` carries a
-  worker step's hand-over (``handed_over_to``, the later step it handed its surge unit to) as ``HANDOVER_UNIT x
-  (handed_over_to - index)``: a successor is a later pending step of the same group, usually the next, so the
-  number keeps its one or two digits (a step handed over to an earlier index stays a map).
+  (``FINAL_DROPS``: its surge baseline, wait starts, intent time, the time its undo drain was sent, the drain's
+  message, which the run's reason or the step's note already carry when it mattered). ``commands`` is a bit set of
+  the step's command ids (``COMMANDS``: drain 1, undo 2, uncordon 4), each of which is
+  ``refresh-<run id>-<index>[-<suffix>]``, as the refresher names them; a step with an id of another form stays a
+  map. Above those bits, ``commands`` carries a worker step's hand-over (``handed_over_to``, the later step it
+  handed its surge unit to) as ``HANDOVER_UNIT x (handed_over_to - index)``: a successor is a later pending step of
+  the same group, usually the next, so the number keeps its one or two digits (a step handed over to an earlier
+  index stays a map).
 
 In a row, ``group`` is the group's position in the run's ``groups`` (whose ``role`` is the step's); ``node_name`` is
 ``True`` when it is the instance id (kOps' resource-based node names); ``needs_update``, ``state``,
@@ -77,6 +78,7 @@ FINAL_DROPS = (
     "waiting_since",
     "intent_at",
     "drain_message",
+    "undo_sent_at",
 )
 # time fields beside ``entered``, by their key in ``times_key`` (``@started`` comes first, the others after)
 EXTRA_TIMES = {"@finished": "finished_at", "@spare_ready": "spare_ready_at", "@settle": "settle_first_ok_at"}
@@ -124,6 +126,7 @@ class StepLike(Protocol):
     undo_command_id: str | None
     uncordon_command_id: str | None
     intent_at: datetime | None
+    undo_sent_at: datetime | None
     settle_first_ok_at: datetime | None
     waiting_since: dict[str, datetime]
     entered: dict[str, datetime]
@@ -271,6 +274,7 @@ def _plan_only(step: StepLike) -> bool:
         and step.undo_command_id is None
         and step.uncordon_command_id is None
         and step.intent_at is None
+        and step.undo_sent_at is None
         and step.started_at is None
         and step.finished_at is None
         and step.spare_ready_at is None

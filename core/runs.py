@@ -29,21 +29,19 @@ refresh and compensation share the lock"): the run's whole state is here, and th
 (``Run.busy_groups``) are left alone by the replenisher, which neither counts the run's surge as a shortfall nor
 picks such a group as a donor.
 
-**Surge units.** A worker step in flight holds one surge unit (``RunStep.holds_unit``) and ``GroupSurge.raised``
-counts them: a step adds its unit when it starts surging and gives it back exactly once, by its old instance's
-termination with decrement, or by giving its spare back. A drained step whose group has a pending step that may
-start hands its unit over instead (``RunStep.handed_over_to``): its old instance is terminated without decrement,
-Auto Scaling's replacement is the successor's spare, and ``raised`` does not move (DESIGN.md, "A worker step hands
-its surge unit to the next").
+**Surge units.** A worker step in flight holds one surge unit (``RunStep.holds_unit``) and ``GroupSurge.raised`` counts
+them: a step adds its unit when it starts surging and gives it back exactly once, by its old instance's termination with
+decrement, or by giving its spare back. A drained step whose group has a pending step that may start hands its unit over
+instead (``RunStep.handed_over_to``): its old instance is terminated without decrement, Auto Scaling's replacement is
+the successor's spare, and ``raised`` does not move (DESIGN.md, "A worker step hands its surge unit to the next").
 
 The run's ``surge`` map says how much desired capacity the run added on top of each group's own (``raised``;
 desired capacity = ``original_desired + raised``) and whether it had to raise MaxSize. Other capacity operations (the
 replenisher) read it, with ``surge_instance_ids``, so never judge its spares surplus; they see its cluster lock too.
 
-Writes are optimistic: every save is conditioned on the ``version`` read, so two invocations advancing the same
-run (an event and the tick) never both record the same transition; the loser re-reads (``RunConflictError``). The
-table access is ``adapters.dynamo.runs``.
-"""
+Writes are optimistic: every save is conditioned on the ``version`` read, so two invocations advancing the same run (an
+event and the tick) never both record the same transition; the loser re-reads (``RunConflictError``). The table access
+is ``adapters.dynamo.runs``."""
 
 from __future__ import annotations
 
@@ -212,6 +210,7 @@ class RunStep(BaseModel):
             (about 52 steps of a 333-instance group) and every later save of the run would be refused.
         surge_instance_id: the spare chosen for this step (a new instance of the group, Ready).
         intent_at: when the last effect of the current state was asked for (redone only after the grace period).
+        undo_sent_at: when the undo drain was sent under ``undo_command_id`` (its deadline counts from there).
         settle_first_ok_at: master: when all masters were first seen Ready after the replacement.
         waiting_since: ``WaitDeadline`` value -> when the step began that wait (its deadline counts from there).
         entered: ``StepState`` value -> when the step first entered that state (the pass that moved it there;
@@ -241,6 +240,7 @@ class RunStep(BaseModel):
     undo_command_id: str | None = None
     uncordon_command_id: str | None = None
     intent_at: datetime | None = None
+    undo_sent_at: datetime | None = None
     settle_first_ok_at: datetime | None = None
     waiting_since: dict[str, datetime] = Field(default_factory=dict)
     entered: dict[str, datetime] = Field(default_factory=dict)

@@ -386,11 +386,13 @@ class Context:
         return None, note
 
     def drain_deadline(self, step: RunStep, command_id: str) -> datetime | None:
-        """The deadline the run gave a drain of ``step`` when it sent it (``command``): from when the step entered
-        its state (else its last intent), the undo drain's ``UNDO_DRAIN_SECONDS`` or the run's drain timeout. None
-        when neither time is known."""
-        since = step.entered.get(step.state.value) or step.intent_at
+        """The deadline the run gave a drain of ``step`` when it sent it (``command``): the undo drain's
+        ``UNDO_DRAIN_SECONDS`` from when it was sent under its id (``RunStep.undo_sent_at``: a drain sent again
+        under a new id, ``decide.undo.reissued_undo_id``, has a whole deadline of its own), else the run's drain
+        timeout; from when the step entered its state (else its last intent) when no send time is recorded (the
+        run's drain, an undo drain of a record written before ``undo_sent_at``). None when no time is known."""
+        undo = command_id == step.undo_command_id
+        since = (step.undo_sent_at if undo else None) or step.entered.get(step.state.value) or step.intent_at
         if since is None:
             return None
-        undo = command_id == step.undo_command_id
         return since + timedelta(seconds=UNDO_DRAIN_SECONDS if undo else self.run.options.drain_timeout_seconds)

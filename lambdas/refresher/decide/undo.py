@@ -55,9 +55,8 @@ def undoing(p: Context, step: RunStep) -> None:
                 p.wait(WaitKind.LAUNCH, f"a spare of {group.name} to give back")
             return
     if spare in p.world.nodes or not p.world.membership_confirmed:  # absent from a confirmed list only: no node
-        step.undo_command_id = p.command_id(step, UNDO_COMMAND_SUFFIX)
         step.state = StepState.UNDO_DRAINING
-        send_undo_drain(p, step, spare)
+        send_undo_drain(p, step, spare, p.command_id(step, UNDO_COMMAND_SUFFIX))
         p.change(f"step {step.index}: drain spare {spare} before giving it back")
     else:
         step.state = StepState.UNDO_TERMINATING
@@ -66,10 +65,16 @@ def undoing(p: Context, step: RunStep) -> None:
         p.change(f"step {step.index}: spare {spare} has no node, terminate it with decrement")
 
 
-def send_undo_drain(p: Context, step: RunStep, spare: str) -> None:
-    """Send the drain of ``spare`` under ``step.undo_command_id`` (deadline ``UNDO_DRAIN_SECONDS`` from now), now the
-    step's intent."""
+def send_undo_drain(p: Context, step: RunStep, spare: str, command_id: str | None = None) -> None:
+    """Send the drain of ``spare`` under ``command_id`` (None: ``step.undo_command_id`` again), deadline
+    ``UNDO_DRAIN_SECONDS`` from now, now the step's intent. A new id, or the drain of an id not recorded yet, is
+    recorded with that deadline: the step records when (``undo_sent_at``, ``Context.drain_deadline``). An id
+    recorded already keeps the deadline it was recorded with (its message is sent again as recorded)."""
+    if command_id is not None:
+        step.undo_command_id = command_id
     assert step.undo_command_id is not None
+    if command_id is not None or step.undo_command_id not in p.world.commands:
+        step.undo_sent_at = p.now
     step.intent_at = p.now
     p.effects.append(
         SendCommand(
@@ -101,8 +106,7 @@ def undo_draining(p: Context, step: RunStep) -> None:
         # ended without having run (its message never sent or received, then expired by the sweeper; started only
         # at its deadline; ended by the agent before it ran): nothing ends the spare but this terminate, so no
         # deadline excuses it (as the replenisher's own drains): a new drain, a new id, a whole deadline
-        step.undo_command_id = reissued_undo_id(step.undo_command_id)
-        send_undo_drain(p, step, step.surge_instance_id)
+        send_undo_drain(p, step, step.surge_instance_id, reissued_undo_id(step.undo_command_id))
         p.change(f"step {step.index}: spare drain never ran ({status}: {message}), sent again")
         return
     step.state = StepState.UNDO_TERMINATING

@@ -96,3 +96,54 @@ def test_an_undo_drain_still_queued_past_its_deadline_never_lets_the_spare_be_te
     (send,) = effects(decision, SendCommand)
     assert (send.command.command_id, send.command.instance_id) == (cid, SPARE)
     assert decision.run.steps[0].state is StepState.UNDO_DRAINING
+
+
+def test_an_unreadable_undo_drain_sent_again_has_its_whole_deadline_from_the_resend() -> None:
+    """The undo drain sent again under a new id (``-undo-2``) carries ``UNDO_DRAIN_SECONDS`` from the re-send; when
+    its item cannot be read, the run's own record of that deadline (``Context.drain_deadline``) counts from the
+    re-send too, not from when the step entered ``undo_draining`` (long past: the first drain's whole deadline and
+    the sweeper's expiry), which would take it as timed out at once and terminate the spare undrained."""
+    r = run(StepState.UNDO_DRAINING, 1, T0, surge_instance_id=SPARE, note="drain timed_out: surge given back")
+    cid = f"refresh-{r.run_id}-0-undo"
+    r.steps[0].undo_command_id = cid
+    r.steps[0].entered = {StepState.UNDO_DRAINING.value: T0}
+    expired = {
+        "status": "timed_out",
+        "result": {"status": "timed_out", "message": EXPIRED},
+        "command": {"command_id": cid, "deadline": DEADLINE.isoformat()},
+    }
+    base = replace(world([OLD, OTHER, SPARE], 3, ready=[OLD, OTHER, SPARE]), membership_confirmed=True)
+    resent = advance(r, replace(base, commands={cid: expired}), SETTINGS, LATER).run
+    assert resent.steps[0].undo_command_id == f"{cid}-2"
+    unreadable = {"status": "mystery", "command": {"command_id": f"{cid}-2", "deadline": "not a time"}}
+    commands = {cid: expired, f"{cid}-2": unreadable}
+    soon = LATER + timedelta(seconds=UNDO_DRAIN_SECONDS // 2)
+    decision = advance(resent, replace(base, commands=commands), SETTINGS, soon)
+    assert not effects(decision, TerminateInstance)
+    assert decision.run.steps[0].state is StepState.UNDO_DRAINING
+    assert any("unreadable" in w.what for w in decision.waits)
+    # past the re-sent drain's own deadline and the agent's grace: timed out by the run's policy, as any drain
+    late = LATER + timedelta(seconds=UNDO_DRAIN_SECONDS + SETTINGS.agent_grace_seconds + 1)
+    (terminate,) = effects(advance(resent, replace(base, commands=commands), SETTINGS, late), TerminateInstance)
+    assert terminate.instance_id == SPARE
+
+
+def test_an_undo_drain_of_a_record_without_its_send_time_counts_from_the_steps_entry() -> None:
+    """A ``RUN#`` item written before ``undo_sent_at`` existed reads (its default None), and its unreadable undo drain
+    is judged as it was: from when the step entered ``undo_draining``."""
+    from core.runs import Run
+
+    r = run(StepState.UNDO_DRAINING, 1, T0, surge_instance_id=SPARE)
+    cid = f"refresh-{r.run_id}-0-undo"
+    r.steps[0].undo_command_id = cid
+    r.steps[0].entered = {StepState.UNDO_DRAINING.value: T0}
+    item = r.to_item()
+    assert all("undo_sent_at" not in step for step in item["steps"])
+    old = Run.model_validate(item)
+    assert old.steps[0].undo_sent_at is None
+    base = replace(world([OLD, OTHER, SPARE], 3, ready=[OLD, OTHER, SPARE]), membership_confirmed=True)
+    commands = {cid: {"status": "mystery"}}
+    early = T0 + timedelta(seconds=UNDO_DRAIN_SECONDS)
+    assert not effects(advance(old, replace(base, commands=commands), SETTINGS, early), TerminateInstance)
+    late = T0 + timedelta(seconds=UNDO_DRAIN_SECONDS + SETTINGS.agent_grace_seconds + 1)
+    assert effects(advance(old, replace(base, commands=commands), SETTINGS, late), TerminateInstance)
