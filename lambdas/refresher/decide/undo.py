@@ -56,7 +56,11 @@ def undoing(p: Context, step: RunStep) -> None:
             return
     if spare in p.world.nodes or not p.world.membership_confirmed:  # absent from a confirmed list only: no node
         step.state = StepState.UNDO_DRAINING
-        send_undo_drain(p, step, spare, p.command_id(step, UNDO_COMMAND_SUFFIX))
+        # a step giving back another spare (Auto Scaling's replacement of one reclaimed, ``give_back_unit``) has
+        # recorded a drain under its id already: the record would refuse this one, and the old spare's outcome
+        # would read as this spare's (a terminate undrained): a new id
+        sent = step.undo_command_id
+        send_undo_drain(p, step, spare, reissued_undo_id(sent) if sent else p.command_id(step, UNDO_COMMAND_SUFFIX))
         p.change(f"step {step.index}: drain spare {spare} before giving it back")
     else:
         step.state = StepState.UNDO_TERMINATING
