@@ -58,7 +58,7 @@ class OwnCommands:
         items: command id -> ``CMD#`` item (plain values) that ``decide`` can read (``World.commands``).
         unreadable: the ids of the items left out (``World.unreadable_commands``): recorded, so no command is
             recorded under one of them again (the record refuses to overwrite), and a drain sent again is given an
-            id past them (``decide.builder.next_drain_id``).
+            id past them (``decide.builder.reissued_id``).
     """
 
     items: dict[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -98,9 +98,9 @@ def own_command_error(item: Mapping[str, Any]) -> str | None:
     """Why ``decide`` cannot read one of the replenisher's own ``CMD#`` items (plain values), None when it can: its
     ``command`` validates as a ``Command`` and its ``deadline`` as recorded is an ISO 8601 time with a zone (the
     cleanup reads it so), its ``created_at`` is one too (``decide.builder.send_if_needed``), its ``status`` a string.
-    Pure. The agent partition is written by more than the replenisher: an item of another shape is left out (its
-    command is then decided as if never recorded: a drain sent for it is not re-sent over a non-queued item, and the
-    agent rejects a body its item does not back)."""
+    Pure. The agent partition is written by more than the replenisher: an item of another shape is left out, its id
+    kept (``OwnCommands.unreadable``): its drain is never taken as finished and is sent again under a new id past it
+    (the record refuses to overwrite the item, and the agent rejects a body its item does not back)."""
     stored = item.get("command")
     if not isinstance(stored, Mapping):
         return "no command map"

@@ -145,7 +145,7 @@ class World:
         commands: command id -> ``CMD#`` item, for the replenisher's own commands (``giveback-``/``surplus-``);
             empty on a tick ``decide`` cannot look at one (``own_commands``: not read).
         unreadable_commands: the ids of the replenisher's own ``CMD#`` items left out of ``commands`` as unreadable:
-            recorded all the same, so a drain sent again takes an id past them (``decide.builder.next_drain_id``);
+            recorded all the same, so a drain sent again takes an id past them (``decide.builder.reissued_id``);
             never a finished drain.
         protected: instance ids named by an active ``RUN#`` item or a ``DETACH#`` item: never judged surplus.
         active_runs: the active refresh runs (``RUN#`` items read as ``core.runs.Run``): the cleanup leaves alone
