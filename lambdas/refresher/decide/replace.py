@@ -72,6 +72,9 @@ def draining(p: Context, step: RunStep) -> None:
                 p.wait(WaitKind.NODE_READY, what)
             return
         p.end_wait(step, WaitDeadline.NODES_READY)
+        if unit_taken(p, step, facts):
+            keep_old(p, step, facts)
+            return
         to = successor(p, step, facts)
         if to is not None:
             hand_over(p, step, to, facts)
@@ -155,6 +158,9 @@ def terminating(p: Context, step: RunStep) -> None:
         give_up(p, step, p.run.reason, what)
         return
     if p.older_than_grace(step.intent_at):
+        if worker and step.handed_over_to is None and unit_taken(p, step, facts):
+            keep_old(p, step, facts)
+            return
         step.intent_at = p.now
         decrement = worker and step.handed_over_to is None and decrementable(facts)
         p.effects.append(TerminateInstance(step.group, step.instance_id, decrement=decrement))
@@ -180,6 +186,42 @@ def left_group(p: Context, step: RunStep, facts: GroupFacts) -> None:
     group.raised -= 1
     p.finish_step(step, StepState.DONE, note)
     p.effects.append(Metric("NodesReplaced"))
+
+
+def unit_taken(p: Context, step: RunStep, facts: GroupFacts) -> bool:
+    """Whether desired capacity no longer holds the surge unit of worker ``step``, whose old instance is still live:
+    at most ``original_desired + raised - 1``, less the decrements of the group's other steps this pass has not
+    counted yet (a step ``terminating`` or ``undo_terminating`` whose instance already left). kOps (or a person)
+    lowered MaxSize or desired capacity under the surge: Auto Scaling clamped desired capacity and removed an instance
+    of its choosing. A termination with decrement would then remove a second instance, leaving the group below the
+    size kOps set (invariant 4) and below its Ready nodes at the start (invariant 1)."""
+    group = p.run.group(step.group)
+    unseen = sum(
+        1
+        for s in p.owned()
+        if s is not step
+        and s.group == step.group
+        and (
+            (s.state is StepState.TERMINATING and s.handed_over_to is None and not facts.has_live(s.instance_id))
+            or (
+                s.state is StepState.UNDO_TERMINATING
+                and s.surge_instance_id is not None
+                and not facts.has_live(s.surge_instance_id)
+            )
+        )
+    )
+    return facts.desired <= group.original_desired + group.raised - 1 - unseen
+
+
+def keep_old(p: Context, step: RunStep, facts: GroupFacts) -> None:
+    """The surge unit of ``step`` is gone (``unit_taken``): its old instance is kept and uncordoned, the run pauses,
+    and the step gives its surge back, which counts the unit given back as read and terminates nothing
+    (``undo.taken_back``)."""
+    reason = (
+        f"desired capacity of {step.group} is {facts.desired} without the surge unit of step {step.index} (kOps or a "
+        f"person lowered it): {step.instance_id} kept"
+    )
+    give_up(p, step, reason, f"surge unit taken back by a resize: {step.instance_id} kept")
 
 
 def decrementable(facts: GroupFacts) -> bool:

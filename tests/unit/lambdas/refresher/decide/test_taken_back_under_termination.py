@@ -1,0 +1,61 @@
+"""kOps resets a surged group's sizes while a step's old instance is drained and its termination with decrement is
+still to be made (the first call refused: ``ScalingActivityInProgress``, throttled; or the drain just ended): Auto
+Scaling clamped desired capacity back to the group's own size and removed an instance of its choosing, so the
+surge unit is already gone. A termination with decrement now would remove a second instance and leave the group one
+below the size kOps set (docs/DESIGN.md invariants 1 and 4). Pure."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from core.runs import RunStatus, StepState
+from lambdas.refresher.decide import advance
+from lambdas.refresher.plan import SendCommand, TerminateInstance
+from tests.unit.lambdas.refresher.decide.test_size_resets import DRAINED, sized
+from tests.unit.lambdas.refresher.decide_world import NODES, OLD, OTHER, SETTINGS, SPARE, T0, caps, effects, run, world
+
+LATER = T0 + timedelta(seconds=60)
+CMD = "refresh-r1-0"
+THIRD = "i-00000000000000004"
+
+
+@pytest.mark.parametrize("removed", [OTHER, SPARE])
+def test_a_termination_retried_after_a_clamp_removes_no_second_instance(removed: str) -> None:
+    # surged 2 -> 3; the old instance drained, its terminate refused; kOps set MaxSize 2 back: desired clamped to 2,
+    # Auto Scaling removed ``removed``
+    left = [i for i in (OLD, OTHER, SPARE) if i != removed]
+    r = run(StepState.TERMINATING, 1, T0, surge_instance_id=SPARE, command_id=CMD)
+    decision = advance(r, sized(world(left, 2), max_size=2, **{CMD: DRAINED}), SETTINGS, LATER)
+    assert not [t for t in effects(decision, TerminateInstance) if t.decrement]
+    assert not caps(decision)
+    step, group = decision.run.steps[0], decision.run.groups[0]
+    assert step.state is StepState.UNDONE and group.raised == 0 and "kept" in step.note
+    assert decision.run.status is RunStatus.PAUSED
+    # the old node, drained and kept, is uncordoned (invariant 6)
+    assert ("uncordon", OLD) in [(s.command.kind.value, s.command.instance_id) for s in effects(decision, SendCommand)]
+
+
+def test_a_drain_ending_after_a_clamp_not_yet_applied_terminates_nothing_with_decrement() -> None:
+    # desired capacity already clamped to 2, Auto Scaling has not removed an instance yet: three are live and Ready
+    r = run(StepState.DRAINING, 1, T0, surge_instance_id=SPARE, command_id=CMD)
+    decision = advance(r, sized(world([OLD, OTHER, SPARE], 2), max_size=2, **{CMD: DRAINED}), SETTINGS, LATER)
+    assert not [t for t in effects(decision, TerminateInstance) if t.decrement]
+    assert decision.run.groups[0].raised == 0 and decision.run.steps[0].state is StepState.UNDONE
+
+
+def test_two_steps_terminating_the_first_decremented_the_second_still_holds_its_unit() -> None:
+    # surged 2 -> 4 (two steps): step 1's old instance left with its decrement (desired 3), step 0's terminate was
+    # refused. Step 0, judged first, must not take step 1's decrement for a clamp: its unit is still in desired 3
+    r = run(StepState.TERMINATING, 2, T0, surge_instance_id=SPARE, command_id=CMD)
+    second = r.steps[0].model_copy(
+        update={"index": 1, "instance_id": OTHER, "surge_instance_id": THIRD, "command_id": "refresh-r1-1"}
+    )
+    r = r.model_copy(update={"steps": [r.steps[0], second]})
+    w = sized(world([OLD, SPARE, THIRD], 3), **{CMD: DRAINED, "refresh-r1-1": DRAINED})
+    decision = advance(r, w, SETTINGS, LATER)
+    assert [(t.instance_id, t.decrement) for t in effects(decision, TerminateInstance)] == [(OLD, True)]
+    assert decision.run.status is RunStatus.RUNNING
+    assert [s.state for s in decision.run.steps] == [StepState.TERMINATING, StepState.DONE]
+    assert decision.run.groups[0].raised == 1 and NODES
