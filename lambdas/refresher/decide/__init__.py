@@ -35,7 +35,8 @@ A drain that failed, or timed out under ``pause``, pauses the run: an uncordon c
 (belt and braces beside ``uncordon_on_failure``) and the step gives its surge back (``undoing``): the spare is
 drained (its pods go back to the old node, uncordoned) then terminated with decrement; a spare that has no node yet
 (absent from a confirmed membership) is terminated at once; a surge that launched nothing is lowered back (only when
-the group holds no more instances than the lower value, so Auto Scaling has nothing to pick). The undo's own drain
+the group holds no more instances than the lower value, so Auto Scaling has nothing to pick; counted given
+back only once a later pass reads the lower value back, as a MaxSize restore is). The undo's own drain
 proceeds to the termination whatever its outcome (the spare is the run's own capacity), unless it never ran (expired
 unstarted, or started only at its deadline): then it is sent again under a new id. Each give-back reads desired
 capacity back first: at most ``original_desired + raised - 1`` (kOps lowered MaxSize under the surge, Auto Scaling

@@ -44,13 +44,7 @@ def undoing(p: Context, step: RunStep) -> None:
         else:
             target = group.original_desired + group.raised - 1  # desired capacity is above it (``taken_back``)
             if len(facts.live) <= target:
-                group.raised -= 1
-                p.add_capacity_effect(SetCapacity(group.name, desired=target))
-                p.finish_step(
-                    step,
-                    StepState.UNDONE,
-                    (step.note or "surge given back") + f"; nothing launched, desired lowered to {target}",
-                )
+                lower(p, step, group, target, "nothing launched")
             else:
                 p.wait(WaitKind.LAUNCH, f"a spare of {group.name} to give back")
             return
@@ -149,7 +143,8 @@ def give_back_unit(p: Context, step: RunStep, facts: GroupFacts, why: str) -> bo
       is the group's own now (``absorb``). True.
     - Else the instance left by other means (Spot reclaimed it: Auto Scaling keeps the desired capacity and launches
       a replacement). While the group holds no more live instances than that value, desired capacity is lowered to
-      it (Auto Scaling then has nothing to pick): True. Once Auto Scaling launched its replacement, that instance (a
+      it (Auto Scaling then has nothing to pick; ``lower``): False until a later pass reads it back (the first case).
+      Once Auto Scaling launched its replacement, that instance (a
       new one that is no step's spare, one without a node first) is given back as a surge is (``undoing``: drained
       if it has a node, terminated with decrement; ``note`` says ``why``), or the step waits for it to launch: False.
     """
@@ -161,9 +156,8 @@ def give_back_unit(p: Context, step: RunStep, facts: GroupFacts, why: str) -> bo
         absorb(p, group, facts)
         return True
     if len(facts.live) <= target:
-        p.add_capacity_effect(SetCapacity(group.name, desired=target))
-        p.change(f"step {step.index}: {why}; desired capacity of {group.name} lowered to {target}")
-        return True
+        lower(p, step, group, target, why)
+        return False
     spares = {s.surge_instance_id for s in p.run.steps if s.surge_instance_id}
     extras = [i for i in p.new_instances(step, facts) if i not in spares]
     if not extras:
@@ -175,6 +169,21 @@ def give_back_unit(p: Context, step: RunStep, facts: GroupFacts, why: str) -> bo
     step.note = f"{why}; Auto Scaling's replacement {extras[0]} given back"
     p.change(f"step {step.index} undoing: {step.note}")
     return False
+
+
+def lower(p: Context, step: RunStep, group: GroupSurge, target: int, why: str) -> None:
+    """Give ``step``'s surge unit back by lowering desired capacity to ``target`` (the group holds no more live
+    instances: Auto Scaling has nothing to pick). The unit counts as given back only once a later pass reads the lower
+    value back (``taken_back``, ``give_back_unit``), as a MaxSize restore is (``lifecycle.finish_groups``): the run's
+    save precedes the UpdateAutoScalingGroup, and an update refused or never made (throttled; the invocation ended
+    between the two) would leave the step final with the unit in place for good (invariant 4). Asked again each pass
+    until read back (an absolute value)."""
+    note = f"desired lowered to {target}" if why in step.note else f"{why}; desired lowered to {target}"
+    if not step.note.endswith(note):
+        step.note = f"{step.note}; {note}" if step.note else note
+        p.change(f"step {step.index}: {why}; desired capacity of {group.name} lowered to {target}")
+    p.add_capacity_effect(SetCapacity(group.name, desired=target))
+    p.wait(WaitKind.EFFECT, f"desired capacity of {group.name} at {target} (read back next pass)")
 
 
 def given_back(p: Context, step: RunStep, note: str) -> None:

@@ -32,9 +32,13 @@ def test_reclaimed_before_auto_scaling_replaced_it_lowers_desired_capacity_and_k
     decision = advance(run(state, 1, T0, **DRAIN), with_commands(world([OTHER, SPARE], 3)), SETTINGS, LATER)
     assert caps(decision) == [(NODES, 2, None)]  # the unit given back: Auto Scaling launches nothing for it
     assert not effects(decision, TerminateInstance) and not effects(decision, SendCommand)  # the spare stays
-    step = decision.run.steps[0]
-    assert step.state is StepState.DONE and decision.run.groups[0].raised == 0
-    assert decision.run.status is RunStatus.SUCCEEDED
+    assert decision.run.groups[0].raised == 1  # given back once read back (``test_lowering_read_back``)
+    later = LATER + timedelta(seconds=60)
+    after = advance(decision.run, with_commands(world([OTHER, SPARE], 2)), SETTINGS, later)
+    assert not caps(after) and not effects(after, TerminateInstance) and not effects(after, SendCommand)
+    step = after.run.steps[0]
+    assert step.state is StepState.DONE and after.run.groups[0].raised == 0
+    assert after.run.status is RunStatus.SUCCEEDED
 
 
 @pytest.mark.parametrize("state", [StepState.DRAINING, StepState.TERMINATING])
@@ -78,9 +82,11 @@ def test_a_spare_reclaimed_while_it_is_given_back_still_gives_the_unit_back_once
     # the decrement never happened: desired is still 3 with 2 live instances
     undo = {"command_id": "refresh-r1-0", "surge_instance_id": SPARE, "note": "drain failed: surge given back"}
     decision = advance(run(StepState.UNDO_TERMINATING, 1, T0, **undo), world([OLD, OTHER], 3), SETTINGS, LATER)
-    assert caps(decision) == [(NODES, 2, None)]
-    step = decision.run.steps[0]
-    assert step.state is StepState.UNDONE and decision.run.groups[0].raised == 0
+    assert caps(decision) == [(NODES, 2, None)] and decision.run.groups[0].raised == 1
+    after = advance(decision.run, world([OLD, OTHER], 2), SETTINGS, LATER + timedelta(seconds=60))
+    assert not caps(after) and not effects(after, TerminateInstance)
+    step = after.run.steps[0]
+    assert step.state is StepState.UNDONE and after.run.groups[0].raised == 0
     # and once Auto Scaling replaced the reclaimed spare, that replacement is given back instead
     w = world([OLD, OTHER, REPLACEMENT], 3, ready=[OLD, OTHER])
     decision = advance(run(StepState.UNDO_TERMINATING, 1, T0, **undo), w, SETTINGS, LATER)
