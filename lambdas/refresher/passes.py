@@ -20,24 +20,37 @@ def bookkeeping(actions: list[Action]) -> bool:
 
 
 def may_start_a_group(run: Run, states: list[StepState] | None = None) -> bool:
-    """Whether the next pass may surge a worker group for the first time (the run's current group, the first with a
-    step not final: no surge, no raised MaxSize, no step in flight, a step pending): only then does the decision
-    look at the compensation donors (``decide.lifecycle.start_steps`` starts steps of that group only). ``states``:
-    ``[s.state for s in run.steps]``, when the caller has them (``advance_run`` reads them once a pass)."""
+    """Whether the next pass may surge a worker group for the first time (no surge, no raised MaxSize, no step in
+    flight, a step pending): only then does the decision look at the compensation donors (``decide.lifecycle
+    .start_steps`` starts steps of one group only). That group is the run's current one (the first with a step not
+    final), or, when the current group has no pending step left, the next group with one: the pass that ends the
+    current group's last steps starts the next group in the same pass (``start_steps`` runs after the steps moved
+    on), and a donor surged unread would be taken for its own size (``worker.rebase``). ``states``: ``[s.state for s in
+    run.steps]``, when the caller has them (``advance_run`` reads them once a pass)."""
     if run.status is not RunStatus.RUNNING:
         return False
     states = list(map(_STATE, run.steps)) if states is None else states  # in C (a thousand steps a pass)
     first = next(compress(count(), map(_NOT_FINAL.__contains__, states)), None)
-    current = None if first is None else run.steps[first].group
-    for group in run.groups:
-        if group.name != current:
-            continue
-        if group.role != Role.NODE.value or group.raised or group.max_raised_to is not None:
-            continue
-        mine = set(compress(states, map(group.name.__eq__, map(_GROUP, run.steps))))  # the group's steps' states
-        if StepState.PENDING in mine and mine.isdisjoint(_IN_FLIGHT):
-            return True
-    return False
+    if first is None:
+        return False
+    current = run.steps[first].group
+    if _unstarted(run, current, states):
+        return True
+    groups = list(map(_GROUP, run.steps))
+    pending = compress(groups, map(StepState.PENDING.__eq__, states))  # the groups of the pending steps, in order
+    following = next(pending, None)
+    return following is not None and following != current and _unstarted(run, following, states, groups)
+
+
+def _unstarted(run: Run, name: str, states: list[StepState], groups: list[str] | None = None) -> bool:
+    """Whether worker group ``name`` of ``run`` has not been surged yet: no surge, no raised MaxSize, a step pending
+    and none in flight. ``groups``: ``[s.group for s in run.steps]``, when the caller has them."""
+    group = next((g for g in run.groups if g.name == name), None)
+    if group is None or group.role != Role.NODE.value or group.raised or group.max_raised_to is not None:
+        return False
+    groups = list(map(_GROUP, run.steps)) if groups is None else groups
+    mine = set(compress(states, map(name.__eq__, groups)))  # the group's steps' states
+    return StepState.PENDING in mine and mine.isdisjoint(_IN_FLIGHT)
 
 
 # the states whose decision reads a step's command (its CMD# item), and which command: the drain's outcome
