@@ -194,8 +194,12 @@ def unit_taken(p: Context, step: RunStep, facts: GroupFacts) -> bool:
     counted yet (a step ``terminating`` or ``undo_terminating`` whose instance already left). kOps (or a person)
     lowered MaxSize or desired capacity under the surge: Auto Scaling clamped desired capacity and removed an instance
     of its choosing. A termination with decrement would then remove a second instance, leaving the group below the
-    size kOps set (invariant 4) and below its Ready nodes at the start (invariant 1)."""
+    size kOps set (invariant 4) and below its Ready nodes at the start (invariant 1). Not while another step of the
+    group is surging: its raise not visible is redone to ``original_desired + raised`` (``worker.surging``), which
+    holds this step's unit again, so the termination with decrement is the one that gives it back."""
     group = p.run.group(step.group)
+    if any(s is not step and s.group == step.group and s.state is StepState.SURGING for s in p.owned()):
+        return False
     unseen = sum(
         1
         for s in p.owned()

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from core.runs import RunStatus, StepState
+from core.runs import RunStatus, RunStep, StepState
 from lambdas.refresher.decide import advance
 from lambdas.refresher.plan import SendCommand, TerminateInstance
 from tests.unit.lambdas.refresher.decide.test_size_resets import DRAINED, sized
@@ -59,3 +59,18 @@ def test_two_steps_terminating_the_first_decremented_the_second_still_holds_its_
     assert decision.run.status is RunStatus.RUNNING
     assert [s.state for s in decision.run.steps] == [StepState.TERMINATING, StepState.DONE]
     assert decision.run.groups[0].raised == 1 and NODES
+
+
+def test_a_raise_of_another_step_not_visible_yet_is_redone_not_taken_for_a_clamp() -> None:
+    # surged 2 -> 4 (two steps); step 1's raise is not visible (lost, or kOps clamped it: desired 3). Step 1, surging,
+    # raises desired to what the run holds again, so step 0's unit is in the group's size: its drained old instance
+    # goes with its decrement, as before
+    r = run(StepState.DRAINING, 2, T0, surge_instance_id=SPARE, command_id=CMD)
+    second = RunStep(index=1, group=NODES, role="node", instance_id=OTHER, state=StepState.SURGING, intent_at=T0)
+    second.surge_baseline = [OLD, OTHER, SPARE]
+    r = r.model_copy(update={"steps": [r.steps[0], second]})
+    w = sized(world([OLD, OTHER, SPARE], 3), **{CMD: DRAINED})
+    decision = advance(r, w, SETTINGS, LATER)
+    assert [(t.instance_id, t.decrement) for t in effects(decision, TerminateInstance)] == [(OLD, True)]
+    assert caps(decision) == [(NODES, 4, None)]  # step 1's raise redone
+    assert decision.run.status is RunStatus.RUNNING
