@@ -50,6 +50,9 @@ UNDO_COMMAND_SUFFIX = "undo"
 UNCORDON_COMMAND_SUFFIX = "uncordon"
 UNDO_UNCORDON_COMMAND_SUFFIX = "undo-uncordon"  # a spare the undo drained, then kept (``undo.taken_back``)
 UNDO_DRAIN_SECONDS = 300  # deadline of the drain of a spare being given back
+# an uncordon of a node the run drained and keeps (``replace.give_up``, ``undo.taken_back``): a lost message is sent
+# again by the command sweeper (``COMMAND_SWEEP_SECONDS`` after it was, on a 2-minute tick) only before its deadline
+UNCORDON_SECONDS = 900
 # note of a worker step whose old instance left its group under it (a Spot reclaim) while its spare stayed: the step
 # is ``done`` once its surge unit is given back, whatever instance gave it (``replace.left_group``, ``undo``)
 RECLAIMED_NOTE = "old instance left its group under the step (reclaimed)"

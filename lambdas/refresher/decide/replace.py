@@ -11,7 +11,13 @@ from __future__ import annotations
 from core.kops import Role
 from core.model import CommandKind, CommandStatus
 from core.runs import DrainTimeoutPolicy, RunStatus, RunStep, StepState, WaitDeadline
-from lambdas.refresher.decide.context import RECLAIMED_NOTE, UNCORDON_COMMAND_SUFFIX, Context, WaitKind
+from lambdas.refresher.decide.context import (
+    RECLAIMED_NOTE,
+    UNCORDON_COMMAND_SUFFIX,
+    UNCORDON_SECONDS,
+    Context,
+    WaitKind,
+)
 from lambdas.refresher.decide.handover import hand_over, successor, take_back
 from lambdas.refresher.decide.undo import give_back_unit
 from lambdas.refresher.plan import Metric, SendCommand, TerminateInstance
@@ -112,7 +118,7 @@ def give_up(p: Context, step: RunStep, reason: str, what: str) -> None:
                 step.instance_id,
                 p.node_name(step.instance_id, step),
                 step.uncordon_command_id,
-                120,
+                UNCORDON_SECONDS,
             )
         )
     )

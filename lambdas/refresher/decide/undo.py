@@ -10,6 +10,7 @@ from core.model import CommandKind, drain_never_ran
 from core.runs import GroupSurge, RunStep, StepState
 from lambdas.refresher.decide.context import (
     RECLAIMED_NOTE,
+    UNCORDON_SECONDS,
     UNDO_COMMAND_SUFFIX,
     UNDO_DRAIN_SECONDS,
     UNDO_UNCORDON_COMMAND_SUFFIX,
@@ -226,7 +227,7 @@ def taken_back(p: Context, step: RunStep, facts: GroupFacts) -> bool:
                         spare,
                         p.node_name(spare),
                         p.command_id(step, UNDO_UNCORDON_COMMAND_SUFFIX),
-                        120,
+                        UNCORDON_SECONDS,
                     )
                 )
             )
