@@ -19,9 +19,10 @@ Rules, in order:
    failure inside the current window moves the window's start (the group stays untrusted until ``window`` after its
    *latest* failure) without widening it, so Auto Scaling's retries every few seconds do not escalate it; a failure
    after the window ended doubles the window (capped at ``BACKOFF_MAX_SECONDS``); a failure after
-   ``BACKOFF_RESET_SECONDS`` without one starts over at ``BACKOFF_INITIAL_SECONDS``. It also ends any "healthy
-   since" of the group (flapping restarts the hold). Control-plane groups are recorded but never compensated
-   (``control_plane``): a master outside its AZ's etcd member slot can never join. A group of the cluster without a
+   ``BACKOFF_RESET_SECONDS`` without one starts over at ``BACKOFF_INITIAL_SECONDS``. A failure at or after the group's
+   "healthy since" ends it (flapping restarts the hold); one from before it (delivered late, or again) does not.
+   Control-plane groups are recorded but never compensated (``control_plane``): a master outside its AZ's etcd member
+   slot can never join. A group of the cluster without a
    kOps role tag is treated the same way (``unknown_role``). This write needs no lock.
 3. **Lock.** If another holder's lease is valid, nothing else is done (``lock_held``): the failure is recorded and
    the shortfall, which is re-read from Auto Scaling each time, is acted on at the next invocation. A refresh run

@@ -43,8 +43,11 @@ def record_launch_failure(b: Builder, notice: Event) -> None:
     group = b.world.groups[notice.asg_name]
     ledger = b.ledger(group.name)
     update: dict[str, object] = {"backoff": record_failure(ledger.backoff, notice.event_time, b.settings)}
-    if ledger.compensation is not None and ledger.compensation.healthy_since is not None:
-        update["compensation"] = ledger.compensation.model_copy(update={"healthy_since": None})
+    comp = ledger.compensation
+    if comp is not None and comp.healthy_since is not None and notice.event_time >= comp.healthy_since:
+        # a failure after the group was seen healthy restarts the hold (flapping); one from before it (delivered late,
+        # or again) was over when the group was seen healthy, and its backoff already counts it
+        update["compensation"] = comp.model_copy(update={"healthy_since": None})
     b.write(
         ledger.model_copy(update=update),
         f"launch failure at {notice.event_time.isoformat()}: {notice.status_message or 'no message'}",
