@@ -196,31 +196,17 @@ def left_group(p: Context, step: RunStep, facts: GroupFacts) -> None:
 
 def unit_taken(p: Context, step: RunStep, facts: GroupFacts) -> bool:
     """Whether desired capacity no longer holds the surge unit of worker ``step``, whose old instance is still live:
-    at most ``original_desired + raised - 1``, less the decrements of the group's other steps this pass has not
-    counted yet (a step ``terminating`` or ``undo_terminating`` whose instance already left). kOps (or a person)
-    lowered MaxSize or desired capacity under the surge: Auto Scaling clamped desired capacity and removed an instance
-    of its choosing. A termination with decrement would then remove a second instance, leaving the group below the
-    size kOps set (invariant 4) and below its Ready nodes at the start (invariant 1). Not while another step of the
-    group is surging: its raise not visible is redone to ``original_desired + raised`` (``worker.surging``), which
-    holds this step's unit again, so the termination with decrement is the one that gives it back."""
-    group = p.run.group(step.group)
-    if any(s is not step and s.group == step.group and s.state is StepState.SURGING for s in p.owned()):
+    at most ``original_desired + raised - 1``. kOps (or a person) lowered MaxSize or desired capacity under the
+    surge: Auto Scaling clamped desired capacity and removed an instance of its choosing. A termination with decrement
+    would then remove a second instance, leaving the group below the size kOps set (invariant 4) and below its Ready
+    nodes at the start (invariant 1). Judged only while ``step`` is the one step of its group holding a unit (as with
+    ``max_surge`` 1, the default): with others, desired capacity below that also reads as their own units in motion
+    (a raise not visible yet, which ``worker.surging`` redoes; a decrement or lowering not counted yet), and the
+    termination with decrement goes as before."""
+    if any(s is not step and s.group == step.group and s.holds_unit for s in p.owned()):
         return False
-    unseen = sum(
-        1
-        for s in p.owned()
-        if s is not step
-        and s.group == step.group
-        and (
-            (s.state is StepState.TERMINATING and s.handed_over_to is None and not facts.has_live(s.instance_id))
-            or (
-                s.state is StepState.UNDO_TERMINATING
-                and s.surge_instance_id is not None
-                and not facts.has_live(s.surge_instance_id)
-            )
-        )
-    )
-    return facts.desired <= group.original_desired + group.raised - 1 - unseen
+    group = p.run.group(step.group)
+    return facts.desired <= group.original_desired + group.raised - 1
 
 
 def keep_old(p: Context, step: RunStep, facts: GroupFacts) -> None:
