@@ -78,16 +78,13 @@ def draining(p: Context, step: RunStep) -> None:
                 p.wait(WaitKind.NODE_READY, what)
             return
         p.end_wait(step, WaitDeadline.NODES_READY)
-        if unit_taken(p, step, facts):
-            keep_old(p, step, facts)
-            return
-        to = successor(p, step, facts)
+        to = None if unit_taken(p, step, facts) else successor(p, step, facts)  # a unit taken is not handed on
         if to is not None:
             hand_over(p, step, to, facts)
             return
     step.state = StepState.TERMINATING
     step.intent_at = p.now
-    decrement = worker and facts is not None and decrementable(facts)
+    decrement = worker and facts is not None and decrementable(facts) and not unit_taken(p, step, facts)
     p.effects.append(TerminateInstance(step.group, step.instance_id, decrement=decrement))
     p.change(f"step {step.index}: drain {status}, terminate {step.instance_id}" + absorbed_note(worker, decrement))
 
@@ -164,11 +161,8 @@ def terminating(p: Context, step: RunStep) -> None:
         give_up(p, step, p.run.reason, what)
         return
     if p.older_than_grace(step.intent_at):
-        if worker and step.handed_over_to is None and unit_taken(p, step, facts):
-            keep_old(p, step, facts)
-            return
         step.intent_at = p.now
-        decrement = worker and step.handed_over_to is None and decrementable(facts)
+        decrement = worker and step.handed_over_to is None and decrementable(facts) and not unit_taken(p, step, facts)
         p.effects.append(TerminateInstance(step.group, step.instance_id, decrement=decrement))
         extra = absorbed_note(worker and step.handed_over_to is None, decrement)
         p.change(f"step {step.index}: {step.instance_id} still in service, terminate it again{extra}")
@@ -198,26 +192,16 @@ def unit_taken(p: Context, step: RunStep, facts: GroupFacts) -> bool:
     """Whether desired capacity no longer holds the surge unit of worker ``step``, whose old instance is still live:
     at most ``original_desired + raised - 1``. kOps (or a person) lowered MaxSize or desired capacity under the
     surge: Auto Scaling clamped desired capacity and removed an instance of its choosing. A termination with decrement
-    would then remove a second instance, leaving the group below the size kOps set (invariant 4) and below its Ready
-    nodes at the start (invariant 1). Judged only while ``step`` is the one step of its group holding a unit (as with
-    ``max_surge`` 1, the default): with others, desired capacity below that also reads as their own units in motion
-    (a raise not visible yet, which ``worker.surging`` redoes; a decrement or lowering not counted yet), and the
-    termination with decrement goes as before."""
+    would then remove a second instance, leaving the group below the size kOps set (invariant 4): the old instance
+    goes without decrement (Auto Scaling replaces it, as at MinSize: ``decrementable``), and the unit counts as given
+    back once it left (``left_group``: desired capacity reads at most that value). Judged only while ``step`` is the
+    one step of its group holding a unit (as with ``max_surge`` 1, the default): with others, desired capacity below
+    that also reads as their own units in motion (a raise not visible yet, which ``worker.surging`` redoes; a
+    decrement or lowering not counted yet), and the termination with decrement goes as before."""
     if any(s is not step and s.group == step.group and s.holds_unit for s in p.owned()):
         return False
     group = p.run.group(step.group)
     return facts.desired <= group.original_desired + group.raised - 1
-
-
-def keep_old(p: Context, step: RunStep, facts: GroupFacts) -> None:
-    """The surge unit of ``step`` is gone (``unit_taken``): its old instance is kept and uncordoned, the run pauses,
-    and the step gives its surge back, which counts the unit given back as read and terminates nothing
-    (``undo.taken_back``)."""
-    reason = (
-        f"desired capacity of {step.group} is {facts.desired} without the surge unit of step {step.index} (kOps or a "
-        f"person lowered it): {step.instance_id} kept"
-    )
-    give_up(p, step, reason, f"surge unit taken back by a resize: {step.instance_id} kept")
 
 
 def decrementable(facts: GroupFacts) -> bool:
@@ -229,4 +213,4 @@ def decrementable(facts: GroupFacts) -> bool:
 
 
 def absorbed_note(worker: bool, decrement: bool) -> str:
-    return " without decrement: MinSize keeps the surge unit" if worker and not decrement else ""
+    return " without decrement: MinSize or a resize keeps the surge unit" if worker and not decrement else ""

@@ -2,7 +2,8 @@
 still to be made (the first call refused: ``ScalingActivityInProgress``, throttled; or the drain just ended): Auto
 Scaling clamped desired capacity back to the group's own size and removed an instance of its choosing, so the
 surge unit is already gone. A termination with decrement now would remove a second instance and leave the group one
-below the size kOps set (docs/DESIGN.md invariants 1 and 4). Pure."""
+below the size kOps set (docs/DESIGN.md invariant 4): the old instance goes without decrement, as at MinSize, and
+the unit counts as given back once it left. Pure."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from core.runs import RunStatus, RunStep, StepState
 from lambdas.refresher.decide import advance
-from lambdas.refresher.plan import SendCommand, TerminateInstance
+from lambdas.refresher.plan import TerminateInstance
 from tests.unit.lambdas.refresher.decide.test_size_resets import DRAINED, sized
 from tests.unit.lambdas.refresher.decide_world import NODES, OLD, OTHER, SETTINGS, SPARE, T0, caps, effects, run, world
 
@@ -24,25 +25,27 @@ THIRD = "i-00000000000000004"
 @pytest.mark.parametrize("removed", [OTHER, SPARE])
 def test_a_termination_retried_after_a_clamp_removes_no_second_instance(removed: str) -> None:
     # surged 2 -> 3; the old instance drained, its terminate refused; kOps set MaxSize 2 back: desired clamped to 2,
-    # Auto Scaling removed ``removed``
+    # Auto Scaling removed ``removed``. The old instance goes without decrement (Auto Scaling replaces it)
     left = [i for i in (OLD, OTHER, SPARE) if i != removed]
     r = run(StepState.TERMINATING, 1, T0, surge_instance_id=SPARE, command_id=CMD)
     decision = advance(r, sized(world(left, 2), max_size=2, **{CMD: DRAINED}), SETTINGS, LATER)
-    assert not [t for t in effects(decision, TerminateInstance) if t.decrement]
-    assert not caps(decision)
-    step, group = decision.run.steps[0], decision.run.groups[0]
-    assert step.state is StepState.UNDONE and group.raised == 0 and "kept" in step.note
-    assert decision.run.status is RunStatus.PAUSED
-    # the old node, drained and kept, is uncordoned (invariant 6)
-    assert ("uncordon", OLD) in [(s.command.kind.value, s.command.instance_id) for s in effects(decision, SendCommand)]
+    assert [(t.instance_id, t.decrement) for t in effects(decision, TerminateInstance)] == [(OLD, False)]
+    assert not caps(decision) and decision.run.groups[0].raised == 1
+    # it left, Auto Scaling launched its replacement (desired kept at 2): the unit counts as given back, once
+    after = [i for i in left if i != OLD] + [THIRD]
+    done = advance(decision.run, sized(world(after, 2), max_size=2), SETTINGS, LATER + timedelta(seconds=60))
+    assert not caps(done) and not effects(done, TerminateInstance)
+    assert done.run.steps[0].state is StepState.DONE and done.run.groups[0].raised == 0
+    assert done.run.status is RunStatus.SUCCEEDED
 
 
 def test_a_drain_ending_after_a_clamp_not_yet_applied_terminates_nothing_with_decrement() -> None:
     # desired capacity already clamped to 2, Auto Scaling has not removed an instance yet: three are live and Ready
     r = run(StepState.DRAINING, 1, T0, surge_instance_id=SPARE, command_id=CMD)
     decision = advance(r, sized(world([OLD, OTHER, SPARE], 2), max_size=2, **{CMD: DRAINED}), SETTINGS, LATER)
-    assert not [t for t in effects(decision, TerminateInstance) if t.decrement]
-    assert decision.run.groups[0].raised == 0 and decision.run.steps[0].state is StepState.UNDONE
+    assert [(t.instance_id, t.decrement) for t in effects(decision, TerminateInstance)] == [(OLD, False)]
+    done = advance(decision.run, sized(world([OTHER, SPARE], 2), max_size=2), SETTINGS, LATER + timedelta(seconds=60))
+    assert done.run.steps[0].state is StepState.DONE and done.run.groups[0].raised == 0 and not caps(done)
 
 
 def test_two_steps_terminating_the_first_decremented_the_second_still_holds_its_unit() -> None:
