@@ -46,8 +46,8 @@ def finish_groups(p: Context) -> None:
     The restore counts as done only when a later pass reads it back: while the group's MaxSize is still one the run
     raised (above the original, at most ``max_raised_to``: the executor may have clamped the raise), the pass asks
     for the original again and waits (a refused or throttled UpdateAutoScalingGroup is retried, never taken as
-    done). Any other MaxSize (the original, a group gone, or a value kOps or a person set since) ends the restore:
-    the run does not fight a reset."""
+    done). Any other MaxSize (the original, a group gone, or a value kOps or a person set since; one MinSize holds up,
+    as the executor's clamp leaves it) ends the restore: the run does not fight a reset."""
     unfinished = set(compress(p.groups(), map(_NOT_FINAL.__contains__, p.states())))  # groups of a step not final
     for group in p.run.groups:
         if group.max_raised_to is None or group.max_restored or group.name in unfinished:
@@ -55,7 +55,9 @@ def finish_groups(p: Context) -> None:
         if group.raised:
             continue
         facts = p.world.groups.get(group.name)
-        if facts is not None and group.original_max < facts.max_size <= group.max_raised_to:
+        # MinSize above the original (kOps grew the group meanwhile) holds MaxSize up: the executor clamps the restore
+        # to it, so a MaxSize at or below MinSize is read back as restored, never asked again every pass
+        if facts is not None and max(group.original_max, facts.min_size) < facts.max_size <= group.max_raised_to:
             p.effects.append(SetCapacity(group.name, max_size=group.original_max))
             p.wait(WaitKind.EFFECT, f"{group.name}: MaxSize back to {group.original_max} (read back next pass)")
             continue
