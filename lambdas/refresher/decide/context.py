@@ -50,9 +50,7 @@ UNDO_COMMAND_SUFFIX = "undo"
 UNCORDON_COMMAND_SUFFIX = "uncordon"
 UNDO_UNCORDON_COMMAND_SUFFIX = "undo-uncordon"  # a spare the undo drained, then kept (``undo.taken_back``)
 UNDO_DRAIN_SECONDS = 300  # deadline of the drain of a spare being given back
-# an uncordon of a node the run drained and keeps (``replace.give_up``, ``undo.taken_back``): a lost message is sent
-# again by the command sweeper (``COMMAND_SWEEP_SECONDS`` after it was, on a 2-minute tick) only before its deadline
-UNCORDON_SECONDS = 900
+UNCORDON_SECONDS = 900  # an uncordon of a node the run keeps: a lost one is re-sent by the sweeper (after 300 s)
 # note of a worker step whose old instance left its group under it (a Spot reclaim) while its spare stayed: the step
 # is ``done`` once its surge unit is given back, whatever instance gave it (``replace.left_group``, ``undo``)
 RECLAIMED_NOTE = "old instance left its group under the step (reclaimed)"
