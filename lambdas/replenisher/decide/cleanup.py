@@ -20,6 +20,7 @@ from lambdas.replenisher.decide.builder import (
     Builder,
     drain_command,
     drain_done,
+    drain_number,
     recorded_ids,
     reissued_id,
     send_if_needed,
@@ -147,7 +148,5 @@ def latest_surplus(commands: Iterable[str], instance_id: str) -> str:
     (readable or not: ``builder.recorded_ids``): ``surplus-<id>``, or the highest ``surplus-<id>-<n>``
     (``builder.reissued_id``) when one is. Pure."""
     base = f"{SURPLUS_PREFIX}{instance_id}"
-    sent = [
-        int(cid[len(base) + 1 :]) for cid in commands if cid.startswith(base + "-") and cid[len(base) + 1 :].isdigit()
-    ]
+    sent = [n for n in (drain_number(base, cid) for cid in commands) if n is not None]
     return f"{base}-{max(sent)}" if sent else base
