@@ -87,6 +87,11 @@ def undo_draining(p: Context, step: RunStep) -> None:
     its outcome, unless it never ran (``core.model.drain_never_ran``): then a new one is sent under a new id
     (``reissued_undo_id``)."""
     assert step.undo_command_id is not None and step.surge_instance_id is not None
+    if step.undo_sent_at is not None and step.undo_sent_at > p.now:
+        # a send time not yet come (a clock ahead, a hand-edited RUN# item) would put the deadline of an unreadable
+        # drain (``Context.drain_deadline``) as far off, the spare and its surge unit held: counted from now, saved
+        p.change(f"step {step.index}: undo drain sent at {step.undo_sent_at.isoformat()}, later than now: from now")
+        step.undo_sent_at = p.now
     if p.unsent(step.undo_command_id):
         if p.older_than_grace(step.intent_at):
             send_undo_drain(p, step, step.surge_instance_id)

@@ -147,3 +147,22 @@ def test_an_undo_drain_of_a_record_without_its_send_time_counts_from_the_steps_e
     assert not effects(advance(old, replace(base, commands=commands), SETTINGS, early), TerminateInstance)
     late = T0 + timedelta(seconds=UNDO_DRAIN_SECONDS + SETTINGS.agent_grace_seconds + 1)
     assert effects(advance(old, replace(base, commands=commands), SETTINGS, late), TerminateInstance)
+
+
+def test_an_undo_send_time_not_yet_come_holds_the_spare_no_longer_than_a_whole_deadline_from_now() -> None:
+    """``undo_sent_at`` later than now (a clock ahead, a hand-edited ``RUN#`` item) is never a deadline decades away
+    (the step held, its surge unit never given back): the pass that sees it counts it from now, and saves that, so
+    the unreadable drain is timed out a whole ``UNDO_DRAIN_SECONDS`` (and the agent's grace) later, as any."""
+    r = run(StepState.UNDO_DRAINING, 1, T0, surge_instance_id=SPARE)
+    cid = f"refresh-{r.run_id}-0-undo-2"
+    r.steps[0].undo_command_id = cid
+    r.steps[0].entered = {StepState.UNDO_DRAINING.value: T0}
+    r.steps[0].undo_sent_at = T0 + timedelta(days=36500)
+    base = replace(world([OLD, OTHER, SPARE], 3, ready=[OLD, OTHER, SPARE]), membership_confirmed=True)
+    commands = {cid: {"status": "mystery"}}
+    first = advance(r, replace(base, commands=commands), SETTINGS, LATER)
+    assert not effects(first, TerminateInstance)
+    assert first.run.steps[0].undo_sent_at == LATER and first.changed
+    late = LATER + timedelta(seconds=UNDO_DRAIN_SECONDS + SETTINGS.agent_grace_seconds + 1)
+    (terminate,) = effects(advance(first.run, replace(base, commands=commands), SETTINGS, late), TerminateInstance)
+    assert terminate.instance_id == SPARE
