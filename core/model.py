@@ -76,7 +76,10 @@ def drain_never_ran(item: Mapping[str, Any] | None, now: datetime) -> bool:
     - still ``queued`` past its deadline at ``now``: its message never sent or never received (SQS refusing every
       send, each invocation ending between the record and the send); it can only end unstarted.
 
-    An item whose deadline is unreadable is True only by the agent's message (the first case).
+    An item whose deadline is unreadable is True only by the agent's message or with no ``started_at`` (the first
+    two cases): the agent writes ``started_at`` as it takes a drain up, so a ``timed_out`` end without it never ran,
+    as ``sim.drain_items`` reads it (the sweeper expires on the deadline ``Command`` validates, which may be a form
+    this reading cannot take: an epoch number).
 
     >>> drain_never_ran({"status": "queued", "command": {"deadline": "2026-01-01T00:00:00+00:00"}},
     ...                 datetime(2026, 1, 1, 0, 1, tzinfo=UTC))
@@ -89,14 +92,16 @@ def drain_never_ran(item: Mapping[str, Any] | None, now: datetime) -> bool:
     message = result.get("message", "") if isinstance(result, Mapping) else ""
     if status == CommandStatus.TIMED_OUT.value and str(message).startswith(DEADLINE_PASSED_BEFORE_START):
         return True
+    started = aware_time(item.get("started_at"))
+    if status == CommandStatus.TIMED_OUT.value and started is None:
+        return True  # ended unstarted (the sweeper's expiry): whatever its deadline says, or whether it can be read
     command = item.get("command")
     deadline = aware_time(command.get("deadline") if isinstance(command, Mapping) else None)
     if deadline is None:
         return False
-    started = aware_time(item.get("started_at"))
     if status == CommandStatus.QUEUED.value:
         return started is None and now > deadline
-    return status == CommandStatus.TIMED_OUT.value and (started is None or started >= deadline)
+    return status == CommandStatus.TIMED_OUT.value and started is not None and started >= deadline
 
 
 class DrainOptions(BaseModel):

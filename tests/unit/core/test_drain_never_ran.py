@@ -42,13 +42,19 @@ def _item(
         (_item("timed_out", AFTER), AFTER, True),  # started after it
         (_item("timed_out", BEFORE, DEADLINE_PASSED_BEFORE_START + " (slot)"), AFTER, True),  # waited for a slot
         (_item("timed_out", BEFORE, DEADLINE_PASSED_BEFORE_START, "not a time"), AFTER, True),  # the agent's word
-        (_item("timed_out", deadline="not a time"), AFTER, False),  # no deadline to judge it by
+        (_item("timed_out", deadline="not a time"), AFTER, True),  # ended unstarted: no deadline needed to say so
+        (_item("timed_out", deadline=1764590400), AFTER, True),  # an epoch deadline (``Command`` reads it, we do not)
+        (_item("timed_out", BEFORE, deadline="not a time"), AFTER, False),  # started: no deadline to judge it by
         (_item("queued", deadline="2026-12-01T12:00:00"), AFTER, False),  # a time without a zone: unreadable
         (_item("running", BEFORE), AFTER, False),  # running: the agent has it
         (_item("succeeded", BEFORE), AFTER, False),
         (_item("skipped"), AFTER, False),  # no node: nothing to drain, nothing wrong with the terminate
         (_item("failed", BEFORE, DEADLINE_PASSED_BEFORE_START), AFTER, False),  # only a timed_out end says it
-        ({"status": "timed_out", "command": "not a map", "result": "nor this"}, AFTER, False),
+        ({"status": "timed_out", "command": "not a map", "result": "nor this"}, AFTER, True),  # never started
+        ({"status": "timed_out", "started_at": "garbage", "command": {}}, AFTER, True),  # no time it started
+        ({"status": "mystery", "command": {"deadline": BEFORE.isoformat()}}, AFTER, False),  # unknown: not ours
+        ({"status": "running", "command": {"deadline": BEFORE.isoformat()}}, AFTER, False),  # no start, not queued
+        ({"status": None, "command": None, "result": None, "started_at": 5}, AFTER, False),
     ],
 )
 def test_which_drain_items_never_ran(item: dict[str, Any] | None, now: datetime, never: bool) -> None:

@@ -166,3 +166,23 @@ def test_an_undo_send_time_not_yet_come_holds_the_spare_no_longer_than_a_whole_d
     late = LATER + timedelta(seconds=UNDO_DRAIN_SECONDS + SETTINGS.agent_grace_seconds + 1)
     (terminate,) = effects(advance(first.run, replace(base, commands=commands), SETTINGS, late), TerminateInstance)
     assert terminate.instance_id == SPARE
+
+
+@pytest.mark.parametrize("deadline", [1764590400, "not a time", None])
+def test_an_undo_drain_ended_unstarted_never_lets_the_spare_go_whatever_its_deadline_reads(deadline: object) -> None:
+    """``timed_out`` with no ``started_at`` (the sweeper's expiry; the agent writes ``started_at`` as it takes a
+    drain up) never ran, whether or not this reader can take its deadline (``Command`` validates an epoch number, so
+    the sweeper expires such an item): sent again, the spare kept, as the simulation's checker reads it."""
+    r = run(StepState.UNDO_DRAINING, 1, T0, surge_instance_id=SPARE, note="drain timed_out: surge given back")
+    cid = f"refresh-{r.run_id}-0-undo"
+    r.steps[0].undo_command_id = cid
+    item = {
+        "status": "timed_out",
+        "result": {"status": "timed_out", "message": EXPIRED},
+        "command": {"command_id": cid, "deadline": deadline},
+    }
+    base = world([OLD, OTHER, SPARE], 3, ready=[OLD, OTHER, SPARE])
+    decision = advance(r, replace(base, commands={cid: item}, membership_confirmed=True), SETTINGS, LATER)
+    assert not effects(decision, TerminateInstance)
+    (send,) = effects(decision, SendCommand)
+    assert (send.command.command_id, send.command.instance_id) == (f"{cid}-2", SPARE)
