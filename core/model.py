@@ -74,7 +74,9 @@ def drain_never_ran(item: Mapping[str, Any] | None, now: datetime) -> bool:
     - ended ``timed_out`` never started (no ``started_at``: the sweeper expired it ``queued``), or started only at
       or after its deadline;
     - still ``queued`` past its deadline at ``now``: its message never sent or never received (SQS refusing every
-      send, each invocation ending between the record and the send); it can only end unstarted.
+      send, each invocation ending between the record and the send); it can only end unstarted;
+    - ``running`` since a ``started_at`` at or after its deadline: the agent ends such a drain at once, unstarted,
+      or stopped before it did (then no one ends it: the sweeper retakes no drain past its deadline).
 
     An item whose deadline is unreadable is True only by the agent's message or with no ``started_at`` (the first
     two cases): the agent writes ``started_at`` as it takes a drain up, so a ``timed_out`` end without it never ran,
@@ -101,7 +103,11 @@ def drain_never_ran(item: Mapping[str, Any] | None, now: datetime) -> bool:
         return False
     if status == CommandStatus.QUEUED.value:
         return started is None and now > deadline
-    return status == CommandStatus.TIMED_OUT.value and started is not None and started >= deadline
+    # taken up only at or after its deadline: ended, or to end, at once (``agent.consumer.steps``), nothing evicted;
+    # ``running`` so for good when the agent stopped between taking it up and ending it (the sweeper retakes no
+    # drain past its deadline)
+    taken_up = status in (CommandStatus.TIMED_OUT.value, CommandStatus.RUNNING.value)
+    return taken_up and started is not None and started >= deadline
 
 
 class DrainOptions(BaseModel):

@@ -47,6 +47,9 @@ def _item(
         (_item("timed_out", BEFORE, deadline="not a time"), AFTER, False),  # started: no deadline to judge it by
         (_item("queued", deadline="2026-12-01T12:00:00"), AFTER, False),  # a time without a zone: unreadable
         (_item("running", BEFORE), AFTER, False),  # running: the agent has it
+        (_item("running", DEADLINE), AFTER, True),  # taken up at its deadline: ends unstarted, or never ends
+        (_item("running", AFTER), AFTER, True),
+        (_item("running", deadline="not a time"), AFTER, False),  # no start, no deadline: not to be judged
         (_item("succeeded", BEFORE), AFTER, False),
         (_item("skipped"), AFTER, False),  # no node: nothing to drain, nothing wrong with the terminate
         (_item("failed", BEFORE, DEADLINE_PASSED_BEFORE_START), AFTER, False),  # only a timed_out end says it

@@ -186,3 +186,22 @@ def test_an_undo_drain_ended_unstarted_never_lets_the_spare_go_whatever_its_dead
     assert not effects(decision, TerminateInstance)
     (send,) = effects(decision, SendCommand)
     assert (send.command.command_id, send.command.instance_id) == (f"{cid}-2", SPARE)
+
+
+def test_an_undo_drain_taken_up_only_at_its_deadline_and_left_running_never_lets_the_spare_go() -> None:
+    """The agent took it up at its deadline and stopped before it ended it (``timed_out``, nothing evicted): it
+    stays ``running`` for good (the sweeper retakes no drain past its deadline). "No result from the agent after the
+    deadline" is no drain that ran: sent again, the spare kept."""
+    r = run(StepState.UNDO_DRAINING, 1, T0, surge_instance_id=SPARE, note="drain timed_out: surge given back")
+    cid = f"refresh-{r.run_id}-0-undo"
+    r.steps[0].undo_command_id = cid
+    item = {
+        "status": "running",
+        "started_at": DEADLINE.isoformat(),
+        "command": {"command_id": cid, "deadline": DEADLINE.isoformat()},
+    }
+    base = world([OLD, OTHER, SPARE], 3, ready=[OLD, OTHER, SPARE])
+    decision = advance(r, replace(base, commands={cid: item}, membership_confirmed=True), SETTINGS, LATER)
+    assert not effects(decision, TerminateInstance)
+    (send,) = effects(decision, SendCommand)
+    assert (send.command.command_id, send.command.instance_id) == (f"{cid}-2", SPARE)

@@ -88,6 +88,8 @@ def _recorded(status: str, started_at: str | None = None, message: str | None = 
         (CommandStatus.QUEUED.value, None),  # its message never sent (SQS refusing every send) or never received
         (CommandStatus.TIMED_OUT.value, None),  # the sweeper ended it unstarted ("expired: never started ...")
         (CommandStatus.TIMED_OUT.value, T0.isoformat()),  # the agent took it up only after its deadline
+        # taken up after its deadline, the agent stopped before it ended it: running for good, nothing evicted
+        (CommandStatus.RUNNING.value, T0.isoformat()),
     ],
 )
 def test_a_recorded_drain_that_never_ran_before_its_deadline_is_sent_again_under_a_new_id(
@@ -122,6 +124,13 @@ def test_a_drain_that_ran_and_timed_out_still_lets_the_give_back_terminate() -> 
     plan = decide(TICK, T0, SETTINGS, _recorded(CommandStatus.TIMED_OUT.value, started))
     assert [(a.instance_id, a.decrement) for a in plan.actions if isinstance(a, Terminate)] == [(IID, True)]
     assert not [a for a in plan.actions if isinstance(a, SendDrain)]
+
+
+def test_a_drain_running_since_before_its_deadline_lets_the_give_back_terminate_past_it() -> None:
+    """Taken up in time: it ran; its deadline passing allows the terminate (policy), as before."""
+    started = (T0 - TIMEOUT).isoformat()
+    plan = decide(TICK, T0, SETTINGS, _recorded(CommandStatus.RUNNING.value, started))
+    assert [(a.instance_id, a.decrement) for a in plan.actions if isinstance(a, Terminate)] == [(IID, True)]
 
 
 def test_the_reissued_ids_count_up() -> None:
