@@ -75,8 +75,10 @@ def drain_never_ran(item: Mapping[str, Any] | None, now: datetime) -> bool:
       or after its deadline;
     - still ``queued`` past its deadline at ``now``: its message never sent or never received (SQS refusing every
       send, each invocation ending between the record and the send); it can only end unstarted;
-    - ``running`` since a ``started_at`` at or after its deadline: the agent ends such a drain at once, unstarted,
-      or stopped before it did (then no one ends it: the sweeper retakes no drain past its deadline).
+    - ``running`` (or ``queued`` again) since a ``started_at`` at or after its deadline: the agent ends such a drain
+      at once, unstarted, or stopped before it did (then no one ends it: the sweeper retakes no drain past its
+      deadline); or past its deadline without any ``started_at`` under a status other than an end the agent reports
+      (``running``, or one no writer of ours writes).
 
     An item whose deadline is unreadable is True only by the agent's message or with no ``started_at`` (the first
     two cases): the agent writes ``started_at`` as it takes a drain up, so a ``timed_out`` end without it never ran,
@@ -101,13 +103,21 @@ def drain_never_ran(item: Mapping[str, Any] | None, now: datetime) -> bool:
     deadline = aware_time(command.get("deadline") if isinstance(command, Mapping) else None)
     if deadline is None:
         return False
-    if status == CommandStatus.QUEUED.value:
-        return started is None and now > deadline
+    ended = status in _ENDED_BY_THE_AGENT
+    if started is None:
+        # never taken up (the agent writes ``started_at`` as it takes a drain up): still queued, or a status no
+        # writer of ours leaves without a start (running, unknown), past its deadline can only end unstarted
+        return not ended and now > deadline
     # taken up only at or after its deadline: ended, or to end, at once (``agent.consumer.steps``), nothing evicted;
-    # ``running`` so for good when the agent stopped between taking it up and ending it (the sweeper retakes no
-    # drain past its deadline)
-    taken_up = status in (CommandStatus.TIMED_OUT.value, CommandStatus.RUNNING.value)
-    return taken_up and started is not None and started >= deadline
+    # left ``running`` (or put back ``queued``) for good when the agent stopped between taking it up and ending it
+    # (the sweeper retakes no drain past its deadline)
+    return not ended and started >= deadline
+
+
+# a drain's ends the agent reports as such (or the interruption Lambda's cancel, ``skipped``): trusted as ended
+_ENDED_BY_THE_AGENT = frozenset(
+    {CommandStatus.SUCCEEDED.value, CommandStatus.FAILED.value, CommandStatus.SKIPPED.value}
+)
 
 
 class DrainOptions(BaseModel):

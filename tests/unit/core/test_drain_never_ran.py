@@ -55,8 +55,13 @@ def _item(
         (_item("failed", BEFORE, DEADLINE_PASSED_BEFORE_START), AFTER, False),  # only a timed_out end says it
         ({"status": "timed_out", "command": "not a map", "result": "nor this"}, AFTER, True),  # never started
         ({"status": "timed_out", "started_at": "garbage", "command": {}}, AFTER, True),  # no time it started
-        ({"status": "mystery", "command": {"deadline": BEFORE.isoformat()}}, AFTER, False),  # unknown: not ours
-        ({"status": "running", "command": {"deadline": BEFORE.isoformat()}}, AFTER, False),  # no start, not queued
+        # never taken up, past its deadline, under a status none of ours writes without a start: never ran
+        ({"status": "mystery", "command": {"deadline": BEFORE.isoformat()}}, AFTER, True),
+        ({"status": "mystery", "command": {"deadline": AFTER.isoformat()}}, BEFORE, False),  # time left
+        ({"status": "running", "command": {"deadline": BEFORE.isoformat()}}, AFTER, True),
+        ({"status": "succeeded", "command": {"deadline": BEFORE.isoformat()}}, AFTER, False),  # the agent's end
+        (_item("queued", DEADLINE), AFTER, True),  # put back queued after a late take-up
+        (_item("queued", BEFORE), AFTER, False),  # put back after it ran a while: it ran
         ({"status": None, "command": None, "result": None, "started_at": 5}, AFTER, False),
     ],
 )

@@ -90,6 +90,9 @@ def _recorded(status: str, started_at: str | None = None, message: str | None = 
         (CommandStatus.TIMED_OUT.value, T0.isoformat()),  # the agent took it up only after its deadline
         # taken up after its deadline, the agent stopped before it ended it: running for good, nothing evicted
         (CommandStatus.RUNNING.value, T0.isoformat()),
+        # never taken up (no started_at), past its deadline, under a status no writer of ours leaves it in
+        (CommandStatus.RUNNING.value, None),
+        ("mystery", None),
     ],
 )
 def test_a_recorded_drain_that_never_ran_before_its_deadline_is_sent_again_under_a_new_id(
