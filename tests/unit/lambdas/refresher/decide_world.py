@@ -3,6 +3,7 @@ the shared setup of ``test_decide`` and ``decide/test_*``. No I/O."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from core.kops import Role
@@ -68,3 +69,17 @@ def effects(decision, kind):
 def caps(decision) -> list[tuple[str, int | None, int | None]]:
     """The capacity effects as (group, desired, MaxSize)."""
     return [(a.asg_name, a.desired, a.max_size) for a in effects(decision, SetCapacity)]
+
+
+def sized(base: World, min_size: int | None = None, max_size: int | None = None, **commands: object) -> World:
+    """``base`` with the group's MinSize and MaxSize as kOps set them, and the run's commands (by id)."""
+    group = base.groups[NODES]
+    group = replace(
+        group,
+        min_size=group.min_size if min_size is None else min_size,
+        max_size=group.max_size if max_size is None else max_size,
+    )
+    return World(groups={NODES: group}, nodes=base.nodes, commands=commands)
+
+
+DRAINED = {"status": "succeeded", "result": {"message": ""}, "command": {"deadline": T0.isoformat()}}

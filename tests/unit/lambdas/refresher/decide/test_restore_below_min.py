@@ -13,8 +13,7 @@ from core.capacity import clamp
 from core.runs import RunStatus, StepState
 from lambdas.refresher.bounds import capacity_bounds
 from lambdas.refresher.decide import advance
-from tests.unit.lambdas.refresher.decide.test_size_resets import sized
-from tests.unit.lambdas.refresher.decide_world import NODES, OTHER, SETTINGS, SPARE, T0, caps, run, world
+from tests.unit.lambdas.refresher.decide_world import NODES, OTHER, SETTINGS, SPARE, T0, caps, run, sized, world
 
 
 def test_a_max_size_restore_min_size_holds_up_ends_the_run() -> None:

@@ -5,7 +5,6 @@ Pure."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -13,25 +12,23 @@ import pytest
 from core.runs import RunStatus, StepState, WaitDeadline
 from lambdas.refresher.decide import advance
 from lambdas.refresher.plan import SendCommand, TerminateInstance
-from lambdas.refresher.world import World
-from tests.unit.lambdas.refresher.decide_world import NODES, OLD, OTHER, SETTINGS, SPARE, T0, caps, effects, run, world
+from tests.unit.lambdas.refresher.decide_world import (
+    DRAINED,
+    NODES,
+    OLD,
+    OTHER,
+    SETTINGS,
+    SPARE,
+    T0,
+    caps,
+    effects,
+    run,
+    sized,
+    world,
+)
 
 LATER = T0 + timedelta(seconds=60)
 UNDO = "refresh-r1-0-undo"
-
-
-def sized(base: World, min_size: int | None = None, max_size: int | None = None, **commands: object) -> World:
-    """``base`` with the group's MinSize and MaxSize as kOps set them, and the run's commands (by id)."""
-    group = base.groups[NODES]
-    group = replace(
-        group,
-        min_size=group.min_size if min_size is None else min_size,
-        max_size=group.max_size if max_size is None else max_size,
-    )
-    return World(groups={NODES: group}, nodes=base.nodes, commands=commands)
-
-
-DRAINED = {"status": "succeeded", "result": {"message": ""}, "command": {"deadline": T0.isoformat()}}
 
 
 # kOps set MaxSize back to 2 under a surge 2 -> 3: Auto Scaling clamped desired to 2 and removed OTHER; the old

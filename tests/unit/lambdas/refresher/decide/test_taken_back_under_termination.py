@@ -14,8 +14,20 @@ import pytest
 from core.runs import RunStatus, RunStep, StepState
 from lambdas.refresher.decide import advance
 from lambdas.refresher.plan import TerminateInstance
-from tests.unit.lambdas.refresher.decide.test_size_resets import DRAINED, sized
-from tests.unit.lambdas.refresher.decide_world import NODES, OLD, OTHER, SETTINGS, SPARE, T0, caps, effects, run, world
+from tests.unit.lambdas.refresher.decide_world import (
+    DRAINED,
+    NODES,
+    OLD,
+    OTHER,
+    SETTINGS,
+    SPARE,
+    T0,
+    caps,
+    effects,
+    run,
+    sized,
+    world,
+)
 
 LATER = T0 + timedelta(seconds=60)
 CMD = "refresh-r1-0"
