@@ -23,6 +23,8 @@ from lambdas.refresher.decide.undo import give_back_unit
 from lambdas.refresher.plan import Metric, SendCommand, TerminateInstance
 from lambdas.refresher.world import GroupFacts
 
+_REPLACING = (StepState.DRAINING, StepState.TERMINATING)
+
 
 def draining(p: Context, step: RunStep) -> None:
     """A step draining its old node: resend a drain not taken up; on success (or a timeout under ``terminate``)
@@ -197,11 +199,21 @@ def unit_taken(p: Context, step: RunStep, facts: GroupFacts) -> bool:
     back once it left (``left_group``: desired capacity reads at most that value). Judged only while ``step`` is the
     one step of its group holding a unit (as with ``max_surge`` 1, the default): with others, desired capacity below
     that also reads as their own units in motion (a raise not visible yet, which ``worker.surging`` redoes; a
-    decrement or lowering not counted yet), and the termination with decrement goes as before."""
-    if any(s is not step and s.group == step.group and s.holds_unit for s in p.owned()):
-        return False
+    decrement or lowering not counted yet): only a MaxSize below ``original_desired + raised`` says units are gone,
+    as many as it lacks, taken by the group's replacements in ``index`` order (none while a step of the group surges
+    or gives its unit back)."""
     group = p.run.group(step.group)
-    return facts.desired <= group.original_desired + group.raised - 1
+    held = group.original_desired + group.raised
+    holders = [s for s in p.owned() if s.group == step.group and s.holds_unit]
+    if all(s is step for s in holders):
+        return facts.desired <= held - 1
+    # several units: a MaxSize below them is firm (desired capacity cannot hold them, whatever is in motion) unless a
+    # step surges (its raise, MaxSize with it, may not be visible yet) or gives its unit back (``undo.taken_back``
+    # counts a unit taken its own way): the first ``gone`` replacements with a live old instance, by index, are taken
+    if any(s.state not in _REPLACING for s in holders):
+        return False
+    ranked = [s for s in holders if facts.has_live(s.instance_id)]
+    return any(s is step for s in ranked[: max(0, held - facts.max_size)])
 
 
 def decrementable(facts: GroupFacts) -> bool:
