@@ -156,7 +156,7 @@ def give_back_unit(p: Context, step: RunStep, facts: GroupFacts, why: str) -> bo
     """
     group = p.run.group(step.group)
     target = group.original_desired + group.raised - 1
-    if facts.desired <= target:
+    if facts.desired <= target and not lowered_by_another(p, step, facts):
         return True
     if facts.min_size > target:
         absorb(p, group, facts)
@@ -192,6 +192,15 @@ def lower(p: Context, step: RunStep, group: GroupSurge, target: int, why: str) -
     p.wait(WaitKind.EFFECT, f"desired capacity of {group.name} at {target} (read back next pass)")
 
 
+def lowered_by_another(p: Context, step: RunStep, facts: GroupFacts) -> bool:
+    """Whether another step of ``step``'s group holding a unit asked desired capacity lowered to the value read now
+    (``lower``'s note): that read-back is its unit given back, which it counts when its turn in the pass comes (the
+    steps go in ``index`` order), not ``step``'s taken back (which would keep ``step``'s spare and leave the other
+    waiting for a launch that never comes, the group one above its own size)."""
+    mark = f"desired lowered to {facts.desired}"
+    return any(s is not step and s.group == step.group and s.holds_unit and s.note.endswith(mark) for s in p.owned())
+
+
 def given_back(p: Context, step: RunStep, note: str) -> None:
     """End a step whose surge unit was just given back (``raised`` lowered): ``undone``, or ``done`` when its old
     instance was reclaimed and its spare kept (``RECLAIMED_NOTE``, ``replace.left_group``)."""
@@ -212,7 +221,7 @@ def taken_back(p: Context, step: RunStep, facts: GroupFacts) -> bool:
     the surge): Auto Scaling refuses the decrement, the unit is the group's own now (``absorb``)."""
     group = p.run.group(step.group)
     target = group.original_desired + group.raised - 1
-    if facts.desired > target and facts.min_size <= target:
+    if (facts.desired > target and facts.min_size <= target) or lowered_by_another(p, step, facts):
         return False
     kept = f"desired capacity of {group.name} already {facts.desired} (reset by kOps?)"
     if facts.desired > target:
