@@ -16,8 +16,18 @@ from core.runs import RunStep, StepState
 from lambdas.refresher.decide import advance
 from lambdas.refresher.plan import TerminateInstance
 from lambdas.refresher.world import World
-from tests.unit.lambdas.refresher.decide.test_size_resets import DRAINED
-from tests.unit.lambdas.refresher.decide_world import NODES, OLD, OTHER, SETTINGS, SPARE, T0, effects, run, world
+from tests.unit.lambdas.refresher.decide_world import (
+    DRAINED,
+    NODES,
+    OLD,
+    OTHER,
+    SETTINGS,
+    SPARE,
+    T0,
+    effects,
+    run,
+    world,
+)
 
 LATER = T0 + timedelta(seconds=60)
 FOURTH = "i-00000000000000004"
