@@ -120,6 +120,25 @@ _ENDED_BY_THE_AGENT = frozenset(
 )
 
 
+def drain_number(base: str, command_id: str) -> int | None:
+    """``n`` of ``<base>-<n>``, the id of a drain sent again under a new id (``n`` 2 or more, ASCII decimal digits
+    without a leading zero, at most ``MAX_DRAIN_NUMBER_DIGITS``; the replenisher's ``decide.builder.reissued_id``, the
+    refresher's ``decide.undo.reissued_undo_id``); None for any other id, ``base`` itself included. The agent
+    partition is written by more than the Lambdas, and an id of another form can never be one they write (nor
+    collide with one): ``str.isdigit`` alone also accepts characters ``int`` cannot read (``giveback-<id>-²`` raised),
+    and a foreign ``giveback-<id>-<180 digits>`` made the next id longer than ``Command.command_id`` allows (the
+    decision raised, every tick). Pure."""
+    suffix = command_id[len(base) + 1 :] if command_id.startswith(base + "-") else ""
+    if _DRAIN_NUMBER.fullmatch(suffix) is None:
+        return None
+    return n if (n := int(suffix)) >= 2 else None
+
+
+# a billion drains of one instance are never sent (one per drain timeout at most); a longer number is no id of ours
+MAX_DRAIN_NUMBER_DIGITS = 9
+_DRAIN_NUMBER = re.compile(f"[1-9][0-9]{{0,{MAX_DRAIN_NUMBER_DIGITS - 1}}}")
+
+
 class DrainOptions(BaseModel):
     """Drain options, mirroring ``kubectl drain``'s flags one for one.
 

@@ -6,7 +6,7 @@ instance. Pure."""
 
 from __future__ import annotations
 
-from core.model import CommandKind, drain_never_ran
+from core.model import CommandKind, drain_never_ran, drain_number
 from core.runs import GroupSurge, RunStep, StepState
 from lambdas.refresher.decide.context import (
     RECLAIMED_NOTE,
@@ -263,5 +263,6 @@ def absorb(p: Context, group: GroupSurge, facts: GroupFacts) -> None:
 def reissued_undo_id(command_id: str) -> str:
     """The id of the undo drain sent again after ``command_id`` never ran: ``...-undo-<n>``, ``n`` one more than
     ``command_id``'s (2 after the first). Pure."""
-    base, _, n = command_id.rpartition("-")
-    return f"{base}-{int(n) + 1}" if n.isdigit() and base.endswith(f"-{UNDO_COMMAND_SUFFIX}") else f"{command_id}-2"
+    base = command_id.rpartition("-")[0]
+    n = drain_number(base, command_id) if base.endswith(f"-{UNDO_COMMAND_SUFFIX}") else None
+    return f"{command_id}-2" if n is None else f"{base}-{n + 1}"

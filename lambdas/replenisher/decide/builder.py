@@ -3,7 +3,6 @@ commands the give-back and the cleanup share. Pure."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -11,7 +10,7 @@ from functools import partial
 from itertools import chain
 
 from core.ledger import Donor, Ledger
-from core.model import Command, CommandKind, CommandStatus
+from core.model import Command, CommandKind, CommandStatus, drain_number
 from core.settings import ReplenisherSettings
 from lambdas.replenisher.plan import (
     CAPACITY_EFFECTS,
@@ -208,24 +207,6 @@ def recorded_ids(world: World) -> Iterator[str]:
     """The ids of the replenisher's own commands recorded: those read (``World.commands``) and those left out as
     unreadable (``World.unreadable_commands``)."""
     return chain(world.commands, world.unreadable_commands)
-
-
-def drain_number(base: str, command_id: str) -> int | None:
-    """``n`` of ``<base>-<n>`` as ``reissued_id`` writes it (``n`` 2 or more, ASCII decimal digits without a leading
-    zero, at most ``MAX_DRAIN_NUMBER_DIGITS``); None for any other id, ``base`` itself included. The agent partition
-    is written by more than the replenisher, and an id of another form can never be one ``reissued_id`` writes (nor
-    collide with one): ``str.isdigit`` alone also accepts characters ``int`` cannot read (``giveback-<id>-²`` raised),
-    and a foreign ``giveback-<id>-<180 digits>`` made the next id longer than ``Command.command_id`` allows (the
-    decision raised, every tick). Pure."""
-    suffix = command_id[len(base) + 1 :] if command_id.startswith(base + "-") else ""
-    if _DRAIN_NUMBER.fullmatch(suffix) is None:
-        return None
-    return n if (n := int(suffix)) >= 2 else None
-
-
-# a billion drains of one instance are never sent (one per drain timeout at most); a longer number is no id of ours
-MAX_DRAIN_NUMBER_DIGITS = 9
-_DRAIN_NUMBER = re.compile(f"[1-9][0-9]{{0,{MAX_DRAIN_NUMBER_DIGITS - 1}}}")
 
 
 def _number(base: str, command_id: str) -> int:

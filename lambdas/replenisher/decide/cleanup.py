@@ -13,14 +13,13 @@ from itertools import chain
 from operator import attrgetter
 
 from core.kops import Role
-from core.model import drain_never_ran
+from core.model import drain_never_ran, drain_number
 from core.runs import Run
 from lambdas.replenisher.decide.builder import (
     SURPLUS_PREFIX,
     Builder,
     drain_command,
     drain_done,
-    drain_number,
     recorded_ids,
     reissued_id,
     send_if_needed,

@@ -67,6 +67,13 @@ def test_the_reissued_id_counts_up() -> None:
     assert reissued_undo_id("refresh-r1-3-undo-10") == "refresh-r1-3-undo-11"
 
 
+def test_a_reissued_id_of_a_form_no_lambda_writes_is_counted_from_none() -> None:
+    """``core.model.drain_number`` reads the number, as the replenisher's reissue does: a character ``str.isdigit``
+    admits but ``int`` cannot read, or a number longer than any we write, no longer raises in the pass."""
+    assert reissued_undo_id("refresh-r1-3-undo-\u00b2") == "refresh-r1-3-undo-\u00b2-2"
+    assert reissued_undo_id("refresh-r1-3-undo-" + "9" * 180).endswith("-2")
+
+
 def test_an_undo_drain_still_queued_past_its_deadline_never_lets_the_spare_be_terminated() -> None:
     """Its message never sent or never received (SQS refusing every send): ``queued`` long past its deadline, the
     case the replenisher closed for its own drains. The refresher's undo never reads it as "no result from the agent
