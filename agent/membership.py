@@ -361,7 +361,7 @@ class MembershipReporter(WatchLoop):
             self._write(record, previous, changed)
             wrote = 1
         age = refresh_age_seconds(instance_id, self.ttl_seconds, self.resync_seconds)
-        kept = (node.name, node.provider_id, node.ready, node.unschedulable, dict(node.labels))  # labels copied
+        kept = (node.name, node.provider_id, node.ready, node.unschedulable, node.ending, dict(node.labels))  # copied
         due = due_at(self._written[instance_id].reported_at, age)
         self._basis[instance_id] = (node, kept, asg_name, due)
         heapq.heappush(self._due, (due, instance_id))

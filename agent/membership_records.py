@@ -79,6 +79,7 @@ def node_record(node: NodeView, asg_name: str | None, now: datetime) -> NodeReco
         asg_name=asg_name,
         ready=node.ready,
         unschedulable=node.unschedulable,
+        ending=node.ending,
         roles=node_roles(node.labels),
         instance_group=node.labels.get(INSTANCE_GROUP_LABEL),
         reported_at=now,
@@ -178,7 +179,7 @@ def same_basis(basis: Basis | None, node: NodeView, asg_name: str | None) -> boo
         and basis[2] == asg_name
         and (
             basis[0] is node  # the same (frozen) view again: a list answered from a cache
-            or basis[1] == (node.name, node.provider_id, node.ready, node.unschedulable, node.labels)
+            or basis[1] == (node.name, node.provider_id, node.ready, node.unschedulable, node.ending, node.labels)
         )
     )
 

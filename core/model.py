@@ -226,6 +226,11 @@ class NodeRecord(BaseModel):
     deletion lags by up to days. The reporter writes an item only when its content changes (and again before its
     TTL lapses), and marks the whole membership confirmed once per resync (the ``MEMBERSHIP`` item,
     ``adapters.dynamo.nodes``); readers put that mark's time in ``confirmed_at`` (``with_mark``), never stored.
+
+    ``ending``: the node is cordoned with the agent's ``node-manager.aws/instance-ending`` annotation
+    (``agent.kube.views.NodeView.ending``): a Spot interruption warning or a termination lifecycle action came for its
+    instance, which goes away whatever its ``Ready`` condition says. ``serving`` is what a capacity count wants: Ready
+    and not ending. Absent from an item an older agent wrote: False.
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -236,11 +241,18 @@ class NodeRecord(BaseModel):
     asg_name: str | None = None
     ready: bool = False
     unschedulable: bool = False
+    ending: bool = False
     roles: list[str] = Field(default_factory=list)
     instance_group: str | None = None
     # aware times only: a naive one (no reader can compare it with the mark or the clock) is refused as bad input
     reported_at: AwareDatetime
     confirmed_at: AwareDatetime | None = None
+
+    @property
+    def serving(self) -> bool:
+        """Ready and not ``ending``: a node that counts as capacity (a Ready node under a Spot warning is reclaimed
+        within two minutes)."""
+        return self.ready and not self.ending
 
     def fresh(self, now: datetime, max_age_seconds: float) -> bool:
         """Whether the record was written or confirmed (the agent's latest membership mark) at most

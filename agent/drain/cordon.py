@@ -13,12 +13,16 @@ from collections.abc import Container
 from dataclasses import dataclass
 from typing import Any
 
-from agent.kube.views import CORDON_ANNOTATION, NodeView
+from agent.kube.views import CORDON_ANNOTATION, ENDING_ANNOTATION, NodeView
 
-# The node's instance is going away (a Spot interruption warning or a termination lifecycle action came for it): the
-# value is the id of the command that learnt it. Set with the cordon, kept by later cordons, never removed by us while
-# the node is cordoned (``decide_uncordon``).
-ENDING_ANNOTATION = "node-manager.aws/instance-ending"
+__all__ = [  # ENDING_ANNOTATION lives beside CORDON_ANNOTATION (``NodeView.ending`` reads it); named here as before
+    "ENDING_ANNOTATION",
+    "CordonDecision",
+    "UncordonDecision",
+    "decide_cordon",
+    "decide_release",
+    "decide_uncordon",
+]
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,10 @@ from core.model import parse_provider_id
 
 # The annotation that marks a cordon as this system's own (value: the id of the command that cordoned).
 CORDON_ANNOTATION = "node-manager.aws/cordoned-by"
+# The node's instance is going away (a Spot interruption warning or a termination lifecycle action came for it): the
+# value is the id of the command that learnt it. Set with the cordon, kept by later cordons, never removed by us while
+# the node is cordoned (``agent.drain.cordon.decide_uncordon``).
+ENDING_ANNOTATION = "node-manager.aws/instance-ending"
 # Annotation the kubelet puts on the API-server copy of a static pod (a "mirror pod").
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 
@@ -77,6 +81,13 @@ class NodeView:
     def cordoned_by(self) -> str | None:
         """The command id in our cordon annotation, None when the annotation is absent."""
         return self.annotations.get(CORDON_ANNOTATION)
+
+    @property
+    def ending(self) -> bool:
+        """The node is cordoned and marked ``ENDING_ANNOTATION``: its instance is going away (a Spot warning's two
+        minutes, a termination lifecycle action), whatever its ``Ready`` says. An annotation left on a schedulable node
+        (an operator's uncordon of an instance that came back) does not count."""
+        return self.unschedulable and ENDING_ANNOTATION in self.annotations
 
     @classmethod
     def from_api(cls, obj: Mapping[str, Any]) -> NodeView:

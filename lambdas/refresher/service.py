@@ -111,6 +111,7 @@ def status(request: StatusRequest, deps: RefresherDeps) -> dict[str, Any]:
                 "asg": n.asg_name,
                 "ready": n.ready,
                 "unschedulable": n.unschedulable,
+                "ending": n.ending,
                 "roles": n.roles,
             }
             for n in sorted(nodes, key=lambda n: (n.asg_name or "", n.node_name))

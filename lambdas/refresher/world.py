@@ -101,9 +101,10 @@ class World:
         lock: the ``LOCK`` item as stored (None when never taken).
         donors: groups carrying capacity for a compensation (a ``COMP#`` ledger's donor not yet restored): the run
             does not surge them until they are given back.
-        ready_live: group -> (its facts, the ids of its live instances whose node is Ready), as ``Context.ready_live``
-            found them in ``nodes`` (for those very facts: the same object); the worlds of one ``nodes`` map may share
-            it (``world_read.gather``: the membership memo's map, never changed, again). Its lists: never change them.
+        ready_live: group -> (its facts, the ids of its live instances whose node is serving: Ready and not ending,
+            ``NodeRecord.serving``), as ``Context.ready_live`` found them in ``nodes`` (for those very facts: the same
+            object); the worlds of one ``nodes`` map may share it (``world_read.gather``: the membership memo's map,
+            never changed, again). Its lists: never change them.
     """
 
     groups: Mapping[str, GroupFacts] = field(default_factory=dict)
@@ -115,8 +116,10 @@ class World:
     membership_confirmed: bool = False  # last: the fields before it keep their places for positional callers
 
     def ready(self, instance_id: str) -> bool:
+        """The instance's node is Ready and not ending (``NodeRecord.serving``): a node cordoned for a Spot warning is
+        no spare, no capacity and no Ready master, whatever its ``Ready`` condition says."""
         record = self.nodes.get(instance_id)
-        return record is not None and record.ready
+        return record is not None and record.serving
 
     def masters(self) -> list[GroupFacts]:
         return [g for g in self.groups.values() if g.role is Role.CONTROL_PLANE]

@@ -175,11 +175,12 @@ class World:
         return self.ledgers.get(asg_name) or blank_ledger(asg_name)
 
     def ready_nodes(self, group: Group) -> int:
-        """InService instances of ``group`` with a fresh, Ready membership record."""
+        """InService instances of ``group`` with a fresh membership record that is serving (Ready and not ending,
+        ``NodeRecord.serving``): a node under a Spot warning is no recovered capacity."""
         return sum(
             1
             for i in group.instances
-            if i.lifecycle_state == IN_SERVICE and (n := self.nodes.get(i.instance_id)) and n.ready
+            if i.lifecycle_state == IN_SERVICE and (n := self.nodes.get(i.instance_id)) and n.serving
         )
 
 

@@ -42,8 +42,8 @@ from lambdas.refresher.plan import Action, SaveRun, SetCapacity
 from lambdas.refresher.world import GroupFacts, World
 
 _STATE, _GROUP, _INSTANCE_ID = attrgetter("state"), attrgetter("group"), attrgetter("instance_id")
-_READY = attrgetter("ready")
-_NO_NODE = SimpleNamespace(ready=False)  # the record of an instance without one (``World.ready``: not Ready)
+_SERVING = attrgetter("serving")  # ``NodeRecord.serving``: Ready and not under a Spot warning
+_NO_NODE = SimpleNamespace(serving=False)  # the record of an instance without one (not Ready)
 _IN_FLIGHT = frozenset(s for s in StepState if s.in_flight)
 _REPLACING = frozenset((StepState.DRAINING, StepState.TERMINATING))
 UNDO_COMMAND_SUFFIX = "undo"
@@ -286,21 +286,22 @@ class Context:
         return {s.instance_id for s in self.owned() if s.state in _REPLACING and s.group == group}
 
     def ready_besides(self, facts: GroupFacts, exclude: set[str]) -> int:
-        """How many of the group's live instances (``GroupFacts.live``) not in ``exclude`` are Ready nodes
-        (``World.ready``): its Ready live instances found once a pass (``ready_live``), ``exclude`` taken from them."""
+        """How many of the group's live instances (``GroupFacts.live``) not in ``exclude`` are serving nodes (Ready and
+        not ending, ``NodeRecord.serving``): found once a pass (``ready_live``), ``exclude`` taken from them. A Ready
+        node cordoned for a Spot warning is not capacity: it is reclaimed within two minutes (seed 123033)."""
         ready = self.ready_live(facts)
         return len(ready) - sum(map(exclude.__contains__, ready))
 
     def ready_live(self, facts: GroupFacts) -> list[str]:
-        """The ids of ``facts``' live instances whose node is Ready (``World.ready``), in their order: found once for
-        each group's facts and the world's ``nodes`` (``World.ready_live``: a pass's worlds of the same map share them;
-        a step in flight asks for its group's count, hundreds of instances, once or twice a pass), in C (each id's
-        record, or ``_NO_NODE``, its ``ready``). Shared: never change it."""
+        """The ids of ``facts``' live instances whose node is serving (``NodeRecord.serving``), in their order: found
+        once for each group's facts and the world's ``nodes`` (``World.ready_live``: a pass's worlds of the same map
+        share them; a step in flight asks for its group's count, hundreds of instances, once or twice a pass), in C
+        (each id's record, or ``_NO_NODE``, its ``serving``). Shared: never change it."""
         known = self._ready.get(facts.name)
         if known is not None and known[0] is facts:
             return known[1]
         ids = facts.live_ids
-        ready = list(compress(ids, map(_READY, map(self.world.nodes.get, ids, repeat(_NO_NODE)))))
+        ready = list(compress(ids, map(_SERVING, map(self.world.nodes.get, ids, repeat(_NO_NODE)))))
         self._ready[facts.name] = (facts, ready)
         return ready
 

@@ -51,6 +51,23 @@ def test_a_node_named_by_private_dns_maps_to_its_instance_from_the_provider_id()
     )
 
 
+@pytest.mark.parametrize(
+    ("unschedulable", "annotations", "ending"),
+    [
+        (True, {"node-manager.aws/cordoned-by": "spot-1", "node-manager.aws/instance-ending": "spot-1"}, True),
+        (True, {"node-manager.aws/cordoned-by": "refresh-r1-0"}, False),  # a refresh's cordon: the instance may stay
+        (False, {"node-manager.aws/instance-ending": "spot-1"}, False),  # uncordoned by an operator: it came back
+    ],
+)
+def test_a_node_cordoned_with_the_ending_annotation_is_reported_ending_not_serving(
+    unschedulable: bool, annotations: dict[str, str], ending: bool
+) -> None:
+    view = NodeView(**{**node("n1", ready=True, unschedulable=unschedulable).__dict__, "annotations": annotations})
+    record = node_record(view, "nodes", NOW)
+    assert record is not None and record.ready
+    assert (record.ending, record.serving) == (ending, not ending)
+
+
 def test_a_node_named_by_instance_id_works_the_same() -> None:
     record = node_record(node("i-0abc12345678def01", "i-0abc12345678def01", ready=False), None, NOW)
     assert record is not None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from agent.kube.views import NodeView
+from agent.kube.views import CORDON_ANNOTATION, ENDING_ANNOTATION, NodeView
 from core.model import NodeRecord
 from tests.unit.agent.membership_world import (
     NOW,
@@ -60,6 +60,29 @@ def test_a_changed_node_writes_exactly_its_item(aws: Aws) -> None:
     reporter.resync()
     assert node_puts(table) == [f"NODE#{changed.instance_id}"]
     assert node_items(aws.store)[str(changed.instance_id)]["unschedulable"] is True
+
+
+def test_a_node_marked_ending_after_its_cordon_writes_its_item_ending(aws: Aws) -> None:
+    """A drain already cordoned the node (a refresh's) when a Spot warning tightens it and adds only the
+    ``instance-ending`` annotation: the item is written again, ``ending`` true, so a refresh stops counting it."""
+    nodes = cluster_nodes(aws)
+    nodes[2] = NodeView(**{**nodes[2].__dict__, "unschedulable": True, "annotations": {CORDON_ANNOTATION: "r-1"}})
+    clock = [NOW]
+    reporter, table = counting_reporter(aws, nodes, clock)
+    reporter.resync()
+    assert node_items(aws.store)[str(nodes[2].instance_id)]["ending"] is False
+    table.puts.clear()
+
+    marked = {CORDON_ANNOTATION: "spot-1", ENDING_ANNOTATION: "spot-1"}
+    ending = NodeView(**{**nodes[2].__dict__, "annotations": marked})
+    source = reporter.nodes
+    assert isinstance(source, MemoryNodes)
+    source.nodes = [*nodes[:2], ending, *nodes[3:]]
+    clock[0] = NOW + timedelta(seconds=60)
+    reporter.resync()
+    assert node_puts(table) == [f"NODE#{ending.instance_id}"]
+    record = NodeRecord.model_validate(node_items(aws.store)[str(ending.instance_id)])
+    assert record.ready and record.ending and not record.serving
 
 
 def test_a_gone_node_deletes_exactly_its_item(aws: Aws) -> None:

@@ -56,6 +56,9 @@ seed kept as a regression case"). Each names the bug and must hold on the fixed 
   four pods once the deadline passed; hidden by invariant 3, which excused any drain item past its deadline (now a
   give-back's or a surplus master's drain only once started: ``sim.drain_items``). Fixed in
   ``decide.give_back`` (``core.model.drain_never_ran``): such a drain is sent again under a new id with a whole timeout.
+- Seed 123033 of the ``storm`` profile (30 nodes x 2 days, a 2026-12-07 review's soak): a refresh counted a Ready node
+  cordoned for a Spot warning as capacity and terminated an old instance; the reclaim left the group short
+  (invariant 1). Fixed with ``NodeRecord.ending`` / ``serving`` (the agent reports its ``instance-ending`` cordon).
 """
 
 from __future__ import annotations
@@ -282,16 +285,15 @@ def test_an_undo_drain_that_never_ran_is_not_counted_over_at_its_deadline() -> N
     assert result.violation is None, result.summary()
 
 
-@pytest.mark.xfail(strict=True, reason="open finding: the refresher counts a cordoned, doomed node as Ready capacity")
 def test_a_node_cordoned_by_a_spot_warning_is_not_counted_as_capacity_by_a_refresh() -> None:
     """Seed 123033 of the ``storm`` profile (30 nodes x 2 days; found by a 2026-12-07 review's soak, the same on
-    ``a2ec2dc``), **not fixed yet**: during a manual refresh of ``nodes-us-east-1a``, step 0's spare (a node by then)
-    is reclaimed; Auto Scaling's replacement gets a Spot interruption warning before it launches, the agent cordons and
-    drains it as it registers, and it turns Ready still cordoned. Step 1's "Ready nodes besides those being replaced"
-    (``Context.ready_besides``) counts that doomed node, terminates its old instance, and the reclaim two minutes
-    later leaves the group under its Ready nodes at the start (invariant 1). Counting only schedulable Ready nodes
-    holds this seed, but would stall every refresh while an operator keeps any node cordoned; the fix needs the
-    instances under a Spot warning (the interruption Lambda's drains) in the refresher's world. Strict: it fails
-    loudly once fixed, to be turned into a plain regression case."""
+    ``a2ec2dc``): during a manual refresh of ``nodes-us-east-1a``, step 0's spare (a node by then) is reclaimed; Auto
+    Scaling's replacement gets a Spot interruption warning before it launches, the agent cordons and drains it as it
+    registers, and it turns Ready still cordoned. Step 1's "Ready nodes besides those being replaced"
+    (``Context.ready_besides``) counted that doomed node, terminated its old instance, and the reclaim two minutes
+    later left the group under its Ready nodes at the start (invariant 1). Counting only schedulable Ready nodes would
+    stall every refresh while an operator keeps any node cordoned; fixed by the agent reporting a node cordoned with
+    its ``instance-ending`` annotation (``NodeRecord.ending``) and the refresher counting only ``NodeRecord.serving``
+    nodes."""
     result = run_seed(123033, 30, 2.0, profile=STORM)
     assert result.violation is None, result.summary()

@@ -41,23 +41,31 @@ def group(instances: list[tuple[str, str]]) -> GroupFacts:
 
 @given(
     st.lists(st.tuples(st.sampled_from(IDS), st.sampled_from(STATES)), max_size=8),
-    st.dictionaries(st.sampled_from(IDS), st.booleans()),
+    st.dictionaries(st.sampled_from(IDS), st.tuples(st.booleans(), st.booleans())),
     st.sets(st.sampled_from(IDS)),
     st.sets(st.sampled_from(IDS)),
 )
 @settings(max_examples=300, deadline=None)
-def test_ready_besides_counts_as_live_and_ready_do(
-    instances: list[tuple[str, str]], ready: dict[str, bool], exclude: set[str], other: set[str]
+def test_ready_besides_counts_as_live_and_serving_do(
+    instances: list[tuple[str, str]], ready: dict[str, tuple[bool, bool]], exclude: set[str], other: set[str]
 ) -> None:
+    """(Ready, ending) of each record: a Ready node cordoned for a Spot warning is not counted."""
     run, _ = scenario(3)
-    nodes = {i: NodeRecord(instance_id=i, node_name=f"n-{i}", ready=r, reported_at=T0) for i, r in ready.items()}
+    nodes = {
+        i: NodeRecord(instance_id=i, node_name=f"n-{i}", ready=r, unschedulable=e, ending=e, reported_at=T0)
+        for i, (r, e) in ready.items()
+    }
     world = World(nodes=nodes)
     facts = group(instances)
     live = [i for i in facts.instances if i.lifecycle_state in LIVE_STATES]
     assert list(facts.live) == live and facts.live is facts.live
 
     def plain(besides: set[str]) -> int:
-        return sum(1 for i in live if i.instance_id not in besides and (r := nodes.get(i.instance_id)) and r.ready)
+        return sum(
+            1
+            for i in live
+            if i.instance_id not in besides and (r := nodes.get(i.instance_id)) and r.ready and not r.ending
+        )
 
     context = Context(run, world, SETTINGS, run.updated_at)
     assert context.ready_besides(facts, exclude) == plain(exclude)
