@@ -32,6 +32,7 @@ VALUES: dict[str, list[Any]] = {
     "asg_name": ["nodes-a", NULL, True, None],
     "ready": [True, False, 1, Decimal(1), 0, NULL, None],
     "unschedulable": [False, True, 0, Decimal(0), None],
+    "ending": [False, True, 0, NULL, None],
     "roles": [["node"], [], ["node", "spot"], [1], [True], "node", None],
     "instance_group": ["nodes-a", NULL, None],
     "reported_at": [THEN, NOW.isoformat(), 1, Decimal(1), 1.0, True, "yesterday", None],
