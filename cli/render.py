@@ -60,6 +60,7 @@ def render(response: Mapping[str, Any], now: datetime | None = None) -> str:
         lines += [
             f"  {m['node_name']:<40} {m['instance_id']}  {m.get('asg') or '-'}  "
             f"{'Ready' if m['ready'] else 'NotReady'}{' cordoned' if m.get('unschedulable') else ''}"
+            f"{' ending (not counted as capacity)' if m.get('ending') else ''}"
             for m in response["membership"]
         ]
     return "\n".join(lines)

@@ -142,3 +142,22 @@ def test_a_refresh_response_with_its_plan_rows_is_not_taken_for_the_groups() -> 
     out: list[str] = []
     args = ["refresh", "--all", "--cluster", "c", "--function-name", "fn"]
     assert main(args, environ={}, invoker=lambda p: started, out=out.append) == 0
+
+
+def test_a_node_under_a_spot_warning_is_shown_ending() -> None:
+    from cli.render import render
+
+    membership = [
+        {
+            "instance_id": "i-1",
+            "node_name": "n1",
+            "asg": "nodes-a",
+            "ready": True,
+            "unschedulable": True,
+            "ending": True,
+        },
+        {"instance_id": "i-2", "node_name": "n2", "asg": "nodes-a", "ready": True, "unschedulable": True},
+    ]
+    lines = render({"status": "ok", "membership": membership}).splitlines()
+    assert [line.split()[-1] for line in lines if line.startswith("  n")] == ["capacity)", "cordoned"]
+    assert lines[2].endswith("Ready cordoned ending (not counted as capacity)")
