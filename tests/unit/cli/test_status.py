@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cli.main import main
+from cli.render import render
 from cli.status import pool_tables, table
 
 NOW = datetime(2026, 12, 2, 8, 0, tzinfo=UTC)
@@ -145,8 +146,6 @@ def test_a_refresh_response_with_its_plan_rows_is_not_taken_for_the_groups() -> 
 
 
 def test_a_node_under_a_spot_warning_is_shown_ending() -> None:
-    from cli.render import render
-
     membership = [
         {
             "instance_id": "i-1",
