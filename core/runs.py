@@ -18,16 +18,17 @@ Step states (``StepState``)::
                                                       | masters not Ready in time -> failed (the run pauses)
     any pending step of a run that stops -> skipped
 
-**Deadlines.** Every wait of a run has one (``WaitDeadline``; the seconds are ``RefresherSettings``'): when a step
-has waited longer than its deadline, the run pauses with the reason and the step gives its surge back (a spare
-that launched but never registered is terminated with decrement). ``RunStep.waiting_since`` records when each wait
-began. The first replacement of a run is a canary: until one step is ``done`` no second step starts, so a
-replacement that never becomes Ready stops the run before it touches another instance.
+**Deadlines.** Every wait of a run has one (``WaitDeadline``; the seconds are ``RefresherSettings``'): when a step has
+waited longer than its deadline, the run pauses with the reason and the step gives its surge back (a spare that launched
+but never registered is terminated with decrement); a give-back past its own (``give_back``) leaves the unit raised and
+recorded, and the run ends ``failed``. ``RunStep.waiting_since`` records when each wait began. The first replacement of
+a run is a canary: until one step is ``done`` no second step starts, so a replacement that never becomes Ready stops
+the run before it touches another instance.
 
-**The cluster lock** is held for one decision pass of one invocation, never between invocations (DESIGN.md, "A
-refresh and compensation share the lock"): the run's whole state is here, and the groups it is busy with
-(``Run.busy_groups``) are left alone by the replenisher, which neither counts the run's surge as a shortfall nor
-picks such a group as a donor.
+**The cluster lock** is held for one decision pass of one invocation, never between invocations (DESIGN.md, "A refresh
+and compensation share the lock"): the run's whole state is here, and the groups it is busy with (``Run.busy_groups``)
+are left alone by the replenisher, which neither counts the run's surge as a shortfall nor picks such a group as a
+donor.
 
 **Surge units.** A worker step in flight holds one surge unit (``RunStep.holds_unit``) and ``GroupSurge.raised`` counts
 them: a step adds its unit when it starts surging and gives it back exactly once, by its old instance's termination with
@@ -35,8 +36,8 @@ decrement, or by giving its spare back. A drained step whose group has a pending
 instead (``RunStep.handed_over_to``): its old instance is terminated without decrement, Auto Scaling's replacement is
 the successor's spare, and ``raised`` does not move (DESIGN.md, "A worker step hands its surge unit to the next").
 
-The run's ``surge`` map says how much desired capacity the run added on top of each group's own (``raised``;
-desired capacity = ``original_desired + raised``) and whether it had to raise MaxSize. Other capacity operations (the
+The run's ``surge`` map says how much desired capacity the run added on top of each group's own (``raised``; desired
+capacity = ``original_desired + raised``) and whether it had to raise MaxSize. Other capacity operations (the
 replenisher) read it, with ``surge_instance_ids``, so never judge its spares surplus; they see its cluster lock too.
 
 Writes are optimistic: every save is conditioned on the ``version`` read, so two invocations advancing the same run (an
@@ -133,6 +134,9 @@ class WaitDeadline(str, Enum):
       before the run surges it.
     - ``termination``: a drained old instance leaves its group after the run's TerminateInstanceInAutoScalingGroup
       (from the first pass that finds it still in service; a lifecycle hook's wait is not in service).
+    - ``give_back``: a surge given back: Auto Scaling launches the instance a step gives back, or a lowering of desired
+      capacity reads back (from the first pass that waits for either); a MaxSize restore reads back (from its first
+      ask, ``GroupSurge.restore_since``). Past it what is left is left raised, recorded, and the run ends ``failed``.
     """
 
     SPARE_LAUNCH = "spare_launch"
@@ -142,6 +146,7 @@ class WaitDeadline(str, Enum):
     NODES_READY = "nodes_ready"
     GROUP_QUIET = "group_quiet"
     TERMINATION = "termination"
+    GIVE_BACK = "give_back"
 
 
 class DrainTimeoutPolicy(str, Enum):
@@ -192,6 +197,9 @@ class GroupSurge(BaseModel):
     raised: int = 0  # surge units in place: desired capacity should be original_desired + raised
     max_raised_to: int | None = None  # MaxSize the run set (None: untouched); restored at the group's end
     max_restored: bool = False
+    restore_since: datetime | None = None  # the MaxSize restore's first ask (its ``give_back`` deadline counts from it)
+    unreturned: int = 0  # surge units not given back by their ``give_back`` deadline: left raised (the run failed)
+    max_left: int | None = None  # MaxSize read when its restore's ``give_back`` deadline passed: left raised
 
 
 # RunStep's fields that hold a list or a map (``working_copy`` copies them; their elements are strings and times)
@@ -205,9 +213,8 @@ class RunStep(BaseModel):
         needs_update: why it was selected: ``max_age``, ``launch_template`` (its version differs from the
             group's, kops' NEEDUPDATE) or ``forced``.
         surge_baseline: the group's instance ids when the surge was asked for (a new instance is one not in it);
-            emptied once the step is final (nothing reads it then): kept on every step, a group of N instances
-            refreshed whole would make the ``RUN#`` item grow as N x N ids, past DynamoDB's 400 KB item size
-            (about 52 steps of a 333-instance group) and every later save of the run would be refused.
+            emptied once the step is final (kept, a group of N instances refreshed whole would grow the ``RUN#``
+            item as N x N ids, past DynamoDB's 400 KB).
         surge_instance_id: the spare chosen for this step (a new instance of the group, Ready).
         intent_at: when the last effect of the current state was asked for (redone only after the grace period).
         undo_sent_at: when the undo drain was sent under ``undo_command_id`` (its deadline counts from there).
@@ -216,8 +223,7 @@ class RunStep(BaseModel):
         entered: ``StepState`` value -> when the step first entered that state (the pass that moved it there;
             ``started_at`` is the first, ``finished_at`` the last). A state the step passed through inside one pass
             is not listed. Empty in records written before it existed.
-        spare_ready_at: worker: when the refresher first saw this step's spare Ready (None before, and in records
-            written before it existed).
+        spare_ready_at: worker: when the refresher first saw this step's spare Ready (None before).
         handed_over_to: worker: the ``index`` of the step this one handed its surge unit to (its old instance
             terminated without decrement, Auto Scaling's replacement that step's spare); None when it gave its unit
             back itself (or had none).
@@ -257,16 +263,14 @@ class RunStep(BaseModel):
         return self.role == Role.NODE.value and self.state.in_flight and self.handed_over_to is None
 
     def working_copy(self) -> RunStep:
-        """A copy that may be changed without changing this step: what ``model_copy(deep=True)`` gives, its lists
-        and maps (``MUTABLE_STEP_FIELDS``, of strings and times) copied, everything else immutable and shared."""
+        """A copy that may be changed without changing this step: its lists and maps (``MUTABLE_STEP_FIELDS``) too."""
         copied = self.model_copy()
         for name in MUTABLE_STEP_FIELDS:
             copied.__dict__[name] = type(self.__dict__[name])(self.__dict__[name])
         return copied
 
     def at_rest(self) -> RunStep:
-        """The step as its ``RUN#`` item keeps it: a final step without what only a step in flight reads
-        (``core.runrecord.FINAL_DROPS``); any other step as it is."""
+        """The step as its ``RUN#`` item keeps it: a final one without ``core.runrecord.FINAL_DROPS``."""
         if not self.state.final:
             return self
         return self.model_copy(
@@ -276,10 +280,8 @@ class RunStep(BaseModel):
 
 def _read_copy(step: RunStep) -> RunStep:
     """What a read of a row made before hands out (``core.rowread.unpack``): a step at rest (final, or pending with its
-    plan only: all a row holds of a step not final) itself, shared between reads (no code changes a step at rest in
-    place: a decision changes only the steps its pass starts with in flight, on its ``Run.working_copy``, and takes its
-    own copy of a pending step before it changes one, ``Context.own``; a test holds every pass to it), any other a
-    copy of its own (``RunStep.working_copy``): copying every row was a third of reading a 1,000-step run."""
+    plan only) itself, shared between reads (no code changes a step at rest in place: ``Context.own``; a test holds
+    every pass to it), any other a copy of its own: copying every row was a third of reading a 1,000-step run."""
     return step if not step.state.in_flight else step.working_copy()
 
 
@@ -356,11 +358,9 @@ class Run(BaseModel):
 
     def working_copy(self, moving: list[int] | None = None) -> Run:
         """A copy a decision pass may change without changing this run (``lambdas.refresher.decide.context``): what
-        ``model_copy(deep=True)`` gives, at a fraction of its cost (a generic deep copy walks every time and string
-        of every step: about 10 ms a pass for a 300-step run). Its steps in flight (found in C; ``moving``: their
-        positions, when the caller has them) and its groups are copied (``RunStep.working_copy``; a group holds only
-        numbers and strings); ``options`` is frozen and shared, and so are the steps at rest: a decision never changes
-        a final step, and copies a pending one before it changes it (``Context.own``: a test holds a pass to both)."""
+        ``model_copy(deep=True)`` gives, at a fraction of its cost (about 10 ms a pass for a 300-step run). Its steps
+        in flight (``moving``: their positions, when known) and its groups are copied; ``options`` is frozen and
+        shared, and so are the steps at rest (``Context.own``: a test holds a pass to it)."""
         copied = self.model_copy()
         steps = copied.__dict__["steps"] = list(self.steps)
         for k in compress(range(len(steps)), map(_MOVING, map(_STATE_OF, steps))) if moving is None else moving:

@@ -48,6 +48,7 @@ class RefresherSettings(_Settings):
         "nodes_ready_timeout_seconds": "REFRESH_NODES_READY_TIMEOUT_SECONDS",
         "group_quiet_timeout_seconds": "REFRESH_GROUP_QUIET_TIMEOUT_SECONDS",
         "termination_timeout_seconds": "REFRESH_TERMINATION_TIMEOUT_SECONDS",
+        "give_back_timeout_seconds": "REFRESH_GIVE_BACK_TIMEOUT_SECONDS",
         "membership_max_age_seconds": "MEMBERSHIP_MAX_AGE_SECONDS",
         "command_ttl_seconds": "COMMAND_TTL_SECONDS",
         "run_retention_seconds": "RUN_RETENTION_SECONDS",
@@ -104,6 +105,10 @@ class RefresherSettings(_Settings):
     # a drained old instance still in service this long after its termination was asked (Auto Scaling refusing it
     # for a reason the run does not know): kept, uncordoned, its surge given back, the run paused
     termination_timeout_seconds: int = Field(default=600, ge=1)
+    # a surge given back: Auto Scaling launches the instance a step gives back, a lowering of desired capacity or a
+    # MaxSize restore reads back (refused for good: AccessDenied, a validation error after kOps changed MinSize; no
+    # capacity in the AZ) within this; else it is left raised, recorded, and the run ends failed, the lock released
+    give_back_timeout_seconds: int = Field(default=900, ge=1)
     membership_max_age_seconds: int = Field(default=600, ge=10)
     command_ttl_seconds: int = Field(default=7 * 86400, ge=3600)
     # a run that is over keeps its RUN# item this long after its end (its expires_at, the table's TTL attribute); at

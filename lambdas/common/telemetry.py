@@ -19,7 +19,8 @@ The interruption Lambda:
 The refresher:
 
 - ``RunsStarted``, ``NodesReplaced``, ``RunDuration`` (Seconds, when a run ends), ``RunFailures`` (runs paused by a
-  drain that failed or timed out), ``RunsCancelled``.
+  drain that failed or timed out, or failed), ``CapacityLeftRaised`` (surge units and raised MaxSizes a run left
+  raised past their ``give_back`` deadline: it ended ``failed``), ``RunsCancelled``.
 
 The interruption Lambda and the refresher (``lambdas.common.refused``):
 

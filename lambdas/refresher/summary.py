@@ -50,6 +50,9 @@ def run_summary(run: Run, steps: bool = False, states: list[StepState] | None = 
         "surge_instance_ids": sorted({s.surge_instance_id for s in moving if s.surge_instance_id}),
         "cancel_requested": run.cancel_requested,
     }
+    left = left_raised(run)
+    if left:  # what a failed run left raised past its ``give_back`` deadline: the operator's to lower
+        out["left_raised"] = left
     if steps:
         out["step_details"] = [
             {
@@ -61,6 +64,22 @@ def run_summary(run: Run, steps: bool = False, states: list[StepState] | None = 
             }
             for s in run.steps
         ]
+    return out
+
+
+def left_raised(run: Run) -> dict[str, str]:
+    """Group -> what ``run`` left raised past its ``give_back`` deadline (``GroupSurge.unreturned``: surge units not
+    given back, counted in ``original_desired``; ``max_left``: a MaxSize not restored), in the groups' order. Pure."""
+    out = {}
+    for g in run.groups:
+        parts = []
+        if g.unreturned:
+            units = f"{g.unreturned} surge unit" + ("s" if g.unreturned > 1 else "")
+            parts.append(f"desired capacity {units} above its own {g.original_desired - g.unreturned}")
+        if g.max_left is not None:
+            parts.append(f"MaxSize {g.max_left} (was {g.original_max})")
+        if parts:
+            out[g.name] = ", ".join(parts)
     return out
 
 

@@ -1,6 +1,7 @@
 """The run's lifecycle in one pass: stop it (cancel), move every step on (terminations first; a wait past its
 deadline pauses the run), start new steps, skip those a stopping run will not start, restore MaxSize of finished
-groups, end the run and release the lock. Pure."""
+groups, end the run (``failed`` when it left capacity raised past a ``give_back`` deadline) and release the lock.
+Pure."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from itertools import compress, repeat
 from operator import is_, is_not
 
 from core.kops import Role
-from core.runs import Run, RunStatus, RunStep, StepState
+from core.runs import Run, RunStatus, RunStep, StepState, WaitDeadline
 from lambdas.refresher.decide.context import Context, Decision, WaitKind
 from lambdas.refresher.decide.master import settling, start_master
 from lambdas.refresher.decide.replace import draining, terminating
 from lambdas.refresher.decide.undo import undo_draining, undo_terminating, undoing
 from lambdas.refresher.decide.worker import start_workers, surging
 from lambdas.refresher.plan import Action, Metric, MetricUnitName, ReleaseLock, SaveRun, SetCapacity
+from lambdas.refresher.summary import left_raised
 
 _FINAL = frozenset(s for s in StepState if s.final)
 _NOT_FINAL = frozenset(StepState) - _FINAL
@@ -46,9 +48,12 @@ def finish_groups(p: Context) -> None:
     The restore counts as done only when a later pass reads it back: while the group's MaxSize is still one the run
     raised (above the original, at most ``max_raised_to``: the executor may have clamped the raise), the pass asks
     for the original again and waits (a refused or throttled UpdateAutoScalingGroup is retried, never taken as
-    done). Any other MaxSize (the original, a group gone, or a value kOps or a person set since; one MinSize holds up,
-    as the executor's clamp leaves it) ends the restore: the run does not fight a reset."""
+    done), within the ``give_back`` deadline from its first ask (``GroupSurge.restore_since``): past it, refused for
+    good, MaxSize is left as read (``max_left``), the run stops and ends ``failed`` naming it. Any other MaxSize (the
+    original, a group gone, or a value kOps or a person set since; one MinSize holds up, as the executor's clamp
+    leaves it) ends the restore: the run does not fight a reset."""
     unfinished = set(compress(p.groups(), map(_NOT_FINAL.__contains__, p.states())))  # groups of a step not final
+    limit = p.settings.deadline_seconds(WaitDeadline.GIVE_BACK)
     for group in p.run.groups:
         if group.max_raised_to is None or group.max_restored or group.name in unfinished:
             continue
@@ -58,8 +63,21 @@ def finish_groups(p: Context) -> None:
         # MinSize above the original (kOps grew the group meanwhile) holds MaxSize up: the executor clamps the restore
         # to it, so a MaxSize at or below MinSize is read back as restored, never asked again every pass
         if facts is not None and max(group.original_max, facts.min_size) < facts.max_size <= group.max_raised_to:
-            p.effects.append(SetCapacity(group.name, max_size=group.original_max))
-            p.wait(WaitKind.EFFECT, f"{group.name}: MaxSize back to {group.original_max} (read back next pass)")
+            if group.restore_since is None:
+                group.restore_since = p.now  # the restore's deadline counts from its first ask
+                p.change(f"{group.name}: MaxSize restore to {group.original_max} asked")
+            if (p.now - group.restore_since).total_seconds() <= limit:
+                p.effects.append(SetCapacity(group.name, max_size=group.original_max))
+                p.wait(WaitKind.EFFECT, f"{group.name}: MaxSize back to {group.original_max} (read back next pass)")
+                continue
+            # refused for good (AccessDenied, a validation error): left raised, recorded, the run ends failed
+            group.max_restored, group.max_left = True, facts.max_size
+            p.stop_run(
+                RunStatus.PAUSING,
+                f"{WaitDeadline.GIVE_BACK.value} deadline ({limit} s) passed: MaxSize of {group.name} still "
+                f"{facts.max_size}, not restored to {group.original_max}",
+            )
+            p.change(f"{group.name}: MaxSize restore not read back in {limit} s: left at {facts.max_size}")
             continue
         group.max_restored = True
         actual = "group gone" if facts is None else f"MaxSize {facts.max_size}"
@@ -89,6 +107,10 @@ def finish_run(p: Context) -> None:
         RunStatus.PAUSING: RunStatus.PAUSED,
         RunStatus.CANCELLING: RunStatus.CANCELLED,
     }[run.status]
+    left = left_raised(run)
+    if left:  # capacity left raised past its ``give_back`` deadline: the run failed, whatever stopped it
+        final = RunStatus.FAILED
+        run.reason = "; ".join([run.reason] * bool(run.reason) + [f"left raised: {n} {w}" for n, w in left.items()])
     run.status = final
     run.finished_at = p.now
     run.waiting = ""
@@ -96,7 +118,10 @@ def finish_run(p: Context) -> None:
     p.effects.append(ReleaseLock(run.run_id))
     p.effects.append(Metric("RunDuration", (p.now - run.created_at).total_seconds(), MetricUnitName.SECONDS))
     if final is not RunStatus.SUCCEEDED:
-        p.effects.append(Metric("RunFailures" if final is RunStatus.PAUSED else "RunsCancelled"))
+        p.effects.append(Metric("RunsCancelled" if final is RunStatus.CANCELLED else "RunFailures"))
+    if left:
+        units = sum(g.unreturned + (g.max_left is not None) for g in run.groups)
+        p.effects.append(Metric("CapacityLeftRaised", units))
 
 
 def decide_pass(p: Context) -> Decision:

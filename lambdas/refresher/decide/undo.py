@@ -2,12 +2,14 @@
 terminate it with decrement, or lower a surge that launched nothing. A unit Auto Scaling already took back (kOps
 lowered MaxSize under the surge: desired capacity clamped, an instance of Auto Scaling's choosing removed) is
 counted given back as it is read back, the spare kept (``taken_back``): giving it back again would remove a second
-instance. Pure."""
+instance. A give-back waiting past its ``give_back`` deadline (for Auto Scaling to launch what it would give back, or
+for a lowering to read back) leaves the unit raised, recorded, and the run ends ``failed`` (``give_back_overdue``).
+Pure."""
 
 from __future__ import annotations
 
 from core.model import CommandKind, drain_never_ran, drain_number
-from core.runs import GroupSurge, RunStep, StepState
+from core.runs import GroupSurge, RunStep, StepState, WaitDeadline
 from lambdas.refresher.decide.context import (
     RECLAIMED_NOTE,
     UNCORDON_SECONDS,
@@ -46,9 +48,10 @@ def undoing(p: Context, step: RunStep) -> None:
             target = group.original_desired + group.raised - 1  # desired capacity is above it (``taken_back``)
             if len(facts.live) <= target:
                 lower(p, step, group, target, "nothing launched")
-            else:
+            elif not give_back_overdue(p, step, f"{group.name} to launch a spare to give back"):
                 p.wait(WaitKind.LAUNCH, f"a spare of {group.name} to give back")
             return
+    p.end_wait(step, WaitDeadline.GIVE_BACK)  # a spare to give back: its drain and termination have deadlines
     if spare in p.world.nodes or not p.world.membership_confirmed:  # absent from a confirmed list only: no node
         step.state = StepState.UNDO_DRAINING
         # a step giving back another spare (Auto Scaling's replacement of one reclaimed, ``give_back_unit``) has
@@ -167,7 +170,8 @@ def give_back_unit(p: Context, step: RunStep, facts: GroupFacts, why: str) -> bo
     spares = {s.surge_instance_id for s in p.run.steps if s.surge_instance_id}
     extras = [i for i in p.new_instances(step, facts) if i not in spares]
     if not extras:
-        p.wait(WaitKind.LAUNCH, f"{group.name} to launch a replacement to give back ({why})")
+        if not give_back_overdue(p, step, f"{group.name} to launch a replacement to give back ({why})"):
+            p.wait(WaitKind.LAUNCH, f"{group.name} to launch a replacement to give back ({why})")
         return False
     extras.sort(key=lambda iid: iid in p.world.nodes)  # one without a node first: nothing to drain
     step.surge_instance_id = extras[0]
@@ -183,13 +187,42 @@ def lower(p: Context, step: RunStep, group: GroupSurge, target: int, why: str) -
     value back (``taken_back``, ``give_back_unit``), as a MaxSize restore is (``lifecycle.finish_groups``): the run's
     save precedes the UpdateAutoScalingGroup, and an update refused or never made (throttled; the invocation ended
     between the two) would leave the step final with the unit in place for good (invariant 4). Asked again each pass
-    until read back (an absolute value)."""
+    until read back (an absolute value), within the ``give_back`` deadline (``give_back_overdue``)."""
+    facts = p.facts(step)
+    now = "" if facts is None else f", it is {facts.desired}"
+    if give_back_overdue(p, step, f"desired capacity of {group.name} lowered to {target} to read back{now}"):
+        return
     note = f"desired lowered to {target}" if why in step.note else f"{why}; desired lowered to {target}"
     if not step.note.endswith(note):
         step.note = f"{step.note}; {note}" if step.note else note
         p.change(f"step {step.index}: {why}; desired capacity of {group.name} lowered to {target}")
     p.add_capacity_effect(SetCapacity(group.name, desired=target))
     p.wait(WaitKind.EFFECT, f"desired capacity of {group.name} at {target} (read back next pass)")
+
+
+def give_back_overdue(p: Context, step: RunStep, what: str) -> bool:
+    """Whether ``step``'s give-back has waited for ``what`` past its ``give_back`` deadline (``Context.overdue``: the
+    first call starts its clock; a spare found to give back ends it, ``undoing``). Then the unit is left raised, as an
+    operator would have it: nothing more is lowered (Auto Scaling refuses it, or the group holds more live instances
+    than the lower value and would pick one to terminate, undrained) nor terminated. The step ends ``failed``; the
+    group counts the unit as its own now (``original_desired`` + 1, as ``absorb``: the other steps' targets stay
+    true) and records it (``unreturned``); the run stops (pausing, by ``overdue``) and ends ``failed`` naming the
+    group and what is left raised (``lifecycle.finish_run``, ``summary.left_raised``)."""
+    if not p.overdue(step, WaitDeadline.GIVE_BACK, what):
+        return False
+    group = p.run.group(step.group)
+    group.raised -= 1
+    group.original_desired += 1
+    group.unreturned += 1
+    limit = p.settings.deadline_seconds(WaitDeadline.GIVE_BACK)
+    done = f"{step.note}; " if step.note else ""
+    p.finish_step(
+        step,
+        StepState.FAILED,
+        f"{done}{WaitDeadline.GIVE_BACK.value} deadline ({limit} s) passed waiting for {what}: its surge unit is "
+        f"left raised in {group.name}",
+    )
+    return True
 
 
 def lowered_by_another(p: Context, step: RunStep, facts: GroupFacts) -> bool:
