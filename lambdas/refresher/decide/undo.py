@@ -95,6 +95,17 @@ def undo_draining(p: Context, step: RunStep) -> None:
         # drain (``Context.drain_deadline``) as far off, the spare and its surge unit held: counted from now, saved
         p.change(f"step {step.index}: undo drain sent at {step.undo_sent_at.isoformat()}, later than now: from now")
         step.undo_sent_at = p.now
+    item = p.world.commands.get(step.undo_command_id)
+    if p.unsent(step.undo_command_id) and drain_never_ran(item, p.now):
+        # still ``queued`` past its deadline (its message never sent or never received): it can only end unstarted,
+        # so sending it again under its id would only be ended unstarted too, every grace period until the sweeper
+        # expires it; a new drain, a new id, a whole deadline, now (as after the sweeper's expiry, below)
+        facts = p.facts(step)
+        if facts is not None and taken_back(p, step, facts):
+            return
+        send_undo_drain(p, step, step.surge_instance_id, reissued_undo_id(step.undo_command_id))
+        p.change(f"step {step.index}: spare drain still queued past its deadline, sent again as a new drain")
+        return
     if p.unsent(step.undo_command_id):
         if p.older_than_grace(step.intent_at):
             send_undo_drain(p, step, step.surge_instance_id)

@@ -77,9 +77,11 @@ def test_a_reissued_id_of_a_form_no_lambda_writes_is_counted_from_none() -> None
 def test_an_undo_drain_still_queued_past_its_deadline_never_lets_the_spare_be_terminated() -> None:
     """Its message never sent or never received (SQS refusing every send): ``queued`` long past its deadline, the
     case the replenisher closed for its own drains. The refresher's undo never reads it as "no result from the agent
-    after the deadline" (``Context.drain_outcome``, which would terminate the spare undrained): a ``queued`` item is
-    one that may never have reached the queue (``Context.unsent``), sent again, until the agent or the sweeper ends it
-    (then ``drain_never_ran`` sends a new one, above). ``drain_never_ran`` also reads it as never run."""
+    after the deadline" (``Context.drain_outcome``, which would terminate the spare undrained). Past its deadline it
+    can only end unstarted (``drain_never_ran``): before, it was sent again under its id (``Context.unsent``) every
+    grace period until the command sweeper expired it, each copy ended unstarted by the agent; now a new drain is sent
+    at once under a new id with a whole deadline, as after the sweeper's expiry (above). Before its deadline a
+    ``queued`` item is one that may not have reached the queue yet: sent again under its id."""
     from core.model import drain_never_ran
 
     r = run(StepState.UNDO_DRAINING, 1, T0, surge_instance_id=SPARE, note="drain timed_out: surge given back")
@@ -101,8 +103,15 @@ def test_an_undo_drain_still_queued_past_its_deadline_never_lets_the_spare_be_te
     assert drain_never_ran(item, LATER)
     assert not effects(decision, TerminateInstance)
     (send,) = effects(decision, SendCommand)
-    assert (send.command.command_id, send.command.instance_id) == (cid, SPARE)
+    assert (send.command.command_id, send.command.instance_id) == (f"{cid}-2", SPARE)
+    assert send.command.deadline == LATER + timedelta(seconds=UNDO_DRAIN_SECONDS)
     assert decision.run.steps[0].state is StepState.UNDO_DRAINING
+    assert decision.run.steps[0].undo_command_id == f"{cid}-2"
+    # before its deadline (and past the grace period) it is sent again under its own id
+    soon = T0 + timedelta(seconds=SETTINGS.effect_grace_seconds + 1)
+    early = advance(r, replace(base, commands={cid: item}, membership_confirmed=True), SETTINGS, soon)
+    (send,) = effects(early, SendCommand)
+    assert send.command.command_id == cid and early.run.steps[0].undo_command_id == cid
 
 
 def test_an_unreadable_undo_drain_sent_again_has_its_whole_deadline_from_the_resend() -> None:
