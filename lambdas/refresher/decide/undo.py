@@ -134,7 +134,9 @@ def undo_draining(p: Context, step: RunStep) -> None:
 
 
 def undo_terminating(p: Context, step: RunStep) -> None:
-    """The spare's termination: the step is undone once the spare left its group; else terminate it again."""
+    """The spare's termination: the step is undone once the spare left its group; else terminate it again, within
+    the ``give_back`` deadline (from the first retry): past it the spare is kept (uncordoned when the undo drained
+    it) and its unit left raised (``give_back_overdue``)."""
     assert step.surge_instance_id is not None
     facts = p.facts(step)
     if facts is None or not facts.has_live(step.surge_instance_id):
@@ -146,9 +148,14 @@ def undo_terminating(p: Context, step: RunStep) -> None:
     if p.older_than_grace(step.intent_at):
         if taken_back(p, step, facts):
             return
+        spare = step.surge_instance_id
+        if give_back_overdue(p, step, f"spare {spare} to leave {step.group} after its termination with decrement"):
+            # refused for good (AccessDenied...): the spare stays, its node uncordoned when the undo drained it
+            step.note += f"; spare {spare} kept" + (" and uncordoned" if uncordon_kept(p, step, spare) else "")
+            return
         step.intent_at = p.now
-        p.effects.append(TerminateInstance(step.group, step.surge_instance_id, decrement=True))
-        p.change(f"step {step.index}: spare {step.surge_instance_id} still in service, terminate again")
+        p.effects.append(TerminateInstance(step.group, spare, decrement=True))
+        p.change(f"step {step.index}: spare {spare} still in service, terminate again")
     else:
         p.wait(WaitKind.TERMINATION, f"spare {step.surge_instance_id} to leave {step.group}")
 
@@ -275,22 +282,19 @@ def taken_back(p: Context, step: RunStep, facts: GroupFacts) -> bool:
     note = step.note or "surge given back"
     spare = step.surge_instance_id
     if spare is not None and facts.has_live(spare):
-        note += f"; {kept}: spare {spare} kept"
-        if step.undo_command_id is not None and not p.unsent(step.undo_command_id):
-            p.effects.append(
-                SendCommand(
-                    p.command(
-                        step,
-                        CommandKind.UNCORDON,
-                        spare,
-                        p.node_name(spare),
-                        p.command_id(step, UNDO_UNCORDON_COMMAND_SUFFIX),
-                        UNCORDON_SECONDS,
-                    )
-                )
-            )
-            note += " and uncordoned"
+        note += f"; {kept}: spare {spare} kept" + (" and uncordoned" if uncordon_kept(p, step, spare) else "")
     given_back(p, step, note)
+    return True
+
+
+def uncordon_kept(p: Context, step: RunStep, spare: str) -> bool:
+    """Send the uncordon of ``spare``, which the run keeps, when the undo drained it (its drain recorded and sent:
+    invariant 6); whether it was sent."""
+    if step.undo_command_id is None or p.unsent(step.undo_command_id):
+        return False
+    command_id = p.command_id(step, UNDO_UNCORDON_COMMAND_SUFFIX)
+    command = p.command(step, CommandKind.UNCORDON, spare, p.node_name(spare), command_id, UNCORDON_SECONDS)
+    p.effects.append(SendCommand(command))
     return True
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+from core.model import CommandKind
 from core.runs import RunStatus, StepState
 from lambdas.refresher.decide import advance
-from lambdas.refresher.plan import Metric, ReleaseLock, SetCapacity, TerminateInstance
+from lambdas.refresher.plan import Metric, ReleaseLock, SendCommand, SetCapacity, TerminateInstance
 from lambdas.refresher.summary import run_summary
 from tests.unit.lambdas.refresher.decide_world import (
     NODES,
@@ -103,3 +104,21 @@ def test_a_max_size_restore_refused_for_good_ends_the_run_failed_at_its_deadline
     # read back in time: the run succeeds
     back = advance(again.run, replace(w, groups={NODES: replace(w.groups[NODES], max_size=4)}), SETTINGS, LATE)
     assert back.run.status is RunStatus.SUCCEEDED and back.run.groups[0].max_left is None
+
+
+def test_a_spare_whose_termination_is_refused_for_good_is_kept_uncordoned_and_the_run_ends_failed() -> None:
+    """The spare's terminate with decrement refused every time (AccessDenied): before, terminated again every grace
+    period for ever. Past the deadline the spare, drained by the undo, is kept and uncordoned (invariant 6)."""
+    cid = "refresh-r1-0-undo"
+    r = run(StepState.UNDO_TERMINATING, 1, T0, surge_instance_id=SPARE, undo_command_id=cid, note="drain failed")
+    drained = {"status": "succeeded", "result": {"message": ""}, "command": {"deadline": T0.isoformat()}}
+    w = replace(world([OLD, OTHER, SPARE], 3), commands={cid: drained})
+    first = advance(r, w, SETTINGS, FIRST)
+    assert [t.instance_id for t in effects(first, TerminateInstance)] == [SPARE]
+    late = advance(first.run, w, SETTINGS, LATE)
+    (uncordon,) = effects(late, SendCommand)
+    assert (uncordon.command.kind, uncordon.command.instance_id) == (CommandKind.UNCORDON, SPARE)
+    step = late.run.steps[0]
+    assert step.state is StepState.FAILED and f"spare {SPARE} kept and uncordoned" in step.note
+    assert late.run.groups[0].unreturned == 1
+    ended_failed(late, "1 surge unit")
