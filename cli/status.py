@@ -71,7 +71,10 @@ def compensation_notes(ledger: Sequence[Mapping[str, Any]], now: datetime) -> di
 
 def run_progress(runs: Sequence[Mapping[str, Any]]) -> tuple[str | None, dict[str, str]]:
     """The newest run if it is active: its id, and group name -> ``"<done>/<steps> done"`` plus the state of the step
-    being worked on (``", <instance> draining"``)."""
+    being worked on (``", <instance> draining"``). A newest run over that left capacity raised (``left_raised``: past
+    its ``give_back`` deadline, it failed): its id, and group name -> ``"left raised: <what>"``."""
+    if runs and runs[0].get("status") not in ACTIVE_RUN and runs[0].get("left_raised"):
+        return str(runs[0]["run_id"]), {str(g): f"left raised: {w}" for g, w in runs[0]["left_raised"].items()}
     if not runs or runs[0].get("status") not in ACTIVE_RUN:
         return None, {}
     run = runs[0]
@@ -125,6 +128,8 @@ def pool_tables(response: Mapping[str, Any], now: datetime) -> list[str]:
             for g in members
         ]
         lines += table(COLUMNS, rows)
-    if run_id is not None:
+    if run_id is not None and (response.get("runs") or [{}])[0].get("status") in ACTIVE_RUN:
         lines.append(f"(refresh: progress of run {run_id})")
+    elif run_id is not None:
+        lines.append(f"(refresh: what run {run_id} left raised, the operator's to lower)")
     return lines

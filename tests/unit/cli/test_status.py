@@ -111,6 +111,18 @@ def test_a_finished_run_and_an_old_backoff_show_nothing() -> None:
     assert not any("progress of run" in line for line in lines)
 
 
+def test_a_run_that_failed_leaving_capacity_raised_says_so_on_its_groups() -> None:
+    """A run past its ``give_back`` deadline (``lambdas.refresher.summary.left_raised``) ended ``failed``: the groups
+    it left raised say what is left, the operator's to lower."""
+    left = {"nodes-a": "desired capacity 1 surge unit above its own 2"}
+    response = {**RESPONSE, "runs": [{**RESPONSE["runs"][0], "status": "failed", "left_raised": left}]}
+    lines = pool_tables(response, NOW)
+    rows = rows_of(lines)
+    assert rows["nodes-a"][10] == "left raised: desired capacity 1 surge unit above its own 2"
+    assert rows["nodes-b"][10] == "-"
+    assert lines[-1] == "(refresh: what run r7 left raised, the operator's to lower)"
+
+
 def test_groups_not_read_say_why() -> None:
     assert pool_tables(
         {"cluster_groups": [], "cluster_groups_error": "DescribeAutoScalingGroups: AccessDenied"}, NOW
