@@ -1,6 +1,6 @@
 """A schedule entry (``sim.schedules.Fault``) applied to the world: EC2 reclaiming Spot instances, outages, API
-faults, Lambda crashes, late and bad events, forged command messages, agent restarts, kOps resets and operators
-(issue 12).
+faults, Lambda crashes, late and bad events, forged command messages, agent restarts, kOps resets and spec edits, and
+operators (issue 12).
 
 Shapes of the operators' inputs are the product's: the refresher's manual requests (``lambdas.events.request``),
 ``kubectl cordon`` (a merge patch of ``spec.unschedulable``, without the product's annotation). Bad events are the
@@ -20,7 +20,7 @@ from agent.drain.policy import is_control_plane
 from agent.kube.views import CORDON_ANNOTATION
 from core.exceptions import AwsRequestError, AwsUnavailableError
 from sim.faults import FaultWindow
-from sim.invariants import view_epoch
+from sim.invariants import ACTIVE_RUN, view_epoch
 from sim.schedules import Fault
 
 if TYPE_CHECKING:
@@ -168,16 +168,53 @@ def _agent_restart(world: World, f: Fault) -> None:
 
 
 def _kops_reset(world: World, f: Fault) -> None:
+    """``kops update cluster --yes``: the group's MinSize and MaxSize written back from its spec (desired capacity
+    clamped into them)."""
     name = f"nodes-{f.param('az')}"
     if name in world.cloud.groups:
-        min_size, max_size, desired = world.sizes[name]
-        world.aws.kops_reset(name, min_size, max_size, desired)
+        min_size, max_size, _size = world.sizes[name]
+        world.aws.kops_reset(name, min_size, max_size)
+
+
+def _kops_spec(world: World, f: Fault) -> None:
+    """``kops edit ig`` of the AZ's worker group, then ``kops update cluster --yes``: its spec's MinSize ``below``
+    its size, its MaxSize ``above`` it (the size kept), written to the group (``sim.aws.SimAws.kops_reset``: desired
+    capacity clamped into them). What the end check compares with follows: the size clamped into the new sizes, and
+    the new MaxSize (``World.sizes_at_start``).
+
+    A MaxSize written above a refresh run's original and at most the MaxSize the run raised the group to is one the
+    run cannot tell from its own raise (``lambdas.refresher.decide.lifecycle.finish_groups``: it restores the
+    original; docs/DESIGN.md "kOps owns the ASGs' sizes"): the end check then also accepts the run's original MaxSize
+    (``World.restore_excused``)."""
+    name = f"nodes-{f.param('az')}"
+    if name not in world.cloud.groups:
+        return
+    size = world.sizes[name][2]
+    min_size, max_size = max(0, size - int(f.param("below", 0))), size + int(f.param("above", 0))
+    world.sizes[name] = (min_size, max_size, size)
+    world.sizes_at_start[name] = (min(max(size, min_size), max_size), max_size)
+    world.restore_excused.pop(name, None)
+    runs = [i for i in world.view.table_prefix("RUN#") if i.get("status") in ACTIVE_RUN]
+    for g in (g for run in runs for g in run.get("groups") or [] if g.get("name") == name):
+        raised_to, original = g.get("max_raised_to"), int(g.get("original_max", 0))
+        if raised_to is not None and not g.get("max_restored") and original < max_size <= int(raised_to):
+            world.restore_excused[name] = original
+    world.aws.kops_reset(name, min_size, max_size)
 
 
 def _manual_refresh(world: World, f: Fault) -> None:
+    """A manual refresh of every instance of the AZ's worker group (``lambdas.events.request``), with the entry's
+    ``max_surge`` when it has one (the settings' default otherwise)."""
     from sim.world import CLUSTER
 
-    request = {"action": "refresh", "cluster": CLUSTER, "instance_groups": [f"nodes-{f.param('az')}"], "all": True}
+    request: dict[str, Any] = {
+        "action": "refresh",
+        "cluster": CLUSTER,
+        "instance_groups": [f"nodes-{f.param('az')}"],
+        "all": True,
+    }
+    if f.param("max_surge"):
+        request["max_surge"] = int(f.param("max_surge"))
     world.bus.deliver_now("refresher", request)
 
 
@@ -253,6 +290,7 @@ _HANDLERS = {
     "forged_message": _forged,
     "agent_restart": _agent_restart,
     "kops_reset": _kops_reset,
+    "kops_spec": _kops_spec,
     "manual_refresh": _manual_refresh,
     "cancel_refresh": _cancel,
     "operator_cordon": _operator_cordon,

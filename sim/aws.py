@@ -114,12 +114,16 @@ class SimAws:
         self.cloud.events.rebalance(instance_id)
         return True
 
-    def kops_reset(self, group: str, min_size: int, max_size: int, desired: int) -> None:
-        """kOps (``kops update cluster --yes``) writes the instance group's sizes back.
+    def kops_reset(self, group: str, min_size: int, max_size: int, desired: int | None = None) -> None:
+        """kOps (``kops update cluster --yes``) writes the instance group's MinSize and MaxSize back; without a
+        ``desired``, Auto Scaling keeps the group's desired capacity, clamped into the new sizes (UpdateAutoScalingGroup
+        without DesiredCapacity, EC2 Auto Scaling API Reference).
 
         Raises:
             ValueError: ``desired`` outside ``[min_size, max_size]`` (kOps never writes that).
         """
+        if desired is None:
+            desired = min(max(self.cloud.groups[group].desired, min_size), max_size)
         if not min_size <= desired <= max_size:
             raise ValueError(f"kops reset of {group}: desired {desired} outside [{min_size}, {max_size}]")
         self.cloud.set_sizes(group, min_size, max_size, desired)

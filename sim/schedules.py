@@ -22,6 +22,12 @@ What the generators follow:
   (one run whole between two port calls of another), duplicate and late events, agent restarts, kOps resetting
   group sizes (``kops update cluster``), operators (manual refresh, cancel, ``kubectl cordon``/``uncordon``),
   PDB-blocked workloads, the weekly refresh (a rule of ``sim.eventbridge``).
+- kOps instance group specs ("Instance Groups", kOps documentation: ``minSize``, ``maxSize``): a worker group's spec
+  with room (MinSize up to 1 below its size, MaxSize 1-2 above) from the start, and specs edited mid-week and applied
+  (``kops edit ig``, then ``kops update cluster --yes``, which writes MinSize and MaxSize; Auto Scaling clamps the
+  desired capacity into them, "UpdateAutoScalingGroup", EC2 Auto Scaling API Reference), some while a manual refresh
+  of that group is under way; manual refreshes asking ``max_surge`` 2 (``lambdas.events.request``). A profile without
+  them (the default one) draws what it drew before they existed: their draws come last.
 """
 
 from __future__ import annotations
@@ -64,6 +70,7 @@ KINDS = (
     "forged_message",
     "agent_restart",
     "kops_reset",
+    "kops_spec",
     "manual_refresh",
     "cancel_refresh",
     "operator_cordon",
@@ -110,6 +117,13 @@ class Profile:
         operators_per_day: operator actions (manual refresh, cancel, cordon) per day.
         forged_per_day: messages on the agent's command queue that no Lambda sent for it (``sim.actors._forged``)
             per day; none in the default profile, whose seeds stay the ones recorded before they existed.
+        spec_room: the share of worker groups whose kOps spec has room from the start (a ``kops_spec`` entry at
+            second 0: MinSize 0-1 below the group's size, MaxSize 1-2 above).
+        kops_specs_per_day: kOps spec edits applied mid-week (``kops_spec``: one group's MinSize 0-1 below its size,
+            MaxSize 0-2 above; the group's size itself is kept); ``spec_after_refresh``: the share of manual
+            refreshes followed, 1-30 minutes later, by such an edit of their group (while its surge is in flight).
+        surge_two: the share of manual refreshes asking ``max_surge`` 2 (two steps of the group in flight).
+        The last four are 0 in the default profile, whose seeds stay the ones recorded before they existed.
         quiet_tail: the last seconds of the run have no new faults, so the end-state checks see a settled world.
     """
 
@@ -129,6 +143,10 @@ class Profile:
     operators_per_day: float = 1.0
     pdb_blocks_per_day: float = 0.5
     forged_per_day: float = 0.0
+    spec_room: float = 0.0
+    kops_specs_per_day: float = 0.0
+    spec_after_refresh: float = 0.0
+    surge_two: float = 0.0
     quiet_tail: float = 6 * HOUR
     api_faults: tuple[tuple[str, str, str], ...] = API_FAULTS
     azs: tuple[str, ...] = ("us-east-1a", "us-east-1b", "us-east-1c")
@@ -169,6 +187,10 @@ STORM = Profile(
     operators_per_day=4.0,
     pdb_blocks_per_day=2.0,
     forged_per_day=8.0,
+    spec_room=0.5,
+    kops_specs_per_day=0.8,
+    spec_after_refresh=0.3,
+    surge_two=0.5,
 )
 # the profiles ``python -m sim --profile`` names besides the mutants' (``sim.mutants.MUTANTS``)
 PROFILES = {"storm": STORM}
@@ -240,6 +262,30 @@ def generate(rng: random.Random, nodes: int, days: float, profile: Profile | Non
         d.add(t, what, duration=rng.uniform(600, 6 * HOUR) if what == "operator_cordon" else 0.0, az=rng.choice(p.azs))
     for t in d.poisson_times(p.pdb_blocks_per_day / DAY):
         d.add(t, "pdb_block", duration=rng.uniform(600, 3 * HOUR))
-    for t in d.poisson_times(p.forged_per_day / DAY):  # last: a profile without them draws what it drew before
+    for t in d.poisson_times(p.forged_per_day / DAY):  # after the rest: a profile without them draws what it drew
         d.add(t, "forged_message", variant=rng.choice(FORGED))
+    _kops_specs(d, p)  # last, for the same reason
     return tuple(sorted(d.out))
+
+
+def _kops_specs(d: _Draw, p: Profile) -> None:
+    """The kOps spec entries (``kops_spec``: ``az``, ``below`` and ``above`` the group's size) and the manual
+    refreshes' ``max_surge``; no draw at all when the profile has none of them."""
+    rng = d.rng
+    if p.spec_room > 0 and d.end > 0:
+        for az in p.azs:
+            if rng.random() < p.spec_room:
+                d.add(0.0, "kops_spec", az=az, below=rng.randint(0, 1), above=rng.randint(1, 2))
+    for t in d.poisson_times(p.kops_specs_per_day / DAY):
+        d.add(t, "kops_spec", az=rng.choice(p.azs), below=rng.randint(0, 1), above=rng.randint(0, 2))
+    if p.spec_after_refresh <= 0 and p.surge_two <= 0:
+        return
+    for i, f in enumerate(list(d.out)):
+        if f.kind != "manual_refresh":
+            continue
+        if p.surge_two > 0 and rng.random() < p.surge_two:
+            d.out[i] = Fault(f.at, f.kind, f.duration, tuple(sorted((*f.params, ("max_surge", 2)))))
+        if p.spec_after_refresh > 0 and rng.random() < p.spec_after_refresh:
+            at, below, above = f.at + rng.uniform(60, 1800), rng.randint(0, 1), rng.randint(0, 2)
+            if at < d.end:  # none in the quiet tail
+                d.add(at, "kops_spec", az=str(f.param("az")), below=below, above=above)

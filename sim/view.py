@@ -382,6 +382,9 @@ class View:
     def baseline(self) -> dict[str, tuple[int, int]]:
         return dict(self.world.sizes_at_start)
 
+    def restore_excused(self) -> dict[str, int]:
+        return dict(self.world.restore_excused)
+
 
 def group_state(g: Group) -> GroupState:
     """The checker's ``GroupState`` of the simulated group ``g`` (the general path ``View.group_states`` keeps)."""

@@ -7,11 +7,11 @@ three Lambdas (``sim.lambdas``) behind EventBridge (``sim.eventbridge``) and the
 (``sim.invariants``). ``apply`` turns a schedule's entries (``sim.schedules``) into scheduled actions; ``run``
 runs the kernel with the checker after every step.
 
-The cluster follows kOps' layout ("Instance Groups", kOps documentation: one group per AZ, ``minSize`` =
-``maxSize``, tags ``KubernetesCluster``, ``kops.k8s.io/instancegroup``, ``k8s.io/role/*``); a node joins
-Kubernetes 30-60 s after its instance is ``running`` (the kubelet's registration) under a private-DNS-style name, so
-the product must map nodes to instances by ``spec.providerID`` ("Well-Known Labels, Annotations and Taints",
-Kubernetes documentation).
+The cluster follows kOps' layout ("Instance Groups", kOps documentation: one group per AZ, built with ``minSize`` =
+``maxSize``, room given by a schedule's ``kops_spec`` entries, ``sim.actors._kops_spec``; tags ``KubernetesCluster``,
+``kops.k8s.io/instancegroup``, ``k8s.io/role/*``); a node joins Kubernetes 30-60 s after its instance is ``running``
+(the kubelet's registration) under a private-DNS-style name, so the product must map nodes to instances by
+``spec.providerID`` ("Well-Known Labels, Annotations and Taints", Kubernetes documentation).
 """
 
 from __future__ import annotations
@@ -162,8 +162,15 @@ class World:
         factor = self.lambdas.replenisher_settings.donor_max_size_factor
         self.checker = Checker(self.view, seed, Bounds(donor_max_size_factor=factor), clock=self.kernel.monotonic)
         self.lambdas.wire.observers.append(self.checker.on_call)
-        self.sizes: dict[str, tuple[int, int, int]] = {}  # group -> (min, max, desired) of its kOps spec
+        # group -> (MinSize, MaxSize, size) of its kOps spec (the size: its desired capacity at the start; a spec
+        # edit keeps it, ``kops_spec``)
+        self.sizes: dict[str, tuple[int, int, int]] = {}
+        # group -> (desired, MaxSize) the group ends at when nothing of ours is left in it: what the end check ("4
+        # sizes end where they were") and the shortfall bound compare with; a kOps spec edit moves it
         self.sizes_at_start: dict[str, tuple[int, int]] = {}
+        # group -> a refresh run's original MaxSize the end check also accepts: a spec edit wrote a MaxSize the run
+        # cannot tell from its own raise (``sim.actors._kops_spec``)
+        self.restore_excused: dict[str, int] = {}
         self._bad: dict[str, str] = {}  # event id -> how it is bad
         self.operators: set[str] = set()
         self.operator_uncordoned: dict[str, float] = {}  # node -> simulated second of an operator's last uncordon

@@ -104,5 +104,10 @@ class WorldView(Protocol):
     def outage_azs(self) -> frozenset[str]: ...
 
     def baseline(self) -> dict[str, tuple[int, int]]:
-        """group -> (desired, MaxSize) they must end at (the start, or what kOps last reset them to)."""
+        """group -> (desired, MaxSize) they must end at (the start, or what a kOps spec edit last set them to)."""
+        ...
+
+    def restore_excused(self) -> dict[str, int]:
+        """group -> a MaxSize the end check also accepts with the baseline's desired capacity (a refresh run's
+        original, restored over a spec edit the run could not tell from its own raise: ``sim.actors._kops_spec``)."""
         ...

@@ -23,8 +23,10 @@ SCHEDULE = (
     entry(1090, "forged_message", variant="mismatch"),  # a copy of the next command sent (the refresh's drains)
     entry(900, "agent_restart", leader=0),
     entry(950, "agent_restart", leader=1),
+    entry(0, "kops_spec", az="us-east-1a", below=1, above=2),  # room from the start
     entry(1000, "kops_reset", az="us-east-1b"),
-    entry(1100, "manual_refresh", az="us-east-1c"),
+    entry(1100, "manual_refresh", az="us-east-1c", max_surge=2),
+    entry(1200, "kops_spec", az="us-east-1c", below=0, above=1),  # under the refresh's two surge units
     entry(1400, "cancel_refresh", az="us-east-1c"),
     entry(1500, "operator_cordon", 1800, az="us-east-1b"),
     entry(1600, "pdb_block", 1200),
