@@ -45,7 +45,7 @@ def undoing(p: Context, step: RunStep) -> None:
             spare = candidates[0]
             p.change(f"step {step.index}: give back spare {spare}")
         else:
-            target = group.original_desired + group.raised - 1  # desired capacity is above it (``taken_back``)
+            target = lowering_target(p, step, group)  # desired capacity is above it (``taken_back``)
             if len(facts.live) <= target:
                 lower(p, step, group, target, "nothing launched")
             elif not give_back_overdue(p, step, f"{group.name} to launch a spare to give back"):
@@ -182,7 +182,7 @@ def give_back_unit(p: Context, step: RunStep, facts: GroupFacts, why: str) -> bo
     if facts.min_size > target:
         absorb(p, group, facts)
         return True
-    if len(facts.live) <= target:
+    if len(facts.live) <= (target := lowering_target(p, step, group)):
         lower(p, step, group, target, why)
         return False
     spares = {s.surge_instance_id for s in p.run.steps if s.surge_instance_id}
@@ -243,13 +243,39 @@ def give_back_overdue(p: Context, step: RunStep, what: str) -> bool:
     return True
 
 
+_LOWERED = "desired lowered to "  # ``lower``'s note, then the value asked
+
+
+def lowerings_asked(p: Context, step: RunStep) -> list[int]:
+    """The desired capacities the other steps of ``step``'s group holding a unit asked to lower it to and still wait
+    to read back (``lower``'s note ends with the value)."""
+    asked = []
+    for s in p.owned():
+        value = s.note.rpartition(_LOWERED)[2] if s is not step and s.group == step.group and s.holds_unit else ""
+        if value.isascii() and value.isdigit() and s.note.endswith(_LOWERED + value):
+            asked.append(int(value))
+    return asked
+
+
+def lowering_target(p: Context, step: RunStep, group: GroupSurge) -> int:
+    """The desired capacity ``step`` asks to give its unit back by lowering: one below ``original_desired +
+    raised``, and one more below for each other step of the group whose lowering is not read back yet. Two steps
+    lowering in one pass (a ``max_surge`` 2 run paused while its group launched nothing) ask two units less
+    together; each asking one less than ``original_desired + raised`` would lower one unit for both, and the value
+    read back would be the other's for each of them, both waiting for good (storm seed 150118)."""
+    return group.original_desired + group.raised - 1 - len(lowerings_asked(p, step))
+
+
 def lowered_by_another(p: Context, step: RunStep, facts: GroupFacts) -> bool:
-    """Whether another step of ``step``'s group holding a unit asked desired capacity lowered to the value read now
-    (``lower``'s note): that read-back is its unit given back, which it counts when its turn in the pass comes (the
-    steps go in ``index`` order), not ``step``'s taken back (which would keep ``step``'s spare and leave the other
-    waiting for a launch that never comes, the group one above its own size)."""
-    mark = f"desired lowered to {facts.desired}"
-    return any(s is not step and s.group == step.group and s.holds_unit and s.note.endswith(mark) for s in p.owned())
+    """Whether the units desired capacity lacks now (``original_desired + raised`` less the value read) are all
+    other steps' lowerings read back: as many of the group's other steps holding a unit asked a value at or above it
+    (``lower``'s note). Those are their units given back, which they count when their turn in the pass comes (the
+    steps go in ``index`` order), not ``step``'s taken back (which would keep ``step``'s spare and leave another
+    waiting for a launch that never comes, the group one above its own size). A unit lacking beyond them is
+    ``step``'s (its own lowering read back, or one kOps took back)."""
+    group = p.run.group(step.group)
+    lacking = group.original_desired + group.raised - facts.desired
+    return 0 < lacking <= sum(1 for value in lowerings_asked(p, step) if facts.desired <= value)
 
 
 def given_back(p: Context, step: RunStep, note: str) -> None:
