@@ -20,7 +20,7 @@ from agent.drain.policy import is_control_plane
 from agent.kube.views import CORDON_ANNOTATION
 from core.exceptions import AwsRequestError, AwsUnavailableError
 from sim.faults import FaultWindow
-from sim.invariants import ACTIVE_RUN, view_epoch
+from sim.invariants import view_epoch
 from sim.schedules import Fault
 
 if TYPE_CHECKING:
@@ -182,23 +182,22 @@ def _kops_spec(world: World, f: Fault) -> None:
     capacity clamped into them). What the end check compares with follows: the size clamped into the new sizes, and
     the new MaxSize (``World.sizes_at_start``).
 
-    A MaxSize written above a refresh run's original and at most the MaxSize the run raised the group to is one the
-    run cannot tell from its own raise (``lambdas.refresher.decide.lifecycle.finish_groups``: it restores the
-    original; docs/DESIGN.md "kOps owns the ASGs' sizes"): the end check then also accepts the run's original MaxSize
+    A MaxSize written above the spec's before and at most the group's MaxSize now (a refresh's surge or a
+    compensation holds it raised) is one the product cannot tell from its own raise: the refresher and the
+    replenisher restore their original (``lambdas.refresher.decide.lifecycle.finish_groups``,
+    ``lambdas.replenisher.decide.give_back``), so the end check also accepts the spec's MaxSize before
     (``World.restore_excused``)."""
     name = f"nodes-{f.param('az')}"
     if name not in world.cloud.groups:
         return
-    size = world.sizes[name][2]
+    size, before = world.sizes[name][2], world.sizes_at_start[name][1]
     min_size, max_size = max(0, size - int(f.param("below", 0))), size + int(f.param("above", 0))
     world.sizes[name] = (min_size, max_size, size)
     world.sizes_at_start[name] = (min(max(size, min_size), max_size), max_size)
-    world.restore_excused.pop(name, None)
-    runs = [i for i in world.view.table_prefix("RUN#") if i.get("status") in ACTIVE_RUN]
-    for g in (g for run in runs for g in run.get("groups") or [] if g.get("name") == name):
-        raised_to, original = g.get("max_raised_to"), int(g.get("original_max", 0))
-        if raised_to is not None and not g.get("max_restored") and original < max_size <= int(raised_to):
-            world.restore_excused[name] = original
+    if before < max_size <= world.cloud.groups[name].max_size:
+        world.restore_excused[name] = before
+    else:
+        world.restore_excused.pop(name, None)
     world.aws.kops_reset(name, min_size, max_size)
 
 

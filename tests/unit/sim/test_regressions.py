@@ -59,6 +59,11 @@ seed kept as a regression case"). Each names the bug and must hold on the fixed 
 - Seed 123033 of the ``storm`` profile (30 nodes x 2 days, a 2026-12-07 review's soak): a refresh counted a Ready node
   cordoned for a Spot warning as capacity and terminated an old instance; the reclaim left the group short
   (invariant 1). Fixed with ``NodeRecord.ending`` / ``serving`` (the agent reports its ``instance-ending`` cordon).
+- Storm seeds 150118, 150132 and 150041 (30 nodes x 2 days, the first soak with kOps spec room, spec edits and
+  ``max_surge`` 2, 2026-12-07), shrunk: two refresh steps lowering desired capacity together asked the same value
+  and each read it back as the other's (fixed, ``undo.lowering_target``); a spec edit writing the very MaxSize a
+  compensation raised the group to (the product cannot tell it from its own: the checker accepts the restore); a
+  spec edit writing a MaxSize above a compensation's raise, which the give-back restores down all the same (open).
 """
 
 from __future__ import annotations
@@ -298,4 +303,52 @@ def test_a_node_cordoned_by_a_spot_warning_is_not_counted_as_capacity_by_a_refre
     its ``instance-ending`` annotation (``NodeRecord.ending``) and the refresher counting only ``NodeRecord.serving``
     nodes."""
     result = run_seed(123033, 30, 2.0, profile=STORM_BEFORE_SPECS)
+    assert result.violation is None, result.summary()
+
+
+OUTAGE_1C_REFRESH = (
+    Fault(66849.302, "manual_refresh", params=(("az", "us-east-1c"), ("max_surge", 2))),
+    Fault(66863.024, "outage", 2684.548, (("az", "us-east-1c"),)),
+)
+
+
+def test_two_surge_units_that_launched_nothing_are_both_given_back() -> None:
+    """Storm seed 150118, shrunk: a manual refresh of ``nodes-us-east-1c`` with ``max_surge`` 2 as its AZ lost its
+    capacity. Step 0 was replaced; steps 1 and 2 surged to 12 and launched nothing; past the launch deadline the run
+    paused and both gave their units back by lowering desired capacity, each asking 11 (``original_desired + raised
+    - 1``), so the group went to 11, not 10, and each step read 11 as the other's lowering: both waited for good
+    ("8 no refresh wait past its deadline", step 1 in ``spare_launch`` for 2,438 s). Fixed in
+    ``lambdas.refresher.decide.undo`` (``lowering_target``, ``lowered_by_another``)."""
+    result = run_seed(150118, 30, 1.0, schedule=OUTAGE_1C_REFRESH)
+    assert result.violation is None, result.summary()
+
+
+def _covered_by_1c(outage: Fault, burst: Fault, above: int, at: float) -> tuple[Fault, ...]:
+    spec = Fault(at, "kops_spec", params=(("above", above), ("az", "us-east-1c"), ("below", 0)))
+    return (outage, burst, spec)
+
+
+def test_a_spec_edit_to_the_max_size_a_compensation_raised_to_is_not_counted_against_its_restore() -> None:
+    """Storm seed 150132, shrunk: an outage and a Spot burst in ``us-east-1a``; the replenisher raised
+    ``nodes-us-east-1c`` to desired 11 / MaxSize 11, then kOps wrote the group's new spec, MaxSize 11: the group's
+    sizes did not change, and the give-back restored MaxSize 10, the only original the product can know. A checker
+    bug: the end check now also accepts the MaxSize before a spec edit that wrote a value a raise of ours held
+    (``World.restore_excused``, ``sim.actors._kops_spec``)."""
+    outage = Fault(13585.951, "outage", 9335.768, (("az", "us-east-1a"),))
+    burst = Fault(16372.693, "spot_burst", 330.404, (("az", "us-east-1a"), ("count", 2)))
+    result = run_seed(150132, 30, 0.5, schedule=_covered_by_1c(outage, burst, 1, 19271.895))
+    assert result.violation is None, result.summary()
+
+
+@pytest.mark.xfail(strict=True, reason="open: a give-back restores a MaxSize kOps set above the compensation's raise")
+def test_a_spec_edit_above_a_compensations_raise_is_not_restored_down() -> None:
+    """Storm seed 150041, shrunk: an outage and a Spot burst in ``us-east-1b``; the replenisher raised
+    ``nodes-us-east-1c`` to 11/11, kOps then wrote its new spec, MaxSize 12 (above anything the compensation set),
+    and the give-back restored MaxSize to 10 (``give_back``, phase B: any MaxSize above the recorded original is
+    restored): the group ends at 10/10, its spec 10/12 ("4 sizes end where they were"). Open (docs/SIMULATION.md
+    "Findings"): a donor's records do not keep the highest MaxSize the raises on it set once an earlier ledger
+    cleared, so "above every raise" cannot be told from a raise of a ledger already gone."""
+    outage = Fault(31504.567, "outage", 11542.955, (("az", "us-east-1b"),))
+    burst = Fault(31637.292, "spot_burst", 341.682, (("az", "us-east-1b"), ("count", 2)))
+    result = run_seed(150041, 30, 1.0, schedule=_covered_by_1c(outage, burst, 2, 39823.728))
     assert result.violation is None, result.summary()
