@@ -246,9 +246,15 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
             and min(outstanding, max(0, b.desired[name] - floor(b, name, d.desired_before))) > 0
         ):
             continue  # a replacement still has to be claimed and given back
-        if name in b.world.groups and not [
-            r for r in b.donor_records(name, exclude=group.name) if r.state is not DonorState.RESTORED
-        ]:
+        carrying = [r for r in b.donor_records(name, exclude=group.name) if r.state is not DonorState.RESTORED]
+        raised_to = max([d.max_target] + [r.max_target for r in b.donor_records(name)])
+        if name in b.world.groups and b.max_size[name] > raised_to:
+            # above every raise on the donor: kOps (a new spec) or a person set it since, theirs (not fought)
+            notes.append(
+                f"{b.now.isoformat()} {name}: MaxSize {b.max_size[name]} above every raise ({raised_to}): set by "
+                "kOps or a person, not restored"
+            )
+        elif name in b.world.groups and not carrying:
             original = b.original_max(name)
             restore = max(original, b.desired[name])
             if b.max_size[name] > original and b.max_size[name] != restore:
@@ -260,6 +266,8 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
                     f"{b.now.isoformat()} {name}: MaxSize left at {restore}, its desired capacity, "
                     f"above the original {original}"
                 )
+        elif name in b.world.groups:
+            hand_over_raise(b, name, group.name, d.max_target)
         donors[name] = d.model_copy(update={"state": DonorState.RESTORED})
     comp = comp.model_copy(update={"give_back": give_back, "donors": donors, "notes": tuple(notes)})
     if all(d.state is DonorState.RESTORED for d in donors.values()):
@@ -269,3 +277,21 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
         )
     else:
         b.write(b.ledger(group.name).model_copy(update={"compensation": comp}), "given back so far")
+
+
+def hand_over_raise(b: Builder, donor: str, ledger_name: str, max_target: int) -> None:
+    """``ledger_name``'s raise of ``donor`` (MaxSize ``max_target``) is given back while other ledgers still carry
+    raises on it: the last of them restores the donor's MaxSize, and restores only a MaxSize some raise set (phase
+    B). Each carrying record below ``max_target`` takes it, so the highest MaxSize the raises set is known once this
+    ledger is cleared."""
+    for other in sorted(b.ledgers):
+        ledger = b.ledger(other)
+        comp = ledger.compensation
+        record = None if other == ledger_name or comp is None else comp.donors.get(donor)
+        if comp is None or record is None or record.state is DonorState.RESTORED or record.max_target >= max_target:
+            continue
+        handed = record.model_copy(update={"max_target": max_target})
+        comp = comp.model_copy(update={"donors": {**comp.donors, donor: handed}})
+        b.write(
+            ledger.model_copy(update={"compensation": comp}), f"{donor}: MaxSize {max_target} of {ledger_name}'s raise"
+        )

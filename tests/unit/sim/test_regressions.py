@@ -63,7 +63,8 @@ seed kept as a regression case"). Each names the bug and must hold on the fixed 
   ``max_surge`` 2, 2026-12-07), shrunk: two refresh steps lowering desired capacity together asked the same value
   and each read it back as the other's (fixed, ``undo.lowering_target``); a spec edit writing the very MaxSize a
   compensation raised the group to (the product cannot tell it from its own: the checker accepts the restore); a
-  spec edit writing a MaxSize above a compensation's raise, which the give-back restores down all the same (open).
+  spec edit writing a MaxSize above a compensation's raise, which the give-back restored down all the same (fixed,
+  ``give_back``: only a MaxSize a raise set is restored).
 """
 
 from __future__ import annotations
@@ -340,14 +341,13 @@ def test_a_spec_edit_to_the_max_size_a_compensation_raised_to_is_not_counted_aga
     assert result.violation is None, result.summary()
 
 
-@pytest.mark.xfail(strict=True, reason="open: a give-back restores a MaxSize kOps set above the compensation's raise")
 def test_a_spec_edit_above_a_compensations_raise_is_not_restored_down() -> None:
     """Storm seed 150041, shrunk: an outage and a Spot burst in ``us-east-1b``; the replenisher raised
     ``nodes-us-east-1c`` to 11/11, kOps then wrote its new spec, MaxSize 12 (above anything the compensation set),
-    and the give-back restored MaxSize to 10 (``give_back``, phase B: any MaxSize above the recorded original is
-    restored): the group ends at 10/10, its spec 10/12 ("4 sizes end where they were"). Open (docs/SIMULATION.md
-    "Findings"): a donor's records do not keep the highest MaxSize the raises on it set once an earlier ledger
-    cleared, so "above every raise" cannot be told from a raise of a ledger already gone."""
+    and the give-back restored MaxSize to 10 (``give_back``, phase B: any MaxSize above the recorded original was
+    restored): the group ended at 10/10, its spec 10/12 ("4 sizes end where they were"). Fixed: only a MaxSize at
+    most the highest raise on the donor is restored (``give_back.hand_over_raise`` keeps that known when an earlier
+    ledger clears first)."""
     outage = Fault(31504.567, "outage", 11542.955, (("az", "us-east-1b"),))
     burst = Fault(31637.292, "spot_burst", 341.682, (("az", "us-east-1b"), ("count", 2)))
     result = run_seed(150041, 30, 1.0, schedule=_covered_by_1c(outage, burst, 2, 39823.728))
