@@ -173,7 +173,16 @@ def _kops_reset(world: World, f: Fault) -> None:
     name = f"nodes-{f.param('az')}"
     if name in world.cloud.groups:
         min_size, max_size, _size = world.sizes[name]
-        world.aws.kops_reset(name, min_size, max_size)
+        _kops_write(world, name, min_size, max_size)
+
+
+def _kops_write(world: World, name: str, min_size: int, max_size: int) -> None:
+    """kOps writes group ``name``'s MinSize and MaxSize (``sim.aws.SimAws.kops_reset``); the desired capacity units
+    Auto Scaling's clamp takes away, each an instance of its choosing scaled in, are counted (``World.kops_taken``:
+    invariant 1 does not count those losses against a refresh)."""
+    before = world.cloud.groups[name].desired
+    world.aws.kops_reset(name, min_size, max_size)
+    world.kops_taken += max(0, before - world.cloud.groups[name].desired)
 
 
 def _kops_spec(world: World, f: Fault) -> None:
@@ -198,7 +207,7 @@ def _kops_spec(world: World, f: Fault) -> None:
         world.restore_excused[name] = before
     else:
         world.restore_excused.pop(name, None)
-    world.aws.kops_reset(name, min_size, max_size)
+    _kops_write(world, name, min_size, max_size)
 
 
 def _manual_refresh(world: World, f: Fault) -> None:

@@ -89,6 +89,7 @@ class Checker:
     _short: dict[str, float] = field(default_factory=dict)  # pool -> since
     _cordons: dict[str, float] = field(default_factory=dict)  # node -> since
     _ready_at_start: dict[str, frozenset[str]] = field(default_factory=dict)  # run id -> Ready workers first seen
+    _taken_at_start: dict[str, int] = field(default_factory=dict)  # run id -> ``WorldView.kops_taken`` first seen
     refreshed: set[str] = field(default_factory=set)  # instances the refresher terminated
     _known: dict[str, str] = field(default_factory=dict)  # node -> instance, at the last scan
     _indexed: NodeIndex | None = None  # the nodes _known was last brought up to (the view's, while unchanged)
@@ -258,20 +259,22 @@ class Checker:
         for name in (cordons.keys() & index.instance_of.keys()) - held:
             del cordons[name]  # a listed node no longer held starts again (a node gone keeps its entry)
         # 1: Ready workers during a refresh (nodes the refresher terminated are replaced by as many new Ready ones;
-        # losses to Spot reclaims and outages are not the refresh's)
+        # losses to Spot reclaims and outages are not the refresh's, nor a unit kOps' write clamped away since)
         ready_now = index.ready_workers
         for item in view.table_prefix("RUN#"):
             if item.get("status") not in ACTIVE_RUN:
                 continue
             run_id = str(item.get("sk", ""))[4:]
             start = self._ready_at_start.setdefault(run_id, ready_now)
+            taken = view.kops_taken() - self._taken_at_start.setdefault(run_id, view.kops_taken())
             lost = self._refreshed_nodes(index) & start
             lost |= start & self._gone_refreshed  # the gone nodes whose instance the refresher terminated
             lost -= ready_now
-            if len(lost) > len(ready_now - start):
+            if len(lost) > len(ready_now - start) + taken:
                 self.fail(
                     "1 Ready workers never below the start during a refresh",
-                    f"run {run_id}: {len(lost)} nodes it replaced are gone, {len(ready_now - start)} new Ready",
+                    f"run {run_id}: {len(lost)} nodes it replaced are gone, {len(ready_now - start)} new Ready, "
+                    f"{taken} scaled in by kOps' sizes",
                 )
             updated = str(item.get("updated_at"))
             seen = self._runs.get(run_id)

@@ -385,6 +385,9 @@ class View:
     def restore_excused(self) -> dict[str, int]:
         return dict(self.world.restore_excused)
 
+    def kops_taken(self) -> int:
+        return self.world.kops_taken
+
 
 def group_state(g: Group) -> GroupState:
     """The checker's ``GroupState`` of the simulated group ``g`` (the general path ``View.group_states`` keeps)."""

@@ -171,6 +171,7 @@ class World:
         # group -> a refresh run's original MaxSize the end check also accepts: a spec edit wrote a MaxSize the run
         # cannot tell from its own raise (``sim.actors._kops_spec``)
         self.restore_excused: dict[str, int] = {}
+        self.kops_taken = 0  # desired capacity units kOps' writes clamped away (``sim.actors._kops_write``)
         self._bad: dict[str, str] = {}  # event id -> how it is bad
         self.operators: set[str] = set()
         self.operator_uncordoned: dict[str, float] = {}  # node -> simulated second of an operator's last uncordon

@@ -111,3 +111,8 @@ class WorldView(Protocol):
         """group -> a MaxSize the end check also accepts with the baseline's desired capacity (a refresh run's
         original, restored over a spec edit the run could not tell from its own raise: ``sim.actors._kops_spec``)."""
         ...
+
+    def kops_taken(self) -> int:
+        """How many desired capacity units kOps' writes have clamped away so far (each an instance of Auto Scaling's
+        choosing scaled in: ``sim.actors._kops_write``)."""
+        ...

@@ -79,6 +79,9 @@ class RandomView:
     def restore_excused(self) -> dict[str, int]:
         return {}
 
+    def kops_taken(self) -> int:
+        return 0
+
 
 class EveryNode(Checker):
     """The scan as it was before the ``NodeIndex`` (every node looked at in every scan): the reference."""
@@ -111,13 +114,15 @@ class EveryNode(Checker):
             if ready_now is None:
                 ready_now = {n.name for n in nodes if not n.master and n.ready}
             start = self._ready_at_start.setdefault(run_id, frozenset(ready_now))
+            taken = view.kops_taken() - self._taken_at_start.setdefault(run_id, view.kops_taken())
             lost = {n.name for n in nodes if n.name in start and n.instance_id in self.refreshed}
             lost |= {name for name, instance in self._gone.items() if name in start and instance in self.refreshed}
             lost -= ready_now
-            if len(lost) > len(ready_now - start):
+            if len(lost) > len(ready_now - start) + taken:
                 self.fail(
                     "1 Ready workers never below the start during a refresh",
-                    f"run {run_id}: {len(lost)} nodes it replaced are gone, {len(ready_now - start)} new Ready",
+                    f"run {run_id}: {len(lost)} nodes it replaced are gone, {len(ready_now - start)} new Ready, "
+                    f"{taken} scaled in by kOps' sizes",
                 )
             updated = str(item.get("updated_at"))
             seen = self._runs.get(run_id)
@@ -147,6 +152,7 @@ def memory(checker: Checker) -> tuple[Any, ...]:
         checker._gone,
         checker._runs,
         checker._ready_at_start,
+        checker._taken_at_start,
         checker._short,
         checker._lock,
         checker.checks,
