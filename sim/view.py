@@ -382,7 +382,7 @@ class View:
     def baseline(self) -> dict[str, tuple[int, int]]:
         return dict(self.world.sizes_at_start)
 
-    def restore_excused(self) -> dict[str, int]:
+    def restore_excused(self) -> dict[str, set[int]]:
         return dict(self.world.restore_excused)
 
     def kops_taken(self) -> int:

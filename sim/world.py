@@ -168,9 +168,9 @@ class World:
         # group -> (desired, MaxSize) the group ends at when nothing of ours is left in it: what the end check ("4
         # sizes end where they were") and the shortfall bound compare with; a kOps spec edit moves it
         self.sizes_at_start: dict[str, tuple[int, int]] = {}
-        # group -> a refresh run's original MaxSize the end check also accepts: a spec edit wrote a MaxSize the run
-        # cannot tell from its own raise (``sim.actors._kops_spec``)
-        self.restore_excused: dict[str, int] = {}
+        # group -> MaxSizes the end check also accepts: a spec edit wrote a MaxSize the product cannot tell from its
+        # own raise, which it restores to the original (``sim.actors._kops_spec``)
+        self.restore_excused: dict[str, set[int]] = {}
         self.kops_taken = 0  # desired capacity units kOps' writes clamped away (``sim.actors._kops_write``)
         self._bad: dict[str, str] = {}  # event id -> how it is bad
         self.operators: set[str] = set()

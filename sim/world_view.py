@@ -107,9 +107,9 @@ class WorldView(Protocol):
         """group -> (desired, MaxSize) they must end at (the start, or what a kOps spec edit last set them to)."""
         ...
 
-    def restore_excused(self) -> dict[str, int]:
-        """group -> a MaxSize the end check also accepts with the baseline's desired capacity (a refresh run's
-        original, restored over a spec edit the run could not tell from its own raise: ``sim.actors._kops_spec``)."""
+    def restore_excused(self) -> dict[str, set[int]]:
+        """group -> MaxSizes the end check also accepts with the baseline's desired capacity (an original a raise of
+        ours restored over a spec edit it could not tell from its own raise: ``sim.actors._kops_spec``)."""
         ...
 
     def kops_taken(self) -> int:

@@ -90,7 +90,7 @@ def test_a_spec_edit_under_two_surge_units_inside_the_runs_raise_excuses_the_run
     result = run_seed(9, nodes=9, days=0.25, schedule=schedule, mutate=worlds.append)
     assert result.violation is None, result.summary()
     world = worlds[0]
-    assert world.restore_excused == {"nodes-us-east-1c": 3}
+    assert world.restore_excused == {"nodes-us-east-1c": {3}}
     assert world.sizes_at_start["nodes-us-east-1c"] == (3, 4)
     group = world.cloud.groups["nodes-us-east-1c"]
     assert (group.desired, group.max_size) == (3, 3)
@@ -118,3 +118,22 @@ def test_a_ready_node_auto_scaling_scales_in_for_a_kops_clamp_is_not_counted_aga
     broken = run_seed(1280, 12, 0.1, schedule=schedule, mutate=uncounted)
     assert broken.violation is not None
     assert broken.violation.invariant == "1 Ready workers never below the start during a refresh"
+
+
+def test_a_second_spec_edit_under_a_raise_made_after_an_excused_restore_is_excused_too() -> None:
+    """Storm seed 150231's pattern: a refresh of ``nodes-us-east-1c`` (MaxSize 3 raised to 4) under a spec edit to
+    MaxSize 4 restores 3 (excused); a second refresh counts from 3, raises to 4 again, and the same spec written again
+    under it is again a value the run cannot tell from its own: 3 stays accepted, not only the spec's MaxSize before
+    the second edit (4)."""
+    worlds: list[World] = []
+    schedule = (
+        entry(1100, "manual_refresh", az="us-east-1c"),
+        entry(1160, "kops_spec", az="us-east-1c", below=0, above=1),
+        entry(6000, "manual_refresh", az="us-east-1c"),
+        entry(6060, "kops_spec", az="us-east-1c", below=0, above=1),
+    )
+    result = run_seed(9, nodes=9, days=0.25, schedule=schedule, mutate=worlds.append)
+    assert result.violation is None, result.summary()
+    group = worlds[0].cloud.groups["nodes-us-east-1c"]
+    assert (group.desired, group.max_size) == (3, 3)
+    assert worlds[0].restore_excused == {"nodes-us-east-1c": {3}}

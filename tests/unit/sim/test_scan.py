@@ -76,7 +76,7 @@ class RandomView:
     def baseline(self) -> dict[str, tuple[int, int]]:
         return {g.name: (g.desired, g.max_size) for g in self.groups}
 
-    def restore_excused(self) -> dict[str, int]:
+    def restore_excused(self) -> dict[str, set[int]]:
         return {}
 
     def kops_taken(self) -> int:
