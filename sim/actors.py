@@ -194,8 +194,8 @@ def _kops_spec(world: World, f: Fault) -> None:
     A MaxSize written above the spec's before and at most the group's MaxSize now (a refresh's surge or a
     compensation holds it raised) is one the product cannot tell from its own raise: the refresher and the
     replenisher restore their original (``lambdas.refresher.decide.lifecycle.finish_groups``,
-    ``lambdas.replenisher.decide.give_back``), so the end check also accepts the spec's MaxSize before, and those it
-    accepted before that (a raise made after such a restore counts from it: ``World.restore_excused``)."""
+    ``lambdas.replenisher.decide.give_back``), so the end check also accepts the spec's MaxSizes before it
+    (``World.spec_originals``: a raise made after such a restore counts from it) in ``World.restore_excused``."""
     name = f"nodes-{f.param('az')}"
     if name not in world.cloud.groups:
         return
@@ -203,9 +203,10 @@ def _kops_spec(world: World, f: Fault) -> None:
     min_size, max_size = max(0, size - int(f.param("below", 0))), size + int(f.param("above", 0))
     world.sizes[name] = (min_size, max_size, size)
     world.sizes_at_start[name] = (min(max(size, min_size), max_size), max_size)
-    accepted = {before} | world.restore_excused.get(name, set())  # the MaxSizes a raise of ours may restore to
-    if min(accepted) < max_size <= world.cloud.groups[name].max_size:
-        world.restore_excused[name] = {value for value in accepted if value < max_size}
+    below = {value for value in {before} | world.spec_originals.get(name, set()) if value < max_size}
+    world.spec_originals[name] = below  # the group's own MaxSizes a raise of ours may still count from
+    if below and max_size <= world.cloud.groups[name].max_size:
+        world.restore_excused[name] = set(below)
     else:
         world.restore_excused.pop(name, None)
     _kops_write(world, name, min_size, max_size)

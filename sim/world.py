@@ -171,6 +171,7 @@ class World:
         # group -> MaxSizes the end check also accepts: a spec edit wrote a MaxSize the product cannot tell from its
         # own raise, which it restores to the original (``sim.actors._kops_spec``)
         self.restore_excused: dict[str, set[int]] = {}
+        self.spec_originals: dict[str, set[int]] = {}  # group -> its MaxSizes before a spec edit raised it
         self.kops_taken = 0  # desired capacity units kOps' writes clamped away (``sim.actors._kops_write``)
         self._bad: dict[str, str] = {}  # event id -> how it is bad
         self.operators: set[str] = set()

@@ -264,12 +264,12 @@ class Context:
         return step.node_name if step is not None and step.instance_id == instance_id else None
 
     def capacity(self, group: GroupSurge) -> SetCapacity:
-        desired = group.original_desired + group.raised
-        max_size = None
-        if desired > group.original_max:
-            max_size = desired
-            group.max_raised_to = max(group.max_raised_to or 0, desired)
-        return SetCapacity(group.name, desired=desired, max_size=max_size)
+        """``group``'s units: MaxSize only raised past the original and the one read (kept if kOps set it: 150835)."""
+        desired, facts = group.original_desired + group.raised, self.world.groups.get(group.name)
+        if desired <= group.original_max or (facts is not None and desired <= facts.max_size):
+            return SetCapacity(group.name, desired=desired)
+        group.max_raised_to = max(group.max_raised_to or 0, desired)
+        return SetCapacity(group.name, desired=desired, max_size=desired)
 
     def add_capacity_effect(self, effect: SetCapacity) -> None:
         """Only the last desired value for a group matters (absolute values): replace an earlier one."""

@@ -352,3 +352,17 @@ def test_a_spec_edit_above_a_compensations_raise_is_not_restored_down() -> None:
     burst = Fault(31637.292, "spot_burst", 341.682, (("az", "us-east-1b"), ("count", 2)))
     result = run_seed(150041, 30, 1.0, schedule=_covered_by_1c(outage, burst, 2, 39823.728))
     assert result.violation is None, result.summary()
+
+
+def test_a_surge_under_a_max_size_kops_raised_keeps_it() -> None:
+    """Storm seed 150732, shrunk: a manual refresh of ``nodes-us-east-1b`` (10 nodes, MaxSize 10) with ``max_surge``
+    2; its canary surge raised MaxSize to 11, then kOps wrote the group's new spec, MaxSize 12. The next surge (desired
+    12) asked MaxSize 12 as well, the run took 12 for its own raise and restored 10 at its end: the group ended at
+    10/10, its spec 10/12 ("4 sizes end where they were"). Seed 150835 lowered a spec's MaxSize 12 to a surge's 11
+    the same way. Fixed in ``Context.capacity``: a MaxSize is asked only to raise it above the one read."""
+    schedule = (
+        Fault(137866.121, "manual_refresh", params=(("az", "us-east-1b"), ("max_surge", 2))),
+        Fault(138152.404, "kops_spec", params=(("above", 2), ("az", "us-east-1b"), ("below", 1))),
+    )
+    result = run_seed(150732, 30, 2.0, schedule=schedule)
+    assert result.violation is None, result.summary()
