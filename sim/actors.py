@@ -195,7 +195,9 @@ def _kops_spec(world: World, f: Fault) -> None:
     compensation holds it raised) is one the product cannot tell from its own raise: the refresher and the
     replenisher restore their original (``lambdas.refresher.decide.lifecycle.finish_groups``,
     ``lambdas.replenisher.decide.give_back``), so the end check also accepts the spec's MaxSizes before it
-    (``World.spec_originals``: a raise made after such a restore counts from it) in ``World.restore_excused``."""
+    (``World.spec_originals``: a raise made after such a restore counts from it) in ``World.restore_excused``. So is
+    a MaxSize above the original and at most the MaxSize a raise of ours not yet restored recorded (``_our_raises``:
+    the group's MaxSize may be lower by then, a spec edit before took it back): that original is accepted too."""
     name = f"nodes-{f.param('az')}"
     if name not in world.cloud.groups:
         return
@@ -205,11 +207,29 @@ def _kops_spec(world: World, f: Fault) -> None:
     world.sizes_at_start[name] = (min(max(size, min_size), max_size), max_size)
     below = {value for value in {before} | world.spec_originals.get(name, set()) if value < max_size}
     world.spec_originals[name] = below  # the group's own MaxSizes a raise of ours may still count from
-    if below and max_size <= world.cloud.groups[name].max_size:
-        world.restore_excused[name] = set(below)
+    excused = {original for original, raised_to in _our_raises(world, name) if original < max_size <= raised_to}
+    excused |= below if max_size <= world.cloud.groups[name].max_size else set()
+    if excused:
+        world.restore_excused[name] = excused
     else:
         world.restore_excused.pop(name, None)
     _kops_write(world, name, min_size, max_size)
+
+
+def _our_raises(world: World, name: str) -> list[tuple[int, int]]:
+    """(original MaxSize, MaxSize raised to) of each raise of group ``name``'s MaxSize the table records as not
+    restored yet: a refresh run's (``RUN#`` ``groups``: ``original_max``, ``max_raised_to``, ``max_restored``) and a
+    compensation's (``COMP#`` donors: ``max_before``, ``max_target``, a state other than ``restored``)."""
+    out = []
+    for item in world.view.table_prefix("RUN#"):
+        for g in item.get("groups") or []:
+            if g.get("name") == name and g.get("max_raised_to") is not None and not g.get("max_restored"):
+                out.append((int(g.get("original_max", 0)), int(g["max_raised_to"])))
+    for item in world.view.table_prefix("COMP#"):
+        donor = ((item.get("compensation") or {}).get("donors") or {}).get(name)
+        if donor and donor.get("state") != "restored":
+            out.append((int(donor.get("max_before", 0)), int(donor.get("max_target", 0))))
+    return out
 
 
 def _manual_refresh(world: World, f: Fault) -> None:

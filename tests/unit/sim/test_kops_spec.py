@@ -137,3 +137,21 @@ def test_a_second_spec_edit_under_a_raise_made_after_an_excused_restore_is_excus
     group = worlds[0].cloud.groups["nodes-us-east-1c"]
     assert (group.desired, group.max_size) == (3, 3)
     assert worlds[0].restore_excused == {"nodes-us-east-1c": {3}}
+
+
+def test_a_spec_edit_inside_a_raise_a_clamp_took_back_first_is_excused() -> None:
+    """Storm seed 150787's four kOps entries: ``nodes-us-east-1a`` with spec MaxSize 11; a refresh with ``max_surge``
+    2 raises it to 12; a spec edit to MaxSize 10 clamps both units away, a second to 12 writes the very MaxSize the run
+    recorded as its raise (the group's MaxSize is 10 then). The run restores its original 11 over it, which it cannot
+    tell from its own raise: the end check accepts 11 through the run's ``RUN#`` record (``sim.actors._our_raises``),
+    not through the group's MaxSize at the edit."""
+    schedule = (
+        entry(0.0, "kops_spec", az="us-east-1a", below=0, above=1),
+        entry(129873.13, "manual_refresh", az="us-east-1a", max_surge=2),
+        entry(130621.848, "kops_spec", az="us-east-1a", below=1, above=0),
+        entry(131488.758, "kops_spec", az="us-east-1a", below=1, above=2),
+    )
+    worlds: list[World] = []
+    result = run_seed(150787, 30, 2.0, schedule=schedule, mutate=worlds.append)
+    assert result.violation is None, result.summary()
+    assert 11 in worlds[0].restore_excused["nodes-us-east-1a"]
