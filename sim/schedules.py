@@ -171,7 +171,8 @@ CALM = Profile(
 
 # every fault four times as often as ``Profile()`` (the Spot band's top doubled: 20 % a month), twice the outages: the
 # combinations a default week rarely draws (an outage during a refresh during a kOps reset during refused writes) drawn
-# often, for a soak (``python -m sim run --profile storm``; docs/SIMULATION.md "Soak")
+# often, for a soak (``python -m sim run --profile storm``; docs/SIMULATION.md "Soak"); and kOps specs with room,
+# spec edits (some under a refresh's surge) and refreshes with ``max_surge`` 2, which the default profile never draws
 STORM = Profile(
     spot_monthly=0.20,
     burst_per_day=1.2,
