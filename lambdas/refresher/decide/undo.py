@@ -315,8 +315,11 @@ def taken_back(p: Context, step: RunStep, facts: GroupFacts) -> bool:
 
 def uncordon_kept(p: Context, step: RunStep, spare: str) -> bool:
     """Send the uncordon of ``spare``, which the run keeps, when the undo drained it (its drain recorded and sent:
-    invariant 6); whether it was sent."""
-    if step.undo_command_id is None or p.unsent(step.undo_command_id):
+    invariant 6); whether it was sent. Drained: its drain ended (``undo_terminating``: the pass reads no command
+    then) or is recorded (storm seed 152141)."""
+    if step.undo_command_id is None:
+        return False
+    if step.state is not StepState.UNDO_TERMINATING and p.unsent(step.undo_command_id):
         return False
     command_id = p.command_id(step, UNDO_UNCORDON_COMMAND_SUFFIX)
     command = p.command(step, CommandKind.UNCORDON, spare, p.node_name(spare), command_id, UNCORDON_SECONDS)

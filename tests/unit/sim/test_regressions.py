@@ -366,3 +366,13 @@ def test_a_surge_under_a_max_size_kops_raised_keeps_it() -> None:
     )
     result = run_seed(150732, 30, 2.0, schedule=schedule)
     assert result.violation is None, result.summary()
+
+
+def test_a_kept_spare_drained_for_its_give_back_is_uncordoned() -> None:
+    """Storm seed 152141 (30 nodes x 2 days, one master): a refresh of ``nodes-us-east-1b`` paused on a blocked
+    drain; its spare was drained to be given back and its terminate refused (Auto Scaling unavailable), then kOps' new
+    spec (MaxSize 10) clamped the surge unit away. The step kept the spare (``undo.taken_back``) but read its drain as
+    never sent (a step ``undo_terminating`` reads no command), so no uncordon: the node stayed cordoned ("8 a cordon
+    of ours is resolved within a bound"). Fixed in ``undo.taken_back``."""
+    result = run_seed(152141, 30, 2.0, profile=STORM, masters=1)
+    assert result.violation is None, result.summary()
