@@ -278,6 +278,31 @@ def lowered_by_another(p: Context, step: RunStep, facts: GroupFacts) -> bool:
     return 0 < lacking <= sum(1 for value in lowerings_asked(p, step) if facts.desired <= value)
 
 
+def clamped_from_another(p: Context, step: RunStep, facts: GroupFacts) -> bool:
+    """Whether the units desired capacity lacks now are all other steps' (``taken_back``): their lowerings read back
+    (``lowered_by_another``), then the units of those no live instance backs (``unbacked_others``)."""
+    group = p.run.group(step.group)
+    lacking = group.original_desired + group.raised - facts.desired
+    reached = sum(1 for value in lowerings_asked(p, step) if facts.desired <= value)
+    return 0 < lacking <= reached + unbacked_others(p, step, facts)
+
+
+def unbacked_others(p: Context, step: RunStep, facts: GroupFacts) -> int:
+    """How many other steps of ``step``'s group hold a unit no live instance backs (no live spare, no new instance to
+    give back) and ask no lowering: a clamp of desired capacity to the live instances (kOps' MaxSize) takes those
+    units first, not the unit of a step whose spare runs (storm seed 152378: the run's replacement that an outage
+    never launched was clamped away, and the step judged first kept its spare as if its own unit had gone, leaving
+    the unlaunched one waiting for good)."""
+    count = 0
+    for s in p.owned():
+        if s is step or s.group != step.group or not s.holds_unit or s.note.rpartition(_LOWERED)[1]:
+            continue
+        spare = s.surge_instance_id
+        if (spare is None or not facts.has_live(spare)) and not p.new_instances(s, facts):
+            count += 1
+    return count
+
+
 def given_back(p: Context, step: RunStep, note: str) -> None:
     """End a step whose surge unit was just given back (``raised`` lowered): ``undone``, or ``done`` when its old
     instance was reclaimed and its spare kept (``RECLAIMED_NOTE``, ``replace.left_group``)."""
@@ -298,7 +323,7 @@ def taken_back(p: Context, step: RunStep, facts: GroupFacts) -> bool:
     the surge): Auto Scaling refuses the decrement, the unit is the group's own now (``absorb``)."""
     group = p.run.group(step.group)
     target = group.original_desired + group.raised - 1
-    if (facts.desired > target and facts.min_size <= target) or lowered_by_another(p, step, facts):
+    if (facts.desired > target and facts.min_size <= target) or clamped_from_another(p, step, facts):
         return False
     kept = f"desired capacity of {group.name} already {facts.desired} (reset by kOps?)"
     if facts.desired > target:

@@ -376,3 +376,15 @@ def test_a_kept_spare_drained_for_its_give_back_is_uncordoned() -> None:
     of ours is resolved within a bound"). Fixed in ``undo.taken_back``."""
     result = run_seed(152141, 30, 2.0, profile=STORM, masters=1)
     assert result.violation is None, result.summary()
+
+
+def test_a_unit_kops_clamped_away_is_the_unlaunched_one() -> None:
+    """Storm seed 152378 (30 nodes x 2 days): a ``max_surge`` 2 refresh of ``nodes-us-east-1b`` during an outage
+    there; step 1 handed its unit to step 3 (Auto Scaling's replacement, which the outage never launched), step 2's
+    drain was blocked and the run paused, then kOps' new spec (MaxSize 11) clamped desired capacity 12 -> 11, taking
+    step 3's unlaunched unit. ``undo.taken_back`` judged step 2 first (index order) and counted the clamp as *its*
+    unit taken, keeping its spare; step 3, holding the last unit with no spare, waits for a launch that never comes
+    (desired capacity equals the live instances): "8 no refresh wait past its deadline". Fixed in ``undo.taken_back``
+    (``clamped_from_another``: a unit no live instance backs is the one a clamp takes first)."""
+    result = run_seed(152378, 30, 2.0, profile=STORM)
+    assert result.violation is None, result.summary()
