@@ -131,6 +131,11 @@ def start_workers(p: Context, current: str, steps: list[RunStep], states: list[S
             return
         p.end_wait(first, WaitDeadline.GROUP_QUIET)
         rebase(p, group, facts)
+    if facts is not None and facts.max_size < group.original_max:
+        # lower than the run found it: kOps (a new spec) or a person reset it; a new surge would raise it back
+        # (storm seed 152576), so the run pauses as ``surging`` does for a reset under a surge
+        p.stop_run(RunStatus.PAUSING, f"MaxSize of {current} reset to {facts.max_size} (it was {group.original_max})")
+        return
     for step in pending:
         if in_flight >= limit:
             break

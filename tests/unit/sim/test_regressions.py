@@ -388,3 +388,12 @@ def test_a_unit_kops_clamped_away_is_the_unlaunched_one() -> None:
     (``clamped_from_another``: a unit no live instance backs is the one a clamp takes first)."""
     result = run_seed(152378, 30, 2.0, profile=STORM)
     assert result.violation is None, result.summary()
+
+
+def test_no_surge_raises_a_max_size_kops_lowered_below_the_runs_original() -> None:
+    """Storm seed 152576 (30 nodes x 2 days): a ``max_surge`` 2 refresh of ``nodes-us-east-1b`` (spec MaxSize 11);
+    kOps' new spec wrote MaxSize 10 under it, and the next step's surge asked MaxSize 12, the run's restore 11: the
+    group ended at 10/11, its spec 10/10 ("4 sizes end where they were"). Fixed in ``worker.start_workers``: no surge
+    while MaxSize reads below the run's original; the run pauses."""
+    result = run_seed(152576, 30, 2.0, profile=STORM)
+    assert result.violation is None, result.summary()
