@@ -151,7 +151,8 @@ def undo_terminating(p: Context, step: RunStep) -> None:
         spare = step.surge_instance_id
         if give_back_overdue(p, step, f"spare {spare} to leave {step.group} after its termination with decrement"):
             # refused for good (AccessDenied...): the spare stays, its node uncordoned when the undo drained it
-            step.note += f"; spare {spare} kept" + (" and uncordoned" if uncordon_kept(p, step, spare) else "")
+            kept = uncordon_kept(p, step, spare, terminating=True)  # the step is ``failed`` now: it was terminating
+            step.note += f"; spare {spare} kept" + (" and uncordoned" if kept else "")
             return
         step.intent_at = p.now
         p.effects.append(TerminateInstance(step.group, spare, decrement=True))
@@ -338,13 +339,14 @@ def taken_back(p: Context, step: RunStep, facts: GroupFacts) -> bool:
     return True
 
 
-def uncordon_kept(p: Context, step: RunStep, spare: str) -> bool:
+def uncordon_kept(p: Context, step: RunStep, spare: str, terminating: bool = False) -> bool:
     """Send the uncordon of ``spare``, which the run keeps, when the undo drained it (its drain recorded and sent:
-    invariant 6); whether it was sent. Drained: its drain ended (``undo_terminating``: the pass reads no command
-    then) or is recorded (storm seed 152141)."""
+    invariant 6); whether it was sent. Drained: its drain ended (the step is, or ``terminating`` was,
+    ``undo_terminating``: the pass reads no command then) or is recorded (storm seed 152141)."""
     if step.undo_command_id is None:
         return False
-    if step.state is not StepState.UNDO_TERMINATING and p.unsent(step.undo_command_id):
+    ended = terminating or step.state is StepState.UNDO_TERMINATING
+    if not ended and p.unsent(step.undo_command_id):
         return False
     command_id = p.command_id(step, UNDO_UNCORDON_COMMAND_SUFFIX)
     command = p.command(step, CommandKind.UNCORDON, spare, p.node_name(spare), command_id, UNCORDON_SECONDS)

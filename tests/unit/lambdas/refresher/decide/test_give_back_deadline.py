@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
+
 from core.model import CommandKind
 from core.runs import RunStatus, StepState
 from lambdas.refresher.decide import advance
@@ -106,13 +108,15 @@ def test_a_max_size_restore_refused_for_good_ends_the_run_failed_at_its_deadline
     assert back.run.status is RunStatus.SUCCEEDED and back.run.groups[0].max_left is None
 
 
-def test_a_spare_whose_termination_is_refused_for_good_is_kept_uncordoned_and_the_run_ends_failed() -> None:
+@pytest.mark.parametrize("read", [True, False])
+def test_a_spare_whose_termination_is_refused_for_good_is_kept_uncordoned_and_the_run_ends_failed(read: bool) -> None:
     """The spare's terminate with decrement refused every time (AccessDenied): before, terminated again every grace
-    period for ever. Past the deadline the spare, drained by the undo, is kept and uncordoned (invariant 6)."""
+    period for ever. Past the deadline the spare, drained by the undo, is kept and uncordoned (invariant 6), whether
+    or not the pass read its drain's item (``read``: the gather reads no command of a step ``undo_terminating``)."""
     cid = "refresh-r1-0-undo"
     r = run(StepState.UNDO_TERMINATING, 1, T0, surge_instance_id=SPARE, undo_command_id=cid, note="drain failed")
     drained = {"status": "succeeded", "result": {"message": ""}, "command": {"deadline": T0.isoformat()}}
-    w = replace(world([OLD, OTHER, SPARE], 3), commands={cid: drained})
+    w = replace(world([OLD, OTHER, SPARE], 3), commands={cid: drained} if read else {})
     first = advance(r, w, SETTINGS, FIRST)
     assert [t.instance_id for t in effects(first, TerminateInstance)] == [SPARE]
     late = advance(first.run, w, SETTINGS, LATE)
