@@ -6,10 +6,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from core.kops import ManagedGroup, Role
+from core.ledger import Backoff, Compensation, Donor, DonorState, Ledger
 from core.model import NodeRecord
 from core.settings import ReplenisherSettings
 from lambdas.events.event import Event, EventKind
-from lambdas.replenisher.world import Group, Instance
+from lambdas.replenisher.world import Group, Instance, World
 
 EVENTS = Path(__file__).resolve().parents[3] / "events"
 T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
@@ -58,3 +59,29 @@ def nodes_for(*groups: Group) -> dict[str, NodeRecord]:
         for g in groups
         for i in g.instances
     }
+
+
+A, B = "nodes-us-east-1a", "nodes-us-east-1b"
+
+
+def recovering(healthy_since: datetime, backoff: Backoff | None = None) -> World:
+    """``A`` (3 Ready nodes) compensated by one instance in its sibling ``B`` (raised 3 -> 4, MaxSize 6), healthy
+    since ``healthy_since``: the recovery hold's world (``decide.recover``)."""
+    a = group(A, "us-east-1a", 3, ids("a", 3))
+    b_ids = ids("b", 4)
+    b = group(B, "us-east-1b", 4, b_ids)
+    donor = Donor(
+        asg_name=B,
+        state=DonorState.RAISED,
+        raised_by=1,
+        desired_before=3,
+        max_before=6,
+        desired_target=4,
+        max_target=6,
+        raised_at=T0,
+        baseline_ids=tuple(b_ids[:3]),
+        instance_ids=(b_ids[3],),
+    )
+    comp = Compensation(pool="nodes", started_at=T0, donors={B: donor}, owed=1, healthy_since=healthy_since)
+    ledger = Ledger(asg_name=A, backoff=backoff or Backoff(), compensation=comp)
+    return World(groups={A: a, B: b}, ledgers={A: ledger}, nodes=nodes_for(a, b), membership_confirmed=True)

@@ -4,45 +4,27 @@ give-back begins on its count (``World.ready_nodes`` counts serving nodes). Pure
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
-from core.ledger import Compensation, Donor, DonorState, Ledger
 from lambdas.replenisher.decide import decide
 from lambdas.replenisher.plan import WriteLedger
 from lambdas.replenisher.world import World
-from tests.unit.lambdas.replenisher.builders import SETTINGS, T0, group, ids, nodes_for
+from tests.unit.lambdas.replenisher.builders import SETTINGS, T0, A, recovering
 from tests.unit.lambdas.replenisher.decide.reality_world import TICK
 
-A, B = "nodes-us-east-1a", "nodes-us-east-1b"
 HEALTHY = T0 + timedelta(minutes=40)
 NOW = HEALTHY + timedelta(seconds=SETTINGS.recovery_hold_seconds + 60)  # the hold has passed
 
 
 def world(ending: bool) -> World:
-    a = group(A, "us-east-1a", 3, ids("a", 3))
-    b_ids = ids("b", 4)
-    b = group(B, "us-east-1b", 4, b_ids)
-    donor = Donor(
-        asg_name=B,
-        state=DonorState.RAISED,
-        raised_by=1,
-        desired_before=3,
-        max_before=6,
-        desired_target=4,
-        max_target=6,
-        raised_at=T0,
-        baseline_ids=tuple(b_ids[:3]),
-        instance_ids=(b_ids[3],),
-    )
-    comp = Compensation(pool="nodes", started_at=T0, donors={B: donor}, owed=1, healthy_since=HEALTHY)
-    nodes = nodes_for(a, b)
-    doomed = a.instances[1].instance_id
+    base = recovering(HEALTHY)
+    nodes = dict(base.nodes)
+    doomed = base.groups[A].instances[1].instance_id
     nodes[doomed] = nodes[doomed].model_copy(update={"unschedulable": ending, "ending": ending})
-    return World(
-        groups={A: a, B: b}, ledgers={A: Ledger(asg_name=A, compensation=comp)}, nodes=nodes, membership_confirmed=True
-    )
+    return replace(base, nodes=nodes)
 
 
 @pytest.mark.parametrize("ending", [False, True])
