@@ -51,7 +51,8 @@ def finish_groups(p: Context) -> None:
     done), within the ``give_back`` deadline from its first ask (``GroupSurge.restore_since``): past it, refused for
     good, MaxSize is left as read (``max_left``), the run stops and ends ``failed`` naming it. Any other MaxSize (the
     original, a group gone, or a value kOps or a person set since; one MinSize holds up, as the executor's clamp
-    leaves it) ends the restore: the run does not fight a reset."""
+    leaves it) ends the restore: the run does not fight a reset. A unit left raised (``GroupSurge.unreturned``) keeps
+    MaxSize at the group's desired capacity it raised, recorded (``max_left``): a lower MaxSize would clamp it."""
     unfinished = set(compress(p.groups(), map(_NOT_FINAL.__contains__, p.states())))  # groups of a step not final
     limit = p.settings.deadline_seconds(WaitDeadline.GIVE_BACK)
     for group in p.run.groups:
@@ -60,15 +61,18 @@ def finish_groups(p: Context) -> None:
         if group.raised:
             continue
         facts = p.world.groups.get(group.name)
+        # a unit left raised (``unreturned``: the group's own desired capacity now) holds MaxSize up as well: a MaxSize
+        # below it would clamp desired capacity, and Auto Scaling would terminate an instance undrained
+        keep = max(group.original_max, group.original_desired)
         # MinSize above the original (kOps grew the group meanwhile) holds MaxSize up: the executor clamps the restore
         # to it, so a MaxSize at or below MinSize is read back as restored, never asked again every pass
-        if facts is not None and max(group.original_max, facts.min_size) < facts.max_size <= group.max_raised_to:
+        if facts is not None and max(keep, facts.min_size) < facts.max_size <= group.max_raised_to:
             if group.restore_since is None:
                 group.restore_since = p.now  # the restore's deadline counts from its first ask
-                p.change(f"{group.name}: MaxSize restore to {group.original_max} asked")
+                p.change(f"{group.name}: MaxSize restore to {keep} asked")
             if (p.now - group.restore_since).total_seconds() <= limit:
-                p.effects.append(SetCapacity(group.name, max_size=group.original_max))
-                p.wait(WaitKind.EFFECT, f"{group.name}: MaxSize back to {group.original_max} (read back next pass)")
+                p.effects.append(SetCapacity(group.name, max_size=keep))
+                p.wait(WaitKind.EFFECT, f"{group.name}: MaxSize back to {keep} (read back next pass)")
                 continue
             # refused for good (AccessDenied, a validation error): left raised, recorded, the run ends failed
             group.max_restored, group.max_left = True, facts.max_size
@@ -80,6 +84,8 @@ def finish_groups(p: Context) -> None:
             p.change(f"{group.name}: MaxSize restore not read back in {limit} s: left at {facts.max_size}")
             continue
         group.max_restored = True
+        if facts is not None and keep > group.original_max and facts.max_size > group.original_max:
+            group.max_left = facts.max_size  # kept up for the unit left raised: recorded, the operator's to lower
         actual = "group gone" if facts is None else f"MaxSize {facts.max_size}"
         p.change(f"{group.name}: MaxSize restore read back ({actual}; original {group.original_max})")
 
