@@ -63,7 +63,7 @@ def finish_groups(p: Context) -> None:
         facts = p.world.groups.get(group.name)
         # a unit left raised (``unreturned``: the group's own desired capacity now) holds MaxSize up as well: a MaxSize
         # below it would clamp desired capacity, and Auto Scaling would terminate an instance undrained
-        keep = max(group.original_max, group.original_desired)
+        keep = max(group.original_max, group.original_desired) if group.unreturned else group.original_max
         # MinSize above the original (kOps grew the group meanwhile) holds MaxSize up: the executor clamps the restore
         # to it, so a MaxSize at or below MinSize is read back as restored, never asked again every pass
         if facts is not None and max(keep, facts.min_size) < facts.max_size <= group.max_raised_to:
@@ -84,8 +84,8 @@ def finish_groups(p: Context) -> None:
             p.change(f"{group.name}: MaxSize restore not read back in {limit} s: left at {facts.max_size}")
             continue
         group.max_restored = True
-        if facts is not None and keep > group.original_max and facts.max_size > group.original_max:
-            group.max_left = facts.max_size  # kept up for the unit left raised: recorded, the operator's to lower
+        if facts is not None and max(group.original_max, facts.min_size) < facts.max_size <= group.max_raised_to:
+            group.max_left = facts.max_size  # kept up for a unit left raised: recorded, the operator's to lower
         actual = "group gone" if facts is None else f"MaxSize {facts.max_size}"
         p.change(f"{group.name}: MaxSize restore read back ({actual}; original {group.original_max})")
 

@@ -33,3 +33,14 @@ def test_max_size_is_not_restored_below_a_unit_left_raised() -> None:
     assert all(a.max_size is None or a.max_size >= 3 for a in late.actions if isinstance(a, SetCapacity)), caps(late)
     assert late.run.status is RunStatus.FAILED and late.run.groups[0].max_left == 3
     assert "MaxSize 3" in late.run.reason
+
+
+def test_a_unit_min_size_absorbed_still_ends_the_run_succeeded() -> None:
+    """kOps raised MinSize under the surge (``absorb``: ``original_desired`` + 1, no unit left raised): MinSize holds
+    MaxSize up, nothing is recorded left raised, the run succeeds (as before)."""
+    r = run(StepState.DONE, 0, T0, surge_instance_id=SPARE)
+    r.groups[0].original_max, r.groups[0].original_desired, r.groups[0].max_raised_to = 2, 3, 3
+    w = sized(world([OTHER, SPARE, OLD], 3), min_size=3, max_size=3)
+    done = advance(r, w, SETTINGS, FIRST)
+    assert done.run.status is RunStatus.SUCCEEDED and done.run.groups[0].max_left is None, done.run.reason
+    assert not caps(done)
