@@ -57,7 +57,8 @@ def cleanup(b: Builder) -> None:
 
         def rank(i: Instance) -> tuple[int, str]:
             node = world.nodes.get(i.instance_id)
-            return (0 if node and node.ready else 1 if node else 2, i.instance_id)
+            # serving first (Ready, not ``ending``): a master under a Spot warning goes anyway, it is the surplus
+            return (0 if node and node.serving else 1 if node else 2, i.instance_id)
 
         surplus = sorted(active, key=rank)[ETCD_MEMBERS_PER_GROUP:]
         for inst in surplus:
