@@ -247,12 +247,18 @@ def give_back_overdue(p: Context, step: RunStep, what: str) -> bool:
 _LOWERED = "desired lowered to "  # ``lower``'s note, then the value asked
 
 
-def lowerings_asked(p: Context, step: RunStep) -> list[int]:
+def lowerings_asked(p: Context, step: RunStep, in_time: bool = False) -> list[int]:
     """The desired capacities the other steps of ``step``'s group holding a unit asked to lower it to and still wait
-    to read back (``lower``'s note ends with the value)."""
+    to read back (``lower``'s note ends with the value); ``in_time``: only those of steps within their ``give_back``
+    deadline (a step past it leaves its unit raised when its turn comes, ``give_back_overdue``: a lowering counting
+    its ask would lower desired capacity by the unit the run records as left raised)."""
     asked = []
+    limit = p.settings.deadline_seconds(WaitDeadline.GIVE_BACK)
     for s in p.owned():
         value = s.note.rpartition(_LOWERED)[2] if s is not step and s.group == step.group and s.holds_unit else ""
+        since = s.waiting_since.get(WaitDeadline.GIVE_BACK.value)
+        if in_time and since is not None and (p.now - since).total_seconds() > limit:
+            continue
         if value.isascii() and value.isdigit() and s.note.endswith(_LOWERED + value):
             asked.append(int(value))
     return asked
@@ -264,7 +270,7 @@ def lowering_target(p: Context, step: RunStep, group: GroupSurge) -> int:
     lowering in one pass (a ``max_surge`` 2 run paused while its group launched nothing) ask two units less
     together; each asking one less than ``original_desired + raised`` would lower one unit for both, and the value
     read back would be the other's for each of them, both waiting for good (storm seed 150118)."""
-    return group.original_desired + group.raised - 1 - len(lowerings_asked(p, step))
+    return group.original_desired + group.raised - 1 - len(lowerings_asked(p, step, in_time=True))
 
 
 def lowered_by_another(p: Context, step: RunStep, facts: GroupFacts) -> bool:
