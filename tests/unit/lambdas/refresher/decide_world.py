@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from core.kops import Role
 from core.model import NodeRecord
-from core.runs import GroupSurge, Run, RunOptions, RunStep, Selection, StepState
+from core.runs import GroupSurge, Run, RunOptions, RunStatus, RunStep, Selection, StepState
 from core.settings import RefresherSettings
 from lambdas.refresher.plan import SetCapacity
 from lambdas.refresher.world import GroupFacts, InstanceFacts, World
@@ -83,3 +83,21 @@ def sized(base: World, min_size: int | None = None, max_size: int | None = None,
 
 
 DRAINED = {"status": "succeeded", "result": {"message": ""}, "command": {"deadline": T0.isoformat()}}
+
+
+def two_undoing(first: dict[str, object], second: dict[str, object], raised: int = 2) -> Run:
+    """A pausing run whose group holds ``raised`` surge units, both its steps giving theirs back (``undoing``): step 0
+    (``OLD``) as ``run`` builds it with ``first``, step 1 (``OTHER``, baseline ``[OLD, OTHER]``) with ``second`` over
+    those defaults."""
+    r = run(StepState.UNDOING, raised, T0, **first).model_copy(update={"status": RunStatus.PAUSING})
+    fields: dict[str, object] = {
+        "index": 1,
+        "group": NODES,
+        "role": "node",
+        "instance_id": OTHER,
+        "state": StepState.UNDOING,
+        "intent_at": T0,
+        "surge_baseline": [OLD, OTHER],
+    }
+    other = RunStep.model_validate({**fields, **second})
+    return r.model_copy(update={"steps": [r.steps[0], other]})

@@ -9,10 +9,19 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from core.runs import RunStatus, RunStep, StepState
+from core.runs import StepState
 from lambdas.refresher.decide import advance
 from lambdas.refresher.plan import SendCommand
-from tests.unit.lambdas.refresher.decide_world import NODES, OLD, OTHER, SETTINGS, SPARE, T0, effects, run, world
+from tests.unit.lambdas.refresher.decide_world import (
+    OLD,
+    OTHER,
+    SETTINGS,
+    SPARE,
+    T0,
+    effects,
+    two_undoing,
+    world,
+)
 
 LATER = T0 + timedelta(seconds=60)
 PAUSING = "run pausing: surge given back"
@@ -20,20 +29,9 @@ PAUSING = "run pausing: surge given back"
 
 def test_a_clamp_takes_the_unit_no_instance_backs() -> None:
     # orig 2, two units (desired 4): step 0's spare SPARE runs; step 1's unit never launched; kOps clamped to 3
-    r = run(StepState.UNDOING, 2, T0, surge_instance_id=SPARE, note=PAUSING).model_copy(
-        update={"status": RunStatus.PAUSING}
+    r = two_undoing(
+        {"surge_instance_id": SPARE, "note": PAUSING}, {"surge_baseline": [OLD, OTHER, SPARE], "note": PAUSING}
     )
-    unlaunched = RunStep(
-        index=1,
-        group=NODES,
-        role="node",
-        instance_id=OTHER,
-        state=StepState.UNDOING,
-        intent_at=T0,
-        surge_baseline=[OLD, OTHER, SPARE],
-        note=PAUSING,
-    )
-    r = r.model_copy(update={"steps": [r.steps[0], unlaunched]})
     decision = advance(r, world([OLD, OTHER, SPARE], 3), SETTINGS, LATER)
     assert decision.run.steps[1].state is StepState.UNDONE  # its unit is the one the clamp took
     assert decision.run.groups[0].raised == 1

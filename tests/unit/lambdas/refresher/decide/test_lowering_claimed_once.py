@@ -9,10 +9,19 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from core.runs import RunStatus, RunStep, StepState
+from core.runs import StepState
 from lambdas.refresher.decide import advance
 from lambdas.refresher.plan import SendCommand, TerminateInstance
-from tests.unit.lambdas.refresher.decide_world import NODES, OLD, OTHER, SETTINGS, SPARE, T0, effects, run, world
+from tests.unit.lambdas.refresher.decide_world import (
+    OLD,
+    OTHER,
+    SETTINGS,
+    SPARE,
+    T0,
+    effects,
+    two_undoing,
+    world,
+)
 
 LATER = T0 + timedelta(seconds=60)
 
@@ -20,20 +29,13 @@ LATER = T0 + timedelta(seconds=60)
 def test_a_lowering_read_back_is_the_unit_of_the_step_that_asked_it() -> None:
     # orig 2, surged to 4: step 0 (OLD) has spare SPARE and gives it back (the run pauses); step 1 (OTHER) launched
     # nothing, asked desired 3 (2 + 2 - 1), now read back
-    r = run(StepState.UNDOING, 2, T0, surge_instance_id=SPARE, note="run pausing: surge given back").model_copy(
-        update={"status": RunStatus.PAUSING}
+    r = two_undoing(
+        {"surge_instance_id": SPARE, "note": "run pausing: surge given back"},
+        {
+            "surge_baseline": [OLD, OTHER, SPARE],
+            "note": "spare_launch deadline passed: surge given back; nothing launched; desired lowered to 3",
+        },
     )
-    lowering = RunStep(
-        index=1,
-        group=NODES,
-        role="node",
-        instance_id=OTHER,
-        state=StepState.UNDOING,
-        intent_at=T0,
-        surge_baseline=[OLD, OTHER, SPARE],
-        note="spare_launch deadline passed: surge given back; nothing launched; desired lowered to 3",
-    )
-    r = r.model_copy(update={"steps": [r.steps[0], lowering]})
     decision = advance(r, world([OLD, OTHER, SPARE], 3), SETTINGS, LATER)
     assert decision.run.steps[1].state is StepState.UNDONE
     assert decision.run.groups[0].raised == 1

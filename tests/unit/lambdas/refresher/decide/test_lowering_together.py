@@ -10,10 +10,20 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from core.runs import RunStatus, RunStep, StepState
+from core.runs import StepState
 from lambdas.refresher.decide import advance
 from lambdas.refresher.plan import TerminateInstance
-from tests.unit.lambdas.refresher.decide_world import NODES, OLD, OTHER, SETTINGS, T0, caps, effects, run, world
+from tests.unit.lambdas.refresher.decide_world import (
+    NODES,
+    OLD,
+    OTHER,
+    SETTINGS,
+    T0,
+    caps,
+    effects,
+    two_undoing,
+    world,
+)
 
 LATER = T0 + timedelta(seconds=60)
 NEXT = LATER + timedelta(seconds=300)
@@ -21,18 +31,7 @@ PAUSING = "run pausing: surge given back"
 
 
 def _two_surges_that_launched_nothing(note: str = PAUSING, other_note: str = PAUSING):  # type: ignore[no-untyped-def]
-    r = run(StepState.UNDOING, 2, T0, note=note).model_copy(update={"status": RunStatus.PAUSING})
-    other = RunStep(
-        index=1,
-        group=NODES,
-        role="node",
-        instance_id=OTHER,
-        state=StepState.UNDOING,
-        intent_at=T0,
-        surge_baseline=[OLD, OTHER],
-        note=other_note,
-    )
-    return r.model_copy(update={"steps": [r.steps[0], other]})
+    return two_undoing({"note": note}, {"note": other_note})
 
 
 def test_two_lowerings_in_one_pass_lower_by_two_units_and_are_both_read_back() -> None:

@@ -11,28 +11,22 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from core.runs import RunStatus, RunStep, StepState, WaitDeadline
+from core.runs import RunStatus, StepState, WaitDeadline
 from lambdas.refresher.decide import advance
-from tests.unit.lambdas.refresher.decide_world import NODES, OLD, OTHER, SETTINGS, T0, caps, run, world
+from tests.unit.lambdas.refresher.decide_world import OLD, OTHER, SETTINGS, T0, caps, two_undoing, world
 
 PAUSING = "run pausing: surge given back"
 LATE = T0 + timedelta(hours=1)  # past the give_back deadline of the step whose lowering started at T0
 
 
 def test_a_lowering_counted_by_another_step_is_not_sent_once_its_step_left_its_unit_raised() -> None:
-    r = run(StepState.UNDOING, 2, T0, note=PAUSING).model_copy(update={"status": RunStatus.PAUSING})
-    overdue = RunStep(
-        index=1,
-        group=NODES,
-        role="node",
-        instance_id=OTHER,
-        state=StepState.UNDOING,
-        intent_at=T0,
-        surge_baseline=[OLD, OTHER],
-        note=f"{PAUSING}; nothing launched; desired lowered to 3",  # asked in an earlier pass, refused since
-        waiting_since={WaitDeadline.GIVE_BACK.value: T0},
+    r = two_undoing(
+        {"note": PAUSING},
+        {
+            "note": f"{PAUSING}; nothing launched; desired lowered to 3",  # asked in an earlier pass, refused since
+            "waiting_since": {WaitDeadline.GIVE_BACK.value: T0},
+        },
     )
-    r = r.model_copy(update={"steps": [r.steps[0], overdue]})
     d = advance(r, world([OLD, OTHER], 4), SETTINGS, LATE)
     g = d.run.groups[0]
     assert d.run.steps[1].state is StepState.FAILED and g.unreturned == 1  # its unit left raised: od 3, raised 1
