@@ -20,6 +20,7 @@ from agent.drain.policy import is_control_plane
 from agent.kube.views import CORDON_ANNOTATION
 from core.exceptions import AwsRequestError, AwsUnavailableError
 from sim.faults import FaultWindow
+from sim.health import bad_bootstrap, node_not_ready
 from sim.invariants import view_epoch
 from sim.schedules import Fault
 
@@ -325,4 +326,6 @@ _HANDLERS = {
     "cancel_refresh": _cancel,
     "operator_cordon": _operator_cordon,
     "pdb_block": _pdb_block,
+    "node_not_ready": node_not_ready,
+    "bad_bootstrap": bad_bootstrap,
 }

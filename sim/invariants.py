@@ -23,6 +23,7 @@ from typing import Any
 from core.lifecycle import LifecycleAction
 from core.model import INSTANCE_ID_RE
 from sim.drain_items import drain_had_its_chance
+from sim.health import Unwell
 from sim.kernel import EPOCH, Step
 from sim.world_view import GroupState, NodeIndex, WorldView
 
@@ -98,6 +99,7 @@ class Checker:
     _gone_of: dict[str, set[str]] = field(default_factory=dict)  # instance -> its nodes in ``_gone``
     _nodes_of: tuple[dict[str, str], dict[str, str] | None] | None = None  # an index's instance_of, instance -> node
     _operator_cordons: set[str] = field(default_factory=set)
+    unwell: Unwell = field(default_factory=Unwell)  # nodes a fault holds NotReady (``sim.health``)
 
     def fail(self, invariant: str, detail: str) -> None:
         raise Violation(invariant, self.t, self.seed, detail)
@@ -164,6 +166,7 @@ class Checker:
             return
         if node.master and function == "refresher":
             down = [n.name for n in nodes if n.master and n.name != node.name and not n.ready]
+            down = [name for name in down if not self.unwell.recent(name, self.t)]  # a fault's too new: unknown yet
             if down:
                 self.fail(
                     "2 masters one at a time, only while all Ready", f"{call} {instance_id} while {down} not Ready"
@@ -260,7 +263,9 @@ class Checker:
             del cordons[name]  # a listed node no longer held starts again (a node gone keeps its entry)
         # 1: Ready workers during a refresh (nodes the refresher terminated are replaced by as many new Ready ones;
         # losses to Spot reclaims and outages are not the refresh's, nor a unit kOps' write clamped away since)
-        ready_now = index.ready_workers
+        ready_now = index.ready_workers  # and the listed nodes a fault holds NotReady: not the refresh's doing
+        if self.unwell.nodes:
+            ready_now |= self.unwell.workers() & index.instance_of.keys()
         for item in view.table_prefix("RUN#"):
             if item.get("status") not in ACTIVE_RUN:
                 continue
@@ -336,12 +341,7 @@ class Checker:
         """End of run (after a quiet tail): sizes back where they were, nothing detached running, no cordon of ours
         on a surviving instance without a command, every command reachable through its pointers."""
         self.scan()
-        base = self.view.baseline()
-        busy: set[str] = set()  # groups an active refresh run still surges (the run is judged by its liveness)
-        for item in self.view.table_items():
-            if str(item.get("sk", "")).startswith("RUN#") and item.get("status") in ACTIVE_RUN:
-                busy.update(str(g.get("name")) for g in item.get("groups") or [] if isinstance(g, dict))
-                busy.update(str(name) for name in item.get("surge") or {})
+        base, busy = self.view.baseline(), self.busy_groups()
         excused = self.view.restore_excused()  # originals of ours, also accepted (``sim.actors._kops_spec``)
         for g in self.view.group_states():
             want = base.get(g.name)
@@ -355,6 +355,15 @@ class Checker:
         if detached:
             self.fail("4 nothing detached left running", f"{len(detached)} instances outside any group: {detached[:5]}")
         self._pointers()
+
+    def busy_groups(self) -> set[str]:
+        """The groups an active refresh run still surges or names (the run is judged by its liveness)."""
+        busy: set[str] = set()  # (``sim.health.nodeless_left`` leaves them alone too)
+        for item in self.view.table_prefix("RUN#"):
+            if item.get("status") in ACTIVE_RUN:
+                busy.update(str(g.get("name")) for g in item.get("groups") or [] if isinstance(g, dict))
+                busy.update(str(name) for name in item.get("surge") or {})
+        return busy
 
     def _pointers(self) -> None:
         """Every recorded command is found through its pointers (``adapters.dynamo.command_index``): it carries

@@ -79,6 +79,35 @@ class SimKube(Workloads):
     """The cluster with the API the agent calls (see the module docstring; construction as ``Cluster``)."""
 
     _listed: tuple[int, list[NodeView]] | None = None  # (node_version, every node's view by name) of the last list
+    _held: dict[str, list[tuple[str, str]]] | None = None  # node -> (pod, uid) whose deletion its kubelet must confirm
+
+    # ------------------------------------------------------------------------------------------ node health
+
+    def set_node_ready(self, name: str, ready: bool) -> None:
+        """``Cluster.set_node_ready``; Ready again, the deletions its kubelet could not confirm meanwhile end now."""
+        super().set_node_ready(name, ready)
+        held = self._held.pop(name, None) if ready and self._held else None
+        for key, uid in held or ():
+            super()._gone(key, uid)
+
+    def _gone(self, key: str, uid: str) -> None:
+        """A graceful deletion's grace ended: the pod goes, unless its node is NotReady (its kubelet, which confirms
+        the deletion, does not answer: the pod stays ``Terminating`` until the node is Ready again or goes; Kubernetes
+        documentation, "Pod Lifecycle", "Termination of Pods")."""
+        info = self.pods.get(key)
+        node = self.nodes.get(info.node) if info is not None and info.node else None
+        if node is not None and info is not None and info.obj["metadata"]["uid"] == uid and not is_ready(node):
+            if self._held is None:
+                self._held = {}
+            self._held.setdefault(info.node, []).append((key, uid))
+            return
+        super()._gone(key, uid)
+
+    def remove_node(self, name: str) -> None:
+        """``Cluster.remove_node``: its pods go with it, held deletions too."""
+        if self._held:
+            self._held.pop(name, None)
+        super().remove_node(name)
 
     # --------------------------------------------------------------------------------------------- faults
 

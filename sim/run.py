@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from sim.eventbridge import Delivery
+from sim.health import nodeless_left
 from sim.invariants import Violation
 from sim.schedules import DAY, Fault, Profile, generate
 from sim.shrink import shrink
@@ -108,6 +109,7 @@ def run_seed(
             world.run(days * DAY)
         world.checker.t = world.kernel.t
         world.checker.finish()
+        nodeless_left(world)
     except Violation as found:
         violation = found
     world.trace.add(f"end {world.kernel.t:.3f} {violation}")

@@ -75,6 +75,8 @@ KINDS = (
     "cancel_refresh",
     "operator_cordon",
     "pdb_block",
+    "node_not_ready",
+    "bad_bootstrap",
 )
 
 
@@ -124,6 +126,10 @@ class Profile:
             refreshes followed, 1-30 minutes later, by such an edit of their group (while its surge is in flight).
         surge_two: the share of manual refreshes asking ``max_surge`` 2 (two steps of the group in flight).
         The last four are 0 in the default profile, whose seeds stay the ones recorded before they existed.
+        not_ready_per_day: nodes whose kubelet stops posting status for 2 minutes to 2 hours (``node_not_ready``,
+            ``sim.health``; a master in a quarter of them) per 100 nodes and day; ``bootstrap_per_day``: windows of
+            10 minutes to 3 hours in which one AZ's new instances join late, or never (half of them: ``bad_bootstrap``)
+            per day. Both 0 in the default profile, and drawn after every other entry, as above.
         quiet_tail: the last seconds of the run have no new faults, so the end-state checks see a settled world.
     """
 
@@ -147,6 +153,8 @@ class Profile:
     kops_specs_per_day: float = 0.0
     spec_after_refresh: float = 0.0
     surge_two: float = 0.0
+    not_ready_per_day: float = 0.0
+    bootstrap_per_day: float = 0.0
     quiet_tail: float = 6 * HOUR
     api_faults: tuple[tuple[str, str, str], ...] = API_FAULTS
     azs: tuple[str, ...] = ("us-east-1a", "us-east-1b", "us-east-1c")
@@ -192,6 +200,8 @@ STORM = Profile(
     kops_specs_per_day=0.8,
     spec_after_refresh=0.3,
     surge_two=0.5,
+    not_ready_per_day=6.0,
+    bootstrap_per_day=1.0,
 )
 # the profiles ``python -m sim --profile`` names besides the mutants' (``sim.mutants.MUTANTS``)
 PROFILES = {"storm": STORM}
@@ -266,7 +276,19 @@ def generate(rng: random.Random, nodes: int, days: float, profile: Profile | Non
     for t in d.poisson_times(p.forged_per_day / DAY):  # after the rest: a profile without them draws what it drew
         d.add(t, "forged_message", variant=rng.choice(FORGED))
     _kops_specs(d, p)  # last, for the same reason
+    _node_health(d, p, nodes)  # after those: the same again
     return tuple(sorted(d.out))
+
+
+def _node_health(d: _Draw, p: Profile, nodes: int) -> None:
+    """The node health entries (``sim.health``): ``node_not_ready`` and ``bad_bootstrap``."""
+    rng = d.rng
+    for t in d.poisson_times(p.not_ready_per_day * nodes / 100 / DAY):
+        duration, master = rng.uniform(120, 2 * HOUR), int(rng.random() < 0.25)
+        d.add(t, "node_not_ready", duration=duration, master=master, pick=rng.random())
+    for t in d.poisson_times(p.bootstrap_per_day / DAY):
+        duration, az = rng.uniform(600, 3 * HOUR), rng.choice(p.azs)
+        d.add(t, "bad_bootstrap", duration=duration, az=az, never=int(rng.random() < 0.5))
 
 
 def _kops_specs(d: _Draw, p: Profile) -> None:

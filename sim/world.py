@@ -37,6 +37,7 @@ from sim.cloud import Cloud, TerminationHook
 from sim.dynamo import MemoryDynamo
 from sim.eventbridge import Delivery, EventBus, stack_rules
 from sim.faults import Faults, FaultWindow
+from sim.health import Bootstrap, join_delay
 from sim.invariants import Bounds, Checker
 from sim.kernel import Kernel, Step
 from sim.kube import SimKube
@@ -179,6 +180,7 @@ class World:
         self._joined = 0
         self._rng = self.kernel.stream("world:targets")
         self._join = self.kernel.stream("world:join")
+        self.bootstrap: list[Bootstrap] = []  # ``bad_bootstrap`` windows (``sim.health``)
 
     # construction -----------------------------------------------------------------------------------------------
     @classmethod
@@ -299,8 +301,9 @@ class World:
 
     def _instance_running(self, instance: Any) -> None:
         """The instance is ``running``: its kubelet registers the node 30-60 s later (if it still runs then)."""
-        delay = 0.0 if self.kernel.t == 0 else self._join.uniform(30, 60)
-        self.kernel.after(delay, "kube:join", lambda: self._join_node(instance))
+        delay = join_delay(self, instance, 0.0 if self.kernel.t == 0 else self._join.uniform(30, 60))
+        if delay is not None:  # None: a bootstrap that never registers the node (``sim.health``)
+            self.kernel.after(delay, "kube:join", lambda: self._join_node(instance))
 
     def _join_node(self, instance: Any) -> None:
         if not instance.alive:

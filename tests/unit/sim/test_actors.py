@@ -30,6 +30,8 @@ SCHEDULE = (
     entry(1400, "cancel_refresh", az="us-east-1c"),
     entry(1500, "operator_cordon", 1800, az="us-east-1b"),
     entry(1600, "pdb_block", 1200),
+    entry(1700, "node_not_ready", 600, master=0, pick=0.5),
+    entry(1800, "bad_bootstrap", 1800, az="us-east-1c", never=1),
 )
 
 

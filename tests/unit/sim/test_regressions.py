@@ -84,13 +84,13 @@ from sim.run import run_seed
 from sim.schedules import STORM, Fault, Profile
 from sim.world import World
 
-# the storm profile as it was when seed 123033 was found: no kOps spec room or edits, every refresh at max_surge 1
-STORM_BEFORE_SPECS = replace(STORM, spec_room=0.0, kops_specs_per_day=0.0, spec_after_refresh=0.0, surge_two=0.0)
+# the storm profile before its node health faults (``sim.health``), and as it was when seed 123033 was found (no kOps
+# spec room or edits, every refresh at max_surge 1): the seeds found with them run what they ran then
+STORM_BEFORE_HEALTH = replace(STORM, not_ready_per_day=0.0, bootstrap_per_day=0.0)
+STORM_BEFORE_SPECS = replace(STORM_BEFORE_HEALTH, spec_room=0, kops_specs_per_day=0, spec_after_refresh=0, surge_two=0)
 # the lock profile as it was when seeds 6 and 7 were found: concurrent windows of any function at calls 1-8 (the
 # profile now draws them between the lock takers only, which gives the same seeds other faults)
-LOCK_PROFILE_FIRST = replace(
-    MUTANTS["lock_not_atomic"].profile, concurrent_calls=Profile().concurrent_calls, functions=Profile().functions
-)
+LOCK_PROFILE_FIRST = replace(MUTANTS["lock_not_atomic"].profile, concurrent_calls=(1, 8), functions=Profile().functions)
 
 
 @pytest.mark.slow
@@ -374,7 +374,7 @@ def test_a_kept_spare_drained_for_its_give_back_is_uncordoned() -> None:
     spec (MaxSize 10) clamped the surge unit away. The step kept the spare (``undo.taken_back``) but read its drain as
     never sent (a step ``undo_terminating`` reads no command), so no uncordon: the node stayed cordoned ("8 a cordon
     of ours is resolved within a bound"). Fixed in ``undo.taken_back``."""
-    result = run_seed(152141, 30, 2.0, profile=STORM, masters=1)
+    result = run_seed(152141, 30, 2.0, profile=STORM_BEFORE_HEALTH, masters=1)
     assert result.violation is None, result.summary()
 
 
@@ -386,7 +386,7 @@ def test_a_unit_kops_clamped_away_is_the_unlaunched_one() -> None:
     unit taken, keeping its spare; step 3, holding the last unit with no spare, waits for a launch that never comes
     (desired capacity equals the live instances): "8 no refresh wait past its deadline". Fixed in ``undo.taken_back``
     (``clamped_from_another``: a unit no live instance backs is the one a clamp takes first)."""
-    result = run_seed(152378, 30, 2.0, profile=STORM)
+    result = run_seed(152378, 30, 2.0, profile=STORM_BEFORE_HEALTH)
     assert result.violation is None, result.summary()
 
 
@@ -395,5 +395,5 @@ def test_no_surge_raises_a_max_size_kops_lowered_below_the_runs_original() -> No
     kOps' new spec wrote MaxSize 10 under it, and the next step's surge asked MaxSize 12, the run's restore 11: the
     group ended at 10/11, its spec 10/10 ("4 sizes end where they were"). Fixed in ``worker.start_workers``: no surge
     while MaxSize reads below the run's original; the run pauses."""
-    result = run_seed(152576, 30, 2.0, profile=STORM)
+    result = run_seed(152576, 30, 2.0, profile=STORM_BEFORE_HEALTH)
     assert result.violation is None, result.summary()
