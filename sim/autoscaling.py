@@ -30,7 +30,7 @@ an effect, once made, asks ``faults.check("autoscaling:lost-answer", <operation>
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import compress, repeat
 from operator import is_not
 from typing import Any, cast
@@ -59,6 +59,9 @@ class SimAutoScaling:
         self.cloud = cloud
         self.faults = faults
         self.calls: dict[str, int] = {}
+        # told (group, instances scaled in) when a size change through this port leaves a group more instances than
+        # its desired capacity: Auto Scaling terminates instances of its own choosing (the world's checker listens)
+        self.scaled_in: list[Callable[[str, int], None]] = []
 
     def _call(self, operation: str) -> None:
         self.calls[operation] = self.calls.get(operation, 0) + 1
@@ -192,7 +195,12 @@ class SimAutoScaling:
                 f"Desired capacity:{desired} must be between the specified min size:{group.min_size} and max "
                 f"size:{new_max}",
             )
+        before = group.desired
         self.cloud.set_sizes(asg_name, group.min_size, new_max, desired)
+        extra = len(group.active()) - desired  # "an implied change to DesiredCapacity" when MaxSize goes below it
+        if desired < before and extra > 0:
+            for observer in self.scaled_in:
+                observer(asg_name, min(extra, before - desired))
         self._answered(operation)
 
     def terminate_in_group(self, instance_id: str, decrement: bool) -> bool:

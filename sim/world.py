@@ -163,6 +163,7 @@ class World:
         factor = self.lambdas.replenisher_settings.donor_max_size_factor
         self.checker = Checker(self.view, seed, Bounds(donor_max_size_factor=factor), clock=self.kernel.monotonic)
         self.lambdas.wire.observers.append(self.checker.on_call)
+        self.aws.autoscaling.scaled_in.append(self._scaled_in)
         # group -> (MinSize, MaxSize, size) of its kOps spec (the size: its desired capacity at the start; a spec
         # edit keeps it, ``kops_spec``)
         self.sizes: dict[str, tuple[int, int, int]] = {}
@@ -318,6 +319,14 @@ class World:
             instance_group=tags.get(INSTANCE_GROUP_TAG, ""),
             control_plane=control_plane,
         )
+
+    def _scaled_in(self, group: str, count: int) -> None:
+        """An UpdateAutoScalingGroup of a Lambda's lowered ``group``'s desired capacity below its instances: Auto
+        Scaling terminates ``count`` of its own choosing, which the product never asks for (docs/DESIGN.md: a
+        lowering never below the instance count, a MaxSize never restored below desired capacity)."""
+        self.checker.t = self.kernel.t
+        what = f"an UpdateAutoScalingGroup of {group} left {count} instances above its desired capacity"
+        self.checker.fail("4 no size change of ours lets Auto Scaling choose instances to scale in", what)
 
     def _instance_gone(self, instance: Any) -> None:
         self.kube.remove_instance(instance.instance_id)
