@@ -39,8 +39,9 @@ def undoing(p: Context, step: RunStep) -> None:
     if spare is None or not facts.has_live(spare):
         candidates = p.new_instances(step, facts)
         if candidates:
-            # a spare without a node first: nothing to drain
-            candidates.sort(key=lambda iid: iid in p.world.nodes)
+            # a spare only this step can claim first (``contested``), then one without a node: nothing to drain
+            taken = contested(p, step, candidates)
+            candidates.sort(key=lambda iid: (iid in taken, iid in p.world.nodes))
             step.surge_instance_id = candidates[0]
             spare = candidates[0]
             p.change(f"step {step.index}: give back spare {spare}")
@@ -65,6 +66,19 @@ def undoing(p: Context, step: RunStep) -> None:
         step.intent_at = p.now
         p.effects.append(TerminateInstance(step.group, spare, decrement=True))
         p.change(f"step {step.index}: spare {spare} has no node, terminate it with decrement")
+
+
+def contested(p: Context, step: RunStep, candidates: list[str]) -> set[str]:
+    """Of ``candidates`` (``step``'s new instances), those another step of the group in flight with no spare
+    recorded could claim as well: outside its ``surge_baseline`` too. A spare is recorded only once Ready (``worker
+    .surging``), so two steps surging when the run stopped may both see the later one's; the earlier step taking it
+    left the later none to give back, waiting for a launch that never comes (storm seed 178000)."""
+    others = [
+        set(s.surge_baseline)
+        for s in p.in_flight()
+        if s is not step and s.group == step.group and s.surge_instance_id is None and s.surge_baseline
+    ]
+    return {iid for iid in candidates if any(iid not in baseline for baseline in others)}
 
 
 def send_undo_drain(p: Context, step: RunStep, spare: str, command_id: str | None = None) -> None:

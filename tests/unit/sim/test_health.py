@@ -140,9 +140,7 @@ def test_storm_draws_them_after_every_other_entry_and_the_default_profile_none()
 def test_a_cleanup_that_never_replaces_them_is_caught_at_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
     """The same bootstrap with the replenisher's cleanup of instances without a node put out of action: the instance
     runs without a node for good, and the end check says so."""
-    cleanup = importlib.import_module(
-        "lambdas.replenisher.decide.cleanup"
-    )  # the module, not the function
+    cleanup = importlib.import_module("lambdas.replenisher.decide.cleanup")  # the module, not the function
     monkeypatch.setattr(cleanup, "_LAUNCHED", lambda _instance: None)  # no instance is ever judged
     schedule = (entry(300, "bad_bootstrap", 1500, az="us-east-1a", never=1), entry(400, "spot", az="us-east-1a"))
     result = run_seed(5, nodes=9, days=0.5, schedule=schedule)
