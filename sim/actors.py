@@ -235,13 +235,15 @@ def _our_raises(world: World, name: str) -> list[tuple[int, int]]:
 
 def _manual_refresh(world: World, f: Fault) -> None:
     """A manual refresh of every instance of the AZ's worker group (``lambdas.events.request``), with the entry's
-    ``max_surge`` when it has one (the settings' default otherwise)."""
+    ``max_surge`` when it has one (the settings' default otherwise); with ``masters``, of every master group (one
+    master at a time, only while all are Ready)."""
     from sim.world import CLUSTER
 
+    groups = sorted(n for n in world.cloud.groups if n.startswith("master-")) if f.param("masters") else []
     request: dict[str, Any] = {
         "action": "refresh",
         "cluster": CLUSTER,
-        "instance_groups": [f"nodes-{f.param('az')}"],
+        "instance_groups": groups or [f"nodes-{f.param('az')}"],
         "all": True,
     }
     if f.param("max_surge"):

@@ -129,7 +129,10 @@ class Profile:
         not_ready_per_day: nodes whose kubelet stops posting status for 2 minutes to 2 hours (``node_not_ready``,
             ``sim.health``; a master in a quarter of them) per 100 nodes and day; ``bootstrap_per_day``: windows of
             10 minutes to 3 hours in which one AZ's new instances join late, or never (half of them: ``bad_bootstrap``)
-            per day. Both 0 in the default profile, and drawn after every other entry, as above.
+            per day; ``master_refreshes_per_day``: manual refreshes of every master group (``manual_refresh`` with
+            ``masters``: the weekly run is the only other that replaces masters), half of them followed 0.5-5 minutes
+            later by a master's ``node_not_ready`` of 5-30 minutes. All three 0 in the default profile,
+            and drawn after every other entry, as above.
         quiet_tail: the last seconds of the run have no new faults, so the end-state checks see a settled world.
     """
 
@@ -155,6 +158,7 @@ class Profile:
     surge_two: float = 0.0
     not_ready_per_day: float = 0.0
     bootstrap_per_day: float = 0.0
+    master_refreshes_per_day: float = 0.0
     quiet_tail: float = 6 * HOUR
     api_faults: tuple[tuple[str, str, str], ...] = API_FAULTS
     azs: tuple[str, ...] = ("us-east-1a", "us-east-1b", "us-east-1c")
@@ -202,6 +206,7 @@ STORM = Profile(
     surge_two=0.5,
     not_ready_per_day=6.0,
     bootstrap_per_day=1.0,
+    master_refreshes_per_day=1.0,
 )
 # the profiles ``python -m sim --profile`` names besides the mutants' (``sim.mutants.MUTANTS``)
 PROFILES = {"storm": STORM}
@@ -281,7 +286,8 @@ def generate(rng: random.Random, nodes: int, days: float, profile: Profile | Non
 
 
 def _node_health(d: _Draw, p: Profile, nodes: int) -> None:
-    """The node health entries (``sim.health``): ``node_not_ready`` and ``bad_bootstrap``."""
+    """The node health entries (``sim.health``): ``node_not_ready`` and ``bad_bootstrap``; and refreshes of the
+    masters, which a master NotReady holds back."""
     rng = d.rng
     for t in d.poisson_times(p.not_ready_per_day * nodes / 100 / DAY):
         duration, master = rng.uniform(120, 2 * HOUR), int(rng.random() < 0.25)
@@ -289,6 +295,12 @@ def _node_health(d: _Draw, p: Profile, nodes: int) -> None:
     for t in d.poisson_times(p.bootstrap_per_day / DAY):
         duration, az = rng.uniform(600, 3 * HOUR), rng.choice(p.azs)
         d.add(t, "bad_bootstrap", duration=duration, az=az, never=int(rng.random() < 0.5))
+    for t in d.poisson_times(p.master_refreshes_per_day / DAY):
+        d.add(t, "manual_refresh", masters=1)
+        if rng.random() < 0.5:  # a master's kubelet stops answering while the others are replaced one at a time
+            at, duration, pick = t + rng.uniform(30, 300), rng.uniform(300, 1800), rng.random()
+            if at < d.end:
+                d.add(at, "node_not_ready", duration=duration, master=1, pick=pick)
 
 
 def _kops_specs(d: _Draw, p: Profile) -> None:

@@ -21,6 +21,7 @@ from sim.schedules import STORM, generate
 from tests.unit.sim.fault_entry import entry
 
 NS = "default"
+OFF = replace(STORM, not_ready_per_day=0.0, bootstrap_per_day=0.0, master_refreshes_per_day=0.0)  # storm before them
 
 
 def cluster() -> tuple[Kernel, SimKube]:
@@ -127,14 +128,15 @@ def test_a_slow_bootstrap_joins_late_and_the_invariants_hold() -> None:
 def test_storm_draws_them_after_every_other_entry_and_the_default_profile_none() -> None:
     kinds = {"node_not_ready", "bad_bootstrap"}
     for seed in range(5):
-        assert not any(f.kind in kinds for f in generate(random.Random(seed), 30, 2))
+        assert not any(f.kind in kinds or f.param("masters") for f in generate(random.Random(seed), 30, 2))
         storm = generate(random.Random(seed), 30, 2, STORM)
-        before = generate(random.Random(seed), 30, 2, replace(STORM, not_ready_per_day=0.0, bootstrap_per_day=0.0))
-        assert tuple(f for f in storm if f.kind not in kinds) == before
+        before = generate(random.Random(seed), 30, 2, OFF)
+        assert tuple(f for f in storm if f.kind not in kinds and not f.param("masters")) == before
     drawn = [f for seed in range(10) for f in generate(random.Random(seed), 30, 2, STORM) if f.kind in kinds]
     assert {f.kind for f in drawn} == kinds
     assert {int(f.param("never")) for f in drawn if f.kind == "bad_bootstrap"} == {0, 1}
     assert {int(f.param("master")) for f in drawn if f.kind == "node_not_ready"} == {0, 1}
+    assert any(f.param("masters") for seed in range(10) for f in generate(random.Random(seed), 30, 2, STORM))
 
 
 def test_a_cleanup_that_never_replaces_them_is_caught_at_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -146,3 +148,15 @@ def test_a_cleanup_that_never_replaces_them_is_caught_at_the_end(monkeypatch: py
     result = run_seed(5, nodes=9, days=0.5, schedule=schedule)
     assert result.violation is not None
     assert result.violation.invariant == "8 an instance that never registers a node is replaced within a bound"
+
+
+def test_a_master_refresh_that_ignores_a_master_not_ready_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Storm draws refreshes of the masters, half of them with a master's kubelet failing soon after: a refresher that
+    no longer checks that every master is Ready (``select.masters_not_ready`` answering none) replaces one while
+    another is NotReady, which invariant 2 reports; the same seed holds with the check in place."""
+    assert run_seed(184002, 30, 2.0, profile=STORM).violation is None
+    master = importlib.import_module("lambdas.refresher.decide.master")
+    monkeypatch.setattr(master, "masters_not_ready", lambda _world: [])
+    result = run_seed(184002, 30, 2.0, profile=STORM)
+    assert result.violation is not None
+    assert result.violation.invariant == "2 masters one at a time, only while all Ready"

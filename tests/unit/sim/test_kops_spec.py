@@ -14,7 +14,8 @@ from tests.unit.sim.fault_entry import entry
 
 TERMINATE, REFUSED = "TerminateInstanceInAutoScalingGroup", "ScalingActivityInProgress"
 WITHOUT = {"spec_room": 0.0, "kops_specs_per_day": 0.0, "spec_after_refresh": 0.0, "surge_two": 0.0}
-HEALTH = {"not_ready_per_day": 0.0, "bootstrap_per_day": 0.0}  # drawn after the specs (``sim.health``): off here
+# drawn after the specs (``sim.health``): off here
+HEALTH = {"not_ready_per_day": 0.0, "bootstrap_per_day": 0.0, "master_refreshes_per_day": 0.0}
 
 
 def _without_specs(schedule: tuple[Fault, ...]) -> tuple[Fault, ...]:
