@@ -13,6 +13,14 @@ re-reads the group and retries, or re-chooses (``decide.give_back``). So does a 
 Scaling answers with "not part of the group" (the instance left another way: reclaimed, detached, terminated by
 someone else): nothing was decremented, and the next invocation judges that by the donor's desired capacity.
 
+An UpdateAutoScalingGroup Auto Scaling refuses (``AwsRequestError``: AccessDenied, a validation error once kOps
+changed the group's sizes) is logged and counted (``CapacityChangeRefused``) and raises nothing: the rest of the plan
+still applies, but for the later resizes and terminates of that group, which were decided on the sizes it asked. No
+ledger write after it counts it done: a give-back records what it asks before the call and counts it once a later
+invocation reads it back (``decide.give_back``), and a raise the donor does not hold is read as a reset
+(``decide.reality``). Before, the refusal raised out of every invocation's plan: nothing after it was applied, and it
+was asked again at every tick, for good.
+
 A ledger write that loses its version condition (``LedgerConflictError``) stops the plan there: what follows was
 decided on a ledger someone else has changed, so it is left to the next invocation (which re-reads everything).
 The exception propagates, so the event is retried. Other store and AWS errors propagate too.
@@ -97,13 +105,28 @@ def execute(plan: Plan, effects: Effects, now: datetime, dry_run: bool = False) 
         LockLostError: the lease was lost; nothing after the refused write was done.
         LedgerConflictError: a ledger changed under this invocation (retry: the next run re-reads it).
         StoreUnavailableError, AwsUnavailableError: transient faults.
-        AwsRequestError: AWS refused a call (permissions, validation).
+        AwsRequestError: AWS refused a call (permissions, validation) other than a resize or a terminate.
     """
     refused: list[str] = []
+    resize_refused: dict[str, str] = {}  # group -> why its resize was refused
 
     def apply(action: Action) -> str:
         if refused and not isinstance(action, Note):
             return f"not applied: {refused[0]}"
+        group = action.asg_name if isinstance(action, (SetCapacity, Terminate)) else None
+        if group in resize_refused:
+            return f"not applied: {resize_refused[group]}"
+        if isinstance(action, SetCapacity):
+            try:
+                return _set_capacity(action, effects)
+            except AwsRequestError as err:
+                effects.telemetry.count("CapacityChangeRefused")
+                effects.logger.warning(
+                    f"resize of {action.asg_name} refused: {err}",
+                    extra={"asg_name": action.asg_name, "code": err.code},
+                )
+                resize_refused[action.asg_name] = f"the resize of {action.asg_name} was refused ({err.code})"
+                return f"refused: {err}"
         return _apply(action, effects, now, refused)
 
     return apply_in_order(

@@ -14,7 +14,7 @@ from moto import mock_aws
 from adapters.dynamo.lock import LeaseLock
 from adapters.dynamo.store import Store
 from core.capacity import Bounds
-from core.exceptions import LockLostError
+from core.exceptions import AwsRequestError, LockLostError
 from core.ledger import Ledger
 from core.model import Command
 from core.schema import state_table
@@ -134,3 +134,37 @@ def test_a_terminate_of_an_instance_no_longer_in_its_group_decremented_nothing(s
     results = execute(given_back, effects(store, recorder, lease), T0)
     assert results[0]["result"] == "no longer in an Auto Scaling group"
     assert (store.get("COMP#nodes-a") is not None) is (not decrement)
+
+
+def test_a_refused_resize_is_counted_and_the_rest_of_the_plan_still_applies(store: Store) -> None:
+    """An UpdateAutoScalingGroup refused for good (AccessDenied, a validation error after kOps changed the group's
+    sizes) raised out of every invocation's plan: nothing after it was applied, at every tick. Now it is counted and
+    logged; what follows applies, but for the later resizes and terminates of that group (decided on the sizes it
+    asked)."""
+    recorder = Recorder()
+
+    def refuse(name: str, desired: int | None, max_size: int | None) -> None:
+        recorder.calls.append(("set_capacity", name))
+        if name == "nodes-b":
+            raise AwsRequestError("UpdateAutoScalingGroup", "AccessDenied", "not authorized")
+
+    recorder.autoscaling.set_capacity = refuse
+    lease = LeaseLock(store, clock=lambda: 1000.0).acquire("replenisher:a", "replenish", 120)
+    refused = Plan(
+        actions=(
+            WriteLedger(Ledger(asg_name="nodes-a"), None, "cancel asked"),
+            SetCapacity("nodes-b", desired=3, why="cancel"),
+            Terminate("i-0123456789abcdef0", "nodes-b", True, "given back after drain (giveback-1)"),
+            SetCapacity("nodes-c", max_size=4, why="MaxSize restored"),
+            WriteLedger(Ledger(asg_name="nodes-c"), None, "restore asked"),
+        ),
+        operation=Operation.SCALE_BACK,
+    )
+    fx = effects(store, recorder, lease)
+    fx = Effects(**{**fx.__dict__, "bounds": {**fx.bounds, "nodes-c": Bounds("nodes-c", 0, 10, "test")}})
+    results = [r["result"] for r in execute(refused, fx, T0)]
+    assert results[1].startswith("refused") and results[2].startswith("not applied")
+    assert results[3] == "updated" and results[4] == "written"
+    assert ("terminate", "i-0123456789abcdef0") not in recorder.calls
+    assert ("metric", "CapacityChangeRefused") in recorder.calls
+    assert store.get("COMP#nodes-c") is not None
