@@ -82,6 +82,15 @@ class Donor(BaseModel):
         reset_at: when the donor was last found holding less than this raise (kOps or a person reset its sizes);
             ``raised_by`` was then lowered to what it really holds, and it is not raised again for
             ``RESET_HOLD_SECONDS`` (``lambdas.replenisher.decide.reality``).
+        asked_since: during the give-back, since when an ask of this donor (a lowering of a raise that never
+            launched, a terminate with decrement, a MaxSize restore) has not been read back done; written before the
+            first such call. ``REPLENISH_GIVE_BACK_TIMEOUT_SECONDS`` after it the donor is closed out, what it still
+            holds left raised (``Ledger.left_raised``). None: nothing asked and not read back.
+        cancel_to, cancelling: a lowering asked (the desired capacity asked, and the units it gives back), written
+            before the call; the units count as ``returned`` only once a later invocation reads the donor's desired
+            capacity at or below ``cancel_to``.
+        max_asked: a MaxSize restore asked, written before the call; the donor is ``restored`` only once a later
+            invocation reads the restore back.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -98,6 +107,10 @@ class Donor(BaseModel):
     instance_ids: tuple[str, ...] = ()
     returned: int = 0
     reset_at: datetime | None = None
+    asked_since: datetime | None = None
+    cancel_to: int | None = None
+    cancelling: int = 0
+    max_asked: int | None = None
 
 
 class GiveBack(BaseModel):
@@ -139,13 +152,56 @@ class Compensation(BaseModel):
     notes: tuple[str, ...] = ()
 
 
+class LeftRaised(BaseModel):
+    """What a give-back left raised on one donor when its asks were not read back within
+    ``REPLENISH_GIVE_BACK_TIMEOUT_SECONDS`` (refused for good: AccessDenied, a validation error after kOps changed the
+    group's sizes): the operator's to lower.
+
+    Attributes:
+        at: when the donor was closed out.
+        donor: the donor group.
+        units: desired-capacity units still raised for the ledger (above the donor's own size).
+        desired: the donor's desired capacity as read then.
+        max_size: its MaxSize as read then, when a restore was still owed (None: MaxSize not left raised).
+        max_before: the MaxSize to restore it to.
+        why: the ask that was not read back.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    at: datetime
+    donor: str
+    units: int = 0
+    desired: int
+    max_size: int | None = None
+    max_before: int
+    why: str = ""
+
+    def describe(self) -> str:
+        parts = [f"{self.units} unit(s) above its own size (desired {self.desired})"] if self.units else []
+        if self.max_size is not None:
+            parts.append(f"MaxSize {self.max_size} (was {self.max_before})")
+        return f"{self.donor}: {' and '.join(parts) or 'nothing'} left raised at {self.at.isoformat()}" + (
+            f" ({self.why})" if self.why else ""
+        )
+
+
+LEFT_RAISED_KEPT = 5  # a ledger keeps its newest close-outs only
+
+
 class Ledger(BaseModel):
-    """The ``COMP#<asg_name>`` item."""
+    """The ``COMP#<asg_name>`` item.
+
+    Attributes:
+        left_raised: the newest close-outs of this group's give-backs past their deadline (``LeftRaised``, at most
+            ``LEFT_RAISED_KEPT``), kept after the compensation is cleared, for ``status`` and the operator.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     asg_name: str
     backoff: Backoff = Backoff()
     compensation: Compensation | None = None
+    left_raised: tuple[LeftRaised, ...] = ()
     version: int = 0
     updated_at: datetime | None = None

@@ -27,6 +27,7 @@ class ReplenisherSettings(_Settings):
         "detached_max_seconds": "DETACHED_MAX_SECONDS",
         "max_provision_seconds": "MAX_PROVISION_SECONDS",
         "giveback_drain_timeout_seconds": "GIVEBACK_DRAIN_TIMEOUT_SECONDS",
+        "give_back_timeout_seconds": "REPLENISH_GIVE_BACK_TIMEOUT_SECONDS",
         "cleanup_limit": "CLEANUP_LIMIT",
         "lock_lease_seconds": "LOCK_LEASE_SECONDS",
         "lock_wait_seconds": "LOCK_WAIT_SECONDS",
@@ -64,6 +65,10 @@ class ReplenisherSettings(_Settings):
     max_provision_seconds: int = Field(default=900, ge=60)
     # drain deadline of an instance given back
     giveback_drain_timeout_seconds: int = Field(default=600, ge=10)
+    # a donor's give-back asks (a lowering of a raise that never launched, a terminate with decrement, a MaxSize
+    # restore) read back within this, counted from the first ask not read back; past it nothing more is asked of that
+    # donor for the ledger, what is left raised is recorded (Ledger.left_raised) and the donor is closed out
+    give_back_timeout_seconds: int = Field(default=900, ge=60)
     # at most this many surplus / unregistered instances terminated per invocation
     cleanup_limit: int = Field(default=2, ge=0, le=50)
     # the cluster lock's lease: at least the function timeout plus core.lock.LEASE_MARGIN_SECONDS

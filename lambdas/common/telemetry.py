@@ -33,6 +33,9 @@ The interruption Lambda and the refresher (``lambdas.common.refused``):
 The replenisher:
 
 - ``CapacityChanges``, ``CommandsQueued``, ``InstancesTerminated``.
+- ``CapacityChangeRefused``, ``TerminateRefused``: an UpdateAutoScalingGroup or a terminate Auto Scaling refused.
+- ``CapacityLeftRaised``: desired-capacity units and MaxSizes a give-back left raised past
+  ``REPLENISH_GIVE_BACK_TIMEOUT_SECONDS`` (``Ledger.left_raised``): alarm on it.
 - ``LockHeldSeconds`` (Seconds): every invocation, the age of the cluster lock's current acquisition as read
   (``core.lock.held_seconds``; 0 when free), the ``LockHeldTooLong`` alarm's metric.
 - ``CommandsResent``, ``CommandsExpired``: the tick's command sweep (``lambdas.common.sweep``);

@@ -189,6 +189,9 @@ def _apply(action: Action, effects: Effects, now: datetime, refused: list[str]) 
         if action.reason is Reason.SIZE_RESET:
             effects.telemetry.count("SizeResets")
             effects.logger.warning(action.describe(), extra={"reason": action.reason.value})
+        if action.reason is Reason.LEFT_RAISED:
+            effects.telemetry.count("CapacityLeftRaised", max(1, action.units))
+            effects.logger.warning(action.describe(), extra={"reason": action.reason.value})
         return "noted"
     raise TypeError(f"unknown action {action!r}")
 

@@ -39,6 +39,7 @@ class Reason(str, Enum):
     SIZE_RESET = "size_reset"  # a donor holds less than its ledger says (kOps or a person reset its sizes)
     UNVERIFIED = "unverified"  # an effect recorded as done is not visible in Auto Scaling: redone
     NO_COMPENSATION = "no_compensation"  # a launch succeeded while no ledger carries a compensation: the tick's
+    LEFT_RAISED = "left_raised"  # a give-back's asks not read back by their deadline: the donor left raised
     NOTHING_TO_DO = "nothing_to_do"
 
 
@@ -128,6 +129,7 @@ class Note:
 
     reason: Reason
     detail: str = ""
+    units: int = 0  # ``left_raised``: the units and MaxSizes left raised (``CapacityLeftRaised``)
 
     def describe(self) -> str:
         return f"{self.reason.value}: {self.detail}" if self.detail else self.reason.value

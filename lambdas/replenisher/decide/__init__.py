@@ -1,8 +1,8 @@
 """The replenisher's decision: notice + world + clock + settings -> a plan. Pure: no I/O, no clock reads.
 
 This package holds ``decide`` (rules 1 and 3) and one module per group of rules: ``backoff`` (2), ``reality`` (3b),
-``compensate`` (4 to 6), ``recover`` (7), ``give_back`` (8), ``cleanup`` (9), ``detached`` (10); ``builder`` is the
-plan under construction.
+``compensate`` (4 to 6), ``recover`` (7), ``give_back`` and ``asks`` (8), ``cleanup`` (9), ``detached`` (10);
+``builder`` is the plan under construction.
 
 Every invocation is a reconcile of the whole cluster (level-triggered): the event only adds what it alone knows
 (a launch failure and its time) and says whether the invocation concerns this cluster, or a reconcile, at all.
@@ -70,9 +70,15 @@ Rules, in order:
    instance ``terminating`` whose decrement would cross the floor is ``kept`` (the donor's own now; its node is
    uncordoned; noted and counted as ``size_reset``). Outcomes are verified on the next read: an instance recorded
    ``terminated`` that is still in its donor (a refused or lost terminate) is ``terminating`` again and retried
-   (``unverified``). When a donor has nothing left to give back, its MaxSize is restored (to the original MaxSize,
-   or its desired if that is higher: noted) unless another ledger still has it raised, then the donor is
-   ``restored``; when every donor is, the compensation is cleared.
+   (``unverified``). A raised unit that never launched is cancelled by lowering the donor's desired capacity (never
+   below its InService/Pending count), recorded before (``cancel_to``) and counted ``returned`` only once a later
+   invocation reads it back. When a donor has nothing left to give back, its MaxSize is restored (to the original
+   MaxSize, or its desired if that is higher: noted; recorded before, ``max_asked``) unless another ledger still has
+   it raised, and the donor is ``restored`` once a later invocation reads the restore back; when every donor is, the
+   compensation is cleared. These asks have a deadline (``asks``, ``REPLENISH_GIVE_BACK_TIMEOUT_SECONDS`` from the
+   first ask of a donor not read back): past it the donor is closed out with what it still holds left raised
+   (``Ledger.left_raised``, noted ``left_raised``, counted ``CapacityLeftRaised``), its instances being given back
+   kept and uncordoned.
 9. **Clean up** (not for instances named by an active ``RUN#`` or a ``DETACH#``, nor in groups an active refresh
    run names; at most ``CLEANUP_LIMIT`` per invocation): a control-plane group with more InService/Pending instances
    than its etcd members (kOps defines one etcd member per ``master-<az>`` group) has the extra ones removed (Ready

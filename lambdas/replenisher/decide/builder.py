@@ -114,8 +114,8 @@ class Builder:
             self.max_size[name] = max_size
         self.operations.add(op)
 
-    def note(self, reason: Reason, detail: str = "") -> None:
-        self.actions.append(Note(reason, detail))
+    def note(self, reason: Reason, detail: str = "", units: int = 0) -> None:
+        self.actions.append(Note(reason, detail, units))
 
     # -- facts across ledgers ------------------------------------------------------------------------------
 

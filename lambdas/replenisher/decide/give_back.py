@@ -1,12 +1,14 @@
 """Rule 8, give back: drain each claimed instance, terminate it with decrement, restore the donors' MaxSize, clear
-the compensation. Pure."""
+the compensation. Every ask of Auto Scaling is recorded before it is made and counted once read back, within a
+deadline (``asks``). Pure."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from core.ledger import Donor, DonorState, GiveBack, GiveBackState, Ledger
-from core.model import Command, CommandKind, drain_never_ran
+from core.ledger import Donor, DonorState, GiveBack, GiveBackState, Ledger, LeftRaised
+from core.model import drain_never_ran
+from lambdas.replenisher.decide.asks import UNCORDON_PREFIX, floor, others_carry, read_back, uncordon_command, with_left
 from lambdas.replenisher.decide.builder import (
     GIVEBACK_PREFIX,
     Builder,
@@ -19,22 +21,6 @@ from lambdas.replenisher.decide.builder import (
 from lambdas.replenisher.decide.recover import giveback_entry
 from lambdas.replenisher.plan import Operation, Reason, Terminate
 from lambdas.replenisher.world import Group
-
-UNCORDON_PREFIX = f"{GIVEBACK_PREFIX}uncordon-"
-
-
-def uncordon_command(b: Builder, instance_id: str, command_id: str, reason: str) -> Command:
-    """An ``uncordon`` of the node of ``instance_id`` (the agent resolves it when the membership has none)."""
-    command = drain_command(
-        b, instance_id, command_id, b.now + timedelta(seconds=b.settings.giveback_drain_timeout_seconds), reason
-    )
-    return command.model_copy(update={"kind": CommandKind.UNCORDON})
-
-
-def floor(b: Builder, donor: str, desired_before: int) -> int:
-    """The size a give-back never takes ``donor`` below: its MinSize now, and its own size before the raise."""
-    group = b.world.groups.get(donor)
-    return max(desired_before, group.min_size if group is not None else 0)
 
 
 def _left_while_terminating(
@@ -90,6 +76,7 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
     give_back = dict(comp.give_back)
     donors = dict(comp.donors)
     notes = list(comp.notes)
+    left: list[LeftRaised] = []
     reason = f"scale-back: compensation for {group.name} given back"
     # phase A: draining -> terminating / gone; replacements for gone ones
     for iid, gb in sorted(comp.give_back.items()):
@@ -143,7 +130,9 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
                 )
             elif drain_done(b, gb.command_id, gb.deadline):
                 give_back[iid] = gb.model_copy(update={"state": GiveBackState.TERMINATING, "updated_at": b.now})
+    read_back(b, group.name, comp.give_back, give_back, donors, notes, left)
     _left_while_terminating(b, group.name, give_back, donors, notes)
+    cancels: list[tuple[str, int, str]] = []
     for name, d in donors.items():
         if d.state is DonorState.RESTORED or name not in b.world.groups:
             continue
@@ -170,29 +159,30 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
             # a raised unit that never launched (the donor's own AZ failed under the raise) has no instance to
             # drain: lowering the desired capacity to no less than the donor's InService/Pending count cancels it
             # and terminates nothing; waiting for it to launch would hold the compensation as long as that outage
+            # recorded before it is asked (``cancel_to``, the deadline's first ask), counted returned only once a
+            # later invocation reads it back (``asks.read_back``)
             unlaunched = max(0, b.desired[name] - len(b.world.groups[name].active))
-            others = sum(
-                max(0, r.raised_by - r.returned)
-                for r in b.donor_records(name, exclude=group.name)
-                if r.state is not DonorState.RESTORED
-            )
+            others = others_carry(b, name, group.name)
             cancel = min(need - len(candidates[:need]), unlaunched, max(0, still_held - others))
             if cancel > 0:
-                b.set_capacity(
-                    name,
-                    b.desired[name] - cancel,
-                    None,
-                    f"{cancel} unit(s) raised for {group.name} never launched: cancelled",
-                    Operation.SCALE_BACK,
-                )
+                lowered = b.desired[name] - cancel
+                cancels.append((name, lowered, f"{cancel} unit(s) raised for {group.name} never launched: cancelled"))
                 d = donors[name]
-                donors[name] = d.model_copy(update={"returned": d.returned + cancel})
-                notes.append(
-                    f"{b.now.isoformat()} {name}: {cancel} raised unit(s) never launched, desired lowered to "
-                    f"{b.desired[name]}"
+                donors[name] = d.model_copy(
+                    update={"cancel_to": lowered, "cancelling": cancel, "asked_since": d.asked_since or b.now}
                 )
-    comp = comp.model_copy(update={"give_back": give_back, "notes": tuple(notes)})
-    b.write(ledger.model_copy(update={"compensation": comp}), "give-back progress recorded")
+                notes.append(
+                    f"{b.now.isoformat()} {name}: {cancel} raised unit(s) never launched, desired lowered to {lowered}"
+                )
+    for iid, gb in sorted(give_back.items()):  # the terminates asked below: their donor's deadline counts from now
+        donor_group = b.world.groups.get(gb.donor)
+        d = donors[gb.donor]
+        if gb.state is GiveBackState.TERMINATING and donor_group is not None and donor_group.has(iid):
+            donors[gb.donor] = d.model_copy(update={"asked_since": d.asked_since or b.now})
+    comp = comp.model_copy(update={"give_back": give_back, "donors": donors, "notes": tuple(notes)})
+    b.write(with_left(ledger, left).model_copy(update={"compensation": comp}), "give-back progress recorded")
+    for name, lowered, why in cancels:
+        b.set_capacity(name, lowered, None, why, Operation.SCALE_BACK)
     for iid, gb in sorted(give_back.items()):
         if gb.state is GiveBackState.DRAINING:
             send_if_needed(b, drain_command(b, iid, gb.command_id, gb.deadline, reason))
@@ -237,7 +227,7 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
             for g in give_back.values()
             if g.donor == name and g.state in (GiveBackState.DRAINING, GiveBackState.TERMINATING)
         ]
-        if in_flight:
+        if in_flight or d.cancel_to is not None:  # a lowering asked: MaxSize waits for it to read back
             continue
         outstanding = d.raised_by - d.returned
         if (
@@ -258,9 +248,14 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
             original = b.original_max(name)
             restore = max(original, b.desired[name])
             if b.max_size[name] > original and b.max_size[name] != restore:
+                # recorded before it is asked; the donor is restored once a later invocation reads it back
+                donors[name] = d.model_copy(update={"max_asked": restore, "asked_since": d.asked_since or b.now})
+                comp = comp.model_copy(update={"give_back": give_back, "donors": donors, "notes": tuple(notes)})
+                b.write(b.ledger(group.name).model_copy(update={"compensation": comp}), f"{name}: MaxSize restore")
                 b.set_capacity(
                     name, None, restore, f"MaxSize restored after compensating {group.name}", Operation.SCALE_BACK
                 )
+                continue
             if restore > original:
                 notes.append(
                     f"{b.now.isoformat()} {name}: MaxSize left at {restore}, its desired capacity, "

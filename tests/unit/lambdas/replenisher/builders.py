@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -10,6 +12,8 @@ from core.ledger import Backoff, Compensation, Donor, DonorState, Ledger
 from core.model import NodeRecord
 from core.settings import ReplenisherSettings
 from lambdas.events.event import Event, EventKind
+from lambdas.replenisher.decide.builder import Plan
+from lambdas.replenisher.plan import SetCapacity, WriteLedger
 from lambdas.replenisher.world import Group, Instance, World
 
 EVENTS = Path(__file__).resolve().parents[3] / "events"
@@ -85,3 +89,23 @@ def recovering(healthy_since: datetime, backoff: Backoff | None = None) -> World
     comp = Compensation(pool="nodes", started_at=T0, donors={B: donor}, owed=1, healthy_since=healthy_since)
     ledger = Ledger(asg_name=A, backoff=backoff or Backoff(), compensation=comp)
     return World(groups={A: a, B: b}, ledgers={A: ledger}, nodes=nodes_for(a, b), membership_confirmed=True)
+
+
+def applied(world: World, plan: Plan, refused: Collection[str] = ()) -> World:
+    """``world`` as the next invocation reads it after ``plan``: every ledger as last written, every resize done but
+    those of the groups in ``refused`` (Auto Scaling refused them). Instances are unchanged (no terminate applied)."""
+    ledgers = dict(world.ledgers)
+    groups = dict(world.groups)
+    for action in plan.actions:
+        if isinstance(action, WriteLedger):
+            ledgers[action.ledger.asg_name] = action.ledger.model_copy(
+                update={"version": (action.expected_version or 0) + 1}
+            )
+        elif isinstance(action, SetCapacity) and action.asg_name not in refused:
+            g = groups[action.asg_name]
+            groups[action.asg_name] = replace(
+                g,
+                desired=g.desired if action.desired is None else action.desired,
+                max_size=g.max_size if action.max_size is None else action.max_size,
+            )
+    return replace(world, groups=groups, ledgers=ledgers)

@@ -76,3 +76,34 @@ def returning(b_desired: int, b_min: int, state: GiveBackState) -> World:
     )
     a = replace(world.groups["a"], instances=world.groups["a"].instances * 3)
     return replace(world, groups={**world.groups, "a": a}, ledgers={"a": led.model_copy(update={"compensation": comp})})
+
+
+def unlaunched() -> World:
+    """b raised by 2 for a (own size 2, desired 3 now, MaxSize 4 raised from 3): one unit launched and given back
+    already (``terminated``, gone), the other never launched (b's own AZ failed under the raise), a whole and giving
+    back (sim seed 26 of the lock profile). Its give-back lowers b's desired capacity to 2 (a ``cancel``)."""
+    world, _ = reset_world(3, 4)
+    b = replace(world.groups["b"], instances=world.groups["b"].instances[:2])  # its baseline only: 2 InService
+    led = world.ledgers["a"]
+    assert led.compensation is not None
+    gone = ids("b", 4)[2]
+    comp = led.compensation.model_copy(
+        update={
+            "returning": True,
+            "give_back": {
+                gone: GiveBack(
+                    instance_id=gone,
+                    donor="b",
+                    command_id=f"giveback-{gone}",
+                    state=GiveBackState.TERMINATED,
+                    deadline=T0 - timedelta(minutes=1),
+                    updated_at=T0 - timedelta(minutes=2),
+                )
+            },
+            "donors": {"b": led.compensation.donors["b"].model_copy(update={"instance_ids": (gone,), "returned": 1})},
+        }
+    )
+    a = replace(world.groups["a"], instances=world.groups["a"].instances * 3)
+    return replace(
+        world, groups={**world.groups, "a": a, "b": b}, ledgers={"a": led.model_copy(update={"compensation": comp})}
+    )

@@ -5,12 +5,13 @@ word. Plain values in, plan out."""
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 
 from core.ledger import Donor, DonorState, GiveBackState
 from lambdas.replenisher.decide import decide
 from lambdas.replenisher.plan import Note, Reason, SendDrain, SetCapacity, Terminate, WriteLedger
 from lambdas.replenisher.world import Instance, World
-from tests.unit.lambdas.replenisher.builders import SETTINGS, T0, ids
+from tests.unit.lambdas.replenisher.builders import SETTINGS, T0, applied, ids
 from tests.unit.lambdas.replenisher.decide.reality_world import TICK
 from tests.unit.lambdas.replenisher.decide.reality_world import returning as _returning
 
@@ -33,10 +34,14 @@ def _final(plan_actions: list[object]) -> WriteLedger:
 
 
 def test_a_decrement_that_happened_is_returned_and_the_compensation_cleared() -> None:
-    plan = decide(TICK, T0, SETTINGS, _left(2))
-    assert _final(plan.actions).ledger.compensation is None
+    world = _left(2)
+    plan = decide(TICK, T0, SETTINGS, world)
     assert not [a for a in plan.actions if isinstance(a, SetCapacity) and a.desired is not None]
     assert not [a for a in plan.actions if isinstance(a, Note) and a.reason is Reason.UNVERIFIED]
+    # the MaxSize restore is asked, and the compensation cleared once the next invocation reads it back
+    assert [(a.asg_name, a.max_size) for a in plan.actions if isinstance(a, SetCapacity)] == [("b", 3)]
+    plan = decide(TICK, T0 + timedelta(minutes=1), SETTINGS, applied(world, plan))
+    assert _final(plan.actions).ledger.compensation is None
 
 
 def test_no_decrement_and_nothing_launched_yet_lowers_the_donor_to_its_own_size() -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from core.ledger import GiveBack, GiveBackState
+from core.ledger import GiveBackState
 from core.model import CommandKind
 from lambdas.replenisher.decide import decide
 from lambdas.replenisher.plan import Note, Reason, SendDrain, SetCapacity, Terminate, WriteLedger
-from tests.unit.lambdas.replenisher.builders import SETTINGS, T0, ids
-from tests.unit.lambdas.replenisher.decide.reality_world import TICK
+from tests.unit.lambdas.replenisher.builders import SETTINGS, T0, applied
+from tests.unit.lambdas.replenisher.decide.reality_world import TICK, unlaunched
 from tests.unit.lambdas.replenisher.decide.reality_world import reset_world as _world
 from tests.unit.lambdas.replenisher.decide.reality_world import returning as _returning
 
@@ -70,35 +70,13 @@ def test_a_terminated_instance_still_in_its_donor_is_retried() -> None:
 def test_a_raised_unit_that_never_launched_is_cancelled_and_the_compensation_cleared() -> None:
     # sim seed 26 of the lock profile: b was raised by 2 for a, launched one (given back already), then its own AZ
     # failed; the second unit never launched, and the give-back waited for an instance that could not come
-    world, _ = _world(3, 4)
-    b = world.groups["b"]
-    b = replace(b, instances=b.instances[:2])  # its baseline only: desired 3, 2 InService
-    led = world.ledgers["a"]
-    assert led.compensation is not None
-    gone = ids("b", 4)[2]
-    comp = led.compensation.model_copy(
-        update={
-            "returning": True,
-            "give_back": {
-                gone: GiveBack(
-                    instance_id=gone,
-                    donor="b",
-                    command_id=f"giveback-{gone}",
-                    state=GiveBackState.TERMINATED,
-                    deadline=T0 - timedelta(minutes=1),
-                    updated_at=T0 - timedelta(minutes=2),
-                )
-            },
-            "donors": {"b": led.compensation.donors["b"].model_copy(update={"instance_ids": (gone,), "returned": 1})},
-        }
-    )
-    a = replace(world.groups["a"], instances=world.groups["a"].instances * 3)
-    world = replace(
-        world, groups={**world.groups, "a": a, "b": b}, ledgers={"a": led.model_copy(update={"compensation": comp})}
-    )
-    plan = decide(TICK, T0, SETTINGS, world)
-    assert not [a for a in plan.actions if isinstance(a, Terminate)]
-    sets = [(s.asg_name, s.desired, s.max_size) for s in plan.actions if isinstance(s, SetCapacity)]
+    world = unlaunched()
+    sets = []
+    for tick in range(3):  # each ask read back by the next invocation before the next is made
+        plan = decide(TICK, T0 + timedelta(minutes=tick), SETTINGS, world)
+        assert not [a for a in plan.actions if isinstance(a, Terminate)]
+        sets += [(s.asg_name, s.desired, s.max_size) for s in plan.actions if isinstance(s, SetCapacity)]
+        world = applied(world, plan)
     assert sets == [("b", 2, None), ("b", None, 3)]  # the unlaunched unit cancelled, then MaxSize restored
     final = [a for a in plan.actions if isinstance(a, WriteLedger)][-1].ledger.compensation
     assert final is None
