@@ -47,10 +47,13 @@ def _time(value: Any) -> datetime | None:
 def compensation_notes(ledger: Sequence[Mapping[str, Any]], now: datetime) -> dict[str, list[str]]:
     """Group name -> what its ``COMP#`` ledgers say, short: ``owes 2`` (``giving back`` once the give-back started),
     ``carries 1 for <failed group>`` on a donor (raised minus given back), ``backoff until HH:MM`` while a failed group
-    is not trusted."""
+    is not trusted, ``left raised for <failed group>: ...`` on a donor a give-back left raised past its deadline (the
+    operator's to lower: ``Ledger.left_raised``)."""
     notes: dict[str, list[str]] = {}
     for item in ledger:
         failed = str(item.get("asg_name") or str(item.get("sk", "")).removeprefix("COMP#"))
+        for left in item.get("left_raised") or []:
+            notes.setdefault(str(left.get("donor")), []).append(f"left raised for {failed}: {_left(left)}")
         backoff = item.get("backoff") or {}
         last = _time(backoff.get("last_failure_at"))
         if last is not None:
@@ -67,6 +70,15 @@ def compensation_notes(ledger: Sequence[Mapping[str, Any]], now: datetime) -> di
             if carried > 0:
                 notes.setdefault(str(donor), []).append(f"carries {carried} for {failed}")
     return notes
+
+
+def _left(left: Mapping[str, Any]) -> str:
+    """A ``LeftRaised`` record, short: ``1 unit(s), MaxSize 5 (was 4) since HH:MM``."""
+    parts = [f"{left['units']} unit(s)"] if left.get("units") else []
+    if left.get("max_size") is not None:
+        parts.append(f"MaxSize {left['max_size']} (was {left.get('max_before')})")
+    at = _time(left.get("at"))
+    return ", ".join(parts or ["nothing"]) + (f" since {at:%Y-%m-%d %H:%M}" if at else "")
 
 
 def run_progress(runs: Sequence[Mapping[str, Any]]) -> tuple[str | None, dict[str, str]]:

@@ -95,6 +95,16 @@ def test_one_table_per_pool_with_sizes_markets_ready_compensation_and_run_progre
     assert lines[-1] == "(refresh: progress of run r7)"
 
 
+def test_a_donor_a_give_back_left_raised_says_so() -> None:
+    """A give-back past its deadline (``REPLENISH_GIVE_BACK_TIMEOUT_SECONDS``) leaves the donor raised and clears the
+    compensation; the ledger keeps what it left (``left_raised``) and the donor's row says it, the operator's to
+    lower."""
+    left = {"at": "2026-12-02T07:40:00+00:00", "donor": "nodes-a", "units": 1, "desired": 3, "max_size": 7}
+    ledger = [{"sk": "COMP#nodes-b", "asg_name": "nodes-b", "left_raised": [{**left, "max_before": 6}]}]
+    rows = rows_of(pool_tables({**RESPONSE, "ledger": ledger, "runs": []}, NOW))
+    assert rows["nodes-a"][9] == "left raised for nodes-b: 1 unit(s), MaxSize 7 (was 6) since 2026-12-02 07:40"
+
+
 def test_columns_line_up_under_their_headers() -> None:
     lines = table(["a", "bb"], [["xxx", "y"], ["z", "wwww"]])
     assert lines == ["  a    bb", "  xxx  y", "  z    wwww"]
