@@ -53,9 +53,12 @@ SCENARIOS: dict[str, tuple[tuple[Fault, ...], float, str]] = {
         0.5,  # long enough for the correct product to give everything back
         "8 every shortfall covered within a bound",
     ),
-    # the same compensation, given back while Auto Scaling refuses every terminate for an hour: the instance refused
-    # stays, drained and cordoned; counted as given back, nothing ever uncordons it (and the donor's MaxSize restore
-    # makes Auto Scaling scale in an instance of its own choosing instead)
+    # the same compensation, given back while Auto Scaling refuses every terminate for ten minutes (under the
+    # give-back's deadline, REPLENISH_GIVE_BACK_TIMEOUT_SECONDS: a refusal longer than it is taken as for good, and the
+    # correct product closes the give-back out with the units left raised, which "sizes end where they were" reports);
+    # counted as given back, the refused instance stayed drained and cordoned, nothing uncordoning it, and the
+    # donor's MaxSize restore made Auto Scaling scale in an instance of its own choosing instead. The hunt still finds
+    # the mutant (seed 23); this schedule no longer does (``MISSED``)
     "refused_terminate_given_back": (
         (
             _f(600.0, "outage", 7200.0, az=A),
@@ -63,7 +66,7 @@ SCENARIOS: dict[str, tuple[tuple[Fault, ...], float, str]] = {
             _f(
                 7800.0,
                 "api",
-                3600.0,
+                600.0,
                 service="autoscaling",
                 operation="TerminateInstanceInAutoScalingGroup",
                 code="ScalingActivityInProgress",
@@ -92,7 +95,22 @@ def _run(name: str, mutated: bool) -> object:
         return run_seed(1, 12, days, schedule=schedule).violation
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
+# Mutants their hand-written schedule no longer finds, and why. refused_terminate_given_back: since the give-back's
+# asks are read back (a MaxSize restore counted only once read back keeps the compensation open, so the next
+# invocation finds the terminate recorded done with its instance still in the donor and asks it again; past the
+# deadline the instance is kept and uncordoned), a refused terminate counted as done no longer leaves a cordon; its
+# remaining harm, the restore asked under the desired capacity Auto Scaling still holds (a scale-in of Auto Scaling's
+# choosing, undrained), is no invariant the simulation checks on Auto Scaling's own terminations.
+MISSED = {"refused_terminate_given_back"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="see MISSED")) if n in MISSED else n
+        for n in sorted(SCENARIOS)
+    ],
+)
 def test_the_mutant_breaks_an_invariant(name: str) -> None:
     violation = _run(name, mutated=True)
     assert violation is not None, f"{name} not found"
