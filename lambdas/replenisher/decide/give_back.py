@@ -8,7 +8,15 @@ from datetime import timedelta
 
 from core.ledger import Donor, DonorState, GiveBack, GiveBackState, Ledger, LeftRaised
 from core.model import drain_never_ran
-from lambdas.replenisher.decide.asks import UNCORDON_PREFIX, floor, others_carry, read_back, uncordon_command, with_left
+from lambdas.replenisher.decide.asks import (
+    UNCORDON_PREFIX,
+    floor,
+    hand_over_raise,
+    others_carry,
+    read_back,
+    uncordon_command,
+    with_left,
+)
 from lambdas.replenisher.decide.builder import (
     GIVEBACK_PREFIX,
     Builder,
@@ -272,21 +280,3 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
         )
     else:
         b.write(b.ledger(group.name).model_copy(update={"compensation": comp}), "given back so far")
-
-
-def hand_over_raise(b: Builder, donor: str, ledger_name: str, max_target: int) -> None:
-    """``ledger_name``'s raise of ``donor`` (MaxSize ``max_target``) is given back while other ledgers still carry
-    raises on it: the last of them restores the donor's MaxSize, and restores only a MaxSize some raise set (phase
-    B). Each carrying record below ``max_target`` takes it, so the highest MaxSize the raises set is known once this
-    ledger is cleared."""
-    for other in sorted(b.ledgers):
-        ledger = b.ledger(other)
-        comp = ledger.compensation
-        record = None if other == ledger_name or comp is None else comp.donors.get(donor)
-        if comp is None or record is None or record.state is DonorState.RESTORED or record.max_target >= max_target:
-            continue
-        handed = record.model_copy(update={"max_target": max_target})
-        comp = comp.model_copy(update={"donors": {**comp.donors, donor: handed}})
-        b.write(
-            ledger.model_copy(update={"compensation": comp}), f"{donor}: MaxSize {max_target} of {ledger_name}'s raise"
-        )

@@ -6,6 +6,7 @@ each next invocation reads the world as the plan left it (``builders.applied``),
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from core.ledger import GiveBackState, Ledger
@@ -120,3 +121,31 @@ def test_a_give_back_making_progress_starts_its_deadline_over() -> None:
     assert _sets(plan) == [("b", None, 3)]
     comp = _ledger(plan).compensation
     assert comp is not None and comp.donors["b"].asked_since == T0 + PAST
+
+
+def test_a_give_back_closed_out_hands_its_maxsize_raise_to_a_ledger_still_carrying_the_donor() -> None:
+    """b also carries a raise for c (MaxSize 3, below a's 4): a's close-out leaves MaxSize to c, whose restore must
+    know the highest MaxSize a raise set (else it reads b's 4 as kOps' and never restores it)."""
+    world = _terminating()
+    plan = decide(TICK, T0, SETTINGS, world)
+    world = applied(
+        world, Plan(plan.actions[: next(i for i, a in enumerate(plan.actions) if isinstance(a, Terminate))])
+    )
+    a = world.ledgers["a"]
+    assert a.compensation is not None
+    carried = a.compensation.donors["b"].model_copy(
+        update={"raised_by": 1, "returned": 0, "max_target": 3, "asked_since": None, "instance_ids": ()}
+    )
+    c = a.model_copy(
+        update={
+            "asg_name": "c",
+            "compensation": a.compensation.model_copy(
+                update={"returning": False, "give_back": {}, "donors": {"b": carried}}
+            ),
+        }
+    )
+    plan = decide(TICK, T0 + PAST, SETTINGS, replace(world, ledgers={**world.ledgers, "c": c}))
+    assert _left_raised(plan)
+    c_written = [x.ledger for x in plan.actions if isinstance(x, WriteLedger) and x.ledger.asg_name == "c"]
+    assert c_written and c_written[-1].compensation is not None
+    assert c_written[-1].compensation.donors["b"].max_target == 4
