@@ -58,11 +58,12 @@ class SelectionPlan:
     refusal: str | None = None
 
 
-def masters_not_ready(world: World) -> list[str]:
+def masters_not_ready(world: World, besides: str | None = None) -> list[str]:
     """What keeps the control plane from being "all Ready": one line per problem (empty when all are Ready).
 
     Every control-plane group must have as many live instances as its desired capacity, each with a fresh
-    ``NODE#`` record that says Ready.
+    ``NODE#`` record that says Ready; ``besides``: a master whose own node is not asked (the drained one a step is
+    about to terminate).
     """
     problems = []
     for group in sorted(world.masters(), key=lambda g: g.name):
@@ -70,7 +71,7 @@ def masters_not_ready(world: World) -> list[str]:
         if len(live) != group.desired:
             problems.append(f"{group.name} has {len(live)} live instances for desired {group.desired}")
         for inst in live:
-            if not world.ready(inst.instance_id):
+            if inst.instance_id != besides and not world.ready(inst.instance_id):
                 record = world.nodes.get(inst.instance_id)
                 what = f"node {record.node_name} NotReady" if record else "no Ready node reported"
                 problems.append(f"master {inst.instance_id} of {group.name}: {what}")

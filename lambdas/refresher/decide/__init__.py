@@ -3,9 +3,10 @@
 Level-triggered: every call looks at the whole run and the whole world, so it does not matter which event (a drain
 finishing, an instance launching, the tick) caused it, or whether an earlier invocation crashed.
 
-**Order.** Control-plane steps first, one at a time and never surged; each starts only while every master is
-Ready, and ends only once every master is Ready on two checks ``master_settle_seconds`` apart after the
-replacement. Then worker groups one after the other; within a group up to ``max_surge`` steps at once.
+**Order.** Control-plane steps first, one at a time and never surged; each starts only while every master is Ready,
+terminates its drained master only while every other master still is (``replace.masters_ready_besides``: one may go
+NotReady during the drain), and ends only once every master is Ready on two checks ``master_settle_seconds`` apart
+after the replacement. Then worker groups one after the other; within a group up to ``max_surge`` steps at once.
 
 **Worker step** (surge first, max unavailable 0):
 

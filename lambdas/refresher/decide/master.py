@@ -1,4 +1,5 @@
-"""A control-plane step: one at a time, never surged, started only while every master is Ready, ended once every
+"""A control-plane step: one at a time, never surged, started only while every master is Ready (and its drained
+master terminated only while every other is: ``replace.masters_ready_besides``), ended once every
 master is Ready on two checks ``master_settle_seconds`` apart. Each wait has its deadline (``nodes_ready`` before
 the start, ``master_ready`` after the replacement); past it the run pauses. Pure."""
 

@@ -21,6 +21,7 @@ from lambdas.refresher.decide.context import (
 from lambdas.refresher.decide.handover import hand_over, successor, take_back
 from lambdas.refresher.decide.undo import give_back_unit
 from lambdas.refresher.plan import Metric, SendCommand, TerminateInstance
+from lambdas.refresher.select import masters_not_ready
 from lambdas.refresher.world import GroupFacts
 
 _REPLACING = (StepState.DRAINING, StepState.TERMINATING)
@@ -84,11 +85,31 @@ def draining(p: Context, step: RunStep) -> None:
         if to is not None:
             hand_over(p, step, to, facts)
             return
+    elif not masters_ready_besides(p, step):
+        return
     step.state = StepState.TERMINATING
     step.intent_at = p.now
     decrement = worker and facts is not None and decrementable(facts) and not unit_taken(p, step, facts)
     p.effects.append(TerminateInstance(step.group, step.instance_id, decrement=decrement))
     p.change(f"step {step.index}: drain {status}, terminate {step.instance_id}" + absorbed_note(worker, decrement))
+
+
+def masters_ready_besides(p: Context, step: RunStep) -> bool:
+    """Whether drained master ``step`` may be terminated: every other master is Ready now (invariant 2). Its start
+    asked that only before the drain, and a master can go NotReady during it: terminating this one then would leave
+    the control plane two members short. Else wait for them on the step's ``nodes_ready`` deadline; past it the run
+    pauses and this master is kept, uncordoned (``give_up``). Fresh membership only: under a stale mark the records
+    aged out and nothing counts as Ready, so the master waits for the agent's word."""
+    problems = masters_not_ready(p.world, besides=step.instance_id)
+    if not problems:
+        p.end_wait(step, WaitDeadline.NODES_READY)
+        return True
+    what = f"masters to be Ready before terminating {step.instance_id}: " + "; ".join(problems)
+    if p.overdue(step, WaitDeadline.NODES_READY, what):
+        give_up(p, step, p.run.reason, f"{WaitDeadline.NODES_READY.value} deadline passed")
+    else:
+        p.wait(WaitKind.NODE_READY, what)
+    return False
 
 
 def reclaimed(p: Context, step: RunStep) -> bool:
