@@ -46,16 +46,18 @@ terminated, the spare kept (uncordoned when the undo drained it): a termination 
 instance.
 
 **Deadlines** (``core.runs.WaitDeadline``, seconds from ``RefresherSettings``): a surging step waits for its spare
-to launch, then to register, then to be Ready, then for the group's other nodes to be Ready; a draining step for the
-group's nodes before the termination; a master step for every master to be Ready before it starts and after the
-replacement; a group carrying a compensation to be given back before its first surge. Past a deadline the run
-pauses with the reason and the step gives its surge back (a spare that launched but never registered is terminated
-with decrement; a drained old node is uncordoned); a master whose masters are not Ready in time is ``failed``.
-Pending steps of a paused run are skipped; MaxSize is restored; the lock is released. Giving capacity back has its own
-(``give_back``): a step waiting for Auto Scaling to launch what it would give back, for a lowering to read back, or for
-its spare to leave after its termination, and a group's MaxSize restore; past it nothing more is asked or terminated,
-the unit or MaxSize is left raised and recorded (``GroupSurge.unreturned``, ``max_left``), the step is ``failed``, and
-the run ends ``failed``, its reason naming each group and what is left raised (``undo.give_back_overdue``).
+to launch, then to register, then to be Ready, then for the group's other nodes to be Ready (entering one ends those
+before it: ``RunStep.waiting_since`` holds the waits in progress); a draining step for the group's nodes before the
+termination; a master step for every master to be Ready before it starts, before it terminates its drained master
+and after the replacement; a group carrying a compensation to be given back before its first surge. Past a deadline
+the run pauses with the reason and the step gives its surge back (a spare that launched but never registered is
+terminated with decrement; a drained old node is uncordoned); a master whose masters are not Ready in time is
+``failed`` after its replacement, ``kept`` (uncordoned) before its termination. Pending steps of a paused run are
+skipped; MaxSize is restored; the lock is released. Giving capacity back has its own (``give_back``): a step waiting
+for Auto Scaling to launch what it would give back, for a lowering to read back, or for its spare to leave after its
+termination, and a group's MaxSize restore; past it nothing more is asked or terminated, the unit or MaxSize is left
+raised and recorded (``GroupSurge.unreturned``, ``max_left``), the step is ``failed``, and the run ends ``failed``,
+its reason naming each group and what is left raised (``undo.give_back_overdue``).
 
 **Canary.** Until one step of the run is ``done``, no second step starts (whatever ``max_surge``): a replacement
 that never becomes Ready pauses the run before it touches another instance.

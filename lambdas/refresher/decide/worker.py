@@ -14,7 +14,8 @@ from lambdas.refresher.world import GroupFacts
 _STATE, _INSTANCE_ID = attrgetter("state"), attrgetter("instance_id")
 _MOVING = frozenset(s for s in StepState if s.in_flight).__contains__
 
-# the waits of a surging step, each with its deadline (the later ones count from when the earlier one ended)
+# the waits of a surging step, each with its deadline (the later ones count from when the earlier one ended: entering
+# one ends those before it; one after it, begun before the step went back, keeps its clock)
 SURGE_WAITS = (
     WaitDeadline.SPARE_LAUNCH,
     WaitDeadline.SPARE_REGISTER,
@@ -93,6 +94,9 @@ def surging(p: Context, step: RunStep) -> None:
     else:
         wait, kind = WaitDeadline.SPARE_LAUNCH, WaitKind.LAUNCH
         what = f"{group.name} to launch a spare for {step.instance_id}"
+    # the surge waits before this one are over (the spare launched, registered, ...): the record keeps the step's
+    # waits in progress only, as its readers take them (a late one of them is no wait past its deadline)
+    p.end_wait(step, *SURGE_WAITS[: SURGE_WAITS.index(wait)])
     if p.overdue(step, wait, what):
         step.state = StepState.UNDOING
         step.note = f"{wait.value} deadline passed: {what}; surge given back"
