@@ -16,15 +16,19 @@ that join Kubernetes late or never.
 
 The checker is told which nodes the fault made NotReady (``Unwell``): they are not the product's doing, so invariant
 1 counts them as Ready, and invariant 2 does not blame a master termination on a master that went NotReady within
-``MEMBERSHIP_LAG_SECONDS`` (the agent reports a node's change at its next membership step, so no Lambda could know).
+``MEMBERSHIP_LAG_SECONDS`` (the agent reports a node's change at its next membership step, so no Lambda could know),
+or after the agent's last ``MEMBERSHIP`` mark while the refresher still trusts that mark (``Unwell.unknown``: the
+agent's Kubernetes reads refused, nothing reported since; bounded by ``MEMBERSHIP_MAX_AGE_SECONDS``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agent.drain.policy import is_control_plane
+from sim.kernel import EPOCH
 from sim.kube_objects import is_ready
 from sim.schedules import Fault
 
@@ -42,9 +46,12 @@ IN_SERVICE = "InService"
 
 @dataclass
 class Unwell:
-    """The nodes a ``node_not_ready`` fault holds NotReady now: name -> (since, simulated seconds; a master)."""
+    """The nodes a ``node_not_ready`` fault holds NotReady now: name -> (since, simulated seconds; a master).
+    ``mark_max_age``: how old a ``MEMBERSHIP`` mark the refresher still trusts (its ``membership_max_age_seconds``,
+    set by ``World.build``)."""
 
     nodes: dict[str, tuple[float, bool]] = field(default_factory=dict)
+    mark_max_age: float = 600.0
 
     def workers(self) -> frozenset[str]:
         """The worker nodes among them (invariant 1 counts them as Ready)."""
@@ -54,6 +61,20 @@ class Unwell:
         """Whether ``name`` went NotReady by the fault less than ``MEMBERSHIP_LAG_SECONDS`` before ``t``."""
         held = self.nodes.get(name)
         return held is not None and t - held[0] < MEMBERSHIP_LAG_SECONDS
+
+    def unknown(self, name: str, t: float, mark: dict[str, Any] | None) -> bool:
+        """Whether no Lambda could know at ``t`` that ``name`` is NotReady by the fault: it went NotReady lately
+        (``recent``), or the agent has written no ``MEMBERSHIP`` mark (``mark``, the item as stored) since it did
+        (its Kubernetes reads refused, or it down: its last word still says Ready) while that mark is one the
+        refresher still trusts (at most ``mark_max_age`` old; past it no record counts as Ready, so a master
+        terminated then was terminated blind: storm seed 185279)."""
+        held = self.nodes.get(name)
+        if held is None or self.recent(name, t):
+            return held is not None
+        if mark is None or not mark.get("reported_at"):
+            return False
+        at = datetime.fromisoformat(str(mark["reported_at"])).timestamp() - EPOCH.timestamp()
+        return at < held[0] and t - at <= self.mark_max_age
 
 
 @dataclass(frozen=True)

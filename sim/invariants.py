@@ -166,7 +166,8 @@ class Checker:
             return
         if node.master and function == "refresher":
             down = [n.name for n in nodes if n.master and n.name != node.name and not n.ready]
-            down = [name for name in down if not self.unwell.recent(name, self.t)]  # a fault's too new: unknown yet
+            mark = self.view.table_item("MEMBERSHIP")  # a fault the agent has not reported yet: unknown to Lambdas
+            down = [name for name in down if not self.unwell.unknown(name, self.t, mark)]
             if down:
                 self.fail(
                     "2 masters one at a time, only while all Ready", f"{call} {instance_id} while {down} not Ready"

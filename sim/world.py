@@ -162,6 +162,7 @@ class World:
         self.view = View(self, PARTITIONS)
         factor = self.lambdas.replenisher_settings.donor_max_size_factor
         self.checker = Checker(self.view, seed, Bounds(donor_max_size_factor=factor), clock=self.kernel.monotonic)
+        self.checker.unwell.mark_max_age = float(self.lambdas.refresher_settings.membership_max_age_seconds)
         self.lambdas.wire.observers.append(self.checker.on_call)
         self.aws.autoscaling.scaled_in.append(self._scaled_in)
         # group -> (MinSize, MaxSize, size) of its kOps spec (the size: its desired capacity at the start; a spec

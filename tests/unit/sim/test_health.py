@@ -152,11 +152,13 @@ def test_a_cleanup_that_never_replaces_them_is_caught_at_the_end(monkeypatch: py
 
 def test_a_master_refresh_that_ignores_a_master_not_ready_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """Storm draws refreshes of the masters, half of them with a master's kubelet failing soon after: a refresher that
-    no longer checks that every master is Ready (``select.masters_not_ready`` answering none) replaces one while
-    another is NotReady, which invariant 2 reports; the same seed holds with the check in place."""
+    no longer checks that every master is Ready (``select.masters_not_ready`` answering none, before the drain and
+    before the termination) replaces one while another is NotReady, which invariant 2 reports; the same seed holds
+    with the check in place."""
     assert run_seed(184002, 30, 2.0, profile=STORM).violation is None
-    master = importlib.import_module("lambdas.refresher.decide.master")
-    monkeypatch.setattr(master, "masters_not_ready", lambda _world: [])
+    for name in ("master", "replace"):
+        decide = importlib.import_module(f"lambdas.refresher.decide.{name}")
+        monkeypatch.setattr(decide, "masters_not_ready", lambda _world, besides=None: [])
     result = run_seed(184002, 30, 2.0, profile=STORM)
     assert result.violation is not None
     assert result.violation.invariant == "2 masters one at a time, only while all Ready"
