@@ -159,7 +159,9 @@ def give_up(p: Context, step: RunStep, reason: str, what: str) -> None:
 def terminating(p: Context, step: RunStep) -> None:
     """A step terminating its old instance: done (workers) or settling (masters) once it left its group; else
     terminate it again after the grace period, with the same decrement choice (none for a master, nor for a worker
-    that handed its surge unit over: its unit is the successor's, ``raised`` is left as it is)."""
+    that handed its surge unit over: its unit is the successor's, ``raised`` is left as it is); a master only while
+    every other master is Ready (``masters_ready_besides``: one may have gone NotReady since the first ask, storm seed
+    189175)."""
     facts = p.facts(step)
     worker = step.role == Role.NODE.value
     if facts is None or not facts.has_live(step.instance_id):
@@ -184,6 +186,8 @@ def terminating(p: Context, step: RunStep) -> None:
         give_up(p, step, p.run.reason, what)
         return
     if p.older_than_grace(step.intent_at):
+        if not worker and not masters_ready_besides(p, step):
+            return  # a master went NotReady since the terminate was asked (refused, lost): asked again once all Ready
         step.intent_at = p.now
         decrement = worker and step.handed_over_to is None and decrementable(facts) and not unit_taken(p, step, facts)
         p.effects.append(TerminateInstance(step.group, step.instance_id, decrement=decrement))

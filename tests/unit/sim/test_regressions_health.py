@@ -60,3 +60,12 @@ def test_a_master_terminated_on_a_fresh_mark_from_before_another_went_not_ready_
 def test_a_late_registering_spare_under_a_refresher_outage_is_no_launch_wait_past_its_deadline() -> None:
     result = run_seed(185078, 30, 0.25, schedule=SEED_185078)
     assert result.violation is None, result.summary()
+
+
+def test_a_refused_master_terminate_is_asked_again_only_while_the_other_masters_are_ready() -> None:
+    """Storm seed 189175 (30 nodes x 2 days): a refresh of the masters drained one, Auto Scaling refused its terminate
+    (``ScalingActivityInProgress`` for 6.6 minutes), another master went NotReady, and the invocation's retries asked
+    the terminate again 168 s into it ("2 masters one at a time, only while all Ready"): the check before the first ask
+    was not made again (``replace.terminating``)."""
+    result = run_seed(189175, 30, 2.0, profile=STORM)
+    assert result.violation is None, result.summary()

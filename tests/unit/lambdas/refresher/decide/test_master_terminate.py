@@ -46,3 +46,23 @@ def test_past_the_nodes_ready_deadline_the_run_pauses_and_the_drained_master_is_
     assert not [a for a in decision.actions if isinstance(a, TerminateInstance)]
     (uncordon,) = [a for a in decision.actions if isinstance(a, SendCommand)]
     assert uncordon.command.kind.value == "uncordon" and uncordon.command.instance_id == M1
+
+
+def test_a_terminate_asked_again_waits_for_a_master_that_went_not_ready_since() -> None:
+    """The terminate was asked with every master Ready and refused (Auto Scaling's ``ScalingActivityInProgress``),
+    then another master went NotReady: the step, ``terminating``, asks again only once every other master is Ready
+    (storm seed 189175: the retries terminated the drained master 168 s into the other's NotReady)."""
+    model, run = drained_master()
+    model.not_ready.discard(M2)
+    asked = advance(run, model.world(), SETTINGS, T0 + timedelta(seconds=300))
+    assert [a.instance_id for a in asked.actions if isinstance(a, TerminateInstance)] == [M1]
+    refused = [a for a in asked.actions if not isinstance(a, TerminateInstance)]
+    model.apply(refused, capacity_bounds(asked.run, model.world(), SETTINGS))
+    assert asked.run.steps[0].state is StepState.TERMINATING
+    model.not_ready.add(M2)
+    held = advance(asked.run, model.world(), SETTINGS, T0 + timedelta(seconds=400))
+    assert not [a for a in held.actions if isinstance(a, TerminateInstance)]
+    assert held.run.steps[0].state is StepState.TERMINATING and "nodes_ready" in held.run.steps[0].waiting_since
+    model.not_ready.discard(M2)
+    again = advance(held.run, model.world(), SETTINGS, T0 + timedelta(seconds=500))
+    assert [a.instance_id for a in again.actions if isinstance(a, TerminateInstance)] == [M1]
