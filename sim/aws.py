@@ -99,7 +99,7 @@ class SimAws:
         inst = self.cloud.instances.get(instance_id)
         if inst is None or not inst.alive or inst.lifecycle != "spot" or inst.reclaim_at is not None:
             return False
-        inst.reclaim_at = self.kernel.t + notice
+        inst.reclaim_at, inst.reclaim_warned = self.kernel.t + notice, self.kernel.t
         if warn:
             self.cloud.events.spot_warning(instance_id, inst.zone)
         self.kernel.after(notice, f"aws:reclaim {instance_id}", lambda: self.cloud.ec2_terminate(instance_id))

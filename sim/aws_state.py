@@ -106,6 +106,7 @@ class Instance:
         started: simulated second it was launched (0 for one there when the simulation began).
         gone_at: simulated second it entered ``shutting-down`` (None while alive).
         reclaim_at: simulated second a Spot interruption terminates it (None when none is announced).
+        reclaim_warned: simulated second that interruption was announced (None when none is).
     """
 
     instance_id: str
@@ -125,6 +126,7 @@ class Instance:
     wait: LifecycleWait | None = None
     gone_at: float | None = None
     reclaim_at: float | None = None
+    reclaim_warned: float | None = None
     _entry: dict[str, Any] | None = field(default=None, repr=False)
 
     @property

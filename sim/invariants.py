@@ -25,6 +25,7 @@ from core.model import INSTANCE_ID_RE
 from sim.drain_items import drain_had_its_chance
 from sim.health import Unwell
 from sim.kernel import EPOCH, Step
+from sim.ready_count import ReadyCount
 from sim.world_view import GroupState, NodeIndex, WorldView
 
 ACTIVE_RUN = ("running", "pausing", "cancelling")  # core.runs.RunStatus.active
@@ -89,8 +90,7 @@ class Checker:
     _runs: dict[str, tuple[str, float]] = field(default_factory=dict)  # run id -> (updated_at, since)
     _short: dict[str, float] = field(default_factory=dict)  # pool -> since
     _cordons: dict[str, float] = field(default_factory=dict)  # node -> since
-    _ready_at_start: dict[str, frozenset[str]] = field(default_factory=dict)  # run id -> Ready workers first seen
-    _taken_at_start: dict[str, int] = field(default_factory=dict)  # run id -> ``WorldView.kops_taken`` first seen
+    ready: ReadyCount = field(default_factory=ReadyCount)  # invariant 1's starts, and the Spot reclaims it excuses
     refreshed: set[str] = field(default_factory=set)  # instances the refresher terminated
     _known: dict[str, str] = field(default_factory=dict)  # node -> instance, at the last scan
     _indexed: NodeIndex | None = None  # the nodes _known was last brought up to (the view's, while unchanged)
@@ -193,6 +193,7 @@ class Checker:
     # state ---------------------------------------------------------------------------------------------------------
     def refresher_terminated(self, instance_id: str) -> None:
         """The refresher terminated ``instance_id`` (or completed its lifecycle action): it is one of ``refreshed``."""
+        self.ready.refresher_terminated(self.t)
         if instance_id not in self.refreshed:
             self.refreshed.add(instance_id)
             self._gone_refreshed |= self._gone_of.get(instance_id, set())
@@ -263,7 +264,8 @@ class Checker:
         for name in (cordons.keys() & index.instance_of.keys()) - held:
             del cordons[name]  # a listed node no longer held starts again (a node gone keeps its entry)
         # 1: Ready workers during a refresh (nodes the refresher terminated are replaced by as many new Ready ones;
-        # losses to Spot reclaims and outages are not the refresh's, nor a unit kOps' write clamped away since)
+        # losses to Spot reclaims and outages are not the refresh's, nor a unit kOps' write clamped away since:
+        # ``sim.ready_count``)
         ready_now = index.ready_workers  # and the listed nodes a fault holds NotReady: not the refresh's doing
         if self.unwell.nodes:
             ready_now |= self.unwell.workers() & index.instance_of.keys()
@@ -271,17 +273,14 @@ class Checker:
             if item.get("status") not in ACTIVE_RUN:
                 continue
             run_id = str(item.get("sk", ""))[4:]
-            start = self._ready_at_start.setdefault(run_id, ready_now)
-            taken = view.kops_taken() - self._taken_at_start.setdefault(run_id, view.kops_taken())
+            start = self.ready.started(run_id, ready_now)
             lost = self._refreshed_nodes(index) & start
             lost |= start & self._gone_refreshed  # the gone nodes whose instance the refresher terminated
             lost -= ready_now
-            if len(lost) > len(ready_now - start) + taken:
-                self.fail(
-                    "1 Ready workers never below the start during a refresh",
-                    f"run {run_id}: {len(lost)} nodes it replaced are gone, {len(ready_now - start)} new Ready, "
-                    f"{taken} scaled in by kOps' sizes",
-                )
+            if short := self.ready.short(
+                run_id, ready_now, index.instance_of, running, t, len(lost), view.kops_taken()
+            ):
+                self.fail("1 Ready workers never below the start during a refresh", short)
             updated = str(item.get("updated_at"))
             seen = self._runs.get(run_id)
             if seen is None or seen[0] != updated:

@@ -43,6 +43,7 @@ from sim.kernel import Kernel, Step
 from sim.kube import SimKube
 from sim.kube_objects import Budget
 from sim.lambdas import ACCOUNT, QUEUE_URL, REGION, TABLE, Invocation, Lambdas
+from sim.ready_count import SAME_SECOND
 from sim.schedules import Fault
 from sim.view import View
 
@@ -331,6 +332,8 @@ class World:
 
     def _instance_gone(self, instance: Any) -> None:
         self.kube.remove_instance(instance.instance_id)
+        if instance.reclaim_at is not None and instance.gone_at >= instance.reclaim_at - SAME_SECOND:  # Spot took it
+            self.checker.ready.spot_reclaimed(instance.instance_id, instance.reclaim_warned, instance.gone_at)
 
     # running ----------------------------------------------------------------------------------------------------------
     def run(self, until: float, after_step: Callable[[Step], None] | None = None) -> None:

@@ -113,17 +113,14 @@ class EveryNode(Checker):
             run_id = str(item.get("sk", ""))[4:]
             if ready_now is None:
                 ready_now = {n.name for n in nodes if not n.master and n.ready}
-            start = self._ready_at_start.setdefault(run_id, frozenset(ready_now))
-            taken = view.kops_taken() - self._taken_at_start.setdefault(run_id, view.kops_taken())
+            start = self.ready.started(run_id, frozenset(ready_now))
             lost = {n.name for n in nodes if n.name in start and n.instance_id in self.refreshed}
             lost |= {name for name, instance in self._gone.items() if name in start and instance in self.refreshed}
             lost -= ready_now
-            if len(lost) > len(ready_now - start) + taken:
-                self.fail(
-                    "1 Ready workers never below the start during a refresh",
-                    f"run {run_id}: {len(lost)} nodes it replaced are gone, {len(ready_now - start)} new Ready, "
-                    f"{taken} scaled in by kOps' sizes",
-                )
+            instances = {n.name: n.instance_id for n in nodes}
+            taken = view.kops_taken()
+            if short := self.ready.short(run_id, frozenset(ready_now), instances, running, t, len(lost), taken):
+                self.fail("1 Ready workers never below the start during a refresh", short)
             updated = str(item.get("updated_at"))
             seen = self._runs.get(run_id)
             if seen is None or seen[0] != updated:
@@ -151,8 +148,7 @@ def memory(checker: Checker) -> tuple[Any, ...]:
         checker._known,
         checker._gone,
         checker._runs,
-        checker._ready_at_start,
-        checker._taken_at_start,
+        checker.ready,
         checker._short,
         checker._lock,
         checker.checks,
