@@ -165,7 +165,8 @@ class Checker:
         if node is None:
             return
         if node.master and function == "refresher":
-            down = [n.name for n in nodes if n.master and n.name != node.name and not n.ready]
+            out = self.refreshed  # masters the refresher terminated, in a lifecycle wait still: going (seed 191142)
+            down = [n.name for n in nodes if n.master and not (n.ready or n.name == node.name or n.instance_id in out)]
             mark = self.view.table_item("MEMBERSHIP")  # a fault the agent has not reported yet: unknown to Lambdas
             down = [name for name in down if not self.unwell.unknown(name, self.t, mark)]
             if down:
