@@ -118,7 +118,7 @@ def close_out(
     group = b.world.groups.get(name)
     max_left = b.max_size[name] if not carrying and b.max_size[name] > max(original, b.desired[name]) else None
     if carrying:  # the last ledger carrying a raise on it restores the highest MaxSize the raises set
-        hand_over_raise(b, name, failed, d.max_target)
+        hand_over_raise(b, name, failed, d.max_target, d.max_before)
     for iid, gb in sorted(give_back.items()):
         if gb.donor != name or gb.state not in (GiveBackState.DRAINING, GiveBackState.TERMINATING):
             continue
@@ -141,18 +141,21 @@ def close_out(
     notes.append(f"{b.now.isoformat()} {name}: give-back past its deadline ({why}): {record.describe()}")
 
 
-def hand_over_raise(b: Builder, donor: str, ledger_name: str, max_target: int) -> None:
+def hand_over_raise(b: Builder, donor: str, ledger_name: str, max_target: int, max_before: int) -> None:
     """``ledger_name``'s raise of ``donor`` (MaxSize ``max_target``) is given back while other ledgers still carry
     raises on it: the last of them restores the donor's MaxSize, and restores only a MaxSize some raise set (phase
     B). Each carrying record below ``max_target`` takes it, so the highest MaxSize the raises set is known once this
-    ledger is cleared."""
+    ledger is cleared. An original MaxSize ``max_before`` this ledger recorded above all a carrying record's raise set
+    is one kOps or a person raised since that raise (``Builder.original_max``): that record takes it as its original
+    too, so it is never restored below (storm seed 192076)."""
     for other in sorted(b.ledgers):
         ledger = b.ledger(other)
         comp = ledger.compensation
         record = None if other == ledger_name or comp is None else comp.donors.get(donor)
         if comp is None or record is None or record.state is DonorState.RESTORED or record.max_target >= max_target:
             continue
-        handed = record.model_copy(update={"max_target": max_target})
+        original = max_before if max_before > record.max_target else record.max_before
+        handed = record.model_copy(update={"max_target": max_target, "max_before": original})
         comp = comp.model_copy(update={"donors": {**comp.donors, donor: handed}})
         b.write(
             ledger.model_copy(update={"compensation": comp}), f"{donor}: MaxSize {max_target} of {ledger_name}'s raise"

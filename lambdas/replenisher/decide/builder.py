@@ -127,12 +127,16 @@ class Builder:
         ]
 
     def original_max(self, donor: str) -> int:
+        """``donor``'s MaxSize before any raise of ours: the smallest the records say (``max_before``) and its MaxSize
+        now (a kOps reset lowers it); its MaxSize now alone when no record has it raised, or when it is above every
+        MaxSize a raise set (``max_target``): kOps (a new spec) or a person raised it since, and it is theirs, never
+        restored below (storm seed 192076: MaxSize 6 written over a raise's 5 was taken as a second raise's and
+        restored to 5)."""
         records = self.donor_records(donor)
-        return (
-            min([r.max_before for r in records] + [self.max_size.get(donor, 0)])
-            if records
-            else self.max_size.get(donor, 0)
-        )
+        now = self.max_size.get(donor, 0)
+        if not records or now > max(r.max_target for r in records):
+            return now
+        return min([r.max_before for r in records] + [now])
 
     def claimed_elsewhere(self, ledger_name: str, donor: str) -> set[str]:
         claimed: set[str] = set()

@@ -270,7 +270,7 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
                     f"above the original {original}"
                 )
         elif name in b.world.groups:
-            hand_over_raise(b, name, group.name, d.max_target)
+            hand_over_raise(b, name, group.name, d.max_target, d.max_before)
         donors[name] = d.model_copy(update={"state": DonorState.RESTORED})
     comp = comp.model_copy(update={"give_back": give_back, "donors": donors, "notes": tuple(notes)})
     if all(d.state is DonorState.RESTORED for d in donors.values()):
