@@ -107,3 +107,16 @@ def unlaunched() -> World:
     return replace(
         world, groups={**world.groups, "a": a, "b": b}, ledgers={"a": led.model_copy(update={"compensation": comp})}
     )
+
+
+def given_back_left(desired: int) -> World:
+    """b's own size 2 / MaxSize 3, raised by 1 for a (MaxSize 4), its compensating instance ``terminating`` and gone
+    from b; b now at ``desired`` (the decrement happened when it is one below what b carries)."""
+    world = returning(3, 0, GiveBackState.TERMINATING)
+    b = world.groups["b"]
+    kept = tuple(i for i in b.instances if i.instance_id != ids("b", 3)[2])
+    return replace(world, groups={**world.groups, "b": replace(b, instances=kept, desired=desired)})
+
+
+def with_max(world: World, max_size: int) -> World:
+    return replace(world, groups={**world.groups, "b": replace(world.groups["b"], max_size=max_size)})

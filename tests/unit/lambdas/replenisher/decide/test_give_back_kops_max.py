@@ -14,8 +14,7 @@ from lambdas.replenisher.decide import decide
 from lambdas.replenisher.plan import SetCapacity, WriteLedger
 from lambdas.replenisher.world import World
 from tests.unit.lambdas.replenisher.builders import SETTINGS, T0, applied, failure, group, ids, nodes_for
-from tests.unit.lambdas.replenisher.decide.reality_world import TICK
-from tests.unit.lambdas.replenisher.decide.test_give_back_max_above import _left, _with_max
+from tests.unit.lambdas.replenisher.decide.reality_world import TICK, given_back_left, with_max
 
 
 def _max_set(plan: object) -> list[tuple[str, int | None]]:
@@ -73,7 +72,7 @@ def test_a_second_raise_under_a_max_size_kops_raised_takes_it_as_the_original() 
 def test_a_ledger_cleared_first_hands_a_max_size_kops_raised_over_as_the_original() -> None:
     # c raised b first (own 2 / MaxSize 3 -> 4); kOps then wrote MaxSize 5, which a's raise recorded as b's original;
     # a is given back first: c, the last carrying a raise on b, must not restore b's MaxSize below kOps' 5
-    world = _with_max(_left(3), 5)
+    world = with_max(given_back_left(3), 5)
     led_a = world.ledgers["a"]
     assert led_a.compensation is not None
     a_donor = led_a.compensation.donors["b"].model_copy(update={"max_before": 5, "max_target": 5})

@@ -8,39 +8,25 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from core.ledger import Donor, DonorState, GiveBackState
+from core.ledger import Donor, DonorState
 from lambdas.replenisher.decide import decide
 from lambdas.replenisher.plan import SetCapacity, WriteLedger
-from lambdas.replenisher.world import World
-from tests.unit.lambdas.replenisher.builders import SETTINGS, T0, ids
-from tests.unit.lambdas.replenisher.decide.reality_world import TICK, returning
-
-
-def _left(desired: int) -> World:
-    """b's own size 2 / MaxSize 3, raised by 1 for a (MaxSize 4), its compensating instance ``terminating`` and gone
-    from b; b now at ``desired`` (the decrement happened when it is one below what b carries)."""
-    world = returning(3, 0, GiveBackState.TERMINATING)
-    b = world.groups["b"]
-    kept = tuple(i for i in b.instances if i.instance_id != ids("b", 3)[2])
-    return replace(world, groups={**world.groups, "b": replace(b, instances=kept, desired=desired)})
+from tests.unit.lambdas.replenisher.builders import SETTINGS, T0
+from tests.unit.lambdas.replenisher.decide.reality_world import TICK, given_back_left, with_max
 
 
 def _max_set(plan_actions: list[object]) -> list[tuple[str, int | None]]:
     return [(a.asg_name, a.max_size) for a in plan_actions if isinstance(a, SetCapacity) and a.max_size is not None]
 
 
-def _with_max(world: World, max_size: int) -> World:
-    return replace(world, groups={**world.groups, "b": replace(world.groups["b"], max_size=max_size)})
-
-
 def test_a_max_size_the_raise_set_is_restored() -> None:
     # b: own 2 / MaxSize 3, raised to 3 / 4 for a; its unit given back (desired 2): MaxSize 4 back to 3
-    plan = decide(TICK, T0, SETTINGS, _left(2))
+    plan = decide(TICK, T0, SETTINGS, given_back_left(2))
     assert _max_set(plan.actions) == [("b", 3)]
 
 
 def test_a_max_size_above_every_raise_is_left_as_kops_set_it() -> None:
-    plan = decide(TICK, T0, SETTINGS, _with_max(_left(2), 5))
+    plan = decide(TICK, T0, SETTINGS, with_max(given_back_left(2), 5))
     assert _max_set(plan.actions) == []
     final = [a for a in plan.actions if isinstance(a, WriteLedger)][-1]
     assert final.ledger.compensation is None
@@ -50,7 +36,7 @@ def test_a_max_size_above_every_raise_is_left_as_kops_set_it() -> None:
 def test_a_restore_left_to_another_ledger_hands_its_raise_over() -> None:
     # c raised b first (MaxSize 4); a's raise took it to 5 and is given back first (b: own 2, + 1 for c, + 1 for a
     # given back = 3): c's restore must know 5
-    world = _with_max(_left(3), 5)
+    world = with_max(given_back_left(3), 5)
     led_a = world.ledgers["a"]
     assert led_a.compensation is not None
     a_donor = led_a.compensation.donors["b"].model_copy(update={"max_target": 5})
