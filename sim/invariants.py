@@ -267,14 +267,14 @@ class Checker:
         # 1: Ready workers during a refresh (nodes the refresher terminated are replaced by as many new Ready ones;
         # losses to Spot reclaims and outages are not the refresh's, nor a unit kOps' write clamped away since:
         # ``sim.ready_count``)
-        ready_now = index.ready_workers  # and the listed nodes a fault holds NotReady: not the refresh's doing
-        if self.unwell.nodes:
-            ready_now |= self.unwell.workers() & index.instance_of.keys()
+        # and the listed nodes a fault holds NotReady: not the refresh's doing (nor, at a run's start, its capacity)
+        unwell = self.unwell.workers() & index.instance_of.keys() if self.unwell.nodes else frozenset()
+        ready_now = index.ready_workers | unwell if unwell else index.ready_workers
         for item in view.table_prefix("RUN#"):
             if item.get("status") not in ACTIVE_RUN:
                 continue
             run_id = str(item.get("sk", ""))[4:]
-            start = self.ready.started(run_id, ready_now)
+            start = self.ready.started(run_id, ready_now, unwell)
             lost = self._refreshed_nodes(index) & start
             lost |= start & self._gone_refreshed  # the gone nodes whose instance the refresher terminated
             lost -= ready_now

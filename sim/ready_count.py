@@ -1,8 +1,11 @@
 """Invariant 1's count, "Ready workers never below the start during a refresh" (``sim.invariants.Checker.scan``).
 
 A run's loss is the nodes of its start whose instance the refresher terminated and that are not Ready now; its gain,
-the Ready worker nodes now that were not at its start. The loss may not pass the gain, but for what is not the
-refresh's doing:
+the Ready worker nodes now that were not at its start. A node a fault holds NotReady counts as Ready (``sim.health``:
+not the refresh's doing), but one held NotReady at the run's start is no Ready capacity of that start (docs/DESIGN.md,
+invariant 1, counts Ready nodes): it is never the run's loss, nor its gain when it answers again (storm seed 195023: a
+spare a fault held NotReady, given back by a paused run, went under the next run). The loss may not pass the gain,
+but for what is not the refresh's doing:
 
 - the units kOps' writes clamped away since the run started (``World.kops_taken``: Auto Scaling scaled in an
   instance of its choosing);
@@ -31,6 +34,7 @@ class ReadyCount:
     """Invariant 1's state for every run the checker saw active (module docstring)."""
 
     start: dict[str, frozenset[str]] = field(default_factory=dict)  # run id -> Ready workers first seen
+    kept: dict[str, frozenset[str]] = field(default_factory=dict)  # run id -> of its start, none a fault held NotReady
     taken_at_start: dict[str, int] = field(default_factory=dict)  # run id -> ``WorldView.kops_taken`` first seen
     # run id -> the nodes Ready since its start that were not at it -> (instance, group, first seen Ready)
     came: dict[str, dict[str, tuple[str, str | None, float]]] = field(default_factory=dict)
@@ -45,9 +49,13 @@ class ReadyCount:
         """The refresher terminated an instance (or completed its lifecycle action) at ``t``."""
         self.terminations.append(t)
 
-    def started(self, run_id: str, ready_now: frozenset[str]) -> frozenset[str]:
-        """The Ready workers at ``run_id``'s start (``ready_now`` when it is first seen)."""
-        return self.start.setdefault(run_id, ready_now)
+    def started(self, run_id: str, ready_now: frozenset[str], unwell: frozenset[str] = frozenset()) -> frozenset[str]:
+        """The Ready workers at ``run_id``'s start that it may lose only for a gain: ``ready_now`` when it is first
+        seen, less ``unwell`` then (the nodes a fault holds NotReady, counted in ``ready_now``: module docstring)."""
+        kept = self.kept.get(run_id)
+        if kept is None:
+            kept = self.kept[run_id] = self.start.setdefault(run_id, ready_now) - unwell
+        return kept
 
     def short(
         self,

@@ -57,6 +57,18 @@ def test_a_reclaim_of_a_node_that_was_never_counted_is_not_excused() -> None:
     assert "3 nodes it replaced are gone" in short(count, {"s1", "s2"}, 1200.0, 3)
 
 
+def test_a_node_a_fault_held_not_ready_at_the_start_is_neither_its_loss_nor_its_gain() -> None:
+    """Seed 195023: a node a fault holds NotReady counts as Ready (not the refresh's doing), but at the run's start
+    it is no Ready capacity: ``started`` leaves it out of what the run must keep; its answering again is no gain, so
+    a loss of the refresh's with no new node is still found."""
+    count = ReadyCount()
+    assert count.started("run", START | {"sick"}, frozenset({"sick"})) == START
+    assert count.started("run", START) == START  # as first seen
+    assert short(count, {*START, "sick"}, 60.0, 0) == ""
+    assert short(count, {"old-2", "old-3", "sick", "s1"}, 200.0, 1) == ""  # old-1 replaced by s1
+    assert "2 nodes it replaced are gone, 1 new Ready" in short(count, {"old-3", "sick", "s1"}, 300.0, 2)
+
+
 @pytest.mark.slow
 def test_seed_123033s_bug_is_still_found(monkeypatch: pytest.MonkeyPatch) -> None:
     """The refresher counting a Ready node under a Spot warning as capacity (``NodeRecord.serving`` as ``ready``):
