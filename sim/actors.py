@@ -1,6 +1,6 @@
 """A schedule entry (``sim.schedules.Fault``) applied to the world: EC2 reclaiming Spot instances, outages, API
-faults, Lambda crashes, late and bad events, forged command messages, agent restarts, kOps resets and spec edits, and
-operators (issue 12).
+faults, Lambda crashes, late and bad events, forged command messages, agent restarts, kOps resets and spec edits,
+operators, and other tools terminating instances (``sim.foreign``) (issue 12).
 
 Shapes of the operators' inputs are the product's: the refresher's manual requests (``lambdas.events.request``),
 ``kubectl cordon`` (a merge patch of ``spec.unschedulable``, without the product's annotation). Bad events are the
@@ -20,6 +20,7 @@ from agent.drain.policy import is_control_plane
 from agent.kube.views import CORDON_ANNOTATION
 from core.exceptions import AwsRequestError, AwsUnavailableError
 from sim.faults import FaultWindow
+from sim.foreign import foreign_terminate
 from sim.health import bad_bootstrap, node_not_ready
 from sim.invariants import view_epoch
 from sim.schedules import Fault
@@ -330,4 +331,5 @@ _HANDLERS = {
     "pdb_block": _pdb_block,
     "node_not_ready": node_not_ready,
     "bad_bootstrap": bad_bootstrap,
+    "foreign_terminate": foreign_terminate,
 }

@@ -8,8 +8,9 @@ import re
 from datetime import datetime
 from typing import Any
 
-from core.model import DEADLINE_PASSED_BEFORE_START
+from core.model import DEADLINE_PASSED_BEFORE_START, INSTANCE_ID_RE
 from sim.kernel import EPOCH
+from sim.world_view import WorldView
 
 # the replenisher's own drains (a give-back's, a surplus master's): nothing ends their instance but the terminate that
 # follows, so no deadline of theirs excuses it unless the agent ran the drain (the product's reading is
@@ -54,3 +55,25 @@ def _epoch(when: Any) -> float:
         return datetime.fromisoformat(str(when)).timestamp()
     except ValueError:
         return float(when)
+
+
+def unreachable_command(view: WorldView) -> str:
+    """The end check that every recorded command is found through its pointers (``adapters.dynamo.command_index``):
+    it carries ``indexed``, its instance's ``ICMD#`` pointer exists, and an open one (``queued``, ``running``) has its
+    ``OCMD#`` pointer (only the sweep deletes those, and only for ended commands). A command without them would be
+    unseen by a Spot warning's look-up and by the sweep until the next backfill. Answers the first one lacking some
+    ("" when none does)."""
+    for item in view.table_prefix("CMD#"):
+        command_id = str(item.get("sk"))[len("CMD#") :]
+        if not INSTANCE_ID_RE.fullmatch(str(item.get("instance_id"))):
+            continue  # names no instance (forged): no reader asks for it, nor does the backfill point to it
+        missing = []
+        if item.get("indexed") is not True:
+            missing.append("indexed")
+        if view.table_item(f"ICMD#{item.get('instance_id')}#{command_id}") is None:
+            missing.append("ICMD#")
+        if item.get("status") in ("queued", "running") and view.table_item(f"OCMD#{command_id}") is None:
+            missing.append("OCMD#")
+        if missing:
+            return f"command {command_id} lacks {missing}"
+    return ""

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.lifecycle import LifecycleAction
-from core.model import INSTANCE_ID_RE
-from sim.drain_items import drain_had_its_chance
+from sim.drain_items import drain_had_its_chance, unreachable_command
+from sim.foreign import Foreign
 from sim.health import Unwell
 from sim.kernel import EPOCH, Step
 from sim.ready_count import ReadyCount
@@ -100,6 +100,7 @@ class Checker:
     _nodes_of: tuple[dict[str, str], dict[str, str] | None] | None = None  # an index's instance_of, instance -> node
     _operator_cordons: set[str] = field(default_factory=set)
     unwell: Unwell = field(default_factory=Unwell)  # nodes a fault holds NotReady (``sim.health``)
+    foreign: Foreign = field(default_factory=Foreign)  # what other tools terminated (``sim.foreign``)
 
     def fail(self, invariant: str, detail: str) -> None:
         raise Violation(invariant, self.t, self.seed, detail)
@@ -122,7 +123,7 @@ class Checker:
         elif call in ("autoscaling.terminate_in_group", "ec2.terminate", "autoscaling.complete_lifecycle_action"):
             ids = _instance_ids(call, args, kwargs)
             for instance_id in ids:
-                if function == "refresher":
+                if function == "refresher" and instance_id not in self.foreign.terminated:  # gone already if so
                     self.refresher_terminated(instance_id)
                 self._terminate(function, call, instance_id)
 
@@ -320,7 +321,7 @@ class Checker:
                 pools.setdefault(g.pool, []).append(g)
         factor = self.bounds.donor_max_size_factor
         for pool, members in sorted(pools.items()):
-            want = sum(base.get(g.name, (g.desired, g.max_size))[0] for g in members)
+            want = sum(self.foreign.lowest(g.name, base.get(g.name, (g.desired,))[0], g.min_size) for g in members)
             short = want - sum(per_group.get(g.name, 0) for g in members)
             roomy = [
                 g
@@ -344,18 +345,22 @@ class Checker:
         self.scan()
         base, busy = self.view.baseline(), self.busy_groups()
         excused = self.view.restore_excused()  # originals of ours, also accepted (``sim.actors._kops_spec``)
-        for g in self.view.group_states():
-            want = base.get(g.name)
-            kept = want is not None and g.desired == want[0] and g.max_size in excused.get(g.name, ())
-            if want is not None and g.name not in busy and (g.desired, g.max_size) != want and not kept:
+        for g in self.view.group_states():  # a desired capacity other tools' decrements explain is kept too
+            if (want := base.get(g.name)) is None or g.name in busy:
+                continue
+            if not self.foreign.accepts(g.name, g.desired, want[0], g.min_size) or (
+                g.max_size != want[1] and g.max_size not in excused.get(g.name, ())
+            ):
                 self.fail(
                     "4 sizes end where they were",
-                    f"{g.name} ends at desired {g.desired} MaxSize {g.max_size}, was {want[0]}/{want[1]}",
+                    f"{g.name} ends at desired {g.desired} MaxSize {g.max_size}, was {want[0]}/{want[1]}"
+                    f"{f' ({n} taken away by another tool)' if (n := self.foreign.decrements.get(g.name)) else ''}",
                 )
         detached = sorted(i for i, (group, _az) in self.view.running_instances().items() if group is None and not busy)
         if detached:
             self.fail("4 nothing detached left running", f"{len(detached)} instances outside any group: {detached[:5]}")
-        self._pointers()
+        if unreachable := unreachable_command(self.view):
+            self.fail("commands reachable through their pointers", unreachable)
 
     def busy_groups(self) -> set[str]:
         """The groups an active refresh run still surges or names (the run is judged by its liveness)."""
@@ -365,25 +370,6 @@ class Checker:
                 busy.update(str(g.get("name")) for g in item.get("groups") or [] if isinstance(g, dict))
                 busy.update(str(name) for name in item.get("surge") or {})
         return busy
-
-    def _pointers(self) -> None:
-        """Every recorded command is found through its pointers (``adapters.dynamo.command_index``): it carries
-        ``indexed``, its instance's ``ICMD#`` pointer exists, and an open one (``queued``, ``running``) has its
-        ``OCMD#`` pointer (only the sweep deletes those, and only for ended commands). A command without them would
-        be unseen by a Spot warning's look-up and by the sweep until the next backfill."""
-        for item in self.view.table_prefix("CMD#"):
-            command_id = str(item.get("sk"))[len("CMD#") :]
-            if not INSTANCE_ID_RE.fullmatch(str(item.get("instance_id"))):
-                continue  # names no instance (forged): no reader asks for it, nor does the backfill point to it
-            missing = []
-            if item.get("indexed") is not True:
-                missing.append("indexed")
-            if self.view.table_item(f"ICMD#{item.get('instance_id')}#{command_id}") is None:
-                missing.append("ICMD#")
-            if item.get("status") in ("queued", "running") and self.view.table_item(f"OCMD#{command_id}") is None:
-                missing.append("OCMD#")
-            if missing:
-                self.fail("commands reachable through their pointers", f"command {command_id} lacks {missing}")
 
 
 def view_epoch(t: float) -> float:

@@ -15,10 +15,12 @@ but for what is not the refresh's doing:
   replacement is counted in the gain). Not when the refresher terminated an instance between the reclaim's warning
   and the reclaim: it may have counted the doomed node as capacity then, so the loss stays its own (seed 123033, whose
   bug this still finds: there the replacement of step 0's reclaimed spare, warned before it launched, was the node
-  step 1 counted).
+  step 1 counted). A node another tool terminated (``sim.foreign``) is counted as one Spot reclaimed without a
+  warning: its window is the instant it went; with a decrement no replacement comes, so it stays excused until a node
+  the product brings in its group stands for it.
 
-The world tells it of each reclaim as the instance goes (``World._instance_gone``) and the checker of each terminate
-of the refresher (``Checker.refresher_terminated``).
+The world tells it of each reclaim as the instance goes (``World._instance_gone``), ``sim.foreign`` of each foreign
+termination, and the checker of each terminate of the refresher (``Checker.refresher_terminated``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ class ReadyCount:
     def spot_reclaimed(self, instance_id: str, warned: float, gone: float) -> None:
         """A Spot reclaim announced at ``warned`` took ``instance_id`` at ``gone`` (simulated seconds)."""
         self.reclaimed[instance_id] = (warned, gone)
+
+    def foreign_terminated(self, instance_id: str, t: float) -> None:
+        """Another tool terminated ``instance_id`` at ``t`` (``sim.foreign``): a reclaim without a warning."""
+        self.reclaimed[instance_id] = (t, t)
 
     def refresher_terminated(self, t: float) -> None:
         """The refresher terminated an instance (or completed its lifecycle action) at ``t``."""

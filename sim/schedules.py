@@ -77,6 +77,7 @@ KINDS = (
     "pdb_block",
     "node_not_ready",
     "bad_bootstrap",
+    "foreign_terminate",
 )
 
 
@@ -133,6 +134,14 @@ class Profile:
             ``masters``: the weekly run is the only other that replaces masters), half of them followed 0.5-5 minutes
             later by a master's ``node_not_ready`` of 5-30 minutes. All three 0 in the default profile,
             and drawn after every other entry, as above.
+        foreign_terminates_per_day: instances of a worker group terminated by another tool or a person
+            (``foreign_terminate``, ``sim.foreign``: ``kops delete instance``, ``aws autoscaling
+            terminate-instance-in-auto-scaling-group``; no drain) per day in the whole cluster, at random times;
+            ``foreign_after_refresh``: the share of manual refreshes of a worker group followed, 2-40 minutes later,
+            by one of their group (while a surge is in flight). Each takes the group's newest live instance
+            (``target`` ``spare``: a refresh's surge spare, a compensation's instance) in 3 of 4, a random one
+            (``any``) otherwise, and decrements the desired capacity (``decrement`` 1) in half of them. Both 0 in
+            the default profile, and drawn after every other entry (the node health ones included), as above.
         quiet_tail: the last seconds of the run have no new faults, so the end-state checks see a settled world.
     """
 
@@ -159,6 +168,8 @@ class Profile:
     not_ready_per_day: float = 0.0
     bootstrap_per_day: float = 0.0
     master_refreshes_per_day: float = 0.0
+    foreign_terminates_per_day: float = 0.0
+    foreign_after_refresh: float = 0.0
     quiet_tail: float = 6 * HOUR
     api_faults: tuple[tuple[str, str, str], ...] = API_FAULTS
     azs: tuple[str, ...] = ("us-east-1a", "us-east-1b", "us-east-1c")
@@ -207,6 +218,8 @@ STORM = Profile(
     not_ready_per_day=6.0,
     bootstrap_per_day=1.0,
     master_refreshes_per_day=1.0,
+    foreign_terminates_per_day=2.0,
+    foreign_after_refresh=0.3,
 )
 # the profiles ``python -m sim --profile`` names besides the mutants' (``sim.mutants.MUTANTS``)
 PROFILES = {"storm": STORM}
@@ -282,6 +295,7 @@ def generate(rng: random.Random, nodes: int, days: float, profile: Profile | Non
         d.add(t, "forged_message", variant=rng.choice(FORGED))
     _kops_specs(d, p)  # last, for the same reason
     _node_health(d, p, nodes)  # after those: the same again
+    _foreign(d, p)  # and after those
     return tuple(sorted(d.out))
 
 
@@ -301,6 +315,27 @@ def _node_health(d: _Draw, p: Profile, nodes: int) -> None:
             at, duration, pick = t + rng.uniform(30, 300), rng.uniform(300, 1800), rng.random()
             if at < d.end:
                 d.add(at, "node_not_ready", duration=duration, master=1, pick=pick)
+
+
+def _foreign(d: _Draw, p: Profile) -> None:
+    """The ``foreign_terminate`` entries (``az``, ``target`` ``spare`` or ``any``, ``decrement`` 0/1): at random
+    times, and after a share of the manual refreshes of a worker group, in their group; no draw at all when the
+    profile has none."""
+    rng = d.rng
+
+    def add(at: float, az: str) -> None:
+        d.add(at, "foreign_terminate", az=az, target="spare" if rng.random() < 0.75 else "any",
+              decrement=int(rng.random() < 0.5))  # fmt: skip
+
+    for t in d.poisson_times(p.foreign_terminates_per_day / DAY):
+        add(t, rng.choice(p.azs))
+    if p.foreign_after_refresh <= 0:
+        return
+    for f in sorted(f for f in d.out if f.kind == "manual_refresh" and f.param("az")):
+        if rng.random() < p.foreign_after_refresh:
+            at = f.at + rng.uniform(120, 2400)
+            if at < d.end:  # none in the quiet tail
+                add(at, str(f.param("az")))
 
 
 def _kops_specs(d: _Draw, p: Profile) -> None:

@@ -13,13 +13,13 @@ import agent.consumer.worker
 from agent.consumer.decisions import Binding
 from core.model import Command
 from sim.run import run_seed
-from sim.schedules import STORM
 from sim.world import World
+from tests.unit.sim.storm_profiles import STORM_BEFORE_FOREIGN
 
 
 def test_forged_messages_run_nothing_and_end_in_the_dead_letter_queue() -> None:
     worlds: list[World] = []
-    result = run_seed(0, 30, 2, profile=STORM, mutate=worlds.append)
+    result = run_seed(0, 30, 2, profile=STORM_BEFORE_FOREIGN, mutate=worlds.append)
     assert result.violation is None, result.summary()
     forged = Counter(str(f.param("variant")) for f in result.schedule if f.kind == "forged_message")
     assert {"garbage", "no_record", "mismatch", "replay"} <= set(forged), forged
@@ -33,7 +33,7 @@ def test_an_agent_that_trusts_the_body_is_caught(monkeypatch: pytest.MonkeyPatch
         return Binding(claimed)
 
     monkeypatch.setattr(agent.consumer.worker, "bind_to_record", trusted)
-    result = run_seed(0, 30, 2, profile=STORM)
+    result = run_seed(0, 30, 2, profile=STORM_BEFORE_FOREIGN)
     assert result.violation is not None
     assert result.violation.invariant == "5 a drain stops at its deadline"
     assert "no drain of it started" in result.violation.detail

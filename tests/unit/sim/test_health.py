@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib
 import random
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -19,9 +18,10 @@ from sim.kube_objects import is_ready
 from sim.run import run_seed
 from sim.schedules import STORM, generate
 from tests.unit.sim.fault_entry import entry
+from tests.unit.sim.storm_profiles import STORM_BEFORE_FOREIGN, STORM_BEFORE_HEALTH
 
 NS = "default"
-OFF = replace(STORM, not_ready_per_day=0.0, bootstrap_per_day=0.0, master_refreshes_per_day=0.0)  # storm before them
+OFF = STORM_BEFORE_HEALTH  # storm before them
 
 
 def cluster() -> tuple[Kernel, SimKube]:
@@ -129,7 +129,7 @@ def test_storm_draws_them_after_every_other_entry_and_the_default_profile_none()
     kinds = {"node_not_ready", "bad_bootstrap"}
     for seed in range(5):
         assert not any(f.kind in kinds or f.param("masters") for f in generate(random.Random(seed), 30, 2))
-        storm = generate(random.Random(seed), 30, 2, STORM)
+        storm = generate(random.Random(seed), 30, 2, STORM_BEFORE_FOREIGN)
         before = generate(random.Random(seed), 30, 2, OFF)
         assert tuple(f for f in storm if f.kind not in kinds and not f.param("masters")) == before
     drawn = [f for seed in range(10) for f in generate(random.Random(seed), 30, 2, STORM) if f.kind in kinds]
@@ -155,10 +155,10 @@ def test_a_master_refresh_that_ignores_a_master_not_ready_is_caught(monkeypatch:
     no longer checks that every master is Ready (``select.masters_not_ready`` answering none, before the drain and
     before the termination) replaces one while another is NotReady, which invariant 2 reports; the same seed holds
     with the check in place."""
-    assert run_seed(184002, 30, 2.0, profile=STORM).violation is None
+    assert run_seed(184002, 30, 2.0, profile=STORM_BEFORE_FOREIGN).violation is None
     for name in ("master", "replace"):
         decide = importlib.import_module(f"lambdas.refresher.decide.{name}")
         monkeypatch.setattr(decide, "masters_not_ready", lambda _world, besides=None: [])
-    result = run_seed(184002, 30, 2.0, profile=STORM)
+    result = run_seed(184002, 30, 2.0, profile=STORM_BEFORE_FOREIGN)
     assert result.violation is not None
     assert result.violation.invariant == "2 masters one at a time, only while all Ready"

@@ -16,6 +16,7 @@ TERMINATE, REFUSED = "TerminateInstanceInAutoScalingGroup", "ScalingActivityInPr
 WITHOUT = {"spec_room": 0.0, "kops_specs_per_day": 0.0, "spec_after_refresh": 0.0, "surge_two": 0.0}
 # drawn after the specs (``sim.health``): off here
 HEALTH = {"not_ready_per_day": 0.0, "bootstrap_per_day": 0.0, "master_refreshes_per_day": 0.0}
+HEALTH |= {"foreign_terminates_per_day": 0.0, "foreign_after_refresh": 0.0}  # and what came after them
 
 
 def _without_specs(schedule: tuple[Fault, ...]) -> tuple[Fault, ...]:

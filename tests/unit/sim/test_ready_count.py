@@ -80,6 +80,8 @@ def test_seed_123033s_bug_is_still_found(monkeypatch: pytest.MonkeyPatch) -> Non
         not_ready_per_day=0,
         bootstrap_per_day=0,
         master_refreshes_per_day=0,
+        foreign_terminates_per_day=0,
+        foreign_after_refresh=0,
         spec_room=0,
         kops_specs_per_day=0,
         spec_after_refresh=0,

@@ -81,13 +81,10 @@ import pytest
 from core.model import Command
 from sim.mutants import MUTANTS
 from sim.run import run_seed
-from sim.schedules import STORM, Fault, Profile
+from sim.schedules import Fault, Profile
 from sim.world import World
+from tests.unit.sim.storm_profiles import STORM_BEFORE_HEALTH, STORM_BEFORE_SPECS
 
-# the storm profile before its node health faults (``sim.health``), and as it was when seed 123033 was found (no kOps
-# spec room or edits, every refresh at max_surge 1): the seeds found with them run what they ran then
-STORM_BEFORE_HEALTH = replace(STORM, not_ready_per_day=0, bootstrap_per_day=0, master_refreshes_per_day=0)
-STORM_BEFORE_SPECS = replace(STORM_BEFORE_HEALTH, spec_room=0, kops_specs_per_day=0, spec_after_refresh=0, surge_two=0)
 # the lock profile as it was when seeds 6 and 7 were found: concurrent windows of any function at calls 1-8 (the
 # profile now draws them between the lock takers only, which gives the same seeds other faults)
 LOCK_PROFILE_FIRST = replace(MUTANTS["lock_not_atomic"].profile, concurrent_calls=(1, 8), functions=Profile().functions)

@@ -13,9 +13,9 @@ keeps the pure cases).
 from __future__ import annotations
 
 from sim.run import run_seed
-from sim.schedules import STORM
+from tests.unit.sim.storm_profiles import STORM_BEFORE_FOREIGN
 
 
 def test_a_max_size_kops_raised_over_a_raise_is_not_restored_by_a_second_raise() -> None:
-    result = run_seed(192076, 12, 1.0, profile=STORM, masters=1)
+    result = run_seed(192076, 12, 1.0, profile=STORM_BEFORE_FOREIGN, masters=1)
     assert result.violation is None, result.summary()

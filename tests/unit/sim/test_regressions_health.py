@@ -21,7 +21,8 @@ from __future__ import annotations
 import pytest
 
 from sim.run import run_seed
-from sim.schedules import STORM, Fault
+from sim.schedules import Fault
+from tests.unit.sim.storm_profiles import STORM_BEFORE_FOREIGN
 
 KUBE_DOWN = (("code", "TooManyRequests"), ("operation", ""), ("probability", 1.0), ("service", "kube"))
 SEED_185279 = (
@@ -45,7 +46,7 @@ SEED_185078 = (
 def test_a_drained_master_waits_for_a_master_gone_not_ready_during_its_drain() -> None:
     """The whole seed: the termination comes 631 s after the agent's last mark (stale: no record counts as Ready), so
     the refresher, asking again, waits (the shrunk schedule's comes at 583 s: the product could not know)."""
-    result = run_seed(185279, 30, 2.0, profile=STORM, trace=True)
+    result = run_seed(185279, 30, 2.0, profile=STORM_BEFORE_FOREIGN, trace=True)
     assert result.violation is None, result.summary()
     assert any("masters to be Ready before terminating" in line for line in result.trace)  # the case is met
 
@@ -67,7 +68,7 @@ def test_a_refused_master_terminate_is_asked_again_only_while_the_other_masters_
     (``ScalingActivityInProgress`` for 6.6 minutes), another master went NotReady, and the invocation's retries asked
     the terminate again 168 s into it ("2 masters one at a time, only while all Ready"): the check before the first ask
     was not made again (``replace.terminating``)."""
-    result = run_seed(189175, 30, 2.0, profile=STORM)
+    result = run_seed(189175, 30, 2.0, profile=STORM_BEFORE_FOREIGN)
     assert result.violation is None, result.summary()
 
 
@@ -76,5 +77,5 @@ def test_a_master_on_its_way_out_is_not_one_the_next_must_wait_for() -> None:
     whose instance stayed in its termination lifecycle wait (the interruption Lambda timing out), and a fault then
     silenced that same master's kubelet; the third master's termination was blamed on it ("2 masters one at a time,
     only while all Ready"), though its replacement was Ready. A master the refresher terminated is on its way out."""
-    result = run_seed(191142, 30, 2.0, profile=STORM)
+    result = run_seed(191142, 30, 2.0, profile=STORM_BEFORE_FOREIGN)
     assert result.violation is None, result.summary()

@@ -13,7 +13,7 @@ import agent.drain.engine
 import sim.agent_drain
 from core.settings import PdbDeadlinePolicy
 from sim.run import run_seed
-from sim.schedules import STORM
+from tests.unit.sim.storm_profiles import STORM_BEFORE_FOREIGN
 
 INVARIANT = "5 a pod is deleted past its budget only as its instance's deadline nears"
 
@@ -44,13 +44,13 @@ def test_a_delete_the_policy_does_not_allow_is_caught(
     monkeypatch: pytest.MonkeyPatch, mutant: Callable[[pytest.MonkeyPatch], None], seed: int, why: str
 ) -> None:
     mutant(monkeypatch)
-    result = run_seed(seed, 30, 2, profile=STORM)
+    result = run_seed(seed, 30, 2, profile=STORM_BEFORE_FOREIGN)
     assert result.violation is not None, result.summary()
     assert result.violation.invariant == INVARIANT
     assert why in result.violation.detail
 
 
 def test_the_agent_s_deletes_hold_on_those_seeds() -> None:
-    result = run_seed(0, 30, 2, profile=STORM)
+    result = run_seed(0, 30, 2, profile=STORM_BEFORE_FOREIGN)
     assert result.violation is None, result.summary()
     assert result.counters["stopped_by_delete"] > 0, "the seed deletes past a budget: the check was exercised"
