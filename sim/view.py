@@ -5,9 +5,8 @@ The whole-cluster answers are made again only when what they describe changed. `
 when the cluster's ``node_version`` or the operators' cordons moved, and then from the nodes kept since the last
 answer (``Nodes``), reading again only the nodes the cluster's node events named since (``View._follow``: at 1,000
 nodes a change of one node is not a walk over all of them). ``running_instances`` and ``running_per_group``: when
-``sim.aws_state.PlacementEpoch`` moved (any instance's state, group or zone set). With
-``verify`` every cached answer is compared with one made afresh (``AssertionError`` when they differ; the tests run
-seeds so).
+``sim.aws_state.PlacementEpoch`` moved (any instance's state, group or zone set). With ``verify`` every cached answer
+is compared with one made afresh (``AssertionError`` when they differ; the tests run seeds so).
 """
 
 from __future__ import annotations
@@ -305,6 +304,7 @@ class View:
             unschedulable=bool(spec.get("unschedulable")),
             ours=CORDON_ANNOTATION in (meta.get("annotations") or {}),
             operator=operator,
+            created=str(meta.get("creationTimestamp", "")),
         )
         self._node_cache[name] = (key, state)
         return state

@@ -29,7 +29,7 @@ class GroupState:
 @dataclass(frozen=True)
 class NodeState:
     """A node: its instance, role, Ready, cordon (``ours``: our annotation is on it; ``operator``: someone else
-    cordoned it)."""
+    cordoned it), and when it registered."""
 
     name: str
     instance_id: str
@@ -38,6 +38,7 @@ class NodeState:
     unschedulable: bool
     ours: bool
     operator: bool
+    created: str = ""  # its ``creationTimestamp`` (when its kubelet registered it)
 
 
 @dataclass(frozen=True)
