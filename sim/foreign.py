@@ -65,8 +65,9 @@ def foreign_terminate(world: World, f: Fault) -> None:
     with contextlib.suppress(AwsUnavailableError, AwsRequestError):  # refused or throttled: the tool gives up
         world.aws.autoscaling.terminate_in_group(inst.instance_id, bool(int(f.param("decrement", 0))))
     foreign = world.checker.foreign
-    if group.desired < before:
-        foreign.decrements[name] = foreign.decrements.get(name, 0) + before - group.desired
+    start = world.sizes_at_start[name][0]
+    if (below := max(0, start - group.desired) - max(0, start - before)) > 0:  # a unit above the start was ours
+        foreign.decrements[name] = foreign.decrements.get(name, 0) + below
     if inst.wait is not None:  # the tool does not wait on the termination lifecycle hook
         world.cloud.complete(inst)
     if not inst.alive:

@@ -27,6 +27,7 @@ SCHEDULE = (
     entry(1000, "kops_reset", az="us-east-1b"),
     entry(1100, "manual_refresh", az="us-east-1c", max_surge=2),
     entry(1200, "kops_spec", az="us-east-1c", below=0, above=1),  # under the refresh's two surge units
+    entry(1300, "foreign_terminate", az="us-east-1c", target="spare", decrement=1),  # and a spare of it taken
     entry(1400, "cancel_refresh", az="us-east-1c"),
     entry(1500, "operator_cordon", 1800, az="us-east-1b"),
     entry(1600, "pdb_block", 1200),
