@@ -16,8 +16,11 @@ nodes" it did not make (a known weakness of kOps rolling-update users).
 What the checker is told (``Foreign``): the instance terminated (invariant 1 counts it as Spot's reclaims without a
 warning, ``sim.ready_count``: a node of a run's start gone is in neither count, a node that came during the run is
 excused until a node comes in its group after it, which with ``decrement`` only the product's own answer brings) and
-the desired capacity units it took away per group (the end check of sizes accepts a desired capacity that many below
-the start, never below MinSize, never above the start: ``Foreign.accepts``).
+the desired capacity units it took away below the group's start (``World.sizes_at_start``) per group: the end check
+of sizes accepts a desired capacity that many below the start, never below MinSize, never above the start
+(``Foreign.accepts``). A unit taken while a raise of ours held the group above its start was ours (a surge's, a
+compensation's): the product is to end the group at its start all the same (``lambdas.refresher.decide.replace
+.unit_taken``, the replenisher's give-back of a donor resized by someone else), so it does not lower the floor.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ if TYPE_CHECKING:
 @dataclass
 class Foreign:
     """What foreign terminations did: the instances terminated (-> simulated second) and the desired capacity units
-    taken away per group."""
+    taken away below the group's start, per group."""
 
     terminated: dict[str, float] = field(default_factory=dict)
     decrements: dict[str, int] = field(default_factory=dict)
