@@ -92,3 +92,19 @@ def test_a_refresh_whose_spare_another_tool_takes_holds_every_invariant() -> Non
         result = run_seed(5, nodes=9, days=0.5, schedule=schedule, trace=True)
         assert result.violation is None, result.summary()
         assert any("foreign terminate" in line for line in result.trace)
+
+
+def test_a_compensation_whose_instance_another_tool_takes_with_decrement_moves_to_another_sibling() -> None:
+    """An outage in 1a and a reclaim there: the replenisher raises 1b; another tool takes 1b's newest instance (the
+    compensating one) with decrement. The replenisher reads the donor reset by someone else, covers the shortfall
+    with 1c, and every group ends at its start (the decrement took our unit: it lowers no floor)."""
+    schedule = (
+        entry(60, "outage", 3 * 3600, az="us-east-1a"),
+        entry(300, "spot", az="us-east-1a", count=1),
+        entry(1500, "foreign_terminate", az="us-east-1b", target="spare", decrement=1),
+    )
+    result = run_seed(3, nodes=9, days=0.5, schedule=schedule, trace=True)
+    assert result.violation is None, result.summary()
+    trace = "\n".join(result.trace)
+    assert "foreign terminate nodes-us-east-1b" in trace and "desired 4 -> 3" in trace
+    assert "size_reset: nodes-us-east-1b" in trace and "set nodes-us-east-1c desired 4" in trace
