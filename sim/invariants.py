@@ -26,7 +26,7 @@ from sim.drain_items import drain_had_its_chance, unreachable_command
 from sim.foreign import Foreign
 from sim.health import Unwell
 from sim.kernel import EPOCH, Step
-from sim.ready_count import ReadyCount
+from sim.ready_count import ReadyCount, moment
 from sim.world_view import GroupState, NodeIndex, NodeState, WorldView
 
 ACTIVE_RUN = ("running", "pausing", "cancelling")  # core.runs.RunStatus.active
@@ -208,7 +208,8 @@ class Checker:
     # state ---------------------------------------------------------------------------------------------------------
     def refresher_terminated(self, instance_id: str) -> None:
         """The refresher terminated ``instance_id`` (or completed its lifecycle action): it is one of ``refreshed``."""
-        self.ready.refresher_terminated(self.t)
+        seen = moment(self.view, self.unwell, instance_id, self.t)  # its group as a Lambda could see it
+        self.ready.refresher_terminated(self.t, seen, instance_id not in self.refreshed)
         if instance_id not in self.refreshed:
             self.refreshed.add(instance_id)
             self._gone_refreshed |= self._gone_of.get(instance_id, set())
@@ -292,9 +293,8 @@ class Checker:
             lost = self._refreshed_nodes(index) & start
             lost |= start & self._gone_refreshed  # the gone nodes whose instance the refresher terminated
             lost -= ready_now
-            if short := self.ready.short(
-                run_id, ready_now, index.instance_of, running, t, len(lost), view.kops_taken()
-            ):
+            counted = self.ready.counted(run_id, ready_now, self.unwell)  # less the spares it did not count
+            if short := self.ready.short(run_id, counted, index.instance_of, running, t, len(lost), view.kops_taken()):
                 self.fail("1 Ready workers never below the start during a refresh", short)
             updated = str(item.get("updated_at"))
             seen = self._runs.get(run_id)

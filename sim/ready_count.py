@@ -19,16 +19,45 @@ but for what is not the refresh's doing:
   warning: its window is the instant it went; with a decrement no replacement comes, so it stays excused until a node
   the product brings in its group stands for it.
 
+A node a fault holds NotReady that came during the run counts in its gain only if the refresher did not rely on it
+NotReady: the gain is judged at each of the refresher's terminations (and lifecycle completions) of a node of the
+run's start, as a Lambda could see it then (``Moment``; a fault no Lambda could know yet, ``Unwell.unknown``, as
+Ready). Each such termination in a group is stood for by one new node of that group Ready then (``credited``, the
+earliest come first; a node of the run's start Ready is no gain); a credited node still counts when a fault makes it
+NotReady later (not the refresh's doing). A new node of the group not credited that a fault holds NotReady, known,
+at such a termination is ``doubted``: no gain of the run until it answers again (Ready since). So the refresher
+terminating an old node while its spare is NotReady is its loss, whatever the fault (the gap the previous count left:
+with the refresher's Ready check put out of action, storm seed 195023's shrunk schedule held).
+
 The world tells it of each reclaim as the instance goes (``World._instance_gone``), ``sim.foreign`` of each foreign
-termination, and the checker of each terminate of the refresher (``Checker.refresher_terminated``).
+termination, and the checker of each terminate of the refresher (``Checker.refresher_terminated``, with the
+``Moment`` ``moment`` reads).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sim.health import Unwell
+    from sim.world_view import WorldView
 
 SAME_SECOND = 1e-6  # a terminate at the reclaim's warning or its end is within its window (float rounding aside)
+
+
+@dataclass(frozen=True)
+class Moment:
+    """What a Lambda could see of a group when the refresher terminated an instance of it (``moment``): the
+    instance's ``node``, its ``group``, the group's listed worker ``nodes``, those of them ``ready`` (Ready, or held
+    NotReady by a fault no Lambda could know yet) and those a fault holds NotReady, known (``known``: -> since)."""
+
+    node: str
+    group: str
+    nodes: frozenset[str]
+    ready: frozenset[str]
+    known: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -42,6 +71,12 @@ class ReadyCount:
     came: dict[str, dict[str, tuple[str, str | None, float]]] = field(default_factory=dict)
     reclaimed: dict[str, tuple[float, float]] = field(default_factory=dict)  # instance -> (warned, gone): Spot took it
     terminations: list[float] = field(default_factory=list)  # when the refresher terminated an instance, in order
+    # run id -> group -> how many nodes of its start there the refresher terminated (each instance once)
+    owed: dict[str, dict[str, int]] = field(default_factory=dict)
+    # run id -> group -> the new nodes standing for them (Ready at a termination: module docstring)
+    credited: dict[str, dict[str, set[str]]] = field(default_factory=dict)
+    # run id -> node -> since when a fault holds it NotReady: not credited, known NotReady at a termination
+    doubted: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def spot_reclaimed(self, instance_id: str, warned: float, gone: float) -> None:
         """A Spot reclaim announced at ``warned`` took ``instance_id`` at ``gone`` (simulated seconds)."""
@@ -51,9 +86,41 @@ class ReadyCount:
         """Another tool terminated ``instance_id`` at ``t`` (``sim.foreign``): a reclaim without a warning."""
         self.reclaimed[instance_id] = (t, t)
 
-    def refresher_terminated(self, t: float) -> None:
-        """The refresher terminated an instance (or completed its lifecycle action) at ``t``."""
+    def refresher_terminated(self, t: float, seen: Moment | None = None, first: bool = True) -> None:
+        """The refresher terminated an instance (or completed its lifecycle action) at ``t``, ``seen`` what a Lambda
+        could see of its group then (None: no node, or in no group), ``first`` its first termination of it."""
         self.terminations.append(t)
+        if seen is not None:
+            for run_id, kept in self.kept.items():
+                if seen.node in kept:
+                    self._judge(run_id, seen, first, t)
+
+    def _judge(self, run_id: str, seen: Moment, first: bool, t: float) -> None:
+        """``seen``'s termination, of a node of ``run_id``'s start: credit as many new nodes Ready in its group as
+        terminations there, doubt the new ones not credited a fault holds NotReady, known (module docstring)."""
+        owed = self.owed.setdefault(run_id, {})
+        if first:
+            owed[seen.group] = owed.get(seen.group, 0) + 1
+        credited = self.credited.setdefault(run_id, {}).setdefault(seen.group, set())
+        credited &= seen.nodes  # a node gone stands for nothing (a Spot reclaim's replacement stands in)
+        start, came = self.start[run_id], self.came.get(run_id, {})
+        if (room := owed.get(seen.group, 0) - len(credited)) > 0 and (fresh := seen.ready - start - credited):
+            credited.update(sorted(fresh, key=lambda name: (came[name][2] if name in came else t, name))[:room])
+        doubted = self.doubted.setdefault(run_id, {})
+        for name, since in seen.known.items():
+            if name not in start and name not in credited:
+                doubted[name] = since
+
+    def counted(self, run_id: str, ready_now: frozenset[str], unwell: Unwell) -> frozenset[str]:
+        """``ready_now`` (the Ready workers, and those a fault holds NotReady) less those ``run_id`` doubts: what its
+        gain may hold."""
+        doubted = self.doubted.get(run_id)
+        if not doubted:
+            return ready_now
+        held = unwell.nodes
+        for name in [n for n, since in doubted.items() if held.get(n, (None,))[0] != since]:
+            del doubted[name]  # it answered (Ready since, or NotReady by another fault), or went
+        return ready_now - doubted.keys()
 
     def started(self, run_id: str, ready_now: frozenset[str], unwell: frozenset[str] = frozenset()) -> frozenset[str]:
         """The Ready workers at ``run_id``'s start that it may lose only for a gain: ``ready_now`` when it is first
@@ -111,3 +178,31 @@ class ReadyCount:
             return False
         first = bisect_left(self.terminations, window[0] - SAME_SECOND)
         return first == len(self.terminations) or self.terminations[first] > window[1] + SAME_SECOND
+
+
+def moment(view: WorldView, unwell: Unwell, instance_id: str, t: float) -> Moment | None:
+    """What a Lambda could see at ``t`` of the group of ``instance_id``, which the refresher terminates (``Moment``):
+    None when it is in no group or has no node. Walks the listed nodes once (a termination, not a scan)."""
+    running = view.running_instances()
+    group = running.get(instance_id, (None, ""))[0]
+    if group is None:
+        return None
+    index = view.node_index()
+    node, nodes = None, set()
+    for name, instance in index.instance_of.items():
+        if instance == instance_id:
+            node = name
+        if running.get(instance, (None, ""))[0] == group:
+            nodes.add(name)
+    if node is None:
+        return None
+    ready, known = nodes & index.ready_workers, {}
+    sick = [(name, since) for name, (since, master) in unwell.nodes.items() if not master and name in nodes]
+    if sick:
+        mark: dict[str, Any] | None = view.table_item("MEMBERSHIP")
+        for name, since in sick:
+            if unwell.unknown(name, t, mark):
+                ready.add(name)
+            else:
+                known[name] = since
+    return Moment(node, group, frozenset(nodes), frozenset(ready), known)
