@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import pytest
 
+from lambdas.refresher.decide.context import Context
 from sim.ready_count import ReadyCount
 from sim.run import run_seed
 from sim.schedules import STORM, Fault
@@ -71,6 +72,23 @@ def test_the_schedule_reaches_the_case(monkeypatch: pytest.MonkeyPatch) -> None:
     assert result.violation is not None
     assert result.violation.invariant == INVARIANT_1
     assert "6 nodes it replaced are gone, 5 new Ready" in result.violation.detail, result.violation.detail
+
+
+def test_an_old_node_terminated_while_its_spare_is_not_ready_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The refresher's Ready check put out of action (``ready_besides``: "enough Ready besides those being replaced"
+    always yes): the same schedule's last step of the ``max_surge`` 2 run terminates its old node 4 minutes after the
+    fault took its spare's kubelet (the agent had reported it). The count counted that spare, NotReady, as the run's
+    gain (``sim.health``: a fault's NotReady is not the refresh's doing) and held; it is judged at the termination
+    now (``sim.ready_count``: no new node Ready then stands for it). The unchanged product holds the schedule
+    (``test_a_spare_given_back_not_ready_is_no_loss_of_the_next_run``)."""
+    monkeypatch.setattr(Context, "ready_besides", lambda _p, _facts, _exclude: 10**9)
+    result = run_seed(195023, 30, 2.0, schedule=SHRUNK)
+    assert result.violation is not None
+    assert result.violation.invariant == INVARIANT_1
+    assert "10 nodes it replaced are gone, 9 new Ready" in result.violation.detail, result.violation.detail
+    # the count as it was (every node a fault holds NotReady in the gain) misses it
+    monkeypatch.setattr(ReadyCount, "counted", lambda _count, _run_id, ready_now, _unwell: ready_now)
+    assert run_seed(195023, 30, 2.0, schedule=SHRUNK).violation is None
 
 
 @pytest.mark.slow
