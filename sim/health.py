@@ -15,10 +15,12 @@ that join Kubernetes late or never.
   ``nodes_ready`` deadline.
 
 The checker is told which nodes the fault made NotReady (``Unwell``): they are not the product's doing, so invariant
-1 counts them as Ready, and invariant 2 does not blame a master termination on a master that went NotReady within
-``MEMBERSHIP_LAG_SECONDS`` (the agent reports a node's change at its next membership step, so no Lambda could know),
-or after the agent's last ``MEMBERSHIP`` mark while the refresher still trusts that mark (``Unwell.unknown``: the
-agent's Kubernetes reads refused, nothing reported since; bounded by ``MEMBERSHIP_MAX_AGE_SECONDS``).
+1 counts them as Ready (but a new node known NotReady when the refresher terminated a node of the run's start in its
+group, standing for none of its terminations: ``sim.ready_count``), and invariant 2 does not blame a master
+termination on a master that went NotReady within ``MEMBERSHIP_LAG_SECONDS`` (the agent reports a node's change at
+its next membership step, so no Lambda could know), or after the agent's last ``MEMBERSHIP`` mark while the
+refresher still trusts that mark (``Unwell.unknown``: the agent's Kubernetes reads refused, nothing reported since;
+bounded by ``MEMBERSHIP_MAX_AGE_SECONDS``).
 """
 
 from __future__ import annotations
