@@ -190,7 +190,8 @@ def compensate(b: Builder, group: Group, ledger: Ledger, comp: Compensation) -> 
             state=DonorState.INTENDED,
             raised_by=(prior.raised_by if prior else 0) + k,
             desired_before=prior.desired_before if prior else own_desired,
-            max_before=prior.max_before if prior else own_max,
+            # a MaxSize above every raise's is kOps' or a person's since (``Builder.original_max``): the original now
+            max_before=max(prior.max_before, b.original_max(name)) if prior else own_max,
             desired_target=target,
             max_target=max(cur_max, target),
             raised_at=prior.raised_at if prior else b.now,

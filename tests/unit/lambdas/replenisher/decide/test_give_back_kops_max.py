@@ -100,3 +100,37 @@ def test_a_ledger_cleared_first_hands_a_max_size_kops_raised_over_as_the_origina
     after = applied(world, plan)
     after = _given_back(after, after.ledgers["c"], 2)
     assert _max_set(decide(TICK, T0 + timedelta(hours=1), SETTINGS, after)) == []
+
+
+def test_a_second_raise_of_the_same_ledger_under_a_max_size_kops_raised_takes_it_as_the_original() -> None:
+    """Storm seed 220134: ``nodes-us-east-1a`` (10 / MaxSize 11) raised to 11 for ``nodes-us-east-1b`` (11 fits: the
+    raise set 11); kOps' new spec wrote MaxSize 12; 1b short again, 1a raised to 12 for it by the same ledger (12
+    fits). The record kept its first original (11), and the give-back restored MaxSize 11 under kOps' 12 ("4 sizes
+    end where they were"): a MaxSize above every MaxSize a raise set is kOps' (``Builder.original_max``), for a
+    record already there too."""
+    a = group("a", "az-a", 3, ids("a", 1))  # short of 2, one carried by b's first raise
+    b_ids = ids("b", 3)
+    b = group("b", "az-b", 3, b_ids, max_size=5)
+    for_a = Donor(
+        asg_name="b",
+        state=DonorState.RAISED,
+        raised_by=1,
+        desired_before=2,
+        max_before=3,
+        desired_target=3,
+        max_target=3,
+        raised_at=T0 - timedelta(minutes=30),
+        baseline_ids=tuple(b_ids[:2]),
+        instance_ids=(b_ids[2],),
+    )
+    led_a = Ledger(
+        asg_name="a", compensation=Compensation(owed=1, started_at=T0 - timedelta(minutes=30), donors={"b": for_a})
+    )
+    world = World(groups={"a": a, "b": b}, ledgers={"a": led_a}, nodes=nodes_for(a, b))
+    plan = decide(failure("a"), T0, SETTINGS, world)
+    assert [(x.asg_name, x.desired, x.max_size) for x in plan.actions if isinstance(x, SetCapacity)] == [("b", 4, None)]
+    led = [x.ledger for x in plan.actions if isinstance(x, WriteLedger) and x.ledger.asg_name == "a"][-1]
+    assert led.compensation is not None
+    assert led.compensation.donors["b"].max_before == 5  # kOps' MaxSize, not the first raise's original 3
+    after = _given_back(applied(world, plan), led, 2)
+    assert _max_set(decide(TICK, T0 + timedelta(hours=3), SETTINGS, after)) == []
