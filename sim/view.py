@@ -4,9 +4,9 @@
 The whole-cluster answers are made again only when what they describe changed. ``node_states`` and ``node_index``:
 when the cluster's ``node_version`` or the operators' cordons moved, and then from the nodes kept since the last
 answer (``Nodes``), reading again only the nodes the cluster's node events named since (``View._follow``: at 1,000
-nodes a change of one node is not a walk over all of them). ``running_instances`` and ``running_per_group``: when
-``sim.aws_state.PlacementEpoch`` moved (any instance's state, group or zone set). With ``verify`` every cached answer
-is compared with one made afresh (``AssertionError`` when they differ; the tests run seeds so).
+nodes a change of one node is not a walk over all of them). ``running_instances``, ``running_per_group``: when
+``sim.aws_state.PlacementEpoch`` moved (an instance's state, group or zone set). ``verify`` compares every cached
+answer with one made afresh (``AssertionError`` on a difference; the tests run seeds so).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from core.model import CommandStatus
 from core.schema import agent_item
 from sim.aws_state import LIVE_EC2_STATES, Group, PlacementEpoch
 from sim.kube_objects import CONTROL_PLANE_LABEL
+from sim.left_raised import crash_excused
 from sim.world_view import GroupState, NodeIndex, NodeState
 
 # a command's statuses before it ended; a tuple, not a set: a forged status may be a list (unhashable)
@@ -195,9 +196,8 @@ class View:
 
     def node_index(self) -> NodeIndex:
         """The index at the cluster's ``node_version`` (and the operators' cordons): after a change only the nodes
-        the cluster's node events name since the last answer are read (``_follow``); the index holds copies of what
-        is kept (``Nodes``), made again only when they changed (the Ready workers' set does not change with a
-        cordon, nor the nodes' instances)."""
+        the cluster's node events name since the last answer are read (``_follow``); the index holds copies of what is
+        kept (``Nodes``), made again only when they changed (a cordon changes neither Ready workers nor instances)."""
         version, operators = self.world.kube.node_version, self.world.operators
         cached = self._nodes
         if cached is not None and cached[0] == version and operators == self._kept.operators:
@@ -383,7 +383,7 @@ class View:
         return dict(self.world.sizes_at_start)
 
     def restore_excused(self) -> dict[str, set[int]]:
-        return dict(self.world.restore_excused)
+        return crash_excused(self.world, self.table_prefix("RUN#"))
 
     def kops_taken(self) -> int:
         return self.world.kops_taken

@@ -110,7 +110,8 @@ class WorldView(Protocol):
 
     def restore_excused(self) -> dict[str, set[int]]:
         """group -> MaxSizes the end check also accepts with the baseline's desired capacity (an original a raise of
-        ours restored over a spec edit it could not tell from its own raise: ``sim.actors._kops_spec``)."""
+        ours restored over a spec edit it could not tell from its own raise: ``sim.actors._kops_spec``; a MaxSize a
+        failed run left raised while a fault kept the refresher from running its restore: ``sim.left_raised``)."""
         ...
 
     def kops_taken(self) -> int:
