@@ -281,8 +281,7 @@ class Checker:
             del cordons[name]  # a listed node no longer held starts again (a node gone keeps its entry)
         # 1: Ready workers during a refresh (nodes the refresher terminated are replaced by as many new Ready ones;
         # losses to Spot reclaims and outages are not the refresh's, nor a unit kOps' write clamped away since:
-        # ``sim.ready_count``)
-        # and the listed nodes a fault holds NotReady: not the refresh's doing (nor, at a run's start, its capacity)
+        # ``sim.ready_count``) and the listed nodes a fault holds NotReady (nor, at a run's start, its capacity)
         unwell = self.unwell.workers() & index.instance_of.keys() if self.unwell.nodes else frozenset()
         ready_now = index.ready_workers | unwell if unwell else index.ready_workers
         for item in view.table_prefix("RUN#"):
@@ -294,7 +293,8 @@ class Checker:
             lost |= start & self._gone_refreshed  # the gone nodes whose instance the refresher terminated
             lost -= ready_now
             counted = self.ready.counted(run_id, ready_now, self.unwell)  # less the spares it did not count
-            if short := self.ready.short(run_id, counted, index.instance_of, running, t, len(lost), view.kops_taken()):
+            taken, nodes = view.kops_taken(), view.node_states  # nodes: when a new one registered (sim.ready_count)
+            if short := self.ready.short(run_id, counted, index.instance_of, running, t, len(lost), taken, nodes):
                 self.fail("1 Ready workers never below the start during a refresh", short)
             updated = str(item.get("updated_at"))
             seen = self._runs.get(run_id)

@@ -17,7 +17,11 @@ but for what is not the refresh's doing:
   bug this still finds: there the replacement of step 0's reclaimed spare, warned before it launched, was the node
   step 1 counted). A node another tool terminated (``sim.foreign``) is counted as one Spot reclaimed without a
   warning: its window is the instant it went; with a decrement no replacement comes, so it stays excused until a node
-  the product brings in its group stands for it.
+  the product brings in its group stands for it. A node comes when it registered (its ``creationTimestamp``), not when
+  a scan first sees it Ready, and a reclaim counts from its warning (the answers to it start there; seed 123033's
+  replacement registered between the two): a node registered before is no replacement of it (storm seed 240042: step
+  6's spare, Ready before a foreign termination took step 3's, first seen at the scan 39 ms after it, ended the
+  excuse).
 
 A node a fault holds NotReady that came during the run counts in its gain only if the refresher did not rely on it
 NotReady: the gain is judged at each of the refresher's terminations (and lifecycle completions) of a node of the
@@ -37,12 +41,16 @@ termination, and the checker of each terminate of the refresher (``Checker.refre
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from sim.kernel import EPOCH
 
 if TYPE_CHECKING:
     from sim.health import Unwell
-    from sim.world_view import WorldView
+    from sim.world_view import NodeState, WorldView
 
 SAME_SECOND = 1e-6  # a terminate at the reclaim's warning or its end is within its window (float rounding aside)
 
@@ -139,15 +147,19 @@ class ReadyCount:
         t: float,
         lost: int,
         taken: int,
+        nodes: Callable[[], Sequence[NodeState]] | None = None,
     ) -> str:
         """What breaks invariant 1 for ``run_id`` at ``t`` ("" when it holds): ``lost`` nodes of its start the
         refresher replaced are gone, ``taken`` the kOps clamps' count now, ``instance_of`` the listed nodes' instances,
-        ``running`` the running instances' groups."""
+        ``running`` the running instances' groups, ``nodes`` the listed nodes (read only when a new one is Ready: it
+        came when it registered, if before ``t``; without them, at ``t``)."""
         gained = ready_now - self.start[run_id]
         came = self.came.setdefault(run_id, {})
-        for name in gained - came.keys():
-            instance = instance_of.get(name, "")
-            came[name] = (instance, running.get(instance, (None, ""))[0], t)
+        if new := gained - came.keys():
+            registered = _registered(nodes, new) if nodes is not None else {}
+            for name in sorted(new):
+                instance = instance_of.get(name, "")
+                came[name] = (instance, running.get(instance, (None, ""))[0], min(t, registered.get(name, t)))
         taken -= self.taken_at_start.setdefault(run_id, taken)
         if lost <= len(gained) + taken:
             return ""
@@ -164,8 +176,8 @@ class ReadyCount:
         events: list[tuple[float, bool, str | None]] = []  # (when, a node came, its group)
         for name, (instance, group, since) in came.items():
             events.append((since, True, group))
-            if name not in ready_now and self._spot_took(instance):
-                events.append((self.reclaimed[instance][1], False, group))
+            if name not in ready_now and self._spot_took(instance):  # from its warning: the answers start there
+                events.append((max(self.reclaimed[instance][0], since), False, group))
         owed: dict[str | None, int] = {}
         for _at, arrived, group in sorted(events, key=lambda e: e[:2]):  # a reclaim before a node seen at its time
             owed[group] = max(0, owed.get(group, 0) - 1) if arrived else owed.get(group, 0) + 1
@@ -178,6 +190,16 @@ class ReadyCount:
             return False
         first = bisect_left(self.terminations, window[0] - SAME_SECOND)
         return first == len(self.terminations) or self.terminations[first] > window[1] + SAME_SECOND
+
+
+def _registered(nodes: Callable[[], Sequence[NodeState]], names: frozenset[str]) -> dict[str, float]:
+    """When each of ``names`` registered (its ``creationTimestamp``, simulated seconds; absent when it has none)."""
+    epoch = EPOCH.timestamp()
+    return {
+        n.name: datetime.fromisoformat(n.created.replace("Z", "+00:00")).timestamp() - epoch
+        for n in nodes()
+        if n.name in names and n.created
+    }
 
 
 def moment(view: WorldView, unwell: Unwell, instance_id: str, t: float) -> Moment | None:

@@ -118,8 +118,8 @@ class EveryNode(Checker):
             lost |= {name for name, instance in self._gone.items() if name in start and instance in self.refreshed}
             lost -= ready_now
             instances = {n.name: n.instance_id for n in nodes}
-            taken = view.kops_taken()
-            if short := self.ready.short(run_id, frozenset(ready_now), instances, running, t, len(lost), taken):
+            taken, listed = view.kops_taken(), view.node_states  # when the new ones registered
+            if short := self.ready.short(run_id, frozenset(ready_now), instances, running, t, len(lost), taken, listed):
                 self.fail("1 Ready workers never below the start during a refresh", short)
             updated = str(item.get("updated_at"))
             seen = self._runs.get(run_id)
