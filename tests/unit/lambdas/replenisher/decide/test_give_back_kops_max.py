@@ -36,13 +36,9 @@ def _given_back(world: World, ledger: Ledger, b_desired: int) -> World:
     return replace(world, groups={**world.groups, "b": b}, ledgers=ledgers)
 
 
-def test_a_second_raise_under_a_max_size_kops_raised_takes_it_as_the_original() -> None:
-    # b (own 2 / MaxSize 3) raised to 3 for a (MaxSize 3 fits: the raise set 3); kOps then wrote MaxSize 5; c fails
-    # short of 1 and b is raised to 4 for it (5 fits)
-    a = group("a", "az-a", 3, ids("a", 3))
-    b_ids = ids("b", 3)
-    b = group("b", "az-b", 3, b_ids, max_size=5)
-    c = group("c", "az-c", 3, ids("c", 2))
+def _raised_once_for_a(b_ids: list[str]) -> Ledger:
+    """a's ledger: b (own 2 / MaxSize 3) raised by one to 3 for it half an hour ago (MaxSize 3 fitted: the raise set
+    3), the unit's instance ``b_ids[2]``."""
     for_a = Donor(
         asg_name="b",
         state=DonorState.RAISED,
@@ -55,9 +51,19 @@ def test_a_second_raise_under_a_max_size_kops_raised_takes_it_as_the_original() 
         baseline_ids=tuple(b_ids[:2]),
         instance_ids=(b_ids[2],),
     )
-    led_a = Ledger(
+    return Ledger(
         asg_name="a", compensation=Compensation(owed=1, started_at=T0 - timedelta(minutes=30), donors={"b": for_a})
     )
+
+
+def test_a_second_raise_under_a_max_size_kops_raised_takes_it_as_the_original() -> None:
+    # b (own 2 / MaxSize 3) raised to 3 for a (MaxSize 3 fits: the raise set 3); kOps then wrote MaxSize 5; c fails
+    # short of 1 and b is raised to 4 for it (5 fits)
+    a = group("a", "az-a", 3, ids("a", 3))
+    b_ids = ids("b", 3)
+    b = group("b", "az-b", 3, b_ids, max_size=5)
+    c = group("c", "az-c", 3, ids("c", 2))
+    led_a = _raised_once_for_a(b_ids)
     world = World(groups={"a": a, "b": b, "c": c}, ledgers={"a": led_a}, nodes=nodes_for(a, b, c))
     plan = decide(failure("c"), T0, SETTINGS, world)
     assert [(x.asg_name, x.desired, x.max_size) for x in plan.actions if isinstance(x, SetCapacity)] == [("b", 4, None)]
@@ -111,21 +117,7 @@ def test_a_second_raise_of_the_same_ledger_under_a_max_size_kops_raised_takes_it
     a = group("a", "az-a", 3, ids("a", 1))  # short of 2, one carried by b's first raise
     b_ids = ids("b", 3)
     b = group("b", "az-b", 3, b_ids, max_size=5)
-    for_a = Donor(
-        asg_name="b",
-        state=DonorState.RAISED,
-        raised_by=1,
-        desired_before=2,
-        max_before=3,
-        desired_target=3,
-        max_target=3,
-        raised_at=T0 - timedelta(minutes=30),
-        baseline_ids=tuple(b_ids[:2]),
-        instance_ids=(b_ids[2],),
-    )
-    led_a = Ledger(
-        asg_name="a", compensation=Compensation(owed=1, started_at=T0 - timedelta(minutes=30), donors={"b": for_a})
-    )
+    led_a = _raised_once_for_a(b_ids)
     world = World(groups={"a": a, "b": b}, ledgers={"a": led_a}, nodes=nodes_for(a, b))
     plan = decide(failure("a"), T0, SETTINGS, world)
     assert [(x.asg_name, x.desired, x.max_size) for x in plan.actions if isinstance(x, SetCapacity)] == [("b", 4, None)]
