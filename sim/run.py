@@ -50,8 +50,8 @@ class Result:
         return f"{head}\n  invocations: {outcomes}\n  {counters}\n  digest {self.digest[:16]}  {verdict}"
 
 
-# collections of the middle generation between two of the oldest, during a run (CPython's: 10; see
-# ``full_collections_rarer``)
+# collections of the middle generation between two of the oldest, during a seed's build, run, end checks and digest
+# (CPython's: 10; see ``full_collections_rarer``)
 FULL_COLLECTION_THRESHOLD = 100
 
 
