@@ -209,7 +209,7 @@ class Checker:
     def refresher_terminated(self, instance_id: str) -> None:
         """The refresher terminated ``instance_id`` (or completed its lifecycle action): it is one of ``refreshed``."""
         seen = moment(self.view, self.unwell, instance_id, self.t)  # its group as a Lambda could see it
-        self.ready.refresher_terminated(self.t, seen, instance_id not in self.refreshed)
+        self.ready.refresher_terminated(self.t, seen, instance_id not in self.refreshed, instance_id)
         if instance_id not in self.refreshed:
             self.refreshed.add(instance_id)
             self._gone_refreshed |= self._gone_of.get(instance_id, set())
@@ -288,7 +288,7 @@ class Checker:
             if item.get("status") not in ACTIVE_RUN:
                 continue
             run_id = str(item.get("sk", ""))[4:]
-            start = self.ready.started(run_id, ready_now, unwell)
+            start = self.ready.started(run_id, ready_now, unwell, index.instance_of, item.get("created_at"))
             lost = self._refreshed_nodes(index) & start
             lost |= start & self._gone_refreshed  # the gone nodes whose instance the refresher terminated
             lost -= ready_now

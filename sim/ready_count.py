@@ -33,6 +33,14 @@ at such a termination is ``doubted``: no gain of the run until it answers again 
 terminating an old node while its spare is NotReady is its loss, whatever the fault (the gap the previous count left:
 with the refresher's Ready check put out of action, storm seed 195023's shrunk schedule held).
 
+A node of the start whose instance the refresher had terminated before the run was created (``going``: a spare an
+earlier run gave back, Ready and cordoned in its termination lifecycle action's drain) is going away, no capacity of
+that start (docs/DESIGN.md, invariant 1: a node whose instance is going away counts for nothing): neither its loss nor
+its gain, as one held NotReady at its start (storm seed 270110: a master refresh started while the spare a cancelled
+worker run had terminated 9 minutes before was still draining; the node went as the hook completed, and the master
+run was charged with a worker it never touched). The run could not know it, nor did it act on it. Only until the run
+terminates that instance itself (a terminate refused before, the node kept): then it is of the run's start again.
+
 The world tells it of each reclaim as the instance goes (``World._instance_gone``), ``sim.foreign`` of each foreign
 termination, and the checker of each terminate of the refresher (``Checker.refresher_terminated``, with the
 ``Moment`` ``moment`` reads).
@@ -85,6 +93,9 @@ class ReadyCount:
     credited: dict[str, dict[str, set[str]]] = field(default_factory=dict)
     # run id -> node -> since when a fault holds it NotReady: not credited, known NotReady at a termination
     doubted: dict[str, dict[str, float]] = field(default_factory=dict)
+    terminated_at: dict[str, float] = field(default_factory=dict)  # instance -> the refresher's last terminate of it
+    # run id -> nodes of its start whose instance the refresher had terminated before it was created (docstring)
+    going: dict[str, set[str]] = field(default_factory=dict)
 
     def spot_reclaimed(self, instance_id: str, warned: float, gone: float) -> None:
         """A Spot reclaim announced at ``warned`` took ``instance_id`` at ``gone`` (simulated seconds)."""
@@ -94,13 +105,21 @@ class ReadyCount:
         """Another tool terminated ``instance_id`` at ``t`` (``sim.foreign``): a reclaim without a warning."""
         self.reclaimed[instance_id] = (t, t)
 
-    def refresher_terminated(self, t: float, seen: Moment | None = None, first: bool = True) -> None:
-        """The refresher terminated an instance (or completed its lifecycle action) at ``t``, ``seen`` what a Lambda
-        could see of its group then (None: no node, or in no group), ``first`` its first termination of it."""
+    def refresher_terminated(
+        self, t: float, seen: Moment | None = None, first: bool = True, instance_id: str | None = None
+    ) -> None:
+        """The refresher terminated ``instance_id`` (or completed its lifecycle action) at ``t``, ``seen`` what a
+        Lambda could see of its group then (None: no node, or in no group), ``first`` its first termination of it."""
         self.terminations.append(t)
+        if instance_id is not None:
+            self.terminated_at[instance_id] = t
         if seen is not None:
-            for run_id, kept in self.kept.items():
-                if seen.node in kept:
+            for run_id, kept in list(self.kept.items()):
+                if seen.node in (going := self.going.get(run_id, set())):  # the run terminates it: its own again
+                    going.discard(seen.node)
+                    self.kept[run_id] = kept | {seen.node}
+                    self._judge(run_id, seen, True, t)
+                elif seen.node in kept:
                     self._judge(run_id, seen, first, t)
 
     def _judge(self, run_id: str, seen: Moment, first: bool, t: float) -> None:
@@ -130,12 +149,27 @@ class ReadyCount:
             del doubted[name]  # it answered (Ready since, or NotReady by another fault), or went
         return ready_now - doubted.keys()
 
-    def started(self, run_id: str, ready_now: frozenset[str], unwell: frozenset[str] = frozenset()) -> frozenset[str]:
+    def started(
+        self,
+        run_id: str,
+        ready_now: frozenset[str],
+        unwell: frozenset[str] = frozenset(),
+        instance_of: dict[str, str] | None = None,
+        created: object = None,
+    ) -> frozenset[str]:
         """The Ready workers at ``run_id``'s start that it may lose only for a gain: ``ready_now`` when it is first
-        seen, less ``unwell`` then (the nodes a fault holds NotReady, counted in ``ready_now``: module docstring)."""
+        seen, less ``unwell`` then (the nodes a fault holds NotReady, counted in ``ready_now``) and less those whose
+        instance (``instance_of``) the refresher terminated before ``created``, the run's ``created_at`` (``going``:
+        module docstring; none when either is not given)."""
         kept = self.kept.get(run_id)
         if kept is None:
-            kept = self.kept[run_id] = self.start.setdefault(run_id, ready_now) - unwell
+            kept = self.start.setdefault(run_id, ready_now) - unwell
+            if instance_of is not None and isinstance(created, str) and created and self.terminated_at:
+                before, at = _seconds(created), self.terminated_at.get
+                going = {n for n in kept if (when := at(instance_of.get(n, ""))) is not None and when < before}
+                if going:
+                    self.going[run_id], kept = going, kept - going
+            self.kept[run_id] = kept
         return kept
 
     def short(
@@ -194,12 +228,12 @@ class ReadyCount:
 
 def _registered(nodes: Callable[[], Sequence[NodeState]], names: frozenset[str]) -> dict[str, float]:
     """When each of ``names`` registered (its ``creationTimestamp``, simulated seconds; absent when it has none)."""
-    epoch = EPOCH.timestamp()
-    return {
-        n.name: datetime.fromisoformat(n.created.replace("Z", "+00:00")).timestamp() - epoch
-        for n in nodes()
-        if n.name in names and n.created
-    }
+    return {n.name: _seconds(n.created) for n in nodes() if n.name in names and n.created}
+
+
+def _seconds(iso: str) -> float:
+    """An ISO 8601 time (``Z`` or an offset) as simulated seconds."""
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() - EPOCH.timestamp()
 
 
 def moment(view: WorldView, unwell: Unwell, instance_id: str, t: float) -> Moment | None:

@@ -62,12 +62,11 @@ def test_a_spare_given_back_not_ready_is_no_loss_of_the_next_run() -> None:
 
 
 def test_the_schedule_reaches_the_case(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The checker as it was (the start keeps the nodes a fault holds NotReady) breaks invariant 1 on the shrunk
-    schedule as on the seed: the case above is held by the fix, not by a schedule that no longer gets there."""
+    """The checker as it was (the start keeps the nodes a fault holds NotReady, and, as before seed 270110's fix,
+    those whose instance the refresher terminated before the run) breaks invariant 1 on the shrunk schedule as on the
+    seed: the case above is held by the fix, not by a schedule that no longer gets there."""
     started = ReadyCount.started
-    monkeypatch.setattr(
-        ReadyCount, "started", lambda count, run_id, ready_now, _unwell=frozenset(): started(count, run_id, ready_now)
-    )
+    monkeypatch.setattr(ReadyCount, "started", lambda count, run_id, ready_now, *_: started(count, run_id, ready_now))
     result = run_seed(195023, 30, 2.0, schedule=SHRUNK)
     assert result.violation is not None
     assert result.violation.invariant == INVARIANT_1

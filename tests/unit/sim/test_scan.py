@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from sim.invariants import ACTIVE_RUN, Bounds, Checker, Violation, view_epoch
+from sim.kernel import EPOCH
 from sim.world_view import GroupState, NodeIndex, NodeState
 
 AZS = ("a", "b", "c")
@@ -113,11 +115,11 @@ class EveryNode(Checker):
             run_id = str(item.get("sk", ""))[4:]
             if ready_now is None:
                 ready_now = {n.name for n in nodes if not n.master and n.ready}
-            start = self.ready.started(run_id, frozenset(ready_now))
+            instances = {n.name: n.instance_id for n in nodes}
+            start = self.ready.started(run_id, frozenset(ready_now), frozenset(), instances, item.get("created_at"))
             lost = {n.name for n in nodes if n.name in start and n.instance_id in self.refreshed}
             lost |= {name for name, instance in self._gone.items() if name in start and instance in self.refreshed}
             lost -= ready_now
-            instances = {n.name: n.instance_id for n in nodes}
             taken, listed = view.kops_taken(), view.node_states  # when the new ones registered
             if short := self.ready.short(run_id, frozenset(ready_now), instances, running, t, len(lost), taken, listed):
                 self.fail("1 Ready workers never below the start during a refresh", short)
@@ -196,7 +198,12 @@ def change(rng: random.Random, view: RandomView, checkers: list[Checker], joined
         ]
     if rng.random() < 0.2:
         view.runs = [
-            {"sk": f"RUN#r{k}", "status": rng.choice([*ACTIVE_RUN, "succeeded"]), "updated_at": rng.randint(0, 3)}
+            {
+                "sk": f"RUN#r{k}",
+                "status": rng.choice([*ACTIVE_RUN, "succeeded"]),
+                "updated_at": rng.randint(0, 3),
+                "created_at": (EPOCH + timedelta(seconds=rng.uniform(0, 300 * 120))).isoformat(),  # the start's going
+            }
             for k in range(rng.randint(0, 2))
         ]
     if instances and rng.random() < 0.2:
