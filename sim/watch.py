@@ -12,8 +12,9 @@ ending by their deadlines.
   (``status`` ``running``) has its node unschedulable within ``cordon_seconds``, while the Kubernetes API had no
   injected fault since the command started (a refused cordon is retried by the drain step only) and the agent is up,
   **until the drain's end** (``_Drain.cordon_until``: its deadline, tightened, capped at ``MAX_COMMAND_SECONDS`` after
-  its start, ``decisions.capped``). Past it the drain is over whatever its ``CMD#`` item still reads (an end the
-  table refused to record, a message dead-lettered meanwhile), and the node may be uncordoned: the drain's own
+  its start, ``decisions.capped``; over from that instant on, to the microsecond, ``drain_over``). Past it the
+  drain is over whatever its ``CMD#`` item still reads (an end the table refused to record, a message dead-lettered
+  meanwhile), and the node may be uncordoned: the drain's own
   ``uncordon_on_failure``, or the refresher undoing a step whose drain timed out (docs/DESIGN.md). A node an
   operator uncordoned after the drain started (``World.operator_uncordoned``; the node was theirs, cordoned before
   the drain, which a drain leaves theirs: ``agent.drain.cordon``) is not counted: the drain goes on and evicts what
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
     from sim.world import World
 
 LOCK = "LOCK"
+TIME_RESOLUTION = 1e-6  # seconds: the agent's datetimes and the items' ISO times are to the microsecond
 
 
 class _Drain(NamedTuple):
@@ -91,6 +93,18 @@ def drain_of(item: dict[str, Any], max_command_seconds: float | None) -> _Drain 
     options = command.get("options")
     grace = options.get("grace_period_seconds") if isinstance(options, dict) else None
     return _Drain(str(item.get("instance_id")), since, until, stop_by, bound, None if grace is None else int(grace))
+
+
+def drain_over(drain: _Drain, t: float) -> bool:
+    """Whether ``drain`` is over at simulated second ``t``: from its deadline (``cordon_until``) on, to the microsecond,
+    as the agent judges it. The agent's clock and the ``CMD#`` times are datetimes (microseconds): at the kernel's
+    instant of the deadline it reads no second left (``decisions.deadline_passed``, ``<= 0``), ``SimDrain`` concludes,
+    and a refresh drain's ``uncordon_on_failure`` gives its cordon back. The kernel's float time of that instant can
+    lie below the deadline read back from its ISO string (storm seed 281013: 18,911.0793316 s against 18,911.0793321
+    s); judged still inside the drain, the uncordon was blamed on it whenever the table refused the drain's end write
+    (a DynamoDB outage). Every instant a microsecond or more before the deadline is still checked, so a cordon missed
+    or undone while the drain runs is still caught."""
+    return t >= drain.cordon_until - TIME_RESOLUTION
 
 
 def _seconds(value: Any) -> float:
@@ -232,7 +246,7 @@ class Watch:
         t = world.kernel.t
         started: dict[str, float] = {}
         for sk, drain in list(self._drains.items()):
-            if t > drain.cordon_until:  # over (its end maybe never recorded): no longer this check's
+            if drain_over(drain, t):  # over (its end maybe never recorded): no longer this check's
                 del self._drains[sk]
             elif t - drain.since > self.cordon_seconds:
                 started[drain.instance] = drain.since
