@@ -26,11 +26,10 @@ bounded by ``MEMBERSHIP_MAX_AGE_SECONDS``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agent.drain.policy import is_control_plane
-from sim.kernel import EPOCH
+from sim.kernel import seconds_of
 from sim.kube_objects import is_ready
 from sim.schedules import Fault
 
@@ -75,7 +74,7 @@ class Unwell:
             return held is not None
         if mark is None or not mark.get("reported_at"):
             return False
-        at = datetime.fromisoformat(str(mark["reported_at"])).timestamp() - EPOCH.timestamp()
+        at = seconds_of(str(mark["reported_at"]))
         return at < held[0] and t - at <= self.mark_max_age
 
 

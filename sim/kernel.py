@@ -24,6 +24,12 @@ from core.clock import use_wall_clock
 EPOCH = datetime(2026, 1, 5, tzinfo=UTC)
 
 
+def seconds_of(iso: str) -> float:
+    """Simulated seconds (since ``EPOCH``) of an ISO 8601 time with its offset (``Z`` or ``+00:00``), as the product
+    writes times into items and Kubernetes objects. Raises ValueError when it is not one."""
+    return datetime.fromisoformat(iso).timestamp() - EPOCH.timestamp()
+
+
 class SimulatedSleepError(RuntimeError):
     """Product code tried to block on a sleep inside a simulated step; the simulation has no threads, so a wait must
     be a scheduled action instead (the caller's budget or settings are wrong for the simulation)."""

@@ -51,10 +51,9 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sim.kernel import EPOCH
+from sim.kernel import seconds_of
 
 if TYPE_CHECKING:
     from sim.health import Unwell
@@ -165,7 +164,7 @@ class ReadyCount:
         if kept is None:
             kept = self.start.setdefault(run_id, ready_now) - unwell
             if instance_of is not None and isinstance(created, str) and created and self.terminated_at:
-                before, at = _seconds(created), self.terminated_at.get
+                before, at = seconds_of(created), self.terminated_at.get
                 going = {n for n in kept if (when := at(instance_of.get(n, ""))) is not None and when < before}
                 if going:
                     self.going[run_id], kept = going, kept - going
@@ -228,12 +227,7 @@ class ReadyCount:
 
 def _registered(nodes: Callable[[], Sequence[NodeState]], names: frozenset[str]) -> dict[str, float]:
     """When each of ``names`` registered (its ``creationTimestamp``, simulated seconds; absent when it has none)."""
-    return {n.name: _seconds(n.created) for n in nodes() if n.name in names and n.created}
-
-
-def _seconds(iso: str) -> float:
-    """An ISO 8601 time (``Z`` or an offset) as simulated seconds."""
-    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() - EPOCH.timestamp()
+    return {n.name: seconds_of(n.created) for n in nodes() if n.name in names and n.created}
 
 
 def moment(view: WorldView, unwell: Unwell, instance_id: str, t: float) -> Moment | None:

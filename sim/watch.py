@@ -57,7 +57,7 @@ from agent.drain.policy import DEADLINE_BOUND_REASONS
 from core.runs import WaitDeadline
 from core.settings import PdbDeadlinePolicy
 from sim.invariants import ACTIVE_RUN, EARLY, view_epoch
-from sim.kernel import Step
+from sim.kernel import Step, seconds_of
 from sim.kube_model import DEFAULT_GRACE, PodInfo
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ def drain_over(drain: _Drain, t: float) -> bool:
 def _seconds(value: Any) -> float:
     """Simulated seconds of an ISO 8601 time (or epoch seconds) read from an item."""
     try:
-        return datetime.fromisoformat(str(value)).timestamp() - view_epoch(0.0)
+        return seconds_of(str(value))
     except ValueError:
         return float(value) - view_epoch(0.0)
 
