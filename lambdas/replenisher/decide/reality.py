@@ -3,9 +3,11 @@ sizes before anything is decided on it. Pure.
 
 For each donor group, over the ledgers that have it raised (``Donor.state`` ``raised``) and are not giving back
 (the give-back, rule 8, re-reads the donor itself), the capacity it really holds for them is its DesiredCapacity
-as Auto Scaling reports it now minus its own size before the raises (the earliest ledger's ``desired_before``).
-When that is less than the ledgers carry (``raised_by - returned`` summed), someone (``kops update cluster``, a
-person) reset the donor's sizes:
+as Auto Scaling reports it now minus its own size before the raises (the earliest ledger's ``desired_before``, or
+its MinSize now when that is higher: a floor raised under the raise, by a ``kops update cluster`` of a spec whose
+minSize is the donor's raised size, makes those units the donor's own, and they cover no shortfall; storm seed
+300032). When that is less than the ledgers carry (``raised_by - returned`` summed), someone (``kops update
+cluster``, a person) reset the donor's sizes:
 
 - what it still holds is shared out to the ledgers in the order they raised it (earliest first); each ledger whose
   share is short gets ``raised_by`` lowered to ``returned`` + its share, its claimed instances cut to match (the
@@ -53,7 +55,7 @@ def reconcile_donors(b: Builder) -> None:
             continue
         held_for.sort(key=lambda item: (item[1].raised_at, item[0]))
         carried = sum(d.raised_by - d.returned for _, d in held_for)
-        base = min(d.desired_before for _, d in held_for)
+        base = max(min(d.desired_before for _, d in held_for), group.min_size)  # its own size (module docstring)
         held = max(0, group.desired - base)
         raised_max = max(d.max_target for _, d in held_for)
         if held >= carried:

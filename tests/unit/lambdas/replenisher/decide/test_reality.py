@@ -80,3 +80,26 @@ def test_a_raised_unit_that_never_launched_is_cancelled_and_the_compensation_cle
     assert sets == [("b", 2, None), ("b", None, 3)]  # the unlaunched unit cancelled, then MaxSize restored
     final = [a for a in plan.actions if isinstance(a, WriteLedger)][-1].ledger.compensation
     assert final is None
+
+
+def test_a_min_size_raised_under_the_raise_makes_those_units_the_donors_own() -> None:
+    # storm seed 300032: kOps wrote b's MinSize up to its raised size, desired capacity kept; the raise looked held,
+    # but b would now run those instances without us: they cover none of a's shortfall
+    world, _ = _world(4, 4, b_min=3)
+    plan = decide(TICK, T0, SETTINGS, world)
+    notes = [a for a in plan.actions if isinstance(a, Note) and a.reason is Reason.SIZE_RESET]
+    assert len(notes) == 1 and "b holds 1 of the 2" in notes[0].detail
+    sets = [a for a in plan.actions if isinstance(a, SetCapacity)]
+    assert [(s.asg_name, s.desired) for s in sets] == [("c", 3)]  # c covers the unit b's floor took
+    final = [a for a in plan.actions if isinstance(a, WriteLedger)][-1].ledger.compensation
+    assert final is not None
+    assert final.donors["b"].raised_by == 1 and final.donors["b"].desired_before == 3
+    assert final.donors["b"].reset_at == T0
+    assert final.donors["c"].raised_by == 1
+
+
+def test_a_min_size_at_the_size_before_the_raise_is_no_reset() -> None:
+    world, _ = _world(4, 4, b_min=2)
+    plan = decide(TICK, T0, SETTINGS, world)
+    assert not [a for a in plan.actions if isinstance(a, Note) and a.reason is Reason.SIZE_RESET]
+    assert not [a for a in plan.actions if isinstance(a, SetCapacity)]
