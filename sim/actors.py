@@ -189,9 +189,10 @@ def _kops_write(world: World, name: str, min_size: int, max_size: int) -> None:
 
 def _kops_spec(world: World, f: Fault) -> None:
     """``kops edit ig`` of the AZ's worker group, then ``kops update cluster --yes``: its spec's MinSize ``below``
-    its size, its MaxSize ``above`` it (the size kept), written to the group (``sim.aws.SimAws.kops_reset``: desired
-    capacity clamped into them). What the end check compares with follows: the size clamped into the new sizes, and
-    the new MaxSize (``World.sizes_at_start``).
+    its size, its MaxSize ``above`` it (the size kept), both moved by ``grow`` for a resize (the ``resize``
+    profile's), written to the group (``sim.aws.SimAws.kops_reset``: kOps writes no desired capacity, Auto Scaling
+    clamps it into them). What the end check compares with follows: the size clamped into the new sizes (the group's
+    size from then on), and the new MaxSize (``World.sizes_at_start``).
 
     A MaxSize written above the spec's before and at most the group's MaxSize now (a refresh's surge or a
     compensation holds it raised) is one the product cannot tell from its own raise: the refresher and the
@@ -203,10 +204,12 @@ def _kops_spec(world: World, f: Fault) -> None:
     name = f"nodes-{f.param('az')}"
     if name not in world.cloud.groups:
         return
-    size, before = world.sizes[name][2], world.sizes_at_start[name][1]
-    min_size, max_size = max(0, size - int(f.param("below", 0))), size + int(f.param("above", 0))
+    size, before, grow = world.sizes[name][2], world.sizes_at_start[name][1], int(f.param("grow", 0))
+    min_size = max(0, size + grow - int(f.param("below", 0)))
+    max_size = max(min_size, size + grow + int(f.param("above", 0)))
+    size = min(max(size, min_size), max_size)  # moved only by a resize (``grow``)
     world.sizes[name] = (min_size, max_size, size)
-    world.sizes_at_start[name] = (min(max(size, min_size), max_size), max_size)
+    world.sizes_at_start[name] = (size, max_size)
     below = {value for value in {before} | world.spec_originals.get(name, set()) if value < max_size}
     world.spec_originals[name] = below  # the group's own MaxSizes a raise of ours may still count from
     excused = {original for original, raised_to in _our_raises(world, name) if original < max_size <= raised_to}

@@ -33,7 +33,7 @@ What the generators follow:
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 HOUR = 3600.0
 DAY = 24 * HOUR
@@ -142,6 +142,11 @@ class Profile:
             (``target`` ``spare``: a refresh's surge spare, a compensation's instance) in 3 of 4, a random one
             (``any``) otherwise, and decrements the desired capacity (``decrement`` 1) in half of them. Both 0 in
             the default profile, and drawn after every other entry (the node health ones included), as above.
+        kops_resizes_per_day: kOps resizes of a worker group (``kops_spec`` with ``grow``: the spec's MinSize and
+            MaxSize moved together 1-2 up or down, the group's size clamped into them by Auto Scaling) per day;
+            ``resize_in_outage``: the share of outages with such a resize of a random worker group inside them (a
+            group scaled up where nothing can launch, or a donor resized under its raise). Only the ``resize``
+            profile draws them, after every other entry, so its seeds are the storm's plus these.
         quiet_tail: the last seconds of the run have no new faults, so the end-state checks see a settled world.
     """
 
@@ -170,6 +175,8 @@ class Profile:
     master_refreshes_per_day: float = 0.0
     foreign_terminates_per_day: float = 0.0
     foreign_after_refresh: float = 0.0
+    kops_resizes_per_day: float = 0.0
+    resize_in_outage: float = 0.0
     quiet_tail: float = 6 * HOUR
     api_faults: tuple[tuple[str, str, str], ...] = API_FAULTS
     azs: tuple[str, ...] = ("us-east-1a", "us-east-1b", "us-east-1c")
@@ -221,8 +228,10 @@ STORM = Profile(
     foreign_terminates_per_day=2.0,
     foreign_after_refresh=0.3,
 )
+# the storm, and kOps resizing worker groups under it (``Profile.kops_resizes_per_day``): ``--profile resize``
+RESIZE = replace(STORM, kops_resizes_per_day=2.0, resize_in_outage=0.5)
 # the profiles ``python -m sim --profile`` names besides the mutants' (``sim.mutants.MUTANTS``)
-PROFILES = {"storm": STORM}
+PROFILES = {"storm": STORM, "resize": RESIZE}
 
 
 @dataclass
@@ -296,6 +305,7 @@ def generate(rng: random.Random, nodes: int, days: float, profile: Profile | Non
     _kops_specs(d, p)  # last, for the same reason
     _node_health(d, p, nodes)  # after those: the same again
     _foreign(d, p)  # and after those
+    _kops_resizes(d, p)  # last of all
     return tuple(sorted(d.out))
 
 
@@ -359,3 +369,23 @@ def _kops_specs(d: _Draw, p: Profile) -> None:
             at, below, above = f.at + rng.uniform(60, 1800), rng.randint(0, 1), rng.randint(0, 2)
             if at < d.end:  # none in the quiet tail
                 d.add(at, "kops_spec", az=str(f.param("az")), below=below, above=above)
+
+
+def _kops_resizes(d: _Draw, p: Profile) -> None:
+    """The kOps resizes (``kops_spec`` with ``grow`` -2, -1, 1 or 2 besides ``below`` and ``above``): at random
+    times, and inside a share of the outages (``resize_in_outage``); no draw at all when the profile has none."""
+    rng = d.rng
+
+    def add(at: float) -> None:
+        d.add(at, "kops_spec", az=rng.choice(p.azs), below=rng.randint(0, 1), above=rng.randint(0, 2),
+              grow=rng.choice((-2, -1, 1, 2)))  # fmt: skip
+
+    for t in d.poisson_times(p.kops_resizes_per_day / DAY):
+        add(t)
+    if p.resize_in_outage <= 0:
+        return
+    for f in sorted(f for f in d.out if f.kind == "outage"):
+        if rng.random() < p.resize_in_outage:
+            at = rng.uniform(f.at, f.at + f.duration)
+            if at < d.end:  # none in the quiet tail
+                add(at)
