@@ -72,7 +72,8 @@ mutants: bootstrap-venv
 # The fleet simulation's long soak (issue 12, docs/SIMULATION.md "Soak"): thousands of seeds of a small cluster for a
 # simulated day each, every invariant checked; a failing seed is shrunk and printed with its replay command, and the
 # target fails. About 1 CPU second a seed on the 2-core machine (BENCHMARKS.md): 2,000 seeds, half an hour of CPU,
-# about a quarter of an hour of wall time at SOAK_JOBS=2. SOAK_PROFILE=storm draws every fault four times as often.
+# about a quarter of an hour of wall time at SOAK_JOBS=2. SOAK_PROFILE=storm draws every fault four times as often;
+# SOAK_PROFILE=resize adds kOps resizes of worker groups to it.
 SOAK_SEEDS ?= 2000
 SOAK_FIRST ?= 1000
 SOAK_NODES ?= 12
