@@ -191,7 +191,7 @@ class GroupSurge(BaseModel):
     name: str
     role: str
     instance_group: str | None = None
-    min_size: int
+    min_size: int  # at the start; raised to the highest MinSize read under its surge units (``worker.track_floor``)
     original_desired: int
     original_max: int
     raised: int = 0  # surge units in place: desired capacity should be original_desired + raised

@@ -15,7 +15,7 @@ from lambdas.refresher.decide.context import Context, Decision, WaitKind
 from lambdas.refresher.decide.master import settling, start_master
 from lambdas.refresher.decide.replace import draining, terminating
 from lambdas.refresher.decide.undo import undo_draining, undo_terminating, undoing
-from lambdas.refresher.decide.worker import start_workers, surging
+from lambdas.refresher.decide.worker import floor, start_workers, surging, track_floor
 from lambdas.refresher.plan import Action, Metric, MetricUnitName, ReleaseLock, SaveRun, SetCapacity
 from lambdas.refresher.summary import left_raised
 
@@ -61,12 +61,13 @@ def finish_groups(p: Context) -> None:
         if group.raised:
             continue
         facts = p.world.groups.get(group.name)
-        # a unit left raised (``unreturned``: the group's own desired capacity now) holds MaxSize up as well: a MaxSize
-        # below it would clamp desired capacity, and Auto Scaling would terminate an instance undrained
-        keep = max(group.original_max, group.original_desired) if group.unreturned else group.original_max
-        # MinSize above the original (kOps grew the group meanwhile) holds MaxSize up: the executor clamps the restore
-        # to it, so a MaxSize at or below MinSize is read back as restored, never asked again every pass
-        if facts is not None and max(keep, facts.min_size) < facts.max_size <= group.max_raised_to:
+        # a unit left raised (``unreturned``) or one MinSize made the group's own (``undo.absorb``) is the group's
+        # desired capacity now and holds MaxSize up as well: a MaxSize below it would clamp desired capacity, and Auto
+        # Scaling would terminate an instance undrained (resize seed 340200)
+        keep = max(group.original_max, group.original_desired)
+        # MinSize above the original (kOps grew the group meanwhile, ``worker.floor``) holds MaxSize up: the executor
+        # clamps the restore to it, so a MaxSize at or below MinSize is read back as restored, never asked again
+        if facts is not None and max(keep, floor(group, facts)) < facts.max_size <= group.max_raised_to:
             if group.restore_since is None:
                 group.restore_since = p.now  # the restore's deadline counts from its first ask
                 p.change(f"{group.name}: MaxSize restore to {keep} asked")
@@ -79,13 +80,18 @@ def finish_groups(p: Context) -> None:
             p.stop_run(
                 RunStatus.PAUSING,
                 f"{WaitDeadline.GIVE_BACK.value} deadline ({limit} s) passed: MaxSize of {group.name} still "
-                f"{facts.max_size}, not restored to {group.original_max}",
+                f"{facts.max_size}, not restored to {keep}",
             )
             p.change(f"{group.name}: MaxSize restore not read back in {limit} s: left at {facts.max_size}")
             continue
         group.max_restored = True
-        if facts is not None and max(group.original_max, facts.min_size) < facts.max_size <= group.max_raised_to:
-            group.max_left = facts.max_size  # kept up for a unit left raised: recorded, the operator's to lower
+        # kept up for a unit left raised: recorded, the operator's to lower
+        if (
+            group.unreturned
+            and facts is not None
+            and (max(group.original_max, floor(group, facts)) < facts.max_size <= group.max_raised_to)
+        ):
+            group.max_left = facts.max_size
         actual = "group gone" if facts is None else f"MaxSize {facts.max_size}"
         p.change(f"{group.name}: MaxSize restore read back ({actual}; original {group.original_max})")
 
@@ -149,6 +155,7 @@ def decide_pass(p: Context) -> Decision:
     # each step's state by its place (a pass never adds, drops or moves a step: ``Context.own`` puts its copy in the
     # step's place)
     was = p.states()
+    track_floor(p)  # before any step compares desired capacity with MinSize
     # terminations first: they give surge units back before anything compares desired capacity. Each state's steps
     # found among the steps the pass owns, the only ones in flight (``Context.in_flight``; the handlers' states are
     # all in flight), when its turn comes: a handler may move a step into a later one

@@ -20,6 +20,7 @@ from lambdas.refresher.decide.context import (
 )
 from lambdas.refresher.decide.handover import hand_over, successor, take_back
 from lambdas.refresher.decide.undo import give_back_unit
+from lambdas.refresher.decide.worker import floor
 from lambdas.refresher.plan import Metric, SendCommand, TerminateInstance
 from lambdas.refresher.select import masters_not_ready
 from lambdas.refresher.world import GroupFacts
@@ -89,7 +90,7 @@ def draining(p: Context, step: RunStep) -> None:
         return
     step.state = StepState.TERMINATING
     step.intent_at = p.now
-    decrement = worker and facts is not None and decrementable(facts) and not unit_taken(p, step, facts)
+    decrement = worker and facts is not None and decrementable(p, step, facts) and not unit_taken(p, step, facts)
     p.effects.append(TerminateInstance(step.group, step.instance_id, decrement=decrement))
     p.change(f"step {step.index}: drain {status}, terminate {step.instance_id}" + absorbed_note(worker, decrement))
 
@@ -189,9 +190,10 @@ def terminating(p: Context, step: RunStep) -> None:
         if not worker and not masters_ready_besides(p, step):
             return  # a master went NotReady since the terminate was asked (refused, lost): asked again once all Ready
         step.intent_at = p.now
-        decrement = worker and step.handed_over_to is None and decrementable(facts) and not unit_taken(p, step, facts)
+        own = worker and step.handed_over_to is None
+        decrement = own and decrementable(p, step, facts) and not unit_taken(p, step, facts)
         p.effects.append(TerminateInstance(step.group, step.instance_id, decrement=decrement))
-        extra = absorbed_note(worker and step.handed_over_to is None, decrement)
+        extra = absorbed_note(own, decrement)
         p.change(f"step {step.index}: {step.instance_id} still in service, terminate it again{extra}")
     else:
         p.wait(WaitKind.TERMINATION, f"{step.instance_id} to leave {step.group}")
@@ -206,8 +208,8 @@ def left_group(p: Context, step: RunStep, facts: GroupFacts) -> None:
     target = group.original_desired + group.raised - 1
     decremented = facts.desired <= target
     note = "replaced" if decremented else f"{RECLAIMED_NOTE}: spare kept"
-    if not decremented and facts.min_size > target:
-        note = f"replaced; MinSize {facts.min_size}: the surge unit is {group.name}'s own now"
+    if not decremented and floor(group, facts) > target:
+        note = f"replaced; MinSize {floor(group, facts)}: the surge unit is {group.name}'s own now"
     if not give_back_unit(p, step, facts, f"{RECLAIMED_NOTE}: spare {step.surge_instance_id} kept"):
         return
     group.raised -= 1
@@ -241,12 +243,13 @@ def unit_taken(p: Context, step: RunStep, facts: GroupFacts) -> bool:
     return any(s is step for s in ranked[: max(0, held - facts.max_size)])
 
 
-def decrementable(facts: GroupFacts) -> bool:
-    """Whether Auto Scaling takes a termination with decrement in this group: not at MinSize (kOps or a person raised
-    MinSize under the surge). Else the old instance is terminated without decrement (Auto Scaling launches its
-    replacement, the group kept at MinSize) and the surge unit counts as the group's own once it left
-    (``undo.give_back_unit``): sending the decrement again would be refused every grace period (invariant 8)."""
-    return facts.desired - 1 >= facts.min_size
+def decrementable(p: Context, step: RunStep, facts: GroupFacts) -> bool:
+    """Whether Auto Scaling takes a termination with decrement in ``step``'s group: not at MinSize (kOps or a person
+    raised MinSize under the surge, now or while the run held units: ``worker.track_floor``). Else the old instance
+    is terminated without decrement (Auto Scaling launches its replacement, the group kept at MinSize) and the surge
+    unit counts as the group's own once it left (``undo.give_back_unit``): sending the decrement again would be
+    refused every grace period (invariant 8)."""
+    return facts.desired - 1 >= floor(p.run.group(step.group), facts)
 
 
 def absorbed_note(worker: bool, decrement: bool) -> str:

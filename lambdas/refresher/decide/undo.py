@@ -19,6 +19,7 @@ from lambdas.refresher.decide.context import (
     Context,
     WaitKind,
 )
+from lambdas.refresher.decide.worker import floor
 from lambdas.refresher.plan import Metric, SendCommand, SetCapacity, TerminateInstance
 from lambdas.refresher.world import GroupFacts
 
@@ -194,7 +195,7 @@ def give_back_unit(p: Context, step: RunStep, facts: GroupFacts, why: str) -> bo
     target = group.original_desired + group.raised - 1
     if facts.desired <= target and not lowered_by_another(p, step, facts):
         return True
-    if facts.min_size > target:
+    if floor(group, facts) > target:
         absorb(p, group, facts)
         return True
     if len(facts.live) <= (target := lowering_target(p, step, group)):
@@ -344,12 +345,12 @@ def taken_back(p: Context, step: RunStep, facts: GroupFacts) -> bool:
     the surge): Auto Scaling refuses the decrement, the unit is the group's own now (``absorb``)."""
     group = p.run.group(step.group)
     target = group.original_desired + group.raised - 1
-    if (facts.desired > target and facts.min_size <= target) or clamped_from_another(p, step, facts):
+    if (facts.desired > target and floor(group, facts) <= target) or clamped_from_another(p, step, facts):
         return False
     kept = f"desired capacity of {group.name} already {facts.desired} (reset by kOps?)"
     if facts.desired > target:
         absorb(p, group, facts)
-        kept = f"MinSize of {group.name} {facts.min_size} (raised by kOps?): the unit is the group's own"
+        kept = f"MinSize of {group.name} {floor(group, facts)} (raised by kOps?): the unit is the group's own"
     group.raised -= 1
     note = step.note or "surge given back"
     spare = step.surge_instance_id
@@ -379,9 +380,8 @@ def absorb(p: Context, group: GroupSurge, facts: GroupFacts) -> None:
     surge): it becomes the group's own, ``original_desired`` + 1 (the caller lowers ``raised``), so desired capacity
     stays ``original_desired + raised`` and nothing asks Auto Scaling for a decrement it refuses."""
     group.original_desired += 1
-    p.change(
-        f"{group.name}: MinSize {facts.min_size} keeps a surge unit: the group's own size is {group.original_desired}"
-    )
+    minimum = floor(group, facts)
+    p.change(f"{group.name}: MinSize {minimum} keeps a surge unit: the group's own size is {group.original_desired}")
 
 
 def reissued_undo_id(command_id: str) -> str:

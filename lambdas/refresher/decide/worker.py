@@ -162,6 +162,30 @@ def start_workers(p: Context, current: str, steps: list[RunStep], states: list[S
         in_flight += 1
 
 
+def floor(group: GroupSurge, facts: GroupFacts) -> int:
+    """The MinSize under which a surge unit of ``group`` is the group's own: the larger of its MinSize now and the
+    one the run recorded (``track_floor``)."""
+    return max(facts.min_size, group.min_size)
+
+
+def track_floor(p: Context) -> None:
+    """Keep in ``GroupSurge.min_size`` the highest MinSize read while the run holds surge units in a group, clamped
+    by its MaxSize now, as Auto Scaling clamps the group's own size: kOps (or a person) raising MinSize to a unit
+    makes it the group's own (``undo.absorb``) even if a later write lowers MinSize again before the step ends
+    (resize seed 340200: MinSize 12 over 10 + 1 for 221 s, then 9 with MaxSize 11; the run gave the unit back and
+    left the group one below the size kOps' two writes made). Read only over units: at a group's first surge
+    ``rebase`` takes its sizes as they are."""
+    for group in p.run.groups:
+        facts = p.world.groups.get(group.name)
+        if facts is None or group.raised <= 0:
+            continue
+        seen = min(max(group.min_size, facts.min_size), facts.max_size)
+        if seen != group.min_size and (facts.min_size > group.min_size or facts.max_size < group.min_size):
+            p.change(f"{group.name}: MinSize {facts.min_size}, MaxSize {facts.max_size} under the run's surge units: "
+                     f"its own size is at least {seen}")  # fmt: skip
+            group.min_size = seen
+
+
 def rebase(p: Context, group: GroupSurge, facts: GroupFacts) -> None:
     """Take the group's sizes as they are now as its own (a group with no surge of the run in place): what the run
     raises and restores is counted from them, never from sizes recorded when the run started. Not when this pass
