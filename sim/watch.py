@@ -20,7 +20,11 @@ ending by their deadlines.
   the drain, which a drain leaves theirs: ``agent.drain.cordon``) is not counted: the drain goes on and evicts what
   lands there meanwhile (``DrainProgress.arrival``), but does not cordon it again (seed 5075 of the
   ``lock_not_atomic`` profile). A node that registers after its drain started (an instance warned before its kubelet
-  joined: ``steps.NodeWait``) has ``cordon_seconds`` from its registration.
+  joined: ``steps.NodeWait``) has ``cordon_seconds`` from its registration. A drain whose agent life died (a crash
+  hands nothing back: its ``CMD#`` item names a ``worker`` that is not the agent's now) waits for another life to
+  take it over, once its heartbeat is ``stale_after_seconds`` old and the command is received again
+  (``TAKEOVER_SLACK``): a node not cordoned by then (it registered after that life died) is judged from there (resize
+  seed 350004).
 - **A drain stops at its deadline** (the other side; ``agent.drain``: a drain evicts until its deadline, then
   concludes; ``steps.execute``: a drain whose deadline passed evicts nothing): every eviction or DELETE of a pod the
   Kubernetes API accepts (``SimKube.stops``) is on the node of a drain the agent started (``running`` in its
@@ -65,6 +69,11 @@ if TYPE_CHECKING:
 
 LOCK = "LOCK"
 TIME_RESOLUTION = 1e-6  # seconds: the agent's datetimes and the items' ISO times are to the microsecond
+# seconds past a dead life's stale heartbeat for another life to hold the command: its message comes back a second
+# after (``decisions.on_refusal``) or, dead-lettered meanwhile (received ``maxReceiveCount`` times, the dead life's
+# receives among them), the replenisher's sweep sends it again at its next tick (120 s, ``lambdas.common.sweep``);
+# then a long poll (20 s) and the cordon
+TAKEOVER_SLACK = 180.0
 
 
 class _Drain(NamedTuple):
@@ -248,7 +257,7 @@ class Watch:
         for sk, drain in list(self._drains.items()):
             if drain_over(drain, t):  # over (its end maybe never recorded): no longer this check's
                 del self._drains[sk]
-            elif t - drain.since > self.cordon_seconds:
+            elif t - drain.since > self.cordon_seconds and not self._taken_over_later(sk, t):
                 started[drain.instance] = drain.since
         if not started:
             return
@@ -332,6 +341,15 @@ class Watch:
                 f"{item.get('sk')}: its group whole for {now - since:.0f} s and the compensation not given back",
             )
         return None
+
+    def _taken_over_later(self, sk: str, t: float) -> bool:
+        """Whether drain ``sk`` belongs to an agent life that died (its ``worker`` not the agent's now) and is not
+        yet due to be taken over by another (module docstring, "Cordon at once")."""
+        item = self.world.view.table_item(sk)
+        if item is None or str(item.get("worker", "")) == str(getattr(self.world.agent, "worker_id", "")):
+            return False
+        beat = float(item.get("heartbeat_at") or 0) - view_epoch(0.0)
+        return t <= beat + float(item.get("stale_after_seconds") or 0) + TAKEOVER_SLACK
 
     def _excused(self, since: float, t: float) -> bool:
         """A Kubernetes API fault window since the drain started (the cordon may have been refused), or the agent
