@@ -20,7 +20,7 @@ from lambdas.refresher.decide.context import (
 )
 from lambdas.refresher.decide.handover import hand_over, successor, take_back
 from lambdas.refresher.decide.undo import give_back_unit
-from lambdas.refresher.decide.worker import floor
+from lambdas.refresher.decide.worker import decrements_asked, floor
 from lambdas.refresher.plan import Metric, SendCommand, TerminateInstance
 from lambdas.refresher.select import masters_not_ready
 from lambdas.refresher.world import GroupFacts
@@ -249,7 +249,7 @@ def decrementable(p: Context, step: RunStep, facts: GroupFacts) -> bool:
     is terminated without decrement (Auto Scaling launches its replacement, the group kept at MinSize) and the surge
     unit counts as the group's own once it left (``undo.give_back_unit``): sending the decrement again would be
     refused every grace period (invariant 8)."""
-    return facts.desired - 1 >= floor(p.run.group(step.group), facts)
+    return facts.desired - 1 - decrements_asked(p, step.group) >= floor(p.run.group(step.group), facts)
 
 
 def absorbed_note(worker: bool, decrement: bool) -> str:

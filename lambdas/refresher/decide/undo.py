@@ -19,7 +19,7 @@ from lambdas.refresher.decide.context import (
     Context,
     WaitKind,
 )
-from lambdas.refresher.decide.worker import floor
+from lambdas.refresher.decide.worker import decrements_asked, floor
 from lambdas.refresher.plan import Metric, SendCommand, SetCapacity, TerminateInstance
 from lambdas.refresher.world import GroupFacts
 
@@ -344,11 +344,12 @@ def taken_back(p: Context, step: RunStep, facts: GroupFacts) -> bool:
     read-back ends a surge whose raise never took effect. So does a MinSize above that value (kOps raised it under
     the surge): Auto Scaling refuses the decrement, the unit is the group's own now (``absorb``)."""
     group = p.run.group(step.group)
-    target = group.original_desired + group.raised - 1
-    if (facts.desired > target and floor(group, facts) <= target) or clamped_from_another(p, step, facts):
+    asked = decrements_asked(p, group.name)  # another step's decrement this pass: read back by a later one
+    target, desired = group.original_desired + group.raised - 1 - asked, facts.desired - asked
+    if (desired > target and floor(group, facts) <= target) or clamped_from_another(p, step, facts):
         return False
     kept = f"desired capacity of {group.name} already {facts.desired} (reset by kOps?)"
-    if facts.desired > target:
+    if desired > target:
         absorb(p, group, facts)
         kept = f"MinSize of {group.name} {floor(group, facts)} (raised by kOps?): the unit is the group's own"
     group.raised -= 1

@@ -8,7 +8,7 @@ from operator import attrgetter, is_
 
 from core.runs import GroupSurge, RunStatus, RunStep, StepState, WaitDeadline
 from lambdas.refresher.decide.context import Context, WaitKind
-from lambdas.refresher.plan import SendCommand, SetCapacity
+from lambdas.refresher.plan import SendCommand, SetCapacity, TerminateInstance
 from lambdas.refresher.world import GroupFacts
 
 _STATE, _INSTANCE_ID = attrgetter("state"), attrgetter("instance_id")
@@ -168,19 +168,32 @@ def floor(group: GroupSurge, facts: GroupFacts) -> int:
     return max(facts.min_size, group.min_size)
 
 
+def decrements_asked(p: Context, group: str) -> int:
+    """The terminations with decrement this pass has asked in ``group`` so far: desired capacity reads them only in a
+    later pass, so each step deciding after them counts them (two units given back in one pass, helper-140)."""
+    return sum(1 for e in p.effects if isinstance(e, TerminateInstance) and e.decrement and e.asg_name == group)
+
+
 def track_floor(p: Context) -> None:
-    """Keep in ``GroupSurge.min_size`` the highest MinSize read while the run holds surge units in a group, clamped
-    by its MaxSize now, as Auto Scaling clamps the group's own size: kOps (or a person) raising MinSize to a unit
-    makes it the group's own (``undo.absorb``) even if a later write lowers MinSize again before the step ends
-    (resize seed 340200: MinSize 12 over 10 + 1 for 221 s, then 9 with MaxSize 11; the run gave the unit back and
-    left the group one below the size kOps' two writes made). Read only over units: at a group's first surge
-    ``rebase`` takes its sizes as they are."""
+    """Follow the group's own size as Auto Scaling clamps it. ``original_desired`` is lowered to a MaxSize read below
+    it (kOps shrank the group: a unit MinSize had made its own is clamped away with it; helper-140). While the run
+    holds surge units in the group, ``GroupSurge.min_size`` keeps the highest MinSize read, no higher than its MaxSize
+    and desired capacity now (Auto Scaling never holds desired capacity under MinSize: one read below the floor says
+    the floor went): kOps (or a person) raising MinSize to a unit makes it the group's own (``undo.absorb``) even if
+    a later write lowers MinSize again before the step ends (resize seed 340200: MinSize 12 over 10 + 1 for 221 s,
+    then 9 with MaxSize 11; the run gave the unit back and left the group one below the size kOps' two writes made).
+    Read only over units: at a group's first surge ``rebase`` takes its sizes as they are."""
     for group in p.run.groups:
         facts = p.world.groups.get(group.name)
-        if facts is None or group.raised <= 0:
+        if facts is None:
             continue
-        seen = min(max(group.min_size, facts.min_size), facts.max_size)
-        if seen != group.min_size and (facts.min_size > group.min_size or facts.max_size < group.min_size):
+        if facts.max_size < group.original_desired:
+            p.change(f"{group.name}: MaxSize {facts.max_size} under its own size {group.original_desired}: clamped")
+            group.original_desired = facts.max_size
+        if group.raised <= 0:
+            continue
+        seen = min(max(group.min_size, facts.min_size), facts.max_size, facts.desired)
+        if seen != group.min_size and (facts.min_size > group.min_size or seen < group.min_size):
             p.change(f"{group.name}: MinSize {facts.min_size}, MaxSize {facts.max_size} under the run's surge units: "
                      f"its own size is at least {seen}")  # fmt: skip
             group.min_size = seen

@@ -142,16 +142,17 @@ def test_a_unit_absorbed_then_clamped_by_kops_is_not_kept_by_the_max_size_restor
     # pass 3: kOps -1 (MinSize 2, MaxSize 2) before the spare launched: desired 4 -> 2, NEW scaled in
     d = advance(d.run, at([OTHER, SPARE], 2, 2, 2), SETTINGS, minutes(11))
     assert d.run.groups[0].min_size == 2  # the floor follows the clamp
-    assert caps(d) == [(NODES, 4, 4)]  # raised again over kOps' MaxSize (it equals original_max: not a reset)
-    # pass 4: two spares launched (S3, S4), all Ready: drain OTHER
-    d = advance(d.run, at([OTHER, SPARE, S3, S4], 2, 4, 4), SETTINGS, minutes(13))
+    assert d.run.groups[0].original_desired == 2  # so does the group's own size (before the fix: 3)
+    assert caps(d) == [(NODES, 3, 3)]  # the unit raised again over the own size 2 (before: 4, over 3)
+    # pass 4: the spare launched (S3), all Ready: drain OTHER
+    d = advance(d.run, at([OTHER, SPARE, S3], 2, 3, 3), SETTINGS, minutes(13))
     assert d.run.steps[1].state is StepState.DRAINING
     cmd = d.run.steps[1].command_id
     # pass 5: drained: terminate OTHER with decrement
-    d = advance(d.run, at([OTHER, SPARE, S3, S4], 2, 4, 4, **{cmd: DRAINED}), SETTINGS, minutes(15))
+    d = advance(d.run, at([OTHER, SPARE, S3], 2, 3, 3, **{cmd: DRAINED}), SETTINGS, minutes(15))
     assert [t.decrement for t in effects(d, TerminateInstance)] == [True]
-    # pass 6: OTHER left, desired 3: the unit given back; the group's MaxSize restore asked
-    d = advance(d.run, at([SPARE, S3, S4], 2, 3, 4, **{cmd: DRAINED}), SETTINGS, minutes(17))
+    # pass 6: OTHER left, desired 2: the unit given back; the group's MaxSize restore asked
+    d = advance(d.run, at([SPARE, S3], 2, 2, 3, **{cmd: DRAINED}), SETTINGS, minutes(17))
     assert d.run.steps[1].state is StepState.DONE
     # kOps' size is 2 (MaxSize 2): a restore to 3 leaves the group one above it for good
     assert caps(d) == [(NODES, None, 2)], (d.run.groups[0], d.run.steps[1].note)
