@@ -58,6 +58,9 @@ def reconcile_donors(b: Builder) -> None:
         base = max(min(d.desired_before for _, d in held_for), group.min_size)  # its own size (module docstring)
         held = max(0, group.desired - base)
         raised_max = max(d.max_target for _, d in held_for)
+        # above every raise of ours (those in flight too): kOps' (a person's) MaxSize, the group's own now
+        if group.max_size > max([raised_max] + [r.max_target for r in b.donor_records(donor)]):
+            held_for = [(name, _own_max(b, donor, name, d, group.max_size)) for name, d in held_for]
         if held >= carried:
             if group.max_size < raised_max and raised_max > min(d.max_before for _, d in held_for):
                 b.note(Reason.SIZE_RESET, f"{donor}: MaxSize reset to {group.max_size} (raised to {raised_max})")
@@ -98,3 +101,18 @@ def reconcile_donors(b: Builder) -> None:
             )
             comp = comp.model_copy(update={"donors": {**comp.donors, donor: updated}, "notes": (*comp.notes, note)})
             b.write(ledger.model_copy(update={"compensation": comp}), f"{donor} size reset detected")
+
+
+def _own_max(b: Builder, donor: str, name: str, d: Donor, max_size: int) -> Donor:
+    """Ledger ``name``'s record of ``donor`` with ``max_size``, a MaxSize above every raise of ours, as the donor's own
+    (``max_before``; the raise holds no MaxSize above it): a give-back restores it, never the MaxSize before it
+    (resize seed 358113: kOps wrote MaxSize 14 over our 12; a later raise to 15 hid it from ``Builder.original_max``,
+    and the give-back left the donor at 11, its desired capacity). Written at once."""
+    updated = d.model_copy(update={"max_before": max_size, "max_target": max(d.max_target, max_size)})
+    ledger = b.ledger(name)
+    comp = ledger.compensation
+    assert comp is not None
+    note = f"{b.now.isoformat()} {donor}: MaxSize {max_size} set by kOps or a person, above our raise: its own"
+    comp = comp.model_copy(update={"donors": {**comp.donors, donor: updated}, "notes": (*comp.notes, note)})
+    b.write(ledger.model_copy(update={"compensation": comp}), f"{donor} MaxSize {max_size} is its own")
+    return updated

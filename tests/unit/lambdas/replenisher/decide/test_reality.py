@@ -103,3 +103,21 @@ def test_a_min_size_at_the_size_before_the_raise_is_no_reset() -> None:
     plan = decide(TICK, T0, SETTINGS, world)
     assert not [a for a in plan.actions if isinstance(a, Note) and a.reason is Reason.SIZE_RESET]
     assert not [a for a in plan.actions if isinstance(a, SetCapacity)]
+
+
+def test_a_max_size_above_every_raise_of_ours_becomes_the_donors_own() -> None:
+    # resize seed 358113: kOps wrote b's MaxSize 6 over our raise to 4; a later raise of ours would hide it from
+    # ``original_max`` and the give-back would restore towards 3, below kOps' MaxSize
+    world, _ = _world(4, 6)
+    plan = decide(TICK, T0, SETTINGS, world)
+    written = [a.ledger.compensation for a in plan.actions if isinstance(a, WriteLedger)]
+    assert written and written[-1] is not None
+    assert written[-1].donors["b"].max_before == 6 and written[-1].donors["b"].max_target == 6
+    assert written[-1].donors["b"].raised_by == 2  # what it carries is unchanged
+    assert not [a for a in plan.actions if isinstance(a, SetCapacity)]
+
+
+def test_a_max_size_within_our_raise_stays_ours_to_restore() -> None:
+    world, _ = _world(4, 4)
+    plan = decide(TICK, T0, SETTINGS, world)
+    assert not [a for a in plan.actions if isinstance(a, WriteLedger)]
