@@ -59,7 +59,7 @@ def reconcile_donors(b: Builder) -> None:
         held = max(0, group.desired - base)
         raised_max = max(d.max_target for _, d in held_for)
         # above every raise of ours (those in flight too): kOps' (a person's) MaxSize, the group's own now
-        if group.max_size > max([raised_max] + [r.max_target for r in b.donor_records(donor)]):
+        if group.max_size > max(r.max_target for r in b.donor_records(donor)):  # held_for's records among them
             held_for = [(name, _own_max(b, donor, name, d, group.max_size)) for name, d in held_for]
         if held >= carried:
             if group.max_size < raised_max and raised_max > min(d.max_before for _, d in held_for):
@@ -92,15 +92,11 @@ def reconcile_donors(b: Builder) -> None:
                     "reset_at": b.now,
                 }
             )
-            ledger = b.ledger(name)
-            comp = ledger.compensation
-            assert comp is not None
             note = (
-                f"{b.now.isoformat()} {donor} was reset (desired {group.desired}, MaxSize {group.max_size}): it "
-                f"holds {share} of the {d.raised_by - d.returned} raised for {name}"
+                f"{donor} was reset (desired {group.desired}, MaxSize {group.max_size}): it holds {share} of the "
+                f"{d.raised_by - d.returned} raised for {name}"
             )
-            comp = comp.model_copy(update={"donors": {**comp.donors, donor: updated}, "notes": (*comp.notes, note)})
-            b.write(ledger.model_copy(update={"compensation": comp}), f"{donor} size reset detected")
+            _write_donor(b, name, donor, updated, note, f"{donor} size reset detected")
 
 
 def _own_max(b: Builder, donor: str, name: str, d: Donor, max_size: int) -> Donor:
@@ -109,10 +105,17 @@ def _own_max(b: Builder, donor: str, name: str, d: Donor, max_size: int) -> Dono
     (resize seed 358113: kOps wrote MaxSize 14 over our 12; a later raise to 15 hid it from ``Builder.original_max``,
     and the give-back left the donor at 11, its desired capacity). Written at once."""
     updated = d.model_copy(update={"max_before": max_size, "max_target": max(d.max_target, max_size)})
+    note = f"{donor}: MaxSize {max_size} set by kOps or a person, above our raise: its own"
+    _write_donor(b, name, donor, updated, note, f"{donor} MaxSize {max_size} is its own")
+    return updated
+
+
+def _write_donor(b: Builder, name: str, donor: str, updated: Donor, note: str, why: str) -> None:
+    """Write ledger ``name`` with ``updated`` as its record of ``donor`` and ``note`` (prefixed with the time) added to
+    its compensation's notes; ``why`` is the write's description in the plan."""
     ledger = b.ledger(name)
     comp = ledger.compensation
     assert comp is not None
-    note = f"{b.now.isoformat()} {donor}: MaxSize {max_size} set by kOps or a person, above our raise: its own"
-    comp = comp.model_copy(update={"donors": {**comp.donors, donor: updated}, "notes": (*comp.notes, note)})
-    b.write(ledger.model_copy(update={"compensation": comp}), f"{donor} MaxSize {max_size} is its own")
-    return updated
+    notes = (*comp.notes, f"{b.now.isoformat()} {note}")
+    comp = comp.model_copy(update={"donors": {**comp.donors, donor: updated}, "notes": notes})
+    b.write(ledger.model_copy(update={"compensation": comp}), why)
