@@ -9,7 +9,8 @@ but for what is not the refresh's doing:
 
 - the units kOps' writes clamped away since the run started (``World.kops_taken``: Auto Scaling scaled in an
   instance of its choosing);
-- a node that came during the run, was counted Ready at a scan, and that a Spot reclaim then took (seed 171003: two
+- a node that came during the run, was counted Ready at a scan or stood for a termination of the refresher (Ready
+  then, maybe only between two scans: resize seed 360376), and that a Spot reclaim then took (seed 171003: two
   spares of finished steps reclaimed while the last step drained), until a node comes in its group after the reclaim
   (Auto Scaling's replacement, counted in the gain then: a node of the start reclaimed is in neither count, and its
   replacement is counted in the gain). Not when the refresher terminated an instance between the reclaim's warning
@@ -73,6 +74,8 @@ class Moment:
     nodes: frozenset[str]
     ready: frozenset[str]
     known: dict[str, float] = field(default_factory=dict)
+    # of ``ready``, each node -> (its instance, when it registered): ``came`` for a node no scan saw Ready yet
+    arrived: dict[str, tuple[str, float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -129,9 +132,13 @@ class ReadyCount:
             owed[seen.group] = owed.get(seen.group, 0) + 1
         credited = self.credited.setdefault(run_id, {}).setdefault(seen.group, set())
         credited &= seen.nodes  # a node gone stands for nothing (a Spot reclaim's replacement stands in)
-        start, came = self.start[run_id], self.came.get(run_id, {})
+        start, came = self.start[run_id], self.came.setdefault(run_id, {})
         if (room := owed.get(seen.group, 0) - len(credited)) > 0 and (fresh := seen.ready - start - credited):
             credited.update(sorted(fresh, key=lambda name: (came[name][2] if name in came else t, name))[:room])
+        for name in credited - came.keys():  # Ready at a termination, between two scans: it came (seed 360376)
+            if name in seen.arrived:
+                instance, registered = seen.arrived[name]
+                came[name] = (instance, seen.group, min(t, registered))
         doubted = self.doubted.setdefault(run_id, {})
         for name, since in seen.known.items():
             if name not in start and name not in credited:
@@ -230,6 +237,15 @@ def _registered(nodes: Callable[[], Sequence[NodeState]], names: frozenset[str])
     return {n.name: seconds_of(n.created) for n in nodes() if n.name in names and n.created}
 
 
+def _arrivals(view: WorldView, ready: set[str], t: float) -> dict[str, tuple[str, float]]:
+    """Each of the ``ready`` nodes -> (its instance, when it registered; ``t`` when it has no ``creationTimestamp``)."""
+    return {
+        n.name: (n.instance_id, seconds_of(n.created) if n.created else t)
+        for n in view.node_states()
+        if n.name in ready
+    }
+
+
 def moment(view: WorldView, unwell: Unwell, instance_id: str, t: float) -> Moment | None:
     """What a Lambda could see at ``t`` of the group of ``instance_id``, which the refresher terminates (``Moment``):
     None when it is in no group or has no node. Walks the listed nodes once (a termination, not a scan)."""
@@ -247,6 +263,7 @@ def moment(view: WorldView, unwell: Unwell, instance_id: str, t: float) -> Momen
     if node is None:
         return None
     ready, known = nodes & index.ready_workers, {}
+    arrived = _arrivals(view, ready, t)
     sick = [(name, since) for name, (since, master) in unwell.nodes.items() if not master and name in nodes]
     if sick:
         mark: dict[str, Any] | None = view.table_item("MEMBERSHIP")
@@ -255,4 +272,4 @@ def moment(view: WorldView, unwell: Unwell, instance_id: str, t: float) -> Momen
                 ready.add(name)
             else:
                 known[name] = since
-    return Moment(node, group, frozenset(nodes), frozenset(ready), known)
+    return Moment(node, group, frozenset(nodes), frozenset(ready), known, arrived)
