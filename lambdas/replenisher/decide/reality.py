@@ -21,7 +21,9 @@ cluster``, a person) reset the donor's sizes:
   that kOps repeats is not fought in a loop.
 
 A MaxSize reset that leaves the desired capacity held is noted only: the original MaxSize is the smaller of the
-recorded and the actual one (``core.capacity.original_max``), so the give-back never raises it back.
+recorded and the actual one (``core.capacity.original_max``), so the give-back never raises it back. A MaxSize above
+every raise of ours is kOps' (a person's): every ledger's record of the donor, held, giving back or restored, takes it
+as ``max_before`` (``_own_max``), so no record keeps an older original for a later raise or give-back to restore.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ def recently_reset(b: Builder, donor: str) -> bool:
 
 def reconcile_donors(b: Builder) -> None:
     """Lower what the ledgers carry to what each donor really holds (module docstring)."""
+    for donor in sorted({d for led in b.ledgers.values() if (c := led.compensation) is not None for d in c.donors}):
+        _own_max(b, donor)
     records: dict[str, list[tuple[str, Donor]]] = {}
     for name, ledger in sorted(b.ledgers.items()):
         comp = ledger.compensation
@@ -58,9 +62,6 @@ def reconcile_donors(b: Builder) -> None:
         base = max(min(d.desired_before for _, d in held_for), group.min_size)  # its own size (module docstring)
         held = max(0, group.desired - base)
         raised_max = max(d.max_target for _, d in held_for)
-        # above every raise of ours (those in flight too): kOps' (a person's) MaxSize, the group's own now
-        if group.max_size > max(r.max_target for r in b.donor_records(donor)):  # held_for's records among them
-            held_for = [(name, _own_max(b, donor, name, d, group.max_size)) for name, d in held_for]
         if held >= carried:
             if group.max_size < raised_max and raised_max > min(d.max_before for _, d in held_for):
                 b.note(Reason.SIZE_RESET, f"{donor}: MaxSize reset to {group.max_size} (raised to {raised_max})")
@@ -99,15 +100,27 @@ def reconcile_donors(b: Builder) -> None:
             _write_donor(b, name, donor, updated, note, f"{donor} size reset detected")
 
 
-def _own_max(b: Builder, donor: str, name: str, d: Donor, max_size: int) -> Donor:
-    """Ledger ``name``'s record of ``donor`` with ``max_size``, a MaxSize above every raise of ours, as the donor's own
-    (``max_before``; the raise holds no MaxSize above it): a give-back restores it, never the MaxSize before it
-    (resize seed 358113: kOps wrote MaxSize 14 over our 12; a later raise to 15 hid it from ``Builder.original_max``,
-    and the give-back left the donor at 11, its desired capacity). Written at once."""
-    updated = d.model_copy(update={"max_before": max_size, "max_target": max(d.max_target, max_size)})
-    note = f"{donor}: MaxSize {max_size} set by kOps or a person, above our raise: its own"
-    _write_donor(b, name, donor, updated, note, f"{donor} MaxSize {max_size} is its own")
-    return updated
+def _own_max(b: Builder, donor: str) -> None:
+    """A MaxSize of ``donor`` above every raise of ours (``max_target`` of every record, those in flight, given back
+    or restored too): kOps' (a person's), the donor's own, written as ``max_before`` (the raise holds no MaxSize above
+    it) into every ledger's record of it, so a give-back restores it, never the MaxSize before it (resize seed 358113:
+    kOps wrote MaxSize 14 over our 12; a later raise to 15 hid it from ``Builder.original_max``, and the give-back left
+    the donor at 11, its desired capacity). Every record, not only those holding a raise: ``original_max`` reads each
+    one's ``max_before``, and once a record's ``max_target`` reaches the MaxSize it is no longer above every raise, so
+    a record left with the old one (a ledger giving back, one restored in a ledger not yet cleared) would be the
+    original a later raise records and a give-back restores. Written at once."""
+    group = b.world.groups.get(donor)
+    records = b.donor_records(donor)
+    if group is None or not records or group.max_size <= max(r.max_target for r in records):
+        return
+    for name in sorted(b.ledgers):
+        comp = b.ledger(name).compensation
+        d = None if comp is None else comp.donors.get(donor)
+        if d is None:
+            continue
+        updated = d.model_copy(update={"max_before": group.max_size, "max_target": group.max_size})
+        note = f"{donor}: MaxSize {group.max_size} set by kOps or a person, above our raise: its own"
+        _write_donor(b, name, donor, updated, note, f"{donor} MaxSize {group.max_size} is its own")
 
 
 def _write_donor(b: Builder, name: str, donor: str, updated: Donor, note: str, why: str) -> None:

@@ -30,7 +30,8 @@ def test_a_max_size_above_every_raise_is_left_as_kops_set_it() -> None:
     assert _max_set(plan.actions) == []
     final = [a for a in plan.actions if isinstance(a, WriteLedger)][-1]
     assert final.ledger.compensation is None
-    assert "MaxSize 5 above every raise (4)" in final.why
+    # rule 3b finds it first: every record takes kOps' 5 as b's own (``reality._own_max``), nothing to restore
+    assert "MaxSize 5 set by kOps or a person" in final.why
 
 
 def test_a_restore_left_to_another_ledger_hands_its_raise_over() -> None:
