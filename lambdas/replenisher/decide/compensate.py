@@ -82,7 +82,9 @@ def raise_donor(b: Builder, d: Donor, why: str) -> None:
         b.note(Reason.NOTHING_TO_DO, f"donor {d.asg_name} no longer exists")
         return
     desired = d.desired_target if b.desired[d.asg_name] < d.desired_target else None
-    max_size = d.max_target if desired is not None and b.max_size[d.asg_name] < d.desired_target else None
+    # only the MaxSize the target needs: an intent's max_target may be kOps' MaxSize since (rule 3b, ``_own_max``),
+    # which kOps may have lowered again before the intent is completed
+    max_size = d.desired_target if desired is not None and b.max_size[d.asg_name] < d.desired_target else None
     b.set_capacity(d.asg_name, desired, max_size, why, Operation.REPLENISH)
 
 

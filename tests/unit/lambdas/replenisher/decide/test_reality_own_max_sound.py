@@ -90,3 +90,18 @@ def test_kops_lowering_the_max_size_it_raised_is_kept_by_the_give_back() -> None
     assert not [a for a in plan.actions if isinstance(a, Note) and a.reason is Reason.SIZE_RESET]
     assert not [a for a in plan.actions if isinstance(a, SetCapacity)]
     assert _max_set(decide(TICK, T0 + timedelta(hours=3), SETTINGS, _given_back(applied(after, plan), 2))) == []
+
+
+def test_an_unmade_raise_over_kops_max_size_lowered_again_asks_only_the_max_size_it_needs() -> None:
+    # a's intent on b (2 -> 4, MaxSize 3 -> 4) recorded; kOps wrote MaxSize 6 and rule 3b wrote it into the intent
+    # (6 / 6), the invocation ending before the raise each time; kOps then wrote MaxSize 3 back: the raise needs 4
+    world, _ = reset_world(2, 3)
+    led = world.ledgers["a"]
+    assert led.compensation is not None
+    intent = led.compensation.donors["b"].model_copy(
+        update={"state": DonorState.INTENDED, "instance_ids": (), "max_before": 6, "max_target": 6}
+    )
+    comp = led.compensation.model_copy(update={"donors": {"b": intent}})
+    world = replace(world, ledgers={"a": led.model_copy(update={"compensation": comp})})
+    plan = decide(TICK, T0, SETTINGS, world)
+    assert [(s.asg_name, s.desired, s.max_size) for s in plan.actions if isinstance(s, SetCapacity)] == [("b", 4, 4)]
