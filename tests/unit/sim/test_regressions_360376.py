@@ -20,7 +20,37 @@ import pytest
 import sim.ready_count
 from sim.ready_count import Moment, ReadyCount
 from sim.run import run_seed
-from sim.schedules import RESIZE
+from sim.schedules import RESIZE, Fault
+
+# the resize profile's 138 entries shrunk (``sim.run.shrink_seed``, on the checker before the fix)
+SHRUNK = (
+    Fault(984.542, "pdb_block", 6246.957),
+    Fault(1994.803, "manual_refresh", params=(("masters", 1),)),
+    Fault(5265.865, "late_event", params=(("delay", 16174),)),
+    Fault(16274.394, "manual_refresh", params=(("az", "us-east-1b"), ("max_surge", 2))),
+    Fault(16627.948, "node_not_ready", 452.088, (("master", 1), ("pick", 0.27219369712123753))),
+    Fault(16983.636, "kops_spec", params=(("above", 0), ("az", "us-east-1b"), ("below", 1))),
+    Fault(17841.141, "concurrent", 981.696, (("call", 5), ("function", "interruption"), ("other", "replenisher"))),
+    Fault(19550.571, "manual_refresh", params=(("az", "us-east-1b"), ("max_surge", 2))),
+    Fault(19935.994, "kops_spec", params=(("above", 0), ("az", "us-east-1b"), ("below", 1))),
+    Fault(22725.428, "node_not_ready", 2857.415, (("master", 1), ("pick", 0.5706967577867391))),
+    Fault(
+        25820.201,
+        "api",
+        387.872,
+        (("code", "Throttling"), ("operation", ""), ("probability", 0.7), ("service", "autoscaling")),
+    ),
+    Fault(26523.439, "pdb_block", 5726.778),
+    Fault(30232.139, "manual_refresh", params=(("az", "us-east-1a"),)),
+    Fault(31490.636, "cancel_refresh", params=(("az", "us-east-1c"),)),
+    Fault(33130.68, "concurrent", 982.811, (("call", 4), ("function", "interruption"), ("other", "refresher"))),
+    Fault(37561.858, "agent_restart", params=(("leader", 0),)),
+    Fault(38932.171, "manual_refresh", params=(("az", "us-east-1a"),)),
+    Fault(39516.448, "kops_spec", params=(("above", 1), ("az", "us-east-1a"), ("below", 1))),
+    Fault(39889.978, "foreign_terminate", params=(("az", "us-east-1a"), ("decrement", 1), ("target", "spare"))),
+    Fault(40083.991, "outage", 10889.515, (("az", "us-east-1c"),)),
+)
+
 
 START = frozenset({"old-1", "old-2"})
 INSTANCES = {"old-1": "i-o1", "old-2": "i-o2", "s1": "i-s1", "r1": "i-r1"}
@@ -60,14 +90,18 @@ def test_without_the_arrival_the_spare_never_came() -> None:
     assert "1 nodes it replaced are gone, 0 new Ready" in spare_taken_between_scans(ReadyCount(), arrived=False)
 
 
-def test_resize_seed_360376_holds() -> None:
-    result = run_seed(360376, 30, 2.0, profile=RESIZE)
+@pytest.mark.parametrize("schedule", [None, SHRUNK], ids=["seed", "shrunk"])
+def test_resize_seed_360376_holds(schedule: tuple[Fault, ...] | None) -> None:
+    result = run_seed(360376, 30, 2.0, schedule=schedule, profile=RESIZE)
     assert result.violation is None, result.summary()
 
 
-def test_without_the_arrivals_the_seed_breaks_invariant_1(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("schedule", [None, SHRUNK], ids=["seed", "shrunk"])
+def test_without_the_arrivals_the_seed_breaks_invariant_1(
+    monkeypatch: pytest.MonkeyPatch, schedule: tuple[Fault, ...] | None
+) -> None:
     monkeypatch.setattr(sim.ready_count, "_arrivals", lambda _view, _ready, _t: {})
-    result = run_seed(360376, 30, 2.0, profile=RESIZE)
+    result = run_seed(360376, 30, 2.0, schedule=schedule, profile=RESIZE)
     assert result.violation is not None
     assert result.violation.invariant == "1 Ready workers never below the start during a refresh"
-    assert "run 20260105T104852Z-0ccf66: 4 nodes it replaced are gone, 3 new Ready" in result.violation.detail
+    assert "4 nodes it replaced are gone, 3 new Ready" in result.violation.detail, result.violation.detail
