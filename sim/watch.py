@@ -24,7 +24,8 @@ ending by their deadlines.
   hands nothing back: its ``CMD#`` item names a ``worker`` that is not the agent's now) waits for another life to
   take it over, once its heartbeat is ``stale_after_seconds`` old and the command is received again
   (``TAKEOVER_SLACK``): a node not cordoned by then (it registered after that life died) is judged from there (resize
-  seed 350004).
+  seed 350004). Only a node never seen cordoned under that drain waits so: one seen cordoned (at any look while the
+  drain ran, whichever life held it) and schedulable again was uncordoned by something, and is judged at once.
 - **A drain stops at its deadline** (the other side; ``agent.drain``: a drain evicts until its deadline, then
   concludes; ``steps.execute``: a drain whose deadline passed evicts nothing): every eviction or DELETE of a pod the
   Kubernetes API accepts (``SimKube.stops``) is on the node of a drain the agent started (``running`` in its
@@ -142,6 +143,7 @@ class Watch:
     # instance -> the earliest deadline of its deadline-bound drains, and their grace overrides (``_bound``)
     _ending: dict[str, float] = field(default_factory=dict)
     _overrides: dict[str, set[int | None]] = field(default_factory=dict)
+    _cordoned: set[tuple[str, str]] = field(default_factory=set)  # (CMD# sk, node) seen cordoned while it ran
 
     def on_write(
         self, table: str, key: tuple[str, str], old: dict[str, Any] | None, new: dict[str, Any] | None
@@ -156,7 +158,7 @@ class Watch:
                     if drain.bound:
                         self._bound(drain)
             else:
-                self._drains.pop(key[1], None)
+                self._forget(key[1])
             return
         if key[1] != LOCK or new is None or not new.get("holder"):
             return
@@ -253,18 +255,24 @@ class Watch:
             return
         world = self.world
         t = world.kernel.t
-        started: dict[str, float] = {}
+        started: dict[str, tuple[float, str, bool]] = {}  # instance -> (since, sk, judged now)
         for sk, drain in list(self._drains.items()):
             if drain_over(drain, t):  # over (its end maybe never recorded): no longer this check's
-                del self._drains[sk]
-            elif t - drain.since > self.cordon_seconds and not self._taken_over_later(sk, t):
-                started[drain.instance] = drain.since
+                self._forget(sk)
+            elif (judged := t - drain.since > self.cordon_seconds) or drain.instance not in started:
+                started[drain.instance] = (drain.since, sk, judged)  # a younger one: only its cordon noted
         if not started:
             return
         view = world.view
-        for node in view.nodes_of(started.keys()):  # only the started drains' nodes, in the nodes' order
-            since_or_none = started.get(node.instance_id)
-            if since_or_none is None or node.unschedulable or not node.ready or not view.running(node.instance_id):
+        for node in view.nodes_of(started.keys()):  # only the drains' nodes, in the nodes' order
+            entry = started.get(node.instance_id)
+            if entry is None or not node.ready or not view.running(node.instance_id):
+                continue
+            since_or_none, sk, judged = entry
+            if node.unschedulable:
+                self._cordoned.add((sk, node.name))  # a dead life's wait excuses no node seen cordoned under sk
+                continue
+            if not judged or ((sk, node.name) not in self._cordoned and self._taken_over_later(sk, t)):
                 continue
             if self._excused(since_or_none, t) or world.operator_uncordoned.get(node.name, -1.0) >= since_or_none:
                 continue  # an operator's uncordon after the drain started: theirs, not a cordon the drain missed
@@ -341,6 +349,11 @@ class Watch:
                 f"{item.get('sk')}: its group whole for {now - since:.0f} s and the compensation not given back",
             )
         return None
+
+    def _forget(self, sk: str) -> None:
+        """Drain ``sk`` no longer runs: neither it nor its cordons seen are this check's."""
+        if self._drains.pop(sk, None) is not None:
+            self._cordoned = {seen for seen in self._cordoned if seen[0] != sk}
 
     def _taken_over_later(self, sk: str, t: float) -> bool:
         """Whether drain ``sk`` belongs to an agent life that died (its ``worker`` not the agent's now) and is not
