@@ -23,9 +23,10 @@ ending by their deadlines.
   joined: ``steps.NodeWait``) has ``cordon_seconds`` from its registration. A drain whose agent life died (a crash
   hands nothing back: its ``CMD#`` item names a ``worker`` that is not the agent's now) waits for another life to
   take it over, once its heartbeat is ``stale_after_seconds`` old and the command is received again
-  (``TAKEOVER_SLACK``): a node not cordoned by then (it registered after that life died) is judged from there (resize
-  seed 350004). Only a node never seen cordoned under that drain waits so: one seen cordoned (at any look while the
-  drain ran, whichever life held it) and schedulable again was uncordoned by something, and is judged at once.
+  (``TAKEOVER_SLACK`` past when the sweep may re-send it, plus the replenisher's crash windows since): a node not
+  cordoned by then (it registered after that life died) is judged from there (resize seed 350004). Only a node never
+  seen cordoned under that drain waits so: one seen cordoned (at any look while the drain ran, whichever life held
+  it) and schedulable again was uncordoned by something, and is judged at once.
 - **A drain stops at its deadline** (the other side; ``agent.drain``: a drain evicts until its deadline, then
   concludes; ``steps.execute``: a drain whose deadline passed evicts nothing): every eviction or DELETE of a pod the
   Kubernetes API accepts (``SimKube.stops``) is on the node of a drain the agent started (``running`` in its
@@ -73,7 +74,8 @@ TIME_RESOLUTION = 1e-6  # seconds: the agent's datetimes and the items' ISO time
 # seconds past a dead life's stale heartbeat for another life to hold the command: its message comes back a second
 # after (``decisions.on_refusal``) or, dead-lettered meanwhile (received ``maxReceiveCount`` times, the dead life's
 # receives among them), the replenisher's sweep sends it again at its next tick (120 s, ``lambdas.common.sweep``);
-# then a long poll (20 s) and the cordon
+# then a long poll (20 s) and the cordon. Counted from when the sweep may re-send it (no sooner than
+# ``COMMAND_SWEEP_SECONDS``, 300 s, after its last re-send: ``resent_at``), plus the replenisher's crash windows since
 TAKEOVER_SLACK = 180.0
 
 
@@ -235,12 +237,10 @@ class Watch:
                     )
         return None
 
-    def _refresher_down(self, began: float, now: float) -> float:
-        """Seconds of ``[began, now]`` (epoch) inside a crash or timeout window of the refresher, overlaps merged."""
+    def _refresher_down(self, began: float, now: float, function: str = "refresher") -> float:
+        """Seconds of ``[began, now]`` (epoch) inside a crash or timeout window of ``function``, overlaps merged."""
         epoch = view_epoch(0.0)
-        spans = sorted(
-            (s + epoch, e + epoch) for s, e, function, _, _ in self.world.bus.crashes if function == "refresher"
-        )
+        spans = sorted((s + epoch, e + epoch) for s, e, name, _, _ in self.world.bus.crashes if name == function)
         down, reached = 0.0, began
         for start, end in spans:
             start, end = max(start, reached), min(end, now)
@@ -361,8 +361,11 @@ class Watch:
         item = self.world.view.table_item(sk)
         if item is None or str(item.get("worker", "")) == str(getattr(self.world.agent, "worker_id", "")):
             return False
-        beat = float(item.get("heartbeat_at") or 0) - view_epoch(0.0)
-        return t <= beat + float(item.get("stale_after_seconds") or 0) + TAKEOVER_SLACK
+        stale = float(item.get("heartbeat_at") or 0) + float(item.get("stale_after_seconds") or 0)  # epoch
+        resent = _seconds(item["resent_at"]) + view_epoch(0.0) if item.get("resent_at") else stale
+        sweep = max(stale, resent + self.world.lambdas.replenisher_settings.command_sweep_seconds)  # the sweep's first
+        now = view_epoch(t)  # look, then each of its ticks lost to a crash of the replenisher
+        return now <= sweep + TAKEOVER_SLACK + self._refresher_down(sweep, now, "replenisher")
 
     def _excused(self, since: float, t: float) -> bool:
         """A Kubernetes API fault window since the drain started (the cordon may have been refused), or the agent

@@ -14,11 +14,15 @@ the drain resumed and cordoned at once. The watch now waits for such a takeover 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import sim.watch
+from sim.invariants import view_epoch
 from sim.run import run_seed
 from sim.schedules import RESIZE, Fault
+from sim.world import World
 
 # the resize profile's 120 entries shrunk (``sim.run.shrink_seed``, on the watch before the fix)
 SHRUNK = (
@@ -51,3 +55,23 @@ def test_without_the_takeover_wait_the_seed_breaks_invariant_5(
     assert result.violation is not None
     assert result.violation.invariant == "5 a drained node is cordoned at once"
     assert node in result.violation.detail, result.violation.detail
+
+
+def test_a_takeover_the_replenisher_s_crashes_delay_is_waited_for() -> None:
+    """The shrunk schedule with the replenisher crashing at every invocation from 37,790 s to 38,000 s: no sweep runs
+    until the tick at 38,040 s, 277 s after the dead life's heartbeat went stale (37,762.9 s), which re-sends the
+    command (its instance gone meanwhile: the lifecycle action's heartbeat timed out). The product can do no sooner;
+    the wait counts the replenisher's crash windows since the sweep could first re-send it (``TAKEOVER_SLACK`` alone,
+    180 s, fired at 37,950 s)."""
+    crash = Fault(37790.0, "crash", 210.0, (("call", 1), ("function", "replenisher"), ("how", "crash")))
+    seen: list[dict[str, Any]] = []
+
+    def look(world: World) -> None:  # the dead life's item, once its heartbeat is stale
+        world.kernel.at(37765.0, "test:look", lambda: seen.extend(world.view.table_prefix("CMD#")))
+
+    result = run_seed(350004, 30, 2.0, schedule=(*SHRUNK, crash), profile=RESIZE, mutate=look)
+    assert result.violation is None, result.summary()
+    (dead,) = [i for i in seen if i.get("instance_id") == "i-b17cc23871ea6921a" and i["status"] == "running"]
+    assert dead["worker"] == "agent:0" and not dead.get("resent_at")
+    stale = float(dead["heartbeat_at"]) + float(dead["stale_after_seconds"])
+    assert stale - view_epoch(0.0) == pytest.approx(37762.9, abs=0.1)
