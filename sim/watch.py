@@ -77,6 +77,7 @@ TIME_RESOLUTION = 1e-6  # seconds: the agent's datetimes and the items' ISO time
 # then a long poll (20 s) and the cordon. Counted from when the sweep may re-send it (no sooner than
 # ``COMMAND_SWEEP_SECONDS``, 300 s, after its last re-send: ``resent_at``), plus the replenisher's crash windows since
 TAKEOVER_SLACK = 180.0
+RETAKE_SLACK = 60.0  # seconds past the sweep's re-send of it for another life to start it (a long poll, the cordon)
 
 
 class _Drain(NamedTuple):
@@ -362,10 +363,12 @@ class Watch:
         if item is None or str(item.get("worker", "")) == str(getattr(self.world.agent, "worker_id", "")):
             return False
         stale = float(item.get("heartbeat_at") or 0) + float(item.get("stale_after_seconds") or 0)  # epoch
-        resent = _seconds(item["resent_at"]) + view_epoch(0.0) if item.get("resent_at") else stale
-        sweep = max(stale, resent + self.world.lambdas.replenisher_settings.command_sweep_seconds)  # the sweep's first
-        now = view_epoch(t)  # look, then each of its ticks lost to a crash of the replenisher
-        return now <= sweep + TAKEOVER_SLACK + self._refresher_down(sweep, now, "replenisher")
+        resent = _seconds(item["resent_at"]) + view_epoch(0.0) if item.get("resent_at") else -1e18
+        sweep = self.world.lambdas.replenisher_settings.command_sweep_seconds  # a re-send before the stale heartbeat
+        first = max(stale, resent + sweep) if resent < stale else stale  # holds the sweep's next one back that long
+        now = view_epoch(t)  # then each of its ticks lost to a crash of the replenisher; a re-send since (its retake)
+        due = first + TAKEOVER_SLACK + self._refresher_down(first, now, "replenisher")
+        return now <= (max(due, resent + RETAKE_SLACK) if resent >= stale else due)  # is received and started at once
 
     def _excused(self, since: float, t: float) -> bool:
         """A Kubernetes API fault window since the drain started (the cordon may have been refused), or the agent

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 
 import sim.watch
+from adapters.dynamo.commands import CommandItems, command_sk
+from core.exceptions import CommandTransitionError
 from sim.invariants import view_epoch
 from sim.run import run_seed
 from sim.schedules import RESIZE, Fault
@@ -75,3 +77,22 @@ def test_a_takeover_the_replenisher_s_crashes_delay_is_waited_for() -> None:
     assert dead["worker"] == "agent:0" and not dead.get("resent_at")
     stale = float(dead["heartbeat_at"]) + float(dead["stale_after_seconds"])
     assert stale - view_epoch(0.0) == pytest.approx(37762.9, abs=0.1)
+
+
+def test_a_drain_never_taken_over_is_still_judged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A product bug the wait must not hide: no life takes over a command whose holder died (``start_command``
+    refuses a ``running`` item of another worker, stale or not). The sweep's re-sends (every ``COMMAND_SWEEP_SECONDS``)
+    are refused in turn; the node stays schedulable and is judged once the wait is over, as before the re-sends
+    counted."""
+    real = CommandItems.start_command
+
+    def no_takeover(self: CommandItems, command: Any, worker: str, *args: Any, **kwargs: Any) -> int:
+        current = self.get(command_sk(command.command_id))
+        if current is not None and current.get("status") == "running" and current.get("worker") != worker:
+            raise CommandTransitionError("mutant: no takeover", current)
+        return real(self, command, worker, *args, **kwargs)
+
+    monkeypatch.setattr(CommandItems, "start_command", no_takeover)
+    result = run_seed(350004, 30, 2.0, schedule=SHRUNK, profile=RESIZE)
+    assert result.violation is not None and result.violation.invariant == "5 a drained node is cordoned at once"
+    assert result.violation.at == pytest.approx(37950.0, abs=5.0)  # the stale heartbeat (37,762.9 s) + 180 s
