@@ -9,13 +9,23 @@ later (20,125 s; its last heartbeat 20,120 s). At 20,135 s the node is uncordone
 operator: ``World.operator_cordon`` is not told). The new life takes the command over only once the heartbeat is
 stale (20,181 s) and cordons again; until then the node is schedulable under a drain, and with the excuse applied to
 any node of a dead life's drain the watch saw nothing.
+
+How long the wait lasts (``Watch._taken_over_later``) follows the sweep's re-sends (``lambdas.common.sweep``): one
+before the heartbeat went stale holds the next back ``COMMAND_SWEEP_SECONDS``; one after it is the retake itself.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
+import pytest
+
+from core.schema import agent_partition_of
+from sim.invariants import view_epoch
 from sim.run import run_seed
 from sim.schedules import RESIZE, Fault
-from sim.world import World
+from sim.watch import Watch
+from sim.world import CLUSTER, Shape, World
 
 SCHEDULE = (
     Fault(20000.0, "spot_burst", 200.0, (("az", "us-east-1a"), ("count", 1))),
@@ -52,3 +62,27 @@ def test_a_node_uncordoned_under_a_dead_lifes_drain_breaks_invariant_5() -> None
     assert result.violation.invariant == "5 a drained node is cordoned at once"
     assert f"{NODE} ({INSTANCE})" in result.violation.detail
     assert UNCORDON_AT <= result.violation.at <= UNCORDON_AT + 5.0  # the watch's next look (every 5 s)
+
+
+@pytest.mark.parametrize(
+    ("resent", "due"),
+    [
+        (None, 1060.0 + 180.0),  # never re-sent: the stale heartbeat and TAKEOVER_SLACK
+        (700.0, 1060.0 + 180.0),  # re-sent 300 s before it went stale: the sweep may send it again from then on
+        (990.0, 1290.0 + 180.0),  # re-sent 70 s before it went stale: the sweep's next re-send no sooner than +300 s
+        (1100.0, 1060.0 + 180.0),  # the sweep's retake, 40 s after: its 60 s end before the stale heartbeat's wait
+        (1200.0, 1200.0 + 60.0),  # a later retake: RETAKE_SLACK past it, no more (a re-send each 300 s excuses no more)
+    ],
+)
+def test_the_takeover_wait_counts_the_sweep_s_re_sends(resent: float | None, due: float) -> None:
+    """A dead life's drain (heartbeat 1,000 s, stale after 60 s) waits until ``due`` (simulated seconds)."""
+    world = World.build(5, Shape(nodes=3, masters=1, pods_per_node=1, replicas=1))
+    watch = Watch(world)
+    key = (agent_partition_of(CLUSTER), "CMD#dead")  # the agent's partition (core.schema)
+    item = {"pk": key[0], "sk": key[1], "status": "running", "worker": "agent-gone:0", "stale_after_seconds": 60}
+    item["heartbeat_at"] = view_epoch(1000.0)
+    if resent is not None:
+        item["resent_at"] = datetime.fromtimestamp(view_epoch(resent), UTC).isoformat()
+    world.table.store(key, item, 100)
+    assert watch._taken_over_later("CMD#dead", due - 0.5)
+    assert not watch._taken_over_later("CMD#dead", due + 0.5)
