@@ -364,6 +364,8 @@ class Watch:
             return False
         stale = float(item.get("heartbeat_at") or 0) + float(item.get("stale_after_seconds") or 0)  # epoch
         resent = _seconds(item["resent_at"]) + view_epoch(0.0) if item.get("resent_at") else -1e18
+        if item.get("started_at") and resent <= _seconds(item["started_at"]) + view_epoch(0.0):
+            resent = -1e18  # a re-send the dead life's start took holds the sweep back no more (``stranded``)
         sweep = self.world.lambdas.replenisher_settings.command_sweep_seconds  # a re-send before the stale heartbeat
         first = max(stale, resent + sweep) if resent < stale else stale  # holds the sweep's next one back that long
         now = view_epoch(t)  # then each of its ticks lost to a crash of the replenisher; a re-send since (its retake)

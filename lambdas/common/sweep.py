@@ -17,9 +17,11 @@ deleted as a redundant copy while its holder was alive). The replenisher's perio
 - a ``running`` item whose heartbeat (``heartbeat_at``) is older than the staleness its worker recorded
   (``stale_after_seconds``, the agent's ``STALE_RUNNING_SECONDS``; ``COMMAND_SWEEP_SECONDS`` for an item that has
   none) and whose deadline (or the earlier ``deadline_tightened_to``) has not passed is sent again as recorded, at most
-  once every ``COMMAND_SWEEP_SECONDS`` (``resent_at``), after ``resent_at`` is set conditionally on the item being
-  still ``running`` with a heartbeat that old: an agent receiving it takes the command over (``attempt + 1``) as it
-  would on a redelivery. One past its deadline is left alone: what waits for it judges it timed out by then
+  once every ``COMMAND_SWEEP_SECONDS`` (``resent_at``) while no worker started it since (a re-send made before its
+  ``started_at``, while it was queued or by an earlier retake, was taken: a worker dying after it is retaken at the
+  next tick, not ``COMMAND_SWEEP_SECONDS`` after that re-send), after ``resent_at`` is set conditionally on the item
+  being still ``running`` with a heartbeat that old: an agent receiving it takes the command over (``attempt + 1``)
+  as it would on a redelivery. One past its deadline is left alone: what waits for it judges it timed out by then
   (``lambdas.refresher.decide.context.drain_outcome``), and a drain started that late would do nothing.
 
 A second message for a command whose first is still queued is harmless: the agent's conditional start runs it once.
@@ -107,7 +109,9 @@ def stranded(items: Iterable[Mapping[str, Any]], now: datetime, after_seconds: f
             tightened = aware_time(item.get("deadline_tightened_to"))
             deadline = min(command.deadline, tightened) if tightened is not None else command.deadline
             before = stale_since(item, now, after_seconds)
-            resent = aware_time(item.get("resent_at"))
+            resent, started = aware_time(item.get("resent_at")), aware_time(item.get("started_at"))
+            if resent is not None and started is not None and resent <= started:
+                resent = None  # a re-send the current start took (made while queued, or the last retake's): spent
             if (
                 before is not None
                 and deadline > now

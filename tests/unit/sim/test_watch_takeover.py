@@ -65,16 +65,29 @@ def test_a_node_uncordoned_under_a_dead_lifes_drain_breaks_invariant_5() -> None
 
 
 @pytest.mark.parametrize(
-    ("resent", "due"),
+    ("resent", "due", "started"),
     [
-        (None, 1060.0 + 180.0),  # never re-sent: the stale heartbeat and TAKEOVER_SLACK
-        (700.0, 1060.0 + 180.0),  # re-sent 300 s before it went stale: the sweep may send it again from then on
-        (990.0, 1290.0 + 180.0),  # re-sent 70 s before it went stale: the sweep's next re-send no sooner than +300 s
-        (1100.0, 1060.0 + 180.0),  # the sweep's retake, 40 s after: its 60 s end before the stale heartbeat's wait
-        (1200.0, 1200.0 + 60.0),  # a later retake: RETAKE_SLACK past it, no more (a re-send each 300 s excuses no more)
+        (None, 1060.0 + 180.0, None),  # never re-sent: the stale heartbeat and TAKEOVER_SLACK
+        (700.0, 1060.0 + 180.0, None),  # re-sent 300 s before it went stale: the sweep may send it again from then on
+        (
+            990.0,
+            1290.0 + 180.0,
+            None,
+        ),  # re-sent 70 s before it went stale: the sweep's next re-send no sooner than +300 s
+        (
+            1100.0,
+            1060.0 + 180.0,
+            None,
+        ),  # the sweep's retake, 40 s after: its 60 s end before the stale heartbeat's wait
+        (
+            1200.0,
+            1200.0 + 60.0,
+            None,
+        ),  # a later retake: RETAKE_SLACK past it, no more (a re-send each 300 s excuses no more)
+        (990.0, 1060.0 + 180.0, 995.0),  # re-sent while queued, then started (the dead life's start took it): spent
     ],
 )
-def test_the_takeover_wait_counts_the_sweep_s_re_sends(resent: float | None, due: float) -> None:
+def test_the_takeover_wait_counts_the_sweep_s_re_sends(resent: float | None, due: float, started: float | None) -> None:
     """A dead life's drain (heartbeat 1,000 s, stale after 60 s) waits until ``due`` (simulated seconds)."""
     world = World.build(5, Shape(nodes=3, masters=1, pods_per_node=1, replicas=1))
     watch = Watch(world)
@@ -83,6 +96,8 @@ def test_the_takeover_wait_counts_the_sweep_s_re_sends(resent: float | None, due
     item["heartbeat_at"] = view_epoch(1000.0)
     if resent is not None:
         item["resent_at"] = datetime.fromtimestamp(view_epoch(resent), UTC).isoformat()
+    if started is not None:
+        item["started_at"] = datetime.fromtimestamp(view_epoch(started), UTC).isoformat()
     world.table.store(key, item, 100)
     assert watch._taken_over_later("CMD#dead", due - 0.5)
     assert not watch._taken_over_later("CMD#dead", due + 0.5)

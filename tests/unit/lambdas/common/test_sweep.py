@@ -159,6 +159,19 @@ def test_stranded_resends_a_running_command_only_once_its_heartbeat_is_stale_by_
     assert stranded([item(dead, "running", heartbeat_at=beat - 299)], NOW, 300).retake == ()
 
 
+def test_a_re_send_a_start_took_does_not_hold_back_the_retake_of_its_dead_worker() -> None:
+    """Re-sent while queued (or by an earlier retake) 100 s ago, started 90 s ago, its worker dead since: the re-send
+    was taken, so the command is retaken now, not 300 s after that re-send (helper-142: up to 5 minutes orphaned)."""
+    beat, dead = NOW.timestamp(), drain("dead")
+    resent, started = (NOW - timedelta(seconds=100)).isoformat(), (NOW - timedelta(seconds=90)).isoformat()
+    taken = item(dead, "running", heartbeat_at=beat - 80, stale_after_seconds=60, resent_at=resent, started_at=started)
+    assert stranded([taken], NOW, 300).retake == ((dead, beat - 60),)
+    # a re-send after the start (this retake's own, not yet taken) holds the next one back for the period
+    waiting = {**taken, "resent_at": (NOW - timedelta(seconds=30)).isoformat()}
+    assert stranded([waiting], NOW, 300).retake == ()
+    assert stranded([{**taken, "started_at": None}], NOW, 300).retake == ()  # no start time read: as before
+
+
 def test_a_running_command_whose_worker_died_is_sent_again_and_taken_over(store: Store) -> None:  # noqa: F811
     """Its worker died mid-drain and its message is gone (dead-lettered, or deleted as a redundant copy): the sweep
     sends it again as recorded, once per period, and the agent that receives it takes it over (attempt 2)."""
