@@ -21,6 +21,7 @@ from lambdas.replenisher.plan import (
     Reason,
     SendDrain,
     SetCapacity,
+    Terminate,
     WriteLedger,
 )
 from lambdas.replenisher.world import World, blank_ledger
@@ -139,7 +140,11 @@ class Builder:
         return min([r.max_before for r in records] + [now])
 
     def claimed_elsewhere(self, ledger_name: str, donor: str) -> set[str]:
-        claimed: set[str] = set()
+        """The instances of ``donor`` no ledger but ``ledger_name`` may claim: those the other ledgers claim or give
+        back, and those this plan terminates already (another ledger's give-back, cleared in the same plan: resize
+        seed 360727, where the next ledger claimed the instance just terminated with decrement, and waited for a
+        replacement that never came)."""
+        claimed = {a.instance_id for a in self.actions if isinstance(a, Terminate) and a.asg_name == donor}
         for name, led in self.ledgers.items():
             if name == ledger_name or led.compensation is None:
                 continue

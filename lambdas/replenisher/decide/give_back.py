@@ -182,6 +182,19 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
                 notes.append(
                     f"{b.now.isoformat()} {name}: {cancel} raised unit(s) never launched, desired lowered to {lowered}"
                 )
+            # a unit held with no instance of its own, launched or to launch: the raise kept one the donor was losing
+            # (kOps clamped it down, and the raise came before Auto Scaling terminated the instances the clamp asked:
+            # resize seed 360727, whose give-back waited for a launch that never came). Any instance of the donor
+            # stands for it, drained and terminated as any given back; none of another ledger's, nor of a run's (while
+            # a refresh run holds a surge unit or is busy in the donor, its desired capacity is not all ours: it waits)
+            found = len(candidates[:need]) + cancel
+            held_by_none = min(need - found, max(0, still_held - others) - len(in_flight) - found)
+            donor_now = b.world.groups[name]
+            if held_by_none > 0 and not donor_now.run_busy and donor_now.run_surge == 0:
+                spent = b.claimed_elsewhere(group.name, name) | set(give_back) | b.world.protected
+                for iid in sorted(i.instance_id for i in donor_now.active if i.instance_id not in spent)[:held_by_none]:
+                    give_back[iid] = giveback_entry(b, iid, name)
+                    notes.append(f"{b.now.isoformat()} {iid} given back for a raised unit that launched no instance")
     for iid, gb in sorted(give_back.items()):  # the terminates asked below: their donor's deadline counts from now
         donor_group = b.world.groups.get(gb.donor)
         d = donors[gb.donor]
