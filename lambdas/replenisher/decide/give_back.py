@@ -182,19 +182,12 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
                 notes.append(
                     f"{b.now.isoformat()} {name}: {cancel} raised unit(s) never launched, desired lowered to {lowered}"
                 )
-            # a unit held with no instance of its own, launched or to launch: the raise kept one the donor was losing
-            # (kOps clamped it down, and the raise came before Auto Scaling terminated the instances the clamp asked:
-            # resize seed 360727, whose give-back waited for a launch that never came). Any instance of the donor
-            # stands for it, drained and terminated as any given back; none of another ledger's, nor of a run's (while
-            # a refresh run holds a surge unit or is busy in the donor, its desired capacity is not all ours: it waits)
+            # what is left held with no instance of its own, launched or to launch (``held_by_none``)
             found = len(candidates[:need]) + cancel
-            held_by_none = min(need - found, max(0, still_held - others) - len(in_flight) - found)
-            donor_now = b.world.groups[name]
-            if held_by_none > 0 and not donor_now.run_busy and donor_now.run_surge == 0:
-                spent = b.claimed_elsewhere(group.name, name) | set(give_back) | b.world.protected
-                for iid in sorted(i.instance_id for i in donor_now.active if i.instance_id not in spent)[:held_by_none]:
-                    give_back[iid] = giveback_entry(b, iid, name)
-                    notes.append(f"{b.now.isoformat()} {iid} given back for a raised unit that launched no instance")
+            count = min(need - found, max(0, still_held - others) - len(in_flight) - found)
+            for iid in held_by_none(b, group.name, name, count, give_back):
+                give_back[iid] = giveback_entry(b, iid, name)
+                notes.append(f"{b.now.isoformat()} {iid} given back for a raised unit that launched no instance")
     for iid, gb in sorted(give_back.items()):  # the terminates asked below: their donor's deadline counts from now
         donor_group = b.world.groups.get(gb.donor)
         d = donors[gb.donor]
@@ -293,3 +286,18 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
         )
     else:
         b.write(b.ledger(group.name).model_copy(update={"compensation": comp}), "given back so far")
+
+
+def held_by_none(b: Builder, ledger_name: str, donor: str, count: int, give_back: dict[str, GiveBack]) -> list[str]:
+    """Up to ``count`` instances of ``donor`` that ledger ``ledger_name`` gives back for units it holds with no instance
+    of their own, launched or to launch: the raise kept an instance the donor was losing (kOps clamped it down, and
+    the raise came before Auto Scaling terminated the instances the clamp asked: resize seed 360727, whose give-back
+    waited for a launch that never came). Any instance of the donor stands for such a unit, drained and terminated as
+    any given back; none another ledger claims or gives back, none in ``give_back`` already, none a run or a
+    detachment protects, and none while a refresh run holds a surge unit or is busy in the donor (its desired
+    capacity is not all ours then: the give-back waits). Pure."""
+    group = b.world.groups.get(donor)
+    if count <= 0 or group is None or group.run_busy or group.run_surge:
+        return []
+    spent = b.claimed_elsewhere(ledger_name, donor) | set(give_back) | b.world.protected
+    return sorted(i.instance_id for i in group.active if i.instance_id not in spent)[:count]
