@@ -66,7 +66,8 @@ Rules, in order:
    ShouldDecrementDesiredCapacity=true follows, then ``terminated``. An instance that left the donor meanwhile is
    ``gone`` and its replacement is drained and given back instead. A give-back never takes a donor below its floor,
    the larger of its MinSize (as Auto Scaling reports it now) and its desired capacity before the raise: a donor an
-   operator or kOps resized is given back only what its desired count still holds above the floor (noted), and an
+   operator or kOps resized is given back only what its desired count still holds above the floor (noted; of a donor
+   raised for several ledgers, the earlier raises' units first, as ``reality`` shares one: ``asks.held_for``), and an
    instance ``terminating`` whose decrement would cross the floor is ``kept`` (the donor's own now; its node is
    uncordoned; noted and counted as ``size_reset``). Outcomes are verified on the next read: an instance recorded
    ``terminated`` that is still in its donor (a refused or lost terminate) is ``terminating`` again and retried

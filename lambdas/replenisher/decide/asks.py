@@ -48,6 +48,25 @@ def others_carry(b: Builder, donor: str, ledger_name: str) -> int:
     )
 
 
+def held_for(b: Builder, donor: str, ledger_name: str, d: Donor) -> int:
+    """The units of ``d`` (``ledger_name``'s record of ``donor``) that ``donor`` still holds: what it holds above its
+    floor, less what the ledgers that raised it before this one still carry (theirs first, as
+    ``reality.reconcile_donors`` shares a donor someone lowered), at most what ``d`` carries. A lowering another
+    ledger asked that ``donor``'s desired capacity reads (in this plan too) is out of what it carries already, though
+    only a later read back counts it ``returned``. Of two ledgers believing one unit theirs (the donor lowered under
+    both, each unit held by no instance of its own), the earlier gives it back and the later none: each waiting for
+    the other held both compensations for good."""
+    first = (d.raised_at, ledger_name)
+    earlier = 0
+    for name, led in b.ledgers.items():
+        r = None if name == ledger_name or led.compensation is None else led.compensation.donors.get(donor)
+        if r is None or r.state is DonorState.RESTORED or (r.raised_at, name) > first:
+            continue
+        lowered = r.cancelling if r.cancel_to is not None and b.desired[donor] <= r.cancel_to else 0
+        earlier += max(0, r.raised_by - r.returned - lowered)
+    return max(0, min(d.raised_by - d.returned, b.desired[donor] - floor(b, donor, d.desired_before) - earlier))
+
+
 def read_back(
     b: Builder,
     failed: str,

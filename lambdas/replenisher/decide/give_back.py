@@ -12,7 +12,7 @@ from lambdas.replenisher.decide.asks import (
     UNCORDON_PREFIX,
     floor,
     hand_over_raise,
-    others_carry,
+    held_for,
     read_back,
     uncordon_command,
     with_left,
@@ -150,8 +150,7 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
             if g.donor == name and g.state in (GiveBackState.DRAINING, GiveBackState.TERMINATING)
         ]
         outstanding = d.raised_by - d.returned
-        still_held = max(0, b.desired[name] - floor(b, name, d.desired_before))
-        target = min(outstanding, still_held)
+        target = held_for(b, name, group.name, d)  # what it holds above its floor for this ledger
         if target < outstanding and not any(f"{name} was resized" in n for n in notes):
             notes.append(
                 f"{b.now.isoformat()} {name} was resized by someone else (desired {b.desired[name]}, "
@@ -170,8 +169,7 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
             # recorded before it is asked (``cancel_to``, the deadline's first ask), counted returned only once a
             # later invocation reads it back (``asks.read_back``)
             unlaunched = max(0, b.desired[name] - len(b.world.groups[name].active))
-            others = others_carry(b, name, group.name)
-            cancel = min(need - len(candidates[:need]), unlaunched, max(0, still_held - others))
+            cancel = min(need - len(candidates[:need]), unlaunched)
             if cancel > 0:
                 lowered = b.desired[name] - cancel
                 cancels.append((name, lowered, f"{cancel} unit(s) raised for {group.name} never launched: cancelled"))
@@ -184,8 +182,7 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
                 )
             # what is left held with no instance of its own, launched or to launch (``held_by_none``)
             found = len(candidates[:need]) + cancel
-            count = min(need - found, max(0, still_held - others) - len(in_flight) - found)
-            for iid in held_by_none(b, group.name, name, count, give_back):
+            for iid in held_by_none(b, group.name, name, need - found, give_back):
                 give_back[iid] = giveback_entry(b, iid, name)
                 notes.append(f"{b.now.isoformat()} {iid} given back for a raised unit that launched no instance")
     for iid, gb in sorted(give_back.items()):  # the terminates asked below: their donor's deadline counts from now
@@ -243,12 +240,7 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
         ]
         if in_flight or d.cancel_to is not None:  # a lowering asked: MaxSize waits for it to read back
             continue
-        outstanding = d.raised_by - d.returned
-        if (
-            name in b.world.groups
-            and outstanding > 0
-            and min(outstanding, max(0, b.desired[name] - floor(b, name, d.desired_before))) > 0
-        ):
+        if name in b.world.groups and held_for(b, name, group.name, d) > 0:
             continue  # a replacement still has to be claimed and given back
         carrying = [r for r in b.donor_records(name, exclude=group.name) if r.state is not DonorState.RESTORED]
         raised_to = max([d.max_target] + [r.max_target for r in b.donor_records(name)])
@@ -295,9 +287,10 @@ def held_by_none(b: Builder, ledger_name: str, donor: str, count: int, give_back
     waited for a launch that never came). Any instance of the donor stands for such a unit, drained and terminated as
     any given back; none another ledger claims or gives back, none in ``give_back`` already, none a run or a
     detachment protects, and none while a refresh run holds a surge unit or is busy in the donor (its desired
-    capacity is not all ours then: the give-back waits). Pure."""
+    capacity is not all ours then: the give-back waits), or while an active run could not be read (what it
+    protects, surges or is busy in is unknown: it waits, as the cleanup does). Pure."""
     group = b.world.groups.get(donor)
-    if count <= 0 or group is None or group.run_busy or group.run_surge:
+    if count <= 0 or group is None or group.run_busy or group.run_surge or b.world.runs_unreadable:
         return []
     spent = b.claimed_elsewhere(ledger_name, donor) | set(give_back) | b.world.protected
     return sorted(i.instance_id for i in group.active if i.instance_id not in spent)[:count]
