@@ -13,7 +13,7 @@ from datetime import timedelta
 from core.ledger import Backoff, Compensation, Donor, DonorState, GiveBack, Ledger
 from lambdas.replenisher.decide import decide
 from lambdas.replenisher.plan import SetCapacity, WriteLedger
-from lambdas.replenisher.world import World
+from lambdas.replenisher.world import Group, World
 from tests.unit.lambdas.replenisher.builders import SETTINGS, T0, applied, failure, group, ids, nodes_for
 from tests.unit.lambdas.replenisher.decide.reality_world import TICK
 
@@ -114,13 +114,9 @@ def test_a_raise_after_kops_max_size_records_it_while_a_returning_ledger_still_h
     assert _max_set(decide(TICK, T0 + timedelta(hours=3), SETTINGS, after)) == []
 
 
-def test_a_give_back_after_kops_max_size_beside_a_restored_record_keeps_it() -> None:
-    # b: own 2 / MaxSize 3. a raised it to 3 (MaxSize 4) and c to 4 (4 fits); a's unit on b was given back and its
-    # record restored (c still carried a raise: a handed it over), a waits on its other donor f. kOps then wrote b's
-    # MaxSize 6 (rule 3b: c's record takes it as b's own). c's unit is given back (b at 2): MaxSize 6 is kOps'
-    a = group("a", "z-a", 3, ids("a", 3))
-    b = group("b", "z-b", 3, B_IDS[:3], max_size=6)
-    c = group("c", "z-c", 3, ids("c", 3))
+def _a_restored_on_b_draining_f() -> tuple[Group, Ledger]:
+    """f (own 2, raised to 3 for a), and a's ledger giving back: its raise of b (own 2 / MaxSize 3, raised to 3 /
+    MaxSize 4) given back and restored, its instance on f draining."""
     f_ids = ids("f", 3)
     f = group("f", "z-f", 3, f_ids)
     for_a = _donor(
@@ -144,14 +140,6 @@ def test_a_give_back_after_kops_max_size_beside_a_restored_record_keeps_it() -> 
         baseline_ids=tuple(f_ids[:2]),
         instance_ids=(f_ids[2],),
     )
-    for_c = _donor(
-        max_before=3,
-        desired_target=4,
-        max_target=4,
-        raised_at=T0 - timedelta(minutes=30),
-        baseline_ids=tuple(B_IDS[:3]),
-        instance_ids=(B_IDS[2],),
-    )
     led_a = Ledger(
         asg_name="a",
         compensation=Compensation(
@@ -161,6 +149,25 @@ def test_a_give_back_after_kops_max_size_beside_a_restored_record_keeps_it() -> 
             donors={"b": for_a, "f": a_on_f},
             give_back=_draining(f_ids[2], "f"),
         ),
+    )
+    return f, led_a
+
+
+def test_a_give_back_after_kops_max_size_beside_a_restored_record_keeps_it() -> None:
+    # b: own 2 / MaxSize 3. a raised it to 3 (MaxSize 4) and c to 4 (4 fits); a's unit on b was given back and its
+    # record restored (c still carried a raise: a handed it over), a waits on its other donor f. kOps then wrote b's
+    # MaxSize 6 (rule 3b: c's record takes it as b's own). c's unit is given back (b at 2): MaxSize 6 is kOps'
+    a = group("a", "z-a", 3, ids("a", 3))
+    b = group("b", "z-b", 3, B_IDS[:3], max_size=6)
+    c = group("c", "z-c", 3, ids("c", 3))
+    f, led_a = _a_restored_on_b_draining_f()
+    for_c = _donor(
+        max_before=3,
+        desired_target=4,
+        max_target=4,
+        raised_at=T0 - timedelta(minutes=30),
+        baseline_ids=tuple(B_IDS[:3]),
+        instance_ids=(B_IDS[2],),
     )
     led_c = Ledger(
         asg_name="c", compensation=Compensation(owed=1, started_at=T0 - timedelta(minutes=30), donors={"b": for_c})
@@ -195,39 +202,7 @@ def test_a_raise_over_kops_max_size_beside_only_a_restored_record_is_restored_to
     a = group("a", "z-a", 3, ids("a", 3))
     b = group("b", "z-b", 2, B_IDS[:2], max_size=6)
     e = group("e", "z-e", 3, ids("e", 2))
-    f_ids = ids("f", 3)
-    f = group("f", "z-f", 3, f_ids)
-    for_a = _donor(
-        state=DonorState.RESTORED,
-        max_before=3,
-        desired_target=3,
-        max_target=4,
-        returned=1,
-        raised_at=T0 - timedelta(minutes=40),
-        baseline_ids=tuple(B_IDS[:2]),
-    )
-    a_on_f = Donor(
-        asg_name="f",
-        state=DonorState.RAISED,
-        raised_by=1,
-        desired_before=2,
-        max_before=6,
-        desired_target=3,
-        max_target=6,
-        raised_at=T0 - timedelta(minutes=40),
-        baseline_ids=tuple(f_ids[:2]),
-        instance_ids=(f_ids[2],),
-    )
-    led_a = Ledger(
-        asg_name="a",
-        compensation=Compensation(
-            owed=2,
-            started_at=T0 - timedelta(minutes=40),
-            returning=True,
-            donors={"b": for_a, "f": a_on_f},
-            give_back=_draining(f_ids[2], "f"),
-        ),
-    )
+    f, led_a = _a_restored_on_b_draining_f()
     led_e = Ledger(
         asg_name="e", backoff=Backoff(last_failure_at=T0 - timedelta(minutes=1), window_seconds=300, streak=1)
     )
