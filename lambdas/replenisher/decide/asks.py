@@ -39,12 +39,18 @@ def floor(b: Builder, donor: str, desired_before: int) -> int:
     return max(desired_before, group.min_size if group is not None else 0)
 
 
+def carried(b: Builder, donor: str, r: Donor) -> int:
+    """The units record ``r`` of ``donor`` carries that ``donor``'s desired capacity still holds: a lowering its
+    ledger asked (``cancel_to``) that the desired capacity reads (in this plan too) is out of them already, though
+    only a later read back counts it ``returned``."""
+    lowered = r.cancelling if r.cancel_to is not None and b.desired[donor] <= r.cancel_to else 0
+    return max(0, r.raised_by - r.returned - lowered)
+
+
 def others_carry(b: Builder, donor: str, ledger_name: str) -> int:
-    """The units ``donor`` carries for ledgers other than ``ledger_name`` (not restored)."""
+    """The units ``donor`` carries for ledgers other than ``ledger_name`` (not restored; ``carried``)."""
     return sum(
-        max(0, r.raised_by - r.returned)
-        for r in b.donor_records(donor, exclude=ledger_name)
-        if r.state is not DonorState.RESTORED
+        carried(b, donor, r) for r in b.donor_records(donor, exclude=ledger_name) if r.state is not DonorState.RESTORED
     )
 
 
@@ -62,8 +68,7 @@ def held_for(b: Builder, donor: str, ledger_name: str, d: Donor) -> int:
         r = None if name == ledger_name or led.compensation is None else led.compensation.donors.get(donor)
         if r is None or r.state is DonorState.RESTORED or (r.raised_at, name) > first:
             continue
-        lowered = r.cancelling if r.cancel_to is not None and b.desired[donor] <= r.cancel_to else 0
-        earlier += max(0, r.raised_by - r.returned - lowered)
+        earlier += carried(b, donor, r)
     return max(0, min(d.raised_by - d.returned, b.desired[donor] - floor(b, donor, d.desired_before) - earlier))
 
 

@@ -13,6 +13,7 @@ from lambdas.replenisher.decide.asks import (
     floor,
     hand_over_raise,
     held_for,
+    others_carry,
     read_back,
     uncordon_command,
     with_left,
@@ -42,7 +43,12 @@ def _left_while_terminating(
     less what its other ledgers carry) against those this ledger believes held (``raised_by - returned``) say how
     many decrements happened: that many are ``terminated`` (returned), the others ``gone``, whose units the give-back
     then takes back from what the donor holds (a replacement claimed and given back, or a raise that never launched
-    cancelled). A size someone else lowered meanwhile counts as returned, as the rest of the give-back counts it."""
+    cancelled). A size someone else lowered meanwhile counts as returned, as the rest of the give-back counts it.
+    Every other ledger's units are subtracted, not only the earlier raises' (``held_for``): a decrement of this
+    ledger's that happened is then always counted, earlier raise or not (shared in raise order, the earlier ledger's
+    would read as ``gone`` while a later one carries a unit, and take that unit). Another ledger's lowering the
+    desired capacity already reads is out of what it carries (``asks.carried``): counted, it read the unit of an
+    instance that left without a decrement as decremented, and the donor stayed raised for good."""
     for name in sorted({gb.donor for gb in give_back.values()}):
         group = b.world.groups.get(name)
         record = donors.get(name)
@@ -56,11 +62,7 @@ def _left_while_terminating(
         if not left:
             continue
         believed = record.raised_by - record.returned
-        others = sum(
-            max(0, r.raised_by - r.returned)
-            for r in b.donor_records(name, exclude=failed)
-            if r.state is not DonorState.RESTORED
-        )
+        others = others_carry(b, name, failed)
         still_held = max(0, b.desired[name] - floor(b, name, record.desired_before) - others)
         decremented = min(len(left), max(0, believed - still_held))
         for n, iid in enumerate(left):
