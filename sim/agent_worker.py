@@ -66,6 +66,13 @@ class ResultEngine:
         self.engine = engine
         self.ends: dict[str, NodeCommandResult | Exception] = {}
 
+    @property
+    def guard(self) -> Any:
+        """The engine's control-plane guard: the worker gives a slot back when a command ends (``_finish``), a drain
+        that ends without running too (its deadline passed after the cordon claimed the slot: resize seed 363299,
+        whose slot was never given back here and refused every later master drain)."""
+        return self.engine.guard
+
     def cordon(self, command: Command, scan: bool = True) -> Any:
         return self.engine.cordon(command, scan)
 
