@@ -46,21 +46,35 @@ def successor(p: Context, step: RunStep, facts: GroupFacts) -> RunStep | None:
 
 def hand_over(p: Context, step: RunStep, to: RunStep, facts: GroupFacts) -> None:
     """Terminate ``step``'s drained old instance without decrement and start ``to`` surging with its unit (no raise:
-    ``raised`` unchanged). ``to``'s baseline is the group's instances now but ``step``'s, so Auto Scaling's
-    replacement of it is a new instance to ``to`` (``Context.new_instances``)."""
+    ``raised`` unchanged). ``to``'s baseline is the group's instances now but ``step``'s (``successor_baseline``), so
+    Auto Scaling's replacement of it is a new instance to ``to`` (``Context.new_instances``)."""
     to = p.own(to)  # a pending step: the run read's until this pass copies it
     step.state = StepState.TERMINATING
     step.intent_at = p.now
     step.handed_over_to = to.index
     to.state = StepState.SURGING
     to.started_at = to.intent_at = p.now
-    # the group's ids in C (hundreds), but the old instance's
-    to.surge_baseline = sorted(filter(step.instance_id.__ne__, map(_INSTANCE_ID, facts.instances)))
+    to.surge_baseline = successor_baseline(p, step, to, facts)
     p.effects.append(TerminateInstance(step.group, step.instance_id, decrement=False))
     p.change(
         f"step {step.index}: drain {step.drain_status}, terminate {step.instance_id} without decrement: its surge unit "
         f"goes to step {to.index} ({to.instance_id}), whose spare is Auto Scaling's replacement"
     )
+
+
+def successor_baseline(p: Context, step: RunStep, to: RunStep, facts: GroupFacts) -> list[str]:
+    """``to``'s ``surge_baseline`` when ``step`` hands it its unit: the group's instances now (ids in C, hundreds) but
+    ``step``'s old one, whose replacement is ``to``'s spare, and but those new to another step of the group still
+    waiting for its spare (``Context.new_instances``): an earlier hand-over's replacement, launched before this one's,
+    is either step's to claim. In this baseline, the earlier step could claim this hand-over's replacement and leave
+    ``to`` none: it waited for a launch that never came, its unit left raised (resize seed 364029). Pure."""
+    waiting = [
+        s
+        for s in p.in_flight()
+        if s is not step and s is not to and s.group == step.group and s.surge_instance_id is None and s.surge_baseline
+    ]
+    theirs = {iid for s in waiting for iid in p.new_instances(s, facts)}
+    return sorted(iid for iid in map(_INSTANCE_ID, facts.instances) if iid != step.instance_id and iid not in theirs)
 
 
 def take_back(p: Context, giver: RunStep, to: RunStep) -> bool:
