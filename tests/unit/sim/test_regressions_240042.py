@@ -19,10 +19,12 @@ from __future__ import annotations
 import pytest
 
 import sim.ready_count
+from lambdas.refresher.decide import handover
 from sim.ready_count import ReadyCount
 from sim.run import run_seed
 from sim.schedules import STORM
 from sim.world_view import NodeState
+from tests.unit.sim.test_regressions_364029 import whole_group_but_the_old
 
 START = frozenset({"old-1", "old-2", "old-3"})
 RUNNING = {f"i-{n}": ("nodes-c", "c") for n in ("s1", "s2", "r1")}
@@ -88,6 +90,9 @@ def test_without_the_registrations_the_seed_breaks_invariant_1(monkeypatch: pyte
     their registration, since resize seed 360376: step 6's spare stood for the termination at 92,454.2 s)."""
     monkeypatch.setattr(sim.ready_count, "_registered", lambda _nodes, _names: {})
     monkeypatch.setattr(sim.ready_count, "_arrivals", lambda _view, _ready, _t: {})
+    # the hand-overs' baselines as they were when the seed was found: since resize seed 364029 the successors claim
+    # their replacements the other way round, and the spare first seen after the foreign termination is another
+    monkeypatch.setattr(handover, "successor_baseline", whole_group_but_the_old)
     result = run_seed(240042, 30, 2.0, profile=STORM)
     assert result.violation is not None
     assert result.violation.invariant == "1 Ready workers never below the start during a refresh"

@@ -24,6 +24,11 @@ from sim.run import run_seed
 from sim.schedules import RESIZE
 
 
+def whole_group_but_the_old(_p: Context, step: RunStep, _to: RunStep, facts: GroupFacts) -> list[str]:
+    """A successor's baseline before the fix: every instance of the group now but ``step``'s old one."""
+    return sorted(i.instance_id for i in facts.instances if i.instance_id != step.instance_id)
+
+
 def test_resize_seed_364029_holds() -> None:
     result = run_seed(364029, 30, 2.0, profile=RESIZE)
     assert result.violation is None, result.summary()
@@ -32,10 +37,7 @@ def test_resize_seed_364029_holds() -> None:
 def test_with_the_whole_group_as_the_successor_s_baseline_the_unit_is_left_raised(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def as_before(_p: Context, step: RunStep, _to: RunStep, facts: GroupFacts) -> list[str]:
-        return sorted(i.instance_id for i in facts.instances if i.instance_id != step.instance_id)
-
-    monkeypatch.setattr(handover, "successor_baseline", as_before)
+    monkeypatch.setattr(handover, "successor_baseline", whole_group_but_the_old)
     result = run_seed(364029, 30, 2.0, profile=RESIZE)
     assert result.violation is not None
     assert result.violation.invariant == "4 sizes end where they were"
