@@ -111,15 +111,28 @@ def _own_max(b: Builder, donor: str) -> None:
     original a later raise records and a give-back restores. Written at once."""
     group = b.world.groups.get(donor)
     records = b.donor_records(donor)
-    if group is None or not records or group.max_size <= max(r.max_target for r in records):
+    if group is None or not records:
+        return
+    above = group.max_size > max(r.max_target for r in records)
+    # below every original: kOps lowered it (no write of ours asks a MaxSize under a record's ``max_before``), and a
+    # record kept the higher one: a later raise of the donor then hid kOps' from ``original_max``, and the give-back
+    # left MaxSize one above kOps' (resize seed 365231)
+    below = group.max_size < min(r.max_before for r in records)
+    if not above and not below:
         return
     for name in sorted(b.ledgers):
         comp = b.ledger(name).compensation
         d = None if comp is None else comp.donors.get(donor)
         if d is None:
             continue
-        updated = d.model_copy(update={"max_before": group.max_size, "max_target": group.max_size})
-        note = f"{donor}: MaxSize {group.max_size} set by kOps or a person, above our raise: its own"
+        if above:
+            updated = d.model_copy(update={"max_before": group.max_size, "max_target": group.max_size})
+            note = f"{donor}: MaxSize {group.max_size} set by kOps or a person, above our raise: its own"
+        else:
+            # a record that raised no MaxSize follows it; one that did keeps its target (its raise was reset: noted)
+            target = group.max_size if d.max_target <= d.max_before else d.max_target
+            updated = d.model_copy(update={"max_before": group.max_size, "max_target": target})
+            note = f"{donor}: MaxSize {group.max_size} set by kOps or a person, below its original: its own"
         _write_donor(b, name, donor, updated, note, f"{donor} MaxSize {group.max_size} is its own")
 
 

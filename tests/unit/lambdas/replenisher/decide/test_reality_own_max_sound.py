@@ -105,3 +105,32 @@ def test_an_unmade_raise_over_kops_max_size_lowered_again_asks_only_the_max_size
     world = replace(world, ledgers={"a": led.model_copy(update={"compensation": comp})})
     plan = decide(TICK, T0, SETTINGS, world)
     assert [(s.asg_name, s.desired, s.max_size) for s in plan.actions if isinstance(s, SetCapacity)] == [("b", 4, 4)]
+
+
+def test_kops_lowering_the_max_size_below_the_original_is_restored_after_a_later_raise() -> None:
+    # resize seed 365231: b (own 2 / MaxSize 5) raised to 4 for a, no MaxSize raise (5 fits). kOps lowered MaxSize to
+    # 4 (desired 4 still held): the record takes 4 as b's original. A later raise to 5 / MaxSize 5 then hides kOps' 4
+    # from the MaxSize read now; the give-back restores 4, not the 5 the record had
+    world, _ = reset_world(4, 5)
+    led = world.ledgers["a"]
+    assert led.compensation is not None
+    d = led.compensation.donors["b"].model_copy(update={"max_before": 5, "max_target": 5})
+    comp = led.compensation.model_copy(update={"donors": {"b": d}})
+    world = replace(world, ledgers={"a": led.model_copy(update={"compensation": comp})})
+    world = replace(world, groups={**world.groups, "b": replace(world.groups["b"], max_size=4)})
+    plan = decide(TICK, T0, SETTINGS, world)
+    assert not [a for a in plan.actions if isinstance(a, Note) and a.reason is Reason.SIZE_RESET]
+    after = applied(world, plan)
+    led = after.ledgers["a"]
+    assert led.compensation is not None
+    d = led.compensation.donors["b"]
+    assert (d.max_before, d.max_target) == (4, 4)
+    # the later raise: b at 5 / MaxSize 5, the record 3 units up
+    raised = d.model_copy(update={"raised_by": 3, "desired_target": 5, "max_target": 5})
+    comp = led.compensation.model_copy(update={"donors": {"b": raised}})
+    after = replace(
+        after,
+        groups={**after.groups, "b": replace(after.groups["b"], desired=5, max_size=5)},
+        ledgers={"a": led.model_copy(update={"compensation": comp})},
+    )
+    assert _max_set(decide(TICK, T0 + timedelta(hours=3), SETTINGS, _given_back(after, 2))) == [("b", 4)]
