@@ -24,7 +24,7 @@ from sim.ready_count import ReadyCount
 from sim.run import run_seed
 from sim.schedules import STORM
 from sim.world_view import NodeState
-from tests.unit.sim.test_regressions_364029 import whole_group_but_the_old
+from tests.unit.sim.handover_baseline import whole_group_but_the_old
 
 START = frozenset({"old-1", "old-2", "old-3"})
 RUNNING = {f"i-{n}": ("nodes-c", "c") for n in ("s1", "s2", "r1")}

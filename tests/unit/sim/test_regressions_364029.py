@@ -16,17 +16,10 @@ from __future__ import annotations
 
 import pytest
 
-from core.runs import RunStep
 from lambdas.refresher.decide import handover
-from lambdas.refresher.decide.context import Context
-from lambdas.refresher.world import GroupFacts
 from sim.run import run_seed
 from sim.schedules import RESIZE
-
-
-def whole_group_but_the_old(_p: Context, step: RunStep, _to: RunStep, facts: GroupFacts) -> list[str]:
-    """A successor's baseline before the fix: every instance of the group now but ``step``'s old one."""
-    return sorted(i.instance_id for i in facts.instances if i.instance_id != step.instance_id)
+from tests.unit.sim.handover_baseline import whole_group_but_the_old
 
 
 def test_resize_seed_364029_holds() -> None:

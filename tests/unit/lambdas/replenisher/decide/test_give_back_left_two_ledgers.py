@@ -1,7 +1,7 @@
 """helper-144's review of ``give_back._left_while_terminating`` on a donor raised for two ledgers: a give-back entry
 ``terminating`` whose instance left the donor without the decrement, judged by the donor's desired capacity while
 another ledger's lowering (a raised unit that never launched, cancelled) is read in that capacity but not yet read
-back as ``returned``. Each world is stepped tick by tick as ``test_give_back_held_by_none_review`` steps it."""
+back as ``returned``. Each world is stepped tick by tick as ``two_ledgers_world.run`` steps it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from lambdas.replenisher.plan import SendDrain, SetCapacity, Terminate, WriteLed
 from lambdas.replenisher.world import World
 from tests.unit.lambdas.replenisher.builders import SETTINGS, T0, nodes_for
 from tests.unit.lambdas.replenisher.decide.reality_world import TICK
-from tests.unit.lambdas.replenisher.decide.test_give_back_held_by_none_review import (
+from tests.unit.lambdas.replenisher.decide.two_ledgers_world import (
     B_IDS,
     b_group,
     comp,
