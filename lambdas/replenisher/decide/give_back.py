@@ -160,9 +160,8 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
             )
         need = target - len(in_flight)
         if need > 0:
-            taken = b.claimed_elsewhere(group.name, name) | set(d.baseline_ids) | set(give_back)
-            candidates = sorted(i.instance_id for i in b.world.groups[name].active if i.instance_id not in taken)
-            for iid in candidates[:need]:
+            candidates = _pick(b, group.name, name, need, give_back, set(d.baseline_ids))
+            for iid in candidates:
                 give_back[iid] = giveback_entry(b, iid, name)
                 notes.append(f"{b.now.isoformat()} {iid} given back in place of a compensating instance that left")
             # a raised unit that never launched (the donor's own AZ failed under the raise) has no instance to
@@ -171,7 +170,7 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
             # recorded before it is asked (``cancel_to``, the deadline's first ask), counted returned only once a
             # later invocation reads it back (``asks.read_back``)
             unlaunched = max(0, b.desired[name] - len(b.world.groups[name].active))
-            cancel = min(need - len(candidates[:need]), unlaunched)
+            cancel = min(need - len(candidates), unlaunched)
             if cancel > 0:
                 lowered = b.desired[name] - cancel
                 cancels.append((name, lowered, f"{cancel} unit(s) raised for {group.name} never launched: cancelled"))
@@ -183,7 +182,7 @@ def give_back(b: Builder, group: Group, ledger: Ledger) -> None:
                     f"{b.now.isoformat()} {name}: {cancel} raised unit(s) never launched, desired lowered to {lowered}"
                 )
             # what is left held with no instance of its own, launched or to launch (``held_by_none``)
-            found = len(candidates[:need]) + cancel
+            found = len(candidates) + cancel
             for iid in held_by_none(b, group.name, name, need - found, give_back):
                 give_back[iid] = giveback_entry(b, iid, name)
                 notes.append(f"{b.now.isoformat()} {iid} given back for a raised unit that launched no instance")
@@ -294,5 +293,17 @@ def held_by_none(b: Builder, ledger_name: str, donor: str, count: int, give_back
     group = b.world.groups.get(donor)
     if count <= 0 or group is None or group.run_busy or group.run_surge or b.world.runs_unreadable:
         return []
-    spent = b.claimed_elsewhere(ledger_name, donor) | set(give_back) | b.world.protected
-    return sorted(i.instance_id for i in group.active if i.instance_id not in spent)[:count]
+    return _pick(b, ledger_name, donor, count, give_back, set())
+
+
+def _pick(
+    b: Builder, ledger_name: str, donor: str, count: int, give_back: dict[str, GiveBack], also_out: set[str]
+) -> list[str]:
+    """Up to ``count`` active instances of ``donor`` (which must be in the world) that ledger ``ledger_name`` may give
+    back, lowest id first: none another ledger claims or this plan terminates (``Builder.claimed_elsewhere``), none in
+    ``give_back`` already, none a run or a detachment protects (``world.protected``), none in ``also_out`` (the
+    donor's baseline, for a replacement of a compensating instance that left: those were the donor's own). Pure."""
+    if count <= 0:
+        return []
+    spent = b.claimed_elsewhere(ledger_name, donor) | set(give_back) | b.world.protected | also_out
+    return sorted(i.instance_id for i in b.world.groups[donor].active if i.instance_id not in spent)[:count]

@@ -33,12 +33,14 @@ def donor(raised_by: int, instance_ids: tuple[str, ...] = (), baseline: int = 4,
     )
 
 
-def held_by_none(**b_changes: object) -> World:
+def held_by_none(baseline: int = 4, **b_changes: object) -> World:
     """a (3 nodes, whole) giving back the unit b (own size 3, desired 4) holds for it; b's 4 instances are all of its
-    baseline (recorded at the raise: the raise kept the 4th, which the clamp would have terminated)."""
+    baseline (recorded at the raise: the raise kept the 4th, which the clamp would have terminated), or its first
+    ``baseline``."""
     a = group("a", "us-east-1a", 3, ids("a", 3))
     b = replace(group("b", "us-east-1b", 4, B_IDS), **b_changes)  # type: ignore[arg-type]
-    comp = Compensation(pool="nodes", started_at=T0, donors={"b": donor(1)}, owed=1, healthy_since=T0, returning=True)
+    donors = {"b": donor(1, baseline=baseline)}
+    comp = Compensation(pool="nodes", started_at=T0, donors=donors, owed=1, healthy_since=T0, returning=True)
     return World(
         groups={"a": a, "b": b},
         ledgers={"a": Ledger(asg_name="a", compensation=comp)},
@@ -64,6 +66,13 @@ def test_never_an_instance_a_run_protects_nor_while_a_run_surges_the_donor() -> 
     assert drained(replace(held_by_none(), protected=frozenset({B_IDS[0]}))) == [B_IDS[1]]
     assert drained(held_by_none(run_surge=1)) == []
     assert drained(held_by_none(run_busy=True)) == []
+
+
+def test_a_replacement_outside_the_baseline_is_never_one_a_run_protects() -> None:
+    """b's 4th instance is new since the raise (a replacement of the compensating instance that left), but a run
+    names it: the give-back takes none a run protects, whichever way it picks (``give_back._pick``)."""
+    assert drained(held_by_none(baseline=3)) == [B_IDS[3]]
+    assert drained(replace(held_by_none(baseline=3), protected=frozenset({B_IDS[3]}))) == [B_IDS[0]]
 
 
 def test_not_when_the_donor_holds_no_unit_above_its_own_size() -> None:
