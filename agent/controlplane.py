@@ -7,7 +7,9 @@ read then acted on lets two of them both see a free slot. A slot is instead one 
 (``adapters.dynamo.controlplane``) taken by one conditional put (free, expired, or already this command's), so two
 claimers of the last slot cannot both win. A slot expires at the drain's deadline (capped to
 ``MAX_COMMAND_SECONDS`` from the claim, as the drain itself is), so a worker that dies holding one blocks the
-control plane at most that long; the command's next worker (same command id) takes the same slot over at once.
+control plane at most that long; the command's next worker (same command id) takes the same slot over at once, and
+the worker it took the command from gives back only a slot still under its own name (its drain, ending late, must
+not free the slot of a drain of that master still running elsewhere).
 A slot stays with its command while the command is retried or handed back after a retryable error (so no other
 master's drain starts while this one is half done, its node cordoned) and is given back when the command ends
 (``DrainEngine.run`` returning, the consumer finishing it).
@@ -36,7 +38,7 @@ class Slots(Protocol):
         self, command_id: str, instance_id: str, worker: str, slots: int, expires_at: datetime, now: datetime
     ) -> SlotClaim: ...
 
-    def release(self, command_id: str) -> int: ...
+    def release(self, command_id: str, worker: str | None = None) -> int: ...
 
 
 class TableControlPlaneGuard:
@@ -94,7 +96,7 @@ class TableControlPlaneGuard:
                 return
             self._held.discard(command_id)
         try:
-            self.slots.release(command_id)
+            self.slots.release(command_id, self.worker)  # not a slot the command's next worker renewed
         except Exception as err:  # noqa: BLE001 - release never raises; the slot expires at the drain's deadline anyway
             if self.on_error is not None:
                 self.on_error(err)

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from boto3.dynamodb.conditions import ConditionBase
+
 from adapters.dynamo.table import Attr, Table
 from core.exceptions import ConflictError
 from core.model import to_epoch
@@ -108,8 +110,10 @@ class ControlPlaneSlots:
             return SlotClaim(slot, tuple(holders), tuple(ignored))
         return SlotClaim(None, tuple(holders), tuple(ignored))
 
-    def release(self, command_id: str) -> int:
-        """Give back every slot ``command_id`` holds (a slot another command took over meanwhile is left). Returns
+    def release(self, command_id: str, worker: str | None = None) -> int:
+        """Give back every slot ``command_id`` holds (a slot another command took over meanwhile is left); with
+        ``worker``, only a slot that worker claimed last: a worker whose command another took over (same command id,
+        its claim renewed the slot under its own name) gives back nothing that worker's drain still holds. Returns
         how many were given back.
 
         Raises:
@@ -117,10 +121,13 @@ class ControlPlaneSlots:
         """
         released = 0
         for item in self.table.query_prefix(PREFIX, consistent=True):
-            if item.get("command_id") != command_id:
+            if item.get("command_id") != command_id or (worker is not None and item.get("worker") != worker):
                 continue
+            condition: ConditionBase = Attr("command_id").eq(command_id)
+            if worker is not None:
+                condition = condition & Attr("worker").eq(worker)
             try:
-                self.table.delete(str(item["sk"]), condition=Attr("command_id").eq(command_id))
+                self.table.delete(str(item["sk"]), condition=condition)
             except ConflictError:
                 continue
             released += 1

@@ -96,7 +96,7 @@ class Broken:
     def claim(self, *args: object) -> SlotClaim:
         raise StoreUnavailableError("throttled")
 
-    def release(self, command_id: str) -> int:
+    def release(self, command_id: str, worker: str | None = None) -> int:
         raise StoreUnavailableError("throttled")
 
 
@@ -122,3 +122,19 @@ def test_the_clock_is_the_guards(store: Store) -> None:
     late.admit(drain("spot-1", "spot-interruption:terminate", seconds=7200), MASTER)
     [item] = store.query_prefix(PREFIX, consistent=True)
     assert item["expires_at"] == to_epoch(at + timedelta(seconds=60))
+
+
+def test_a_worker_that_lost_its_drain_leaves_the_slot_its_next_worker_took_over(store: Store) -> None:
+    # agent-a's heartbeat went stale (throttled table, a long pause), agent-b took the master's drain over and
+    # claimed the same slot (same command id); agent-a's drain then ends (``DrainEngine.run`` releases its slot):
+    # agent-b still drains that master, so no second master drain may start (MAX_CONTROL_PLANE_DRAINS=1)
+    first, second = guard(store, "agent-a:1"), guard(store, "agent-b:2")
+    taken_over = drain("lifecycle-ev-1")
+    first.admit(taken_over, MASTER)
+    second.admit(taken_over, MASTER)
+    first.release(taken_over.command_id)
+    assert [i["worker"] for i in store.query_prefix(PREFIX, consistent=True)] == ["agent-b:2"]
+    with pytest.raises(ControlPlaneBusyError):
+        guard(store, "agent-c:3").admit(drain("refresh-r1-0", "refresh r1 step 0"), MASTER)
+    second.release(taken_over.command_id)  # its own end gives the slot back
+    assert list(store.query_prefix(PREFIX, consistent=True)) == []
