@@ -215,14 +215,19 @@ class WorkerBase:
                 command.command_id,
                 item.get("status"),
             )
-            if self.reporter.notify(
+            notified = self.reporter.notify(
                 command,
                 CommandStatus(item["status"]),
                 item.get("result") or {},
                 int(item.get("attempt", 0)),
                 str(item.get("worker", "")),
                 post_node_event=False,
-            ):
+            )
+            if command.kind is CommandKind.DRAIN and self.hooks is not None:
+                # its worker died between the drain's end and the action's completion (which follows the notice), as
+                # a duplicate's (above) may have; an action recorded after the drain ended is left to its own drain
+                self._complete_hook(command, str(item.get("status")), item.get("result"), ended=item)
+            if notified:
                 self._delete(receipt, message_id)
         else:
             self.counters.inc("busy_elsewhere")

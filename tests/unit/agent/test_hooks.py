@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -112,6 +112,35 @@ def test_a_duplicate_delivery_of_a_finished_drain_completes_an_action_left_pendi
     expect_complete(stub)
     world.send(sent, record=False)  # SQS delivers it again
     consumer(world, ScriptedEngine(), autoscaling).handle(world.receive())
+    assert get_hook(world.store, INSTANCE)["state"] == HookState.COMPLETED
+    assert world.in_queue() == 0
+
+
+def test_a_drain_whose_worker_died_before_notifying_completes_its_pending_action_when_notified_again(
+    world: World, stubbed: tuple[Any, Stubber]
+) -> None:
+    # the worker wrote the drain's end, then died before the EventBridge event (and so before the action's
+    # completion, which follows it): its message comes back once the worker is surely gone (NOTIFY_AGAIN), and the
+    # action pending since before the drain ended is completed then, as a duplicate of a notified drain's is
+    autoscaling, stub = stubbed
+    sent = command("lifecycle-ev-1")
+    world.send(sent)
+    ended = datetime.now(UTC) - timedelta(minutes=5)  # more than a visibility timeout ago
+    record_hook(world.store, HOOK, ttl_seconds=3600, now=ended - timedelta(seconds=30))
+    attempt = world.store.start_command(sent, "agent-dead:9", 60, 3600, now=ended - timedelta(seconds=20))
+    world.store.finish_command(
+        "lifecycle-ev-1",
+        "agent-dead:9",
+        attempt,
+        CommandStatus.SUCCEEDED,
+        succeed(sent).model_dump(mode="json"),
+        now=ended,
+    )
+    expect_complete(stub)
+    c = consumer(world, ScriptedEngine(), autoscaling)
+    c.handle(world.receive())  # the dead worker's message, visible again
+    assert c.worker.counters.snapshot().get("notified_again") == 1
+    assert world.item("lifecycle-ev-1").get("reported_at")
     assert get_hook(world.store, INSTANCE)["state"] == HookState.COMPLETED
     assert world.in_queue() == 0
 
