@@ -10,6 +10,7 @@ transition is a conditional write; losing one raises a ``ConflictError`` subclas
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -296,6 +297,38 @@ def end_queued_command(
                 "updated_at": now.isoformat(),
             },
             condition=Attr("status").eq(CommandStatus.QUEUED.value),
+        )
+    except ConflictError:
+        return False
+    return True
+
+
+def end_abandoned_command(
+    table: Table,
+    command_id: str,
+    read: Mapping[str, Any],
+    ended_at: datetime,
+    message: str,
+    now: datetime | None = None,
+) -> bool:
+    """End a command left ``running`` by a worker that stopped: ``timed_out`` with a result saying ``message`` and
+    ``finished_at`` ``ended_at`` (aware: its worker's last heartbeat), conditionally on the item being still
+    ``running`` with the ``attempt`` and ``heartbeat_at`` of ``read`` (the item as read, table values): no worker
+    took it over, nor beat, since. Returns False when it was not (that worker reports as usual)."""
+    now = now or utcnow()
+    result = {"status": CommandStatus.TIMED_OUT.value, "message": message, "pods": [], "remaining": [], "errors": []}
+    try:
+        table.update(
+            command_sk(command_id),
+            {
+                "status": CommandStatus.TIMED_OUT.value,
+                "result": result,
+                "finished_at": ended_at.isoformat(),
+                "updated_at": now.isoformat(),
+            },
+            condition=Attr("status").eq(CommandStatus.RUNNING.value)
+            & Attr("attempt").eq(read.get("attempt"))
+            & Attr("heartbeat_at").eq(read.get("heartbeat_at")),
         )
     except ConflictError:
         return False

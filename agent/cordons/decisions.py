@@ -10,6 +10,11 @@ releaser's own ``releasing`` claim, left by an agent that stopped midway). Its c
 - **released** once ``finished_at + uncordon_after_seconds`` has passed;
 - otherwise **waited** for (``due_at`` says until when).
 
+A command left ``running`` past its deadline by a worker that stopped (its heartbeat stale by the worker's own
+``stale_after_seconds``) is ``abandoned``: its message may be gone (dead-lettered) and the sweeper sends none past the
+deadline, so nothing else would ever end it; the releaser ends it ``timed_out`` as of its worker's last heartbeat
+(``adapters.dynamo.commands.end_abandoned_command``), and the next check judges it as any other.
+
 An item of another shape (a ``command`` or ``options`` that is not a map, a quiet period that is not a non-negative
 integer, unreadable times) is read as carrying nothing: never pending, never superseding; a ``result`` that is not a
 map says nothing of the cordon (the node decides, below); nothing here raises on it.
@@ -24,9 +29,10 @@ it, is given back after the quiet period.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from enum import Enum
 from typing import Any
@@ -84,6 +90,41 @@ def pending(item: Mapping[str, Any]) -> bool:
         return CommandStatus(str(item.get("status", ""))).terminal
     except ValueError:
         return False
+
+
+# a worker's staleness when its item names none (the agent's default ``STALE_RUNNING_SECONDS``)
+STALE_AFTER_SECONDS = 60
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def abandoned(item: Mapping[str, Any], now: datetime) -> datetime | None:
+    """When the worker of a give-back command left ``running`` was last seen (its ``heartbeat_at``, aware), if it
+    is abandoned at ``now``: it carries a quiet period and no resolution, its deadline (or the earlier
+    ``deadline_tightened_to``) has passed, and its heartbeat is older than its ``stale_after_seconds`` (else
+    ``STALE_AFTER_SECONDS``). None otherwise, or when a time is unreadable. Pure."""
+    if item.get("resolution") is not None or quiet_seconds(item) is None:
+        return None
+    if item.get("status") != CommandStatus.RUNNING.value:
+        return None
+    heartbeat = _number(item.get("heartbeat_at"))
+    deadline = _time(_map(item.get("command")).get("deadline"))
+    if heartbeat is None or deadline is None:
+        return None
+    tightened = _time(item.get("deadline_tightened_to"))
+    ends = min(deadline, tightened) if tightened is not None else deadline
+    stale = _number(item.get("stale_after_seconds"))
+    if now <= ends or heartbeat + (STALE_AFTER_SECONDS if stale is None else stale) >= now.timestamp():
+        return None
+    try:
+        return datetime.fromtimestamp(heartbeat, tz=UTC)
+    except (OverflowError, OSError, ValueError):  # a heartbeat no clock reads (a forged item)
+        return None
 
 
 def _time(value: Any) -> datetime | None:

@@ -6,6 +6,10 @@ elsewhere is judged); when one is pending, the commands of its instance (a later
 the instance's pointers (``adapters.dynamo.command_index``) once the index is complete and a few instances are
 pending, else from one Query of the cluster's ``CMD#`` range. It judges each pending one (``decisions.judge``) and:
 
+A command its worker left ``running`` past its deadline (``decisions.abandoned``: nothing else would ever end it) is
+first ended ``timed_out`` (``end_abandoned_command``, conditional: a worker that took it over or beat since wins) and
+judged at the next check.
+
 - WAIT: nothing (the next check looks again; the state is the item, so a restart changes nothing);
 - KEEP: records the reason as the item's ``resolution`` (never looked at again);
 - RELEASE: claims the item (``resolution = releasing``, conditional: a Lambda that resolved it first wins), reads
@@ -28,11 +32,11 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from adapters.dynamo.command_index import index_complete, indexed_commands
-from adapters.dynamo.commands import PREFIX, commands_for_instance, resolve_cordon
+from adapters.dynamo.commands import PREFIX, commands_for_instance, end_abandoned_command, resolve_cordon
 from adapters.dynamo.hooks import get_hook
 from adapters.dynamo.store import Store
 from adapters.dynamo.table import plain
-from agent.cordons.decisions import RELEASED, RELEASING, Verdict, command_id, judge, pending
+from agent.cordons.decisions import RELEASED, RELEASING, Verdict, abandoned, command_id, judge, pending
 from agent.drain.cordon import UncordonDecision
 from agent.kube.views import NodeView
 from agent.metrics import AgentMetrics
@@ -100,7 +104,8 @@ class CordonReleaser:
         try:
             # only rebalance commands carry a quiet period (``core.model.QUIET_CORDON_PREFIX``): with none of them
             # pending, the check is that one range read, not a week of every command
-            quiet = self.store.query_prefix(PREFIX + QUIET_CORDON_PREFIX, consistent=True, convert=False)
+            quiet = list(self.store.query_prefix(PREFIX + QUIET_CORDON_PREFIX, consistent=True, convert=False))
+            counts["waiting"] += self._end_abandoned(quiet)
             waiting = [item for item in quiet if pending(item)]
             if not waiting:
                 return counts
@@ -124,6 +129,20 @@ class CordonReleaser:
             if self.metrics is not None and outcome != "waiting":
                 self.metrics.cordons_resolved.labels(outcome=METRIC_OUTCOME[outcome]).inc()
         return counts
+
+    def _end_abandoned(self, items: list[dict[str, Any]]) -> int:
+        """End each of ``items`` (table values) its worker abandoned (``decisions.abandoned``); returns how many were
+        ended. Raises what the table raises."""
+        ended = 0
+        for item in items:
+            when = abandoned(item, self.clock())
+            if when is None:
+                continue
+            why = f"abandoned: its worker {item.get('worker')} stopped before it ended and its deadline passed"
+            if end_abandoned_command(self.store, command_id(item), item, when, why, now=self.clock()):
+                ended += 1
+                log.warning("give-back command ended for its stopped worker command_id=%s %s", command_id(item), why)
+        return ended
 
     def _commands_of(self, waiting: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         """The ``CMD#`` items (plain values) of each instance a pending command names: through the instance's

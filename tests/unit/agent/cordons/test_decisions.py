@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.cordons.decisions import RELEASING, Verdict, judge, pending, quiet_seconds
+from agent.cordons.decisions import RELEASING, Verdict, abandoned, judge, pending, quiet_seconds
 from core.model import CommandStatus
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -167,3 +167,57 @@ def test_pending_reading_the_resolution_first_decides_as_the_quiet_period_first(
         terminal = False
     general = quiet_seconds(candidate) is not None and candidate.get("resolution") in (None, RELEASING) and terminal
     assert pending(candidate) is general
+
+
+def left_running(**extra: Any) -> dict[str, Any]:
+    """A rebalance drain its worker started at ``T0`` and last beat for at ``T0`` (stale after 60 s), due at
+    ``T0 + 600 s``."""
+    base = item(status="running", finished=None, heartbeat_at=Decimal(str(T0.timestamp())), stale_after_seconds=60)
+    base["command"]["deadline"] = (T0 + timedelta(seconds=600)).isoformat()
+    return {**base, **extra}
+
+
+LATE = T0 + timedelta(seconds=601)
+
+
+@pytest.mark.parametrize(
+    ("candidate", "now", "expected"),
+    [
+        (left_running(), LATE, T0),
+        (left_running(), T0 + timedelta(seconds=600), None),  # its deadline not passed: its drain may be at it
+        (left_running(heartbeat_at=Decimal(str(LATE.timestamp())) - 30), LATE, None),  # its worker beat 30 s ago
+        (left_running(stale_after_seconds=3600), LATE, None),  # stale by its worker's own measure only
+        (left_running(stale_after_seconds=None), LATE, T0),  # none recorded: the agent's default 60 s
+        (
+            left_running(deadline_tightened_to=(T0 + timedelta(seconds=120)).isoformat()),
+            T0 + timedelta(seconds=121),
+            T0,
+        ),
+        (left_running(resolution="escalated by spot-1"), LATE, None),
+        (left_running(status="succeeded"), LATE, None),
+        (left_running(status="queued"), LATE, None),  # the sweeper's: it expires a queued one past its deadline
+        (left_running(heartbeat_at="soon"), LATE, None),
+        (left_running(heartbeat_at=Decimal("-1e30")), LATE, None),  # no clock reads it
+        (left_running(command={"command_id": "rebalance-1", "options": {"uncordon_after_seconds": 300}}), LATE, None),
+        (left_running(command={"command_id": "rebalance-1", "options": {}, "deadline": T0.isoformat()}), LATE, None),
+    ],
+    ids=[
+        "abandoned",
+        "before its deadline",
+        "heartbeat fresh",
+        "stale after an hour",
+        "default staleness",
+        "tightened deadline passed",
+        "resolved",
+        "ended",
+        "queued",
+        "heartbeat unreadable",
+        "heartbeat out of range",
+        "deadline unreadable",
+        "no quiet period",
+    ],
+)
+def test_a_give_back_command_left_running_past_its_deadline_by_a_stale_worker_is_abandoned(
+    candidate: dict[str, Any], now: datetime, expected: datetime | None
+) -> None:
+    assert abandoned(candidate, now) == expected

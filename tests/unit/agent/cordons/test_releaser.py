@@ -271,3 +271,31 @@ def test_a_quiet_period_is_refused_on_any_other_command() -> None:
             deadline=utcnow() + timedelta(seconds=600),
             options=DrainOptions(uncordon_after_seconds=60),
         )
+
+
+def test_a_rebalance_drain_left_running_past_its_deadline_by_a_dead_worker_gives_its_cordon_back(
+    world: World,
+) -> None:
+    # the worker cordoned the node and died; its message was dead-lettered (a crash loop spends the queue's
+    # receives), and the sweeper sends no message for a running command past its deadline: the item would stay
+    # ``running`` for good, never judged, the node cordoned while its instance lives on (invariants 6 and 8)
+    cmd = Command(
+        command_id="rebalance-1",
+        cluster=CLUSTER,
+        kind="drain",
+        instance_id=INSTANCE,
+        reason="rebalance-recommendation",
+        deadline=utcnow() + timedelta(seconds=600),
+        options=DrainOptions(uncordon_after_seconds=300),
+    )
+    world.store.record_command(cmd, ttl_seconds=3600)
+    world.store.start_command(cmd, "agent-dead:9", stale_after_seconds=60, ttl_seconds=3600)
+    node = OneNode(unschedulable=True, holder="rebalance-1")
+    assert releaser(world, node, after=300).check_once()["released"] == 0  # its worker may still be at it
+    assert world.item("rebalance-1")["status"] == "running"
+    releaser(world, node, after=700).check_once()  # past its deadline, its heartbeat long stale: ended
+    item = world.item("rebalance-1")
+    assert item["status"] == "timed_out" and "abandoned" in item["result"]["message"]
+    assert node.unschedulable  # the quiet period counts from its worker's last heartbeat
+    assert releaser(world, node, after=701).check_once()["released"] == 1
+    assert not node.unschedulable and node.holder is None and resolution(world) == "released"
