@@ -250,6 +250,38 @@ class WorkerBase:
         job = self.job_for(command.command_id)
         if job is None or job.message_id != message_id or job.closed or job.lost:
             return False
+        self._take_receipt(job, receipt, message_id)
+        return True
+
+    def _held_here(self, message_id: str, receipt: str, command: Command) -> bool:
+        """Whether a live job of this worker (not ended, handed back or lost) holds ``command``; if so this message
+        is answered: the job's own message is adopted (its visibility lapsed), a copy (a Lambda's or the sweeper's
+        re-send, the item looking stale while the table refused the job's heartbeats) is deleted as redundant, the
+        job's own message covering its end. Never started again here: ``start_command`` takes a stale item over
+        whoever holds it, and a second job of the command would drain its node beside the first (whose end would
+        then be lost and give back a control-plane slot the second holds)."""
+        job = self.job_for(command.command_id)
+        if job is None or job.closed or job.lost:
+            return False
+        if job.message_id == message_id:
+            self._take_receipt(job, receipt, message_id)
+            return True
+        self.counters.inc("redundant")
+        self._dropped("redundant")
+        log.info(
+            "command running here from another message, this copy deleted command_id=%s job_message_id=%s "
+            "message_id=%s",
+            command.command_id,
+            job.message_id,
+            message_id,
+        )
+        self._delete(receipt, message_id)
+        return True
+
+    def _take_receipt(self, job: Job, receipt: str, message_id: str) -> None:
+        """The job's own message came back: the job takes its new receipt handle (the only one that extends or deletes
+        it now) and keeps it invisible again."""
+        command = job.command
         job.receipt = receipt
         self.counters.inc("adopted")
         log.warning(
@@ -258,7 +290,6 @@ class WorkerBase:
             message_id,
         )
         self.set_visibility(receipt, self.config.visibility_timeout_seconds, message_id)
-        return True
 
     def job_for(self, command_id: str) -> Job | None:
         """The live job of this worker for ``command_id``, if any."""

@@ -135,6 +135,8 @@ class CommandWorker(WorkerBase):
     ) -> None:
         """Start the command (``queued`` → ``running``) and work it, or say why not (``_refused``). ``ends``: its
         instance goes away at the deadline whatever the drain does (``Job.ends``)."""
+        if self._held_here(message_id, receipt, command):
+            return  # a live job here runs it: never a second start beside it
         # its own failed handback left it running under this worker: taken again when no job (nor another start of
         # a duplicate delivery) holds it here; else no one could start it before its heartbeat is stale
         retake = self.jobs.begin_start(command.command_id) and not self.holds(command.command_id)

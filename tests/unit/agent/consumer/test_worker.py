@@ -316,3 +316,39 @@ def test_a_drain_tightened_before_it_started_starts_with_the_earlier_deadline(wo
     [ran] = engine.commands
     assert ran.deadline == spot_deadline and ran.command_id == "rebalance-1"
     assert world.item("rebalance-1")["status"] == "succeeded"
+
+
+def test_a_copy_received_while_its_job_here_could_not_beat_starts_no_second_drain(world: World) -> None:
+    """DynamoDB refused this worker's heartbeats for two minutes while it drains: the item looks stale, and the
+    sweeper sends the command again. The copy comes to this very worker, whose job is alive: it is redundant (the
+    job's own message covers its end), not a second start of the same drain beside the first (attempt 2 under the
+    same worker: two drains of one node, the first's end reported as lost, its control-plane slot released under
+    the second)."""
+    gate = Gate()
+    engine = ScriptedEngine(gate)
+    clock = Clock()
+    consumer = world.consumer(engine, clock=clock)
+    sent = command(deadline_in=600)
+    world.send(sent)
+    first = world.receive()
+    worker = threading.Thread(target=consumer.handle, args=(first,))
+    worker.start()
+    copy_worker: threading.Thread | None = None
+    try:
+        assert gate.entered.wait(10)
+        clock.now += timedelta(seconds=120)  # its last heartbeat is two minutes old
+        world.send(sent, record=False)  # the sweeper's re-send
+        copy = world.receive()
+        assert copy is not None and copy["MessageId"] != first["MessageId"]
+        copy_worker = threading.Thread(target=consumer.handle, args=(copy,))
+        copy_worker.start()
+        copy_worker.join(3)
+        assert engine.ran == ["spot-1"] and world.item()["attempt"] == 1
+        assert consumer.counters.snapshot().get("redundant") == 1
+    finally:
+        gate.release.set()
+        worker.join(10)
+        if copy_worker is not None:
+            copy_worker.join(10)
+    item = world.item()
+    assert item["status"] == "succeeded" and item["attempt"] == 1 and world.in_queue() == 0
