@@ -94,10 +94,12 @@ class TableControlPlaneGuard:
         with self._lock:
             if command_id not in self._held:
                 return
-            self._held.discard(command_id)
         try:
             self.slots.release(command_id, self.worker)  # not a slot the command's next worker renewed
         except Exception as err:  # noqa: BLE001 - release never raises; the slot expires at the drain's deadline anyway
             if self.on_error is not None:
                 self.on_error(err)
             log.warning("could not give back the control-plane drain slot command_id=%s: %s", command_id, err)
+            return  # still held: the next release of the command (the consumer's, after the engine's) tries again
+        with self._lock:
+            self._held.discard(command_id)

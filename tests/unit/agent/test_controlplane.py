@@ -138,3 +138,16 @@ def test_a_worker_that_lost_its_drain_leaves_the_slot_its_next_worker_took_over(
         guard(store, "agent-c:3").admit(drain("refresh-r1-0", "refresh r1 step 0"), MASTER)
     second.release(taken_over.command_id)  # its own end gives the slot back
     assert list(store.query_prefix(PREFIX, consistent=True)) == []
+
+
+def test_a_release_the_table_refused_is_tried_again_by_the_next_release(store: Store) -> None:
+    # DrainEngine.run gives the slot back as the drain ends, the consumer again as it finishes the command: when the
+    # table throttled the first, the second still gives it back (else the masters wait for the slot's expiry)
+    guard_a = TableControlPlaneGuard(ControlPlaneSlots(store), 1, "agent-a:1", 3600, on_error=lambda err: None)
+    guard_a.admit(drain("spot-1", "spot-interruption:terminate"), MASTER)
+    table = guard_a.slots
+    guard_a.slots = Broken()
+    guard_a.release("spot-1")  # refused
+    guard_a.slots = table
+    guard_a.release("spot-1")
+    assert list(store.query_prefix(PREFIX, consistent=True)) == []
