@@ -85,11 +85,15 @@ def deadline_of(notice: Event, now: datetime, settings: InterruptionSettings) ->
     """When the work for this notice must be over (UTC).
 
     Spot warning: ``event time + notice_seconds(instance-action)``: two minutes for ``terminate`` and ``stop``, the
-    event time itself for ``hibernate`` (rule 3 of the package docstring).
+    event time itself for ``hibernate`` (rule 3 of the package docstring). An event time ahead of ``now`` (EC2's clock
+    ahead of ours, accepted up to ``lambdas.events.event.MAX_CLOCK_SKEW_SECONDS``) counts as ``now``: the warning was
+    issued before it reached us, so the instance goes no later than two minutes from ``now``, and a later deadline
+    would let the agent's graces outlast the instance (and, past ``DRAIN_URGENT_SECONDS``, queue the drain for a slot).
     Rebalance recommendation: ``now + REBALANCE_DRAIN_TIMEOUT_SECONDS``.
     """
     if notice.kind is EventKind.SPOT_INTERRUPTION:
-        return notice.event_time + timedelta(seconds=notice_seconds(notice.instance_action, settings))
+        issued = min(notice.event_time, now)
+        return issued + timedelta(seconds=notice_seconds(notice.instance_action, settings))
     return now + timedelta(seconds=settings.rebalance_drain_timeout_seconds)
 
 

@@ -104,3 +104,16 @@ def test_a_hibernate_warning_is_acted_on_until_the_spot_deadline_setting_passes(
     )
     late = decide(spot(InstanceAction.HIBERNATE), T0 + timedelta(seconds=121), settings(), world())
     assert late.actions == (Acknowledge(IgnoreReason.LATE, "event is 121 s old"),)
+
+
+@pytest.mark.parametrize("ahead", [1, 60, 299])
+def test_a_warning_stamped_ahead_of_our_clock_still_leaves_two_minutes_at_most(ahead):
+    """The event's ``time`` is EC2's clock, accepted up to ``MAX_CLOCK_SKEW_SECONDS`` ahead of ours; the warning cannot
+    have been issued after it reached us, so the instance goes at most two minutes from now. A deadline counted from a
+    time ahead of ours would be later than the reclaim: the agent would bound the pods' graces by it, and a deadline
+    more than ``DRAIN_URGENT_SECONDS`` away would make the drain wait for a slot while the instance dies."""
+    early = T0 - timedelta(seconds=ahead)  # our clock, behind the event's time
+    command = decide(spot(), early, settings(), world()).actions[0].command
+    assert command.deadline == early + timedelta(seconds=120)
+    hibernate = decide(spot(InstanceAction.HIBERNATE), early, settings(), world()).actions[0].command
+    assert hibernate.deadline == early
