@@ -22,6 +22,11 @@ from lambdas.interruption.plan import (
 from lambdas.interruption.world import World
 
 IN_SERVICE = "InService"
+DETACHABLE = (
+    IN_SERVICE,
+    "Standby",
+)  # DetachInstances refuses any other lifecycle state ("not in InService or Standby")
+DETACHING = "Detaching"  # DetachInstances took effect: Auto Scaling is removing the instance from its group
 DETACH_INTENDED = "intended"
 DETACH_DONE = "detached"
 # states of a run's step in which the run's own spare replaces the step's instance (surge first): an early detach
@@ -58,11 +63,7 @@ def early_replacement_steps(notice: Event, world: World, settings: InterruptionS
     if record is not None:
         # An intent already recorded is completed whatever the settings say now (rule 6).
         if record.get("state") == DETACH_INTENDED:
-            steps: list[Action] = []
-            if facts.in_asg:
-                steps.append(DetachInstance(facts.instance_id, str(record["asg_name"])))
-            steps.append(MarkDetached(facts.instance_id))
-            return steps
+            return complete_intent(facts.instance_id, str(record["asg_name"]), facts.lifecycle_state)
         return [Skip("early_replacement", SkipReason.ALREADY_DETACHED)]
     if not settings.early_replacement:
         return [Skip("early_replacement", SkipReason.EARLY_REPLACEMENT_DISABLED)]
@@ -85,3 +86,19 @@ def early_replacement_steps(notice: Event, world: World, settings: InterruptionS
         DetachInstance(facts.instance_id, asg_name),
         MarkDetached(facts.instance_id),
     ]
+
+
+def complete_intent(instance_id: str, asg_name: str, lifecycle_state: str | None) -> list[Action]:
+    """Rule 6: complete a ``DETACH#`` intent a crash left ``intended``, by the instance's lifecycle state now.
+
+    - in no group (``None``) or ``Detaching`` (the first DetachInstances took effect, its answer lost): only marked;
+    - ``InService`` or ``Standby``: detached without decrement, then marked;
+    - any other state (``Terminating``, ``Terminating:Wait``, ...: Auto Scaling is ending it): nothing is asked, since
+      DetachInstances answers ``ValidationError`` "not in InService or Standby" at every delivery; the intent stays
+      for the replenisher's sweep (``lambdas.replenisher.decide.detached``: gone once EC2 ends the instance).
+    """
+    if lifecycle_state is None or lifecycle_state == DETACHING:
+        return [MarkDetached(instance_id)]
+    if lifecycle_state in DETACHABLE:
+        return [DetachInstance(instance_id, asg_name), MarkDetached(instance_id)]
+    return [Skip("early_replacement", SkipReason.NOT_IN_SERVICE, f"intent kept: lifecycle state {lifecycle_state}")]

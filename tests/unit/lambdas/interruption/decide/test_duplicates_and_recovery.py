@@ -103,3 +103,31 @@ def test_rebalance_duplicate_is_acknowledged():
 def test_command_ids_are_deterministic_and_distinct_per_kind():
     assert command_id_for(spot(event_id="x")) == command_id_for(spot(event_id="x")) == "spot-x"
     assert command_id_for(rebalance(event_id="x")) == "rebalance-x"
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        ("InService", [DetachInstance(INSTANCE, NODES_ASG), MarkDetached(INSTANCE)]),
+        ("Standby", [DetachInstance(INSTANCE, NODES_ASG), MarkDetached(INSTANCE)]),
+        # the first DetachInstances took effect (its answer lost: a timeout, a 5xx): Auto Scaling is removing it
+        ("Detaching", [MarkDetached(INSTANCE)]),
+        # Auto Scaling is terminating it (Spot reclaimed it, a scale-in): nothing to detach, the intent stays for the
+        # replenisher's sweep, which marks it gone once EC2 ends it
+        ("Terminating", []),
+        ("Terminating:Wait", []),
+        ("Terminating:Proceed", []),
+    ],
+)
+def test_an_intended_detach_is_asked_of_auto_scaling_only_for_an_instance_it_can_detach(state, expected):
+    """DetachInstances answers ``ValidationError`` "The instance i-... is not in InService or Standby." for any other
+    lifecycle state (not "not part of" the group: the adapter raises it). Asked for a redelivered warning whose intent
+    a crash left ``intended``, it failed the invocation at every delivery, and the intent was never marked."""
+    recorded_detach = {"state": "intended", "asg_name": NODES_ASG}
+    plan = decide(
+        spot(),
+        NOW,
+        settings(),
+        world(state=state, command=recorded(first_command(), "running"), detach=recorded_detach),
+    )
+    assert [a for a in plan.actions if isinstance(a, DetachInstance | MarkDetached)] == expected
