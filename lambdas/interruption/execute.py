@@ -60,6 +60,7 @@ from lambdas.interruption.plan import (
     ResolveCordon,
     SendCommand,
     Skip,
+    SkipReason,
     StartReplacement,
     TightenCommand,
 )
@@ -226,6 +227,9 @@ def _apply(
     if isinstance(action, Skip):
         if action.step == REPLACEMENT:  # REBALANCE_POLICY=replace refused by the decision (rule 5c): cordon only
             effects.telemetry.count_by("ReplacementsRefused", "reason", action.reason.value)
+        if action.reason is SkipReason.COMMAND_UNREADABLE:  # as handler.readable_commands counts the others
+            effects.telemetry.count_by("Skipped", "reason", "unreadable_item")
+            effects.logger.warning(f"unreadable item ignored: {action.detail}", extra={"reason": action.reason.value})
         return "skipped"
     raise TypeError(f"unknown action {action!r}")
 

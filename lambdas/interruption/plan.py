@@ -38,6 +38,7 @@ class SkipReason(str, Enum):
     """Why one step (the command or the early replacement) was left out of an otherwise acted-on event."""
 
     COMMAND_ALREADY_HANDLED = "command_already_handled"  # its CMD# item is running or terminal
+    COMMAND_UNREADABLE = "command_unreadable"  # its CMD# item is queued but records no command that validates
     EARLY_REPLACEMENT_DISABLED = "early_replacement_disabled"
     INSTANCE_COMES_BACK = "instance_comes_back"  # instance-action stop or hibernate
     CONTROL_PLANE = "control_plane"  # masters are drained but never detached early

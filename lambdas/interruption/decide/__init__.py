@@ -79,7 +79,8 @@ Rules, in order:
 6. **Duplicates** (the same event again, after the idempotency record expired or after a crash): a ``CMD#`` item
    already ``queued`` is re-sent exactly as recorded (a crash may have happened between the record and the
    send; the agent makes a second message harmless through the ``CMD#`` status); one ``running`` or terminal is
-   not. A ``DETACH#`` record still ``intended`` is completed (detach if the instance is still ``InService`` or
+   not, nor one recording no command that validates (``command_unreadable``: the agent role can write the item).
+   A ``DETACH#`` record still ``intended`` is completed (detach if the instance is still ``InService`` or
    ``Standby`` in its ASG, then mark it; only marked when it is in no group or ``Detaching``; left ``intended`` for the
    replenisher's sweep while Auto Scaling terminates it: ``spot.complete_intent``); one ``detached`` is not
    repeated. An event that needs nothing more is acknowledged as ``duplicate``.

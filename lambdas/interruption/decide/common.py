@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from pydantic import ValidationError
+
 from core.clock import aware_time
 from core.kops import CLUSTER_TAG, managed_group, tag_map
 from core.model import QUIET_CORDON_PREFIX, Command, CommandStatus
@@ -126,13 +128,21 @@ def out_of_scope(world: World, settings: InterruptionSettings) -> Acknowledge | 
 
 
 def command_steps(command: Command, world: World) -> list[Action]:
-    """Record and send ``command``; or re-send it as recorded while still ``queued``; or skip it (rule 6)."""
+    """Record and send ``command``; or re-send it as recorded while still ``queued``; or skip it (rule 6): when its
+    ``CMD#`` item is running or terminal (``command_already_handled``), or queued with no command that validates
+    (``command_unreadable``: nothing to re-send, counted by the executor as an unreadable item)."""
     recorded = world.command
     if recorded is None:
         return [RecordCommand(command), SendCommand(command)]
     if recorded.get("status") == CommandStatus.QUEUED.value:
         # Re-send what was recorded, not a rebuilt command (a rebalance deadline counts from the first "now").
-        return [SendCommand(Command.model_validate(recorded["command"]), resend=True)]
+        try:
+            return [SendCommand(Command.model_validate(recorded.get("command")), resend=True)]
+        except ValidationError as err:
+            # the agent partition is written by more than this Lambda: an item no command can be read from backs
+            # nothing the agent would run, and failing every delivery over it would only lose the rest of the plan
+            why = f"{err.error_count()} error(s), first: {err.errors()[0]['msg']}"
+            return [Skip("command", SkipReason.COMMAND_UNREADABLE, f"CMD# item records no readable command ({why})")]
     return [Skip("command", SkipReason.COMMAND_ALREADY_HANDLED)]
 
 
