@@ -28,6 +28,7 @@ class IgnoreReason(str, Enum):
     STATE_IGNORED = "state_ignored"  # an instance state that does not take the node away (pending, running...)
     NOT_A_MEMBER = "not_a_member"  # a state change of an instance with no membership record
     ALREADY_DRAINING = "already_draining"  # a rebalance recommendation while a drain of the instance is queued/running
+    ALREADY_INTERRUPTED = "already_interrupted"  # a rebalance recommendation after a Spot warning to terminate it
     REBALANCE_IN_EFFECT = "rebalance_in_effect"  # an earlier rebalance command of the instance is active or holds
     # its cordon (not given back yet)
     UNVERIFIED = "unverified"  # what the event claims, EC2 or Auto Scaling denies (lambdas.interruption.verify)

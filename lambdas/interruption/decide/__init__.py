@@ -53,7 +53,9 @@ Rules, in order:
    With ``replace``, the same ``cordon`` command, and before it the replacement (rule 5c).
 
    a. **Duplicates of a recommendation** (another event id for the same instance): acknowledged ``already_draining``
-      while a drain of the instance is queued or running, ``rebalance_in_effect`` while an earlier rebalance
+      while a drain of the instance is queued or running, ``already_interrupted`` once a Spot warning to terminate it
+      was decided (its drain in any status: the recommendation may come with the warning or after it, and a
+      replacement run would launch a second instance for it), ``rebalance_in_effect`` while an earlier rebalance
       command is active or still holds its cordon (not given back, not resolved).
    b. **A Spot warning after a recommendation, or during a refresh**: a rebalance or refresh ``drain`` (reason
       ``rebalance...`` or ``refresh <run> step <n>``) still queued or running is tightened to the Spot deadline

@@ -34,6 +34,7 @@ from lambdas.interruption.world import World
 # statuses of a command that may still hold its cordon (skipped: no node; failed: refused before or while cordoning)
 HOLDING = (*ACTIVE, CommandStatus.SUCCEEDED.value, CommandStatus.TIMED_OUT.value)
 REPLACEMENT = "replacement"  # the Skip step name of rule 5c
+TERMINATE_WARNING = "spot-interruption:terminate"  # the reason of a Spot warning's drain (``decide``, rule 3)
 NEEDS_UPDATE = "rebalance"  # RunStep.needs_update of a replaced at-risk instance
 IN_SERVICE = "InService"
 
@@ -77,13 +78,21 @@ def rebalance_capped(world: World, settings: InterruptionSettings) -> Acknowledg
 
 
 def duplicate_rebalance(own_id: str, commands: Iterable[Mapping[str, Any]]) -> Acknowledge | None:
-    """Rule 5a: a rebalance recommendation for an instance that a drain is already emptying, or whose earlier
-    rebalance command is still in effect, changes nothing (a second cordon would restart the quiet period; a second
-    drain would race the first)."""
+    """Rule 5a: a rebalance recommendation for an instance that a drain is already emptying, that a Spot warning
+    to terminate already came for (its drain in any status: AWS may send the recommendation with the warning or after
+    it, and EventBridge keeps no order), or whose earlier rebalance command is still in effect, changes nothing (a
+    second cordon would restart the quiet period; a second drain would race the first; a replacement run would launch
+    a second instance for the one the warning's early detach, or Auto Scaling after the reclaim, replaces)."""
     others = [c for c in commands if command_id(c) != own_id]
     draining = next((c for c in others if c.get("kind") == CommandKind.DRAIN.value and c.get("status") in ACTIVE), None)
     if draining is not None:
         return Acknowledge(IgnoreReason.ALREADY_DRAINING, f"drain {command_id(draining)} is {draining['status']}")
+    warned = next((c for c in others if str(c.get("command", {}).get("reason", "")) == TERMINATE_WARNING), None)
+    if warned is not None:
+        return Acknowledge(
+            IgnoreReason.ALREADY_INTERRUPTED,
+            f"Spot warning {command_id(warned)} ({warned.get('status')}): the instance is being terminated",
+        )
     earlier = next((c for c in others if in_effect(c)), None)
     if earlier is not None:
         return Acknowledge(

@@ -197,3 +197,16 @@ def test_a_spot_warning_for_an_instance_the_run_is_replacing_gets_no_early_detac
         skip = next(a for a in plan.actions if isinstance(a, Skip) and a.step == "early_replacement")
         assert skip.reason is SkipReason.ALREADY_REPLACING and run.run_id in skip.describe()
     assert kinds(plan)[:2] == ["RecordCommand", "SendCommand"]  # the Spot drain as always
+
+
+@pytest.mark.parametrize("status", ["succeeded", "failed", "timed_out", "skipped"])
+def test_a_recommendation_after_the_spot_warning_drained_the_node_replaces_nothing(status: str) -> None:
+    """AWS may send the recommendation with the two-minute warning or after it, and EventBridge keeps no order: the
+    warning's drain may be over when the recommendation is decided. The instance is going whatever: Auto Scaling
+    replaces it once Spot reclaims it (or the warning's early detach did), so a replacement run would launch a second
+    instance for the one warning, and a rebalance cordon a quiet period for a node that is ending."""
+    warned = item("spot-ev-1", "drain", status, quiet=None, reason="spot-interruption:terminate")
+    w = replace(world(), commands=(warned,), active_run=None)
+    plan = decide(rebalance("ev-2"), NOW, replace_settings(), w)
+    assert not any(isinstance(a, StartReplacement | JoinReplacement | RecordCommand) for a in plan.actions)
+    assert plan.acknowledged is not None
