@@ -48,11 +48,11 @@ class InterruptionSettings(_Settings):
     # recommendations (the steps of the one replacement run not yet finished; the run's max surge). 1: one at a time,
     # as a refresh's canary would.
     rebalance_replace_limit: int = Field(default=1, ge=1, le=20)
-    # REBALANCE_POLICY=cordon or drain: at most this share of the cluster's nodes (the agent's last membership count)
-    # cordoned for rebalance recommendations at once (at least one node). AWS recommends a whole pool at once when its
-    # capacity is at risk; with no autoscaler, a third of the cluster cordoned for REBALANCE_QUIET_SECONDS leaves
-    # pods nowhere to go. A recommendation beyond it is acknowledged (``rebalance_capped``); a Spot warning that
-    # follows drains the node as usual. 100: no cap
+    # REBALANCE_POLICY=cordon or drain (and replace's fallback cordon, when it replaces nothing): at most this share
+    # of the cluster's nodes (the agent's last membership count) cordoned for rebalance recommendations at once (at
+    # least one node). AWS recommends a whole pool at once when its capacity is at risk; with no autoscaler, a third
+    # of the cluster cordoned for REBALANCE_QUIET_SECONDS leaves pods nowhere to go. A recommendation beyond it is
+    # acknowledged (``rebalance_capped``); a Spot warning that follows drains the node as usual. 100: no cap
     rebalance_max_cordoned_percent: int = Field(default=20, ge=1, le=100)
     membership_max_age_seconds: int = Field(default=600, ge=10)
     command_ttl_seconds: int = Field(default=7 * 86400, ge=3600)

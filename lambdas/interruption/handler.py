@@ -179,7 +179,8 @@ def _mark_replayed(response: Any, idempotent_data: DataRecord) -> Any:
     return response
 
 
-CAPPED_POLICIES = (RebalancePolicy.CORDON, RebalancePolicy.DRAIN)  # rule 5d
+# rule 5d: the policies whose cordons are capped (replace: its fallback cordon, when the recommendation is not replaced)
+CAPPED_POLICIES = (RebalancePolicy.CORDON, RebalancePolicy.DRAIN, RebalancePolicy.REPLACE)
 
 
 def gather(notice: Event, deps: Deps) -> World:

@@ -60,9 +60,9 @@ class World:
         active_run: for a Spot warning (any policy), and for a rebalance recommendation under
             ``REBALANCE_POLICY=replace``, the cluster's active refresh run (``RunStore.active``), if any; None
             otherwise.
-        rebalance_cordons: for a rebalance recommendation under ``cordon`` or ``drain`` (first delivery), the other
-            instances' rebalance commands in effect (``decide.rebalance.in_effect``: active or holding their cordon);
-            0 otherwise.
+        rebalance_cordons: for a rebalance recommendation under ``cordon``, ``drain`` or ``replace`` (first
+            delivery), the other instances' rebalance commands in effect (``decide.rebalance.in_effect``: active or
+            holding their cordon); 0 otherwise.
         cluster_nodes: for the same, the node count of the agent's last membership mark (``MEMBERSHIP`` item's
             ``nodes``); None when unknown or not read (no cap is applied then).
     """

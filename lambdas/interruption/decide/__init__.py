@@ -71,8 +71,10 @@ Rules, in order:
       cluster lock, the capacity clamp and the give-back of every run. Never a master or a group with no kOps
       role, never while another run is active (acknowledged in the plan as a ``Skip`` with its reason); up to
       ``REBALANCE_REPLACE_LIMIT`` instances join one replacement run. The cordon is recorded either way: it is the
-      fallback. A Spot warning during the replacement escalates the cordon or tightens the run's drain (5b).
-   d. **A cap on rebalance cordons** (``REBALANCE_MAX_CORDONED_PERCENT``, policies ``cordon`` and ``drain``): when
+      fallback, as under ``cordon`` (capped by 5d when no replacement was started or joined). A Spot warning during
+      the replacement escalates the cordon or tightens the run's drain (5b).
+   d. **A cap on rebalance cordons** (``REBALANCE_MAX_CORDONED_PERCENT``, policies ``cordon`` and ``drain``, and the
+      fallback cordon of ``replace``: a wave replaced one at a time cordoned every other node of the pool): when
       the other instances' rebalance commands in effect already number that share of the cluster's nodes (the
       agent's membership count; at least one), the recommendation is acknowledged ``rebalance_capped``: AWS
       recommends a whole pool at once, and with no autoscaler a third of the cluster cordoned for the quiet period
@@ -129,7 +131,7 @@ from lambdas.interruption.decide.lifecycle import decide_lifecycle
 from lambdas.interruption.decide.rebalance import duplicate_rebalance, rebalance_capped, replacement_steps
 from lambdas.interruption.decide.spot import early_replacement_steps, spot_command_steps
 from lambdas.interruption.decide.state import decide_state_change
-from lambdas.interruption.plan import EFFECTS, Acknowledge, Action, IgnoreReason
+from lambdas.interruption.plan import EFFECTS, Acknowledge, Action, IgnoreReason, JoinReplacement, StartReplacement
 from lambdas.interruption.verify import refuse_spot_notice, refuse_state_change
 from lambdas.interruption.world import World
 
@@ -179,7 +181,8 @@ def decide(notice: Event, now: datetime, settings: InterruptionSettings, world: 
             return Plan((Acknowledge(IgnoreReason.REBALANCE_IGNORED, "REBALANCE_POLICY=ignore"),))
         if world.command is None and (duplicate := duplicate_rebalance(command_id_for(notice), world.commands)):
             return Plan((duplicate,))
-        if world.command is None and (capped := rebalance_capped(world, settings)) is not None:
+        capping = settings.rebalance_policy is not RebalancePolicy.REPLACE  # replace: its fallback only, below
+        if capping and world.command is None and (capped := rebalance_capped(world, settings)) is not None:
             return Plan((capped,))
         kind = CommandKind.DRAIN if settings.rebalance_policy is RebalancePolicy.DRAIN else CommandKind.CORDON
         reason = "rebalance-recommendation"
@@ -212,7 +215,11 @@ def decide(notice: Event, now: datetime, settings: InterruptionSettings, world: 
     elif replace and world.command is None:
         # the run first, then the cordon: the cordon keeps pods off the node until the run drains it, and stays
         # (given back after the quiet period) when no replacement may start (rule 5c)
-        actions = replacement_steps(notice, now, settings, world, group) + command_steps(command, world)
+        steps = replacement_steps(notice, now, settings, world, group)
+        fallback = not any(isinstance(a, StartReplacement | JoinReplacement) for a in steps)
+        if fallback and (capped := rebalance_capped(world, settings)) is not None:  # the cordon policy's cap
+            return Plan((*steps, capped))
+        actions = steps + command_steps(command, world)
     else:
         actions = command_steps(command, world)
     if not any(isinstance(a, EFFECTS) for a in actions):

@@ -58,14 +58,16 @@ def in_effect(item: Mapping[str, Any]) -> bool:
 
 
 def rebalance_capped(world: World, settings: InterruptionSettings) -> Acknowledge | None:
-    """Rule 5d: a recommendation under ``cordon`` or ``drain`` while the other instances' rebalance commands in
-    effect (``world.rebalance_cordons``) already number ``REBALANCE_MAX_CORDONED_PERCENT`` of the cluster's nodes
-    (``world.cluster_nodes``, at least one node) is acknowledged, not cordoned. None (no cap) when the node count is
-    unknown, the share is 100 or the policy replaces (``REBALANCE_REPLACE_LIMIT`` bounds that)."""
+    """Rule 5d: a recommendation under ``cordon`` or ``drain``, or one ``replace`` falls back to the cordon for
+    (``decide`` asks only when the replacement was skipped: a run's own cordons are ``REBALANCE_REPLACE_LIMIT``'s),
+    while the other instances' rebalance commands in effect (``world.rebalance_cordons``) already number
+    ``REBALANCE_MAX_CORDONED_PERCENT`` of the cluster's nodes (``world.cluster_nodes``, at least one node) is
+    acknowledged, not cordoned. None (no cap) when the node count is unknown, the share is 100 or the policy ignores
+    recommendations."""
     percent = settings.rebalance_max_cordoned_percent
     if world.cluster_nodes is None or percent >= 100:  # 100: no cap (a lagging count must not cap anything)
         return None
-    if settings.rebalance_policy not in (RebalancePolicy.CORDON, RebalancePolicy.DRAIN):
+    if settings.rebalance_policy is RebalancePolicy.IGNORE:
         return None
     cap = max(1, world.cluster_nodes * percent // 100)
     if world.rebalance_cordons < cap:

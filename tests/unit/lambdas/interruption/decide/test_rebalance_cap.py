@@ -10,15 +10,18 @@ from typing import Any
 import pytest
 
 from core.model import CommandKind
+from core.runs import StepState
 from core.settings import RebalancePolicy
 from lambdas.interruption.decide import decide
 from lambdas.interruption.execute import Effects
 from lambdas.interruption.gather import read_rebalance_load
-from lambdas.interruption.plan import IgnoreReason, RecordCommand
+from lambdas.interruption.plan import IgnoreReason, RecordCommand, Skip, SkipReason
 from tests.unit.lambdas.interruption.decision_world import (
     INSTANCE,
     NOW,
+    OTHER,
     T0,
+    active_run,
     kinds,
     rebalance,
     recorded,
@@ -75,3 +78,24 @@ def test_the_load_read_counts_other_instances_cordons_in_effect_and_the_membersh
     record_cordon(effects, "rebalance-own", INSTANCE, "succeeded")  # this instance's own (rule 5a's business)
     effects.store.put_membership_mark(T0, 40, ttl_seconds=3600)
     assert read_rebalance_load(effects.store, INSTANCE) == (2, 40)
+
+
+@pytest.mark.parametrize(
+    ("run", "reason"),
+    [
+        (active_run(steps=((OTHER, StepState.SURGING),)), SkipReason.REPLACE_LIMIT),  # REBALANCE_REPLACE_LIMIT=1
+        (active_run(trigger="schedule"), SkipReason.RUN_ACTIVE),
+    ],
+)
+def test_under_replace_a_fallback_cordon_past_the_cap_is_not_recorded(run: Any, reason: SkipReason) -> None:
+    """A recommendation ``replace`` cannot replace (a run at its limit, another run active) falls back to the
+    ``cordon`` policy's cordon, and so to its cap: AWS recommends a whole pool at once, and with one instance replaced
+    at a time every other recommendation of the wave was cordoned for the quiet period, uncapped (29 of 30 nodes),
+    where ``cordon`` holds 20 %. A recommendation the run takes is not capped: its cordon is the replacement's."""
+    replace_policy = settings(rebalance_policy=RebalancePolicy.REPLACE)
+    plan = decide(rebalance(), NOW, replace_policy, replace(loaded(2, 10), active_run=run))
+    assert not any(isinstance(a, RecordCommand) for a in plan.actions), plan
+    assert [a.reason for a in plan.actions if isinstance(a, Skip)] == [reason]
+    assert plan.acknowledged is not None and plan.acknowledged.reason is IgnoreReason.REBALANCE_CAPPED
+    below = decide(rebalance(), NOW, replace_policy, replace(loaded(1, 10), active_run=run))
+    assert kinds(below) == ["Skip", "RecordCommand", "SendCommand"]
