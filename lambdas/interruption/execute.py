@@ -5,9 +5,10 @@ Races between concurrent deliveries of one event are settled here by the table's
 - ``RecordCommand`` losing (``CommandExistsError``): the ``SendCommand`` that follows is still done when the
   recorded command is ``queued`` (the agent tolerates a second message through the ``CMD#`` status), and dropped
   otherwise. What it sends is the command as recorded (the agent runs only a body that matches its item).
-- ``TightenCommand`` losing (the drain ended meanwhile, or already has an earlier deadline): its fallback (the Spot
-  warning's own drain) is recorded and sent as ``RecordCommand`` + ``SendCommand`` would, so a drain that ended
-  before the Spot warning never leaves the node undrained.
+- ``TightenCommand`` losing because the drain ended meanwhile: its fallback (the Spot warning's own drain) is
+  recorded and sent as ``RecordCommand`` + ``SendCommand`` would, so a drain that ended before the Spot warning never
+  leaves the node undrained. Losing to an earlier deadline already set on a drain still queued or running: nothing
+  more (one drain, not two; sent again while queued).
 - ``ResolveCordon`` losing (a resolution is already recorded, e.g. the agent gave the cordon back first): nothing.
 - ``StartReplacement`` / ``JoinReplacement`` (``lambdas.interruption.replacement``) refused (the lock held by
   another operation, another run active, the run already recorded by an earlier delivery): counted
@@ -192,6 +193,9 @@ def _apply(
         if tighten_deadline(effects.store, action.command_id, action.deadline, by, now=now):
             effects.telemetry.count("CommandsTightened")
             return "tightened" + _resend_if_queued(action.command_id, effects)
+        earlier = _tightened_earlier(action.command_id, effects)
+        if earlier is not None:  # still active, bound to an earlier deadline already: one drain, not two
+            return f"already tightened to {earlier}" + _resend_if_queued(action.command_id, effects)
         fallback = action.fallback
         recorded_now = _apply(RecordCommand(fallback), effects, now, unsent, undetached, recorded)
         sent = _apply(SendCommand(fallback), effects, now, unsent, undetached, recorded)
@@ -244,6 +248,16 @@ def _complete_hook(action: LifecycleAction, effects: Effects, now: datetime) -> 
         effects.telemetry.count("LifecycleActionsCompleted")
         return "completed with CONTINUE"
     return "Auto Scaling no longer has the action"
+
+
+def _tightened_earlier(command_id: str, effects: Effects) -> str | None:
+    """The ``deadline_tightened_to`` of a drain still ``queued`` or ``running`` whose tightening was refused (it already
+    has an earlier one: a redelivered warning stamped ahead of our clock asks a later deadline, a second warning of the
+    instance another), else None (the drain ended: the fallback drain is recorded instead)."""
+    item = effects.store.get_command(command_id) or {}
+    active = item.get("status") in (CommandStatus.QUEUED.value, CommandStatus.RUNNING.value)
+    earlier = item.get("deadline_tightened_to")
+    return str(earlier) if active and earlier else None
 
 
 def _resend_if_queued(command_id: str, effects: Effects) -> str:

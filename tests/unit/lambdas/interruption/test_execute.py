@@ -155,3 +155,22 @@ def test_a_cordon_is_resolved_once(effects):
     plan = Plan((ResolveCordon("spot-ev", "escalated by x"), ResolveCordon("spot-ev", "instance stopping")))
     assert [r["result"] for r in execute(plan, effects, NOW)] == ["resolved", "already resolved"]
     assert effects.store.get_command("spot-ev")["resolution"] == "escalated by x"
+
+
+def test_a_drain_already_tightened_to_an_earlier_deadline_gets_no_second_drain(effects):
+    """A redelivered warning (or a second warning for the instance) asks a later deadline than the one the drain
+    already has: a warning stamped ahead of our clock counts its deadline from when it is decided, so a redelivery
+    asks a later one. The drain is still running, already bound to the earlier deadline: one drain, not two."""
+    from lambdas.interruption.plan import TightenCommand
+
+    victim = instance(effects)
+    running = command(victim).model_copy(update={"command_id": "rebalance-ev", "deadline": NOW + timedelta(hours=1)})
+    effects.store.record_command(running, 3600, now=NOW)
+    effects.store.start_command(running, "agent", stale_after_seconds=60, ttl_seconds=3600, now=NOW)
+    spot = command(victim)
+    execute(Plan((TightenCommand("rebalance-ev", spot.deadline, spot),)), effects, NOW)
+    later = spot.deadline + timedelta(seconds=30)
+    results = execute(Plan((TightenCommand("rebalance-ev", later, spot),)), effects, NOW + timedelta(seconds=30))
+    assert results[0]["result"].startswith("already tightened")
+    assert effects.store.get_command("rebalance-ev")["deadline_tightened_to"] == spot.deadline.isoformat()
+    assert effects.store.get_command("spot-ev") is None and messages(effects) == []
