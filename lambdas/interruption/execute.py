@@ -73,6 +73,7 @@ from lambdas.interruption.replacement import (
 )
 
 CLAIMER = "interruption-lambda"
+TERMINAL = frozenset(s.value for s in CommandStatus if s.terminal)  # the statuses a drain ends in
 
 
 @dataclass(frozen=True)
@@ -175,8 +176,8 @@ def _apply(
         return _complete_hook(action.action, effects, now)
     if isinstance(action, AwaitDrain):
         # the agent may have looked for HOOK# before RecordHook wrote it: if the drain ended meanwhile, finish here
-        item = effects.store.get_command(action.command_id)
-        if item is not None and CommandStatus(item.get("status", "queued")).terminal:
+        item = effects.store.get_command(action.command_id) or {}
+        if item.get("status") in TERMINAL:  # a status of no known kind (the agent partition) is not an end
             return f"drain already {item['status']}: " + _complete_hook(action.action, effects, now)
         return "left to the agent (it completes the action when the drain ends)"
     if isinstance(action, ForgetNode):

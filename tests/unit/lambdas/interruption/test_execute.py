@@ -174,3 +174,24 @@ def test_a_drain_already_tightened_to_an_earlier_deadline_gets_no_second_drain(e
     assert results[0]["result"].startswith("already tightened")
     assert effects.store.get_command("rebalance-ev")["deadline_tightened_to"] == spot.deadline.isoformat()
     assert effects.store.get_command("spot-ev") is None and messages(effects) == []
+
+
+def test_awaiting_a_drain_whose_item_now_holds_a_status_of_no_known_kind_is_left_to_the_agent(effects):
+    """The drain's ``CMD#`` item is read again after the hook is recorded; the agent partition is written by more
+    than this Lambda (the agent's role, another version), and a status no ``CommandStatus`` names failed the
+    invocation at every delivery of the lifecycle action instead of leaving it to the agent (or its timeout)."""
+    from core.lifecycle import LifecycleAction
+    from lambdas.interruption.plan import AwaitDrain
+
+    victim = instance(effects)
+    drain = command(victim)
+    effects.store.record_command(drain, 3600, now=NOW)
+    effects.store.table.update_item(
+        Key={"pk": effects.store.agent_pk, "sk": "CMD#spot-ev"},
+        UpdateExpression="SET #s = :s",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":s": "paused-by-a-later-version"},
+    )
+    action = LifecycleAction(instance_id=victim, asg_name="nodes", hook_name="node-manager-drain", token="t-1")
+    [result] = execute(Plan((AwaitDrain(action, "spot-ev"),)), effects, NOW)
+    assert result["result"].startswith("left to the agent")
