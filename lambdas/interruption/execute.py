@@ -176,9 +176,10 @@ def _apply(
         return _complete_hook(action.action, effects, now)
     if isinstance(action, AwaitDrain):
         # the agent may have looked for HOOK# before RecordHook wrote it: if the drain ended meanwhile, finish here
-        item = effects.store.get_command(action.command_id) or {}
-        if item.get("status") in TERMINAL:  # a status of no known kind (the agent partition) is not an end
-            return f"drain already {item['status']}: " + _complete_hook(action.action, effects, now)
+        status = (effects.store.get_command(action.command_id) or {}).get("status")
+        # a status of no known kind or shape (the agent partition: a list or a map is unhashable) is not an end
+        if isinstance(status, str) and status in TERMINAL:
+            return f"drain already {status}: " + _complete_hook(action.action, effects, now)
         return "left to the agent (it completes the action when the drain ends)"
     if isinstance(action, ForgetNode):
         effects.store.delete_node(action.instance_id)
