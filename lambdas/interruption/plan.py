@@ -29,6 +29,7 @@ class IgnoreReason(str, Enum):
     NOT_A_MEMBER = "not_a_member"  # a state change of an instance with no membership record
     ALREADY_DRAINING = "already_draining"  # a rebalance recommendation while a drain of the instance is queued/running
     ALREADY_INTERRUPTED = "already_interrupted"  # a rebalance recommendation after a Spot warning to terminate it
+    # (or, until its deadline, one that took a drain over)
     REBALANCE_IN_EFFECT = "rebalance_in_effect"  # an earlier rebalance command of the instance is active or holds
     # its cordon (not given back yet)
     UNVERIFIED = "unverified"  # what the event claims, EC2 or Auto Scaling denies (lambdas.interruption.verify)

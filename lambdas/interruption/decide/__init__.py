@@ -55,7 +55,8 @@ Rules, in order:
    a. **Duplicates of a recommendation** (another event id for the same instance): acknowledged ``already_draining``
       while a drain of the instance is queued or running, ``already_interrupted`` once a Spot warning to terminate it
       was decided (its drain in any status: the recommendation may come with the warning or after it, and a
-      replacement run would launch a second instance for it), ``rebalance_in_effect`` while an earlier rebalance
+      replacement run would launch a second instance for it; a warning that took a drain over, rule 5b, until the
+      Spot deadline it set: ``rebalance.spot_warned``), ``rebalance_in_effect`` while an earlier rebalance
       command is active or still holds its cordon (not given back, not resolved).
    b. **A Spot warning after a recommendation, or during a refresh**: a rebalance or refresh ``drain`` (reason
       ``rebalance...`` or ``refresh <run> step <n>``) still queued or running is tightened to the Spot deadline
@@ -179,7 +180,7 @@ def decide(notice: Event, now: datetime, settings: InterruptionSettings, world: 
     if notice.kind is EventKind.REBALANCE_RECOMMENDATION:
         if settings.rebalance_policy is RebalancePolicy.IGNORE:
             return Plan((Acknowledge(IgnoreReason.REBALANCE_IGNORED, "REBALANCE_POLICY=ignore"),))
-        if world.command is None and (duplicate := duplicate_rebalance(command_id_for(notice), world.commands)):
+        if world.command is None and (duplicate := duplicate_rebalance(command_id_for(notice), world.commands, now)):
             return Plan((duplicate,))
         capping = settings.rebalance_policy is not RebalancePolicy.REPLACE  # replace: its fallback only, below
         if capping and world.command is None and (capped := rebalance_capped(world, settings)) is not None:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from core.clock import aware_time
 from core.kops import ManagedGroup, Role
 from core.model import CommandKind, CommandStatus
 from core.runs import REBALANCE_TRIGGER, DrainTimeoutPolicy, GroupSurge, Run, RunOptions, RunStatus, RunStep, Selection
@@ -35,6 +36,7 @@ from lambdas.interruption.world import World
 HOLDING = (*ACTIVE, CommandStatus.SUCCEEDED.value, CommandStatus.TIMED_OUT.value)
 REPLACEMENT = "replacement"  # the Skip step name of rule 5c
 TERMINATE_WARNING = "spot-interruption:terminate"  # the reason of a Spot warning's drain (``decide``, rule 3)
+SPOT_PREFIX = "spot-"  # a Spot warning's command id (``common.command_id_for``), the ``tightened_by`` of its takeover
 NEEDS_UPDATE = "rebalance"  # RunStep.needs_update of a replaced at-risk instance
 IN_SERVICE = "InService"
 
@@ -79,17 +81,29 @@ def rebalance_capped(world: World, settings: InterruptionSettings) -> Acknowledg
     )
 
 
-def duplicate_rebalance(own_id: str, commands: Iterable[Mapping[str, Any]]) -> Acknowledge | None:
+def spot_warned(item: Mapping[str, Any], now: datetime) -> bool:
+    """Whether a readable ``CMD#`` item of the instance (``World.commands``) shows a Spot warning that takes the
+    instance away: the drain of a warning to terminate (reason ``TERMINATE_WARNING``, any status), or a drain a Spot
+    warning took over (rule 5b: ``tightened_by`` a ``spot-`` command id, any status) until its
+    ``deadline_tightened_to`` (aware ISO 8601) passes. A tightening records no ``instance-action``: past that deadline
+    a ``stop`` warning's instance may be running again, and a terminated one is refused by rule 9 anyway."""
+    if str(item.get("command", {}).get("reason", "")) == TERMINATE_WARNING:
+        return True
+    by, until = item.get("tightened_by"), aware_time(item.get("deadline_tightened_to"))
+    return isinstance(by, str) and by.startswith(SPOT_PREFIX) and until is not None and now <= until
+
+
+def duplicate_rebalance(own_id: str, commands: Iterable[Mapping[str, Any]], now: datetime) -> Acknowledge | None:
     """Rule 5a: a rebalance recommendation for an instance that a drain is already emptying, that a Spot warning
-    to terminate already came for (its drain in any status: AWS may send the recommendation with the warning or after
-    it, and EventBridge keeps no order), or whose earlier rebalance command is still in effect, changes nothing (a
-    second cordon would restart the quiet period; a second drain would race the first; a replacement run would launch
-    a second instance for the one the warning's early detach, or Auto Scaling after the reclaim, replaces)."""
+    already came for (``spot_warned``: AWS may send the recommendation with the warning or after it, and EventBridge
+    keeps no order), or whose earlier rebalance command is still in effect, changes nothing (a second cordon would
+    restart the quiet period; a second drain would race the first; a replacement run would launch a second instance
+    for the one the warning's early detach, or Auto Scaling after the reclaim, replaces). ``now``: aware UTC."""
     others = [c for c in commands if command_id(c) != own_id]
     draining = next((c for c in others if c.get("kind") == CommandKind.DRAIN.value and c.get("status") in ACTIVE), None)
     if draining is not None:
         return Acknowledge(IgnoreReason.ALREADY_DRAINING, f"drain {command_id(draining)} is {draining['status']}")
-    warned = next((c for c in others if str(c.get("command", {}).get("reason", "")) == TERMINATE_WARNING), None)
+    warned = next((c for c in others if spot_warned(c, now)), None)
     if warned is not None:
         return Acknowledge(
             IgnoreReason.ALREADY_INTERRUPTED,
