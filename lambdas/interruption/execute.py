@@ -35,6 +35,7 @@ from adapters.aws.ports import AwsPort
 from adapters.dynamo.commands import cancel_queued_command, recorded_command, resolve_cordon, tighten_deadline
 from adapters.dynamo.hooks import Finish, finish, record_hook
 from adapters.dynamo.store import Store
+from core.clock import aware_time
 from core.detach import DetachState
 from core.exceptions import CommandExistsError, RunRecordRefusedError
 from core.lifecycle import LifecycleAction
@@ -195,7 +196,7 @@ def _apply(
         if tighten_deadline(effects.store, action.command_id, action.deadline, by, now=now):
             effects.telemetry.count("CommandsTightened")
             return "tightened" + _resend_if_queued(action.command_id, effects)
-        earlier = _tightened_earlier(action.command_id, effects)
+        earlier = _tightened_earlier(action.command_id, action.deadline, effects)
         if earlier is not None:  # still active, bound to an earlier deadline already: one drain, not two
             return f"already tightened to {earlier}" + _resend_if_queued(action.command_id, effects)
         fallback = action.fallback
@@ -252,14 +253,16 @@ def _complete_hook(action: LifecycleAction, effects: Effects, now: datetime) -> 
     return "Auto Scaling no longer has the action"
 
 
-def _tightened_earlier(command_id: str, effects: Effects) -> str | None:
-    """The ``deadline_tightened_to`` of a drain still ``queued`` or ``running`` whose tightening was refused (it already
-    has an earlier one: a redelivered warning stamped ahead of our clock asks a later deadline, a second warning of the
-    instance another), else None (the drain ended: the fallback drain is recorded instead)."""
+def _tightened_earlier(command_id: str, deadline: datetime, effects: Effects) -> str | None:
+    """The ``deadline_tightened_to`` of a drain still ``queued`` or ``running`` whose tightening to ``deadline``
+    (aware) was refused because it already has one no later (a redelivered warning stamped ahead of our clock asks a
+    later deadline, a second warning of the instance another), else None: the drain ended, or its value is no aware
+    ISO 8601 time (the agent partition; the agent reads it as absent, so nothing binds the drain): the fallback drain
+    is recorded instead."""
     item = effects.store.get_command(command_id) or {}
     active = item.get("status") in (CommandStatus.QUEUED.value, CommandStatus.RUNNING.value)
-    earlier = item.get("deadline_tightened_to")
-    return str(earlier) if active and earlier else None
+    earlier = aware_time(item.get("deadline_tightened_to"))
+    return earlier.isoformat() if active and earlier is not None and earlier <= deadline else None
 
 
 def _resend_if_queued(command_id: str, effects: Effects) -> str:

@@ -3,6 +3,7 @@ any shape DynamoDB can hold is judged, never a reason to fail every delivery of 
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ from core.model import CommandStatus
 from lambdas.interruption.decide import Plan
 from lambdas.interruption.execute import execute
 from lambdas.interruption.plan import AwaitDrain
-from tests.unit.lambdas.interruption.effects_world import NOW, command, instance
+from tests.unit.lambdas.interruption.effects_world import NOW, command, instance, messages
 
 
 def _set_status(effects: Any, command_id: str, status: Any) -> None:
@@ -51,3 +52,26 @@ def test_every_terminal_status_ends_the_wait(effects, status):
 @pytest.mark.parametrize("status", [CommandStatus.QUEUED.value, CommandStatus.RUNNING.value])
 def test_an_active_drain_is_left_to_the_agent(effects, status):
     assert _await(effects, status).startswith("left to the agent")
+
+
+@pytest.mark.parametrize("tightened_to", ["2000-01-01T00:00:00", "0", "1999-12-31 soon"])
+def test_a_tightening_refused_by_an_unreadable_earlier_deadline_still_gets_the_spot_drain(effects, tightened_to):
+    """The tightening is refused when the item's ``deadline_tightened_to`` compares (as a string) before the one asked.
+    One the agent cannot read (no zone, no time: the agent partition is written by more than this Lambda) binds the
+    running drain to nothing (``agent.consumer.decisions``: absent), so it is no earlier deadline already set: the
+    Spot warning's own drain is recorded and sent, as before the tightening was refused only for an ended drain."""
+    from lambdas.interruption.plan import TightenCommand
+
+    victim = instance(effects)
+    running = command(victim).model_copy(update={"command_id": "rebalance-ev", "deadline": NOW + timedelta(hours=1)})
+    effects.store.record_command(running, 3600, now=NOW)
+    effects.store.start_command(running, "agent", stale_after_seconds=60, ttl_seconds=3600, now=NOW)
+    effects.store.table.update_item(
+        Key={"pk": effects.store.agent_pk, "sk": "CMD#rebalance-ev"},
+        UpdateExpression="SET deadline_tightened_to = :d",
+        ExpressionAttributeValues={":d": tightened_to},
+    )
+    spot = command(victim)
+    [result] = execute(Plan((TightenCommand("rebalance-ev", spot.deadline, spot),)), effects, NOW)
+    assert result["result"].startswith("no longer running"), result
+    assert effects.store.get_command("spot-ev")["status"] == "queued" and len(messages(effects)) == 1
