@@ -13,7 +13,9 @@ Races between concurrent deliveries of one event are settled here by the table's
 - ``StartReplacement`` / ``JoinReplacement`` (``lambdas.interruption.replacement``) refused (the lock held by
   another operation, another run active, the run already recorded by an earlier delivery): counted
   ``ReplacementsRefused`` (reason ``lock_or_run``; a refusal by the decision, a ``Skip`` of step ``replacement``,
-  is counted with its own reason) and logged; the rebalance cordon that follows stays (the fallback).
+  is counted with its own reason) and logged; the rebalance cordon that follows stays (the fallback), unless the
+  decision found rule 5d's cap reached (``capped_cordon``) and no run replaces the instance: then it is neither
+  recorded nor sent, counted ``EventsIgnored`` (``rebalance_capped``), as the decision's own capped fallback.
 - ``StartReplacement`` / ``JoinReplacement`` whose ``RUN#`` save is refused (too large or invalid:
   ``RunRecordRefusedError``): not retried (it would be refused at every delivery), logged, counted
   ``RunRecordRefused`` (by ``code``) and ``ReplacementsRefused`` (reason ``run_record_refused``), a joined run paused
@@ -69,6 +71,7 @@ from lambdas.interruption.plan import (
 from lambdas.interruption.replacement import (
     RECORD_REFUSED,
     join_replacement,
+    replaced_by_a_run,
     replacement_refused,
     start_replacement,
 )
@@ -133,6 +136,8 @@ def _apply(
     recorded: dict[str, Command],
 ) -> str:
     if isinstance(action, RecordCommand):
+        if action.command.command_id in unsent:  # a capped fallback cordon whose replacement was refused
+            return f"not recorded ({IgnoreReason.REBALANCE_CAPPED.value})"
         try:
             effects.store.record_command(action.command, effects.ttl_seconds, now=now)
         except CommandExistsError as err:
@@ -146,7 +151,7 @@ def _apply(
         return "recorded"
     if isinstance(action, SendCommand):
         if action.command.command_id in unsent:
-            return "not sent (another delivery handled it)"
+            return "not sent (another delivery handled it, or it was not recorded)"
         message_id = effects.aws.queue.send_command(recorded.get(action.command.command_id, action.command))
         effects.telemetry.count("CommandsQueued")
         return f"sent (message {message_id})"
@@ -216,14 +221,17 @@ def _apply(
                 done, what = join_replacement(action, effects.store, now)
         except RunRecordRefusedError as err:  # nothing written; a retry would be refused the same way
             effects.telemetry.count_by("ReplacementsRefused", "reason", RECORD_REFUSED)
-            return replacement_refused(
+            refused = replacement_refused(
                 action, err, effects.store, now, telemetry=effects.telemetry, logger=effects.logger
             )
+            dropped = _drop_capped_cordon(action, effects, unsent)
+            return refused.replace("; the cordon stays", dropped) if dropped else refused
         if done:
             effects.telemetry.count("ReplacementsStarted")
-        else:  # the rebalance cordon that follows in the plan stays: the fallback
+        else:  # the rebalance cordon that follows in the plan stays: the fallback (unless past the cap)
             effects.telemetry.count_by("ReplacementsRefused", "reason", "lock_or_run")
-            effects.logger.info(f"replacement refused: {what}; the cordon stays")
+            what += _drop_capped_cordon(action, effects, unsent) or "; the cordon stays"
+            effects.logger.info(f"replacement refused: {what}")
         return what
     if isinstance(action, Acknowledge):
         effects.telemetry.count_by("EventsIgnored", "reason", action.reason.value)
@@ -251,6 +259,21 @@ def _complete_hook(action: LifecycleAction, effects: Effects, now: datetime) -> 
         effects.telemetry.count("LifecycleActionsCompleted")
         return "completed with CONTINUE"
     return "Auto Scaling no longer has the action"
+
+
+def _drop_capped_cordon(action: StartReplacement | JoinReplacement, effects: Effects, unsent: set[str]) -> str:
+    """A refused replacement's fallback cordon past rule 5d's cap (``action.capped_cordon``) is dropped: its command id
+    joins ``unsent``, so the ``RecordCommand`` and ``SendCommand`` that follow do nothing, as under ``cordon``; unless
+    the active run replaces the instance (an earlier delivery started or joined it). Returns the note for the
+    action's result ("" when the action carries no capped cordon)."""
+    if action.capped_cordon is None:
+        return ""
+    instance = action.run.steps[0].instance_id if isinstance(action, StartReplacement) else action.step.instance_id
+    if replaced_by_a_run(effects.store, instance):
+        return "; the cordon stays (a run replaces the instance)"
+    unsent.add(action.capped_cordon)
+    effects.telemetry.count_by("EventsIgnored", "reason", IgnoreReason.REBALANCE_CAPPED.value)
+    return f"; {IgnoreReason.REBALANCE_CAPPED.value}: its fallback cordon {action.capped_cordon} is not recorded"
 
 
 def _tightened_earlier(command_id: str, deadline: datetime, effects: Effects) -> str | None:

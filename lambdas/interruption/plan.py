@@ -205,9 +205,12 @@ class ResolveCordon:
 class StartReplacement:
     """Start ``run``, a one-instance refresh run that replaces the at-risk instance surge first
     (``REBALANCE_POLICY=replace``): under the cluster lock (taken as the run's holder), only while no run is active,
-    write its ``RUN#`` item (fenced by the lease), then give the lock back. The refresher advances it from there."""
+    write its ``RUN#`` item (fenced by the lease), then give the lock back. The refresher advances it from there.
+    ``capped_cordon``: the id of the fallback cordon that follows in the plan when rule 5d's cap is reached; refused
+    (and no run replacing the instance), that cordon is neither recorded nor sent (``execute``)."""
 
     run: Run
+    capped_cordon: str | None = None
 
     def describe(self) -> str:
         step = self.run.steps[0]
@@ -218,12 +221,13 @@ class StartReplacement:
 class JoinReplacement:
     """Add ``step`` (pending) to the active replacement run ``run_id`` (``REBALANCE_REPLACE_LIMIT`` > 1), under the
     cluster lock, while the run (read again there) is still ``running`` with fewer than ``limit`` unfinished steps;
-    ``group`` is the step's group when the run does not hold it yet."""
+    ``group`` is the step's group when the run does not hold it yet; ``capped_cordon`` as ``StartReplacement``'s."""
 
     run_id: str
     step: RunStep
     group: GroupSurge | None
     limit: int
+    capped_cordon: str | None = None
 
     def describe(self) -> str:
         return f"add {self.step.instance_id} of {self.step.group} to replacement run {self.run_id}"

@@ -162,3 +162,14 @@ def _refuse_join(run: Run | None, action: JoinReplacement) -> str | None:
     if unfinished >= action.limit:
         return f"not joined: run {run.run_id} replaces {unfinished} (limit {action.limit})"
     return None
+
+
+def replaced_by_a_run(store: Store, instance_id: str) -> bool:
+    """Whether the active run (``RunStore.active``) has an unfinished step for ``instance_id``: a replacement
+    refused as made by an earlier delivery still replaces it.
+
+    Raises:
+        StoreUnavailableError: the table is unavailable (the event is retried).
+    """
+    run = RunStore(store).active()
+    return run is not None and any(s.instance_id == instance_id and not s.state.final for s in run.steps)

@@ -72,8 +72,10 @@ Rules, in order:
       cluster lock, the capacity clamp and the give-back of every run. Never a master or a group with no kOps
       role, never while another run is active (acknowledged in the plan as a ``Skip`` with its reason); up to
       ``REBALANCE_REPLACE_LIMIT`` instances join one replacement run. The cordon is recorded either way: it is the
-      fallback, as under ``cordon`` (capped by 5d when no replacement was started or joined). A Spot warning during
-      the replacement escalates the cordon or tightens the run's drain (5b).
+      fallback, as under ``cordon`` (capped by 5d when no replacement was started or joined and no run replaces the
+      instance already; a start or join past the cap carries the cordon's id, ``capped_cordon``, and the executor
+      drops the cordon when it is refused: ``rebalance.cap_fallback``). A Spot warning during the replacement
+      escalates the cordon or tightens the run's drain (5b).
    d. **A cap on rebalance cordons** (``REBALANCE_MAX_CORDONED_PERCENT``, policies ``cordon`` and ``drain``, and the
       fallback cordon of ``replace``: a wave replaced one at a time cordoned every other node of the pool): when
       the other instances' rebalance commands in effect already number that share of the cluster's nodes (the
@@ -129,10 +131,15 @@ from lambdas.interruption.decide.common import (
     too_late,
 )
 from lambdas.interruption.decide.lifecycle import decide_lifecycle
-from lambdas.interruption.decide.rebalance import duplicate_rebalance, rebalance_capped, replacement_steps
+from lambdas.interruption.decide.rebalance import (
+    cap_fallback,
+    duplicate_rebalance,
+    rebalance_capped,
+    replacement_steps,
+)
 from lambdas.interruption.decide.spot import early_replacement_steps, spot_command_steps
 from lambdas.interruption.decide.state import decide_state_change
-from lambdas.interruption.plan import EFFECTS, Acknowledge, Action, IgnoreReason, JoinReplacement, StartReplacement
+from lambdas.interruption.plan import EFFECTS, Acknowledge, Action, IgnoreReason
 from lambdas.interruption.verify import refuse_spot_notice, refuse_state_change
 from lambdas.interruption.world import World
 
@@ -216,9 +223,10 @@ def decide(notice: Event, now: datetime, settings: InterruptionSettings, world: 
     elif replace and world.command is None:
         # the run first, then the cordon: the cordon keeps pods off the node until the run drains it, and stays
         # (given back after the quiet period) when no replacement may start (rule 5c)
-        steps = replacement_steps(notice, now, settings, world, group)
-        fallback = not any(isinstance(a, StartReplacement | JoinReplacement) for a in steps)
-        if fallback and (capped := rebalance_capped(world, settings)) is not None:  # the cordon policy's cap
+        steps, capped = cap_fallback(
+            replacement_steps(notice, now, settings, world, group), command.command_id, world, settings
+        )
+        if capped is not None:  # the cordon policy's cap, on a cordon no replacement takes
             return Plan((*steps, capped))
         actions = steps + command_steps(command, world)
     else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -91,6 +92,27 @@ def spot_warned(item: Mapping[str, Any], now: datetime) -> bool:
         return True
     by, until = item.get("tightened_by"), aware_time(item.get("deadline_tightened_to"))
     return isinstance(by, str) and by.startswith(SPOT_PREFIX) and until is not None and now <= until
+
+
+def cap_fallback(
+    steps: list[Action], cordon_id: str, world: World, settings: InterruptionSettings
+) -> tuple[list[Action], Acknowledge | None]:
+    """Rule 5d under ``replace`` for ``replacement_steps``' answer ``steps``, whose cordon ``cordon_id`` follows.
+
+    Returns:
+        ``(steps, None)`` below the cap, or when a run already replaces the instance (``already_replacing``: its
+        cordon is the replacement's); ``(steps, acknowledgement)`` past it when nothing is started or joined (the
+        cordon policy's fallback, not recorded); past it with a start or join, ``steps`` with that action's
+        ``capped_cordon`` set to ``cordon_id`` (the executor drops the cordon if the replacement is refused).
+    """
+    capped = rebalance_capped(world, settings)
+    if capped is None or any(isinstance(a, Skip) and a.reason is SkipReason.ALREADY_REPLACING for a in steps):
+        return steps, None
+    if not any(isinstance(a, StartReplacement | JoinReplacement) for a in steps):
+        return steps, capped
+    return [
+        replace(a, capped_cordon=cordon_id) if isinstance(a, StartReplacement | JoinReplacement) else a for a in steps
+    ], None
 
 
 def duplicate_rebalance(own_id: str, commands: Iterable[Mapping[str, Any]], now: datetime) -> Acknowledge | None:
