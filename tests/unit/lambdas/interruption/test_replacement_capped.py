@@ -16,8 +16,17 @@ from core.runs import StepState
 from core.settings import RebalancePolicy
 from lambdas.interruption.decide import decide
 from lambdas.interruption.execute import Effects, execute
-from lambdas.interruption.plan import IgnoreReason, RecordCommand, StartReplacement
-from tests.unit.lambdas.interruption.decision_world import INSTANCE, NOW, active_run, kinds, rebalance, settings, world
+from lambdas.interruption.plan import IgnoreReason, JoinReplacement, RecordCommand, StartReplacement
+from tests.unit.lambdas.interruption.decision_world import (
+    INSTANCE,
+    NOW,
+    OTHER,
+    active_run,
+    kinds,
+    rebalance,
+    settings,
+    world,
+)
 from tests.unit.lambdas.interruption.effects_world import messages
 
 REPLACE = settings(rebalance_policy=RebalancePolicy.REPLACE)
@@ -71,3 +80,12 @@ def test_past_the_cap_a_start_that_goes_ahead_or_was_made_by_an_earlier_delivery
     assert "already" in results[0]["result"], results
     assert effects.store.get_command("rebalance-ev-2")["status"] == "queued"
     assert any(isinstance(a, RecordCommand) for a in plan.actions)
+
+
+def test_a_join_past_the_cap_carries_its_cordon_and_one_below_it_carries_none() -> None:
+    run = active_run(steps=((OTHER, StepState.SURGING),))
+    limit_two = settings(rebalance_policy=RebalancePolicy.REPLACE, rebalance_replace_limit=2)
+    [join, *_] = decide(rebalance(), NOW, limit_two, loaded(2, 10, active_run=run)).actions
+    assert isinstance(join, JoinReplacement) and join.capped_cordon == "rebalance-ev-2"
+    [join, *_] = decide(rebalance(), NOW, limit_two, loaded(1, 10, active_run=run)).actions
+    assert isinstance(join, JoinReplacement) and join.capped_cordon is None
