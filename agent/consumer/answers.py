@@ -254,14 +254,15 @@ class WorkerBase:
         return True
 
     def _held_here(self, message_id: str, receipt: str, command: Command) -> bool:
-        """Whether a live job of this worker (not ended, handed back or lost) holds ``command``; if so this message
+        """Whether a live job of this worker (not handed back or lost; one writing its end holds it too, its
+        heartbeat maybe stale after the table refused it) holds ``command``; if so this message
         is answered: the job's own message is adopted (its visibility lapsed), a copy (a Lambda's or the sweeper's
         re-send, the item looking stale while the table refused the job's heartbeats) is deleted as redundant, the
         job's own message covering its end. Never started again here: ``start_command`` takes a stale item over
         whoever holds it, and a second job of the command would drain its node beside the first (whose end would
         then be lost and give back a control-plane slot the second holds)."""
         job = self.job_for(command.command_id)
-        if job is None or job.closed or job.lost:
+        if job is None or job.lost or (job.closed and not job.ending):
             return False
         if job.message_id == message_id:
             self._take_receipt(job, receipt, message_id)

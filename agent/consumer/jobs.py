@@ -26,6 +26,7 @@ class Job:
     receive_count: int = 1  # the message's ApproximateReceiveCount when this worker took it
     handed_back: bool = False
     lost: bool = False  # another worker took the command over (seen by the heartbeat)
+    ending: bool = False  # its end was claimed to be written (not handed back): it holds the command until removed
     lifecycle_beat_at: float = field(default_factory=time.monotonic)  # last lifecycle heartbeat (or the start)
     cordoned: Callable[[], None] = lambda: None  # gives back the message's hold on evictions (``CordonsFirst``)
     ends: bool = False  # its instance goes away at the deadline whatever the drain does (set by ``tighten`` too)

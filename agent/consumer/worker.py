@@ -342,6 +342,7 @@ class CommandWorker(WorkerBase):
                 outcome.status.value,
             )
             return
+        job.ending = True  # a copy received until its end is written is no second start (``_held_here``)
         guard = getattr(self.engine, "guard", None)  # DrainEngine's; a stand-in engine may have none
         if guard is not None and not job.lost:
             guard.release(command.command_id)  # it ended: a control-plane slot it still holds is free
