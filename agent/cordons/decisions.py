@@ -5,8 +5,10 @@ releaser's own ``releasing`` claim, left by an agent that stopped midway). Its c
 
 - **kept** (resolved, never given back) when the command can hold no cordon of ours (ended ``skipped``: no node;
   or its result says the node was cordoned by someone else), when another command for the instance was recorded
-  after it (a Spot drain, a lifecycle drain, a refresh: the instance is going or being handled), or when a
-  termination lifecycle action of the instance was recorded after it;
+  after it (a Spot drain, a lifecycle drain, a refresh: the instance is going or being handled), when a Spot warning
+  tightened its deadline (``deadline_tightened_to``: its instance ends then, one drain not two; kept even when the
+  Lambda's own resolution was lost and no heartbeat marked the node ``instance-ending``), or when a termination
+  lifecycle action of the instance was recorded after it;
 - **released** once ``finished_at + uncordon_after_seconds`` has passed;
 - otherwise **waited** for (``due_at`` says until when).
 
@@ -156,6 +158,8 @@ def judge(
         return Judgement(
             Verdict.KEEP, "nothing to give back: the node was not cordoned by this command but by someone else"
         )
+    if item.get("deadline_tightened_to"):  # a Spot warning took this drain over (one drain, not two)
+        return Judgement(Verdict.KEEP, f"its instance ends: its deadline was tightened by {item.get('tightened_by')}")
     created = _time(item.get("created_at"))
     for other in others:
         other_created = _time(other.get("created_at"))

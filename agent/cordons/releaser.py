@@ -8,7 +8,7 @@ pending, else from one Query of the cluster's ``CMD#`` range. It judges each pen
 
 A command its worker left ``running`` past its deadline (``decisions.abandoned``: nothing else would ever end it) is
 first ended ``timed_out`` (``end_abandoned_command``, conditional: a worker that took it over or beat since wins) and
-judged at the next check.
+judged at the next check (an end the table refuses is an error of that item alone, tried again at the next check).
 
 - WAIT: nothing (the next check looks again; the state is the item, so a restart changes nothing);
 - KEEP: records the reason as the item's ``resolution`` (never looked at again);
@@ -105,7 +105,7 @@ class CordonReleaser:
             # only rebalance commands carry a quiet period (``core.model.QUIET_CORDON_PREFIX``): with none of them
             # pending, the check is that one range read, not a week of every command
             quiet = list(self.store.query_prefix(PREFIX + QUIET_CORDON_PREFIX, consistent=True, convert=False))
-            counts["waiting"] += self._end_abandoned(quiet)
+            self._end_abandoned(quiet, counts)
             waiting = [item for item in quiet if pending(item)]
             if not waiting:
                 return counts
@@ -130,19 +130,27 @@ class CordonReleaser:
                 self.metrics.cordons_resolved.labels(outcome=METRIC_OUTCOME[outcome]).inc()
         return counts
 
-    def _end_abandoned(self, items: list[dict[str, Any]]) -> int:
-        """End each of ``items`` (table values) its worker abandoned (``decisions.abandoned``); returns how many were
-        ended. Raises what the table raises."""
-        ended = 0
+    def _end_abandoned(self, items: list[dict[str, Any]], counts: dict[str, int]) -> None:
+        """End each of ``items`` (table values) its worker abandoned (``decisions.abandoned``), counting each ended as
+        ``waiting`` in ``counts`` (judged at the next check). A write the table refuses (throttled, or for good: an
+        item of a shape it cannot take) is logged and counted in ``errors`` for that item alone and tried again at
+        the next check; the other items are judged as usual. Never raises."""
         for item in items:
-            when = abandoned(item, self.clock())
-            if when is None:
+            try:
+                when = abandoned(item, self.clock())
+                if when is None:
+                    continue
+                why = f"abandoned: its worker {item.get('worker')} stopped before it ended and its deadline passed"
+                if not end_abandoned_command(self.store, command_id(item), item, when, why, now=self.clock()):
+                    continue
+            except Exception:
+                log.exception("cordon check: could not end an abandoned command command_id=%s", command_id(item))
+                counts["errors"] += 1
+                if self.metrics is not None:
+                    self.metrics.cordons_resolved.labels(outcome=METRIC_OUTCOME["errors"]).inc()
                 continue
-            why = f"abandoned: its worker {item.get('worker')} stopped before it ended and its deadline passed"
-            if end_abandoned_command(self.store, command_id(item), item, when, why, now=self.clock()):
-                ended += 1
-                log.warning("give-back command ended for its stopped worker command_id=%s %s", command_id(item), why)
-        return ended
+            counts["waiting"] += 1
+            log.warning("give-back command ended for its stopped worker command_id=%s %s", command_id(item), why)
 
     def _commands_of(self, waiting: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         """The ``CMD#`` items (plain values) of each instance a pending command names: through the instance's
