@@ -7,6 +7,7 @@ import pytest
 from adapters.dynamo.command_delivery import Delivery, record_and_send
 from adapters.dynamo.commands import (
     cancel_queued_command,
+    end_abandoned_command,
     commands_for_instance,
     recorded_command,
 )
@@ -237,3 +238,34 @@ def test_record_and_send_fenced_by_the_current_lease_records_and_sends(store):
     assert delivery.sent and store.get_command("giveback-1")["status"] == "queued"
     again = record_and_send(store, lambda c: "m-2", _cmd("giveback-1"), 3600, utcnow(), fence=lease)
     assert again == Delivery(message_id="m-2", previous_status="queued")
+
+
+@pytest.mark.parametrize("since", ["taken over", "beat", "finished"])
+def test_an_abandoned_command_is_not_ended_once_its_item_moved_since_it_was_read(store, since):
+    # the releaser read it stale; a worker then took it over, beat (a live worker whose heartbeats the table had
+    # refused), or wrote its own end: the conditional end loses, and that worker's state stands
+    store.record_command(_cmd(), ttl_seconds=3600)
+    start = utcnow() - timedelta(seconds=300)
+    attempt = store.start_command(_cmd(), "agent-a", stale_after_seconds=60, ttl_seconds=3600, now=start)
+    [read] = store.query_prefix("CMD#spot-1", consistent=True, convert=False)  # table values, as the releaser
+    if since == "taken over":
+        store.start_command(_cmd(), "agent-b", stale_after_seconds=60, ttl_seconds=3600)
+    elif since == "beat":
+        store.heartbeat_command("spot-1", "agent-a", attempt)
+    else:
+        store.finish_command("spot-1", "agent-a", attempt, CommandStatus.SUCCEEDED, {"message": "drained"})
+    before = store.get_command("spot-1")
+    assert not end_abandoned_command(store, "spot-1", read, start, "abandoned")
+    assert store.get_command("spot-1") == before
+
+
+def test_an_abandoned_command_is_ended_timed_out_as_of_its_workers_last_heartbeat(store):
+    store.record_command(_cmd(), ttl_seconds=3600)
+    start = utcnow() - timedelta(seconds=300)
+    store.start_command(_cmd(), "agent-a", stale_after_seconds=60, ttl_seconds=3600, now=start)
+    [read] = store.query_prefix("CMD#spot-1", consistent=True, convert=False)  # table values, as the releaser
+    assert end_abandoned_command(store, "spot-1", read, start, "abandoned")
+    item = store.get_command("spot-1")
+    assert item["status"] == "timed_out" and item["finished_at"] == start.isoformat()
+    assert item["result"]["message"] == "abandoned"
+    assert not end_abandoned_command(store, "spot-1", read, start, "abandoned")  # once

@@ -92,3 +92,34 @@ def test_of_many_claimers_at_once_exactly_one_wins_the_last_slot(store: Store) -
     for thread in threads:
         thread.join(10)
     assert len(won) == 1 and held(store) == {"CPDRAIN#0": won[0]}
+
+
+def test_a_release_by_worker_leaves_a_slot_the_next_worker_renewed_between_its_read_and_its_delete(
+    store: Store,
+) -> None:
+    # agent-a reads the slot under its own name; before its delete, agent-b (its command's next worker) renews it:
+    # the delete is conditional on the worker too, so agent-b's drain keeps it; without a worker every slot of the
+    # command goes, whoever renewed it
+    slots = ControlPlaneSlots(store)
+    slots.claim("lifecycle-ev-1", "i-m", "agent-a:1", 1, LATER, NOW)
+    read = list(store.query_prefix(PREFIX, consistent=True))
+    slots.claim("lifecycle-ev-1", "i-m", "agent-b:2", 1, LATER, NOW)
+    stale = ControlPlaneSlots(store)
+    stale.table = _Frozen(store, read)  # type: ignore[assignment]
+    assert stale.release("lifecycle-ev-1", "agent-a:1") == 0
+    assert held(store) == {"CPDRAIN#0": "lifecycle-ev-1"}
+    assert slots.release("lifecycle-ev-1", "agent-a:1") == 0  # read afresh: not its name
+    assert slots.release("lifecycle-ev-1") == 1 and held(store) == {}
+
+
+class _Frozen:
+    """``store`` whose ``query_prefix`` answers ``items`` (the slots as read before a write landed)."""
+
+    def __init__(self, store: Store, items: list[dict[str, object]]) -> None:
+        self._store, self._items = store, items
+
+    def query_prefix(self, *args: object, **kwargs: object) -> list[dict[str, object]]:
+        return self._items
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
+
+import pytest
 
 from adapters.dynamo.commands import tighten_deadline
 from agent.cordons.releaser import CordonReleaser
@@ -72,3 +75,34 @@ def test_an_abandoned_drain_a_spot_warning_tightened_keeps_its_cordon(world: Wor
     releaser(world, node, after=900).check_once()
     assert node.unschedulable and node.patches == 0
     assert world.item("rebalance-1").get("resolution") not in (None, "released")
+
+
+def forged(deadline: str, **fields: Any) -> dict[str, Any]:
+    options = {"uncordon_after_seconds": 0}
+    command = {"command_id": "rebalance-odd", "deadline": deadline, "options": options}
+    return {"status": "running", "instance_id": "i-0fffffffffffffff0", "command": command, **fields}
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"heartbeat_at": 1},  # no attempt
+        {"heartbeat_at": "1", "attempt": 1},  # no number
+        {"heartbeat_at": Decimal("1e30"), "attempt": 1},  # no clock reads it
+        {"heartbeat_at": Decimal("-1e30"), "attempt": 1},
+        {"heartbeat_at": 1, "attempt": 1, "stale_after_seconds": Decimal("1e100")},
+        {"heartbeat_at": 1, "attempt": "one", "worker": {"not": "a name"}},
+    ],
+)
+def test_a_forged_running_item_neither_breaks_the_check_nor_holds_another_cordon_back(
+    world: World, fields: dict[str, Any]
+) -> None:
+    done = rebalance(world, "rebalance-1", kind="cordon")
+    attempt = world.store.start_command(done, "agent-a:1", stale_after_seconds=60, ttl_seconds=3600)
+    result = {"status": "succeeded", "node_name": "n1", "cordoned_by_us": True, "cordoned_by_other": False}
+    world.store.finish_command("rebalance-1", "agent-a:1", attempt, CommandStatus.SUCCEEDED, result)
+    world.store.put("CMD#rebalance-odd", forged((utcnow() - timedelta(days=1)).isoformat(), **fields))
+    node = OneNode(unschedulable=True, holder="rebalance-1")
+    counts = releaser(world, node, after=700).check_once()
+    assert counts["released"] == 1 and not node.unschedulable
+    assert counts["errors"] == 0
