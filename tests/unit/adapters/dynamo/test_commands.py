@@ -7,8 +7,8 @@ import pytest
 from adapters.dynamo.command_delivery import Delivery, record_and_send
 from adapters.dynamo.commands import (
     cancel_queued_command,
-    end_abandoned_command,
     commands_for_instance,
+    end_abandoned_command,
     recorded_command,
 )
 from core.exceptions import CommandExistsError, CommandTransitionError
