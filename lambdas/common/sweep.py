@@ -25,6 +25,8 @@ deleted as a redundant copy while its holder was alive). The replenisher's perio
   (``lambdas.refresher.decide.context.drain_outcome``), and a drain started that late would do nothing.
 
 A second message for a command whose first is still queued is harmless: the agent's conditional start runs it once.
+A SendMessage SQS refuses is not a re-send: its ``resent_at`` stamp is removed again (the command is due at the next
+tick) and it is not reported; once SQS is unavailable or throttling, nothing more is sent that tick.
 ``stranded`` is the pure rule; ``sweep_commands`` applies it.
 """
 
@@ -49,7 +51,7 @@ from adapters.dynamo.commands import command_sk, end_queued_command, recorded_co
 from adapters.dynamo.store import Store
 from adapters.dynamo.table import Attr, plain
 from core.clock import aware_time
-from core.exceptions import AwsRequestError, ConflictError, StoreUnavailableError
+from core.exceptions import AwsRequestError, AwsUnavailableError, ConflictError, StoreUnavailableError
 from core.model import Command, CommandStatus
 
 EXPIRED = "expired: never started before its deadline"
@@ -67,11 +69,18 @@ class Sweep:
     retake: tuple[tuple[Command, float], ...] = ()
 
 
+# the largest epoch second or staleness read (about the year 5138): anything past it (a forged item's "1e300", or
+# an infinity) is unreadable, never made into a condition DynamoDB cannot take (its numbers stop at 1E+126)
+MAX_SECONDS = 1e11
+
+
 def _epoch(value: Any) -> float | None:
+    """``value`` as a number of seconds, None when absent, not a number, or beyond ``MAX_SECONDS`` either way."""
     try:
-        return float(value) if value is not None else None
+        seconds = float(value) if value is not None else None
     except (TypeError, ValueError):
         return None
+    return seconds if seconds is not None and abs(seconds) <= MAX_SECONDS else None
 
 
 def stale_since(item: Mapping[str, Any], now: datetime, after_seconds: float) -> float | None:
@@ -173,6 +182,7 @@ def sweep_commands(
         if _expire(store, command_id, now):
             done["expired"].append(command_id)
             logger.warning(f"command {command_id} expired while queued: never started before its deadline")
+    unavailable = False
     for command in sweep.resend:
         try:
             store.update(
@@ -182,10 +192,14 @@ def sweep_commands(
             )
         except ConflictError:
             continue  # an agent started it meanwhile
-        sender.send_command(command)
-        done["resent"].append(command.command_id)
-        logger.warning(f"command {command.command_id} still queued: sent again as recorded")
-    for command, before in sweep.retake:
+        sent = _send(store, sender, command, now, logger)
+        if sent is None:
+            unavailable = True
+            break  # SQS unavailable or throttling: the rest, unstamped, are due at the next tick
+        if sent:
+            done["resent"].append(command.command_id)
+            logger.warning(f"command {command.command_id} still queued: sent again as recorded")
+    for command, before in () if unavailable else sweep.retake:
         try:
             store.update(
                 command_sk(command.command_id),
@@ -195,12 +209,38 @@ def sweep_commands(
             )
         except ConflictError:
             continue  # its worker beat meanwhile, or it ended or was taken over
-        sender.send_command(command)
-        done["resent"].append(command.command_id)
-        logger.warning(f"command {command.command_id} running under a stale heartbeat: sent again as recorded")
+        sent = _send(store, sender, command, now, logger)
+        if sent is None:
+            break
+        if sent:
+            done["resent"].append(command.command_id)
+            logger.warning(f"command {command.command_id} running under a stale heartbeat: sent again as recorded")
     if stale:  # last, after what the sweep is for: a failure here only leaves pointers for the next tick
         done["pointers_deleted"] = _delete_pointers(store, stale, logger)
     return done
+
+
+def _send(store: Store, sender: CommandSender, command: Command, now: datetime, logger: Any) -> bool | None:
+    """SendMessage of ``command``, whose ``resent_at`` was just stamped ``now``. True when sent; when SQS refused it
+    (``AwsRequestError``: False) or was unavailable or throttling (``AwsUnavailableError``: None, nothing more is
+    sent this tick), the stamp is removed (conditionally on its still being this one), so the command is not taken
+    for re-sent and is due again at the next tick; a failure of that removal is logged."""
+    try:
+        sender.send_command(command)
+        return True
+    except AwsUnavailableError as err:
+        logger.warning(f"command {command.command_id} not sent again this tick: {err}")
+        outcome: bool | None = None
+    except AwsRequestError as err:
+        logger.error(f"command {command.command_id} not sent again: SQS refused it: {err}")
+        outcome = False
+    try:
+        store.update(command_sk(command.command_id), {"resent_at": None}, condition=Attr("resent_at").eq(now.isoformat()))
+    except ConflictError:
+        pass  # started, or stamped by another sweep, meanwhile: its stamp is not ours to remove
+    except (StoreUnavailableError, AwsRequestError) as err:
+        logger.error(f"command {command.command_id} left stamped re-sent though it was not: {err}")
+    return outcome
 
 
 def _backfill(store: Store, now: datetime, dry_run: bool, logger: Any) -> list[str]:
