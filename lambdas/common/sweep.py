@@ -235,7 +235,9 @@ def _send(store: Store, sender: CommandSender, command: Command, now: datetime, 
         logger.error(f"command {command.command_id} not sent again: SQS refused it: {err}")
         outcome = False
     try:
-        store.update(command_sk(command.command_id), {"resent_at": None}, condition=Attr("resent_at").eq(now.isoformat()))
+        store.update(
+            command_sk(command.command_id), {"resent_at": None}, condition=Attr("resent_at").eq(now.isoformat())
+        )
     except ConflictError:
         pass  # started, or stamped by another sweep, meanwhile: its stamp is not ours to remove
     except (StoreUnavailableError, AwsRequestError) as err:
