@@ -31,13 +31,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import Enum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from core.exceptions import InvalidRequestError, MalformedEventError
 from core.runs import DrainTimeoutPolicy
 from core.settings import parse_duration
+
+
+# a name given must name something: an empty one is refused, not read as "none given"
+Name = Annotated[str, Field(min_length=1)]
 
 
 class RefreshRequest(BaseModel):
@@ -47,7 +51,7 @@ class RefreshRequest(BaseModel):
 
     action: Literal["refresh"] = "refresh"
     cluster: str = Field(min_length=1)
-    instance_groups: tuple[str, ...] | None = Field(default=None, min_length=1)
+    instance_groups: tuple[Name, ...] | None = Field(default=None, min_length=1)
     max_age: str | None = None
     all: bool = False
     dry_run: bool = False
@@ -97,7 +101,8 @@ class CancelRequest(BaseModel):
 
     action: Literal["cancel"]
     cluster: str = Field(min_length=1)
-    run_id: str | None = None
+    # absent: the active run; never empty (``""`` would otherwise cancel whatever run is active)
+    run_id: str | None = Field(default=None, min_length=1)
 
 
 Request = RefreshRequest | StatusRequest | CancelRequest

@@ -51,3 +51,19 @@ def test_triggers() -> None:
 def test_odd_trigger_inputs_are_malformed(raw: object) -> None:
     with pytest.raises(MalformedEventError):
         parse_trigger(raw)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        # an empty run id (a CLI variable left unset) is not "no run id": it must not cancel whatever run is active
+        {"action": "cancel", "cluster": "c", "run_id": ""},
+        # an empty group name would be refused later only as "unknown instance groups: " (naming nothing)
+        {"cluster": "c", "instance_groups": [""]},
+        {"cluster": "c", "instance_groups": ["nodes", ""]},
+    ],
+)
+def test_empty_names_are_refused_at_parse(payload: object) -> None:
+    with pytest.raises(InvalidRequestError) as err:
+        parse_request(payload)
+    assert err.value.errors
