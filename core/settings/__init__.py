@@ -7,9 +7,11 @@ README ("Settings"). A missing or invalid value raises ``SettingsError`` naming 
 from core.settings.agent import AgentSettings
 from core.settings.base import (
     ACCOUNT_ID_PATTERN,
+    MAX_AGE_LIMIT_SECONDS,
     LogFormat,
     PdbDeadlinePolicy,
     RebalancePolicy,
+    check_max_age,
     parse_duration,
 )
 from core.settings.interruption import InterruptionSettings
@@ -18,6 +20,7 @@ from core.settings.replenisher import ReplenisherSettings
 
 __all__ = [
     "ACCOUNT_ID_PATTERN",
+    "MAX_AGE_LIMIT_SECONDS",
     "AgentSettings",
     "InterruptionSettings",
     "LogFormat",
@@ -25,5 +28,6 @@ __all__ = [
     "RebalancePolicy",
     "RefresherSettings",
     "ReplenisherSettings",
+    "check_max_age",
     "parse_duration",
 ]

@@ -101,6 +101,21 @@ _DURATION_RE = re.compile(
     r"^(?:(?P<w>\d+)w)?(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?\Z", re.ASCII
 )
 _DURATION_UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
+# the longest maximum age (a century: "never by age"); a run's options are stored in its RUN# item, whose numbers
+# DynamoDB holds to 38 digits (boto3 refuses more, ``decimal.Rounded``, before any call)
+MAX_AGE_LIMIT_SECONDS = 36500 * 86400
+
+
+def check_max_age(text: str | int) -> int:
+    """Seconds in a maximum age (``parse_duration``), at most ``MAX_AGE_LIMIT_SECONDS``.
+
+    Raises:
+        ValueError: not a duration, zero, or longer than a century.
+    """
+    seconds = parse_duration(text)
+    if seconds > MAX_AGE_LIMIT_SECONDS:
+        raise ValueError(f"max age {text!r} is longer than {MAX_AGE_LIMIT_SECONDS // 86400}d")
+    return seconds
 
 
 def parse_duration(text: str | int) -> int:

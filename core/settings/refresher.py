@@ -16,6 +16,7 @@ from core.settings.base import (
     _TIMEOUT_ENV,
     ACCOUNT_ID_PATTERN,
     _Settings,
+    check_max_age,
     parse_duration,
 )
 
@@ -117,7 +118,7 @@ class RefresherSettings(_Settings):
 
     @model_validator(mode="after")
     def _consistent(self) -> RefresherSettings:
-        parse_duration(self.max_age)  # ValueError names the value
+        check_max_age(self.max_age)  # ValueError names the value (at most a century: stored in RUN#)
         problem = lease_too_short(self.lock_lease_seconds, self.function_timeout_seconds)
         if problem:  # named after the variable (a ValueError here would name only "settings")
             raise SettingsError("REFRESH_LOCK_LEASE_SECONDS", problem)

@@ -37,8 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from core.exceptions import InvalidRequestError, MalformedEventError
 from core.runs import DrainTimeoutPolicy
-from core.settings import parse_duration
-
+from core.settings import check_max_age, parse_duration
 
 # a name given must name something: an empty one is refused, not read as "none given"
 Name = Annotated[str, Field(min_length=1)]
@@ -63,7 +62,7 @@ class RefreshRequest(BaseModel):
     @classmethod
     def _max_age(cls, value: str | None) -> str | None:
         if value is not None:
-            parse_duration(value)
+            check_max_age(value)  # at most a century: a run's options are stored in its RUN# item
         return value
 
     @field_validator("drain_timeout")

@@ -102,3 +102,14 @@ def test_run_retention_is_a_month_by_default_and_at_least_a_day():
     with pytest.raises(SettingsError) as info:
         RefresherSettings.from_env({**base, "RUN_RETENTION_SECONDS": "86399"})
     assert "RUN_RETENTION_SECONDS" in str(info.value)
+
+
+def test_a_refresh_max_age_no_run_record_can_hold_is_refused():
+    """Every scheduled run stores the settings' max age in its RUN# item (38 digits at most): one longer than a
+    century is refused when the settings are read, not at each week's CreateRun (``decimal.Rounded``)."""
+    from core.settings import RefresherSettings
+
+    base = {"CLUSTER_NAME": "c", "TABLE_NAME": "t", "QUEUE_URL": "q"}
+    assert RefresherSettings.from_env({**base, "REFRESH_MAX_AGE": "36500d"}).max_age_seconds == 36500 * 86400
+    with pytest.raises(SettingsError):
+        RefresherSettings.from_env({**base, "REFRESH_MAX_AGE": "9" * 41 + "d"})

@@ -113,3 +113,20 @@ def test_a_lock_held_when_read_is_read_again_with_the_runs_under_it(cluster: Clu
     out = handle(REQUEST, deps)
     assert out["status"] == "already_running" and out["run"]["run_id"] == RUN_ID, out
     assert [r.run_id for r in RunStore(deps.store).list(5) if r.status.active] == [RUN_ID]
+
+
+def test_the_longest_max_age_allowed_fits_a_run_record(cluster: Cluster) -> None:
+    """``MAX_AGE_LIMIT_SECONDS`` (what a request and the settings may give) is stored; 10^38 s is not (the reason for
+    the bound)."""
+    from core.settings import MAX_AGE_LIMIT_SECONDS
+
+    deps = cluster.new_deps()
+    run = pending_run("i-0123456789abcdef0")
+    run.options = run.options.model_copy(update={"max_age_seconds": MAX_AGE_LIMIT_SECONDS})
+    deps.runs.create(run)
+    stored = deps.runs.get(run.run_id)
+    assert stored is not None and stored.options.max_age_seconds == MAX_AGE_LIMIT_SECONDS
+    too_long = pending_run("i-0123456789abcdef1").model_copy(update={"run_id": RUN_ID + "x"})
+    too_long.options = too_long.options.model_copy(update={"max_age_seconds": 10**40})
+    with pytest.raises(ArithmeticError):
+        deps.runs.create(too_long)
