@@ -142,7 +142,14 @@ def test_a_recommendation_launches_the_replacement_before_the_drain_then_termina
                 update={"run_id": "29991231T000000Z-ffffff", "status": RunStatus.RUNNING, "options": refresh}
             )
         )
-        refused = recommend(info, other)
+        # the first recommendation's cordon is still in effect: one of two workers, at the cap (20 %, at least one
+        # node), so the fallback is capped as the cordon policy's is (rule 5d) and nothing is recorded
+        capped = recommend(info, other)
+        assert "run_active" in capped["actions"][0]["action"], capped
+        assert [a["result"] for a in capped["actions"][1:]] == ["acknowledged"], capped
+        assert "rebalance_capped" in capped["actions"][1]["action"], capped
+        # with the cap lifted, the fallback cordon is recorded
+        refused = recommend(info, other, REBALANCE_MAX_CORDONED_PERCENT="100")
         assert refused["actions"][0]["result"] == "skipped", refused
         assert "run_active" in refused["actions"][0]["action"]
         assert refused["actions"][1]["result"] == "recorded"  # the cordon, the fallback
