@@ -12,24 +12,11 @@ from typing import Any
 import pytest
 
 from adapters.dynamo.store import Store
-from core.model import Command, CommandKind, CommandStatus, utcnow
+from core.model import Command, CommandStatus
 from lambdas.common.sweep import EXPIRED, stranded, sweep_commands
 from tests.dynamo_reads import answered_sort_keys
 from tests.unit.adapters.dynamo.conftest import store  # noqa: F401 - the moto-backed Store fixture, used by name
-
-NOW = utcnow()
-
-
-def drain(command_id: str, deadline_in: float = 600) -> Command:
-    return Command(
-        command_id=command_id,
-        cluster="demo",
-        kind=CommandKind.DRAIN,
-        instance_id="i-0123456789abcdef0",
-        node_name="n1",
-        reason="test",
-        deadline=NOW + timedelta(seconds=deadline_in),
-    )
+from tests.unit.lambdas.common.sweep_world import NOW, Log, Sender, drain
 
 
 def item(command: Command, status: str = "queued", sent_ago: float = 600, **extra: Any) -> dict[str, Any]:
@@ -78,25 +65,6 @@ def test_a_time_with_no_zone_is_read_as_absent_never_raised() -> None:
     )
     assert sweep.resend == (queued,)
     assert [command for command, _ in sweep.retake] == [running, tightened]  # the recorded deadline stands
-
-
-class Sender:
-    def __init__(self) -> None:
-        self.sent: list[Command] = []
-
-    def send_command(self, command: Command) -> str:
-        self.sent.append(command)
-        return f"m-{len(self.sent)}"
-
-
-class Log:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def warning(self, message: str, **_: Any) -> None:
-        self.lines.append(message)
-
-    info = error = warning
 
 
 def test_sweep_resends_once_per_period_and_expires_on_the_table(store: Store) -> None:  # noqa: F811 - fixture

@@ -5,46 +5,13 @@ carry crashes no tick."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from adapters.dynamo.store import Store
 from core.exceptions import AwsRequestError, AwsUnavailableError
-from core.model import Command, CommandKind, utcnow
+from core.model import Command
 from lambdas.common.sweep import sweep_commands
 from tests.unit.adapters.dynamo.conftest import store  # noqa: F401 - the moto-backed Store fixture, used by name
-
-NOW = utcnow()
-
-
-def drain(command_id: str, deadline_in: float = 600) -> Command:
-    return Command(
-        command_id=command_id,
-        cluster="demo",
-        kind=CommandKind.DRAIN,
-        instance_id="i-0123456789abcdef0",
-        node_name="n1",
-        reason="test",
-        deadline=NOW + timedelta(seconds=deadline_in),
-    )
-
-
-class Sender:
-    def __init__(self) -> None:
-        self.sent: list[Command] = []
-
-    def send_command(self, command: Command) -> str:
-        self.sent.append(command)
-        return f"m-{len(self.sent)}"
-
-
-class Log:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def warning(self, message: str, **_: Any) -> None:
-        self.lines.append(message)
-
-    info = error = warning
+from tests.unit.lambdas.common.sweep_world import NOW, Log, Sender, drain
 
 
 def test_a_refused_send_is_neither_counted_nor_stamped_and_holds_no_other_command_back(
